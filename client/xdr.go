@@ -1,0 +1,8 @@
+package client
+
+import "snfs/xdr"
+
+type (
+	xdrReader  = xdr.Reader
+	xdrEncoder = xdr.Encoder
+)

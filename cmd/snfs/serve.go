@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"snfs/metrics"
+	"snfs/mount3"
+	"snfs/nfs3"
+	"snfs/portmap"
+	"snfs/server"
+	"snfs/sunrpc"
+)
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	bind := fs.String("bind", "", "address to listen on (default: all addresses)")
+	nfsPort := fs.Int("nfs-port", 2049, "NFS port (TCP and UDP)")
+	mountPort := fs.Int("mount-port", 20048, "MOUNT port (TCP and UDP)")
+	exportsFile := fs.String("exports", "", "exports(5)-style file")
+	exportOpts := fs.String("export-options", "rw,root_squash", "options for DIRs given on the command line (exports(5) names)")
+	stateDir := fs.String("state-dir", "/var/lib/snfs", "directory for state that must survive restarts")
+	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port; 0: do not")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	var exports []server.ExportConfig
+	if *exportsFile != "" {
+		ex, err := server.ParseExports(*exportsFile)
+		if err != nil {
+			return err
+		}
+		exports = append(exports, ex...)
+	}
+	opts, err := server.ParseOptions(server.DefaultOptions, *exportOpts)
+	if err != nil {
+		return fmt.Errorf("--export-options: %w", err)
+	}
+	for _, d := range fs.Args() {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return err
+		}
+		exports = append(exports, server.ExportConfig{Path: abs, Clients: []server.ClientRule{{Spec: "*", Opts: opts}}})
+	}
+	if len(exports) == 0 {
+		return errors.New("nothing to export: give DIRs or --exports FILE")
+	}
+	// Objects are created with exactly the mode the client asks for.
+	syscall.Umask(0)
+
+	reg := metrics.New()
+	reg.Declare("nfs", nfs3.Version, nfs3.ProcNames[:])
+	reg.Declare("mount", mount3.Version, mount3.ProcNames[:])
+	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg})
+	if err != nil {
+		return err
+	}
+
+	type listener struct {
+		ln net.Listener
+		pc net.PacketConn
+	}
+	listen := func(port int) (listener, error) {
+		addr := net.JoinHostPort(*bind, strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return listener{}, err
+		}
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(*bind, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
+		if err != nil {
+			ln.Close()
+			return listener{}, err
+		}
+		return listener{ln, pc}, nil
+	}
+	nfsL, err := listen(*nfsPort)
+	if err != nil {
+		return fmt.Errorf("nfs port: %w", err)
+	}
+	mntL, err := listen(*mountPort)
+	if err != nil {
+		return fmt.Errorf("mount port: %w", err)
+	}
+	errc := make(chan error, 4)
+	go func() { errc <- srv.Serve(nfsL.ln, nfsL.pc) }()
+	go func() { errc <- srv.Serve(mntL.ln, mntL.pc) }()
+	nport := uint32(nfsL.ln.Addr().(*net.TCPAddr).Port)
+	mport := uint32(mntL.ln.Addr().(*net.TCPAddr).Port)
+	mappings := []portmap.Mapping{
+		{Prog: nfs3.Program, Vers: nfs3.Version, Prot: portmap.ProtoTCP, Port: nport},
+		{Prog: nfs3.Program, Vers: nfs3.Version, Prot: portmap.ProtoUDP, Port: nport},
+		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoTCP, Port: mport},
+		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoUDP, Port: mport},
+	}
+
+	var pmapSrv *sunrpc.Server
+	if *pmapPort != 0 {
+		pm := &portmap.Server{}
+		pm.Add(portmap.Mapping{Prog: portmap.Program, Vers: portmap.Version, Prot: portmap.ProtoTCP, Port: uint32(*pmapPort)})
+		pm.Add(portmap.Mapping{Prog: portmap.Program, Vers: portmap.Version, Prot: portmap.ProtoUDP, Port: uint32(*pmapPort)})
+		for _, m := range mappings {
+			pm.Add(m)
+		}
+		pmapSrv = &sunrpc.Server{Logger: log}
+		pmapSrv.Register(pm.Program())
+		pl, err := listen(*pmapPort)
+		if err != nil {
+			return fmt.Errorf("portmap port: %w", err)
+		}
+		go pmapSrv.ServeTCP(pl.ln)
+		go pmapSrv.ServeUDP(pl.pc)
+	}
+	registered := registerRpcbind(log, mappings)
+
+	var httpSrv *http.Server
+	if *metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			reg.WriteText(w)
+		})
+		ml, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go httpSrv.Serve(ml)
+		log.Info("metrics", "addr", ml.Addr().String())
+	}
+	for _, e := range exports {
+		log.Info("exporting", "path", e.Path)
+	}
+	log.Info("snfs serving", "nfs", nfsL.ln.Addr().String(), "mount", mntL.ln.Addr().String())
+
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case sig := <-sigc:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-errc:
+		log.Error("serve failed", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if registered {
+		unregisterRpcbind(mappings)
+	}
+	if pmapSrv != nil {
+		pmapSrv.Shutdown(ctx)
+	}
+	if httpSrv != nil {
+		httpSrv.Shutdown(ctx)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// registerRpcbind registers the services with an rpcbind on 127.0.0.1:111 if one
+// answers quickly; clients given explicit ports need none.
+func registerRpcbind(log *slog.Logger, maps []portmap.Mapping) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := sunrpc.Dial(ctx, "tcp", "127.0.0.1:111", portmap.Program, portmap.Version)
+	if err != nil {
+		log.Debug("no rpcbind; not registering", "err", err)
+		return false
+	}
+	defer c.Close()
+	for _, m := range maps {
+		portmap.Unset(ctx, c, m.Prog, m.Vers)
+	}
+	for _, m := range maps {
+		if ok, err := portmap.Set(ctx, c, m); err != nil || !ok {
+			log.Warn("rpcbind refused a registration", "prog", m.Prog, "vers", m.Vers, "err", err)
+		}
+	}
+	log.Info("registered with rpcbind")
+	return true
+}
+
+func unregisterRpcbind(maps []portmap.Mapping) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := sunrpc.Dial(ctx, "tcp", "127.0.0.1:111", portmap.Program, portmap.Version)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	for _, m := range maps {
+		portmap.Unset(ctx, c, m.Prog, m.Vers)
+	}
+}

@@ -1,0 +1,86 @@
+package nfs3
+
+import "snfs/xdr"
+
+// StableHow is stable_how.
+type StableHow uint32
+
+// stable_how values.
+const (
+	Unstable StableHow = 0
+	DataSync StableHow = 1
+	FileSync StableHow = 2
+)
+
+func (s StableHow) String() string {
+	switch s {
+	case Unstable:
+		return "UNSTABLE"
+	case DataSync:
+		return "DATA_SYNC"
+	case FileSync:
+		return "FILE_SYNC"
+	}
+	return "stable_how(?)"
+}
+
+// WriteArgs is WRITE3args (RFC 1813 section 3.3.7, WRITE: write to file).
+// When decoded, Data aliases the request buffer.
+type WriteArgs struct {
+	File   FH
+	Offset uint64
+	Count  uint32
+	Stable StableHow
+	Data   []byte
+}
+
+// Encode implements xdr.Encoder.
+func (x *WriteArgs) Encode(w *xdr.Writer) {
+	w.Opaque(x.File)
+	w.Uint64(x.Offset)
+	w.Uint32(x.Count)
+	w.Uint32(uint32(x.Stable))
+	w.Opaque(x.Data)
+}
+
+// Decode implements xdr.Decoder.
+func (x *WriteArgs) Decode(r *xdr.Reader) error {
+	x.File = DecodeFH(r)
+	x.Offset = r.Uint64()
+	x.Count = r.Uint32()
+	x.Stable = StableHow(r.Enum(3))
+	x.Data = r.Opaque(r.Remaining())
+	return r.Err()
+}
+
+// WriteRes is WRITE3res.
+type WriteRes struct {
+	Status    Status
+	Wcc       WccData
+	Count     uint32              // when OK
+	Committed StableHow           // when OK
+	Verf      [WriteVerfSize]byte // when OK
+}
+
+// Encode implements xdr.Encoder.
+func (x *WriteRes) Encode(w *xdr.Writer) {
+	w.Uint32(uint32(x.Status))
+	x.Wcc.Encode(w)
+	if x.Status == OK {
+		w.Uint32(x.Count)
+		w.Uint32(uint32(x.Committed))
+		w.FixedOpaque(x.Verf[:])
+	}
+}
+
+// Decode implements xdr.Decoder.
+func (x *WriteRes) Decode(r *xdr.Reader) error {
+	x.Status = decodeStatus(r)
+	x.Wcc.Decode(r)
+	if x.Status == OK {
+		x.Count = r.Uint32()
+		x.Committed = StableHow(r.Enum(3))
+		copy(x.Verf[:], r.FixedOpaque(WriteVerfSize))
+	}
+	return r.Err()
+}

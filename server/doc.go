@@ -1,0 +1,23 @@
+// Package server is snfs's NFSv3 and MOUNT v3 service: the procedure tables, one
+// file per procedure (named after it, with its RFC 1813 section in the doc comment),
+// the export table with its client rules and identity squashing, the write verifier,
+// and the glue that puts them on a sunrpc.Server.
+//
+// Flow of a call: sunrpc decodes the RPC header and hands the arguments to the
+// procedure's entry in the table (nfs.go), which decodes them into the nfs3 type
+// (GARBAGE_ARGS if that fails) and calls the handler. The handler checks the handle
+// and the client's right to its export, resolves it with root credentials, then does
+// the file system work inside store.As with the caller's squashed identity, and
+// fills in the nfs3 result. OS and store errors become nfsstat3 in exactly one place,
+// statusOf in errors.go.
+//
+// Durability: UNSTABLE writes are left in the page cache; DATA_SYNC and FILE_SYNC
+// writes are fdatasync'd/fsync'd before the reply; COMMIT fsyncs before replying.
+// The write verifier is new on every start and is replaced whenever an fsync fails,
+// since data a client thinks it may commit later may then be lost. On exports with
+// the "sync" option (the default, as in exports(5)) namespace operations also flush
+// the directories they change before replying.
+//
+// What it must not do: frame RPC messages (sunrpc's), touch file descriptors other
+// than through store, or keep protocol state that belongs in a state layer.
+package server

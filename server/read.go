@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/nfs3"
+	"snfs/store"
+	"snfs/sunrpc"
+	"snfs/xdr"
+)
+
+// maxIO is the largest READ or WRITE the server advertises and serves (FSINFO).
+const maxIO = 1 << 20
+
+// read is READ (RFC 1813 section 3.3.6). It is not table-driven through proc because
+// it reads straight into the reply buffer instead of into a ReadRes.
+func (s *Server) read(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+	var a nfs3.ReadArgs
+	if a.Decode(args) != nil {
+		return sunrpc.ErrGarbageArgs
+	}
+	mark := w.Len()
+	fail := func(err error, attr *nfs3.Fattr) error {
+		w.Truncate(mark)
+		(&nfs3.ReadRes{Status: statusOf(err), Attr: attr}).Encode(w)
+		return nil
+	}
+	r, err := s.resolve(c, a.File)
+	if err != nil {
+		return fail(err, nil)
+	}
+	defer r.release()
+	attr := fattr(&r.node.Stat, r.fsid())
+	switch r.node.Stat.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return fail(nfs3.ErrIsDir, attr)
+	default:
+		return fail(nfs3.ErrInval, attr)
+	}
+	if a.Offset > 1<<63-1 {
+		return fail(nfs3.ErrInval, attr)
+	}
+	if err := s.store.OpenIO(r.node); err != nil {
+		return fail(err, attr)
+	}
+	if err := store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, false) }); err != nil {
+		return fail(err, attr)
+	}
+	count := min(a.Count, maxIO)
+	err = nfs3.EncodeReadOK(w, attr, count, func(buf []byte) (int, bool, error) {
+		return s.store.ReadAt(r.node, buf, int64(a.Offset))
+	})
+	if err != nil {
+		return fail(err, attr)
+	}
+	return nil
+}

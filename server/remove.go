@@ -1,0 +1,41 @@
+package server
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/nfs3"
+	"snfs/store"
+	"snfs/sunrpc"
+)
+
+// remove is REMOVE (RFC 1813 section 3.3.12): unlink a non-directory.
+func (s *Server) remove(ctx context.Context, c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
+	s.unlink(c, a, res, func(r *req) error { return s.store.Remove(r.node, a.Name) })
+}
+
+// unlink is the common body of REMOVE and RMDIR.
+func (s *Server) unlink(c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.WccRes, op func(r *req) error) {
+	r, err := s.resolveWrite(c, a.Dir)
+	if err != nil {
+		res.Status = statusOf(err)
+		return
+	}
+	defer r.release()
+	res.Wcc.Before = wccAttr(&r.node.Stat)
+	err = func() error {
+		if r.node.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nfs3.ErrNotDir
+		}
+		if err := checkName(a.Name); err != nil {
+			return err
+		}
+		if err := store.As(r.cred, func() error { return op(r) }); err != nil {
+			return err
+		}
+		return s.commitMeta(r)
+	}()
+	res.Wcc.After = r.attr()
+	res.Status = statusOf(err)
+}

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"snfs/mount3"
+	"snfs/nfs3"
+	"snfs/store"
+	"snfs/sunrpc"
+)
+
+// Config configures a Server.
+type Config struct {
+	StateDir string
+	Exports  []ExportConfig
+	Logger   *slog.Logger
+	Observer sunrpc.Observer // optional: per-call metrics
+}
+
+// Server is the NFSv3 + MOUNT v3 service over one store.
+type Server struct {
+	log   *slog.Logger
+	store *store.Store
+	RPC   *sunrpc.Server // serves both programs; exported for listeners and tests
+
+	exports []*export          // in configuration order
+	byID    map[uint32]*export // by store export id
+	byPath  map[string]*export
+
+	verf atomic.Pointer[[nfs3.WriteVerfSize]byte]
+
+	mu     sync.Mutex
+	mounts map[mount3.MountBody]struct{} // for DUMP; guarded by mu
+}
+
+// New opens the store, the exports and the write verifier.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := store.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{log: cfg.Logger, store: st, byID: map[uint32]*export{}, byPath: map[string]*export{},
+		mounts: map[mount3.MountBody]struct{}{}}
+	for _, ec := range cfg.Exports {
+		p, err := filepath.EvalSymlinks(ec.Path)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("server: export %s: %w", ec.Path, err)
+		}
+		p, _ = filepath.Abs(p)
+		se, err := st.AddExport(p)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		e := &export{cfg: ec, st: se}
+		s.exports = append(s.exports, e)
+		s.byID[se.ID] = e
+		s.byPath[ec.Path] = e
+		s.byPath[p] = e
+	}
+	s.newVerifier()
+	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20)}
+	s.RPC.Register(s.nfsProgram())
+	s.RPC.Register(s.mountProgram())
+	return s, nil
+}
+
+// Verifier returns the current write verifier.
+func (s *Server) Verifier() [nfs3.WriteVerfSize]byte { return *s.verf.Load() }
+
+// newVerifier installs a fresh write verifier. It is called at start and whenever
+// data a client wrote UNSTABLE may have been lost (a failed flush), so that clients
+// resend everything not yet committed.
+func (s *Server) newVerifier() {
+	var v [nfs3.WriteVerfSize]byte
+	rand.Read(v[:])
+	s.verf.Store(&v)
+}
+
+// flushFailed records a failed flush: clients must rewrite uncommitted data.
+func (s *Server) flushFailed(err error) {
+	s.log.Error("flush failed; changing the write verifier", "err", err)
+	s.newVerifier()
+}
+
+// Serve serves TCP (and UDP when pc is not nil) until Shutdown.
+func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
+	errc := make(chan error, 2)
+	n := 1
+	go func() { errc <- s.RPC.ServeTCP(ln) }()
+	if pc != nil {
+		n++
+		go func() { errc <- s.RPC.ServeUDP(pc) }()
+	}
+	var first error
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Shutdown stops serving, lets in-flight calls finish, and closes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.RPC.Shutdown(ctx)
+	s.store.Close()
+	return err
+}
+
+// req is what a handler knows about the object a call is about.
+type req struct {
+	node *store.Node
+	exp  *export
+	opts *Options
+	cred store.Cred
+}
+
+func (r *req) release() {
+	if r != nil {
+		r.node.Release()
+	}
+}
+
+func (r *req) fsid() uint32 { return r.exp.st.ID }
+
+// attr returns the node's current attributes (after refreshing them).
+func (r *req) attr() *nfs3.Fattr {
+	if r.node.Refresh() != nil {
+		return nil
+	}
+	return fattr(&r.node.Stat, r.fsid())
+}
+
+// resolve checks fh, the client's right to its export, and opens it.
+func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
+	se, err := s.store.ExportOf(fh)
+	if err != nil {
+		return nil, err
+	}
+	e := s.byID[se.ID]
+	if e == nil {
+		return nil, store.ErrStale
+	}
+	opts, ok := e.rule(c.ClientIP())
+	if !ok {
+		return nil, errAccess
+	}
+	n, err := s.store.Resolve(fh)
+	if err != nil {
+		return nil, err
+	}
+	return &req{node: n, exp: e, opts: opts, cred: credFor(&c.Auth, opts)}, nil
+}
+
+// resolveWrite is resolve for a procedure that modifies the export.
+func (s *Server) resolveWrite(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
+	r, err := s.resolve(c, fh)
+	if err == nil && r.opts.ReadOnly {
+		r.release()
+		return nil, errROFS
+	}
+	return r, err
+}
+
+// commitMeta makes a namespace change in dir durable before the reply, unless the
+// export is async.
+func (s *Server) commitMeta(r *req) error {
+	if r.opts.Async {
+		return nil
+	}
+	if err := s.store.OpenIO(r.node); err != nil {
+		return err
+	}
+	return s.store.Sync(r.node, false)
+}
+
+// checkName validates a name for an operation that creates or removes it.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", nfs3.ErrNoEnt)
+	case len(name) > nfs3.MaxName:
+		return nfs3.ErrNameTooLong
+	case name == "." || name == "..":
+		return nfs3.ErrExist
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' || name[i] == 0 {
+			return nfs3.ErrAcces
+		}
+	}
+	return nil
+}
+
+// isErrno reports whether err wraps errno e.
+func isErrno(err error, e syscall.Errno) bool { return errors.Is(err, e) }

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"container/list"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdCache holds open descriptors by kernel handle, least recently used first out.
+// Entries in use (refs > 0) are never closed; an entry evicted or invalidated while
+// in use is closed by its last release. This is what keeps a descriptor number from
+// being reused under an operation that still holds it.
+type fdCache struct {
+	max int
+
+	mu      sync.Mutex
+	entries map[string]*entry // guarded by mu
+	lru     *list.List        // guarded by mu; front = most recent
+}
+
+type entry struct {
+	key  string
+	fd   int // O_PATH (or, for files this server created, O_RDWR) descriptor
+	refs int // guarded by fdCache.mu
+	gone bool
+	elem *list.Element
+
+	ioMu sync.Mutex
+	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
+	ioRW bool
+}
+
+func newFDCache(max int) *fdCache {
+	return &fdCache{max: max, entries: map[string]*entry{}, lru: list.New()}
+}
+
+// get returns the entry for key with a reference held, or nil.
+func (c *fdCache) get(key string) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e != nil {
+		e.refs++
+		c.lru.MoveToFront(e.elem)
+	}
+	return e
+}
+
+// add inserts fd for key (taking ownership) and returns the entry with a reference
+// held. If another goroutine added the key first, fd is closed and theirs returned.
+func (c *fdCache) add(key string, fd, io int) *entry {
+	c.mu.Lock()
+	if e := c.entries[key]; e != nil {
+		e.refs++
+		c.lru.MoveToFront(e.elem)
+		c.mu.Unlock()
+		unix.Close(fd)
+		if io >= 0 && io != fd {
+			unix.Close(io)
+		}
+		return e
+	}
+	e := &entry{key: key, fd: fd, io: io, ioRW: io >= 0, refs: 1}
+	e.elem = c.lru.PushFront(e)
+	c.entries[key] = e
+	var victims []*entry
+	for el := c.lru.Back(); c.lru.Len() > c.max && el != nil; {
+		prev := el.Prev()
+		v := el.Value.(*entry)
+		if v.refs == 0 {
+			c.lru.Remove(el)
+			delete(c.entries, v.key)
+			victims = append(victims, v)
+		}
+		el = prev
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		v.close()
+	}
+	return e
+}
+
+func (c *fdCache) release(e *entry) {
+	c.mu.Lock()
+	e.refs--
+	closeIt := e.refs == 0 && e.gone
+	c.mu.Unlock()
+	if closeIt {
+		e.close()
+	}
+}
+
+// invalidate drops key from the cache (the object was removed); its descriptors
+// are closed now, or by the last user.
+func (c *fdCache) invalidate(key string) {
+	c.mu.Lock()
+	e := c.entries[key]
+	if e == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.entries, key)
+	c.lru.Remove(e.elem)
+	e.gone = true
+	closeIt := e.refs == 0
+	c.mu.Unlock()
+	if closeIt {
+		e.close()
+	}
+}
+
+// closeAll closes every idle entry (shutdown).
+func (c *fdCache) closeAll() {
+	c.mu.Lock()
+	var victims []*entry
+	for k, e := range c.entries {
+		delete(c.entries, k)
+		c.lru.Remove(e.elem)
+		e.gone = true
+		if e.refs == 0 {
+			victims = append(victims, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		v.close()
+	}
+}
+
+func (e *entry) close() {
+	if e.io >= 0 && e.io != e.fd {
+		unix.Close(e.io)
+	}
+	unix.Close(e.fd)
+}

@@ -1,0 +1,31 @@
+// Package store is snfs's storage layer (ganesha's FSAL): it turns file handles into
+// open file descriptors on the local file system and performs file operations on
+// them with the caller's identity. It knows nothing of XDR or NFS status codes: it
+// returns unix.Stat_t values and errors wrapping syscall.Errno, which the server maps
+// to protocol status in one place.
+//
+// Handles. A handle is the kernel's own handle from name_to_handle_at(2) (inode and
+// generation, so it survives server restarts and turns stale when the object is
+// deleted), prefixed with a format byte and the export id and followed by a MAC
+// (HMAC-SHA256 truncated to 8 bytes) under a key kept in the state directory, so a
+// client cannot forge a handle to reach a file it was never given. Handles are
+// resolved with open_by_handle_at(2) against the export's root, as root, into O_PATH
+// descriptors that are cached (cache.go); the server never follows a symlink itself
+// (O_NOFOLLOW / AT_SYMLINK_NOFOLLOW everywhere) and ".." at an export root is the root.
+//
+// Identity. Operations run inside Store.As, which locks the goroutine to its OS
+// thread and sets that thread's fsuid, fsgid and supplementary groups with raw
+// per-thread syscalls, as ganesha does, so the kernel makes every permission decision
+// and new objects are owned by the caller. The thread is restored to root before it is
+// unlocked; if that ever failed, the goroutine would exit locked and the runtime would
+// destroy the thread. Handle resolution happens outside As (open_by_handle_at needs
+// CAP_DAC_READ_SEARCH, which a non-zero fsuid drops).
+//
+// READ and WRITE go through a read-write descriptor opened as root and cached beside
+// the O_PATH one; permission is checked first with faccessat2(AT_EACCESS) as the
+// caller, with the owner override that NFS servers grant (the owner of a file may
+// write it even after making it read-only, as tar and cp -p expect).
+//
+// What it must not do: decode requests, hold protocol state, or decide what a
+// client is allowed to mount (that is the server's export table).
+package store

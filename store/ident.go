@@ -1,0 +1,72 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cred is the identity an operation runs with, after export squashing.
+type Cred struct {
+	UID    uint32
+	GID    uint32
+	Groups []uint32
+}
+
+// canSwitch reports whether this process may change its fs identity (it is root).
+var canSwitch = os.Geteuid() == 0
+
+// As runs fn with the calling OS thread's fsuid, fsgid and supplementary groups set
+// to c. When the process is not root, fn runs with the process's own identity.
+func As(c Cred, fn func() error) error {
+	if !canSwitch {
+		return fn()
+	}
+	runtime.LockOSThread()
+	if err := setThreadCred(c); err != nil {
+		restoreOrDie()
+		runtime.UnlockOSThread()
+		return err
+	}
+	err := fn()
+	restoreOrDie()
+	runtime.UnlockOSThread()
+	return err
+}
+
+// restoreOrDie puts the thread back to root. If it cannot, the goroutine exits
+// while still locked, which makes the runtime terminate the thread rather than reuse
+// it with the wrong identity.
+func restoreOrDie() {
+	if err := setThreadCred(Cred{}); err != nil {
+		runtime.Goexit()
+	}
+}
+
+// errCredSwitch reports a failed identity switch.
+var errCredSwitch = errors.New("store: cannot switch thread credentials")
+
+func setThreadCred(c Cred) error {
+	// setgroups(2) through the raw syscall changes only this thread; the libc and
+	// syscall.Setgroups wrappers would broadcast to every thread.
+	var p unsafe.Pointer
+	if len(c.Groups) > 0 {
+		p = unsafe.Pointer(&c.Groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(c.Groups)), uintptr(p), 0); e != 0 {
+		return errCredSwitch
+	}
+	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(c.GID), 0, 0)
+	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(c.UID), 0, 0)
+	// setfs[ug]id report the previous value, never an error: read back to verify.
+	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); uint32(r) != c.UID {
+		return errCredSwitch
+	}
+	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); uint32(r) != c.GID {
+		return errCredSwitch
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// The operations below run with the caller's identity: call them inside As.
+// Errors wrap the syscall.Errno the kernel returned.
+
+func opErr(op string, err error) error { return fmt.Errorf("store: %s: %w", op, err) }
+
+// child returns the handle and attributes of name in dir, without following symlinks.
+func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, st, opErr("lookup", err)
+	}
+	kh, mid, err := unix.NameToHandleAt(dir.FD(), name, 0)
+	if err != nil {
+		return nil, st, opErr("name_to_handle_at", err)
+	}
+	if mid != dir.Export.mountID {
+		return nil, st, ErrCrossMount
+	}
+	return s.makeHandle(dir.Export, kernelKey(kh)), st, nil
+}
+
+// Lookup finds name in dir. "." is dir itself and ".." of an export root is the root.
+func (s *Store) Lookup(dir *Node, name string) ([]byte, unix.Stat_t, error) {
+	if dir.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, unix.Stat_t{}, ErrNotDir
+	}
+	if name == "." || (name == ".." && dir.IsRoot()) {
+		// Still check search permission on dir, as a local lookup would.
+		if err := unix.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+			return nil, unix.Stat_t{}, opErr("lookup", err)
+		}
+		return dir.Handle, dir.Stat, nil
+	}
+	return s.child(dir, name)
+}
+
+// CreateResult describes a file made (or found, for UNCHECKED and a replayed
+// EXCLUSIVE create) by Create.
+type CreateResult struct {
+	Handle  []byte
+	Stat    unix.Stat_t
+	Created bool
+}
+
+// CreateMode chooses Create's behaviour when the name exists.
+type CreateMode int
+
+// Create modes, as NFSv3's createmode3.
+const (
+	CreateUnchecked CreateMode = iota
+	CreateGuarded
+	CreateExclusive
+)
+
+// Create makes a regular file. For CreateExclusive, verf is stored in the file's
+// atime and mtime seconds (as Linux nfsd does), so that a retransmitted create with
+// the same verifier succeeds and one with another verifier fails with EEXIST.
+func (s *Store) Create(dir *Node, name string, mode uint32, how CreateMode, verf [8]byte) (CreateResult, error) {
+	var res CreateResult
+	fd, err := unix.Openat(dir.FD(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o7777)
+	if errors.Is(err, unix.EEXIST) && how != CreateGuarded {
+		fh, st, err := s.child(dir, name)
+		if err != nil {
+			return res, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return res, opErr("create", unix.EEXIST)
+		}
+		if how == CreateExclusive && (uint32(st.Atim.Sec) != be32(verf[:4]) || uint32(st.Mtim.Sec) != be32(verf[4:])) {
+			return res, opErr("create", unix.EEXIST)
+		}
+		return CreateResult{Handle: fh, Stat: st}, nil
+	}
+	if err != nil {
+		return res, opErr("create", err)
+	}
+	if how == CreateExclusive {
+		ts := []unix.Timespec{{Sec: int64(be32(verf[:4]))}, {Sec: int64(be32(verf[4:]))}}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, procFD(fd), ts, 0); err != nil {
+			unix.Close(fd)
+			return res, opErr("create verifier", err)
+		}
+	}
+	kh, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return res, opErr("name_to_handle_at", err)
+	}
+	if err := unix.Fstat(fd, &res.Stat); err != nil {
+		unix.Close(fd)
+		return res, opErr("fstat", err)
+	}
+	key := kernelKey(kh)
+	res.Handle, res.Created = s.makeHandle(dir.Export, key), true
+	s.cache.release(s.cache.add(key, fd, fd))
+	return res, nil
+}
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// Mkdir makes a directory.
+func (s *Store) Mkdir(dir *Node, name string, mode uint32) ([]byte, unix.Stat_t, error) {
+	if err := unix.Mkdirat(dir.FD(), name, mode&0o7777); err != nil {
+		return nil, unix.Stat_t{}, opErr("mkdir", err)
+	}
+	return s.child(dir, name)
+}
+
+// Symlink makes a symbolic link to target.
+func (s *Store) Symlink(dir *Node, name, target string) ([]byte, unix.Stat_t, error) {
+	if err := unix.Symlinkat(target, dir.FD(), name); err != nil {
+		return nil, unix.Stat_t{}, opErr("symlink", err)
+	}
+	return s.child(dir, name)
+}
+
+// Mknod makes a device, socket or FIFO; mode includes the S_IF* type bits.
+func (s *Store) Mknod(dir *Node, name string, mode uint32, dev uint64) ([]byte, unix.Stat_t, error) {
+	if err := unix.Mknodat(dir.FD(), name, mode, int(dev)); err != nil {
+		return nil, unix.Stat_t{}, opErr("mknod", err)
+	}
+	return s.child(dir, name)
+}
+
+// victim returns the cache key of dir/name, if it names anything.
+func victim(dir *Node, name string) string {
+	kh, _, err := unix.NameToHandleAt(dir.FD(), name, 0)
+	if err != nil {
+		return ""
+	}
+	return kernelKey(kh)
+}
+
+// dropIfGone closes cached descriptors of key if its object has no links left,
+// so that a removed file's space is freed and its handle turns stale.
+func (s *Store) dropIfGone(key string) {
+	if key == "" {
+		return
+	}
+	e := s.cache.get(key)
+	if e == nil {
+		return
+	}
+	var st unix.Stat_t
+	gone := unix.Fstat(e.fd, &st) == nil && st.Nlink == 0
+	s.cache.release(e)
+	if gone {
+		s.cache.invalidate(key)
+	}
+}
+
+// Remove unlinks a non-directory.
+func (s *Store) Remove(dir *Node, name string) error {
+	key := victim(dir, name)
+	if err := unix.Unlinkat(dir.FD(), name, 0); err != nil {
+		return opErr("remove", err)
+	}
+	s.dropIfGone(key)
+	return nil
+}
+
+// Rmdir removes an empty directory.
+func (s *Store) Rmdir(dir *Node, name string) error {
+	key := victim(dir, name)
+	if err := unix.Unlinkat(dir.FD(), name, unix.AT_REMOVEDIR); err != nil {
+		return opErr("rmdir", err)
+	}
+	s.dropIfGone(key)
+	return nil
+}
+
+// Rename renames from/fromName to to/toName, replacing what was there.
+func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) error {
+	key := victim(to, toName)
+	if err := unix.Renameat(from.FD(), fromName, to.FD(), toName); err != nil {
+		return opErr("rename", err)
+	}
+	s.dropIfGone(key)
+	return nil
+}
+
+// Link makes dir/name a hard link to n. It goes through /proc/self/fd (a magic link)
+// because linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which the caller's
+// identity does not have.
+func (s *Store) Link(n, dir *Node, name string) error {
+	if err := unix.Linkat(unix.AT_FDCWD, n.procPath(), dir.FD(), name, unix.AT_SYMLINK_FOLLOW); err != nil {
+		return opErr("link", err)
+	}
+	return nil
+}
+
+// Readlink returns a symbolic link's target.
+func (s *Store) Readlink(n *Node) (string, error) {
+	buf := make([]byte, 4096)
+	k, err := unix.Readlinkat(n.FD(), "", buf)
+	if err != nil {
+		return "", opErr("readlink", err)
+	}
+	return string(buf[:k]), nil
+}
+
+// Access reports which of R_OK, W_OK, X_OK (bits of want) the caller has on n,
+// as the kernel decides it (mode bits, ACLs, capabilities, read-only mounts).
+func (s *Store) Access(n *Node, want uint32) uint32 {
+	var got uint32
+	for _, m := range []uint32{unix.R_OK, unix.W_OK, unix.X_OK} {
+		if want&m != 0 && unix.Faccessat2(n.FD(), "", m, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
+			got |= m
+		}
+	}
+	return got
+}
+
+// SetAttr is what Setattr changes; nil fields stay as they are.
+type SetAttr struct {
+	Mode  *uint32
+	UID   *uint32
+	GID   *uint32
+	Atime *unix.Timespec // UTIME_NOW for server time
+	Mtime *unix.Timespec
+}
+
+// Setattr changes ownership, mode and times (size is Truncate's).
+func (s *Store) Setattr(n *Node, a SetAttr) error {
+	if a.UID != nil || a.GID != nil {
+		uid, gid := -1, -1
+		if a.UID != nil {
+			uid = int(*a.UID)
+		}
+		if a.GID != nil {
+			gid = int(*a.GID)
+		}
+		if err := unix.Fchownat(n.FD(), "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return opErr("chown", err)
+		}
+	}
+	isLink := n.Stat.Mode&unix.S_IFMT == unix.S_IFLNK
+	if a.Mode != nil {
+		if isLink {
+			return opErr("chmod", unix.EOPNOTSUPP)
+		}
+		if err := unix.Fchmodat(unix.AT_FDCWD, n.procPath(), *a.Mode&0o7777, 0); err != nil {
+			return opErr("chmod", err)
+		}
+	}
+	if a.Atime != nil || a.Mtime != nil {
+		if isLink {
+			return opErr("utimes", unix.EOPNOTSUPP)
+		}
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if a.Atime != nil {
+			ts[0] = *a.Atime
+		}
+		if a.Mtime != nil {
+			ts[1] = *a.Mtime
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, n.procPath(), ts, 0); err != nil {
+			return opErr("utimes", err)
+		}
+	}
+	return nil
+}
+
+// Statfs returns the file system statistics of n's file system.
+func (s *Store) Statfs(n *Node) (unix.Statfs_t, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(n.FD(), &st); err != nil {
+		return st, opErr("statfs", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors that the server maps to protocol status.
+var (
+	ErrBadHandle  = errors.New("store: malformed or forged handle")
+	ErrStale      = errors.New("store: stale handle")
+	ErrCrossMount = errors.New("store: name is the mount point of another file system")
+	ErrNotDir     = errors.New("store: not a directory")
+	ErrBadCookie  = errors.New("store: invalid directory cookie")
+)
+
+const (
+	handleFormat = 1
+	macLen       = 8
+	maxKernelFH  = 46 // 1 + 4 + 4 + 1 + 46 + 8 = 64 = NFS3_FHSIZE
+	// HandleMax is the longest handle this package makes.
+	HandleMax = 64
+)
+
+// Store resolves handles and performs file operations. Safe for concurrent use.
+type Store struct {
+	key   []byte // HMAC key for handles
+	cache *fdCache
+
+	mu      sync.RWMutex
+	exports map[uint32]*Export // guarded by mu
+}
+
+// Export is one exported directory tree.
+type Export struct {
+	ID      uint32
+	Path    string
+	rootFD  int    // O_PATH descriptor of the root
+	mountFD int    // O_RDONLY descriptor of the root: open_by_handle_at refuses O_PATH ones
+	rootKey string // kernel handle of the root
+	mountID int
+	Root    []byte // the root's handle
+}
+
+// Open returns a Store whose handle key lives in stateDir (created if missing).
+func Open(stateDir string) (*Store, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: state directory: %w", err)
+	}
+	key, err := loadOrCreate(filepath.Join(stateDir, "handle.key"), 32)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{key: key, cache: newFDCache(4096), exports: map[uint32]*Export{}}, nil
+}
+
+// loadOrCreate reads a secret of n bytes from path, creating it durably if missing.
+func loadOrCreate(path string, n int) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) == n {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	b = make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := WriteFileDurable(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// WriteFileDurable replaces path with data atomically and durably (write to a
+// temporary file, fsync, rename, fsync the directory).
+func WriteFileDurable(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// ExportID is the stable id of the export at path: a hash of the path, so handles
+// survive restarts as long as the export keeps its path.
+func ExportID(path string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(path))
+	return h.Sum32()
+}
+
+// AddExport opens the directory at path (absolute, symlinks resolved) as an export.
+func (s *Store) AddExport(path string) (*Export, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("store: export %s: %w", path, err)
+	}
+	mfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("store: export %s: %w", path, err)
+	}
+	fh, mid, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		unix.Close(fd)
+		unix.Close(mfd)
+		return nil, fmt.Errorf("store: export %s: file system does not support handles: %w", path, err)
+	}
+	if fh.Size() > maxKernelFH {
+		unix.Close(fd)
+		unix.Close(mfd)
+		return nil, fmt.Errorf("store: export %s: kernel handles of %d bytes are too long", path, fh.Size())
+	}
+	e := &Export{ID: ExportID(path), Path: path, rootFD: fd, mountFD: mfd, rootKey: kernelKey(fh), mountID: mid}
+	e.Root = s.makeHandle(e, e.rootKey)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.exports[e.ID]; ok {
+		unix.Close(fd)
+		unix.Close(mfd)
+		return nil, fmt.Errorf("store: export %s: id collides with %s", path, old.Path)
+	}
+	s.exports[e.ID] = e
+	return e, nil
+}
+
+// Export returns the export with the given id.
+func (s *Store) Export(id uint32) *Export {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.exports[id]
+}
+
+// Close releases every cached descriptor.
+func (s *Store) Close() {
+	s.cache.closeAll()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.exports {
+		unix.Close(e.rootFD)
+		unix.Close(e.mountFD)
+	}
+	s.exports = map[uint32]*Export{}
+}
+
+func kernelKey(fh unix.FileHandle) string {
+	b := make([]byte, 4+fh.Size())
+	binary.BigEndian.PutUint32(b, uint32(fh.Type()))
+	copy(b[4:], fh.Bytes())
+	return string(b)
+}
+
+func (s *Store) mac(b []byte) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write(b)
+	return m.Sum(nil)[:macLen]
+}
+
+// makeHandle builds: format(1) | export id(4) | kernel key length(1) | kernel key | mac(8).
+func (s *Store) makeHandle(e *Export, key string) []byte {
+	b := make([]byte, 0, 6+len(key)+macLen)
+	b = append(b, handleFormat)
+	b = binary.BigEndian.AppendUint32(b, e.ID)
+	b = append(b, byte(len(key)))
+	b = append(b, key...)
+	return append(b, s.mac(b)...)
+}
+
+// ParseHandle checks fh's format and MAC and returns its export id and kernel key.
+func (s *Store) ParseHandle(fh []byte) (uint32, string, error) {
+	if len(fh) < 6+macLen+4 || fh[0] != handleFormat {
+		return 0, "", ErrBadHandle
+	}
+	n := int(fh[5])
+	if n < 4 || n > maxKernelFH+4 || len(fh) != 6+n+macLen {
+		return 0, "", ErrBadHandle
+	}
+	body := fh[:6+n]
+	if !hmac.Equal(s.mac(body), fh[6+n:]) {
+		return 0, "", ErrBadHandle
+	}
+	return binary.BigEndian.Uint32(fh[1:5]), string(fh[6 : 6+n]), nil
+}
+
+// ExportOf returns the export a handle belongs to, after checking the handle.
+func (s *Store) ExportOf(fh []byte) (*Export, error) {
+	id, _, err := s.ParseHandle(fh)
+	if err != nil {
+		return nil, err
+	}
+	e := s.Export(id)
+	if e == nil {
+		return nil, ErrStale
+	}
+	return e, nil
+}
+
+// Node is a resolved handle: an open descriptor with a reference held. Release it.
+type Node struct {
+	Export *Export
+	Handle []byte
+	Stat   unix.Stat_t // attributes at resolution time
+	s      *Store
+	ent    *entry
+}
+
+// FD is the node's descriptor (O_PATH for objects the server did not just create).
+func (n *Node) FD() int { return n.ent.fd }
+
+// IsRoot reports whether n is its export's root.
+func (n *Node) IsRoot() bool { return n.ent.key == n.Export.rootKey }
+
+// Release drops the node's reference.
+func (n *Node) Release() {
+	if n != nil && n.ent != nil {
+		n.s.cache.release(n.ent)
+		n.ent = nil
+	}
+}
+
+// procPath names n's descriptor in /proc, to reopen or operate on it by path.
+func (n *Node) procPath() string { return "/proc/self/fd/" + strconv.Itoa(n.ent.fd) }
+
+// Resolve turns a handle into a Node. It must be called with root credentials
+// (outside As). A deleted object gives ErrStale.
+func (s *Store) Resolve(fh []byte) (*Node, error) {
+	id, key, err := s.ParseHandle(fh)
+	if err != nil {
+		return nil, err
+	}
+	e := s.Export(id)
+	if e == nil {
+		return nil, ErrStale
+	}
+	ent := s.cache.get(key)
+	if ent == nil {
+		if key == e.rootKey {
+			fd, err := unix.FcntlInt(uintptr(e.rootFD), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return nil, fmt.Errorf("store: dup export root: %w", err)
+			}
+			ent = s.cache.add(key, fd, -1)
+		} else {
+			kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32([]byte(key[:4]))), []byte(key[4:]))
+			fd, err := unix.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+			if err != nil {
+				if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+					return nil, ErrStale
+				}
+				return nil, fmt.Errorf("store: open_by_handle_at: %w", err)
+			}
+			ent = s.cache.add(key, fd, -1)
+		}
+	}
+	n := &Node{Export: e, Handle: append([]byte(nil), fh...), s: s, ent: ent}
+	if err := unix.Fstat(ent.fd, &n.Stat); err != nil {
+		n.Release()
+		return nil, fmt.Errorf("store: fstat: %w", err)
+	}
+	if n.Stat.Nlink == 0 {
+		s.cache.invalidate(key)
+		n.Release()
+		return nil, ErrStale
+	}
+	return n, nil
+}
+
+// Refresh re-reads n's attributes into n.Stat.
+func (n *Node) Refresh() error {
+	if err := unix.Fstat(n.ent.fd, &n.Stat); err != nil {
+		return fmt.Errorf("store: fstat: %w", err)
+	}
+	return nil
+}
