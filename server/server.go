@@ -78,6 +78,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// RootHandle returns the root handle of the export at path, or nil.
+func (s *Server) RootHandle(path string) []byte {
+	if e := s.byPath[path]; e != nil {
+		return e.st.Root
+	}
+	return nil
+}
+
 // Verifier returns the current write verifier.
 func (s *Server) Verifier() [nfs3.WriteVerfSize]byte { return *s.verf.Load() }
 

@@ -1,0 +1,198 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"snfs/client"
+	"snfs/nfs3"
+	"snfs/server"
+	"snfs/sunrpc"
+)
+
+func TestMain(m *testing.M) {
+	// Objects are created with exactly the mode asked for, as `snfs serve` does.
+	syscall.Umask(0)
+	os.Exit(m.Run())
+}
+
+// env is one running server over one export directory.
+type env struct {
+	t        *testing.T
+	dir      string // the export, on a disk file system
+	stateDir string
+	cfg      server.Config
+	srv      *server.Server
+	addr     string // TCP and UDP, NFS and MOUNT
+	done     chan error
+	nfs      *client.NFS
+	root     nfs3.FH
+}
+
+// diskTempDir makes a directory on a disk file system (/var/tmp), not tmpfs.
+func diskTempDir(t testing.TB, pattern string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the server switches to each caller's identity (CI runs as root)")
+	}
+}
+
+// newEnv serves a fresh directory with the given export options to every client.
+func newEnv(t *testing.T, opts string) *env {
+	t.Helper()
+	dir := diskTempDir(t, "snfs-export-")
+	os.Chmod(dir, 0o777)
+	o, err := server.ParseOptions(server.DefaultOptions, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvConfig(t, dir, []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}})
+}
+
+func newEnvConfig(t *testing.T, dir string, exports []server.ExportConfig) *env {
+	t.Helper()
+	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
+	e.cfg = server.Config{StateDir: e.stateDir, Exports: exports,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e.start("127.0.0.1:0")
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) start(addr string) {
+	t := e.t
+	srv, err := server.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for i := 0; ; i++ { // the port of a restarted server may linger briefly
+		ln, err = net.Listen("tcp", addr)
+		if err == nil || i > 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv, e.addr, e.done = srv, ln.Addr().String(), make(chan error, 1)
+	go func() { e.done <- srv.Serve(ln, pc) }()
+	ctx := context.Background()
+	m, err := client.DialMount(ctx, "tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	res, err := m.Mnt(ctx, e.cfg.Exports[0].Path)
+	if err != nil || res.Status != 0 {
+		t.Fatalf("MNT: %v %v", err, res.Status)
+	}
+	e.root = res.FH
+	if e.nfs != nil {
+		e.nfs.Close()
+	}
+	e.nfs, err = client.DialNFS(ctx, "tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) stop() {
+	if e.srv == nil {
+		return
+	}
+	e.nfs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		e.t.Errorf("shutdown: %v", err)
+	}
+	<-e.done
+	e.srv = nil
+}
+
+// restart stops the server and starts a new one on the same address and state.
+func (e *env) restart() {
+	addr := e.addr
+	e.stop()
+	e.nfs = nil
+	e.start(addr)
+}
+
+func (e *env) port() int {
+	_, p, _ := net.SplitHostPort(e.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func (e *env) path(name string) string { return filepath.Join(e.dir, name) }
+
+// as returns a client with the given AUTH_SYS identity on the same connection.
+func (e *env) as(uid, gid uint32, groups ...uint32) *client.NFS { return e.nfs.As(uid, gid, groups...) }
+
+var ctx = context.Background()
+
+// ok fails the test unless st is NFS3_OK.
+func ok(t testing.TB, what string, st nfs3.Status, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if st != nfs3.OK {
+		t.Fatalf("%s: %v", what, st)
+	}
+}
+
+// want fails the test unless st is the expected status.
+func want(t testing.TB, what string, st nfs3.Status, err error, exp nfs3.Status) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if st != exp {
+		t.Fatalf("%s: got %v, want %v", what, st, exp)
+	}
+}
+
+// create makes a file with GUARDED create and returns its handle.
+func (e *env) create(c *client.NFS, dir nfs3.FH, name string, mode uint32) nfs3.FH {
+	e.t.Helper()
+	res, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: name}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	ok(e.t, "CREATE "+name, res.Status, err)
+	return res.Object
+}
+
+func (e *env) lookup(dir nfs3.FH, name string) nfs3.FH {
+	e.t.Helper()
+	res, err := e.nfs.Lookup(ctx, dir, name)
+	ok(e.t, "LOOKUP "+name, res.Status, err)
+	return res.Object
+}
+
+func u32p(v uint32) *uint32 { return &v }
+func u64p(v uint64) *uint64 { return &v }
+
+var noneAuth = sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone}
