@@ -4,6 +4,10 @@ import (
 	"context"
 	"path"
 	"sort"
+	"syscall"
+
+	"snfs/nfs3"
+	"snfs/store"
 
 	"snfs/mount3"
 	"snfs/sunrpc"
@@ -38,7 +42,7 @@ func (s *Server) mnt(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *x
 		return sunrpc.ErrGarbageArgs
 	}
 	res := mount3.MntRes{Status: mount3.OK}
-	e := s.byPath[path.Clean(a.Path)]
+	e, rest := s.exportFor(path.Clean(a.Path))
 	switch {
 	case e == nil:
 		res.Status = mount3.ErrNoEnt
@@ -47,7 +51,12 @@ func (s *Server) mnt(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *x
 			res.Status = mount3.ErrAcces
 			break
 		}
-		res.FH = e.st.Root
+		fh, err := s.walk(e, rest)
+		if err != nil {
+			res.Status = mountStatus(err)
+			break
+		}
+		res.FH = fh
 		res.AuthFlavors = []uint32{sunrpc.AuthSys, sunrpc.AuthNone}
 		s.mu.Lock()
 		s.mounts[mount3.MountBody{Hostname: clientName(c), Directory: a.Path}] = struct{}{}
@@ -55,6 +64,66 @@ func (s *Server) mnt(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *x
 	}
 	res.Encode(w)
 	return nil
+}
+
+// exportFor finds the export that contains p (the longest matching path) and the
+// path of p below it.
+func (s *Server) exportFor(p string) (*export, []string) {
+	for dir, rest := p, []string(nil); ; {
+		if e := s.byPath[dir]; e != nil {
+			return e, rest
+		}
+		if dir == "/" || dir == "." {
+			return nil, nil
+		}
+		rest = append([]string{path.Base(dir)}, rest...)
+		dir = path.Dir(dir)
+	}
+}
+
+// walk looks up the components below an export's root, as root and without
+// following symlinks, so a client can mount a subdirectory (as knfsd allows).
+func (s *Server) walk(e *export, comps []string) ([]byte, error) {
+	fh := e.st.Root
+	for _, name := range comps {
+		n, err := s.store.Resolve(fh)
+		if err != nil {
+			return nil, err
+		}
+		if name == ".." {
+			n.Release()
+			return nil, errAccess
+		}
+		fh, _, err = s.store.Lookup(n, name)
+		n.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	n, err := s.store.Resolve(fh)
+	if err != nil {
+		return nil, err
+	}
+	defer n.Release()
+	if n.Stat.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, store.ErrNotDir
+	}
+	return fh, nil
+}
+
+// mountStatus maps an error to mountstat3 through the NFS mapping.
+func mountStatus(err error) mount3.Status {
+	switch st := statusOf(err); st {
+	case nfs3.ErrNoEnt, nfs3.ErrStale:
+		return mount3.ErrNoEnt
+	case nfs3.ErrAcces, nfs3.ErrPerm:
+		return mount3.ErrAcces
+	case nfs3.ErrNotDir:
+		return mount3.ErrNotDir
+	case nfs3.ErrNameTooLong:
+		return mount3.ErrNameTooLong
+	}
+	return mount3.ErrIO
 }
 
 // dump is DUMP (RFC 1813 section 5.2.2): the mounts this server knows of.

@@ -16,6 +16,7 @@ import (
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
 func TestMain(m *testing.M) {
@@ -196,3 +197,8 @@ func u32p(v uint32) *uint32 { return &v }
 func u64p(v uint64) *uint64 { return &v }
 
 var noneAuth = sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone}
+
+type (
+	xdrWriter = xdr.Writer
+	xdrReader = xdr.Reader
+)

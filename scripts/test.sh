@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: vet, unit + integration tests under the race detector
+# (loopback sockets, real disk, libnfs, the Linux kernel client in a UML guest), and a
+# short run of every fuzz target. Needs root and the Debian packages .ci/run installs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+FUZZTIME=${FUZZTIME:-3s}
+
+echo "== go vet"
+go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+[ -z "$unformatted" ] || { echo "gofmt needed: $unformatted"; exit 1; }
+
+echo "== go test -race"
+go test -race -count=1 -timeout 30m ./...
+
+echo "== fuzz ($FUZZTIME each)"
+for pkg in ./xdr ./sunrpc ./nfs3; do
+  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/snfs-fuzz.log 2>&1 ||
+      { cat /tmp/snfs-fuzz.log; echo "fuzz target $target failed"; exit 1; }
+    echo "ok   fuzz $pkg $target"
+  done
+done
+echo "== all tests passed"
