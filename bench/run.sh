@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: snfs vs nfs-ganesha (../shared/tools/ganesha-peer) in the
+# same run, on disk-backed exports under /var/tmp, with the same clients: libnfs
+# (nfs-cp, nfs-cat, nfs-ls), ../shared/tools/nfsmeta, and the Linux kernel client in
+# the UML guest (../shared/tools/linux-nfs-client). Each figure is the median of
+# $REPS runs. Writes a Markdown table to bench/results/foundation-<date>.md.
+#
+#   sudo bash bench/run.sh            # REPS=3 by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+SHARED=${SHARED:-$ROOT/../shared}
+export PATH="$PATH:/usr/local/go/bin"
+REPS=${REPS:-3}
+W=/var/tmp/snfs-bench
+SNFS_PORT=22049 G_NFS=12049 G_MNT=12048
+rm -rf "$W"; mkdir -p "$W"/{snfs,ganesha,local,state,grun,bin}
+command -v nfs-cp >/dev/null || { apt-get update -qq && apt-get install -y -qq libnfs-utils libnfs-dev >/dev/null; }
+go build -o "$W/bin/snfs" ./cmd/snfs
+gcc -O2 -Wall -o "$W/bin/nfsmeta" "$SHARED/tools/nfsmeta/nfsmeta.c" -lnfs
+
+# Fixtures made before the servers start (ganesha wants changes only through NFS).
+head -c $((256 << 20)) /dev/urandom > "$W/src256"
+for d in snfs ganesha local; do
+  mkdir -p "$W/$d/list10k" && (cd "$W/$d/list10k" && seq -f 'f%05g' 0 9999 | xargs touch)
+done
+mkdir -p "$W/treesrc/tree"
+for i in $(seq 1 300); do
+  d="$W/treesrc/tree/d$((i % 30))/s$i"; mkdir -p "$d"
+  for j in 1 2 3 4 5; do head -c $(( (i * 37 + j * 101) % 8192 + 1 )) /dev/zero > "$d/f$j"; done
+done
+tar cf "$W/tree.tar" -C "$W/treesrc" tree
+chmod -R a+rX "$W"; chmod 1777 "$W/snfs" "$W/ganesha" "$W/local"
+sed "s#@TREE_TAR@#$W/tree.tar#" bench/guest-tree.sh > "$W/guest-tree.sh"
+
+SNFS_PID=
+cleanup() {
+  [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
+  RUN="$W/grun" "$SHARED/tools/ganesha-peer/stop.sh" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+"$W/bin/snfs" serve --nfs-port $SNFS_PORT --mount-port $SNFS_PORT --state-dir "$W/state" \
+  --export-options "${SNFS_OPTS:-rw,no_root_squash}" "$W/snfs" 2>"$W/snfs.log" &
+SNFS_PID=$!
+EXPORT="$W/ganesha" RUN="$W/grun" NFS_PORT=$G_NFS MNT_PORT=$G_MNT "$SHARED/tools/ganesha-peer/start.sh" >"$W/ganesha.start" 2>&1
+sleep 1
+
+url() { # server path
+  case $1 in
+    snfs) echo "nfs://127.0.0.1$W/snfs$2?version=3&nfsport=$SNFS_PORT&mountport=$SNFS_PORT" ;;
+    ganesha) echo "nfs://127.0.0.1$W/ganesha$2?version=3&nfsport=$G_NFS&mountport=$G_MNT" ;;
+  esac
+}
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+secs() { local a=$(now); "$@" >/dev/null 2>&1; echo "$(now) - $a" | bc; }
+
+declare -A R
+for srv in snfs ganesha; do
+  w=(); r=(); f=(); d=(); l=()
+  for i in $(seq $REPS); do
+    "$W/bin/nfsmeta" rm 1 "$(url $srv /big)" >/dev/null 2>&1 || true
+    w+=("$(secs nfs-cp "$W/src256" "$(url $srv /big)")")
+    r+=("$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")")
+    f+=("$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
+    d+=("$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
+    l+=("$(secs nfs-ls "$(url $srv /list10k)")")
+  done
+  cmp <(nfs-cat "$(url $srv /big)") "$W/src256" || { echo "$srv: 256 MiB file differs" >&2; exit 1; }
+  R[$srv,write]=$(printf '%s\n' "${w[@]}" | median | awk '{printf "%.1f", 256/$1}')
+  R[$srv,read]=$(printf '%s\n' "${r[@]}" | median | awk '{printf "%.1f", 256/$1}')
+  R[$srv,files]=$(printf '%s\n' "${f[@]}" | median)
+  R[$srv,dirs]=$(printf '%s\n' "${d[@]}" | median)
+  R[$srv,ls]=$(printf '%s\n' "${l[@]}" | median | awk '{printf "%.3f", $1}')
+  u=(); s=(); m=()
+  port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
+  for i in $(seq $REPS); do
+    out=$("$SHARED/tools/linux-nfs-client/run.sh" --host-root --port $port --mountport $mport --export "$W/$srv" "$W/guest-tree.sh" 2>&1)
+    echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
+    u+=("$(echo "$out" | sed -n 's/^BENCH untar //p')"); s+=("$(echo "$out" | sed -n 's/^BENCH lslR //p')"); m+=("$(echo "$out" | sed -n 's/^BENCH rm //p')")
+  done
+  R[$srv,untar]=$(printf '%s\n' "${u[@]}" | median); R[$srv,lslr]=$(printf '%s\n' "${s[@]}" | median); R[$srv,rm]=$(printf '%s\n' "${m[@]}" | median)
+done
+
+# Local disk, for reference.
+lw=(); lf=(); ld=(); lr=()
+for i in $(seq $REPS); do
+  lw+=("$(secs dd if="$W/src256" of="$W/local/big" bs=1M conv=fsync)")
+  lr+=("$(secs sh -c "cat '$W/local/big' > /dev/null")")
+  lf+=("$("$W/bin/nfsmeta" files 1000 "$W/local" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
+  ld+=("$("$W/bin/nfsmeta" dirs 1000 "$W/local" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
+done
+R[local,write]=$(printf '%s\n' "${lw[@]}" | median | awk '{printf "%.1f", 256/$1}')
+R[local,read]=$(printf '%s\n' "${lr[@]}" | median | awk '{printf "%.1f", 256/$1}')
+R[local,files]=$(printf '%s\n' "${lf[@]}" | median); R[local,dirs]=$(printf '%s\n' "${ld[@]}" | median)
+
+ratio_hi() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }   # higher is better
+ratio_lo() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b/a}'; }   # time: lower is better
+out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
+{
+  echo "# snfs vs nfs-ganesha — foundation benchmark"
+  echo
+  echo "Command: \`sudo REPS=$REPS ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
+  echo "snfs export options: \`${SNFS_OPTS:-rw,no_root_squash}\` (sync metadata unless \`async\`); ganesha: shared/tools/ganesha-peer defaults."
+  echo "Medians of $REPS runs. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
+  echo
+  echo "| benchmark | snfs | ganesha | ratio | local disk |"
+  echo "|---|---|---|---|---|"
+  echo "| 256 MiB write, nfs-cp (UNSTABLE+COMMIT), MiB/s | ${R[snfs,write]} | ${R[ganesha,write]} | $(ratio_hi ${R[snfs,write]} ${R[ganesha,write]}) | ${R[local,write]} (dd conv=fsync) |"
+  echo "| 256 MiB read, nfs-cat, MiB/s | ${R[snfs,read]} | ${R[ganesha,read]} | $(ratio_hi ${R[snfs,read]} ${R[ganesha,read]}) | ${R[local,read]} (cat, cached) |"
+  echo "| nfsmeta files 1000 (create+close+unlink), ops/s | ${R[snfs,files]} | ${R[ganesha,files]} | $(ratio_hi ${R[snfs,files]} ${R[ganesha,files]}) | ${R[local,files]} |"
+  echo "| nfsmeta dirs 1000 (mkdir+rmdir), ops/s | ${R[snfs,dirs]} | ${R[ganesha,dirs]} | $(ratio_hi ${R[snfs,dirs]} ${R[ganesha,dirs]}) | ${R[local,dirs]} |"
+  echo "| nfs-ls 10,000 entries (READDIRPLUS), s | ${R[snfs,ls]} | ${R[ganesha,ls]} | $(ratio_lo ${R[snfs,ls]} ${R[ganesha,ls]}) | |"
+  echo "| Linux client: untar 1,500 files / 330 dirs, s | ${R[snfs,untar]} | ${R[ganesha,untar]} | $(ratio_lo ${R[snfs,untar]} ${R[ganesha,untar]}) | |"
+  echo "| Linux client: ls -lR of the tree, s | ${R[snfs,lslr]} | ${R[ganesha,lslr]} | $(ratio_lo ${R[snfs,lslr]} ${R[ganesha,lslr]}) | |"
+  echo "| Linux client: rm -rf of the tree, s | ${R[snfs,rm]} | ${R[ganesha,rm]} | $(ratio_lo ${R[snfs,rm]} ${R[ganesha,rm]}) | |"
+} > "$out"
+cat "$out"
