@@ -5,7 +5,7 @@
 # the UML guest (../shared/tools/linux-nfs-client). Each figure is the median of
 # $REPS runs. Writes a Markdown table to bench/results/foundation-<date>.md.
 #
-#   sudo bash bench/run.sh            # REPS=3 by default
+#   bash bench/run.sh (as root)            # REPS=3 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -100,7 +100,7 @@ out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
 {
   echo "# snfs vs nfs-ganesha — foundation benchmark"
   echo
-  echo "Command: \`sudo REPS=$REPS ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
+  echo "Command: \`REPS=$REPS ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
   echo "snfs export options: \`${SNFS_OPTS:-rw,no_root_squash}\` (sync metadata unless \`async\`); ganesha: shared/tools/ganesha-peer defaults."
   echo "Medians of $REPS runs. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
   echo

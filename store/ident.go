@@ -22,7 +22,9 @@ var canSwitch = os.Geteuid() == 0
 // As runs fn with the calling OS thread's fsuid, fsgid and supplementary groups set
 // to c. When the process is not root, fn runs with the process's own identity.
 func As(c Cred, fn func() error) error {
-	if !canSwitch {
+	// Root (fsuid 0, fsgid 0) is what every thread already is: its supplementary
+	// groups cannot change a permission decision, so there is nothing to switch.
+	if !canSwitch || (c.UID == 0 && c.GID == 0) {
 		return fn()
 	}
 	runtime.LockOSThread()

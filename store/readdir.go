@@ -19,7 +19,9 @@ type DirEntry struct {
 // through a changing directory sees every name that stays in it exactly once. It
 // reports whether the end of the directory was reached. Runs as the caller (inside
 // As): opening the directory checks read permission.
-func (s *Store) ReadDir(dir *Node, cookie uint64, fn func(DirEntry) bool) (bool, error) {
+// bufSize sizes the getdents buffer: about what the caller can use, so the kernel
+// does not read far past the point where fn will stop.
+func (s *Store) ReadDir(dir *Node, cookie uint64, bufSize int, fn func(DirEntry) bool) (bool, error) {
 	if dir.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false, ErrNotDir
 	}
@@ -33,7 +35,7 @@ func (s *Store) ReadDir(dir *Node, cookie uint64, fn func(DirEntry) bool) (bool,
 			return false, opErr("seekdir", ErrBadCookie)
 		}
 	}
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, min(max(bufSize, 1024), 64<<10))
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err != nil {

@@ -46,7 +46,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(w.Bytes())
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		reply := s.dispatch(b, "tcp", addr)
+		reply := s.dispatch(b, "tcp", addr, nil)
 		if reply != nil && len(reply) < 4+12 {
 			t.Fatalf("short reply %x", reply)
 		}

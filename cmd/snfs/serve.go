@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -98,13 +99,19 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("nfs port: %w", err)
 	}
-	mntL, err := listen(*mountPort)
-	if err != nil {
-		return fmt.Errorf("mount port: %w", err)
+	// Both programs are served on every listener; a second one is only for MOUNT's
+	// own port.
+	mntL := nfsL
+	if *mountPort != *nfsPort || *nfsPort == 0 {
+		if mntL, err = listen(*mountPort); err != nil {
+			return fmt.Errorf("mount port: %w", err)
+		}
 	}
 	errc := make(chan error, 4)
 	go func() { errc <- srv.Serve(nfsL.ln, nfsL.pc) }()
-	go func() { errc <- srv.Serve(mntL.ln, mntL.pc) }()
+	if mntL != nfsL {
+		go func() { errc <- srv.Serve(mntL.ln, mntL.pc) }()
+	}
 	nport := uint32(nfsL.ln.Addr().(*net.TCPAddr).Port)
 	mport := uint32(mntL.ln.Addr().(*net.TCPAddr).Port)
 	mappings := []portmap.Mapping{
@@ -136,6 +143,8 @@ func serve(args []string) error {
 	var httpSrv *http.Server
 	if *metricsAddr != "" {
 		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			reg.WriteText(w)
