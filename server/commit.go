@@ -9,9 +9,10 @@ import (
 	"snfs/sunrpc"
 )
 
-// commit is COMMIT (RFC 1813 section 3.3.21): everything written to the file is
-// fsync'd before the reply. A failed flush changes the write verifier, so clients
-// write their uncommitted data again.
+// commit is COMMIT (RFC 1813 section 3.3.21): everything written to the file is on
+// stable storage before the reply. Concurrent COMMITs, and the stable writes being
+// gathered for the same file, share one fsync (package gather). A failed flush
+// changes the write verifier, so clients write their uncommitted data again.
 func (s *Server) commit(ctx context.Context, c *sunrpc.Call, a *nfs3.CommitArgs, res *nfs3.CommitRes) {
 	r, err := s.resolve(c, a.File)
 	if err != nil {
@@ -21,24 +22,24 @@ func (s *Server) commit(ctx context.Context, c *sunrpc.Call, a *nfs3.CommitArgs,
 	defer r.release()
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	verf := s.Verifier()
-	err = func() error {
+	after, err := func() (*nfs3.Fattr, error) {
 		switch r.node.Stat.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 		case unix.S_IFDIR:
-			return nfs3.ErrIsDir
+			return r.attr(), nfs3.ErrIsDir
 		default:
-			return nfs3.ErrInval
+			return r.attr(), nfs3.ErrInval
 		}
 		if err := s.store.OpenIO(r.node); err != nil {
-			return err
+			return r.attr(), err
 		}
-		if err := s.store.Sync(r.node, false); err != nil {
-			s.flushFailed(err)
-			return err
+		res, err := r.exp.gather.Begin(r.node.Key()).Wait(false, s.flushFunc(r))
+		if err != nil {
+			return r.attr(), err
 		}
-		return nil
+		return postAttr(res), nil
 	}()
-	res.Wcc.After = r.attr()
+	res.Wcc.After = after
 	res.Status = statusOf(err)
 	res.Verf = verf
 }

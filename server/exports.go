@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"snfs/gather"
 	"snfs/store"
 	"snfs/sunrpc"
 )
@@ -175,8 +176,11 @@ func parseExportLine(fields []string) (ExportConfig, error) {
 
 // export is an export in service.
 type export struct {
-	cfg ExportConfig
-	st  *store.Export
+	cfg    ExportConfig
+	st     *store.Export
+	gather *gather.Gatherer
+
+	stats gatherStats
 }
 
 // rule returns the options for client ip, or false if it may not use the export.

@@ -11,7 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
+	"snfs/gather"
+	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
 	"snfs/store"
@@ -24,13 +27,25 @@ type Config struct {
 	Exports  []ExportConfig
 	Logger   *slog.Logger
 	Observer sunrpc.Observer // optional: per-call metrics
+	Metrics  *metrics.Registry
+
+	// WriteGather is the write gathering policy for stable writes and COMMIT
+	// (default Adaptive); GatherMaxWait bounds any wait (default 2 ms).
+	WriteGather   gather.Mode
+	GatherMaxWait time.Duration
+
+	// Sync, if set, replaces store.Sync for data flushes: tests use it to inject
+	// flush failures and record when data became durable.
+	Sync func(n *store.Node, dataOnly bool) error
 }
 
 // Server is the NFSv3 + MOUNT v3 service over one store.
 type Server struct {
-	log   *slog.Logger
-	store *store.Store
-	RPC   *sunrpc.Server // serves both programs; exported for listeners and tests
+	log     *slog.Logger
+	store   *store.Store
+	metrics *metrics.Registry // may be nil
+	syncFn  func(n *store.Node, dataOnly bool) error
+	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	exports []*export          // in configuration order
 	byID    map[uint32]*export // by store export id
@@ -51,8 +66,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: cfg.Logger, store: st, byID: map[uint32]*export{}, byPath: map[string]*export{},
-		mounts: map[mount3.MountBody]struct{}{}}
+	s := &Server{log: cfg.Logger, store: st, metrics: cfg.Metrics, byID: map[uint32]*export{}, byPath: map[string]*export{},
+		mounts: map[mount3.MountBody]struct{}{}, syncFn: cfg.Sync}
+	if s.syncFn == nil {
+		s.syncFn = st.Sync
+	}
 	for _, ec := range cfg.Exports {
 		p, err := filepath.EvalSymlinks(ec.Path)
 		if err != nil {
@@ -66,6 +84,8 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		e := &export{cfg: ec, st: se}
+		e.gather = gather.New(gather.Config{Mode: cfg.WriteGather, MaxWait: cfg.GatherMaxWait,
+			Observe: func(st gather.Stats) { s.observeGather(e, st) }})
 		s.exports = append(s.exports, e)
 		s.byID[se.ID] = e
 		s.byPath[ec.Path] = e
@@ -193,7 +213,7 @@ func (s *Server) commitMeta(r *req) error {
 	if err := s.store.OpenIO(r.node); err != nil {
 		return err
 	}
-	return s.store.Sync(r.node, false)
+	return s.sync(r, false)
 }
 
 // checkName validates a name for an operation that creates or removes it.

@@ -10,8 +10,11 @@ import (
 	"snfs/sunrpc"
 )
 
-// write is WRITE (RFC 1813 section 3.3.7). UNSTABLE data is left in the page cache;
-// DATA_SYNC and FILE_SYNC data is on stable storage before the reply says so.
+// write is WRITE (RFC 1813 section 3.3.7). UNSTABLE data is left in the page cache.
+// DATA_SYNC and FILE_SYNC data is written without syncing and then gathered with the
+// other stable writes and COMMITs to the same file (package gather): one flush
+// covers them all, and none is answered before the flush that covers it returned.
+// All members of a batch reply with the same post-operation attributes.
 func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, res *nfs3.WriteRes) {
 	r, err := s.resolveWrite(c, a.File)
 	if err != nil {
@@ -24,8 +27,8 @@ func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, r
 	// write is in progress, the client sees the old verifier here and the new one at
 	// COMMIT, and writes again.
 	verf := s.Verifier()
-	err = s.doWrite(r, a)
-	res.Wcc.After = r.attr()
+	after, err := s.doWrite(r, a)
+	res.Wcc.After = after
 	if err != nil {
 		res.Status = statusOf(err)
 		return
@@ -33,32 +36,37 @@ func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, r
 	res.Count, res.Committed, res.Verf = a.Count, a.Stable, verf
 }
 
-func (s *Server) doWrite(r *req, a *nfs3.WriteArgs) error {
+// doWrite writes and, for a stable write, waits for the gathered flush; it returns
+// the post-operation attributes.
+func (s *Server) doWrite(r *req, a *nfs3.WriteArgs) (*nfs3.Fattr, error) {
 	switch r.node.Stat.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
-		return nfs3.ErrIsDir
+		return r.attr(), nfs3.ErrIsDir
 	default:
-		return nfs3.ErrInval
+		return r.attr(), nfs3.ErrInval
 	}
 	if int(a.Count) > len(a.Data) || a.Count > maxIO || a.Offset > 1<<63-1-uint64(a.Count) {
-		return nfs3.ErrInval
+		return r.attr(), nfs3.ErrInval
 	}
 	if err := s.store.OpenIO(r.node); err != nil {
-		return err
+		return r.attr(), err
 	}
 	if err := store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, true) }); err != nil {
-		return err
-	}
-	if _, err := s.store.WriteAt(r.node, a.Data[:a.Count], int64(a.Offset)); err != nil {
-		return err
+		return r.attr(), err
 	}
 	if a.Stable == nfs3.Unstable {
-		return nil
+		_, err := s.store.WriteAt(r.node, a.Data[:a.Count], int64(a.Offset))
+		return r.attr(), err
 	}
-	if err := s.store.Sync(r.node, a.Stable == nfs3.DataSync); err != nil {
-		s.flushFailed(err)
-		return err
+	ticket := r.exp.gather.Begin(r.node.Key())
+	if _, err := s.store.WriteAt(r.node, a.Data[:a.Count], int64(a.Offset)); err != nil {
+		ticket.Cancel()
+		return r.attr(), err
 	}
-	return nil
+	res, err := ticket.Wait(a.Stable == nfs3.DataSync, s.flushFunc(r))
+	if err != nil {
+		return r.attr(), err
+	}
+	return postAttr(res), nil
 }

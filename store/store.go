@@ -240,6 +240,9 @@ type Node struct {
 // FD is the node's descriptor (O_PATH for objects the server did not just create).
 func (n *Node) FD() int { return n.ent.fd }
 
+// Key identifies the object (its kernel handle), for per-file state.
+func (n *Node) Key() string { return n.ent.key }
+
 // IsRoot reports whether n is its export's root.
 func (n *Node) IsRoot() bool { return n.ent.key == n.Export.rootKey }
 

@@ -11,7 +11,8 @@ import (
 
 const usage = `usage:
   snfs serve [--bind ADDR] [--nfs-port N] [--mount-port N] [--exports FILE] [--state-dir DIR]
-             [--export-options OPTS] [--portmap-port N] [--metrics ADDR] [--log-level LEVEL] [DIR...]
+             [--export-options OPTS] [--portmap-port N] [--metrics ADDR] [--log-level LEVEL]
+             [--write-gather on|off|adaptive] [--write-gather-max-wait DURATION] [DIR...]
   snfs stat --metrics ADDR
 `
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
@@ -35,8 +36,17 @@ func serve(args []string) error {
 	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port; 0: do not")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	gatherMode := fs.String("write-gather", "adaptive", "write gathering for stable writes: on, off or adaptive")
+	gatherWait := fs.Duration("write-gather-max-wait", 2*time.Millisecond, "bound on the time a flush waits to gather more writes")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	mode, ok := gather.ParseMode(*gatherMode)
+	if !ok {
+		return fmt.Errorf("--write-gather: want on, off or adaptive, not %q", *gatherMode)
+	}
+	if *gatherWait < 0 || *gatherWait > time.Second {
+		return fmt.Errorf("--write-gather-max-wait: %v is out of range (0 to 1s)", *gatherWait)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -73,7 +83,8 @@ func serve(args []string) error {
 	reg := metrics.New()
 	reg.Declare("nfs", nfs3.Version, nfs3.ProcNames[:])
 	reg.Declare("mount", mount3.Version, mount3.ProcNames[:])
-	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg})
+	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
+		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,185 @@
+package gather
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock advances only when a wait is requested: a wait of d fires at once and
+// moves time by d, so any waiting shows up in Stats.Wait and nothing depends on the
+// machine's speed.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	waits atomic.Int64
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) After(d time.Duration) (<-chan time.Time, func()) {
+	c.waits.Add(1)
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch, func() {}
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	stats   []Stats
+	flushes int
+}
+
+func (r *recorder) observe(s Stats) { r.mu.Lock(); r.stats = append(r.stats, s); r.mu.Unlock() }
+
+func TestLoneWriterNeverWaits(t *testing.T) {
+	for _, mode := range []Mode{Adaptive, Off} {
+		clk := &fakeClock{now: time.Unix(0, 0)}
+		var rec recorder
+		g := New(Config{Mode: mode, Clock: clk, Observe: rec.observe})
+		for i := 0; i < 200; i++ {
+			tk := g.Begin("f")
+			clk.mu.Lock()
+			clk.now = clk.now.Add(100 * time.Microsecond) // the write itself
+			clk.mu.Unlock()
+			if _, err := tk.Wait(i%2 == 0, func(bool) (any, error) { return nil, nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := clk.waits.Load(); n != 0 {
+			t.Fatalf("%v: a lone writer waited %d times", mode, n)
+		}
+		for _, s := range rec.stats {
+			if s.Wait != 0 || s.Batch != 1 {
+				t.Fatalf("%v: %+v", mode, s)
+			}
+		}
+	}
+}
+
+func TestOnModeProcrastinates(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(0, 0)}
+	var rec recorder
+	g := New(Config{Mode: On, Clock: clk, MaxWait: 3 * time.Millisecond, Observe: rec.observe})
+	g.Begin("f").Wait(false, func(bool) (any, error) { return nil, nil })
+	if len(rec.stats) != 1 || rec.stats[0].Wait != 3*time.Millisecond {
+		t.Fatalf("%+v", rec.stats)
+	}
+}
+
+// TestBatching: many concurrent requests on one file share few flushes; every
+// request is released only after a flush that started after it joined.
+func TestBatching(t *testing.T) {
+	g := New(Config{Mode: Adaptive, MaxWait: 5 * time.Millisecond})
+	var mu sync.Mutex
+	written := map[int]bool{} // requests whose data is written
+	var flushes atomic.Int64
+	flush := func(covered map[int]bool) FlushFunc {
+		return func(bool) (any, error) {
+			flushes.Add(1)
+			mu.Lock()
+			for k := range written {
+				covered[k] = true
+			}
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond) // an fsync
+			return nil, nil
+		}
+	}
+	const n = 64
+	covered := make([]map[int]bool, n)
+	var wg sync.WaitGroup
+	var start sync.WaitGroup
+	start.Add(1)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			start.Wait()
+			tk := g.Begin("f")
+			mu.Lock()
+			written[i] = true
+			mu.Unlock()
+			// Each request's flush records what was written when it started; the
+			// flush that released i must have seen i written.
+			covered[i] = map[int]bool{}
+			res, err := tk.Wait(false, func(d bool) (any, error) {
+				c := map[int]bool{}
+				_, err := flush(c)(d)
+				return c, err
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !res.(map[int]bool)[i] {
+				t.Errorf("request %d released by a flush that did not cover it", i)
+			}
+		}(i)
+	}
+	start.Done()
+	wg.Wait()
+	if f := flushes.Load(); f >= n/2 {
+		t.Fatalf("%d flushes for %d concurrent requests", f, n)
+	}
+	t.Logf("%d requests, %d flushes", n, flushes.Load())
+}
+
+func TestFlushErrorFailsTheBatch(t *testing.T) {
+	g := New(Config{Mode: On, MaxWait: 20 * time.Millisecond})
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var calls atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := g.Begin("f")
+			_, err := tk.Wait(false, func(bool) (any, error) { calls.Add(1); return nil, boom })
+			if errors.Is(err, boom) {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 8 {
+		t.Fatalf("%d of 8 requests saw the flush error (%d flushes)", failed.Load(), calls.Load())
+	}
+}
+
+func TestCancel(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(0, 0)}
+	g := New(Config{Mode: Adaptive, Clock: clk, MaxWait: time.Millisecond})
+	a := g.Begin("f")
+	b := g.Begin("f")
+	b.Cancel() // its write failed: the leader must not wait for it
+	if _, err := a.Wait(false, func(bool) (any, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if clk.waits.Load() != 0 {
+		t.Fatal("leader waited for a cancelled request")
+	}
+}
+
+func TestLearner(t *testing.T) {
+	var l learner
+	t0 := time.Unix(0, 0)
+	for i := 0; i < 20; i++ { // overlapping arrivals 100µs apart, 8 outstanding
+		l.arrive(t0.Add(time.Duration(i)*100*time.Microsecond), 7)
+	}
+	if w := l.expectWait(2*time.Millisecond, 1); w != 200*time.Microsecond {
+		t.Fatalf("expectWait = %v", w)
+	}
+	if w := l.expectWait(2*time.Millisecond, 8); w != 0 {
+		t.Fatalf("a full window should not wait, got %v", w)
+	}
+	l.arrive(t0.Add(time.Second), 0) // idle: forget
+	if w := l.expectWait(2*time.Millisecond, 1); w != 0 {
+		t.Fatalf("after idle, expectWait = %v", w)
+	}
+}

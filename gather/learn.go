@@ -1,0 +1,56 @@
+package gather
+
+import "time"
+
+// learner keeps what the server has learned about one file's stable writes: how
+// far apart they arrive, whether they overlap (arrive while others are still being
+// served), and how many are outstanding at once (the client's window), as
+// exponentially weighted moving averages. Pure: time is passed in.
+type learner struct {
+	last    time.Time
+	gap     time.Duration // EWMA of inter-arrival time
+	overlap float64       // EWMA of "arrived while another request was outstanding"
+	window  float64       // EWMA of requests outstanding at an arrival, itself included
+}
+
+const (
+	alpha = 0.25
+	// idleGap: arrivals further apart than this restart the learning.
+	idleGap = 100 * time.Millisecond
+)
+
+// arrive records a request arriving at now while outstanding others were in
+// progress (received, queued or being flushed).
+func (l *learner) arrive(now time.Time, outstanding int) {
+	if !l.last.IsZero() {
+		gap := now.Sub(l.last)
+		switch {
+		case gap > idleGap:
+			*l = learner{}
+		case l.gap == 0:
+			l.gap = gap
+		default:
+			l.gap = time.Duration(float64(l.gap)*(1-alpha) + float64(gap)*alpha)
+		}
+	}
+	l.last = now
+	v := 0.0
+	if outstanding > 0 {
+		v = 1
+	}
+	l.overlap = l.overlap*(1-alpha) + v*alpha
+	l.window = l.window*(1-alpha) + float64(outstanding+1)*alpha
+}
+
+// expectWait is how long a leader with nothing else in progress should wait for
+// one more request, given queued requests already gathered: zero unless this
+// file's requests have been overlapping (a client with several writes in flight),
+// fewer than the client's usual window are gathered, and they arrive closer
+// together than the bound; then about two inter-arrival times, within the bound.
+// A client that sends one write at a time never overlaps, so it never waits.
+func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
+	if l.overlap < 0.5 || l.gap <= 0 || l.gap > bound || float64(queued) >= l.window-0.5 {
+		return 0
+	}
+	return min(2*l.gap, bound)
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"sync/atomic"
+	"time"
+
+	"snfs/gather"
+	"snfs/metrics"
+	"snfs/nfs3"
+)
+
+// gatherStats are an export's flush counters (also exported as metrics).
+type gatherStats struct {
+	fsyncs   atomic.Int64 // every fsync/fdatasync the server issued for the export
+	batches  atomic.Int64 // gathered flushes of stable writes and COMMITs
+	requests atomic.Int64 // requests those flushes covered
+	waitNs   atomic.Int64 // time leaders spent waiting to gather more
+}
+
+// GatherStats is a snapshot of an export's flush counters.
+type GatherStats struct {
+	Fsyncs   int64
+	Batches  int64
+	Requests int64
+	Wait     time.Duration
+}
+
+// GatherStats returns the flush counters of the export at path.
+func (s *Server) GatherStats(path string) GatherStats {
+	e := s.byPath[path]
+	if e == nil {
+		return GatherStats{}
+	}
+	return GatherStats{Fsyncs: e.stats.fsyncs.Load(), Batches: e.stats.batches.Load(),
+		Requests: e.stats.requests.Load(), Wait: time.Duration(e.stats.waitNs.Load())}
+}
+
+var batchBuckets = []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128}
+
+func (s *Server) observeGather(e *export, st gather.Stats) {
+	e.stats.batches.Add(1)
+	e.stats.requests.Add(int64(st.Batch))
+	e.stats.waitNs.Add(int64(st.Wait))
+	if s.metrics != nil {
+		l := metrics.Labels("export", e.cfg.Path)
+		s.metrics.Observe("snfs_server_write_gather_batch_size", "Stable WRITEs and COMMITs covered by one flush.", batchBuckets, l, float64(st.Batch))
+		s.metrics.Add("snfs_server_write_gather_wait_seconds_total", "Time spent waiting to gather more writes before a flush.", l, st.Wait.Seconds())
+	}
+}
+
+// sync flushes r's file (or directory) and counts it.
+func (s *Server) sync(r *req, dataOnly bool) error {
+	r.exp.stats.fsyncs.Add(1)
+	if s.metrics != nil {
+		s.metrics.Add("snfs_server_fsync_total", "fsync and fdatasync calls, by export.", metrics.Labels("export", r.exp.cfg.Path), 1)
+	}
+	return s.syncFn(r.node, dataOnly)
+}
+
+// flushFunc is the gathered flush for r's file: one fsync (fdatasync when every
+// member allows it), then the attributes every member replies with. A failed flush
+// changes the write verifier.
+func (s *Server) flushFunc(r *req) gather.FlushFunc {
+	return func(dataOnly bool) (any, error) {
+		if err := s.sync(r, dataOnly); err != nil {
+			s.flushFailed(err)
+			return nil, err
+		}
+		return r.attr(), nil
+	}
+}
+
+// postAttr is a gathered flush's result as post-operation attributes.
+func postAttr(res any) *nfs3.Fattr {
+	a, _ := res.(*nfs3.Fattr)
+	return a
+}
