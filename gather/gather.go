@@ -203,9 +203,9 @@ func (t *Ticket) Wait(dataOnly bool, flush FlushFunc) (any, error) {
 // it, and hands leadership to the next queued request. f.leading is set on entry.
 func (t *Ticket) leadBatch(flush FlushFunc) {
 	g, f := t.g, t.f
-	start := g.cfg.Clock.Now()
-	deadline := start.Add(g.cfg.MaxWait)
-	procrastinated := false
+	deadline := g.cfg.Clock.Now().Add(g.cfg.MaxWait)
+	var waited time.Duration
+	speculate := true // may still wait for requests not yet received
 	g.mu.Lock()
 	for {
 		var wait time.Duration
@@ -214,29 +214,29 @@ func (t *Ticket) leadBatch(flush FlushFunc) {
 			// Requests already received for this file are writing their data:
 			// they will join in microseconds. Waiting for them is pure gain.
 			wait = deadline.Sub(g.cfg.Clock.Now())
-		case !procrastinated && g.cfg.Mode == On:
-			wait = g.cfg.MaxWait
-		case !procrastinated && g.cfg.Mode == Adaptive:
-			wait = f.learn.expectWait(g.cfg.MaxWait, len(f.queue))
+		case speculate && g.cfg.Mode == On:
+			// The paper: procrastinate once, a fixed interval.
+			wait, speculate = deadline.Sub(g.cfg.Clock.Now()), false
+		case speculate && g.cfg.Mode == Adaptive:
+			// Wait for the next request only while this file's traffic says one
+			// is coming soon; stop at the first wait that brings nothing.
+			wait = min(f.learn.expectWait(g.cfg.MaxWait, len(f.queue)), deadline.Sub(g.cfg.Clock.Now()))
 		}
 		if wait <= 0 {
 			break
 		}
-		if f.begun == 0 {
-			procrastinated = true
-		}
 		arrived := f.arrived
 		g.mu.Unlock()
+		t0 := g.cfg.Clock.Now()
 		timer, stop := g.cfg.Clock.After(wait)
 		select {
 		case <-arrived:
 		case <-timer:
+			speculate = false
 		}
 		stop()
+		waited += g.cfg.Clock.Now().Sub(t0)
 		g.mu.Lock()
-		if !g.cfg.Clock.Now().Before(deadline) {
-			break
-		}
 	}
 	batch := f.queue
 	f.queue = nil
@@ -245,7 +245,6 @@ func (t *Ticket) leadBatch(flush FlushFunc) {
 	f.flushN = len(batch)
 	g.mu.Unlock()
 
-	waited := g.cfg.Clock.Now().Sub(start)
 	dataOnly := true
 	for _, m := range batch {
 		dataOnly = dataOnly && m.dataOnly
