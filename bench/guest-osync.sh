@@ -8,6 +8,6 @@ for i in 0 1 2 3; do
 done
 wait
 b=$(t)
-echo "BENCH osync_mib_s $(echo "16 / ($b - $a)" | bc -l)"
+echo "BENCH osync_mib_s $(echo "scale=2; 16 / ($b - $a)" | bc -l)"
 rm -f osync.dat
 echo "--- all checks passed"

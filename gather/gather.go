@@ -1,9 +1,14 @@
 package gather
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
+
+// ErrTimeout is returned by WaitTimeout when no flush covering the request returned
+// in time. The request stays in its batch: its data is still flushed, nobody waits.
+var ErrTimeout = errors.New("gather: flush did not complete in time")
 
 // Mode selects the gathering policy.
 type Mode int
@@ -92,6 +97,7 @@ type Ticket struct {
 	f        *file
 	dataOnly bool
 	joined   bool
+	gone     bool          // stopped waiting (timed out); guarded by Gatherer.mu
 	done     chan struct{} // closed when a flush covering this request returned
 	lead     chan struct{} // signalled when this request must lead the next batch
 	res      any
@@ -162,6 +168,12 @@ func (t *Ticket) Cancel() {
 // dataOnly is true for DATA_SYNC writes; a batch is flushed with dataOnly only
 // when every member allows it.
 func (t *Ticket) Wait(dataOnly bool, flush FlushFunc) (any, error) {
+	return t.WaitTimeout(dataOnly, flush, 0)
+}
+
+// WaitTimeout is Wait that gives up with ErrTimeout after timeout (0: never) if it
+// is not leading a flush itself. A leader always finishes its flush.
+func (t *Ticket) WaitTimeout(dataOnly bool, flush FlushFunc, timeout time.Duration) (any, error) {
 	g, f := t.g, t.f
 	t.dataOnly = dataOnly
 	if g.cfg.Mode == Off {
@@ -185,6 +197,12 @@ func (t *Ticket) Wait(dataOnly bool, flush FlushFunc) (any, error) {
 		f.leading = true
 	}
 	g.mu.Unlock()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		var stop func()
+		expired, stop = g.cfg.Clock.After(timeout)
+		defer stop()
+	}
 	for {
 		if lead {
 			t.leadBatch(flush)
@@ -195,6 +213,24 @@ func (t *Ticket) Wait(dataOnly bool, flush FlushFunc) (any, error) {
 			return t.res, t.err
 		case <-t.lead:
 			lead = true
+		case <-expired:
+			g.mu.Lock()
+			select {
+			case <-t.lead: // leadership arrived meanwhile: it must be taken
+				g.mu.Unlock()
+				lead, expired = true, nil
+				continue
+			default:
+			}
+			select {
+			case <-t.done:
+				g.mu.Unlock()
+				return t.res, t.err
+			default:
+			}
+			t.gone = true
+			g.mu.Unlock()
+			return nil, ErrTimeout
 		}
 	}
 }
@@ -249,21 +285,37 @@ func (t *Ticket) leadBatch(flush FlushFunc) {
 	for _, m := range batch {
 		dataOnly = dataOnly && m.dataOnly
 	}
+	t0 := g.cfg.Clock.Now()
 	res, err := flush(dataOnly)
+	took := g.cfg.Clock.Now().Sub(t0)
 
 	g.mu.Lock()
 	f.flushing = false
 	f.flushN = 0
+	f.learn.flushed(took)
 	for _, m := range batch { // first in, first out
 		m.res, m.err = res, err
 		close(m.done)
 	}
+	again := false
 	if len(f.queue) > 0 && !f.leading {
 		f.leading = true
-		f.queue[0].lead <- struct{}{}
+		// Hand leadership to the first request still waiting; if every queued
+		// request has given up, this leader flushes their data itself.
+		again = true
+		for _, m := range f.queue {
+			if !m.gone {
+				m.lead <- struct{}{}
+				again = false
+				break
+			}
+		}
 	}
 	g.mu.Unlock()
 	if g.cfg.Observe != nil {
 		g.cfg.Observe(Stats{Batch: len(batch), Wait: waited})
+	}
+	if again {
+		t.leadBatch(flush)
 	}
 }

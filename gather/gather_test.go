@@ -175,11 +175,51 @@ func TestLearner(t *testing.T) {
 	if w := l.expectWait(2*time.Millisecond, 1); w != 200*time.Microsecond {
 		t.Fatalf("expectWait = %v", w)
 	}
+	l.flushed(400 * time.Microsecond) // a fast disk: never wait more than a quarter flush
+	if w := l.expectWait(2*time.Millisecond, 1); w != 100*time.Microsecond {
+		t.Fatalf("expectWait with fast flushes = %v", w)
+	}
 	if w := l.expectWait(2*time.Millisecond, 8); w != 0 {
 		t.Fatalf("a full window should not wait, got %v", w)
 	}
 	l.arrive(t0.Add(time.Second), 0) // idle: forget
 	if w := l.expectWait(2*time.Millisecond, 1); w != 0 {
 		t.Fatalf("after idle, expectWait = %v", w)
+	}
+}
+
+// TestTimeoutKeepsTheQueueMoving: requests that stop waiting stay in their batch,
+// and leadership passes over them.
+func TestTimeoutKeepsTheQueueMoving(t *testing.T) {
+	g := New(Config{Mode: Adaptive, MaxWait: time.Millisecond})
+	release := make(chan struct{})
+	var flushes atomic.Int64
+	slow := func(bool) (any, error) {
+		if flushes.Add(1) == 1 {
+			<-release
+		}
+		return nil, nil
+	}
+	leaderDone := make(chan error, 1)
+	a := g.Begin("f")
+	go func() { _, err := a.Wait(false, slow); leaderDone <- err }()
+	for flushes.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b := g.Begin("f")
+	if _, err := b.WaitTimeout(false, slow, 20*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("b: %v", err)
+	}
+	close(release)
+	if err := <-leaderDone; err != nil {
+		t.Fatal(err)
+	}
+	// b's data was flushed by a, which led again since b had gone.
+	if flushes.Load() != 2 {
+		t.Fatalf("%d flushes", flushes.Load())
+	}
+	c := g.Begin("f")
+	if _, err := c.Wait(false, slow); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ type learner struct {
 	gap     time.Duration // EWMA of inter-arrival time
 	overlap float64       // EWMA of "arrived while another request was outstanding"
 	window  float64       // EWMA of requests outstanding at an arrival, itself included
+	flush   time.Duration // EWMA of how long a flush of this file takes
 }
 
 const (
@@ -26,7 +27,7 @@ func (l *learner) arrive(now time.Time, outstanding int) {
 		gap := now.Sub(l.last)
 		switch {
 		case gap > idleGap:
-			*l = learner{}
+			*l = learner{flush: l.flush}
 		case l.gap == 0:
 			l.gap = gap
 		default:
@@ -42,15 +43,30 @@ func (l *learner) arrive(now time.Time, outstanding int) {
 	l.window = l.window*(1-alpha) + float64(outstanding+1)*alpha
 }
 
+// flushed records how long a flush took.
+func (l *learner) flushed(d time.Duration) {
+	if l.flush == 0 {
+		l.flush = d
+	} else {
+		l.flush = time.Duration(float64(l.flush)*(1-alpha) + float64(d)*alpha)
+	}
+}
+
 // expectWait is how long a leader with nothing else in progress should wait for
 // one more request, given queued requests already gathered: zero unless this
 // file's requests have been overlapping (a client with several writes in flight),
 // fewer than the client's usual window are gathered, and they arrive closer
-// together than the bound; then about two inter-arrival times, within the bound.
-// A client that sends one write at a time never overlaps, so it never waits.
+// together than the bound; then about two inter-arrival times, but never more than
+// a quarter of what a flush of this file costs (waiting longer could cost more than
+// the flush it saves) nor more than the bound. A client that sends one write at a
+// time never overlaps, so it never waits.
 func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
 	if l.overlap < 0.5 || l.gap <= 0 || l.gap > bound || float64(queued) >= l.window-0.5 {
 		return 0
 	}
-	return min(2*l.gap, bound)
+	w := min(2*l.gap, bound)
+	if l.flush > 0 {
+		w = min(w, l.flush/4)
+	}
+	return w
 }

@@ -33,11 +33,11 @@ func (s *Server) commit(ctx context.Context, c *sunrpc.Call, a *nfs3.CommitArgs,
 		if err := s.store.OpenIO(r.node); err != nil {
 			return r.attr(), err
 		}
-		res, err := r.exp.gather.Begin(r.node.Key()).Wait(false, s.flushFunc(r))
+		after, err := s.waitFlush(c, r, r.exp.gather.Begin(r.node.Key()), false)
 		if err != nil {
 			return r.attr(), err
 		}
-		return postAttr(res), nil
+		return after, nil
 	}()
 	res.Wcc.After = after
 	res.Status = statusOf(err)

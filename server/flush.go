@@ -1,12 +1,15 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/nfs3"
+	"snfs/sunrpc"
 )
 
 // gatherStats are an export's flush counters (also exported as metrics).
@@ -68,6 +71,20 @@ func (s *Server) flushFunc(r *req) gather.FlushFunc {
 		}
 		return r.attr(), nil
 	}
+}
+
+// waitFlush waits for the gathered flush covering ticket, or answers JUKEBOX when
+// the flush is stalled for longer than the server's bound.
+func (s *Server) waitFlush(c *sunrpc.Call, r *req, t *gather.Ticket, dataOnly bool) (*nfs3.Fattr, error) {
+	res, err := t.WaitTimeout(dataOnly, s.flushFunc(r), s.jukebox)
+	if errors.Is(err, gather.ErrTimeout) {
+		c.NoCache = true
+		return nil, fmt.Errorf("%w: %w", errJukebox, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return postAttr(res), nil
 }
 
 // postAttr is a gathered flush's result as post-operation attributes.

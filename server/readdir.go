@@ -36,8 +36,14 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 	budget, dirBudget := int(maxCount)-readdirOverhead, int(dirCount)-readdirOverhead
 	var eof bool
 	err = store.As(r.cred, func() (err error) {
-		// A dirent64 is about as large as the entry3 it becomes.
-		eof, err = s.store.ReadDir(r.node, cookie, dirBudget+512, func(de store.DirEntry) bool {
+		// A dirent64 is about as large as the entry3 it becomes; an entryplus3 is
+		// about five times larger, so with READDIRPLUS maxcount is usually the
+		// tighter budget. Read little more than will fit.
+		bufSize := dirBudget
+		if plus {
+			bufSize = min(bufSize, budget/4)
+		}
+		eof, err = s.store.ReadDir(r.node, cookie, bufSize+512, func(de store.DirEntry) bool {
 			e := nfs3.Entry{FileID: de.Ino, Name: de.Name, Cookie: de.Cookie}
 			dsize := nfs3.EntrySize(&e, false)
 			if plus {

@@ -34,6 +34,11 @@ type Config struct {
 	WriteGather   gather.Mode
 	GatherMaxWait time.Duration
 
+	// JukeboxAfter bounds how long a stable WRITE or COMMIT waits for a flush (a
+	// stalled disk) before answering NFS3ERR_JUKEBOX, freeing its worker; the
+	// client retries later. Default 5 s.
+	JukeboxAfter time.Duration
+
 	// Sync, if set, replaces store.Sync for data flushes: tests use it to inject
 	// flush failures and record when data became durable.
 	Sync func(n *store.Node, dataOnly bool) error
@@ -45,6 +50,7 @@ type Server struct {
 	store   *store.Store
 	metrics *metrics.Registry // may be nil
 	syncFn  func(n *store.Node, dataOnly bool) error
+	jukebox time.Duration
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	exports []*export          // in configuration order
@@ -70,6 +76,9 @@ func New(cfg Config) (*Server, error) {
 		mounts: map[mount3.MountBody]struct{}{}, syncFn: cfg.Sync}
 	if s.syncFn == nil {
 		s.syncFn = st.Sync
+	}
+	if s.jukebox = cfg.JukeboxAfter; s.jukebox <= 0 {
+		s.jukebox = 5 * time.Second
 	}
 	for _, ec := range cfg.Exports {
 		p, err := filepath.EvalSymlinks(ec.Path)
@@ -214,6 +223,20 @@ func (s *Server) commitMeta(r *req) error {
 		return err
 	}
 	return s.sync(r, false)
+}
+
+// commitObj makes a change to r's own attributes durable before the reply (SETATTR),
+// unless the export is async.
+func (s *Server) commitObj(r *req) error {
+	if r.opts.Async {
+		return nil
+	}
+	switch r.node.Stat.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG, syscall.S_IFDIR:
+		return s.commitMeta(r)
+	}
+	r.exp.stats.fsyncs.Add(1)
+	return s.store.SyncFS(r.node)
 }
 
 // checkName validates a name for an operation that creates or removes it.

@@ -27,6 +27,9 @@ func (s *Server) setattr(ctx context.Context, c *sunrpc.Call, a *nfs3.SetattrArg
 		return
 	}
 	err = s.applySattr(r, &a.New, true)
+	if err == nil {
+		err = s.commitObj(r)
+	}
 	res.Wcc.After = r.attr()
 	res.Status = statusOf(err)
 }

@@ -27,7 +27,7 @@ func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, r
 	// write is in progress, the client sees the old verifier here and the new one at
 	// COMMIT, and writes again.
 	verf := s.Verifier()
-	after, err := s.doWrite(r, a)
+	after, err := s.doWrite(c, r, a)
 	res.Wcc.After = after
 	if err != nil {
 		res.Status = statusOf(err)
@@ -38,7 +38,7 @@ func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, r
 
 // doWrite writes and, for a stable write, waits for the gathered flush; it returns
 // the post-operation attributes.
-func (s *Server) doWrite(r *req, a *nfs3.WriteArgs) (*nfs3.Fattr, error) {
+func (s *Server) doWrite(c *sunrpc.Call, r *req, a *nfs3.WriteArgs) (*nfs3.Fattr, error) {
 	switch r.node.Stat.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
@@ -64,9 +64,9 @@ func (s *Server) doWrite(r *req, a *nfs3.WriteArgs) (*nfs3.Fattr, error) {
 		ticket.Cancel()
 		return r.attr(), err
 	}
-	res, err := ticket.Wait(a.Stable == nfs3.DataSync, s.flushFunc(r))
+	after, err := s.waitFlush(c, r, ticket, a.Stable == nfs3.DataSync)
 	if err != nil {
 		return r.attr(), err
 	}
-	return postAttr(res), nil
+	return after, nil
 }

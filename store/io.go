@@ -144,3 +144,12 @@ func (s *Store) Sync(n *Node, dataOnly bool) error {
 	}
 	return nil
 }
+
+// SyncFS flushes the whole file system of n's export (for objects, such as
+// symlinks and devices, that cannot be opened to fsync them).
+func (s *Store) SyncFS(n *Node) error {
+	if err := unix.Syncfs(n.Export.mountFD); err != nil {
+		return opErr("syncfs", err)
+	}
+	return nil
+}

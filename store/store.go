@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -35,7 +36,8 @@ const (
 
 // Store resolves handles and performs file operations. Safe for concurrent use.
 type Store struct {
-	key   []byte // HMAC key for handles
+	key   []byte    // HMAC key for handles
+	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
 
 	mu      sync.RWMutex
@@ -184,9 +186,16 @@ func kernelKey(fh unix.FileHandle) string {
 }
 
 func (s *Store) mac(b []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m, ok := s.macs.Get().(hash.Hash)
+	if !ok {
+		m = hmac.New(sha256.New, s.key)
+	}
+	m.Reset()
 	m.Write(b)
-	return m.Sum(nil)[:macLen]
+	var sum [sha256.Size]byte
+	out := append([]byte(nil), m.Sum(sum[:0])[:macLen]...)
+	s.macs.Put(m)
+	return out
 }
 
 // makeHandle builds: format(1) | export id(4) | kernel key length(1) | kernel key | mac(8).

@@ -92,3 +92,12 @@ func (d *DRC) finish(k drcKey, reply []byte) {
 		delete(d.entries, old.key)
 	}
 }
+
+// forget drops an in-progress entry whose reply must not be cached.
+func (d *DRC) forget(k drcKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.entries[k]; ok && !e.done {
+		delete(d.entries, k)
+	}
+}

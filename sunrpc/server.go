@@ -41,6 +41,11 @@ type Call struct {
 	Auth    AuthSysParams // Flavor AuthNone or AuthSys
 	Network string        // "tcp" or "udp"
 	Addr    net.Addr      // the client's address
+
+	// NoCache, set by a handler, keeps this reply out of the duplicate request
+	// cache: a "try again later" answer (NFS3ERR_JUKEBOX) must not be replayed to
+	// the retry.
+	NoCache bool
 }
 
 // ClientIP returns the caller's IP address.
@@ -396,7 +401,11 @@ func (s *Server) dispatch(rec []byte, network string, addr net.Addr, buf []byte)
 	}
 	reply := w.Bytes()
 	if proc.Cache && s.DRC != nil {
-		s.DRC.finish(key, reply[4:])
+		if call.NoCache {
+			s.DRC.forget(key)
+		} else {
+			s.DRC.finish(key, reply[4:])
+		}
 	}
 	if s.Observer != nil {
 		s.Observer.ObserveCall(prog.Name, h.Vers, proc.Name, time.Since(start))

@@ -340,3 +340,48 @@ func TestGatherCommits(t *testing.T) {
 		t.Fatalf("8 concurrent COMMITs took %d flushes", st.Batches)
 	}
 }
+
+// TestJukeboxOnStalledFlush: a stable WRITE whose flush is stalled beyond the bound
+// gets NFS3ERR_JUKEBOX instead of holding a worker; the JUKEBOX reply is not cached,
+// so the client's retry with the same xid is executed and succeeds.
+func TestJukeboxOnStalledFlush(t *testing.T) {
+	requireRoot(t)
+	d := &durability{delay: 700 * time.Millisecond}
+	dir := diskTempDir(t, "snfs-jukebox-")
+	o, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash,async")
+	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
+	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
+		Logger: quietLogger(), Sync: d.hook, JukeboxAfter: 100 * time.Millisecond}
+	e.start("127.0.0.1:0")
+	t.Cleanup(e.stop)
+	fh := e.create(e.nfs, e.root, "f", 0o644)
+	d.path = func() string { return e.path("f") }
+	leader := make(chan *nfs3.WriteRes, 1)
+	go func() {
+		res, err := e.nfs.Write(ctx, fh, 0, []byte("first"), nfs3.FileSync)
+		if err != nil {
+			t.Error(err)
+		}
+		leader <- res
+	}()
+	time.Sleep(50 * time.Millisecond) // the first write is now flushing
+	args := &nfs3.WriteArgs{File: fh, Offset: 8, Count: 6, Stable: nfs3.FileSync, Data: []byte("second")}
+	xid := e.nfs.NextXID()
+	var res nfs3.WriteRes
+	if err := e.nfs.CallXID(ctx, xid, nfs3.ProcWrite, args, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != nfs3.ErrJukebox {
+		t.Fatalf("write behind a stalled flush: %v, want JUKEBOX", res.Status)
+	}
+	if r := <-leader; r.Status != nfs3.OK {
+		t.Fatalf("leader: %v", r.Status)
+	}
+	var retry nfs3.WriteRes
+	if err := e.nfs.CallXID(ctx, xid, nfs3.ProcWrite, args, &retry); err != nil {
+		t.Fatal(err)
+	}
+	if retry.Status != nfs3.OK || retry.Committed != nfs3.FileSync {
+		t.Fatalf("retry with the same xid: %v (JUKEBOX must not be replayed)", retry.Status)
+	}
+}
