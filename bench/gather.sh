@@ -36,28 +36,48 @@ guest_osync() { # port mountport export
   echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
   echo "$out" | sed -n 's/^BENCH osync_mib_s //p'
 }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+REPS=${REPS:-3}
+# Modes are interleaved cell by cell (a fresh server each run), so that neither mode
+# is favoured by the state the other left on the disk; medians of $REPS.
+for size in 8192 65536; do for n in 1 4 8 16; do
+  for mode in off adaptive; do
+    mib=(); fl=(); cpu=()
+    for i in $(seq $REPS); do
+      start_snfs $mode
+      line=$("$W/bin/wgbench" -addr 127.0.0.1:$PORT -export "$W/snfs" -size $size -n $n -total $TOTAL -metrics 127.0.0.1:$MPORT -pid $SNFS_PID)
+      stop_snfs
+      echo "$mode $line" >&2
+      mib+=("$(echo "$line" | field mib_s)"); fl+=("$(echo "$line" | field flushes_per_mib)"); cpu+=("$(echo "$line" | field cpu_s_per_mib)")
+    done
+    R[$mode,$size,$n,mib]=$(printf '%s\n' "${mib[@]}" | median)
+    R[$mode,$size,$n,fl]=$(printf '%s\n' "${fl[@]}" | median)
+    R[$mode,$size,$n,cpu]=$(printf '%s\n' "${cpu[@]}" | median)
+  done
+done; done
 for mode in off adaptive; do
   start_snfs $mode
-  for size in 8192 65536; do for n in 1 4 8 16; do
-    line=$("$W/bin/wgbench" -addr 127.0.0.1:$PORT -export "$W/snfs" -size $size -n $n -total $TOTAL -metrics 127.0.0.1:$MPORT -pid $SNFS_PID)
-    R[$mode,$size,$n,mib]=$(echo "$line" | field mib_s); R[$mode,$size,$n,fl]=$(echo "$line" | field flushes_per_mib)
-    R[$mode,$size,$n,cpu]=$(echo "$line" | field cpu_s_per_mib)
-    echo "$mode $line" >&2
-  done; done
   R[$mode,osync]=$(guest_osync $PORT $PORT "$W/snfs")
   stop_snfs
 done
 SYNC=1 EXPORT="$W/ganesha" RUN="$W/grun" NFS_PORT=$G_NFS MNT_PORT=$G_MNT "$SHARED/tools/ganesha-peer/start.sh" >"$W/ganesha.start" 2>&1
 GPID=$(cat "$W/grun/ganesha.pid"); sleep 1
 for size in 8192 65536; do for n in 1 4 8 16; do
-  line=$("$W/bin/wgbench" -addr 127.0.0.1:$G_NFS -mount 127.0.0.1:$G_MNT -export "$W/ganesha" -size $size -n $n -total $TOTAL -pid $GPID)
-  R[ganesha,$size,$n,mib]=$(echo "$line" | field mib_s); R[ganesha,$size,$n,cpu]=$(echo "$line" | field cpu_s_per_mib)
-  echo "ganesha $line" >&2
+  mib=(); cpu=()
+  for i in $(seq $REPS); do
+    line=$("$W/bin/wgbench" -addr 127.0.0.1:$G_NFS -mount 127.0.0.1:$G_MNT -export "$W/ganesha" -size $size -n $n -total $TOTAL -pid $GPID)
+    echo "ganesha $line" >&2
+    mib+=("$(echo "$line" | field mib_s)"); cpu+=("$(echo "$line" | field cpu_s_per_mib)")
+  done
+  R[ganesha,$size,$n,mib]=$(printf '%s\n' "${mib[@]}" | median); R[ganesha,$size,$n,cpu]=$(printf '%s\n' "${cpu[@]}" | median)
 done; done
 R[ganesha,osync]=$(guest_osync $G_NFS $G_MNT "$W/ganesha")
 for size in 8192 65536; do for n in 1 4 8 16; do
-  line=$("$W/bin/wgbench" -disk "$W/disk" -size $size -n $n -total $TOTAL)
-  R[disk,$size,$n,mib]=$(echo "$line" | field mib_s)
+  mib=()
+  for i in $(seq $REPS); do
+    mib+=("$("$W/bin/wgbench" -disk "$W/disk" -size $size -n $n -total $TOTAL | field mib_s)")
+  done
+  R[disk,$size,$n,mib]=$(printf '%s\n' "${mib[@]}" | median)
 done; done
 
 div() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }'; }
@@ -65,6 +85,7 @@ out="bench/results/gather-$(date -u +%Y%m%d-%H%M).md"
 {
   echo "# Write gathering — Table 1 shape (64 MiB of FILE_SYNC writes)"
   echo
+  echo "Medians of $REPS runs; off and adaptive interleaved, a fresh server for each run."
   echo "Command: \`bash bench/gather.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, ext4 on /var/tmp. Client: bench/wgbench (snfs Go client, N writes in flight, one TCP connection)."
   echo "off = \`--write-gather off\` (one fsync per stable write, like knfsd); adaptive = the default. ganesha: \`SYNC=1\` (NFS_Commit=true: every WRITE fsync'd; its flushes are 1 per WRITE by configuration, not measured)."
   echo "disk = this file system's own limit for that batch: N pwrites then one fdatasync, timed by wgbench -disk. CPU = server process user+system seconds per MiB."

@@ -175,7 +175,7 @@ func TestLearner(t *testing.T) {
 	if w := l.expectWait(2*time.Millisecond, 1); w != 200*time.Microsecond {
 		t.Fatalf("expectWait = %v", w)
 	}
-	l.flushed(400 * time.Microsecond) // a fast disk: never wait more than a quarter flush
+	l.flushed(200 * time.Microsecond) // a fast disk: never wait more than half a flush
 	if w := l.expectWait(2*time.Millisecond, 1); w != 100*time.Microsecond {
 		t.Fatalf("expectWait with fast flushes = %v", w)
 	}

@@ -57,7 +57,7 @@ func (l *learner) flushed(d time.Duration) {
 // file's requests have been overlapping (a client with several writes in flight),
 // fewer than the client's usual window are gathered, and they arrive closer
 // together than the bound; then about two inter-arrival times, but never more than
-// a quarter of what a flush of this file costs (waiting longer could cost more than
+// half of what a flush of this file costs (waiting longer could cost more than
 // the flush it saves) nor more than the bound. A client that sends one write at a
 // time never overlaps, so it never waits.
 func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
@@ -66,7 +66,7 @@ func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
 	}
 	w := min(2*l.gap, bound)
 	if l.flush > 0 {
-		w = min(w, l.flush/4)
+		w = min(w, l.flush/2)
 	}
 	return w
 }
