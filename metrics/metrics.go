@@ -39,8 +39,17 @@ func (h *Histogram) observe(v float64) {
 // Registry holds every metric. Safe for concurrent use.
 type Registry struct {
 	mu       sync.Mutex
-	families map[string]*family // guarded by mu
+	families map[string]*family     // guarded by mu
+	calls    map[callKey]callSeries // guarded by mu: per-call series, labels rendered once
 }
+
+type callKey struct {
+	program string
+	vers    uint32
+	proc    string
+}
+
+type callSeries struct{ total, seconds *series }
 
 type family struct {
 	name, help, typ string
@@ -55,7 +64,9 @@ type series struct {
 }
 
 // New returns an empty registry.
-func New() *Registry { return &Registry{families: map[string]*family{}} }
+func New() *Registry {
+	return &Registry{families: map[string]*family{}, calls: map[callKey]callSeries{}}
+}
 
 // Labels renders label pairs ("k1", "v1", "k2", "v2") in the exposition syntax.
 func Labels(kv ...string) string {
@@ -105,23 +116,36 @@ const (
 	rpcSeconds = "snfs_server_rpc_duration_seconds"
 )
 
+// callSeriesLocked returns the series of one procedure. Called with mu held.
+func (r *Registry) callSeriesLocked(program string, vers uint32, proc string) callSeries {
+	k := callKey{program, vers, proc}
+	cs, ok := r.calls[k]
+	if !ok {
+		l := Labels("program", program, "version", fmt.Sprint(vers), "proc", proc)
+		cs = callSeries{
+			total:   r.get(rpcTotal, "RPC calls served, by program, version and procedure.", "counter", nil, l),
+			seconds: r.get(rpcSeconds, "Time to serve an RPC call, by procedure.", "histogram", LatencyBuckets, l),
+		}
+		r.calls[k] = cs
+	}
+	return cs
+}
+
 // Declare makes a program's procedures appear (at zero) before they are called.
 func (r *Registry) Declare(program string, vers uint32, procs []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range procs {
-		l := Labels("program", program, "version", fmt.Sprint(vers), "proc", p)
-		r.get(rpcTotal, "RPC calls served, by program, version and procedure.", "counter", nil, l)
-		r.get(rpcSeconds, "Time to serve an RPC call, by procedure.", "histogram", LatencyBuckets, l)
+		r.callSeriesLocked(program, vers, p)
 	}
 }
 
 // ObserveCall implements sunrpc.Observer.
 func (r *Registry) ObserveCall(program string, vers uint32, proc string, d time.Duration) {
-	l := Labels("program", program, "version", fmt.Sprint(vers), "proc", proc)
 	r.mu.Lock()
-	r.get(rpcTotal, "RPC calls served, by program, version and procedure.", "counter", nil, l).value++
-	r.get(rpcSeconds, "Time to serve an RPC call, by procedure.", "histogram", LatencyBuckets, l).hist.observe(d.Seconds())
+	cs := r.callSeriesLocked(program, vers, proc)
+	cs.total.value++
+	cs.seconds.hist.observe(d.Seconds())
 	r.mu.Unlock()
 }
 

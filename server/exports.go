@@ -179,6 +179,7 @@ type export struct {
 	cfg    ExportConfig
 	st     *store.Export
 	gather *gather.Gatherer
+	labels string // metrics labels, rendered once
 
 	stats gatherStats
 }

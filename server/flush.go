@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"snfs/gather"
-	"snfs/metrics"
 	"snfs/nfs3"
 	"snfs/sunrpc"
 )
@@ -45,7 +44,7 @@ func (s *Server) observeGather(e *export, st gather.Stats) {
 	e.stats.requests.Add(int64(st.Batch))
 	e.stats.waitNs.Add(int64(st.Wait))
 	if s.metrics != nil {
-		l := metrics.Labels("export", e.cfg.Path)
+		l := e.labels
 		s.metrics.Observe("snfs_server_write_gather_batch_size", "Stable WRITEs and COMMITs covered by one flush.", batchBuckets, l, float64(st.Batch))
 		s.metrics.Add("snfs_server_write_gather_wait_seconds_total", "Time spent waiting to gather more writes before a flush.", l, st.Wait.Seconds())
 	}
@@ -55,7 +54,7 @@ func (s *Server) observeGather(e *export, st gather.Stats) {
 func (s *Server) sync(r *req, dataOnly bool) error {
 	r.exp.stats.fsyncs.Add(1)
 	if s.metrics != nil {
-		s.metrics.Add("snfs_server_fsync_total", "fsync and fdatasync calls, by export.", metrics.Labels("export", r.exp.cfg.Path), 1)
+		s.metrics.Add("snfs_server_fsync_total", "fsync and fdatasync calls, by export.", r.exp.labels, 1)
 	}
 	return s.syncFn(r.node, dataOnly)
 }
