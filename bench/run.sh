@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SHARED=${SHARED:-$ROOT/../shared}
 export PATH="$PATH:/usr/local/go/bin"
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 W=/var/tmp/snfs-bench
 SNFS_PORT=22049 G_NFS=12049 G_MNT=12048
 rm -rf "$W"; mkdir -p "$W"/{snfs,ganesha,local,state,grun,bin}
@@ -56,30 +56,36 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 secs() { local a=$(now); "$@" >/dev/null 2>&1; echo "$(now) - $a" | bc; }
 
 declare -A R
-for srv in snfs ganesha; do
-  w=(); r=(); f=(); d=(); l=()
-  for i in $(seq $REPS); do
+# Servers alternate within every repetition, so that drift on a shared machine
+# does not favour either; each figure is the median of $REPS.
+declare -A S
+add() { S[$1]="${S[$1]:-} $2"; }
+med() { printf '%s\n' ${S[$1]} | median; }
+for i in $(seq $REPS); do
+  for srv in snfs ganesha; do
     "$W/bin/nfsmeta" rm 1 "$(url $srv /big)" >/dev/null 2>&1 || true
-    w+=("$(secs nfs-cp "$W/src256" "$(url $srv /big)")")
-    r+=("$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")")
-    f+=("$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
-    d+=("$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')")
-    l+=("$(secs nfs-ls "$(url $srv /list10k)")")
-  done
-  cmp <(nfs-cat "$(url $srv /big)") "$W/src256" || { echo "$srv: 256 MiB file differs" >&2; exit 1; }
-  R[$srv,write]=$(printf '%s\n' "${w[@]}" | median | awk '{printf "%.1f", 256/$1}')
-  R[$srv,read]=$(printf '%s\n' "${r[@]}" | median | awk '{printf "%.1f", 256/$1}')
-  R[$srv,files]=$(printf '%s\n' "${f[@]}" | median)
-  R[$srv,dirs]=$(printf '%s\n' "${d[@]}" | median)
-  R[$srv,ls]=$(printf '%s\n' "${l[@]}" | median | awk '{printf "%.3f", $1}')
-  u=(); s=(); m=()
-  port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
-  for i in $(seq $REPS); do
+    add $srv,w "$(secs nfs-cp "$W/src256" "$(url $srv /big)")"
+    add $srv,r "$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")"
+    add $srv,f "$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
+    add $srv,d "$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
+    add $srv,l "$(secs nfs-ls "$(url $srv /list10k)")"
+    port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
     out=$("$SHARED/tools/linux-nfs-client/run.sh" --host-root --port $port --mountport $mport --export "$W/$srv" "$W/guest-tree.sh" 2>&1)
     echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
-    u+=("$(echo "$out" | sed -n 's/^BENCH untar //p')"); s+=("$(echo "$out" | sed -n 's/^BENCH lslR //p')"); m+=("$(echo "$out" | sed -n 's/^BENCH rm //p')")
+    add $srv,u "$(echo "$out" | sed -n 's/^BENCH untar //p')"
+    add $srv,s "$(echo "$out" | sed -n 's/^BENCH lslR //p')"
+    add $srv,m "$(echo "$out" | sed -n 's/^BENCH rm //p')"
   done
-  R[$srv,untar]=$(printf '%s\n' "${u[@]}" | median); R[$srv,lslr]=$(printf '%s\n' "${s[@]}" | median); R[$srv,rm]=$(printf '%s\n' "${m[@]}" | median)
+done
+for srv in snfs ganesha; do
+  cmp <(nfs-cat "$(url $srv /big)") "$W/src256" || { echo "$srv: 256 MiB file differs" >&2; exit 1; }
+  R[$srv,write]=$(med $srv,w | awk '{printf "%.1f", 256/$1}')
+  R[$srv,read]=$(med $srv,r | awk '{printf "%.1f", 256/$1}')
+  R[$srv,files]=$(med $srv,f); R[$srv,dirs]=$(med $srv,d)
+  R[$srv,ls]=$(med $srv,l | awk '{printf "%.3f", $1}')
+  R[$srv,untar]=$(med $srv,u | awk '{printf "%.2f", $1}')
+  R[$srv,lslr]=$(med $srv,s | awk '{printf "%.2f", $1}')
+  R[$srv,rm]=$(med $srv,m | awk '{printf "%.2f", $1}')
 done
 
 # Local disk, for reference.
@@ -102,7 +108,7 @@ out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
   echo
   echo "Command: \`REPS=$REPS ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
   echo "snfs export options: \`${SNFS_OPTS:-rw,no_root_squash}\` (sync metadata unless \`async\`); ganesha: shared/tools/ganesha-peer defaults."
-  echo "Medians of $REPS runs. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
+  echo "Medians of $REPS runs, snfs and ganesha alternating within each run. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
   echo
   echo "| benchmark | snfs | ganesha | ratio | local disk |"
   echo "|---|---|---|---|---|"

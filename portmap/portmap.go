@@ -138,3 +138,23 @@ func (s *Server) Program() *sunrpc.Program {
 		}},
 	}}}
 }
+
+// dumpRes decodes a DUMP reply (a pmaplist), bounded.
+type dumpRes []Mapping
+
+// Decode implements xdr.Decoder.
+func (d *dumpRes) Decode(r *xdr.Reader) error {
+	for r.Bool() && len(*d) < 4096 {
+		var m Mapping
+		m.Decode(r)
+		*d = append(*d, m)
+	}
+	return r.Err()
+}
+
+// Dump lists the port mapper's registrations.
+func Dump(ctx context.Context, c *sunrpc.Client) ([]Mapping, error) {
+	var res dumpRes
+	err := c.Call(ctx, ProcDump, nil, &res)
+	return res, err
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"snfs/client"
+	"snfs/nfs3"
+	"snfs/portmap"
+	"snfs/sunrpc"
+)
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestServeCommand runs the real binary: serve a directory, use it, read the
+// metrics and `snfs stat`, then SIGTERM: it must exit 0.
+func TestServeCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+	bin := filepath.Join(t.TempDir(), "snfs")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "snfs-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	nfsPort, mntPort, pmPort, mPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", mPort)
+	cmd := exec.Command(bin, "serve", "--bind", "127.0.0.1", "--nfs-port", fmt.Sprint(nfsPort), "--mount-port", fmt.Sprint(mntPort),
+		"--portmap-port", fmt.Sprint(pmPort), "--state-dir", filepath.Join(dir, "state"), "--metrics", metricsAddr,
+		"--export-options", "rw,no_root_squash", "--log-level", "debug", filepath.Join(dir))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var m *client.Mounter
+	for {
+		if m, err = client.DialMount(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", mntPort)); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("server did not come up:", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer m.Close()
+	res, err := m.Mnt(ctx, dir)
+	if err != nil || res.Status != 0 {
+		t.Fatalf("MNT: %v %v", err, res.Status)
+	}
+	c, err := client.DialNFS(ctx, "udp", fmt.Sprintf("127.0.0.1:%d", nfsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mode := uint32(0o644)
+	cr, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: res.FH, Name: "f"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	if err != nil || cr.Status != nfs3.OK {
+		t.Fatalf("CREATE over UDP: %v %v", err, cr.Status)
+	}
+	w, err := c.Write(ctx, cr.Object, 0, []byte("x"), nfs3.FileSync)
+	if err != nil || w.Status != nfs3.OK {
+		t.Fatalf("WRITE: %v %v", err, w.Status)
+	}
+	// The port mapper knows both services.
+	pc, err := sunrpc.Dial(ctx, "udp", fmt.Sprintf("127.0.0.1:%d", pmPort), portmap.Program, portmap.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if p, err := portmap.GetPort(ctx, pc, nfs3.Program, nfs3.Version, portmap.ProtoTCP); err != nil || p != uint32(nfsPort) {
+		t.Fatalf("GETPORT nfs = %d, %v", p, err)
+	}
+	if maps, err := portmap.Dump(ctx, pc); err != nil || len(maps) < 4 {
+		t.Fatalf("DUMP = %v, %v", maps, err)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`snfs_server_rpc_total{program="nfs",version="3",proc="WRITE"} 1`,
+		`snfs_server_rpc_duration_seconds_bucket{program="nfs",version="3",proc="CREATE",le="+Inf"} 1`,
+		`snfs_server_fsync_total{export="` + dir + `"}`, `snfs_server_write_gather_batch_size_count{export="` + dir + `"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	out, err := exec.Command(bin, "stat", "--metrics", metricsAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "WRITE") || !strings.Contains(string(out), "procedure") {
+		t.Fatalf("snfs stat: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("snfs serve after SIGTERM: %v (want exit 0)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("snfs serve did not exit after SIGTERM")
+	}
+}
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--write-gather", "sometimes", "/tmp"},
+		{"--export-options", "rw,bogus", "/tmp"},
+		{},
+	} {
+		if err := serve(args); err == nil {
+			t.Errorf("serve %v: no error", args)
+		}
+	}
+}
