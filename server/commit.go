@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 
-	"golang.org/x/sys/unix"
-
 	"snfs/nfs3"
 	"snfs/sunrpc"
 )
@@ -23,12 +21,8 @@ func (s *Server) commit(ctx context.Context, c *sunrpc.Call, a *nfs3.CommitArgs,
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	verf := s.Verifier()
 	after, err := func() (*nfs3.Fattr, error) {
-		switch r.node.Stat.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-		case unix.S_IFDIR:
-			return r.attr(), nfs3.ErrIsDir
-		default:
-			return r.attr(), nfs3.ErrInval
+		if err := regularFile(r); err != nil {
+			return r.attr(), err
 		}
 		if err := s.store.OpenIO(r.node); err != nil {
 			return r.attr(), err

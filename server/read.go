@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 
-	"golang.org/x/sys/unix"
-
 	"snfs/nfs3"
 	"snfs/store"
 	"snfs/sunrpc"
@@ -33,12 +31,8 @@ func (s *Server) read(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *
 	}
 	defer r.release()
 	attr := fattr(&r.node.Stat, r.fsid())
-	switch r.node.Stat.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFDIR:
-		return fail(nfs3.ErrIsDir, attr)
-	default:
-		return fail(nfs3.ErrInval, attr)
+	if err := regularFile(r); err != nil {
+		return fail(err, attr)
 	}
 	if a.Offset > 1<<63-1 {
 		return fail(nfs3.ErrInval, attr)

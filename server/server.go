@@ -239,6 +239,18 @@ func (s *Server) commitObj(r *req) error {
 	return s.store.SyncFS(r.node)
 }
 
+// regularFile checks that r is a regular file, for READ, WRITE, COMMIT and size
+// changes: a directory is NFS3ERR_ISDIR, anything else NFS3ERR_INVAL.
+func regularFile(r *req) error {
+	switch r.node.Stat.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return nil
+	case syscall.S_IFDIR:
+		return nfs3.ErrIsDir
+	}
+	return nfs3.ErrInval
+}
+
 // checkName validates a name for an operation that creates or removes it.
 func checkName(name string) error {
 	switch {

@@ -38,12 +38,8 @@ func (s *Server) setattr(ctx context.Context, c *sunrpc.Call, a *nfs3.SetattrArg
 // unless withMode.
 func (s *Server) applySattr(r *req, sa *nfs3.Sattr, withMode bool) error {
 	if sa.Size != nil {
-		switch r.node.Stat.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-		case unix.S_IFDIR:
-			return nfs3.ErrIsDir
-		default:
-			return nfs3.ErrInval
+		if err := regularFile(r); err != nil {
+			return err
 		}
 		if *sa.Size > math.MaxInt64 {
 			return nfs3.ErrFBig

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 
-	"golang.org/x/sys/unix"
-
 	"snfs/nfs3"
 	"snfs/store"
 	"snfs/sunrpc"
@@ -39,12 +37,8 @@ func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, r
 // doWrite writes and, for a stable write, waits for the gathered flush; it returns
 // the post-operation attributes.
 func (s *Server) doWrite(c *sunrpc.Call, r *req, a *nfs3.WriteArgs) (*nfs3.Fattr, error) {
-	switch r.node.Stat.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFDIR:
-		return r.attr(), nfs3.ErrIsDir
-	default:
-		return r.attr(), nfs3.ErrInval
+	if err := regularFile(r); err != nil {
+		return r.attr(), err
 	}
 	if int(a.Count) > len(a.Data) || a.Count > maxIO || a.Offset > 1<<63-1-uint64(a.Count) {
 		return r.attr(), nfs3.ErrInval

@@ -229,38 +229,37 @@ func (s *Server) serveConn(c *serverConn) {
 			}
 			return
 		}
-		if br.Buffered() == 0 && s.inline(rec) {
-			rb := s.getBuf()
-			reply := s.dispatch(rec, "tcp", addr, *rb)
-			s.putBuf(bp)
-			if reply != nil {
-				putMarker(reply, len(reply)-4)
-				if err := c.write(reply); err != nil {
-					s.Logger.Debug("rpc reply write failed", "remote", addr, "err", err)
-				}
-				*rb = reply
+		send := func(reply []byte) {
+			putMarker(reply, len(reply)-4)
+			if err := c.write(reply); err != nil {
+				s.Logger.Debug("rpc reply write failed", "remote", addr, "err", err)
 			}
-			s.putBuf(rb)
+		}
+		if br.Buffered() == 0 && s.inline(rec) {
+			s.serveRecord(bp, "tcp", addr, send)
 			continue
 		}
 		s.sem <- struct{}{}
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
-			rb := s.getBuf()
-			reply := s.dispatch(rec, "tcp", addr, *rb)
-			<-s.sem
-			s.putBuf(bp)
-			if reply != nil {
-				putMarker(reply, len(reply)-4)
-				if err := c.write(reply); err != nil {
-					s.Logger.Debug("rpc reply write failed", "remote", addr, "err", err)
-				}
-				*rb = reply
-			}
-			s.putBuf(rb)
+			defer func() { <-s.sem }()
+			s.serveRecord(bp, "tcp", addr, send)
 		}()
 	}
+}
+
+// serveRecord dispatches the call in *bp, hands the reply (if any) to send, and
+// returns both buffers to the pool.
+func (s *Server) serveRecord(bp *[]byte, network string, addr net.Addr, send func([]byte)) {
+	rb := s.getBuf()
+	reply := s.dispatch(*bp, network, addr, *rb)
+	s.putBuf(bp)
+	if reply != nil {
+		send(reply)
+		*rb = reply
+	}
+	s.putBuf(rb)
 }
 
 // inline reports whether rec calls a procedure marked Inline.
@@ -314,15 +313,8 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
-			rb := s.getBuf()
-			reply := s.dispatch(*bp, "udp", addr, *rb)
-			<-s.sem
-			s.putBuf(bp)
-			if reply != nil {
-				pc.WriteTo(reply[4:], addr)
-				*rb = reply
-			}
-			s.putBuf(rb)
+			defer func() { <-s.sem }()
+			s.serveRecord(bp, "udp", addr, func(reply []byte) { pc.WriteTo(reply[4:], addr) })
 		}()
 	}
 }
