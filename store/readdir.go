@@ -18,52 +18,104 @@ type DirEntry struct {
 // ext4), which stay valid while entries are added or removed, so a client paging
 // through a changing directory sees every name that stays in it exactly once. It
 // reports whether the end of the directory was reached. Runs as the caller (inside
-// As): opening the directory checks read permission.
-// bufSize sizes the getdents buffer: about what the caller can use, so the kernel
-// does not read far past the point where fn will stop.
+// As): opening the directory checks read permission, and continuing a kept stream
+// (dirstream.go) checks it again. bufSize sizes the getdents buffer: about what the
+// caller can use, so the kernel does not read far past the point where fn will stop.
 func (s *Store) ReadDir(dir *Node, cookie uint64, bufSize int, fn func(DirEntry) bool) (bool, error) {
 	if dir.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return false, ErrNotDir
 	}
-	fd, err := unix.Open(dir.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, opErr("opendir", err)
+	st := s.streams.take(dir.Key(), cookie)
+	if st != nil {
+		// The stream was opened by an earlier call, maybe for another caller:
+		// check read permission for this one, as opening would.
+		if err := unix.Faccessat2(dir.FD(), "", unix.R_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+			unix.Close(st.fd)
+			return false, opErr("opendir", err)
+		}
+	} else {
+		fd, err := unix.Open(dir.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, opErr("opendir", err)
+		}
+		if cookie != 0 {
+			if _, err := unix.Seek(fd, int64(cookie), 0); err != nil {
+				unix.Close(fd)
+				return false, opErr("seekdir", ErrBadCookie)
+			}
+		}
+		st = &dirStream{fd: fd}
 	}
-	defer unix.Close(fd)
-	if cookie != 0 {
-		if _, err := unix.Seek(fd, int64(cookie), 0); err != nil {
-			return false, opErr("seekdir", ErrBadCookie)
+	keep := false
+	defer func() {
+		if !keep {
+			unix.Close(st.fd)
+		}
+	}()
+	// stop keeps the stream for the call that continues after the last entry
+	// returned, with the entries from i on still pending.
+	stop := func(ents []DirEntry, i int) (bool, error) {
+		next := cookie
+		if i > 0 {
+			next = ents[i-1].Cookie
+		}
+		st.pending = append(st.pending[:0:0], ents[i:]...)
+		s.streams.put(dir.Key(), next, st)
+		keep = true
+		return false, nil
+	}
+	if len(st.pending) > 0 {
+		ents := st.pending
+		st.pending = nil
+		for i, de := range ents {
+			if !fn(de) {
+				return stop(ents, i)
+			}
+			cookie = de.Cookie
 		}
 	}
 	buf := make([]byte, min(max(bufSize, 1024), 64<<10))
 	for {
-		n, err := unix.Getdents(fd, buf)
+		n, err := unix.Getdents(st.fd, buf)
 		if err != nil {
 			return false, opErr("getdents", err)
 		}
 		if n == 0 {
 			return true, nil
 		}
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.LittleEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
-				return false, opErr("getdents", unix.EIO)
-			}
-			name := b[19:reclen]
-			for i, c := range name {
-				if c == 0 {
-					name = name[:i]
-					break
-				}
-			}
-			de := DirEntry{Name: string(name), Ino: binary.LittleEndian.Uint64(b[0:8]),
-				Cookie: binary.LittleEndian.Uint64(b[8:16])}
+		ents, err := parseDirents(buf[:n])
+		if err != nil {
+			return false, err
+		}
+		for i, de := range ents {
 			if !fn(de) {
-				return false, nil
+				return stop(ents, i)
 			}
-			b = b[reclen:]
+			cookie = de.Cookie
 		}
 	}
+}
+
+// parseDirents decodes linux_dirent64 records.
+func parseDirents(b []byte) ([]DirEntry, error) {
+	ents := make([]DirEntry, 0, len(b)/32)
+	for len(b) >= 19 {
+		reclen := int(binary.LittleEndian.Uint16(b[16:18]))
+		if reclen < 19 || reclen > len(b) {
+			return nil, opErr("getdents", unix.EIO)
+		}
+		name := b[19:reclen]
+		for i, c := range name {
+			if c == 0 {
+				name = name[:i]
+				break
+			}
+		}
+		ents = append(ents, DirEntry{Name: string(name), Ino: binary.LittleEndian.Uint64(b[0:8]),
+			Cookie: binary.LittleEndian.Uint64(b[8:16])})
+		b = b[reclen:]
+	}
+	return ents, nil
 }
 
 // ChildAttr returns the handle and attributes of dir/name (for READDIRPLUS).

@@ -39,6 +39,8 @@ type Store struct {
 	key   []byte    // HMAC key for handles
 	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
+	// streams keeps directories open between the calls of a listing.
+	streams dirStreams
 
 	mu      sync.RWMutex
 	exports map[uint32]*Export // guarded by mu
@@ -168,6 +170,7 @@ func (s *Store) Export(id uint32) *Export {
 
 // Close releases every cached descriptor.
 func (s *Store) Close() {
+	s.streams.closeAll()
 	s.cache.closeAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()

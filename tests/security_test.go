@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -191,5 +192,33 @@ func TestAuthNone(t *testing.T) {
 	syscall.Stat(e.path("anon"), &st)
 	if st.Uid != 65534 {
 		t.Fatalf("AUTH_NONE created a file owned by %d", st.Uid)
+	}
+}
+
+// TestReaddirStreamPermission: a directory stream kept open between READDIR calls
+// for one caller does not let another caller, who may not read the directory,
+// continue the listing.
+func TestReaddirStreamPermission(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,root_squash")
+	os.Mkdir(e.path("priv"), 0o700)
+	for i := 0; i < 500; i++ {
+		os.WriteFile(e.path(fmt.Sprintf("priv/f%03d", i)), nil, 0o644)
+	}
+	os.Chown(e.path("priv"), 1000, 1000)
+	dir := e.lookup(e.root, "priv")
+	owner, other := e.as(1000, 1000), e.as(2000, 2000)
+	res, err := owner.Readdir(ctx, &nfs3.ReaddirArgs{Dir: dir, Count: 1024})
+	ok(t, "READDIR by the owner", res.Status, err)
+	if res.EOF || len(res.Entries) == 0 {
+		t.Fatal("expected a partial listing")
+	}
+	next := res.Entries[len(res.Entries)-1].Cookie
+	res2, err := other.Readdir(ctx, &nfs3.ReaddirArgs{Dir: dir, Cookie: next, Count: 1024})
+	want(t, "READDIR continued by another user", res2.Status, err, nfs3.ErrAcces)
+	res3, err := owner.Readdir(ctx, &nfs3.ReaddirArgs{Dir: dir, Cookie: next, Count: 1024})
+	ok(t, "READDIR continued by the owner", res3.Status, err)
+	if len(res3.Entries) == 0 || res3.Entries[0].Name == res.Entries[len(res.Entries)-1].Name {
+		t.Fatalf("continuation repeats or is empty: %v", res3.Entries[:min(2, len(res3.Entries))])
 	}
 }
