@@ -138,3 +138,80 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestRpcbindRegistration runs a real rpcbind in a private network namespace and
+// `snfs serve` in the same namespace: NFS and MOUNT are registered while it runs
+// and unregistered when it stops.
+func TestRpcbindRegistration(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+	for _, tool := range []string{"ip", "rpcbind", "rpcinfo"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (.ci/run installs iproute2 and rpcbind)", tool)
+		}
+	}
+	if _, err := os.Stat("/run/rpcbind.sock"); err == nil {
+		t.Skip("another rpcbind owns /run/rpcbind.sock")
+	}
+	bin := filepath.Join(t.TempDir(), "snfs")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ns := fmt.Sprintf("snfs-test-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a network namespace: %v %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	exec.Command("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up").Run()
+	rpcb := exec.Command("ip", "netns", "exec", ns, "rpcbind", "-f")
+	if err := rpcb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		rpcb.Process.Signal(syscall.SIGTERM)
+		rpcb.Wait()
+		os.Remove("/run/rpcbind.sock")
+		os.Remove("/run/rpcbind.lock")
+	}()
+	rpcinfo := func() string {
+		out, _ := exec.Command("ip", "netns", "exec", ns, "rpcinfo", "-p", "127.0.0.1").CombinedOutput()
+		return string(out)
+	}
+	for i := 0; !strings.Contains(rpcinfo(), "portmapper"); i++ {
+		if i > 50 {
+			t.Fatal("rpcbind did not come up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "snfs-rpcb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	srv := exec.Command("ip", "netns", "exec", ns, bin, "serve", "--nfs-port", "2049", "--mount-port", "20048",
+		"--state-dir", filepath.Join(dir, "state"), dir)
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	var out string
+	for i := 0; ; i++ {
+		out = rpcinfo()
+		if strings.Contains(out, "100003    3   tcp   2049") && strings.Contains(out, "100005    3   tcp  20048") {
+			break
+		}
+		if i > 50 {
+			t.Fatalf("not registered:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
+	if out = rpcinfo(); strings.Contains(out, "100003") || strings.Contains(out, "100005") {
+		t.Fatalf("still registered after stopping:\n%s", out)
+	}
+}
