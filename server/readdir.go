@@ -31,7 +31,7 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 		return
 	}
 	defer r.release()
-	maxCount = min(maxCount, maxIO)
+	maxCount = min(maxCount, maxReply(c))
 	dirCount = min(dirCount, maxCount)
 	budget, dirBudget := int(maxCount)-readdirOverhead, int(dirCount)-readdirOverhead
 	var eof bool
