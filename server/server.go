@@ -151,9 +151,19 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 	return first
 }
 
-// Shutdown stops serving, lets in-flight calls finish, and closes the store.
+// Shutdown stops serving, lets in-flight calls finish, flushes every export's file
+// system (so data written UNSTABLE is on disk when the server exits cleanly), and
+// closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
+	for _, e := range s.exports {
+		if ferr := s.store.SyncExport(e.st); ferr != nil {
+			s.log.Error("flush at shutdown failed", "export", e.cfg.Path, "err", ferr)
+			if err == nil {
+				err = ferr
+			}
+		}
+	}
 	s.store.Close()
 	return err
 }

@@ -145,11 +145,14 @@ func (s *Store) Sync(n *Node, dataOnly bool) error {
 	return nil
 }
 
-// SyncFS flushes the whole file system of n's export (for objects, such as
-// symlinks and devices, that cannot be opened to fsync them).
-func (s *Store) SyncFS(n *Node) error {
-	if err := unix.Syncfs(n.Export.mountFD); err != nil {
+// SyncExport flushes the whole file system an export lives on.
+func (s *Store) SyncExport(e *Export) error {
+	if err := unix.Syncfs(e.mountFD); err != nil {
 		return opErr("syncfs", err)
 	}
 	return nil
 }
+
+// SyncFS flushes the whole file system of n's export (for objects, such as
+// symlinks and devices, that cannot be opened to fsync them).
+func (s *Store) SyncFS(n *Node) error { return s.SyncExport(n.Export) }

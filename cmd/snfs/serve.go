@@ -171,6 +171,10 @@ func serve(args []string) error {
 	for _, e := range exports {
 		log.Info("exporting", "path", e.Path)
 	}
+	if os.Geteuid() != 0 {
+		log.Warn("not running as root: every call runs as this user, and handles not in the descriptor cache " +
+			"(after a restart, or once evicted) cannot be opened (open_by_handle_at needs CAP_DAC_READ_SEARCH)")
+	}
 	log.Info("snfs serving", "nfs", nfsL.ln.Addr().String(), "mount", mntL.ln.Addr().String())
 
 	sigc := make(chan os.Signal, 1)
