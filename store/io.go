@@ -131,7 +131,10 @@ func (s *Store) Truncate(n *Node, size int64) error {
 
 // Sync flushes n to stable storage: data and the metadata needed to read it back
 // (fdatasync) or everything (fsync). OpenIO must have succeeded.
-func (s *Store) Sync(n *Node, dataOnly bool) error {
+func (s *Store) Sync(n *Node, dataOnly bool) error { return SyncNode(n, dataOnly) }
+
+// SyncNode is Sync, for wrappers (fault injection) that stand in for a Store's.
+func SyncNode(n *Node, dataOnly bool) error {
 	fd := n.io()
 	var err error
 	if dataOnly {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,7 @@ type flushRecord struct {
 
 func (d *durability) hook(n *store.Node, dataOnly bool) error {
 	if d.path == nil || n.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return defaultSync(n, dataOnly) // a directory flush, not under test
+		return store.SyncNode(n, dataOnly) // a directory flush, not under test
 	}
 	snap := readAll(d.path())
 	time.Sleep(d.delay)
@@ -48,7 +49,7 @@ func (d *durability) hook(n *store.Node, dataOnly bool) error {
 	if d.failN.Load() > 0 && d.failN.Add(-1) >= 0 {
 		err, failed = syscall.EIO, true
 	} else {
-		err = defaultSync(n, dataOnly)
+		err = store.SyncNode(n, dataOnly)
 	}
 	d.mu.Lock()
 	d.flushes = append(d.flushes, flushRecord{snapshot: snap, done: d.seq.Add(1), failed: failed})
@@ -69,10 +70,9 @@ func (d *durability) coveredBefore(seq int64, off int, data []byte) bool {
 	return false
 }
 
-var defaultSync func(n *store.Node, dataOnly bool) error
-
+// readAll returns a file's content (nil if it cannot be read).
 func readAll(path string) []byte {
-	b, _ := readFileNoCache(path)
+	b, _ := os.ReadFile(path)
 	return b
 }
 

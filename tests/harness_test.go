@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 // env is one running server over one export directory.
 type env struct {
 	t        *testing.T
@@ -72,7 +74,7 @@ func newEnvConfig(t *testing.T, dir string, exports []server.ExportConfig) *env 
 	t.Helper()
 	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
 	e.cfg = server.Config{StateDir: e.stateDir, Exports: exports,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Logger: quietLogger()}
 	e.start("127.0.0.1:0")
 	t.Cleanup(e.stop)
 	return e
