@@ -41,6 +41,8 @@ type Store struct {
 	cache *fdCache
 	// streams keeps directories open between the calls of a listing.
 	streams dirStreams
+	// handles remembers directory entries' kernel handles for READDIRPLUS.
+	handles *handleCache
 
 	mu      sync.RWMutex
 	exports map[uint32]*Export // guarded by mu
@@ -66,7 +68,7 @@ func Open(stateDir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{key: key, cache: newFDCache(4096), exports: map[uint32]*Export{}}, nil
+	return &Store{key: key, cache: newFDCache(4096), handles: newHandleCache(1 << 18), exports: map[uint32]*Export{}}, nil
 }
 
 // loadOrCreate reads a secret of n bytes from path, creating it durably if missing.

@@ -199,3 +199,39 @@ func TestBigDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestReaddirplusAfterReplace: a name replaced by a new file (ext4 may even reuse
+// the inode number, with a new generation) gets the new file's handle from
+// READDIRPLUS, never the old one's.
+func TestReaddirplusAfterReplace(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	os.WriteFile(e.path("x"), []byte("old"), 0o644)
+	handleOf := func() nfs3.FH {
+		ents, err := e.nfs.ReadDirAll(ctx, e.root, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range ents {
+			if en.Name == "x" {
+				return en.Handle
+			}
+		}
+		t.Fatal("x not listed")
+		return nil
+	}
+	for i := 0; i < 20; i++ {
+		old := handleOf()
+		os.Remove(e.path("x"))
+		os.WriteFile(e.path("x"), []byte(fmt.Sprint("new", i)), 0o644)
+		fresh := handleOf()
+		rd, err := e.nfs.Read(ctx, fresh, 0, 100)
+		ok(t, "READ through the listed handle", rd.Status, err)
+		if string(rd.Data) != fmt.Sprint("new", i) {
+			t.Fatalf("listed handle reads %q", rd.Data)
+		}
+		if ga, err := e.nfs.Getattr(ctx, old); err != nil || ga.Status != nfs3.ErrStale {
+			t.Fatalf("old handle after replace: %v %v", err, ga.Status)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"container/list"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// handleCache remembers the kernel handles of directory entries, so that READDIRPLUS
+// asks the kernel once per entry (fstatat, for fresh attributes) instead of twice
+// (fstatat and name_to_handle_at). A directory's entries are dropped as soon as its
+// ctime differs from the one they were learned under (any entry added, removed or
+// renamed changes it), and each hit must also match the inode number fstatat just
+// returned, so a name never yields the handle of an object it no longer names.
+// Bounded in entries; whole directories are evicted least recently used first.
+type handleCache struct {
+	max int
+
+	mu    sync.Mutex
+	dirs  map[string]*dirHandles // by the directory's kernel key; guarded by mu
+	lru   *list.List             // of *dirHandles, front = most recent; guarded by mu
+	total int                    // entries across dirs; guarded by mu
+}
+
+type dirHandles struct {
+	key   string
+	ctime unix.Timespec
+	names map[string]nameHandle
+	elem  *list.Element
+}
+
+type nameHandle struct {
+	ino uint64
+	key string // kernel key of the entry
+}
+
+func newHandleCache(max int) *handleCache {
+	return &handleCache{max: max, dirs: map[string]*dirHandles{}, lru: list.New()}
+}
+
+// get returns the kernel key of dir/name if it is known for this directory state
+// and inode.
+func (c *handleCache) get(dir string, ctime unix.Timespec, name string, ino uint64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d == nil || d.ctime != ctime {
+		return "", false
+	}
+	h, ok := d.names[name]
+	if !ok || h.ino != ino {
+		return "", false
+	}
+	c.lru.MoveToFront(d.elem)
+	return h.key, true
+}
+
+// put records dir/name's kernel key under the directory state ctime.
+func (c *handleCache) put(dir string, ctime unix.Timespec, name string, ino uint64, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d != nil && d.ctime != ctime {
+		c.drop(d)
+		d = nil
+	}
+	if d == nil {
+		d = &dirHandles{key: dir, ctime: ctime, names: map[string]nameHandle{}}
+		d.elem = c.lru.PushFront(d)
+		c.dirs[dir] = d
+	}
+	if _, ok := d.names[name]; !ok {
+		c.total++
+	}
+	d.names[name] = nameHandle{ino: ino, key: key}
+	for c.total > c.max && c.lru.Len() > 1 {
+		c.drop(c.lru.Back().Value.(*dirHandles))
+	}
+}
+
+// drop forgets a directory. Called with mu held.
+func (c *handleCache) drop(d *dirHandles) {
+	c.total -= len(d.names)
+	c.lru.Remove(d.elem)
+	delete(c.dirs, d.key)
+}
