@@ -293,6 +293,7 @@ func (t *Ticket) leadBatch(flush FlushFunc) {
 	f.flushing = false
 	f.flushN = 0
 	f.learn.flushed(took)
+	f.learn.released = g.cfg.Clock.Now()
 	for _, m := range batch { // first in, first out
 		m.res, m.err = res, err
 		close(m.done)

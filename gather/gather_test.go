@@ -173,16 +173,27 @@ func TestLearner(t *testing.T) {
 		l.arrive(t0.Add(time.Duration(i)*100*time.Microsecond), 7)
 	}
 	if w := l.expectWait(2*time.Millisecond, 1); w != 200*time.Microsecond {
-		t.Fatalf("expectWait = %v", w)
-	}
-	l.flushed(200 * time.Microsecond) // a fast disk: never wait more than half a flush
-	if w := l.expectWait(2*time.Millisecond, 1); w != 100*time.Microsecond {
-		t.Fatalf("expectWait with fast flushes = %v", w)
+		t.Fatalf("expectWait = %v, want two gaps", w)
 	}
 	if w := l.expectWait(2*time.Millisecond, 8); w != 0 {
 		t.Fatalf("a full window should not wait, got %v", w)
 	}
-	l.arrive(t0.Add(time.Second), 0) // idle: forget
+	// The client answers a released batch after 400µs: wait about that long...
+	now := t0.Add(2 * time.Millisecond)
+	l.released = now
+	l.arrive(now.Add(400*time.Microsecond), 7)
+	if w := l.expectWait(2*time.Millisecond, 1); w != 500*time.Microsecond {
+		t.Fatalf("expectWait with a 400µs turnaround = %v, want 500µs", w)
+	}
+	// ...but never more than a flush costs, nor more than the bound.
+	l.flushed(300 * time.Microsecond)
+	if w := l.expectWait(2*time.Millisecond, 1); w != 300*time.Microsecond {
+		t.Fatalf("expectWait with 300µs flushes = %v", w)
+	}
+	if w := l.expectWait(100*time.Microsecond, 1); w != 0 {
+		t.Fatalf("gaps over the bound: expectWait = %v, want 0", w)
+	}
+	l.arrive(now.Add(time.Second), 0) // idle: forget
 	if w := l.expectWait(2*time.Millisecond, 1); w != 0 {
 		t.Fatalf("after idle, expectWait = %v", w)
 	}

@@ -4,14 +4,18 @@ import "time"
 
 // learner keeps what the server has learned about one file's stable writes: how
 // far apart they arrive, whether they overlap (arrive while others are still being
-// served), and how many are outstanding at once (the client's window), as
-// exponentially weighted moving averages. Pure: time is passed in.
+// served), how many are outstanding at once (the client's window), how long a flush
+// takes, and how long the client takes to send the next request after a batch is
+// released (its turnaround), as exponentially weighted moving averages. Pure: time
+// is passed in.
 type learner struct {
-	last    time.Time
-	gap     time.Duration // EWMA of inter-arrival time
-	overlap float64       // EWMA of "arrived while another request was outstanding"
-	window  float64       // EWMA of requests outstanding at an arrival, itself included
-	flush   time.Duration // EWMA of how long a flush of this file takes
+	last     time.Time
+	gap      time.Duration // EWMA of inter-arrival time
+	overlap  float64       // EWMA of "arrived while another request was outstanding"
+	window   float64       // EWMA of requests outstanding at an arrival, itself included
+	flush    time.Duration // EWMA of how long a flush of this file takes
+	turn     time.Duration // EWMA of release-to-next-arrival (the client's turnaround)
+	released time.Time     // when the last batch was released; zero once a request arrived after it
 }
 
 const (
@@ -32,6 +36,17 @@ func (l *learner) arrive(now time.Time, outstanding int) {
 			l.gap = gap
 		default:
 			l.gap = time.Duration(float64(l.gap)*(1-alpha) + float64(gap)*alpha)
+		}
+	}
+	if !l.released.IsZero() {
+		t := now.Sub(l.released)
+		l.released = time.Time{}
+		if t < idleGap {
+			if l.turn == 0 {
+				l.turn = t
+			} else {
+				l.turn = time.Duration(float64(l.turn)*(1-alpha) + float64(t)*alpha)
+			}
 		}
 	}
 	l.last = now
@@ -56,17 +71,22 @@ func (l *learner) flushed(d time.Duration) {
 // one more request, given queued requests already gathered: zero unless this
 // file's requests have been overlapping (a client with several writes in flight),
 // fewer than the client's usual window are gathered, and they arrive closer
-// together than the bound; then about two inter-arrival times, but never more than
-// half of what a flush of this file costs (waiting longer could cost more than
-// the flush it saves) nor more than the bound. A client that sends one write at a
-// time never overlaps, so it never waits.
+// together than the bound. Then it waits for the requests still missing from the
+// window, which are usually on their way back from the client: about one
+// turnaround, or two inter-arrival times if longer, but never more than one flush
+// of this file (waiting longer could cost more than the flush it saves) nor more
+// than the bound. A client that sends one write at a time never overlaps, so it
+// never waits.
 func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
 	if l.overlap < 0.5 || l.gap <= 0 || l.gap > bound || float64(queued) >= l.window-0.5 {
 		return 0
 	}
-	w := min(2*l.gap, bound)
+	// The missing requests are usually on their way back from the client, which
+	// answers a release after its turnaround: wait about that long, or two
+	// inter-arrival gaps, whichever is longer; never more than one flush.
+	w := min(max(2*l.gap, l.turn+l.turn/4), bound)
 	if l.flush > 0 {
-		w = min(w, l.flush/2)
+		w = min(w, l.flush)
 	}
 	return w
 }
