@@ -7,8 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// handleCache remembers the kernel handles of directory entries, so that READDIRPLUS
-// asks the kernel once per entry (fstatat, for fresh attributes) instead of twice
+// handleCache remembers the kernel handles of directory entries, so that LOOKUP and
+// READDIRPLUS ask the kernel once per entry (fstatat, for fresh attributes) instead of twice
 // (fstatat and name_to_handle_at). A directory's entries are dropped as soon as its
 // ctime differs from the one they were learned under (any entry added, removed or
 // renamed changes it), and each hit must also match the inode number fstatat just

@@ -12,11 +12,16 @@ import (
 
 func opErr(op string, err error) error { return fmt.Errorf("store: %s: %w", op, err) }
 
-// child returns the handle and attributes of name in dir, without following symlinks.
+// child returns the handle and attributes of name in dir, without following
+// symlinks. The attributes are always read afresh; the handle comes from the handle
+// cache when the directory has not changed since it was learned (handlecache.go).
 func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, st, opErr("lookup", err)
+	}
+	if key, ok := s.handles.get(dir.Key(), dir.Stat.Ctim, name, st.Ino); ok {
+		return s.makeHandle(dir.Export, key), st, nil
 	}
 	kh, mid, err := unix.NameToHandleAt(dir.FD(), name, 0)
 	if err != nil {
@@ -25,7 +30,11 @@ func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	if mid != dir.Export.mountID {
 		return nil, st, ErrCrossMount
 	}
-	return s.makeHandle(dir.Export, kernelKey(kh)), st, nil
+	key := kernelKey(kh)
+	// Entries made by this call (MKDIR, ...) go in under the directory's ctime from
+	// before the change, which no longer matches: they are never served from here.
+	s.handles.put(dir.Key(), dir.Stat.Ctim, name, st.Ino, key)
+	return s.makeHandle(dir.Export, key), st, nil
 }
 
 // Lookup finds name in dir. "." is dir itself and ".." of an export root is the root.

@@ -22,7 +22,7 @@ type DRC struct {
 	lru     *list.List           // completed entries, front = newest; guarded by mu
 	bytes   int                  // reply bytes held; guarded by mu
 
-	Hits, Drops uint64 // guarded by mu; for tests and metrics
+	hits, drops uint64 // guarded by mu; read through Stats
 }
 
 type drcKey struct {
@@ -56,7 +56,7 @@ func NewDRC(maxEntries, maxBytes int) *DRC {
 func (d *DRC) Stats() (hits, drops uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.Hits, d.Drops
+	return d.hits, d.drops
 }
 
 func (d *DRC) start(k drcKey) (drcState, []byte) {
@@ -64,10 +64,10 @@ func (d *DRC) start(k drcKey) (drcState, []byte) {
 	defer d.mu.Unlock()
 	if e, ok := d.entries[k]; ok {
 		if !e.done {
-			d.Drops++
+			d.drops++
 			return drcInProgress, nil
 		}
-		d.Hits++
+		d.hits++
 		d.lru.MoveToFront(e.elem)
 		return drcDone, e.reply
 	}
