@@ -180,8 +180,19 @@ type export struct {
 	st     *store.Export
 	gather *gather.Gatherer
 	labels string // metrics labels, rendered once
+	async  bool   // every client rule is async: namespace changes never flush
 
 	stats gatherStats
+}
+
+// allAsync reports whether every client rule of ec is async.
+func allAsync(ec ExportConfig) bool {
+	for i := range ec.Clients {
+		if !ec.Clients[i].Opts.Async {
+			return false
+		}
+	}
+	return len(ec.Clients) > 0
 }
 
 // rule returns the options for client ip, or false if it may not use the export.

@@ -85,6 +85,9 @@ func FuzzHandlers(f *testing.F) {
 		} else {
 			proc = &mntProcs[sel-nfs3.NumProcs]
 		}
+		if proc.Inline != nil {
+			proc.Inline(b[1:])
+		}
 		c := *call
 		var w xdr.Writer
 		err := proc.Handler(context.Background(), &c, xdr.NewReader(b[1:]), &w)

@@ -63,11 +63,17 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcPathconf:    proc[nfs3.FHArgs, nfs3.PathconfRes]("PATHCONF", idempotent, s.pathconf),
 		nfs3.ProcCommit:      proc[nfs3.CommitArgs, nfs3.CommitRes]("COMMIT", idempotent, s.commit),
 	}
-	// Procedures that never wait on a flush or another call run inline (sunrpc.Proc.Inline).
+	// Which calls run inline on the connection's reader (sunrpc.Proc.Inline): those
+	// that never wait on a flush or on another call.
 	for _, p := range []int{nfs3.ProcNull, nfs3.ProcGetattr, nfs3.ProcLookup, nfs3.ProcAccess, nfs3.ProcReadlink,
 		nfs3.ProcRead, nfs3.ProcReaddir, nfs3.ProcReaddirplus, nfs3.ProcFsstat, nfs3.ProcFsinfo, nfs3.ProcPathconf} {
-		procs[p].Inline = true
+		procs[p].Inline = sunrpc.Always
 	}
+	for _, p := range []int{nfs3.ProcSetattr, nfs3.ProcCreate, nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod,
+		nfs3.ProcRemove, nfs3.ProcRmdir, nfs3.ProcRename, nfs3.ProcLink} {
+		procs[p].Inline = s.inlineIfAsync
+	}
+	procs[nfs3.ProcWrite].Inline = inlineWrite
 	return &sunrpc.Program{Name: "nfs", Number: nfs3.Program, Versions: map[uint32][]sunrpc.Proc{nfs3.Version: procs}}
 }
 

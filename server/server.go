@@ -92,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 			st.Close()
 			return nil, err
 		}
-		e := &export{cfg: ec, st: se, labels: metrics.Labels("export", ec.Path)}
+		e := &export{cfg: ec, st: se, labels: metrics.Labels("export", ec.Path), async: allAsync(ec)}
 		e.gather = gather.New(gather.Config{Mode: cfg.WriteGather, MaxWait: cfg.GatherMaxWait,
 			Observe: func(st gather.Stats) { s.observeGather(e, st) }})
 		s.exports = append(s.exports, e)

@@ -229,6 +229,15 @@ func (s *Store) ParseHandle(fh []byte) (uint32, string, error) {
 	return binary.BigEndian.Uint32(fh[1:5]), string(fh[6 : 6+n]), nil
 }
 
+// HandleExportID returns the export id written in fh without checking its MAC: a
+// hint for scheduling decisions, never for access.
+func HandleExportID(fh []byte) (uint32, bool) {
+	if len(fh) < 6 || fh[0] != handleFormat {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(fh[1:5]), true
+}
+
 // ExportOf returns the export a handle belongs to, after checking the handle.
 func (s *Store) ExportOf(fh []byte) (*Export, error) {
 	id, _, err := s.ParseHandle(fh)

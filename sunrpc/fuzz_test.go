@@ -26,12 +26,18 @@ func FuzzDecodeCall(f *testing.F) {
 }
 
 // FuzzDispatch: any message handed to the server yields a well-formed reply or
-// none, never a panic.
+// none, never a panic; the inline check never panics either, and when the call
+// decodes, the arguments it was shown are the ones the handler gets.
 func FuzzDispatch(f *testing.F) {
 	s := &Server{}
+	var inlineArgs, handlerArgs []byte
 	s.Register(&Program{Name: "t", Number: testProg, Versions: map[uint32][]Proc{3: {
 		{Name: "NULL", Handler: func(context.Context, *Call, *xdr.Reader, *xdr.Writer) error { return nil }},
-		{Name: "ECHO", Cache: true, Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+		{Name: "ECHO", Cache: true, Inline: func(args []byte) bool {
+			inlineArgs = append([]byte{}, args...)
+			return true
+		}, Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			handlerArgs = append([]byte{}, a.Rest()...)
 			w.Opaque(a.Opaque(1024))
 			if a.Err() != nil {
 				return ErrGarbageArgs
@@ -44,11 +50,21 @@ func FuzzDispatch(f *testing.F) {
 	EncodeCall(&w, &CallHeader{XID: 1, Prog: testProg, Vers: 3, Proc: 1})
 	w.Opaque([]byte("hi"))
 	f.Add(w.Bytes())
+	w = xdr.Writer{}
+	EncodeCall(&w, &CallHeader{XID: 2, Prog: testProg, Vers: 3, Proc: 1,
+		Cred: EncodeAuthSys(AuthSysParams{MachineName: "host", UID: 1, GID: 2, GIDs: []uint32{3, 4}})})
+	w.Opaque([]byte("with a credential"))
+	f.Add(w.Bytes())
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		inlineArgs, handlerArgs = nil, nil
+		s.inline(b)
 		reply := s.dispatch(b, "tcp", addr, nil)
 		if reply != nil && len(reply) < 4+12 {
 			t.Fatalf("short reply %x", reply)
+		}
+		if handlerArgs != nil && !bytes.Equal(inlineArgs, handlerArgs) {
+			t.Fatalf("inline saw args %x, handler %x", inlineArgs, handlerArgs)
 		}
 	})
 }
