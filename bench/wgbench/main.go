@@ -39,6 +39,7 @@ func main() {
 	pid := flag.Int("pid", 0, "server pid, for CPU seconds")
 	disk := flag.String("disk", "", "measure the disk limit in this directory instead")
 	name := flag.String("name", "wgbench.dat", "file name")
+	unstable := flag.Bool("unstable", false, "send UNSTABLE writes (no flush at all): the RPC ceiling for this client and N")
 	flag.Parse()
 	if *n < 1 || *n > 64 || *size < 512 || *size > 1<<20 || *total < *size || *total > 1<<30 {
 		fmt.Fprintln(os.Stderr, "wgbench: -n 1..64, -size 512..1MiB, -total size..1GiB")
@@ -51,7 +52,7 @@ func main() {
 		if *mountAddr == "" {
 			*mountAddr = *addr
 		}
-		err = nfsRun(*addr, *mountAddr, *export, *name, *size, *n, *total, *metrics, *pid)
+		err = nfsRun(*addr, *mountAddr, *export, *name, *size, *n, *total, *metrics, *pid, *unstable)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wgbench:", err)
@@ -90,7 +91,11 @@ func diskLimit(path string, size, n, total int) error {
 	return nil
 }
 
-func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics string, pid int) error {
+func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics string, pid int, unstable bool) error {
+	stable, label := nfs3.FileSync, "nfs"
+	if unstable {
+		stable, label = nfs3.Unstable, "nfs-unstable"
+	}
 	ctx := context.Background()
 	m, err := client.DialMount(ctx, "tcp", mountAddr)
 	if err != nil {
@@ -140,11 +145,11 @@ func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics st
 				if off >= int64(total) {
 					return
 				}
-				res, err := c.Write(ctx, fh, uint64(off), buf, nfs3.FileSync)
+				res, err := c.Write(ctx, fh, uint64(off), buf, stable)
 				if err == nil && res.Status != nfs3.OK {
 					err = res.Status
 				}
-				if err == nil && res.Committed != nfs3.FileSync {
+				if err == nil && res.Committed < stable {
 					err = fmt.Errorf("server answered %v to FILE_SYNC", res.Committed)
 				}
 				if err != nil {
@@ -165,7 +170,7 @@ func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics st
 		return firstErr
 	}
 	mib := float64(total) / (1 << 20)
-	out := fmt.Sprintf("RESULT mode=nfs size=%d n=%d mib_s=%.1f", size, n, mib/secs)
+	out := fmt.Sprintf("RESULT mode=%s size=%d n=%d mib_s=%.1f", label, size, n, mib/secs)
 	if metrics != "" {
 		out += fmt.Sprintf(" flushes_per_mib=%.2f", (fsyncs(metrics)-f0)/mib)
 	}
