@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// handleCache remembers the kernel handles of directory entries, so that LOOKUP and
+// handleCache remembers the NFS handles of directory entries, so that LOOKUP and
 // READDIRPLUS ask the kernel once per entry (fstatat, for fresh attributes) instead of twice
-// (fstatat and name_to_handle_at). A directory's entries are dropped as soon as its
+// (fstatat and name_to_handle_at), and compute no MAC for a known entry. A directory's entries are dropped as soon as its
 // ctime differs from the one they were learned under (any entry added, removed or
 // renamed changes it), and each hit must also match the inode number fstatat just
 // returned, so a name never yields the handle of an object it no longer names.
@@ -31,33 +31,36 @@ type dirHandles struct {
 }
 
 type nameHandle struct {
-	ino uint64
-	key string // kernel key of the entry
+	ino    uint64
+	export uint32 // the export the handle was made for (a directory may be in two)
+	fh     []byte // the entry's NFS handle, MAC included; never modified
 }
 
 func newHandleCache(max int) *handleCache {
 	return &handleCache{max: max, dirs: map[string]*dirHandles{}, lru: list.New()}
 }
 
-// get returns the kernel key of dir/name if it is known for this directory state
-// and inode.
-func (c *handleCache) get(dir string, ctime unix.Timespec, name string, ino uint64) (string, bool) {
+// get returns the handle of dir/name in export if it is known for this directory
+// state and inode.
+func (c *handleCache) get(export uint32, dir string, ctime unix.Timespec, name string, ino uint64) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirs[dir]
 	if d == nil || d.ctime != ctime {
-		return "", false
+		return nil, false
 	}
 	h, ok := d.names[name]
-	if !ok || h.ino != ino {
-		return "", false
+	if !ok || h.ino != ino || h.export != export {
+		return nil, false
 	}
-	c.lru.MoveToFront(d.elem)
-	return h.key, true
+	if c.lru.Front() != d.elem {
+		c.lru.MoveToFront(d.elem)
+	}
+	return h.fh[:len(h.fh):len(h.fh)], true
 }
 
-// put records dir/name's kernel key under the directory state ctime.
-func (c *handleCache) put(dir string, ctime unix.Timespec, name string, ino uint64, key string) {
+// put records dir/name's handle in export under the directory state ctime.
+func (c *handleCache) put(export uint32, dir string, ctime unix.Timespec, name string, ino uint64, fh []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirs[dir]
@@ -73,7 +76,7 @@ func (c *handleCache) put(dir string, ctime unix.Timespec, name string, ino uint
 	if _, ok := d.names[name]; !ok {
 		c.total++
 	}
-	d.names[name] = nameHandle{ino: ino, key: key}
+	d.names[name] = nameHandle{ino: ino, export: export, fh: fh}
 	for c.total > c.max && c.lru.Len() > 1 {
 		c.drop(c.lru.Back().Value.(*dirHandles))
 	}

@@ -20,8 +20,8 @@ func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	if err := unix.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, st, opErr("lookup", err)
 	}
-	if key, ok := s.handles.get(dir.Key(), dir.Stat.Ctim, name, st.Ino); ok {
-		return s.makeHandle(dir.Export, key), st, nil
+	if fh, ok := s.handles.get(dir.Export.ID, dir.Key(), dir.Stat.Ctim, name, st.Ino); ok {
+		return fh, st, nil
 	}
 	kh, mid, err := unix.NameToHandleAt(dir.FD(), name, 0)
 	if err != nil {
@@ -33,8 +33,9 @@ func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	key := kernelKey(kh)
 	// Entries made by this call (MKDIR, ...) go in under the directory's ctime from
 	// before the change, which no longer matches: they are never served from here.
-	s.handles.put(dir.Key(), dir.Stat.Ctim, name, st.Ino, key)
-	return s.makeHandle(dir.Export, key), st, nil
+	fh := s.makeHandle(dir.Export, key)
+	s.handles.put(dir.Export.ID, dir.Key(), dir.Stat.Ctim, name, st.Ino, fh)
+	return fh, st, nil
 }
 
 // Lookup finds name in dir. "." is dir itself and ".." of an export root is the root.
