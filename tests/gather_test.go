@@ -29,8 +29,12 @@ type durability struct {
 	flushes []flushRecord
 	failN   atomic.Int64 // fail this many next flushes
 	delay   time.Duration
-	path    func() string
+	// path names the file under test; set once it exists (setPath). Flushes of
+	// other objects, or before it is set, are passed through.
+	path atomic.Pointer[string]
 }
+
+func (d *durability) setPath(p string) { d.path.Store(&p) }
 
 type flushRecord struct {
 	snapshot []byte
@@ -39,10 +43,11 @@ type flushRecord struct {
 }
 
 func (d *durability) hook(n *store.Node, dataOnly bool) error {
-	if d.path == nil || n.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	path := d.path.Load()
+	if path == nil || n.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return store.SyncNode(n, dataOnly) // a directory flush, not under test
 	}
-	snap := readAll(d.path())
+	snap := readAll(*path)
 	time.Sleep(d.delay)
 	var err error
 	failed := false
@@ -171,7 +176,7 @@ func TestGatherOrdering(t *testing.T) {
 	d := &durability{delay: time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
-	d.path = func() string { return e.path("f") }
+	d.setPath(e.path("f"))
 	const writers, per, chunk = 16, 20, 4096
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
@@ -208,7 +213,7 @@ func TestGatherFlushFailure(t *testing.T) {
 	d := &durability{delay: 2 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
-	d.path = func() string { return e.path("f") }
+	d.setPath(e.path("f"))
 	before := e.srv.Verifier()
 	d.failN.Store(1)
 	var wg sync.WaitGroup
@@ -263,7 +268,7 @@ func TestGatherDuplicate(t *testing.T) {
 	d := &durability{delay: 300 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
-	d.path = func() string { return e.path("f") }
+	d.setPath(e.path("f"))
 	args := &nfs3.WriteArgs{File: fh, Offset: 0, Count: 5, Stable: nfs3.FileSync, Data: []byte("hello")}
 	xid := e.nfs.NextXID()
 	var first, second nfs3.WriteRes
@@ -319,7 +324,7 @@ func TestGatherCommits(t *testing.T) {
 	d := &durability{delay: 20 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
-	d.path = func() string { return e.path("f") }
+	d.setPath(e.path("f"))
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -355,7 +360,7 @@ func TestJukeboxOnStalledFlush(t *testing.T) {
 	e.start("127.0.0.1:0")
 	t.Cleanup(e.stop)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
-	d.path = func() string { return e.path("f") }
+	d.setPath(e.path("f"))
 	leader := make(chan *nfs3.WriteRes, 1)
 	go func() {
 		res, err := e.nfs.Write(ctx, fh, 0, []byte("first"), nfs3.FileSync)
