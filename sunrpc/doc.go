@@ -9,11 +9,17 @@
 // goroutines that serve connections.
 //
 // What it must not do: know anything about NFS or MOUNT. A program is a table of Proc
-// values; the only thing the transport learns from a procedure is its name (for
-// metrics) and whether its replies must be cached (Proc.Cache).
+// values; the only things the transport learns from a procedure are its name (for
+// metrics), whether its replies must be cached (Proc.Cache), and whether a given call
+// is quick enough to run on the reader (Proc.Inline, a hint computed by the program
+// from the raw arguments).
 //
-// Concurrency: every accepted connection has one reader goroutine owned by the Server;
-// each call read from it runs in its own goroutine, bounded by Server.MaxInFlight, and
-// replies are written under the connection's write lock in whatever order they finish.
-// Shutdown stops the listeners, waits for every in-flight call, then closes connections.
+// Concurrency: every accepted connection has one reader goroutine owned by the Server.
+// A call whose Proc.Inline says it never waits runs on that reader when nothing else
+// is buffered (no goroutine handoff, no thread wakeup: on a 2-core machine this was
+// 15% of the server's CPU per metadata call); every other call runs in its own
+// goroutine, bounded by Server.MaxInFlight. Replies go out in whatever order calls
+// finish; replies that become ready while one is being written are sent together by
+// the goroutine already writing, in one writev (serverConn.write). Shutdown stops the
+// listeners, waits for every in-flight call, then closes connections.
 package sunrpc
