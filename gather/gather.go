@@ -198,15 +198,26 @@ func (t *Ticket) WaitTimeout(dataOnly bool, flush FlushFunc, timeout time.Durati
 	}
 	g.mu.Unlock()
 	var expired <-chan time.Time
-	if timeout > 0 {
-		var stop func()
-		expired, stop = g.cfg.Clock.After(timeout)
-		defer stop()
-	}
+	armed := timeout <= 0
 	for {
 		if lead {
 			t.leadBatch(flush)
 			lead = false
+		}
+		if !armed {
+			// The bound is armed only for a request about to wait for another's
+			// flush: a leader's own batch covered it, and a timer per write would
+			// cost a lone writer a netpoller wakeup per flush (the Go runtime
+			// re-arms the poller for a P's timers when the flush blocks).
+			select {
+			case <-t.done:
+				return t.res, t.err
+			default:
+			}
+			var stop func()
+			expired, stop = g.cfg.Clock.After(timeout)
+			defer stop()
+			armed = true
 		}
 		select {
 		case <-t.done:
