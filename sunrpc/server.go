@@ -186,7 +186,7 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &serverConn{nc: nc}
+		c := newServerConn(nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -203,11 +203,24 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 type serverConn struct {
 	nc net.Conn
 
-	mu      sync.Mutex // guards pending, spare and writing
-	pending []*[]byte  // replies left for the writer; guarded by mu
-	spare   []*[]byte  // the writer's other batch slice, reused; guarded by mu
-	writing bool       // a goroutine is writing and will take pending too; guarded by mu
+	mu           sync.Mutex // guards the fields below
+	pending      []*[]byte  // replies left for the writer; guarded by mu
+	pendingBytes int        // their total size; guarded by mu
+	spare        []*[]byte  // the writer's other batch slice, reused; guarded by mu
+	writing      bool       // a goroutine is writing and will take pending too; guarded by mu
+	drained      sync.Cond  // signalled when the writer takes pending; L is &mu
 }
+
+func newServerConn(nc net.Conn) *serverConn {
+	c := &serverConn{nc: nc}
+	c.drained.L = &c.mu
+	return c
+}
+
+// maxPendingReply bounds the replies waiting for a connection's writer: beyond it,
+// a handler waits (holding its in-flight slot, as a blocked write would), so a
+// client that stops reading replies cannot make the server buffer without end.
+const maxPendingReply = 4 << 20
 
 // write sends the reply in *rb and takes ownership of it: the buffer goes back to
 // s's pool once written. Replies that become ready while another goroutine is
@@ -217,7 +230,11 @@ type serverConn struct {
 // the order they were handed over.
 func (c *serverConn) write(s *Server, rb *[]byte) error {
 	c.mu.Lock()
+	for c.writing && c.pendingBytes >= maxPendingReply {
+		c.drained.Wait()
+	}
 	c.pending = append(c.pending, rb)
+	c.pendingBytes += len(*rb)
 	if c.writing {
 		c.mu.Unlock()
 		return nil
@@ -227,7 +244,8 @@ func (c *serverConn) write(s *Server, rb *[]byte) error {
 	var bufs net.Buffers
 	for len(c.pending) > 0 {
 		batch := c.pending
-		c.pending, c.spare = c.spare[:0], nil
+		c.pending, c.spare, c.pendingBytes = c.spare[:0], nil, 0
+		c.drained.Broadcast()
 		c.mu.Unlock()
 		bufs = bufs[:0]
 		for _, b := range batch {

@@ -352,7 +352,7 @@ func TestCombinedReplyWrites(t *testing.T) {
 	defer srv.Close()
 	s := &Server{}
 	s.init()
-	c := &serverConn{nc: srv}
+	c := newServerConn(srv)
 	const n, rounds = 32, 50
 	var wg sync.WaitGroup
 	for g := range n {
@@ -390,5 +390,63 @@ func TestCombinedReplyWrites(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.pending) != 0 || c.writing {
 		t.Fatalf("%d replies left pending, writing=%v", len(c.pending), c.writing)
+	}
+}
+
+// TestPendingRepliesBounded: when the client stops reading, replies wait for the
+// writer only up to maxPendingReply; further handlers block (as a blocked write
+// would) instead of buffering without end, and all go out once the client reads.
+func TestPendingRepliesBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	client.(*net.TCPConn).SetReadBuffer(64 << 10)
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.(*net.TCPConn).SetWriteBuffer(64 << 10)
+	s := &Server{}
+	s.init()
+	c := newServerConn(srv)
+	const n, size = 24, 1 << 20
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := make([]byte, 4+size)
+			binary.BigEndian.PutUint32(b[4:], uint32(g))
+			putMarker(b, size)
+			c.write(s, &b)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the writer is stuck: nobody reads
+	c.mu.Lock()
+	pending := c.pendingBytes
+	c.mu.Unlock()
+	if pending > maxPendingReply+4+size {
+		t.Fatalf("%d bytes of replies pending, bound %d", pending, maxPendingReply)
+	}
+	br := bufio.NewReader(client)
+	seen := map[uint32]bool{}
+	for range n {
+		rec, err := readRecord(br, nil, 2<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[binary.BigEndian.Uint32(rec)] = true
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d distinct replies of %d", len(seen), n)
 	}
 }
