@@ -331,25 +331,31 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	}
 }
 
-// TestCombinedReplyWrites: replies handed to one connection's writer from many
-// goroutines at once (as a released batch of gathered writes is) each arrive once,
-// whole and in one record, and their buffers go back to the pool.
-func TestCombinedReplyWrites(t *testing.T) {
+// tcpPair returns both ends of a loopback TCP connection, closed at the test's end.
+func tcpPair(t *testing.T) (client, srv net.Conn) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	srv, err := ln.Accept()
+	t.Cleanup(func() { client.Close() })
+	srv, err = ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return client, srv
+}
+
+// TestCombinedReplyWrites: replies handed to one connection's writer from many
+// goroutines at once (as a released batch of gathered writes is) each arrive once,
+// whole and in one record, and their buffers go back to the pool.
+func TestCombinedReplyWrites(t *testing.T) {
+	client, srv := tcpPair(t)
 	s := &Server{}
 	s.init()
 	c := newServerConn(srv)
@@ -397,22 +403,8 @@ func TestCombinedReplyWrites(t *testing.T) {
 // writer only up to maxPendingReply; further handlers block (as a blocked write
 // would) instead of buffering without end, and all go out once the client reads.
 func TestPendingRepliesBounded(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client, srv := tcpPair(t)
 	client.(*net.TCPConn).SetReadBuffer(64 << 10)
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	srv.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	s := &Server{}
 	s.init()
