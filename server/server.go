@@ -39,6 +39,10 @@ type Config struct {
 	// client retries later. Default 5 s.
 	JukeboxAfter time.Duration
 
+	// SpinPoll is sunrpc.Server.SpinPoll: how long a busy TCP connection polls
+	// for its next call before parking (0: the default, negative: never).
+	SpinPoll time.Duration
+
 	// Sync, if set, replaces store.Sync for data flushes: tests use it to inject
 	// flush failures and record when data became durable.
 	Sync func(n *store.Node, dataOnly bool) error
@@ -101,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		s.byPath[p] = e
 	}
 	s.newVerifier()
-	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20)}
+	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
 	return s, nil

@@ -94,11 +94,16 @@ type Server struct {
 	Logger      *slog.Logger // default slog.Default()
 	Observer    Observer     // optional
 	DRC         *DRC         // optional duplicate request cache
+	// SpinPoll is how long a TCP connection whose calls arrive close together
+	// polls its socket before parking (see pollread.go); 0 means
+	// DefaultSpinPoll, negative means never poll.
+	SpinPoll time.Duration
 
 	initOnce sync.Once
 	progs    map[uint32]*Program
 	sem      chan struct{}
 	bufs     sync.Pool
+	spinGate *spinGate
 
 	mu        sync.Mutex
 	closing   bool                     // guarded by mu
@@ -122,6 +127,10 @@ func (s *Server) init() {
 			s.progs = map[uint32]*Program{}
 		}
 		s.sem = make(chan struct{}, s.MaxInFlight)
+		if s.SpinPoll == 0 {
+			s.SpinPoll = DefaultSpinPoll
+		}
+		s.spinGate = newSpinGate()
 		s.listeners = map[io.Closer]struct{}{}
 		s.conns = map[*serverConn]struct{}{}
 	})
@@ -275,7 +284,7 @@ func (s *Server) serveConn(c *serverConn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	br := bufio.NewReaderSize(newPollReader(c.nc, s.spinGate, s.SpinPoll), 64<<10)
 	addr := c.nc.RemoteAddr()
 	var inflight sync.WaitGroup
 	defer c.nc.Close()

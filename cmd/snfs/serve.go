@@ -37,6 +37,7 @@ func serve(args []string) error {
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gatherMode := fs.String("write-gather", "adaptive", "write gathering for stable writes: on, off or adaptive")
+	spinPoll := fs.Duration("spin-poll", sunrpc.DefaultSpinPoll, "how long a connection whose calls arrive close together polls for the next one before sleeping (0: never)")
 	gatherWait := fs.Duration("write-gather-max-wait", 2*time.Millisecond, "bound on the time a flush waits to gather more writes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,6 +45,12 @@ func serve(args []string) error {
 	mode, ok := gather.ParseMode(*gatherMode)
 	if !ok {
 		return fmt.Errorf("--write-gather: want on, off or adaptive, not %q", *gatherMode)
+	}
+	if *spinPoll < 0 || *spinPoll > 10*time.Millisecond {
+		return fmt.Errorf("--spin-poll: %v is out of range (0 to 10ms)", *spinPoll)
+	}
+	if *spinPoll == 0 {
+		*spinPoll = -1
 	}
 	if *gatherWait < 0 || *gatherWait > time.Second {
 		return fmt.Errorf("--write-gather-max-wait: %v is out of range (0 to 1s)", *gatherWait)
@@ -84,7 +91,7 @@ func serve(args []string) error {
 	reg.Declare("nfs", nfs3.Version, nfs3.ProcNames[:])
 	reg.Declare("mount", mount3.Version, mount3.ProcNames[:])
 	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
-		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait})
+		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll})
 	if err != nil {
 		return err
 	}

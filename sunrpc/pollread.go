@@ -1,0 +1,180 @@
+package sunrpc
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Busy polling of idle TCP connections.
+//
+// A client that sends one call at a time (libnfs, nfsmeta, a shell loop over a
+// kernel mount) leaves the server idle between its reply and the next call. On an
+// idle Go server that gap costs far more than the call: the reader parks on the
+// netpoller, the thread sleeps in epoll_wait, every P goes idle so sysmon drops
+// into its deep sleep, and the next call then pays a thread wakeup, a sysmon
+// wakeup on the first syscall and the netpoller handoff. On a virtual machine
+// each wakeup is an inter-processor interrupt and a halt exit; measured here, a
+// ping-pong client's calls cost the server more CPU when it sleeps between them
+// than when it polls.
+//
+// So a connection whose calls arrive close together polls its socket, with
+// non-blocking reads that do not enter the scheduler's syscall path, for up to
+// SpinPoll before parking. It is adaptive and bounded:
+//   - a connection polls only while it is "hot": its last poll found the next
+//     call, or (after parking) the call came within 2×SpinPoll of the read;
+//     a poll that finds nothing makes it cold, so an idle client costs at
+//     most one SpinPoll;
+//   - at most GOMAXPROCS-1 connections poll at once (none on one CPU), so a
+//     poller never holds the last P: a goroutine made runnable meanwhile runs
+//     on another. (Yielding with runtime.Gosched would be worse: it wakes an
+//     idle P's thread on every turn.)
+
+// DefaultSpinPoll is Server.SpinPoll's default.
+const DefaultSpinPoll = 100 * time.Microsecond
+
+// spinGate bounds the connections polling at once.
+type spinGate struct {
+	n   atomic.Int32
+	max int32
+}
+
+func newSpinGate() *spinGate {
+	return &spinGate{max: int32(runtime.GOMAXPROCS(0) - 1)}
+}
+
+func (g *spinGate) acquire() bool {
+	if g.n.Add(1) <= g.max {
+		return true
+	}
+	g.n.Add(-1)
+	return false
+}
+
+func (g *spinGate) release() { g.n.Add(-1) }
+
+// pollReader is an io.Reader over a TCP connection that busy-polls as above. It
+// is used by one goroutine, the connection's reader.
+type pollReader struct {
+	nc   net.Conn
+	rc   syscall.RawConn // nil: plain nc.Read
+	gate *spinGate
+	spin time.Duration
+
+	hot      bool      // poll before parking on the next empty read
+	p        []byte    // the current Read's buffer
+	n        int       // its result
+	err      error     // its error
+	start    time.Time // when the current Read first found the socket empty
+	spinning bool      // the current Read holds the gate and is polling
+	polls    int       // Reads that polled (for tests)
+	tryFn    func(fd uintptr) bool
+}
+
+func newPollReader(nc net.Conn, gate *spinGate, spin time.Duration) io.Reader {
+	sc, ok := nc.(syscall.Conn)
+	if !ok || spin <= 0 || gate.max <= 0 {
+		return nc
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nc
+	}
+	r := &pollReader{nc: nc, rc: rc, gate: gate, spin: spin, hot: true}
+	r.tryFn = r.try
+	return r
+}
+
+func (r *pollReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n, r.err, r.start = p, 0, nil, time.Time{}
+	err := r.rc.Read(r.tryFn)
+	if r.spinning {
+		r.spinning = false
+		r.gate.release()
+	}
+	r.p = nil
+	switch {
+	case err != nil:
+		return 0, err
+	case r.err != nil:
+		return 0, r.err
+	case r.n == 0:
+		return 0, io.EOF
+	}
+	return r.n, nil
+}
+
+// try is the RawConn.Read callback: true when the read is done (data, EOF or an
+// error), false to park on the netpoller until the socket is readable.
+func (r *pollReader) try(fd uintptr) bool {
+	for {
+		// Raw syscalls: neither a non-blocking read nor a zero-timeout poll
+		// blocks, and skipping the scheduler's syscall bookkeeping is the point.
+		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		switch e {
+		case 0:
+			r.n = int(n)
+			r.cool()
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+		default:
+			r.err = e
+			return true
+		}
+		if r.start.IsZero() {
+			r.start = time.Now()
+			if r.hot && r.gate.acquire() {
+				r.spinning = true
+				r.polls++
+			}
+		}
+		if !r.spinning || !r.poll(fd) {
+			return false
+		}
+	}
+}
+
+// poll waits, spinning, until fd is readable (true) or the poll time is up
+// (false, and the connection turns cold). It polls with ppoll rather than read:
+// tcp_poll does not take the socket lock that the receive path needs.
+func (r *pollReader) poll(fd uintptr) bool {
+	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	var zero unix.Timespec
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if e == 0 && n > 0 {
+			return true
+		}
+		if e != 0 && e != unix.EINTR {
+			return true // let read report it
+		}
+		if time.Since(r.start) > r.spin {
+			r.spinning = false
+			r.gate.release()
+			r.hot = false
+			return false
+		}
+	}
+}
+
+// cool updates hot once a read has found data.
+func (r *pollReader) cool() {
+	switch {
+	case r.start.IsZero(): // data was already there
+	case r.spinning: // the poll found it
+		r.hot = true
+	default: // it came after parking: poll next time if it came soon
+		r.hot = time.Since(r.start) <= 2*r.spin
+	}
+}
