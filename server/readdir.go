@@ -35,6 +35,7 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 	dirCount = min(dirCount, maxCount)
 	budget, dirBudget := int(maxCount)-readdirOverhead, int(dirCount)-readdirOverhead
 	var eof bool
+	var attrs *store.ChildAttrs
 	err = store.As(r.cred, func() (err error) {
 		// A dirent64 is about as large as the entry3 it becomes; an entryplus3 is
 		// about five times larger, so with READDIRPLUS maxcount is usually the
@@ -42,12 +43,13 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 		bufSize := dirBudget
 		if plus {
 			bufSize = min(bufSize, budget/4)
+			attrs = s.store.ChildAttrs(r.node)
 		}
 		eof, err = s.store.ReadDir(r.node, cookie, bufSize+512, func(de store.DirEntry) bool {
 			e := nfs3.Entry{FileID: de.Ino, Name: de.Name, Cookie: de.Cookie}
 			dsize := nfs3.EntrySize(&e, false)
 			if plus {
-				if fh, st, err := s.store.ChildAttr(r.node, de.Name); err == nil {
+				if fh, st, err := attrs.Get(de); err == nil {
 					e.Handle, e.Attr = fh, fattr(&st, r.fsid())
 					e.FileID = st.Ino
 				}
@@ -63,6 +65,11 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 		})
 		return err
 	})
+	if attrs != nil && s.metrics != nil {
+		l := r.exp.labels
+		s.metrics.Add("snfs_server_attr_cache_hits_total", "READDIRPLUS entries whose attributes came from the attribute cache.", l, float64(attrs.Hits))
+		s.metrics.Add("snfs_server_attr_cache_misses_total", "READDIRPLUS entries whose attributes were read from the file system.", l, float64(attrs.Misses))
+	}
 	res.DirAttr = r.attr()
 	if err != nil {
 		res.Status = statusOf(err)

@@ -105,6 +105,9 @@ func New(cfg Config) (*Server, error) {
 		s.byPath[p] = e
 	}
 	s.newVerifier()
+	if err := st.AttrCacheError(); err != nil {
+		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
+	}
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())

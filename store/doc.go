@@ -26,6 +26,12 @@
 // caller, with the owner override that NFS servers grant (the owner of a file may
 // write it even after making it read-only, as tar and cp -p expect).
 //
+// Attributes for listings. READDIRPLUS reads entries' handles and attributes
+// through ChildAttrs, which serves them from a per-inode cache kept fresh by this
+// package's own operations (synchronously) and by a fanotify file-system mark
+// for everyone else's changes, with a TTL for the few changes no event reports
+// (attrcache.go, notify.go); LOOKUP and GETATTR always ask the file system.
+//
 // What it must not do: decode requests, hold protocol state, or decide what a
 // client is allowed to mount (that is the server's export table).
 package store

@@ -82,6 +82,25 @@ func (c *handleCache) put(export uint32, dir string, ctime unix.Timespec, name s
 	}
 }
 
+// forgetDir forgets the entries of the directory with kernel key dir: its
+// entries changed. (The ctime check alone misses an inode number reused within
+// one timestamp tick: same name, same ino, same ctime, a new generation.)
+func (c *handleCache) forgetDir(dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.dirs[dir]; d != nil {
+		c.drop(d)
+	}
+}
+
+// clear forgets everything.
+func (c *handleCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirs, c.total = map[string]*dirHandles{}, 0
+	c.lru.Init()
+}
+
 // drop forgets a directory. Called with mu held.
 func (c *handleCache) drop(d *dirHandles) {
 	c.total -= len(d.names)

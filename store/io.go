@@ -98,6 +98,7 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 	if !rw {
 		return 0, opErr("write", unix.EROFS)
 	}
+	defer s.changed([]*Node{n}) // also after a short write
 	total := 0
 	for total < len(data) {
 		k, err := unix.Pwrite(fd, data[total:], off+int64(total))
@@ -126,6 +127,7 @@ func (s *Store) Truncate(n *Node, size int64) error {
 	if err := unix.Ftruncate(fd, size); err != nil {
 		return opErr("truncate", err)
 	}
+	s.changed([]*Node{n})
 	return nil
 }
 

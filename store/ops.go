@@ -112,6 +112,7 @@ func (s *Store) Create(dir *Node, name string, mode uint32, how CreateMode, verf
 	key := kernelKey(kh)
 	res.Handle, res.Created = s.makeHandle(dir.Export, key), true
 	s.cache.release(s.cache.add(key, fd, fd))
+	s.changed([]*Node{dir}, key)
 	return res, nil
 }
 
@@ -124,6 +125,7 @@ func (s *Store) Mkdir(dir *Node, name string, mode uint32) ([]byte, unix.Stat_t,
 	if err := unix.Mkdirat(dir.FD(), name, mode&0o7777); err != nil {
 		return nil, unix.Stat_t{}, opErr("mkdir", err)
 	}
+	s.changed([]*Node{dir})
 	return s.child(dir, name)
 }
 
@@ -132,6 +134,7 @@ func (s *Store) Symlink(dir *Node, name, target string) ([]byte, unix.Stat_t, er
 	if err := unix.Symlinkat(target, dir.FD(), name); err != nil {
 		return nil, unix.Stat_t{}, opErr("symlink", err)
 	}
+	s.changed([]*Node{dir})
 	return s.child(dir, name)
 }
 
@@ -140,6 +143,7 @@ func (s *Store) Mknod(dir *Node, name string, mode uint32, dev uint64) ([]byte, 
 	if err := unix.Mknodat(dir.FD(), name, mode, int(dev)); err != nil {
 		return nil, unix.Stat_t{}, opErr("mknod", err)
 	}
+	s.changed([]*Node{dir})
 	return s.child(dir, name)
 }
 
@@ -176,6 +180,7 @@ func (s *Store) Remove(dir *Node, name string) error {
 	if err := unix.Unlinkat(dir.FD(), name, 0); err != nil {
 		return opErr("remove", err)
 	}
+	s.changed([]*Node{dir}, key)
 	s.dropIfGone(key)
 	return nil
 }
@@ -186,6 +191,7 @@ func (s *Store) Rmdir(dir *Node, name string) error {
 	if err := unix.Unlinkat(dir.FD(), name, unix.AT_REMOVEDIR); err != nil {
 		return opErr("rmdir", err)
 	}
+	s.changed([]*Node{dir}, key)
 	s.dropIfGone(key)
 	return nil
 }
@@ -193,9 +199,11 @@ func (s *Store) Rmdir(dir *Node, name string) error {
 // Rename renames from/fromName to to/toName, replacing what was there.
 func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) error {
 	key := victim(to, toName)
+	moved := victim(from, fromName) // its ctime changes
 	if err := unix.Renameat(from.FD(), fromName, to.FD(), toName); err != nil {
 		return opErr("rename", err)
 	}
+	s.changed([]*Node{from, to}, key, moved)
 	s.dropIfGone(key)
 	return nil
 }
@@ -207,6 +215,7 @@ func (s *Store) Link(n, dir *Node, name string) error {
 	if err := unix.Linkat(unix.AT_FDCWD, n.procPath(), dir.FD(), name, unix.AT_SYMLINK_FOLLOW); err != nil {
 		return opErr("link", err)
 	}
+	s.changed([]*Node{n, dir})
 	return nil
 }
 
@@ -243,6 +252,7 @@ type SetAttr struct {
 
 // Setattr changes ownership, mode and times (size is Truncate's).
 func (s *Store) Setattr(n *Node, a SetAttr) error {
+	defer s.changed([]*Node{n}) // also after a failure part way
 	if a.UID != nil || a.GID != nil {
 		uid, gid := -1, -1
 		if a.UID != nil {

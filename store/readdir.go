@@ -117,8 +117,3 @@ func parseDirents(b []byte) ([]DirEntry, error) {
 	}
 	return ents, nil
 }
-
-// ChildAttr returns the handle and attributes of dir/name (for READDIRPLUS).
-func (s *Store) ChildAttr(dir *Node, name string) ([]byte, unix.Stat_t, error) {
-	return s.Lookup(dir, name)
-}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,11 @@ type Store struct {
 	streams dirStreams
 	// handles remembers directory entries' kernel handles for READDIRPLUS.
 	handles *handleCache
+	// attrs caches entries' attributes for READDIRPLUS (attrcache.go), kept
+	// fresh by notify (nil when fanotify is unavailable).
+	attrs     *attrCache
+	notify    *notifier
+	notifyErr error // guarded by mu
 
 	mu      sync.RWMutex
 	exports map[uint32]*Export // guarded by mu
@@ -57,6 +63,9 @@ type Export struct {
 	rootKey string // kernel handle of the root
 	mountID int
 	Root    []byte // the root's handle
+	// notified: changes on the export's file system are reported to the
+	// attribute cache, so READDIRPLUS may use it.
+	notified bool
 }
 
 // Open returns a Store whose handle key lives in stateDir (created if missing).
@@ -68,7 +77,10 @@ func Open(stateDir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{key: key, cache: newFDCache(4096), handles: newHandleCache(1 << 18), exports: map[uint32]*Export{}}, nil
+	s := &Store{key: key, cache: newFDCache(4096), handles: newHandleCache(1 << 18), exports: map[uint32]*Export{},
+		attrs: newAttrCache(1<<18, DefaultAttrTTL, time.Now)}
+	s.notify, s.notifyErr = startNotifier(s.attrs, s.forget, s.forgetAll)
+	return s, nil
 }
 
 // loadOrCreate reads a secret of n bytes from path, creating it durably if missing.
@@ -154,6 +166,13 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	e.Root = s.makeHandle(e, e.rootKey)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.notify != nil {
+		if err := s.notify.watch(path); err == nil {
+			e.notified = true
+		} else if s.notifyErr == nil {
+			s.notifyErr = err
+		}
+	}
 	if old, ok := s.exports[e.ID]; ok {
 		unix.Close(fd)
 		unix.Close(mfd)
@@ -170,8 +189,20 @@ func (s *Store) Export(id uint32) *Export {
 	return s.exports[id]
 }
 
-// Close releases every cached descriptor.
+// AttrCacheError says why an export's READDIRPLUS attributes are not cached
+// (nil when they all are).
+func (s *Store) AttrCacheError() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.notifyErr
+}
+
+// Close releases every cached descriptor and stops the change notifier.
 func (s *Store) Close() {
+	if s.notify != nil {
+		s.notify.close()
+		s.notify = nil
+	}
 	s.streams.closeAll()
 	s.cache.closeAll()
 	s.mu.Lock()

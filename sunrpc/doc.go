@@ -22,4 +22,10 @@
 // finish; replies that become ready while one is being written are sent together by
 // the goroutine already writing, in one writev (serverConn.write). Shutdown stops the
 // listeners, waits for every in-flight call, then closes connections.
+//
+// Between calls, a connection whose calls arrive close together polls its socket
+// for up to Server.SpinPoll instead of sleeping (pollread.go): on a VM, the thread
+// wakeups of an idle Go server cost a one-call-at-a-time client more than the calls.
+// Polling is adaptive (one empty poll makes a connection cold) and bounded (at most
+// GOMAXPROCS-1 connections poll at once, so a poller never holds the last P).
 package sunrpc

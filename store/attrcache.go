@@ -1,0 +1,269 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The attribute cache serves READDIRPLUS.
+//
+// Listing a directory with attributes costs one fstatat(2) per entry, and on a
+// large directory the kernel's path walk for each name is most of the call (as
+// ganesha avoids with its metadata cache). The cache keeps, per inode, the handle
+// and attributes of directory entries that were listed, so that listing the
+// directory again costs only getdents(2).
+//
+// Keys and freshness. Entries are found by (device, inode number), which the
+// listing has from getdents itself, so the name-to-inode binding is always the
+// file system's current one; only the inode's attributes and handle come from the
+// cache. They are dropped:
+//   - synchronously, by this package's own operations, for every object they may
+//     change (the file written or truncated or whose attributes were set, the
+//     directories whose entries changed, the object removed, linked or renamed);
+//   - asynchronously, for changes made by anyone else on the server machine, from
+//     fanotify(7) events of a file-system-wide mark (notify.go), which report the
+//     changed object's kernel handle;
+//   - after TTL in any case, for the changes that no event reports (a write
+//     through a shared mapping updates mtime silently; reads update atime);
+//   - all at once when the event queue overflows or the cache is full.
+//
+// A fill can race an invalidation: the entry is read (fstatat), the object then
+// changes and its invalidation runs before the entry is installed, finding nothing
+// to drop. So every invalidation that finds nothing while fills are in flight
+// bumps an epoch, and a fill installs its entry only if the epoch is the one it
+// started under (JuiceFS's generation rule: a racing fill cannot install stale
+// data).
+//
+// The cache is used only while an export's file system has a working change
+// notifier; otherwise every entry is read from the file system, as before.
+
+// DefaultAttrTTL bounds how long a cached entry is served without an event.
+const DefaultAttrTTL = 60 * time.Second
+
+type attrKey struct{ dev, ino uint64 }
+
+type attrEntry struct {
+	export uint32 // fh's export: two exports may share a file system
+	key    string // kernel handle (kernelKey)
+	fh     []byte
+	st     unix.Stat_t
+	at     time.Time // when it was read
+}
+
+type attrCache struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+	off atomic.Bool // set when the notifier stops: nothing is served or filled
+
+	mu      sync.Mutex
+	byIno   map[attrKey]*attrEntry // guarded by mu
+	byKey   map[string]attrKey     // guarded by mu
+	filling int                    // guarded by mu: fills in flight
+	epoch   uint64                 // guarded by mu
+	hits    uint64                 // guarded by mu
+	misses  uint64                 // guarded by mu
+}
+
+func newAttrCache(max int, ttl time.Duration, now func() time.Time) *attrCache {
+	return &attrCache{ttl: ttl, max: max, now: now,
+		byIno: map[attrKey]*attrEntry{}, byKey: map[string]attrKey{}}
+}
+
+// get returns the cached handle and attributes of (dev, ino).
+// now is the caller's idea of the time (one reading serves a whole listing).
+func (c *attrCache) get(export uint32, dev, ino uint64, now time.Time) ([]byte, unix.Stat_t, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byIno[attrKey{dev, ino}]
+	if e == nil || c.off.Load() || e.export != export || now.Sub(e.at) > c.ttl {
+		c.misses++
+		return nil, unix.Stat_t{}, false
+	}
+	c.hits++
+	return e.fh[:len(e.fh):len(e.fh)], e.st, true
+}
+
+// begin starts a fill; the epoch it returns goes to end.
+func (c *attrCache) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.filling++
+	return c.epoch
+}
+
+// end finishes a fill begun under epoch, installing e (if not nil) unless an
+// invalidation may have concerned it meanwhile. e.at is set to now.
+func (c *attrCache) end(epoch uint64, e *attrEntry) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.filling--
+	if e == nil || epoch != c.epoch || c.off.Load() {
+		return
+	}
+	if len(c.byIno) >= c.max {
+		c.clearLocked()
+	}
+	k := attrKey{e.st.Dev, e.st.Ino}
+	if old := c.byIno[k]; old != nil {
+		delete(c.byKey, old.key)
+	}
+	e.at = now
+	c.byIno[k] = e
+	c.byKey[e.key] = k
+}
+
+// invalidateKey drops the entry of the object with kernel handle key.
+func (c *attrCache) invalidateKey(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.byKey[key]; ok {
+		delete(c.byKey, key)
+		delete(c.byIno, k)
+	}
+	c.raceLocked()
+}
+
+// invalidateIno drops the entry of (dev, ino).
+func (c *attrCache) invalidateIno(dev, ino uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := attrKey{dev, ino}
+	if e := c.byIno[k]; e != nil {
+		delete(c.byKey, e.key)
+		delete(c.byIno, k)
+	}
+	c.raceLocked()
+}
+
+// raceLocked fails the fills in flight: the object just invalidated may be one
+// of them, read before the change and not yet installed.
+func (c *attrCache) raceLocked() {
+	if c.filling > 0 {
+		c.epoch++
+	}
+}
+
+// stop turns the cache off for good (no notifier: nothing would drop entries).
+func (c *attrCache) stop() {
+	c.off.Store(true)
+	c.invalidateAll()
+}
+
+// invalidateAll drops every entry (event queue overflow, notifier failure).
+func (c *attrCache) invalidateAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clearLocked()
+}
+
+func (c *attrCache) clearLocked() {
+	c.byIno = map[attrKey]*attrEntry{}
+	c.byKey = map[string]attrKey{}
+	c.epoch++
+}
+
+// AttrCacheStats reports the attribute cache's hits and misses so far.
+func (s *Store) AttrCacheStats() (hits, misses uint64) {
+	s.attrs.mu.Lock()
+	defer s.attrs.mu.Unlock()
+	return s.attrs.hits, s.attrs.misses
+}
+
+// changed drops what the cache holds for nodes and for the objects with the
+// given kernel handles: called by every operation of this package that changes
+// them, before it returns.
+func (s *Store) changed(nodes []*Node, keys ...string) {
+	for _, n := range nodes {
+		if n != nil {
+			s.attrs.invalidateIno(n.Stat.Dev, n.Stat.Ino)
+			if n.Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
+				s.handles.forgetDir(n.Key())
+			}
+		}
+	}
+	for _, k := range keys {
+		if k != "" {
+			s.forget(k)
+		}
+	}
+}
+
+// forgetAll empties both caches: events were lost.
+func (s *Store) forgetAll() {
+	s.attrs.invalidateAll()
+	s.handles.clear()
+}
+
+// forget drops what the caches hold for the object with kernel handle key
+// (for a directory, its entries' handles too): the notifier's callback.
+func (s *Store) forget(key string) {
+	s.attrs.invalidateKey(key)
+	s.handles.forgetDir(key)
+}
+
+// ChildAttrs reads the handles and attributes of a listing's entries.
+type ChildAttrs struct {
+	s          *Store
+	dir        *Node
+	searchable int8 // 0 unknown, 1 yes, -1 no: the caller may search dir
+	now        time.Time
+
+	Hits, Misses int // entries served from the cache, and read from the file system
+}
+
+// ChildAttrs returns a reader of dir's entries' attributes, for one call, inside
+// As (it checks the caller's permissions).
+func (s *Store) ChildAttrs(dir *Node) *ChildAttrs {
+	return &ChildAttrs{s: s, dir: dir, now: s.attrs.now()}
+}
+
+// Get returns the handle and attributes of the entry de of the directory, as
+// Lookup would, from the attribute cache when it holds them.
+func (c *ChildAttrs) Get(de DirEntry) ([]byte, unix.Stat_t, error) {
+	s, dir := c.s, c.dir
+	if !dir.Export.notified || de.Name == "." || de.Name == ".." {
+		return s.Lookup(dir, de.Name)
+	}
+	if c.searchable == 0 {
+		// Reading an entry's attributes needs search permission on the
+		// directory, which the cache must not skip.
+		c.searchable = -1
+		if unix.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
+			c.searchable = 1
+		}
+	}
+	if c.searchable > 0 {
+		if fh, st, ok := s.attrs.get(dir.Export.ID, dir.Stat.Dev, de.Ino, c.now); ok {
+			c.Hits++
+			return fh, st, nil
+		}
+	}
+	c.Misses++
+	epoch := s.attrs.begin()
+	fh, st, err := s.Lookup(dir, de.Name)
+	var e *attrEntry
+	if err == nil && c.searchable > 0 && st.Ino == de.Ino {
+		if key, ok := handleKey(fh); ok {
+			e = &attrEntry{export: dir.Export.ID, key: key, fh: fh, st: st}
+		}
+	}
+	s.attrs.end(epoch, e)
+	return fh, st, err
+}
+
+// handleKey returns the kernel key inside a handle this package made.
+func handleKey(fh []byte) (string, bool) {
+	if len(fh) < 6 {
+		return "", false
+	}
+	n := int(fh[5])
+	if len(fh) < 6+n {
+		return "", false
+	}
+	return string(fh[6 : 6+n]), true
+}

@@ -1,0 +1,337 @@
+package store
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// listAttrs lists dir with ChildAttrs, as READDIRPLUS does, returning each
+// name's attributes.
+func listAttrs(t *testing.T, s *Store, dir *Node, cred Cred) map[string]unix.Stat_t {
+	t.Helper()
+	out := map[string]unix.Stat_t{}
+	err := As(cred, func() error {
+		attrs := s.ChildAttrs(dir)
+		_, err := s.ReadDir(dir, 0, 1<<16, func(de DirEntry) bool {
+			if _, st, err := attrs.Get(de); err == nil {
+				out[de.Name] = st
+			}
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func newTestExport(t *testing.T) (*Store, *Node, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (fanotify, handles)")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "snfs-attrcache-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	exp := filepath.Join(base, "export")
+	if err := os.MkdirAll(exp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(filepath.Join(base, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	e, err := s.AddExport(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.notified {
+		t.Fatalf("no change notifier on %s: %v", exp, s.AttrCacheError())
+	}
+	root, err := s.Resolve(e.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(root.Release)
+	return s, root, exp
+}
+
+func child(t *testing.T, s *Store, dir *Node, name string) *Node {
+	t.Helper()
+	fh, _, err := s.Lookup(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Resolve(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Release)
+	return n
+}
+
+// TestAttrCacheOwnChanges: a second listing is served from the cache, and
+// every change made through the store shows in the very next listing.
+func TestAttrCacheOwnChanges(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	var verf [8]byte
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := s.Create(root, name, 0o644, CreateUnchecked, verf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Mkdir(root, "d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	listAttrs(t, s, root, Cred{})
+	h0, _ := s.AttrCacheStats()
+	first := listAttrs(t, s, root, Cred{})
+	if h1, _ := s.AttrCacheStats(); h1-h0 != 4 {
+		t.Fatalf("second listing: %d hits, want 4", h1-h0)
+	}
+
+	a := child(t, s, root, "a")
+	if err := s.OpenIO(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteAt(a, []byte("hello"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["a"].Size; got != 5 {
+		t.Fatalf("size after WRITE: %d, want 5", got)
+	}
+	if err := s.Truncate(a, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["a"].Size; got != 2 {
+		t.Fatalf("size after truncate: %d, want 2", got)
+	}
+	mode := uint32(0o600)
+	b := child(t, s, root, "b")
+	if err := s.Setattr(b, SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["b"].Mode & 0o7777; got != 0o600 {
+		t.Fatalf("mode after SETATTR: %o", got)
+	}
+	if err := s.Link(b, root, "b2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["b"].Nlink; got != 2 {
+		t.Fatalf("nlink after LINK: %d", got)
+	}
+	if err := s.Remove(root, "b2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["b"].Nlink; got != 1 {
+		t.Fatalf("nlink after REMOVE of the other link: %d", got)
+	}
+	d := child(t, s, root, "d")
+	if _, err := s.Create(d, "x", 0o644, CreateUnchecked, verf); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAttrs(t, s, root, Cred{})["d"]; got.Mtim == first["d"].Mtim && got.Ctim == first["d"].Ctim && got.Size == first["d"].Size {
+		t.Fatal("directory attributes unchanged after CREATE in it")
+	}
+	// A removed file whose inode number comes back for a new file under the
+	// same name: the listing must give the new file's handle, not the old one's.
+	for i := range 20 {
+		old := listAttrs(t, s, root, Cred{})["c"]
+		if err := s.Remove(root, "c"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Create(root, "c", 0o644, CreateUnchecked, verf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := listAttrs(t, s, root, Cred{})["c"]
+		if got.Ino != res.Stat.Ino || got.Ctim != res.Stat.Ctim {
+			t.Fatalf("round %d: listing gives ino %d ctime %v, new file is %d %v (old %d)", i, got.Ino, got.Ctim, res.Stat.Ino, res.Stat.Ctim, old.Ino)
+		}
+	}
+	if err := s.Rename(root, "a", d, "a"); err != nil {
+		t.Fatal(err)
+	}
+	after := listAttrs(t, s, root, Cred{})
+	if _, ok := after["a"]; ok {
+		t.Fatal("renamed entry still listed")
+	}
+	_ = exp
+}
+
+// TestAttrCacheExternalChanges: changes made on the server machine by other
+// processes reach the cache through fanotify, without any store call.
+func TestAttrCacheExternalChanges(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	p := filepath.Join(exp, "f")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listAttrs(t, s, root, Cred{})
+	listAttrs(t, s, root, Cred{}) // now cached
+	eventually := func(what string, ok func(unix.Stat_t) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(listAttrs(t, s, root, Cred{})["f"]) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the listing still shows the old attributes after 5 s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually("write", func(st unix.Stat_t) bool { return st.Size == 10 })
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	eventually("chmod", func(st unix.Stat_t) bool { return st.Mode&0o777 == 0o640 })
+	if err := os.Link(p, p+"2"); err != nil {
+		t.Fatal(err)
+	}
+	eventually("link", func(st unix.Stat_t) bool { return st.Nlink == 2 })
+}
+
+// TestAttrCacheSearchPermission: a caller who may read a directory but not
+// search it gets no attributes, cached or not, as locally.
+func TestAttrCacheSearchPermission(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	if err := os.Mkdir(filepath.Join(exp, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(exp, "d", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := child(t, s, root, "d")
+	listAttrs(t, s, d, Cred{})
+	if got := listAttrs(t, s, d, Cred{}); len(got) != 3 { // ., .., f
+		t.Fatalf("root's listing: %d entries with attributes, want 3", len(got))
+	}
+	if err := os.Chmod(filepath.Join(exp, "d"), 0o744); err != nil {
+		t.Fatal(err)
+	}
+	d.Refresh()
+	user := Cred{UID: 1000, GID: 1000}
+	if got := listAttrs(t, s, d, user); got["f"] != (unix.Stat_t{}) {
+		t.Fatal("a caller without search permission got f's attributes")
+	}
+}
+
+// TestAttrCacheRacingFill: an invalidation that runs while an entry is being
+// read (and so finds nothing to drop) keeps that entry out; the TTL bounds an
+// entry's life; stop turns the cache off.
+func TestAttrCacheRacingFill(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newAttrCache(2, time.Minute, func() time.Time { return now })
+	entry := func(ino uint64) *attrEntry {
+		return &attrEntry{export: 1, key: "k" + string(rune('0'+ino)), fh: []byte{byte(ino)}, st: unix.Stat_t{Dev: 9, Ino: ino}}
+	}
+	ep := c.begin()
+	c.invalidateKey("unrelated-or-not")
+	c.end(ep, entry(1))
+	if _, _, ok := c.get(1, 9, 1, now); ok {
+		t.Fatal("an entry filled across an invalidation was installed")
+	}
+	c.end(c.begin(), entry(1))
+	if _, _, ok := c.get(1, 9, 1, now); !ok {
+		t.Fatal("a clean fill was not installed")
+	}
+	if _, _, ok := c.get(2, 9, 1, now); ok {
+		t.Fatal("hit for another export")
+	}
+	c.invalidateKey("k1")
+	if _, _, ok := c.get(1, 9, 1, now); ok {
+		t.Fatal("hit after its key was invalidated")
+	}
+	c.end(c.begin(), entry(1))
+	if _, _, ok := c.get(1, 9, 1, now.Add(2*time.Minute)); ok {
+		t.Fatal("hit past the TTL")
+	}
+	c.end(c.begin(), entry(2))
+	c.end(c.begin(), entry(3)) // over max 2: everything goes
+	if len(c.byIno) > 2 || len(c.byKey) != len(c.byIno) {
+		t.Fatalf("%d entries (%d keys), bound 2", len(c.byIno), len(c.byKey))
+	}
+	c.stop()
+	c.end(c.begin(), entry(4))
+	if _, _, ok := c.get(1, 9, 4, now); ok {
+		t.Fatal("hit after stop")
+	}
+}
+
+// fanEvent builds one fanotify event with a FID record, as the kernel lays it out.
+func fanEvent(mask uint64, handleType uint32, handle []byte) []byte {
+	ne := binary.NativeEndian
+	info := make([]byte, infoHeaderLen+fsidLen+fileHandleLen+len(handle))
+	info[0] = 1 // FAN_EVENT_INFO_TYPE_FID
+	ne.PutUint16(info[2:], uint16(len(info)))
+	ne.PutUint32(info[infoHeaderLen+fsidLen:], uint32(len(handle)))
+	ne.PutUint32(info[infoHeaderLen+fsidLen+4:], handleType)
+	copy(info[infoHeaderLen+fsidLen+fileHandleLen:], handle)
+	ev := make([]byte, eventMetaLen, eventMetaLen+len(info))
+	ne.PutUint32(ev[0:], uint32(eventMetaLen+len(info)))
+	ev[4] = unix.FANOTIFY_METADATA_VERSION
+	ne.PutUint16(ev[6:], eventMetaLen)
+	ne.PutUint64(ev[8:], mask)
+	ne.PutUint32(ev[16:], ^uint32(0)) // FAN_NOFD
+	return append(ev, info...)
+}
+
+func TestParseEvents(t *testing.T) {
+	h := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	var keys []string
+	drop := func(k string) { keys = append(keys, k) }
+	b := append(fanEvent(unix.FAN_MODIFY, 0x81, h), fanEvent(unix.FAN_ATTRIB, 0x81, h[:4])...)
+	if !parseEvents(b, drop) || len(keys) != 2 {
+		t.Fatalf("two good events: %d keys", len(keys))
+	}
+	want := string([]byte{0, 0, 0, 0x81, 1, 2, 3, 4, 5, 6, 7, 8})
+	if keys[0] != want {
+		t.Fatalf("key %x, want %x (kernelKey layout)", keys[0], want)
+	}
+	for name, bad := range map[string][]byte{
+		"truncated":    b[:len(b)-3],
+		"overflow":     fanEvent(unix.FAN_Q_OVERFLOW, 0, nil)[:eventMetaLen],
+		"short header": b[:10],
+		"handle length": func() []byte {
+			e := fanEvent(unix.FAN_MODIFY, 1, h)
+			binary.NativeEndian.PutUint32(e[eventMetaLen+infoHeaderLen+fsidLen:], 1<<30)
+			return e
+		}(),
+		"event length": func() []byte { e := fanEvent(unix.FAN_MODIFY, 1, h); binary.NativeEndian.PutUint32(e, 3); return e }(),
+	} {
+		if name == "overflow" {
+			binary.NativeEndian.PutUint32(bad, eventMetaLen)
+		}
+		if parseEvents(bad, drop) {
+			t.Errorf("%s: parsed as trustworthy", name)
+		}
+	}
+}
+
+func FuzzParseEvents(f *testing.F) {
+	f.Add(fanEvent(unix.FAN_MODIFY, 0x81, []byte{1, 2, 3, 4, 5, 6, 7, 8}))
+	f.Add(append(fanEvent(unix.FAN_CREATE|unix.FAN_ONDIR, 1, []byte{9, 9, 9, 9}), fanEvent(unix.FAN_DELETE_SELF, 1, nil)...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := 0
+		parseEvents(b, func(k string) {
+			if len(k) < 4 || len(k) > 4+maxKernelFH {
+				t.Fatalf("key of %d bytes", len(k))
+			}
+			n++
+		})
+		if n > len(b)/(eventMetaLen+infoHeaderLen) {
+			t.Fatalf("%d keys from %d bytes", n, len(b))
+		}
+	})
+}
