@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -82,8 +83,16 @@ func (n *notifier) run(c *attrCache, forget func(key string), forgetAll func()) 
 		if !parseEvents(buf[:k], forget) {
 			forgetAll()
 		}
+		// Let events gather (the kernel merges repeats for one object while
+		// they wait): a busy writer elsewhere then costs one wakeup per
+		// notifyPause, not one per write. Only other processes' changes wait
+		// this long to show; the store's own are dropped synchronously.
+		time.Sleep(notifyPause)
 	}
 }
+
+// notifyPause is the pause between reads of the event queue.
+const notifyPause = time.Millisecond
 
 // Layout of struct fanotify_event_metadata and of the FID info record after it.
 const (
