@@ -19,7 +19,10 @@ import (
 // Keys and freshness. Entries are found by (device, inode number), which the
 // listing has from getdents itself, so the name-to-inode binding is always the
 // file system's current one; only the inode's attributes and handle come from the
-// cache. They are dropped:
+// cache, and only while the directory it was listed in keeps the ctime it had
+// then (any entry added, removed or renamed there changes it), so a name that
+// another process removed and made again is never given the old object's handle,
+// even before that process's events arrive. They are dropped:
 //   - synchronously, by this package's own operations, for every object they may
 //     change (the file written or truncated or whose attributes were set, the
 //     directories whose entries changed, the object removed, linked or renamed);
@@ -47,10 +50,14 @@ type attrKey struct{ dev, ino uint64 }
 
 type attrEntry struct {
 	export uint32 // fh's export: two exports may share a file system
-	key    string // kernel handle (kernelKey)
-	fh     []byte
-	st     unix.Stat_t
-	at     time.Time // when it was read
+	// The directory it was listed in, and that directory's ctime then: a hit
+	// needs both unchanged (see get).
+	dirIno   uint64
+	dirCtime unix.Timespec
+	key      string // kernel handle (kernelKey)
+	fh       []byte
+	st       unix.Stat_t
+	at       time.Time // when it was read
 }
 
 type attrCache struct {
@@ -75,11 +82,20 @@ func newAttrCache(max int, ttl time.Duration, now func() time.Time) *attrCache {
 
 // get returns the cached handle and attributes of (dev, ino).
 // now is the caller's idea of the time (one reading serves a whole listing).
-func (c *attrCache) get(export uint32, dev, ino uint64, now time.Time) ([]byte, unix.Stat_t, bool) {
+// dir is the directory being listed, as just read (fstat).
+//
+// The entry must come from the same directory with the same ctime. Entries
+// added, removed or renamed there change it, which covers the one change whose
+// event may come too late to be harmless: a name removed and made again by
+// another process, whose new file may reuse the inode number (a new
+// generation), where the cached handle would be stale rather than just the
+// attributes old.
+func (c *attrCache) get(export uint32, dir *unix.Stat_t, ino uint64, now time.Time) ([]byte, unix.Stat_t, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.byIno[attrKey{dev, ino}]
-	if e == nil || c.off.Load() || e.export != export || now.Sub(e.at) > c.ttl {
+	e := c.byIno[attrKey{dir.Dev, ino}]
+	if e == nil || c.off.Load() || e.export != export || now.Sub(e.at) > c.ttl ||
+		e.dirIno != dir.Ino || e.dirCtime != dir.Ctim {
 		c.misses++
 		return nil, unix.Stat_t{}, false
 	}
@@ -238,7 +254,7 @@ func (c *ChildAttrs) Get(de DirEntry) ([]byte, unix.Stat_t, error) {
 		}
 	}
 	if c.searchable > 0 {
-		if fh, st, ok := s.attrs.get(dir.Export.ID, dir.Stat.Dev, de.Ino, c.now); ok {
+		if fh, st, ok := s.attrs.get(dir.Export.ID, &dir.Stat, de.Ino, c.now); ok {
 			c.Hits++
 			return fh, st, nil
 		}
@@ -249,7 +265,7 @@ func (c *ChildAttrs) Get(de DirEntry) ([]byte, unix.Stat_t, error) {
 	var e *attrEntry
 	if err == nil && c.searchable > 0 && st.Ino == de.Ino {
 		if key, ok := handleKey(fh); ok {
-			e = &attrEntry{export: dir.Export.ID, key: key, fh: fh, st: st}
+			e = &attrEntry{export: dir.Export.ID, dirIno: dir.Stat.Ino, dirCtime: dir.Stat.Ctim, key: key, fh: fh, st: st}
 		}
 	}
 	s.attrs.end(epoch, e)

@@ -234,27 +234,34 @@ func TestAttrCacheRacingFill(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := newAttrCache(2, time.Minute, func() time.Time { return now })
 	entry := func(ino uint64) *attrEntry {
-		return &attrEntry{export: 1, key: "k" + string(rune('0'+ino)), fh: []byte{byte(ino)}, st: unix.Stat_t{Dev: 9, Ino: ino}}
+		return &attrEntry{export: 1, dirIno: 5, key: "k" + string(rune('0'+ino)), fh: []byte{byte(ino)}, st: unix.Stat_t{Dev: 9, Ino: ino}}
 	}
+	dir := &unix.Stat_t{Dev: 9, Ino: 5}
 	ep := c.begin()
 	c.invalidateKey("unrelated-or-not")
 	c.end(ep, entry(1))
-	if _, _, ok := c.get(1, 9, 1, now); ok {
+	if _, _, ok := c.get(1, dir, 1, now); ok {
 		t.Fatal("an entry filled across an invalidation was installed")
 	}
 	c.end(c.begin(), entry(1))
-	if _, _, ok := c.get(1, 9, 1, now); !ok {
+	if _, _, ok := c.get(1, dir, 1, now); !ok {
 		t.Fatal("a clean fill was not installed")
 	}
-	if _, _, ok := c.get(2, 9, 1, now); ok {
+	if _, _, ok := c.get(2, dir, 1, now); ok {
 		t.Fatal("hit for another export")
 	}
+	if _, _, ok := c.get(1, &unix.Stat_t{Dev: 9, Ino: 5, Ctim: unix.Timespec{Nsec: 1}}, 1, now); ok {
+		t.Fatal("hit after the directory's entries changed (ctime)")
+	}
+	if _, _, ok := c.get(1, &unix.Stat_t{Dev: 9, Ino: 6}, 1, now); ok {
+		t.Fatal("hit from another directory (a hard link elsewhere)")
+	}
 	c.invalidateKey("k1")
-	if _, _, ok := c.get(1, 9, 1, now); ok {
+	if _, _, ok := c.get(1, dir, 1, now); ok {
 		t.Fatal("hit after its key was invalidated")
 	}
 	c.end(c.begin(), entry(1))
-	if _, _, ok := c.get(1, 9, 1, now.Add(2*time.Minute)); ok {
+	if _, _, ok := c.get(1, dir, 1, now.Add(2*time.Minute)); ok {
 		t.Fatal("hit past the TTL")
 	}
 	c.end(c.begin(), entry(2))
@@ -264,7 +271,7 @@ func TestAttrCacheRacingFill(t *testing.T) {
 	}
 	c.stop()
 	c.end(c.begin(), entry(4))
-	if _, _, ok := c.get(1, 9, 4, now); ok {
+	if _, _, ok := c.get(1, dir, 4, now); ok {
 		t.Fatal("hit after stop")
 	}
 }
