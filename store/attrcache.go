@@ -164,11 +164,9 @@ func (c *attrCache) raceLocked() {
 	}
 }
 
-// stop turns the cache off for good (no notifier: nothing would drop entries).
-func (c *attrCache) stop() {
-	c.off.Store(true)
-	c.invalidateAll()
-}
+// stop turns the cache off for good (no notifier: nothing would drop entries);
+// get then misses and end installs nothing, whatever the maps still hold.
+func (c *attrCache) stop() { c.off.Store(true) }
 
 // invalidateAll drops every entry (event queue overflow, notifier failure).
 func (c *attrCache) invalidateAll() {
