@@ -42,7 +42,7 @@ REPS=${REPS:-3}
 # is favoured by the state the other left on the disk; medians of $REPS.
 for size in 8192 65536; do for n in 1 4 8 16; do
   for mode in off adaptive; do
-    mib=(); fl=(); cpu=(); ceil=()
+    mib=(); fl=(); cpu=(); ceil=(); win=()
     for i in $(seq $REPS); do
       start_snfs $mode
       line=$("$W/bin/wgbench" -addr 127.0.0.1:$PORT -export "$W/snfs" -size $size -n $n -total $TOTAL -metrics 127.0.0.1:$MPORT -pid $SNFS_PID)
@@ -50,6 +50,9 @@ for size in 8192 65536; do for n in 1 4 8 16; do
         # The same client, N and sizes with UNSTABLE writes (no flush at all): what
         # this client and server reach over loopback on this machine before any disk.
         ceil+=("$("$W/bin/wgbench" -unstable -addr 127.0.0.1:$PORT -export "$W/snfs" -size $size -n $n -total $TOTAL | field mib_s)")
+        # Perfect gathering through the same client and server: windows of N
+        # UNSTABLE writes, each followed by one COMMIT (one flush per N writes).
+        win+=("$("$W/bin/wgbench" -window -addr 127.0.0.1:$PORT -export "$W/snfs" -size $size -n $n -total $TOTAL | field mib_s)")
       fi
       stop_snfs
       echo "$mode $line" >&2
@@ -58,7 +61,10 @@ for size in 8192 65536; do for n in 1 4 8 16; do
     R[$mode,$size,$n,mib]=$(printf '%s\n' "${mib[@]}" | median)
     R[$mode,$size,$n,fl]=$(printf '%s\n' "${fl[@]}" | median)
     R[$mode,$size,$n,cpu]=$(printf '%s\n' "${cpu[@]}" | median)
-    [ $mode = adaptive ] && R[ceil,$size,$n,mib]=$(printf '%s\n' "${ceil[@]}" | median)
+    if [ $mode = adaptive ]; then
+      R[ceil,$size,$n,mib]=$(printf '%s\n' "${ceil[@]}" | median)
+      R[win,$size,$n,mib]=$(printf '%s\n' "${win[@]}" | median)
+    fi
   done
 done; done
 for mode in off adaptive; do
@@ -96,11 +102,12 @@ out="bench/results/gather-$(date -u +%Y%m%d-%H%M).md"
   echo "off = \`--write-gather off\` (one fsync per stable write, like knfsd); adaptive = the default. ganesha: \`SYNC=1\` (NFS_Commit=true: every WRITE fsync'd; its flushes are 1 per WRITE by configuration, not measured)."
   echo "disk = this file system's own limit for that batch: N pwrites then one fdatasync, timed by wgbench -disk. CPU = server process user+system seconds per MiB."
   echo "no-flush ceiling = the same client, N and size sending UNSTABLE writes to the same snfs (no flush at all): the most any stable-write scheme could reach with this client on this machine, where client and server share $(nproc) cores."
+  echo "window = perfect gathering through the network: the same client sends windows of N UNSTABLE writes, each window followed by one COMMIT once all N are answered (wgbench -window): one flush per N writes with no wait, what the disk limit becomes once every write is an RPC on this machine."
   echo
-  echo "| size | N | off MiB/s | adaptive MiB/s | adaptive/off | ganesha MiB/s | adaptive/ganesha | disk MiB/s | adaptive/disk | no-flush ceiling MiB/s | ceiling/disk | off flushes/MiB | adaptive flushes/MiB | flush reduction | off CPU s/MiB | adaptive CPU s/MiB | ganesha CPU s/MiB |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| size | N | off MiB/s | adaptive MiB/s | adaptive/off | ganesha MiB/s | adaptive/ganesha | disk MiB/s | adaptive/disk | no-flush ceiling MiB/s | ceiling/disk | window MiB/s | window/disk | adaptive/window | off flushes/MiB | adaptive flushes/MiB | flush reduction | off CPU s/MiB | adaptive CPU s/MiB | ganesha CPU s/MiB |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for size in 8192 65536; do for n in 1 4 8 16; do
-    echo "| $((size / 1024)) KiB | $n | ${R[off,$size,$n,mib]} | ${R[adaptive,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[off,$size,$n,mib]}) | ${R[ganesha,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[ganesha,$size,$n,mib]}) | ${R[disk,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[disk,$size,$n,mib]}) | ${R[ceil,$size,$n,mib]} | $(div ${R[ceil,$size,$n,mib]} ${R[disk,$size,$n,mib]}) | ${R[off,$size,$n,fl]} | ${R[adaptive,$size,$n,fl]} | $(div ${R[off,$size,$n,fl]} ${R[adaptive,$size,$n,fl]})x | ${R[off,$size,$n,cpu]} | ${R[adaptive,$size,$n,cpu]} | ${R[ganesha,$size,$n,cpu]} |"
+    echo "| $((size / 1024)) KiB | $n | ${R[off,$size,$n,mib]} | ${R[adaptive,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[off,$size,$n,mib]}) | ${R[ganesha,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[ganesha,$size,$n,mib]}) | ${R[disk,$size,$n,mib]} | $(div ${R[adaptive,$size,$n,mib]} ${R[disk,$size,$n,mib]}) | ${R[ceil,$size,$n,mib]} | $(div ${R[ceil,$size,$n,mib]} ${R[disk,$size,$n,mib]}) | ${R[win,$size,$n,mib]} | $(div ${R[win,$size,$n,mib]} ${R[disk,$size,$n,mib]}) | $(div ${R[adaptive,$size,$n,mib]} ${R[win,$size,$n,mib]}) | ${R[off,$size,$n,fl]} | ${R[adaptive,$size,$n,fl]} | $(div ${R[off,$size,$n,fl]} ${R[adaptive,$size,$n,fl]})x | ${R[off,$size,$n,cpu]} | ${R[adaptive,$size,$n,cpu]} | ${R[ganesha,$size,$n,cpu]} |"
   done; done
   echo
   echo "Independent client: Linux kernel NFSv3 client (UML guest), mounted \`-o sync\`, 4 threads of 8 KiB O_SYNC writes (dd oflag=sync), 16 MiB in all:"

@@ -3,7 +3,10 @@
 // N writes in flight (the paper's biods), and reports client MiB/s, and - when given
 // the server's metrics address and pid - server flushes per MiB and CPU seconds per
 // MiB. With -disk DIR it measures the disk's own limit instead: N pwrites followed by
-// one fdatasync, repeated, on a file in DIR.
+// one fdatasync, repeated, on a file in DIR. With -window it measures what perfect
+// gathering would give this client and N through the network: windows of N
+// UNSTABLE writes, each window followed by one COMMIT (one flush per N writes, no
+// waiting to gather), and with -unstable the RPC ceiling (no flush at all).
 //
 //	wgbench -addr 127.0.0.1:2049 -export /srv/x -size 8192 -n 8 [-metrics ADDR -pid PID]
 //	wgbench -disk /var/tmp -size 8192 -n 8
@@ -12,6 +15,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -40,6 +44,8 @@ func main() {
 	disk := flag.String("disk", "", "measure the disk limit in this directory instead")
 	name := flag.String("name", "wgbench.dat", "file name")
 	unstable := flag.Bool("unstable", false, "send UNSTABLE writes (no flush at all): the RPC ceiling for this client and N")
+	window := flag.Bool("window", false, "send N UNSTABLE writes, wait for all, then one COMMIT, repeated: every window\n"+
+		"flushed once, the most any gathering server can give this client and N (its flushes batch all N writes)")
 	flag.Parse()
 	if *n < 1 || *n > 64 || *size < 512 || *size > 1<<20 || *total < *size || *total > 1<<30 {
 		fmt.Fprintln(os.Stderr, "wgbench: -n 1..64, -size 512..1MiB, -total size..1GiB")
@@ -52,7 +58,7 @@ func main() {
 		if *mountAddr == "" {
 			*mountAddr = *addr
 		}
-		err = nfsRun(*addr, *mountAddr, *export, *name, *size, *n, *total, *metrics, *pid, *unstable)
+		err = nfsRun(*addr, *mountAddr, *export, *name, *size, *n, *total, *metrics, *pid, *unstable, *window)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wgbench:", err)
@@ -91,9 +97,12 @@ func diskLimit(path string, size, n, total int) error {
 	return nil
 }
 
-func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics string, pid int, unstable bool) error {
+func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics string, pid int, unstable, window bool) error {
 	stable, label := nfs3.FileSync, "nfs"
-	if unstable {
+	switch {
+	case window:
+		stable, label = nfs3.Unstable, "nfs-window"
+	case unstable:
 		stable, label = nfs3.Unstable, "nfs-unstable"
 	}
 	ctx := context.Background()
@@ -133,7 +142,12 @@ func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics st
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	for w := 0; w < n; w++ {
+	workers := n
+	if window {
+		firstErr = windows(ctx, c, fh, buf, n, total)
+		workers = 0
+	}
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -179,6 +193,40 @@ func nfsRun(addr, mountAddr, export, name string, size, n, total int, metrics st
 	}
 	fmt.Println(out)
 	c.Remove(ctx, mr.FH, name)
+	return nil
+}
+
+// windows writes total bytes as windows of n UNSTABLE writes sent at once, each
+// window followed by one COMMIT once all its writes are answered.
+func windows(ctx context.Context, c *client.NFS, fh nfs3.FH, buf []byte, n, total int) error {
+	size := len(buf)
+	errs := make([]error, n)
+	for off := 0; off < total; {
+		var wg sync.WaitGroup
+		for i := 0; i < n && off < total; i++ {
+			wg.Add(1)
+			go func(i int, off uint64) {
+				defer wg.Done()
+				res, err := c.Write(ctx, fh, off, buf, nfs3.Unstable)
+				if err == nil && res.Status != nfs3.OK {
+					err = res.Status
+				}
+				errs[i] = err
+			}(i, uint64(off))
+			off += size
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		res, err := c.Commit(ctx, fh, 0, 0)
+		if err == nil && res.Status != nfs3.OK {
+			err = res.Status
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
