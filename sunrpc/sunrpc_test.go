@@ -442,3 +442,74 @@ func TestPendingRepliesBounded(t *testing.T) {
 		t.Fatalf("%d distinct replies of %d", len(seen), n)
 	}
 }
+
+// TestTCPReconnectResends: many calls in flight on one TCP connection (their writes
+// combined); the server reads them all and drops the connection without replying.
+// Every call is sent again on a fresh connection with its own xid, and returns.
+func TestTCPReconnectResends(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const calls = 16
+	first := make(chan map[uint32]bool, 1)
+	second := make(chan map[uint32]bool, 1)
+	go func() {
+		for conn := 0; conn < 2; conn++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(nc)
+			seen := map[uint32]bool{}
+			for len(seen) < calls {
+				rec, err := readRecord(br, nil, 1<<20)
+				if err != nil {
+					break
+				}
+				h, err := DecodeCall(xdr.NewReader(rec))
+				if err != nil {
+					break
+				}
+				seen[h.XID] = true
+				if conn == 1 {
+					var w xdr.Writer
+					w.Uint32(0)
+					encodeAccepted(&w, h.XID, Success)
+					b := w.Bytes()
+					putMarker(b, len(b)-4)
+					nc.Write(b)
+				}
+			}
+			if conn == 0 {
+				nc.Close()
+				first <- seen
+			} else {
+				second <- seen
+				defer nc.Close()
+			}
+		}
+	}()
+	c := dial(t, "tcp", ln.Addr().String(), 3)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Call(context.Background(), 0, nil, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	a, b := <-first, <-second
+	if len(a) != calls {
+		t.Fatalf("first connection got %d calls, want %d", len(a), calls)
+	}
+	for x := range a {
+		if !b[x] {
+			t.Errorf("xid %d was not resent on the new connection", x)
+		}
+	}
+}
