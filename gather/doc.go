@@ -9,7 +9,8 @@
 // sleeps until a flush that started after it joined has finished. Otherwise it leads:
 // it waits, only if that can gather more (requests already received for this file
 // that have not joined yet, or - adaptively - the next request, when this file's
-// recent requests overlapped and arrived closer together than the bound), then takes
+// recent requests overlapped and arrived closer together than the bound, and the
+// requests it waited for recently mostly came within a flush), then takes
 // the whole queue as one batch, makes one flush call that covers all of it, and
 // releases every member, first in first out, with the flush's error and result. The
 // next queued request, if any, leads the next batch.

@@ -267,7 +267,7 @@ func (t *Ticket) leadBatch(flush FlushFunc) {
 		case speculate && g.cfg.Mode == Adaptive:
 			// Wait for the next request only while this file's traffic says one
 			// is coming soon; stop at the first wait that brings nothing.
-			wait = min(f.learn.expectWait(g.cfg.MaxWait, len(f.queue)), deadline.Sub(g.cfg.Clock.Now()))
+			wait = min(f.learn.expectWait(g.cfg.Clock.Now(), g.cfg.MaxWait, len(f.queue)), deadline.Sub(g.cfg.Clock.Now()))
 		}
 		if wait <= 0 {
 			break

@@ -172,30 +172,73 @@ func TestLearner(t *testing.T) {
 	for i := 0; i < 20; i++ { // overlapping arrivals 100µs apart, 8 outstanding
 		l.arrive(t0.Add(time.Duration(i)*100*time.Microsecond), 7)
 	}
-	if w := l.expectWait(2*time.Millisecond, 1); w != 200*time.Microsecond {
+	now := t0.Add(2 * time.Millisecond)
+	if w := l.expectWait(now, 2*time.Millisecond, 1); w != 200*time.Microsecond {
 		t.Fatalf("expectWait = %v, want two gaps", w)
 	}
-	if w := l.expectWait(2*time.Millisecond, 8); w != 0 {
+	if w := l.expectWait(now, 2*time.Millisecond, 8); w != 0 {
 		t.Fatalf("a full window should not wait, got %v", w)
 	}
 	// The client answers a released batch after 400µs: wait about that long...
-	now := t0.Add(2 * time.Millisecond)
 	l.released = now
 	l.arrive(now.Add(400*time.Microsecond), 7)
-	if w := l.expectWait(2*time.Millisecond, 1); w != 500*time.Microsecond {
+	if w := l.expectWait(now, 2*time.Millisecond, 1); w != 500*time.Microsecond {
 		t.Fatalf("expectWait with a 400µs turnaround = %v, want 500µs", w)
 	}
 	// ...but never more than a flush costs, nor more than the bound.
 	l.flushed(300 * time.Microsecond)
-	if w := l.expectWait(2*time.Millisecond, 1); w != 300*time.Microsecond {
+	if w := l.expectWait(now, 2*time.Millisecond, 1); w != 300*time.Microsecond {
 		t.Fatalf("expectWait with 300µs flushes = %v", w)
 	}
-	if w := l.expectWait(100*time.Microsecond, 1); w != 0 {
+	if w := l.expectWait(now, 100*time.Microsecond, 1); w != 0 {
 		t.Fatalf("gaps over the bound: expectWait = %v, want 0", w)
 	}
 	l.arrive(now.Add(time.Second), 0) // idle: forget
-	if w := l.expectWait(2*time.Millisecond, 1); w != 0 {
+	if w := l.expectWait(now.Add(time.Second), 2*time.Millisecond, 1); w != 0 {
 		t.Fatalf("after idle, expectWait = %v", w)
+	}
+}
+
+// TestLearnerMisses: when the requests a leader would wait for keep coming later
+// than a flush after it asks, it stops waiting (but keeps watching), and
+// waits again once they come in time.
+func TestLearnerMisses(t *testing.T) {
+	var l learner
+	now := time.Unix(0, 0)
+	l.flushed(400 * time.Microsecond)
+	step := func(d time.Duration, outstanding int) {
+		now = now.Add(d)
+		l.arrive(now, outstanding)
+	}
+	for range 8 { // overlapping, 150µs apart
+		step(150*time.Microsecond, 1)
+	}
+	if w := l.expectWait(now, 2*time.Millisecond, 1); w == 0 {
+		t.Fatal("overlapping writes 150µs apart: expected a wait")
+	}
+	// Several synchronous writers behind a slow link: the next request comes 700µs
+	// after each ask, later than a 400µs flush - every ask is a miss.
+	waits := 0
+	for range 12 {
+		if l.expectWait(now, 2*time.Millisecond, 1) > 0 {
+			waits++
+		}
+		step(700*time.Microsecond, 1)
+	}
+	if l.expectWait(now, 2*time.Millisecond, 1) != 0 {
+		t.Fatalf("after 12 late requests (miss %.2f) the leader still waits", l.miss)
+	}
+	if waits > 4 {
+		t.Fatalf("waited on %d of 12 asks that all missed", waits)
+	}
+	// The requests come promptly again (100µs after each ask): the learner, still
+	// watching while not waiting, takes up waiting again.
+	for range 12 {
+		l.expectWait(now, 2*time.Millisecond, 1)
+		step(100*time.Microsecond, 1)
+	}
+	if w := l.expectWait(now, 2*time.Millisecond, 1); w == 0 {
+		t.Fatalf("prompt requests again (miss %.2f): expected a wait", l.miss)
 	}
 }
 

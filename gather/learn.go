@@ -16,6 +16,8 @@ type learner struct {
 	flush    time.Duration // EWMA of how long a flush of this file takes
 	turn     time.Duration // EWMA of release-to-next-arrival (the client's turnaround)
 	released time.Time     // when the last batch was released; zero once a request arrived after it
+	asked    time.Time     // when a leader last considered waiting for one more; zero once one arrived
+	miss     float64       // EWMA of "no request came within a flush of being asked"
 }
 
 const (
@@ -31,7 +33,7 @@ func (l *learner) arrive(now time.Time, outstanding int) {
 		gap := now.Sub(l.last)
 		switch {
 		case gap > idleGap:
-			*l = learner{flush: l.flush}
+			*l = learner{flush: l.flush, asked: l.asked}
 		case l.gap == 0:
 			l.gap = gap
 		default:
@@ -48,6 +50,12 @@ func (l *learner) arrive(now time.Time, outstanding int) {
 				l.turn = time.Duration(float64(l.turn)*(1-alpha) + float64(t)*alpha)
 			}
 		}
+	}
+	if !l.asked.IsZero() {
+		if l.flush > 0 {
+			l.observe(now.Sub(l.asked) <= l.flush)
+		}
+		l.asked = time.Time{}
 	}
 	l.last = now
 	v := 0.0
@@ -67,6 +75,16 @@ func (l *learner) flushed(d time.Duration) {
 	}
 }
 
+// observe records whether the request a leader considered waiting for came in
+// time to be worth the wait.
+func (l *learner) observe(hit bool) {
+	v := 1.0
+	if hit {
+		v = 0
+	}
+	l.miss = l.miss*(1-alpha) + v*alpha
+}
+
 // expectWait is how long a leader with nothing else in progress should wait for
 // one more request, given queued requests already gathered: zero unless this
 // file's requests have been overlapping (a client with several writes in flight),
@@ -77,8 +95,21 @@ func (l *learner) flushed(d time.Duration) {
 // of this file (waiting longer could cost more than the flush it saves) nor more
 // than the bound. A client that sends one write at a time never overlaps, so it
 // never waits.
-func (l *learner) expectWait(bound time.Duration, queued int) time.Duration {
+//
+// A wait is a bet that the next request comes within a flush. Each time a leader
+// asks, the learner records whether it did - whether or not the leader waited, so
+// it keeps learning while it does not wait. When most recent asks were misses
+// (requests that overlap but come far apart, as from a few synchronous writers
+// behind a slow network), the leader flushes at once and gathers only what
+// arrives during flushes, as knfsd's lone fsyncs would.
+func (l *learner) expectWait(now time.Time, bound time.Duration, queued int) time.Duration {
 	if l.overlap < 0.5 || l.gap <= 0 || l.gap > bound || float64(queued) >= l.window-0.5 {
+		return 0
+	}
+	if l.asked.IsZero() {
+		l.asked = now
+	}
+	if l.miss >= 0.5 {
 		return 0
 	}
 	// The missing requests are usually on their way back from the client, which
