@@ -45,14 +45,15 @@ type transport struct {
 }
 
 type clientConn struct {
-	nc  net.Conn
+	nc   net.Conn
+	dead chan struct{} // closed when the reader stops
+
 	wmu sync.Mutex // guards the fields below
 	// Calls waiting to be written, and whether a goroutine is writing (and will
 	// write these too): see send.
-	queue   net.Buffers   // guarded by wmu
-	spare   net.Buffers   // guarded by wmu
-	writing bool          // guarded by wmu
-	dead    chan struct{} // closed when the reader stops
+	queue   net.Buffers // guarded by wmu
+	spare   net.Buffers // guarded by wmu
+	writing bool        // guarded by wmu
 }
 
 // DialOption configures Dial.
