@@ -47,13 +47,9 @@ type transport struct {
 type clientConn struct {
 	nc   net.Conn
 	dead chan struct{} // closed when the reader stops
-
-	wmu sync.Mutex // guards the fields below
-	// Calls waiting to be written, and whether a goroutine is writing (and will
-	// write these too): see send.
-	queue   net.Buffers // guarded by wmu
-	spare   net.Buffers // guarded by wmu
-	writing bool        // guarded by wmu
+	// Calls go out through a combiner: calls made while another is being written
+	// share its writev, so many calls in flight cost one system call per batch.
+	out *combiner[[]byte]
 }
 
 // DialOption configures Dial.
@@ -129,42 +125,18 @@ func (t *transport) conn(ctx context.Context) (*clientConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	cc := &clientConn{nc: nc, dead: make(chan struct{})}
+	cc := &clientConn{nc: nc, dead: make(chan struct{}), out: newCombiner(nc, 0, func(b []byte) []byte { return b }, nil)}
 	t.cur = cc
 	t.wg.Add(1)
 	go t.readLoop(cc)
 	return cc, nil
 }
 
-// send writes msg on a stream connection. Calls that become ready while another
-// goroutine is writing are left to that goroutine, which writes all of them with
-// one writev (flat combining, as the server does with replies): many calls in
-// flight cost one system call per batch, not one each. A failed write drops the
-// connection; every call it carried sees cc.dead and is resent.
+// send writes msg on a stream connection, combined with other calls' (see
+// clientConn.out). A failed write drops the connection; every call it carried sees
+// cc.dead and is resent.
 func (t *transport) send(cc *clientConn, msg []byte) {
-	cc.wmu.Lock()
-	cc.queue = append(cc.queue, msg)
-	if cc.writing {
-		cc.wmu.Unlock()
-		return
-	}
-	cc.writing = true
-	var err error
-	for len(cc.queue) > 0 {
-		batch := cc.queue
-		cc.queue, cc.spare = cc.spare[:0], nil
-		cc.wmu.Unlock()
-		if err == nil {
-			v := batch // WriteTo consumes its receiver
-			_, err = v.WriteTo(cc.nc)
-		}
-		clear(batch)
-		cc.wmu.Lock()
-		cc.spare = batch[:0]
-	}
-	cc.writing = false
-	cc.wmu.Unlock()
-	if err != nil {
+	if err := cc.out.write(msg); err != nil {
 		t.drop(cc)
 	}
 }

@@ -20,7 +20,7 @@
 // 15% of the server's CPU per metadata call); every other call runs in its own
 // goroutine, bounded by Server.MaxInFlight. Replies go out in whatever order calls
 // finish; replies that become ready while one is being written are sent together by
-// the goroutine already writing, in one writev (serverConn.write). Shutdown stops the
+// the goroutine already writing, in one writev (combiner, which the client uses for calls too). Shutdown stops the
 // listeners, waits for every in-flight call, then closes connections.
 //
 // Between calls, a connection whose calls arrive close together polls its socket

@@ -195,7 +195,7 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := newServerConn(nc)
+		c := newServerConn(s, nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -209,73 +209,22 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 	}
 }
 
+// serverConn is one TCP connection: its replies go out through a combiner.
 type serverConn struct {
 	nc net.Conn
-
-	mu           sync.Mutex // guards the fields below
-	pending      []*[]byte  // replies left for the writer; guarded by mu
-	pendingBytes int        // their total size; guarded by mu
-	spare        []*[]byte  // the writer's other batch slice, reused; guarded by mu
-	writing      bool       // a goroutine is writing and will take pending too; guarded by mu
-	drained      sync.Cond  // signalled when the writer takes pending; L is &mu
+	*combiner[*[]byte]
 }
 
-func newServerConn(nc net.Conn) *serverConn {
-	c := &serverConn{nc: nc}
-	c.drained.L = &c.mu
-	return c
+// newServerConn wraps nc; written reply buffers go back to s's pool.
+func newServerConn(s *Server, nc net.Conn) *serverConn {
+	bytes := func(b *[]byte) []byte { return *b }
+	return &serverConn{nc: nc, combiner: newCombiner(nc, maxPendingReply, bytes, s.putBuf)}
 }
 
 // maxPendingReply bounds the replies waiting for a connection's writer: beyond it,
 // a handler waits (holding its in-flight slot, as a blocked write would), so a
 // client that stops reading replies cannot make the server buffer without end.
 const maxPendingReply = 4 << 20
-
-// write sends the reply in *rb and takes ownership of it: the buffer goes back to
-// s's pool once written. Replies that become ready while another goroutine is
-// writing are left to that goroutine, which sends everything pending with one
-// writev (flat combining): a batch of gathered WRITEs released together costs one
-// system call, and one wakeup of the client, instead of one each. Replies go out in
-// the order they were handed over.
-func (c *serverConn) write(s *Server, rb *[]byte) error {
-	c.mu.Lock()
-	for c.writing && c.pendingBytes >= maxPendingReply {
-		c.drained.Wait()
-	}
-	c.pending = append(c.pending, rb)
-	c.pendingBytes += len(*rb)
-	if c.writing {
-		c.mu.Unlock()
-		return nil
-	}
-	c.writing = true
-	var err error
-	var bufs net.Buffers
-	for len(c.pending) > 0 {
-		batch := c.pending
-		c.pending, c.spare, c.pendingBytes = c.spare[:0], nil, 0
-		c.drained.Broadcast()
-		c.mu.Unlock()
-		bufs = bufs[:0]
-		for _, b := range batch {
-			bufs = append(bufs, *b)
-		}
-		if err == nil {
-			v := bufs // WriteTo consumes its receiver
-			_, err = v.WriteTo(c.nc)
-		}
-		for i, b := range batch {
-			s.putBuf(b)
-			batch[i] = nil
-		}
-		clear(bufs)
-		c.mu.Lock()
-		c.spare = batch[:0]
-	}
-	c.writing = false
-	c.mu.Unlock()
-	return err
-}
 
 func (s *Server) serveConn(c *serverConn) {
 	defer s.wg.Done()
@@ -302,7 +251,7 @@ func (s *Server) serveConn(c *serverConn) {
 		}
 		send := func(rb *[]byte) {
 			putMarker(*rb, len(*rb)-4)
-			if err := c.write(s, rb); err != nil {
+			if err := c.write(rb); err != nil {
 				s.Logger.Debug("rpc reply write failed", "remote", addr, "err", err)
 			}
 		}

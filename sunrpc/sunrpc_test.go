@@ -358,7 +358,7 @@ func TestCombinedReplyWrites(t *testing.T) {
 	client, srv := tcpPair(t)
 	s := &Server{}
 	s.init()
-	c := newServerConn(srv)
+	c := newServerConn(s, srv)
 	const n, rounds = 32, 50
 	var wg sync.WaitGroup
 	for g := range n {
@@ -371,7 +371,7 @@ func TestCombinedReplyWrites(t *testing.T) {
 				*rb = binary.BigEndian.AppendUint32(*rb, uint32(g<<16|r))
 				*rb = append(*rb, bytes.Repeat([]byte{byte(g)}, 100+g*37)...)
 				putMarker(*rb, len(*rb)-4)
-				if err := c.write(s, rb); err != nil {
+				if err := c.write(rb); err != nil {
 					t.Error(err)
 				}
 			}
@@ -408,7 +408,7 @@ func TestPendingRepliesBounded(t *testing.T) {
 	srv.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	s := &Server{}
 	s.init()
-	c := newServerConn(srv)
+	c := newServerConn(s, srv)
 	const n, size = 24, 1 << 20
 	var wg sync.WaitGroup
 	for g := range n {
@@ -418,7 +418,7 @@ func TestPendingRepliesBounded(t *testing.T) {
 			b := make([]byte, 4+size)
 			binary.BigEndian.PutUint32(b[4:], uint32(g))
 			putMarker(b, size)
-			c.write(s, &b)
+			c.write(&b)
 		}()
 	}
 	time.Sleep(300 * time.Millisecond) // the writer is stuck: nobody reads
