@@ -63,7 +63,7 @@ func (s *Server) doCreate(r *req, a *nfs3.CreateArgs, res *nfs3.CreateRes) error
 			}
 		}
 	}
-	return s.commitMeta(r)
+	return s.commitNew(r, cr.Handle)
 }
 
 // setNew applies sa to the object just made under r's directory and refreshes
@@ -113,7 +113,7 @@ func (s *Server) makeNode(c *sunrpc.Call, where *nfs3.DirOpArgs, sa *nfs3.Sattr,
 				return err
 			}
 		}
-		return s.commitMeta(r)
+		return s.commitNew(r, fh)
 	}()
 	res.DirWcc.After = r.attr()
 	res.Status = statusOf(err)

@@ -34,6 +34,9 @@ func (s *Server) link(ctx context.Context, c *sunrpc.Call, a *nfs3.LinkArgs, res
 		if err := store.As(dir.cred, func() error { return s.store.Link(file.node, dir.node, a.Link.Name) }); err != nil {
 			return err
 		}
+		if err := s.commitObj(file); err != nil { // the link count
+			return err
+		}
 		return s.commitMeta(dir)
 	}()
 	res.Attr = file.attr()

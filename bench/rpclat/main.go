@@ -6,7 +6,8 @@
 //
 // ops: null, getattr, lookup, access, setattr (mode), create and remove (a name
 // per call), commit, write (-size bytes, UNSTABLE). All but null work on a file
-// "rpclat" in the export, created first.
+// "rpclat" in the export, created first. mkdir and rmdir each time their own call
+// in a loop that makes a directory and removes it again (as nfsmeta dirs does).
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:2049", "NFS server")
 	export := flag.String("export", "", "export")
 	maddr := flag.String("mount", "", "mount addr")
-	op := flag.String("op", "null", "null|getattr|lookup|access|setattr|create|remove|commit|write")
+	op := flag.String("op", "null", "null|getattr|lookup|access|setattr|create|remove|mkdir|rmdir|commit|write")
 	count := flag.Int("count", 20000, "calls")
 	size := flag.Int("size", 8192, "write size")
 	flag.Parse()
@@ -72,6 +73,18 @@ func main() {
 			_, err = c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: mr.FH, Name: fmt.Sprint("c", i)}, Mode: nfs3.Unchecked})
 		case "remove":
 			_, err = c.Remove(ctx, mr.FH, fmt.Sprint("c", i))
+		case "mkdir":
+			_, err = c.Mkdir(ctx, mr.FH, fmt.Sprint("d", i), nfs3.Sattr{})
+			lat[i] = time.Since(t0)
+			if err == nil {
+				_, err = c.Rmdir(ctx, mr.FH, fmt.Sprint("d", i))
+			}
+		case "rmdir":
+			_, err = c.Mkdir(ctx, mr.FH, fmt.Sprint("d", i), nfs3.Sattr{})
+			t0 = time.Now()
+			if err == nil {
+				_, err = c.Rmdir(ctx, mr.FH, fmt.Sprint("d", i))
+			}
 		case "lookup":
 			_, err = c.Lookup(ctx, mr.FH, "rpclat")
 		case "access":
@@ -85,7 +98,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		lat[i] = time.Since(t0)
+		if *op != "mkdir" {
+			lat[i] = time.Since(t0)
+		}
 	}
 	el := time.Since(start)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
