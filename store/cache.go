@@ -13,6 +13,9 @@ import (
 // being reused under an operation that still holds it.
 type fdCache struct {
 	max int
+	// retire, if set, closes the descriptors of removed objects (gone entries)
+	// instead of the caller (closer.go).
+	retire func(*entry)
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu
@@ -24,7 +27,10 @@ type entry struct {
 	fd   int // O_PATH (or, for files this server created, O_RDWR) descriptor
 	refs int // guarded by fdCache.mu
 	gone bool
-	elem *list.Element
+	// retire: the object was removed and holds blocks, so its last close, which
+	// frees them, goes to fdCache.retire.
+	retire bool
+	elem   *list.Element
 
 	ioMu sync.Mutex
 	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
@@ -88,13 +94,13 @@ func (c *fdCache) release(e *entry) {
 	closeIt := e.refs == 0 && e.gone
 	c.mu.Unlock()
 	if closeIt {
-		e.close()
+		c.closeGone(e)
 	}
 }
 
 // invalidate drops key from the cache (the object was removed); its descriptors
-// are closed now, or by the last user.
-func (c *fdCache) invalidate(key string) {
+// are closed now, or by the last user; by fdCache.retire if retire is set.
+func (c *fdCache) invalidate(key string, retire bool) {
 	c.mu.Lock()
 	e := c.entries[key]
 	if e == nil {
@@ -103,12 +109,20 @@ func (c *fdCache) invalidate(key string) {
 	}
 	delete(c.entries, key)
 	c.lru.Remove(e.elem)
-	e.gone = true
+	e.gone, e.retire = true, retire
 	closeIt := e.refs == 0
 	c.mu.Unlock()
 	if closeIt {
-		e.close()
+		c.closeGone(e)
 	}
+}
+
+func (c *fdCache) closeGone(e *entry) {
+	if e.retire && c.retire != nil {
+		c.retire(e)
+		return
+	}
+	e.close()
 }
 
 // closeAll closes every idle entry (shutdown).

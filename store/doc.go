@@ -26,6 +26,12 @@
 // caller, with the owner override that NFS servers grant (the owner of a file may
 // write it even after making it read-only, as tar and cp -p expect).
 //
+// Removal. The store keeps a descriptor of every object it unlinks or replaces
+// (Store.victim), so that the last close, which frees the inode and its blocks (and
+// trims them on a file system mounted with discard), happens in the closer's
+// goroutine after the reply instead of inside unlinkat (closer.go); an empty file,
+// cheap to free, is closed at once. The handle is stale as soon as the name is gone.
+//
 // Attributes for listings. READDIRPLUS reads entries' handles and attributes
 // through ChildAttrs, which serves them from a per-inode cache kept fresh by this
 // package's own operations (synchronously) and by a fanotify file-system mark

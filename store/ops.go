@@ -148,12 +148,22 @@ func (s *Store) Mknod(dir *Node, name string, mode uint32, dev uint64) ([]byte, 
 }
 
 // victim returns the cache key of dir/name, if it names anything.
-func victim(dir *Node, name string) string {
-	kh, _, err := unix.NameToHandleAt(dir.FD(), name, 0)
+func (s *Store) victim(dir *Node, name string) string {
+	fd, err := unix.Openat(dir.FD(), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return ""
 	}
-	return kernelKey(kh)
+	kh, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return ""
+	}
+	key := kernelKey(kh)
+	// Keep a descriptor of the object in the cache (add closes fd if one is
+	// there already): if the object loses its last link, its last close, which
+	// frees it, then happens in the closer rather than inside the unlink.
+	s.cache.release(s.cache.add(key, fd, -1))
+	return key
 }
 
 // dropIfGone closes cached descriptors of key if its object has no links left,
@@ -170,13 +180,15 @@ func (s *Store) dropIfGone(key string) {
 	gone := unix.Fstat(e.fd, &st) == nil && st.Nlink == 0
 	s.cache.release(e)
 	if gone {
-		s.cache.invalidate(key)
+		// Freeing an inode without blocks (an empty file) is cheap: close it
+		// here rather than pay for waking the closer.
+		s.cache.invalidate(key, st.Blocks > 0)
 	}
 }
 
 // Remove unlinks a non-directory.
 func (s *Store) Remove(dir *Node, name string) error {
-	key := victim(dir, name)
+	key := s.victim(dir, name)
 	if err := unix.Unlinkat(dir.FD(), name, 0); err != nil {
 		return opErr("remove", err)
 	}
@@ -187,7 +199,7 @@ func (s *Store) Remove(dir *Node, name string) error {
 
 // Rmdir removes an empty directory.
 func (s *Store) Rmdir(dir *Node, name string) error {
-	key := victim(dir, name)
+	key := s.victim(dir, name)
 	if err := unix.Unlinkat(dir.FD(), name, unix.AT_REMOVEDIR); err != nil {
 		return opErr("rmdir", err)
 	}
@@ -198,8 +210,8 @@ func (s *Store) Rmdir(dir *Node, name string) error {
 
 // Rename renames from/fromName to to/toName, replacing what was there.
 func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) error {
-	key := victim(to, toName)
-	moved := victim(from, fromName) // its ctime changes
+	key := s.victim(to, toName)
+	moved := s.victim(from, fromName) // its ctime changes
 	if err := unix.Renameat(from.FD(), fromName, to.FD(), toName); err != nil {
 		return opErr("rename", err)
 	}

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// closed reports whether fd is no longer open.
+func closed(fd int) bool {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return errors.Is(err, unix.EBADF)
+}
+
+func waitClosed(t *testing.T, what string, fd int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !closed(fd); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: descriptor %d still open", what, fd)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRemovedObjectsClosedByCloser: removing a file with blocks or a directory
+// leaves its descriptor to the closer, which closes it soon after; the handle is
+// stale at once; Close waits for whatever is still queued.
+func TestRemovedObjectsClosedByCloser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: open_by_handle_at (CI runs as root)")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "snfs-closer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	exp := filepath.Join(base, "export")
+	os.Mkdir(exp, 0o755)
+	s, err := Open(filepath.Join(base, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := s.AddExport(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.Resolve(e.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Release()
+	if err := os.WriteFile(filepath.Join(exp, "f"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(exp, "d"), 0o755)
+
+	for _, c := range []struct {
+		name   string
+		remove func() error
+	}{
+		{"f", func() error { return s.Remove(root, "f") }},
+		{"d", func() error { return s.Rmdir(root, "d") }},
+	} {
+		fh, _, err := s.Lookup(root, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Resolve(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd := n.FD()
+		n.Release()
+		if err := c.remove(); err != nil {
+			t.Fatalf("remove %s: %v", c.name, err)
+		}
+		if _, err := s.Resolve(fh); !errors.Is(err, ErrStale) {
+			t.Fatalf("%s: handle after removal: %v, want stale", c.name, err)
+		}
+		waitClosed(t, c.name, fd)
+	}
+
+	// Past stop, a retired descriptor is closed by its remover.
+	s.closer.stop()
+	if err := os.WriteFile(filepath.Join(exp, "g"), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh, _, err := s.Lookup(root, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Resolve(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := n.FD()
+	n.Release()
+	if err := s.Remove(root, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(fd) {
+		t.Fatal("remove after the closer stopped left the descriptor open")
+	}
+}
