@@ -65,6 +65,9 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 		})
 		return err
 	})
+	if attrs != nil {
+		attrs.Done()
+	}
 	if attrs != nil && s.metrics != nil {
 		l := r.exp.labels
 		s.metrics.Add("snfs_server_attr_cache_hits_total", "READDIRPLUS entries whose attributes came from the attribute cache.", l, float64(attrs.Hits))

@@ -30,7 +30,11 @@ import (
 //     fanotify(7) events of a file-system-wide mark (notify.go), which report the
 //     changed object's kernel handle;
 //   - after TTL in any case, for the changes that no event reports (a write
-//     through a shared mapping updates mtime silently; reads update atime);
+//     through a shared mapping updates mtime silently; reads update atime).
+//     A listing that is served an entry past half its TTL has it read again in
+//     the background after the reply (ChildAttrs.Done, background.go), so a
+//     directory listed at least once per half TTL never falls back to one
+//     fstatat per entry, while no entry is ever served older than TTL;
 //   - all at once when the event queue overflows or the cache is full.
 //
 // A fill can race an invalidation: the entry is read (fstatat), the object then
@@ -90,17 +94,32 @@ func newAttrCache(max int, ttl time.Duration, now func() time.Time) *attrCache {
 // another process, whose new file may reuse the inode number (a new
 // generation), where the cached handle would be stale rather than just the
 // attributes old.
-func (c *attrCache) get(export uint32, dir *unix.Stat_t, ino uint64, now time.Time) ([]byte, unix.Stat_t, bool) {
+//
+// aging reports a hit on an entry past half its lifetime, which the caller should
+// have refreshed (ChildAttrs.Done).
+func (c *attrCache) get(export uint32, dir *unix.Stat_t, ino uint64, now time.Time) (fh []byte, st unix.Stat_t, ok, aging bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.byIno[attrKey{dir.Dev, ino}]
 	if e == nil || c.off.Load() || e.export != export || now.Sub(e.at) > c.ttl ||
 		e.dirIno != dir.Ino || e.dirCtime != dir.Ctim {
 		c.misses++
-		return nil, unix.Stat_t{}, false
+		return nil, unix.Stat_t{}, false, false
 	}
 	c.hits++
-	return e.fh[:len(e.fh):len(e.fh)], e.st, true
+	return e.fh[:len(e.fh):len(e.fh)], e.st, true, now.Sub(e.at) > c.ttl/2
+}
+
+// peek returns the entry of (dev, ino) if it is still the one listed in dir (as
+// it was then) for export, whatever its age.
+func (c *attrCache) peek(export uint32, dir *unix.Stat_t, ino uint64) (attrEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byIno[attrKey{dir.Dev, ino}]
+	if e == nil || c.off.Load() || e.export != export || e.dirIno != dir.Ino || e.dirCtime != dir.Ctim {
+		return attrEntry{}, false
+	}
+	return *e, true
 }
 
 // begin starts a fill; the epoch it returns goes to end.
@@ -228,6 +247,50 @@ type ChildAttrs struct {
 	now        time.Time
 
 	Hits, Misses int // entries served from the cache, and read from the file system
+
+	aging []DirEntry // served past half their lifetime: refreshed by Done
+}
+
+// Done ends the listing call: the entries it served past half their lifetime are
+// read again in the background, after the reply, so that the next listing finds
+// them fresh instead of expired. It never delays this call; if the background
+// queue is full, they are simply left to expire.
+func (c *ChildAttrs) Done() {
+	if len(c.aging) == 0 {
+		return
+	}
+	s, dir, ents := c.s, c.dir, c.aging
+	c.aging = nil
+	ent := s.cache.get(dir.Key()) // the directory's descriptor stays open for the job
+	if ent == nil {
+		return
+	}
+	export, dst := dir.Export.ID, dir.Stat
+	if !s.bg.later(func() { s.refreshAttrs(ent, export, &dst, ents) }) {
+		s.cache.release(ent)
+	}
+}
+
+// refreshAttrs reads again the attributes of ents, listed in the directory open as
+// ent (whose attributes were dst then), and installs them if the cached entry is
+// still the one listed there, under the same rule as a fill (begin, end). It runs
+// as the server (root): whoever is served the entries later is checked for
+// search permission on the directory then.
+func (s *Store) refreshAttrs(ent *entry, export uint32, dst *unix.Stat_t, ents []DirEntry) {
+	defer s.cache.release(ent)
+	for _, de := range ents {
+		old, ok := s.attrs.peek(export, dst, de.Ino)
+		if !ok {
+			continue
+		}
+		epoch := s.attrs.begin()
+		var st unix.Stat_t
+		var e *attrEntry
+		if unix.Fstatat(ent.fd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == de.Ino && st.Dev == dst.Dev {
+			e = &attrEntry{export: export, dirIno: dst.Ino, dirCtime: dst.Ctim, key: old.key, fh: old.fh, st: st}
+		}
+		s.attrs.end(epoch, e)
+	}
 }
 
 // ChildAttrs returns a reader of dir's entries' attributes, for one call, inside
@@ -252,8 +315,11 @@ func (c *ChildAttrs) Get(de DirEntry) ([]byte, unix.Stat_t, error) {
 		}
 	}
 	if c.searchable > 0 {
-		if fh, st, ok := s.attrs.get(dir.Export.ID, &dir.Stat, de.Ino, c.now); ok {
+		if fh, st, ok, aging := s.attrs.get(dir.Export.ID, &dir.Stat, de.Ino, c.now); ok {
 			c.Hits++
+			if aging {
+				c.aging = append(c.aging, de)
+			}
 			return fh, st, nil
 		}
 	}

@@ -23,12 +23,29 @@ func listAttrs(t *testing.T, s *Store, dir *Node, cred Cred) map[string]unix.Sta
 			}
 			return true
 		})
+		attrs.Done()
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// fill lists dir until one listing reads nothing from the file system. The
+// notifier's mark covers the whole file system, so an unrelated change elsewhere
+// (the go tool's cache, another test) may fail a fill in flight (the epoch rule);
+// a later listing fills it again.
+func fill(t *testing.T, s *Store, dir *Node) {
+	t.Helper()
+	for range 20 {
+		_, m0 := s.AttrCacheStats()
+		listAttrs(t, s, dir, Cred{})
+		if _, m1 := s.AttrCacheStats(); m1 == m0 {
+			return
+		}
+	}
+	t.Fatal("20 listings in a row read entries from the file system")
 }
 
 func newTestExport(t *testing.T) (*Store, *Node, string) {
@@ -92,7 +109,7 @@ func TestAttrCacheOwnChanges(t *testing.T) {
 	if _, _, err := s.Mkdir(root, "d", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	listAttrs(t, s, root, Cred{})
+	fill(t, s, root)
 	h0, _ := s.AttrCacheStats()
 	first := listAttrs(t, s, root, Cred{})
 	if h1, _ := s.AttrCacheStats(); h1-h0 != 4 {
@@ -240,28 +257,28 @@ func TestAttrCacheRacingFill(t *testing.T) {
 	ep := c.begin()
 	c.invalidateKey("unrelated-or-not")
 	c.end(ep, entry(1))
-	if _, _, ok := c.get(1, dir, 1, now); ok {
+	if _, _, ok, _ := c.get(1, dir, 1, now); ok {
 		t.Fatal("an entry filled across an invalidation was installed")
 	}
 	c.end(c.begin(), entry(1))
-	if _, _, ok := c.get(1, dir, 1, now); !ok {
+	if _, _, ok, _ := c.get(1, dir, 1, now); !ok {
 		t.Fatal("a clean fill was not installed")
 	}
-	if _, _, ok := c.get(2, dir, 1, now); ok {
+	if _, _, ok, _ := c.get(2, dir, 1, now); ok {
 		t.Fatal("hit for another export")
 	}
-	if _, _, ok := c.get(1, &unix.Stat_t{Dev: 9, Ino: 5, Ctim: unix.Timespec{Nsec: 1}}, 1, now); ok {
+	if _, _, ok, _ := c.get(1, &unix.Stat_t{Dev: 9, Ino: 5, Ctim: unix.Timespec{Nsec: 1}}, 1, now); ok {
 		t.Fatal("hit after the directory's entries changed (ctime)")
 	}
-	if _, _, ok := c.get(1, &unix.Stat_t{Dev: 9, Ino: 6}, 1, now); ok {
+	if _, _, ok, _ := c.get(1, &unix.Stat_t{Dev: 9, Ino: 6}, 1, now); ok {
 		t.Fatal("hit from another directory (a hard link elsewhere)")
 	}
 	c.invalidateKey("k1")
-	if _, _, ok := c.get(1, dir, 1, now); ok {
+	if _, _, ok, _ := c.get(1, dir, 1, now); ok {
 		t.Fatal("hit after its key was invalidated")
 	}
 	c.end(c.begin(), entry(1))
-	if _, _, ok := c.get(1, dir, 1, now.Add(2*time.Minute)); ok {
+	if _, _, ok, _ := c.get(1, dir, 1, now.Add(2*time.Minute)); ok {
 		t.Fatal("hit past the TTL")
 	}
 	c.end(c.begin(), entry(2))
@@ -271,7 +288,7 @@ func TestAttrCacheRacingFill(t *testing.T) {
 	}
 	c.stop()
 	c.end(c.begin(), entry(4))
-	if _, _, ok := c.get(1, dir, 4, now); ok {
+	if _, _, ok, _ := c.get(1, dir, 4, now); ok {
 		t.Fatal("hit after stop")
 	}
 }
@@ -341,4 +358,85 @@ func FuzzParseEvents(f *testing.F) {
 			t.Fatalf("%d keys from %d bytes", n, len(b))
 		}
 	})
+}
+
+// TestAttrCacheRefreshAhead: a listing served entries past half their lifetime
+// has them read again in the background, so a listing after the original
+// lifetime still hits; without that listing in between, they expire.
+func TestAttrCacheRefreshAhead(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	clock := time.Now()
+	s.attrs.now = func() time.Time { return clock }
+	var verf [8]byte
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := s.Create(root, name, 0o644, CreateUnchecked, verf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle := func() { // wait for the background goroutine to finish what is queued
+		done := make(chan struct{})
+		if !s.bg.later(func() { close(done) }) {
+			t.Fatal("background queue refused")
+		}
+		<-done
+	}
+	hits := func() uint64 { h, _ := s.AttrCacheStats(); return h }
+
+	fill(t, s, root) // at clock
+	idle()
+	clock = clock.Add(DefaultAttrTTL * 6 / 10)
+	fresh := func() bool { // every entry was read at clock
+		for _, name := range []string{"a", "b", "c"} {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(exp, name), &st); err != nil {
+				t.Fatal(err)
+			}
+			s.attrs.mu.Lock()
+			e := s.attrs.byIno[attrKey{st.Dev, st.Ino}]
+			s.attrs.mu.Unlock()
+			if e == nil || !e.at.Equal(clock) {
+				return false
+			}
+		}
+		return true
+	}
+	// Listings at 0.6 TTL hit, and have the entries read again in the
+	// background (again if an unrelated event failed a refresh, as in fill).
+	for i := 0; !fresh(); i++ {
+		if i == 20 {
+			t.Fatal("entries served at 0.6 TTL were not refreshed")
+		}
+		h0 := hits()
+		listAttrs(t, s, root, Cred{})
+		idle()
+		if h := hits() - h0; h != 3 {
+			t.Fatalf("listing at 0.6 TTL: %d hits, want 3", h)
+		}
+	}
+	clock = clock.Add(DefaultAttrTTL * 6 / 10) // 1.2 TTL after the fill, 0.6 after the refresh
+	h0 := hits()
+	got := listAttrs(t, s, root, Cred{})
+	idle()
+	if h := hits() - h0; h != 3 {
+		t.Fatalf("listing at 1.2 TTL after a refresh: %d hits, want 3", h)
+	}
+	for name, st := range got {
+		if name == "." || name == ".." {
+			continue // the directory itself, not from the cache
+		}
+		var want unix.Stat_t
+		if err := unix.Lstat(filepath.Join(exp, name), &want); err != nil {
+			t.Fatal(err)
+		}
+		if st.Ino != want.Ino || st.Size != want.Size || st.Mtim != want.Mtim {
+			t.Fatalf("%s: refreshed attributes differ from the file system's", name)
+		}
+	}
+	clock = clock.Add(DefaultAttrTTL * 11 / 10) // no listing in between: expired
+	h0 = hits()
+	listAttrs(t, s, root, Cred{})
+	idle()
+	if h := hits() - h0; h != 0 {
+		t.Fatalf("listing past the lifetime: %d hits, want 0", h)
+	}
 }

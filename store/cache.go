@@ -14,7 +14,7 @@ import (
 type fdCache struct {
 	max int
 	// retire, if set, closes the descriptors of removed objects (gone entries)
-	// instead of the caller (closer.go).
+	// instead of the caller (background.go).
 	retire func(*entry)
 
 	mu      sync.Mutex

@@ -28,8 +28,8 @@
 //
 // Removal. The store keeps a descriptor of every object it unlinks or replaces
 // (Store.victim), so that the last close, which frees the inode and its blocks (and
-// trims them on a file system mounted with discard), happens in the closer's
-// goroutine after the reply instead of inside unlinkat (closer.go); an empty file,
+// trims them on a file system mounted with discard), happens in the store's background
+// goroutine after the reply instead of inside unlinkat (background.go); an empty file,
 // cheap to free, is closed at once. The handle is stale as soon as the name is gone.
 //
 // Attributes for listings. READDIRPLUS reads entries' handles and attributes

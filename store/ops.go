@@ -161,7 +161,7 @@ func (s *Store) victim(dir *Node, name string) string {
 	key := kernelKey(kh)
 	// Keep a descriptor of the object in the cache (add closes fd if one is
 	// there already): if the object loses its last link, its last close, which
-	// frees it, then happens in the closer rather than inside the unlink.
+	// frees it, then happens in the background rather than inside the unlink.
 	s.cache.release(s.cache.add(key, fd, -1))
 	return key
 }
@@ -181,7 +181,7 @@ func (s *Store) dropIfGone(key string) {
 	s.cache.release(e)
 	if gone {
 		// Freeing an inode without blocks (an empty file) is cheap: close it
-		// here rather than pay for waking the closer.
+		// here rather than pay for waking the background goroutine.
 		s.cache.invalidate(key, st.Blocks > 0)
 	}
 }

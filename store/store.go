@@ -40,8 +40,8 @@ type Store struct {
 	key   []byte    // HMAC key for handles
 	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
-	// closer closes removed objects' descriptors after the reply (closer.go).
-	closer *closer
+	// bg does deferred work after the replies (background.go).
+	bg *background
 	// streams keeps directories open between the calls of a listing.
 	streams dirStreams
 	// handles remembers directory entries' kernel handles for READDIRPLUS.
@@ -81,8 +81,8 @@ func Open(stateDir string) (*Store, error) {
 	}
 	s := &Store{key: key, cache: newFDCache(4096), handles: newHandleCache(1 << 18), exports: map[uint32]*Export{},
 		attrs: newAttrCache(1<<18, DefaultAttrTTL, time.Now)}
-	s.closer = newCloser()
-	s.cache.retire = s.closer.later
+	s.bg = newBackground()
+	s.cache.retire = s.closeLater
 	s.notify, s.notifyErr = startNotifier(s.attrs, s.forget, s.forgetAll)
 	return s, nil
 }
@@ -209,7 +209,7 @@ func (s *Store) Close() {
 	}
 	s.streams.closeAll()
 	s.cache.closeAll()
-	s.closer.stop()
+	s.bg.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.exports {

@@ -26,10 +26,10 @@ func waitClosed(t *testing.T, what string, fd int) {
 	}
 }
 
-// TestRemovedObjectsClosedByCloser: removing a file with blocks or a directory
-// leaves its descriptor to the closer, which closes it soon after; the handle is
+// TestRemovedObjectsClosedInBackground: removing a file with blocks or a directory
+// leaves its descriptor to the background goroutine, which closes it soon after; the handle is
 // stale at once; Close waits for whatever is still queued.
-func TestRemovedObjectsClosedByCloser(t *testing.T) {
+func TestRemovedObjectsClosedInBackground(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: open_by_handle_at (CI runs as root)")
 	}
@@ -85,8 +85,8 @@ func TestRemovedObjectsClosedByCloser(t *testing.T) {
 		waitClosed(t, c.name, fd)
 	}
 
-	// Past stop, a retired descriptor is closed by its remover.
-	s.closer.stop()
+	// Once the background goroutine has stopped, a remover closes its own.
+	s.bg.stop()
 	if err := os.WriteFile(filepath.Join(exp, "g"), make([]byte, 4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +104,6 @@ func TestRemovedObjectsClosedByCloser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !closed(fd) {
-		t.Fatal("remove after the closer stopped left the descriptor open")
+		t.Fatal("remove after the background goroutine stopped left the descriptor open")
 	}
 }
