@@ -111,15 +111,32 @@ func (c *attrCache) get(export uint32, dir *unix.Stat_t, ino uint64, now time.Ti
 }
 
 // peek returns the entry of (dev, ino) if it is still the one listed in dir (as
-// it was then) for export, whatever its age.
-func (c *attrCache) peek(export uint32, dir *unix.Stat_t, ino uint64) (attrEntry, bool) {
+// it was then) for export, whatever its age: the pointer, for replace, and a copy.
+func (c *attrCache) peek(export uint32, dir *unix.Stat_t, ino uint64) (*attrEntry, attrEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.byIno[attrKey{dir.Dev, ino}]
 	if e == nil || c.off.Load() || e.export != export || e.dirIno != dir.Ino || e.dirCtime != dir.Ctim {
-		return attrEntry{}, false
+		return nil, attrEntry{}, false
 	}
-	return *e, true
+	return e, *e, true
+}
+
+// replace installs e (read again for the same object) in place of old, if old
+// is still there: every invalidation that concerns the object removes its
+// entry, so finding old unchanged means none came since it was peeked, and
+// e is no staler than old was. Unlike a fill, a refresh knows its entry, so it
+// needs no epoch and is not failed by invalidations of other objects.
+func (c *attrCache) replace(old, e *attrEntry) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := attrKey{e.st.Dev, e.st.Ino}
+	if c.off.Load() || c.byIno[k] != old {
+		return
+	}
+	e.at = now
+	c.byIno[k] = e
 }
 
 // begin starts a fill; the epoch it returns goes to end.
@@ -273,23 +290,22 @@ func (c *ChildAttrs) Done() {
 
 // refreshAttrs reads again the attributes of ents, listed in the directory open as
 // ent (whose attributes were dst then), and installs them if the cached entry is
-// still the one listed there, under the same rule as a fill (begin, end). It runs
+// still the one listed there and nothing invalidated it meanwhile (replace). It runs
 // as the server (root): whoever is served the entries later is checked for
 // search permission on the directory then.
 func (s *Store) refreshAttrs(ent *entry, export uint32, dst *unix.Stat_t, ents []DirEntry) {
 	defer s.cache.release(ent)
 	for _, de := range ents {
-		old, ok := s.attrs.peek(export, dst, de.Ino)
+		old, cur, ok := s.attrs.peek(export, dst, de.Ino)
 		if !ok {
 			continue
 		}
-		epoch := s.attrs.begin()
 		var st unix.Stat_t
-		var e *attrEntry
-		if unix.Fstatat(ent.fd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == de.Ino && st.Dev == dst.Dev {
-			e = &attrEntry{export: export, dirIno: dst.Ino, dirCtime: dst.Ctim, key: old.key, fh: old.fh, st: st}
+		if unix.Fstatat(ent.fd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == cur.st.Ino && st.Dev == cur.st.Dev {
+			e := cur
+			e.st = st
+			s.attrs.replace(old, &e)
 		}
-		s.attrs.end(epoch, e)
 	}
 }
 
