@@ -120,5 +120,15 @@ out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
   echo "| Linux client: untar 1,500 files / 330 dirs, s | ${R[snfs,untar]} | ${R[ganesha,untar]} | $(ratio_lo ${R[snfs,untar]} ${R[ganesha,untar]}) | |"
   echo "| Linux client: ls -lR of the tree, s | ${R[snfs,lslr]} | ${R[ganesha,lslr]} | $(ratio_lo ${R[snfs,lslr]} ${R[ganesha,lslr]}) | |"
   echo "| Linux client: rm -rf of the tree, s | ${R[snfs,rm]} | ${R[ganesha,rm]} | $(ratio_lo ${R[snfs,rm]} ${R[ganesha,rm]}) | |"
+  echo
+  echo "Every run, in order (seconds for write/read/ls/untar/lslR/rm, iterations/s for files/dirs):"
+  echo
+  echo '```'
+  for k in w:write r:read f:files d:dirs l:ls u:untar s:lslR m:rm; do
+    for srv in snfs ganesha; do
+      printf '%-6s %-8s %s\n' "${k#*:}" "$srv" "$(echo ${S[$srv,${k%%:*}]})"
+    done
+  done
+  echo '```'
 } > "$out"
 cat "$out"

@@ -7,7 +7,7 @@
 // Handles. A handle is the kernel's own handle from name_to_handle_at(2) (inode and
 // generation, so it survives server restarts and turns stale when the object is
 // deleted), prefixed with a format byte and the export id and followed by a MAC
-// (HMAC-SHA256 truncated to 8 bytes) under a key kept in the state directory, so a
+// (HMAC-SHA256 truncated to 6 bytes) under a key kept in the state directory, so a
 // client cannot forge a handle to reach a file it was never given. Handles are
 // resolved with open_by_handle_at(2) against the export's root, as root, into O_PATH
 // descriptors that are cached (cache.go); the server never follows a symlink itself

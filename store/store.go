@@ -28,9 +28,13 @@ var (
 )
 
 const (
-	handleFormat = 1
-	macLen       = 8
-	maxKernelFH  = 46 // 1 + 4 + 4 + 1 + 46 + 8 = 64 = NFS3_FHSIZE
+	handleFormat = 2
+	// macLen: 48 bits of HMAC-SHA256. Forging a handle means guessing it online,
+	// one RPC per guess (2^47 of them on average); and with ext4's 12-byte kernel
+	// handles the whole handle is 24 bytes, as short as ganesha's, so that as
+	// many READDIRPLUS entries fit in a reply.
+	macLen      = 6
+	maxKernelFH = 48 // 1 + 4 + 1 + 4 + 48 + 6 = 64 = NFS3_FHSIZE
 	// HandleMax is the longest handle this package makes.
 	HandleMax = 64
 )
@@ -239,7 +243,8 @@ func (s *Store) mac(b []byte) []byte {
 	return out
 }
 
-// makeHandle builds: format(1) | export id(4) | kernel key length(1) | kernel key | mac(8).
+// makeHandle builds: format(1) | export id(4) | kernel key length(1) | kernel key | mac(6),
+// where the kernel key is the handle type (4) and the handle's bytes.
 func (s *Store) makeHandle(e *Export, key string) []byte {
 	b := make([]byte, 0, 6+len(key)+macLen)
 	b = append(b, handleFormat)
