@@ -5,7 +5,7 @@
 # the UML guest (../shared/tools/linux-nfs-client). Each figure is the median of
 # $REPS runs. Writes a Markdown table to bench/results/foundation-<date>.md.
 #
-#   bash bench/run.sh (as root)            # REPS=3 by default
+#   bash bench/run.sh (as root)   # REPS=5 INNER=3 by default; SNFS_OPTS=rw,no_root_squash,async for an async export
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -61,14 +61,23 @@ declare -A R
 declare -A S
 add() { S[$1]="${S[$1]:-} $2"; }
 med() { printf '%s\n' ${S[$1]} | median; }
+# The short rows (read, ls: ~0.1 s) run INNER times per repetition, the servers
+# alternating each time, so their medians rest on REPS*INNER runs.
+INNER=${INNER:-3}
 for i in $(seq $REPS); do
   for srv in snfs ganesha; do
     "$W/bin/nfsmeta" rm 1 "$(url $srv /big)" >/dev/null 2>&1 || true
     add $srv,w "$(secs nfs-cp "$W/src256" "$(url $srv /big)")"
-    add $srv,r "$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")"
+  done
+  for j in $(seq $INNER); do
+    for srv in snfs ganesha; do
+      add $srv,r "$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")"
+      add $srv,l "$(secs nfs-ls "$(url $srv /list10k)")"
+    done
+  done
+  for srv in snfs ganesha; do
     add $srv,f "$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
     add $srv,d "$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
-    add $srv,l "$(secs nfs-ls "$(url $srv /list10k)")"
     port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
     out=$("$SHARED/tools/linux-nfs-client/run.sh" --host-root --port $port --mountport $mport --export "$W/$srv" "$W/guest-tree.sh" 2>&1)
     echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
@@ -106,9 +115,9 @@ out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
 {
   echo "# snfs vs nfs-ganesha — foundation benchmark"
   echo
-  echo "Command: \`REPS=$REPS ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
+  echo "Command: \`REPS=$REPS INNER=$INNER ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
   echo "snfs export options: \`${SNFS_OPTS:-rw,no_root_squash}\` (sync metadata unless \`async\`); ganesha: shared/tools/ganesha-peer defaults."
-  echo "Medians of $REPS runs, snfs and ganesha alternating within each run. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
+  echo "Medians of $REPS runs ($((REPS * INNER)) for read and nfs-ls), snfs and ganesha alternating within each run. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
   echo
   echo "| benchmark | snfs | ganesha | ratio | local disk |"
   echo "|---|---|---|---|---|"
