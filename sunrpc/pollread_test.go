@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -12,7 +13,7 @@ import (
 func newTestPollReader(t *testing.T, gate *spinGate, spin time.Duration) (client io.Writer, r *pollReader, closeClient func()) {
 	t.Helper()
 	c, srv := tcpPair(t)
-	pr, ok := newPollReader(srv, gate, spin).(*pollReader)
+	pr, ok := newPollReader(srv, gate, spin, nil).(*pollReader)
 	if !ok {
 		t.Fatal("newPollReader did not wrap a TCP connection")
 	}
@@ -131,10 +132,42 @@ func TestPollGate(t *testing.T) {
 	}
 
 	_, srv := tcpPair(t)
-	if _, ok := newPollReader(srv, &spinGate{max: 0}, time.Millisecond).(*pollReader); ok {
+	if _, ok := newPollReader(srv, &spinGate{max: 0}, time.Millisecond, nil).(*pollReader); ok {
 		t.Fatal("a gate of 0 (one CPU) still polls")
 	}
-	if _, ok := newPollReader(srv, &spinGate{max: 1}, -1).(*pollReader); ok {
+	if _, ok := newPollReader(srv, &spinGate{max: 1}, -1, nil).(*pollReader); ok {
 		t.Fatal("a negative poll time still polls")
+	}
+}
+
+// TestPollReaderQuietWhileBusy: a hot connection does not poll while one of its
+// calls runs in a handler goroutine, and polls again once none does.
+func TestPollReaderQuietWhileBusy(t *testing.T) {
+	c, srv := tcpPair(t)
+	var busy atomic.Int32
+	r, ok := newPollReader(srv, &spinGate{max: 1}, 2*time.Millisecond, &busy).(*pollReader)
+	if !ok {
+		t.Fatal("newPollReader did not wrap a TCP connection")
+	}
+	buf := make([]byte, 64)
+	readAfter := func(delay time.Duration) {
+		t.Helper()
+		go func() {
+			time.Sleep(delay)
+			c.Write([]byte("x"))
+		}()
+		if _, err := r.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy.Store(1)
+	readAfter(500 * time.Microsecond)
+	if r.polls != 0 {
+		t.Fatalf("polled %d times while a call was running", r.polls)
+	}
+	busy.Store(0)
+	readAfter(500 * time.Microsecond) // came soon after parking: still hot
+	if r.polls != 1 {
+		t.Fatalf("polled %d times with no call running, want 1", r.polls)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/xdr"
@@ -213,6 +214,7 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 type serverConn struct {
 	nc net.Conn
 	*combiner[*[]byte]
+	async atomic.Int32 // calls running in handler goroutines (the reader does not poll meanwhile)
 }
 
 // newServerConn wraps nc; written reply buffers go back to s's pool.
@@ -233,7 +235,7 @@ func (s *Server) serveConn(c *serverConn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	br := bufio.NewReaderSize(newPollReader(c.nc, s.spinGate, s.SpinPoll), 64<<10)
+	br := bufio.NewReaderSize(newPollReader(c.nc, s.spinGate, s.SpinPoll, &c.async), 64<<10)
 	addr := c.nc.RemoteAddr()
 	var inflight sync.WaitGroup
 	defer c.nc.Close()
@@ -261,10 +263,12 @@ func (s *Server) serveConn(c *serverConn) {
 		}
 		s.sem <- struct{}{}
 		inflight.Add(1)
+		c.async.Add(1)
 		go func() {
 			defer inflight.Done()
 			defer func() { <-s.sem }()
 			s.serveRecord(bp, "tcp", addr, send)
+			c.async.Add(-1)
 		}()
 	}
 }

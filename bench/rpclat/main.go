@@ -7,7 +7,9 @@
 // ops: null, getattr, lookup, access, setattr (mode), create and remove (a name
 // per call), commit, write (-size bytes, UNSTABLE). All but null work on a file
 // "rpclat" in the export, created first. mkdir and rmdir each time their own call
-// in a loop that makes a directory and removes it again (as nfsmeta dirs does).
+// in a loop that makes a directory and removes it again (as nfsmeta dirs does);
+// newwrite times a FILE_SYNC write of -size bytes to a file just created (as the
+// Linux client flushes a small file on close).
 package main
 
 import (
@@ -26,7 +28,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:2049", "NFS server")
 	export := flag.String("export", "", "export")
 	maddr := flag.String("mount", "", "mount addr")
-	op := flag.String("op", "null", "null|getattr|lookup|access|setattr|create|remove|mkdir|rmdir|commit|write")
+	op := flag.String("op", "null", "null|getattr|lookup|access|setattr|create|remove|mkdir|rmdir|newwrite|commit|write")
 	count := flag.Int("count", 20000, "calls")
 	size := flag.Int("size", 8192, "write size")
 	flag.Parse()
@@ -84,6 +86,13 @@ func main() {
 			t0 = time.Now()
 			if err == nil {
 				_, err = c.Rmdir(ctx, mr.FH, fmt.Sprint("d", i))
+			}
+		case "newwrite":
+			var cr *nfs3.CreateRes
+			cr, err = c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: mr.FH, Name: fmt.Sprint("w", i)}, Mode: nfs3.Unchecked})
+			t0 = time.Now()
+			if err == nil {
+				_, err = c.Write(ctx, cr.Object, 0, buf, nfs3.FileSync)
 			}
 		case "lookup":
 			_, err = c.Lookup(ctx, mr.FH, "rpclat")
