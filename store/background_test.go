@@ -26,6 +26,22 @@ func waitClosed(t *testing.T, what string, fd int) {
 	}
 }
 
+// cachedFD looks name up in dir and resolves it, so the store caches a descriptor
+// of it: its handle and that descriptor.
+func cachedFD(t *testing.T, s *Store, dir *Node, name string) ([]byte, int) {
+	t.Helper()
+	fh, _, err := s.Lookup(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Resolve(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Release()
+	return fh, n.FD()
+}
+
 // TestRemovedObjectsClosedInBackground: removing a file with blocks or a directory
 // leaves its descriptor to the background goroutine, which closes it soon after; the handle is
 // stale at once; Close waits for whatever is still queued.
@@ -66,16 +82,7 @@ func TestRemovedObjectsClosedInBackground(t *testing.T) {
 		{"f", func() error { return s.Remove(root, "f") }},
 		{"d", func() error { return s.Rmdir(root, "d") }},
 	} {
-		fh, _, err := s.Lookup(root, c.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := s.Resolve(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd := n.FD()
-		n.Release()
+		fh, fd := cachedFD(t, s, root, c.name)
 		if err := c.remove(); err != nil {
 			t.Fatalf("remove %s: %v", c.name, err)
 		}
@@ -90,16 +97,7 @@ func TestRemovedObjectsClosedInBackground(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(exp, "g"), make([]byte, 4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fh, _, err := s.Lookup(root, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.Resolve(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := n.FD()
-	n.Release()
+	_, fd := cachedFD(t, s, root, "g")
 	if err := s.Remove(root, "g"); err != nil {
 		t.Fatal(err)
 	}

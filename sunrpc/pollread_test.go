@@ -62,23 +62,25 @@ func TestPollReaderReads(t *testing.T) {
 	}
 }
 
+// sendAfterRead has c send one byte after delay while r reads it.
+func sendAfterRead(t *testing.T, c io.Writer, r *pollReader, delay time.Duration) {
+	t.Helper()
+	go func() {
+		time.Sleep(delay)
+		c.Write([]byte("x"))
+	}()
+	if _, err := r.Read(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPollReaderCools: a connection polls while its calls come within the poll
 // time; one poll that finds nothing makes it cold, so an idle client costs one
 // poll, not one per read; a call that comes soon after parking warms it again.
 func TestPollReaderCools(t *testing.T) {
 	const spin = 2 * time.Millisecond
 	c, r, _ := newTestPollReader(t, &spinGate{max: 1}, spin)
-	buf := make([]byte, 64)
-	readAfter := func(delay time.Duration) {
-		t.Helper()
-		go func() {
-			time.Sleep(delay)
-			c.Write([]byte("x"))
-		}()
-		if _, err := r.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readAfter := func(delay time.Duration) { t.Helper(); sendAfterRead(t, c, r, delay) }
 	if !r.hot {
 		t.Fatal("a new connection should start hot")
 	}
@@ -149,17 +151,7 @@ func TestPollReaderQuietWhileBusy(t *testing.T) {
 	if !ok {
 		t.Fatal("newPollReader did not wrap a TCP connection")
 	}
-	buf := make([]byte, 64)
-	readAfter := func(delay time.Duration) {
-		t.Helper()
-		go func() {
-			time.Sleep(delay)
-			c.Write([]byte("x"))
-		}()
-		if _, err := r.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readAfter := func(delay time.Duration) { t.Helper(); sendAfterRead(t, c, r, delay) }
 	busy.Store(1)
 	readAfter(500 * time.Microsecond)
 	if r.polls != 0 {
