@@ -82,7 +82,16 @@ func newTestExport(t *testing.T) (*Store, *Node, string) {
 	return s, root, exp
 }
 
+// child resolves name in dir, released when the test ends.
 func child(t *testing.T, s *Store, dir *Node, name string) *Node {
+	t.Helper()
+	n := resolveChild(t, s, dir, name)
+	t.Cleanup(n.Release)
+	return n
+}
+
+// resolveChild resolves name in dir; the caller releases it.
+func resolveChild(t *testing.T, s *Store, dir *Node, name string) *Node {
 	t.Helper()
 	fh, _, err := s.Lookup(dir, name)
 	if err != nil {
@@ -92,7 +101,6 @@ func child(t *testing.T, s *Store, dir *Node, name string) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(n.Release)
 	return n
 }
 

@@ -27,49 +27,19 @@ func waitClosed(t *testing.T, what string, fd int) {
 }
 
 // cachedFD looks name up in dir and resolves it, so the store caches a descriptor
-// of it: its handle and that descriptor.
+// of it, and releases it: its handle and that descriptor.
 func cachedFD(t *testing.T, s *Store, dir *Node, name string) ([]byte, int) {
 	t.Helper()
-	fh, _, err := s.Lookup(dir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.Resolve(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := resolveChild(t, s, dir, name)
 	defer n.Release()
-	return fh, n.FD()
+	return n.Handle, n.FD()
 }
 
 // TestRemovedObjectsClosedInBackground: removing a file with blocks or a directory
 // leaves its descriptor to the background goroutine, which closes it soon after; the handle is
-// stale at once; Close waits for whatever is still queued.
+// stale at once; once the goroutine has stopped, a remover closes its own.
 func TestRemovedObjectsClosedInBackground(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: open_by_handle_at (CI runs as root)")
-	}
-	base, err := os.MkdirTemp("/var/tmp", "snfs-closer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
-	exp := filepath.Join(base, "export")
-	os.Mkdir(exp, 0o755)
-	s, err := Open(filepath.Join(base, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	e, err := s.AddExport(exp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := s.Resolve(e.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Release()
+	s, root, exp := newTestExport(t)
 	if err := os.WriteFile(filepath.Join(exp, "f"), make([]byte, 64<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
