@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: snfs vs nfs-ganesha (../shared/tools/ganesha-peer) in the
-# same run, on disk-backed exports under /var/tmp, with the same clients: libnfs
-# (nfs-cp, nfs-cat, nfs-ls), ../shared/tools/nfsmeta, and the Linux kernel client in
-# the UML guest (../shared/tools/linux-nfs-client). Each figure is the median of
-# $REPS runs. Writes a Markdown table to bench/results/foundation-<date>.md.
+# same run, with the same clients: libnfs (nfs-cp, nfs-cat, nfs-ls),
+# ../shared/tools/nfsmeta, and the Linux kernel client in the UML guest
+# (../shared/tools/linux-nfs-client). Each figure is the median of $REPS runs.
+# Writes a Markdown table to bench/results/foundation-<date>.md.
 #
 #   bash bench/run.sh (as root)   # REPS=5 INNER=3 by default; SNFS_OPTS=rw,no_root_squash,async for an async export
+#
+# Each export (and the local-disk reference) is its own file system, FS=ext4 by
+# default: an image file under /var/tmp (so on the disk), made by mkfs.ext4 with
+# its defaults (journaled) and loop-mounted with direct I/O, so every flush
+# reaches the disk. Separate file systems keep one server's work from changing
+# the other's: on ext4 without a journal (what /var/tmp itself is here), a new
+# inode skips every inode freed in the last minutes, so creates right after
+# another server's rm -rf ran several times slower. FS=ext4-nojournal makes the
+# images like /var/tmp; FS=dir uses plain directories on /var/tmp (the old setup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -14,7 +23,26 @@ export PATH="$PATH:/usr/local/go/bin"
 REPS=${REPS:-5}
 W=/var/tmp/snfs-bench
 SNFS_PORT=22049 G_NFS=12049 G_MNT=12048
+FS=${FS:-ext4}
+unmount_all() {
+  for d in snfs ganesha local; do
+    if mountpoint -q "$W/$d"; then umount "$W/$d"; fi
+    [ -f "$W/$d.img" ] && losetup -j "$W/$d.img" | cut -d: -f1 | xargs -r -n1 losetup -d
+  done
+  return 0
+}
+[ -d "$W" ] && unmount_all
 rm -rf "$W"; mkdir -p "$W"/{snfs,ganesha,local,state,grun,bin}
+for d in snfs ganesha local; do
+  case $FS in
+    dir) continue ;;
+    ext4) mk=(mkfs.ext4 -q -F) ;;
+    ext4-nojournal) mk=(mkfs.ext4 -q -F -O ^has_journal) ;;
+    *) echo "FS=$FS: want ext4, ext4-nojournal or dir" >&2; exit 2 ;;
+  esac
+  truncate -s 4G "$W/$d.img" && "${mk[@]}" "$W/$d.img"
+  mount "$(losetup --direct-io=on -f --show "$W/$d.img")" "$W/$d"
+done
 command -v nfs-cp >/dev/null || { apt-get update -qq && apt-get install -y -qq libnfs-utils libnfs-dev >/dev/null; }
 go build -o "$W/bin/snfs" ./cmd/snfs
 gcc -O2 -Wall -o "$W/bin/nfsmeta" "$SHARED/tools/nfsmeta/nfsmeta.c" -lnfs
@@ -37,6 +65,7 @@ SNFS_PID=
 cleanup() {
   [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
   RUN="$W/grun" "$SHARED/tools/ganesha-peer/stop.sh" >/dev/null 2>&1 || true
+  unmount_all
 }
 trap cleanup EXIT
 "$W/bin/snfs" serve --nfs-port $SNFS_PORT --mount-port $SNFS_PORT --state-dir "$W/state" \
@@ -65,17 +94,19 @@ med() { printf '%s\n' ${S[$1]} | median; }
 # alternating each time, so their medians rest on REPS*INNER runs.
 INNER=${INNER:-3}
 for i in $(seq $REPS); do
-  for srv in snfs ganesha; do
+  # Which server goes first alternates from one repetition to the next.
+  order="snfs ganesha"; [ $((i % 2)) = 0 ] && order="ganesha snfs"
+  for srv in $order; do
     "$W/bin/nfsmeta" rm 1 "$(url $srv /big)" >/dev/null 2>&1 || true
     add $srv,w "$(secs nfs-cp "$W/src256" "$(url $srv /big)")"
   done
   for j in $(seq $INNER); do
-    for srv in snfs ganesha; do
+    for srv in $order; do
       add $srv,r "$(secs sh -c "nfs-cat '$(url $srv /big)' > /dev/null")"
       add $srv,l "$(secs nfs-ls "$(url $srv /list10k)")"
     done
   done
-  for srv in snfs ganesha; do
+  for srv in $order; do
     add $srv,f "$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
     add $srv,d "$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
     port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
@@ -109,15 +140,21 @@ R[local,write]=$(printf '%s\n' "${lw[@]}" | median | awk '{printf "%.1f", 256/$1
 R[local,read]=$(printf '%s\n' "${lr[@]}" | median | awk '{printf "%.1f", 256/$1}')
 R[local,files]=$(printf '%s\n' "${lf[@]}" | median); R[local,dirs]=$(printf '%s\n' "${ld[@]}" | median)
 
+fsdesc() {
+  case $FS in
+    dir) echo "exports in directories on /var/tmp ($(df -T /var/tmp | awk 'NR==2{print $2}'))" ;;
+    *) echo "each export its own FS=$FS file system (a 4 GiB image on /var/tmp, loop-mounted with direct I/O)" ;;
+  esac
+}
 ratio_hi() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }   # higher is better
 ratio_lo() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b/a}'; }   # time: lower is better
 out="bench/results/foundation-$(date -u +%Y%m%d-%H%M).md"
 {
   echo "# snfs vs nfs-ganesha — foundation benchmark"
   echo
-  echo "Command: \`REPS=$REPS INNER=$INNER ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, exports on $(df -T /var/tmp | awk 'NR==2{print $2}') (/var/tmp)."
+  echo "Command: \`REPS=$REPS INNER=$INNER ${SNFS_OPTS:+SNFS_OPTS=$SNFS_OPTS }bash bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(fsdesc)."
   echo "snfs export options: \`${SNFS_OPTS:-rw,no_root_squash}\` (sync metadata unless \`async\`); ganesha: shared/tools/ganesha-peer defaults."
-  echo "Medians of $REPS runs ($((REPS * INNER)) for read and nfs-ls), snfs and ganesha alternating within each run. Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
+  echo "Medians of $REPS runs ($((REPS * INNER)) for read and nfs-ls), snfs and ganesha alternating within each run (the first alternating too). Ratio = snfs/ganesha for rates, ganesha/snfs for times: > 1 means snfs is faster."
   echo
   echo "| benchmark | snfs | ganesha | ratio | local disk |"
   echo "|---|---|---|---|---|"

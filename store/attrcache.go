@@ -26,9 +26,10 @@ import (
 //   - synchronously, by this package's own operations, for every object they may
 //     change (the file written or truncated or whose attributes were set, the
 //     directories whose entries changed, the object removed, linked or renamed);
-//   - asynchronously, for changes made by anyone else on the server machine, from
-//     fanotify(7) events of a file-system-wide mark (notify.go), which report the
-//     changed object's kernel handle;
+//   - for changes made by anyone else on the server machine, from fanotify(7)
+//     events of a file-system-wide mark (notify.go), which report the changed
+//     object's kernel handle; every listing applies the events queued when it
+//     begins, so it sees every change completed before it;
 //   - after TTL in any case, for the changes that no event reports (a write
 //     through a shared mapping updates mtime silently; reads update atime).
 //     A listing that is served an entry past half its TTL has it read again in
@@ -312,6 +313,9 @@ func (s *Store) refreshAttrs(ent *entry, export uint32, dst *unix.Stat_t, ents [
 // ChildAttrs returns a reader of dir's entries' attributes, for one call, inside
 // As (it checks the caller's permissions).
 func (s *Store) ChildAttrs(dir *Node) *ChildAttrs {
+	if dir.Export.notified {
+		s.notify.drain() // every change completed before this call is applied
+	}
 	return &ChildAttrs{s: s, dir: dir, now: s.attrs.now()}
 }
 

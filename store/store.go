@@ -208,8 +208,7 @@ func (s *Store) AttrCacheError() error {
 // Close releases every cached descriptor and stops the change notifier.
 func (s *Store) Close() {
 	if s.notify != nil {
-		s.notify.close()
-		s.notify = nil
+		s.notify.close() // s.notify stays: a late listing's drain finds it closed
 	}
 	s.streams.closeAll()
 	s.cache.closeAll()

@@ -28,9 +28,13 @@ import (
 // non-blocking reads that do not enter the scheduler's syscall path, for up to
 // SpinPoll before parking. It is adaptive and bounded:
 //   - a connection polls only while it is "hot": its last poll found the next
-//     call, or (after parking) the call came within 2×SpinPoll of the read;
-//     a poll that finds nothing makes it cold, so an idle client costs at
-//     most one SpinPoll;
+//     call, or (after parking) the call came within SpinPoll of the read, so a
+//     poll would have found it; a poll that finds nothing makes it cold, so an
+//     idle client costs at most one SpinPoll. (With the bound at 2×SpinPoll, a
+//     client whose calls came 100-200 µs apart, such as the Linux client in the
+//     UML guest, made every other read poll in vain for the whole SpinPoll:
+//     about a quarter of the server's CPU in an untar, taken from the client
+//     on the same two cores.)
 //   - a connection does not poll while one of its calls is running in a handler
 //     goroutine (a call that blocks, such as a stable WRITE waiting for its
 //     flush): a client that sends one call at a time sends nothing until that
@@ -182,7 +186,7 @@ func (r *pollReader) cool() {
 	case r.start.IsZero(): // data was already there
 	case r.spinning: // the poll found it
 		r.hot = true
-	default: // it came after parking: poll next time if it came soon
-		r.hot = time.Since(r.start) <= 2*r.spin
+	default: // it came after parking: poll next time only if a poll would have caught it
+		r.hot = time.Since(r.start) <= r.spin
 	}
 }

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func newTestPollReader(t *testing.T, gate *spinGate, spin time.Duration) (client io.Writer, r *pollReader, closeClient func()) {
@@ -62,13 +66,23 @@ func TestPollReaderReads(t *testing.T) {
 	}
 }
 
-// sendAfterRead has c send one byte after delay while r reads it.
+// sendAfterRead has c send one byte after delay while r reads it. The sender runs
+// on a P of its own before the read begins and sleeps in a raw nanosleep that
+// keeps that P: a timer, a run queue or a P handed off by a blocking syscall may
+// all sit behind the reader, which does not give up its P while it polls.
 func sendAfterRead(t *testing.T, c io.Writer, r *pollReader, delay time.Duration) {
 	t.Helper()
+	var running atomic.Bool
 	go func() {
-		time.Sleep(delay)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		running.Store(true)
+		ts := unix.NsecToTimespec(int64(delay))
+		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 		c.Write([]byte("x"))
 	}()
+	for !running.Load() {
+	}
 	if _, err := r.Read(make([]byte, 64)); err != nil {
 		t.Fatal(err)
 	}
