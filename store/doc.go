@@ -37,6 +37,7 @@
 // package's own operations (synchronously) and by a fanotify file-system mark
 // for everyone else's changes, with a TTL for the few changes no event reports
 // (attrcache.go, notify.go); LOOKUP and GETATTR always ask the file system.
+// Flushes go through an io_uring when the kernel allows one (uring.go).
 //
 // What it must not do: decode requests, hold protocol state, or decide what a
 // client is allowed to mount (that is the server's export table).

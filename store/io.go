@@ -133,7 +133,19 @@ func (s *Store) Truncate(n *Node, size int64) error {
 
 // Sync flushes n to stable storage: data and the metadata needed to read it back
 // (fdatasync) or everything (fsync). OpenIO must have succeeded.
-func (s *Store) Sync(n *Node, dataOnly bool) error { return SyncNode(n, dataOnly) }
+// Through the store's io_uring when it has one (uring.go).
+func (s *Store) Sync(n *Node, dataOnly bool) error {
+	if s.ring != nil {
+		err := s.ring.fsync(n.io(), dataOnly)
+		if err != errNotFlushed {
+			if err != nil {
+				return opErr("fsync", err)
+			}
+			return nil
+		}
+	}
+	return SyncNode(n, dataOnly)
+}
 
 // SyncNode is Sync, for wrappers (fault injection) that stand in for a Store's.
 func SyncNode(n *Node, dataOnly bool) error {

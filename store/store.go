@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,7 @@ type Store struct {
 	// fresh by notify (nil when fanotify is unavailable).
 	attrs     *attrCache
 	notify    *notifier
+	ring      *ring // flushes (uring.go); nil: plain fsync
 	notifyErr error // guarded by mu
 
 	mu      sync.RWMutex
@@ -88,6 +90,11 @@ func Open(stateDir string) (*Store, error) {
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
 	s.notify, s.notifyErr = startNotifier(s.attrs, s.forget, s.forgetAll)
+	if r, err := newRing(64); err == nil {
+		s.ring = r
+	} else {
+		slog.Info("store: flushes are plain fsync calls", "reason", err)
+	}
 	return s, nil
 }
 
@@ -209,6 +216,9 @@ func (s *Store) AttrCacheError() error {
 func (s *Store) Close() {
 	if s.notify != nil {
 		s.notify.close() // s.notify stays: a late listing's drain finds it closed
+	}
+	if s.ring != nil {
+		s.ring.close() // waits for the flushes in flight; later ones flush directly
 	}
 	s.streams.closeAll()
 	s.cache.closeAll()
