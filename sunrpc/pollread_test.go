@@ -77,8 +77,17 @@ func sendAfterRead(t *testing.T, c io.Writer, r *pollReader, delay time.Duration
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		running.Store(true)
-		ts := unix.NsecToTimespec(int64(delay))
-		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+		// Until an absolute deadline, again after each EINTR: the runtime
+		// preempts a goroutine that runs this long with a signal.
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		ts = unix.NsecToTimespec(ts.Nano() + int64(delay))
+		for {
+			_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+			if e != unix.EINTR {
+				break
+			}
+		}
 		c.Write([]byte("x"))
 	}()
 	for !running.Load() {
@@ -91,29 +100,64 @@ func sendAfterRead(t *testing.T, c io.Writer, r *pollReader, delay time.Duration
 // TestPollReaderCools: a connection polls while its calls come within the poll
 // time; one poll that finds nothing makes it cold, so an idle client costs one
 // poll, not one per read; a call that comes soon after parking warms it again.
+//
+// Each check is built so that a slow machine (CI under -race, other tests
+// running) can only delay the call further past what the check needs: the
+// warming checks use a poll time far longer than any scheduling delay, the
+// cooling checks one far shorter than the call's delay.
 func TestPollReaderCools(t *testing.T) {
-	const spin = 2 * time.Millisecond
-	c, r, _ := newTestPollReader(t, &spinGate{max: 1}, spin)
-	readAfter := func(delay time.Duration) { t.Helper(); sendAfterRead(t, c, r, delay) }
+	const long = time.Second
+	c, r, _ := newTestPollReader(t, &spinGate{max: 1}, long)
 	if !r.hot {
 		t.Fatal("a new connection should start hot")
 	}
-	readAfter(spin / 10)
-	if !r.hot {
-		t.Fatal("a call that came during the poll made the connection cold")
+	sendAfterRead(t, c, r, 20*time.Millisecond)
+	if !r.hot || r.polls != 1 {
+		t.Fatalf("a call that came during the poll: hot %v after %d polls, want hot after 1", r.hot, r.polls)
 	}
-	readAfter(10 * spin)
+	r.hot = false
+	sendAfterRead(t, c, r, 20*time.Millisecond) // parked (cold), but the call came soon
+	if !r.hot || r.polls != 1 {
+		t.Fatalf("a call soon after parking: hot %v after %d polls, want hot, no new poll", r.hot, r.polls)
+	}
+
+	const short = 2 * time.Millisecond
+	c, r, _ = newTestPollReader(t, &spinGate{max: 1}, short)
+	sendAfterRead(t, c, r, 50*short)
 	if r.hot {
 		t.Fatal("a call long after the read left the connection hot")
 	}
 	polls := r.polls
-	readAfter(10 * spin)
+	sendAfterRead(t, c, r, 50*short)
 	if r.hot || r.polls != polls {
 		t.Fatalf("a cold connection polled again (hot %v, polls %d then %d)", r.hot, polls, r.polls)
 	}
-	readAfter(spin / 10) // parked (cold), but the call came soon: poll next time
-	if !r.hot {
-		t.Fatal("a call soon after parking did not warm the connection")
+}
+
+// TestPollReaderCoolRule: after a read, the connection is hot exactly when a poll
+// found the call, or the call came within the poll time after the reader parked.
+func TestPollReaderCoolRule(t *testing.T) {
+	const spin = 100 * time.Microsecond
+	for _, tc := range []struct {
+		name          string
+		waited        time.Duration // since the read found the socket empty; 0: it never did
+		spinning, was bool
+		want          bool
+	}{
+		{"data was there, hot stays hot", 0, false, true, true},
+		{"data was there, cold stays cold", 0, false, false, false},
+		{"the poll found it", 50 * time.Microsecond, true, false, true},
+		{"came within the poll time after parking", spin / 2, false, false, true},
+		{"came after the poll time (a poll would have failed)", 3 * spin / 2, false, true, false},
+	} {
+		r := &pollReader{spin: spin, hot: tc.was, spinning: tc.spinning}
+		if tc.waited > 0 {
+			r.start = time.Now().Add(-tc.waited)
+		}
+		r.cool()
+		if r.hot != tc.want {
+			t.Errorf("%s: hot %v, want %v", tc.name, r.hot, tc.want)
+		}
 	}
 }
 
@@ -157,22 +201,22 @@ func TestPollGate(t *testing.T) {
 }
 
 // TestPollReaderQuietWhileBusy: a hot connection does not poll while one of its
-// calls runs in a handler goroutine, and polls again once none does.
+// calls runs in a handler goroutine, and polls again once none does. (The poll
+// time is far longer than the calls' delays: see TestPollReaderCools.)
 func TestPollReaderQuietWhileBusy(t *testing.T) {
 	c, srv := tcpPair(t)
 	var busy atomic.Int32
-	r, ok := newPollReader(srv, &spinGate{max: 1}, 2*time.Millisecond, &busy).(*pollReader)
+	r, ok := newPollReader(srv, &spinGate{max: 1}, time.Second, &busy).(*pollReader)
 	if !ok {
 		t.Fatal("newPollReader did not wrap a TCP connection")
 	}
-	readAfter := func(delay time.Duration) { t.Helper(); sendAfterRead(t, c, r, delay) }
 	busy.Store(1)
-	readAfter(500 * time.Microsecond)
+	sendAfterRead(t, c, r, 20*time.Millisecond)
 	if r.polls != 0 {
 		t.Fatalf("polled %d times while a call was running", r.polls)
 	}
 	busy.Store(0)
-	readAfter(500 * time.Microsecond) // came soon after parking: still hot
+	sendAfterRead(t, c, r, 50*time.Millisecond) // came soon after parking: still hot
 	if r.polls != 1 {
 		t.Fatalf("polled %d times with no call running, want 1", r.polls)
 	}
