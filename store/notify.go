@@ -26,8 +26,12 @@ import (
 // before it began, by any process. The group's descriptor is never registered
 // with the Go netpoller or waited on. Most events are the server's own changes
 // (which it also drops synchronously), and a waiter on the queue is woken by each
-// of them: with the descriptor in epoll, every event woke whichever thread sat in
-// epoll_wait, about a sixth of the server's CPU during a Linux client's untar.
+// of them: with the descriptor in epoll, an event woke whichever thread sat in
+// epoll_wait. (Measured: with no notifier at all, the server used about a sixth
+// less CPU during a Linux client's untar; draining on demand instead of
+// reading from the netpoller cut its CPU per file in rpclat's untar by about a
+// tenth, and another process's create+write+close on the same file system
+// went from +40 µs to +10 µs over no mark.)
 // A goroutine owned by the Store drains every notifyDrain as well, only to keep
 // the kernel's queue short; an overflow drops the whole cache and costs nothing
 // else. Close stops it.
