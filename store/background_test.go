@@ -35,11 +35,14 @@ func cachedFD(t *testing.T, s *Store, dir *Node, name string) ([]byte, int) {
 	return n.Handle, n.FD()
 }
 
-// TestRemovedObjectsClosedInBackground: removing a file with blocks or a directory
-// leaves its descriptor to the background goroutine, which closes it soon after; the handle is
-// stale at once; once the goroutine has stopped, a remover closes its own.
+// TestRemovedObjectsClosedInBackground: on a file system that discards, removing a
+// file with blocks or a directory leaves its descriptor to the background
+// goroutine, which closes it soon after; the handle is stale at once; once the
+// goroutine has stopped, a remover closes its own. Elsewhere the remover closes it
+// before it returns.
 func TestRemovedObjectsClosedInBackground(t *testing.T) {
 	s, root, exp := newTestExport(t)
+	root.Export.slowFree = true
 	if err := os.WriteFile(filepath.Join(exp, "f"), make([]byte, 64<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +76,18 @@ func TestRemovedObjectsClosedInBackground(t *testing.T) {
 	}
 	if !closed(fd) {
 		t.Fatal("remove after the background goroutine stopped left the descriptor open")
+	}
+
+	s2, root2, exp2 := newTestExport(t)
+	root2.Export.slowFree = false
+	if err := os.WriteFile(filepath.Join(exp2, "f"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, fd = cachedFD(t, s2, root2, "f")
+	if err := s2.Remove(root2, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(fd) {
+		t.Fatal("remove on a file system without discard left the descriptor open")
 	}
 }

@@ -166,23 +166,24 @@ func (s *Store) victim(dir *Node, name string) string {
 	return key
 }
 
-// dropIfGone closes cached descriptors of key if its object has no links left,
-// so that a removed file's space is freed and its handle turns stale.
-func (s *Store) dropIfGone(key string) {
+// dropIfGone closes cached descriptors of key, an object of e, if it has no links
+// left, so that a removed file's space is freed and its handle turns stale.
+func (s *Store) dropIfGone(e *Export, key string) {
 	if key == "" {
 		return
 	}
-	e := s.cache.get(key)
-	if e == nil {
+	ent := s.cache.get(key)
+	if ent == nil {
 		return
 	}
 	var st unix.Stat_t
-	gone := unix.Fstat(e.fd, &st) == nil && st.Nlink == 0
-	s.cache.release(e)
+	gone := unix.Fstat(ent.fd, &st) == nil && st.Nlink == 0
+	s.cache.release(ent)
 	if gone {
-		// Freeing an inode without blocks (an empty file) is cheap: close it
-		// here rather than pay for waking the background goroutine.
-		s.cache.invalidate(key, st.Blocks > 0)
+		// Only freeing blocks on a discarding file system is slow (Export.slowFree);
+		// anything else is closed here, which is cheaper than waking the
+		// background goroutine.
+		s.cache.invalidate(key, e.slowFree && st.Blocks > 0)
 	}
 }
 
@@ -193,7 +194,7 @@ func (s *Store) Remove(dir *Node, name string) error {
 		return opErr("remove", err)
 	}
 	s.changed([]*Node{dir}, key)
-	s.dropIfGone(key)
+	s.dropIfGone(dir.Export, key)
 	return nil
 }
 
@@ -204,7 +205,7 @@ func (s *Store) Rmdir(dir *Node, name string) error {
 		return opErr("rmdir", err)
 	}
 	s.changed([]*Node{dir}, key)
-	s.dropIfGone(key)
+	s.dropIfGone(dir.Export, key)
 	return nil
 }
 
@@ -216,7 +217,7 @@ func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) err
 		return opErr("rename", err)
 	}
 	s.changed([]*Node{from, to}, key, moved)
-	s.dropIfGone(key)
+	s.dropIfGone(to.Export, key)
 	return nil
 }
 

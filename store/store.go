@@ -74,6 +74,13 @@ type Export struct {
 	// notified: changes on the export's file system are reported to the
 	// attribute cache, so READDIRPLUS may use it.
 	notified bool
+	// slowFree: the file system is mounted with online discard, so freeing an
+	// object's blocks may trim them before the last close returns (ext4 without
+	// a journal does, in the closer's context): removals leave that close to the
+	// background (dropIfGone). Elsewhere it is cheaper to close at once than to
+	// wake the background goroutine (measured on journaled ext4: nfsmeta dirs
+	// 3,116 -> 3,750 iterations/s, medians of 4).
+	slowFree bool
 }
 
 // Open returns a Store whose handle key lives in stateDir (created if missing).
@@ -177,7 +184,8 @@ func (s *Store) AddExport(path string) (*Export, error) {
 		unix.Close(mfd)
 		return nil, fmt.Errorf("store: export %s: kernel handles of %d bytes are too long", path, fh.Size())
 	}
-	e := &Export{ID: ExportID(path), Path: path, rootFD: fd, mountFD: mfd, rootKey: kernelKey(fh), mountID: mid}
+	e := &Export{ID: ExportID(path), Path: path, rootFD: fd, mountFD: mfd, rootKey: kernelKey(fh), mountID: mid,
+		slowFree: mountDiscards(mid)}
 	e.Root = s.makeHandle(e, e.rootKey)
 	s.mu.Lock()
 	defer s.mu.Unlock()
