@@ -66,6 +66,7 @@ cleanup() {
   [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
   RUN="$W/grun" "$SHARED/tools/ganesha-peer/stop.sh" >/dev/null 2>&1 || true
   unmount_all
+  rm -f "$W"/*.img # 4 GiB each, sparse: the results are in bench/results
 }
 trap cleanup EXIT
 "$W/bin/snfs" serve --nfs-port $SNFS_PORT --mount-port $SNFS_PORT --state-dir "$W/state" \
