@@ -36,7 +36,6 @@ type ring struct {
 
 	sqHead, sqTail, sqMask, sqArray unsafe.Pointer
 	cqHead, cqTail, cqMask, cqes    unsafe.Pointer
-	entries                         uint32
 
 	slots chan struct{} // one per request in flight: at most entries, so the CQ never overflows
 
@@ -86,7 +85,7 @@ func newRing(n uint32) (*ring, error) {
 	if e != 0 {
 		return nil, fmt.Errorf("store: io_uring_setup: %w", e)
 	}
-	r := &ring{fd: int(fd), entries: p.sqEntries, waiters: map[uint64]chan int32{}, done: make(chan struct{})}
+	r := &ring{fd: int(fd), waiters: map[uint64]chan int32{}, done: make(chan struct{})}
 	fail := func(what string, err error) (*ring, error) {
 		r.unmap()
 		unix.Close(r.fd)
