@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // The attribute cache serves READDIRPLUS.
@@ -302,7 +304,7 @@ func (s *Store) refreshAttrs(ent *entry, export uint32, dst *unix.Stat_t, ents [
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(ent.fd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == cur.st.Ino && st.Dev == cur.st.Dev {
+		if rawsys.Fstatat(ent.fd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Ino == cur.st.Ino && st.Dev == cur.st.Dev {
 			e := cur
 			e.st = st
 			s.attrs.replace(old, &e)
@@ -330,7 +332,7 @@ func (c *ChildAttrs) Get(de DirEntry) ([]byte, unix.Stat_t, error) {
 		// Reading an entry's attributes needs search permission on the
 		// directory, which the cache must not skip.
 		c.searchable = -1
-		if unix.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
+		if rawsys.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
 			c.searchable = 1
 		}
 	}

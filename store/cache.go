@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // fdCache holds open descriptors by kernel handle, least recently used first out.
@@ -30,7 +32,10 @@ type entry struct {
 	// retire: the object was removed and holds blocks, so its last close, which
 	// frees them, goes to fdCache.retire.
 	retire bool
-	elem   *list.Element
+	// large: the object was removed with more than largeFree bytes allocated,
+	// so its last close frees many blocks and must not be a raw system call.
+	large bool
+	elem  *list.Element
 
 	ioMu sync.Mutex
 	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
@@ -61,9 +66,9 @@ func (c *fdCache) add(key string, fd, io int) *entry {
 		e.refs++
 		c.lru.MoveToFront(e.elem)
 		c.mu.Unlock()
-		unix.Close(fd)
+		rawsys.Close(fd)
 		if io >= 0 && io != fd {
-			unix.Close(io)
+			rawsys.Close(io)
 		}
 		return e
 	}
@@ -99,8 +104,9 @@ func (c *fdCache) release(e *entry) {
 }
 
 // invalidate drops key from the cache (the object was removed); its descriptors
-// are closed now, or by the last user; by fdCache.retire if retire is set.
-func (c *fdCache) invalidate(key string, retire bool) {
+// are closed now, or by the last user; by fdCache.retire if retire is set. large
+// says the object holds more than largeFree bytes (entry.large).
+func (c *fdCache) invalidate(key string, retire, large bool) {
 	c.mu.Lock()
 	e := c.entries[key]
 	if e == nil {
@@ -109,7 +115,7 @@ func (c *fdCache) invalidate(key string, retire bool) {
 	}
 	delete(c.entries, key)
 	c.lru.Remove(e.elem)
-	e.gone, e.retire = true, retire
+	e.gone, e.retire, e.large = true, retire, large
 	closeIt := e.refs == 0
 	c.mu.Unlock()
 	if closeIt {
@@ -143,9 +149,17 @@ func (c *fdCache) closeAll() {
 	}
 }
 
+// largeFree is the allocation above which freeing a removed object is left to a
+// close on the scheduler's syscall path (rawsys).
+const largeFree = 1 << 20
+
 func (e *entry) close() {
-	if e.io >= 0 && e.io != e.fd {
-		unix.Close(e.io)
+	closeFD := rawsys.Close
+	if e.large {
+		closeFD = unix.Close
 	}
-	unix.Close(e.fd)
+	if e.io >= 0 && e.io != e.fd {
+		closeFD(e.io)
+	}
+	closeFD(e.fd)
 }

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"snfs/rawsys"
 )
 
 // dirStreams keeps directories open between the READDIR calls of one listing, so
@@ -68,7 +68,7 @@ func (d *dirStreams) put(dir string, cookie uint64, st *dirStream) {
 	d.streams[k] = st
 	d.mu.Unlock()
 	for _, v := range victims {
-		unix.Close(v.fd)
+		rawsys.Close(v.fd)
 	}
 }
 
@@ -77,7 +77,7 @@ func (d *dirStreams) closeAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k, st := range d.streams {
-		unix.Close(st.fd)
+		rawsys.Close(st.fd)
 		delete(d.streams, k)
 	}
 }

@@ -39,6 +39,12 @@
 // (attrcache.go, notify.go); LOOKUP and GETATTR always ask the file system.
 // Flushes go through an io_uring when the kernel allows one (uring.go).
 //
+// System calls. The short ones (metadata operations, small writes, io_uring
+// submission) are raw calls through package rawsys, which do not wake the Go
+// runtime's sysmon after an idle gap; flushes, truncation, reads, large writes and
+// the last close of a large removed file take the ordinary path, so that their P
+// is handed to other goroutines while they wait (rawsys's doc says why).
+//
 // What it must not do: decode requests, hold protocol state, or decide what a
 // client is allowed to mount (that is the server's export table).
 package store

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -24,14 +26,14 @@ func (s *Store) OpenIO(n *Node) error {
 	var err error
 	switch n.Stat.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		fd, err = unix.Open(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		fd, err = rawsys.Open(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err == nil {
 			e.ioRW = true
 		} else {
-			fd, err = unix.Open(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		}
 	case unix.S_IFDIR:
-		fd, err = unix.Open(n.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	default:
 		return opErr("open", unix.EINVAL)
 	}
@@ -59,7 +61,7 @@ func (s *Store) MayIO(n *Node, uid uint32, write bool) error {
 	if write {
 		mode = unix.W_OK
 	}
-	if err := unix.Faccessat2(n.FD(), "", mode, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+	if err := rawsys.Faccessat2(n.FD(), "", mode, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
 		return opErr("access", err)
 	}
 	return nil
@@ -84,11 +86,14 @@ func (s *Store) ReadAt(n *Node, buf []byte, off int64) (int, bool, error) {
 		total += k
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := rawsys.Fstat(fd, &st); err != nil {
 		return total, false, opErr("fstat", err)
 	}
 	return total, off+int64(total) >= st.Size, nil
 }
+
+// rawWriteMax is the largest write made as a raw system call (rawsys).
+const rawWriteMax = 64 << 10
 
 // WriteAt writes data at off. OpenIO must have succeeded.
 func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
@@ -99,9 +104,15 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 		return 0, opErr("write", unix.EROFS)
 	}
 	defer s.changed([]*Node{n}) // also after a short write
+	// A small write only copies into the page cache; a large one may be
+	// throttled (balance_dirty_pages), so it takes the scheduler's syscall path.
+	pwrite := rawsys.Pwrite
+	if len(data) > rawWriteMax {
+		pwrite = unix.Pwrite
+	}
 	total := 0
 	for total < len(data) {
-		k, err := unix.Pwrite(fd, data[total:], off+int64(total))
+		k, err := pwrite(fd, data[total:], off+int64(total))
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue

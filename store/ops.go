@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // The operations below run with the caller's identity: call them inside As.
@@ -17,13 +19,13 @@ func opErr(op string, err error) error { return fmt.Errorf("store: %s: %w", op, 
 // cache when the directory has not changed since it was learned (handlecache.go).
 func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := rawsys.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, st, opErr("lookup", err)
 	}
 	if fh, ok := s.handles.get(dir.Export.ID, dir.Key(), dir.Stat.Ctim, name, st.Ino); ok {
 		return fh, st, nil
 	}
-	kh, mid, err := unix.NameToHandleAt(dir.FD(), name, 0)
+	kh, mid, err := rawsys.NameToHandleAt(dir.FD(), name, 0)
 	if err != nil {
 		return nil, st, opErr("name_to_handle_at", err)
 	}
@@ -45,7 +47,7 @@ func (s *Store) Lookup(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	}
 	if name == "." || (name == ".." && dir.IsRoot()) {
 		// Still check search permission on dir, as a local lookup would.
-		if err := unix.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+		if err := rawsys.Faccessat2(dir.FD(), "", unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
 			return nil, unix.Stat_t{}, opErr("lookup", err)
 		}
 		return dir.Handle, dir.Stat, nil
@@ -76,7 +78,7 @@ const (
 // the same verifier succeeds and one with another verifier fails with EEXIST.
 func (s *Store) Create(dir *Node, name string, mode uint32, how CreateMode, verf [8]byte) (CreateResult, error) {
 	var res CreateResult
-	fd, err := unix.Openat(dir.FD(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o7777)
+	fd, err := rawsys.Openat(dir.FD(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o7777)
 	if errors.Is(err, unix.EEXIST) && how != CreateGuarded {
 		fh, st, err := s.child(dir, name)
 		if err != nil {
@@ -95,18 +97,18 @@ func (s *Store) Create(dir *Node, name string, mode uint32, how CreateMode, verf
 	}
 	if how == CreateExclusive {
 		ts := []unix.Timespec{{Sec: int64(be32(verf[:4]))}, {Sec: int64(be32(verf[4:]))}}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, procFD(fd), ts, 0); err != nil {
-			unix.Close(fd)
+		if err := rawsys.UtimesNanoAt(unix.AT_FDCWD, procFD(fd), ts, 0); err != nil {
+			rawsys.Close(fd)
 			return res, opErr("create verifier", err)
 		}
 	}
-	kh, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	kh, _, err := rawsys.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
-		unix.Close(fd)
+		rawsys.Close(fd)
 		return res, opErr("name_to_handle_at", err)
 	}
-	if err := unix.Fstat(fd, &res.Stat); err != nil {
-		unix.Close(fd)
+	if err := rawsys.Fstat(fd, &res.Stat); err != nil {
+		rawsys.Close(fd)
 		return res, opErr("fstat", err)
 	}
 	key := kernelKey(kh)
@@ -122,7 +124,7 @@ func be32(b []byte) uint32 {
 
 // Mkdir makes a directory.
 func (s *Store) Mkdir(dir *Node, name string, mode uint32) ([]byte, unix.Stat_t, error) {
-	if err := unix.Mkdirat(dir.FD(), name, mode&0o7777); err != nil {
+	if err := rawsys.Mkdirat(dir.FD(), name, mode&0o7777); err != nil {
 		return nil, unix.Stat_t{}, opErr("mkdir", err)
 	}
 	s.changed([]*Node{dir})
@@ -131,7 +133,7 @@ func (s *Store) Mkdir(dir *Node, name string, mode uint32) ([]byte, unix.Stat_t,
 
 // Symlink makes a symbolic link to target.
 func (s *Store) Symlink(dir *Node, name, target string) ([]byte, unix.Stat_t, error) {
-	if err := unix.Symlinkat(target, dir.FD(), name); err != nil {
+	if err := rawsys.Symlinkat(target, dir.FD(), name); err != nil {
 		return nil, unix.Stat_t{}, opErr("symlink", err)
 	}
 	s.changed([]*Node{dir})
@@ -140,7 +142,7 @@ func (s *Store) Symlink(dir *Node, name, target string) ([]byte, unix.Stat_t, er
 
 // Mknod makes a device, socket or FIFO; mode includes the S_IF* type bits.
 func (s *Store) Mknod(dir *Node, name string, mode uint32, dev uint64) ([]byte, unix.Stat_t, error) {
-	if err := unix.Mknodat(dir.FD(), name, mode, int(dev)); err != nil {
+	if err := rawsys.Mknodat(dir.FD(), name, mode, int(dev)); err != nil {
 		return nil, unix.Stat_t{}, opErr("mknod", err)
 	}
 	s.changed([]*Node{dir})
@@ -149,13 +151,13 @@ func (s *Store) Mknod(dir *Node, name string, mode uint32, dev uint64) ([]byte, 
 
 // victim returns the cache key of dir/name, if it names anything.
 func (s *Store) victim(dir *Node, name string) string {
-	fd, err := unix.Openat(dir.FD(), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := rawsys.Openat(dir.FD(), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return ""
 	}
-	kh, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	kh, _, err := rawsys.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
-		unix.Close(fd)
+		rawsys.Close(fd)
 		return ""
 	}
 	key := kernelKey(kh)
@@ -177,20 +179,20 @@ func (s *Store) dropIfGone(e *Export, key string) {
 		return
 	}
 	var st unix.Stat_t
-	gone := unix.Fstat(ent.fd, &st) == nil && st.Nlink == 0
+	gone := rawsys.Fstat(ent.fd, &st) == nil && st.Nlink == 0
 	s.cache.release(ent)
 	if gone {
 		// Only freeing blocks on a discarding file system is slow (Export.slowFree);
 		// anything else is closed here, which is cheaper than waking the
 		// background goroutine.
-		s.cache.invalidate(key, e.slowFree && st.Blocks > 0)
+		s.cache.invalidate(key, e.slowFree && st.Blocks > 0, st.Blocks*512 > largeFree)
 	}
 }
 
 // Remove unlinks a non-directory.
 func (s *Store) Remove(dir *Node, name string) error {
 	key := s.victim(dir, name)
-	if err := unix.Unlinkat(dir.FD(), name, 0); err != nil {
+	if err := rawsys.Unlinkat(dir.FD(), name, 0); err != nil {
 		return opErr("remove", err)
 	}
 	s.changed([]*Node{dir}, key)
@@ -201,7 +203,7 @@ func (s *Store) Remove(dir *Node, name string) error {
 // Rmdir removes an empty directory.
 func (s *Store) Rmdir(dir *Node, name string) error {
 	key := s.victim(dir, name)
-	if err := unix.Unlinkat(dir.FD(), name, unix.AT_REMOVEDIR); err != nil {
+	if err := rawsys.Unlinkat(dir.FD(), name, unix.AT_REMOVEDIR); err != nil {
 		return opErr("rmdir", err)
 	}
 	s.changed([]*Node{dir}, key)
@@ -213,7 +215,7 @@ func (s *Store) Rmdir(dir *Node, name string) error {
 func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) error {
 	key := s.victim(to, toName)
 	moved := s.victim(from, fromName) // its ctime changes
-	if err := unix.Renameat(from.FD(), fromName, to.FD(), toName); err != nil {
+	if err := rawsys.Renameat(from.FD(), fromName, to.FD(), toName); err != nil {
 		return opErr("rename", err)
 	}
 	s.changed([]*Node{from, to}, key, moved)
@@ -225,7 +227,7 @@ func (s *Store) Rename(from *Node, fromName string, to *Node, toName string) err
 // because linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which the caller's
 // identity does not have.
 func (s *Store) Link(n, dir *Node, name string) error {
-	if err := unix.Linkat(unix.AT_FDCWD, n.procPath(), dir.FD(), name, unix.AT_SYMLINK_FOLLOW); err != nil {
+	if err := rawsys.Linkat(unix.AT_FDCWD, n.procPath(), dir.FD(), name, unix.AT_SYMLINK_FOLLOW); err != nil {
 		return opErr("link", err)
 	}
 	s.changed([]*Node{n, dir})
@@ -235,7 +237,7 @@ func (s *Store) Link(n, dir *Node, name string) error {
 // Readlink returns a symbolic link's target.
 func (s *Store) Readlink(n *Node) (string, error) {
 	buf := make([]byte, 4096)
-	k, err := unix.Readlinkat(n.FD(), "", buf)
+	k, err := rawsys.Readlinkat(n.FD(), "", buf)
 	if err != nil {
 		return "", opErr("readlink", err)
 	}
@@ -247,7 +249,7 @@ func (s *Store) Readlink(n *Node) (string, error) {
 func (s *Store) Access(n *Node, want uint32) uint32 {
 	var got uint32
 	for _, m := range []uint32{unix.R_OK, unix.W_OK, unix.X_OK} {
-		if want&m != 0 && unix.Faccessat2(n.FD(), "", m, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
+		if want&m != 0 && rawsys.Faccessat2(n.FD(), "", m, unix.AT_EACCESS|unix.AT_EMPTY_PATH) == nil {
 			got |= m
 		}
 	}
@@ -274,7 +276,7 @@ func (s *Store) Setattr(n *Node, a SetAttr) error {
 		if a.GID != nil {
 			gid = int(*a.GID)
 		}
-		if err := unix.Fchownat(n.FD(), "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := rawsys.Fchownat(n.FD(), "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return opErr("chown", err)
 		}
 	}
@@ -283,7 +285,7 @@ func (s *Store) Setattr(n *Node, a SetAttr) error {
 		if isLink {
 			return opErr("chmod", unix.EOPNOTSUPP)
 		}
-		if err := unix.Fchmodat(unix.AT_FDCWD, n.procPath(), *a.Mode&0o7777, 0); err != nil {
+		if err := rawsys.Fchmodat(unix.AT_FDCWD, n.procPath(), *a.Mode&0o7777); err != nil {
 			return opErr("chmod", err)
 		}
 	}
@@ -298,7 +300,7 @@ func (s *Store) Setattr(n *Node, a SetAttr) error {
 		if a.Mtime != nil {
 			ts[1] = *a.Mtime
 		}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, n.procPath(), ts, 0); err != nil {
+		if err := rawsys.UtimesNanoAt(unix.AT_FDCWD, n.procPath(), ts, 0); err != nil {
 			return opErr("utimes", err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // DirEntry is one entry read from a directory.
@@ -29,18 +31,18 @@ func (s *Store) ReadDir(dir *Node, cookie uint64, bufSize int, fn func(DirEntry)
 	if st != nil {
 		// The stream was opened by an earlier call, maybe for another caller:
 		// check read permission for this one, as opening would.
-		if err := unix.Faccessat2(dir.FD(), "", unix.R_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
-			unix.Close(st.fd)
+		if err := rawsys.Faccessat2(dir.FD(), "", unix.R_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH); err != nil {
+			rawsys.Close(st.fd)
 			return false, opErr("opendir", err)
 		}
 	} else {
-		fd, err := unix.Open(dir.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := rawsys.Open(dir.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return false, opErr("opendir", err)
 		}
 		if cookie != 0 {
-			if _, err := unix.Seek(fd, int64(cookie), 0); err != nil {
-				unix.Close(fd)
+			if _, err := rawsys.Seek(fd, int64(cookie), 0); err != nil {
+				rawsys.Close(fd)
 				return false, opErr("seekdir", ErrBadCookie)
 			}
 		}
@@ -49,7 +51,7 @@ func (s *Store) ReadDir(dir *Node, cookie uint64, bufSize int, fn func(DirEntry)
 	keep := false
 	defer func() {
 		if !keep {
-			unix.Close(st.fd)
+			rawsys.Close(st.fd)
 		}
 	}()
 	// stop keeps the stream for the call that continues after the last entry
@@ -76,7 +78,7 @@ func (s *Store) ReadDir(dir *Node, cookie uint64, bufSize int, fn func(DirEntry)
 	}
 	buf := make([]byte, min(max(bufSize, 1024), 64<<10))
 	for {
-		n, err := unix.Getdents(st.fd, buf)
+		n, err := rawsys.Getdents(st.fd, buf)
 		if err != nil {
 			return false, opErr("getdents", err)
 		}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // Errors that the server maps to protocol status.
@@ -164,24 +166,24 @@ func ExportID(path string) uint32 {
 
 // AddExport opens the directory at path (absolute, symlinks resolved) as an export.
 func (s *Store) AddExport(path string) (*Export, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := rawsys.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("store: export %s: %w", path, err)
 	}
-	mfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	mfd, err := rawsys.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(fd)
+		rawsys.Close(fd)
 		return nil, fmt.Errorf("store: export %s: %w", path, err)
 	}
-	fh, mid, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	fh, mid, err := rawsys.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
-		unix.Close(fd)
-		unix.Close(mfd)
+		rawsys.Close(fd)
+		rawsys.Close(mfd)
 		return nil, fmt.Errorf("store: export %s: file system does not support handles: %w", path, err)
 	}
 	if fh.Size() > maxKernelFH {
-		unix.Close(fd)
-		unix.Close(mfd)
+		rawsys.Close(fd)
+		rawsys.Close(mfd)
 		return nil, fmt.Errorf("store: export %s: kernel handles of %d bytes are too long", path, fh.Size())
 	}
 	e := &Export{ID: ExportID(path), Path: path, rootFD: fd, mountFD: mfd, rootKey: kernelKey(fh), mountID: mid,
@@ -197,8 +199,8 @@ func (s *Store) AddExport(path string) (*Export, error) {
 		}
 	}
 	if old, ok := s.exports[e.ID]; ok {
-		unix.Close(fd)
-		unix.Close(mfd)
+		rawsys.Close(fd)
+		rawsys.Close(mfd)
 		return nil, fmt.Errorf("store: export %s: id collides with %s", path, old.Path)
 	}
 	s.exports[e.ID] = e
@@ -234,8 +236,8 @@ func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.exports {
-		unix.Close(e.rootFD)
-		unix.Close(e.mountFD)
+		rawsys.Close(e.rootFD)
+		rawsys.Close(e.mountFD)
 	}
 	s.exports = map[uint32]*Export{}
 }
@@ -359,7 +361,7 @@ func (s *Store) Resolve(fh []byte) (*Node, error) {
 			ent = s.cache.add(key, fd, -1)
 		} else {
 			kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32([]byte(key[:4]))), []byte(key[4:]))
-			fd, err := unix.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+			fd, err := rawsys.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
 			if err != nil {
 				if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
 					return nil, ErrStale
@@ -370,12 +372,12 @@ func (s *Store) Resolve(fh []byte) (*Node, error) {
 		}
 	}
 	n := &Node{Export: e, Handle: append([]byte(nil), fh...), s: s, ent: ent}
-	if err := unix.Fstat(ent.fd, &n.Stat); err != nil {
+	if err := rawsys.Fstat(ent.fd, &n.Stat); err != nil {
 		n.Release()
 		return nil, fmt.Errorf("store: fstat: %w", err)
 	}
 	if n.Stat.Nlink == 0 {
-		s.cache.invalidate(key, false)
+		s.cache.invalidate(key, false, n.Stat.Blocks*512 > largeFree)
 		n.Release()
 		return nil, ErrStale
 	}
@@ -384,7 +386,7 @@ func (s *Store) Resolve(fh []byte) (*Node, error) {
 
 // Refresh re-reads n's attributes into n.Stat.
 func (n *Node) Refresh() error {
-	if err := unix.Fstat(n.ent.fd, &n.Stat); err != nil {
+	if err := rawsys.Fstat(n.ent.fd, &n.Stat); err != nil {
 		return fmt.Errorf("store: fstat: %w", err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // Flushes through io_uring(7).
@@ -164,7 +166,9 @@ func (r *ring) fsync(fd int, dataOnly bool) error {
 	*(*uint64)(unsafe.Pointer(&sqe[32])) = id
 	*(*uint32)(unsafe.Add(r.sqArray, uintptr(idx)*4)) = idx
 	atomic.StoreUint32((*uint32)(r.sqTail), tail+1) // publishes the entry
-	_, _, e := unix.Syscall6(sysIOUringEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
+	// Raw (rawsys): submission does not wait; io_uring hands a file fsync to its
+	// worker threads.
+	_, _, e := unix.RawSyscall6(sysIOUringEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
 	if e != 0 {
 		// Not consumed: take it back (the kernel consumes entries only in
 		// io_uring_enter, which holds no other submitter while we hold mu).
@@ -188,9 +192,24 @@ func (r *ring) fsync(fd int, dataOnly bool) error {
 // reap hands completions to their waiters until the ring closes.
 func (r *ring) reap() {
 	defer close(r.done)
+	rc, err := r.efd.SyscallConn()
+	if err != nil {
+		r.failAll()
+		return
+	}
 	var b [8]byte
+	var rerr error
+	read := func(fd uintptr) bool {
+		// A raw, non-blocking read (rawsys); on EAGAIN, park on the netpoller.
+		for {
+			_, rerr = rawsys.Read(int(fd), b[:])
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
+	}
 	for {
-		if _, err := r.efd.Read(b[:]); err != nil { // closed (or broken)
+		if err := rc.Read(read); err != nil || rerr != nil { // closed (or broken)
 			r.failAll()
 			return
 		}

@@ -2,7 +2,6 @@ package sunrpc
 
 import (
 	"io"
-	"net"
 	"sync"
 )
 
@@ -13,7 +12,7 @@ import (
 // one wakeup of the peer instead of one each. Messages go out in the order they
 // were handed over. The server uses it for replies, the client for calls.
 type combiner[T any] struct {
-	w       io.Writer
+	w       buffersWriter
 	limit   int            // bound on bytes pending while a write runs; 0: none
 	bytes   func(T) []byte // a message's bytes
 	release func(T)        // called once a message is written (or dropped after an error); may be nil
@@ -27,7 +26,7 @@ type combiner[T any] struct {
 }
 
 func newCombiner[T any](w io.Writer, limit int, bytes func(T) []byte, release func(T)) *combiner[T] {
-	c := &combiner[T]{w: w, limit: limit, bytes: bytes, release: release}
+	c := &combiner[T]{w: newBuffersWriter(w), limit: limit, bytes: bytes, release: release}
 	c.drained.L = &c.mu
 	return c
 }
@@ -50,7 +49,7 @@ func (c *combiner[T]) write(m T) error {
 	}
 	c.writing = true
 	var err error
-	var bufs net.Buffers
+	var bufs [][]byte
 	var zero T
 	for len(c.pending) > 0 {
 		batch := c.pending
@@ -62,8 +61,7 @@ func (c *combiner[T]) write(m T) error {
 			bufs = append(bufs, c.bytes(b))
 		}
 		if err == nil {
-			v := bufs // WriteTo consumes its receiver
-			_, err = v.WriteTo(c.w)
+			err = c.w.writeBuffers(bufs)
 		}
 		for i, b := range batch {
 			if c.release != nil {

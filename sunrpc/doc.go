@@ -20,8 +20,12 @@
 // 15% of the server's CPU per metadata call); every other call runs in its own
 // goroutine, bounded by Server.MaxInFlight. Replies go out in whatever order calls
 // finish; replies that become ready while one is being written are sent together by
-// the goroutine already writing, in one writev (combiner, which the client uses for calls too). Shutdown stops the
-// listeners, waits for every in-flight call, then closes connections.
+// the goroutine already writing, in one writev (combiner, which the client uses for
+// calls too). Socket reads and writes are raw, non-blocking system calls that park
+// on the netpoller on EAGAIN (pollread.go, rawwrite.go, package rawsys): the
+// runtime's syscall path would wake its sysmon thread on the first call after
+// every idle gap. Shutdown stops the listeners, waits for every in-flight call,
+// then closes connections.
 //
 // Between calls, a connection whose calls arrive close together polls its socket
 // for up to Server.SpinPoll instead of sleeping (pollread.go): on a VM, the thread

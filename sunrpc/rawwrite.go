@@ -1,0 +1,109 @@
+package sunrpc
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
+)
+
+// buffersWriter writes several buffers as one message (with one writev when it
+// can). The combiner hands it each batch.
+type buffersWriter interface {
+	writeBuffers(bufs [][]byte) error
+}
+
+// plainWriter is a buffersWriter over any io.Writer (net.Buffers uses writev for
+// a *net.TCPConn).
+type plainWriter struct{ w io.Writer }
+
+func (p plainWriter) writeBuffers(bufs [][]byte) error {
+	v := net.Buffers(bufs) // WriteTo consumes its receiver
+	_, err := v.WriteTo(p.w)
+	return err
+}
+
+// rawWriter writes to a TCP connection with raw, non-blocking writev calls
+// (rawsys: they do not wake the runtime's sysmon, which on an otherwise idle
+// server cost more than the write), parking on the netpoller while the socket
+// is full. One goroutine uses it at a time (the combiner's writer).
+type rawWriter struct {
+	rc   syscall.RawConn
+	iov  []unix.Iovec
+	bufs [][]byte // what is left to write; the current call's
+	err  error
+	fn   func(fd uintptr) bool
+}
+
+// newBuffersWriter returns a rawWriter for a connection that exposes its
+// descriptor, else a plainWriter.
+func newBuffersWriter(w io.Writer) buffersWriter {
+	if sc, ok := w.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			rw := &rawWriter{rc: rc}
+			rw.fn = rw.try
+			return rw
+		}
+	}
+	return plainWriter{w}
+}
+
+// maxIOV is the most buffers one writev takes (IOV_MAX).
+const maxIOV = 1024
+
+func (w *rawWriter) writeBuffers(bufs [][]byte) error {
+	w.bufs, w.err = bufs, nil
+	err := w.rc.Write(w.fn)
+	w.bufs = nil
+	clear(w.iov)
+	if err != nil {
+		return err
+	}
+	return w.err
+}
+
+// try is the RawConn.Write callback: true when everything is written or an
+// error is recorded, false to wait until the socket is writable.
+func (w *rawWriter) try(fd uintptr) bool {
+	for {
+		for len(w.bufs) > 0 && len(w.bufs[0]) == 0 {
+			w.bufs = w.bufs[1:]
+		}
+		if len(w.bufs) == 0 {
+			return true
+		}
+		w.iov = w.iov[:0]
+		for _, b := range w.bufs[:min(len(w.bufs), maxIOV)] {
+			if len(b) > 0 {
+				w.iov = append(w.iov, unix.Iovec{Base: (*byte)(unsafe.Pointer(&b[0])), Len: uint64(len(b))})
+			}
+		}
+		n, err := rawsys.Writev(int(fd), w.iov)
+		switch err {
+		case nil:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			w.err = err
+			return true
+		}
+		if n == 0 {
+			w.err = io.ErrUnexpectedEOF
+			return true
+		}
+		for n > 0 {
+			k := min(n, len(w.bufs[0]))
+			w.bufs[0] = w.bufs[0][k:]
+			n -= k
+			if len(w.bufs[0]) == 0 {
+				w.bufs = w.bufs[1:]
+			}
+		}
+	}
+}
