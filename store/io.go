@@ -26,11 +26,11 @@ func (s *Store) OpenIO(n *Node) error {
 	var err error
 	switch n.Stat.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		fd, err = rawsys.Open(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		fd, err = openFile(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC)
 		if err == nil {
 			e.ioRW = true
 		} else {
-			fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			fd, err = openFile(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC)
 		}
 	case unix.S_IFDIR:
 		fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -42,6 +42,19 @@ func (s *Store) OpenIO(n *Node) error {
 	}
 	e.io = fd
 	return nil
+}
+
+// openFile opens a regular file. The raw open (rawsys) is non-blocking: the one
+// wait an open of a regular file can make, for another process's lease to be
+// broken (up to /proc/sys/fs/lease-break-time), turns into EWOULDBLOCK, and
+// that open is made again on the scheduler's syscall path. O_NONBLOCK does not
+// change reads and writes of a regular file, so the descriptor keeps it.
+func openFile(path string, flags int) (int, error) {
+	fd, err := rawsys.Open(path, flags|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		fd, err = unix.Open(path, flags, 0)
+	}
+	return fd, err
 }
 
 func (n *Node) io() int {
