@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // notifier reads fanotify(7) events for the file systems of the exports and
@@ -113,9 +114,9 @@ func (n *notifier) drain() {
 	defer n.mu.Unlock()
 	for n.fd >= 0 {
 		// Raw: the descriptor is non-blocking, so the read never waits.
-		k, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(n.fd), uintptr(unsafe.Pointer(&n.buf[0])), uintptr(len(n.buf)))
+		k, e := rawsys.Read(n.fd, n.buf)
 		switch e {
-		case 0:
+		case nil:
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/rawsys"
 )
 
 // Busy polling of idle TCP connections.
@@ -131,10 +133,10 @@ func (r *pollReader) try(fd uintptr) bool {
 	for {
 		// Raw syscalls: neither a non-blocking read nor a zero-timeout poll
 		// blocks, and skipping the scheduler's syscall bookkeeping is the point.
-		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		n, e := rawsys.Read(int(fd), r.p)
 		switch e {
-		case 0:
-			r.n = int(n)
+		case nil:
+			r.n = n
 			r.cool()
 			return true
 		case unix.EINTR:
