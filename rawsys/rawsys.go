@@ -6,6 +6,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// bufPtr is p's first element, or nil for an empty p. (Held as an unsafe.Pointer
+// until the call, the buffer stays alive and in place.)
+func bufPtr[T any](p []T) unsafe.Pointer {
+	if len(p) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&p[0])
+}
+
+// result is a count-returning call's result.
+func result(n uintptr, e unix.Errno) (int, error) {
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 func errOf(e unix.Errno) error {
 	if e == 0 {
 		return nil
@@ -165,15 +182,9 @@ func Readlinkat(dirfd int, path string, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var b unsafe.Pointer
-	if len(buf) > 0 {
-		b = unsafe.Pointer(&buf[0])
-	}
+	b := bufPtr(buf)
 	n, _, e := unix.RawSyscall6(unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(b), uintptr(len(buf)), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
+	return result(n, e)
 }
 
 // Faccessat2 is faccessat2(2).
@@ -234,28 +245,16 @@ func OpenByHandleAt(mountFD int, fh unix.FileHandle, flags int) (int, error) {
 // Pwrite is pwrite(2). For writes to the page cache small enough not to be
 // throttled; see the package doc.
 func Pwrite(fd int, p []byte, off int64) (int, error) {
-	var b unsafe.Pointer
-	if len(p) > 0 {
-		b = unsafe.Pointer(&p[0])
-	}
+	b := bufPtr(p)
 	n, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(b), uintptr(len(p)), uintptr(off), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
+	return result(n, e)
 }
 
 // Getdents is getdents64(2).
 func Getdents(fd int, buf []byte) (int, error) {
-	var b unsafe.Pointer
-	if len(buf) > 0 {
-		b = unsafe.Pointer(&buf[0])
-	}
+	b := bufPtr(buf)
 	n, _, e := unix.RawSyscall(unix.SYS_GETDENTS64, uintptr(fd), uintptr(b), uintptr(len(buf)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
+	return result(n, e)
 }
 
 // Seek is lseek(2).
@@ -269,26 +268,14 @@ func Seek(fd int, off int64, whence int) (int64, error) {
 
 // Read is read(2), for non-blocking descriptors.
 func Read(fd int, p []byte) (int, error) {
-	var b unsafe.Pointer
-	if len(p) > 0 {
-		b = unsafe.Pointer(&p[0])
-	}
+	b := bufPtr(p)
 	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(b), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
+	return result(n, e)
 }
 
 // Writev is writev(2), for non-blocking descriptors.
 func Writev(fd int, iov []unix.Iovec) (int, error) {
-	var b unsafe.Pointer
-	if len(iov) > 0 {
-		b = unsafe.Pointer(&iov[0])
-	}
+	b := bufPtr(iov)
 	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(b), uintptr(len(iov)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
+	return result(n, e)
 }

@@ -53,11 +53,7 @@ func newTestExport(t *testing.T) (*Store, *Node, string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (fanotify, handles)")
 	}
-	base, err := os.MkdirTemp("/var/tmp", "snfs-attrcache-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	base := diskTempDir(t, "snfs-attrcache-")
 	exp := filepath.Join(base, "export")
 	if err := os.MkdirAll(exp, 0o755); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// diskTempDir is a new directory under /var/tmp (a disk file system, unlike
+// t.TempDir's /tmp on some machines), removed after the test.
+func diskTempDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // TestOpenFileWaitsForLease: an open that must break another descriptor's lease
 // still succeeds once the lease is given up (the non-blocking raw open fails
 // with EWOULDBLOCK and the open is made again, blocking), and the descriptor it
@@ -18,11 +30,7 @@ func TestOpenFileWaitsForLease(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("taking a lease on a file of another owner needs CAP_LEASE: run as root")
 	}
-	dir, err := os.MkdirTemp("/var/tmp", "snfs-openfile-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := diskTempDir(t, "snfs-openfile-")
 	path := filepath.Join(dir, "leased")
 	if err := os.WriteFile(path, []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
