@@ -10,10 +10,12 @@ import (
 
 // Sentinel errors of this package, mapped below with the store's and the kernel's.
 var (
-	errAccess  = errors.New("server: client may not use this export")
-	errROFS    = errors.New("server: export is read-only")
-	errJukebox = errors.New("server: operation would block; try again later")
-	errInval   = errors.New("server: invalid argument")
+	errAccess = errors.New("server: client may not use this export")
+	errROFS   = errors.New("server: export is read-only")
+	// errInsecurePort: a secure export refused a call from an unprivileged port.
+	errInsecurePort = errors.New("server: call from a port at or above 1024 to a secure export")
+	errJukebox      = errors.New("server: operation would block; try again later")
+	errInval        = errors.New("server: invalid argument")
 )
 
 var errnoStatus = map[syscall.Errno]nfs3.Status{
@@ -69,6 +71,8 @@ func statusOf(err error) nfs3.Status {
 		return nfs3.ErrAcces
 	case errors.Is(err, errROFS):
 		return nfs3.ErrROFS
+	case errors.Is(err, errInsecurePort):
+		return nfs3.ErrPerm
 	case errors.Is(err, errJukebox):
 		return nfs3.ErrJukebox
 	case errors.Is(err, errInval):

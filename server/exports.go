@@ -2,7 +2,9 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +24,11 @@ type Options struct {
 	AnonUID    uint32
 	AnonGID    uint32
 	Async      bool // reply to namespace operations before they are on disk
+	// Secure refuses calls from source ports at or above 1024, as knfsd does for
+	// its default "secure". snfs defaults to insecure, as nfs-ganesha does: the
+	// port proves nothing on a network where anyone can be root on a client, and
+	// user-space clients (libnfs) use unprivileged ports.
+	Secure bool
 }
 
 // DefaultOptions are exports(5)'s defaults: ro, root_squash, sync, anon 65534.
@@ -39,6 +46,9 @@ type ExportConfig struct {
 	Path    string
 	Clients []ClientRule
 }
+
+// ErrExportOption is wrapped by every error about an export option.
+var ErrExportOption = errors.New("unknown export option")
 
 // ParseOptions applies a comma-separated exports(5) option list to base.
 func ParseOptions(base Options, list string) (Options, error) {
@@ -68,17 +78,21 @@ func ParseOptions(base Options, list string) (Options, error) {
 		case "anonuid", "anongid":
 			n, err := strconv.ParseUint(v, 10, 32)
 			if !hasV || err != nil {
-				return o, fmt.Errorf("export option %s needs a number", k)
+				return o, fmt.Errorf("%w: %s needs a number, got %q", ErrExportOption, k, v)
 			}
 			if k == "anonuid" {
 				o.AnonUID = uint32(n)
 			} else {
 				o.AnonGID = uint32(n)
 			}
-		case "secure", "insecure", "no_subtree_check", "subtree_check", "wdelay", "no_wdelay", "hide", "nohide", "crossmnt", "":
-			// accepted for compatibility; snfs behaves as with insecure,no_subtree_check
+		case "secure":
+			o.Secure = true
+		case "insecure":
+			o.Secure = false
+		case "no_subtree_check", "subtree_check", "wdelay", "no_wdelay", "hide", "nohide", "crossmnt", "":
+			// accepted for compatibility; snfs behaves as with no_subtree_check
 		default:
-			return o, fmt.Errorf("unknown export option %q", k)
+			return o, fmt.Errorf("%w %q", ErrExportOption, k)
 		}
 	}
 	return o, nil
@@ -115,8 +129,14 @@ func ParseExports(path string) ([]ExportConfig, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return parseExports(path, f)
+}
+
+// parseExports parses exports read from r; name (the file's path) prefixes every
+// error with the line it is about.
+func parseExports(name string, r io.Reader) ([]ExportConfig, error) {
 	var out []ExportConfig
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	lineNo, pending := 0, ""
 	for sc.Scan() {
 		lineNo++
@@ -135,11 +155,17 @@ func ParseExports(path string) ([]ExportConfig, error) {
 		}
 		ec, err := parseExportLine(fields)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
+			return nil, fmt.Errorf("%s:%d: %w", name, lineNo, err)
 		}
 		out = append(out, ec)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, lineNo+1, err)
+	}
+	if pending != "" {
+		return nil, fmt.Errorf("%s:%d: the last line ends with a backslash", name, lineNo)
+	}
+	return out, nil
 }
 
 func parseExportLine(fields []string) (ExportConfig, error) {
@@ -164,7 +190,7 @@ func parseExportLine(fields []string) (ExportConfig, error) {
 		}
 		o, err := ParseOptions(DefaultOptions, opts)
 		if err != nil {
-			return ec, err
+			return ec, fmt.Errorf("%w for %s", err, f)
 		}
 		if spec == "" {
 			spec = "*"
@@ -204,6 +230,20 @@ func (e *export) rule(ip net.IP) (*Options, bool) {
 		}
 	}
 	return nil, false
+}
+
+// access returns the options for c's client, or errAccess if it may not use the
+// export, or errInsecurePort if the export is secure and c came from a port at or
+// above 1024 (knfsd answers NFS3ERR_PERM there, and mountd MNT3ERR_ACCES).
+func (e *export) access(c *sunrpc.Call) (*Options, error) {
+	o, ok := e.rule(c.ClientIP())
+	if !ok {
+		return nil, errAccess
+	}
+	if o.Secure && c.ClientPort() >= 1024 {
+		return nil, errInsecurePort
+	}
+	return o, nil
 }
 
 // credFor maps a call's credential through the export's squashing options.

@@ -47,7 +47,8 @@ func (s *Server) mnt(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *x
 	case e == nil:
 		res.Status = mount3.ErrNoEnt
 	default:
-		if _, ok := e.rule(c.ClientIP()); !ok {
+		if _, err := e.access(c); err != nil {
+			s.log.Warn("refused mount request", "client", c.Addr, "path", a.Path, "err", err)
 			res.Status = mount3.ErrAcces
 			break
 		}

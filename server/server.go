@@ -209,9 +209,9 @@ func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
 	if e == nil {
 		return nil, store.ErrStale
 	}
-	opts, ok := e.rule(c.ClientIP())
-	if !ok {
-		return nil, errAccess
+	opts, err := e.access(c)
+	if err != nil {
+		return nil, err
 	}
 	n, err := s.store.Resolve(fh)
 	if err != nil {

@@ -72,6 +72,17 @@ func (c *Call) ClientIP() net.IP {
 	return nil
 }
 
+// ClientPort returns the caller's source port (0 if unknown).
+func (c *Call) ClientPort() int {
+	switch a := c.Addr.(type) {
+	case *net.TCPAddr:
+		return a.Port
+	case *net.UDPAddr:
+		return a.Port
+	}
+	return 0
+}
+
 // Errors a Handler returns to choose the RPC-level reply.
 var (
 	ErrGarbageArgs = errors.New("sunrpc: garbage arguments")
