@@ -2,18 +2,22 @@
 //
 //	snfs serve [flags] DIR...     export DIRs over NFSv3 + MOUNT v3
 //	snfs stat --metrics ADDR      per-procedure call counts of a running server
+//	snfs version                  the module version, VCS revision and Go version
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
 
-const usage = `usage:
-  snfs serve [--bind ADDR] [--nfs-port N] [--mount-port N] [--exports FILE] [--state-dir DIR]
-             [--export-options OPTS] [--portmap-port N] [--metrics ADDR] [--log-level LEVEL]
-             [--write-gather on|off|adaptive] [--write-gather-max-wait DURATION] [DIR...]
-  snfs stat --metrics ADDR
+const usage = `usage: snfs COMMAND [flags]
+
+commands:
+  serve [flags] DIR...   export DIRs over NFSv3 + MOUNT v3 (snfs serve -h for its flags)
+  stat --metrics ADDR    per-procedure call counts of a running server
+  version                print the version
+  help                   print this
 `
 
 func main() {
@@ -27,6 +31,9 @@ func main() {
 		err = serve(os.Args[2:])
 	case "stat":
 		err = stat(os.Args[2:])
+	case "version", "--version":
+		fmt.Println(version())
+		return
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -34,7 +41,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "snfs: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "snfs:", err)
 		os.Exit(1)
 	}

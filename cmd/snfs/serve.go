@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,7 +25,7 @@ import (
 )
 
 func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve", "snfs serve [flags] DIR...  (flags may also follow the DIRs)")
 	bind := fs.String("bind", "", "address to listen on (default: all addresses)")
 	nfsPort := fs.Int("nfs-port", 2049, "NFS port (TCP and UDP)")
 	mountPort := fs.Int("mount-port", 20048, "MOUNT port (TCP and UDP)")
@@ -39,7 +38,8 @@ func serve(args []string) error {
 	gatherMode := fs.String("write-gather", "adaptive", "write gathering for stable writes: on, off or adaptive")
 	spinPoll := fs.Duration("spin-poll", sunrpc.DefaultSpinPoll, "how long a connection whose calls arrive close together polls for the next one before sleeping (0: never)")
 	gatherWait := fs.Duration("write-gather-max-wait", 2*time.Millisecond, "bound on the time a flush waits to gather more writes")
-	if err := fs.Parse(args); err != nil {
+	dirs, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	mode, ok := gather.ParseMode(*gatherMode)
@@ -74,7 +74,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--export-options: %w", err)
 	}
-	for _, d := range fs.Args() {
+	for _, d := range dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,10 +16,14 @@ var rpcLine = regexp.MustCompile(`^snfs_server_rpc_total\{program="([^"]*)",vers
 
 // stat prints per-procedure call counts of a running server, like nfsstat -s.
 func stat(args []string) error {
-	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
+	fs := newFlagSet("stat", "snfs stat [--metrics ADDR]")
 	addr := fs.String("metrics", "127.0.0.1:9100", "the server's --metrics address")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseArgs(fs, args)
+	if err != nil {
 		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("stat takes no arguments, got %q", rest)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	resp, err := hc.Get("http://" + *addr + "/metrics")
