@@ -279,3 +279,43 @@ func Writev(fd int, iov []unix.Iovec) (int, error) {
 	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(b), uintptr(len(iov)))
 	return result(n, e)
 }
+
+// PollIn is ppoll(2) on one descriptor for POLLIN with a zero timeout: it
+// reports whether fd is readable now (or in error, which the next read reports).
+func PollIn(fd int) (bool, error) {
+	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	var zero unix.Timespec
+	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+	if e != 0 {
+		return false, e
+	}
+	return n > 0, nil
+}
+
+// Setgroups is setgroups(2) for the calling thread only: the raw system call,
+// where libc and syscall.Setgroups change every thread of the process.
+func Setgroups(gids []uint32) error {
+	_, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gids)), uintptr(bufPtr(gids)), 0)
+	return errOf(e)
+}
+
+// Setfsuid is setfsuid(2) for the calling thread: it returns the previous fsuid
+// (it reports no error; pass -1, i.e. ^uint32(0), to read it without a change).
+func Setfsuid(uid uint32) uint32 {
+	r, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, uintptr(uid), 0, 0)
+	return uint32(r)
+}
+
+// Setfsgid is setfsgid(2) for the calling thread, as Setfsuid.
+func Setfsgid(gid uint32) uint32 {
+	r, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, uintptr(gid), 0, 0)
+	return uint32(r)
+}
+
+// IoUringSubmit is io_uring_enter(2) submitting toSubmit entries without waiting
+// for completions (no IORING_ENTER_GETEVENTS): it returns as soon as the kernel has
+// taken them.
+func IoUringSubmit(ringFD int, toSubmit uint32) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(ringFD), uintptr(toSubmit), 0, 0, 0, 0)
+	return result(n, e)
+}

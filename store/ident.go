@@ -4,9 +4,8 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"snfs/rawsys"
 )
 
 // Cred is the identity an operation runs with, after export squashing.
@@ -54,20 +53,13 @@ var errCredSwitch = errors.New("store: cannot switch thread credentials")
 func setThreadCred(c Cred) error {
 	// setgroups(2) through the raw syscall changes only this thread; the libc and
 	// syscall.Setgroups wrappers would broadcast to every thread.
-	var p unsafe.Pointer
-	if len(c.Groups) > 0 {
-		p = unsafe.Pointer(&c.Groups[0])
-	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(c.Groups)), uintptr(p), 0); e != 0 {
+	if err := rawsys.Setgroups(c.Groups); err != nil {
 		return errCredSwitch
 	}
-	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(c.GID), 0, 0)
-	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(c.UID), 0, 0)
+	rawsys.Setfsgid(c.GID)
+	rawsys.Setfsuid(c.UID)
 	// setfs[ug]id report the previous value, never an error: read back to verify.
-	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); uint32(r) != c.UID {
-		return errCredSwitch
-	}
-	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); uint32(r) != c.GID {
+	if rawsys.Setfsuid(^uint32(0)) != c.UID || rawsys.Setfsgid(^uint32(0)) != c.GID {
 		return errCredSwitch
 	}
 	return nil

@@ -52,7 +52,6 @@ type ring struct {
 
 const (
 	sysIOUringSetup    = 425
-	sysIOUringEnter    = 426
 	sysIOUringRegister = 427
 
 	ioringOffSQRing      = 0
@@ -168,8 +167,7 @@ func (r *ring) fsync(fd int, dataOnly bool) error {
 	atomic.StoreUint32((*uint32)(r.sqTail), tail+1) // publishes the entry
 	// Raw (rawsys): submission does not wait; io_uring hands a file fsync to its
 	// worker threads.
-	_, _, e := unix.RawSyscall6(sysIOUringEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
-	if e != 0 {
+	if _, err := rawsys.IoUringSubmit(r.fd, 1); err != nil {
 		// Not consumed: take it back (the kernel consumes entries only in
 		// io_uring_enter, which holds no other submitter while we hold mu).
 		if atomic.LoadUint32((*uint32)(r.sqHead)) == tail {

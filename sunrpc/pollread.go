@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -163,14 +162,12 @@ func (r *pollReader) try(fd uintptr) bool {
 // (false, and the connection turns cold). It polls with ppoll rather than read:
 // tcp_poll does not take the socket lock that the receive path needs.
 func (r *pollReader) poll(fd uintptr) bool {
-	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	var zero unix.Timespec
 	for {
-		n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
-		if e == 0 && n > 0 {
+		ready, err := rawsys.PollIn(int(fd))
+		if ready {
 			return true
 		}
-		if e != 0 && e != unix.EINTR {
+		if err != nil && err != unix.EINTR {
 			return true // let read report it
 		}
 		if time.Since(r.start) > r.spin {
