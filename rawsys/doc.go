@@ -5,10 +5,9 @@
 // client that sends one at a time), the runtime's sysmon thread sleeps deeply; in
 // Go 1.26 the next entersyscall wakes it, and on a wakeup "from a system call"
 // sysmon resets its poll interval to 20 µs and polls until the process is idle
-// again. On this 2-vCPU VM, serving the Linux client's untar (about 14,000 calls,
-// 150-400 µs apart), sysmon's wakeups and 20 µs sleeps (nanosleep, futex) were
-// 21-25% of the server's CPU time (perf), and strace counted about 4 nanosleeps
-// per call. The CPU is taken from the client on the same cores. A raw system call
+// again: a server whose client sends one call at a time pays several thread
+// wakeups per call (measured in docs/measurements.md), CPU taken from a client on
+// the same cores. A raw system call
 // does not wake sysmon, and keeps its P for the call's duration.
 //
 // What goes through here. System calls that normally complete in microseconds

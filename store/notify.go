@@ -28,11 +28,8 @@ import (
 // with the Go netpoller or waited on. Most events are the server's own changes
 // (which it also drops synchronously), and a waiter on the queue is woken by each
 // of them: with the descriptor in epoll, an event woke whichever thread sat in
-// epoll_wait. (Measured: with no notifier at all, the server used about a sixth
-// less CPU during a Linux client's untar; draining on demand instead of
-// reading from the netpoller cut its CPU per file in rpclat's untar by about a
-// tenth, and another process's create+write+close on the same file system
-// went from +40 µs to +10 µs over no mark.)
+// epoll_wait. (Draining on demand measured cheaper for the server and for other
+// processes on the same file system; docs/measurements.md.)
 // A goroutine owned by the Store drains every notifyDrain as well, only to keep
 // the kernel's queue short; an overflow drops the whole cache and costs nothing
 // else. Close stops it.

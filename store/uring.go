@@ -20,9 +20,9 @@ import (
 // long. The runtime's monitor thread (sysmon) sleeps soundly only while every P
 // is idle; while one is in a system call it wakes every 20 µs for the first
 // millisecond, and it is woken anew by the first system call of each request. So
-// each stable WRITE or COMMIT cost about 40 extra thread wakeups: measured with
-// perf, sysmon's sleeps were a quarter of the server's CPU time under a client
-// that writes small files one at a time (as the Linux client's untar does).
+// each stable WRITE or COMMIT cost dozens of extra thread wakeups under a client
+// that writes small files one at a time, as the Linux client's untar does
+// (docs/measurements.md).
 //
 // Here the fsync is submitted to a ring and runs in the kernel's io-wq worker;
 // the goroutine waits on a channel, holding no P, and a reaper goroutine woken

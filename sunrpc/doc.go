@@ -16,8 +16,8 @@
 //
 // Concurrency: every accepted connection has one reader goroutine owned by the Server.
 // A call whose Proc.Inline says it never waits runs on that reader when nothing else
-// is buffered (no goroutine handoff, no thread wakeup: on a 2-core machine this was
-// 15% of the server's CPU per metadata call); every other call runs in its own
+// is buffered (no goroutine handoff and no thread wakeup per call; see
+// docs/measurements.md); every other call runs in its own
 // goroutine, bounded by Server.MaxInFlight. Replies go out in whatever order calls
 // finish; replies that become ready while one is being written are sent together by
 // the goroutine already writing, in one writev (combiner, which the client uses for

@@ -31,17 +31,15 @@ import (
 //   - a connection polls only while it is "hot": its last poll found the next
 //     call, or (after parking) the call came within SpinPoll of the read, so a
 //     poll would have found it; a poll that finds nothing makes it cold, so an
-//     idle client costs at most one SpinPoll. (With the bound at 2×SpinPoll, a
-//     client whose calls came 100-200 µs apart, such as the Linux client in the
-//     UML guest, made every other read poll in vain for the whole SpinPoll:
-//     about a quarter of the server's CPU in an untar, taken from the client
-//     on the same two cores.)
+//     idle client costs at most one SpinPoll. (A looser bound made a client
+//     whose calls come somewhat more than SpinPoll apart, such as the Linux
+//     client, poll in vain on every other read; docs/measurements.md.)
 //   - a connection does not poll while one of its calls is running in a handler
 //     goroutine (a call that blocks, such as a stable WRITE waiting for its
 //     flush): a client that sends one call at a time sends nothing until that
 //     reply, and a poller would only compete with the handler for a CPU when
-//     its syscall returns (measured: a new file's FILE_SYNC WRITE took 70 µs
-//     longer with polling);
+//     its syscall returns (a new file's FILE_SYNC WRITE measured slower with
+//     polling; docs/measurements.md);
 //   - at most GOMAXPROCS-1 connections poll at once (none on one CPU), so a
 //     poller never holds the last P: a goroutine made runnable meanwhile runs
 //     on another. (Yielding with runtime.Gosched would be worse: it wakes an
