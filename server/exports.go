@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"snfs/gather"
+	"snfs/metrics"
 	"snfs/store"
 	"snfs/sunrpc"
 )
@@ -202,11 +203,11 @@ func parseExportLine(fields []string) (ExportConfig, error) {
 
 // export is an export in service.
 type export struct {
-	cfg    ExportConfig
-	st     *store.Export
-	gather *gather.Gatherer
-	labels string // metrics labels, rendered once
-	async  bool   // every client rule is async: namespace changes never flush
+	cfg     ExportConfig
+	st      *store.Export
+	gather  *gather.Gatherer
+	metrics *metrics.Export // nil without a registry
+	async   bool            // every client rule is async: namespace changes never flush
 
 	stats gatherStats
 }

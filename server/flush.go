@@ -37,24 +37,21 @@ func (s *Server) GatherStats(path string) GatherStats {
 		Requests: e.stats.requests.Load(), Wait: time.Duration(e.stats.waitNs.Load())}
 }
 
-var batchBuckets = []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128}
-
 func (s *Server) observeGather(e *export, st gather.Stats) {
 	e.stats.batches.Add(1)
 	e.stats.requests.Add(int64(st.Batch))
 	e.stats.waitNs.Add(int64(st.Wait))
-	if s.metrics != nil {
-		l := e.labels
-		s.metrics.Observe("snfs_server_write_gather_batch_size", "Stable WRITEs and COMMITs covered by one flush.", batchBuckets, l, float64(st.Batch))
-		s.metrics.Add("snfs_server_write_gather_wait_seconds_total", "Time spent waiting to gather more writes before a flush.", l, st.Wait.Seconds())
+	if e.metrics != nil {
+		e.metrics.GatherBatch.Observe(float64(st.Batch))
+		e.metrics.GatherWait.Add(st.Wait.Seconds())
 	}
 }
 
 // sync flushes r's file (or directory) and counts it.
 func (s *Server) sync(r *req, dataOnly bool) error {
 	r.exp.stats.fsyncs.Add(1)
-	if s.metrics != nil {
-		s.metrics.Add("snfs_server_fsync_total", "fsync and fdatasync calls, by export.", r.exp.labels, 1)
+	if r.exp.metrics != nil {
+		r.exp.metrics.Fsync.Inc()
 	}
 	return s.syncFn(r.node, dataOnly)
 }

@@ -68,10 +68,9 @@ func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, ma
 	if attrs != nil {
 		attrs.Done()
 	}
-	if attrs != nil && s.metrics != nil {
-		l := r.exp.labels
-		s.metrics.Add("snfs_server_attr_cache_hits_total", "READDIRPLUS entries whose attributes came from the attribute cache.", l, float64(attrs.Hits))
-		s.metrics.Add("snfs_server_attr_cache_misses_total", "READDIRPLUS entries whose attributes were read from the file system.", l, float64(attrs.Misses))
+	if attrs != nil && r.exp.metrics != nil {
+		r.exp.metrics.AttrHits.Add(float64(attrs.Hits))
+		r.exp.metrics.AttrMisses.Add(float64(attrs.Misses))
 	}
 	res.DirAttr = r.attr()
 	if err != nil {

@@ -96,7 +96,10 @@ func New(cfg Config) (*Server, error) {
 			st.Close()
 			return nil, err
 		}
-		e := &export{cfg: ec, st: se, labels: metrics.Labels("export", ec.Path), async: allAsync(ec)}
+		e := &export{cfg: ec, st: se, async: allAsync(ec)}
+		if cfg.Metrics != nil {
+			e.metrics = cfg.Metrics.Export(ec.Path)
+		}
 		e.gather = gather.New(gather.Config{Mode: cfg.WriteGather, MaxWait: cfg.GatherMaxWait,
 			Observe: func(st gather.Stats) { s.observeGather(e, st) }})
 		s.exports = append(s.exports, e)

@@ -36,6 +36,8 @@ type Proc struct {
 	// cheap, must not trust args (they are not yet checked), and a wrong answer
 	// costs only concurrency. nil means never inline.
 	Inline func(args []byte) bool
+
+	observe func(time.Duration) // from Server.Observer's CallResolver at Register; may be nil
 }
 
 // Always is a Proc.Inline for procedures that never wait: run every call inline.
@@ -99,6 +101,13 @@ type Observer interface {
 	ObserveCall(program string, vers uint32, proc string, d time.Duration)
 }
 
+// CallResolver is an Observer that resolves a procedure's series once, when its
+// program is registered: the request path then calls the returned function with
+// no lookup.
+type CallResolver interface {
+	ResolveCall(program string, vers uint32, proc string) func(time.Duration)
+}
+
 // Server serves registered programs. Configure the exported fields before Serve.
 type Server struct {
 	MaxRecord   int          // largest record accepted on TCP; default 4 MiB + 64 KiB
@@ -148,9 +157,24 @@ func (s *Server) init() {
 	})
 }
 
-// Register adds a program. Call before serving.
+// Register adds a program. Call before serving, after setting Observer.
 func (s *Server) Register(p *Program) {
 	s.init()
+	if cr, ok := s.Observer.(CallResolver); ok {
+		// A copy of the tables, so that p stays the caller's.
+		q := *p
+		q.Versions = make(map[uint32][]Proc, len(p.Versions))
+		for v, procs := range p.Versions {
+			procs = append([]Proc(nil), procs...)
+			for i := range procs {
+				if procs[i].Handler != nil {
+					procs[i].observe = cr.ResolveCall(p.Name, v, procs[i].Name)
+				}
+			}
+			q.Versions[v] = procs
+		}
+		p = &q
+	}
 	s.progs[p.Number] = p
 }
 
@@ -492,7 +516,9 @@ func (s *Server) dispatch(rec []byte, network string, addr net.Addr, buf []byte)
 			s.DRC.finish(key, reply[4:])
 		}
 	}
-	if s.Observer != nil {
+	if proc.observe != nil {
+		proc.observe(time.Since(start))
+	} else if s.Observer != nil {
 		s.Observer.ObserveCall(prog.Name, h.Vers, proc.Name, time.Since(start))
 	}
 	return reply

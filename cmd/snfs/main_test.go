@@ -103,8 +103,8 @@ func TestServeCommand(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`snfs_server_rpc_total{program="nfs",version="3",proc="WRITE"} 1`,
-		`snfs_server_rpc_duration_seconds_bucket{program="nfs",version="3",proc="CREATE",le="+Inf"} 1`,
+	for _, want := range []string{`snfs_server_rpc_total{proc="WRITE",program="nfs",version="3"} 1`,
+		`snfs_server_rpc_duration_seconds_bucket{proc="CREATE",program="nfs",version="3",le="+Inf"} 1`,
 		`snfs_server_fsync_total{export="` + dir + `"}`, `snfs_server_write_gather_batch_size_count{export="` + dir + `"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

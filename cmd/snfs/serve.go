@@ -89,9 +89,7 @@ func serve(args []string) error {
 	// Objects are created with exactly the mode the client asks for.
 	syscall.Umask(0)
 
-	reg := metrics.New()
-	reg.Declare("nfs", nfs3.Version, nfs3.ProcNames[:])
-	reg.Declare("mount", mount3.Version, mount3.ProcNames[:])
+	reg := metrics.New() // every procedure's series appears (at zero) when its program is registered
 	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
 		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll})
 	if err != nil {
@@ -165,10 +163,7 @@ func serve(args []string) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			reg.WriteText(w)
-		})
+		mux.Handle("/metrics", reg.Handler())
 		ml, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
-	"strconv"
 	"text/tabwriter"
 	"time"
-)
 
-var rpcLine = regexp.MustCompile(`^snfs_server_rpc_total\{program="([^"]*)",version="([^"]*)",proc="([^"]*)"\} ([0-9.e+]+)$`)
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
 
 // stat prints per-procedure call counts of a running server, like nfsstat -s.
 func stat(args []string) error {
@@ -40,18 +38,28 @@ func stat(args []string) error {
 	}
 	var rows []row
 	totals := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := rpcLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.ParseFloat(m[4], 64)
-		rows = append(rows, row{m[1], m[2], m[3], n})
-		totals[m[1]+" v"+m[2]] += n
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return fmt.Errorf("metrics from %s: %w", *addr, err)
 	}
-	if err := sc.Err(); err != nil {
-		return err
+	if f := families["snfs_server_rpc_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			var r row
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "program":
+					r.prog = l.GetValue()
+				case "version":
+					r.vers = l.GetValue()
+				case "proc":
+					r.proc = l.GetValue()
+				}
+			}
+			r.n = m.GetCounter().GetValue()
+			rows = append(rows, r)
+			totals[r.prog+" v"+r.vers] += r.n
+		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].prog+rows[i].vers < rows[j].prog+rows[j].vers })
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
