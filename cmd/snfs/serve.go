@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
-
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
@@ -180,11 +178,6 @@ func serve(args []string) error {
 			"(after a restart, or once evicted) cannot be opened (open_by_handle_at needs CAP_DAC_READ_SEARCH)")
 	}
 	log.Info("snfs serving", "nfs", nfsL.ln.Addr().String(), "mount", mntL.ln.Addr().String())
-	// Readiness for systemd (Type=notify, contrib/snfs.service): every listener is
-	// bound, so calls are queued from now on. A no-op outside systemd.
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.Warn("sd_notify READY failed", "err", err)
-	}
 
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
@@ -194,7 +187,6 @@ func serve(args []string) error {
 	case err := <-errc:
 		log.Error("serve failed", "err", err)
 	}
-	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if registered {
