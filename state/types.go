@@ -146,7 +146,7 @@ func (k AccessKind) String() string {
 	return fmt.Sprintf("AccessKind(%d)", uint8(k))
 }
 
-func (k AccessKind) changes() bool { return k != AccessRead }
+func (k AccessKind) changes() bool { return k > AccessRead }
 
 // Verdict is the machine's immediate answer to an OPEN or a plain access.
 type Verdict uint8
@@ -379,7 +379,7 @@ func (f FileInfo) LastWriter() (ClientID, bool) {
 // Stats are the machine's counters and a census of the table.
 type Stats struct {
 	Entries   int
-	ByState   [numStates]int            // entries by state, at the time of the call
+	ByState   [numStates]int           // entries by state, at the time of the call
 	Callbacks [numCallbackModes]uint64 // sent, by mode
 	Outcomes  [numOutcomes]uint64      // callbacks ended, by outcome (Failed includes timeouts)
 	Timeouts  uint64                   // callbacks that passed their deadline
