@@ -46,9 +46,10 @@ type waiter struct {
 	mode   Mode       // an OPEN's mode; 0 for a plain access
 	access AccessKind // a plain access's kind; 0 for an OPEN
 	since  int64
-	// recalled: this request sent (or waited for) a recall, so the back-off
-	// that recall starts does not apply to it.
-	recalled bool
+	// recallSeen is the file's last recall when the request arrived: the
+	// back-off it starts applies to the request, one its own conflict causes
+	// does not (that conflict is the one the recall resolves).
+	recallSeen int64
 }
 
 func (w *waiter) write() bool { return w.mode == Write || w.access.changes() }

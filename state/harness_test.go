@@ -27,12 +27,18 @@ type harness struct {
 	final   map[ReqID]Action
 	fences  []Action
 	reserve bool // persist version blocks at once
+	// holdProbes keeps probes unanswered (in probes) instead of answering OK.
+	holdProbes bool
+	probes     []ClientID
+	reserves   []uint64 // ActReserveVersions not persisted (reserve false)
+	persisted  uint64   // the last mark persisted
 }
 
 func newHarness(t testing.TB, cfg Config) *harness {
 	h := &harness{t: t, now: t0, final: map[ReqID]Action{}, reserve: true}
 	h.m = New(cfg, t0)
-	h.absorb(h.m.VersionsReserved(t0, h.m.cfg.VersionBase+h.m.cfg.VersionBlock, nil))
+	h.persisted = h.m.cfg.VersionBase + h.m.cfg.VersionBlock
+	h.absorb(h.m.VersionsReserved(t0, h.persisted, nil))
 	return h
 }
 
@@ -44,10 +50,17 @@ func (h *harness) absorb(acts []Action) {
 		case ActCallback:
 			h.calls = append(h.calls, a.Callback)
 		case ActProbe:
-			h.m.CallbackPathVerified(h.now, a.Client, true)
+			if h.holdProbes {
+				h.probes = append(h.probes, a.Client)
+			} else {
+				h.m.CallbackPathVerified(h.now, a.Client, true)
+			}
 		case ActReserveVersions:
 			if h.reserve {
+				h.persisted = a.Through
 				acts = append(acts, h.m.VersionsReserved(h.now, a.Through, nil)...)
+			} else {
+				h.reserves = append(h.reserves, a.Through)
 			}
 		case ActFence:
 			h.fences = append(h.fences, a)

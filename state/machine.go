@@ -256,6 +256,9 @@ func (m *Machine) Lookup(now time.Time, f FileID) (FileInfo, bool) {
 	fi := FileInfo{State: e.derive(t, nil), Version: e.version}
 	for i := range e.holders {
 		h := &e.holders[i]
+		if h.empty(t) {
+			continue // an expired plain access, not yet swept
+		}
 		hi := HolderInfo{
 			Client: h.client, Readers: h.readers, Writers: h.writers,
 			Caching: h.flags&fCaching != 0, Dirty: h.flags&fDirty != 0, Fenced: h.flags&fFenced != 0,

@@ -134,6 +134,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 // admit applies w now if nothing is queued before it and no callback is needed,
 // and parks it otherwise.
 func (m *Machine) admit(s *shard, e *entry, t int64, w waiter, out *[]Action) (Verdict, OpenReply) {
+	w.recallSeen = e.recallAt
 	if e.pend == nil || len(e.pend.waiters) == 0 {
 		if v, r, done := m.try(s, e, t, &w, out); done {
 			m.tidy(s, e)
@@ -194,9 +195,6 @@ func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Ve
 	for i := range e.holders {
 		if nd := need(&e.holders[i], &x, next); nd != 0 {
 			blocked = true
-			if nd&Invalidate != 0 {
-				w.recalled = true
-			}
 			m.callback(s, e, t, e.holders[i].client, nd, nd&Invalidate != 0, out)
 		}
 	}
@@ -244,7 +242,7 @@ func (m *Machine) applyOpen(e *entry, t int64, w *waiter, out *[]Action) (Verdic
 	}
 	e.st = e.derive(t, nil)
 	r.CacheEnabled = e.st != WriteShared && m.verified(w.client) && t >= m.overflowUntil.Load() &&
-		!(w.since >= e.recallAt && w.since < e.recallAt+m.backoff && e.recallAt != 0 && !w.recalled)
+		(w.recallSeen == 0 || w.since >= w.recallSeen+m.backoff)
 	if oc := e.call(w.client); oc != nil && oc.mode&Invalidate != 0 && oc.mode != Relinquish {
 		// An invalidation of this client is in flight: its answer must not
 		// cancel what this reply grants.
