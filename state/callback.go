@@ -76,9 +76,10 @@ func dropCall(e *entry, c ClientID) {
 }
 
 // fence handles a client that did not answer a callback about e: its opens are
-// forgotten, whatever dirty blocks it holds are given up, and its later requests
-// on the file are refused until it opens it again (section 3.2). Its callback
-// path must answer a probe before it is granted caching anywhere again.
+// forgotten, whatever dirty blocks it holds are given up, and its requests on
+// the file are refused until it opens it again (section 3.2) - an OPEN it sent
+// before the fence included, since it does not know of the fence yet. Its
+// callback path must answer a probe before it is granted caching anywhere again.
 func (m *Machine) fence(e *entry, c ClientID, out *[]Action) {
 	m.pathFailed(c, out)
 	h := e.holder(c)
@@ -89,6 +90,20 @@ func (m *Machine) fence(e *entry, c ClientID, out *[]Action) {
 	h.flags = fFenced
 	m.n.fencings.Add(1)
 	*out = append(*out, Action{Kind: ActFence, Client: c, File: e.key})
+	if e.pend == nil {
+		return
+	}
+	ws := e.pend.waiters[:0]
+	for _, w := range e.pend.waiters {
+		if w.client != c {
+			ws = append(ws, w)
+			continue
+		}
+		m.n.refused.Add(1)
+		*out = append(*out, Action{Kind: ActRefuse, Req: w.req})
+	}
+	clear(e.pend.waiters[len(ws):])
+	e.pend.waiters = ws
 }
 
 // Tick is the sweeper: the driver calls it periodically (every few hundred

@@ -154,12 +154,6 @@ func (m *Machine) protocolClient(c ClientID, out *[]Action) (verified bool) {
 	return cl.verified
 }
 
-func (m *Machine) isProtocolClient(c ClientID) bool {
-	m.cmu.Lock()
-	defer m.cmu.Unlock()
-	return m.clients[c] != nil
-}
-
 // pathFailed marks c's callback path unverified after a failed callback.
 func (m *Machine) pathFailed(c ClientID, out *[]Action) {
 	m.cmu.Lock()

@@ -250,8 +250,8 @@ func (m *Machine) applyOpen(e *entry, t int64, w *waiter, out *[]Action) (Verdic
 	}
 	if r.CacheEnabled {
 		h.flags |= fCaching
-		if w.mode == Write {
-			h.flags |= fDirty
+		if h.writers > 0 {
+			h.flags |= fDirty // a caching writer, whatever this open's mode
 		}
 	} else {
 		h.flags &^= fCaching

@@ -91,15 +91,6 @@ func (c CallbackMode) String() string {
 	return fmt.Sprintf("CallbackMode(%d)", uint8(c))
 }
 
-// covers reports whether an outstanding callback of mode c, once answered, does
-// everything a callback of mode need would.
-func (c CallbackMode) covers(need CallbackMode) bool {
-	if c == Relinquish {
-		return need == Writeback
-	}
-	return need != Relinquish && c&need == need
-}
-
 // Outcome is how a callback ended.
 type Outcome uint8
 
