@@ -578,3 +578,75 @@ func TestReclaim(t *testing.T) {
 		t.Fatalf("%+v", rep)
 	}
 }
+
+// The machine is safe for concurrent use: drivers call it from every
+// connection's goroutines at once (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	m := New(Config{Shards: 4, JukeboxAfter: time.Millisecond}, t0)
+	m.VersionsReserved(t0, 1<<40, nil)
+	for c := ClientID(1); c <= 4; c++ {
+		m.Register(t0, c)
+		m.CallbackPathVerified(t0, c, true)
+	}
+	calls := make(chan Callback, 1<<16)
+	emit := func(acts []Action) {
+		for _, a := range acts {
+			if a.Kind == ActCallback {
+				calls <- a.Callback
+			}
+		}
+	}
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c := ClientID(g + 1)
+			for i := range 2000 {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				f := fid(i % 16)
+				switch i % 5 {
+				case 0, 1:
+					mode := Mode(1 + (i/5+g)%2)
+					_, acts := m.Open(now, ReqID(g<<32|i), OpenArgs{File: f, Handle: f[:], Client: c, Mode: mode})
+					emit(acts)
+					emit(m.Close(now, CloseArgs{File: f, Client: c, Mode: mode, Dirty: i%3 == 0}))
+				case 2:
+					_, acts := m.PlainAccess(now, ReqID(g<<32|i), AccessArgs{File: f, Handle: f[:], Client: 100 + c, Kind: AccessKind(1 + i%5)})
+					emit(acts)
+				case 3:
+					select {
+					case cb := <-calls:
+						emit(m.CallbackDone(now, cb, Outcome(i%3)))
+					default:
+					}
+				case 4:
+					emit(m.Tick(now))
+					m.Stats(now)
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	now := t0.Add(time.Hour)
+	for {
+		select {
+		case cb := <-calls:
+			emit(m.CallbackDone(now, cb, OK))
+			continue
+		default:
+		}
+		break
+	}
+	emit(m.Tick(now))
+	for len(calls) > 0 {
+		emit(m.CallbackDone(now, <-calls, OK))
+	}
+	emit(m.Tick(now.Add(time.Hour)))
+	for i := range 16 {
+		if fi, ok := m.Lookup(now, fid(i)); ok && (fi.Waiting != 0 || fi.Callbacks != 0) {
+			t.Errorf("file %d left busy: %+v", i, fi)
+		}
+	}
+}
