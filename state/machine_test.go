@@ -650,3 +650,10 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+func TestFileIDOf(t *testing.T) {
+	a, b := FileIDOf([]byte("handle-a")), FileIDOf([]byte("handle-b"))
+	if a == b || a != FileIDOf([]byte("handle-a")) {
+		t.Fatalf("%x %x", a, b)
+	}
+}

@@ -1,14 +1,23 @@
 package state
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"time"
 )
 
 // FileID is the table key of a file: a fixed-size, collision-free name the driver
-// derives from the file handle (for example a 128-bit keyed digest of it). The
-// machine never interprets it.
+// derives from the file handle (FileIDOf, or a lossless packing of the handle
+// when it fits). The machine never interprets it.
 type FileID [16]byte
+
+// FileIDOf derives a FileID from a file handle: the first 128 bits of its
+// SHA-256 (the server's handles carry a MAC, so no client can choose one to
+// collide with another).
+func FileIDOf(handle []byte) FileID {
+	sum := sha256.Sum256(handle)
+	return FileID(sum[:16])
+}
 
 // ClientID names a client host. The driver interns each Spritely client (its
 // registration) and each plain NFS client (its address) to a distinct ClientID.
