@@ -1,0 +1,294 @@
+package state
+
+import (
+	"math"
+	"time"
+)
+
+// Open applies an OPEN (section 3.1) of a.File by a.Client. The answer is in the
+// Result when its Verdict is Proceed (or Jukebox, when the table is full);
+// when it is Wait, the driver parks the request and a later action with req
+// answers it (ActReply, or ActJukebox once JukeboxAfter has passed).
+func (m *Machine) Open(now time.Time, req ReqID, a OpenArgs) (Result, []Action) {
+	m.n.opens.Add(1)
+	var out []Action
+	m.protocolClient(a.Client, &out)
+	t := m.t(now)
+	s := m.shard(a.File)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := m.lookupOrInsert(s, t, a.File, a.Handle, &out)
+	if e == nil {
+		m.n.tableFull.Add(1)
+		m.n.jukebox.Add(1)
+		return Result{Verdict: Jukebox}, out
+	}
+	mode := Read
+	if a.Mode == Write {
+		mode = Write
+	}
+	s.touch(e, t)
+	e.settle(t)
+	v, r := m.admit(s, e, t, waiter{req: req, client: a.Client, mode: mode, since: t}, &out)
+	return Result{Verdict: v, Reply: r}, out
+}
+
+// Close applies a CLOSE (section 3.1). It never waits: a close only takes opens
+// away, so applying it at once can only lower what a parked request waits for,
+// and the called-back client's own CLOSE must not queue behind the request that
+// called it back.
+func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
+	m.n.closes.Add(1)
+	t := m.t(now)
+	s := m.shard(a.File)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.files[a.File]
+	if e == nil {
+		return nil
+	}
+	h := e.holder(a.Client)
+	if h == nil || h.flags&fFenced != 0 {
+		return nil // its opens were forgotten when it was fenced or went away
+	}
+	if a.Mode == Write {
+		if h.writers > 0 {
+			h.writers--
+		}
+	} else if h.readers > 0 {
+		h.readers--
+	}
+	if !h.opens() {
+		// A closed file's clean cached blocks are checked by version at the next
+		// OPEN; only dirty blocks keep the client on record.
+		h.flags &^= fCaching
+	}
+	if h.writers == 0 && !a.Dirty {
+		h.flags &^= fDirty
+	}
+	var out []Action
+	s.touch(e, t)
+	e.settle(t)
+	m.run(s, e, t, &out)
+	return out
+}
+
+// PlainAccess applies a plain NFSv3 request that reads or changes a.File
+// (section 6.1). The driver calls it for every READ, WRITE, SETATTR of the size,
+// REMOVE and RENAME of a regular file, from any client: a protocol client's own
+// reads and writes (write-backs included) of a file it has open, or is the last
+// writer of, proceed at once and change nothing. Anything else counts as an open
+// by a.Client for PlainHold, after the callbacks that makes necessary: the
+// verdict is Wait until they are answered (then ActProceed or ActJukebox).
+// Refuse means a.Client is fenced for the file.
+func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, []Action) {
+	m.n.accesses.Add(1)
+	t := m.t(now)
+	s := m.shard(a.File)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.files[a.File]
+	if e != nil {
+		h := e.holder(a.Client)
+		if h != nil && h.flags&fFenced != 0 {
+			m.n.refused.Add(1)
+			return Refuse, nil
+		}
+		if h.covered(a.Kind) {
+			return Proceed, nil
+		}
+		if h != nil && h.plainActive(t) && h.plainUntil-t > m.hold*3/4 && (a.Kind == AccessRead || h.flags&fPlainWrite != 0) &&
+			(e.pend == nil || len(e.pend.waiters) == 0) {
+			// Refreshed moments ago by the same kind of access: nothing changes
+			// but the version, which a change resets.
+			if a.Kind.changes() {
+				e.version = 0
+			}
+			return Proceed, nil
+		}
+	}
+	var out []Action
+	if e == nil {
+		e = m.lookupOrInsert(s, t, a.File, a.Handle, &out)
+		if e == nil {
+			// No room to record the access: grant no caching anywhere until it
+			// would have expired, so nobody caches what this client may change
+			// or read.
+			m.n.unrecorded.Add(1)
+			until := t + m.hold
+			for {
+				cur := m.overflowUntil.Load()
+				if cur >= until || m.overflowUntil.CompareAndSwap(cur, until) {
+					break
+				}
+			}
+			return Proceed, out
+		}
+	}
+	s.touch(e, t)
+	e.settle(t)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t}, &out)
+	return v, out
+}
+
+// admit applies w now if nothing is queued before it and no callback is needed,
+// and parks it otherwise.
+func (m *Machine) admit(s *shard, e *entry, t int64, w waiter, out *[]Action) (Verdict, OpenReply) {
+	w.recallSeen = e.recallAt
+	if e.pend == nil || len(e.pend.waiters) == 0 {
+		if v, r, done := m.try(s, e, t, &w, out); done {
+			m.tidy(s, e)
+			return v, r
+		}
+	}
+	s.markBusy(e)
+	e.pend.waiters = append(e.pend.waiters, w)
+	m.n.waits.Add(1)
+	return Wait, OpenReply{}
+}
+
+// run applies the parked requests at the head of e's queue, in order, until one
+// must still wait.
+func (m *Machine) run(s *shard, e *entry, t int64, out *[]Action) {
+	for e.pend != nil && len(e.pend.waiters) > 0 {
+		w := &e.pend.waiters[0]
+		v, r, done := m.try(s, e, t, w, out)
+		if !done {
+			break
+		}
+		m.answer(w, v, r, out)
+		e.pend.waiters[0] = waiter{}
+		e.pend.waiters = e.pend.waiters[1:]
+	}
+	s.unbusy(e)
+	m.tidy(s, e)
+}
+
+// answer emits the action releasing a parked request.
+func (m *Machine) answer(w *waiter, v Verdict, r OpenReply, out *[]Action) {
+	switch {
+	case v == Refuse:
+		m.n.refused.Add(1)
+		*out = append(*out, Action{Kind: ActRefuse, Req: w.req})
+	case w.access != 0:
+		*out = append(*out, Action{Kind: ActProceed, Req: w.req})
+	default:
+		*out = append(*out, Action{Kind: ActReply, Req: w.req, Reply: r})
+	}
+}
+
+// try applies w if it can be applied now; otherwise it sends the callbacks w
+// waits for (those not already out) and reports false.
+func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
+	if w.access != 0 {
+		h := e.holder(w.client)
+		if h != nil && h.flags&fFenced != 0 {
+			return Refuse, OpenReply{}, true
+		}
+		if h.covered(w.access) {
+			return Proceed, OpenReply{}, true
+		}
+	}
+	x := opener{client: w.client, write: w.write()}
+	next := e.derive(t, &x)
+	blocked := false
+	for i := range e.holders {
+		if nd := need(&e.holders[i], &x, next); nd != 0 {
+			blocked = true
+			m.callback(s, e, t, e.holders[i].client, nd, nd&Invalidate != 0, out)
+		}
+	}
+	if blocked {
+		return Wait, OpenReply{}, false
+	}
+	if w.access != 0 {
+		h := e.addHolder(w.client)
+		h.plainUntil = max(h.plainUntil, t+m.hold)
+		if w.access.changes() {
+			h.flags |= fPlainWrite
+			e.version = 0 // a plain change: the next OPEN gets a fresh version
+		}
+		e.st = e.derive(t, nil)
+		return Proceed, OpenReply{}, true
+	}
+	return m.applyOpen(e, t, w, out)
+}
+
+// applyOpen records an OPEN that needs no callback and computes its reply.
+func (m *Machine) applyOpen(e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
+	var r OpenReply
+	if w.mode == Write || e.version == 0 {
+		v, ok := m.newVersion(out)
+		if !ok {
+			return Wait, r, false
+		}
+		old := e.version
+		if old == 0 || w.mode != Write {
+			old = v // nothing cached before this version is known to be valid
+		}
+		e.version = v
+		r.Version, r.OldVersion = v, old
+	} else {
+		r.Version, r.OldVersion = e.version, e.version
+	}
+	h := e.addHolder(w.client)
+	h.flags &^= fFenced
+	if w.mode == Write {
+		if h.writers < math.MaxUint32 {
+			h.writers++
+		}
+	} else if h.readers < math.MaxUint32 {
+		h.readers++
+	}
+	e.st = e.derive(t, nil)
+	r.CacheEnabled = e.st != WriteShared && m.verified(w.client) && t >= m.overflowUntil.Load() &&
+		(w.recallSeen == 0 || w.since >= w.recallSeen+m.backoff)
+	if oc := e.call(w.client); oc != nil && oc.mode&Invalidate != 0 && oc.mode != Relinquish {
+		// An invalidation of this client is in flight: its answer must not
+		// cancel what this reply grants.
+		r.CacheEnabled = false
+	}
+	if r.CacheEnabled {
+		h.flags |= fCaching
+		if h.writers > 0 {
+			h.flags |= fDirty // a caching writer, whatever this open's mode
+		}
+	} else {
+		h.flags &^= fCaching
+	}
+	return Proceed, r, true
+}
+
+func (m *Machine) verified(c ClientID) bool {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	cl := m.clients[c]
+	return cl != nil && cl.verified
+}
+
+// callback sends a callback of mode to c about e unless one is already out to c
+// (one at a time per client and file: when it is answered the queue runs again
+// and sends whatever is still needed). A recall starts the file's back-off.
+func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode CallbackMode, recall bool, out *[]Action) {
+	if e.call(c) != nil {
+		return
+	}
+	s.markBusy(e)
+	seq := m.seq.Add(1)
+	e.pend.calls = append(e.pend.calls, outCall{seq: seq, client: c, mode: mode, emitted: t})
+	if recall {
+		e.recallAt = t
+	}
+	m.n.callbacks[mode].Add(1)
+	*out = append(*out, Action{Kind: ActCallback, Callback: Callback{
+		File: e.key, Handle: []byte(e.handle), Client: c, Mode: mode, Seq: seq,
+	}})
+}
+
+// tidy drops an entry that records nothing: no holder, nothing in flight, no
+// version worth keeping.
+func (m *Machine) tidy(s *shard, e *entry) {
+	if e.prev != nil && e.pend == nil && len(e.holders) == 0 && e.version == 0 {
+		s.remove(e)
+	}
+}

@@ -1,0 +1,114 @@
+package state
+
+import (
+	"math"
+	"time"
+)
+
+// lookupOrInsert returns f's entry, making one if there is room. Near the
+// shard's bound it first reclaims (makeRoom); at the bound it returns nil.
+func (m *Machine) lookupOrInsert(s *shard, t int64, f FileID, handle []byte, out *[]Action) *entry {
+	if e := s.files[f]; e != nil {
+		return e
+	}
+	if len(s.files) >= s.high {
+		m.makeRoom(s, t, out)
+	}
+	if len(s.files) >= s.cap {
+		return nil
+	}
+	return s.insert(t, f, handle)
+}
+
+func (s *shard) insert(t int64, f FileID, handle []byte) *entry {
+	e := &entry{key: f, handle: string(handle), touched: t}
+	s.files[f] = e
+	s.pushFront(e)
+	return e
+}
+
+// makeRoom examines up to ReclaimScan entries from the least recently used end
+// (section 4.3.1 and 6.2): entries that record nothing the protocol needs
+// (closed, or only expired plain accesses and fences) are dropped at once; the
+// last writer of a CLOSED_DIRTY file is asked to write back (the entry is
+// dropped by a later pass, once it is CLOSED); the clients of an open file idle
+// for RelinquishIdle are asked to RELINQUISH it (a delayed close). Entries still
+// in use get a second chance at the other end of the list.
+func (m *Machine) makeRoom(s *shard, t int64, out *[]Action) {
+	e := s.lru.prev
+	for n := 0; n < m.cfg.ReclaimScan && e != &s.lru && len(s.files) >= s.high; n++ {
+		newer := e.prev
+		if e.pend != nil {
+			e = newer
+			continue // callbacks are out on it already
+		}
+		e.settle(t)
+		switch {
+		case e.onlyFences(t):
+			m.n.fencesForgotten.Add(uint64(len(e.holders)))
+			m.n.reclaimDrops.Add(1)
+			s.remove(e)
+		case e.st == ClosedDirty:
+			for i := range e.holders {
+				if e.holders[i].flags&fDirty != 0 {
+					m.n.reclaimCallbacks.Add(1)
+					m.callback(s, e, t, e.holders[i].client, Writeback, false, out)
+				}
+			}
+		case t-e.touched >= m.idle && !e.plainHeld(t):
+			for i := range e.holders {
+				if h := &e.holders[i]; h.opens() || h.flags&fDirty != 0 {
+					m.n.reclaimCallbacks.Add(1)
+					m.callback(s, e, t, h.client, Relinquish, false, out)
+				}
+			}
+		default:
+			s.unlink(e)
+			s.pushFront(e)
+		}
+		e = newer
+	}
+}
+
+func (e *entry) plainHeld(t int64) bool {
+	for i := range e.holders {
+		if e.holders[i].plainActive(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Reclaim rebuilds one client's record of one file from what the client reports
+// after a server restart (Sprite's recovery: the clients together know the
+// state). It ignores the table bound and sends no callback; the reports are
+// trusted. Versions the clients report are never issued again.
+func (m *Machine) Reclaim(now time.Time, a ReclaimArgs) {
+	t := m.t(now)
+	s := m.shard(a.File)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.files[a.File]
+	if e == nil {
+		e = s.insert(t, a.File, a.Handle)
+	}
+	h := e.addHolder(a.Client)
+	h.readers = uint32(min(uint64(h.readers)+uint64(a.Readers), math.MaxUint32))
+	h.writers = uint32(min(uint64(h.writers)+uint64(a.Writers), math.MaxUint32))
+	if a.Caching {
+		h.flags |= fCaching
+	}
+	if a.Dirty {
+		h.flags |= fDirty
+	}
+	if a.Version > e.version {
+		e.version = a.Version
+	}
+	m.vmu.Lock()
+	if a.Version >= m.verNext {
+		m.verNext = a.Version + 1
+	}
+	m.vmu.Unlock()
+	s.touch(e, t)
+	e.settle(t)
+}
