@@ -1,12 +1,12 @@
 package sunrpc
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -19,37 +19,39 @@ import (
 // ErrClientClosed is returned by calls on a closed Client.
 var ErrClientClosed = errors.New("sunrpc: client closed")
 
-// Client calls one program version at one address. It is safe for concurrent use:
-// on TCP any number of calls share one connection and replies are matched by xid.
-// A call whose connection breaks, or that gets no reply within Timeout, is sent
-// again with the same xid (on a new connection for TCP), so that the server's
-// duplicate request cache recognises it. Calls end when their context does.
+// Client calls programs at one address over one connection at a time, and serves
+// the calls its server sends back on that connection (WithPrograms). It is safe
+// for concurrent use: on TCP any number of calls share the connection and replies
+// are matched by xid. A call whose connection breaks, or that gets no reply within
+// the timeout, is sent again with the same xid (on a new connection for TCP), so
+// that the server's duplicate request cache recognises it. Calls end when their
+// context does.
+//
+// A Client has a default program and version (Dial's); Program returns a view of
+// the same connection for another one, so NFS, MOUNT and a side protocol share
+// one connection.
 type Client struct {
 	*transport
-	auth OpaqueAuth
+	prog, vers uint32
+	auth       OpaqueAuth
 }
 
-// transport is the connection state shared by a Client and its WithAuth views.
+// transport is the connection state shared by a Client and its views.
 type transport struct {
 	network, addr string
-	prog, vers    uint32
 	timeout       time.Duration // before resending a call
 	maxRecord     int
 	xid           atomic.Uint32
+	d             *dispatcher // the programs this client serves
+	onConnect     func(ctx context.Context, c *Conn) error
+	ctx           context.Context // handlers' base context, cancelled by Close
+	cancel        context.CancelFunc
 
 	mu      sync.Mutex
-	cur     *clientConn            // guarded by mu; nil when not connected
-	pending map[uint32]chan []byte // guarded by mu
-	closed  bool                   // guarded by mu
-	wg      sync.WaitGroup         // reader goroutines
-}
-
-type clientConn struct {
-	nc   net.Conn
-	dead chan struct{} // closed when the reader stops
-	// Calls go out through a combiner: calls made while another is being written
-	// share its writev, so many calls in flight cost one system call per batch.
-	out *combiner[[]byte]
+	cur     *Conn         // guarded by mu; nil when not connected
+	dialing chan struct{} // guarded by mu; closed when the dial in progress ends
+	closed  bool          // guarded by mu
+	wg      sync.WaitGroup
 }
 
 // DialOption configures Dial.
@@ -58,11 +60,31 @@ type DialOption func(*transport)
 // WithTimeout sets how long a call waits for its reply before it is sent again.
 func WithTimeout(d time.Duration) DialOption { return func(t *transport) { t.timeout = d } }
 
+// WithPrograms makes the client serve these programs to calls its server sends
+// on the client's connection (a callback program). They keep being served on
+// every new connection after a reconnect.
+func WithPrograms(ps ...*Program) DialOption {
+	return func(t *transport) {
+		for _, p := range ps {
+			t.d.register(p)
+		}
+	}
+}
+
+// WithOnConnect runs f on every new connection before any other call uses it:
+// the place to tell the server which client this connection belongs to (so its
+// calls back reach the new connection after a reconnect). f calls the server
+// with c.Call. If f fails, the connection is closed and the dial fails (a call
+// waiting for it retries).
+func WithOnConnect(f func(ctx context.Context, c *Conn) error) DialOption {
+	return func(t *transport) { t.onConnect = f }
+}
+
 // Dial connects to prog/vers at addr over network ("tcp" or "udp"). The client
 // authenticates with AUTH_SYS as the current process unless WithAuth says otherwise.
 func Dial(ctx context.Context, network, addr string, prog, vers uint32, opts ...DialOption) (*Client, error) {
-	t := &transport{network: network, addr: addr, prog: prog, vers: vers,
-		pending: map[uint32]chan []byte{}, maxRecord: 8 << 20}
+	t := &transport{network: network, addr: addr, maxRecord: 8 << 20,
+		d: newDispatcher(64, slog.Default(), nil, nil)}
 	switch network {
 	case "tcp", "tcp4", "tcp6":
 		t.timeout = 60 * time.Second
@@ -74,32 +96,44 @@ func Dial(ctx context.Context, network, addr string, prog, vers uint32, opts ...
 	for _, o := range opts {
 		o(t)
 	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	var seed [4]byte
 	rand.Read(seed[:])
 	t.xid.Store(binary.BigEndian.Uint32(seed[:]))
 	if _, err := t.conn(ctx); err != nil {
+		t.Close()
 		return nil, err
 	}
 	host, _ := os.Hostname()
 	auth := EncodeAuthSys(AuthSysParams{MachineName: host, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
-	return &Client{transport: t, auth: auth}, nil
+	return &Client{transport: t, prog: prog, vers: vers, auth: auth}, nil
 }
 
 // WithAuth returns a client that shares c's connection but sends credential a.
-func (c *Client) WithAuth(a OpaqueAuth) *Client { return &Client{transport: c.transport, auth: a} }
+func (c *Client) WithAuth(a OpaqueAuth) *Client {
+	return &Client{transport: c.transport, prog: c.prog, vers: c.vers, auth: a}
+}
+
+// Program returns a client that shares c's connection and credential but calls
+// prog/vers.
+func (c *Client) Program(prog, vers uint32) *Client {
+	return &Client{transport: c.transport, prog: prog, vers: vers, auth: c.auth}
+}
 
 // NextXID returns a fresh transaction id (for callers that use CallXID).
 func (c *Client) NextXID() uint32 { return c.xid.Add(1) }
 
-// Close closes the connection and fails pending calls.
+// Close closes the connection, fails pending calls, and waits for the calls the
+// client was serving.
 func (t *transport) Close() error {
 	t.mu.Lock()
 	t.closed = true
 	cur := t.cur
 	t.cur = nil
 	t.mu.Unlock()
+	t.cancel()
 	if cur != nil {
-		cur.nc.Close()
+		cur.Close()
 	}
 	t.wg.Wait()
 	return nil
@@ -107,16 +141,50 @@ func (t *transport) Close() error {
 
 func (t *transport) stream() bool { return t.network[:3] == "tcp" }
 
-// conn returns the live connection, dialling if there is none.
-func (t *transport) conn(ctx context.Context) (*clientConn, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, ErrClientClosed
+// conn returns the live connection, dialling (and running the connect hook) if
+// there is none. Concurrent callers wait for one dial.
+func (t *transport) conn(ctx context.Context) (*Conn, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, ErrClientClosed
+		}
+		if t.cur != nil {
+			c := t.cur
+			t.mu.Unlock()
+			return c, nil
+		}
+		if wait := t.dialing; wait != nil {
+			t.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		t.dialing = done
+		t.mu.Unlock()
+		c, err := t.dial(ctx)
+		t.mu.Lock()
+		t.dialing = nil
+		close(done)
+		if err == nil && t.closed {
+			c.Close()
+			err = ErrClientClosed
+		}
+		if err == nil {
+			t.cur = c
+		}
+		t.mu.Unlock()
+		return c, err
 	}
-	if t.cur != nil {
-		return t.cur, nil
-	}
+}
+
+// dial makes a new connection, serves it, and runs the connect hook on it.
+func (t *transport) dial(ctx context.Context) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, t.network, t.addr)
 	if err != nil {
@@ -125,132 +193,70 @@ func (t *transport) conn(ctx context.Context) (*clientConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	cc := &clientConn{nc: nc, dead: make(chan struct{}), out: newCombiner(nc, 0, func(b []byte) []byte { return b }, nil)}
-	t.cur = cc
-	t.wg.Add(1)
-	go t.readLoop(cc)
-	return cc, nil
-}
-
-// send writes msg on a stream connection, combined with other calls' (see
-// clientConn.out). A failed write drops the connection; every call it carried sees
-// cc.dead and is resent.
-func (t *transport) send(cc *clientConn, msg []byte) {
-	if err := cc.out.write(msg); err != nil {
-		t.drop(cc)
+	network := "tcp"
+	if !t.stream() {
+		network = "udp"
 	}
+	c := newConn(nc, connConfig{network: network, d: t.d, xids: &t.xid, maxRecord: t.maxRecord,
+		maxMem: 16 << 20, maxWorkers: cap(t.d.sem), log: t.d.log, parent: t.ctx})
+	c.OnClose(func() {
+		t.mu.Lock()
+		if t.cur == c {
+			t.cur = nil
+		}
+		t.mu.Unlock()
+	})
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		c.serve()
+	}()
+	if t.onConnect != nil {
+		if err := t.onConnect(ctx, c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sunrpc: connect hook on %s: %w", t.addr, err)
+		}
+	}
+	return c, nil
 }
 
-func (t *transport) drop(cc *clientConn) {
+// drop closes c and stops handing it out.
+func (t *transport) drop(c *Conn) {
 	t.mu.Lock()
-	if t.cur == cc {
+	if t.cur == c {
 		t.cur = nil
 	}
 	t.mu.Unlock()
-	cc.nc.Close()
+	c.Close()
 }
 
-func (t *transport) readLoop(cc *clientConn) {
-	defer t.wg.Done()
-	defer close(cc.dead)
-	defer t.drop(cc)
-	var br *bufio.Reader
-	if t.stream() {
-		br = bufio.NewReaderSize(cc.nc, 64<<10)
-	}
-	dgram := make([]byte, 65536)
-	for {
-		var rec []byte
-		if br != nil {
-			var err error
-			rec, err = readRecord(br, nil, t.maxRecord)
-			if err != nil {
-				return
-			}
-		} else {
-			n, err := cc.nc.Read(dgram)
-			if err != nil {
-				if isTimeout(err) {
-					continue
-				}
-				var oe *net.OpError
-				if errors.As(err, &oe) && !errors.Is(err, net.ErrClosed) {
-					continue // e.g. ECONNREFUSED from an ICMP error; keep listening
-				}
-				return
-			}
-			rec = append([]byte(nil), dgram[:n]...)
-		}
-		if len(rec) < 4 {
-			continue
-		}
-		xid := binary.BigEndian.Uint32(rec)
-		t.mu.Lock()
-		ch := t.pending[xid]
-		t.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- rec:
-			default: // a duplicate reply; the first one wins
-			}
-		}
-	}
-}
-
-// Call invokes proc with args and decodes the results into res (either may be nil).
+// Call invokes proc of the client's program with args and decodes the results
+// into res (either may be nil).
 func (c *Client) Call(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
 	return c.CallXID(ctx, c.NextXID(), proc, args, res)
 }
 
 // CallXID is Call with a caller-chosen xid; tests use it to retransmit on purpose.
 func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
-	w := xdr.NewWriter(make([]byte, 0, 256))
-	w.Uint32(0)
-	EncodeCall(w, &CallHeader{XID: xid, Prog: c.prog, Vers: c.vers, Proc: proc, Cred: c.auth, Verf: nullVerf})
-	if args != nil {
-		args.Encode(w)
-	}
-	msg := w.Bytes()
-	putMarker(msg, len(msg)-4)
-	if !c.stream() {
-		msg = msg[4:]
-	}
+	msg := encodeCallMsg(xid, c.prog, c.vers, proc, c.auth, args)
 	rec, err := c.roundTrip(ctx, xid, msg)
 	if err != nil {
 		return err
 	}
-	r := xdr.NewReader(rec)
-	if _, err := decodeReply(r); err != nil {
-		return err
-	}
-	if res != nil {
-		if err := res.Decode(r); err != nil {
-			return fmt.Errorf("sunrpc: decoding results of proc %d: %w", proc, err)
-		}
-	}
-	return nil
+	return decodeResults(rec, proc, res)
 }
 
 func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]byte, error) {
-	ch := make(chan []byte, 1)
-	t.mu.Lock()
-	t.pending[xid] = ch
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		delete(t.pending, xid)
-		t.mu.Unlock()
-	}()
 	timeout := t.timeout
 	backoff := 10 * time.Millisecond
 	for {
-		cc, err := t.conn(ctx)
+		c, err := t.conn(ctx)
 		if err != nil {
-			if errors.Is(err, ErrClientClosed) || ctx.Err() != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
+			if errors.Is(err, ErrClientClosed) {
 				return nil, err
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
 			select {
 			case <-time.After(backoff):
@@ -262,33 +268,25 @@ func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]by
 			}
 			continue
 		}
-		if t.stream() {
-			t.send(cc, msg)
-		} else if _, err := cc.nc.Write(msg); err != nil {
-			t.drop(cc)
-			continue
-		}
-		timer := time.NewTimer(timeout)
-		select {
-		case rec := <-ch:
-			timer.Stop()
+		rec, err := c.roundTrip(ctx, xid, msg, timeout)
+		switch {
+		case err == nil:
 			return rec, nil
-		case <-ctx.Done():
-			timer.Stop()
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case <-cc.dead:
-			timer.Stop()
+		case errors.Is(err, errCallTimeout):
+			if t.stream() {
+				t.drop(c) // resend on a fresh connection, as RPC over TCP does
+			} else if timeout < 16*time.Second {
+				timeout *= 2
+			}
+		default: // the connection went: resend on a new one unless closed
+			t.drop(c)
 			t.mu.Lock()
 			closed := t.closed
 			t.mu.Unlock()
 			if closed {
 				return nil, ErrClientClosed
-			}
-		case <-timer.C:
-			if t.stream() {
-				t.drop(cc) // resend on a fresh connection, as RPC over TCP does
-			} else if timeout < 16*time.Second {
-				timeout *= 2
 			}
 		}
 	}

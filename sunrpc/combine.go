@@ -1,9 +1,6 @@
 package sunrpc
 
-import (
-	"io"
-	"sync"
-)
+import "sync"
 
 // combiner writes messages to one stream with flat combining: messages that
 // become ready while another goroutine is writing are left to that goroutine,
@@ -13,36 +10,28 @@ import (
 // were handed over. The server uses it for replies, the client for calls.
 type combiner[T any] struct {
 	w       buffersWriter
-	limit   int            // bound on bytes pending while a write runs; 0: none
 	bytes   func(T) []byte // a message's bytes
 	release func(T)        // called once a message is written (or dropped after an error); may be nil
 
-	mu           sync.Mutex // guards the fields below
-	pending      []T        // messages left for the writer; guarded by mu
-	pendingBytes int        // their total size; guarded by mu
-	spare        []T        // the writer's other batch slice, reused; guarded by mu
-	writing      bool       // a goroutine is writing and will take pending too; guarded by mu
-	drained      sync.Cond  // signalled when the writer takes pending; L is &mu
+	mu      sync.Mutex // guards the fields below
+	pending []T        // messages left for the writer; guarded by mu
+	spare   []T        // the writer's other batch slice, reused; guarded by mu
+	writing bool       // a goroutine is writing and will take pending too; guarded by mu
 }
 
-func newCombiner[T any](w io.Writer, limit int, bytes func(T) []byte, release func(T)) *combiner[T] {
-	c := &combiner[T]{w: newBuffersWriter(w), limit: limit, bytes: bytes, release: release}
-	c.drained.L = &c.mu
-	return c
+// newCombiner writes through w. Bounding what is pending is the caller's
+// business (a Conn stops reading calls while its replies hold its budget).
+func newCombiner[T any](w buffersWriter, bytes func(T) []byte, release func(T)) *combiner[T] {
+	return &combiner[T]{w: w, bytes: bytes, release: release}
 }
 
 // write hands m over to be written and takes ownership of it. If no goroutine is
 // writing, this one writes m and everything handed over meanwhile, and returns the
 // first write error; otherwise it returns nil at once (a failed write is then the
-// writing goroutine's to report). With a limit, it first waits while that many
-// bytes are pending, so a peer that stops reading cannot make it buffer without end.
+// writing goroutine's to report). It never waits for another goroutine's write.
 func (c *combiner[T]) write(m T) error {
 	c.mu.Lock()
-	for c.limit > 0 && c.writing && c.pendingBytes >= c.limit {
-		c.drained.Wait()
-	}
 	c.pending = append(c.pending, m)
-	c.pendingBytes += len(c.bytes(m))
 	if c.writing {
 		c.mu.Unlock()
 		return nil
@@ -53,8 +42,7 @@ func (c *combiner[T]) write(m T) error {
 	var zero T
 	for len(c.pending) > 0 {
 		batch := c.pending
-		c.pending, c.spare, c.pendingBytes = c.spare[:0], nil, 0
-		c.drained.Broadcast()
+		c.pending, c.spare = c.spare[:0], nil
 		c.mu.Unlock()
 		bufs = bufs[:0]
 		for _, b := range batch {

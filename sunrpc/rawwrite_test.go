@@ -13,7 +13,7 @@ import (
 // buffers are skipped; a write after the peer closed reports an error.
 func TestRawWriterFullSocket(t *testing.T) {
 	c, srv := tcpPair(t)
-	w := newBuffersWriter(srv)
+	w := newBuffersWriter(srv, 0)
 	if _, ok := w.(*rawWriter); !ok {
 		t.Fatalf("a TCP connection got %T, want *rawWriter", w)
 	}
