@@ -144,8 +144,8 @@ func (c *Conn) Context() context.Context { return c.ctx }
 // on it can be answered, and a state layer should forget it.
 func (c *Conn) Done() <-chan struct{} { return c.rdone }
 
-// OnClose arranges for f to run (once, in its own goroutine's stead: keep it
-// short) when the connection stops reading; at once if it already has.
+// OnClose arranges for f to run once when the connection stops reading (on the
+// connection's reader goroutine: keep it short), or at once if it already has.
 func (c *Conn) OnClose(f func()) {
 	c.mu.Lock()
 	if !c.stopped {
@@ -176,20 +176,26 @@ func (c *Conn) serve() {
 	} else {
 		err = c.readDatagrams()
 	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) && !errors.Is(err, context.Canceled) {
-		c.log.Debug("rpc connection closed", "remote", c.addr, "err", err)
+	shutdown := isTimeout(err) || errors.Is(err, context.Canceled) // the server's Shutdown stopped the reader
+	if !shutdown {
+		// The peer went (or the connection failed): calls not yet started
+		// are dropped, as their replies could not be delivered.
+		c.markDead()
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrConnClosed) {
+			c.log.Debug("rpc connection closed", "remote", c.addr, "err", err)
+		}
 	}
 	c.mu.Lock()
 	c.stopped = true
 	fs := c.onClose
 	c.onClose = nil
 	c.mu.Unlock()
-	close(c.rdone)
-	c.cancel()
 	for _, f := range fs {
 		f()
 	}
-	c.callWG.Wait() // calls already read still run and reply
+	close(c.rdone)
+	c.cancel()
+	c.callWG.Wait() // calls already started still run (and reply, on shutdown)
 	c.markDead()
 	c.nc.Close()
 }
