@@ -46,7 +46,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcLookup:      proc[nfs3.DirOpArgs, nfs3.LookupRes]("LOOKUP", idempotent, s.lookup),
 		nfs3.ProcAccess:      proc[nfs3.AccessArgs, nfs3.AccessRes]("ACCESS", idempotent, s.access),
 		nfs3.ProcReadlink:    proc[nfs3.FHArgs, nfs3.ReadlinkRes]("READLINK", idempotent, s.readlink),
-		nfs3.ProcRead:        {Name: "READ", Handler: s.read},
+		nfs3.ProcRead:        {Name: "READ", Handler: s.read, MaxReply: maxIO + 4096},
 		nfs3.ProcWrite:       proc[nfs3.WriteArgs, nfs3.WriteRes]("WRITE", nonIdempotent, s.write),
 		nfs3.ProcCreate:      proc[nfs3.CreateArgs, nfs3.CreateRes]("CREATE", nonIdempotent, s.create),
 		nfs3.ProcMkdir:       proc[nfs3.MkdirArgs, nfs3.CreateRes]("MKDIR", nonIdempotent, s.mkdir),

@@ -304,7 +304,7 @@ func (c *Conn) startCall(bp *[]byte, quiet bool) {
 	c.mem += held
 	c.mu.Unlock()
 	if quiet && inline(p, *bp) {
-		c.serveCall(bp, held, false)
+		c.serveCall(p, bp, held, false)
 		return
 	}
 	c.async.Add(1)
@@ -317,7 +317,7 @@ func (c *Conn) startCall(bp *[]byte, quiet bool) {
 			c.release(held)
 			return
 		}
-		c.serveCall(bp, held, true)
+		c.serveCall(p, bp, held, true)
 	}()
 }
 
@@ -339,8 +339,13 @@ func (c *Conn) acquireWorker() bool {
 	}
 }
 
-func (c *Conn) serveCall(bp *[]byte, held int, worker bool) {
+func (c *Conn) serveCall(p *Proc, bp *[]byte, held int, worker bool) {
 	rb := getBuf()
+	if p != nil && cap(*rb) < p.MaxReply+4 {
+		// Room for the largest reply at once: grown by appending, its
+		// capacity would end up to twice what it needs.
+		*rb = make([]byte, 0, p.MaxReply+4)
+	}
 	reply := c.d.dispatch(c.ctx, *bp, c.network, c.addr, c, (*rb)[:0])
 	putBuf(bp)
 	if worker {

@@ -34,10 +34,11 @@ type Proc struct {
 	// cheap, must not trust args (they are not yet checked), and a wrong answer
 	// costs only concurrency. nil means never inline.
 	Inline func(args []byte) bool
-	// MaxReply is the largest reply this procedure sends, in bytes (0: small).
-	// A connection reserves it from its memory budget while the call runs, as
-	// nfsd reserves pc_xdrressize, so that a client pipelining calls with large
-	// replies (READ) is stopped before their replies are built, not after.
+	// MaxReply is the largest reply this procedure sends, RPC header included,
+	// in bytes (0: small). A connection reserves it from its memory budget while
+	// the call runs, as nfsd reserves pc_xdrressize, so that a client pipelining
+	// calls with large replies (READ) is stopped before their replies are built,
+	// not after; and the reply is built in a buffer of that size.
 	MaxReply int
 
 	observe func(time.Duration) // from the Observer's CallResolver at Register; may be nil
