@@ -202,21 +202,18 @@ func (r *req) attr() *nfs3.Fattr {
 	return fattr(&r.node.Stat, r.fsid())
 }
 
-// resolve checks fh, the client's right to its export, and opens it.
+// resolve checks fh (its MAC, once), the client's right to its export, and opens it,
+// with the caller's identity squashed by the export's options.
 func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
-	se, err := s.store.ExportOf(fh)
-	if err != nil {
-		return nil, err
-	}
-	e := s.byID[se.ID]
-	if e == nil {
-		return nil, store.ErrStale
-	}
-	opts, err := e.access(c)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.store.Resolve(fh)
+	var e *export
+	var opts *Options
+	n, err := s.store.ResolveFor(fh, func(se *store.Export) (err error) {
+		if e = s.byID[se.ID]; e == nil {
+			return store.ErrStale
+		}
+		opts, err = e.access(c)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
