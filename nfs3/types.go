@@ -143,6 +143,16 @@ func (f FH) Encode(w *xdr.Writer) { w.Opaque(f) }
 // DecodeFH decodes an nfs_fh3; the result aliases the reader's buffer.
 func DecodeFH(r *xdr.Reader) FH { return FH(r.Opaque(FHSize)) }
 
+// PeekFH returns the nfs_fh3 that encoded arguments start with (every procedure's
+// but NULL's do), aliasing b, without decoding the rest: ok is false when no handle
+// decodes there. It is DecodeFH on a reader of its own.
+func PeekFH(b []byte) (fh FH, ok bool) {
+	var r xdr.Reader
+	r.Reset(b)
+	fh = DecodeFH(&r)
+	return fh, r.Err() == nil
+}
+
 // Time is nfstime3.
 type Time struct{ Sec, Nsec uint32 }
 
