@@ -140,6 +140,16 @@ type FH []byte
 // Encode implements xdr.Encoder.
 func (f FH) Encode(w *xdr.Writer) { w.Opaque(f) }
 
+// Result is the result of a procedure other than NULL (GETATTR3res, ...). Every
+// result starts with its nfsstat3, and a failed one carries only what its resfail
+// arm holds: a result whose status is set to an error and whose other fields are
+// zero is that procedure's answer for a call that failed before touching any object.
+type Result interface {
+	xdr.Encoder
+	xdr.Decoder
+	SetStatus(Status)
+}
+
 // DecodeFH decodes an nfs_fh3; the result aliases the reader's buffer.
 func DecodeFH(r *xdr.Reader) FH { return FH(r.Opaque(FHSize)) }
 

@@ -80,6 +80,9 @@ type WriteRes struct {
 	Verf      [WriteVerfSize]byte // when OK
 }
 
+// SetStatus implements Result.
+func (x *WriteRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *WriteRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -242,27 +242,23 @@ func (s *Server) commitMeta(r *req) error {
 	return s.sync(r, false)
 }
 
-// commitNew makes an object just made under r's directory durable, then the
-// directory entry that names it (CREATE, MKDIR, SYMLINK, MKNOD), unless the export
-// is async. The object goes first: a directory flush alone does not write the new
+// commitNew makes an object just made durable, then the directory entry that names
+// it (CREATE, MKDIR, SYMLINK, MKNOD), unless the export is async. The object goes first: a directory flush alone does not write the new
 // inode on every file system (ext4 without a journal, for one), and an entry that
 // reaches the disk before its inode names garbage after a crash. knfsd commits both
 // the same way.
-func (s *Server) commitNew(r *req, fh []byte) error {
-	if r.opts.Async {
+func (s *Server) commitNew(m *made) error {
+	if m.dir.opts.Async {
 		return nil
 	}
-	n, err := s.store.Resolve(fh)
+	nr, err := s.resolveMade(m)
 	if err != nil {
 		return err
 	}
-	nr := &req{node: n, exp: r.exp, opts: r.opts, cred: r.cred}
-	err = s.commitObj(nr)
-	nr.release()
-	if err != nil {
+	if err := s.commitObj(nr); err != nil {
 		return err
 	}
-	return s.commitMeta(r)
+	return s.commitMeta(m.dir)
 }
 
 // commitObj makes a change to r's own attributes durable before the reply (SETATTR),
