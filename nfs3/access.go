@@ -35,6 +35,9 @@ type AccessRes struct {
 	Access uint32 // when OK
 }
 
+// SetStatus implements Result.
+func (x *AccessRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *AccessRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

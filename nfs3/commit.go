@@ -28,6 +28,9 @@ type CommitRes struct {
 	Verf   [WriteVerfSize]byte // when OK
 }
 
+// SetStatus implements Result.
+func (x *CommitRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *CommitRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -52,6 +52,9 @@ type CreateRes struct {
 	DirWcc WccData
 }
 
+// SetStatus implements Result.
+func (x *CreateRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *CreateRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

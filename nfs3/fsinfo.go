@@ -23,6 +23,9 @@ type FsinfoRes struct {
 	Properties            uint32
 }
 
+// SetStatus implements Result.
+func (x *FsinfoRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *FsinfoRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

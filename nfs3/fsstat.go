@@ -12,6 +12,9 @@ type FsstatRes struct {
 	Invarsec               uint32
 }
 
+// SetStatus implements Result.
+func (x *FsstatRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *FsstatRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -6,10 +6,7 @@ import (
 	"snfs/xdr"
 )
 
-type codec interface {
-	xdr.Encoder
-	xdr.Decoder
-}
+type codec = Result
 
 // resultTypes are the client-side decoders of every procedure's results.
 var resultTypes = []func() codec{

@@ -77,3 +77,51 @@ func FuzzReaddirplusArgs(f *testing.F) {
 	fuzzArgs(f, &ReaddirplusArgs{Dir: fh, Cookie: 9, DirCount: 512, MaxCount: 4096})
 }
 func FuzzCommitArgs(f *testing.F) { fuzzArgs(f, &CommitArgs{File: fh, Offset: 0, Count: 0}) }
+
+// FuzzPeekWrite: PeekWrite never panics, and whenever the real decoder accepts
+// WRITE3args, PeekWrite accepts them too and reads the same file, offset, count and
+// stable_how.
+func FuzzPeekWrite(f *testing.F) {
+	for _, st := range []StableHow{Unstable, DataSync, FileSync} {
+		var w xdr.Writer
+		(&WriteArgs{File: fh, Offset: 8, Count: 3, Stable: st, Data: []byte("abc")}).Encode(&w)
+		f.Add(w.Bytes())
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 65})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		head, ok := PeekWrite(b)
+		var full WriteArgs
+		if full.Decode(xdr.NewReader(b)) != nil {
+			return
+		}
+		if !ok {
+			t.Fatalf("Decode accepts %x, PeekWrite does not", b)
+		}
+		if string(head.File) != string(full.File) || head.Offset != full.Offset || head.Count != full.Count ||
+			head.Stable != full.Stable || head.Data != nil {
+			t.Fatalf("PeekWrite %+v, Decode %+v", head, full)
+		}
+	})
+}
+
+// FuzzPeekFH: PeekFH never panics and agrees with the decoders of arguments that
+// start with a handle (here FHArgs and DirOpArgs).
+func FuzzPeekFH(f *testing.F) {
+	var w xdr.Writer
+	(&DirOpArgs{Dir: fh, Name: "n"}).Encode(&w)
+	f.Add(w.Bytes())
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 65})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := PeekFH(b)
+		var a FHArgs
+		if a.Decode(xdr.NewReader(b)) == nil && (!ok || string(got) != string(a.FH)) {
+			t.Fatalf("FHArgs decodes %x, PeekFH says %x, %v", a.FH, got, ok)
+		}
+		var d DirOpArgs
+		if d.Decode(xdr.NewReader(b)) == nil && (!ok || string(got) != string(d.Dir)) {
+			t.Fatalf("DirOpArgs decodes %x, PeekFH says %x, %v", d.Dir, got, ok)
+		}
+	})
+}

@@ -9,6 +9,9 @@ type GetattrRes struct {
 	Attr   Fattr // when OK
 }
 
+// SetStatus implements Result.
+func (x *GetattrRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *GetattrRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

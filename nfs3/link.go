@@ -24,6 +24,9 @@ type LinkRes struct {
 	LinkWcc WccData
 }
 
+// SetStatus implements Result.
+func (x *LinkRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *LinkRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

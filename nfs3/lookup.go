@@ -11,6 +11,9 @@ type LookupRes struct {
 	DirAttr *Fattr
 }
 
+// SetStatus implements Result.
+func (x *LookupRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *LookupRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -15,6 +15,9 @@ type PathconfRes struct {
 	CasePreserving  bool
 }
 
+// SetStatus implements Result.
+func (x *PathconfRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *PathconfRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -29,6 +29,9 @@ type ReadRes struct {
 	Data   []byte // when OK
 }
 
+// SetStatus implements Result.
+func (x *ReadRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *ReadRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

@@ -46,6 +46,9 @@ type ReaddirRes struct {
 	EOF        bool                 // when OK
 }
 
+// SetStatus implements Result.
+func (x *ReaddirRes) SetStatus(s Status) { x.Status = s }
+
 // EntrySize is how many bytes e adds to an encoded reply.
 func EntrySize(e *Entry, plus bool) int {
 	n := 4 + 8 + 4 + (len(e.Name)+3)&^3 + 8

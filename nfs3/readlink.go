@@ -10,6 +10,9 @@ type ReadlinkRes struct {
 	Path   string // when OK
 }
 
+// SetStatus implements Result.
+func (x *ReadlinkRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *ReadlinkRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

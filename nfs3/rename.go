@@ -24,6 +24,9 @@ type RenameRes struct {
 	ToWcc   WccData
 }
 
+// SetStatus implements Result.
+func (x *RenameRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *RenameRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))

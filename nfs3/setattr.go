@@ -38,6 +38,9 @@ type WccRes struct {
 	Wcc    WccData
 }
 
+// SetStatus implements Result.
+func (x *WccRes) SetStatus(s Status) { x.Status = s }
+
 // Encode implements xdr.Encoder.
 func (x *WccRes) Encode(w *xdr.Writer) { w.Uint32(uint32(x.Status)); x.Wcc.Encode(w) }
 

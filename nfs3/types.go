@@ -140,8 +140,28 @@ type FH []byte
 // Encode implements xdr.Encoder.
 func (f FH) Encode(w *xdr.Writer) { w.Opaque(f) }
 
+// Result is the result of a procedure other than NULL (GETATTR3res, ...). Every
+// result starts with its nfsstat3, and a failed one carries only what its resfail
+// arm holds: a result whose status is set to an error and whose other fields are
+// zero is that procedure's answer for a call that failed before touching any object.
+type Result interface {
+	xdr.Encoder
+	xdr.Decoder
+	SetStatus(Status)
+}
+
 // DecodeFH decodes an nfs_fh3; the result aliases the reader's buffer.
 func DecodeFH(r *xdr.Reader) FH { return FH(r.Opaque(FHSize)) }
+
+// PeekFH returns the nfs_fh3 that encoded arguments start with (every procedure's
+// but NULL's do), aliasing b, without decoding the rest: ok is false when no handle
+// decodes there. It is DecodeFH on a reader of its own.
+func PeekFH(b []byte) (fh FH, ok bool) {
+	var r xdr.Reader
+	r.Reset(b)
+	fh = DecodeFH(&r)
+	return fh, r.Err() == nil
+}
 
 // Time is nfstime3.
 type Time struct{ Sec, Nsec uint32 }

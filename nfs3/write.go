@@ -45,12 +45,30 @@ func (x *WriteArgs) Encode(w *xdr.Writer) {
 
 // Decode implements xdr.Decoder.
 func (x *WriteArgs) Decode(r *xdr.Reader) error {
+	x.decodeHead(r)
+	x.Data = r.Opaque(r.Remaining())
+	return r.Err()
+}
+
+// decodeHead decodes the fields of WRITE3args before the data.
+func (x *WriteArgs) decodeHead(r *xdr.Reader) {
 	x.File = DecodeFH(r)
 	x.Offset = r.Uint64()
 	x.Count = r.Uint32()
 	x.Stable = StableHow(r.Enum(3))
-	x.Data = r.Opaque(r.Remaining())
-	return r.Err()
+}
+
+// PeekWrite reads the file, offset, count and stable_how of encoded WRITE3args
+// without the data (Data is nil; File aliases b): a cheap look at a call not yet
+// decoded, such as the server's choice of where to run a WRITE. ok is false when
+// those fields do not decode. It shares Decode's code for them, so whenever Decode
+// accepts b, PeekWrite accepts it too and agrees (FuzzPeekWrite); it may accept a
+// call whose data Decode then rejects.
+func PeekWrite(b []byte) (head WriteArgs, ok bool) {
+	var r xdr.Reader
+	r.Reset(b)
+	head.decodeHead(&r)
+	return head, r.Err() == nil
 }
 
 // WriteRes is WRITE3res.
@@ -61,6 +79,9 @@ type WriteRes struct {
 	Committed StableHow           // when OK
 	Verf      [WriteVerfSize]byte // when OK
 }
+
+// SetStatus implements Result.
+func (x *WriteRes) SetStatus(s Status) { x.Status = s }
 
 // Encode implements xdr.Encoder.
 func (x *WriteRes) Encode(w *xdr.Writer) {

@@ -12,13 +12,7 @@ import (
 
 // access is ACCESS (RFC 1813 section 3.3.4): which of the requested rights the
 // caller has, as the kernel's own permission check answers with the caller's identity.
-func (s *Server) access(ctx context.Context, c *sunrpc.Call, a *nfs3.AccessArgs, res *nfs3.AccessRes) {
-	r, err := s.resolve(c, a.Object)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) access(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.AccessArgs, res *nfs3.AccessRes) {
 	res.Attr = fattr(&r.node.Stat, r.fsid())
 	isDir := r.node.Stat.Mode&unix.S_IFMT == unix.S_IFDIR
 	var got uint32

@@ -11,13 +11,7 @@ import (
 // stable storage before the reply. Concurrent COMMITs, and the stable writes being
 // gathered for the same file, share one fsync (package gather). A failed flush
 // changes the write verifier, so clients write their uncommitted data again.
-func (s *Server) commit(ctx context.Context, c *sunrpc.Call, a *nfs3.CommitArgs, res *nfs3.CommitRes) {
-	r, err := s.resolve(c, a.File)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) commit(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.CommitArgs, res *nfs3.CommitRes) {
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	verf := s.Verifier()
 	after, err := func() (*nfs3.Fattr, error) {

@@ -12,15 +12,9 @@ import (
 
 // create is CREATE (RFC 1813 section 3.3.8): make a regular file, UNCHECKED,
 // GUARDED or EXCLUSIVE (the verifier is kept so a retransmission succeeds).
-func (s *Server) create(ctx context.Context, c *sunrpc.Call, a *nfs3.CreateArgs, res *nfs3.CreateRes) {
-	r, err := s.resolveWrite(c, a.Where.Dir)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) create(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.CreateArgs, res *nfs3.CreateRes) {
 	res.DirWcc.Before = wccAttr(&r.node.Stat)
-	err = s.doCreate(r, a, res)
+	err := s.doCreate(r, a, res)
 	res.DirWcc.After = r.attr()
 	res.Status = statusOf(err)
 }
@@ -51,6 +45,8 @@ func (s *Server) doCreate(r *req, a *nfs3.CreateArgs, res *nfs3.CreateRes) error
 		return err
 	}
 	res.Object, res.Attr = cr.Handle, fattr(&cr.Stat, r.fsid())
+	obj := &made{dir: r, fh: cr.Handle}
+	defer obj.release()
 	if a.Mode != nfs3.Exclusive {
 		rest := a.Attr
 		if cr.Created {
@@ -58,41 +54,55 @@ func (s *Server) doCreate(r *req, a *nfs3.CreateArgs, res *nfs3.CreateRes) error
 		}
 		if rest.Mode != nil || rest.UID != nil || rest.GID != nil || rest.Size != nil ||
 			rest.Atime.How != nfs3.DontChange || rest.Mtime.How != nfs3.DontChange {
-			if err := s.setNew(r, cr.Handle, &rest, res); err != nil {
+			if err := s.setNew(obj, &rest, res); err != nil {
 				return err
 			}
 		}
 	}
-	return s.commitNew(r, cr.Handle)
+	return s.commitNew(obj)
 }
 
-// setNew applies sa to the object just made under r's directory and refreshes
-// res.Attr.
-func (s *Server) setNew(r *req, fh []byte, sa *nfs3.Sattr, res *nfs3.CreateRes) error {
-	n, err := s.store.Resolve(fh)
+// made is an object a call just made in the directory dir (CREATE, MKDIR, SYMLINK,
+// MKNOD). Its handle is resolved at most once, by the first of setting its
+// attributes and flushing it that needs the node; release it when done.
+type made struct {
+	dir *req
+	fh  []byte
+	obj *req // nil until resolved
+}
+
+// resolveMade returns the object as a req with dir's export, options and identity.
+func (s *Server) resolveMade(m *made) (*req, error) {
+	if m.obj == nil {
+		n, err := s.store.Resolve(m.fh)
+		if err != nil {
+			return nil, err
+		}
+		m.obj = &req{node: n, exp: m.dir.exp, opts: m.dir.opts, cred: m.dir.cred}
+	}
+	return m.obj, nil
+}
+
+func (m *made) release() { m.obj.release() }
+
+// setNew applies sa to the object just made and refreshes res.Attr.
+func (s *Server) setNew(m *made, sa *nfs3.Sattr, res *nfs3.CreateRes) error {
+	nr, err := s.resolveMade(m)
 	if err != nil {
 		return err
 	}
-	nr := &req{node: n, exp: r.exp, opts: r.opts, cred: r.cred}
-	defer nr.release()
 	err = s.applySattr(nr, sa, true)
 	res.Attr = nr.attr()
 	return err
 }
 
-// makeNode is the common body of MKDIR, SYMLINK and MKNOD: resolve the directory,
+// makeNode is the common body of MKDIR, SYMLINK and MKNOD in the directory r:
 // check the name, run mk with the caller's identity, apply the remaining
 // attributes, flush the directory, and fill res.
-func (s *Server) makeNode(c *sunrpc.Call, where *nfs3.DirOpArgs, sa *nfs3.Sattr, res *nfs3.CreateRes,
+func (s *Server) makeNode(r *req, where *nfs3.DirOpArgs, sa *nfs3.Sattr, res *nfs3.CreateRes,
 	mk func(r *req) ([]byte, unix.Stat_t, error)) {
-	r, err := s.resolveWrite(c, where.Dir)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
 	res.DirWcc.Before = wccAttr(&r.node.Stat)
-	err = func() error {
+	err := func() error {
 		if err := checkName(where.Name); err != nil {
 			return err
 		}
@@ -106,14 +116,16 @@ func (s *Server) makeNode(c *sunrpc.Call, where *nfs3.DirOpArgs, sa *nfs3.Sattr,
 			return err
 		}
 		res.Object, res.Attr = fh, fattr(&st, r.fsid())
+		obj := &made{dir: r, fh: fh}
+		defer obj.release()
 		if sa != nil && (sa.UID != nil || sa.GID != nil || sa.Atime.How != nfs3.DontChange || sa.Mtime.How != nfs3.DontChange) {
 			rest := *sa
 			rest.Mode, rest.Size = nil, nil
-			if err := s.setNew(r, fh, &rest, res); err != nil {
+			if err := s.setNew(obj, &rest, res); err != nil {
 				return err
 			}
 		}
-		return s.commitNew(r, fh)
+		return s.commitNew(obj)
 	}()
 	res.DirWcc.After = r.attr()
 	res.Status = statusOf(err)

@@ -4,12 +4,16 @@
 // and the glue that puts them on a sunrpc.Server.
 //
 // Flow of a call: sunrpc decodes the RPC header and hands the arguments to the
-// procedure's entry in the table (nfs.go), which decodes them into the nfs3 type
-// (GARBAGE_ARGS if that fails) and calls the handler. The handler checks the handle
-// and the client's right to its export, resolves it with root credentials, then does
-// the file system work inside store.As with the caller's squashed identity, and
-// fills in the nfs3 result. OS and store errors become nfsstat3 in exactly one place,
-// statusOf in errors.go.
+// procedure's row in the table (nfs.go), which decodes them into the nfs3 type
+// (GARBAGE_ARGS if that fails) and runs the preamble the row declares: the handle
+// the call is about is checked (format and MAC, once), the client's right to its
+// export and, for procedures that modify, the export's writability are checked, and
+// the object is opened with root credentials; a failure is answered with the
+// procedure's result carrying only the status. The handler gets the resolved object
+// (RENAME and LINK resolve their second handle themselves), does the file system
+// work inside store.As with the caller's squashed identity, and fills in the nfs3
+// result; the table releases the object and encodes the result. OS and store errors
+// become nfsstat3 in exactly one place, statusOf in errors.go.
 //
 // Durability: UNSTABLE writes are left in the page cache; DATA_SYNC and FILE_SYNC
 // writes are fdatasync'd/fsync'd before the reply; COMMIT fsyncs before replying.

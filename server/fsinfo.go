@@ -8,13 +8,7 @@ import (
 )
 
 // fsinfo is FSINFO (RFC 1813 section 3.3.19): transfer sizes and properties.
-func (s *Server) fsinfo(ctx context.Context, c *sunrpc.Call, a *nfs3.FHArgs, res *nfs3.FsinfoRes) {
-	r, err := s.resolve(c, a.FH)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) fsinfo(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.FHArgs, res *nfs3.FsinfoRes) {
 	res.Attr = fattr(&r.node.Stat, r.fsid())
 	res.RtMax, res.RtPref, res.RtMult = maxIO, maxIO, 4096
 	res.WtMax, res.WtPref, res.WtMult = maxIO, maxIO, 4096

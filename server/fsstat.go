@@ -8,13 +8,7 @@ import (
 )
 
 // fsstat is FSSTAT (RFC 1813 section 3.3.18): space and inodes of the file system.
-func (s *Server) fsstat(ctx context.Context, c *sunrpc.Call, a *nfs3.FHArgs, res *nfs3.FsstatRes) {
-	r, err := s.resolve(c, a.FH)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) fsstat(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.FHArgs, res *nfs3.FsstatRes) {
 	res.Attr = fattr(&r.node.Stat, r.fsid())
 	st, err := s.store.Statfs(r.node)
 	if err != nil {

@@ -8,12 +8,6 @@ import (
 )
 
 // getattr is GETATTR (RFC 1813 section 3.3.1): the attributes of an object.
-func (s *Server) getattr(ctx context.Context, c *sunrpc.Call, a *nfs3.FHArgs, res *nfs3.GetattrRes) {
-	r, err := s.resolve(c, a.FH)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) getattr(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.FHArgs, res *nfs3.GetattrRes) {
 	res.Attr = *fattr(&r.node.Stat, r.fsid())
 }

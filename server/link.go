@@ -8,14 +8,9 @@ import (
 	"snfs/sunrpc"
 )
 
-// link is LINK (RFC 1813 section 3.3.15): make a hard link.
-func (s *Server) link(ctx context.Context, c *sunrpc.Call, a *nfs3.LinkArgs, res *nfs3.LinkRes) {
-	file, err := s.resolve(c, a.File)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer file.release()
+// link is LINK (RFC 1813 section 3.3.15): make a hard link. The table resolves the
+// file; the directory of the new name is resolved here.
+func (s *Server) link(ctx context.Context, c *sunrpc.Call, file *req, a *nfs3.LinkArgs, res *nfs3.LinkRes) {
 	dir, err := s.resolveWrite(c, a.Link.Dir)
 	if err != nil {
 		res.Status = statusOf(err)

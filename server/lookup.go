@@ -11,13 +11,7 @@ import (
 )
 
 // lookup is LOOKUP (RFC 1813 section 3.3.3): find a name in a directory.
-func (s *Server) lookup(ctx context.Context, c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.LookupRes) {
-	r, err := s.resolve(c, a.Dir)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) lookup(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs, res *nfs3.LookupRes) {
 	res.DirAttr = fattr(&r.node.Stat, r.fsid())
 	if err := checkLookupName(a.Name); err != nil {
 		res.Status = statusOf(err)
@@ -25,7 +19,7 @@ func (s *Server) lookup(ctx context.Context, c *sunrpc.Call, a *nfs3.DirOpArgs, 
 	}
 	var fh []byte
 	var st unix.Stat_t
-	err = store.As(r.cred, func() (err error) {
+	err := store.As(r.cred, func() (err error) {
 		fh, st, err = s.store.Lookup(r.node, a.Name)
 		return err
 	})

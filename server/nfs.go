@@ -2,34 +2,90 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"snfs/nfs3"
 	"snfs/sunrpc"
 	"snfs/xdr"
 )
 
-// handler is a typed NFS procedure: it fills res from args.
-type handler[A, R any] func(ctx context.Context, c *sunrpc.Call, args *A, res *R)
+// op is one row of the NFSv3 procedure table, shaped like a row of Linux nfsd's
+// nfsd_procedures3: how the arguments decode and the result encodes (A's and R's
+// own codecs), the handler, the reply cache class, the scheduling hint, and the
+// preamble every handler shares.
+//
+// The preamble runs between decoding and the handler. Check, if set, rejects
+// arguments that are wrong whatever the handle names. Then the handle FH picks out
+// of the arguments is resolved, once: its format and MAC, the client's right to the
+// export (NFS3ERR_ACCES, or NFS3ERR_PERM from an insecure port), NFS3ERR_ROFS for a
+// Write procedure on a read-only export, the object opened as root, the caller's
+// identity squashed by the export's options. The handler gets all that as a *req,
+// released when the handler returns. If Check or the resolution fails the handler
+// does not run: the reply is R with only its status set (nothing was resolved, so
+// there are no attributes to report), statusOf the error.
+type op[A, R any] struct {
+	Name   string
+	Cache  bool                   // reply cache class: nonIdempotent replies go through the DRC
+	Inline func(args []byte) bool // sunrpc.Proc.Inline: may the call run on the connection's reader
+	Check  func(*A) error         // preamble: argument checks answered before the handle is resolved
+	FH     func(*A) nfs3.FH       // preamble: the handle the call is about (required)
+	Write  bool                   // preamble: the procedure modifies the export
+	// MaxReply is sunrpc.Proc.MaxReply: the largest reply, reserved from the
+	// connection's budget while the call runs (0: small).
+	MaxReply int
+	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
+	// reads file data straight into the reply buffer).
+	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
+	Reply   func(ctx context.Context, c *sunrpc.Call, r *req, a *A, w *xdr.Writer) error
+}
 
-// proc adapts a typed handler to a sunrpc.Proc: decode (GARBAGE_ARGS on failure),
-// handle, encode. cache marks non-idempotent procedures for the reply cache.
-func proc[A, R any, PA interface {
+// nfsProc makes a table row a sunrpc.Proc: decode (GARBAGE_ARGS on failure), the
+// preamble, the handler, encode.
+func nfsProc[A, R any, PA interface {
 	*A
 	xdr.Decoder
 }, PR interface {
 	*R
-	xdr.Encoder
-}](name string, cache bool, h handler[A, R]) sunrpc.Proc {
-	return sunrpc.Proc{Name: name, Cache: cache, Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
-		var a A
-		if PA(&a).Decode(args) != nil {
-			return sunrpc.ErrGarbageArgs
+	nfs3.Result
+}](s *Server, o op[A, R]) sunrpc.Proc {
+	if o.FH == nil || (o.Handler == nil) == (o.Reply == nil) {
+		panic(fmt.Sprintf("server: NFS procedure %s: the table row needs FH and one of Handler or Reply", o.Name))
+	}
+	return sunrpc.Proc{Name: o.Name, Cache: o.Cache, Inline: o.Inline, MaxReply: o.MaxReply,
+		Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+			var a A
+			if PA(&a).Decode(args) != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			r, err := preamble(s, c, &a, &o)
+			if err != nil {
+				var res R
+				PR(&res).SetStatus(statusOf(err))
+				PR(&res).Encode(w)
+				return nil
+			}
+			defer r.release()
+			if o.Reply != nil {
+				return o.Reply(ctx, c, r, &a, w)
+			}
+			var res R
+			o.Handler(ctx, c, r, &a, &res)
+			PR(&res).Encode(w)
+			return nil
+		}}
+}
+
+// preamble is the shared opening of every NFSv3 handler (see op).
+func preamble[A, R any](s *Server, c *sunrpc.Call, a *A, o *op[A, R]) (*req, error) {
+	if o.Check != nil {
+		if err := o.Check(a); err != nil {
+			return nil, err
 		}
-		var r R
-		h(ctx, c, &a, &r)
-		PR(&r).Encode(w)
-		return nil
-	}}
+	}
+	if o.Write {
+		return s.resolveWrite(c, o.FH(a))
+	}
+	return s.resolve(c, o.FH(a))
 }
 
 const (
@@ -37,43 +93,58 @@ const (
 	nonIdempotent = true // goes through the duplicate request cache
 )
 
-// nfsProgram is the NFSv3 procedure table (RFC 1813 section 3.3).
+// nfsProgram is the NFSv3 procedure table (RFC 1813 section 3.3). Inline: calls
+// that never wait on a flush or on another call run on the connection's reader;
+// namespace changes and SETATTR only on async exports (elsewhere they flush), WRITE
+// only when UNSTABLE (inline.go).
 func (s *Server) nfsProgram() *sunrpc.Program {
+	always := sunrpc.Always
 	procs := []sunrpc.Proc{
-		nfs3.ProcNull:        {Name: "NULL", Handler: nullProc},
-		nfs3.ProcGetattr:     proc[nfs3.FHArgs, nfs3.GetattrRes]("GETATTR", idempotent, s.getattr),
-		nfs3.ProcSetattr:     proc[nfs3.SetattrArgs, nfs3.WccRes]("SETATTR", nonIdempotent, s.setattr),
-		nfs3.ProcLookup:      proc[nfs3.DirOpArgs, nfs3.LookupRes]("LOOKUP", idempotent, s.lookup),
-		nfs3.ProcAccess:      proc[nfs3.AccessArgs, nfs3.AccessRes]("ACCESS", idempotent, s.access),
-		nfs3.ProcReadlink:    proc[nfs3.FHArgs, nfs3.ReadlinkRes]("READLINK", idempotent, s.readlink),
-		nfs3.ProcRead:        {Name: "READ", Handler: s.read, MaxReply: maxIO + 4096},
-		nfs3.ProcWrite:       proc[nfs3.WriteArgs, nfs3.WriteRes]("WRITE", nonIdempotent, s.write),
-		nfs3.ProcCreate:      proc[nfs3.CreateArgs, nfs3.CreateRes]("CREATE", nonIdempotent, s.create),
-		nfs3.ProcMkdir:       proc[nfs3.MkdirArgs, nfs3.CreateRes]("MKDIR", nonIdempotent, s.mkdir),
-		nfs3.ProcSymlink:     proc[nfs3.SymlinkArgs, nfs3.CreateRes]("SYMLINK", nonIdempotent, s.symlink),
-		nfs3.ProcMknod:       proc[nfs3.MknodArgs, nfs3.CreateRes]("MKNOD", nonIdempotent, s.mknod),
-		nfs3.ProcRemove:      proc[nfs3.DirOpArgs, nfs3.WccRes]("REMOVE", nonIdempotent, s.remove),
-		nfs3.ProcRmdir:       proc[nfs3.DirOpArgs, nfs3.WccRes]("RMDIR", nonIdempotent, s.rmdir),
-		nfs3.ProcRename:      proc[nfs3.RenameArgs, nfs3.RenameRes]("RENAME", nonIdempotent, s.rename),
-		nfs3.ProcLink:        proc[nfs3.LinkArgs, nfs3.LinkRes]("LINK", nonIdempotent, s.link),
-		nfs3.ProcReaddir:     proc[nfs3.ReaddirArgs, nfs3.ReaddirRes]("READDIR", idempotent, s.readdir),
-		nfs3.ProcReaddirplus: proc[nfs3.ReaddirplusArgs, nfs3.ReaddirRes]("READDIRPLUS", idempotent, s.readdirplus),
-		nfs3.ProcFsstat:      proc[nfs3.FHArgs, nfs3.FsstatRes]("FSSTAT", idempotent, s.fsstat),
-		nfs3.ProcFsinfo:      proc[nfs3.FHArgs, nfs3.FsinfoRes]("FSINFO", idempotent, s.fsinfo),
-		nfs3.ProcPathconf:    proc[nfs3.FHArgs, nfs3.PathconfRes]("PATHCONF", idempotent, s.pathconf),
-		nfs3.ProcCommit:      proc[nfs3.CommitArgs, nfs3.CommitRes]("COMMIT", idempotent, s.commit),
+		nfs3.ProcNull: {Name: "NULL", Handler: nullProc, Inline: always},
+		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr}),
+		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr}),
+		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup}),
+		nfs3.ProcAccess: nfsProc(s, op[nfs3.AccessArgs, nfs3.AccessRes]{Name: "ACCESS", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.AccessArgs) nfs3.FH { return a.Object }, Handler: s.access}),
+		nfs3.ProcReadlink: nfsProc(s, op[nfs3.FHArgs, nfs3.ReadlinkRes]{Name: "READLINK", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.readlink}),
+		nfs3.ProcRead: nfsProc(s, op[nfs3.ReadArgs, nfs3.ReadRes]{Name: "READ", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.ReadArgs) nfs3.FH { return a.File }, Reply: s.read, MaxReply: maxIO + 4096}),
+		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
+			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write}),
+		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create}),
+		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir}),
+		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink}),
+		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod}),
+		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove}),
+		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir}),
+		// RENAME's and LINK's second handle is resolved by the handler.
+		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename}),
+		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link}),
+		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.ReaddirArgs) nfs3.FH { return a.Dir }, Handler: s.readdir}),
+		nfs3.ProcReaddirplus: nfsProc(s, op[nfs3.ReaddirplusArgs, nfs3.ReaddirRes]{Name: "READDIRPLUS", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.ReaddirplusArgs) nfs3.FH { return a.Dir }, Handler: s.readdirplus}),
+		nfs3.ProcFsstat: nfsProc(s, op[nfs3.FHArgs, nfs3.FsstatRes]{Name: "FSSTAT", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.fsstat}),
+		nfs3.ProcFsinfo: nfsProc(s, op[nfs3.FHArgs, nfs3.FsinfoRes]{Name: "FSINFO", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.fsinfo}),
+		nfs3.ProcPathconf: nfsProc(s, op[nfs3.FHArgs, nfs3.PathconfRes]{Name: "PATHCONF", Cache: idempotent, Inline: always,
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.pathconf}),
+		nfs3.ProcCommit: nfsProc(s, op[nfs3.CommitArgs, nfs3.CommitRes]{Name: "COMMIT", Cache: idempotent,
+			FH: func(a *nfs3.CommitArgs) nfs3.FH { return a.File }, Handler: s.commit}),
 	}
-	// Which calls run inline on the connection's reader (sunrpc.Proc.Inline): those
-	// that never wait on a flush or on another call.
-	for _, p := range []int{nfs3.ProcNull, nfs3.ProcGetattr, nfs3.ProcLookup, nfs3.ProcAccess, nfs3.ProcReadlink,
-		nfs3.ProcRead, nfs3.ProcReaddir, nfs3.ProcReaddirplus, nfs3.ProcFsstat, nfs3.ProcFsinfo, nfs3.ProcPathconf} {
-		procs[p].Inline = sunrpc.Always
-	}
-	for _, p := range []int{nfs3.ProcSetattr, nfs3.ProcCreate, nfs3.ProcMkdir, nfs3.ProcSymlink, nfs3.ProcMknod,
-		nfs3.ProcRemove, nfs3.ProcRmdir, nfs3.ProcRename, nfs3.ProcLink} {
-		procs[p].Inline = s.inlineIfAsync
-	}
-	procs[nfs3.ProcWrite].Inline = inlineWrite
 	return &sunrpc.Program{Name: "nfs", Number: nfs3.Program, Versions: map[uint32][]sunrpc.Proc{nfs3.Version: procs}}
 }
 

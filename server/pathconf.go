@@ -8,13 +8,7 @@ import (
 )
 
 // pathconf is PATHCONF (RFC 1813 section 3.3.20): POSIX limits of the file system.
-func (s *Server) pathconf(ctx context.Context, c *sunrpc.Call, a *nfs3.FHArgs, res *nfs3.PathconfRes) {
-	r, err := s.resolve(c, a.FH)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) pathconf(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.FHArgs, res *nfs3.PathconfRes) {
 	res.Attr = fattr(&r.node.Stat, r.fsid())
 	res.NameMax = nfs3.MaxName
 	if st, err := s.store.Statfs(r.node); err == nil && st.Namelen > 0 && st.Namelen < nfs3.MaxName {

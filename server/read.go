@@ -25,24 +25,15 @@ func maxReply(c *sunrpc.Call) uint32 {
 	return maxIO
 }
 
-// read is READ (RFC 1813 section 3.3.6). It is not table-driven through proc because
-// it reads straight into the reply buffer instead of into a ReadRes.
-func (s *Server) read(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
-	var a nfs3.ReadArgs
-	if a.Decode(args) != nil {
-		return sunrpc.ErrGarbageArgs
-	}
+// read is READ (RFC 1813 section 3.3.6). It is the table's one Reply handler: it
+// reads straight into the reply buffer instead of into a ReadRes.
+func (s *Server) read(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.ReadArgs, w *xdr.Writer) error {
 	mark := w.Len()
 	fail := func(err error, attr *nfs3.Fattr) error {
 		w.Truncate(mark)
 		(&nfs3.ReadRes{Status: statusOf(err), Attr: attr}).Encode(w)
 		return nil
 	}
-	r, err := s.resolve(c, a.File)
-	if err != nil {
-		return fail(err, nil)
-	}
-	defer r.release()
 	attr := fattr(&r.node.Stat, r.fsid())
 	if err := regularFile(r); err != nil {
 		return fail(err, attr)
@@ -57,7 +48,7 @@ func (s *Server) read(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *
 		return fail(err, attr)
 	}
 	count := min(a.Count, maxReply(c))
-	err = nfs3.EncodeReadOK(w, attr, count, func(buf []byte) (int, bool, error) {
+	err := nfs3.EncodeReadOK(w, attr, count, func(buf []byte) (int, bool, error) {
 		return s.store.ReadAt(r.node, buf, int64(a.Offset))
 	})
 	if err != nil {

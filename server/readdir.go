@@ -17,26 +17,21 @@ const readdirOverhead = 4 + 4 + 84 + nfs3.CookieVerfSize + 4 + 4
 // any verifier a client sends back is accepted, so a client can never be caught in
 // a loop of NFS3ERR_BAD_COOKIE: a cookie stays meaningful for as long as the
 // directory exists.
-func (s *Server) readdir(ctx context.Context, c *sunrpc.Call, a *nfs3.ReaddirArgs, res *nfs3.ReaddirRes) {
-	s.listDir(c, a.Dir, a.Cookie, a.Count, a.Count, false, res)
+func (s *Server) readdir(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.ReaddirArgs, res *nfs3.ReaddirRes) {
+	s.listDir(c, r, a.Cookie, a.Count, a.Count, false, res)
 }
 
-// listDir fills res with entries starting after cookie. dirCount bounds the bytes
-// of the entry3 parts, maxCount the whole reply (they are equal for READDIR).
-func (s *Server) listDir(c *sunrpc.Call, fh nfs3.FH, cookie uint64, dirCount, maxCount uint32, plus bool, res *nfs3.ReaddirRes) {
+// listDir fills res with the entries of the directory r starting after cookie.
+// dirCount bounds the bytes of the entry3 parts, maxCount the whole reply (they are
+// equal for READDIR).
+func (s *Server) listDir(c *sunrpc.Call, r *req, cookie uint64, dirCount, maxCount uint32, plus bool, res *nfs3.ReaddirRes) {
 	res.Plus = plus
-	r, err := s.resolve(c, fh)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
 	maxCount = min(maxCount, maxReply(c))
 	dirCount = min(dirCount, maxCount)
 	budget, dirBudget := int(maxCount)-readdirOverhead, int(dirCount)-readdirOverhead
 	var eof bool
 	var attrs *store.ChildAttrs
-	err = store.As(r.cred, func() (err error) {
+	err := store.As(r.cred, func() (err error) {
 		// A dirent64 is about as large as the entry3 it becomes; an entryplus3 is
 		// about five times larger, so with READDIRPLUS maxcount is usually the
 		// tighter budget. Read little more than will fit.

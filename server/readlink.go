@@ -11,19 +11,13 @@ import (
 )
 
 // readlink is READLINK (RFC 1813 section 3.3.5): a symbolic link's target.
-func (s *Server) readlink(ctx context.Context, c *sunrpc.Call, a *nfs3.FHArgs, res *nfs3.ReadlinkRes) {
-	r, err := s.resolve(c, a.FH)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) readlink(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.FHArgs, res *nfs3.ReadlinkRes) {
 	res.Attr = fattr(&r.node.Stat, r.fsid())
 	if r.node.Stat.Mode&unix.S_IFMT != unix.S_IFLNK {
 		res.Status = nfs3.ErrInval
 		return
 	}
-	err = store.As(r.cred, func() (err error) {
+	err := store.As(r.cred, func() (err error) {
 		res.Path, err = s.store.Readlink(r.node)
 		return err
 	})

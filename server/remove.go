@@ -11,20 +11,14 @@ import (
 )
 
 // remove is REMOVE (RFC 1813 section 3.3.12): unlink a non-directory.
-func (s *Server) remove(ctx context.Context, c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
-	s.unlink(c, a, res, func(r *req) error { return s.store.Remove(r.node, a.Name) })
+func (s *Server) remove(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
+	s.unlink(r, a, res, func(r *req) error { return s.store.Remove(r.node, a.Name) })
 }
 
-// unlink is the common body of REMOVE and RMDIR.
-func (s *Server) unlink(c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.WccRes, op func(r *req) error) {
-	r, err := s.resolveWrite(c, a.Dir)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+// unlink is the common body of REMOVE and RMDIR in the directory r.
+func (s *Server) unlink(r *req, a *nfs3.DirOpArgs, res *nfs3.WccRes, op func(r *req) error) {
 	res.Wcc.Before = wccAttr(&r.node.Stat)
-	err = func() error {
+	err := func() error {
 		if r.node.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return nfs3.ErrNotDir
 		}

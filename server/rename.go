@@ -8,14 +8,9 @@ import (
 	"snfs/sunrpc"
 )
 
-// rename is RENAME (RFC 1813 section 3.3.14): rename, replacing the target.
-func (s *Server) rename(ctx context.Context, c *sunrpc.Call, a *nfs3.RenameArgs, res *nfs3.RenameRes) {
-	from, err := s.resolveWrite(c, a.From.Dir)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer from.release()
+// rename is RENAME (RFC 1813 section 3.3.14): rename, replacing the target. The
+// table resolves the source directory (from); the target's is resolved here.
+func (s *Server) rename(ctx context.Context, c *sunrpc.Call, from *req, a *nfs3.RenameArgs, res *nfs3.RenameRes) {
 	res.FromWcc.Before = wccAttr(&from.node.Stat)
 	to, err := s.resolveWrite(c, a.To.Dir)
 	if err != nil {

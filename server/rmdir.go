@@ -9,21 +9,26 @@ import (
 	"snfs/sunrpc"
 )
 
-// rmdir is RMDIR (RFC 1813 section 3.3.13): remove an empty directory.
-func (s *Server) rmdir(ctx context.Context, c *sunrpc.Call, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
-	switch a.Name {
-	case ".":
-		res.Status = nfs3.ErrInval
-		return
-	case "..":
-		res.Status = nfs3.ErrNotEmpty
-		return
-	}
-	s.unlink(c, a, res, func(r *req) error {
+// rmdir is RMDIR (RFC 1813 section 3.3.13): remove an empty directory. The table
+// refuses "." and ".." before resolving the directory (checkRmdirName).
+func (s *Server) rmdir(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
+	s.unlink(r, a, res, func(r *req) error {
 		err := s.store.Rmdir(r.node, a.Name)
 		if isErrno(err, unix.EEXIST) {
 			return nfs3.ErrNotEmpty // some file systems say EEXIST for ENOTEMPTY
 		}
 		return err
 	})
+}
+
+// checkRmdirName refuses to remove "." (NFS3ERR_INVAL) or ".." (NFS3ERR_NOTEMPTY),
+// whatever the directory.
+func checkRmdirName(a *nfs3.DirOpArgs) error {
+	switch a.Name {
+	case ".":
+		return nfs3.ErrInval
+	case "..":
+		return nfs3.ErrNotEmpty
+	}
+	return nil
 }

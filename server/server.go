@@ -202,21 +202,18 @@ func (r *req) attr() *nfs3.Fattr {
 	return fattr(&r.node.Stat, r.fsid())
 }
 
-// resolve checks fh, the client's right to its export, and opens it.
+// resolve checks fh (its MAC, once), the client's right to its export, and opens it,
+// with the caller's identity squashed by the export's options.
 func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
-	se, err := s.store.ExportOf(fh)
-	if err != nil {
-		return nil, err
-	}
-	e := s.byID[se.ID]
-	if e == nil {
-		return nil, store.ErrStale
-	}
-	opts, err := e.access(c)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.store.Resolve(fh)
+	var e *export
+	var opts *Options
+	n, err := s.store.ResolveFor(fh, func(se *store.Export) (err error) {
+		if e = s.byID[se.ID]; e == nil {
+			return store.ErrStale
+		}
+		opts, err = e.access(c)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -245,27 +242,23 @@ func (s *Server) commitMeta(r *req) error {
 	return s.sync(r, false)
 }
 
-// commitNew makes an object just made under r's directory durable, then the
-// directory entry that names it (CREATE, MKDIR, SYMLINK, MKNOD), unless the export
-// is async. The object goes first: a directory flush alone does not write the new
+// commitNew makes an object just made durable, then the directory entry that names
+// it (CREATE, MKDIR, SYMLINK, MKNOD), unless the export is async. The object goes first: a directory flush alone does not write the new
 // inode on every file system (ext4 without a journal, for one), and an entry that
 // reaches the disk before its inode names garbage after a crash. knfsd commits both
 // the same way.
-func (s *Server) commitNew(r *req, fh []byte) error {
-	if r.opts.Async {
+func (s *Server) commitNew(m *made) error {
+	if m.dir.opts.Async {
 		return nil
 	}
-	n, err := s.store.Resolve(fh)
+	nr, err := s.resolveMade(m)
 	if err != nil {
 		return err
 	}
-	nr := &req{node: n, exp: r.exp, opts: r.opts, cred: r.cred}
-	err = s.commitObj(nr)
-	nr.release()
-	if err != nil {
+	if err := s.commitObj(nr); err != nil {
 		return err
 	}
-	return s.commitMeta(r)
+	return s.commitMeta(m.dir)
 }
 
 // commitObj makes a change to r's own attributes durable before the reply (SETATTR),

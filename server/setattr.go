@@ -13,20 +13,14 @@ import (
 
 // setattr is SETATTR (RFC 1813 section 3.3.2): change attributes, optionally only if
 // the object's ctime still equals the guard.
-func (s *Server) setattr(ctx context.Context, c *sunrpc.Call, a *nfs3.SetattrArgs, res *nfs3.WccRes) {
-	r, err := s.resolveWrite(c, a.Object)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) setattr(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.SetattrArgs, res *nfs3.WccRes) {
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	if a.Guard != nil && nfsTime(r.node.Stat.Ctim) != *a.Guard {
 		res.Status = nfs3.ErrNotSync
 		res.Wcc.After = r.attr()
 		return
 	}
-	err = s.applySattr(r, &a.New, true)
+	err := s.applySattr(r, &a.New, true)
 	if err == nil {
 		err = s.commitObj(r)
 	}

@@ -13,13 +13,7 @@ import (
 // other stable writes and COMMITs to the same file (package gather): one flush
 // covers them all, and none is answered before the flush that covers it returned.
 // All members of a batch reply with the same post-operation attributes.
-func (s *Server) write(ctx context.Context, c *sunrpc.Call, a *nfs3.WriteArgs, res *nfs3.WriteRes) {
-	r, err := s.resolveWrite(c, a.File)
-	if err != nil {
-		res.Status = statusOf(err)
-		return
-	}
-	defer r.release()
+func (s *Server) write(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.WriteArgs, res *nfs3.WriteRes) {
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	// The verifier is taken before the data is written: if a flush fails while this
 	// write is in progress, the client sees the old verifier here and the new one at

@@ -12,6 +12,9 @@
 // resolved with open_by_handle_at(2) against the export's root, as root, into O_PATH
 // descriptors that are cached (cache.go); the server never follows a symlink itself
 // (O_NOFOLLOW / AT_SYMLINK_NOFOLLOW everywhere) and ".." at an export root is the root.
+// A handle's MAC is checked once per resolution: ResolveFor hands the caller the
+// handle's export (to check the client's rights) between the check and the open, so
+// no caller needs to parse a handle twice (HandleChecks counts the checks).
 //
 // Identity. Operations run inside Store.As, which locks the goroutine to its OS
 // thread and sets that thread's fsuid, fsgid and supplementary groups with raw

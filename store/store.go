@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -59,6 +60,9 @@ type Store struct {
 	notify    *notifier
 	ring      *ring // flushes (uring.go); nil: plain fsync
 	notifyErr error // guarded by mu
+
+	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
+	checks atomic.Uint64
 
 	mu      sync.RWMutex
 	exports map[uint32]*Export // guarded by mu
@@ -274,6 +278,7 @@ func (s *Store) makeHandle(e *Export, key string) []byte {
 
 // ParseHandle checks fh's format and MAC and returns its export id and kernel key.
 func (s *Store) ParseHandle(fh []byte) (uint32, string, error) {
+	s.checks.Add(1)
 	if len(fh) < 6+macLen+4 || fh[0] != handleFormat {
 		return 0, "", ErrBadHandle
 	}
@@ -288,6 +293,11 @@ func (s *Store) ParseHandle(fh []byte) (uint32, string, error) {
 	return binary.BigEndian.Uint32(fh[1:5]), string(fh[6 : 6+n]), nil
 }
 
+// HandleChecks returns how many handles the store has parsed and MAC-checked since
+// it was opened: each Resolve (or ParseHandle) is one. Tests use it to show that a
+// call checks each of its handles once.
+func (s *Store) HandleChecks() uint64 { return s.checks.Load() }
+
 // HandleExportID returns the export id written in fh without checking its MAC: a
 // hint for scheduling decisions, never for access.
 func HandleExportID(fh []byte) (uint32, bool) {
@@ -295,19 +305,6 @@ func HandleExportID(fh []byte) (uint32, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint32(fh[1:5]), true
-}
-
-// ExportOf returns the export a handle belongs to, after checking the handle.
-func (s *Store) ExportOf(fh []byte) (*Export, error) {
-	id, _, err := s.ParseHandle(fh)
-	if err != nil {
-		return nil, err
-	}
-	e := s.Export(id)
-	if e == nil {
-		return nil, ErrStale
-	}
-	return e, nil
 }
 
 // Node is a resolved handle: an open descriptor with a reference held. Release it.
@@ -341,7 +338,13 @@ func (n *Node) procPath() string { return "/proc/self/fd/" + strconv.Itoa(n.ent.
 
 // Resolve turns a handle into a Node. It must be called with root credentials
 // (outside As). A deleted object gives ErrStale.
-func (s *Store) Resolve(fh []byte) (*Node, error) {
+func (s *Store) Resolve(fh []byte) (*Node, error) { return s.ResolveFor(fh, nil) }
+
+// ResolveFor is Resolve with an admission check: the handle is parsed and its MAC
+// checked once, then admit (if not nil) is given the handle's export before anything
+// is opened, and its error is returned as is. The node's Export is that export, so
+// one call answers both which export a handle belongs to and what it names.
+func (s *Store) ResolveFor(fh []byte, admit func(*Export) error) (*Node, error) {
 	id, key, err := s.ParseHandle(fh)
 	if err != nil {
 		return nil, err
@@ -349,6 +352,11 @@ func (s *Store) Resolve(fh []byte) (*Node, error) {
 	e := s.Export(id)
 	if e == nil {
 		return nil, ErrStale
+	}
+	if admit != nil {
+		if err := admit(e); err != nil {
+			return nil, err
+		}
 	}
 	ent := s.cache.get(key)
 	if ent == nil {
