@@ -80,3 +80,22 @@ func FuzzReadRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeReply: a reply from the peer (a server's answer, or a client's answer
+// to a call back) never makes its decoder panic or over-read.
+func FuzzDecodeReply(f *testing.F) {
+	var w xdr.Writer
+	encodeAccepted(&w, 7, Success)
+	w.Uint32(42)
+	f.Add(w.Bytes())
+	w = xdr.Writer{}
+	encodeProgMismatch(&w, 8, 1, 3)
+	f.Add(w.Bytes())
+	w = xdr.Writer{}
+	encodeAuthError(&w, 9, AuthTooWeak)
+	f.Add(w.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var res u32res
+		decodeResults(b, 1, &res)
+	})
+}
