@@ -38,14 +38,23 @@ func printUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
 // "--" is positional. -h and --help print the usage to standard output and
 // return errHelp.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	// flag.Parse itself calls Usage on -h, to fs.Output() (stderr): silence that
+	// call, so that the usage is printed once, to standard output for -h and to
+	// stderr after the error message of a wrong command line.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				out := fs.Output()
 				fs.SetOutput(os.Stdout)
-				fs.Usage()
+				usage()
+				fs.SetOutput(out)
 				return nil, errHelp
 			}
+			usage()
 			return nil, errUsage
 		}
 		rest := fs.Args()

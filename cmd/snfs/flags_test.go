@@ -43,9 +43,15 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, h := range []string{"-h", "--help"} {
-		out, err := exec.Command(bin, "serve", h).Output()
+		var stderr strings.Builder
+		cmd := exec.Command(bin, "serve", h)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("serve %s: %v", h, err)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("serve %s wrote to stderr (the usage belongs on stdout, once):\n%s", h, stderr.String())
 		}
 		for _, f := range []string{"bind", "nfs-port", "mount-port", "exports", "export-options", "state-dir",
 			"portmap-port", "metrics", "log-level", "write-gather", "write-gather-max-wait", "spin-poll"} {

@@ -61,6 +61,13 @@ func serve(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
+	// SIGTERM and SIGINT are caught from here on, before any port is bound and so
+	// before READY=1: a service manager (or test) may stop snfs the moment it is
+	// ready, and a signal that arrived before signal.Notify would kill the process
+	// outright (Go's default action), without STOPPING=1 or a clean shutdown. One
+	// that arrives during startup waits in sigc and is handled once it is done.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 
 	var exports []server.ExportConfig
 	if *exportsFile != "" {
@@ -178,14 +185,20 @@ func serve(args []string) error {
 			"(after a restart, or once evicted) cannot be opened (open_by_handle_at needs CAP_DAC_READ_SEARCH)")
 	}
 	log.Info("snfs serving", "nfs", nfsL.ln.Addr().String(), "mount", mntL.ln.Addr().String())
+	// Readiness for systemd (Type=notify, contrib/snfs.service): every listener is
+	// bound, so connections and datagrams are queued from now on.
+	if _, err := sdNotify("READY=1"); err != nil {
+		log.Warn("sd_notify READY=1 failed", "err", err)
+	}
 
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case sig := <-sigc:
 		log.Info("shutting down", "signal", sig.String())
 	case err := <-errc:
 		log.Error("serve failed", "err", err)
+	}
+	if _, err := sdNotify("STOPPING=1"); err != nil {
+		log.Warn("sd_notify STOPPING=1 failed", "err", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
