@@ -346,11 +346,15 @@ func (c *Conn) serveCall(p *Proc, bp *[]byte, held int, worker bool) {
 		// capacity would end up to twice what it needs.
 		*rb = make([]byte, 0, p.MaxReply+4)
 	}
-	reply := c.d.dispatch(c.ctx, *bp, c.network, c.addr, c, (*rb)[:0])
+	reply, deferred := c.d.dispatch(c.ctx, *bp, origin{network: c.network, addr: c.addr, conn: c, held: held}, (*rb)[:0])
 	putBuf(bp)
 	if worker {
 		<-c.d.sem
 		<-c.workers
+	}
+	if deferred {
+		putBuf(rb) // the Deferred builds its own, and keeps held until it replies
+		return
 	}
 	if reply == nil {
 		putBuf(rb)
@@ -358,6 +362,17 @@ func (c *Conn) serveCall(p *Proc, bp *[]byte, held int, worker bool) {
 		return
 	}
 	*rb = reply
+	c.sendReply(rb, held)
+}
+
+// sendReply hands a reply (nil: none) to the writer; the call's budget, held
+// so far, becomes the reply buffer's capacity until it is written.
+func (c *Conn) sendReply(rb *[]byte, held int) {
+	if rb == nil {
+		c.release(held)
+		return
+	}
+	reply := *rb
 	putMarker(reply, len(reply)-4)
 	c.mu.Lock()
 	c.mem += cap(reply) - held

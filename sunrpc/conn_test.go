@@ -27,6 +27,7 @@ const (
 	twBind     = 5 // remembers the caller's connection under arg
 	twSameXID  = 6 // calls back with the xid of the call it serves
 	twSleep    = 7 // sleeps 500 ms
+	twDefer    = 8 // defers its reply (arg+1) to another goroutine, arg ms later; arg 0: drops it
 )
 
 type twoWay struct {
@@ -101,6 +102,18 @@ func newTwoWay(t *testing.T, s *Server) *twoWay {
 		twSameXID: {Name: "SAMEXID", Handler: sameXID},
 		twSleep: {Name: "SLEEP", Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
 			time.Sleep(500 * time.Millisecond)
+			return nil
+		}},
+		twDefer: {Name: "DEFER", Cache: true, Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			v := a.Uint32()
+			d := c.Defer()
+			time.AfterFunc(time.Duration(v)*time.Millisecond, func() {
+				if v == 0 {
+					d.Drop()
+					return
+				}
+				d.Reply(func(w *xdr.Writer) error { w.Uint32(v + 1); return nil })
+			})
 			return nil
 		}},
 	}}})
@@ -431,5 +444,47 @@ func TestConnIDsDistinct(t *testing.T) {
 	conn.OnClose(func() { n.Add(1) })
 	if n.Load() != 2 {
 		t.Fatalf("OnClose ran %d times, want 2 (one registered before, one after)", n.Load())
+	}
+}
+
+// TestDeferredReplies: a handler that defers its reply frees its worker at once
+// (with one worker, other calls are served meanwhile), and the reply sent later
+// from another goroutine reaches the caller; a dropped one releases the call's
+// budget.
+func TestDeferredReplies(t *testing.T) {
+	tw := newTwoWay(t, &Server{MaxInFlight: 1, DRC: NewDRC(100, 1<<20)})
+	c := dialTwoWay(t, tw.addr)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var late atomic.Int32
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res u32res
+			if err := c.Call(ctx, twDefer, u32(1000+i), &res); err != nil || res.v != uint32(1001+i) {
+				t.Errorf("deferred call %d: %v, %d", i, err, res.v)
+			}
+			late.Add(1)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the eight are deferred, holding no worker
+	var res u32res
+	if err := c.Call(ctx, twEcho, u32(1), &res); err != nil || res.v != 1 {
+		t.Fatalf("echo with every deferred call outstanding: %v", err)
+	}
+	if n := late.Load(); n != 0 {
+		t.Fatalf("%d deferred calls answered before their time", n)
+	}
+	wg.Wait()
+
+	// A dropped call gets no reply: the caller's own timeout ends it.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := c.Call(dctx, twDefer, u32(0), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dropped call: %v", err)
+	}
+	if err := c.Call(ctx, twEcho, u32(0), &res); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,6 +69,19 @@ type Call struct {
 	// cache: a "try again later" answer (NFS3ERR_JUKEBOX) must not be replayed to
 	// the retry.
 	NoCache bool
+
+	from     origin
+	deferred *Deferred // set by Defer
+	finish   finisher  // set by dispatch, for Defer
+}
+
+// origin is where a call came from, and so where its reply goes.
+type origin struct {
+	network string
+	addr    net.Addr
+	conn    *Conn          // TCP
+	held    int            // the connection budget the call holds
+	pc      net.PacketConn // UDP
 }
 
 // ClientIP returns the caller's IP address.
@@ -91,6 +104,75 @@ func (c *Call) ClientPort() int {
 		return a.Port
 	}
 	return 0
+}
+
+// Defer takes the reply out of the handler's hands: the handler returns (its
+// results and error are ignored), its worker is free for other calls, and the
+// reply goes out when the returned Deferred's Reply is called, from any
+// goroutine, as nfsd's svc_defer lets a thread drop a request it cannot answer
+// yet. The call keeps its share of its connection's budget (and its reply
+// cache entry stays in progress) until then: every Deferred must end with
+// Reply or Drop.
+func (c *Call) Defer() *Deferred {
+	if c.deferred == nil {
+		c.deferred = &Deferred{call: c}
+	}
+	return c.deferred
+}
+
+// Deferred is a call whose reply is sent later (Call.Defer).
+type Deferred struct {
+	call *Call
+	once sync.Once
+}
+
+// finisher is what dispatch knows to complete a reply: the program, the
+// procedure, the reply cache key and the start time.
+type finisher struct {
+	d     *dispatcher
+	prog  *Program
+	proc  *Proc
+	key   drcKey
+	start time.Time
+}
+
+// Reply sends the call's reply: encode writes the results, and returns nil or
+// an error as a Handler does. Only the first Reply or Drop counts.
+func (d *Deferred) Reply(encode func(w *xdr.Writer) error) {
+	d.once.Do(func() {
+		rb := getBuf()
+		w := xdr.NewWriter((*rb)[:0])
+		w.Uint32(0)
+		mark := w.Len()
+		encodeAccepted(w, d.call.XID, Success)
+		reply := d.call.finish.complete(d.call, w, mark, encode(w))
+		*rb = reply
+		d.call.from.send(rb)
+	})
+}
+
+// Drop ends the call without a reply (its client is gone).
+func (d *Deferred) Drop() {
+	d.once.Do(func() {
+		f := &d.call.finish
+		if f.proc.Cache && f.d.drc != nil {
+			f.d.drc.forget(f.key)
+		}
+		d.call.from.send(nil)
+	})
+}
+
+// send delivers a reply (nil: none) of a deferred call to where it came from.
+func (o *origin) send(rb *[]byte) {
+	switch {
+	case o.conn != nil:
+		o.conn.sendReply(rb, o.held)
+	case rb != nil && o.pc != nil:
+		o.pc.WriteTo((*rb)[4:], o.addr)
+		putBuf(rb)
+	case rb != nil:
+		putBuf(rb)
+	}
 }
 
 // Errors a Handler returns to choose the RPC-level reply.
@@ -195,9 +277,11 @@ func inline(p *Proc, rec []byte) bool {
 }
 
 // dispatch runs one call and returns the reply, built in buf's storage, with 4 bytes
-// reserved in front for the record mark, or nil when no reply must be sent.
-func (d *dispatcher) dispatch(ctx context.Context, rec []byte, network string, addr net.Addr, conn *Conn, buf []byte) []byte {
+// reserved in front for the record mark, or nil when no reply must be sent now
+// (deferred is true when the handler deferred it).
+func (d *dispatcher) dispatch(ctx context.Context, rec []byte, from origin, buf []byte) (reply []byte, deferred bool) {
 	start := time.Now()
+	network, addr := from.network, from.addr
 	r := xdr.NewReader(rec)
 	w := xdr.NewWriter(buf)
 	w.Uint32(0) // record mark, filled in by the TCP writer
@@ -205,28 +289,28 @@ func (d *dispatcher) dispatch(ctx context.Context, rec []byte, network string, a
 	switch {
 	case errors.Is(err, errRPCMismatch):
 		encodeRPCMismatch(w, h.XID)
-		return w.Bytes()
+		return w.Bytes(), false
 	case err != nil:
 		d.log.Debug("dropping undecodable rpc message", "remote", addr, "err", err)
-		return nil
+		return nil, false
 	}
 	prog := d.progs[h.Prog]
 	if prog == nil {
 		encodeAccepted(w, h.XID, ProgUnavail)
-		return w.Bytes()
+		return w.Bytes(), false
 	}
 	procs, ok := prog.Versions[h.Vers]
 	if !ok {
 		lo, hi := versionRange(prog)
 		encodeProgMismatch(w, h.XID, lo, hi)
-		return w.Bytes()
+		return w.Bytes(), false
 	}
 	if h.Proc >= uint32(len(procs)) || procs[h.Proc].Handler == nil {
 		encodeAccepted(w, h.XID, ProcUnavail)
-		return w.Bytes()
+		return w.Bytes(), false
 	}
 	proc := &procs[h.Proc]
-	call := &Call{CallHeader: h, Network: network, Addr: addr, Conn: conn}
+	call := &Call{CallHeader: h, Network: network, Addr: addr, Conn: from.conn, from: from}
 	switch h.Cred.Flavor {
 	case AuthNone:
 		call.Auth.Flavor = AuthNone
@@ -234,11 +318,11 @@ func (d *dispatcher) dispatch(ctx context.Context, rec []byte, network string, a
 		call.Auth, err = DecodeAuthSys(h.Cred.Body)
 		if err != nil {
 			encodeAuthError(w, h.XID, AuthBadCred)
-			return w.Bytes()
+			return w.Bytes(), false
 		}
 	default:
 		encodeAuthError(w, h.XID, AuthBadCred)
-		return w.Bytes()
+		return w.Bytes(), false
 	}
 
 	var key drcKey
@@ -247,42 +331,53 @@ func (d *dispatcher) dispatch(ctx context.Context, rec []byte, network string, a
 			sum: crc32.Checksum(r.Rest()[:min(r.Remaining(), drcSumBytes)], castagnoli), n: uint32(r.Remaining())}
 		switch st, saved := d.drc.start(key); st {
 		case drcInProgress:
-			return nil
+			return nil, false
 		case drcDone:
 			out := make([]byte, 4+len(saved))
 			copy(out[4:], saved)
-			return out
+			return out, false
 		}
 	}
 
+	call.finish = finisher{d: d, prog: prog, proc: proc, key: key, start: start}
 	mark := w.Len()
 	encodeAccepted(w, h.XID, Success)
 	err = d.runHandler(ctx, proc, call, r, w)
+	if call.deferred != nil {
+		return nil, true
+	}
+	return call.finish.complete(call, w, mark, err), false
+}
+
+// complete finishes a reply whose results (or error) the handler wrote after
+// mark: the RPC-level error, the reply cache, the observer.
+func (f *finisher) complete(call *Call, w *xdr.Writer, mark int, err error) []byte {
+	xid := call.XID
 	if err != nil {
 		w.Truncate(mark)
 		var ae AuthError
 		switch {
 		case errors.As(err, &ae):
-			encodeAuthError(w, h.XID, AuthStat(ae))
+			encodeAuthError(w, xid, AuthStat(ae))
 		case errors.Is(err, ErrGarbageArgs):
-			encodeAccepted(w, h.XID, GarbageArgs)
+			encodeAccepted(w, xid, GarbageArgs)
 		default:
-			d.log.Warn("rpc handler failed", "program", prog.Name, "proc", proc.Name, "err", err)
-			encodeAccepted(w, h.XID, SystemErr)
+			f.d.log.Warn("rpc handler failed", "program", f.prog.Name, "proc", f.proc.Name, "err", err)
+			encodeAccepted(w, xid, SystemErr)
 		}
 	}
 	reply := w.Bytes()
-	if proc.Cache && d.drc != nil {
+	if f.proc.Cache && f.d.drc != nil {
 		if call.NoCache {
-			d.drc.forget(key)
+			f.d.drc.forget(f.key)
 		} else {
-			d.drc.finish(key, reply[4:])
+			f.d.drc.finish(f.key, reply[4:])
 		}
 	}
-	if proc.observe != nil {
-		proc.observe(time.Since(start))
-	} else if d.observer != nil {
-		d.observer.ObserveCall(prog.Name, h.Vers, proc.Name, time.Since(start))
+	if f.proc.observe != nil {
+		f.proc.observe(time.Since(f.start))
+	} else if f.d.observer != nil {
+		f.d.observer.ObserveCall(f.prog.Name, call.Vers, f.proc.Name, time.Since(f.start))
 	}
 	return reply
 }

@@ -190,7 +190,7 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 			defer inflight.Done()
 			defer func() { <-s.d.sem }()
 			rb := getBuf()
-			reply := s.d.dispatch(s.ctx, *bp, "udp", addr, nil, (*rb)[:0])
+			reply, _ := s.d.dispatch(s.ctx, *bp, origin{network: "udp", addr: addr, pc: pc}, (*rb)[:0])
 			putBuf(bp)
 			if reply != nil {
 				pc.WriteTo(reply[4:], addr)
@@ -236,7 +236,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // and fuzzing): the reply, with 4 bytes reserved for the record mark, or nil.
 func (s *Server) dispatch(rec []byte, network string, addr net.Addr, buf []byte) []byte {
 	s.init()
-	return s.d.dispatch(s.ctx, rec, network, addr, nil, buf)
+	reply, _ := s.d.dispatch(s.ctx, rec, origin{network: network, addr: addr}, buf)
+	return reply
 }
 
 // inline reports whether the call in rec may run inline (Proc.Inline).
