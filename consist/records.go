@@ -2,6 +2,7 @@ package consist
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -33,9 +34,13 @@ type record struct {
 }
 
 func openRecords(dir string) (*records, error) {
-	db, err := bolt.Open(filepath.Join(dir, "consist.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	path := filepath.Join(dir, "consist.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("consist: %s is locked: another snfs server uses this state directory", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("consist: open state database: %w", err)
+		return nil, fmt.Errorf("consist: open state database %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketClients, bucketMeta} {
