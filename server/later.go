@@ -24,6 +24,9 @@ func later(c *sunrpc.Call, w *xdr.Writer, start func(done func(error)), finish f
 	fired := false         // done came first; guarded by mu
 	var early error        // its error; guarded by mu
 	start(func(err error) {
+		if errors.Is(err, consist.ErrJukebox) {
+			c.NoCache = true // the retry must run again, not get this answer replayed
+		}
 		mu.Lock()
 		if d == nil {
 			fired, early = true, err

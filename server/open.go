@@ -37,7 +37,13 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 		case err != nil:
 			return encodeFailure[snfs1.OpenRes](w, err)
 		}
-		res := snfs1.OpenRes{OpenOK: openOK(reply, s.handleAttr(fh))}
+		// Attributes after the callbacks: of r while the call holds it, else
+		// looked up again.
+		attr := s.handleAttr
+		if !deferred {
+			attr = func([]byte) *nfs3.Fattr { return r.attr() }
+		}
+		res := snfs1.OpenRes{OpenOK: openOK(reply, attr(fh))}
 		res.Encode(w)
 		return nil
 	})
