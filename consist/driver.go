@@ -194,13 +194,24 @@ func (d *Driver) do(acts []state.Action) {
 		case state.ActFence:
 			d.log.Warn("client fenced: it did not answer a callback in time", "client", d.clientName(a.Client), "file", fmt.Sprintf("%x", a.File[:8]))
 		case state.ActReserveVersions:
-			err := d.rec.setVersionMark(a.Through)
-			if err != nil {
-				d.log.Error("cannot make the version mark durable", "err", err)
-			}
-			acts = append(acts, d.m.VersionsReserved(time.Now(), a.Through, err)...)
+			d.reserve(a.Through)
 		}
 	}
+}
+
+// reserve makes "versions up to through are used" durable, off the request
+// path (a commit is a flush; the table asks for the next block while half of
+// the current one is left, so nobody waits for it unless versions run out).
+func (d *Driver) reserve(through uint64) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		err := d.rec.setVersionMark(through)
+		if err != nil {
+			d.log.Error("cannot make the version mark durable", "err", err)
+		}
+		d.do(d.m.VersionsReserved(time.Now(), through, err))
+	}()
 }
 
 // park records the continuation of a request the table parked; an answer that

@@ -12,17 +12,18 @@ import (
 
 // snfsProgram is the procedure table of the snfs consistency protocol
 // (docs/protocol.md): the same rows as NFSv3's, so its procedures get the same
-// preamble (handle, export rights, squashing). None runs inline: OPEN may wait
-// for callbacks (deferred), and they are rare next to READ and WRITE.
+// preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
+// wait (an OPEN that needs callbacks defers its reply and returns), so they run
+// inline; REGISTER writes the registration durably, so it does not.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
 		snfs1.ProcRegister: {Name: "REGISTER", Handler: s.register},
-		snfs1.ProcOpen: nfsProc(s, op[snfs1.OpenArgs, snfs1.OpenRes]{Name: "OPEN", Cache: nonIdempotent,
+		snfs1.ProcOpen: nfsProc(s, op[snfs1.OpenArgs, snfs1.OpenRes]{Name: "OPEN", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.OpenArgs) nfs3.FH { return a.File }, Reply: s.open}),
-		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent,
+		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
-		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent,
+		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Handler: s.close}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
