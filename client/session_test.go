@@ -390,3 +390,38 @@ func TestSessionServerRestart(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// Calls that get STALE_CLIENTID together register again once.
+func TestSessionStaleClientIDConcurrent(t *testing.T) {
+	p := newTestPeer(t)
+	s := dialSession(t, p, client.SessionConfig{Name: "many"})
+	ctx := testCtx(t)
+	p.forget()
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := s.Open(ctx, fileFH, snfs1.Read)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if regs, _, _, _ := p.snapshot(); len(regs) != 2 {
+		t.Errorf("%d REGISTERs; want the dial's and one more", len(regs))
+	}
+}
+
+func TestSessionDisconnect(t *testing.T) {
+	p := newTestPeer(t)
+	s := dialSession(t, p, client.SessionConfig{Name: "bye"})
+	if err := s.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(testCtx(t), fileFH, snfs1.Read); !errors.Is(err, sunrpc.ErrClientClosed) {
+		t.Errorf("OPEN after Disconnect: %v; want sunrpc.ErrClientClosed", err)
+	}
+}
