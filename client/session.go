@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,8 +77,11 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 		onRestart: cfg.OnServerRestart, reg: make(chan struct{}, 1)}
 	host, herr := os.Hostname()
 	if s.name == "" {
-		if herr != nil || host == "" {
-			return nil, fmt.Errorf("snfs session: no client name and no host name: %w", herr)
+		if herr != nil {
+			return nil, fmt.Errorf("snfs session: no client name: %w", herr)
+		}
+		if host == "" {
+			return nil, errors.New("snfs session: no client name and an empty host name")
 		}
 		s.name = host
 	}
