@@ -7,6 +7,7 @@ require golang.org/x/sys v0.49.0
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.73.1
+	go.etcd.io/bbolt v1.5.0
 )
 
 require (

@@ -66,6 +66,9 @@ func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
 }
 
+// MustRegister adds collectors of other packages (the consistency table's).
+func (r *Registry) MustRegister(cs ...prometheus.Collector) { r.reg.MustRegister(cs...) }
+
 // Gatherer returns the underlying registry, for tests and other exporters.
 func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"syscall"
 
+	"snfs/consist"
 	"snfs/nfs3"
+	"snfs/snfs1"
 	"snfs/store"
 )
 
@@ -77,6 +79,12 @@ func statusOf(err error) nfs3.Status {
 		return nfs3.ErrJukebox
 	case errors.Is(err, errInval):
 		return nfs3.ErrInval
+	case errors.Is(err, consist.ErrJukebox):
+		return nfs3.ErrJukebox
+	case errors.Is(err, consist.ErrFenced):
+		return snfs1.ErrFenced
+	case errors.Is(err, consist.ErrStaleClientID):
+		return snfs1.ErrStaleClientID
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {

@@ -33,6 +33,11 @@ type op[A, R any] struct {
 	// MaxReply is sunrpc.Proc.MaxReply: the largest reply, reserved from the
 	// connection's budget while the call runs (0: small).
 	MaxReply int
+	// Access names the regular files the call reads or changes, for the
+	// consistency table (Spritely NFS section 6.1). Each is applied to the table
+	// before the handler runs; when protocol clients must be called back first,
+	// the reply is deferred and the handler runs once they have answered.
+	Access func(s *Server, c *sunrpc.Call, r *req, a *A) []fileAccess
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer).
 	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
@@ -53,26 +58,74 @@ func nfsProc[A, R any, PA interface {
 	}
 	return sunrpc.Proc{Name: o.Name, Cache: o.Cache, Inline: o.Inline, MaxReply: o.MaxReply,
 		Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+			raw := args.Rest()
 			var a A
 			if PA(&a).Decode(args) != nil {
 				return sunrpc.ErrGarbageArgs
 			}
 			r, err := preamble(s, c, &a, &o)
 			if err != nil {
+				return encodeFailure[R, PR](w, err)
+			}
+			run := func(a *A, w *xdr.Writer) error {
+				if o.Reply != nil {
+					return o.Reply(ctx, c, r, a, w)
+				}
 				var res R
-				PR(&res).SetStatus(statusOf(err))
+				o.Handler(ctx, c, r, a, &res)
 				PR(&res).Encode(w)
 				return nil
 			}
-			defer r.release()
-			if o.Reply != nil {
-				return o.Reply(ctx, c, r, &a, w)
+			if o.Access == nil || !s.consist.Active() {
+				defer r.release()
+				return run(&a, w)
 			}
-			var res R
-			o.Handler(ctx, c, r, &a, &res)
-			PR(&res).Encode(w)
-			return nil
+			accs := o.Access(s, c, r, &a)
+			_, err = later(c, w, func(done func(error)) {
+				s.admit(s.consist.Caller(c), accs, done)
+			}, func(w *xdr.Writer, err error, deferred bool) error {
+				defer r.release()
+				switch {
+				case w == nil:
+					return nil
+				case err != nil:
+					return encodeFailure[R, PR](w, err)
+				case !deferred:
+					return run(&a, w)
+				}
+				a2, err := reDecode[A, PA](raw)
+				if err != nil {
+					return sunrpc.ErrGarbageArgs
+				}
+				return run(a2, w)
+			})
+			return err
 		}}
+}
+
+// encodeFailure encodes R with only its status set, statusOf(err).
+func encodeFailure[R any, PR interface {
+	*R
+	nfs3.Result
+}](w *xdr.Writer, err error) error {
+	var res R
+	PR(&res).SetStatus(statusOf(err))
+	PR(&res).Encode(w)
+	return nil
+}
+
+// reDecode decodes the call's arguments again, from a copy of raw, for a
+// handler that runs after the call's handler returned (a deferred reply):
+// decoded arguments alias the request buffer, which is reused by then.
+func reDecode[A any, PA interface {
+	*A
+	xdr.Decoder
+}](raw []byte) (*A, error) {
+	var a A
+	if err := PA(&a).Decode(xdr.NewReader(append([]byte(nil), raw...))); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // preamble is the shared opening of every NFSv3 handler (see op).
@@ -104,7 +157,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr}),
 		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr}),
+			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess}),
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup}),
 		nfs3.ProcAccess: nfsProc(s, op[nfs3.AccessArgs, nfs3.AccessRes]{Name: "ACCESS", Cache: idempotent, Inline: always,
@@ -112,9 +165,9 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcReadlink: nfsProc(s, op[nfs3.FHArgs, nfs3.ReadlinkRes]{Name: "READLINK", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.readlink}),
 		nfs3.ProcRead: nfsProc(s, op[nfs3.ReadArgs, nfs3.ReadRes]{Name: "READ", Cache: idempotent, Inline: always,
-			FH: func(a *nfs3.ReadArgs) nfs3.FH { return a.File }, Reply: s.read, MaxReply: maxIO + 4096}),
+			FH: func(a *nfs3.ReadArgs) nfs3.FH { return a.File }, Reply: s.read, MaxReply: maxIO + 4096, Access: readAccess}),
 		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
-			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write}),
+			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess}),
 		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create}),
 		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
@@ -124,12 +177,12 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod}),
 		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove}),
+			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess}),
 		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir}),
 		// RENAME's and LINK's second handle is resolved by the handler.
 		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotent, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename}),
+			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess}),
 		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link}),
 		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,

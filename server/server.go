@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/consist"
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
+	"snfs/state"
 	"snfs/store"
 	"snfs/sunrpc"
 )
@@ -46,6 +48,10 @@ type Config struct {
 	// Sync, if set, replaces store.Sync for data flushes: tests use it to inject
 	// flush failures and record when data became durable.
 	Sync func(n *store.Node, dataOnly bool) error
+
+	// Table is the consistency protocol's state table: its bound and timings
+	// (callback timeout, plain-access hold, ...; zero fields take the defaults).
+	Table state.Config
 }
 
 // Server is the NFSv3 + MOUNT v3 service over one store.
@@ -56,6 +62,8 @@ type Server struct {
 	syncFn  func(n *store.Node, dataOnly bool) error
 	jukebox time.Duration
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
+
+	consist *consist.Driver // the consistency protocol's state
 
 	exports []*export          // in configuration order
 	byID    map[uint32]*export // by store export id
@@ -111,9 +119,18 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
+	s.consist, err = consist.New(consist.Config{StateDir: cfg.StateDir, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(s.consist.Collector())
+	}
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
+	s.RPC.Register(s.snfsProgram())
 	return s, nil
 }
 
@@ -166,6 +183,7 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 // closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
+	s.consist.Stop()
 	for _, e := range s.exports {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {
 			s.log.Error("flush at shutdown failed", "export", e.cfg.Path, "err", ferr)

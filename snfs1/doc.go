@@ -6,6 +6,6 @@
 //
 // It owns the constants and the XDR types of both programs, encoded and decoded by
 // the same code on the server and on the client. Decoders are bounded (handles
-// nfs3.FHSize, names nfs3.NameLen, client names NameLen) and fuzzed. It must not
+// nfs3.FHSize, file names nfs3.MaxPath, client names NameLen) and fuzzed. It must not
 // touch files or sockets, nor know the server's state table: it is wire format only.
 package snfs1

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -245,129 +244,14 @@ func TestAttrCacheSearchPermission(t *testing.T) {
 	}
 }
 
-// TestAttrCacheRacingFill: an invalidation that runs while an entry is being
-// read (and so finds nothing to drop) keeps that entry out; the TTL bounds an
-// entry's life; stop turns the cache off.
-func TestAttrCacheRacingFill(t *testing.T) {
-	now := time.Unix(1000, 0)
-	c := newAttrCache(2, time.Minute, func() time.Time { return now })
-	entry := func(ino uint64) *attrEntry {
-		return &attrEntry{export: 1, dirIno: 5, key: "k" + string(rune('0'+ino)), fh: []byte{byte(ino)}, st: unix.Stat_t{Dev: 9, Ino: ino}}
-	}
-	dir := &unix.Stat_t{Dev: 9, Ino: 5}
-	ep := c.begin()
-	c.invalidateKey("unrelated-or-not")
-	c.end(ep, entry(1))
-	if _, _, ok, _ := c.get(1, dir, 1, now); ok {
-		t.Fatal("an entry filled across an invalidation was installed")
-	}
-	c.end(c.begin(), entry(1))
-	if _, _, ok, _ := c.get(1, dir, 1, now); !ok {
-		t.Fatal("a clean fill was not installed")
-	}
-	if _, _, ok, _ := c.get(2, dir, 1, now); ok {
-		t.Fatal("hit for another export")
-	}
-	if _, _, ok, _ := c.get(1, &unix.Stat_t{Dev: 9, Ino: 5, Ctim: unix.Timespec{Nsec: 1}}, 1, now); ok {
-		t.Fatal("hit after the directory's entries changed (ctime)")
-	}
-	if _, _, ok, _ := c.get(1, &unix.Stat_t{Dev: 9, Ino: 6}, 1, now); ok {
-		t.Fatal("hit from another directory (a hard link elsewhere)")
-	}
-	c.invalidateKey("k1")
-	if _, _, ok, _ := c.get(1, dir, 1, now); ok {
-		t.Fatal("hit after its key was invalidated")
-	}
-	c.end(c.begin(), entry(1))
-	if _, _, ok, _ := c.get(1, dir, 1, now.Add(2*time.Minute)); ok {
-		t.Fatal("hit past the TTL")
-	}
-	c.end(c.begin(), entry(2))
-	c.end(c.begin(), entry(3)) // over max 2: everything goes
-	if len(c.byIno) > 2 || len(c.byKey) != len(c.byIno) {
-		t.Fatalf("%d entries (%d keys), bound 2", len(c.byIno), len(c.byKey))
-	}
-	c.stop()
-	c.end(c.begin(), entry(4))
-	if _, _, ok, _ := c.get(1, dir, 4, now); ok {
-		t.Fatal("hit after stop")
-	}
-}
-
-// fanEvent builds one fanotify event with a FID record, as the kernel lays it out.
-func fanEvent(mask uint64, handleType uint32, handle []byte) []byte {
-	ne := binary.NativeEndian
-	info := make([]byte, infoHeaderLen+fsidLen+fileHandleLen+len(handle))
-	info[0] = 1 // FAN_EVENT_INFO_TYPE_FID
-	ne.PutUint16(info[2:], uint16(len(info)))
-	ne.PutUint32(info[infoHeaderLen+fsidLen:], uint32(len(handle)))
-	ne.PutUint32(info[infoHeaderLen+fsidLen+4:], handleType)
-	copy(info[infoHeaderLen+fsidLen+fileHandleLen:], handle)
-	ev := make([]byte, eventMetaLen, eventMetaLen+len(info))
-	ne.PutUint32(ev[0:], uint32(eventMetaLen+len(info)))
-	ev[4] = unix.FANOTIFY_METADATA_VERSION
-	ne.PutUint16(ev[6:], eventMetaLen)
-	ne.PutUint64(ev[8:], mask)
-	ne.PutUint32(ev[16:], ^uint32(0)) // FAN_NOFD
-	return append(ev, info...)
-}
-
-func TestParseEvents(t *testing.T) {
-	h := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	var keys []string
-	drop := func(k string) { keys = append(keys, k) }
-	b := append(fanEvent(unix.FAN_MODIFY, 0x81, h), fanEvent(unix.FAN_ATTRIB, 0x81, h[:4])...)
-	if !parseEvents(b, drop) || len(keys) != 2 {
-		t.Fatalf("two good events: %d keys", len(keys))
-	}
-	want := string([]byte{0, 0, 0, 0x81, 1, 2, 3, 4, 5, 6, 7, 8})
-	if keys[0] != want {
-		t.Fatalf("key %x, want %x (kernelKey layout)", keys[0], want)
-	}
-	for name, bad := range map[string][]byte{
-		"truncated":    b[:len(b)-3],
-		"overflow":     fanEvent(unix.FAN_Q_OVERFLOW, 0, nil)[:eventMetaLen],
-		"short header": b[:10],
-		"handle length": func() []byte {
-			e := fanEvent(unix.FAN_MODIFY, 1, h)
-			binary.NativeEndian.PutUint32(e[eventMetaLen+infoHeaderLen+fsidLen:], 1<<30)
-			return e
-		}(),
-		"event length": func() []byte { e := fanEvent(unix.FAN_MODIFY, 1, h); binary.NativeEndian.PutUint32(e, 3); return e }(),
-	} {
-		if name == "overflow" {
-			binary.NativeEndian.PutUint32(bad, eventMetaLen)
-		}
-		if parseEvents(bad, drop) {
-			t.Errorf("%s: parsed as trustworthy", name)
-		}
-	}
-}
-
-func FuzzParseEvents(f *testing.F) {
-	f.Add(fanEvent(unix.FAN_MODIFY, 0x81, []byte{1, 2, 3, 4, 5, 6, 7, 8}))
-	f.Add(append(fanEvent(unix.FAN_CREATE|unix.FAN_ONDIR, 1, []byte{9, 9, 9, 9}), fanEvent(unix.FAN_DELETE_SELF, 1, nil)...))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		n := 0
-		parseEvents(b, func(k string) {
-			if len(k) < 4 || len(k) > 4+maxKernelFH {
-				t.Fatalf("key of %d bytes", len(k))
-			}
-			n++
-		})
-		if n > len(b)/(eventMetaLen+infoHeaderLen) {
-			t.Fatalf("%d keys from %d bytes", n, len(b))
-		}
-	})
-}
-
 // TestAttrCacheRefreshAhead: a listing served entries past half their lifetime
 // has them read again in the background, so a listing after the original
 // lifetime still hits; without that listing in between, they expire.
 func TestAttrCacheRefreshAhead(t *testing.T) {
-	s, root, exp := newTestExport(t)
 	clock := time.Now()
-	s.attrs.now = func() time.Time { return clock }
+	attrClock = func() time.Time { return clock } // read by Open
+	t.Cleanup(func() { attrClock = time.Now })
+	s, root, exp := newTestExport(t)
 	var verf [8]byte
 	for _, name := range []string{"a", "b", "c"} {
 		if _, err := s.Create(root, name, 0o644, CreateUnchecked, verf); err != nil {
@@ -392,10 +276,7 @@ func TestAttrCacheRefreshAhead(t *testing.T) {
 			if err := unix.Lstat(filepath.Join(exp, name), &st); err != nil {
 				t.Fatal(err)
 			}
-			s.attrs.mu.Lock()
-			e := s.attrs.byIno[attrKey{st.Dev, st.Ino}]
-			s.attrs.mu.Unlock()
-			if e == nil || !e.at.Equal(clock) {
+			if e, ok := s.attrs.Peek(root.Export.ID, &root.Stat, st.Ino); !ok || !e.At().Equal(clock) {
 				return false
 			}
 		}

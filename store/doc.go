@@ -39,8 +39,12 @@
 // through ChildAttrs, which serves them from a per-inode cache kept fresh by this
 // package's own operations (synchronously) and by a fanotify file-system mark
 // for everyone else's changes, with a TTL for the few changes no event reports
-// (attrcache.go, notify.go); LOOKUP and GETATTR always ask the file system.
-// Flushes go through an io_uring when the kernel allows one (uring.go).
+// (the cache and its notifier are package attrcache; attrcache.go here fills it,
+// invalidates it and turns the notifier's kernel handles into this package's
+// keys); LOOKUP and GETATTR always ask the file system. Flushes go through an
+// io_uring when the kernel allows one (package uring), and are plain system calls
+// otherwise. Both subpackages sit below this one: they import nothing of it and
+// know nothing of its handles.
 //
 // System calls. The short ones (metadata operations, small writes, io_uring
 // submission) are raw calls through package rawsys, which do not wake the Go

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"snfs/rawsys"
+	"snfs/store/uring"
 )
 
 func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -157,11 +158,11 @@ func (s *Store) Truncate(n *Node, size int64) error {
 
 // Sync flushes n to stable storage: data and the metadata needed to read it back
 // (fdatasync) or everything (fsync). OpenIO must have succeeded.
-// Through the store's io_uring when it has one (uring.go).
+// Through the store's io_uring when it has one (package uring).
 func (s *Store) Sync(n *Node, dataOnly bool) error {
 	if s.ring != nil {
-		err := s.ring.fsync(n.io(), dataOnly)
-		if err != errNotFlushed {
+		err := s.ring.Fsync(n.io(), dataOnly)
+		if err != uring.ErrNotFlushed {
 			if err != nil {
 				return opErr("fsync", err)
 			}

@@ -15,11 +15,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"snfs/rawsys"
+	"snfs/store/attrcache"
+	"snfs/store/uring"
 )
 
 // Errors that the server maps to protocol status.
@@ -56,10 +57,10 @@ type Store struct {
 	handles *handleCache
 	// attrs caches entries' attributes for READDIRPLUS (attrcache.go), kept
 	// fresh by notify (nil when fanotify is unavailable).
-	attrs     *attrCache
-	notify    *notifier
-	ring      *ring // flushes (uring.go); nil: plain fsync
-	notifyErr error // guarded by mu
+	attrs     *attrcache.Cache
+	notify    *attrcache.Notifier
+	ring      *uring.Ring // flushes (package uring); nil: plain fsync
+	notifyErr error       // guarded by mu
 
 	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
 	checks atomic.Uint64
@@ -98,11 +99,11 @@ func Open(stateDir string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{key: key, cache: newFDCache(4096), handles: newHandleCache(1 << 18), exports: map[uint32]*Export{},
-		attrs: newAttrCache(1<<18, DefaultAttrTTL, time.Now)}
+		attrs: attrcache.New(attrCacheMax, DefaultAttrTTL, attrClock)}
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
-	s.notify, s.notifyErr = startNotifier(s.attrs, s.forget, s.forgetAll)
-	if r, err := newRing(64); err == nil {
+	s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	if r, err := uring.New(64); err == nil {
 		s.ring = r
 	} else {
 		slog.Info("store: flushes are plain fsync calls", "reason", err)
@@ -195,7 +196,7 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.notify != nil {
-		if err := s.notify.watch(path); err == nil {
+		if err := s.notify.Watch(path); err == nil {
 			e.notified = true
 		} else if s.notifyErr == nil {
 			s.notifyErr = err
@@ -228,10 +229,10 @@ func (s *Store) AttrCacheError() error {
 // Close releases every cached descriptor and stops the change notifier.
 func (s *Store) Close() {
 	if s.notify != nil {
-		s.notify.close() // s.notify stays: a late listing's drain finds it closed
+		s.notify.Close() // s.notify stays: a late listing's drain finds it closed
 	}
 	if s.ring != nil {
-		s.ring.close() // waits for the flushes in flight; later ones flush directly
+		s.ring.Close() // waits for the flushes in flight; later ones flush directly
 	}
 	s.streams.closeAll()
 	s.cache.closeAll()

@@ -4,30 +4,162 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
-	"runtime"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-func newTestPollReader(t *testing.T, gate *spinGate, spin time.Duration) (client io.Writer, r *pollReader, closeClient func()) {
+// These tests observe the poll reader only as its users can: what Read returns,
+// and the spin gate it shares with other connections, whose slot a reader holds
+// exactly while it polls. Each test gives its readers a gate of its own with one
+// slot (two in TestPollGateShared) that nothing else takes, so a probe of the gate
+// (polling) tells whether the reader under test is polling at that moment.
+
+// pollPair is a connected pair of TCP sockets on the loopback interface.
+func pollPair(t *testing.T) (client, srv net.Conn) {
 	t.Helper()
-	c, srv := tcpPair(t)
-	pr, ok := newPollReader(srv, gate, spin, nil).(*pollReader)
-	if !ok {
-		t.Fatal("newPollReader did not wrap a TCP connection")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c, pr, func() { c.Close() }
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	srv, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return client, srv
 }
 
-// TestPollReaderReads: data sent before and during a Read arrives whole, in
-// order; the peer's close is io.EOF; a read deadline still applies.
+// newTestPollReader is a poll reader over a fresh connection, with gate g and
+// poll time spin, and the connection's client end.
+func newTestPollReader(t *testing.T, g *spinGate, spin time.Duration, busy *atomic.Int32) (client, srv net.Conn, r io.Reader) {
+	t.Helper()
+	client, srv = pollPair(t)
+	r = newPollReader(srv, g, spin, busy)
+	if r == io.Reader(srv) {
+		t.Fatal("newPollReader did not wrap a TCP connection")
+	}
+	return client, srv, r
+}
+
+// polling reports whether a reader holds a slot of g now, g having one slot
+// free of everything but the reader under test. The probe takes the slot when it
+// is free and gives it back at once: a reader that looked for a slot in that
+// instant would find none and park. The watchers below sleep before their first
+// probe, so the reader, started just before, has looked already; it looks once
+// per Read.
+func polling(g *spinGate) bool {
+	if g.acquire() {
+		g.release()
+		return false
+	}
+	return true
+}
+
+// readWatching runs one Read of r while watching g, then writes one byte to c:
+// as soon as it has seen the reader polling, or after wait if it never does.
+// It reports whether it saw the reader poll, and checks that the Read returned
+// the byte and gave the gate's slot back.
+func readWatching(t *testing.T, c io.Writer, r io.Reader, g *spinGate, wait time.Duration) bool {
+	t.Helper()
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := r.Read(buf)
+		done <- result{buf[:n], err}
+	}()
+	seen := false
+	for end := time.Now().Add(wait); !seen && time.Now().Before(end); {
+		time.Sleep(200 * time.Microsecond)
+		seen = polling(g)
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || string(res.b) != "x" {
+		t.Fatalf("Read: %q, %v; want the byte sent", res.b, res.err)
+	}
+	if polling(g) {
+		t.Fatal("the reader kept its gate slot after its Read returned")
+	}
+	return seen
+}
+
+// expectPoll checks that the next Read polls. The byte is sent within half the
+// poll time even when no poll was seen.
+func expectPoll(t *testing.T, what string, c io.Writer, r io.Reader, g *spinGate, spin time.Duration) {
+	t.Helper()
+	if !readWatching(t, c, r, g, spin/2) {
+		t.Fatalf("%s: the reader did not poll", what)
+	}
+}
+
+// expectNoPoll checks that the next Read does not poll, watching it for quiet
+// before the byte is sent. (A slow machine can only hide a poll from it, not
+// invent one.)
+func expectNoPoll(t *testing.T, what string, c io.Writer, r io.Reader, g *spinGate, quiet time.Duration) {
+	t.Helper()
+	if readWatching(t, c, r, g, quiet) {
+		t.Fatalf("%s: the reader polled", what)
+	}
+}
+
+// readReady writes one byte to c, waits until it can be read, and reads it:
+// the Read finds its data already there.
+func readReady(t *testing.T, c io.Writer, srv net.Conn, r io.Reader) {
+	t.Helper()
+	if _, err := c.Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the byte, without consuming it, through the socket itself.
+	rc, err := srv.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; {
+		var avail bool
+		rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, _ := unix.Poll(pfd, 0)
+			avail = n == 1 && pfd[0].Revents&unix.POLLIN != 0
+		})
+		if avail {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the byte sent never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	buf := make([]byte, 64)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "y" {
+		t.Fatalf("Read: %q, %v; want the byte sent", buf[:n], err)
+	}
+}
+
+// TestPollReaderReads: data sent before, during and after a poll arrives whole
+// and in order; the peer's close is io.EOF; a read deadline still applies; and
+// no Read keeps the gate's slot once it has returned.
 func TestPollReaderReads(t *testing.T) {
-	c, r, closeClient := newTestPollReader(t, &spinGate{max: 1}, time.Millisecond)
+	g := &spinGate{max: 1}
+	c, srv, r := newTestPollReader(t, g, time.Millisecond, nil)
 	var want, got bytes.Buffer
 	buf := make([]byte, 1000)
 	for i := range 50 {
@@ -50,119 +182,132 @@ func TestPollReaderReads(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want.Bytes()) {
 		t.Fatal("bytes read differ from bytes sent")
 	}
-	if err := r.nc.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+	if n, err := r.Read(nil); n != 0 || err != nil {
+		t.Fatalf("empty Read: %d, %v; want 0, nil", n, err)
+	}
+	if err := srv.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past the deadline: %v, want a timeout", err)
 	}
-	r.nc.SetReadDeadline(time.Time{})
-	closeClient()
+	srv.SetReadDeadline(time.Time{})
+	c.Close()
 	if n, err := r.Read(buf); n != 0 || err != io.EOF {
 		t.Fatalf("read after the peer closed: %d, %v; want 0, EOF", n, err)
 	}
-	if r.gate.n.Load() != 0 {
-		t.Fatalf("gate holds %d pollers after the reads", r.gate.n.Load())
-	}
-}
-
-// sendAfterRead has c send one byte after delay while r reads it. The sender runs
-// on a P of its own before the read begins and sleeps in a raw nanosleep that
-// keeps that P: a timer, a run queue or a P handed off by a blocking syscall may
-// all sit behind the reader, which does not give up its P while it polls.
-func sendAfterRead(t *testing.T, c io.Writer, r *pollReader, delay time.Duration) {
-	t.Helper()
-	var running atomic.Bool
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		running.Store(true)
-		// Until an absolute deadline, again after each EINTR: the runtime
-		// preempts a goroutine that runs this long with a signal.
-		var ts unix.Timespec
-		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-		ts = unix.NsecToTimespec(ts.Nano() + int64(delay))
-		for {
-			_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-			if e != unix.EINTR {
-				break
-			}
-		}
-		c.Write([]byte("x"))
-	}()
-	for !running.Load() {
-	}
-	if _, err := r.Read(make([]byte, 64)); err != nil {
-		t.Fatal(err)
+	if polling(g) {
+		t.Fatal("the gate's slot is still taken after the reads")
 	}
 }
 
 // TestPollReaderCools: a connection polls while its calls come within the poll
-// time; one poll that finds nothing makes it cold, so an idle client costs one
-// poll, not one per read; a call that comes soon after parking warms it again.
+// time; a poll that finds nothing gives the slot back after the poll time and
+// makes the connection cold, so an idle client costs one poll, not one per read;
+// a Read that finds its data already there changes nothing; a call that comes
+// soon after a cold reader parked warms the connection again.
 //
-// Each check is built so that a slow machine (CI under -race, other tests
-// running) can only delay the call further past what the check needs: the
-// warming checks use a poll time far longer than any scheduling delay, the
-// cooling checks one far shorter than the call's delay.
+// The poll time is far longer than any scheduling delay, so a slow machine can
+// only make a call come later than a check needs where that is harmless: the
+// warming checks send within half of it, the cooling one waits past it.
 func TestPollReaderCools(t *testing.T) {
-	const long = time.Second
-	c, r, _ := newTestPollReader(t, &spinGate{max: 1}, long)
-	if !r.hot {
-		t.Fatal("a new connection should start hot")
-	}
-	sendAfterRead(t, c, r, 20*time.Millisecond)
-	if !r.hot || r.polls != 1 {
-		t.Fatalf("a call that came during the poll: hot %v after %d polls, want hot after 1", r.hot, r.polls)
-	}
-	r.hot = false
-	sendAfterRead(t, c, r, 20*time.Millisecond) // parked (cold), but the call came soon
-	if !r.hot || r.polls != 1 {
-		t.Fatalf("a call soon after parking: hot %v after %d polls, want hot, no new poll", r.hot, r.polls)
-	}
+	const spin = time.Second
+	g := &spinGate{max: 1}
+	c, srv, r := newTestPollReader(t, g, spin, nil)
+	expectPoll(t, "a new connection", c, r, g, spin)
+	expectPoll(t, "after a call that came during the poll", c, r, g, spin)
+	readReady(t, c, srv, r)
+	expectPoll(t, "hot, after a Read that found its data there", c, r, g, spin)
 
-	const short = 2 * time.Millisecond
-	c, r, _ = newTestPollReader(t, &spinGate{max: 1}, short)
-	sendAfterRead(t, c, r, 50*short)
-	if r.hot {
-		t.Fatal("a call long after the read left the connection hot")
+	// An idle client: the poll times out while the Read waits on.
+	idleRead(t, c, r, g, spin)
+
+	expectNoPoll(t, "cold, after a poll that found nothing", c, r, g, 50*time.Millisecond) // and the call comes soon
+	expectPoll(t, "after a call that came soon after parking", c, r, g, spin)
+}
+
+// idleRead checks a hot reader's Read on an idle connection: it polls, then
+// gives the gate's slot back after the poll time while the Read waits on; the
+// call comes only after that.
+func idleRead(t *testing.T, c io.Writer, r io.Reader, g *spinGate, spin time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 64))
+		done <- err
+	}()
+	start := time.Now()
+	seen := false
+	for !seen && time.Since(start) < spin/2 {
+		time.Sleep(200 * time.Microsecond)
+		seen = polling(g)
 	}
-	polls := r.polls
-	sendAfterRead(t, c, r, 50*short)
-	if r.hot || r.polls != polls {
-		t.Fatalf("a cold connection polled again (hot %v, polls %d then %d)", r.hot, polls, r.polls)
+	if !seen {
+		t.Fatal("a hot connection did not poll")
+	}
+	for polling(g) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the poll did not stop after the poll time")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if waited := time.Since(start); waited < spin/2 {
+		t.Fatalf("the poll stopped after %v with nothing read, poll time %v", waited, spin)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Read returned (%v) with nothing sent", err)
+	default:
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestPollReaderCoolRule: after a read, the connection is hot exactly when a poll
-// found the call, or the call came within the poll time after the reader parked.
-func TestPollReaderCoolRule(t *testing.T) {
-	const spin = 100 * time.Microsecond
-	for _, tc := range []struct {
-		name          string
-		waited        time.Duration // since the read found the socket empty; 0: it never did
-		spinning, was bool
-		want          bool
-	}{
-		{"data was there, hot stays hot", 0, false, true, true},
-		{"data was there, cold stays cold", 0, false, false, false},
-		{"the poll found it", 50 * time.Microsecond, true, false, true},
-		{"came within the poll time after parking", spin / 2, false, false, true},
-		{"came after the poll time (a poll would have failed)", 3 * spin / 2, false, true, false},
-	} {
-		r := &pollReader{spin: spin, hot: tc.was, spinning: tc.spinning}
-		if tc.waited > 0 {
-			r.start = time.Now().Add(-tc.waited)
-		}
-		r.cool()
-		if r.hot != tc.want {
-			t.Errorf("%s: hot %v, want %v", tc.name, r.hot, tc.want)
-		}
+// readLate reads one byte that c sends only after delay.
+func readLate(t *testing.T, c io.Writer, r io.Reader, delay time.Duration) {
+	t.Helper()
+	go func() {
+		time.Sleep(delay)
+		c.Write([]byte("x"))
+	}()
+	buf := make([]byte, 64)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "x" {
+		t.Fatalf("Read: %q, %v; want the byte sent", buf[:n], err)
 	}
 }
 
-// TestPollGate: no more connections poll at once than the gate allows, and
-// with GOMAXPROCS 1 (max 0) none do.
+// TestPollReaderColdStaysCold: a cold connection whose data is already there
+// when it reads stays cold; a call that comes later than the poll time after a
+// cold reader parked leaves it cold.
+func TestPollReaderColdStaysCold(t *testing.T) {
+	const spin = 20 * time.Millisecond // the calls come far later
+	g := &spinGate{max: 1}
+	c, srv, r := newTestPollReader(t, g, spin, nil)
+	readLate(t, c, r, 10*spin) // a poll in vain (or a park, then a late call): cold
+	readReady(t, c, srv, r)
+	expectNoPoll(t, "cold, after a Read that found its data there", c, r, g, 10*spin) // the call comes late
+	expectNoPoll(t, "cold, after a call that came long after parking", c, r, g, 10*spin)
+}
+
+// TestPollReaderQuietWhileBusy: a hot connection does not poll while one of its
+// calls runs in a handler goroutine, and polls again once none does.
+func TestPollReaderQuietWhileBusy(t *testing.T) {
+	const spin = time.Second
+	var busy atomic.Int32
+	g := &spinGate{max: 1}
+	c, _, r := newTestPollReader(t, g, spin, &busy)
+	busy.Store(1)
+	expectNoPoll(t, "a call running", c, r, g, 50*time.Millisecond) // the call comes soon: still hot
+	busy.Store(0)
+	expectPoll(t, "no call running", c, r, g, spin)
+}
+
+// TestPollGate: no more readers poll at once than the gate has slots; with
+// GOMAXPROCS 1 (no slot) or no poll time, connections are read plainly.
 func TestPollGate(t *testing.T) {
 	g := &spinGate{max: 1}
 	if !g.acquire() {
@@ -177,47 +322,89 @@ func TestPollGate(t *testing.T) {
 	}
 	g.release()
 
-	// A cold or gated-out reader parks at once: it never takes the gate.
-	c, r, _ := newTestPollReader(t, &spinGate{max: 1}, time.Hour)
-	r.gate.n.Store(1) // another connection is polling
+	// A reader finding the gate full (another connection polling) still reads
+	// its data, and leaves the gate as it found it.
+	c, _, r := newTestPollReader(t, g, time.Hour, nil)
+	if !g.acquire() {
+		t.Fatal("acquire failed")
+	}
 	go func() {
 		time.Sleep(5 * time.Millisecond)
 		c.Write([]byte("x"))
 	}()
-	if _, err := r.Read(make([]byte, 8)); err != nil {
-		t.Fatal(err)
+	if n, err := r.Read(make([]byte, 8)); n != 1 || err != nil {
+		t.Fatalf("Read past a full gate: %d, %v", n, err)
 	}
-	if r.polls != 0 || r.gate.n.Load() != 1 {
-		t.Fatalf("a reader polled past a full gate (polls %d, gate %d)", r.polls, r.gate.n.Load())
+	if !polling(g) {
+		t.Fatal("a reader gated out released a slot it did not hold")
+	}
+	g.release()
+	if polling(g) {
+		t.Fatal("a reader gated out took a slot")
 	}
 
-	_, srv := tcpPair(t)
-	if _, ok := newPollReader(srv, &spinGate{max: 0}, time.Millisecond, nil).(*pollReader); ok {
+	_, srv := pollPair(t)
+	if r := newPollReader(srv, &spinGate{max: 0}, time.Millisecond, nil); r != io.Reader(srv) {
 		t.Fatal("a gate of 0 (one CPU) still polls")
 	}
-	if _, ok := newPollReader(srv, &spinGate{max: 1}, -1, nil).(*pollReader); ok {
+	if r := newPollReader(srv, &spinGate{max: 1}, -1, nil); r != io.Reader(srv) {
 		t.Fatal("a negative poll time still polls")
+	}
+	if r := newPollReader(srv, &spinGate{max: 1}, 0, nil); r != io.Reader(srv) {
+		t.Fatal("a zero poll time still polls")
 	}
 }
 
-// TestPollReaderQuietWhileBusy: a hot connection does not poll while one of its
-// calls runs in a handler goroutine, and polls again once none does. (The poll
-// time is far longer than the calls' delays: see TestPollReaderCools.)
-func TestPollReaderQuietWhileBusy(t *testing.T) {
-	c, srv := tcpPair(t)
-	var busy atomic.Int32
-	r, ok := newPollReader(srv, &spinGate{max: 1}, time.Second, &busy).(*pollReader)
-	if !ok {
-		t.Fatal("newPollReader did not wrap a TCP connection")
+// TestPollGateShared: readers on many connections sharing a gate, with calls
+// coming at every distance from the poll time, each read their own data
+// intact, and leave every slot free.
+func TestPollGateShared(t *testing.T) {
+	g := &spinGate{max: 2}
+	const conns, msgs = 4, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*conns)
+	for i := range conns {
+		c, _, r := newTestPollReader(t, g, time.Millisecond, nil)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for j := range msgs {
+				time.Sleep(time.Duration((i+j)%4) * 500 * time.Microsecond)
+				if _, err := c.Write([]byte{byte(i), byte(j)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			var got []byte
+			buf := make([]byte, 64)
+			for len(got) < 2*msgs {
+				n, err := r.Read(buf)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got = append(got, buf[:n]...)
+			}
+			for j := range msgs {
+				if got[2*j] != byte(i) || got[2*j+1] != byte(j) {
+					errs <- errors.New("a connection's bytes arrived altered or out of order")
+					return
+				}
+			}
+		}()
 	}
-	busy.Store(1)
-	sendAfterRead(t, c, r, 20*time.Millisecond)
-	if r.polls != 0 {
-		t.Fatalf("polled %d times while a call was running", r.polls)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
-	busy.Store(0)
-	sendAfterRead(t, c, r, 50*time.Millisecond) // came soon after parking: still hot
-	if r.polls != 1 {
-		t.Fatalf("polled %d times with no call running, want 1", r.polls)
+	if !g.acquire() || !g.acquire() {
+		t.Fatal("a slot of the gate is still taken after the reads")
+	}
+	if g.acquire() {
+		t.Fatal("the gate admitted a third poller")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -167,12 +168,28 @@ func TestExportRules(t *testing.T) {
 	}
 }
 
-// rootHandleOf gets the root handle of path by starting a throwaway server on the
-// same state directory that exports it to everyone (handles depend only on the
-// export path, the kernel handle and the state directory's key).
+// rootHandleOf gets the root handle of path by starting a throwaway server with
+// the same handle key that exports it to everyone (handles depend only on the
+// export path, the kernel handle and the state directory's key). Its state
+// directory is a copy of the key alone: a server's consistency state is locked
+// by the server that runs on it.
 func rootHandleOf(t *testing.T, e *env, path string) nfs3.FH {
 	rw, _ := server.ParseOptions(server.DefaultOptions, "rw")
 	cfg := e.cfg
+	cfg.StateDir = diskTempDir(t, "snfs-state-copy-")
+	files, _ := os.ReadDir(e.stateDir)
+	for _, f := range files {
+		if f.Name() == "consist.db" || f.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(e.stateDir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfg.StateDir, f.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg.Exports = []server.ExportConfig{{Path: path, Clients: []server.ClientRule{{Spec: "*", Opts: rw}}}}
 	s, err := server.New(cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package store
+package uring
 
 import (
 	"errors"
@@ -13,24 +13,9 @@ import (
 	"snfs/rawsys"
 )
 
-// Flushes through io_uring(7).
-//
-// An fsync(2) on this kind of disk takes most of a millisecond, and in the Go
-// runtime a goroutine in a system call keeps its P out of the idle set for that
-// long. The runtime's monitor thread (sysmon) sleeps soundly only while every P
-// is idle; while one is in a system call it wakes every 20 µs for the first
-// millisecond, and it is woken anew by the first system call of each request. So
-// each stable WRITE or COMMIT cost dozens of extra thread wakeups under a client
-// that writes small files one at a time, as the Linux client's untar does
-// (docs/measurements.md).
-//
-// Here the fsync is submitted to a ring and runs in the kernel's io-wq worker;
-// the goroutine waits on a channel, holding no P, and a reaper goroutine woken
-// through an eventfd in the netpoller hands each completion to its waiter. The
-// flush itself is the same fsync or fdatasync on the same descriptor, with the
-// same error. Without io_uring (an old kernel, io_uring_disabled, a seccomp
-// filter), flushes are plain system calls, as before.
-type ring struct {
+// Ring submits flushes to an io_uring and hands each completion to the goroutine
+// that waits for it (doc.go says why). Safe for concurrent use.
+type Ring struct {
 	fd   int
 	mem  []byte // the SQ and CQ rings (one mapping: IORING_FEAT_SINGLE_MMAP)
 	sqes []byte
@@ -79,18 +64,20 @@ type ioUringParams struct {
 	}
 }
 
-// newRing sets up a ring of n entries (a power of two), or fails.
-func newRing(n uint32) (*ring, error) {
+// New sets up a ring of n entries (a power of two), or fails: without io_uring (an
+// old kernel, io_uring_disabled, a seccomp filter) the caller flushes with plain
+// system calls.
+func New(n uint32) (*Ring, error) {
 	var p ioUringParams
 	fd, _, e := unix.Syscall(sysIOUringSetup, uintptr(n), uintptr(unsafe.Pointer(&p)), 0)
 	if e != 0 {
-		return nil, fmt.Errorf("store: io_uring_setup: %w", e)
+		return nil, fmt.Errorf("uring: io_uring_setup: %w", e)
 	}
-	r := &ring{fd: int(fd), waiters: map[uint64]chan int32{}, done: make(chan struct{})}
-	fail := func(what string, err error) (*ring, error) {
+	r := &Ring{fd: int(fd), waiters: map[uint64]chan int32{}, done: make(chan struct{})}
+	fail := func(what string, err error) (*Ring, error) {
 		r.unmap()
 		unix.Close(r.fd)
-		return nil, fmt.Errorf("store: io_uring %s: %w", what, err)
+		return nil, fmt.Errorf("uring: io_uring %s: %w", what, err)
 	}
 	if p.features&ioringFeatSingleMmap == 0 {
 		return fail("setup", errors.New("kernel lacks IORING_FEAT_SINGLE_MMAP"))
@@ -124,7 +111,7 @@ func newRing(n uint32) (*ring, error) {
 	return r, nil
 }
 
-func (r *ring) unmap() {
+func (r *Ring) unmap() {
 	if r.mem != nil {
 		unix.Munmap(r.mem)
 	}
@@ -133,20 +120,20 @@ func (r *ring) unmap() {
 	}
 }
 
-// errNotFlushed reports a flush the ring did not do (closed, busy, or cancelled
+// ErrNotFlushed reports a flush the ring did not do (closed, busy, or cancelled
 // with its thread): the caller flushes directly instead.
-var errNotFlushed = errors.New("store: io_uring did not flush")
+var ErrNotFlushed = errors.New("uring: io_uring did not flush")
 
-// fsync flushes fd (fdatasync when dataOnly) through the ring, returning the
-// system call's error.
-func (r *ring) fsync(fd int, dataOnly bool) error {
+// Fsync flushes fd (fdatasync when dataOnly) through the ring, returning the
+// system call's error, or ErrNotFlushed when the ring did not flush it.
+func (r *Ring) Fsync(fd int, dataOnly bool) error {
 	r.slots <- struct{}{}
 	defer func() { <-r.slots }()
 	ch := make(chan int32, 1)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return errNotFlushed
+		return ErrNotFlushed
 	}
 	r.inflight.Add(1)
 	defer r.inflight.Done()
@@ -174,7 +161,7 @@ func (r *ring) fsync(fd int, dataOnly bool) error {
 			atomic.StoreUint32((*uint32)(r.sqTail), tail)
 			delete(r.waiters, id)
 			r.mu.Unlock()
-			return errNotFlushed
+			return ErrNotFlushed
 		}
 	}
 	r.mu.Unlock()
@@ -182,13 +169,13 @@ func (r *ring) fsync(fd int, dataOnly bool) error {
 		if e := unix.Errno(-res); e != unix.ECANCELED && e != unix.EINTR {
 			return e
 		}
-		return errNotFlushed
+		return ErrNotFlushed
 	}
 	return nil
 }
 
 // reap hands completions to their waiters until the ring closes.
-func (r *ring) reap() {
+func (r *Ring) reap() {
 	defer close(r.done)
 	rc, err := r.efd.SyscallConn()
 	if err != nil {
@@ -215,7 +202,7 @@ func (r *ring) reap() {
 	}
 }
 
-func (r *ring) drainCQ() {
+func (r *Ring) drainCQ() {
 	head := atomic.LoadUint32((*uint32)(r.cqHead))
 	tail := atomic.LoadUint32((*uint32)(r.cqTail)) // acquires the entries before it
 	mask := *(*uint32)(r.cqMask)
@@ -233,7 +220,7 @@ func (r *ring) drainCQ() {
 }
 
 // failAll ends every wait with ECANCELED: the caller then flushes directly.
-func (r *ring) failAll() {
+func (r *Ring) failAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
@@ -243,9 +230,9 @@ func (r *ring) failAll() {
 	}
 }
 
-// close stops the reaper once every flush in flight has completed, then frees
-// the ring.
-func (r *ring) close() {
+// Close stops the reaper once every flush in flight has completed, then frees
+// the ring. Later flushes return ErrNotFlushed.
+func (r *Ring) Close() {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()

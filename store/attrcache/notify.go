@@ -1,4 +1,4 @@
-package store
+package attrcache
 
 import (
 	"encoding/binary"
@@ -12,32 +12,12 @@ import (
 	"snfs/rawsys"
 )
 
-// notifier reads fanotify(7) events for the file systems of the exports and
-// drops the attribute cache entries of the objects they name (attrcache.go).
-//
-// One fanotify group, in FAN_REPORT_FID mode, with one file-system-wide mark
-// per exported file system: every event names its object by the same kernel
-// handle name_to_handle_at gives (for a change to a directory's entries, the
-// directory's), so no descriptor is opened per event. It needs CAP_SYS_ADMIN and a
-// file system that supports handles; without either, exports simply go
-// uncached.
-//
-// The queue is drained on demand, not watched: every listing that may be served
-// from the cache drains it first (ChildAttrs), so it sees every change completed
-// before it began, by any process. The group's descriptor is never registered
-// with the Go netpoller or waited on. Most events are the server's own changes
-// (which it also drops synchronously), and a waiter on the queue is woken by each
-// of them: with the descriptor in epoll, an event woke whichever thread sat in
-// epoll_wait. (Draining on demand measured cheaper for the server and for other
-// processes on the same file system; docs/measurements.md.)
-// A goroutine owned by the Store drains every notifyDrain as well, only to keep
-// the kernel's queue short; an overflow drops the whole cache and costs nothing
-// else. Close stops it.
-type notifier struct {
-	fd        int // the fanotify group (non-blocking); -1 once closed
-	cache     *attrCache
-	forget    func(key string)
-	forgetAll func()
+// Notifier reads fanotify(7) events for the file systems it watches and reports
+// the objects they name to its Handler (doc.go says how and why). Safe for
+// concurrent use.
+type Notifier struct {
+	fd int // the fanotify group (non-blocking); -1 once closed
+	h  Handler
 
 	mu  sync.Mutex // held by a drain: one that returns has applied every event queued before it began
 	buf []byte     // guarded by mu
@@ -45,6 +25,22 @@ type notifier struct {
 	closing sync.Once
 	stop    chan struct{}
 	done    chan struct{}
+}
+
+// Handler is told what a Notifier learns. Its methods are called with the
+// notifier's drain lock held, by Drain's caller or the notifier's own goroutine,
+// so they must be quick and must not call the notifier.
+type Handler interface {
+	// Changed reports an object that may have changed, by its kernel handle:
+	// name_to_handle_at(2)'s handle type and bytes (for a change to a
+	// directory's entries, the directory's). handle is valid only during the call.
+	Changed(handleType uint32, handle []byte)
+	// Lost reports that events may have been lost (a queue overflow, a record
+	// that names nothing or cannot be read): anything may have changed.
+	Lost()
+	// Stopped reports that no more events will come: Close, or a read that
+	// failed. It may be called more than once.
+	Stopped()
 }
 
 // notifyMask is every change that can make a cached entry wrong: contents and
@@ -57,27 +53,31 @@ const notifyMask = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_CREATE | unix.FA
 // notifyDrain is how often the background drain empties the queue.
 const notifyDrain = 100 * time.Millisecond
 
-func startNotifier(c *attrCache, forget func(key string), forgetAll func()) (*notifier, error) {
+// StartNotifier makes a fanotify group that reports to h, and starts its
+// background drain. It fails without CAP_SYS_ADMIN or fanotify.
+func StartNotifier(h Handler) (*Notifier, error) {
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_REPORT_FID|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY)
 	if err != nil {
-		return nil, fmt.Errorf("store: fanotify: %w", err)
+		return nil, fmt.Errorf("attrcache: fanotify: %w", err)
 	}
-	n := &notifier{fd: fd, cache: c, forget: forget, forgetAll: forgetAll, buf: make([]byte, 64<<10),
+	n := &Notifier{fd: fd, h: h, buf: make([]byte, 64<<10),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go n.run()
 	return n, nil
 }
 
-// watch marks the file system holding path.
-func (n *notifier) watch(path string) error {
+// Watch marks the whole file system holding path. It fails on a file system
+// that does not report handles.
+func (n *Notifier) Watch(path string) error {
 	if err := unix.FanotifyMark(n.fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, notifyMask, unix.AT_FDCWD, path); err != nil {
-		return fmt.Errorf("store: fanotify mark %s: %w", path, err)
+		return fmt.Errorf("attrcache: fanotify mark %s: %w", path, err)
 	}
 	return nil
 }
 
-// close stops the background drain and the cache with it.
-func (n *notifier) close() {
+// Close stops the background drain and reports Stopped; a later Drain does
+// nothing.
+func (n *Notifier) Close() {
 	n.closing.Do(func() { close(n.stop) })
 	<-n.done
 	n.mu.Lock()
@@ -86,11 +86,10 @@ func (n *notifier) close() {
 		unix.Close(n.fd)
 		n.fd = -1
 	}
-	n.cache.stop()
-	n.forgetAll()
+	n.h.Stopped()
 }
 
-func (n *notifier) run() {
+func (n *Notifier) run() {
 	defer close(n.done)
 	t := time.NewTicker(notifyDrain)
 	defer t.Stop()
@@ -99,14 +98,15 @@ func (n *notifier) run() {
 		case <-n.stop:
 			return
 		case <-t.C:
-			n.drain()
+			n.Drain()
 		}
 	}
 }
 
-// drain applies every event queued now. A failed read turns the cache off for
-// good: no more events can be trusted to come.
-func (n *notifier) drain() {
+// Drain reports every event queued now: when it returns, the handler has been
+// told of every change completed before it began. A failed read stops the
+// notifier for good (Stopped): no more events can be trusted to come.
+func (n *Notifier) Drain() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for n.fd >= 0 {
@@ -121,16 +121,15 @@ func (n *notifier) drain() {
 		default:
 			unix.Close(n.fd)
 			n.fd = -1
-			n.cache.stop()
-			n.forgetAll()
-			slog.Warn("store: fanotify read failed; attribute cache off", "err", e)
+			n.h.Stopped()
+			slog.Warn("attrcache: fanotify read failed; attribute cache off", "err", e)
 			return
 		}
 		if k == 0 {
 			return
 		}
-		if !parseEvents(n.buf[:k], n.forget) {
-			n.forgetAll()
+		if !parseEvents(n.buf[:k], n.h.Changed) {
+			n.h.Lost()
 		}
 	}
 }
@@ -143,11 +142,12 @@ const (
 	fileHandleLen = 8 // handle_bytes u32, handle_type s32
 )
 
-// parseEvents calls drop with the kernel handle (kernelKey) of every object the
-// events in b name. It reports false when they cannot be trusted to name every
-// change: a queue overflow, an unknown format, or a malformed record (which also
-// stops the parse). Bounded: it reads only inside b and allocates only the keys.
-func parseEvents(b []byte, drop func(key string)) bool {
+// parseEvents calls changed with the kernel handle (type and bytes, a slice of b)
+// of every object the events in b name. It reports false when they cannot be
+// trusted to name every change: a queue overflow, an unknown format, or a
+// malformed record (which also stops the parse). Bounded: it reads only inside b
+// and allocates nothing.
+func parseEvents(b []byte, changed func(handleType uint32, handle []byte)) bool {
 	ne := binary.NativeEndian
 	ok := true
 	for len(b) > 0 {
@@ -185,12 +185,7 @@ func parseEvents(b []byte, drop func(key string)) bool {
 					return false
 				}
 				found = true
-				if hb <= maxKernelFH { // longer ones name nothing this package caches
-					key := make([]byte, 4+hb)
-					binary.BigEndian.PutUint32(key, typ)
-					copy(key[4:], h[:hb])
-					drop(string(key))
-				}
+				changed(typ, h[:hb:hb])
 			}
 			info = info[l:]
 		}

@@ -1,0 +1,150 @@
+package consist
+
+import (
+	"fmt"
+	"time"
+
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/sunrpc"
+)
+
+// Register records a REGISTER that came on conn: the client's id (durable: the
+// same for the same name and boot verifier), and conn as its callback path. A
+// new boot verifier for a known name means the client restarted: its old
+// registration's opens and records are forgotten and it gets a new id.
+func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (snfs1.ClientID, error) {
+	if conn == nil {
+		return 0, fmt.Errorf("consist: REGISTER needs a connection to call back on (TCP)")
+	}
+	rec, _, err := d.rec.register(string(name), verf)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	var gone state.ClientID
+	if old := d.byName[string(name)]; old != nil && old.id != rec.id {
+		gone = old.mid
+		d.unbindLocked(old, old.conn)
+		delete(d.byID, old.id)
+		delete(d.byMid, old.mid)
+	}
+	cl := d.byID[rec.id]
+	if cl == nil {
+		d.nextMid++
+		cl = &client{id: rec.id, mid: d.nextMid, name: string(name), bound: make(chan struct{})}
+		d.byID[rec.id] = cl
+		d.byMid[cl.mid] = cl
+	}
+	d.byName[string(name)] = cl
+	if cl.conn != conn {
+		d.unbindLocked(cl, cl.conn)
+		cl.conn = conn
+		d.byConn[conn] = cl
+		close(cl.bound)
+	}
+	d.active.Store(true)
+	d.mu.Unlock()
+	conn.OnClose(func() {
+		d.mu.Lock()
+		d.unbindLocked(cl, conn)
+		d.mu.Unlock()
+	})
+	now := time.Now()
+	if gone != 0 {
+		d.log.Info("client restarted: its previous registration is forgotten", "client", string(name))
+		d.do(d.m.ClientGone(now, gone))
+	}
+	d.do(d.m.Register(now, cl.mid))
+	return rec.id, nil
+}
+
+// unbindLocked takes conn away from cl if it is cl's callback path. mu held.
+func (d *Driver) unbindLocked(cl *client, conn *sunrpc.Conn) {
+	if conn == nil || cl.conn != conn {
+		return
+	}
+	delete(d.byConn, conn)
+	cl.conn = nil
+	cl.bound = make(chan struct{})
+}
+
+// Client returns the table client of a registration, or ErrStaleClientID.
+func (d *Driver) Client(id snfs1.ClientID) (state.ClientID, error) {
+	d.mu.RLock()
+	cl := d.byID[id]
+	d.mu.RUnlock()
+	if cl == nil {
+		return 0, ErrStaleClientID
+	}
+	return cl.mid, nil
+}
+
+// Caller returns the table client an NFSv3 call comes from: the protocol client
+// registered on its connection, or else the plain client at its address.
+func (d *Driver) Caller(call *sunrpc.Call) state.ClientID {
+	d.mu.RLock()
+	if call.Conn != nil {
+		if cl := d.byConn[call.Conn]; cl != nil {
+			d.mu.RUnlock()
+			return cl.mid
+		}
+	}
+	ip := call.ClientIP().String()
+	mid, ok := d.plain[ip]
+	d.mu.RUnlock()
+	if ok {
+		return mid
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if mid, ok := d.plain[ip]; ok {
+		return mid
+	}
+	d.nextMid++
+	d.plain[ip] = d.nextMid
+	return d.nextMid
+}
+
+// conn waits until the table client c has a callback path, for at most the
+// callback timeout, and returns it (nil: none came).
+func (d *Driver) conn(c state.ClientID) *sunrpc.Conn {
+	d.mu.RLock()
+	cl := d.byMid[c]
+	if cl == nil {
+		d.mu.RUnlock()
+		return nil
+	}
+	conn, bound := cl.conn, cl.bound
+	d.mu.RUnlock()
+	if conn != nil {
+		return conn
+	}
+	t := time.NewTimer(d.cbTimeout)
+	defer t.Stop()
+	select {
+	case <-bound:
+	case <-t.C:
+		return nil
+	case <-d.ctx.Done():
+		return nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return cl.conn
+}
+
+// clientName names a table client for the log.
+func (d *Driver) clientName(c state.ClientID) string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if cl := d.byMid[c]; cl != nil {
+		return cl.name
+	}
+	for ip, mid := range d.plain {
+		if mid == c {
+			return ip
+		}
+	}
+	return fmt.Sprint(c)
+}

@@ -1,0 +1,25 @@
+// Package consist drives the Spritely NFS state table (package state) for the
+// server: it turns the table's actions into CALLBACK and CB_NULL calls on each
+// client's own connection, answers parked OPENs and plain NFS accesses, runs the
+// sweeper, keeps what must survive a restart (client registrations, the version
+// mark) in a bbolt database in the state directory, and exports the table's
+// metrics.
+//
+// It owns: client registrations (name, boot verifier, client id, callback
+// connection), the interning of clients into the table's ids (protocol clients
+// by registration, plain NFSv3 clients by address), parked requests and their
+// continuations, the callback senders (bounded; a callback's deadline starts
+// when it is written, not when it is queued), and the sweeper goroutine.
+//
+// It must not: decide anything the table decides (cacheability, which
+// callbacks, fencing, versions), decode NFS or SNFS requests (package server
+// does, and calls Open, Close, Access), touch exported files, or hold a server
+// worker for a parked request: a parked request's answer is a continuation run
+// by whoever delivers the action (a callback's completion, the sweeper), and the
+// server defers the RPC reply meanwhile (sunrpc.Call.Defer).
+//
+// Concurrency: the table serializes transitions per file. The Driver's mutex
+// guards its own maps only and is never held while calling the table or doing
+// I/O. Every goroutine it starts (sweeper, callback and probe senders,
+// continuations) is tracked and stopped by Stop.
+package consist

@@ -1,0 +1,308 @@
+package consist
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/sunrpc"
+)
+
+// Errors a request may end with; package server maps them to protocol status.
+var (
+	// ErrJukebox: callbacks this request waits for did not finish in time, or
+	// the table is full: try again later (NFS3ERR_JUKEBOX).
+	ErrJukebox = errors.New("consist: waiting for callbacks; try again later")
+	// ErrFenced: the client did not answer a callback on this file and is
+	// refused until it opens the file again (SNFS_ERR_FENCED).
+	ErrFenced = errors.New("consist: client fenced for this file")
+	// ErrStaleClientID: no such registration in this server instance
+	// (SNFS_ERR_STALE_CLIENTID).
+	ErrStaleClientID = errors.New("consist: unknown client id")
+	// ErrGone: the request's client went away before it could be answered:
+	// drop the request.
+	ErrGone = errors.New("consist: client gone")
+)
+
+// Config configures a Driver.
+type Config struct {
+	StateDir string       // where the registrations and the version mark are kept
+	Table    state.Config // the table's bounds and timings (VersionBase comes from StateDir)
+	Logger   *slog.Logger
+	// Attr returns the current attributes of the file a handle names, for the
+	// CALLBACK arguments (nil, or a nil result: none).
+	Attr func(handle []byte) *nfs3.Fattr
+	// TickEvery is the sweeper's period (default 200 ms); MaxSenders bounds the
+	// callbacks and probes being sent at once (default 256).
+	TickEvery  time.Duration
+	MaxSenders int
+}
+
+// Driver is the server side of the consistency protocol around a state table.
+type Driver struct {
+	m         *state.Machine
+	log       *slog.Logger
+	rec       *records
+	verf      snfs1.Verifier
+	attr      func(handle []byte) *nfs3.Fattr
+	cbTimeout time.Duration
+	senders   chan struct{}
+	met       *metrics
+	reqs      atomic.Uint64
+	active    atomic.Bool // a client has registered: plain accesses are recorded
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // sweeper, senders, continuations
+
+	mu      sync.RWMutex
+	parked  map[state.ReqID]func(state.OpenReply, error) // guarded by mu
+	early   map[state.ReqID]answer                       // answers that came before their request was parked; guarded by mu
+	byID    map[snfs1.ClientID]*client                   // guarded by mu
+	byName  map[string]*client                           // guarded by mu
+	byMid   map[state.ClientID]*client                   // guarded by mu
+	byConn  map[*sunrpc.Conn]*client                     // guarded by mu
+	plain   map[string]state.ClientID                    // plain clients by address; guarded by mu
+	nextMid state.ClientID                               // guarded by mu
+}
+
+type answer struct {
+	reply state.OpenReply
+	err   error
+}
+
+// client is one registered protocol client.
+type client struct {
+	id   snfs1.ClientID
+	mid  state.ClientID
+	name string
+	// conn is its callback path (nil while it has none); bound is closed while
+	// it has one, and replaced when it loses it. Both guarded by Driver.mu.
+	conn  *sunrpc.Conn
+	bound chan struct{}
+}
+
+// New opens the durable records in cfg.StateDir, starts the table and its
+// sweeper.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.TickEvery <= 0 {
+		cfg.TickEvery = 200 * time.Millisecond
+	}
+	if cfg.MaxSenders <= 0 {
+		cfg.MaxSenders = 256
+	}
+	rec, err := openRecords(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	mark, err := rec.versionMark()
+	if err != nil {
+		rec.close()
+		return nil, fmt.Errorf("consist: read the version mark: %w", err)
+	}
+	tc := cfg.Table
+	tc.VersionBase = mark
+	if tc.CallbackTimeout <= 0 {
+		tc.CallbackTimeout = 5 * time.Second
+	}
+	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr,
+		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
+		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
+		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
+		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}}
+	rand.Read(d.verf[:])
+	d.met = newMetrics(d)
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.wg.Add(1)
+	go d.sweep(cfg.TickEvery)
+	return d, nil
+}
+
+// Stop stops the sweeper and the senders, waits for them, and closes the
+// records. Requests still parked are dropped.
+func (d *Driver) Stop() error {
+	d.cancel()
+	d.wg.Wait()
+	d.mu.Lock()
+	parked := d.parked
+	d.parked = map[state.ReqID]func(state.OpenReply, error){}
+	d.mu.Unlock()
+	for _, fn := range parked {
+		fn(state.OpenReply{}, ErrGone)
+	}
+	return d.rec.close()
+}
+
+// ServerVerifier changes at every start of the server.
+func (d *Driver) ServerVerifier() snfs1.Verifier { return d.verf }
+
+// CallbackTimeout is how long a callback may take before its client is fenced.
+func (d *Driver) CallbackTimeout() time.Duration { return d.cbTimeout }
+
+// Active reports whether any protocol client has registered since the start:
+// until then no client caches anything, and plain accesses need no record.
+func (d *Driver) Active() bool { return d.active.Load() }
+
+// Table returns the state table (for tests and metrics).
+func (d *Driver) Table() *state.Machine { return d.m }
+
+func (d *Driver) sweep(every time.Duration) {
+	defer d.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case now := <-t.C:
+			d.do(d.m.Tick(now))
+		}
+	}
+}
+
+// do carries out the table's actions, in order.
+func (d *Driver) do(acts []state.Action) {
+	for i := 0; i < len(acts); i++ {
+		a := &acts[i]
+		switch a.Kind {
+		case state.ActCallback:
+			d.sendCallback(a.Callback)
+		case state.ActProbe:
+			d.sendProbe(a.Client)
+		case state.ActReply:
+			d.answer(a.Req, a.Reply, nil)
+		case state.ActProceed:
+			d.answer(a.Req, state.OpenReply{}, nil)
+		case state.ActJukebox:
+			d.met.jukebox.Inc()
+			d.answer(a.Req, state.OpenReply{}, ErrJukebox)
+		case state.ActRefuse:
+			d.answer(a.Req, state.OpenReply{}, ErrFenced)
+		case state.ActAbandon:
+			d.answer(a.Req, state.OpenReply{}, ErrGone)
+		case state.ActFence:
+			d.log.Warn("client fenced: it did not answer a callback in time", "client", d.clientName(a.Client), "file", fmt.Sprintf("%x", a.File[:8]))
+		case state.ActReserveVersions:
+			err := d.rec.setVersionMark(a.Through)
+			if err != nil {
+				d.log.Error("cannot make the version mark durable", "err", err)
+			}
+			acts = append(acts, d.m.VersionsReserved(time.Now(), a.Through, err)...)
+		}
+	}
+}
+
+// park records the continuation of a request the table parked; an answer that
+// came first is delivered at once.
+func (d *Driver) park(req state.ReqID, fn func(state.OpenReply, error)) {
+	d.mu.Lock()
+	if a, ok := d.early[req]; ok {
+		delete(d.early, req)
+		d.mu.Unlock()
+		d.continueWith(fn, a)
+		return
+	}
+	d.parked[req] = fn
+	d.mu.Unlock()
+}
+
+// answer delivers the table's answer to a parked request.
+func (d *Driver) answer(req state.ReqID, r state.OpenReply, err error) {
+	d.mu.Lock()
+	fn := d.parked[req]
+	if fn == nil {
+		d.early[req] = answer{r, err}
+		d.mu.Unlock()
+		return
+	}
+	delete(d.parked, req)
+	d.mu.Unlock()
+	d.continueWith(fn, answer{r, err})
+}
+
+// continueWith runs a parked request's continuation in its own goroutine: it
+// may be long (a deferred NFS WRITE), and whoever delivers the answer (the
+// sweeper, a callback's completion) must not wait for it.
+func (d *Driver) continueWith(fn func(state.OpenReply, error), a answer) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		fn(a.reply, a.err)
+	}()
+}
+
+// Open applies an OPEN by table client c. answer is called exactly once: before
+// Open returns when the table answers at once, else later from another
+// goroutine (the caller defers its reply meanwhile).
+func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, answer func(state.OpenReply, error)) {
+	req := state.ReqID(d.reqs.Add(1))
+	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode})
+	switch res.Verdict {
+	case state.Wait:
+		d.park(req, answer)
+		d.do(acts)
+		return
+	case state.Proceed:
+		d.do(acts)
+		answer(res.Reply, nil)
+	case state.Jukebox:
+		d.met.jukebox.Inc()
+		d.do(acts)
+		answer(state.OpenReply{}, ErrJukebox)
+	default:
+		d.do(acts)
+		answer(state.OpenReply{}, ErrFenced)
+	}
+}
+
+// Close applies a CLOSE by table client c. It never waits.
+func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool) error {
+	f := state.FileIDOf(fh)
+	if d.m.Fenced(c, f) {
+		return ErrFenced
+	}
+	d.do(d.m.Close(time.Now(), state.CloseArgs{File: f, Client: c, Mode: mode, Dirty: dirty}))
+	return nil
+}
+
+// Access applies an NFSv3 request of kind on the file fh names by table client
+// c (section 6.1; a protocol client's own reads and writes of files it has open
+// go through at once). proceed is called exactly once: nil to go ahead (before
+// Access returns, unless callbacks must be answered first), ErrJukebox,
+// ErrFenced or ErrGone.
+func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proceed func(error)) {
+	req := state.ReqID(d.reqs.Add(1))
+	v, acts := d.m.PlainAccess(time.Now(), req, state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind})
+	switch v {
+	case state.Wait:
+		d.park(req, func(_ state.OpenReply, err error) { proceed(err) })
+		d.do(acts)
+	case state.Proceed:
+		d.do(acts)
+		proceed(nil)
+	case state.Jukebox:
+		d.met.jukebox.Inc()
+		d.do(acts)
+		proceed(ErrJukebox)
+	default:
+		d.do(acts)
+		proceed(ErrFenced)
+	}
+}
+
+// Fenced reports whether table client c is refused on the file fh names (for
+// requests Access does not cover, such as COMMIT).
+func (d *Driver) Fenced(c state.ClientID, fh []byte) bool {
+	return d.m.Fenced(c, state.FileIDOf(fh))
+}

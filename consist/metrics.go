@@ -1,0 +1,108 @@
+package consist
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"snfs/state"
+)
+
+// metrics are the table's and the driver's series. The table's counters and its
+// census are read at scrape time (state.Machine.Stats scans the table: never
+// per request).
+type metrics struct {
+	d          *Driver
+	jukebox    prometheus.Counter
+	timeouts   prometheus.Counter
+	cbSeconds  *prometheus.HistogramVec
+	cbFailures *prometheus.CounterVec
+
+	entries   *prometheus.Desc
+	callbacks *prometheus.Desc
+	outcomes  *prometheus.Desc
+	counters  map[string]*prometheus.Desc
+}
+
+var callbackBuckets = []float64{100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1, 2.5, 5, 10}
+
+func newMetrics(d *Driver) *metrics {
+	m := &metrics{d: d,
+		jukebox: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_jukebox_total",
+			Help: "OPENs and NFS requests answered NFS3ERR_JUKEBOX while callbacks were out (or the table was full)."}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_callback_timeouts_total",
+			Help: "Callbacks not answered within the callback timeout."}),
+		cbSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "snfs_server_consist_callback_seconds",
+			Help: "Callback round trip, from writing it to its answer, by mode.", Buckets: callbackBuckets}, []string{"mode"}),
+		cbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snfs_server_consist_callback_failures_total",
+			Help: "Callbacks that failed (no answer, error, or the connection went), by mode."}, []string{"mode"}),
+		entries: prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
+		callbacks: prometheus.NewDesc("snfs_server_consist_callbacks_total", "Callbacks the table asked for, by mode.",
+			[]string{"mode"}, nil),
+		outcomes: prometheus.NewDesc("snfs_server_consist_callback_outcomes_total", "Callbacks ended, by outcome.",
+			[]string{"outcome"}, nil),
+		counters: map[string]*prometheus.Desc{},
+	}
+	for _, c := range [][2]string{
+		{"fencings", "Clients fenced for a file after a callback failed or timed out."},
+		{"opens", "OPENs applied to the table."},
+		{"closes", "CLOSEs applied to the table."},
+		{"accesses", "NFSv3 reads and changes applied to the table."},
+		{"waits", "Requests parked until callbacks were answered."},
+		{"refused", "Requests of fenced clients refused."},
+		{"table_full", "OPENs refused because the table was full."},
+		{"reclaim_callbacks", "Write-back and relinquish callbacks sent to make room in the table."},
+		{"probes", "Callback path probes (CB_NULL)."},
+	} {
+		m.counters[c[0]] = prometheus.NewDesc("snfs_server_consist_"+c[0]+"_total", c[1], nil, nil)
+	}
+	return m
+}
+
+func (m *metrics) callbackSent(mode state.CallbackMode, d time.Duration, err error) {
+	if err != nil {
+		m.cbFailures.WithLabelValues(mode.String()).Inc()
+		return
+	}
+	m.cbSeconds.WithLabelValues(mode.String()).Observe(d.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.jukebox.Describe(ch)
+	m.timeouts.Describe(ch)
+	m.cbSeconds.Describe(ch)
+	m.cbFailures.Describe(ch)
+	ch <- m.entries
+	ch <- m.callbacks
+	ch <- m.outcomes
+	for _, d := range m.counters {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.jukebox.Collect(ch)
+	m.timeouts.Collect(ch)
+	m.cbSeconds.Collect(ch)
+	m.cbFailures.Collect(ch)
+	st := m.d.m.Stats(time.Now())
+	for s, n := range st.ByState {
+		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())
+	}
+	for mode := state.Writeback; mode <= state.Relinquish; mode++ {
+		ch <- prometheus.MustNewConstMetric(m.callbacks, prometheus.CounterValue, float64(st.Callbacks[mode]), mode.String())
+	}
+	for o := state.OK; o <= state.Failed; o++ {
+		ch <- prometheus.MustNewConstMetric(m.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o.String())
+	}
+	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,
+		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,
+		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes} {
+		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
+	}
+}
+
+// Collector returns the driver's metrics, to register with a Prometheus registry.
+func (d *Driver) Collector() prometheus.Collector { return d.met }

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/nfs3"
+	"snfs/state"
+	"snfs/store"
+	"snfs/sunrpc"
+)
+
+// fileAccess is one regular file an NFSv3 call reads or changes, as the
+// consistency table sees it (Spritely NFS section 6.1).
+type fileAccess struct {
+	fh   []byte
+	kind state.AccessKind
+}
+
+// admit applies accs in order to the consistency table for client, and calls
+// done once: nil when the call may go ahead (perhaps after callbacks), else why
+// not.
+func (s *Server) admit(client state.ClientID, accs []fileAccess, done func(error)) {
+	var step func(i int)
+	step = func(i int) {
+		if i == len(accs) {
+			done(nil)
+			return
+		}
+		s.consist.Access(client, accs[i].fh, accs[i].kind, func(err error) {
+			if err != nil {
+				done(err)
+				return
+			}
+			step(i + 1)
+		})
+	}
+	step(0)
+}
+
+// The Access functions of the table rows (op.Access): which regular files a call
+// reads or changes. Calls that fail their own checks later touch nothing, so
+// naming one more file than the call ends up touching costs at most a callback.
+
+func readAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.ReadArgs) []fileAccess {
+	return regularAccess(r, a.File, state.AccessRead)
+}
+
+func writeAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.WriteArgs) []fileAccess {
+	return regularAccess(r, a.File, state.AccessWrite)
+}
+
+func setattrAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.SetattrArgs) []fileAccess {
+	if a.New.Size == nil {
+		return nil
+	}
+	return regularAccess(r, a.Object, state.AccessSetattrSize)
+}
+
+func removeAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs) []fileAccess {
+	if fh := s.regularIn(r, a.Name); fh != nil {
+		return []fileAccess{{fh, state.AccessRemove}}
+	}
+	return nil
+}
+
+// renameAccess: the file renamed, and the one the new name replaces.
+func renameAccess(s *Server, c *sunrpc.Call, from *req, a *nfs3.RenameArgs) []fileAccess {
+	var accs []fileAccess
+	if fh := s.regularIn(from, a.From.Name); fh != nil {
+		accs = append(accs, fileAccess{fh, state.AccessRename})
+	}
+	if to, err := s.resolve(c, a.To.Dir); err == nil {
+		if fh := s.regularIn(to, a.To.Name); fh != nil {
+			accs = append(accs, fileAccess{fh, state.AccessRemove})
+		}
+		to.release()
+	}
+	return accs
+}
+
+func regularAccess(r *req, fh nfs3.FH, kind state.AccessKind) []fileAccess {
+	if r.node.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	return []fileAccess{{append([]byte(nil), fh...), kind}}
+}
+
+// regularIn returns the handle of the regular file name names in the directory
+// r, or nil.
+func (s *Server) regularIn(r *req, name string) []byte {
+	if checkName(name) != nil {
+		return nil
+	}
+	var fh []byte
+	var st unix.Stat_t
+	if store.As(r.cred, func() (err error) { fh, st, err = s.store.Lookup(r.node, name); return err }) != nil {
+		return nil
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	return fh
+}
+
+// handleAttr returns the attributes of the file fh names, looked up with no
+// client's rights (for the CALLBACK arguments), or nil.
+func (s *Server) handleAttr(fh []byte) *nfs3.Fattr {
+	var e *export
+	n, err := s.store.ResolveFor(fh, func(se *store.Export) error {
+		if e = s.byID[se.ID]; e == nil {
+			return store.ErrStale
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	defer n.Release()
+	return fattr(&n.Stat, e.st.ID)
+}

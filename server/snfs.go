@@ -1,0 +1,57 @@
+package server
+
+import (
+	"syscall"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/store"
+	"snfs/sunrpc"
+)
+
+// snfsProgram is the procedure table of the snfs consistency protocol
+// (docs/protocol.md): the same rows as NFSv3's, so its procedures get the same
+// preamble (handle, export rights, squashing). None runs inline: OPEN may wait
+// for callbacks (deferred), and they are rare next to READ and WRITE.
+func (s *Server) snfsProgram() *sunrpc.Program {
+	procs := []sunrpc.Proc{
+		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
+		snfs1.ProcRegister: {Name: "REGISTER", Handler: s.register},
+		snfs1.ProcOpen: nfsProc(s, op[snfs1.OpenArgs, snfs1.OpenRes]{Name: "OPEN", Cache: nonIdempotent,
+			FH: func(a *snfs1.OpenArgs) nfs3.FH { return a.File }, Reply: s.open}),
+		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent,
+			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
+		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent,
+			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Handler: s.close}),
+	}
+	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
+}
+
+// tableMode is an open mode as the table knows it.
+func tableMode(m snfs1.OpenMode) state.Mode {
+	if m == snfs1.Write {
+		return state.Write
+	}
+	return state.Read
+}
+
+// mayOpen checks that the caller may open r in mode: a regular file, readable
+// or writable by the caller, writable export for WRITE.
+func (s *Server) mayOpen(r *req, mode snfs1.OpenMode) error {
+	switch r.node.Stat.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFDIR:
+		return nfs3.ErrIsDir
+	default:
+		return nfs3.ErrInval
+	}
+	write := mode == snfs1.Write
+	if write && r.opts.ReadOnly {
+		return errROFS
+	}
+	if err := s.store.OpenIO(r.node); err != nil {
+		return err
+	}
+	return store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, write) })
+}

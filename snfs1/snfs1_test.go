@@ -1,0 +1,343 @@
+package snfs1
+
+import (
+	"bytes"
+	"encoding/hex"
+	"reflect"
+	"strings"
+	"testing"
+
+	"snfs/nfs3"
+	"snfs/xdr"
+)
+
+type codec interface {
+	xdr.Encoder
+	xdr.Decoder
+}
+
+var (
+	testFH   = nfs3.FH{1, 2, 3, 4, 5, 6, 7, 8}
+	testAttr = &nfs3.Fattr{Type: nfs3.TypeReg, Mode: 0o644, Nlink: 1, UID: 1000, GID: 100, Size: 4096, Used: 8192,
+		FSID: 7, FileID: 42, Atime: nfs3.Time{Sec: 1, Nsec: 2}, Mtime: nfs3.Time{Sec: 3, Nsec: 4}, Ctime: nfs3.Time{Sec: 5, Nsec: 6}}
+	testVerf = Verifier{0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3}
+)
+
+func encode(v xdr.Encoder) []byte {
+	var w xdr.Writer
+	v.Encode(&w)
+	return w.Bytes()
+}
+
+// roundTrips are one value of every type, in the shapes that matter: with and
+// without attributes, every mode, status and callback answer.
+func roundTrips() map[string]struct {
+	v   codec
+	new func() codec
+} {
+	type tc = struct {
+		v   codec
+		new func() codec
+	}
+	regA := func() codec { return new(RegisterArgs) }
+	regR := func() codec { return new(RegisterRes) }
+	openA := func() codec { return new(OpenArgs) }
+	openR := func() codec { return new(OpenRes) }
+	onA := func() codec { return new(OpenNameArgs) }
+	onR := func() codec { return new(OpenNameRes) }
+	clA := func() codec { return new(CloseArgs) }
+	clR := func() codec { return new(CloseRes) }
+	cbA := func() codec { return new(CallbackArgs) }
+	cbR := func() codec { return new(CallbackRes) }
+	ok := OpenOK{CacheVersion: 1<<40 + 7, OldCacheVersion: 1<<40 + 3, CacheEnabled: true, Attr: testAttr}
+	return map[string]tc{
+		"RegisterArgs":              {&RegisterArgs{Name: []byte("host.example:/mnt/a"), ClientVerf: testVerf}, regA},
+		"RegisterArgs/one byte":     {&RegisterArgs{Name: []byte("x")}, regA},
+		"RegisterArgs/NameLen":      {&RegisterArgs{Name: bytes.Repeat([]byte("n"), NameLen), ClientVerf: testVerf}, regA},
+		"RegisterRes":               {&RegisterRes{Client: 1<<63 + 5, ServerVerf: testVerf, CallbackTimeoutMs: 5000}, regR},
+		"OpenArgs/read":             {&OpenArgs{Client: 9, File: testFH, Mode: Read}, openA},
+		"OpenArgs/write":            {&OpenArgs{Client: 9, File: bytes.Repeat([]byte{0xaa}, nfs3.FHSize), Mode: Write}, openA},
+		"OpenRes":                   {&OpenRes{OpenOK: ok}, openR},
+		"OpenRes/no attr":           {&OpenRes{OpenOK: OpenOK{CacheVersion: 2, OldCacheVersion: 2}}, openR},
+		"OpenNameArgs/read":         {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "file.c"}, Mode: Read}, onA},
+		"OpenNameArgs/write":        {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "abc"}, Mode: Write}, onA},
+		"OpenNameRes":               {&OpenNameRes{File: nfs3.FH{9, 9, 9}, OpenOK: ok}, onR},
+		"OpenNameRes/no attr":       {&OpenNameRes{File: testFH, OpenOK: OpenOK{CacheVersion: 5, OldCacheVersion: 4}}, onR},
+		"CloseArgs/read clean":      {&CloseArgs{Client: 1, File: testFH, Mode: Read}, clA},
+		"CloseArgs/write dirty":     {&CloseArgs{Client: 1, File: testFH, Mode: Write, Dirty: true}, clA},
+		"CloseRes":                  {&CloseRes{Attr: testAttr}, clR},
+		"CloseRes/no attr":          {&CloseRes{}, clR},
+		"CallbackArgs/writeback":    {&CallbackArgs{File: testFH, Mode: CBWriteback, Attr: testAttr}, cbA},
+		"CallbackArgs/invalidate":   {&CallbackArgs{File: testFH, Mode: CBInvalidate}, cbA},
+		"CallbackArgs/wb+inval":     {&CallbackArgs{File: testFH, Mode: CBWritebackInvalidate, Attr: testAttr}, cbA},
+		"CallbackArgs/relinquish":   {&CallbackArgs{File: testFH, Mode: CBRelinquish}, cbA},
+		"CallbackRes/ok":            {&CallbackRes{Status: CBOK}, cbR},
+		"CallbackRes/treat closed":  {&CallbackRes{Status: CBTreatAsClosed}, cbR},
+		"CallbackRes/stale":         {&CallbackRes{Status: CBStale}, cbR},
+		"RegisterRes/failure":       {&RegisterRes{Status: nfs3.ErrServerFault}, regR},
+		"OpenRes/stale client":      {&OpenRes{Status: ErrStaleClientID}, openR},
+		"OpenNameRes/noent":         {&OpenNameRes{Status: nfs3.ErrNoEnt}, onR},
+		"CloseRes/fenced":           {&CloseRes{Status: ErrFenced}, clR},
+		"OpenRes/jukebox":           {&OpenRes{Status: nfs3.ErrJukebox}, openR},
+		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for name, c := range roundTrips() {
+		t.Run(name, func(t *testing.T) {
+			b := encode(c.v)
+			if len(b)%4 != 0 {
+				t.Fatalf("encoding of %d bytes is not a multiple of 4", len(b))
+			}
+			got := c.new()
+			r := xdr.NewReader(b)
+			if err := got.Decode(r); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if r.Remaining() != 0 {
+				t.Fatalf("%d bytes left over", r.Remaining())
+			}
+			if !reflect.DeepEqual(got, c.v) {
+				t.Fatalf("decoded %+v, want %+v", got, c.v)
+			}
+			// Every strict prefix is short: an error, never a panic.
+			for n := 0; n < len(b); n++ {
+				if err := c.new().Decode(xdr.NewReader(b[:n])); err == nil {
+					t.Fatalf("prefix of %d of %d bytes decodes", n, len(b))
+				}
+			}
+		})
+	}
+}
+
+// TestFailureCarriesOnlyStatus: a failed result is its status and nothing
+// else on the wire (the union's default arm is void), whatever the other
+// fields hold.
+func TestFailureCarriesOnlyStatus(t *testing.T) {
+	ok := OpenOK{CacheVersion: 8, OldCacheVersion: 7, CacheEnabled: true, Attr: testAttr}
+	for _, s := range []Status{nfs3.ErrNoEnt, nfs3.ErrAcces, nfs3.ErrIsDir, nfs3.ErrInval, nfs3.ErrStale,
+		nfs3.ErrBadHandle, nfs3.ErrJukebox, nfs3.ErrROFS, ErrStaleClientID, ErrFenced} {
+		for _, c := range []struct {
+			full, want codec
+			new        func() codec
+		}{
+			{&RegisterRes{Status: s, Client: 1, ServerVerf: testVerf, CallbackTimeoutMs: 9}, &RegisterRes{Status: s}, func() codec { return new(RegisterRes) }},
+			{&OpenRes{Status: s, OpenOK: ok}, &OpenRes{Status: s}, func() codec { return new(OpenRes) }},
+			{&OpenNameRes{Status: s, File: testFH, OpenOK: ok}, &OpenNameRes{Status: s}, func() codec { return new(OpenNameRes) }},
+			{&CloseRes{Status: s, Attr: testAttr}, &CloseRes{Status: s}, func() codec { return new(CloseRes) }},
+		} {
+			b := encode(c.full)
+			if len(b) != 4 {
+				t.Fatalf("%T with status %v encodes to %d bytes, want 4", c.full, StatusName(s), len(b))
+			}
+			got := c.new()
+			if err := got.Decode(xdr.NewReader(b)); err != nil {
+				t.Fatalf("%T: %v", got, err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("decoded %+v, want %+v", got, c.want)
+			}
+		}
+	}
+}
+
+// TestSetStatus: every result can be made a failure by SetStatus alone.
+func TestSetStatus(t *testing.T) {
+	for _, x := range []interface {
+		codec
+		SetStatus(Status)
+	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes)} {
+		x.SetStatus(ErrFenced)
+		if b := encode(x); hex.EncodeToString(b) != "00002775" {
+			t.Fatalf("%T: %x", x, b)
+		}
+	}
+}
+
+// TestWire pins the byte layout that docs/protocol.md's XDR describes.
+func TestWire(t *testing.T) {
+	fh := nfs3.FH{0xaa, 0xbb, 0xcc}
+	for _, c := range []struct {
+		v    xdr.Encoder
+		want string
+	}{
+		{&RegisterArgs{Name: []byte("hosta"), ClientVerf: Verifier{1, 2, 3, 4, 5, 6, 7, 8}},
+			"00000005 686f737461000000 0102030405060708"},
+		{&RegisterRes{Client: 0x1122334455667788, ServerVerf: Verifier{8, 7, 6, 5, 4, 3, 2, 1}, CallbackTimeoutMs: 5000},
+			"00000000 1122334455667788 0807060504030201 00001388"},
+		{&OpenArgs{Client: 2, File: fh, Mode: Write},
+			"0000000000000002 00000003 aabbcc00 00000002"},
+		{&OpenRes{OpenOK: OpenOK{CacheVersion: 0x10, OldCacheVersion: 0x0f, CacheEnabled: true}},
+			"00000000 0000000000000010 000000000000000f 00000001 00000000"},
+		{&OpenNameArgs{Client: 2, Where: nfs3.DirOpArgs{Dir: fh, Name: "ab"}, Mode: Read},
+			"0000000000000002 00000003 aabbcc00 00000002 61620000 00000001"},
+		{&OpenNameRes{File: fh, OpenOK: OpenOK{CacheVersion: 1, OldCacheVersion: 1}},
+			"00000000 00000003 aabbcc00 0000000000000001 0000000000000001 00000000 00000000"},
+		{&CloseArgs{Client: 2, File: fh, Mode: Write, Dirty: true},
+			"0000000000000002 00000003 aabbcc00 00000002 00000001"},
+		{&CloseRes{}, "00000000 00000000"},
+		{&CloseRes{Status: ErrStaleClientID}, "00002774"},
+		{&CallbackArgs{File: fh, Mode: CBRelinquish}, "00000003 aabbcc00 00000004 00000000"},
+		{&CallbackRes{Status: CBTreatAsClosed}, "00000001"},
+	} {
+		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
+			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)
+		}
+	}
+}
+
+// TestDecodeBounds: malformed or oversized input fails with an error, never a
+// panic, and never allocates by an untrusted length.
+func TestDecodeBounds(t *testing.T) {
+	w := func(f func(w *xdr.Writer)) []byte { var x xdr.Writer; f(&x); return x.Bytes() }
+	long := func(n int) []byte { return bytes.Repeat([]byte{'a'}, n) }
+	bigFH := long(nfs3.FHSize + 1)
+	cases := []struct {
+		name string
+		new  func() codec
+		in   []byte
+	}{
+		{"RegisterArgs/name longer than NameLen", func() codec { return new(RegisterArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(long(NameLen + 1)); w.FixedOpaque(testVerf[:]) })},
+		{"RegisterArgs/huge name length", func() codec { return new(RegisterArgs) },
+			w(func(w *xdr.Writer) { w.Uint32(0xffffffff) })},
+		{"RegisterArgs/empty name", func() codec { return new(RegisterArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(nil); w.FixedOpaque(testVerf[:]) })},
+		{"RegisterArgs/short verifier", func() codec { return new(RegisterArgs) },
+			w(func(w *xdr.Writer) { w.Opaque([]byte("a")); w.Uint32(0) })},
+		{"OpenArgs/handle longer than FHSize", func() codec { return new(OpenArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(Read)) })},
+		{"CloseArgs/handle longer than FHSize", func() codec { return new(CloseArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(Read)); w.Bool(false) })},
+		{"OpenNameArgs/dir handle longer than FHSize", func() codec { return new(OpenNameArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.String("a"); w.Uint32(uint32(Read)) })},
+		{"OpenNameArgs/name longer than MaxPath", func() codec { return new(OpenNameArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Opaque(testFH)
+				w.Opaque(long(nfs3.MaxPath + 1))
+				w.Uint32(uint32(Read))
+			})},
+		{"OpenNameRes/handle longer than FHSize", func() codec { return new(OpenNameRes) },
+			w(func(w *xdr.Writer) {
+				w.Uint32(0)
+				w.Opaque(bigFH)
+				(&OpenOK{}).encode(w)
+			})},
+		{"CallbackArgs/handle longer than FHSize", func() codec { return new(CallbackArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(CBWriteback)); w.Bool(false) })},
+		{"CallbackArgs/huge handle length", func() codec { return new(CallbackArgs) },
+			w(func(w *xdr.Writer) { w.Uint32(0xffffffff) })},
+		{"OpenRes/bad bool", func() codec { return new(OpenRes) },
+			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint64(1); w.Uint64(1); w.Uint32(2); w.Bool(false) })},
+		{"CloseArgs/bad bool", func() codec { return new(CloseArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(uint32(Write)); w.Uint32(7) })},
+		{"CloseRes/bad post_op_attr bool", func() codec { return new(CloseRes) },
+			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint32(2) })},
+	}
+	for _, m := range []uint32{0, 3, 4, 0xffffffff} {
+		cases = append(cases,
+			struct {
+				name string
+				new  func() codec
+				in   []byte
+			}{"OpenArgs/bad open mode", func() codec { return new(OpenArgs) },
+				w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(m) })},
+			struct {
+				name string
+				new  func() codec
+				in   []byte
+			}{"OpenNameArgs/bad open mode", func() codec { return new(OpenNameArgs) },
+				w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.String("f"); w.Uint32(m) })},
+			struct {
+				name string
+				new  func() codec
+				in   []byte
+			}{"CloseArgs/bad open mode", func() codec { return new(CloseArgs) },
+				w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(m); w.Bool(true) })})
+	}
+	for _, m := range []uint32{0, 5, 0xffffffff} {
+		cases = append(cases, struct {
+			name string
+			new  func() codec
+			in   []byte
+		}{"CallbackArgs/bad callback mode", func() codec { return new(CallbackArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(testFH); w.Uint32(m); w.Bool(false) })})
+	}
+	for _, s := range []uint32{3, 4, 0xffffffff} {
+		cases = append(cases, struct {
+			name string
+			new  func() codec
+			in   []byte
+		}{"CallbackRes/bad callback status", func() codec { return new(CallbackRes) },
+			w(func(w *xdr.Writer) { w.Uint32(s) })})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("panic: %v", p)
+				}
+			}()
+			err := c.new().Decode(xdr.NewReader(c.in))
+			if err == nil {
+				t.Fatalf("decoded %x without an error", c.in)
+			}
+		})
+	}
+}
+
+// TestDecodeCopies: the decoders documented as copying do not alias the input.
+func TestDecodeCopies(t *testing.T) {
+	check := func(name string, v codec, in []byte, got func() []byte) {
+		t.Helper()
+		b := append([]byte(nil), in...)
+		if err := v.Decode(xdr.NewReader(b)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		before := append([]byte(nil), got()...)
+		for i := range b {
+			b[i] ^= 0xff
+		}
+		if !bytes.Equal(got(), before) {
+			t.Fatalf("%s aliases the reader's buffer", name)
+		}
+	}
+	ra := new(RegisterArgs)
+	check("RegisterArgs.Name", ra, encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.Name })
+	check("RegisterArgs.ClientVerf", ra, encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.ClientVerf[:] })
+	onr := new(OpenNameRes)
+	check("OpenNameRes.File", onr, encode(&OpenNameRes{File: testFH}), func() []byte { return onr.File })
+	cba := new(CallbackArgs)
+	check("CallbackArgs.File", cba, encode(&CallbackArgs{File: testFH, Mode: CBInvalidate}), func() []byte { return cba.File })
+}
+
+func TestModeHelpers(t *testing.T) {
+	for _, c := range []struct {
+		m         CallbackMode
+		wb, inval bool
+		name      string
+	}{
+		{CBWriteback, true, false, "WRITEBACK"},
+		{CBInvalidate, false, true, "INVALIDATE"},
+		{CBWritebackInvalidate, true, true, "WRITEBACK_INVALIDATE"},
+		{CBRelinquish, true, false, "RELINQUISH"},
+	} {
+		if c.m.WritesBack() != c.wb || c.m.Invalidates() != c.inval || c.m.String() != c.name {
+			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint32(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())
+		}
+	}
+	if StatusName(ErrStaleClientID) != "SNFS_ERR_STALE_CLIENTID" || StatusName(ErrFenced) != "SNFS_ERR_FENCED" {
+		t.Error("StatusName")
+	}
+	if Read.String() != "READ" || Write.String() != "WRITE" || OpenMode(9).String() != "openmode1(9)" {
+		t.Error("OpenMode.String")
+	}
+	if CBOK.String() != "CB_OK" || CBTreatAsClosed.String() != "CB_TREAT_AS_CLOSED" || CBStale.String() != "CB_STALE" {
+		t.Error("CallbackStatus.String")
+	}
+	if ProcNames[ProcOpenName] != "OPEN_NAME" || CBProcNames[CBProcCallback] != "CB_CALLBACK" {
+		t.Error("procedure names")
+	}
+}
