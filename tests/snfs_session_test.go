@@ -93,3 +93,46 @@ func TestSNFSSessionWriteback(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestSNFSSessionServerRestart: after the server restarts, the session's next
+// call reconnects and registers again, and OnServerRestart runs.
+func TestSNFSSessionServerRestart(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.WriteFile(e.path("f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan struct{}, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := client.DialSession(ctx, "tcp", e.addr, client.SessionConfig{Name: "session-r", Logger: quietLogger(),
+		OnServerRestart: func() { restarted <- struct{}{} }})
+	var re *sunrpc.RPCError
+	if errors.As(err, &re) && re.Accept == sunrpc.ProgUnavail {
+		t.Skip("the server does not serve the SNFS program yet")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Disconnect()
+	fh, _, err := s.OpenName(ctx, e.root, "f", snfs1.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := s.ServerVerifier()
+	e.restart()
+	if _, err := s.Open(ctx, fh, snfs1.Read); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-restarted:
+	case <-ctx.Done():
+		t.Fatal("OnServerRestart did not run")
+	}
+	if s.ServerVerifier() == old {
+		t.Errorf("server verifier %x unchanged after a restart", old)
+	}
+	if _, err := s.Close(ctx, fh, snfs1.Read, false); err != nil {
+		t.Error(err)
+	}
+}
