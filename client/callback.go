@@ -1,0 +1,54 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+	"snfs/xdr"
+)
+
+// CallbackHandler does what a server's CB_CALLBACK asks (docs/protocol.md,
+// "CALLBACK"): write the file's dirty data back (mode.WritesBack, with NFSv3
+// WRITE and COMMIT on the session's NFS client: the server serves them while
+// the callback is out), drop its cached data and stop caching
+// (mode.Invalidates), or give the file back (CBRelinquish). It answers only
+// once the work is done: CBOK, CBTreatAsClosed (every open of the file was a
+// delayed close: the client must send no CLOSE for them and must OPEN again),
+// or CBStale (it holds nothing of the file).
+//
+// The FUSE client implements it. Callback runs on a goroutine of the session's
+// connection, concurrently with other callbacks and with the client's own
+// calls; it must not wait for an OPEN of the same file by its own client (the
+// server may be holding that OPEN until this callback is answered). ctx ends
+// when the connection the callback came on goes away. The answer must come
+// within Session.CallbackTimeout, or the server fences the client for the file.
+type CallbackHandler interface {
+	Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus
+}
+
+// callbackProgram is SNFS_CB as a session serves it on its connection: CB_NULL
+// (the server's check that the callback path works) and CB_CALLBACK through h.
+// A nil h answers CB_STALE to every callback.
+func callbackProgram(h CallbackHandler) *sunrpc.Program {
+	cb := func(ctx context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+		var a snfs1.CallbackArgs
+		if err := a.Decode(args); err != nil {
+			return fmt.Errorf("snfs CB_CALLBACK: %w: %w", sunrpc.ErrGarbageArgs, err)
+		}
+		st := snfs1.CBStale
+		if h != nil {
+			st = h.Callback(ctx, a.File, a.Mode, a.Attr)
+		}
+		(&snfs1.CallbackRes{Status: st}).Encode(res)
+		return nil
+	}
+	null := func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }
+	return &sunrpc.Program{Name: "SNFS_CB", Number: snfs1.CBProgram,
+		Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
+			snfs1.CBProcNull:     {Name: snfs1.CBProcNames[snfs1.CBProcNull], Handler: null, Inline: sunrpc.Always},
+			snfs1.CBProcCallback: {Name: snfs1.CBProcNames[snfs1.CBProcCallback], Handler: cb},
+		}}}
+}

@@ -1,0 +1,116 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// Back-off between retries of a call the server answered NFS3ERR_JUKEBOX (an
+// OPEN whose callbacks to other clients are not done yet).
+const (
+	jukeboxFirst = 20 * time.Millisecond
+	jukeboxMax   = time.Second
+)
+
+// Open is SNFS OPEN (docs/protocol.md, "OPEN"): one open of fh in mode, to be
+// matched by one Close with the same mode. The result says whether the client
+// may cache the file, and which cached data is still valid (cached at
+// CacheVersion or OldCacheVersion).
+//
+// A status other than OK is a *StatusError. NFS3ERR_JUKEBOX (the server is
+// still calling other clients back) is retried, each time as a new request,
+// after 20 ms, doubling to at most 1 s, until ctx ends; SNFS_ERR_STALE_CLIENTID
+// registers again and retries once with the new client id.
+func (s *Session) Open(ctx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenOK, error) {
+	var res snfs1.OpenRes
+	err := s.retry(ctx, "OPEN", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
+		res = snfs1.OpenRes{}
+		err := s.rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: id, File: fh, Mode: mode}, &res)
+		return res.Status, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res.OpenOK, nil
+}
+
+// OpenName is SNFS OPEN_NAME (docs/protocol.md, "OPEN_NAME"): LOOKUP of name
+// in dir and OPEN of the regular file it names, in one round trip. It never
+// creates (NFS3ERR_NOENT). It returns the file's handle; errors and retries
+// are as Open's.
+func (s *Session) OpenName(ctx context.Context, dir nfs3.FH, name string, mode snfs1.OpenMode) (nfs3.FH, *snfs1.OpenOK, error) {
+	var res snfs1.OpenNameRes
+	err := s.retry(ctx, "OPEN_NAME", dir, name, func(id snfs1.ClientID) (snfs1.Status, error) {
+		res = snfs1.OpenNameRes{}
+		args := &snfs1.OpenNameArgs{Client: id, Where: nfs3.DirOpArgs{Dir: dir, Name: name}, Mode: mode}
+		err := s.rpc.Call(ctx, snfs1.ProcOpenName, args, &res)
+		return res.Status, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.File, &res.OpenOK, nil
+}
+
+// Close is SNFS CLOSE (docs/protocol.md, "CLOSE"): it removes one open of fh in
+// mode. dirty says the client still holds delayed writes of the file (the
+// server will call it back for them); false says it holds none. It returns the
+// file's attributes (nil if the server sent none). Errors and retries are as
+// Open's; SNFS_ERR_FENCED means the server had already forgotten the client's
+// opens of the file.
+func (s *Session) Close(ctx context.Context, fh nfs3.FH, mode snfs1.OpenMode, dirty bool) (*nfs3.Fattr, error) {
+	var res snfs1.CloseRes
+	err := s.retry(ctx, "CLOSE", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
+		res = snfs1.CloseRes{}
+		err := s.rpc.Call(ctx, snfs1.ProcClose, &snfs1.CloseArgs{Client: id, File: fh, Mode: mode, Dirty: dirty}, &res)
+		return res.Status, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.Attr, nil
+}
+
+// retry runs call with the current client id until it answers a status other
+// than JUKEBOX (waiting between tries) and, after one STALE_CLIENTID, has been
+// retried with the id of a new REGISTER. Each try is a new request (a fresh
+// xid): the server's reply cache keeps no JUKEBOX answer.
+func (s *Session) retry(ctx context.Context, proc string, fh nfs3.FH, name string,
+	call func(snfs1.ClientID) (snfs1.Status, error)) error {
+	wait := jukeboxFirst
+	reregistered := false
+	for {
+		id := s.ClientID()
+		st, err := call(id)
+		if err != nil {
+			return fmt.Errorf("snfs %s %s: %w", proc, shortFH(fh), err)
+		}
+		serr := &StatusError{Proc: proc, File: fh, Name: name, Status: st}
+		switch {
+		case st == nfs3.OK:
+			return nil
+		case st == nfs3.ErrJukebox:
+			s.log.Debug("snfs server busy; retrying", "proc", proc, "fh", shortFH(fh), "after", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("%w, retried until: %w", serr, ctx.Err())
+			}
+			wait = min(2*wait, jukeboxMax)
+		case st == snfs1.ErrStaleClientID && !reregistered:
+			reregistered = true
+			s.log.Info("snfs client id stale; registering again", "proc", proc, "clientid", id)
+			if err := s.reregister(ctx, id); err != nil {
+				return fmt.Errorf("%w: registering again: %w", serr, err)
+			}
+		default:
+			return serr
+		}
+	}
+}
