@@ -23,10 +23,21 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 	if err != nil {
 		return encodeFailure[snfs1.OpenRes](w, err)
 	}
-	fh := append([]byte(nil), a.File...)
+	return s.answerOpen(c, w, r, mid, append([]byte(nil), a.File...), a.Mode, func(ok *snfs1.OpenOK) nfs3.Result {
+		return &snfs1.OpenRes{OpenOK: *ok}
+	}, func() nfs3.Result { return new(snfs1.OpenRes) })
+}
+
+// answerOpen applies an OPEN of fh by table client mid, and writes its result
+// into w now, or into the deferred reply once the callbacks it needs are
+// answered: ok makes the result of a granted OPEN, failed an empty one (for its
+// status). Attributes are read after the callbacks (they reflect what was
+// written back): of r while the call holds it, else looked up again by handle.
+func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode snfs1.OpenMode,
+	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
-	_, err = later(c, w, func(done func(error)) {
-		s.consist.Open(mid, fh, tableMode(a.Mode), func(rep state.OpenReply, err error) {
+	_, err := later(c, w, func(done func(error)) {
+		s.consist.Open(mid, fh, tableMode(mode), func(rep state.OpenReply, err error) {
 			reply = rep
 			done(err)
 		})
@@ -35,23 +46,20 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 		case w == nil:
 			return nil
 		case err != nil:
-			return encodeFailure[snfs1.OpenRes](w, err)
+			res := failed()
+			res.SetStatus(statusOf(err))
+			res.Encode(w)
+			return nil
 		}
-		// Attributes after the callbacks: of r while the call holds it, else
-		// looked up again.
-		attr := s.handleAttr
-		if !deferred {
-			attr = func([]byte) *nfs3.Fattr { return r.attr() }
+		var attr *nfs3.Fattr
+		if deferred || r == nil {
+			attr = s.handleAttr(fh)
+		} else {
+			attr = r.attr()
 		}
-		res := snfs1.OpenRes{OpenOK: openOK(reply, attr(fh))}
-		res.Encode(w)
+		ok(&snfs1.OpenOK{CacheVersion: reply.Version, OldCacheVersion: reply.OldVersion,
+			CacheEnabled: reply.CacheEnabled, Attr: attr}).Encode(w)
 		return nil
 	})
 	return err
-}
-
-// openOK is the OK result of an OPEN; attributes are read after the callbacks
-// (they reflect what was written back).
-func openOK(r state.OpenReply, attr *nfs3.Fattr) snfs1.OpenOK {
-	return snfs1.OpenOK{CacheVersion: r.Version, OldCacheVersion: r.OldVersion, CacheEnabled: r.CacheEnabled, Attr: attr}
 }

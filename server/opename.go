@@ -8,7 +8,6 @@ import (
 
 	"snfs/nfs3"
 	"snfs/snfs1"
-	"snfs/state"
 	"snfs/store"
 	"snfs/sunrpc"
 	"snfs/xdr"
@@ -40,22 +39,7 @@ func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs
 	if err != nil {
 		return encodeFailure[snfs1.OpenNameRes](w, err)
 	}
-	var reply state.OpenReply
-	_, err = later(c, w, func(done func(error)) {
-		s.consist.Open(mid, fh, tableMode(a.Mode), func(rep state.OpenReply, err error) {
-			reply = rep
-			done(err)
-		})
-	}, func(w *xdr.Writer, err error, deferred bool) error {
-		switch {
-		case w == nil:
-			return nil
-		case err != nil:
-			return encodeFailure[snfs1.OpenNameRes](w, err)
-		}
-		res := snfs1.OpenNameRes{File: fh, OpenOK: openOK(reply, s.handleAttr(fh))}
-		res.Encode(w)
-		return nil
-	})
-	return err
+	return s.answerOpen(c, w, nil, mid, fh, a.Mode, func(ok *snfs1.OpenOK) nfs3.Result {
+		return &snfs1.OpenNameRes{File: fh, OpenOK: *ok}
+	}, func() nfs3.Result { return new(snfs1.OpenNameRes) })
 }

@@ -21,32 +21,11 @@ import (
 // slot (two in TestPollGateShared) that nothing else takes, so a probe of the gate
 // (polling) tells whether the reader under test is polling at that moment.
 
-// pollPair is a connected pair of TCP sockets on the loopback interface.
-func pollPair(t *testing.T) (client, srv net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	srv, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return client, srv
-}
-
 // newTestPollReader is a poll reader over a fresh connection, with gate g and
 // poll time spin, and the connection's client end.
 func newTestPollReader(t *testing.T, g *spinGate, spin time.Duration, busy *atomic.Int32) (client, srv net.Conn, r io.Reader) {
 	t.Helper()
-	client, srv = pollPair(t)
+	client, srv = tcpPair(t)
 	r = newPollReader(srv, g, spin, busy)
 	if r == io.Reader(srv) {
 		t.Fatal("newPollReader did not wrap a TCP connection")
@@ -343,7 +322,7 @@ func TestPollGate(t *testing.T) {
 		t.Fatal("a reader gated out took a slot")
 	}
 
-	_, srv := pollPair(t)
+	_, srv := tcpPair(t)
 	if r := newPollReader(srv, &spinGate{max: 0}, time.Millisecond, nil); r != io.Reader(srv) {
 		t.Fatal("a gate of 0 (one CPU) still polls")
 	}
