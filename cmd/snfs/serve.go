@@ -21,6 +21,7 @@ import (
 	"snfs/nfs3"
 	"snfs/portmap"
 	"snfs/server"
+	"snfs/state"
 	"snfs/sunrpc"
 )
 
@@ -38,6 +39,9 @@ func serve(args []string) error {
 	gatherMode := fs.String("write-gather", "adaptive", "write gathering for stable writes: on, off or adaptive")
 	spinPoll := fs.Duration("spin-poll", sunrpc.DefaultSpinPoll, "how long a connection whose calls arrive close together polls for the next one before sleeping (0: never)")
 	gatherWait := fs.Duration("write-gather-max-wait", 2*time.Millisecond, "bound on the time a flush waits to gather more writes")
+	cbTimeout := fs.Duration("callback-timeout", 5*time.Second, "consistency protocol: how long a client may take to answer a callback before it is fenced for the file")
+	plainHold := fs.Duration("plain-hold", 60*time.Second, "consistency protocol: how long a plain NFSv3 client's access counts as an open (no shorter than its attribute cache timeout)")
+	tableEntries := fs.Int("table-entries", 1<<20, "consistency protocol: bound on the files the state table tracks")
 	dirs, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -96,7 +100,8 @@ func serve(args []string) error {
 
 	reg := metrics.New() // every procedure's series appears (at zero) when its program is registered
 	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
-		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll})
+		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll,
+		Table: state.Config{CallbackTimeout: *cbTimeout, PlainHold: *plainHold, MaxEntries: *tableEntries}})
 	if err != nil {
 		return err
 	}
