@@ -17,8 +17,9 @@ import (
 // longer alias a live request buffer, see reDecode). consist.ErrGone drops the
 // reply: finish then gets a nil writer, to release what it holds. later
 // reports whether the reply was deferred (finish then owns everything the call
-// holds).
-func later(c *sunrpc.Call, w *xdr.Writer, start func(done func(error)), finish func(w *xdr.Writer, err error, deferred bool) error) (bool, error) {
+// holds). keep, if set, runs just before the reply is deferred, while the
+// request buffer is still the call's: it copies what finish will need from it.
+func later(c *sunrpc.Call, w *xdr.Writer, keep func(), start func(done func(error)), finish func(w *xdr.Writer, err error, deferred bool) error) (bool, error) {
 	var mu sync.Mutex
 	var d *sunrpc.Deferred // set when start returned without done; guarded by mu
 	fired := false         // done came first; guarded by mu
@@ -50,6 +51,9 @@ func later(c *sunrpc.Call, w *xdr.Writer, start func(done func(error)), finish f
 			return true, nil
 		}
 		return false, finish(w, early, false)
+	}
+	if keep != nil {
+		keep()
 	}
 	d = c.Defer()
 	return true, nil

@@ -81,7 +81,8 @@ func nfsProc[A, R any, PA interface {
 				return run(&a, w)
 			}
 			accs := o.Access(s, c, r, &a)
-			_, err = later(c, w, func(done func(error)) {
+			keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
+			_, err = later(c, w, keep, func(done func(error)) {
 				s.admit(s.consist.Caller(c), accs, done)
 			}, func(w *xdr.Writer, err error, deferred bool) error {
 				defer r.release()
@@ -114,15 +115,16 @@ func encodeFailure[R any, PR interface {
 	return nil
 }
 
-// reDecode decodes the call's arguments again, from a copy of raw, for a
-// handler that runs after the call's handler returned (a deferred reply):
-// decoded arguments alias the request buffer, which is reused by then.
+// reDecode decodes the call's arguments again from raw, a copy of them taken
+// before the reply was deferred, for a handler that runs after the call's
+// handler returned: arguments decoded then alias the request buffer, which is
+// reused by now.
 func reDecode[A any, PA interface {
 	*A
 	xdr.Decoder
 }](raw []byte) (*A, error) {
 	var a A
-	if err := PA(&a).Decode(xdr.NewReader(append([]byte(nil), raw...))); err != nil {
+	if err := PA(&a).Decode(xdr.NewReader(raw)); err != nil {
 		return nil, err
 	}
 	return &a, nil
