@@ -44,6 +44,7 @@ type cachedWriter struct {
 	modes     []snfs1.CallbackMode // every callback, in order
 	seen      [][]byte             // the file on the server's disk as each callback arrived
 	wroteBack time.Time            // when the write-back's reply came (zero: not yet)
+	errs      []error              // reported by checkCalledBack: the handler may outlive the test
 }
 
 func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string, dirty []byte) *cachedWriter {
@@ -52,10 +53,10 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 	w.openCaching(fh, snfs1.Write)
 	w.setAnswer(func(a *snfs1.CallbackArgs) snfs1.CallbackStatus {
 		seen, err := os.ReadFile(file)
-		if err != nil {
-			t.Errorf("reading the file as the callback arrived: %v", err)
-		}
 		w.mu.Lock()
+		if err != nil {
+			w.errs = append(w.errs, fmt.Errorf("reading the file as the callback arrived: %w", err))
+		}
 		w.modes = append(w.modes, a.Mode)
 		w.seen = append(w.seen, seen)
 		first := w.wroteBack.IsZero()
@@ -65,12 +66,13 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 		}
 		var res nfs3.WriteRes
 		err = w.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Offset: 0, Count: uint32(len(dirty)), Stable: nfs3.FileSync, Data: dirty}, &res)
-		if err != nil || res.Status != nfs3.OK || res.Count != uint32(len(dirty)) {
-			t.Errorf("A's write-back during the callback: %v %v (count %d)", err, res.Status, res.Count)
-		}
 		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil || res.Status != nfs3.OK || res.Count != uint32(len(dirty)) {
+			w.errs = append(w.errs, fmt.Errorf("A's write-back during the callback: %v %v (count %d)", err, res.Status, res.Count))
+			return snfs1.CBOK
+		}
 		w.wroteBack = time.Now()
-		w.mu.Unlock()
 		return snfs1.CBOK
 	})
 	return w
@@ -83,6 +85,9 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, err := range w.errs {
+		t.Error(err)
+	}
 	if len(w.modes) != 1 || w.modes[0] != snfs1.CBWritebackInvalidate {
 		t.Errorf("A's callbacks: %v, want exactly one WRITEBACK_INVALIDATE", w.modes)
 	}
