@@ -92,7 +92,7 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 		t.Errorf("A's callbacks: %v, want exactly one WRITEBACK_INVALIDATE", w.modes)
 	}
 	if len(w.seen) > 0 && !bytes.Equal(w.seen[0], initial) {
-		t.Errorf("when A's callback arrived the file was already changed: %s, want %s", describe(w.seen[0]), describe(initial))
+		t.Errorf("when A's callback arrived the file was already changed: %s, want %s", byteRuns(w.seen[0]), byteRuns(initial))
 	}
 	if w.wroteBack.IsZero() {
 		t.Error("A never wrote back")
@@ -101,8 +101,8 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 	}
 }
 
-// describe summarizes file content as runs of equal bytes: "4096×'A' 100×'B'".
-func describe(b []byte) string {
+// byteRuns summarizes file content as runs of equal bytes: "4096×'A' 100×'B'".
+func byteRuns(b []byte) string {
 	if len(b) == 0 {
 		return "(empty)"
 	}
@@ -121,7 +121,7 @@ func describe(b []byte) string {
 	return string(s)
 }
 
-func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+func catBytes(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 // setupCoexist makes file name with coexistInitial, then protocol client A
 // opens it for writing with caching and holds coexistDirty. The file must still
@@ -134,7 +134,7 @@ func setupCoexist(t *testing.T, e *env, name string) (nfs3.FH, *cachedWriter) {
 	}
 	a := newCachedWriter(t, e, "coexist-a", fh, e.path(name), coexistDirty)
 	if got, _ := os.ReadFile(e.path(name)); !bytes.Equal(got, coexistInitial) {
-		t.Fatalf("file before the plain access: %s", describe(got))
+		t.Fatalf("file before the plain access: %s", byteRuns(got))
 	}
 	return fh, a
 }
@@ -244,9 +244,9 @@ func TestCoexistLibnfsWrite(t *testing.T) {
 	plain := bytes.Repeat([]byte("B"), 100)
 	start, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 4096, false, plain)
 	a.checkCalledBack(t, coexistInitial, end)
-	want := concat(coexistDirty[:4096], plain, coexistDirty[4196:], coexistInitial[8192:])
+	want := catBytes(coexistDirty[:4096], plain, coexistDirty[4196:], coexistInitial[8192:])
 	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, want) {
-		t.Fatalf("file after the plain write: %s, want %s (A's write-back first, then the plain write)", describe(got), describe(want))
+		t.Fatalf("file after the plain write: %s, want %s (A's write-back first, then the plain write)", byteRuns(got), byteRuns(want))
 	}
 
 	// The plain client's hold: A closes, and its OPENs for writing get no
@@ -297,7 +297,7 @@ func TestCoexistLibnfsTruncate(t *testing.T) {
 	_, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 0, true, plain)
 	a.checkCalledBack(t, coexistInitial, end)
 	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, plain) {
-		t.Fatalf("file after the truncating plain write: %s, want %s", describe(got), describe(plain))
+		t.Fatalf("file after the truncating plain write: %s, want %s", byteRuns(got), byteRuns(plain))
 	}
 }
 
@@ -317,9 +317,9 @@ func TestCoexistLibnfsRead(t *testing.T) {
 		t.Fatalf("nfs-cat: %v\n%s", err, out)
 	}
 	a.checkCalledBack(t, coexistInitial, end)
-	want := concat(coexistDirty, coexistInitial[8192:])
+	want := catBytes(coexistDirty, coexistInitial[8192:])
 	if !bytes.Equal(out, want) {
-		t.Fatalf("nfs-cat printed %s, want %s (A's write-back)", describe(out), describe(want))
+		t.Fatalf("nfs-cat printed %s, want %s (A's write-back)", byteRuns(out), byteRuns(want))
 	}
 }
 
@@ -338,8 +338,8 @@ func TestCoexistLinuxClient(t *testing.T) {
 
 	runGuest(t, e, "coexist.sh")
 	a.checkCalledBack(t, coexistInitial, time.Now())
-	want := concat(coexistDirty[:4096], bytes.Repeat([]byte("G"), 100), coexistDirty[4196:], coexistInitial[8192:], []byte("TAIL"))
+	want := catBytes(coexistDirty[:4096], bytes.Repeat([]byte("G"), 100), coexistDirty[4196:], coexistInitial[8192:], []byte("TAIL"))
 	if got, _ := os.ReadFile(e.path("coexist.bin")); !bytes.Equal(got, want) {
-		t.Fatalf("file after the guest's writes: %s, want %s", describe(got), describe(want))
+		t.Fatalf("file after the guest's writes: %s, want %s", byteRuns(got), byteRuns(want))
 	}
 }
