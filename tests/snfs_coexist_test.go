@@ -1,0 +1,345 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/server"
+	"snfs/snfs1"
+)
+
+// Coexistence with plain NFSv3 clients (docs/protocol.md section 14): a plain
+// client (libnfs, the stock Linux kernel client) reads or writes a file that a
+// protocol client A has open for writing and caches, with dirty data. The
+// server must call A back, and apply A's write-back, before it serves the plain
+// READ or applies the plain WRITE or truncation.
+//
+// Every scenario starts from the same file on the server's disk: 12 KiB of '0'
+// (coexistInitial). A holds 8 KiB of 'A' at offset 0 (coexistDirty) that it
+// writes back, FILE_SYNC, only when called back. The plain write is shorter than
+// A's write-back, so the order in which the server applied the two shows in the
+// final bytes: had it applied the plain write first and A's write-back after it,
+// A's bytes would cover the plain client's.
+
+var (
+	coexistInitial = bytes.Repeat([]byte("0"), 12<<10)
+	coexistDirty   = bytes.Repeat([]byte("A"), 8<<10)
+)
+
+// cachedWriter is protocol client A: it has a file open for writing with
+// caching granted and holds dirty data that it writes back (at offset 0, on its
+// own connection) only when a callback asks for it.
+type cachedWriter struct {
+	*protoClient
+	fh nfs3.FH
+
+	mu        sync.Mutex
+	modes     []snfs1.CallbackMode // every callback, in order
+	seen      [][]byte             // the file on the server's disk as each callback arrived
+	wroteBack time.Time            // when the write-back's reply came (zero: not yet)
+	errs      []error              // reported by checkCalledBack: the handler may outlive the test
+}
+
+func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string, dirty []byte) *cachedWriter {
+	t.Helper()
+	w := &cachedWriter{protoClient: newProtoClient(t, e, name), fh: fh}
+	w.openCaching(fh, snfs1.Write)
+	w.setAnswer(func(a *snfs1.CallbackArgs) snfs1.CallbackStatus {
+		seen, err := os.ReadFile(file)
+		w.mu.Lock()
+		if err != nil {
+			w.errs = append(w.errs, fmt.Errorf("reading the file as the callback arrived: %w", err))
+		}
+		w.modes = append(w.modes, a.Mode)
+		w.seen = append(w.seen, seen)
+		first := w.wroteBack.IsZero()
+		w.mu.Unlock()
+		if !bytes.Equal(a.File, fh) || !a.Mode.WritesBack() || !first {
+			return snfs1.CBOK // once written back, A holds no dirty data
+		}
+		var res nfs3.WriteRes
+		err = w.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Offset: 0, Count: uint32(len(dirty)), Stable: nfs3.FileSync, Data: dirty}, &res)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil || res.Status != nfs3.OK || res.Count != uint32(len(dirty)) {
+			w.errs = append(w.errs, fmt.Errorf("A's write-back during the callback: %v %v (count %d)", err, res.Status, res.Count))
+			return snfs1.CBOK
+		}
+		w.wroteBack = time.Now()
+		return snfs1.CBOK
+	})
+	return w
+}
+
+// checkCalledBack: A got exactly one callback, CB_WRITEBACK_INVALIDATE, it came
+// before the plain access had changed the file (the disk still held initial),
+// and A's write-back was done before the plain client finished (end).
+func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Time) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, err := range w.errs {
+		t.Error(err)
+	}
+	if len(w.modes) != 1 || w.modes[0] != snfs1.CBWritebackInvalidate {
+		t.Errorf("A's callbacks: %v, want exactly one WRITEBACK_INVALIDATE", w.modes)
+	}
+	if len(w.seen) > 0 && !bytes.Equal(w.seen[0], initial) {
+		t.Errorf("when A's callback arrived the file was already changed: %s, want %s", byteRuns(w.seen[0]), byteRuns(initial))
+	}
+	if w.wroteBack.IsZero() {
+		t.Error("A never wrote back")
+	} else if !w.wroteBack.Before(end) {
+		t.Errorf("A's write-back finished %v after the plain client did", w.wroteBack.Sub(end))
+	}
+}
+
+// byteRuns summarizes file content as runs of equal bytes: "4096×'A' 100×'B'".
+func byteRuns(b []byte) string {
+	if len(b) == 0 {
+		return "(empty)"
+	}
+	var s []byte
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && b[j] == b[i] {
+			j++
+		}
+		if len(s) > 0 {
+			s = append(s, ' ')
+		}
+		s = fmt.Appendf(s, "%d×%q", j-i, b[i])
+		i = j
+	}
+	return string(s)
+}
+
+func catBytes(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// setupCoexist makes file name with coexistInitial, then protocol client A
+// opens it for writing with caching and holds coexistDirty. The file must still
+// hold coexistInitial: A has written nothing yet.
+func setupCoexist(t *testing.T, e *env, name string) (nfs3.FH, *cachedWriter) {
+	t.Helper()
+	fh := e.create(e.nfs, e.root, name, 0o666)
+	if err := os.WriteFile(e.path(name), coexistInitial, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	a := newCachedWriter(t, e, "coexist-a", fh, e.path(name), coexistDirty)
+	if got, _ := os.ReadFile(e.path(name)); !bytes.Equal(got, coexistInitial) {
+		t.Fatalf("file before the plain access: %s", byteRuns(got))
+	}
+	return fh, a
+}
+
+// libnfsPwriteSrc is a plain libnfs client that writes stdin at an offset of an
+// existing file: nfs-cp only creates files (GUARDED CREATE), it cannot write
+// into one that exists.
+const libnfsPwriteSrc = `#define _FILE_OFFSET_BITS 64
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nfsc/libnfs.h>
+
+/* nfs-pwrite URL OFFSET trunc|notrunc < data: open(O_WRONLY[|O_TRUNC]), pwrite, close. */
+int main(int argc, char **argv) {
+	static char buf[1 << 20];
+	size_t n = fread(buf, 1, sizeof buf, stdin);
+	if (argc != 4) { fprintf(stderr, "usage\n"); return 2; }
+	uint64_t off = strtoull(argv[2], NULL, 10);
+	int flags = O_WRONLY | (strcmp(argv[3], "trunc") == 0 ? O_TRUNC : 0);
+	struct nfs_context *nfs = nfs_init_context();
+	struct nfs_url *url = nfs ? nfs_parse_url_full(nfs, argv[1]) : NULL;
+	struct nfsfh *fh;
+	if (url == NULL) { fprintf(stderr, "url: %s\n", nfs ? nfs_get_error(nfs) : "no context"); return 1; }
+	if (nfs_mount(nfs, url->server, url->path) != 0) { fprintf(stderr, "mount: %s\n", nfs_get_error(nfs)); return 1; }
+	if (nfs_open(nfs, url->file, flags, &fh) != 0) { fprintf(stderr, "open: %s\n", nfs_get_error(nfs)); return 1; }
+	for (size_t done = 0; done < n;) {
+#ifdef LIBNFS_API_V2
+		int r = nfs_pwrite(nfs, fh, buf + done, n - done, off + done);
+#else
+		int r = nfs_pwrite(nfs, fh, off + done, n - done, buf + done);
+#endif
+		if (r <= 0) { fprintf(stderr, "pwrite: %s\n", nfs_get_error(nfs)); return 1; }
+		done += r;
+	}
+	if (nfs_close(nfs, fh) != 0) { fprintf(stderr, "close: %s\n", nfs_get_error(nfs)); return 1; }
+	nfs_destroy_url(url);
+	nfs_destroy_context(nfs);
+	printf("wrote %zu bytes at %llu\n", n, (unsigned long long)off);
+	return 0;
+}
+`
+
+// libnfsPwrite compiles libnfsPwriteSrc (libnfs-dev and a C compiler, which
+// .ci/run installs) and returns the program's path.
+func libnfsPwrite(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build the libnfs writer (.ci/run installs gcc)")
+	}
+	if _, err := os.Stat("/usr/include/nfsc/libnfs.h"); err != nil {
+		t.Skip("libnfs headers missing (Debian libnfs-dev; .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "nfs-pwrite.c"), filepath.Join(dir, "nfs-pwrite")
+	if err := os.WriteFile(src, []byte(libnfsPwriteSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O1", "-o", bin, src, "-lnfs").CombinedOutput(); err != nil {
+		t.Fatalf("building the libnfs writer: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runPlainWrite runs the libnfs writer and returns when it started and ended.
+func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []byte) (start, end time.Time) {
+	t.Helper()
+	mode := "notrunc"
+	if trunc {
+		mode = "trunc"
+	}
+	cmd := exec.Command(bin, url, fmt.Sprint(off), mode)
+	cmd.Stdin = bytes.NewReader(data)
+	start = time.Now()
+	out, err := cmd.CombinedOutput()
+	end = time.Now()
+	if err != nil {
+		t.Fatalf("libnfs write: %v\n%s", err, out)
+	}
+	return start, end
+}
+
+// TestCoexistLibnfsWrite: libnfs writes 100 'B' at offset 4096 into a file A
+// caches for writing with 8 KiB of dirty 'A'. A must be called back
+// (WRITEBACK_INVALIDATE) while the file is untouched, its write-back must be
+// done before the plain write returns, and the file must end as A's data with
+// the plain write over it: 4096 'A', 100 'B', 3996 'A', 4096 '0'. Were the plain
+// write applied first, A's write-back would have covered the 'B's (8192 'A',
+// 4096 '0').
+//
+// Then the plain write counts as an open for writing by the libnfs client for
+// PlainHold (4 s here): every OPEN of A's sent before that could have expired
+// gets no caching, and caching comes back once it has.
+func TestCoexistLibnfsWrite(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "nfs-cat") // libnfs-utils, as a marker that libnfs is there
+	bin := libnfsPwrite(t)
+	const hold = 4 * time.Second
+	e := newEnv(t, "rw,no_root_squash")
+	// A short recall back-off, so that only the plain hold keeps caching off.
+	e.restartWith(func(c *server.Config) { c.Table.PlainHold = hold; c.Table.RecallBackoff = 100 * time.Millisecond })
+	fh, a := setupCoexist(t, e, "f")
+
+	plain := bytes.Repeat([]byte("B"), 100)
+	start, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 4096, false, plain)
+	a.checkCalledBack(t, coexistInitial, end)
+	want := catBytes(coexistDirty[:4096], plain, coexistDirty[4196:], coexistInitial[8192:])
+	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("file after the plain write: %s, want %s (A's write-back first, then the plain write)", byteRuns(got), byteRuns(want))
+	}
+
+	// The plain client's hold: A closes, and its OPENs for writing get no
+	// caching until the hold has expired. The hold runs from the plain client's
+	// last access, which is after start: an OPEN sent before start+hold must
+	// find it.
+	a.close(fh, snfs1.Write, false)
+	time.Sleep(300 * time.Millisecond) // past the recall back-off
+	deadline := end.Add(hold + 5*time.Second)
+	denied := 0
+	for {
+		sent := time.Now()
+		res, err := a.open(fh, snfs1.Write)
+		ok(t, "A OPEN", res.Status, err)
+		a.close(fh, snfs1.Write, false)
+		if res.CacheEnabled {
+			if sent.Before(start.Add(hold)) {
+				t.Fatalf("A's OPEN got caching %v after the plain write began, within the plain hold (%v)", sent.Sub(start), hold)
+			}
+			break
+		}
+		if sent.Before(start.Add(hold)) {
+			denied++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's OPEN still gets no caching %v after the plain write ended (hold %v)", time.Since(end), hold)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if denied == 0 {
+		t.Fatal("no OPEN was sent within the plain hold: the machine was too slow to check it")
+	}
+}
+
+// TestCoexistLibnfsTruncate: libnfs opens the file O_TRUNC (SETATTR of the
+// size) and writes 100 'B' while A caches it with 8 KiB of dirty 'A'. A must be
+// called back before the truncation, and the file must end as the plain
+// client's 100 'B' alone. Had A's write-back been applied after the truncation
+// or the write, the file would be 8 KiB long.
+func TestCoexistLibnfsTruncate(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "nfs-cat")
+	bin := libnfsPwrite(t)
+	e := newEnv(t, "rw,no_root_squash")
+	_, a := setupCoexist(t, e, "f")
+
+	plain := bytes.Repeat([]byte("B"), 100)
+	_, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 0, true, plain)
+	a.checkCalledBack(t, coexistInitial, end)
+	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, plain) {
+		t.Fatalf("file after the truncating plain write: %s, want %s", byteRuns(got), byteRuns(plain))
+	}
+}
+
+// TestCoexistLibnfsRead: nfs-cat of a file A caches for writing with 8 KiB of
+// dirty 'A' prints A's data: A is called back (WRITEBACK_INVALIDATE) and writes
+// back before the plain READ is served. Served first, the READ would return
+// the 12 KiB of '0' on the disk.
+func TestCoexistLibnfsRead(t *testing.T) {
+	requireRoot(t)
+	cat := requireTool(t, "nfs-cat")
+	e := newEnv(t, "rw,no_root_squash")
+	_, a := setupCoexist(t, e, "f")
+
+	out, err := exec.Command(cat, libnfsURL(e, e.dir+"/f")).Output()
+	end := time.Now()
+	if err != nil {
+		t.Fatalf("nfs-cat: %v\n%s", err, out)
+	}
+	a.checkCalledBack(t, coexistInitial, end)
+	want := catBytes(coexistDirty, coexistInitial[8192:])
+	if !bytes.Equal(out, want) {
+		t.Fatalf("nfs-cat printed %s, want %s (A's write-back)", byteRuns(out), byteRuns(want))
+	}
+}
+
+// TestCoexistLinuxClient: the stock Linux kernel client (guest/coexist.sh)
+// writes 100 'G' at offset 4096 of coexist.bin, then appends "TAIL", while A
+// caches the file with 8 KiB of dirty 'A'. A is called back before the guest's
+// first access changes the file, and the file ends as A's data, the guest's
+// write over it, and the append after the whole: 4096 'A', 100 'G', 3996 'A',
+// 4096 '0', "TAIL". Applied in the other order, A's write-back would have
+// covered the 'G's. The guest checks the same content through its own mount.
+func TestCoexistLinuxClient(t *testing.T) {
+	requireRoot(t)
+	guestRunner(t)
+	e := newEnv(t, "rw,no_root_squash")
+	_, a := setupCoexist(t, e, "coexist.bin")
+
+	runGuest(t, e, "coexist.sh")
+	a.checkCalledBack(t, coexistInitial, time.Now())
+	want := catBytes(coexistDirty[:4096], bytes.Repeat([]byte("G"), 100), coexistDirty[4196:], coexistInitial[8192:], []byte("TAIL"))
+	if got, _ := os.ReadFile(e.path("coexist.bin")); !bytes.Equal(got, want) {
+		t.Fatalf("file after the guest's writes: %s, want %s", byteRuns(got), byteRuns(want))
+	}
+}
