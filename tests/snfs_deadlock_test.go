@@ -19,9 +19,9 @@ import (
 	"snfs/store"
 )
 
-// restartHooked is env.restart, with hook run on the new server after
+// restartWithServerHook is env.restart, with hook run on the new server after
 // server.New and before it serves (to set fields of srv.RPC, say).
-func (e *env) restartHooked(hook func(*server.Server)) {
+func (e *env) restartWithServerHook(hook func(*server.Server)) {
 	t := e.t
 	addr := e.addr
 	e.stop()
@@ -86,11 +86,11 @@ func TestSNFSRPCMaxInFlightAfterNew(t *testing.T) {
 		}
 		return nil
 	}
-	e.restartHooked(func(s *server.Server) { s.RPC.MaxInFlight = bound })
+	e.restartWithServerHook(func(s *server.Server) { s.RPC.MaxInFlight = bound })
 	fhs := make([]nfs3.FH, calls)
 	conns := make([]*client.NFS, calls)
 	for i := range fhs {
-		fhs[i] = createFile(t, e, "inflight"+string(rune('a'+i)))
+		fhs[i] = snfsCreate(t, e, "inflight"+string(rune('a'+i)))
 		c, err := client.DialNFS(ctx, "tcp", e.addr)
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 30 * time.Second
 	e.cfg.Table.JukeboxAfter = 40 * time.Second
-	e.restartHooked(func(s *server.Server) { s.RPC.MaxInFlight = 4 })
+	e.restartWithServerHook(func(s *server.Server) { s.RPC.MaxInFlight = 4 })
 
 	const (
 		size      = 64 << 20
@@ -166,7 +166,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	rand.NewChaCha8([32]byte{13}).Read(data)
 	want := sha256.Sum256(data)
 
-	fh := createFile(t, e, "big")
+	fh := snfsCreate(t, e, "big")
 	a := newProtoClient(t, e, "writer-a")
 	b := newProtoClient(t, e, "opener-b")
 	others := make([]*protoClient, openers)
@@ -233,7 +233,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	}
 	bres := make(chan result, 1)
 	go func() {
-		r, j, err := b.openRetry(cx, fh, snfs1.Read)
+		r, j, err := b.openJukeboxRetry(cx, fh, snfs1.Read)
 		bres <- result{r, j, err}
 	}()
 	var owg sync.WaitGroup
@@ -244,7 +244,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 			go func() {
 				defer owg.Done()
 				sent.Done()
-				if _, _, err := o.openRetry(cx, fh, snfs1.Read); err != nil {
+				if _, _, err := o.openJukeboxRetry(cx, fh, snfs1.Read); err != nil {
 					if oerrs.Add(1) == 1 {
 						t.Errorf("an extra OPEN: %v", err)
 					}

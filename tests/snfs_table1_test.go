@@ -14,9 +14,9 @@ import (
 	"snfs/state"
 )
 
-// createFile makes a file with the plain client, failing t (not the env's test:
+// snfsCreate makes a file with the plain client, failing t (not the env's test:
 // subtests must fail themselves).
-func createFile(t *testing.T, e *env, name string) nfs3.FH {
+func snfsCreate(t *testing.T, e *env, name string) nfs3.FH {
 	t.Helper()
 	mode := uint32(0o644)
 	res, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: name}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
@@ -24,10 +24,10 @@ func createFile(t *testing.T, e *env, name string) nfs3.FH {
 	return res.Object
 }
 
-// openRetry OPENs fh until the answer is not NFS3ERR_JUKEBOX or cx ends; it
+// openJukeboxRetry OPENs fh until the answer is not NFS3ERR_JUKEBOX or cx ends; it
 // returns the reply and how many JUKEBOX answers came first. It never fails the
 // test itself, so any goroutine may call it.
-func (p *protoClient) openRetry(cx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenRes, int, error) {
+func (p *protoClient) openJukeboxRetry(cx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenRes, int, error) {
 	jukeboxes := 0
 	for {
 		p.mu.Lock()
@@ -53,12 +53,12 @@ func (p *protoClient) openRetry(cx context.Context, fh nfs3.FH, mode snfs1.OpenM
 	}
 }
 
-// mustOpen is openRetry bounded by 30 s, failing t on any error.
-func (p *protoClient) mustOpen(t *testing.T, fh nfs3.FH, mode snfs1.OpenMode) *snfs1.OpenRes {
+// openOrFatal is openJukeboxRetry bounded by 30 s, failing t on any error.
+func (p *protoClient) openOrFatal(t *testing.T, fh nfs3.FH, mode snfs1.OpenMode) *snfs1.OpenRes {
 	t.Helper()
 	cx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, _, err := p.openRetry(cx, fh, mode)
+	res, _, err := p.openJukeboxRetry(cx, fh, mode)
 	if err != nil {
 		t.Fatalf("OPEN %v: %v", mode, err)
 	}
@@ -68,23 +68,23 @@ func (p *protoClient) mustOpen(t *testing.T, fh nfs3.FH, mode snfs1.OpenMode) *s
 // verified registers a protocol client and makes sure its callback path is
 // verified before it is used: caching is granted only once the server's CB_NULL
 // probe (sent after REGISTER) was answered, and Table 1 assumes verified clients.
-func verified(t *testing.T, e *env, name string) *protoClient {
+func verifiedProtoClient(t *testing.T, e *env, name string) *protoClient {
 	t.Helper()
 	p := newProtoClient(t, e, name)
-	scratch := createFile(t, e, name+"-scratch")
+	scratch := snfsCreate(t, e, name+"-scratch")
 	p.openCaching(scratch, snfs1.Read)
 	p.close(scratch, snfs1.Read, false)
 	return p
 }
 
-func wireMode(m state.Mode) snfs1.OpenMode {
+func table1WireMode(m state.Mode) snfs1.OpenMode {
 	if m == state.Write {
 		return snfs1.Write
 	}
 	return snfs1.Read
 }
 
-func sortCallbacks(cbs []state.RowCallback) []state.RowCallback {
+func sortRowCallbacks(cbs []state.RowCallback) []state.RowCallback {
 	return slices.SortedFunc(slices.Values(cbs), func(a, b state.RowCallback) int {
 		if a.Client != b.Client {
 			return a.Client - b.Client
@@ -93,13 +93,13 @@ func sortCallbacks(cbs []state.RowCallback) []state.RowCallback {
 	})
 }
 
-// tableModel is a reference copy of the state table, driven by the same steps
+// table1Model is a reference copy of the state table, driven by the same steps
 // as the server with every probe and callback answered OK at once. The server
 // has no accessor to its table, so the state a row leads to is checked by
 // behaviour: a further OPEN for writing by a new client calls back exactly the
 // clients the state says cache or may be dirty, and is granted caching exactly
 // when the state allows it; the model says what to expect.
-type tableModel struct {
+type table1Model struct {
 	t       *testing.T
 	m       *state.Machine
 	now     time.Time
@@ -109,10 +109,10 @@ type tableModel struct {
 	file    state.FileID
 }
 
-func newTableModel(t *testing.T, cfg state.Config, clients int) *tableModel {
+func newTable1Model(t *testing.T, cfg state.Config, clients int) *table1Model {
 	cfg.VersionBlock = 1 << 16
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	md := &tableModel{t: t, m: state.New(cfg, now), now: now, replies: map[state.ReqID]state.OpenReply{}, file: state.FileIDOf([]byte("row"))}
+	md := &table1Model{t: t, m: state.New(cfg, now), now: now, replies: map[state.ReqID]state.OpenReply{}, file: state.FileIDOf([]byte("row"))}
 	md.absorb(md.m.VersionsReserved(now, cfg.VersionBlock, nil))
 	for c := 1; c <= clients; c++ {
 		md.absorb(md.m.Register(now, state.ClientID(c)))
@@ -120,7 +120,7 @@ func newTableModel(t *testing.T, cfg state.Config, clients int) *tableModel {
 	return md
 }
 
-func (md *tableModel) absorb(acts []state.Action) {
+func (md *table1Model) absorb(acts []state.Action) {
 	for len(acts) > 0 {
 		a := acts[0]
 		acts = acts[1:]
@@ -141,7 +141,7 @@ func (md *tableModel) absorb(acts []state.Action) {
 
 // do applies s and answers every callback it causes OK; for an OPEN it returns
 // the reply.
-func (md *tableModel) do(s state.Step) (state.OpenReply, []state.RowCallback) {
+func (md *table1Model) do(s state.Step) (state.OpenReply, []state.RowCallback) {
 	md.t.Helper()
 	var r state.Result
 	md.req++
@@ -223,10 +223,10 @@ func runTable1Row(t *testing.T, e *env, tc state.Config, i int, row state.Row) {
 	probe := n + 1
 	clients := make([]*protoClient, probe+1)
 	for c := 1; c <= probe; c++ {
-		clients[c] = verified(t, e, fmt.Sprintf("t1-%02d-c%d", i, c))
+		clients[c] = verifiedProtoClient(t, e, fmt.Sprintf("t1-%02d-c%d", i, c))
 	}
-	fh := createFile(t, e, fmt.Sprintf("t1-%02d", i))
-	md := newTableModel(t, tc, probe)
+	fh := snfsCreate(t, e, fmt.Sprintf("t1-%02d", i))
+	md := newTable1Model(t, tc, probe)
 
 	seen := make([]int, probe+1) // callbacks of each client already looked at
 	newCallbacks := func() []state.RowCallback {
@@ -241,23 +241,23 @@ func runTable1Row(t *testing.T, e *env, tc state.Config, i int, row state.Row) {
 			}
 			seen[c] = len(got)
 		}
-		return sortCallbacks(out)
+		return sortRowCallbacks(out)
 	}
 	do := func(s state.Step) *snfs1.OpenRes {
 		t.Helper()
 		p := clients[s.Client]
 		if s.Close {
-			p.close(fh, wireMode(s.Mode), s.Dirty)
+			p.close(fh, table1WireMode(s.Mode), s.Dirty)
 			return nil
 		}
-		return p.mustOpen(t, fh, wireMode(s.Mode))
+		return p.openOrFatal(t, fh, table1WireMode(s.Mode))
 	}
 
 	var maxVersion uint64
 	for _, s := range row.Setup {
 		res := do(s)
 		_, wantCBs := md.do(s)
-		if got := newCallbacks(); !slices.Equal(got, sortCallbacks(wantCBs)) {
+		if got := newCallbacks(); !slices.Equal(got, sortRowCallbacks(wantCBs)) {
 			t.Fatalf("set-up step %+v: callbacks %+v, the reference table says %+v", s, got, wantCBs)
 		}
 		if res != nil {
@@ -270,7 +270,7 @@ func runTable1Row(t *testing.T, e *env, tc state.Config, i int, row state.Row) {
 	if fi, _ := md.m.Lookup(md.now, md.file); fi.State != row.To {
 		t.Fatalf("the reference table went to %v, the row says %v", fi.State, row.To)
 	}
-	if got, want := newCallbacks(), sortCallbacks(row.Callbacks); !slices.Equal(got, want) {
+	if got, want := newCallbacks(), sortRowCallbacks(row.Callbacks); !slices.Equal(got, want) {
 		t.Errorf("event %+v: callbacks %+v, want %+v", row.Event, got, want)
 	}
 	if row.Event.Close {
@@ -301,9 +301,9 @@ func runTable1Row(t *testing.T, e *env, tc state.Config, i int, row state.Row) {
 	wantRep, wantCBs := md.do(ps)
 	got := newCallbacks()
 	t.Logf("probe OPEN for writing by client %d after the row: callbacks %+v, cacheEnabled %v", probe, got, pres.CacheEnabled)
-	if !slices.Equal(got, sortCallbacks(wantCBs)) {
+	if !slices.Equal(got, sortRowCallbacks(wantCBs)) {
 		t.Errorf("probe OPEN for writing after the row (to %v, last writer %d): callbacks %+v, the reference table says %+v",
-			row.To, row.LastWriter, got, sortCallbacks(wantCBs))
+			row.To, row.LastWriter, got, sortRowCallbacks(wantCBs))
 	}
 	if pres.CacheEnabled != wantRep.CacheEnabled {
 		t.Errorf("probe OPEN for writing after the row (to %v): cacheEnabled %v, the reference table says %v",

@@ -21,14 +21,14 @@ func TestSNFSVersionsDurable(t *testing.T) {
 	const files = 4
 	fhs := make([]nfs3.FH, files)
 	for i := range fhs {
-		fhs[i] = createFile(t, e, fmt.Sprintf("ver%d", i))
+		fhs[i] = snfsCreate(t, e, fmt.Sprintf("ver%d", i))
 	}
 	a := newProtoClient(t, e, "versions-a")
 	issued := map[uint64]bool{}
 	var maxBefore uint64
 	for round := 0; round < 2; round++ {
 		for _, fh := range fhs {
-			res := a.mustOpen(t, fh, snfs1.Write)
+			res := a.openOrFatal(t, fh, snfs1.Write)
 			if res.CacheVersion == 0 || issued[res.CacheVersion] {
 				t.Fatalf("OPEN for writing: version %d is not fresh (issued so far: %v)", res.CacheVersion, issued)
 			}
@@ -46,7 +46,7 @@ func TestSNFSVersionsDurable(t *testing.T) {
 		if i%2 == 1 {
 			mode = snfs1.Read // a new entry takes a fresh version for a read open too
 		}
-		res := b.mustOpen(t, fh, mode)
+		res := b.openOrFatal(t, fh, mode)
 		if res.CacheVersion <= maxBefore {
 			t.Errorf("file %d after the restart: version %d, not above %d issued before it", i, res.CacheVersion, maxBefore)
 		}
@@ -70,11 +70,11 @@ func TestSNFSPlainWriteDropsVersion(t *testing.T) {
 	defer cancel()
 	for _, mode := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
 		t.Run(mode.String(), func(t *testing.T) {
-			fh := createFile(t, e, "plain-"+mode.String())
-			r1 := a.mustOpen(t, fh, snfs1.Write)
+			fh := snfsCreate(t, e, "plain-"+mode.String())
+			r1 := a.openOrFatal(t, fh, snfs1.Write)
 			a.close(fh, snfs1.Write, false)
 			// The version stays while nobody else changes the file.
-			r2 := a.mustOpen(t, fh, snfs1.Read)
+			r2 := a.openOrFatal(t, fh, snfs1.Read)
 			if r2.CacheVersion != r1.CacheVersion || r2.OldCacheVersion != r1.CacheVersion {
 				t.Fatalf("a read open after the write open: versions %d/%d, want %d twice", r2.CacheVersion, r2.OldCacheVersion, r1.CacheVersion)
 			}
@@ -83,7 +83,7 @@ func TestSNFSPlainWriteDropsVersion(t *testing.T) {
 			wres, err := e.nfs.Write(cx, fh, 0, []byte("plain"), nfs3.FileSync)
 			ok(t, "plain WRITE", wres.Status, err)
 
-			r3 := a.mustOpen(t, fh, mode)
+			r3 := a.openOrFatal(t, fh, mode)
 			if r3.CacheVersion <= r1.CacheVersion {
 				t.Errorf("OPEN for %v after a plain WRITE: version %d, not above %d", mode, r3.CacheVersion, r1.CacheVersion)
 			}
