@@ -41,6 +41,10 @@ type Config struct {
 	// client retries later. Default 5 s.
 	JukeboxAfter time.Duration
 
+	// MaxInFlight is sunrpc.Server.MaxInFlight: calls executing at once across
+	// all connections (0: its default).
+	MaxInFlight int
+
 	// SpinPoll is sunrpc.Server.SpinPoll: how long a busy TCP connection polls
 	// for its next call before parking (0: the default, negative: never).
 	SpinPoll time.Duration
@@ -127,7 +131,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
-	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll}
+	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll,
+		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
 	s.RPC.Register(s.snfsProgram())

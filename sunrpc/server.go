@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Server serves registered programs. Configure the exported fields before Serve.
+// Server serves registered programs. Configure the exported fields before the
+// first Register (which applies the defaults and sizes the worker pool).
 type Server struct {
 	MaxRecord   int          // largest record accepted on TCP; default 4 MiB + 64 KiB
 	MaxInFlight int          // calls executing at once across all connections; default 128

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"math/rand/v2"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,53 +18,11 @@ import (
 	"snfs/store"
 )
 
-// restartWithServerHook is env.restart, with hook run on the new server after
-// server.New and before it serves (to set fields of srv.RPC, say).
-func (e *env) restartWithServerHook(hook func(*server.Server)) {
-	t := e.t
-	addr := e.addr
-	e.stop()
-	e.nfs = nil
-	srv, err := server.New(e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook(srv)
-	var ln net.Listener
-	for i := 0; ; i++ { // the port of a stopped server may linger briefly
-		ln, err = net.Listen("tcp", addr)
-		if err == nil || i > 50 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv, e.addr, e.done = srv, ln.Addr().String(), make(chan error, 1)
-	go func() { e.done <- srv.Serve(ln, nil) }()
-	m, err := client.DialMount(ctx, "tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	res, err := m.Mnt(ctx, e.cfg.Exports[0].Path)
-	if err != nil || res.Status != 0 {
-		t.Fatalf("MNT: %v %v", err, res.Status)
-	}
-	e.root = res.FH
-	if e.nfs, err = client.DialNFS(ctx, "tcp", e.addr); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestSNFSRPCMaxInFlightAfterNew: the worker bound of a server's RPC layer can
-// be set as sunrpc.Server documents ("Configure the exported fields before
-// Serve"), on srv.RPC between server.New and Serve. With MaxInFlight 2, at most
-// two calls may execute at once: here six stable WRITEs to six files on six
-// connections, each held in its flush by a blocking Sync, must not all be
-// executing together.
-func TestSNFSRPCMaxInFlightAfterNew(t *testing.T) {
+// TestServerMaxInFlight: the server's worker bound (server.Config.MaxInFlight)
+// holds. With MaxInFlight 2, at most two calls may execute at once: here six
+// stable WRITEs to six files on six connections, each held in its flush by a
+// blocking Sync, must not all be executing together.
+func TestServerMaxInFlight(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	const calls, bound = 6, 2
@@ -86,7 +43,7 @@ func TestSNFSRPCMaxInFlightAfterNew(t *testing.T) {
 		}
 		return nil
 	}
-	e.restartWithServerHook(func(s *server.Server) { s.RPC.MaxInFlight = bound })
+	e.restartWith(func(c *server.Config) { c.MaxInFlight = bound })
 	fhs := make([]nfs3.FH, calls)
 	conns := make([]*client.NFS, calls)
 	for i := range fhs {
@@ -127,9 +84,7 @@ func TestSNFSRPCMaxInFlightAfterNew(t *testing.T) {
 		}
 	}
 	if m := most.Load(); m > bound {
-		t.Errorf("BUG: %d calls executed at once with srv.RPC.MaxInFlight = %d set before Serve: the setting is ignored "+
-			"(server.New registers its programs, sunrpc.Server.Register runs init, which sizes the worker pool from "+
-			"MaxInFlight, then 0: the default 128)", m, bound)
+		t.Errorf("%d calls executed at once with MaxInFlight = %d", m, bound)
 	}
 }
 
@@ -141,10 +96,9 @@ func TestSNFSRPCMaxInFlightAfterNew(t *testing.T) {
 // OPEN succeeds within 60 s (NFS3ERR_JUKEBOX is retried), and the file holds
 // exactly the written data.
 //
-// The server's worker bound is set to 4 (srv.RPC.MaxInFlight before Serve), but
-// see TestSNFSRPCMaxInFlightAfterNew: that setting is currently ignored and the
-// bound stays at the default 128, so the 150 extra OPENs are there to exceed
-// the pool either way. JukeboxAfter (40 s) is above CallbackTimeout (30 s): if
+// The server's worker bound is 4 (server.Config.MaxInFlight), and the 150
+// extra OPENs would exceed even the default pool. JukeboxAfter (40 s) is above
+// CallbackTimeout (30 s): if
 // parked OPENs held workers, the write-back could not go on until the
 // callback timed out, and the writer would be fenced (its WRITEs refused)
 // rather than the stall hidden by JUKEBOX answers freeing workers.
@@ -153,7 +107,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 30 * time.Second
 	e.cfg.Table.JukeboxAfter = 40 * time.Second
-	e.restartWithServerHook(func(s *server.Server) { s.RPC.MaxInFlight = 4 })
+	e.restartWith(func(c *server.Config) { c.MaxInFlight = 4 })
 
 	const (
 		size      = 64 << 20
