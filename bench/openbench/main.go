@@ -68,8 +68,8 @@ var (
 	stateDir   = flag.String("state", "/var/tmp/openbench/state", "in-process server: its state directory")
 	exportOpts = flag.String("export-options", "rw,no_root_squash", "in-process server: export options")
 	nClients   = flag.Int("clients", 64, "protocol clients, each with its own connection")
-	nFiles     = flag.Int("files", 100, "files per client, in a directory per client")
-	nHot       = flag.Int("hot", 2048, "hot files (held open for writing by another client) for conflicting opens")
+	nFiles     = flag.Int("files", 40, "files per client, in a directory per client (clients*files+hot within the server's descriptor cache, 4096, keeps open_by_handle_at out of the measurement)")
+	nHot       = flag.Int("hot", 1024, "hot files (held open for writing by another client) for conflicting opens")
 	armers     = flag.Int("armers", 8, "goroutines re-arming hot files")
 	conflict   = flag.Float64("conflict", 0.03, "fraction of opens that open a hot file (a callback)")
 	mode       = flag.String("mode", "read", "mode of the ordinary OPENs: read or write")
@@ -77,6 +77,7 @@ var (
 	ops        = flag.Int("ops", 0, "if > 0: operations per client per phase instead of -duration")
 	reps       = flag.Int("reps", 5, "phases of each kind")
 	cpuProfile = flag.String("cpuprofile", "", "after the measured phases, profile one more OPEN phase to FILE.open and one GETATTR phase to FILE.getattr")
+	null       = flag.Bool("null", false, "also time NFS NULL against SNFS NULL in each repetition (phases of -duration/3)")
 	out        = flag.String("out", "", "write the Markdown results here (default: stdout only)")
 	command    = flag.String("command", "", "the command that ran this, for the results file")
 	entryBytes = flag.String("entry-bytes", "", "server memory per table entry at 1,000,000 entries, one client per file (from state's BenchmarkEntryMemory)")
@@ -323,10 +324,19 @@ func run(cs []*cl, kind string, d time.Duration) *result {
 				}
 				fh := c.files[i%len(c.files)]
 				i++
-				if kind == "getattr" {
+				if kind != "open" {
 					t0 := time.Now()
-					if err := c.getattr(fh); err != nil {
-						die("GETATTR: %v", err)
+					var err error
+					switch kind {
+					case "getattr":
+						err = c.getattr(fh)
+					case "nfsnull":
+						err = c.nfs.Call(ctx, nfs3.ProcNull, nil, nil)
+					case "snfsnull":
+						err = c.rpc.Call(ctx, snfs1.ProcNull, nil, nil)
+					}
+					if err != nil {
+						die("%s: %v", kind, err)
 					}
 					l.getattr = append(l.getattr, int64(time.Since(t0)))
 					l.pairs++
@@ -627,8 +637,23 @@ func main() {
 	// Warm-up, then the measured phases.
 	run(cs, "getattr", *duration/3)
 	run(cs, "open", *duration/3)
-	var rs [][2]*result
+	var rs, nulls [][2]*result
 	for i := range *reps {
+		if *null {
+			// NFS NULL runs on the connection's reader (Inline), SNFS NULL on a
+			// goroutine of its own, as OPEN and CLOSE do.
+			order := []string{"nfsnull", "snfsnull"}
+			if i%2 == 1 {
+				order = []string{"snfsnull", "nfsnull"}
+			}
+			var pair [2]*result
+			for _, k := range order {
+				r := run(cs, k, *duration/3)
+				pair[map[string]int{"nfsnull": 0, "snfsnull": 1}[k]] = r
+				fmt.Fprintf(os.Stderr, "rep %d %-8s %8.0f/s p50 %6.0f µs p99 %6.0f µs\n", i+1, k, float64(r.pairs)/r.secs, pct(r.getattr, .5), pct(r.getattr, .99))
+			}
+			nulls = append(nulls, pair)
+		}
 		order := []string{"getattr", "open"}
 		if i%2 == 1 {
 			order = []string{"open", "getattr"}
@@ -665,10 +690,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "profiled %s phase: %.0f/s\n", k, float64(r.pairs)/r.secs)
 		}
 	}
-	report(cs, rs, bounds, cum, herr, where)
+	report(cs, rs, nulls, bounds, cum, herr, where)
 }
 
-func report(cs []*cl, rs [][2]*result, bounds []float64, cum []uint64, herr error, where string) {
+func report(cs []*cl, rs, nulls [][2]*result, bounds []float64, cum []uint64, herr error, where string) {
 	col := func(f func(g, o *result) float64) float64 {
 		var v []float64
 		for _, p := range rs {
@@ -721,7 +746,7 @@ func report(cs []*cl, rs [][2]*result, bounds []float64, cum []uint64, herr erro
 	}
 	w("openbench: `%s`.\n", strings.Join(os.Args[1:], " "))
 	w("%s.\n", where)
-	w("%d protocol clients on loopback (one TCP connection each, REGISTERed, serving SNFS_CB; all in one process with the server),"+
+	w("%d protocol clients on loopback (one TCP connection each, REGISTERed, serving SNFS_CB; all in this process),"+
 		" each opening (OPEN_%s) and closing its own %d files in turn, one call at a time; a conflicting open (%.0f%% asked) opens for reading"+
 		" one of %d hot files that another client holds open for writing with caching, so the server calls that client back (CB_WRITEBACK_INVALIDATE) before it answers.\n",
 		len(cs), strings.ToUpper(*mode), *nFiles, *conflict*100, *nHot)
@@ -742,6 +767,17 @@ func report(cs []*cl, rs [][2]*result, bounds []float64, cum []uint64, herr erro
 			cum[len(cum)-1], bucketList(bounds), histPct(bounds, cum, .5), histPct(bounds, cum, .99), histPct(bounds, cum, .5)/ga50, histPct(bounds, cum, .99)/ga99)
 	default:
 		w("| callback round trip (server histogram) | not available (external server without -metrics-url) | | | |\n")
+	}
+	if len(nulls) > 0 {
+		var a, b, c, d []float64
+		for _, p := range nulls {
+			a = append(a, pct(p[0].getattr, .5))
+			b = append(b, pct(p[0].getattr, .99))
+			c = append(c, pct(p[1].getattr, .5))
+			d = append(d, pct(p[1].getattr, .99))
+		}
+		w("| SNFS NULL p50 / p99 (served on a goroutine per call, as OPEN and CLOSE), µs | %.0f / %.0f | NFS NULL p50 / p99 (served on the connection's reader, as GETATTR): %.0f / %.0f | %.2f / %.2f | |\n",
+			median(c), median(d), median(a), median(b), median(c)/median(a), median(d)/median(b))
 	}
 	if *entryBytes != "" {
 		v := 0.0
