@@ -11,7 +11,7 @@
 # The export and the state directory are plain directories on /var/tmp (a disk
 # file system here, not tmpfs). OPEN, CLOSE and GETATTR write nothing to the disk;
 # the files are created (NFSv3 CREATE) before the measured phases. 64 clients x
-# 40 files + 1024 hot files stay within the server's descriptor cache (4096), so
+# 16 files + 2560 hot files stay within the server's descriptor cache (4096), so
 # neither GETATTR nor OPEN pays open_by_handle_at per call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,7 @@ prof=()
 cmd="${ARGS:+ARGS=\"$ARGS\" }${PROFILE:+PROFILE=1 }bash bench/openbench.sh"
 out="bench/results/openbench-$(date -u +%Y%m%d-%H%M).md"
 # shellcheck disable=SC2086 # ARGS is a list of flags
-"$W/openbench" -dir "$W/export" -state "$W/state" -clients 64 -files 40 -hot 1024 -conflict 0.03 \
+"$W/openbench" -dir "$W/export" -state "$W/state" -clients 64 -files 16 -hot 2560 -conflict 0.03 \
   -duration 3s -reps 5 -null "${prof[@]}" -entry-bytes "$one" -entry-bytes3 "$three" \
   -command "$cmd" -out "$out" $ARGS
 # The same with one client and no conflicts: the latencies without load.

@@ -68,8 +68,8 @@ var (
 	stateDir   = flag.String("state", "/var/tmp/openbench/state", "in-process server: its state directory")
 	exportOpts = flag.String("export-options", "rw,no_root_squash", "in-process server: export options")
 	nClients   = flag.Int("clients", 64, "protocol clients, each with its own connection")
-	nFiles     = flag.Int("files", 40, "files per client, in a directory per client (clients*files+hot within the server's descriptor cache, 4096, keeps open_by_handle_at out of the measurement)")
-	nHot       = flag.Int("hot", 1024, "hot files (held open for writing by another client) for conflicting opens")
+	nFiles     = flag.Int("files", 16, "files per client, in a directory per client (clients*files+hot within the server's descriptor cache, 4096, keeps open_by_handle_at out of the measurement)")
+	nHot       = flag.Int("hot", 2560, "hot files (held open for writing by another client) for conflicting opens")
 	armers     = flag.Int("armers", 8, "goroutines re-arming hot files")
 	conflict   = flag.Float64("conflict", 0.03, "fraction of opens that open a hot file (a callback)")
 	mode       = flag.String("mode", "read", "mode of the ordinary OPENs: read or write")
@@ -77,6 +77,7 @@ var (
 	ops        = flag.Int("ops", 0, "if > 0: operations per client per phase instead of -duration")
 	reps       = flag.Int("reps", 5, "phases of each kind")
 	cpuProfile = flag.String("cpuprofile", "", "after the measured phases, profile one more OPEN phase to FILE.open and one GETATTR phase to FILE.getattr")
+	backoff    = flag.Duration("backoff", 2100*time.Millisecond, "re-arm a hot file this long after it was called back (the server's recall back-off: 2 s by default)")
 	null       = flag.Bool("null", false, "also time NFS NULL against SNFS NULL in each repetition (phases of -duration/3)")
 	out        = flag.String("out", "", "write the Markdown results here (default: stdout only)")
 	command    = flag.String("command", "", "the command that ran this, for the results file")
@@ -98,11 +99,12 @@ type cl struct {
 
 // hot is one hot file.
 type hot struct {
-	fh     nfs3.FH
-	holder *cl
-	cbs    atomic.Int64 // callbacks the holder got for it
-	cbAt   atomic.Int64 // when the last one arrived (UnixNano)
-	held   bool         // the holder has it open for writing (armers only)
+	fh       nfs3.FH
+	holder   *cl
+	cbs      atomic.Int64 // callbacks the holder got for it
+	cbAt     atomic.Int64 // when the last one arrived (UnixNano)
+	held     bool         // the holder has it open for writing (armers only)
+	recalled time.Time    // when its holder was last called back (set before it goes to disarmed)
 }
 
 var (
@@ -235,9 +237,10 @@ func (c *cl) mkdir(dir nfs3.FH, name string) nfs3.FH {
 }
 
 // arm keeps hot files armed: it closes the holder's open of a file that was
-// called back, and opens it for writing again; if the server grants no caching
-// yet (the recall back-off), it closes it and tries again 100 ms later, without
-// holding up the other files.
+// called back, waits out the recall back-off (-backoff after the conflicting
+// open; the server's default is 2 s), and opens it for writing again; if the
+// server grants no caching yet, it closes it and tries again 100 ms later,
+// without holding up the other files.
 func arm() {
 	for h := range disarmed {
 		if h.held {
@@ -246,12 +249,18 @@ func arm() {
 			}
 			h.held = false
 		}
+		if wait := time.Until(h.recalled.Add(*backoff)); wait > 0 {
+			time.AfterFunc(wait, func() { disarmed <- h })
+			continue
+		}
 		res, err := h.holder.open(h.fh, snfs1.Write)
+		rearms.Add(1)
 		if err == nil && res.CacheEnabled {
 			h.held = true
 			armed <- h
 			continue
 		}
+		rearmFails.Add(1)
 		if err == nil {
 			if err := h.holder.close(h.fh, snfs1.Write); err != nil {
 				die("holder CLOSE: %v", err)
@@ -262,6 +271,8 @@ func arm() {
 		time.AfterFunc(100*time.Millisecond, func() { disarmed <- h })
 	}
 }
+
+var rearms, rearmFails atomic.Int64
 
 // phase results.
 type result struct {
@@ -362,6 +373,7 @@ func run(cs []*cl, kind string, d time.Duration) *result {
 						t1 := time.Now()
 						if errors.Is(err, nfs3.ErrJukebox) {
 							l.jukebox++
+							h.recalled = t0
 							disarmed <- h
 							continue
 						}
@@ -383,6 +395,7 @@ func run(cs []*cl, kind string, d time.Duration) *result {
 							die("CLOSE after conflicting OPEN: %v", err)
 						}
 						l.pairs++
+						h.recalled = t0
 						disarmed <- h
 						continue
 					}
@@ -790,7 +803,8 @@ func report(cs []*cl, rs, nulls [][2]*result, bounds []float64, cum []uint64, he
 	w("\nConflicts: %d opens with a callback out of %d measured opens (%.2f%%); %d conflicting opens wanted, %d found no armed hot file (done as ordinary opens), %d hot-file opens saw no callback,"+
 		" %d answered NFS3ERR_JUKEBOX; ordinary opens not granted caching: %d (want 0); conflicting opens granted caching: %d (want 0); callbacks for other files: %d.\n",
 		conf, opens, 100*float64(conf)/float64(max(opens, 1)), want, noArmed, noCB, jukebox, cacheOff, confCached, unknown)
-	w("Pairs/s counts the measured clients' OPEN+CLOSE pairs only: each conflict also costs the holder a CLOSE and an OPEN (re-arming, by %d goroutines, on the same connections), not counted.\n", *armers)
+	w("Pairs/s counts the measured clients' OPEN+CLOSE pairs only: each conflict also costs the holder a CLOSE and an OPEN (re-arming, by %d goroutines on the same connections, %v after the callback), not counted:"+
+		" %d re-arming OPENs in the whole run, %d of them not granted caching (closed and tried again 100 ms later).\n", *armers, *backoff, rearms.Load(), rearmFails.Load())
 	w("\nPer phase (pairs/s or GETATTR/s; µs: GETATTR p50/p99 | OPEN p50/p99, with callback p50/p99 (n)):\n\n```\n")
 	for i, p := range rs {
 		g, o := p[0], p[1]
