@@ -32,7 +32,7 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 // into w now, or into the deferred reply once the callbacks it needs are
 // answered: ok makes the result of a granted OPEN, failed an empty one (for its
 // status). Attributes are read after the callbacks (they reflect what was
-// written back): of r while the call holds it, else looked up again by handle.
+// written back): looked up again by handle after a wait, r's otherwise.
 func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode snfs1.OpenMode,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
@@ -51,11 +51,13 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 			res.Encode(w)
 			return nil
 		}
+		// Answered at once, nothing was called back: r's attributes, read when
+		// it was resolved, are current (as GETATTR's are).
 		var attr *nfs3.Fattr
 		if deferred || r == nil {
 			attr = s.handleAttr(fh)
 		} else {
-			attr = r.attr()
+			attr = fattr(&r.node.Stat, r.fsid())
 		}
 		ok(&snfs1.OpenOK{CacheVersion: reply.Version, OldCacheVersion: reply.OldVersion,
 			CacheEnabled: reply.CacheEnabled, Attr: attr}).Encode(w)

@@ -206,8 +206,10 @@ func (e *entry) settle(t int64) {
 		}
 	}
 	clear(e.holders[j:])
+	// An entry whose last holder left keeps the room for one: the next OPEN
+	// of a file opened and closed over and over allocates nothing.
 	e.holders = e.holders[:j]
-	if j == 0 {
+	if j == 0 && cap(e.holders) > 1 {
 		e.holders = nil
 	}
 	e.st = e.derive(t, nil)
