@@ -653,8 +653,8 @@ func main() {
 	var rs, nulls [][2]*result
 	for i := range *reps {
 		if *null {
-			// NFS NULL runs on the connection's reader (Inline), SNFS NULL on a
-			// goroutine of its own, as OPEN and CLOSE do.
+			// NFS NULL runs on the connection's reader (Inline), as GETATTR,
+			// OPEN and CLOSE do; SNFS NULL on a goroutine of its own.
 			order := []string{"nfsnull", "snfsnull"}
 			if i%2 == 1 {
 				order = []string{"snfsnull", "nfsnull"}
@@ -789,7 +789,7 @@ func report(cs []*cl, rs, nulls [][2]*result, bounds []float64, cum []uint64, he
 			c = append(c, pct(p[1].getattr, .5))
 			d = append(d, pct(p[1].getattr, .99))
 		}
-		w("| SNFS NULL p50 / p99 (served on a goroutine per call, as OPEN and CLOSE), µs | %.0f / %.0f | NFS NULL p50 / p99 (served on the connection's reader, as GETATTR): %.0f / %.0f | %.2f / %.2f | |\n",
+		w("| SNFS NULL p50 / p99 (served on a goroutine per call; OPEN and CLOSE run inline, as GETATTR), µs | %.0f / %.0f | NFS NULL p50 / p99 (served on the connection's reader, as GETATTR): %.0f / %.0f | %.2f / %.2f | |\n",
 			median(c), median(d), median(a), median(b), median(c)/median(a), median(d)/median(b))
 	}
 	if *entryBytes != "" {
