@@ -63,8 +63,8 @@ type Config struct {
 	// file (0: only as Weights.Reopen draws it).
 	ReopenEvery int
 
-	// CheckEvery makes every CheckEvery-th operation a check (0: only the final
-	// one, after the last operation): CheckPrep is applied to the file, the whole
+	// CheckEvery makes every CheckEvery-th operation a check (0: none but the
+	// final one, operation Ops+1, which every run ends with): CheckPrep is applied to the file, the whole
 	// file is read through it and compared with the model, then ExternalCheck,
 	// when set, is called. A *Mismatch it returns (see Compare, CompareFile) is
 	// reported like one found by a read.

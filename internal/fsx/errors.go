@@ -1,6 +1,7 @@
 package fsx
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,7 +16,7 @@ type Error struct {
 	Op     Op     // the operation that failed (N is its number)
 	Ops    int    // the run's length
 	Log    []Op   // the last operations, Op last
-	Replay string // test flags of TestFsxReplay that rerun this sequence up to Op
+	Replay string // test flags of TestFsxReplay that rerun this sequence up to Op (then its final check)
 	Err    error
 }
 
@@ -84,6 +85,9 @@ func hexRow(p []byte, from int) string {
 // Compare compares bytes read from the file at off with the expected ones and
 // returns nil when they are equal (same length, same bytes).
 func Compare(what string, expected, actual []byte, off int64) *Mismatch {
+	if bytes.Equal(expected, actual) {
+		return nil
+	}
 	n := min(len(expected), len(actual))
 	first, last, bad := -1, -1, 0
 	for i := 0; i < n; i++ {
@@ -104,10 +108,8 @@ func Compare(what string, expected, actual []byte, off int64) *Mismatch {
 	if first < 0 {
 		return nil
 	}
-	w := first &^ 15
-	if first-w < 8 && w >= 16 {
-		w -= 16
-	}
+	// The window: 32 bytes from a 16-aligned file offset about 8 bytes before.
+	w := max(int((off+int64(first)-8)&^15-off), 0)
 	m := &Mismatch{
 		What: what, Off: off, Expected: int64(len(expected)), Actual: int64(len(actual)),
 		First: off + int64(first), Last: off + int64(last), Bad: int64(bad), WindowOff: off + int64(w),

@@ -98,11 +98,14 @@ func (g *gen) length(limit int64) int64 {
 	return 1 + g.rng.Int64N(min(bound, limit))
 }
 
-// next draws operation n (1-based) of a run of c.Ops.
+// next draws operation n (1-based) of a run of c.Ops; n == c.Ops+1 is the final
+// check.
 func (g *gen) next(n int) Op {
 	op := Op{N: n}
 	switch {
-	case n == g.c.Ops || g.c.CheckEvery > 0 && n%g.c.CheckEvery == 0:
+	case n > g.c.Ops:
+		op.Kind = OpCheck // the final check
+	case g.c.CheckEvery > 0 && n%g.c.CheckEvery == 0:
 		op.Kind = OpCheck
 	case g.c.ReopenEvery > 0 && n%g.c.ReopenEvery == 0:
 		op.Kind = OpReopen
@@ -139,15 +142,16 @@ func (g *gen) next(n int) Op {
 	return op
 }
 
-// Plan returns the operations Run would do with cfg (without touching a file),
-// the last being the final check.
+// Plan returns the operations Run would do with cfg (without touching a file):
+// cfg.Ops of them, then the final check, numbered cfg.Ops+1. The first n of a
+// plan do not depend on cfg.Ops, so a run cut short at op n replays with Ops n.
 func Plan(cfg Config) ([]Op, error) {
 	c, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
 	g := newGen(c)
-	ops := make([]Op, c.Ops)
+	ops := make([]Op, c.Ops+1)
 	for i := range ops {
 		ops[i] = g.next(i + 1)
 	}

@@ -44,9 +44,9 @@ func (r Report) String() string {
 // and the model, and returns at the first mismatch or error (an *Error), when ctx
 // ends (an error wrapping ctx.Err()), or after cfg.Ops operations. The file is
 // left in place for the caller to inspect or remove.
-func Run(ctx context.Context, cfg Config) (Report, error) {
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	c, err := cfg.normalize()
-	rep := Report{Seed: cfg.Seed, Counts: map[Kind]int{}}
+	rep = Report{Seed: cfg.Seed, Counts: map[Kind]int{}}
 	if err != nil {
 		return rep, err
 	}
@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}()
 	g := newGen(c)
-	for n := 1; n <= c.Ops; n++ {
+	for n := 1; n <= c.Ops+1; n++ {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("fsx: seed %d: stopped by the context after %d of %d operations, no mismatch so far: %w",
 				c.Seed, n-1, c.Ops, err)
@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			c.Trace(op)
 		}
 		r.record(op)
-		rep.Ops, rep.Counts[op.Kind] = n, rep.Counts[op.Kind]+1
+		rep.Ops, rep.Counts[op.Kind] = min(n, c.Ops), rep.Counts[op.Kind]+1
 		if op.Skip {
 			rep.Skipped++
 		}
@@ -117,7 +117,7 @@ func (r *runner) fail(op Op, err error) error {
 		m.Origin = int(r.m.who[m.First])
 	}
 	log := append(append([]Op(nil), r.log[r.next:]...), r.log[:r.next]...)
-	return &Error{Seed: r.c.Seed, Op: op, Ops: r.c.Ops, Log: log, Replay: r.c.replayFlags(op.N), Err: err}
+	return &Error{Seed: r.c.Seed, Op: op, Ops: r.c.Ops, Log: log, Replay: r.c.replayFlags(min(op.N, r.c.Ops)), Err: err}
 }
 
 // do runs one operation against the file and the model.
