@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // diskDir makes a directory on a disk file system (/var/tmp), not tmpfs.
@@ -214,4 +216,28 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := ParseWeights("read=1,bogus=2"); err == nil {
 		t.Error("unknown weight accepted")
 	}
+}
+
+// A mapping read past the file's real end (a file system that reported a larger
+// size than it holds) is an error, not a SIGBUS that kills the test binary.
+func TestMappedFaultIsAnError(t *testing.T) {
+	path := filepath.Join(diskDir(t), "short.dat")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	page := int64(os.Getpagesize())
+	if err := f.Truncate(page); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{f: f, page: page}
+	err = r.mapped(0, 3*page, unix.PROT_READ, func(mem []byte, at int) error {
+		_ = append([]byte(nil), mem[at:]...)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "fault in the mapping") {
+		t.Fatalf("want a fault error, got %v", err)
+	}
+	t.Log(err)
 }
