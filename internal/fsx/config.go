@@ -33,6 +33,10 @@ const (
 	// PrepClose closes the file before the hook and reopens it after: what
 	// close-to-open consistency needs before a second client opens the file.
 	PrepClose
+	// PrepFsyncClose fsyncs, then closes (and reopens after): both of the above,
+	// for a mount that does not write back on close (snfs mode's delayed
+	// write-back) checked through the export directory and a second client.
+	PrepFsyncClose
 )
 
 // Snapshot is the model at an external check. Data is the file's expected
@@ -211,18 +215,20 @@ func (p Prep) String() string {
 		return "none"
 	case PrepClose:
 		return "close"
+	case PrepFsyncClose:
+		return "fsync+close"
 	}
 	return fmt.Sprintf("Prep(%d)", int(p))
 }
 
-// ParsePrep reads "fsync", "none" or "close".
+// ParsePrep reads "fsync", "none", "close" or "fsync+close".
 func ParsePrep(s string) (Prep, error) {
-	for _, p := range []Prep{PrepFsync, PrepNone, PrepClose} {
+	for _, p := range []Prep{PrepFsync, PrepNone, PrepClose, PrepFsyncClose} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("fsx: check prep %q: want fsync, none or close", s)
+	return 0, fmt.Errorf("fsx: check prep %q: want fsync, none, close or fsync+close", s)
 }
 
 // replayFlags gives the test flags of TestFsxReplay that rebuild this sequence.

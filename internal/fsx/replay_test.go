@@ -23,7 +23,7 @@ var (
 	replayReopen     = flag.Int("fsx.reopen", 0, "TestFsxReplay: close and reopen every N operations")
 	replayWeights    = flag.String("fsx.weights", "", "TestFsxReplay: weights, e.g. read=25,write=25 (empty: defaults)")
 	replayCheckEvery = flag.Int("fsx.checkevery", 0, "TestFsxReplay: whole-file check every N operations")
-	replayCheckPrep  = flag.String("fsx.checkprep", "fsync", "TestFsxReplay: before a check: fsync, none or close")
+	replayCheckPrep  = flag.String("fsx.checkprep", "fsync", "TestFsxReplay: before a check: fsync, none, close or fsync+close")
 	replayDir        = flag.String("fsx.dir", "", "TestFsxReplay: directory for the file (default: a new one under /var/tmp); a mount to replay against it")
 	replayTimeout    = flag.Duration("fsx.timeout", 10*time.Minute, "TestFsxReplay: bound on the run")
 )
@@ -76,7 +76,7 @@ func TestReplayFlagsRebuildThePlan(t *testing.T) {
 	for _, cfg := range []Config{
 		fullConfig("", 42, 5000),
 		{Seed: 9, Ops: 3000, MaxLen: 1 << 20, MaxOpLen: 4096, Weights: Weights{Read: 3, Write: 5, Truncate: 1, Reopen: 1},
-			CheckEvery: 100, CheckPrep: PrepClose},
+			CheckEvery: 100, CheckPrep: PrepFsyncClose},
 	} {
 		full, err := Plan(cfg)
 		if err != nil {

@@ -249,12 +249,12 @@ func (r *runner) reopen() error {
 // check prepares the file, compares all of it with the model, then runs the
 // external check.
 func (r *runner) check(op Op) error {
-	switch r.c.CheckPrep {
-	case PrepFsync:
+	if p := r.c.CheckPrep; p == PrepFsync || p == PrepFsyncClose {
 		if err := r.f.Sync(); err != nil {
 			return fmt.Errorf("fsync before the check: %w", err)
 		}
-	case PrepClose:
+	}
+	if p := r.c.CheckPrep; p == PrepClose || p == PrepFsyncClose {
 		f := r.f
 		r.f = nil
 		if err := f.Close(); err != nil {
