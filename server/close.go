@@ -19,5 +19,5 @@ func (s *Server) close(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Clo
 		res.Status = statusOf(err)
 		return
 	}
-	res.Attr = r.attr()
+	res.Attr = fattr(&r.node.Stat, r.fsid()) // read when r was resolved, as GETATTR's
 }
