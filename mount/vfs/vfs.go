@@ -50,7 +50,7 @@ type FS struct {
 	log          *slog.Logger
 
 	mu      sync.Mutex
-	inodes  map[string]*Inode       // by file handle
+	inodes  map[string]*Inode      // by file handle
 	clients map[string]*client.NFS // by Cred.key
 	silly   uint64
 	root    *Inode
