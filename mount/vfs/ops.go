@@ -45,6 +45,19 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 	}
 	i.mu.Unlock()
 	a, err := fs.getattr(ctx, c, i.FH)
+	if err == nfs3.ErrStale {
+		// Removed by someone else while open here (or between this
+		// client's lookup and open, where no silly rename can help): an
+		// open file's attributes stay what they were, with no links, as a
+		// local file system's would.
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		if i.opens > 0 {
+			a := i.reportLocked()
+			a.Nlink = 0
+			return a, 0, nil
+		}
+	}
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
