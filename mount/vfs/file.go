@@ -113,8 +113,13 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 	return len(buf), nil
 }
 
+// unstableFactor times the dirty limit is how much sent but uncommitted data
+// one file may keep in memory.
+const unstableFactor = 4
+
 // Write takes data at off into the file's dirty data; it is written back on
-// close, fsync, or once more than the dirty limit waits.
+// close, fsync, or once more than the dirty limit waits (then without a
+// COMMIT, until unstableFactor times the limit is uncommitted).
 func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
 	i := f.i
 	i.mu.Lock()
@@ -122,9 +127,15 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
 	dirty := i.w.dirty.bytes()
+	unstable := 0
+	for _, s := range i.w.unstable {
+		unstable += len(s.data)
+	}
 	i.mu.Unlock()
 	if dirty >= fs.cfg.DirtyLimit {
-		if err := i.flush(ctx, true); err != nil {
+		// Send it; commit (and free it) only once a few times that much
+		// waits for a COMMIT, so that the server flushes in large steps.
+		if err := i.flush(ctx, unstable+dirty >= unstableFactor*fs.cfg.DirtyLimit); err != nil {
 			return 0, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/client"
@@ -48,6 +49,8 @@ type FS struct {
 	cfg          Config
 	rsize, wsize uint32
 	log          *slog.Logger
+
+	stats Stats
 
 	mu      sync.Mutex
 	inodes  map[string]*Inode      // by file handle
@@ -108,6 +111,14 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs.root = fs.inode(cfg.Root, a)
 	return fs, nil
 }
+
+// Stats counts write-back events.
+type Stats struct {
+	Writes, Commits, Rewrites atomic.Uint64 // Rewrites: verifier mismatches that sent data again
+}
+
+// Stats returns the FS's counters.
+func (fs *FS) Stats() *Stats { return &fs.stats }
 
 // Root is the export's root directory.
 func (fs *FS) Root() *Inode { return fs.root }

@@ -130,6 +130,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 		}
 
 		var res *nfs3.CommitRes
+		i.fs.stats.Commits.Add(1)
 		err = i.fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
 			res, err = i.fs.client(cred).Commit(ctx, i.FH, 0, 0)
@@ -162,6 +163,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 			i.mu.Unlock()
 			return nil
 		}
+		i.fs.stats.Rewrites.Add(1)
 		i.fs.log.Warn("write verifier changed: rewriting uncommitted data", "fileid", i.FileID)
 		i.w.requeueUnstable()
 		i.mu.Unlock()
@@ -217,6 +219,7 @@ func (i *Inode) writeAll(ctx context.Context, c interface {
 	var runs []sentRun
 	for len(p.data) > 0 {
 		var res *nfs3.WriteRes
+		i.fs.stats.Writes.Add(1)
 		err := i.fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
 			res, err = c.Write(ctx, i.FH, p.off, p.data, nfs3.Unstable)
