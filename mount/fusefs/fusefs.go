@@ -446,6 +446,7 @@ var (
 	_ fs.FileSeekdirer    = (*dirHandle)(nil)
 	_ fs.FileLookuper     = (*dirHandle)(nil)
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -453,8 +454,11 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
+	n.b.v.OpenDir(n.vi)
 	return &dirHandle{n: n, entries: ents}, 0, 0
 }
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.n.b.v.ReleaseDir(d.n.vi) }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if d.pos >= len(d.entries) {

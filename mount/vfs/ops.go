@@ -256,6 +256,9 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 // sillyRename hides child (open, about to lose its name in dir) under a new
 // name in dir, removed at its last close.
 func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) (bool, error) {
+	if child.isDir() {
+		return false, nil // directories are not renamed away (RMDIR needs them empty anyway)
+	}
 	child.mu.Lock()
 	open := child.opens > 0 && child.sillyName == ""
 	child.mu.Unlock()
@@ -471,6 +474,21 @@ type DirEntry struct {
 	FileID uint64
 	Type   nfs3.FType // 0 when unknown
 	Entry  *Entry     // nil when the listing did not carry it
+}
+
+// OpenDir and ReleaseDir count a directory's opens (an open directory
+// removed elsewhere keeps answering fstat).
+func (fs *FS) OpenDir(i *Inode) {
+	i.mu.Lock()
+	i.opens++
+	i.mu.Unlock()
+}
+
+// ReleaseDir ends an OpenDir.
+func (fs *FS) ReleaseDir(i *Inode) {
+	i.mu.Lock()
+	i.opens--
+	i.mu.Unlock()
 }
 
 // ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
