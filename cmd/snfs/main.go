@@ -1,6 +1,8 @@
-// Command snfs is the snfs network file server (and, later, client).
+// Command snfs is the snfs network file server and its FUSE client.
 //
 //	snfs serve [flags] DIR...     export DIRs over NFSv3 + MOUNT v3
+//	snfs mount [flags] SERVER:/EXPORT MOUNTPOINT   mount an export through FUSE
+//	snfs umount MOUNTPOINT        unmount, after everything is written back
 //	snfs stat --metrics ADDR      per-procedure call counts of a running server
 //	snfs version                  the module version, VCS revision and Go version
 package main
@@ -15,6 +17,10 @@ const usage = `usage: snfs COMMAND [flags]
 
 commands:
   serve [flags] DIR...   export DIRs over NFSv3 + MOUNT v3 (snfs serve -h for its flags)
+  mount [flags] SERVER:/EXPORT MOUNTPOINT
+                         mount an export through FUSE; --mode=nfs (plain NFSv3,
+                         close-to-open) only: snfs and auto are not implemented yet
+  umount MOUNTPOINT      unmount, once everything is written back
   stat --metrics ADDR    per-procedure call counts of a running server
   version                print the version
   help                   print this
@@ -29,6 +35,10 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "mount":
+		err = mountCmd(os.Args[2:])
+	case "umount", "unmount":
+		err = umountCmd(os.Args[2:])
 	case "stat":
 		err = stat(os.Args[2:])
 	case "version", "--version":

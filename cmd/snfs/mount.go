@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"snfs/client"
+	"snfs/mount/fusefs"
+	"snfs/mount/vfs"
+	"snfs/mount3"
+)
+
+// readyFDEnv names the descriptor through which a daemonized `snfs mount`
+// tells its parent that the mount is usable ("ok") or why not.
+const readyFDEnv = "SNFS_MOUNT_READY_FD"
+
+// pidDir holds one pid file per mount point, so that `snfs umount` can wait
+// for the mount's process to finish writing back.
+const pidDir = "/run/snfs"
+
+const mountSynopsis = `snfs mount [flags] [-o OPTS] SERVER:/EXPORT MOUNTPOINT
+
+Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
+--mode=nfs (the default) is plain NFSv3 with close-to-open consistency; snfs and
+auto (the consistency protocol) are not implemented yet. -o takes the same
+settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
+mode=M, foreground, debug. See docs/mount.md.`
+
+type mountFlags struct {
+	nfsPort, mountPort int
+	mode               string
+	foreground, debug  bool
+	logLevel           string
+}
+
+// applyOpts applies -o's comma-separated settings.
+func (f *mountFlags) applyOpts(opts string) error {
+	for o := range strings.SplitSeq(opts, ",") {
+		if o == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(o, "=")
+		var err error
+		switch k {
+		case "nfs-port", "port":
+			f.nfsPort, err = strconv.Atoi(v)
+		case "mount-port", "mountport":
+			f.mountPort, err = strconv.Atoi(v)
+		case "mode":
+			f.mode = v
+		case "foreground":
+			f.foreground = true
+		case "debug":
+			f.debug = true
+		case "rw", "defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail":
+			// fstab's generic options: nothing to do here.
+		default:
+			return fmt.Errorf("-o: unknown option %q", o)
+		}
+		if err != nil {
+			return fmt.Errorf("-o %s: %w", o, err)
+		}
+	}
+	return nil
+}
+
+func mountCmd(args []string) error {
+	fs := newFlagSet("mount", mountSynopsis)
+	var f mountFlags
+	fs.IntVar(&f.nfsPort, "nfs-port", 2049, "the server's NFS port")
+	fs.IntVar(&f.mountPort, "mount-port", 20048, "the server's MOUNT port")
+	fs.StringVar(&f.mode, "mode", "nfs", "nfs: plain NFSv3, close-to-open (snfs and auto: not implemented yet)")
+	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
+	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,foreground,debug")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := f.applyOpts(*opts); err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return errUsage
+	}
+	switch f.mode {
+	case "nfs":
+	case "snfs", "auto":
+		return fmt.Errorf("--mode=%s: not implemented yet (only --mode=nfs is)", f.mode)
+	default:
+		return fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
+	}
+	host, export, ok := strings.Cut(pos[0], ":")
+	if !ok || host == "" || !strings.HasPrefix(export, "/") {
+		return fmt.Errorf("want SERVER:/EXPORT, not %q", pos[0])
+	}
+	dir, err := filepath.Abs(pos[1])
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if !f.foreground {
+		return daemonize(args)
+	}
+	return runMount(f, host, export, dir)
+}
+
+// daemonize runs this command again with --foreground, detached (a new
+// session, standard streams on /dev/null), and returns once the child says
+// the mount is usable, or with the child's error.
+func daemonize(args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	cmd := exec.Command(self, append([]string{"mount", "--foreground"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	cmd.ExtraFiles = []*os.File{w} // fd 3
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	w.Close()
+	msg := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		msg <- strings.TrimSpace(line)
+	}()
+	select {
+	case m := <-msg:
+		if m == "ok" {
+			cmd.Process.Release()
+			return nil
+		}
+		cmd.Wait()
+		if m == "" {
+			m = "the mount process exited without saying why"
+		}
+		return errors.New(m)
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return errors.New("the mount did not become ready within 2 minutes")
+	}
+}
+
+// ready reports the outcome to a waiting parent, if any.
+func ready(err error) {
+	fd, e := strconv.Atoi(os.Getenv(readyFDEnv))
+	if e != nil {
+		return
+	}
+	os.Unsetenv(readyFDEnv)
+	p := os.NewFile(uintptr(fd), "ready")
+	if err != nil {
+		fmt.Fprintf(p, "%v\n", err)
+	} else {
+		fmt.Fprintln(p, "ok")
+	}
+	p.Close()
+}
+
+func pidFile(dir string) string {
+	return filepath.Join(pidDir, strings.ReplaceAll(strings.TrimPrefix(dir, "/"), "/", "%")+".pid")
+}
+
+// runMount mounts and serves until unmounted (or SIGTERM/SIGINT, which
+// unmount), then writes back what is left and tells the server.
+func runMount(f mountFlags, host, export, dir string) (err error) {
+	defer func() {
+		if err != nil {
+			ready(err)
+		}
+	}()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	life, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx, stop := context.WithTimeout(life, 30*time.Second)
+	defer stop()
+
+	nfsAddr := net.JoinHostPort(host, strconv.Itoa(f.nfsPort))
+	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr)
+	if err != nil {
+		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
+	}
+	defer nfs.Close()
+	// MOUNT on the NFS connection when they share a port (snfs serve can).
+	mnt := &client.Mounter{Client: nfs.Program(mount3.Program, mount3.Version)}
+	if f.mountPort != f.nfsPort {
+		mAddr := net.JoinHostPort(host, strconv.Itoa(f.mountPort))
+		if mnt, err = client.DialMount(ctx, "tcp", mAddr); err != nil {
+			return fmt.Errorf("connect to MOUNT at %s: %w", mAddr, err)
+		}
+		defer mnt.Close()
+	}
+	res, err := mnt.Mnt(ctx, export)
+	if err != nil {
+		return fmt.Errorf("MNT %s: %w", export, err)
+	}
+	if res.Status != 0 {
+		return fmt.Errorf("MNT %s: %v", export, res.Status)
+	}
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	if err != nil {
+		return err
+	}
+	os.MkdirAll(pidDir, 0o755)
+	pf := pidFile(dir)
+	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	defer os.Remove(pf)
+	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", f.mode)
+	ready(nil)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() { srv.Wait(); close(served) }()
+	select {
+	case <-served:
+	case s := <-sigs:
+		log.Info("unmounting", "signal", s.String())
+		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
+			log.Warn("unmount", "err", err)
+		}
+		<-served
+	}
+	// Whatever is still unwritten (a shared mapping written after its
+	// file's last close) goes now.
+	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
+	defer sstop()
+	if err := v.Sync(sctx); err != nil {
+		log.Error("write-back at unmount", "err", err)
+		return fmt.Errorf("write-back at unmount: %w", err)
+	}
+	if err := mnt.Umnt(sctx, export); err != nil {
+		log.Warn("UMNT", "err", err)
+	}
+	log.Info("unmounted", "on", dir)
+	return nil
+}
+
+// umountCmd unmounts MOUNTPOINT and waits for its mount process to finish
+// writing back and exit.
+func umountCmd(args []string) error {
+	fs := newFlagSet("umount", "snfs umount [flags] MOUNTPOINT")
+	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the mount process to write back and exit")
+	lazy := fs.Bool("lazy", false, "detach the mount even if it is busy (MNT_DETACH)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	dir, err := filepath.Abs(pos[0])
+	if err != nil {
+		return err
+	}
+	pid := 0
+	if b, err := os.ReadFile(pidFile(dir)); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	flags := 0
+	if *lazy {
+		flags = syscall.MNT_DETACH
+	}
+	if err := syscall.Unmount(dir, flags); err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	if pid <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(*timeout)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the mount process %d has not finished writing back after %v", pid, *timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,493 @@
+// Package fusefs is the bridge between go-fuse's fs API and package vfs: one
+// node per NFS file handle, FUSE requests translated to vfs calls, vfs errors
+// turned into errno values in one place (errno.go), and the kernel's caches
+// (entries, attributes, pages) driven by the vfs's decisions: entry and
+// attribute timeouts are the remaining lifetimes of the vfs's cached
+// attributes, and an open keeps the kernel's pages (FOPEN_KEEP_CACHE) only
+// when the vfs says the file is unchanged since they were cached.
+//
+// Requests are served with the mount's own context, not the request's: an
+// interrupted system call (Go's runtime interrupts threads with SIGURG all the
+// time) must not abandon an RPC halfway and have the application retry a
+// non-idempotent one. Calls end when the server answers or the mount closes
+// (a "hard" mount).
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+)
+
+// Options for Mount.
+type Options struct {
+	FsName string // shown in /proc/mounts ("server:/export")
+	Debug  bool   // log every FUSE request
+}
+
+// bridge is what all nodes of one mount share.
+type bridge struct {
+	v     *vfs.FS
+	creds creds
+	life  context.Context
+}
+
+// Mount mounts v at dir (as root, with mount(2) directly). The caller serves
+// until Wait returns and unmounts with Unmount (or umount(2) from outside).
+func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
+	b := &bridge{v: v, life: life}
+	rootInode := v.Root()
+	root := &node{b: b, vi: rootInode}
+	zero := time.Duration(0)
+	mo := fuse.MountOptions{
+		DirectMount:              true,
+		AllowOther:               true,
+		FsName:                   o.FsName,
+		Name:                     "snfs",
+		MaxWrite:                 int(min(v.WriteSize(), 1<<20)),
+		MaxReadAhead:             1 << 20,
+		ExplicitDataCacheControl: true,
+		DisableXAttrs:            true,
+		Debug:                    o.Debug,
+		Logger:                   log.New(os.Stderr, "fuse: ", log.LstdFlags),
+	}
+	opts := &fs.Options{
+		MountOptions:    mo,
+		NegativeTimeout: &zero,
+		NullPermissions: true,
+		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
+	}
+	srv, err := fs.Mount(dir, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return srv, nil
+}
+
+// node is one object, named by its NFS file handle (the vfs inode).
+type node struct {
+	fs.Inode
+	b  *bridge
+	vi *vfs.Inode
+}
+
+var (
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeReader         = (*node)(nil)
+	_ fs.NodeWriter         = (*node)(nil)
+	_ fs.NodeFlusher        = (*node)(nil)
+	_ fs.NodeFsyncer        = (*node)(nil)
+	_ fs.NodeReleaser       = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeAccesser       = (*node)(nil)
+	_ fs.NodeOpendirHandler = (*node)(nil)
+	_ fs.NodeOnForgetter    = (*node)(nil)
+	_ fs.NodeAllocater      = (*node)(nil)
+)
+
+func modeType(t nfs3.FType) uint32 {
+	switch t {
+	case nfs3.TypeDir:
+		return syscall.S_IFDIR
+	case nfs3.TypeLnk:
+		return syscall.S_IFLNK
+	case nfs3.TypeBlk:
+		return syscall.S_IFBLK
+	case nfs3.TypeChr:
+		return syscall.S_IFCHR
+	case nfs3.TypeSock:
+		return syscall.S_IFSOCK
+	case nfs3.TypeFifo:
+		return syscall.S_IFIFO
+	}
+	return syscall.S_IFREG
+}
+
+func fillAttr(out *fuse.Attr, a *nfs3.Fattr) {
+	out.Ino = a.FileID
+	out.Size = a.Size
+	out.Blocks = (a.Used + 511) / 512
+	out.Atime, out.Atimensec = uint64(a.Atime.Sec), a.Atime.Nsec
+	out.Mtime, out.Mtimensec = uint64(a.Mtime.Sec), a.Mtime.Nsec
+	out.Ctime, out.Ctimensec = uint64(a.Ctime.Sec), a.Ctime.Nsec
+	out.Mode = modeType(a.Type) | a.Mode&0o7777
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.UID, a.GID
+	out.Rdev = uint32(unixMkdev(a.Rdev.Major, a.Rdev.Minor))
+	out.Blksize = 4096
+}
+
+func unixMkdev(major, minor uint32) uint64 {
+	return uint64(minor&0xff) | uint64(major&0xfff)<<8 | uint64(minor&^0xff)<<12
+}
+
+// child makes (or finds: go-fuse dedups by StableAttr) the node of e and
+// fills out.
+func (n *node) child(ctx context.Context, e vfs.Entry, out *fuse.EntryOut) *fs.Inode {
+	fillAttr(&out.Attr, &e.Attr)
+	out.SetEntryTimeout(e.EntryTTL)
+	out.SetAttrTimeout(e.AttrTTL)
+	ch := &node{b: n.b, vi: e.Inode}
+	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: e.Inode.FileID, Gen: e.Inode.Gen})
+}
+
+func (n *node) cred(ctx context.Context) vfs.Cred { return n.b.creds.of(ctx) }
+
+// vnode returns the vfs inode of a go-fuse node of this mount.
+func vnode(in *fs.Inode) *vfs.Inode {
+	if in == nil {
+		return nil
+	}
+	if nn, ok := in.Operations().(*node); ok {
+		return nn.vi
+	}
+	return nil
+}
+
+func (n *node) OnForget() { n.b.v.Forget(n.vi) }
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	e, err := n.b.v.Lookup(n.b.life, n.vi, n.cred(ctx), name)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return n.child(ctx, e, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a, ttl, err := n.b.v.Getattr(n.b.life, n.vi, n.cred(ctx))
+	if err != nil {
+		return errnoOf(err)
+	}
+	fillAttr(&out.Attr, &a)
+	out.SetTimeout(ttl)
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	var s vfs.SetAttr
+	if m, ok := in.GetMode(); ok {
+		s.Mode = &m
+	}
+	if u, ok := in.GetUID(); ok {
+		s.UID = &u
+	}
+	if g, ok := in.GetGID(); ok {
+		s.GID = &g
+	}
+	if sz, ok := in.GetSize(); ok {
+		s.Size = &sz
+	}
+	if in.Valid&fuse.FATTR_ATIME != 0 {
+		t := time.Time{}
+		if in.Valid&fuse.FATTR_ATIME_NOW == 0 {
+			t = time.Unix(int64(in.Atime), int64(in.Atimensec))
+		}
+		s.Atime = &t
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		t := time.Time{}
+		if in.Valid&fuse.FATTR_MTIME_NOW == 0 {
+			t = time.Unix(int64(in.Mtime), int64(in.Mtimensec))
+		}
+		s.Mtime = &t
+	}
+	a, ttl, err := n.b.v.Setattr(n.b.life, n.vi, n.cred(ctx), s)
+	if err != nil {
+		return errnoOf(err)
+	}
+	fillAttr(&out.Attr, &a)
+	out.SetTimeout(ttl)
+	return 0
+}
+
+// handle is an open regular file.
+type handle struct{ f *vfs.File }
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	f, keep, err := n.b.v.Open(n.b.life, n.vi, n.cred(ctx), int(flags))
+	if err != nil {
+		return nil, 0, errnoOf(err)
+	}
+	if keep {
+		return &handle{f}, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	// The file changed since the kernel cached it: its pages go (no
+	// KEEP_CACHE), and so do its attributes, so that the size it reads up
+	// to is the new one.
+	n.NotifyContent(-1, 0)
+	return &handle{f}, 0, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	e, f, err := n.b.v.Create(n.b.life, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
+	if err != nil {
+		return nil, nil, 0, errnoOf(err)
+	}
+	return n.child(ctx, e, out), &handle{f}, 0, 0
+}
+
+func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	k, err := n.b.v.Read(n.b.life, h.f, uint64(off), dest)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return fuse.ReadResultData(dest[:k]), 0
+}
+
+func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	k, err := n.b.v.Write(n.b.life, h.f, uint64(off), data)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return uint32(k), 0
+}
+
+func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0
+	}
+	return errnoOf(n.b.v.Flush(n.b.life, h.f))
+}
+
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0 // a directory: its changes are the server's
+	}
+	return errnoOf(n.b.v.Fsync(n.b.life, h.f))
+}
+
+func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0
+	}
+	return errnoOf(n.b.v.Release(n.b.life, h.f))
+}
+
+// Allocate: NFSv3 has no ALLOCATE; Linux's NFSv3 client also answers
+// EOPNOTSUPP.
+func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	return syscall.EOPNOTSUPP
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	e, err := n.b.v.Mkdir(n.b.life, n.vi, n.cred(ctx), name, mode)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return n.child(ctx, e, out), 0
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var t nfs3.FType
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		t = nfs3.TypeFifo
+	case syscall.S_IFSOCK:
+		t = nfs3.TypeSock
+	case syscall.S_IFCHR:
+		t = nfs3.TypeChr
+	case syscall.S_IFBLK:
+		t = nfs3.TypeBlk
+	case syscall.S_IFREG, 0:
+		e, f, err := n.b.v.Create(n.b.life, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
+		if err != nil {
+			return nil, errnoOf(err)
+		}
+		n.b.v.Release(n.b.life, f)
+		return n.child(ctx, e, out), 0
+	default:
+		return nil, syscall.EINVAL
+	}
+	major := (dev >> 8) & 0xfff
+	minor := dev&0xff | (dev>>12)&^0xff
+	e, err := n.b.v.Mknod(n.b.life, n.vi, n.cred(ctx), name, t, mode, major, minor)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return n.child(ctx, e, out), 0
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	e, err := n.b.v.Symlink(n.b.life, n.vi, n.cred(ctx), name, target)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return n.child(ctx, e, out), 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	s, err := n.b.v.Readlink(n.b.life, n.vi, n.cred(ctx))
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return []byte(s), 0
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t := vnode(target.EmbeddedInode())
+	if t == nil {
+		return nil, syscall.EXDEV
+	}
+	e, err := n.b.v.Link(n.b.life, t, n.vi, n.cred(ctx), name)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return n.child(ctx, e, out), 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return errnoOf(n.b.v.Remove(n.b.life, n.vi, n.cred(ctx), name, vnode(n.GetChild(name))))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return errnoOf(n.b.v.Rmdir(n.b.life, n.vi, n.cred(ctx), name))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	to := vnode(newParent.EmbeddedInode())
+	if to == nil {
+		return syscall.EXDEV
+	}
+	const renameNoReplace, renameExchange = 1, 2
+	if flags&renameExchange != 0 {
+		return syscall.EINVAL // NFSv3 cannot swap two names atomically
+	}
+	target := vnode(newParent.EmbeddedInode().GetChild(newName))
+	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, flags&renameNoReplace != 0))
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	res, err := n.b.v.Statfs(n.b.life, n.cred(ctx))
+	if err != nil {
+		return errnoOf(err)
+	}
+	const bs = 4096
+	out.Bsize, out.Frsize, out.NameLen = bs, bs, 255
+	out.Blocks, out.Bfree, out.Bavail = res.TBytes/bs, res.FBytes/bs, res.ABytes/bs
+	out.Files, out.Ffree = res.TFiles, res.FFiles
+	return 0
+}
+
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	var want uint32
+	dir := n.vi.Type == nfs3.TypeDir
+	if mask&4 != 0 { // R_OK
+		want |= nfs3.AccessRead
+	}
+	if mask&2 != 0 { // W_OK
+		want |= nfs3.AccessModify | nfs3.AccessExtend
+		if dir {
+			want |= nfs3.AccessDelete
+		}
+	}
+	if mask&1 != 0 { // X_OK
+		if dir {
+			want |= nfs3.AccessLookup
+		} else {
+			want |= nfs3.AccessExecute
+		}
+	}
+	if want == 0 {
+		return 0
+	}
+	ok, err := n.b.v.Access(n.b.life, n.vi, n.cred(ctx), want)
+	if err != nil {
+		return errnoOf(err)
+	}
+	if !ok {
+		return syscall.EACCES
+	}
+	return 0
+}
+
+// dirHandle is an open directory: the listing read at opendir, whose
+// READDIRPLUS attributes and handles answer the kernel's lookups.
+type dirHandle struct {
+	n       *node
+	entries []vfs.DirEntry
+	pos     int
+}
+
+var (
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileLookuper     = (*dirHandle)(nil)
+	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
+)
+
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ents, err := n.b.v.ReadDir(n.b.life, n.vi, n.cred(ctx))
+	if err != nil {
+		return nil, 0, errnoOf(err)
+	}
+	n.b.v.OpenDir(n.vi)
+	return &dirHandle{n: n, entries: ents}, 0, 0
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.n.b.v.ReleaseDir(d.n.vi) }
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if d.pos >= len(d.entries) {
+		return nil, 0
+	}
+	e := d.entries[d.pos]
+	d.pos++
+	de := &fuse.DirEntry{Name: e.Name, Ino: e.FileID, Off: uint64(d.pos)}
+	if e.Type != 0 {
+		de.Mode = modeType(e.Type)
+	} else {
+		de.Mode = 0 // unknown: DT_UNKNOWN, the kernel looks it up
+	}
+	return de, 0
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off > uint64(len(d.entries)) {
+		off = uint64(len(d.entries))
+	}
+	d.pos = int(off)
+	return 0
+}
+
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if k := d.pos - 1; k >= 0 && k < len(d.entries) && d.entries[k].Name == name && d.entries[k].Entry != nil {
+		return d.n.child(ctx, *d.entries[k].Entry, out), 0
+	}
+	return d.n.Lookup(ctx, name, out)
+}
+
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }

@@ -1,0 +1,68 @@
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Unmount unmounts dir, served by srv (nil when served by another process),
+// and waits for the serve loop to end. When a normal unmount does not succeed
+// within timeout (files still open, a wedged request), it detaches the mount
+// (MNT_DETACH) and aborts the FUSE connection through fusectl, so that nothing
+// is left behind to hang later users of dir.
+func Unmount(dir string, srv *fuse.Server, timeout time.Duration) error {
+	var st syscall.Stat_t
+	statErr := syscall.Stat(dir, &st)
+	done := make(chan error, 1)
+	go func() {
+		if srv != nil {
+			done <- srv.Unmount()
+		} else {
+			done <- syscall.Unmount(dir, 0)
+		}
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) && srv == nil {
+			return err
+		}
+	case <-time.After(timeout):
+	}
+	derr := syscall.Unmount(dir, syscall.MNT_DETACH)
+	if statErr == nil {
+		abort(st.Dev)
+	}
+	if srv != nil {
+		w := make(chan struct{})
+		go func() { srv.Wait(); close(w) }()
+		select {
+		case <-w:
+		case <-time.After(timeout):
+			return fmt.Errorf("unmount %s: serve loop still running after a forced unmount", dir)
+		}
+	}
+	if derr != nil && !errors.Is(derr, syscall.EINVAL) {
+		return fmt.Errorf("unmount %s (forced): %w", dir, derr)
+	}
+	return fmt.Errorf("unmount %s: not idle within %v; detached and aborted", dir, timeout)
+}
+
+// abort ends the FUSE connection of device dev (fusectl's abort file), mounting
+// fusectl first if needed.
+func abort(dev uint64) {
+	const ctl = "/sys/fs/fuse/connections"
+	minor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
+	p := fmt.Sprintf("%s/%d/abort", ctl, minor)
+	if _, err := os.Stat(p); err != nil {
+		syscall.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	os.WriteFile(p, []byte("1"), 0)
+}

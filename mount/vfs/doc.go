@@ -1,0 +1,42 @@
+// Package vfs is the client logic of `snfs mount`: what a kernel NFS client
+// does between the system calls and the wire, without any FUSE types (package
+// fusefs is the bridge to go-fuse; it translates, this package decides).
+//
+// This first slice implements plain NFSv3 mode (--mode=nfs) with close-to-open
+// consistency as the Linux NFS client does it:
+//
+//   - Attribute cache per file handle with adaptive timeouts (acregmin 3 s,
+//     acregmax 60 s, acdirmin 30 s, acdirmax 60 s): a timeout starts at the
+//     minimum, doubles each time the attributes are revalidated unchanged and
+//     drops back to the minimum when they change. The remaining lifetime of an
+//     entry is what the kernel is told to cache the attributes and entries for.
+//   - Open revalidates (an ACCESS call, whose post-op attributes serve as the
+//     GETATTR): the kernel's cached pages are kept (FOPEN_KEEP_CACHE) only when
+//     the file's change attributes (size, mtime, ctime) are those the cached
+//     data was read or written at; otherwise the kernel drops them.
+//   - Writes are buffered per file and sent on close (flush), fsync, or when
+//     more than a few MiB are dirty: UNSTABLE WRITEs, many in flight, then a
+//     COMMIT whose verifier is compared with the WRITEs'; on a mismatch (the
+//     server restarted and may have lost them) everything uncommitted is
+//     written again (RFC 1813 section 3.3.7). Data stays in memory until
+//     committed, so a READ of a region not yet written back sees it.
+//   - Weak cache consistency: when a WRITE, SETATTR or COMMIT reply's pre-op
+//     attributes equal the change attributes the cached data belongs to, the
+//     post-op attributes become that version (replies may arrive in any order:
+//     (pre, post) pairs are chained), so the client's own writes do not
+//     invalidate its own cached data at the next open.
+//   - NFS3ERR_JUKEBOX is retried with back-off until the context ends.
+//   - Listings use READDIRPLUS (READDIR if the server does not support it),
+//     and their attributes and handles answer the kernel's lookups.
+//   - Removing or renaming over a file that is still open renames it to a
+//     hidden ".snfs…" name instead ("silly rename", as NFS clients do), so the
+//     open file stays readable; the name is removed at the last close.
+//
+// Every call is made with the AUTH_SYS identity of the process that caused it
+// (writes flushed later: of the last writer), so the server decides
+// permissions and owners, as with a kernel NFS mount.
+//
+// Not in this slice: the snfs consistency protocol (snfs mode), a persistent
+// cache directory, delayed write-back, byte-range locks (the kernel keeps them
+// local to this mount), extended attributes (NFSv3 has none).
+package vfs

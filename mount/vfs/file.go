@@ -1,0 +1,195 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// File is one open of a regular file.
+type File struct {
+	i     *Inode
+	cred  Cred
+	write bool
+}
+
+// Inode is the file's inode.
+func (f *File) Inode() *Inode { return f.i }
+
+// accessBits is what an open with flags needs (ACCESS3 bits).
+func accessBits(flags int) uint32 {
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_WRONLY:
+		return nfs3.AccessModify | nfs3.AccessExtend
+	case syscall.O_RDWR:
+		return nfs3.AccessRead | nfs3.AccessModify | nfs3.AccessExtend
+	}
+	return nfs3.AccessRead
+}
+
+// Open opens i for flags as c: close-to-open revalidation. One ACCESS call both
+// checks the permission and, with its post-op attributes, stands for the
+// GETATTR that close-to-open requires. keepCache says whether the kernel may
+// keep the pages it has: only when the change attributes are those the cached
+// data belongs to (or this client holds unwritten data of its own).
+func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	want := accessBits(flags)
+	var res *nfs3.AccessRes
+	err = fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Access(ctx, i.FH, want)
+		return status(res, err)
+	})
+	if err != nil {
+		if res != nil && res.Attr != nil {
+			i.mu.Lock()
+			i.postOpLocked(res.Attr, time.Now())
+			i.mu.Unlock()
+		}
+		return nil, false, err
+	}
+	if res.Access&want != want {
+		return nil, false, nfs3.ErrAcces
+	}
+	a := res.Attr
+	if a == nil {
+		if a, err = fs.getattr(ctx, c, i.FH); err != nil {
+			return nil, false, err
+		}
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.setAttrLocked(a, time.Now())
+	now := changeOf(a)
+	keepCache = i.cachedOK && now == i.cached || i.w.pending()
+	if !i.w.pending() {
+		i.cached, i.cachedOK, i.pairs = now, true, nil
+	}
+	i.opens++
+	return &File{i: i, cred: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}, keepCache, nil
+}
+
+// Read reads into buf at off: from the server, with this client's unwritten
+// bytes laid over. It returns fewer bytes only at the end of the file.
+func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.i
+	i.mu.Lock()
+	size := i.reportLocked().Size
+	i.mu.Unlock()
+	if off >= size {
+		return 0, nil
+	}
+	buf = buf[:min(uint64(len(buf)), size-off)]
+	clear(buf)
+	c := fs.client(f.cred)
+	for got := 0; got < len(buf); {
+		var res *nfs3.ReadRes
+		n := min(len(buf)-got, int(fs.rsize))
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
+			return status(res, err)
+		})
+		if res != nil && res.Attr != nil {
+			i.mu.Lock()
+			i.postOpLocked(res.Attr, time.Now())
+			i.mu.Unlock()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("READ: %w", err)
+		}
+		copy(buf[got:], res.Data)
+		got += len(res.Data)
+		if res.EOF || len(res.Data) == 0 {
+			break
+		}
+	}
+	i.mu.Lock()
+	i.w.overlay(off, buf)
+	i.mu.Unlock()
+	return len(buf), nil
+}
+
+// unstableFactor times the dirty limit is how much sent but uncommitted data
+// one file may keep in memory.
+const unstableFactor = 4
+
+// Write takes data at off into the file's dirty data; it is written back on
+// close, fsync, or once more than the dirty limit waits (then without a
+// COMMIT, until unstableFactor times the limit is uncommitted).
+func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	i := f.i
+	i.mu.Lock()
+	i.w.dirty.write(off, data)
+	i.w.cred = f.cred
+	i.w.mtime = time.Now()
+	dirty := i.w.dirty.bytes()
+	unstable := 0
+	for _, s := range i.w.unstable {
+		unstable += len(s.data)
+	}
+	i.mu.Unlock()
+	if dirty >= fs.cfg.DirtyLimit {
+		// Send it; commit (and free it) only once a few times that much
+		// waits for a COMMIT, so that the server flushes in large steps.
+		if err := i.flush(ctx, unstable+dirty >= unstableFactor*fs.cfg.DirtyLimit); err != nil {
+			return 0, err
+		}
+	}
+	return len(data), nil
+}
+
+// Flush is close(2): everything written is sent and committed (close-to-open).
+func (fs *FS) Flush(ctx context.Context, f *File) error {
+	return f.i.flush(ctx, true)
+}
+
+// Fsync writes back and commits the file's data.
+func (fs *FS) Fsync(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
+
+// Release is the last close of one open: data still unwritten (from a shared
+// mapping written after close) is written back, and a file removed while open
+// loses its hidden name at its last release.
+func (fs *FS) Release(ctx context.Context, f *File) error {
+	i := f.i
+	var err error
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		err = i.flush(ctx, true)
+	}
+	i.mu.Lock()
+	i.opens--
+	last := i.opens == 0
+	dir, name := i.sillyDir, i.sillyName
+	if last {
+		i.sillyDir, i.sillyName = nil, ""
+	}
+	i.mu.Unlock()
+	if last && name != "" {
+		var res *nfs3.WccRes
+		if rerr := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = fs.client(f.cred).Remove(ctx, dir, name)
+			return status(res, err)
+		}); rerr != nil {
+			fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
+		}
+		if d := fs.lookupInode(dir); d != nil && res != nil {
+			d.mu.Lock()
+			d.wccLocked(&res.Wcc, time.Now())
+			d.mu.Unlock()
+		}
+	}
+	return err
+}
+
+func (fs *FS) lookupInode(fh nfs3.FH) *Inode {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.inodes[string(fh)]
+}

@@ -1,0 +1,172 @@
+package vfs
+
+import (
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// Inode is one file, directory or other object, named by its file handle.
+type Inode struct {
+	fs     *FS
+	FH     nfs3.FH
+	Type   nfs3.FType
+	FileID uint64
+	Gen    uint64 // a hash of the handle: tells a reused inode number apart
+
+	flushMu sync.Mutex // one write-back at a time
+
+	mu        sync.Mutex
+	attr      nfs3.Fattr    // the server's, as last seen
+	attrAt    time.Time     // when attr was fetched; zero: must be fetched again
+	timeo     time.Duration // current adaptive timeout
+	cached    change        // change attributes the kernel's cached data belongs to
+	cachedOK  bool
+	pairs     []wccPair // own changes whose pre-op did not (yet) chain to cached
+	opens     int
+	sillyDir  nfs3.FH // set while renamed away because removed while open
+	sillyName string
+	nlinkDrop uint32 // links removed while open (reported nlink is lower)
+	w         wstate
+}
+
+// change is what tells one version of a file's data from another.
+type change struct {
+	Size         uint64
+	Mtime, Ctime nfs3.Time
+}
+
+func changeOf(a *nfs3.Fattr) change { return change{a.Size, a.Mtime, a.Ctime} }
+
+type wccPair struct{ pre, post change }
+
+func fhHash(fh nfs3.FH) uint64 {
+	h := fnv.New64a()
+	h.Write(fh)
+	return h.Sum64()
+}
+
+func (i *Inode) isDir() bool { return i.Type == nfs3.TypeDir }
+
+func (i *Inode) acRange() (lo, hi time.Duration) {
+	if i.isDir() {
+		return i.fs.cfg.AcDirMin, i.fs.cfg.AcDirMax
+	}
+	return i.fs.cfg.AcRegMin, i.fs.cfg.AcRegMax
+}
+
+// setAttrLocked records attributes fetched at now. The timeout adapts as
+// Linux's does: reset to the minimum when the attributes changed, doubled (up
+// to the maximum) when a revalidation after expiry found them unchanged.
+func (i *Inode) setAttrLocked(a *nfs3.Fattr, now time.Time) {
+	lo, hi := i.acRange()
+	switch {
+	case i.timeo == 0 || changeOf(&i.attr) != changeOf(a):
+		i.timeo = lo
+	case !i.attrAt.IsZero() && now.After(i.attrAt.Add(i.timeo)) || i.attrAt.IsZero():
+		if i.timeo *= 2; i.timeo > hi {
+			i.timeo = hi
+		}
+	}
+	i.attr = *a
+	i.attrAt = now
+}
+
+// invalidateLocked makes the next Getattr ask the server.
+func (i *Inode) invalidateLocked() { i.attrAt = time.Time{} }
+
+// Invalidate makes the next Getattr ask the server.
+func (i *Inode) Invalidate() {
+	i.mu.Lock()
+	i.invalidateLocked()
+	i.mu.Unlock()
+}
+
+// ttlLocked is how much longer the cached attributes are good for.
+func (i *Inode) ttlLocked(now time.Time) time.Duration {
+	if i.attrAt.IsZero() {
+		return 0
+	}
+	d := i.attrAt.Add(i.timeo).Sub(now)
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// reportLocked is what the application sees: the server's attributes with
+// this client's unwritten data applied (size, times) and links removed while
+// open subtracted.
+func (i *Inode) reportLocked() nfs3.Fattr {
+	a := i.attr
+	if i.w.pending() {
+		if end := i.w.end(); end > a.Size {
+			a.Size = end
+		}
+		if !i.w.mtime.IsZero() {
+			t := nfsTime(i.w.mtime)
+			if timeAfter(t, a.Mtime) {
+				a.Mtime, a.Ctime = t, t
+			}
+		}
+	}
+	if i.nlinkDrop > 0 {
+		if a.Nlink > i.nlinkDrop {
+			a.Nlink -= i.nlinkDrop
+		} else {
+			a.Nlink = 0
+		}
+	}
+	return a
+}
+
+func nfsTime(t time.Time) nfs3.Time {
+	return nfs3.Time{Sec: uint32(t.Unix()), Nsec: uint32(t.Nanosecond())}
+}
+
+func timeAfter(a, b nfs3.Time) bool {
+	return a.Sec > b.Sec || a.Sec == b.Sec && a.Nsec > b.Nsec
+}
+
+// wccLocked applies a modifying call's wcc_data (weak cache consistency,
+// RFC 1813 section 2.6): a change from the version the cached data belongs
+// to keeps the cached data valid at the new version.
+func (i *Inode) wccLocked(w *nfs3.WccData, now time.Time) {
+	if w.After == nil {
+		i.invalidateLocked()
+		return
+	}
+	if w.Before != nil && i.cachedOK {
+		i.pairs = append(i.pairs, wccPair{pre: change{w.Before.Size, w.Before.Mtime, w.Before.Ctime}, post: changeOf(w.After)})
+		i.chainLocked()
+	}
+	i.setAttrLocked(w.After, now)
+}
+
+// chainLocked follows recorded own changes from the cached version.
+func (i *Inode) chainLocked() {
+	for moved := true; moved; {
+		moved = false
+		for k, p := range i.pairs {
+			if p.pre == i.cached {
+				i.cached = p.post
+				i.pairs = append(i.pairs[:k], i.pairs[k+1:]...)
+				moved = true
+				break
+			}
+		}
+	}
+	if len(i.pairs) > 256 {
+		i.pairs = i.pairs[len(i.pairs)-256:]
+	}
+}
+
+// postOpLocked records post-op attributes of a non-modifying call.
+func (i *Inode) postOpLocked(a *nfs3.Fattr, now time.Time) {
+	if a == nil {
+		return
+	}
+	i.setAttrLocked(a, now)
+}

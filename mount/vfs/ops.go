@@ -1,0 +1,531 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// Entry is a looked-up or created object: its inode, the attributes to report
+// and how long the kernel may cache them and the name.
+type Entry struct {
+	Inode    *Inode
+	Attr     nfs3.Fattr
+	AttrTTL  time.Duration
+	EntryTTL time.Duration
+}
+
+// entry reports i after a call that returned attributes; the name is good for
+// as long as its directory's attributes are.
+func (fs *FS) entry(dir, i *Inode) Entry {
+	now := time.Now()
+	i.mu.Lock()
+	e := Entry{Inode: i, Attr: i.reportLocked(), AttrTTL: i.ttlLocked(now)}
+	i.mu.Unlock()
+	dir.mu.Lock()
+	e.EntryTTL = dir.ttlLocked(now)
+	if e.EntryTTL == 0 {
+		e.EntryTTL = fs.cfg.AcRegMin
+	}
+	dir.mu.Unlock()
+	return e
+}
+
+// Getattr returns i's attributes, from the cache while they are fresh, and how
+// much longer they are.
+func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
+	now := time.Now()
+	i.mu.Lock()
+	if ttl := i.ttlLocked(now); ttl > 0 {
+		a := i.reportLocked()
+		i.mu.Unlock()
+		return a, ttl, nil
+	}
+	i.mu.Unlock()
+	a, err := fs.getattr(ctx, c, i.FH)
+	if err == nfs3.ErrStale {
+		// Removed by someone else while open here (or between this
+		// client's lookup and open, where no silly rename can help): an
+		// open file's attributes stay what they were, with no links, as a
+		// local file system's would.
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		if i.opens > 0 {
+			a := i.reportLocked()
+			a.Nlink = 0
+			return a, 0, nil
+		}
+	}
+	if err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	now = time.Now()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.setAttrLocked(a, now)
+	return i.reportLocked(), i.ttlLocked(now), nil
+}
+
+func (fs *FS) dirWcc(dir *Inode, w *nfs3.WccData) {
+	dir.mu.Lock()
+	dir.wccLocked(w, time.Now())
+	dir.mu.Unlock()
+}
+
+func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr) {
+	if a == nil {
+		return
+	}
+	dir.mu.Lock()
+	dir.postOpLocked(a, time.Now())
+	dir.mu.Unlock()
+}
+
+// Lookup finds name in dir.
+func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
+	var res *nfs3.LookupRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Lookup(ctx, dir.FH, name)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirPostOp(dir, res.DirAttr)
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	a := res.ObjAttr
+	if a == nil {
+		if a, err = fs.getattr(ctx, c, res.Object); err != nil {
+			return Entry{}, err
+		}
+	}
+	return fs.entry(dir, fs.inode(res.Object, a)), nil
+}
+
+// created finishes CREATE, MKDIR, SYMLINK and MKNOD: the handle and attributes
+// of the new object, asked for when the reply left them out.
+func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res *nfs3.CreateRes) (Entry, error) {
+	fs.dirWcc(dir, &res.DirWcc)
+	if res.Object == nil {
+		return fs.Lookup(ctx, dir, c, name)
+	}
+	a := res.Attr
+	if a == nil {
+		var err error
+		if a, err = fs.getattr(ctx, c, res.Object); err != nil {
+			return Entry{}, err
+		}
+	}
+	return fs.entry(dir, fs.inode(res.Object, a)), nil
+}
+
+// Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
+func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	how := nfs3.Unchecked
+	if excl {
+		how = nfs3.Guarded
+	}
+	m := mode & 0o7777
+	args := &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Mode: how, Attr: nfs3.Sattr{Mode: &m}}
+	var res *nfs3.CreateRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Create(ctx, args)
+		return status(res, err)
+	})
+	if err != nil {
+		if res != nil {
+			fs.dirWcc(dir, &res.DirWcc)
+		}
+		return Entry{}, nil, err
+	}
+	e, err := fs.created(ctx, dir, c, name, res)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	i := e.Inode
+	i.mu.Lock()
+	i.cached, i.cachedOK, i.pairs = changeOf(&i.attr), true, nil
+	i.opens++
+	i.mu.Unlock()
+	return e, &File{i: i, cred: c, write: true}, nil
+}
+
+// Mkdir makes a directory.
+func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (Entry, error) {
+	m := mode & 0o7777
+	var res *nfs3.CreateRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m})
+		return status(res, err)
+	})
+	if err != nil {
+		if res != nil {
+			fs.dirWcc(dir, &res.DirWcc)
+		}
+		return Entry{}, err
+	}
+	return fs.created(ctx, dir, c, name, res)
+}
+
+// Symlink makes a symbolic link to target.
+func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target string) (Entry, error) {
+	var res *nfs3.CreateRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{})
+		return status(res, err)
+	})
+	if err != nil {
+		if res != nil {
+			fs.dirWcc(dir, &res.DirWcc)
+		}
+		return Entry{}, err
+	}
+	return fs.created(ctx, dir, c, name, res)
+}
+
+// Mknod makes a device, FIFO or socket.
+func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nfs3.FType, mode uint32, major, minor uint32) (Entry, error) {
+	m := mode & 0o7777
+	args := &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Type: typ, Attr: nfs3.Sattr{Mode: &m},
+		Spec: nfs3.SpecData{Major: major, Minor: minor}}
+	var res *nfs3.CreateRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Mknod(ctx, args)
+		return status(res, err)
+	})
+	if err != nil {
+		if res != nil {
+			fs.dirWcc(dir, &res.DirWcc)
+		}
+		return Entry{}, err
+	}
+	return fs.created(ctx, dir, c, name, res)
+}
+
+// Readlink reads a symbolic link.
+func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
+	var res *nfs3.ReadlinkRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Readlink(ctx, i.FH)
+		return status(res, err)
+	})
+	if res != nil && res.Attr != nil {
+		i.mu.Lock()
+		i.postOpLocked(res.Attr, time.Now())
+		i.mu.Unlock()
+	}
+	if err != nil {
+		return "", err
+	}
+	return res.Path, nil
+}
+
+// Link makes name in dir another link to i.
+func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Entry, error) {
+	var res *nfs3.LinkRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Link(ctx, i.FH, dir.FH, name)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirWcc(dir, &res.LinkWcc)
+		i.mu.Lock()
+		if res.Attr != nil {
+			i.setAttrLocked(res.Attr, time.Now())
+		} else {
+			i.invalidateLocked()
+		}
+		i.mu.Unlock()
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	return fs.entry(dir, i), nil
+}
+
+// sillyRename hides child (open, about to lose its name in dir) under a new
+// name in dir, removed at its last close.
+func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) (bool, error) {
+	if child.isDir() {
+		return false, nil // directories are not renamed away (RMDIR needs them empty anyway)
+	}
+	child.mu.Lock()
+	open := child.opens > 0 && child.sillyName == ""
+	child.mu.Unlock()
+	if !open {
+		return false, nil
+	}
+	fs.mu.Lock()
+	fs.silly++
+	hidden := fmt.Sprintf(".snfs%016x%04x", child.FileID, fs.silly&0xffff)
+	fs.mu.Unlock()
+	var res *nfs3.RenameRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Rename(ctx, dir.FH, name, dir.FH, hidden)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirWcc(dir, &res.FromWcc)
+	}
+	if err != nil {
+		return false, err
+	}
+	child.mu.Lock()
+	child.sillyDir, child.sillyName = dir.FH, hidden
+	child.nlinkDrop++
+	child.invalidateLocked()
+	child.mu.Unlock()
+	return true, nil
+}
+
+// Remove unlinks name from dir; child, if known, is the object it names: if
+// it is open it is renamed to a hidden name instead, removed at its last close.
+func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) error {
+	if child != nil {
+		if done, err := fs.sillyRename(ctx, dir, c, name, child); done || err != nil {
+			return err
+		}
+	}
+	var res *nfs3.WccRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Remove(ctx, dir.FH, name)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirWcc(dir, &res.Wcc)
+	}
+	if child != nil {
+		child.Invalidate() // nlink and ctime changed
+	}
+	return err
+}
+
+// Rmdir removes the directory name from dir.
+func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error {
+	var res *nfs3.WccRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Rmdir(ctx, dir.FH, name)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirWcc(dir, &res.Wcc)
+	}
+	return err
+}
+
+// Rename moves from/name to to/newName; target, if known, is the object
+// newName names now: if it is open it is hidden first (as Remove does).
+// noReplace fails with NFS3ERR_EXIST when newName exists (checked with a
+// LOOKUP first: NFSv3 has no atomic form).
+func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) error {
+	if noReplace {
+		var res *nfs3.LookupRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = fs.client(c).Lookup(ctx, to.FH, newName)
+			return status(res, err)
+		})
+		if err == nil {
+			return nfs3.ErrExist
+		} else if err != nfs3.ErrNoEnt {
+			return err
+		}
+	}
+	if target != nil {
+		if _, err := fs.sillyRename(ctx, to, c, newName, target); err != nil {
+			return err
+		}
+	}
+	var res *nfs3.RenameRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Rename(ctx, from.FH, name, to.FH, newName)
+		return status(res, err)
+	})
+	if res != nil {
+		fs.dirWcc(from, &res.FromWcc)
+		fs.dirWcc(to, &res.ToWcc)
+	}
+	if target != nil {
+		target.Invalidate()
+	}
+	return err
+}
+
+// SetAttr is what to change in Setattr; nil fields stay.
+type SetAttr struct {
+	Mode         *uint32
+	UID, GID     *uint32
+	Size         *uint64
+	Atime, Mtime *time.Time // the zero time: the server's current time
+}
+
+// Setattr changes i's attributes. A size change first waits for any
+// write-back in progress, then drops unwritten data beyond the new size.
+func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
+	setTime := func(t *time.Time) nfs3.SetTime {
+		switch {
+		case t == nil:
+			return nfs3.SetTime{}
+		case t.IsZero():
+			return nfs3.SetTime{How: nfs3.SetToServerTime}
+		}
+		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: nfsTime(*t)}
+	}
+	sa.Atime, sa.Mtime = setTime(s.Atime), setTime(s.Mtime)
+	if s.Atime != nil || s.Mtime != nil {
+		// Unwritten data would change mtime after the one set here.
+		i.mu.Lock()
+		pending := i.w.pending()
+		i.mu.Unlock()
+		if pending {
+			if err := i.flush(ctx, true); err != nil {
+				return nfs3.Fattr{}, 0, err
+			}
+		}
+	}
+	if s.Size != nil {
+		// No WRITE in flight may land beyond the new size after it is set.
+		i.flushMu.Lock()
+		defer i.flushMu.Unlock()
+		i.mu.Lock()
+		i.w.truncate(*s.Size)
+		i.mu.Unlock()
+	}
+	if s.Mode != nil {
+		m := *s.Mode & 0o7777
+		sa.Mode = &m
+	}
+	var res *nfs3.WccRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
+		return status(res, err)
+	})
+	now := time.Now()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if res != nil {
+		i.wccLocked(&res.Wcc, now)
+	}
+	if err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	if i.attrAt.IsZero() {
+		i.mu.Unlock()
+		a, err := fs.getattr(ctx, c, i.FH)
+		i.mu.Lock()
+		if err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+		i.setAttrLocked(a, time.Now())
+	}
+	return i.reportLocked(), i.ttlLocked(time.Now()), nil
+}
+
+// Access reports whether c may access i as ACCESS3 bits want ask.
+func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, error) {
+	var res *nfs3.AccessRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Access(ctx, i.FH, want)
+		return status(res, err)
+	})
+	if res != nil && res.Attr != nil {
+		i.mu.Lock()
+		i.postOpLocked(res.Attr, time.Now())
+		i.mu.Unlock()
+	}
+	if err != nil {
+		return false, err
+	}
+	return res.Access&want == want, nil
+}
+
+// Statfs is FSSTAT.
+func (fs *FS) Statfs(ctx context.Context, c Cred) (*nfs3.FsstatRes, error) {
+	var res *nfs3.FsstatRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Fsstat(ctx, fs.root.FH)
+		return status(res, err)
+	})
+	return res, err
+}
+
+// DirEntry is one name of a listing, with its object when READDIRPLUS gave
+// its handle and attributes.
+type DirEntry struct {
+	Name   string
+	FileID uint64
+	Type   nfs3.FType // 0 when unknown
+	Entry  *Entry     // nil when the listing did not carry it
+}
+
+// OpenDir and ReleaseDir count a directory's opens (an open directory
+// removed elsewhere keeps answering fstat).
+func (fs *FS) OpenDir(i *Inode) {
+	i.mu.Lock()
+	i.opens++
+	i.mu.Unlock()
+}
+
+// ReleaseDir ends an OpenDir.
+func (fs *FS) ReleaseDir(i *Inode) {
+	i.mu.Lock()
+	i.opens--
+	i.mu.Unlock()
+}
+
+// ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
+func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
+	var all []nfs3.Entry
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		all, err = fs.client(c).ReadDirAll(ctx, dir.FH, true)
+		if st, ok := err.(nfs3.Status); ok {
+			return st, nil
+		}
+		return 0, err
+	})
+	if err == nfs3.ErrNotSupp {
+		err = fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			all, err = fs.client(c).ReadDirAll(ctx, dir.FH, false)
+			if st, ok := err.(nfs3.Status); ok {
+				return st, nil
+			}
+			return 0, err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, 0, len(all))
+	for _, e := range all {
+		d := DirEntry{Name: e.Name, FileID: e.FileID}
+		if e.Attr != nil {
+			d.Type = e.Attr.Type
+			if e.Handle != nil && e.Name != "." && e.Name != ".." {
+				en := fs.entry(dir, fs.inode(e.Handle, e.Attr))
+				d.Entry = &en
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

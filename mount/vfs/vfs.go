@@ -1,0 +1,285 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"snfs/client"
+	"snfs/nfs3"
+)
+
+// Cred is the identity a call is made with (AUTH_SYS).
+type Cred struct {
+	UID, GID uint32
+	Groups   []uint32
+}
+
+func (c Cred) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:%d", c.UID, c.GID)
+	for _, g := range c.Groups {
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatUint(uint64(g), 10))
+	}
+	return b.String()
+}
+
+// Config configures an FS.
+type Config struct {
+	NFS  *client.NFS // the connection (credentials are replaced per call)
+	Root nfs3.FH     // the export's root handle (from MNT)
+
+	// Attribute cache timeouts; zero means Linux's defaults.
+	AcRegMin, AcRegMax, AcDirMin, AcDirMax time.Duration
+	// DirtyLimit is how many bytes of one file may wait in memory before they
+	// are written back (and committed) without waiting for close; 0: 8 MiB.
+	DirtyLimit int
+	Logger     *slog.Logger
+}
+
+// FS is one mounted export.
+type FS struct {
+	cfg          Config
+	rsize, wsize uint32
+	log          *slog.Logger
+
+	stats Stats
+
+	mu      sync.Mutex
+	inodes  map[string]*Inode      // by file handle
+	clients map[string]*client.NFS // by Cred.key
+	silly   uint64
+	root    *Inode
+}
+
+// Errors that are not an NFS status.
+var (
+	ErrNotSupported = errors.New("vfs: not supported by NFSv3")
+	ErrInvalid      = errors.New("vfs: invalid argument")
+)
+
+// New makes an FS for an export: FSINFO gives the transfer sizes, GETATTR the
+// root's attributes.
+func New(ctx context.Context, cfg Config) (*FS, error) {
+	if cfg.AcRegMin == 0 {
+		cfg.AcRegMin = 3 * time.Second
+	}
+	if cfg.AcRegMax == 0 {
+		cfg.AcRegMax = 60 * time.Second
+	}
+	if cfg.AcDirMin == 0 {
+		cfg.AcDirMin = 30 * time.Second
+	}
+	if cfg.AcDirMax == 0 {
+		cfg.AcDirMax = 60 * time.Second
+	}
+	if cfg.DirtyLimit == 0 {
+		cfg.DirtyLimit = 8 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
+		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}}
+	root := Cred{}
+	var info *nfs3.FsinfoRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		info, err = fs.client(root).Fsinfo(ctx, cfg.Root)
+		return status(info, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("FSINFO: %w", err)
+	}
+	if info.RtMax != 0 && info.RtMax < fs.rsize {
+		fs.rsize = info.RtMax
+	}
+	if info.WtMax != 0 && info.WtMax < fs.wsize {
+		fs.wsize = info.WtMax
+	}
+	a, err := fs.getattr(ctx, root, cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("GETATTR of the root: %w", err)
+	}
+	fs.root = fs.inode(cfg.Root, a)
+	return fs, nil
+}
+
+// Stats counts write-back events.
+type Stats struct {
+	Writes, Commits, Rewrites atomic.Uint64 // Rewrites: verifier mismatches that sent data again
+}
+
+// Stats returns the FS's counters.
+func (fs *FS) Stats() *Stats { return &fs.stats }
+
+// Root is the export's root directory.
+func (fs *FS) Root() *Inode { return fs.root }
+
+// WriteSize is the largest WRITE the server takes (FSINFO wtmax, at most 1 MiB).
+func (fs *FS) WriteSize() uint32 { return fs.wsize }
+
+// client returns the connection with c's credentials.
+func (fs *FS) client(c Cred) *client.NFS {
+	k := c.key()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n, ok := fs.clients[k]; ok {
+		return n
+	}
+	n := fs.cfg.NFS.As(c.UID, c.GID, c.Groups...)
+	if len(fs.clients) > 1024 {
+		clear(fs.clients)
+	}
+	fs.clients[k] = n
+	return n
+}
+
+// status turns a call's result into (status, transport error) for do.
+func status[R any](res *R, err error) (nfs3.Status, error) {
+	if err != nil {
+		return 0, err
+	}
+	return statusOf(res), nil
+}
+
+func statusOf(res any) nfs3.Status {
+	switch r := res.(type) {
+	case *nfs3.GetattrRes:
+		return r.Status
+	case *nfs3.WccRes:
+		return r.Status
+	case *nfs3.LookupRes:
+		return r.Status
+	case *nfs3.AccessRes:
+		return r.Status
+	case *nfs3.ReadlinkRes:
+		return r.Status
+	case *nfs3.ReadRes:
+		return r.Status
+	case *nfs3.WriteRes:
+		return r.Status
+	case *nfs3.CreateRes:
+		return r.Status
+	case *nfs3.RenameRes:
+		return r.Status
+	case *nfs3.LinkRes:
+		return r.Status
+	case *nfs3.ReaddirRes:
+		return r.Status
+	case *nfs3.FsstatRes:
+		return r.Status
+	case *nfs3.FsinfoRes:
+		return r.Status
+	case *nfs3.CommitRes:
+		return r.Status
+	}
+	panic(fmt.Sprintf("vfs: status of %T", res))
+}
+
+// Back-off for NFS3ERR_JUKEBOX: the server is busy with this file (a stalled
+// flush, callbacks out); the call is sent again, later.
+const (
+	jukeboxFirst = 50 * time.Millisecond
+	jukeboxMax   = 2 * time.Second
+)
+
+// do runs call until it answers something other than NFS3ERR_JUKEBOX, waiting
+// longer each time, and returns its transport error or its status as an error
+// (nil for NFS3_OK). The result the call stored stays valid for the caller,
+// wcc_data of a failed call included.
+func (fs *FS) do(ctx context.Context, call func() (nfs3.Status, error)) error {
+	wait := jukeboxFirst
+	for {
+		st, err := call()
+		if err != nil {
+			return err
+		}
+		if st != nfs3.ErrJukebox {
+			return st.Err()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if wait *= 2; wait > jukeboxMax {
+			wait = jukeboxMax
+		}
+	}
+}
+
+func (fs *FS) getattr(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, error) {
+	var res *nfs3.GetattrRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Getattr(ctx, fh)
+		return status(res, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res.Attr, nil
+}
+
+// inode returns the Inode of fh, making it if new, and records a (fresh) attr.
+func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr) *Inode {
+	k := string(fh)
+	fs.mu.Lock()
+	i, ok := fs.inodes[k]
+	if !ok {
+		i = &Inode{fs: fs, FH: append(nfs3.FH(nil), fh...), Type: a.Type, FileID: a.FileID, Gen: fhHash(fh)}
+		fs.inodes[k] = i
+	}
+	fs.mu.Unlock()
+	i.mu.Lock()
+	i.setAttrLocked(a, time.Now())
+	i.mu.Unlock()
+	return i
+}
+
+// Forget drops i from the table when nothing refers to it any more (the
+// kernel forgot it, it is not open and holds no unwritten data).
+func (fs *FS) Forget(i *Inode) {
+	i.mu.Lock()
+	busy := i.opens > 0 || i.w.pending()
+	i.mu.Unlock()
+	if busy || i == fs.root {
+		return
+	}
+	fs.mu.Lock()
+	if fs.inodes[string(i.FH)] == i {
+		delete(fs.inodes, string(i.FH))
+	}
+	fs.mu.Unlock()
+}
+
+// Sync writes back and commits every file's dirty data (unmount, syncfs).
+func (fs *FS) Sync(ctx context.Context) error {
+	fs.mu.Lock()
+	var dirty []*Inode
+	for _, i := range fs.inodes {
+		i.mu.Lock()
+		if i.w.pending() {
+			dirty = append(dirty, i)
+		}
+		i.mu.Unlock()
+	}
+	fs.mu.Unlock()
+	var errs []error
+	for _, i := range dirty {
+		if err := i.flush(ctx, true); err != nil {
+			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,246 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// wstate is a file's data that the server has not committed.
+type wstate struct {
+	dirty    extents   // written by the application, not yet sent
+	inflight extents   // being sent by a flush
+	unstable []sentRun // sent UNSTABLE, kept until a COMMIT with their verifier
+	cred     Cred      // the last writer's identity: write-back is done as it
+	mtime    time.Time // when the application last wrote
+}
+
+// sentRun is a run the server acknowledged as UNSTABLE with verifier verf.
+type sentRun struct {
+	extent
+	verf [nfs3.WriteVerfSize]byte
+}
+
+func (w *wstate) pending() bool {
+	return len(w.dirty) > 0 || len(w.inflight) > 0 || len(w.unstable) > 0
+}
+
+// end is the end of the furthest byte not committed.
+func (w *wstate) end() uint64 {
+	e := max(w.dirty.end(), w.inflight.end())
+	for _, s := range w.unstable {
+		e = max(e, s.end())
+	}
+	return e
+}
+
+// overlay puts the bytes the server may not have yet into buf (at off): the
+// unstable ones, then those being sent, then the newest.
+func (w *wstate) overlay(off uint64, buf []byte) {
+	for _, s := range w.unstable {
+		extents{s.extent}.overlay(off, buf)
+	}
+	w.inflight.overlay(off, buf)
+	w.dirty.overlay(off, buf)
+}
+
+func (w *wstate) truncate(size uint64) {
+	w.dirty.truncate(size)
+	k := 0
+	for _, s := range w.unstable {
+		if s.off >= size {
+			continue
+		}
+		if s.end() > size {
+			s.data = s.data[:size-s.off]
+		}
+		w.unstable[k] = s
+		k++
+	}
+	w.unstable = w.unstable[:k]
+}
+
+// requeueUnstable puts every uncommitted run back among the dirty ones, under
+// anything written since (a verifier changed: the server may have lost them).
+func (w *wstate) requeueUnstable() {
+	var x extents
+	for _, s := range w.unstable {
+		x.write(s.off, s.data)
+	}
+	for _, d := range w.dirty {
+		x.write(d.off, d.data)
+	}
+	w.dirty, w.unstable = x, nil
+}
+
+// maxInFlight bounds the WRITEs one flush keeps in flight.
+const maxInFlight = 8
+
+// maxRewrites bounds how often one flush writes everything again after a
+// verifier change before it gives up with EIO.
+const maxRewrites = 5
+
+// ErrVerifierChanged: the server's write verifier kept changing while the
+// client rewrote its uncommitted data.
+var ErrVerifierChanged = errors.New("vfs: write verifier kept changing")
+
+// flush sends the dirty data with UNSTABLE WRITEs and, if commit, COMMITs it,
+// rewriting everything uncommitted when the COMMIT's verifier differs from a
+// WRITE's (RFC 1813 section 3.3.7). Data is dropped from memory only once
+// committed (or written FILE_SYNC). A WRITE that fails with an NFS error
+// (ENOSPC, EDQUOT, ...) drops the data it carried, as a kernel client does,
+// and the error is returned; a transport error or cancellation keeps it.
+func (i *Inode) flush(ctx context.Context, commit bool) error {
+	i.flushMu.Lock()
+	defer i.flushMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		i.mu.Lock()
+		batch := i.w.dirty
+		i.w.dirty, i.w.inflight = nil, batch
+		cred := i.w.cred
+		i.mu.Unlock()
+
+		sent, err := i.send(ctx, cred, batch)
+		i.mu.Lock()
+		i.w.inflight = nil
+		if err != nil {
+			var st nfs3.Status
+			if !errors.As(err, &st) { // keep it for the next flush
+				var x extents
+				for _, e := range batch {
+					x.write(e.off, e.data)
+				}
+				for _, d := range i.w.dirty {
+					x.write(d.off, d.data)
+				}
+				i.w.dirty = x
+			}
+			i.mu.Unlock()
+			return err
+		}
+		i.w.unstable = append(i.w.unstable, sent...)
+		need := commit && len(i.w.unstable) > 0
+		i.mu.Unlock()
+		if !need {
+			return nil
+		}
+
+		var res *nfs3.CommitRes
+		i.fs.stats.Commits.Add(1)
+		err = i.fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = i.fs.client(cred).Commit(ctx, i.FH, 0, 0)
+			return status(res, err)
+		})
+		i.mu.Lock()
+		if res != nil {
+			i.wccLocked(&res.Wcc, time.Now())
+		}
+		if err != nil {
+			var st nfs3.Status
+			if errors.As(err, &st) {
+				i.w.unstable = nil
+			}
+			i.mu.Unlock()
+			return fmt.Errorf("COMMIT: %w", err)
+		}
+		mismatch := false
+		for _, s := range i.w.unstable {
+			if s.verf != res.Verf {
+				mismatch = true
+				break
+			}
+		}
+		if !mismatch {
+			i.w.unstable = nil
+			if !i.w.pending() {
+				i.w.mtime = time.Time{}
+			}
+			i.mu.Unlock()
+			return nil
+		}
+		i.fs.stats.Rewrites.Add(1)
+		i.fs.log.Warn("write verifier changed: rewriting uncommitted data", "fileid", i.FileID)
+		i.w.requeueUnstable()
+		i.mu.Unlock()
+		if attempt >= maxRewrites {
+			return ErrVerifierChanged
+		}
+	}
+}
+
+// send writes batch in wsize pieces, maxInFlight at a time, and returns the
+// pieces the server holds UNSTABLE.
+func (i *Inode) send(ctx context.Context, cred Cred, batch extents) ([]sentRun, error) {
+	var pieces []extent
+	ws := uint64(i.fs.wsize)
+	for _, e := range batch {
+		for off := uint64(0); off < uint64(len(e.data)); off += ws {
+			pieces = append(pieces, extent{e.off + off, e.data[off:min(off+ws, uint64(len(e.data)))]})
+		}
+	}
+	if len(pieces) == 0 {
+		return nil, nil
+	}
+	var (
+		mu    sync.Mutex
+		sent  []sentRun
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, maxInFlight)
+	)
+	c := i.fs.client(cred)
+	for _, p := range pieces {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			runs, err := i.writeAll(ctx, c, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = err
+			}
+			sent = append(sent, runs...)
+		}()
+	}
+	wg.Wait()
+	return sent, first
+}
+
+// writeAll writes one piece, continuing after short writes.
+func (i *Inode) writeAll(ctx context.Context, c interface {
+	Write(context.Context, nfs3.FH, uint64, []byte, nfs3.StableHow) (*nfs3.WriteRes, error)
+}, p extent) ([]sentRun, error) {
+	var runs []sentRun
+	for len(p.data) > 0 {
+		var res *nfs3.WriteRes
+		i.fs.stats.Writes.Add(1)
+		err := i.fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = c.Write(ctx, i.FH, p.off, p.data, nfs3.Unstable)
+			return status(res, err)
+		})
+		if res != nil {
+			i.mu.Lock()
+			i.wccLocked(&res.Wcc, time.Now())
+			i.mu.Unlock()
+		}
+		if err != nil {
+			return runs, fmt.Errorf("WRITE at %d: %w", p.off, err)
+		}
+		n := min(int(res.Count), len(p.data))
+		if n == 0 {
+			return runs, fmt.Errorf("WRITE at %d: %w", p.off, nfs3.ErrIO)
+		}
+		if res.Committed == nfs3.Unstable {
+			runs = append(runs, sentRun{extent{p.off, p.data[:n]}, res.Verf})
+		}
+		p = extent{p.off + uint64(n), p.data[n:]}
+	}
+	return runs, nil
+}

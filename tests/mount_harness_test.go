@@ -1,0 +1,74 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/client"
+	"snfs/mount/fusefs"
+	"snfs/mount/vfs"
+)
+
+// mount is one `snfs mount --mode=nfs` of an env's export, served in this
+// process.
+type mount struct {
+	dir string
+	v   *vfs.FS
+	srv *fuse.Server
+	nfs *client.NFS
+}
+
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	requireRoot(t)
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("needs /dev/fuse (CI has it): ", err)
+	}
+}
+
+// newMount mounts e's export on a fresh directory under /var/tmp and unmounts
+// it when the test ends, failed or not (a forced, lazy unmount if a normal one
+// does not work within 10 s: a mount left behind would hang later tests).
+func newMount(t *testing.T, e *env) *mount {
+	t.Helper()
+	requireFUSE(t)
+	dir := diskTempDir(t, "snfs-mnt-")
+	life, cancel := context.WithCancel(context.Background())
+	ctx, stop := context.WithTimeout(life, 10*time.Second)
+	defer stop()
+	nfs, err := client.DialNFS(ctx, "tcp", e.addr)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: e.root, Logger: quietLogger()})
+	if err != nil {
+		cancel()
+		nfs.Close()
+		t.Fatal(err)
+	}
+	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
+	if err != nil {
+		cancel()
+		nfs.Close()
+		t.Fatal(err)
+	}
+	m := &mount{dir: dir, v: v, srv: srv, nfs: nfs}
+	t.Cleanup(func() {
+		if err := fusefs.Unmount(dir, srv, 10*time.Second); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		sctx, scancel := context.WithTimeout(life, 10*time.Second)
+		if err := v.Sync(sctx); err != nil {
+			t.Errorf("sync after unmount: %v", err)
+		}
+		scancel()
+		cancel()
+		nfs.Close()
+	})
+	return m
+}
