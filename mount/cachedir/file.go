@@ -262,9 +262,9 @@ func (f *File) persistLocked(withUse bool) error {
 	if !f.idxUnsynced && !(withUse && f.d != nil && f.d.lastUse != f.e.lastUse) {
 		return nil
 	}
-	if f.d == nil && len(f.e.valid) == 0 && !f.e.needsWriteBack() {
+	if f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated {
 		f.idxUnsynced = false
-		return nil // nothing worth a record
+		return nil // nothing worth a record: a File never used
 	}
 	if err := f.c.commits.commit(map[string][]byte{f.key: f.e.encode()}); err != nil {
 		return fmt.Errorf("cachedir: commit index record: %w", err)
