@@ -19,7 +19,7 @@ echo "== go test -race"
 go test -race -count=1 -timeout 30m ./...
 
 echo "== fuzz ($FUZZTIME each)"
-for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1; do
+for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./mount/cachedir; do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
     go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/snfs-fuzz.log 2>&1 ||
       { cat /tmp/snfs-fuzz.log; echo "fuzz target $target failed"; exit 1; }

@@ -1,0 +1,283 @@
+package cachedir
+
+import (
+	"cmp"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// MaxHandle is the longest file handle the cache accepts (NFSv3's FHSIZE3).
+const MaxHandle = 64
+
+var (
+	// ErrClosed: the Cache was closed.
+	ErrClosed = errors.New("cachedir: cache closed")
+	// ErrRemoved: the File was removed; get a new one from Cache.File.
+	ErrRemoved = errors.New("cachedir: file removed from the cache")
+	// ErrStaleFill: an invalidation ran since the fill's generation was taken;
+	// the data may be older than what the server now has and was not installed.
+	ErrStaleFill = errors.New("cachedir: stale fill refused")
+	// ErrStaleWriteBack: MarkClean was given a WriteBack that is not the
+	// file's latest (Dirty was called again); nothing was marked clean.
+	ErrStaleWriteBack = errors.New("cachedir: write-back superseded")
+	// ErrFragmented: the write would leave the file's index record with more
+	// than the bounded number of ranges.
+	ErrFragmented = errors.New("cachedir: file too fragmented")
+)
+
+// Cache is a cache directory: data files in dir/data, the index in
+// dir/index.db. Safe for concurrent use.
+type Cache struct {
+	dataDir string
+	limit   int64 // evict clean files while usage exceeds it; <= 0: no limit
+	db      *bolt.DB
+	commits *groupCommit
+	usage   atomic.Int64 // bytes in the valid ranges of all files
+	closed  atomic.Bool
+
+	// mu guards files. Lock order: a File's mu, then mu; never the reverse
+	// (paths that need both copy what they need from files and let mu go).
+	mu    sync.Mutex
+	files map[string]*File // every File handed out or found in the index, by handle
+
+	evicting sync.Mutex // one eviction pass at a time; taken with TryLock, before any File's mu
+}
+
+// Open opens (creating it if needed) the cache directory dir, whose clean
+// files are evicted while their total exceeds sizeLimit bytes (<= 0: never).
+// It takes bbolt's lock on the index, so one process uses dir at a time. Index
+// records that do not decode, or whose data file is gone, are dropped; data
+// files that no record names (written but never synced before a crash) are
+// deleted.
+func Open(dir string, sizeLimit int64) (*Cache, error) {
+	dataDir := filepath.Join(dir, "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cachedir: %w", err)
+	}
+	path := filepath.Join(dir, "index.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("cachedir: %s is locked: another mount uses this cache directory: %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cachedir: open index %s: %w", path, err)
+	}
+	c := &Cache{dataDir: dataDir, limit: sizeLimit, db: db, commits: newGroupCommit(db), files: map[string]*File{}}
+	if err := c.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// load reads the index into memory and reconciles it with the data files.
+func (c *Cache) load() error {
+	var drop []string
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists(bucketFiles)
+		if err != nil {
+			return err
+		}
+		return bk.ForEach(func(k, v []byte) error {
+			e, err := decodeEntry(v)
+			if err != nil || len(k) == 0 || len(k) > MaxHandle {
+				drop = append(drop, string(k))
+				return nil
+			}
+			f := c.newFile(string(k))
+			st, err := os.Stat(f.path)
+			if err != nil && len(e.valid) > 0 {
+				// Records are committed only after their data file is durable,
+				// so this is damage from outside; the record's data is gone.
+				drop = append(drop, string(k))
+				return nil
+			}
+			if err == nil && st.Size() > e.size {
+				// Writes past the recorded size that a crash kept: unclaimed,
+				// and an extension must find zeros there.
+				if err := os.Truncate(f.path, e.size); err != nil {
+					return err
+				}
+			}
+			f.e, f.d = e, &entry{}
+			*f.d = e.clone()
+			f.lastUse.Store(e.lastUse)
+			c.files[string(k)] = f
+			c.usage.Add(e.valid.total())
+			return nil
+		})
+	})
+	if err == nil && len(drop) > 0 {
+		err = c.db.Update(func(tx *bolt.Tx) error {
+			for _, k := range drop {
+				if err := tx.Bucket(bucketFiles).Delete([]byte(k)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("cachedir: load index: %w", err)
+	}
+	names, err := os.ReadDir(c.dataDir)
+	if err != nil {
+		return fmt.Errorf("cachedir: %w", err)
+	}
+	for _, n := range names {
+		h, err := hex.DecodeString(n.Name())
+		if _, ok := c.files[string(h)]; err == nil && ok {
+			continue
+		}
+		if err := os.Remove(filepath.Join(c.dataDir, n.Name())); err != nil {
+			return fmt.Errorf("cachedir: remove orphan data file: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Cache) newFile(key string) *File {
+	return &File{c: c, key: key, path: filepath.Join(c.dataDir, hex.EncodeToString([]byte(key)))}
+}
+
+// File returns the File for handle, the same one for equal handles until it
+// is removed. A handle the cache has no record of starts empty, at version 0
+// and size 0: set both with SetVersion before caching data of a file that
+// exists on the server.
+func (c *Cache) File(handle []byte) (*File, error) {
+	if len(handle) == 0 || len(handle) > MaxHandle {
+		return nil, fmt.Errorf("cachedir: handle of %d bytes", len(handle))
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.files[string(handle)]
+	if f == nil {
+		f = c.newFile(string(handle))
+		f.lastUse.Store(time.Now().UnixNano())
+		c.files[string(handle)] = f
+	}
+	return f, nil
+}
+
+// DirtyFiles returns the handles of the files with data or a size change not
+// yet written back: after Open, what a crashed mount left to write back.
+func (c *Cache) DirtyFiles() [][]byte {
+	var out [][]byte
+	for _, f := range c.snapshot() {
+		f.mu.RLock()
+		if !f.removed && f.e.needsWriteBack() {
+			out = append(out, []byte(f.key))
+		}
+		f.mu.RUnlock()
+	}
+	return out
+}
+
+// Usage is the number of bytes the cache holds (valid ranges of all files).
+func (c *Cache) Usage() int64 { return c.usage.Load() }
+
+func (c *Cache) snapshot() []*File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs := make([]*File, 0, len(c.files))
+	for _, f := range c.files {
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// Flush makes every file's data and index record durable (what Sync does for
+// one file), including the clean data filled since the last Sync and the
+// last-use times, so that a restart finds them.
+func (c *Cache) Flush() error {
+	var errs []error
+	for _, f := range c.snapshot() {
+		f.mu.Lock()
+		if !f.removed {
+			errs = append(errs, f.persistLocked(true))
+		}
+		f.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes the cache (see Flush), closes the data files and the index.
+// Files obtained from it return ErrClosed afterwards.
+func (c *Cache) Close() error {
+	if c.closed.Swap(true) {
+		return ErrClosed
+	}
+	var errs []error
+	for _, f := range c.snapshot() {
+		f.mu.Lock()
+		if !f.removed {
+			errs = append(errs, f.persistLocked(true))
+		}
+		if f.fd != nil {
+			errs = append(errs, f.fd.Close())
+			f.fd = nil
+		}
+		f.mu.Unlock()
+	}
+	errs = append(errs, c.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cachedir: close: %w", err)
+	}
+	return nil
+}
+
+// maybeEvict evicts least recently used clean files while the usage exceeds
+// the limit. Called with no File's lock held, after an operation that added
+// data; if another pass is running, that one does the work.
+func (c *Cache) maybeEvict() {
+	if c.limit <= 0 || c.usage.Load() <= c.limit || !c.evicting.TryLock() {
+		return
+	}
+	defer c.evicting.Unlock()
+	fs := c.snapshot()
+	slices.SortFunc(fs, func(a, b *File) int { return cmp.Compare(a.lastUse.Load(), b.lastUse.Load()) })
+	// Lock victims until enough would be freed, then delete all their records
+	// in one commit. Only this pass holds more than one File lock at a time.
+	excess := c.usage.Load() - c.limit
+	var victims []*File
+	ops := map[string][]byte{}
+	for _, f := range fs {
+		if excess <= 0 {
+			break
+		}
+		f.mu.Lock()
+		if f.removed || f.e.needsWriteBack() || len(f.e.valid) == 0 || c.closed.Load() {
+			f.mu.Unlock()
+			continue
+		}
+		victims = append(victims, f)
+		excess -= f.e.valid.total()
+		if f.d != nil {
+			ops[f.key] = nil
+		}
+	}
+	var err error
+	if len(ops) > 0 {
+		// On failure nothing is evicted and the next pass tries again; the
+		// cache only stays over its limit meanwhile.
+		err = c.commits.commit(ops)
+	}
+	for _, f := range victims {
+		if err == nil {
+			f.dropDataLocked()
+		}
+		f.mu.Unlock()
+	}
+}

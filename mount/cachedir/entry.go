@@ -1,0 +1,130 @@
+package cachedir
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// maxOffset bounds every size and offset the cache keeps, so that Off+Len
+// never overflows.
+const maxOffset = int64(1) << 62
+
+// maxRanges bounds the ranges one entry may list; a file written in more
+// pieces than this is refused a further write rather than given an index
+// record that takes unbounded time and memory to decode.
+const maxRanges = 1 << 16
+
+// entry is what the index records about one cached file.
+//
+// Invariants (checked by decodeEntry, kept by File): valid and dirty are in
+// normal form below size; dirty ⊆ valid (dirty bytes are in the data file);
+// truncTo is only meaningful when truncated.
+type entry struct {
+	version   uint64   // server version the clean data is at (the consistency protocol's OPEN)
+	size      int64    // file size as the cache knows it
+	gen       uint64   // fill generation: bumped by every invalidation
+	lastUse   int64    // Unix nanoseconds of the last read, write or fill
+	truncated bool     // the size was set locally (Truncate) since the last write-back
+	truncTo   int64    // the smallest size Truncate set since the last write-back
+	valid     rangeSet // bytes present in the data file (clean or dirty)
+	dirty     rangeSet // bytes written locally and not yet written back
+}
+
+func (e *entry) clone() entry {
+	c := *e
+	c.valid = rangeSet(e.valid.clone())
+	c.dirty = rangeSet(e.dirty.clone())
+	return c
+}
+
+// needsWriteBack reports whether the server lacks something of this file.
+func (e *entry) needsWriteBack() bool { return len(e.dirty) > 0 || e.truncated }
+
+// Encoding (big endian): a format byte (1), version u64, size u64, gen u64,
+// lastUse u64, flags u8 (bit 0: truncated), truncTo u64, then the valid and
+// the dirty ranges, each as a count u32 followed by (off u64, len u64) pairs.
+const (
+	entryFormat    = 1
+	entryHeaderLen = 1 + 8 + 8 + 8 + 8 + 1 + 8
+	flagTruncated  = 1
+)
+
+var errBadEntry = errors.New("cachedir: malformed index entry")
+
+func (e *entry) encode() []byte {
+	b := make([]byte, 0, entryHeaderLen+8+16*(len(e.valid)+len(e.dirty)))
+	b = append(b, entryFormat)
+	b = binary.BigEndian.AppendUint64(b, e.version)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.size))
+	b = binary.BigEndian.AppendUint64(b, e.gen)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.lastUse))
+	var flags byte
+	if e.truncated {
+		flags |= flagTruncated
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.truncTo))
+	for _, s := range []rangeSet{e.valid, e.dirty} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		for _, r := range s {
+			b = binary.BigEndian.AppendUint64(b, uint64(r.Off))
+			b = binary.BigEndian.AppendUint64(b, uint64(r.Len))
+		}
+	}
+	return b
+}
+
+// decodeEntry parses an index record. It never panics, allocates at most in
+// proportion to len(b), and accepts only entries that keep the invariants.
+func decodeEntry(b []byte) (entry, error) {
+	var e entry
+	if len(b) < entryHeaderLen || b[0] != entryFormat {
+		return e, fmt.Errorf("%w: short or unknown format", errBadEntry)
+	}
+	u64 := func(i int) uint64 { return binary.BigEndian.Uint64(b[i:]) }
+	e.version = u64(1)
+	size := u64(9)
+	e.gen = u64(17)
+	e.lastUse = int64(u64(25))
+	flags := b[33]
+	truncTo := u64(34)
+	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^flagTruncated != 0 {
+		return entry{}, fmt.Errorf("%w: size out of range or unknown flags", errBadEntry)
+	}
+	e.size, e.truncTo, e.truncated = int64(size), int64(truncTo), flags&flagTruncated != 0
+	rest := b[entryHeaderLen:]
+	for _, dst := range []*rangeSet{&e.valid, &e.dirty} {
+		if len(rest) < 4 {
+			return entry{}, fmt.Errorf("%w: truncated range list", errBadEntry)
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if n > maxRanges || uint64(n)*16 > uint64(len(rest)) {
+			return entry{}, fmt.Errorf("%w: range count %d", errBadEntry, n)
+		}
+		s := make(rangeSet, n)
+		for i := range s {
+			off, ln := binary.BigEndian.Uint64(rest), binary.BigEndian.Uint64(rest[8:])
+			rest = rest[16:]
+			if off > uint64(maxOffset) || ln > uint64(maxOffset) {
+				return entry{}, fmt.Errorf("%w: range out of bounds", errBadEntry)
+			}
+			s[i] = Range{int64(off), int64(ln)}
+		}
+		if !s.normal(e.size) {
+			return entry{}, fmt.Errorf("%w: ranges not sorted, disjoint and below the size", errBadEntry)
+		}
+		if n == 0 {
+			s = nil
+		}
+		*dst = s
+	}
+	if len(rest) != 0 {
+		return entry{}, fmt.Errorf("%w: %d trailing bytes", errBadEntry, len(rest))
+	}
+	if !e.dirty.subsetOf(e.valid) {
+		return entry{}, fmt.Errorf("%w: dirty bytes not present", errBadEntry)
+	}
+	return e, nil
+}

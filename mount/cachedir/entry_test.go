@@ -1,0 +1,52 @@
+package cachedir
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+func TestEntryRoundTrip(t *testing.T) {
+	for _, e := range []entry{
+		{},
+		{version: 7, size: 100, gen: 3, lastUse: 12345, valid: rs(0, 10, 20, 80), dirty: rs(5, 5, 50, 10)},
+		{version: 1 << 63, size: maxOffset, truncated: true, truncTo: 4, valid: rs(0, maxOffset)},
+	} {
+		got, err := decodeEntry(e.encode())
+		if err != nil {
+			t.Fatalf("decode(encode(%+v)): %v", e, err)
+		}
+		if !reflect.DeepEqual(got, e) {
+			t.Errorf("round trip: got %+v, want %+v", got, e)
+		}
+	}
+	bad := entry{size: 10, valid: rs(0, 4), dirty: rs(3, 2)}
+	if _, err := decodeEntry(bad.encode()); err == nil {
+		t.Error("dirty outside valid accepted")
+	}
+	bad = entry{size: 3, valid: rs(0, 4)}
+	if _, err := decodeEntry(bad.encode()); err == nil {
+		t.Error("range past size accepted")
+	}
+}
+
+// FuzzDecodeEntry: the decoder never panics, accepts only entries that keep
+// the invariants, and what it accepts encodes back to the same bytes.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add((&entry{}).encode())
+	f.Add((&entry{version: 7, size: 100, gen: 3, valid: rs(0, 10, 20, 80), dirty: rs(5, 5)}).encode())
+	f.Add((&entry{size: 9, truncated: true, truncTo: 2, valid: rs(1, 1, 3, 1, 5, 1)}).encode())
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEntry(b)
+		if err != nil {
+			return
+		}
+		if !e.valid.normal(e.size) || !e.dirty.normal(e.size) || !e.dirty.subsetOf(e.valid) {
+			t.Fatalf("accepted entry breaks invariants: %+v", e)
+		}
+		if again := e.encode(); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs:\n%x\n%x", b, again)
+		}
+	})
+}

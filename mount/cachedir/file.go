@@ -1,0 +1,302 @@
+package cachedir
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is one cached file, bound to its handle. Safe for concurrent use:
+// reads share the lock, everything else takes it exclusively, including the
+// data file's fsync and the index commit of Sync, so a Sync holds off the
+// file's writers (and only this file's) until its record is durable.
+//
+// Durability rules, which make every committed index record true of the data
+// file whatever happens to the process afterwards:
+//   - a record is committed only after the data file was fdatasync'd (and, for
+//     a new data file, its directory fsync'd) since the last write to it, so
+//     every range a record claims is on disk;
+//   - before the data file loses or changes bytes that the committed record
+//     claims as present clean data (a write over them, a truncation, an
+//     invalidation, an eviction), the record is retracted first by a commit
+//     that no longer claims them (retractLocked). Dirty bytes a record claims
+//     may be overwritten by newer writes: after a crash those are written back,
+//     as a local file system would keep a write that raced the crash.
+type File struct {
+	c       *Cache
+	key     string       // the handle
+	path    string       // the data file
+	lastUse atomic.Int64 // Unix nanoseconds; read without mu by the eviction pass
+
+	mu           sync.RWMutex // guards all below; before Cache.mu in lock order
+	e            entry        // the file as it is now
+	d            *entry       // the committed index record; nil: none
+	fd           *os.File     // the data file, opened on first use
+	newDataFile  bool         // fd was created and its directory entry is not yet durable
+	dataUnsynced bool         // fd was written since its last fdatasync
+	idxUnsynced  bool         // e differs from d in more than lastUse
+	removed      bool
+	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
+	wbSeq        uint64
+}
+
+// wbTrack records what changed while a write-back is out, so that MarkClean
+// cleans only what the write-back really carried.
+type wbTrack struct {
+	seq        uint64
+	since      rangeSet // written since Dirty
+	truncSince bool     // Truncate ran since Dirty
+	truncTo    int64    // the smallest size it set
+}
+
+// MissingError is returned by ReadAt when some of the bytes asked for are not
+// in the cache. Fetch Ranges from the server and install them with Fill(Gen, ...),
+// taking Gen before sending the READ (it is, from this error).
+type MissingError struct {
+	Ranges []Range
+	Gen    uint64
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("cachedir: %d range(s) not cached (first at %d, %d bytes)", len(e.Ranges), e.Ranges[0].Off, e.Ranges[0].Len)
+}
+
+// Info is a snapshot of a File's bookkeeping.
+type Info struct {
+	Version   uint64
+	Size      int64
+	Gen       uint64
+	LastUse   time.Time
+	Valid     []Range // present in the data file (clean or dirty)
+	Dirty     []Range // not yet written back
+	Truncated bool    // a size change not yet written back
+	TruncTo   int64   // the smallest size set by Truncate since the last write-back
+}
+
+// WriteBack is what Dirty returns: the file's pending changes. Write them to
+// the server as: if Truncated, set the size to TruncTo; write the bytes of
+// Ranges (read them with ReadAt); if Truncated, set the size to Size. After
+// the server committed them, call MarkClean with it.
+type WriteBack struct {
+	Ranges    []Range
+	Size      int64
+	Truncated bool
+	TruncTo   int64
+	seq       uint64
+}
+
+func (f *File) usable() error {
+	if f.c.closed.Load() {
+		return ErrClosed
+	}
+	if f.removed {
+		return ErrRemoved
+	}
+	return nil
+}
+
+func (f *File) touch() { f.lastUse.Store(time.Now().UnixNano()) }
+
+// openLocked opens the data file, creating it if needed.
+func (f *File) openLocked() error {
+	if f.fd != nil {
+		return nil
+	}
+	_, statErr := os.Stat(f.path)
+	fd, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("cachedir: open data file: %w", err)
+	}
+	f.fd = fd
+	if statErr != nil {
+		f.newDataFile = true
+	}
+	return nil
+}
+
+// setValid replaces e.valid and keeps the cache's usage in step.
+func (f *File) setValid(v rangeSet) {
+	f.c.usage.Add(v.total() - f.e.valid.total())
+	f.e.valid = v
+}
+
+// ReadAt reads len(p) bytes at off, fewer (with io.EOF) at the end of the
+// file as the cache knows it. If any of them is not cached it reads nothing
+// and returns a *MissingError.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	f.mu.RLock()
+	if f.fd == nil && len(f.e.valid) > 0 {
+		// Opening the data file changes f.fd: under the exclusive lock.
+		f.mu.RUnlock()
+		f.mu.Lock()
+		err := f.usable()
+		if err == nil {
+			err = f.openLocked()
+		}
+		f.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		f.mu.RLock()
+	}
+	defer f.mu.RUnlock()
+	if err := f.usable(); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("cachedir: negative offset %d", off)
+	}
+	if off >= f.e.size {
+		return 0, io.EOF
+	}
+	want := Range{off, min(int64(len(p)), f.e.size-off)}
+	if miss := f.e.valid.missing(want); len(miss) > 0 {
+		return 0, &MissingError{Ranges: miss, Gen: f.e.gen}
+	}
+	f.touch()
+	n, err := f.fd.ReadAt(p[:want.Len], off)
+	if err == io.EOF {
+		// Beyond the data file's end, in a range made valid by an extension
+		// that nothing wrote: zeros, as in a hole.
+		clear(p[n:want.Len])
+		n, err = int(want.Len), nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("cachedir: read data file: %w", err)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// WriteAt writes p at off into the cache as dirty data. It is not durable
+// until Sync returns.
+//
+// The bytes between the cached size and off become known zeros, so the size
+// must be right (SetVersion) before writing a file that exists on the server.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.writeAt(p, off)
+	f.c.maybeEvict()
+	return n, err
+}
+
+func (f *File) writeAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return 0, err
+	}
+	if off < 0 || int64(len(p)) > maxOffset-off {
+		return 0, fmt.Errorf("cachedir: write at %d of %d bytes out of range", off, len(p))
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r := Range{off, int64(len(p))}
+	gap := Range{f.e.size, off - f.e.size}
+	if len(f.e.valid.add(gap).add(r)) > maxRanges {
+		return 0, ErrFragmented
+	}
+	if f.d != nil {
+		if err := f.retractLocked(f.d.valid.within(r).subtract(f.d.dirty)); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.openLocked(); err != nil {
+		return 0, err
+	}
+	f.touch()
+	n, err := f.fd.WriteAt(p, off)
+	if n > 0 {
+		w := Range{off, int64(n)}
+		f.setValid(f.e.valid.add(gap).add(w))
+		f.e.dirty = f.e.dirty.add(w)
+		f.e.size = max(f.e.size, w.End())
+		f.dataUnsynced, f.idxUnsynced = true, true
+		if f.wb != nil {
+			f.wb.since = f.wb.since.add(w)
+		}
+	}
+	if err != nil {
+		return n, fmt.Errorf("cachedir: write data file: %w", err)
+	}
+	return n, nil
+}
+
+// Sync makes the file's data and its index record durable: when it returns
+// nil, a crash of this process (or of the machine, as far as fsync holds)
+// loses none of the writes that returned before Sync was called. Call it
+// before close() and fsync() return to the application.
+func (f *File) Sync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	return f.persistLocked(false)
+}
+
+// persistLocked syncs the data file and commits e when anything changed; with
+// withUse, also when only the last-use time did.
+func (f *File) persistLocked(withUse bool) error {
+	if f.dataUnsynced {
+		if err := unix.Fdatasync(int(f.fd.Fd())); err != nil {
+			return fmt.Errorf("cachedir: sync data file: %w", err)
+		}
+		f.dataUnsynced = false
+	}
+	if f.newDataFile {
+		if err := syncDir(filepath.Dir(f.path)); err != nil {
+			return err
+		}
+		f.newDataFile = false
+	}
+	f.e.lastUse = f.lastUse.Load()
+	if !f.idxUnsynced && !(withUse && f.d != nil && f.d.lastUse != f.e.lastUse) {
+		return nil
+	}
+	if f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated {
+		f.idxUnsynced = false
+		return nil // nothing worth a record: a File never used
+	}
+	if err := f.c.commits.commit(map[string][]byte{f.key: f.e.encode()}); err != nil {
+		return fmt.Errorf("cachedir: commit index record: %w", err)
+	}
+	d := f.e.clone()
+	f.d, f.idxUnsynced = &d, false
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cachedir: sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cachedir: sync directory: %w", err)
+	}
+	return nil
+}
+
+// retractLocked commits a record that no longer claims the bytes of drop, if
+// the committed one claims any of them, before the caller changes them.
+func (f *File) retractLocked(drop rangeSet) error {
+	if f.d == nil || len(f.d.valid.intersect(drop)) == 0 {
+		return nil
+	}
+	d := f.d.clone()
+	d.valid, d.dirty = d.valid.subtract(drop), d.dirty.subtract(drop)
+	if err := f.c.commits.commit(map[string][]byte{f.key: d.encode()}); err != nil {
+		return fmt.Errorf("cachedir: retract index record: %w", err)
+	}
+	f.d = &d
+	return nil
+}
