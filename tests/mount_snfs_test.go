@@ -199,7 +199,7 @@ func serverWrites(t *testing.T, reg *metrics.Registry) float64 {
 func TestMountSNFSTempFiles(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
-	e.restartWith(func(c *server.Config) { c.Metrics = reg })
+	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	data := randBytes(5, 64<<10)
 	before := serverWrites(t, reg)
@@ -217,7 +217,13 @@ func TestMountSNFSTempFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // RELEASEs are asynchronous
+	// RELEASEs are asynchronous: a file unlinked before its release was
+	// hidden under a .snfs name, removed (with its cached data) at release.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ents, _ := os.ReadDir(e.dir); len(ents) == 0 {
+			break
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := a.v.Sync(ctx); err != nil {

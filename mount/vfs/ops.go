@@ -288,7 +288,28 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 	child.sillyDir, child.sillyName = dir.FH, hidden
 	child.nlinkDrop++
 	child.invalidateLocked()
+	// The last release may have run during the RENAME, before the hidden
+	// name was recorded: then nobody else removes it.
+	closed := child.opens == 0
+	if closed {
+		child.sillyDir, child.sillyName = nil, ""
+	}
 	child.mu.Unlock()
+	if closed {
+		var rres *nfs3.WccRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			rres, err = fs.client(c).Remove(ctx, dir.FH, hidden)
+			return status(rres, err)
+		})
+		if rres != nil {
+			fs.dirWcc(dir, &rres.Wcc)
+		}
+		if err == nil {
+			fs.snfsRemoved(child, 0)
+		}
+		return true, err
+	}
 	return true, nil
 }
 
