@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"snfs/metrics"
 	"snfs/mount/fusefs"
@@ -366,5 +368,27 @@ func TestMountSNFSCrash(t *testing.T) {
 	}
 	if got := mustRead(t, m.path("precious")); !bytes.Equal(got, want) {
 		t.Fatalf("the restarted mount reads %d bytes", len(got))
+	}
+}
+
+// TestMountSNFSPosix runs go-fuse's POSIX suite against a mount in snfs
+// mode, each case in a fresh export and mount (known failures as in nfs
+// mode, TestMountPosix).
+func TestMountSNFSPosix(t *testing.T) {
+	requireFUSE(t)
+	names := make([]string, 0, len(posixtest.All))
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := knownMountFailures[name]; ok {
+				t.Skip("known failure: " + why)
+			}
+			e := newEnv(t, "rw,no_root_squash")
+			m := newSNFSMount(t, e, "posix", "", time.Hour)
+			posixtest.All[name](t, m.dir)
+		})
 	}
 }
