@@ -173,29 +173,6 @@ func TestMountSNFSWriteSharing(t *testing.T) {
 	}
 }
 
-// serverWrites is the number of NFS WRITE calls the server served.
-func serverWrites(t *testing.T, reg *metrics.Registry) float64 {
-	t.Helper()
-	fams, err := reg.Gatherer().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range fams {
-		if f.GetName() != "snfs_server_rpc_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "proc" && l.GetValue() == "WRITE" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
-
 // TestMountSNFSTempFiles: 1,000 files created, written (64 KiB) and deleted
 // within the write-back delay cost no WRITE RPC.
 func TestMountSNFSTempFiles(t *testing.T) {
@@ -204,7 +181,7 @@ func TestMountSNFSTempFiles(t *testing.T) {
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	data := randBytes(5, 64<<10)
-	before := serverWrites(t, reg)
+	before := serverCalls(t, reg, "WRITE")
 	for k := range 1000 {
 		p := a.path(fmt.Sprintf("tmp%04d", k))
 		if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -231,7 +208,7 @@ func TestMountSNFSTempFiles(t *testing.T) {
 	if err := a.v.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := serverWrites(t, reg) - before; n != 0 {
+	if n := serverCalls(t, reg, "WRITE") - before; n != 0 {
 		t.Errorf("the server served %v WRITEs; want 0", n)
 	}
 	if n := a.v.Stats().Writes.Load(); n != 0 {
@@ -390,5 +367,58 @@ func TestMountSNFSPosix(t *testing.T) {
 			m := newSNFSMount(t, e, "posix", "", time.Hour)
 			posixtest.All[name](t, m.dir)
 		})
+	}
+}
+
+// serverCalls is the number of NFS calls of procedure proc the server served.
+func serverCalls(t *testing.T, reg *metrics.Registry, proc string) float64 {
+	t.Helper()
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range fams {
+		if f.GetName() != "snfs_server_rpc_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "proc" && l.GetValue() == proc {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestMountSNFSWarmRemount: a file cached by a mount is read after a remount
+// with the same cache directory from the cache directory: no READ.
+func TestMountSNFSWarmRemount(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	reg := metrics.New()
+	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
+	dir := diskTempDir(t, "snfs-mnt-")
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	want := randBytes(41, 3<<20+5)
+	if err := os.WriteFile(e.path("big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newSNFSMountAt(t, e, "warm", dir, cacheDir, time.Hour)
+	if got := mustRead(t, a.path("big")); !bytes.Equal(got, want) {
+		t.Fatalf("cold read: %d bytes, different", len(got))
+	}
+	if serverCalls(t, reg, "READ") == 0 {
+		t.Fatal("the cold read sent no READ")
+	}
+	a.unmount(t)
+	reads := serverCalls(t, reg, "READ")
+	b := newSNFSMountAt(t, e, "warm", dir, cacheDir, time.Hour)
+	if got := mustRead(t, b.path("big")); !bytes.Equal(got, want) {
+		t.Fatalf("warm read: %d bytes, different", len(got))
+	}
+	if n := serverCalls(t, reg, "READ") - reads; n != 0 {
+		t.Errorf("the read after the remount sent %v READs; want 0", n)
 	}
 }
