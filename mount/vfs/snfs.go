@@ -1180,3 +1180,42 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 		cf.SetVersion(cf.Version(), int64(*size))
 	}
 }
+
+// serverRestarted: the server restarted and lost every open and caching
+// record of this client (docs/protocol.md section 7). Nothing cached here is
+// protected by a callback any more: caching stops (the kernel's pages and
+// attributes go; files are cached again from their next OPEN), and dirty
+// data is written back at once. Files open here go on, written through.
+func (fs *FS) serverRestarted() {
+	fs.log.Warn("snfs server restarted: dropping cached state and writing back dirty data")
+	fs.mu.Lock()
+	all := make([]*Inode, 0, len(fs.inodes))
+	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	fs.mu.Unlock()
+	for _, i := range all {
+		i.mu.Lock()
+		was := i.sn.caching || i.sn.kernVer != 0
+		i.sn.caching, i.sn.kernVer = false, 0
+		if was {
+			i.invalidateLocked()
+		}
+		i.mu.Unlock()
+		if was {
+			fs.notifyData(i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-fs.sn.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := fs.snfsSync(ctx); err != nil {
+		fs.log.Error("write-back after a server restart", "err", err)
+	}
+}

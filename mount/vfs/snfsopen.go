@@ -66,7 +66,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	}
 	h := &handler{ready: make(chan struct{})}
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name, Verifier: verf,
-		Handler: h, Logger: cfg.Logger})
+		Handler: h, Logger: cfg.Logger, OnServerRestart: h.serverRestarted})
 	if err != nil {
 		cache.Close()
 		return nil, err
@@ -105,6 +105,15 @@ func (h *handler) set(fs *FS) {
 		h.fs = fs
 		close(h.ready)
 	})
+}
+
+// serverRestarted: the server lost this client's opens and caching records.
+func (h *handler) serverRestarted() {
+	select {
+	case <-h.ready:
+		h.fs.serverRestarted()
+	default:
+	}
 }
 
 func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
