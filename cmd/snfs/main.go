@@ -19,7 +19,7 @@ commands:
   serve [flags] DIR...   export DIRs over NFSv3 + MOUNT v3 (snfs serve -h for its flags)
   mount [flags] SERVER:/EXPORT MOUNTPOINT
                          mount an export through FUSE; --mode=nfs (plain NFSv3,
-                         close-to-open) only: snfs and auto are not implemented yet
+                         close-to-open), snfs (consistency protocol) or auto
   umount MOUNTPOINT      unmount, once everything is written back
   stat --metrics ADDR    per-procedure call counts of a running server
   version                print the version

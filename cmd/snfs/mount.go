@@ -33,16 +33,21 @@ const pidDir = "/run/snfs"
 const mountSynopsis = `snfs mount [flags] [-o OPTS] SERVER:/EXPORT MOUNTPOINT
 
 Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
---mode=nfs (the default) is plain NFSv3 with close-to-open consistency; snfs and
-auto (the consistency protocol) are not implemented yet. -o takes the same
-settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, foreground, debug. See docs/mount.md.`
+--mode=nfs (the default) is plain NFSv3 with close-to-open consistency; --mode=snfs
+is the snfs consistency protocol (callbacks, delayed write-back from a cache
+directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
+same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, foreground, debug. See
+docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
 	mode               string
 	foreground, debug  bool
 	logLevel           string
+	cacheDir           string
+	cacheSize          string
+	writebackDelay     time.Duration
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -60,6 +65,12 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.mountPort, err = strconv.Atoi(v)
 		case "mode":
 			f.mode = v
+		case "cache-dir":
+			f.cacheDir = v
+		case "cache-size":
+			f.cacheSize = v
+		case "writeback-delay":
+			f.writebackDelay, err = time.ParseDuration(v)
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -81,11 +92,14 @@ func mountCmd(args []string) error {
 	var f mountFlags
 	fs.IntVar(&f.nfsPort, "nfs-port", 2049, "the server's NFS port")
 	fs.IntVar(&f.mountPort, "mount-port", 20048, "the server's MOUNT port")
-	fs.StringVar(&f.mode, "mode", "nfs", "nfs: plain NFSv3, close-to-open (snfs and auto: not implemented yet)")
+	fs.StringVar(&f.mode, "mode", "nfs", "nfs: plain NFSv3, close-to-open; snfs: the snfs consistency protocol; auto: snfs if the server speaks it")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "snfs mode's cache directory (default /var/cache/snfs/<hash of SERVER:/EXPORT>)")
+	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
+	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -98,9 +112,7 @@ func mountCmd(args []string) error {
 		return errUsage
 	}
 	switch f.mode {
-	case "nfs":
-	case "snfs", "auto":
-		return fmt.Errorf("--mode=%s: not implemented yet (only --mode=nfs is)", f.mode)
+	case "nfs", "snfs", "auto":
 	default:
 		return fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
 	}
@@ -214,6 +226,20 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	defer stop()
 
 	nfsAddr := net.JoinHostPort(host, strconv.Itoa(f.nfsPort))
+	if f.mode == "auto" {
+		ok, err := vfs.ProbeSNFS(ctx, nfsAddr)
+		if err != nil {
+			return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
+		}
+		f.mode = "nfs"
+		if ok {
+			f.mode = "snfs"
+		}
+		log.Info("--mode=auto", "chose", f.mode)
+	}
+	if f.mode == "snfs" {
+		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr)
+	}
 	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)

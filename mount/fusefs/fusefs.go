@@ -70,6 +70,8 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	rootInode.SetNode(root.EmbeddedInode())
+	v.SetNotifier(notifier{})
 	return srv, nil
 }
 
@@ -149,7 +151,9 @@ func (n *node) child(ctx context.Context, e vfs.Entry, out *fuse.EntryOut) *fs.I
 	out.SetEntryTimeout(e.EntryTTL)
 	out.SetAttrTimeout(e.AttrTTL)
 	ch := &node{b: n.b, vi: e.Inode}
-	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: e.Inode.FileID, Gen: e.Inode.Gen})
+	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: e.Inode.FileID, Gen: e.Inode.Gen})
+	e.Inode.SetNode(in)
+	return in
 }
 
 func (n *node) cred(ctx context.Context) vfs.Cred { return n.b.creds.of(ctx) }
@@ -230,8 +234,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	if keep {
-		return &handle{f}, fuse.FOPEN_KEEP_CACHE, 0
+	if fl := openFlags(f, keep); fl != 0 {
+		return &handle{f}, fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
 	// KEEP_CACHE), and so do its attributes, so that the size it reads up
@@ -245,7 +249,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	return n.child(ctx, e, out), &handle{f}, 0, 0
+	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -36,7 +36,13 @@
 // (writes flushed later: of the last writer), so the server decides
 // permissions and owners, as with a kernel NFS mount.
 //
-// Not in this slice: the snfs consistency protocol (snfs mode), a persistent
-// cache directory, delayed write-back, byte-range locks (the kernel keeps them
-// local to this mount), extended attributes (NFSv3 has none).
+// snfs mode (Config.SNFS, snfs.go; set up with OpenSNFS): the consistency
+// protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
+// invalidations (Notifier), data of cached files in the cache directory
+// (package cachedir) with delayed write-back, cancelled when the file is
+// deleted or truncated to zero first, and recovery of a crashed mount's dirty
+// files.
+//
+// Not done: delayed close, byte-range locks (the kernel keeps them local to
+// this mount), extended attributes (NFSv3 has none).
 package vfs

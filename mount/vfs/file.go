@@ -14,6 +14,7 @@ type File struct {
 	i     *Inode
 	cred  Cred
 	write bool
+	sn    snfsFile // snfs mode (snfs.go)
 }
 
 // Inode is the file's inode.
@@ -36,6 +37,9 @@ func accessBits(flags int) uint32 {
 // keep the pages it has: only when the change attributes are those the cached
 // data belongs to (or this client holds unwritten data of its own).
 func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	if fs.sn != nil && i.Type == nfs3.TypeReg {
+		return fs.snfsOpen(ctx, i, c, flags)
+	}
 	want := accessBits(flags)
 	var res *nfs3.AccessRes
 	err = fs.do(ctx, func() (nfs3.Status, error) {
@@ -75,6 +79,9 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 // Read reads into buf at off: from the server, with this client's unwritten
 // bytes laid over. It returns fewer bytes only at the end of the file.
 func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	if f.sn.mode != 0 {
+		return fs.snfsRead(ctx, f, off, buf)
+	}
 	i := f.i
 	i.mu.Lock()
 	size := i.reportLocked().Size
@@ -121,6 +128,9 @@ const unstableFactor = 4
 // close, fsync, or once more than the dirty limit waits (then without a
 // COMMIT, until unstableFactor times the limit is uncommitted).
 func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if f.sn.mode != 0 {
+		return fs.snfsWrite(ctx, f, off, data)
+	}
 	i := f.i
 	i.mu.Lock()
 	i.w.dirty.write(off, data)
@@ -144,16 +154,27 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 
 // Flush is close(2): everything written is sent and committed (close-to-open).
 func (fs *FS) Flush(ctx context.Context, f *File) error {
+	if f.sn.mode != 0 {
+		return fs.snfsFlush(ctx, f)
+	}
 	return f.i.flush(ctx, true)
 }
 
 // Fsync writes back and commits the file's data.
-func (fs *FS) Fsync(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
+func (fs *FS) Fsync(ctx context.Context, f *File) error {
+	if f.sn.mode != 0 {
+		return fs.snfsFsync(ctx, f)
+	}
+	return f.i.flush(ctx, true)
+}
 
 // Release is the last close of one open: data still unwritten (from a shared
 // mapping written after close) is written back, and a file removed while open
 // loses its hidden name at its last release.
 func (fs *FS) Release(ctx context.Context, f *File) error {
+	if f.sn.mode != 0 {
+		return fs.snfsRelease(ctx, f)
+	}
 	i := f.i
 	var err error
 	i.mu.Lock()

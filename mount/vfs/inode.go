@@ -30,6 +30,7 @@ type Inode struct {
 	sillyName string
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	w         wstate
+	sn        snfsInode // snfs mode (snfs.go)
 }
 
 // change is what tells one version of a file's data from another.
@@ -86,6 +87,9 @@ func (i *Inode) Invalidate() {
 
 // ttlLocked is how much longer the cached attributes are good for.
 func (i *Inode) ttlLocked(now time.Time) time.Duration {
+	if d, ok := i.snfsTTL(); ok {
+		return d
+	}
 	if i.attrAt.IsZero() {
 		return 0
 	}
@@ -119,6 +123,7 @@ func (i *Inode) reportLocked() nfs3.Fattr {
 			a.Nlink = 0
 		}
 	}
+	i.snfsAdjustLocked(&a)
 	return a
 }
 

@@ -152,6 +152,9 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 	i.cached, i.cachedOK, i.pairs = changeOf(&i.attr), true, nil
 	i.opens++
 	i.mu.Unlock()
+	if fs.sn != nil {
+		return fs.snfsCreated(ctx, e, c)
+	}
 	return e, &File{i: i, cred: c, write: true}, nil
 }
 
@@ -285,7 +288,28 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 	child.sillyDir, child.sillyName = dir.FH, hidden
 	child.nlinkDrop++
 	child.invalidateLocked()
+	// The last release may have run during the RENAME, before the hidden
+	// name was recorded: then nobody else removes it.
+	closed := child.opens == 0
+	if closed {
+		child.sillyDir, child.sillyName = nil, ""
+	}
 	child.mu.Unlock()
+	if closed {
+		var rres *nfs3.WccRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			rres, err = fs.client(c).Remove(ctx, dir.FH, hidden)
+			return status(rres, err)
+		})
+		if rres != nil {
+			fs.dirWcc(dir, &rres.Wcc)
+		}
+		if err == nil {
+			fs.snfsRemoved(child, 0)
+		}
+		return true, err
+	}
 	return true, nil
 }
 
@@ -297,6 +321,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 			return err
 		}
 	}
+	nlink := linksOf(child)
 	var res *nfs3.WccRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -308,6 +333,9 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	}
 	if child != nil {
 		child.Invalidate() // nlink and ctime changed
+	}
+	if err == nil {
+		fs.snfsRemoved(child, nlink)
 	}
 	return err
 }
@@ -344,6 +372,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 			return err
 		}
 	}
+	nlink := linksOf(target)
 	if target != nil {
 		if _, err := fs.sillyRename(ctx, to, c, newName, target); err != nil {
 			return err
@@ -362,6 +391,9 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if target != nil {
 		target.Invalidate()
 	}
+	if err == nil && target != nil && !(from == to && name == newName) {
+		fs.snfsRemoved(target, nlink)
+	}
 	return err
 }
 
@@ -376,6 +408,17 @@ type SetAttr struct {
 // Setattr changes i's attributes. A size change first waits for any
 // write-back in progress, then drops unwritten data beyond the new size.
 func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	if fs.snfsSetattrLocal(i, s) {
+		return fs.snfsSetattr(i, c, *s.Size)
+	}
+	if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
+		// Pending write-back first: it would change the size or mtime
+		// set here.
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+		defer fs.snfsSized(i, s.Size)
+	}
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
 		switch {

@@ -42,6 +42,8 @@ type Config struct {
 	// are written back (and committed) without waiting for close; 0: 8 MiB.
 	DirtyLimit int
 	Logger     *slog.Logger
+	// SNFS, if set, runs the consistency protocol (snfs mode, snfs.go).
+	SNFS *SNFSConfig
 }
 
 // FS is one mounted export.
@@ -57,6 +59,8 @@ type FS struct {
 	clients map[string]*client.NFS // by Cred.key
 	silly   uint64
 	root    *Inode
+
+	sn *snfsFS // snfs mode; nil in nfs mode
 }
 
 // Errors that are not an NFS status.
@@ -109,6 +113,11 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
 	fs.root = fs.inode(cfg.Root, a)
+	if cfg.SNFS != nil {
+		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
+			return nil, err
+		}
+	}
 	return fs, nil
 }
 
@@ -251,7 +260,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr) *Inode {
 // kernel forgot it, it is not open and holds no unwritten data).
 func (fs *FS) Forget(i *Inode) {
 	i.mu.Lock()
-	busy := i.opens > 0 || i.w.pending()
+	busy := i.opens > 0 || i.w.pending() || i.snfsBusyLocked()
 	i.mu.Unlock()
 	if busy || i == fs.root {
 		return
@@ -265,6 +274,11 @@ func (fs *FS) Forget(i *Inode) {
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).
 func (fs *FS) Sync(ctx context.Context) error {
+	if fs.sn != nil {
+		if err := fs.snfsSync(ctx); err != nil {
+			return err
+		}
+	}
 	fs.mu.Lock()
 	var dirty []*Inode
 	for _, i := range fs.inodes {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"snfs/mount/fusefs"
+	"snfs/mount/vfs"
+)
+
+// defaultCacheDir is /var/cache/snfs/<hash of SERVER:/EXPORT>.
+func defaultCacheDir(host, export string) string {
+	h := sha256.Sum256([]byte(host + ":" + export))
+	return filepath.Join("/var/cache/snfs", hex.EncodeToString(h[:8]))
+}
+
+// parseSize parses a byte count with an optional K, M, G or T suffix
+// (powers of 1024).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch strings.ToUpper(s[n-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		case "T":
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			s = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional K, M, G or T", s)
+	}
+	return v * mult, nil
+}
+
+// runSNFSMount is runMount in snfs mode.
+func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, host, export, dir, nfsAddr string) error {
+	size, err := parseSize(f.cacheSize)
+	if err != nil {
+		return fmt.Errorf("--cache-size: %w", err)
+	}
+	cacheDir := f.cacheDir
+	if cacheDir == "" {
+		cacheDir = defaultCacheDir(host, export)
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
+		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	if err != nil {
+		v.Close()
+		return err
+	}
+	os.MkdirAll(pidDir, 0o755)
+	pf := pidFile(dir)
+	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	defer os.Remove(pf)
+	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
+	ready(nil)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() { srv.Wait(); close(served) }()
+	select {
+	case <-served:
+	case s := <-sigs:
+		log.Info("unmounting", "signal", s.String())
+		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
+			log.Warn("unmount", "err", err)
+		}
+		<-served
+	}
+	// Unmount writes everything back.
+	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
+	defer sstop()
+	serr := v.Sync(sctx)
+	if serr != nil {
+		log.Error("write-back at unmount", "err", serr)
+	}
+	if err := v.Close(); err != nil {
+		log.Warn("close", "err", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("write-back at unmount: %w", serr)
+	}
+	log.Info("unmounted", "on", dir)
+	return nil
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "10G": 10 << 30, "512m": 512 << 20, "1T": 1 << 40, "3K": 3 << 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "-1", "1.5G", "ten"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): no error", in)
+		}
+	}
+}
+
+func TestMountSNFSOptions(t *testing.T) {
+	var f mountFlags
+	if err := f.applyOpts("mode=snfs,cache-dir=/var/cache/x,cache-size=1G,writeback-delay=5s,_netdev"); err != nil {
+		t.Fatal(err)
+	}
+	if f.mode != "snfs" || f.cacheDir != "/var/cache/x" || f.cacheSize != "1G" || f.writebackDelay != 5*time.Second {
+		t.Fatalf("got %+v", f)
+	}
+	if err := f.applyOpts("writeback-delay=soon"); err == nil {
+		t.Fatal("a bad delay was taken")
+	}
+	if d := defaultCacheDir("srv", "/export"); !strings.HasPrefix(d, "/var/cache/snfs/") || d == defaultCacheDir("srv", "/other") {
+		t.Fatalf("default cache directory %q", d)
+	}
+}

@@ -1,0 +1,44 @@
+package fusefs
+
+import (
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/mount/vfs"
+)
+
+// notifier turns the vfs's invalidations (snfs mode's callbacks, the end of
+// caching at a file's last close) into kernel notifications.
+type notifier struct{}
+
+func inodeOf(i *vfs.Inode) *fs.Inode {
+	in, _ := i.Node().(*fs.Inode)
+	return in
+}
+
+// InvalidateData drops the kernel's pages and attributes of i.
+func (notifier) InvalidateData(i *vfs.Inode) {
+	if in := inodeOf(i); in != nil {
+		in.NotifyContent(0, 0)
+	}
+}
+
+// InvalidateAttr drops the kernel's attributes of i.
+func (notifier) InvalidateAttr(i *vfs.Inode) {
+	if in := inodeOf(i); in != nil {
+		in.NotifyContent(-1, 0)
+	}
+}
+
+// openFlags are the FOPEN flags of an open: DIRECT_IO for a write-shared
+// file in snfs mode (the kernel must not cache its pages), else KEEP_CACHE
+// when the vfs says the kernel's pages are still good.
+func openFlags(f *vfs.File, keep bool) uint32 {
+	switch {
+	case f.Direct():
+		return fuse.FOPEN_DIRECT_IO
+	case keep:
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
+}

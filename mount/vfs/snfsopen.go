@@ -1,0 +1,126 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"snfs/client"
+	"snfs/mount/cachedir"
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+)
+
+// ProbeSNFS tells whether the NFS server at addr (TCP) speaks the snfs
+// consistency protocol: an SNFS NULL call, which a server without it answers
+// PROG_UNAVAIL (docs/protocol.md section 2).
+func ProbeSNFS(ctx context.Context, addr string) (bool, error) {
+	c, err := client.DialNFS(ctx, "tcp", addr)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	err = c.Program(snfs1.Program, snfs1.Version).Call(ctx, snfs1.ProcNull, nil, nil)
+	var re *sunrpc.RPCError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &re) && !re.Denied && (re.Accept == sunrpc.ProgUnavail || re.Mismatch):
+		return false, nil
+	}
+	return false, fmt.Errorf("SNFS NULL: %w", err)
+}
+
+// SNFSMountConfig configures OpenSNFS.
+type SNFSMountConfig struct {
+	Addr      string // the server's NFS address (TCP); MOUNT and SNFS go to it too
+	Export    string
+	Name      string // the session's client name (hostname:mountpoint)
+	CacheDir  string
+	CacheSize int64 // bytes; <= 0: no limit
+	// WriteBackDelay and CacheTTL as in SNFSConfig.
+	WriteBackDelay, CacheTTL time.Duration
+	Logger                   *slog.Logger
+}
+
+// OpenSNFS sets up an export in snfs mode: the cache directory (and the
+// client verifier persisted in it), one session to the server (NFS, MOUNT
+// and SNFS on one connection, callbacks served by the FS), MNT, and an FS
+// that first writes back what a previous instance left dirty in the cache
+// directory. Close (after Sync) ends it all.
+func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	verf, err := LoadVerifier(cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory %s: client verifier: %w", cfg.CacheDir, err)
+	}
+	cache, err := cachedir.Open(cfg.CacheDir, cfg.CacheSize)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{ready: make(chan struct{})}
+	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name, Verifier: verf,
+		Handler: h, Logger: cfg.Logger, OnServerRestart: h.serverRestarted})
+	if err != nil {
+		cache.Close()
+		return nil, err
+	}
+	fail := func(err error) (*FS, error) {
+		sess.Disconnect()
+		cache.Close()
+		return nil, err
+	}
+	res, err := sess.Mount().Mnt(ctx, cfg.Export)
+	if err != nil {
+		return fail(fmt.Errorf("MNT %s: %w", cfg.Export, err))
+	}
+	if res.Status != 0 {
+		return fail(fmt.Errorf("MNT %s: %v", cfg.Export, res.Status))
+	}
+	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
+		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
+			Recover: true, handler: h, owned: true, export: cfg.Export}})
+	if err != nil {
+		return fail(err)
+	}
+	return v, nil
+}
+
+// handler serves the session's callbacks once the FS exists (callbacks that
+// arrive before wait for it, or for their connection to end).
+type handler struct {
+	once  sync.Once
+	ready chan struct{}
+	fs    *FS
+}
+
+func (h *handler) set(fs *FS) {
+	h.once.Do(func() {
+		h.fs = fs
+		close(h.ready)
+	})
+}
+
+// serverRestarted: the server lost this client's opens and caching records.
+func (h *handler) serverRestarted() {
+	select {
+	case <-h.ready:
+		h.fs.serverRestarted()
+	default:
+	}
+}
+
+func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
+	select {
+	case <-h.ready:
+		return h.fs.Callback(ctx, fh, mode, attr)
+	case <-ctx.Done():
+		return snfs1.CBStale
+	}
+}
