@@ -1,0 +1,7 @@
+//go:build !race
+
+package tests
+
+// fsxDefaultOps is the length of the TestMountFsx* runs without the race
+// detector: issue 14's 100,000 operations.
+const fsxDefaultOps = 100000
