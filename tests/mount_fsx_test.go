@@ -274,19 +274,27 @@ func TestMountFsxServerRestart(t *testing.T) {
 	if res.Restarts == 0 {
 		t.Error("no restart happened")
 	}
+	// Whether UNSTABLE data waits at a given restart depends on the sequence
+	// (not after an fsync, a close or a COMMIT); in the runs measured, 6 and 7
+	// of 10 restarts found some. None at all means the rewrite was not tested.
+	if res.Restarts >= 5 && rewrites == 0 {
+		t.Errorf("%d restarts and no rewrite: no restart found uncommitted data", res.Restarts)
+	}
 }
 
 // TestMountFsxTwoMounts: two mounts of one export; the tester writes through
 // the first and, at every check, closes the file (close-to-open: the close
 // writes back and commits) and the file is read through the second mount,
-// opened after the close: it must read what the first wrote. The export
-// directory is compared too.
+// opened after the close: it must read what the first wrote (its kernel has
+// the file's pages of the previous check cached: the open must drop them).
+// The export directory is compared too. Checks are more frequent here (every
+// ops/100): they are the point.
 func TestMountFsxTwoMounts(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a, b := newMount(t, e), newMount(t, e)
 	ops := fsxOps(t)
 	cfg := fsxConfig(filepath.Join(a.dir, "fsx.dat"), ops, fsxSeed(t, 3))
-	cfg.CheckPrep = fsx.PrepClose
+	cfg.CheckPrep, cfg.CheckEvery = fsx.PrepClose, max(ops/100, 100)
 	c := fsxChildConfig{Cfg: cfg, Compare: []string{filepath.Join(b.dir, "fsx.dat"), e.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }
