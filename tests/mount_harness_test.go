@@ -35,6 +35,13 @@ func requireFUSE(t testing.TB) {
 // does not work within 10 s: a mount left behind would hang later tests).
 func newMount(t *testing.T, e *env) *mount {
 	t.Helper()
+	return newMountConfig(t, e, vfs.Config{})
+}
+
+// newMountConfig is newMount with the vfs settings of cfg (its NFS, Root and
+// Logger are filled in).
+func newMountConfig(t *testing.T, e *env, cfg vfs.Config) *mount {
+	t.Helper()
 	requireFUSE(t)
 	dir := diskTempDir(t, "snfs-mnt-")
 	life, cancel := context.WithCancel(context.Background())
@@ -45,7 +52,8 @@ func newMount(t *testing.T, e *env) *mount {
 		cancel()
 		t.Fatal(err)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: e.root, Logger: quietLogger()})
+	cfg.NFS, cfg.Root, cfg.Logger = nfs, e.root, quietLogger()
+	v, err := vfs.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		nfs.Close()

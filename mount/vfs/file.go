@@ -42,6 +42,7 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 	}
 	want := accessBits(flags)
 	var res *nfs3.AccessRes
+	start := fs.attrStart()
 	err = fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
 		res, err = fs.client(c).Access(ctx, i.FH, want)
@@ -50,7 +51,7 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 	if err != nil {
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
-			i.postOpLocked(res.Attr, time.Now())
+			i.postOpLocked(res.Attr, start, time.Now())
 			i.mu.Unlock()
 		}
 		return nil, false, err
@@ -66,8 +67,8 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.setAttrLocked(a, time.Now())
-	now := changeOf(a)
+	i.postOpLocked(a, start, time.Now())
+	now := changeOf(&i.attr) // a, unless a reply to a change of this client's came meanwhile
 	keepCache = i.cachedOK && now == i.cached || i.w.pending()
 	if !i.w.pending() {
 		i.cached, i.cachedOK, i.pairs = now, true, nil
@@ -92,6 +93,7 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 	buf = buf[:min(uint64(len(buf)), size-off)]
 	clear(buf)
 	c := fs.client(f.cred)
+	start := fs.attrStart()
 	for got := 0; got < len(buf); {
 		var res *nfs3.ReadRes
 		n := min(len(buf)-got, int(fs.rsize))
@@ -102,7 +104,7 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 		})
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
-			i.postOpLocked(res.Attr, time.Now())
+			i.postOpLocked(res.Attr, start, time.Now())
 			i.mu.Unlock()
 		}
 		if err != nil {

@@ -29,6 +29,7 @@ type Inode struct {
 	sillyDir  nfs3.FH // set while renamed away because removed while open
 	sillyName string
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
+	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr
 	w         wstate
 	sn        snfsInode // snfs mode (snfs.go)
 }
@@ -139,6 +140,7 @@ func timeAfter(a, b nfs3.Time) bool {
 // RFC 1813 section 2.6): a change from the version the cached data belongs
 // to keeps the cached data valid at the new version.
 func (i *Inode) wccLocked(w *nfs3.WccData, now time.Time) {
+	i.modGen = i.fs.attrGen.Add(1)
 	if w.After == nil {
 		i.invalidateLocked()
 		return
@@ -168,9 +170,22 @@ func (i *Inode) chainLocked() {
 	}
 }
 
-// postOpLocked records post-op attributes of a non-modifying call.
-func (i *Inode) postOpLocked(a *nfs3.Fattr, now time.Time) {
-	if a == nil {
+// modifiedLocked records the post-op attributes of a modifying call without
+// wcc_data (LINK).
+func (i *Inode) modifiedLocked(a *nfs3.Fattr, now time.Time) {
+	i.modGen = i.fs.attrGen.Add(1)
+	i.setAttrLocked(a, now)
+}
+
+// postOpLocked records attributes returned by a non-modifying call (GETATTR,
+// ACCESS, READ, LOOKUP, ...) that began when fs.attrGen was start (attrStart).
+// They are dropped when a reply to one of this client's modifying calls set
+// the attributes since: that reply may have overtaken this one, whose
+// attributes can then be older (a READ sent before a SETATTR that truncated
+// or extended the file, answered after it, would put the old size back), as
+// Linux's attribute generation counter does.
+func (i *Inode) postOpLocked(a *nfs3.Fattr, start uint64, now time.Time) {
+	if a == nil || i.modGen > start {
 		return
 	}
 	i.setAttrLocked(a, now)

@@ -44,6 +44,7 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 		return a, ttl, nil
 	}
 	i.mu.Unlock()
+	start := fs.attrStart()
 	a, err := fs.getattr(ctx, c, i.FH)
 	if err == nfs3.ErrStale {
 		// Removed by someone else while open here (or between this
@@ -64,7 +65,7 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 	now = time.Now()
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.setAttrLocked(a, now)
+	i.postOpLocked(a, start, now)
 	return i.reportLocked(), i.ttlLocked(now), nil
 }
 
@@ -74,25 +75,26 @@ func (fs *FS) dirWcc(dir *Inode, w *nfs3.WccData) {
 	dir.mu.Unlock()
 }
 
-func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr) {
+func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr, start uint64) {
 	if a == nil {
 		return
 	}
 	dir.mu.Lock()
-	dir.postOpLocked(a, time.Now())
+	dir.postOpLocked(a, start, time.Now())
 	dir.mu.Unlock()
 }
 
 // Lookup finds name in dir.
 func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
 	var res *nfs3.LookupRes
+	start := fs.attrStart()
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
 		res, err = fs.client(c).Lookup(ctx, dir.FH, name)
 		return status(res, err)
 	})
 	if res != nil {
-		fs.dirPostOp(dir, res.DirAttr)
+		fs.dirPostOp(dir, res.DirAttr, start)
 	}
 	if err != nil {
 		return Entry{}, err
@@ -103,7 +105,7 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a)), nil
+	return fs.entry(dir, fs.inode(res.Object, a, start)), nil
 }
 
 // created finishes CREATE, MKDIR, SYMLINK and MKNOD: the handle and attributes
@@ -120,7 +122,7 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a)), nil
+	return fs.entry(dir, fs.inode(res.Object, a, attrAlways)), nil
 }
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
@@ -216,6 +218,7 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 // Readlink reads a symbolic link.
 func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	var res *nfs3.ReadlinkRes
+	start := fs.attrStart()
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
 		res, err = fs.client(c).Readlink(ctx, i.FH)
@@ -223,7 +226,7 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	})
 	if res != nil && res.Attr != nil {
 		i.mu.Lock()
-		i.postOpLocked(res.Attr, time.Now())
+		i.postOpLocked(res.Attr, start, time.Now())
 		i.mu.Unlock()
 	}
 	if err != nil {
@@ -244,7 +247,7 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 		fs.dirWcc(dir, &res.LinkWcc)
 		i.mu.Lock()
 		if res.Attr != nil {
-			i.setAttrLocked(res.Attr, time.Now())
+			i.modifiedLocked(res.Attr, time.Now())
 		} else {
 			i.invalidateLocked()
 		}
@@ -470,12 +473,13 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 	}
 	if i.attrAt.IsZero() {
 		i.mu.Unlock()
+		start := fs.attrStart()
 		a, err := fs.getattr(ctx, c, i.FH)
 		i.mu.Lock()
 		if err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
-		i.setAttrLocked(a, time.Now())
+		i.postOpLocked(a, start, time.Now())
 	}
 	return i.reportLocked(), i.ttlLocked(time.Now()), nil
 }
@@ -483,6 +487,7 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 // Access reports whether c may access i as ACCESS3 bits want ask.
 func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, error) {
 	var res *nfs3.AccessRes
+	start := fs.attrStart()
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
 		res, err = fs.client(c).Access(ctx, i.FH, want)
@@ -490,7 +495,7 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 	})
 	if res != nil && res.Attr != nil {
 		i.mu.Lock()
-		i.postOpLocked(res.Attr, time.Now())
+		i.postOpLocked(res.Attr, start, time.Now())
 		i.mu.Unlock()
 	}
 	if err != nil {
@@ -537,6 +542,7 @@ func (fs *FS) ReleaseDir(i *Inode) {
 // ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
 func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
 	var all []nfs3.Entry
+	start := fs.attrStart()
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
 		all, err = fs.client(c).ReadDirAll(ctx, dir.FH, true)
@@ -564,7 +570,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		if e.Attr != nil {
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
-				en := fs.entry(dir, fs.inode(e.Handle, e.Attr))
+				en := fs.entry(dir, fs.inode(e.Handle, e.Attr, start))
 				d.Entry = &en
 			}
 		}

@@ -553,6 +553,7 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 		for got := int64(0); got < r.Len; {
 			n := min(r.Len-got, int64(fs.rsize))
 			var res *nfs3.ReadRes
+			start := fs.attrStart()
 			err := fs.do(ctx, func() (nfs3.Status, error) {
 				var err error
 				res, err = nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n))
@@ -560,7 +561,7 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 			})
 			if res != nil && res.Attr != nil {
 				i.mu.Lock()
-				i.postOpLocked(res.Attr, time.Now())
+				i.postOpLocked(res.Attr, start, time.Now())
 				i.mu.Unlock()
 			}
 			if err != nil {
@@ -591,6 +592,7 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 	for got < len(buf) {
 		var res *nfs3.ReadRes
 		n := min(len(buf)-got, int(fs.rsize))
+		start := fs.attrStart()
 		err := fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
 			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
@@ -598,7 +600,7 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 		})
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
-			i.postOpLocked(res.Attr, time.Now())
+			i.postOpLocked(res.Attr, start, time.Now())
 			i.mu.Unlock()
 		}
 		if err != nil {
@@ -1026,6 +1028,7 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		start := fs.attrStart()
 		ok, err := fs.sn.sess.Open(ctx, fh, snfs1.Write)
 		if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 			fs.log.Warn("recovery: a file with unwritten data is gone from the server; dropping the data", "fh", fmt.Sprintf("%x", h))
@@ -1044,7 +1047,7 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 				continue
 			}
 		}
-		i := fs.inode(fh, a)
+		i := fs.inode(fh, a, start)
 		if v := cf.Version(); v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) {
 			cf.Relabel(ok.CacheVersion)
 		} else {

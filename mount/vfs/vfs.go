@@ -54,6 +54,11 @@ type FS struct {
 
 	stats Stats
 
+	// attrGen counts the replies of modifying calls that set a file's
+	// attributes (Inode.modGen): a non-modifying call's attributes are used
+	// only when none came since it began (Inode.postOpLocked).
+	attrGen atomic.Uint64
+
 	mu      sync.Mutex
 	inodes  map[string]*Inode      // by file handle
 	clients map[string]*client.NFS // by Cred.key
@@ -112,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
-	fs.root = fs.inode(cfg.Root, a)
+	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
 	if cfg.SNFS != nil {
 		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
 			return nil, err
@@ -240,8 +245,17 @@ func (fs *FS) getattr(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, err
 	return &res.Attr, nil
 }
 
-// inode returns the Inode of fh, making it if new, and records a (fresh) attr.
-func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr) *Inode {
+// attrStart is taken before a non-modifying call whose reply carries
+// attributes, for postOpLocked.
+func (fs *FS) attrStart() uint64 { return fs.attrGen.Load() }
+
+// attrAlways as a start applies the attributes whatever came since (those of
+// an object a CREATE, MKDIR, SYMLINK or MKNOD just made).
+const attrAlways = ^uint64(0)
+
+// inode returns the Inode of fh, making it if new, and records attr, returned
+// by a call that began at start (see postOpLocked).
+func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	k := string(fh)
 	fs.mu.Lock()
 	i, ok := fs.inodes[k]
@@ -251,7 +265,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr) *Inode {
 	}
 	fs.mu.Unlock()
 	i.mu.Lock()
-	i.setAttrLocked(a, time.Now())
+	i.postOpLocked(a, start, time.Now())
 	i.mu.Unlock()
 	return i
 }
