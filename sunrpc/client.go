@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,8 @@ type transport struct {
 	xid           atomic.Uint32
 	d             *dispatcher // the programs this client serves
 	onConnect     func(ctx context.Context, c *Conn) error
+	observer      Observer  // told about every call that got a reply; may be nil
+	names         CallNames // names observed calls; nil: numbers
 	ctx           context.Context // handlers' base context, cancelled by Close
 	cancel        context.CancelFunc
 
@@ -78,6 +81,18 @@ func WithPrograms(ps ...*Program) DialOption {
 // waiting for it retries).
 func WithOnConnect(f func(ctx context.Context, c *Conn) error) DialOption {
 	return func(t *transport) { t.onConnect = f }
+}
+
+// CallNames names a call's program and procedure for an Observer (sunrpc
+// knows no program's names).
+type CallNames func(prog, vers, proc uint32) (program, procName string)
+
+// WithObserver tells o about every call made through the client (and its
+// Program views) that got a reply, accepted or not, with the time from the
+// first send to the reply; names names them (nil: the numbers in decimal).
+// Calls a connect hook makes with Conn.Call are not observed.
+func WithObserver(o Observer, names CallNames) DialOption {
+	return func(t *transport) { t.observer, t.names = o, names }
 }
 
 // Dial connects to prog/vers at addr over network ("tcp" or "udp"). The client
@@ -239,9 +254,16 @@ func (c *Client) Call(ctx context.Context, proc uint32, args xdr.Encoder, res xd
 // CallXID is Call with a caller-chosen xid; tests use it to retransmit on purpose.
 func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
 	msg := encodeCallMsg(xid, c.prog, c.vers, proc, c.auth, args)
+	var start time.Time
+	if c.observer != nil {
+		start = time.Now()
+	}
 	rec, err := c.roundTrip(ctx, xid, msg)
 	if err != nil {
 		return err
+	}
+	if c.observer != nil {
+		c.observe(c.prog, c.vers, proc, time.Since(start))
 	}
 	return decodeResults(rec, proc, res)
 }
@@ -290,4 +312,15 @@ func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]by
 			}
 		}
 	}
+}
+
+// observe tells the observer about one call that got a reply.
+func (t *transport) observe(prog, vers, proc uint32, d time.Duration) {
+	var pn, name string
+	if t.names != nil {
+		pn, name = t.names(prog, vers, proc)
+	} else {
+		pn, name = strconv.FormatUint(uint64(prog), 10), strconv.FormatUint(uint64(proc), 10)
+	}
+	t.observer.ObserveCall(pn, vers, name, d)
 }
