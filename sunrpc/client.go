@@ -45,8 +45,8 @@ type transport struct {
 	xid           atomic.Uint32
 	d             *dispatcher // the programs this client serves
 	onConnect     func(ctx context.Context, c *Conn) error
-	observer      Observer  // told about every call that got a reply; may be nil
-	names         CallNames // names observed calls; nil: numbers
+	observer      Observer        // told about every call that got a reply; may be nil
+	names         CallNames       // names observed calls; nil: numbers
 	ctx           context.Context // handlers' base context, cancelled by Close
 	cancel        context.CancelFunc
 
