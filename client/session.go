@@ -43,6 +43,9 @@ type SessionConfig struct {
 	// client, which must open its files again. It runs on its own goroutine,
 	// owned by the session (Disconnect waits for it), so it may call the session.
 	OnServerRestart func()
+	// Observer, if set, is told about every call of the session (WithObserver),
+	// the REGISTER on each new connection included.
+	Observer sunrpc.Observer
 }
 
 // Session is a client of the snfs consistency protocol: one connection to the
@@ -58,7 +61,8 @@ type Session struct {
 	timeout   time.Duration
 	log       *slog.Logger
 	onRestart func()
-	reg       chan struct{} // capacity 1: held while re-registering after STALE_CLIENTID
+	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
+	obs       sunrpc.Observer // may be nil
 
 	mu         sync.Mutex
 	registered bool           // a REGISTER succeeded; guarded by mu
@@ -74,7 +78,7 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reg: make(chan struct{}, 1)}
+		onRestart: cfg.OnServerRestart, reg: make(chan struct{}, 1), obs: cfg.Observer}
 	host, herr := os.Hostname()
 	if s.name == "" {
 		if herr != nil {
@@ -103,6 +107,9 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	if cfg.Timeout > 0 {
 		opts = append(opts, sunrpc.WithTimeout(cfg.Timeout))
 	}
+	if cfg.Observer != nil {
+		opts = append(opts, WithObserver(cfg.Observer))
+	}
 	c, err := sunrpc.Dial(ctx, network, addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("snfs session %q to %s: %w", s.name, addr, err)
@@ -120,8 +127,12 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 		defer cancel()
 	}
 	var res snfs1.RegisterRes
+	start := time.Now()
 	err := c.Call(ctx, snfs1.Program, snfs1.Version, snfs1.ProcRegister, s.auth,
 		&snfs1.RegisterArgs{Name: []byte(s.name), ClientVerf: s.verf}, &res)
+	if s.obs != nil && err == nil {
+		s.obs.ObserveCall("snfs", snfs1.Version, snfs1.ProcNames[snfs1.ProcRegister], time.Since(start))
+	}
 	if err != nil {
 		return fmt.Errorf("snfs REGISTER %q: %w", s.name, err)
 	}

@@ -45,6 +45,7 @@ type SNFSMountConfig struct {
 	// WriteBackDelay and CacheTTL as in SNFSConfig.
 	WriteBackDelay, CacheTTL time.Duration
 	Logger                   *slog.Logger
+	Observer                 sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory (and the
@@ -66,7 +67,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	}
 	h := &handler{ready: make(chan struct{})}
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name, Verifier: verf,
-		Handler: h, Logger: cfg.Logger, OnServerRestart: h.serverRestarted})
+		Handler: h, Logger: cfg.Logger, OnServerRestart: h.serverRestarted, Observer: cfg.Observer})
 	if err != nil {
 		cache.Close()
 		return nil, err
