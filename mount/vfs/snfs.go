@@ -67,6 +67,7 @@ type SNFSStats struct {
 	Callbacks       atomic.Uint64
 	CallbacksStale  atomic.Uint64
 	WriteBackErrors atomic.Uint64
+	cacheStats      // metrics.go: callbacks by mode, cache hits
 }
 
 type snfsFS struct {
@@ -530,6 +531,7 @@ func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (in
 		}
 		n, err := cf.ReadAt(buf, int64(off))
 		if err == nil || err == io.EOF {
+			fs.sn.stats.cacheRead(try, n)
 			return n, nil
 		}
 		var miss *cachedir.MissingError
@@ -1074,6 +1076,7 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 // first, then the answer.
 func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
 	fs.sn.stats.Callbacks.Add(1)
+	fs.sn.stats.callback(mode)
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {

@@ -1,0 +1,65 @@
+package vfs
+
+import (
+	"sync/atomic"
+	"time"
+
+	"snfs/snfs1"
+)
+
+// cacheStats are the snfs-mode counters behind the mount's metrics that
+// SNFSStats' older fields do not cover.
+type cacheStats struct {
+	// CacheHits and CacheHitBytes count the reads the daemon served from the
+	// cache directory without asking the server (reads the kernel serves from
+	// its page cache or through passthrough never reach the daemon).
+	CacheHits, CacheHitBytes atomic.Uint64
+	callbacks                [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
+}
+
+// callback counts one callback of mode.
+func (c *cacheStats) callback(mode snfs1.CallbackMode) {
+	if mode > snfs1.CBRelinquish {
+		mode = 0
+	}
+	c.callbacks[mode].Add(1)
+}
+
+// cacheRead counts a read of n bytes answered by the cache directory; try 0
+// means nothing had to be read from the server first (a hit).
+func (c *cacheStats) cacheRead(try, n int) {
+	if try == 0 {
+		c.CacheHits.Add(1)
+		c.CacheHitBytes.Add(uint64(n))
+	}
+}
+
+// CallbackModes lists the callback modes counted (CallbacksByMode's keys).
+var CallbackModes = []snfs1.CallbackMode{snfs1.CBWriteback, snfs1.CBInvalidate, snfs1.CBWritebackInvalidate, snfs1.CBRelinquish}
+
+// CallbacksByMode returns the callbacks received with mode.
+func (c *cacheStats) CallbacksByMode(mode snfs1.CallbackMode) uint64 {
+	if mode > snfs1.CBRelinquish {
+		mode = 0
+	}
+	return c.callbacks[mode].Load()
+}
+
+// DirtyBytes is the data in the cache directory not yet written back: the
+// dirty ranges of the files waiting for write-back (0 in nfs mode).
+func (fs *FS) DirtyBytes() int64 {
+	if fs.sn == nil {
+		return 0
+	}
+	var n int64
+	for _, i := range fs.dirtyInodes(time.Time{}) {
+		cf := i.cacheFileOrNil()
+		if cf == nil {
+			continue
+		}
+		for _, r := range cf.Info().Dirty {
+			n += r.Len
+		}
+	}
+	return n
+}
