@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"snfs/client"
+	"snfs/metrics"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/mount3"
+	"snfs/sunrpc"
 )
 
 // readyFDEnv names the descriptor through which a daemonized `snfs mount`
@@ -37,7 +39,8 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, foreground, debug. See
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, metrics=ADDR, foreground,
+debug. See
 docs/mount.md.`
 
 type mountFlags struct {
@@ -48,6 +51,7 @@ type mountFlags struct {
 	cacheDir           string
 	cacheSize          string
 	writebackDelay     time.Duration
+	metrics            string // --metrics ADDR
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -71,6 +75,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.cacheSize = v
 		case "writeback-delay":
 			f.writebackDelay, err = time.ParseDuration(v)
+		case "metrics":
+			f.metrics = v
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -96,10 +102,11 @@ func mountCmd(args []string) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "snfs mode's cache directory (default /var/cache/snfs/<hash of SERVER:/EXPORT>)")
 	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
+	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,metrics=ADDR,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -237,10 +244,16 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		}
 		log.Info("--mode=auto", "chose", f.mode)
 	}
-	if f.mode == "snfs" {
-		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr)
+	var reg *metrics.Client // nil without --metrics
+	var dialOpts []sunrpc.DialOption
+	if f.metrics != "" {
+		reg = metrics.NewClient()
+		dialOpts = append(dialOpts, client.WithObserver(reg))
 	}
-	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr)
+	if f.mode == "snfs" {
+		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
+	}
+	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, dialOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
 	}
@@ -249,7 +262,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	mnt := &client.Mounter{Client: nfs.Program(mount3.Program, mount3.Version)}
 	if f.mountPort != f.nfsPort {
 		mAddr := net.JoinHostPort(host, strconv.Itoa(f.mountPort))
-		if mnt, err = client.DialMount(ctx, "tcp", mAddr); err != nil {
+		if mnt, err = client.DialMount(ctx, "tcp", mAddr, dialOpts...); err != nil {
 			return fmt.Errorf("connect to MOUNT at %s: %w", mAddr, err)
 		}
 		defer mnt.Close()
@@ -264,6 +277,13 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log})
 	if err != nil {
 		return err
+	}
+	if reg != nil {
+		stopMetrics, err := serveMetrics(f.metrics, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
 	if err != nil {

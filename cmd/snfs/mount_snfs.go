@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/metrics"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -52,7 +53,7 @@ func parseSize(s string) (int64, error) {
 }
 
 // runSNFSMount is runMount in snfs mode.
-func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, host, export, dir, nfsAddr string) error {
+func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, host, export, dir, nfsAddr string, reg *metrics.Client) error {
 	size, err := parseSize(f.cacheSize)
 	if err != nil {
 		return fmt.Errorf("--cache-size: %w", err)
@@ -65,10 +66,23 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	if err != nil {
 		return err
 	}
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
-		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay, Logger: log})
+	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
+		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay, Logger: log}
+	if reg != nil {
+		cfg.Observer = reg
+	}
+	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if reg != nil {
+		clientMetrics(reg, v)
+		stopMetrics, err := serveMetrics(f.metrics, reg, log)
+		if err != nil {
+			v.Close()
+			return err
+		}
+		defer stopMetrics()
 	}
 	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
 	if err != nil {

@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ClientSources are the mount's counters the client registry reads at each
+// scrape (snfs mode; nfs mode has only the RPC counts).
+type ClientSources struct {
+	WrittenBackBytes   func() uint64
+	WriteBacksCancelled func() uint64
+	DirtyBytes         func() int64
+	CacheHits          func() uint64
+	CacheHitBytes      func() uint64
+	// Callbacks by mode name.
+	Callbacks map[string]func() uint64
+}
+
+// Client holds a mount's metric families: snfs_client_rpc_total (it is the
+// sunrpc.Observer of the mount's calls) and, with ClientSources, the
+// write-back, dirty data, cache and callback families.
+type Client struct {
+	reg      *prometheus.Registry
+	rpcTotal *prometheus.CounterVec
+}
+
+// NewClient returns a client registry with snfs_client_rpc_total and the Go
+// runtime and process collectors.
+func NewClient() *Client {
+	c := &Client{reg: prometheus.NewRegistry()}
+	c.rpcTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snfs_client_rpc_total",
+		Help: "RPC calls made that got a reply, by program, version and procedure (like nfsstat -c)."},
+		[]string{"program", "version", "proc"})
+	c.reg.MustRegister(c.rpcTotal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return c
+}
+
+// Register adds the families of src (snfs mode), read at each scrape. Call
+// once.
+func (c *Client) Register(src ClientSources) {
+	counter := func(name, help string, f func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	c.reg.MustRegister(
+		counter("snfs_client_written_back_bytes_total", "Bytes of dirty data written back to the server.", src.WrittenBackBytes),
+		counter("snfs_client_writebacks_cancelled_total", "Files whose pending write-back a delete or truncation cancelled.", src.WriteBacksCancelled),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snfs_client_dirty_bytes",
+			Help: "Dirty data in the cache directory waiting for write-back."}, func() float64 { return float64(src.DirtyBytes()) }),
+		counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
+		counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
+	)
+	for mode, f := range src.Callbacks {
+		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_callbacks_total",
+			Help: "Callbacks received from the server, by mode.", ConstLabels: prometheus.Labels{"mode": mode}},
+			func() float64 { return float64(f()) }))
+	}
+}
+
+// ObserveCall implements sunrpc.Observer.
+func (c *Client) ObserveCall(program string, vers uint32, proc string, _ time.Duration) {
+	c.rpcTotal.WithLabelValues(program, strconv.FormatUint(uint64(vers), 10), proc).Inc()
+}
+
+// Handler serves the registry at /metrics.
+func (c *Client) Handler() http.Handler {
+	return promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg})
+}
+
+// Gatherer returns the underlying registry, for tests.
+func (c *Client) Gatherer() prometheus.Gatherer { return c.reg }
