@@ -13,11 +13,11 @@ import (
 // ClientSources are the mount's counters the client registry reads at each
 // scrape (snfs mode; nfs mode has only the RPC counts).
 type ClientSources struct {
-	WrittenBackBytes   func() uint64
+	WrittenBackBytes    func() uint64
 	WriteBacksCancelled func() uint64
-	DirtyBytes         func() int64
-	CacheHits          func() uint64
-	CacheHitBytes      func() uint64
+	DirtyBytes          func() int64
+	CacheHits           func() uint64
+	CacheHitBytes       func() uint64
 	// Callbacks by mode name.
 	Callbacks map[string]func() uint64
 }
