@@ -37,7 +37,8 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, foreground, debug. See
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, foreground,
+debug. See
 docs/mount.md.`
 
 type mountFlags struct {
@@ -48,6 +49,7 @@ type mountFlags struct {
 	cacheDir           string
 	cacheSize          string
 	writebackDelay     time.Duration
+	closeDelay         time.Duration
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -71,6 +73,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.cacheSize = v
 		case "writeback-delay":
 			f.writebackDelay, err = time.ParseDuration(v)
+		case "close-delay":
+			f.closeDelay, err = time.ParseDuration(v)
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -96,10 +100,11 @@ func mountCmd(args []string) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "snfs mode's cache directory (default /var/cache/snfs/<hash of SERVER:/EXPORT>)")
 	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
+	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

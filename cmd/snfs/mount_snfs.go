@@ -66,7 +66,8 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		return err
 	}
 	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
-		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay, Logger: log})
+		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
+		CloseDelay: f.closeDelay, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,9 @@ type SNFSMountConfig struct {
 	CacheSize int64 // bytes; <= 0: no limit
 	// WriteBackDelay and CacheTTL as in SNFSConfig.
 	WriteBackDelay, CacheTTL time.Duration
-	Logger                   *slog.Logger
+	// CloseDelay as in SNFSConfig (0: no delayed close).
+	CloseDelay time.Duration
+	Logger     *slog.Logger
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory (and the
@@ -85,7 +87,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	}
 	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			Recover: true, handler: h, owned: true, export: cfg.Export}})
+			CloseDelay: cfg.CloseDelay,
+			Recover:    true, handler: h, owned: true, export: cfg.Export}})
 	if err != nil {
 		return fail(err)
 	}
