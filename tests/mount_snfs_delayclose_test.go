@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"sort"
 	"testing"
 	"time"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"snfs/metrics"
 	"snfs/mount/fusefs"
@@ -195,5 +198,25 @@ func TestMountSNFSDelayedCloseCallback(t *testing.T) {
 	}
 	if n := b.v.Stats().Writes.Load(); n != 0 {
 		t.Errorf("B sent %d WRITEs; want 0 (caching)", n)
+	}
+}
+
+// TestMountSNFSPosixDelayedClose is TestMountSNFSPosix with delayed close on.
+func TestMountSNFSPosixDelayedClose(t *testing.T) {
+	requireFUSE(t)
+	names := make([]string, 0, len(posixtest.All))
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := knownMountFailures[name]; ok {
+				t.Skip("known failure: " + why)
+			}
+			e := newEnv(t, "rw,no_root_squash")
+			m := newSNFSMountDelayed(t, e, "posix", time.Hour, 2*time.Second)
+			posixtest.All[name](t, m.dir)
+		})
 	}
 }
