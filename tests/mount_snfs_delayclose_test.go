@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -219,4 +220,18 @@ func TestMountSNFSPosixDelayedClose(t *testing.T) {
 			posixtest.All[name](t, m.dir)
 		})
 	}
+}
+
+// TestMountSNFSFsxDelayedClose: the random tester on an snfs-mode mount with
+// delayed close on (its reopens take over delayed closes), each check
+// comparing, after an fsync, the export's file with the model.
+func TestMountSNFSFsxDelayedClose(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	m := newSNFSMountDelayed(t, e, "fsx", time.Hour, 2*time.Second)
+	ops := fsxOps(t)
+	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(m.dir, "fsx.dat"), ops, fsxSeed(t, 5)),
+		Compare: []string{e.path("fsx.dat")}}
+	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+	st := m.v.SNFSStats()
+	t.Logf("delayed closes %d, reopens without OPEN %d", st.DelayedCloses.Load(), st.DelayedReopens.Load())
 }
