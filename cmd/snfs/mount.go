@@ -39,7 +39,7 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, metrics=ADDR, foreground,
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, metrics=ADDR, foreground,
 debug. See
 docs/mount.md.`
 
@@ -52,6 +52,7 @@ type mountFlags struct {
 	cacheSize          string
 	writebackDelay     time.Duration
 	metrics            string // --metrics ADDR
+	closeDelay         time.Duration
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -77,6 +78,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.writebackDelay, err = time.ParseDuration(v)
 		case "metrics":
 			f.metrics = v
+		case "close-delay":
+			f.closeDelay, err = time.ParseDuration(v)
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -103,10 +106,11 @@ func mountCmd(args []string) error {
 	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
+	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,metrics=ADDR,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,metrics=ADDR,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

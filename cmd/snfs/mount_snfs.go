@@ -67,7 +67,8 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		return err
 	}
 	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
-		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay, Logger: log}
+		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
+		CloseDelay: f.closeDelay, Logger: log}
 	if reg != nil {
 		cfg.Observer = reg
 	}

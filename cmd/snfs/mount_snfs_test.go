@@ -21,11 +21,14 @@ func TestParseSize(t *testing.T) {
 
 func TestMountSNFSOptions(t *testing.T) {
 	var f mountFlags
-	if err := f.applyOpts("mode=snfs,cache-dir=/var/cache/x,cache-size=1G,writeback-delay=5s,_netdev"); err != nil {
+	if err := f.applyOpts("mode=snfs,cache-dir=/var/cache/x,cache-size=1G,writeback-delay=5s,close-delay=0,_netdev"); err != nil {
 		t.Fatal(err)
 	}
-	if f.mode != "snfs" || f.cacheDir != "/var/cache/x" || f.cacheSize != "1G" || f.writebackDelay != 5*time.Second {
+	if f.mode != "snfs" || f.cacheDir != "/var/cache/x" || f.cacheSize != "1G" || f.writebackDelay != 5*time.Second || f.closeDelay != 0 {
 		t.Fatalf("got %+v", f)
+	}
+	if err := f.applyOpts("close-delay=500ms"); err != nil || f.closeDelay != 500*time.Millisecond {
+		t.Fatalf("close-delay=500ms: %v, %v", err, f.closeDelay)
 	}
 	if err := f.applyOpts("writeback-delay=soon"); err == nil {
 		t.Fatal("a bad delay was taken")

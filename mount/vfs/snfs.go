@@ -20,7 +20,9 @@ import (
 )
 
 // snfs mode (docs/mount.md, docs/protocol.md section 16): every application
-// open is one SNFS OPEN and every release one CLOSE (no delayed close yet).
+// open is one SNFS OPEN and every release one CLOSE, except that the last
+// release of a cached file may keep its open for a while, for a reopen to
+// take over (delayed close, delayclose.go).
 // While the server lets the client cache a file, its data lives in the cache
 // directory (reads fill it, writes go to it as dirty data, close() makes it
 // durable locally and does not write back), attributes and pages are kept by
@@ -41,6 +43,10 @@ type SNFSConfig struct {
 	// CacheTTL is how long the kernel keeps the attributes of a file the
 	// server lets this client cache; 0: 1 hour.
 	CacheTTL time.Duration
+	// CloseDelay is how long the protocol open of a file's last application
+	// close is kept before its CLOSE is sent, for a reopen to take over
+	// (delayclose.go); 0: no delay.
+	CloseDelay time.Duration
 	// Recover writes back, before New returns, the dirty files a previous
 	// instance left in the cache directory (a crash, a kill -9).
 	Recover bool
@@ -68,6 +74,9 @@ type SNFSStats struct {
 	CallbacksStale  atomic.Uint64
 	WriteBackErrors atomic.Uint64
 	cacheStats      // metrics.go: callbacks by mode, cache hits
+	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
+	DelayedReopens  atomic.Uint64 // opens that took over a delayed close: no OPEN
+	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
 }
 
 type snfsFS struct {
@@ -79,6 +88,8 @@ type snfsFS struct {
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
+
+	delayed delayedSet // files with delayed closes
 
 	stop chan struct{}
 	done chan struct{}
@@ -99,6 +110,7 @@ type snfsInode struct {
 	cred    Cred           // the last writer: write-back is done as it
 	wbErr   error          // a write-back error not yet reported
 	openMu  sync.Mutex     // serializes this file's OPEN/CLOSE calls (not its callbacks)
+	dc      delayedOpens   // protocol opens kept after the last release (delayclose.go)
 }
 
 // snfsFile is an open's snfs-mode state.
@@ -241,6 +253,7 @@ func (fs *FS) Close() error {
 	}
 	var err error
 	fs.sn.once.Do(func() {
+		fs.closeAllDelayed()
 		close(fs.sn.stop)
 		<-fs.sn.done
 		err = fs.sn.cache.Close()
@@ -332,7 +345,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 	i.sn.openMu.Lock()
 	defer i.sn.openMu.Unlock()
 	i.mu.Lock()
-	idle := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0
+	idle := i.snfsHeldLocked() == 0 && i.sn.opening == 0
 	cf := i.sn.cf
 	i.mu.Unlock()
 	if !idle || cf == nil || cf.NeedsWriteBack() {
@@ -376,7 +389,7 @@ func (i *Inode) snfsCaching() bool {
 // long while cached (the server calls back before it changes), none while
 // write-shared. ok is false when nfs mode's adaptive timeouts apply.
 func (i *Inode) snfsTTL() (time.Duration, bool) {
-	if i.fs.sn == nil || i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 {
+	if i.fs.sn == nil || i.snfsHeldLocked() == 0 {
 		return 0, false
 	}
 	if i.sn.caching && !i.attrAt.IsZero() {
@@ -402,7 +415,7 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func (i *Inode) snfsBusyLocked() bool {
-	return i.fs.sn != nil && (i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] > 0 || i.sn.opening > 0 ||
+	return i.fs.sn != nil && (i.snfsHeldLocked() > 0 || i.sn.opening > 0 ||
 		i.sn.cf != nil && i.fs.isDirty(i))
 }
 
@@ -426,14 +439,18 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 		}
 	}
 	mode := openModeOf(flags)
-	keep, direct, err := fs.snfsOpenProto(ctx, i, c, mode)
-	if err != nil {
+	pmode := mode
+	var keep, direct bool
+	var err error
+	if taken, k, ok := fs.reuseDelayed(i, mode); ok {
+		pmode, keep = taken, k // a delayed close taken over: no OPEN
+	} else if keep, direct, err = fs.snfsOpenProto(ctx, i, c, mode); err != nil {
 		return nil, false, err
 	}
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == snfs1.Write, sn: snfsFile{mode: mode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == snfs1.Write, sn: snfsFile{mode: pmode, direct: direct}}
 	if flags&syscall.O_TRUNC != 0 && i.snfsCaching() {
 		if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
 			fs.snfsTruncate(i, c, 0)
@@ -733,23 +750,16 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		}
 		dirty = cf.NeedsWriteBack()
 	}
+	if name == "" && fs.delayClose(i, f.sn.mode) {
+		i.sn.openMu.Unlock()
+		return errors.Join(errs...)
+	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
 	i.sn.openMu.Unlock()
 	if err != nil && !errors.Is(err, nfs3.ErrStale) {
 		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
 	}
-	i.mu.Lock()
-	closed := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0
-	if closed {
-		// The server no longer calls this client back about the file: the
-		// kernel's attributes are good only as long as nfs mode's.
-		i.sn.caching = false
-		i.invalidateLocked()
-	}
-	i.mu.Unlock()
-	if closed {
-		fs.notifyAttr(i)
-	}
+	fs.snfsClosedAll(i)
 	if last && name != "" {
 		var res *nfs3.WccRes
 		if rerr := fs.do(ctx, func() (nfs3.Status, error) {
@@ -1088,7 +1098,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	held := cf != nil && cf.Holds()
 	if i != nil {
 		i.mu.Lock()
-		held = held || i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] > 0 || i.sn.caching || i.w.pending()
+		held = held || i.snfsHeldLocked() > 0 || i.sn.caching || i.w.pending()
 		i.mu.Unlock()
 	}
 	if !held {
@@ -1123,6 +1133,9 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		if i != nil {
 			fs.notifyData(i)
 		}
+	}
+	if st, ok := fs.delayedCallback(ctx, i); ok {
+		return st
 	}
 	if mode == snfs1.CBRelinquish {
 		if i == nil {

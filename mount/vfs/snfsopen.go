@@ -44,8 +44,10 @@ type SNFSMountConfig struct {
 	CacheSize int64 // bytes; <= 0: no limit
 	// WriteBackDelay and CacheTTL as in SNFSConfig.
 	WriteBackDelay, CacheTTL time.Duration
-	Logger                   *slog.Logger
-	Observer                 sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
+	// CloseDelay as in SNFSConfig (0: no delayed close).
+	CloseDelay time.Duration
+	Logger     *slog.Logger
+	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory (and the
@@ -86,7 +88,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	}
 	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			Recover: true, handler: h, owned: true, export: cfg.Export}})
+			CloseDelay: cfg.CloseDelay,
+			Recover:    true, handler: h, owned: true, export: cfg.Export}})
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,259 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"snfs/mount/cachedir"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// Delayed close (docs/protocol.md section 10, the Spritely NFS paper's
+// section 6.2). When the last application open of a file the server lets
+// this client cache is released, its protocol open is kept for
+// SNFSConfig.CloseDelay instead of being CLOSEd at once. An application open
+// of the file within that window takes the kept open over: no OPEN, and no
+// CLOSE for the kept one (the server always counts exactly the opens this
+// client will close). A read open may take over a kept write open (the server
+// counts a write open; its CLOSE is a write CLOSE). When the window passes,
+// the kept opens are CLOSEd (dirty as at any close). A callback for a file
+// that only kept opens hold is answered CB_TREAT_AS_CLOSED after the mode's
+// work and a write-back: the kept opens are forgotten, never CLOSEd. Close
+// (unmount) CLOSEs every kept open.
+
+// delayedOpens is an inode's kept opens; guarded by the Inode's mu.
+type delayedOpens struct {
+	n        [3]int    // kept protocol opens, by snfs1.OpenMode
+	deadline time.Time // when they are CLOSEd
+	timer    *time.Timer
+}
+
+func (d *delayedOpens) count() int { return d.n[snfs1.Read] + d.n[snfs1.Write] }
+
+// delayedSet is the FS's inodes with kept opens.
+type delayedSet struct {
+	mu     sync.Mutex
+	inodes map[*Inode]struct{}
+	closed bool // Close ran: no more delaying
+}
+
+// heldLocked is the number of protocol opens this client holds of i: the
+// applications' and the kept ones.
+func (i *Inode) snfsHeldLocked() int {
+	return i.sn.opens[snfs1.Read] + i.sn.opens[snfs1.Write] + i.sn.dc.count()
+}
+
+// reuseDelayed takes over a kept open of i for an application open of mode,
+// if there is one the mode may use and the file is still cached. It returns
+// the protocol mode of the open taken over and whether the kernel may keep
+// its pages.
+func (fs *FS) reuseDelayed(i *Inode, mode snfs1.OpenMode) (taken snfs1.OpenMode, keep, ok bool) {
+	if fs.sn == nil || fs.sn.cfg.CloseDelay <= 0 {
+		return 0, false, false
+	}
+	i.sn.openMu.Lock()
+	defer i.sn.openMu.Unlock()
+	i.mu.Lock()
+	if !i.sn.caching || i.sn.cf == nil || i.sn.dc.count() == 0 {
+		i.mu.Unlock()
+		return 0, false, false
+	}
+	switch {
+	case i.sn.dc.n[mode] > 0:
+		taken = mode
+	case mode == snfs1.Read && i.sn.dc.n[snfs1.Write] > 0:
+		taken = snfs1.Write
+	default:
+		i.mu.Unlock()
+		return 0, false, false
+	}
+	i.sn.dc.n[taken]--
+	i.sn.opens[taken]++
+	if i.sn.dc.count() == 0 && i.sn.dc.timer != nil {
+		i.sn.dc.timer.Stop()
+		i.sn.dc.timer = nil
+	}
+	keep = i.sn.kernVer != 0 && i.sn.kernVer == i.sn.version
+	i.mu.Unlock()
+	fs.sn.delayed.remove(i)
+	fs.sn.stats.DelayedReopens.Add(1)
+	return taken, keep, true
+}
+
+// remove drops i from the set if it has no kept opens (lock order: the
+// set's mu, then the Inode's).
+func (s *delayedSet) remove(i *Inode) {
+	s.mu.Lock()
+	i.mu.Lock()
+	if i.sn.dc.count() == 0 {
+		delete(s.inodes, i)
+	}
+	i.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// delayClose keeps the protocol open of mode that a release just gave up,
+// instead of CLOSEing it, when delayed close is on, the file is cached here
+// and no application has it open. Called with i.sn.openMu held; the release's
+// counts are already decremented.
+func (fs *FS) delayClose(i *Inode, mode snfs1.OpenMode) bool {
+	d := fs.sn.cfg.CloseDelay
+	if d <= 0 {
+		return false
+	}
+	fs.sn.delayed.mu.Lock()
+	defer fs.sn.delayed.mu.Unlock()
+	if fs.sn.delayed.closed {
+		return false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.sn.caching || i.opens != 0 || i.sn.opening != 0 {
+		return false
+	}
+	i.sn.dc.n[mode]++
+	i.sn.dc.deadline = time.Now().Add(d)
+	if i.sn.dc.timer == nil {
+		i.sn.dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
+	}
+	if fs.sn.delayed.inodes == nil {
+		fs.sn.delayed.inodes = map[*Inode]struct{}{}
+	}
+	fs.sn.delayed.inodes[i] = struct{}{}
+	fs.sn.stats.DelayedCloses.Add(1)
+	return true
+}
+
+// closeDelayed CLOSEs i's kept opens once their window has passed (now, if
+// force).
+func (fs *FS) closeDelayed(i *Inode, force bool) {
+	i.sn.openMu.Lock()
+	i.mu.Lock()
+	if i.sn.dc.count() == 0 {
+		i.mu.Unlock()
+		i.sn.openMu.Unlock()
+		return
+	}
+	if wait := time.Until(i.sn.dc.deadline); !force && wait > 0 {
+		// Released again since the timer was set: wait for the new deadline.
+		if i.sn.dc.timer != nil {
+			i.sn.dc.timer.Reset(wait)
+		} else {
+			i.sn.dc.timer = time.AfterFunc(wait, func() { fs.closeDelayed(i, false) })
+		}
+		i.mu.Unlock()
+		i.sn.openMu.Unlock()
+		return
+	}
+	n := i.sn.dc.n
+	i.sn.dc.n = [3]int{}
+	if i.sn.dc.timer != nil {
+		i.sn.dc.timer.Stop()
+		i.sn.dc.timer = nil
+	}
+	cf := i.sn.cf
+	i.mu.Unlock()
+	fs.sn.delayed.remove(i)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dirty := false
+	if cf != nil && fs.isDirty(i) {
+		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			fs.log.Warn("cache directory: sync", "fileid", i.FileID, "err", err)
+		}
+		dirty = cf.NeedsWriteBack()
+	}
+	for _, m := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
+		for range n[m] {
+			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
+				fs.log.Warn("delayed CLOSE", "fileid", i.FileID, "err", err)
+			}
+		}
+	}
+	i.sn.openMu.Unlock()
+	fs.snfsClosedAll(i)
+}
+
+// snfsClosedAll: if this client holds no open of i any more, the server no
+// longer calls it back about the file: the kernel's attributes are good only
+// as long as nfs mode's.
+func (fs *FS) snfsClosedAll(i *Inode) {
+	i.mu.Lock()
+	closed := i.snfsHeldLocked() == 0 && i.sn.opening == 0
+	if closed {
+		i.sn.caching = false
+		i.invalidateLocked()
+	}
+	i.mu.Unlock()
+	if closed {
+		fs.notifyAttr(i)
+	}
+}
+
+// closeAllDelayed CLOSEs every kept open now and stops delaying (Close).
+func (fs *FS) closeAllDelayed() {
+	s := &fs.sn.delayed
+	s.mu.Lock()
+	s.closed = true
+	all := make([]*Inode, 0, len(s.inodes))
+	for i := range s.inodes {
+		all = append(all, i)
+	}
+	s.mu.Unlock()
+	for _, i := range all {
+		fs.closeDelayed(i, true)
+	}
+}
+
+// delayedCallback answers a callback (after its mode's work) for a file that
+// only kept opens hold: everything is written back, the kept opens are
+// forgotten (the server treats them as closed) and caching stops. ok is
+// false when the callback is not for such a file.
+func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackStatus, ok bool) {
+	if i == nil {
+		return 0, false
+	}
+	i.mu.Lock()
+	only := i.sn.dc.count() > 0 && i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0
+	i.mu.Unlock()
+	if !only {
+		return 0, false
+	}
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		if err := i.flush(ctx, true); err != nil {
+			fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
+			return 0, false
+		}
+	}
+	if err := fs.writeBackInode(ctx, i); err != nil {
+		fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
+		return 0, false
+	}
+	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+		return 0, false
+	}
+	i.mu.Lock()
+	// Checked again: an application open may have taken a kept open over.
+	if i.sn.dc.count() == 0 || i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] != 0 || i.sn.opening != 0 {
+		i.mu.Unlock()
+		return 0, false
+	}
+	i.sn.dc.n = [3]int{}
+	if i.sn.dc.timer != nil {
+		i.sn.dc.timer.Stop()
+		i.sn.dc.timer = nil
+	}
+	i.sn.caching = false
+	i.invalidateLocked()
+	i.mu.Unlock()
+	fs.sn.delayed.remove(i)
+	fs.sn.stats.TreatedAsClosed.Add(1)
+	fs.notifyAttr(i)
+	return snfs1.CBTreatAsClosed, true
+}
