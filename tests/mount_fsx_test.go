@@ -339,6 +339,15 @@ func testMountFsxServerRestart(t *testing.T, mode fsxMode, seed uint64) {
 // ops/100): they are the point.
 func TestMountFsxTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxNFS, 3) }
 
+// TestMountFsxSNFSTwoMounts: TestMountFsxTwoMounts on two snfs-mode mounts,
+// sequential sharing: the first mount's close does not write back; the
+// second mount's OPEN makes the server call the first back, which writes its
+// dirty data back before the OPEN is answered, and the second must not use its
+// own cached copy of the previous check (the first's OPEN for writing called
+// it back). The second mount is compared first, then the export directory
+// (which has the data only because of that callback).
+func TestMountFsxSNFSTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxSNFS, 6) }
+
 func testMountFsxTwoMounts(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
 	a, _ := fsxMount(t, e, mode, "A", 0)
