@@ -19,8 +19,9 @@ import (
 )
 
 // The fsx-style random tester (internal/fsx) against a file on an `snfs mount
-// --mode=nfs` mount (issue 14: "100,000 operations, no mismatch; also across a
-// server restart").
+// --mode=nfs` mount and an `snfs mount --mode=snfs` mount (the TestMountFsxSNFS*
+// variants) (issue 14: "100,000 operations, in both modes, no mismatch; also
+// across a server restart").
 //
 // The tester runs in a child process (this test binary again, TestFsxChild),
 // not in the process that serves the mount: its mapped reads and writes fault
