@@ -19,8 +19,9 @@ import (
 )
 
 // The fsx-style random tester (internal/fsx) against a file on an `snfs mount
-// --mode=nfs` mount (issue 14: "100,000 operations, no mismatch; also across a
-// server restart").
+// --mode=nfs` mount and an `snfs mount --mode=snfs` mount (the TestMountFsxSNFS*
+// variants) (issue 14: "100,000 operations, in both modes, no mismatch; also
+// across a server restart").
 //
 // The tester runs in a child process (this test binary again, TestFsxChild),
 // not in the process that serves the mount: its mapped reads and writes fault
@@ -240,14 +241,44 @@ func TestFsxChild(t *testing.T) {
 	}
 }
 
+// fsxMode is the mount mode a TestMountFsx* variant runs in.
+type fsxMode int
+
+const (
+	fsxNFS  fsxMode = iota // --mode=nfs (newMount)
+	fsxSNFS                // --mode=snfs (newSNFSMount), write-back delay of an hour
+)
+
+// fsxMount mounts e's export in mode m (name: the snfs-mode client name;
+// dirtyLimit: the nfs-mode vfs's, 0 for the default) and returns the mount
+// point and the vfs.
+func fsxMount(t *testing.T, e *env, m fsxMode, name string, dirtyLimit int) (string, *vfs.FS) {
+	t.Helper()
+	if m == fsxSNFS {
+		// An hour: nothing is written back by age during a run; fsync, callbacks
+		// and restarts write back.
+		sm := newSNFSMount(t, e, name, "", time.Hour)
+		return sm.dir, sm.v
+	}
+	nm := newMountConfig(t, e, vfs.Config{DirtyLimit: dirtyLimit})
+	return nm.dir, nm.v
+}
+
 // TestMountFsx: the random tester on a mount, each check comparing the file
 // as the server stores it (read from the export directory) with the model,
 // after an fsync: what the client says is written is what the server has.
-func TestMountFsx(t *testing.T) {
+func TestMountFsx(t *testing.T) { testMountFsx(t, fsxNFS, 1) }
+
+// TestMountFsxSNFS: TestMountFsx on an snfs-mode mount. Its close does not
+// write back (delayed write-back), its fsync does: the checks' fsync makes the
+// export directory hold the model.
+func TestMountFsxSNFS(t *testing.T) { testMountFsx(t, fsxSNFS, 4) }
+
+func testMountFsx(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
+	dir, _ := fsxMount(t, e, mode, "A", 0)
 	ops := fsxOps(t)
-	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(m.dir, "fsx.dat"), ops, fsxSeed(t, 1)),
+	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(dir, "fsx.dat"), ops, fsxSeed(t, seed)),
 		Compare: []string{e.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }
@@ -259,20 +290,38 @@ func TestMountFsx(t *testing.T) {
 // server goes away; the COMMIT after the restart has a new verifier and the
 // client must write that data again. The checks (after fsync) read the export
 // directory: no acknowledged byte may be missing.
-func TestMountFsxServerRestart(t *testing.T) {
+func TestMountFsxServerRestart(t *testing.T) { testMountFsxServerRestart(t, fsxNFS, 2) }
+
+// TestMountFsxSNFSServerRestart: TestMountFsxServerRestart on an snfs-mode
+// mount. At each restart the file is open and has dirty data in the cache
+// directory (written, not yet fsynced); the mount must notice the restart,
+// write that data back to the new server instance and write through until
+// the file is closed, then cache it again from its next OPEN. No byte an
+// fsync acknowledged may be missing from the export directory.
+func TestMountFsxSNFSServerRestart(t *testing.T) { testMountFsxServerRestart(t, fsxSNFS, 5) }
+
+func testMountFsxServerRestart(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMountConfig(t, e, vfs.Config{DirtyLimit: 64 << 10})
+	dir, v := fsxMount(t, e, mode, "A", 64<<10)
 	ops := fsxOps(t)
-	cfg := fsxConfig(filepath.Join(m.dir, "fsx.dat"), ops, fsxSeed(t, 2))
+	cfg := fsxConfig(filepath.Join(dir, "fsx.dat"), ops, fsxSeed(t, seed))
 	every := max(ops/10, 200)
 	c := fsxChildConfig{Cfg: cfg, Compare: []string{e.path("fsx.dat")},
 		RestartEvery: every, RestartAt: every / 2}
-	before := m.v.Stats().Rewrites.Load()
+	before := v.Stats().Rewrites.Load()
 	res := fsxCheck(t, c, e.restart)
-	rewrites := m.v.Stats().Rewrites.Load() - before
+	rewrites := v.Stats().Rewrites.Load() - before
 	t.Logf("%d restarts, %d rewrites after a verifier change", res.Restarts, rewrites)
 	if res.Restarts == 0 {
 		t.Error("no restart happened")
+	}
+	if mode == fsxSNFS {
+		// A write-back sends its WRITEs and COMMIT together: a restart rarely
+		// falls between them, so rewrites are not required here.
+		st := v.SNFSStats()
+		t.Logf("snfs: %d write-backs (%d bytes), %d callbacks", st.WriteBacks.Load(),
+			st.WriteBackBytes.Load(), st.Callbacks.Load())
+		return
 	}
 	// Whether UNSTABLE data waits at a given restart depends on the sequence
 	// (not after an fsync, a close or a COMMIT); in the runs measured, 6 and 7
@@ -289,12 +338,24 @@ func TestMountFsxServerRestart(t *testing.T) {
 // the file's pages of the previous check cached: the open must drop them).
 // The export directory is compared too. Checks are more frequent here (every
 // ops/100): they are the point.
-func TestMountFsxTwoMounts(t *testing.T) {
+func TestMountFsxTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxNFS, 3) }
+
+// TestMountFsxSNFSTwoMounts: TestMountFsxTwoMounts on two snfs-mode mounts,
+// sequential sharing: the first mount's close does not write back; the
+// second mount's OPEN makes the server call the first back, which writes its
+// dirty data back before the OPEN is answered, and the second must not use its
+// own cached copy of the previous check (the first's OPEN for writing called
+// it back). The second mount is compared first, then the export directory
+// (which has the data only because of that callback).
+func TestMountFsxSNFSTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxSNFS, 6) }
+
+func testMountFsxTwoMounts(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
-	a, b := newMount(t, e), newMount(t, e)
+	a, _ := fsxMount(t, e, mode, "A", 0)
+	b, _ := fsxMount(t, e, mode, "B", 0)
 	ops := fsxOps(t)
-	cfg := fsxConfig(filepath.Join(a.dir, "fsx.dat"), ops, fsxSeed(t, 3))
+	cfg := fsxConfig(filepath.Join(a, "fsx.dat"), ops, fsxSeed(t, seed))
 	cfg.CheckPrep, cfg.CheckEvery = fsx.PrepClose, max(ops/100, 100)
-	c := fsxChildConfig{Cfg: cfg, Compare: []string{filepath.Join(b.dir, "fsx.dat"), e.path("fsx.dat")}}
+	c := fsxChildConfig{Cfg: cfg, Compare: []string{filepath.Join(b, "fsx.dat"), e.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }

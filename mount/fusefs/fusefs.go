@@ -57,8 +57,14 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
 		DisableXAttrs:            true,
-		Debug:                    o.Debug,
-		Logger:                   log.New(os.Stderr, "fuse: ", log.LstdFlags),
+		// A write-shared file is opened FOPEN_DIRECT_IO in snfs mode; without
+		// this (Linux 6.6+) the kernel refuses a shared mmap of it (ENODEV),
+		// e.g. an open that reaches the server before another client's
+		// asynchronous RELEASE. With it the kernel writes back and drops the
+		// mapped pages around each direct read and write.
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		Debug:             o.Debug,
+		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
 	opts := &fs.Options{
 		MountOptions:    mo,
