@@ -73,7 +73,7 @@ type SNFSStats struct {
 	Callbacks       atomic.Uint64
 	CallbacksStale  atomic.Uint64
 	WriteBackErrors atomic.Uint64
-	cacheStats      // metrics.go: callbacks by mode, cache hits
+	cacheStats                    // metrics.go: callbacks by mode, cache hits
 	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
 	DelayedReopens  atomic.Uint64 // opens that took over a delayed close: no OPEN
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
