@@ -92,11 +92,27 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 	}
 	buf = buf[:min(uint64(len(buf)), size-off)]
 	clear(buf)
+	if _, err := fs.readServer(ctx, f, off, buf); err != nil {
+		return 0, err
+	}
+	i.mu.Lock()
+	i.w.overlay(off, buf)
+	i.mu.Unlock()
+	return len(buf), nil
+}
+
+// readServer fills buf from the server's copy of f at off with READs of at
+// most rsize, up to the server's end of file, and returns how many bytes it
+// read; each reply's attributes go to the inode's cache (unless a modifying
+// reply came since that READ began).
+func (fs *FS) readServer(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.i
 	c := fs.client(f.cred)
-	start := fs.attrStart()
-	for got := 0; got < len(buf); {
+	got := 0
+	for got < len(buf) {
 		var res *nfs3.ReadRes
 		n := min(len(buf)-got, int(fs.rsize))
+		start := fs.attrStart()
 		err := fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
 			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
@@ -108,7 +124,7 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 			i.mu.Unlock()
 		}
 		if err != nil {
-			return 0, fmt.Errorf("READ: %w", err)
+			return got, fmt.Errorf("READ: %w", err)
 		}
 		copy(buf[got:], res.Data)
 		got += len(res.Data)
@@ -116,10 +132,7 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 			break
 		}
 	}
-	i.mu.Lock()
-	i.w.overlay(off, buf)
-	i.mu.Unlock()
-	return len(buf), nil
+	return got, nil
 }
 
 // unstableFactor times the dirty limit is how much sent but uncommitted data

@@ -606,30 +606,9 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	clear(buf)
-	c := fs.client(f.cred)
-	got := 0
-	for got < len(buf) {
-		var res *nfs3.ReadRes
-		n := min(len(buf)-got, int(fs.rsize))
-		start := fs.attrStart()
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
-			return status(res, err)
-		})
-		if res != nil && res.Attr != nil {
-			i.mu.Lock()
-			i.postOpLocked(res.Attr, start, time.Now())
-			i.mu.Unlock()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("READ: %w", err)
-		}
-		copy(buf[got:], res.Data)
-		got += len(res.Data)
-		if res.EOF || len(res.Data) == 0 {
-			break
-		}
+	got, err := fs.readServer(ctx, f, off, buf)
+	if err != nil {
+		return 0, err
 	}
 	i.mu.Lock()
 	if i.w.pending() {
