@@ -16,8 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/client"
 	"snfs/metrics"
+
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/mount3"
@@ -293,27 +295,11 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	os.MkdirAll(pidDir, 0o755)
-	pf := pidFile(dir)
-	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-	defer os.Remove(pf)
+	defer writePidFile(dir)()
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", f.mode)
 	ready(nil)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	served := make(chan struct{})
-	go func() { srv.Wait(); close(served) }()
-	select {
-	case <-served:
-	case s := <-sigs:
-		log.Info("unmounting", "signal", s.String())
-		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
-			log.Warn("unmount", "err", err)
-		}
-		<-served
-	}
+	serveUntilUnmounted(log, dir, srv)
 	// Whatever is still unwritten (a shared mapping written after its
 	// file's last close) goes now.
 	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
@@ -369,4 +355,32 @@ func umountCmd(args []string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
+}
+
+// writePidFile records this mount process under pidDir (snfs umount waits for
+// it) and returns the function that removes the record.
+func writePidFile(dir string) func() {
+	os.MkdirAll(pidDir, 0o755)
+	pf := pidFile(dir)
+	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	return func() { os.Remove(pf) }
+}
+
+// serveUntilUnmounted returns once the mount at dir is gone: unmounted from
+// outside (snfs umount), or by this process on SIGTERM/SIGINT.
+func serveUntilUnmounted(log *slog.Logger, dir string, srv *fuse.Server) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() { srv.Wait(); close(served) }()
+	select {
+	case <-served:
+	case s := <-sigs:
+		log.Info("unmounting", "signal", s.String())
+		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
+			log.Warn("unmount", "err", err)
+		}
+		<-served
+	}
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"snfs/metrics"
@@ -90,27 +88,11 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		v.Close()
 		return err
 	}
-	os.MkdirAll(pidDir, 0o755)
-	pf := pidFile(dir)
-	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-	defer os.Remove(pf)
+	defer writePidFile(dir)()
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
 	ready(nil)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	served := make(chan struct{})
-	go func() { srv.Wait(); close(served) }()
-	select {
-	case <-served:
-	case s := <-sigs:
-		log.Info("unmounting", "signal", s.String())
-		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
-			log.Warn("unmount", "err", err)
-		}
-		<-served
-	}
+	serveUntilUnmounted(log, dir, srv)
 	// Unmount writes everything back.
 	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
 	defer sstop()
