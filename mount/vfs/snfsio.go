@@ -1,0 +1,425 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"snfs/mount/cachedir"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// snfs mode data path: open, read, write, flush, fsync, release and
+// truncate of files cached in the cache directory or written through.
+
+func openModeOf(flags int) snfs1.OpenMode {
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return snfs1.Read
+	}
+	return snfs1.Write
+}
+
+// snfsOpen is Open in snfs mode.
+func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
+		// OPEN_WRITE checks only write permission (docs/protocol.md 4.2).
+		ok, err := fs.Access(ctx, i, c, nfs3.AccessRead)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, nfs3.ErrAcces
+		}
+	}
+	mode := openModeOf(flags)
+	pmode := mode
+	var keep, direct bool
+	var err error
+	if taken, k, ok := fs.reuseDelayed(i, mode); ok {
+		pmode, keep = taken, k // a delayed close taken over: no OPEN
+	} else if keep, direct, err = fs.snfsOpenProto(ctx, i, c, mode); err != nil {
+		return nil, false, err
+	}
+	i.mu.Lock()
+	i.opens++
+	i.mu.Unlock()
+	f := &File{i: i, cred: c, write: mode == snfs1.Write, sn: snfsFile{mode: pmode, direct: direct}}
+	if flags&syscall.O_TRUNC != 0 && i.snfsCaching() {
+		if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
+			fs.snfsTruncate(i, c, 0)
+		}
+	}
+	return f, keep, nil
+}
+
+// snfsOpenProto sends the OPEN and applies its answer: the version rule to
+// the cache directory and the kernel's pages, caching or write-through.
+func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.OpenMode) (keep, direct bool, err error) {
+	i.sn.openMu.Lock()
+	i.mu.Lock()
+	i.sn.opening++
+	i.mu.Unlock()
+	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
+	i.mu.Lock()
+	i.sn.opening--
+	if err != nil {
+		i.mu.Unlock()
+		i.sn.openMu.Unlock()
+		return false, false, err
+	}
+	i.sn.opens[mode]++
+	now := time.Now()
+	if ok.Attr != nil {
+		i.setAttrLocked(ok.Attr, now)
+	}
+	size := int64(i.attr.Size)
+	wasCaching := i.sn.caching
+	kv := i.sn.kernVer
+	i.mu.Unlock()
+	i.sn.openMu.Unlock()
+
+	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
+	cf, err := fs.cacheFile(i)
+	if err != nil {
+		return false, false, err
+	}
+	if ok.CacheEnabled {
+		// Data this client wrote through while write-shared goes first: the
+		// cache directory does not hold it.
+		i.mu.Lock()
+		pending := i.w.pending()
+		i.mu.Unlock()
+		if pending {
+			if err := i.flush(ctx, true); err != nil {
+				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
+			}
+		}
+		if valid(cf.Version()) {
+			err = cf.Relabel(ok.CacheVersion)
+		}
+		if err == nil {
+			err = cf.SetVersion(ok.CacheVersion, size)
+		}
+		if err != nil {
+			fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
+		}
+		i.mu.Lock()
+		i.sn.caching, i.sn.version = true, ok.CacheVersion
+		keep = valid(kv)
+		i.sn.kernVer = ok.CacheVersion
+		i.mu.Unlock()
+		return keep, false, nil
+	}
+	// Write-shared (or caching refused): no cache, write through. Dirty
+	// data a callback did not take (there should be none) goes first.
+	if cf.NeedsWriteBack() {
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			fs.log.Warn("write-back before write-through", "fileid", i.FileID, "err", err)
+		}
+	}
+	if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+		fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
+	}
+	i.mu.Lock()
+	i.sn.caching, i.sn.version, i.sn.kernVer = false, ok.CacheVersion, 0
+	i.mu.Unlock()
+	if wasCaching {
+		fs.notifyData(i)
+	}
+	return false, true, nil
+}
+
+// snfsRead is Read of a file served from the cache directory: what is missing
+// is read from the server and installed (Fill). If the cache stops being
+// usable meanwhile (a callback invalidated it), the read goes to the server.
+func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.i
+	for try := 0; try < 4 && i.snfsCaching(); try++ {
+		cf, err := fs.cacheFile(i)
+		if err != nil {
+			break
+		}
+		n, err := cf.ReadAt(buf, int64(off))
+		if err == nil || err == io.EOF {
+			fs.sn.stats.cacheRead(try, n)
+			return n, nil
+		}
+		var miss *cachedir.MissingError
+		if !errors.As(err, &miss) {
+			if errors.Is(err, cachedir.ErrRemoved) {
+				continue
+			}
+			return 0, err
+		}
+		if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil && !errors.Is(err, cachedir.ErrStaleFill) {
+			return 0, err
+		}
+	}
+	return fs.snfsReadThrough(ctx, f, off, buf)
+}
+
+// fill reads the missing ranges from the server into the cache.
+func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, miss *cachedir.MissingError) error {
+	nc := fs.client(c)
+	for _, r := range miss.Ranges {
+		for got := int64(0); got < r.Len; {
+			n := min(r.Len-got, int64(fs.rsize))
+			var res *nfs3.ReadRes
+			start := fs.attrStart()
+			err := fs.do(ctx, func() (nfs3.Status, error) {
+				var err error
+				res, err = nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n))
+				return status(res, err)
+			})
+			if res != nil && res.Attr != nil {
+				i.mu.Lock()
+				i.postOpLocked(res.Attr, start, time.Now())
+				i.mu.Unlock()
+			}
+			if err != nil {
+				return fmt.Errorf("READ: %w", err)
+			}
+			data := res.Data
+			if int64(len(data)) < n && (res.EOF || len(data) == 0) {
+				// The server's file ends here: the rest is a hole.
+				data = append(data, make([]byte, n-int64(len(data)))...)
+			}
+			if err := cf.Fill(miss.Gen, r.Off+got, data); err != nil {
+				return err
+			}
+			got += int64(len(data))
+		}
+	}
+	return nil
+}
+
+// snfsReadThrough reads from the server (a write-shared file): up to the
+// server's end of file, not the cached size, so that another client's
+// appends are seen; this client's own unwritten bytes are laid over.
+func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.i
+	clear(buf)
+	got, err := fs.readServer(ctx, f, off, buf)
+	if err != nil {
+		return 0, err
+	}
+	i.mu.Lock()
+	if i.w.pending() {
+		if end := i.w.end(); end > off+uint64(got) {
+			got = int(min(uint64(len(buf)), end-off))
+		}
+		i.w.overlay(off, buf)
+	}
+	i.mu.Unlock()
+	return got, nil
+}
+
+// snfsWrite is Write in snfs mode: into the cache directory while caching,
+// else written through (sent now, committed at close or fsync).
+func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	i := f.i
+	if i.snfsCaching() {
+		cf, err := fs.cacheFile(i)
+		if err != nil {
+			return 0, err
+		}
+		n, err := cf.WriteAt(data, int64(off))
+		if n > 0 {
+			i.mu.Lock()
+			i.sn.cred, i.sn.mtime = f.cred, time.Now()
+			i.mu.Unlock()
+			fs.markDirty(i)
+		}
+		if err != nil {
+			return n, fmt.Errorf("cache directory: %w", err)
+		}
+		return n, nil
+	}
+	i.mu.Lock()
+	i.w.dirty.write(off, data)
+	i.w.cred = f.cred
+	i.w.mtime = time.Now()
+	i.mu.Unlock()
+	if err := i.flush(ctx, false); err != nil {
+		return 0, err
+	}
+	return len(data), nil
+}
+
+// takeWbErr returns (and forgets) the write-back error not yet reported.
+func (i *Inode) takeWbErr() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	err := i.sn.wbErr
+	i.sn.wbErr = nil
+	return err
+}
+
+// snfsFlush is close(2): write-through data is committed; cached dirty data
+// is made durable in the cache directory, not written back.
+func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
+	i := f.i
+	var errs []error
+	i.mu.Lock()
+	pending := i.w.pending()
+	cf := i.sn.cf
+	i.mu.Unlock()
+	if pending {
+		errs = append(errs, i.flush(ctx, true))
+	}
+	if cf != nil && fs.isDirty(i) {
+		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, i.takeWbErr())
+	return errors.Join(errs...)
+}
+
+// snfsFsync writes the file back now.
+func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
+	i := f.i
+	var errs []error
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		errs = append(errs, i.flush(ctx, true))
+	}
+	errs = append(errs, fs.writeBackInode(ctx, i), i.takeWbErr())
+	return errors.Join(errs...)
+}
+
+// snfsRelease is the last close of one open: its CLOSE, saying whether dirty
+// data stays behind. A file removed while open loses its hidden name, and its
+// pending write-back with it.
+func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
+	i := f.i
+	var errs []error
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		errs = append(errs, i.flush(ctx, true))
+	}
+	i.sn.openMu.Lock()
+	i.mu.Lock()
+	i.opens--
+	i.sn.opens[f.sn.mode]--
+	last := i.opens == 0
+	dir, name := i.sillyDir, i.sillyName
+	if last {
+		i.sillyDir, i.sillyName = nil, ""
+	}
+	i.mu.Unlock()
+	if last && name != "" {
+		fs.cancelWriteBack(i)
+	}
+	dirty := false
+	if cf := i.cacheFileOrNil(); cf != nil && fs.isDirty(i) {
+		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			errs = append(errs, err)
+		}
+		dirty = cf.NeedsWriteBack()
+	}
+	if name == "" && fs.delayClose(i, f.sn.mode) {
+		i.sn.openMu.Unlock()
+		return errors.Join(errs...)
+	}
+	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
+	i.sn.openMu.Unlock()
+	if err != nil && !errors.Is(err, nfs3.ErrStale) {
+		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
+	}
+	fs.snfsClosedAll(i)
+	if last && name != "" {
+		var res *nfs3.WccRes
+		if rerr := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = fs.client(f.cred).Remove(ctx, dir, name)
+			return status(res, err)
+		}); rerr != nil {
+			fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
+		}
+		if d := fs.lookupInode(dir); d != nil && res != nil {
+			fs.dirWcc(d, &res.Wcc)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (i *Inode) cacheFileOrNil() *cachedir.File {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.sn.cf
+}
+
+// cancelWriteBack drops i's cached data, dirty included, without writing it
+// back: the file is gone (its last link removed) or empty.
+func (fs *FS) cancelWriteBack(i *Inode) {
+	i.flushMu.Lock()
+	defer i.flushMu.Unlock()
+	i.mu.Lock()
+	cf := i.sn.cf
+	i.sn.cf, i.sn.caching, i.sn.kernVer = nil, false, 0
+	i.mu.Unlock()
+	if fs.isDirty(i) {
+		fs.sn.stats.Cancelled.Add(1)
+	}
+	fs.markClean(i)
+	if cf != nil {
+		if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			fs.log.Warn("cache directory: remove", "fileid", i.FileID, "err", err)
+		}
+	}
+}
+
+// snfsRemoved: name's object child lost a link by REMOVE (or a RENAME over
+// it); nlink is its link count before. Its last link: pending write-back is
+// cancelled.
+func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
+	if fs.sn == nil || child == nil || child.isDir() || nlink > 1 {
+		return
+	}
+	child.mu.Lock()
+	open := child.opens > 0
+	child.mu.Unlock()
+	if !open {
+		fs.cancelWriteBack(child)
+	}
+}
+
+// snfsTruncate sets the size of a file cached here and open for writing,
+// locally: dirty data beyond it is never written back.
+func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
+	cf, err := fs.cacheFile(i)
+	if err != nil {
+		return err
+	}
+	if err := cf.Truncate(int64(size)); err != nil {
+		return err
+	}
+	i.mu.Lock()
+	i.sn.cred, i.sn.mtime = c, time.Now()
+	i.mu.Unlock()
+	if size == 0 && fs.isDirty(i) {
+		fs.sn.stats.Cancelled.Add(1)
+	}
+	fs.markDirty(i)
+	return nil
+}
+
+// snfsSetattrLocal reports whether a Setattr of i is done locally: a size
+// change of a file cached here and open for writing.
+func (fs *FS) snfsSetattrLocal(i *Inode, s SetAttr) bool {
+	if fs.sn == nil || s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
+		return false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.sn.caching && i.sn.cf != nil && i.sn.opens[snfs1.Write] > 0
+}

@@ -1,0 +1,323 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"snfs/client"
+	"snfs/mount/cachedir"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// snfs mode write-back (docs/mount.md; Sprite section 4, Spritely NFS section 6.1):
+// dirty files in the cache directory go to the server with UNSTABLE WRITE and
+// COMMIT once their oldest dirty data is WriteBackDelay old, on fsync, on a
+// write-back callback and on unmount; a restarted mount writes back what the
+// last one left dirty.
+
+// writeBackLoop writes back the files whose oldest dirty data is older than
+// the delay.
+func (fs *FS) writeBackLoop() {
+	defer close(fs.sn.done)
+	delay := fs.sn.cfg.WriteBackDelay
+	tick := min(max(delay/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-fs.sn.stop
+		cancel()
+	}()
+	for {
+		select {
+		case <-fs.sn.stop:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-delay)
+		for _, i := range fs.dirtyInodes(cutoff) {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := fs.writeBackInode(ctx, i); err != nil {
+				fs.log.Warn("delayed write-back", "fileid", i.FileID, "err", err)
+				continue
+			}
+			fs.cleanClose(ctx, i)
+		}
+	}
+}
+
+// dirtyInodes lists the files dirty since before cutoff (zero: all).
+func (fs *FS) dirtyInodes(cutoff time.Time) []*Inode {
+	fs.sn.mu.Lock()
+	defer fs.sn.mu.Unlock()
+	var out []*Inode
+	for i, since := range fs.sn.dirty {
+		if cutoff.IsZero() || !since.After(cutoff) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (fs *FS) markDirty(i *Inode) {
+	fs.sn.mu.Lock()
+	if _, ok := fs.sn.dirty[i]; !ok {
+		fs.sn.dirty[i] = time.Now()
+	}
+	fs.sn.mu.Unlock()
+}
+
+func (fs *FS) markClean(i *Inode) {
+	fs.sn.mu.Lock()
+	delete(fs.sn.dirty, i)
+	fs.sn.mu.Unlock()
+}
+
+func (fs *FS) isDirty(i *Inode) bool {
+	fs.sn.mu.Lock()
+	defer fs.sn.mu.Unlock()
+	_, ok := fs.sn.dirty[i]
+	return ok
+}
+
+// writeBackInode writes i's dirty data in the cache directory back to the
+// server (UNSTABLE WRITEs and a COMMIT, rewritten on a verifier change) and
+// marks it clean. A write-back the server refuses (ENOSPC, EDQUOT, EIO) drops
+// the data, as a kernel NFS client does; the error is kept for the next
+// fsync or close and logged.
+func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
+	if fs.sn == nil {
+		return nil
+	}
+	i.flushMu.Lock()
+	defer i.flushMu.Unlock()
+	i.mu.Lock()
+	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
+	i.mu.Unlock()
+	if cf == nil || !cf.NeedsWriteBack() {
+		if cf != nil {
+			fs.markClean(i)
+		}
+		return nil
+	}
+	err := fs.writeBackFile(ctx, i, cf, cred, version)
+	if err == nil {
+		if !cf.NeedsWriteBack() {
+			fs.markClean(i)
+		}
+		return nil
+	}
+	var st nfs3.Status
+	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) {
+		return err // transport or cancellation: kept for the next try
+	}
+	fs.sn.stats.WriteBackErrors.Add(1)
+	fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
+	i.mu.Lock()
+	i.sn.wbErr = err
+	i.sn.cf, i.sn.kernVer = nil, 0
+	i.invalidateLocked()
+	i.mu.Unlock()
+	fs.markClean(i)
+	cf.Remove()
+	fs.notifyData(i)
+	return err
+}
+
+// writeBackFile sends cf's pending changes of i: the size cut first, then the
+// dirty ranges, then the final size, and a COMMIT; everything is sent again
+// if the COMMIT's verifier is not the WRITEs' (the server restarted).
+func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cred Cred, version uint64) error {
+	wb := cf.Dirty()
+	c := fs.client(cred)
+	setSize := func(size int64) error {
+		sz := uint64(size)
+		var res *nfs3.WccRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = c.Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: nfs3.Sattr{Size: &sz}})
+			return status(res, err)
+		})
+		if res != nil {
+			i.mu.Lock()
+			i.wccLocked(&res.Wcc, time.Now())
+			i.mu.Unlock()
+		}
+		if err != nil {
+			return fmt.Errorf("SETATTR size %d: %w", size, err)
+		}
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		if wb.Truncated {
+			if err := setSize(wb.TruncTo); err != nil {
+				return err
+			}
+		}
+		runs, n, err := fs.sendRanges(ctx, i, c, cf, wb.Ranges)
+		if err != nil {
+			return err
+		}
+		fs.sn.stats.WriteBackBytes.Add(n)
+		if wb.Truncated && wb.Size != wb.TruncTo {
+			if err := setSize(wb.Size); err != nil {
+				return err
+			}
+		}
+		if len(runs) > 0 {
+			var res *nfs3.CommitRes
+			fs.stats.Commits.Add(1)
+			err := fs.do(ctx, func() (nfs3.Status, error) {
+				var err error
+				res, err = c.Commit(ctx, i.FH, 0, 0)
+				return status(res, err)
+			})
+			if res != nil {
+				i.mu.Lock()
+				i.wccLocked(&res.Wcc, time.Now())
+				i.mu.Unlock()
+			}
+			if err != nil {
+				return fmt.Errorf("COMMIT: %w", err)
+			}
+			mismatch := false
+			for _, r := range runs {
+				mismatch = mismatch || r.verf != res.Verf
+			}
+			if mismatch {
+				fs.stats.Rewrites.Add(1)
+				fs.log.Warn("write verifier changed: rewriting the file's write-back", "fileid", i.FileID)
+				if attempt >= maxRewrites {
+					return ErrVerifierChanged
+				}
+				continue
+			}
+		}
+		break
+	}
+	fs.sn.stats.WriteBacks.Add(1)
+	if err := cf.MarkClean(wb, version); err != nil && !errors.Is(err, cachedir.ErrStaleWriteBack) {
+		return err
+	}
+	return nil
+}
+
+// sendRanges writes the ranges, read from the cache file, in wsize pieces,
+// maxInFlight at a time; it returns the pieces the server holds UNSTABLE
+// (their data is not kept) and the bytes sent.
+func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]sentRun, uint64, error) {
+	var (
+		mu    sync.Mutex
+		runs  []sentRun
+		bytes uint64
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, maxInFlight)
+	)
+	ws := int64(fs.wsize)
+	for _, r := range ranges {
+		for off := r.Off; off < r.End(); off += ws {
+			n := min(ws, r.End()-off)
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				buf := make([]byte, n)
+				k, err := cf.ReadAt(buf, off)
+				if err == io.EOF {
+					err = nil // truncated since: the rest is gone
+				}
+				var sent []sentRun
+				if err == nil && k > 0 {
+					sent, err = i.writeAll(ctx, c, extent{uint64(off), buf[:k]})
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && first == nil {
+					first = err
+				}
+				for _, s := range sent {
+					runs = append(runs, sentRun{extent{s.off, nil}, s.verf})
+				}
+				bytes += uint64(k)
+			}()
+		}
+	}
+	wg.Wait()
+	return runs, bytes, first
+}
+
+// snfsSync writes back every dirty file (unmount, syncfs).
+func (fs *FS) snfsSync(ctx context.Context) error {
+	var errs []error
+	for _, i := range fs.dirtyInodes(time.Time{}) {
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
+			continue
+		}
+		fs.cleanClose(ctx, i)
+	}
+	return errors.Join(errs...)
+}
+
+// recoverDirty writes back the dirty files a previous instance left in the
+// cache directory: OPEN for writing (the covered WRITEs), write back as root
+// (the writer's identity was not kept), CLOSE clean.
+func (fs *FS) recoverDirty(ctx context.Context) error {
+	var errs []error
+	for _, h := range fs.sn.cache.DirtyFiles() {
+		fh := nfs3.FH(h)
+		cf, err := fs.sn.cache.File(fh)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		start := fs.attrStart()
+		ok, err := fs.sn.sess.Open(ctx, fh, snfs1.Write)
+		if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
+			fs.log.Warn("recovery: a file with unwritten data is gone from the server; dropping the data", "fh", fmt.Sprintf("%x", h))
+			cf.Remove()
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery OPEN: %w", err))
+			continue
+		}
+		a := ok.Attr
+		if a == nil {
+			if a, err = fs.getattr(ctx, Cred{}, fh); err != nil {
+				errs = append(errs, err)
+				fs.sn.sess.Close(ctx, fh, snfs1.Write, true)
+				continue
+			}
+		}
+		i := fs.inode(fh, a, start)
+		if v := cf.Version(); v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) {
+			cf.Relabel(ok.CacheVersion)
+		} else {
+			cf.SetVersion(ok.CacheVersion, int64(a.Size))
+		}
+		i.mu.Lock()
+		i.sn.cf, i.sn.version, i.sn.cred = cf, ok.CacheVersion, Cred{}
+		i.mu.Unlock()
+		fs.markDirty(i)
+		err = fs.writeBackInode(ctx, i)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery write-back of file %d: %w", i.FileID, err))
+		} else {
+			fs.log.Info("recovery: wrote back a file left dirty by a previous mount", "fileid", i.FileID)
+		}
+		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, cf.NeedsWriteBack()); err != nil {
+			fs.log.Warn("recovery CLOSE", "fileid", i.FileID, "err", err)
+		}
+	}
+	return errors.Join(errs...)
+}
