@@ -23,8 +23,9 @@ var (
 	ErrClosed = errors.New("cachedir: cache closed")
 	// ErrRemoved: the File was removed; get a new one from Cache.File.
 	ErrRemoved = errors.New("cachedir: file removed from the cache")
-	// ErrStaleFill: an invalidation ran since the fill's generation was taken;
-	// the data may be older than what the server now has and was not installed.
+	// ErrStaleFill: an invalidation (or a shrink) ran since the fill's
+	// generation was taken; the data may be older than what the server now
+	// has and was not installed.
 	ErrStaleFill = errors.New("cachedir: stale fill refused")
 	// ErrStaleWriteBack: MarkClean was given a WriteBack that is not the
 	// file's latest (Dirty was called again); nothing was marked clean.

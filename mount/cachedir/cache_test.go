@@ -2,6 +2,7 @@ package cachedir
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -274,5 +275,44 @@ func TestConcurrent(t *testing.T) {
 		if err := f.MarkClean(wb, 2); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A fill whose READ was sent before the file shrank must not bring back the
+// bytes past the new size once the file grows again (a truncate and extend
+// that raced a READ reply): the shrink bumps the generation.
+func TestFillRefusedAfterShrinkAndGrow(t *testing.T) {
+	c := openCache(t, testDir(t), 0)
+	defer c.Close()
+	for _, local := range []bool{false, true} {
+		f := mustFile(t, c, fmt.Sprintf("h%v", local))
+		if err := f.SetVersion(5, 100); err != nil {
+			t.Fatal(err)
+		}
+		gen := f.Gen() // a READ of [0, 100) is sent
+		old := pattern(3, 100)
+		if local { // a truncate and extend here (open for writing)
+			if err := f.Truncate(10); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Truncate(100); err != nil {
+				t.Fatal(err)
+			}
+		} else { // the size the server reports after a SETATTR, twice
+			if err := f.SetVersion(5, 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.SetVersion(5, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Fill(gen, 0, old); !errors.Is(err, ErrStaleFill) {
+			t.Fatalf("local %v: a fill from before the shrink: %v, want ErrStaleFill", local, err)
+		}
+		if !local {
+			continue
+		}
+		// The extension is known zeros.
+		equalBytes(t, "after truncate and extend", readAll(t, f, 10, 90), make([]byte, 90))
 	}
 }

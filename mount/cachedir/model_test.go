@@ -37,6 +37,9 @@ func (m *model) ranges(flags []byte) []Range {
 }
 
 func (m *model) resize(size int64, zeros bool) {
+	if size < m.size {
+		m.gen++ // fills from before a shrink are refused
+	}
 	for i := size; i < modelSpan; i++ {
 		m.data[i], m.valid[i], m.dirty[i] = 0, 0, 0
 	}

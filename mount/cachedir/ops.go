@@ -11,7 +11,7 @@ import (
 
 // Fill installs clean data fetched from the server at off. gen is the
 // generation taken before the READ was sent (MissingError.Gen or Gen); if an
-// invalidation ran since, the data is refused with ErrStaleFill. Only bytes
+// invalidation or a shrink ran since, the data is refused with ErrStaleFill. Only bytes
 // the cache does not hold are installed (what is there is as new or newer,
 // dirty data above all), and nothing at or past the cached size.
 func (f *File) Fill(gen uint64, off int64, data []byte) error {
@@ -119,6 +119,12 @@ func (f *File) resizeLocked(size int64, zeros bool) error {
 		}
 	}
 	f.dataUnsynced = true
+	if size < f.e.size {
+		// A fill whose READ was sent before the shrink may carry bytes past
+		// the new size; after a growth from the server's size (unknown
+		// bytes, not zeros) they would be installed: refuse it.
+		f.e.gen++
+	}
 	f.setValid(f.e.valid.clip(size).add(grow))
 	f.e.dirty = f.e.dirty.clip(size)
 	f.e.size = size

@@ -139,6 +139,27 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 // data is written back at once. Files open here go on, written through.
 func (fs *FS) serverRestarted() {
 	fs.log.Warn("snfs server restarted: dropping cached state and writing back dirty data")
+	fs.stopCaching()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-fs.sn.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := fs.snfsSync(ctx); err != nil {
+		fs.log.Error("write-back after a server restart", "err", err)
+	}
+}
+
+// stopCaching is serverRestarted's first step: no file is cached any more
+// (the kernel's pages and attributes go too). Dirty data stays in the cache
+// directory until the write-back that follows, which runs while applications
+// go on using their open files: until it has run, reads and writes through
+// the server write it back first (writeBackFirst).
+func (fs *FS) stopCaching() {
 	fs.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
@@ -156,17 +177,5 @@ func (fs *FS) serverRestarted() {
 		if was {
 			fs.notifyData(i)
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	go func() {
-		select {
-		case <-fs.sn.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := fs.snfsSync(ctx); err != nil {
-		fs.log.Error("write-back after a server restart", "err", err)
 	}
 }

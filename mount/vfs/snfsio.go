@@ -202,6 +202,14 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 // appends are seen; this client's own unwritten bytes are laid over.
 func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
+	// The server must have the cache directory's dirty data first; flushMu
+	// also waits for a write-back in progress (serverRestarted's).
+	i.flushMu.Lock()
+	err := fs.writeBackFirst(ctx, i)
+	i.flushMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
 	clear(buf)
 	got, err := fs.readServer(ctx, f, off, buf)
 	if err != nil {

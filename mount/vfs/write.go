@@ -97,6 +97,10 @@ var ErrVerifierChanged = errors.New("vfs: write verifier kept changing")
 func (i *Inode) flush(ctx context.Context, commit bool) error {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
+	// snfs mode: the cache directory's dirty data is older than this.
+	if err := i.fs.writeBackFirst(ctx, i); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		i.mu.Lock()
 		batch := i.w.dirty

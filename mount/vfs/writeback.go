@@ -99,6 +99,38 @@ func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 	}
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
+	return fs.writeBackInodeLocked(ctx, i)
+}
+
+// writeBackFirst writes back i's dirty data in the cache directory before
+// i's data goes through the server (a write through, a read through): that
+// data was written while the file was cached, so it is older than anything
+// written through since, and the server does not have it yet. It is there
+// when caching stopped before it was written back: a server restart
+// (serverRestarted writes back after stopping caching, while applications go
+// on with their open files) or a callback whose write-back failed. Without
+// this, a read through returns the server's older bytes (and ignores a local
+// truncation), and the late write-back overwrites newer data written through.
+// A write-back the server refused dropped the data (its error waits for the
+// next fsync or close, as at any write-back): then there is nothing older
+// left and nil is returned. Called with i.flushMu held.
+func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
+	if fs.sn == nil {
+		return nil
+	}
+	cf := i.cacheFileOrNil()
+	if cf == nil || !cf.NeedsWriteBack() {
+		return nil
+	}
+	err := fs.writeBackInodeLocked(ctx, i)
+	if cf := i.cacheFileOrNil(); err != nil && cf != nil && cf.NeedsWriteBack() {
+		return fmt.Errorf("write-back of cached data before going through the server: %w", err)
+	}
+	return nil
+}
+
+// writeBackInodeLocked is writeBackInode with i.flushMu held.
+func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
 	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
 	i.mu.Unlock()
