@@ -167,3 +167,73 @@ func countDiff(a, b []byte) int {
 	}
 	return d
 }
+
+// Caching stopped by a server restart noticed late, after the file was
+// opened again from the new server instance (the OPEN's version is current
+// and this client's writes are covered, so they do not drop it): what is then
+// written through must not leave the cache directory's clean data labelled
+// with that version, or the next OPEN (whose old_cache_version it is) reuses
+// it and reads return the bytes from before the writes.
+func TestServerRestartWriteThroughDropsCachedData(t *testing.T) {
+	addr, export := testServer(t)
+	ctx := context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: export, Name: "restart-test",
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := v.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var c Cred
+	e, f, err := v.Create(ctx, v.Root(), c, "f", 0o644, false, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := e.Inode
+	old := bytes.Repeat([]byte{'o'}, 4096)
+	if _, err := v.Write(ctx, f, 0, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Fsync(ctx, f); err != nil { // clean in the cache directory
+		t.Fatal(err)
+	}
+	v.stopCaching()
+	newer := bytes.Repeat([]byte{'n'}, 4096)
+	if _, err := v.Write(ctx, f, 0, newer); err != nil { // written through
+		t.Fatal(err)
+	}
+	if err := v.Flush(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err = v.Open(ctx, i, c, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !i.snfsCaching() {
+		t.Fatal("not cached after the reopen")
+	}
+	buf := make([]byte, 4096)
+	n, err := v.Read(ctx, f, 0, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf[:n], newer) {
+		t.Errorf("read %d bytes after the reopen: %d differ from what was written through", n, countDiff(buf[:n], newer))
+	}
+	if err := v.Flush(ctx, f); err != nil {
+		t.Error(err)
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Error(err)
+	}
+}

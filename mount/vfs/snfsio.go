@@ -252,7 +252,19 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
 	i.mu.Unlock()
-	if err := i.flush(ctx, false); err != nil {
+	err := i.flush(ctx, false)
+	// The cache directory's clean data of the file (from while it was
+	// cached, or written back since caching stopped) is older than this
+	// write, and still labelled with a version the next OPEN may answer as
+	// valid: this client's writes under an open do not change the version
+	// (caching stopped by a server restart noticed after an OPEN of the new
+	// instance). Drop it; dirty data stays (flush wrote it back first).
+	if cf := i.cacheFileOrNil(); cf != nil && cf.Holds() {
+		if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
+			err = errors.Join(err, fmt.Errorf("cache directory: %w", ierr))
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	return len(data), nil
