@@ -91,14 +91,49 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 		return 0, nil
 	}
 	buf = buf[:min(uint64(len(buf)), size-off)]
-	clear(buf)
-	if _, err := fs.readServer(ctx, f, off, buf); err != nil {
+	if _, _, err := fs.readOverlaid(ctx, f, off, buf); err != nil {
 		return 0, err
 	}
-	i.mu.Lock()
-	i.w.overlay(off, buf)
-	i.mu.Unlock()
 	return len(buf), nil
+}
+
+// readOverlaid reads buf at off from the server (readServer) and lays this
+// client's unwritten bytes over it; it returns how many bytes the server had
+// and the end of the unwritten bytes (0: none). A READ the server answered
+// before a WRITE of bytes that have left the overlay since (a flush that
+// committed them ran meanwhile) lacks them: when that may have happened, the
+// read is done again with flushMu held, so that no flush runs in between.
+func (fs *FS) readOverlaid(ctx context.Context, f *File, off uint64, buf []byte) (got int, end uint64, err error) {
+	i := f.i
+	for try := 0; ; try++ {
+		if try > 0 {
+			i.flushMu.Lock()
+		}
+		i.mu.Lock()
+		gen := i.w.gen
+		i.mu.Unlock()
+		clear(buf)
+		got, err = fs.readServer(ctx, f, off, buf)
+		if fs.afterRead != nil && try == 0 {
+			fs.afterRead()
+		}
+		i.mu.Lock()
+		if err == nil && i.w.gen != gen && try == 0 {
+			i.mu.Unlock()
+			continue
+		}
+		if err == nil {
+			if i.w.pending() {
+				end = i.w.end()
+			}
+			i.w.overlay(off, buf)
+		}
+		i.mu.Unlock()
+		if try > 0 {
+			i.flushMu.Unlock()
+		}
+		return got, end, err
+	}
 }
 
 // readServer fills buf from the server's copy of f at off with READs of at

@@ -203,26 +203,24 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	// The server must have the cache directory's dirty data first; flushMu
-	// also waits for a write-back in progress (serverRestarted's).
-	i.flushMu.Lock()
-	err := fs.writeBackFirst(ctx, i)
-	i.flushMu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	clear(buf)
-	got, err := fs.readServer(ctx, f, off, buf)
-	if err != nil {
-		return 0, err
-	}
-	i.mu.Lock()
-	if i.w.pending() {
-		if end := i.w.end(); end > off+uint64(got) {
-			got = int(min(uint64(len(buf)), end-off))
+	// also waits for a write-back in progress (serverRestarted's: the data
+	// needs write-back until it is done). Only then: reads need not wait for
+	// a write-through flush.
+	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+		i.flushMu.Lock()
+		err := fs.writeBackFirst(ctx, i)
+		i.flushMu.Unlock()
+		if err != nil {
+			return 0, err
 		}
-		i.w.overlay(off, buf)
 	}
-	i.mu.Unlock()
+	got, end, err := fs.readOverlaid(ctx, f, off, buf)
+	if err != nil {
+		return 0, err
+	}
+	if end > off+uint64(got) {
+		got = int(min(uint64(len(buf)), end-off))
+	}
 	return got, nil
 }
 

@@ -66,6 +66,8 @@ type FS struct {
 	root    *Inode
 
 	sn *snfsFS // snfs mode; nil in nfs mode
+
+	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
 
 // Errors that are not an NFS status.

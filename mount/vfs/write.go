@@ -17,6 +17,10 @@ type wstate struct {
 	unstable []sentRun // sent UNSTABLE, kept until a COMMIT with their verifier
 	cred     Cred      // the last writer's identity: write-back is done as it
 	mtime    time.Time // when the application last wrote
+	// gen is bumped whenever bytes leave the overlay (sent FILE_SYNC,
+	// committed, dropped by an error or a truncation): a READ answered
+	// before their WRITE reached the server lacks them (readOverlaid).
+	gen uint64
 }
 
 // sentRun is a run the server acknowledged as UNSTABLE with verifier verf.
@@ -49,6 +53,7 @@ func (w *wstate) overlay(off uint64, buf []byte) {
 }
 
 func (w *wstate) truncate(size uint64) {
+	w.gen++
 	w.dirty.truncate(size)
 	k := 0
 	for _, s := range w.unstable {
@@ -110,7 +115,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 
 		sent, err := i.send(ctx, cred, batch)
 		i.mu.Lock()
-		i.w.inflight = nil
+		i.w.inflight, i.w.gen = nil, i.w.gen+1
 		if err != nil {
 			var st nfs3.Status
 			if !errors.As(err, &st) { // keep it for the next flush
@@ -147,7 +152,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 		if err != nil {
 			var st nfs3.Status
 			if errors.As(err, &st) {
-				i.w.unstable = nil
+				i.w.unstable, i.w.gen = nil, i.w.gen+1
 			}
 			i.mu.Unlock()
 			return fmt.Errorf("COMMIT: %w", err)
@@ -160,7 +165,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 			}
 		}
 		if !mismatch {
-			i.w.unstable = nil
+			i.w.unstable, i.w.gen = nil, i.w.gen+1
 			if !i.w.pending() {
 				i.w.mtime = time.Time{}
 			}
