@@ -21,12 +21,9 @@ go test -race -count=1 -timeout 30m ./...
 # The fsx tester on a mount, issue 14's 100,000 operations, in nfs and snfs
 # mode (TestMountFsx, TestMountFsxServerRestart, TestMountFsxTwoMounts and
 # their SNFS variants): without the race detector (under it, 100,000 take
-# about 105 s per test; go test -race above runs 20,000). Not yet
-# TestMountFsxSNFSServerRestart at 100,000: it failed once in five runs (seed 5,
-# op 76002, stale bytes after a truncate and extend following a server restart),
-# an open bug of snfs mode (issue 14), not reproduced since.
+# about 105 s per test; go test -race above runs 20,000).
 echo "== fsx on a mount (100,000 operations, nfs and snfs mode)"
-SNFS_FSX_OPS=100000 go test -count=1 -timeout 15m -run '^TestMountFsx(ServerRestart|TwoMounts)?$|^TestMountFsxSNFS(TwoMounts)?$' ./tests
+SNFS_FSX_OPS=100000 go test -count=1 -timeout 15m -run '^TestMountFsx(ServerRestart|TwoMounts)?$|^TestMountFsxSNFS(ServerRestart|TwoMounts)?$' ./tests
 
 echo "== fuzz ($FUZZTIME each)"
 for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./mount/cachedir; do
