@@ -87,6 +87,10 @@ func (c *Cache) load() error {
 		if err != nil {
 			return err
 		}
+		inline, err := tx.CreateBucketIfNotExists(bucketInline)
+		if err != nil {
+			return err
+		}
 		return bk.ForEach(func(k, v []byte) error {
 			e, err := decodeEntry(v)
 			if err != nil || len(k) == 0 || len(k) > MaxHandle {
@@ -94,18 +98,29 @@ func (c *Cache) load() error {
 				return nil
 			}
 			f := c.newFile(string(k))
-			st, err := os.Stat(f.path)
-			if err != nil && len(e.valid) > 0 {
-				// Records are committed only after their data file is durable,
-				// so this is damage from outside; the record's data is gone.
-				drop = append(drop, string(k))
-				return nil
-			}
-			if err == nil && st.Size() > e.size {
-				// Writes past the recorded size that a crash kept: unclaimed,
-				// and an extension must find zeros there.
-				if err := os.Truncate(f.path, e.size); err != nil {
+			if data := inline.Get(k); data != nil {
+				if int64(len(data)) < e.size {
+					drop = append(drop, string(k))
+					return nil
+				}
+				if err := f.restoreInline(&e, data); err != nil {
 					return err
+				}
+			} else {
+				st, err := os.Stat(f.path)
+				if err != nil && len(e.valid) > 0 {
+					// Records are committed only after their data file is
+					// durable, so this is damage from outside; the record's
+					// data is gone.
+					drop = append(drop, string(k))
+					return nil
+				}
+				if err == nil && st.Size() > e.size {
+					// Writes past the recorded size that a crash kept:
+					// unclaimed, and an extension must find zeros there.
+					if err := os.Truncate(f.path, e.size); err != nil {
+						return err
+					}
 				}
 			}
 			f.e, f.d = e, &entry{}
@@ -119,7 +134,7 @@ func (c *Cache) load() error {
 	if err == nil && len(drop) > 0 {
 		err = c.db.Update(func(tx *bolt.Tx) error {
 			for _, k := range drop {
-				if err := tx.Bucket(bucketFiles).Delete([]byte(k)); err != nil {
+				if err := applyOp(tx, []byte(k), op{}); err != nil {
 					return err
 				}
 			}
@@ -142,6 +157,32 @@ func (c *Cache) load() error {
 			return fmt.Errorf("cachedir: remove orphan data file: %w", err)
 		}
 	}
+	return nil
+}
+
+// restoreInline writes the bytes e claims from a record's inline copy into
+// the data file, which a crash may have left older, newer or absent, and cuts
+// it to e's size. The data file is not synced: the record keeps its inline
+// copy until a Sync or Flush makes the data file durable.
+func (f *File) restoreInline(e *entry, data []byte) error {
+	_, statErr := os.Stat(f.path)
+	fd, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open data file: %w", err)
+	}
+	for _, r := range e.valid {
+		if _, err := fd.WriteAt(data[r.Off:r.End()], r.Off); err != nil {
+			fd.Close()
+			return fmt.Errorf("restore data file: %w", err)
+		}
+	}
+	if st, err := fd.Stat(); err != nil || st.Size() > e.size {
+		if err := fd.Truncate(e.size); err != nil {
+			fd.Close()
+			return fmt.Errorf("restore data file: %w", err)
+		}
+	}
+	f.fd, f.inline, f.newDataFile = fd, true, statErr != nil
 	return nil
 }
 
@@ -252,7 +293,7 @@ func (c *Cache) maybeEvict() {
 	// in one commit. Only this pass holds more than one File lock at a time.
 	excess := c.usage.Load() - c.limit
 	var victims []*File
-	ops := map[string][]byte{}
+	ops := map[string]op{}
 	for _, f := range fs {
 		if excess <= 0 {
 			break
@@ -265,7 +306,7 @@ func (c *Cache) maybeEvict() {
 		victims = append(victims, f)
 		excess -= f.e.valid.total()
 		if f.d != nil {
-			ops[f.key] = nil
+			ops[f.key] = op{}
 		}
 	}
 	var err error

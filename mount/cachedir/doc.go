@@ -8,9 +8,10 @@
 //
 // It owns: the data files and the index; the range bookkeeping; durability
 // (Sync returns only after the file's data is fdatasync'd and its record
-// committed, so what close() returned survives a crash of the mount, unlike
-// Sprite's memory cache, and DirtyFiles lists what a restarted mount must write
-// back); the fill generation (JuiceFS's rule: a fill that started before an
+// committed, or, for a small dirty file, after one index commit that holds the
+// record and a copy of the data, which Open writes back into the data file; so
+// what close() returned survives a crash of the mount, unlike Sprite's memory
+// cache, and DirtyFiles lists what a restarted mount must write back); the fill generation (JuiceFS's rule: a fill that started before an
 // invalidation is refused, so stale data is never installed); and eviction of
 // the least recently used clean files while the cache exceeds its size limit.
 // Dirty files are never evicted; Remove drops a file's dirty data without a

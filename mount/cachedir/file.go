@@ -20,8 +20,11 @@ import (
 // Durability rules, which make every committed index record true of the data
 // file whatever happens to the process afterwards:
 //   - a record is committed only after the data file was fdatasync'd (and, for
-//     a new data file, its directory fsync'd) since the last write to it, so
-//     every range a record claims is on disk;
+//     a new data file, its directory fsync'd) since the last write to it, or
+//     together with the bytes [0, size) of the file in the same index commit
+//     (inline: a small dirty file, where one commit is cheaper than the
+//     syncs of its data file and directory; Open writes them back into the
+//     data file), so every range a record claims is on disk;
 //   - before the data file loses or changes bytes that the committed record
 //     claims as present clean data (a write over them, a truncation, an
 //     invalidation, an eviction), the record is retracted first by a commit
@@ -39,8 +42,9 @@ type File struct {
 	d            *entry       // the committed index record; nil: none
 	fd           *os.File     // the data file, opened on first use
 	newDataFile  bool         // fd was created and its directory entry is not yet durable
-	dataUnsynced bool         // fd was written since its last fdatasync
-	idxUnsynced  bool         // e differs from d in more than lastUse
+	dataUnsynced bool         // fd was written since its last fdatasync or inline commit
+	idxUnsynced  bool         // e may differ from d in more than lastUse
+	inline       bool         // d is committed with its bytes in the index (bucketInline); fd is not fdatasync'd
 	removed      bool
 	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
 	wbSeq        uint64
@@ -243,10 +247,49 @@ func (f *File) Sync() error {
 	return f.persistLocked(false)
 }
 
-// persistLocked syncs the data file and commits e when anything changed; with
-// withUse, also when only the last-use time did.
+// inlineMax is the largest dirty file whose Sync puts its data into the
+// index commit (see File) rather than syncing its data file (and, for a new
+// one, the directory) before the commit: one sync instead of two or three,
+// at the price of writing the bytes twice and keeping a copy in the index
+// until a later Sync or Flush makes the data file durable.
+const inlineMax = 64 << 10
+
+// persistLocked makes the file's data durable and commits e when it differs
+// from the committed record; with withUse, also when only the last-use time
+// does.
 func (f *File) persistLocked(withUse bool) error {
-	if f.dataUnsynced {
+	f.e.lastUse = f.lastUse.Load()
+	if f.idxUnsynced && f.d != nil && f.e.sameRecord(f.d) {
+		f.idxUnsynced = false // written over dirty bytes: nothing new to record
+	}
+	blank := f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated
+	if blank {
+		f.idxUnsynced = false // nothing worth a record: a File never used
+	}
+	needRec := f.idxUnsynced || (withUse && f.d != nil && f.d.lastUse != f.e.lastUse)
+	small := !blank && f.e.needsWriteBack() && f.e.size <= inlineMax
+	switch {
+	case small && f.dataUnsynced && (needRec || f.inline || f.newDataFile):
+		// Inline when making the data file durable would cost more than the
+		// commit alone: a new data file (its directory entry to sync too), a
+		// record to commit anyway, or an inline copy that would have to be
+		// replaced. A rewrite of a durable file whose record stays the same
+		// costs one fdatasync instead.
+		return f.commitInlineLocked()
+	case small && f.inline && !f.dataUnsynced:
+		// Nothing written since the inline commit, so its copy still holds
+		// every byte e claims (without a write, claims only shrink).
+		if !needRec {
+			return nil
+		}
+		if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode(), keepInline: true}}); err != nil {
+			return fmt.Errorf("cachedir: commit index record: %w", err)
+		}
+		d := f.e.clone()
+		f.d, f.idxUnsynced = &d, false
+		return nil
+	}
+	if f.dataUnsynced || f.inline {
 		if err := unix.Fdatasync(int(f.fd.Fd())); err != nil {
 			return fmt.Errorf("cachedir: sync data file: %w", err)
 		}
@@ -258,19 +301,36 @@ func (f *File) persistLocked(withUse bool) error {
 		}
 		f.newDataFile = false
 	}
-	f.e.lastUse = f.lastUse.Load()
-	if !f.idxUnsynced && !(withUse && f.d != nil && f.d.lastUse != f.e.lastUse) {
+	if blank || (!needRec && !f.inline) {
 		return nil
 	}
-	if f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated {
-		f.idxUnsynced = false
-		return nil // nothing worth a record: a File never used
-	}
-	if err := f.c.commits.commit(map[string][]byte{f.key: f.e.encode()}); err != nil {
+	// The data file now holds what the record claims: the inline copy goes.
+	if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode()}}); err != nil {
 		return fmt.Errorf("cachedir: commit index record: %w", err)
 	}
 	d := f.e.clone()
-	f.d, f.idxUnsynced = &d, false
+	f.d, f.idxUnsynced, f.inline = &d, false, false
+	return nil
+}
+
+// commitInlineLocked commits e together with the file's bytes [0, size),
+// read back from the data file (holes and bytes past its end read as zeros;
+// only what e claims valid is ever used). The data file stays unsynced until
+// a later persistLocked takes the other way (f.inline).
+func (f *File) commitInlineLocked() error {
+	data := make([]byte, f.e.size)
+	if f.fd != nil {
+		n, err := f.fd.ReadAt(data, 0)
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("cachedir: read data file for the index: %w", err)
+		}
+		clear(data[n:])
+	}
+	if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode(), inline: data}}); err != nil {
+		return fmt.Errorf("cachedir: commit index record: %w", err)
+	}
+	d := f.e.clone()
+	f.d, f.idxUnsynced, f.inline, f.dataUnsynced = &d, false, true, false
 	return nil
 }
 
@@ -294,7 +354,8 @@ func (f *File) retractLocked(drop rangeSet) error {
 	}
 	d := f.d.clone()
 	d.valid, d.dirty = d.valid.subtract(drop), d.dirty.subtract(drop)
-	if err := f.c.commits.commit(map[string][]byte{f.key: d.encode()}); err != nil {
+	// An inline copy stays: it holds every byte the smaller record claims.
+	if err := f.c.commits.commit(map[string]op{f.key: {rec: d.encode(), keepInline: true}}); err != nil {
 		return fmt.Errorf("cachedir: retract index record: %w", err)
 	}
 	f.d = &d
