@@ -1,6 +1,7 @@
 package cachedir
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/hex"
 	"errors"
@@ -98,7 +99,9 @@ func (c *Cache) load() error {
 				return nil
 			}
 			f := c.newFile(string(k))
-			if data := inline.Get(k); data != nil {
+			// A cursor, not Get: an empty copy (a file truncated to 0) is
+			// a copy too.
+			if ik, data := inline.Cursor().Seek(k); bytes.Equal(ik, k) {
 				if int64(len(data)) < e.size {
 					drop = append(drop, string(k))
 					return nil

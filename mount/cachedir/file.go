@@ -355,7 +355,7 @@ func (f *File) retractLocked(drop rangeSet) error {
 	d := f.d.clone()
 	d.valid, d.dirty = d.valid.subtract(drop), d.dirty.subtract(drop)
 	// An inline copy stays: it holds every byte the smaller record claims.
-	if err := f.c.commits.commit(map[string]op{f.key: {rec: d.encode(), keepInline: true}}); err != nil {
+	if err := f.c.commits.commit(map[string]op{f.key: {rec: d.encode(), keepInline: f.inline}}); err != nil {
 		return fmt.Errorf("cachedir: retract index record: %w", err)
 	}
 	f.d = &d

@@ -1,6 +1,9 @@
 package cachedir
 
 import (
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -135,4 +138,46 @@ func TestSyncUnchangedRecord(t *testing.T) {
 func indexWrites(c *Cache) int64 {
 	st := c.db.Stats()
 	return st.TxStats.GetWrite()
+}
+
+// TestInlineRestore: a Close leaves small dirty files' data files unsynced
+// (their copies are in the index), so a reopen after losing those data files
+// restores them, an empty one (truncated to 0) included.
+func TestInlineRestore(t *testing.T) {
+	dir := testDir(t)
+	c := openCache(t, dir, 0)
+	full, empty := mustFile(t, c, "full"), mustFile(t, c, "empty")
+	for _, f := range []*File{full, empty} {
+		if _, err := f.WriteAt(pattern(8, 300), 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := empty.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"full", "empty"} {
+		if err := os.Remove(filepath.Join(dir, "data", hex.EncodeToString([]byte(h)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = openCache(t, dir, 0)
+	defer c.Close()
+	if got := c.DirtyFiles(); len(got) != 2 {
+		t.Fatalf("DirtyFiles after reopen: %q", got)
+	}
+	full, empty = mustFile(t, c, "full"), mustFile(t, c, "empty")
+	want := append(make([]byte, 100), pattern(8, 300)...)
+	equalBytes(t, "full after reopen", readAll(t, full, 0, 400), want)
+	if info := empty.Info(); info.Size != 0 || !info.Truncated || len(info.Dirty) != 0 {
+		t.Fatalf("empty after reopen: %+v", info)
+	}
 }
