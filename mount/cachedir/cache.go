@@ -50,7 +50,7 @@ type Cache struct {
 	mu    sync.Mutex
 	files map[string]*File // every File handed out or found in the index, by handle
 
-	evicting sync.Mutex // one eviction pass at a time; taken with TryLock, before any File's mu
+	evicting sync.Mutex // one eviction pass or persistAll at a time; taken before any File's mu (by eviction with TryLock)
 }
 
 // Open opens (creating it if needed) the cache directory dir, whose clean
@@ -245,17 +245,7 @@ func (c *Cache) snapshot() []*File {
 // Flush makes every file's data and index record durable (what Sync does for
 // one file), including the clean data filled since the last Sync and the
 // last-use times, so that a restart finds them.
-func (c *Cache) Flush() error {
-	var errs []error
-	for _, f := range c.snapshot() {
-		f.mu.Lock()
-		if !f.removed {
-			errs = append(errs, f.persistLocked(true))
-		}
-		f.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+func (c *Cache) Flush() error { return c.persistAll(false) }
 
 // Close flushes the cache (see Flush), closes the data files and the index.
 // Files obtained from it return ErrClosed afterwards.
@@ -263,23 +253,67 @@ func (c *Cache) Close() error {
 	if c.closed.Swap(true) {
 		return ErrClosed
 	}
-	var errs []error
-	for _, f := range c.snapshot() {
-		f.mu.Lock()
-		if !f.removed {
-			errs = append(errs, f.persistLocked(true))
-		}
-		if f.fd != nil {
-			errs = append(errs, f.fd.Close())
-			f.fd = nil
-		}
-		f.mu.Unlock()
-	}
-	errs = append(errs, c.db.Close())
+	errs := []error{c.persistAll(true), c.db.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cachedir: close: %w", err)
 	}
 	return nil
+}
+
+// persistAll is persistLocked for every file, with one directory fsync and
+// one index commit for them all; with closing, it also closes the data
+// files. It holds every File's lock until the commit is done, as the
+// eviction pass holds its victims', and is serialized with it by evicting.
+func (c *Cache) persistAll(closing bool) error {
+	c.evicting.Lock()
+	defer c.evicting.Unlock()
+	type planned struct {
+		f *File
+		p persistPlan
+	}
+	var (
+		errs    []error
+		locked  []planned
+		ops     = map[string]op{}
+		dirSync bool
+	)
+	for _, f := range c.snapshot() {
+		f.mu.Lock()
+		var p persistPlan
+		if !f.removed {
+			var err error
+			if p, err = f.planPersistLocked(true); err != nil {
+				errs = append(errs, err)
+				p = persistPlan{}
+			}
+		}
+		locked = append(locked, planned{f, p})
+		dirSync = dirSync || p.dirSync
+		if p.op != nil {
+			ops[f.key] = *p.op
+		}
+	}
+	var err error
+	if dirSync {
+		err = syncDir(c.dataDir)
+	}
+	if err == nil && len(ops) > 0 {
+		if err = c.commits.commit(ops); err != nil {
+			err = fmt.Errorf("cachedir: commit index records: %w", err)
+		}
+	}
+	errs = append(errs, err)
+	for _, l := range locked {
+		if err == nil {
+			l.f.donePersistLocked(l.p)
+		}
+		if closing && l.f.fd != nil {
+			errs = append(errs, l.f.fd.Close())
+			l.f.fd = nil
+		}
+		l.f.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // maybeEvict evicts least recently used clean files while the usage exceeds

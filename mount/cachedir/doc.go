@@ -26,6 +26,6 @@
 // Concurrency: a File's RWMutex guards its state and is held across its data
 // file I/O and, for Sync and retractions, the index commit; reads of one file
 // share it. Cache.mu guards only the handle map and is taken after a File's
-// lock, never before. The eviction pass is the only holder of several File
-// locks at once and is serialized by Cache.evicting.
+// lock, never before. The eviction pass and Flush (and Close) are the only
+// holders of several File locks at once and are serialized by Cache.evicting.
 package cachedir

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -258,6 +257,36 @@ const inlineMax = 64 << 10
 // from the committed record; with withUse, also when only the last-use time
 // does.
 func (f *File) persistLocked(withUse bool) error {
+	p, err := f.planPersistLocked(withUse)
+	if err != nil {
+		return err
+	}
+	if p.dirSync {
+		if err := syncDir(f.c.dataDir); err != nil {
+			return err
+		}
+	}
+	if p.op != nil {
+		if err := f.c.commits.commit(map[string]op{f.key: *p.op}); err != nil {
+			return fmt.Errorf("cachedir: commit index record: %w", err)
+		}
+	}
+	f.donePersistLocked(p)
+	return nil
+}
+
+// persistPlan is what persistLocked has left to do once the data file is
+// synced: the directory's fsync and the index commit, which Flush and Close
+// share between all files (persistAll).
+type persistPlan struct {
+	dirSync bool // the data file is new: fsync the data directory
+	op      *op  // commit it (f.key's op); nil: nothing to commit
+	inline  bool // op commits the record with its inline copy
+}
+
+// planPersistLocked fdatasyncs the data file if the record is to claim it
+// and returns the rest of persistLocked's work.
+func (f *File) planPersistLocked(withUse bool) (persistPlan, error) {
 	f.e.lastUse = f.lastUse.Load()
 	if f.idxUnsynced && f.d != nil && f.e.sameRecord(f.d) {
 		f.idxUnsynced = false // written over dirty bytes: nothing new to record
@@ -275,63 +304,64 @@ func (f *File) persistLocked(withUse bool) error {
 		// record to commit anyway, or an inline copy that would have to be
 		// replaced. A rewrite of a durable file whose record stays the same
 		// costs one fdatasync instead.
-		return f.commitInlineLocked()
+		data, err := f.readAllLocked()
+		if err != nil {
+			return persistPlan{}, err
+		}
+		return persistPlan{op: &op{rec: f.e.encode(), inline: data}, inline: true}, nil
 	case small && f.inline && !f.dataUnsynced:
 		// Nothing written since the inline commit, so its copy still holds
 		// every byte e claims (without a write, claims only shrink).
 		if !needRec {
-			return nil
+			return persistPlan{}, nil
 		}
-		if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode(), keepInline: true}}); err != nil {
-			return fmt.Errorf("cachedir: commit index record: %w", err)
-		}
-		d := f.e.clone()
-		f.d, f.idxUnsynced = &d, false
-		return nil
+		return persistPlan{op: &op{rec: f.e.encode(), keepInline: true}, inline: true}, nil
 	}
 	if f.dataUnsynced || f.inline {
 		if err := unix.Fdatasync(int(f.fd.Fd())); err != nil {
-			return fmt.Errorf("cachedir: sync data file: %w", err)
+			return persistPlan{}, fmt.Errorf("cachedir: sync data file: %w", err)
 		}
 		f.dataUnsynced = false
 	}
-	if f.newDataFile {
-		if err := syncDir(filepath.Dir(f.path)); err != nil {
-			return err
-		}
-		f.newDataFile = false
+	p := persistPlan{dirSync: f.newDataFile}
+	if !blank && (needRec || f.inline) {
+		// The data file now holds what the record claims: the inline copy goes.
+		p.op = &op{rec: f.e.encode()}
 	}
-	if blank || (!needRec && !f.inline) {
-		return nil
-	}
-	// The data file now holds what the record claims: the inline copy goes.
-	if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode()}}); err != nil {
-		return fmt.Errorf("cachedir: commit index record: %w", err)
-	}
-	d := f.e.clone()
-	f.d, f.idxUnsynced, f.inline = &d, false, false
-	return nil
+	return p, nil
 }
 
-// commitInlineLocked commits e together with the file's bytes [0, size),
-// read back from the data file (holes and bytes past its end read as zeros;
-// only what e claims valid is ever used). The data file stays unsynced until
-// a later persistLocked takes the other way (f.inline).
-func (f *File) commitInlineLocked() error {
-	data := make([]byte, f.e.size)
-	if f.fd != nil {
-		n, err := f.fd.ReadAt(data, 0)
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("cachedir: read data file for the index: %w", err)
-		}
-		clear(data[n:])
+// donePersistLocked records that p's directory fsync and commit are done.
+func (f *File) donePersistLocked(p persistPlan) {
+	if p.dirSync {
+		f.newDataFile = false
 	}
-	if err := f.c.commits.commit(map[string]op{f.key: {rec: f.e.encode(), inline: data}}); err != nil {
-		return fmt.Errorf("cachedir: commit index record: %w", err)
+	if p.op == nil {
+		return
 	}
 	d := f.e.clone()
-	f.d, f.idxUnsynced, f.inline, f.dataUnsynced = &d, false, true, false
-	return nil
+	f.d, f.idxUnsynced, f.inline = &d, false, p.inline
+	if p.inline {
+		// The index holds what the data file was written with: a crash
+		// restores it from there (the data file itself stays unsynced).
+		f.dataUnsynced = false
+	}
+}
+
+// readAllLocked returns the file's bytes [0, size) for an inline commit,
+// read back from the data file: holes and bytes past its end read as zeros,
+// and only what e claims valid is ever used.
+func (f *File) readAllLocked() ([]byte, error) {
+	data := make([]byte, f.e.size)
+	if f.fd == nil {
+		return data, nil
+	}
+	n, err := f.fd.ReadAt(data, 0)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("cachedir: read data file for the index: %w", err)
+	}
+	clear(data[n:])
+	return data, nil
 }
 
 func syncDir(dir string) error {
