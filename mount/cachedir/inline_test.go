@@ -181,3 +181,41 @@ func TestInlineRestore(t *testing.T) {
 		t.Fatalf("empty after reopen: %+v", info)
 	}
 }
+
+// TestCloseDropsCleanCopies: files written back since their inline commit
+// get durable data files and lose their copies at Close (in one commit).
+func TestCloseDropsCleanCopies(t *testing.T) {
+	dir := testDir(t)
+	c := openCache(t, dir, 0)
+	want := map[string][]byte{}
+	for i, h := range []string{"a", "b", "c"} {
+		f := mustFile(t, c, h)
+		want[h] = pattern(byte(i), 2000+i)
+		if _, err := f.WriteAt(want[h], 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if h != "c" {
+			if err := f.MarkClean(f.Dirty(), 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openCache(t, dir, 0)
+	defer c.Close()
+	if got := inlineKeys(t, c); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("inline after Close: %q", got)
+	}
+	for h, p := range want {
+		f := mustFile(t, c, h)
+		if info := f.Info(); (len(info.Dirty) == 0) != (h != "c") {
+			t.Fatalf("%s after reopen: %+v", h, info)
+		}
+		equalBytes(t, h+" after reopen", readAll(t, f, 0, int64(len(p))), p)
+	}
+}
