@@ -247,11 +247,12 @@ func (f *File) Sync() error {
 }
 
 // inlineMax is the largest dirty file whose Sync puts its data into the
-// index commit (see File) rather than syncing its data file (and, for a new
-// one, the directory) before the commit: one sync instead of two or three,
-// at the price of writing the bytes twice and keeping a copy in the index
-// until a later Sync or Flush makes the data file durable.
-const inlineMax = 64 << 10
+// index commit (see File) instead of syncing its data file (and, for a new
+// one, the directory) before the commit. Past it, writing the bytes into the
+// index cost about what the syncs it saves do (BenchmarkSyncNewFile at
+// several sizes); the copy stays in the index until a later Sync, Flush or
+// Close makes the data file durable.
+const inlineMax = 32 << 10
 
 // persistLocked makes the file's data durable and commits e when it differs
 // from the committed record; with withUse, also when only the last-use time
