@@ -55,10 +55,11 @@ type Cache struct {
 
 // Open opens (creating it if needed) the cache directory dir, whose clean
 // files are evicted while their total exceeds sizeLimit bytes (<= 0: never).
-// It takes bbolt's lock on the index, so one process uses dir at a time. Index
-// records that do not decode, or whose data file is gone, are dropped; data
-// files that no record names (written but never synced before a crash) are
-// deleted.
+// It takes bbolt's lock on the index, so one process uses dir at a time.
+// Records committed with their data inline get their data files rewritten
+// from the index; other records that do not decode, or whose data file is
+// gone, are dropped; data files that no record names (written but never
+// synced before a crash) are deleted.
 func Open(dir string, sizeLimit int64) (*Cache, error) {
 	dataDir := filepath.Join(dir, "data")
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
