@@ -1,6 +1,7 @@
 package cachedir
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/hex"
 	"errors"
@@ -50,15 +51,16 @@ type Cache struct {
 	mu    sync.Mutex
 	files map[string]*File // every File handed out or found in the index, by handle
 
-	evicting sync.Mutex // one eviction pass at a time; taken with TryLock, before any File's mu
+	evicting sync.Mutex // one eviction pass or persistAll at a time; taken before any File's mu (by eviction with TryLock)
 }
 
 // Open opens (creating it if needed) the cache directory dir, whose clean
 // files are evicted while their total exceeds sizeLimit bytes (<= 0: never).
-// It takes bbolt's lock on the index, so one process uses dir at a time. Index
-// records that do not decode, or whose data file is gone, are dropped; data
-// files that no record names (written but never synced before a crash) are
-// deleted.
+// It takes bbolt's lock on the index, so one process uses dir at a time.
+// Records committed with their data inline get their data files rewritten
+// from the index; other records that do not decode, or whose data file is
+// gone, are dropped; data files that no record names (written but never
+// synced before a crash) are deleted.
 func Open(dir string, sizeLimit int64) (*Cache, error) {
 	dataDir := filepath.Join(dir, "data")
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
@@ -88,6 +90,10 @@ func (c *Cache) load() error {
 		if err != nil {
 			return err
 		}
+		inline, err := tx.CreateBucketIfNotExists(bucketInline)
+		if err != nil {
+			return err
+		}
 		return bk.ForEach(func(k, v []byte) error {
 			e, err := decodeEntry(v)
 			if err != nil || len(k) == 0 || len(k) > MaxHandle {
@@ -95,18 +101,31 @@ func (c *Cache) load() error {
 				return nil
 			}
 			f := c.newFile(string(k))
-			st, err := os.Stat(f.path)
-			if err != nil && len(e.valid) > 0 {
-				// Records are committed only after their data file is durable,
-				// so this is damage from outside; the record's data is gone.
-				drop = append(drop, string(k))
-				return nil
-			}
-			if err == nil && st.Size() > e.size {
-				// Writes past the recorded size that a crash kept: unclaimed,
-				// and an extension must find zeros there.
-				if err := os.Truncate(f.path, e.size); err != nil {
+			// A cursor, not Get: an empty copy (a file truncated to 0) is
+			// a copy too.
+			if ik, data := inline.Cursor().Seek(k); bytes.Equal(ik, k) {
+				if int64(len(data)) < e.size {
+					drop = append(drop, string(k))
+					return nil
+				}
+				if err := f.restoreInline(&e, data); err != nil {
 					return err
+				}
+			} else {
+				st, err := os.Stat(f.path)
+				if err != nil && len(e.valid) > 0 {
+					// Records are committed only after their data file is
+					// durable, so this is damage from outside; the record's
+					// data is gone.
+					drop = append(drop, string(k))
+					return nil
+				}
+				if err == nil && st.Size() > e.size {
+					// Writes past the recorded size that a crash kept:
+					// unclaimed, and an extension must find zeros there.
+					if err := os.Truncate(f.path, e.size); err != nil {
+						return err
+					}
 				}
 			}
 			f.e, f.d = e, &entry{}
@@ -120,7 +139,7 @@ func (c *Cache) load() error {
 	if err == nil && len(drop) > 0 {
 		err = c.db.Update(func(tx *bolt.Tx) error {
 			for _, k := range drop {
-				if err := tx.Bucket(bucketFiles).Delete([]byte(k)); err != nil {
+				if err := applyOp(tx, []byte(k), op{}); err != nil {
 					return err
 				}
 			}
@@ -143,6 +162,32 @@ func (c *Cache) load() error {
 			return fmt.Errorf("cachedir: remove orphan data file: %w", err)
 		}
 	}
+	return nil
+}
+
+// restoreInline writes the bytes e claims from a record's inline copy into
+// the data file, which a crash may have left older, newer or absent, and cuts
+// it to e's size. The data file is not synced: the record keeps its inline
+// copy until a Sync or Flush makes the data file durable.
+func (f *File) restoreInline(e *entry, data []byte) error {
+	_, statErr := os.Stat(f.path)
+	fd, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open data file: %w", err)
+	}
+	for _, r := range e.valid {
+		if _, err := fd.WriteAt(data[r.Off:r.End()], r.Off); err != nil {
+			fd.Close()
+			return fmt.Errorf("restore data file: %w", err)
+		}
+	}
+	if st, err := fd.Stat(); err != nil || st.Size() > e.size {
+		if err := fd.Truncate(e.size); err != nil {
+			fd.Close()
+			return fmt.Errorf("restore data file: %w", err)
+		}
+	}
+	f.fd, f.inline, f.newDataFile = fd, true, statErr != nil
 	return nil
 }
 
@@ -202,17 +247,7 @@ func (c *Cache) snapshot() []*File {
 // Flush makes every file's data and index record durable (what Sync does for
 // one file), including the clean data filled since the last Sync and the
 // last-use times, so that a restart finds them.
-func (c *Cache) Flush() error {
-	var errs []error
-	for _, f := range c.snapshot() {
-		f.mu.Lock()
-		if !f.removed {
-			errs = append(errs, f.persistLocked(true))
-		}
-		f.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+func (c *Cache) Flush() error { return c.persistAll(false) }
 
 // Close flushes the cache (see Flush), closes the data files and the index.
 // Files obtained from it return ErrClosed afterwards.
@@ -220,23 +255,67 @@ func (c *Cache) Close() error {
 	if c.closed.Swap(true) {
 		return ErrClosed
 	}
-	var errs []error
-	for _, f := range c.snapshot() {
-		f.mu.Lock()
-		if !f.removed {
-			errs = append(errs, f.persistLocked(true))
-		}
-		if f.fd != nil {
-			errs = append(errs, f.fd.Close())
-			f.fd = nil
-		}
-		f.mu.Unlock()
-	}
-	errs = append(errs, c.db.Close())
+	errs := []error{c.persistAll(true), c.db.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cachedir: close: %w", err)
 	}
 	return nil
+}
+
+// persistAll is persistLocked for every file, with one directory fsync and
+// one index commit for them all; with closing, it also closes the data
+// files. It holds every File's lock until the commit is done, as the
+// eviction pass holds its victims', and is serialized with it by evicting.
+func (c *Cache) persistAll(closing bool) error {
+	c.evicting.Lock()
+	defer c.evicting.Unlock()
+	type planned struct {
+		f *File
+		p persistPlan
+	}
+	var (
+		errs    []error
+		locked  []planned
+		ops     = map[string]op{}
+		dirSync bool
+	)
+	for _, f := range c.snapshot() {
+		f.mu.Lock()
+		var p persistPlan
+		if !f.removed {
+			var err error
+			if p, err = f.planPersistLocked(true); err != nil {
+				errs = append(errs, err)
+				p = persistPlan{}
+			}
+		}
+		locked = append(locked, planned{f, p})
+		dirSync = dirSync || p.dirSync
+		if p.op != nil {
+			ops[f.key] = *p.op
+		}
+	}
+	var err error
+	if dirSync {
+		err = syncDir(c.dataDir)
+	}
+	if err == nil && len(ops) > 0 {
+		if err = c.commits.commit(ops); err != nil {
+			err = fmt.Errorf("cachedir: commit index records: %w", err)
+		}
+	}
+	errs = append(errs, err)
+	for _, l := range locked {
+		if err == nil {
+			l.f.donePersistLocked(l.p)
+		}
+		if closing && l.f.fd != nil {
+			errs = append(errs, l.f.fd.Close())
+			l.f.fd = nil
+		}
+		l.f.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // maybeEvict evicts least recently used clean files while the usage exceeds
@@ -253,7 +332,7 @@ func (c *Cache) maybeEvict() {
 	// in one commit. Only this pass holds more than one File lock at a time.
 	excess := c.usage.Load() - c.limit
 	var victims []*File
-	ops := map[string][]byte{}
+	ops := map[string]op{}
 	for _, f := range fs {
 		if excess <= 0 {
 			break
@@ -266,7 +345,7 @@ func (c *Cache) maybeEvict() {
 		victims = append(victims, f)
 		excess -= f.e.valid.total()
 		if f.d != nil {
-			ops[f.key] = nil
+			ops[f.key] = op{}
 		}
 	}
 	var err error

@@ -22,27 +22,42 @@ type groupCommit struct {
 }
 
 type batch struct {
-	ops  map[string][]byte // handle -> encoded entry; nil: delete the record
+	ops  map[string]op // by handle
 	done bool
 	err  error
 }
 
-var bucketFiles = []byte("files")
+// op is one file's change to the index.
+type op struct {
+	rec []byte // the encoded entry; nil: delete the record and its inline data
+	// inline, with rec: the file's bytes [0, size) to keep in the index
+	// (bucketInline) in the same commit; nil: delete them, unless keepInline.
+	inline     []byte
+	keepInline bool // with rec: leave the inline data as it is (a retraction)
+}
+
+var (
+	bucketFiles  = []byte("files")
+	bucketInline = []byte("inline") // handle -> data of a record committed inline (File.inline)
+)
 
 func newGroupCommit(db *bolt.DB) *groupCommit {
-	g := &groupCommit{db: db, cur: &batch{ops: map[string][]byte{}}}
+	g := &groupCommit{db: db, cur: &batch{ops: map[string]op{}}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
 
-// commit makes the records durable: put for a non-nil value, delete for nil.
-// Records of one file must not be committed concurrently (the File's lock
-// serializes them), so the last one given for a key in a batch is the newest.
-func (g *groupCommit) commit(ops map[string][]byte) error {
+// commit makes the records durable. Records of one file must not be
+// committed concurrently (the File's lock serializes them), so the last one
+// given for a key in a batch is the newest.
+func (g *groupCommit) commit(ops map[string]op) error {
 	g.mu.Lock()
 	b := g.cur
-	for k, v := range ops {
-		b.ops[k] = v
+	for k, o := range ops {
+		if prev, ok := b.ops[k]; ok && o.rec != nil && o.keepInline {
+			o.inline, o.keepInline = prev.inline, prev.keepInline
+		}
+		b.ops[k] = o
 	}
 	for {
 		if b.done {
@@ -53,18 +68,11 @@ func (g *groupCommit) commit(ops map[string][]byte) error {
 		if !g.running {
 			// b is g.cur: batches older than it have finished.
 			g.running = true
-			g.cur = &batch{ops: map[string][]byte{}}
+			g.cur = &batch{ops: map[string]op{}}
 			g.mu.Unlock()
 			err := g.db.Update(func(tx *bolt.Tx) error {
-				bk := tx.Bucket(bucketFiles)
-				for k, v := range b.ops {
-					var err error
-					if v == nil {
-						err = bk.Delete([]byte(k))
-					} else {
-						err = bk.Put([]byte(k), v)
-					}
-					if err != nil {
+				for k, o := range b.ops {
+					if err := applyOp(tx, []byte(k), o); err != nil {
 						return err
 					}
 				}
@@ -77,5 +85,26 @@ func (g *groupCommit) commit(ops map[string][]byte) error {
 			continue
 		}
 		g.cond.Wait()
+	}
+}
+
+func applyOp(tx *bolt.Tx, k []byte, o op) error {
+	files, inline := tx.Bucket(bucketFiles), tx.Bucket(bucketInline)
+	if o.rec == nil {
+		if err := files.Delete(k); err != nil {
+			return err
+		}
+		return inline.Delete(k)
+	}
+	if err := files.Put(k, o.rec); err != nil {
+		return err
+	}
+	switch {
+	case o.keepInline:
+		return nil
+	case o.inline != nil:
+		return inline.Put(k, o.inline)
+	default:
+		return inline.Delete(k)
 	}
 }

@@ -2,14 +2,20 @@ package cachedir
 
 import (
 	"bufio"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // The crash test's child: it runs only when this variable names a cache
@@ -18,10 +24,19 @@ import (
 const crashEnv = "SNFS_CACHEDIR_CRASH_DIR"
 
 // crashRound is round i's write: overlapping the previous rounds' ranges, on
-// one of two files.
+// one of three files. dirty0 and dirty1 stay small enough to be committed
+// inline (their data in the index); dirty2 starts below inlineMax and grows
+// past it at round 11, so its later Syncs take the data file's fdatasync and
+// drop the inline copy.
 func crashRound(i int) (handle string, off int64, p []byte) {
-	return fmt.Sprintf("dirty%d", i%2), int64(i*700) + int64(i%7)*13, pattern(byte(i), 1500)
+	off = int64(i*700) + int64(i%7)*13
+	if i%crashFiles == 2 {
+		off += inlineMax - 8<<10
+	}
+	return fmt.Sprintf("dirty%d", i%crashFiles), off, pattern(byte(i), 1500)
 }
+
+const crashFiles = 3
 
 // The clean file: filled and flushed before the rounds, then written (never
 // synced) in every round, so its committed record must be retracted before
@@ -77,7 +92,7 @@ func TestMain(m *testing.M) {
 // that a reopened cache has every write whose Sync returned, as dirty data,
 // and that no clean range claims bytes a later write changed.
 func TestCrashAfterSync(t *testing.T) {
-	for _, killAfter := range []int{0, 7, 40} {
+	for _, killAfter := range []int{0, 7, 12, 40} {
 		t.Run(strconv.Itoa(killAfter), func(t *testing.T) { crashOnce(t, killAfter) })
 	}
 }
@@ -120,10 +135,61 @@ func crashOnce(t *testing.T, killAfter int) {
 		t.Fatalf("child synced only %d rounds", synced)
 	}
 
+	loseUnsynced(t, dir)
+	for reopen := 0; reopen < 2; reopen++ {
+		// The second time, the data files restored from the index by the first
+		// Open were never synced: lose them again.
+		checkCrash(t, dir, synced)
+		loseUnsynced(t, dir)
+	}
+}
+
+// loseUnsynced does to the data files what a machine crash may do to data
+// that was never fsync'd: it removes the data file of every record the index
+// holds inline (its directory entry was never synced) and overwrites the
+// other inline files' bytes with garbage (their data was never synced).
+func loseUnsynced(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "index.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inline [][]byte
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketInline).ForEach(func(k, _ []byte) error {
+			inline = append(inline, slices.Clone(k))
+			return nil
+		})
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inline) == 0 {
+		t.Fatal("no record is held inline: the test loses nothing")
+	}
+	for i, k := range inline {
+		path := filepath.Join(dir, "data", hex.EncodeToString(k))
+		if i%2 == 0 {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(path, pattern(99, inlineMax), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkCrash opens the cache a writer was killed in after round synced's
+// Sync returned, checks it and closes it.
+func checkCrash(t *testing.T, dir string, synced int) {
+	t.Helper()
 	c := openCache(t, dir, 0)
 	defer c.Close()
-	if n := len(c.DirtyFiles()); n != 2 && !(synced == 0 && n == 1) {
-		t.Fatalf("DirtyFiles: %d files", n)
+	if n := len(c.DirtyFiles()); n != min(synced+1, crashFiles) {
+		t.Fatalf("DirtyFiles: %d files after %d rounds", n, synced+1)
 	}
 	type round struct {
 		h   string
@@ -137,7 +203,8 @@ func crashOnce(t *testing.T, killAfter int) {
 	// Bytes of rounds up to synced must be present and dirty. A byte may hold
 	// a later round's value (written, not synced, before the kill) but never an
 	// earlier one's.
-	for _, h := range []string{"dirty0", "dirty1"} {
+	for j := range crashFiles {
+		h := fmt.Sprintf("dirty%d", j)
 		f := mustFile(t, c, h)
 		info := f.Info()
 		for i := 0; i <= synced; i++ {

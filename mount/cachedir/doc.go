@@ -8,9 +8,10 @@
 //
 // It owns: the data files and the index; the range bookkeeping; durability
 // (Sync returns only after the file's data is fdatasync'd and its record
-// committed, so what close() returned survives a crash of the mount, unlike
-// Sprite's memory cache, and DirtyFiles lists what a restarted mount must write
-// back); the fill generation (JuiceFS's rule: a fill that started before an
+// committed, or, for a small dirty file, after one index commit that holds the
+// record and a copy of the data, which Open writes back into the data file; so
+// what close() returned survives a crash of the mount, unlike Sprite's memory
+// cache, and DirtyFiles lists what a restarted mount must write back); the fill generation (JuiceFS's rule: a fill that started before an
 // invalidation is refused, so stale data is never installed); and eviction of
 // the least recently used clean files while the cache exceeds its size limit.
 // Dirty files are never evicted; Remove drops a file's dirty data without a
@@ -25,6 +26,6 @@
 // Concurrency: a File's RWMutex guards its state and is held across its data
 // file I/O and, for Sync and retractions, the index commit; reads of one file
 // share it. Cache.mu guards only the handle map and is taken after a File's
-// lock, never before. The eviction pass is the only holder of several File
-// locks at once and is serialized by Cache.evicting.
+// lock, never before. The eviction pass and Flush (and Close) are the only
+// holders of several File locks at once and are serialized by Cache.evicting.
 package cachedir

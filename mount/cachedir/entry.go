@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // maxOffset bounds every size and offset the cache keeps, so that Off+Len
@@ -36,6 +37,14 @@ func (e *entry) clone() entry {
 	c.valid = rangeSet(e.valid.clone())
 	c.dirty = rangeSet(e.dirty.clone())
 	return c
+}
+
+// sameRecord reports whether e and d would be the same index record but for
+// the last-use time.
+func (e *entry) sameRecord(d *entry) bool {
+	return e.version == d.version && e.size == d.size && e.gen == d.gen &&
+		e.truncated == d.truncated && e.truncTo == d.truncTo &&
+		slices.Equal(e.valid, d.valid) && slices.Equal(e.dirty, d.dirty)
 }
 
 // needsWriteBack reports whether the server lacks something of this file.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +19,11 @@ import (
 // Durability rules, which make every committed index record true of the data
 // file whatever happens to the process afterwards:
 //   - a record is committed only after the data file was fdatasync'd (and, for
-//     a new data file, its directory fsync'd) since the last write to it, so
-//     every range a record claims is on disk;
+//     a new data file, its directory fsync'd) since the last write to it, or
+//     together with the bytes [0, size) of the file in the same index commit
+//     (inline: a small dirty file, where one commit is cheaper than the
+//     syncs of its data file and directory; Open writes them back into the
+//     data file), so every range a record claims is on disk;
 //   - before the data file loses or changes bytes that the committed record
 //     claims as present clean data (a write over them, a truncation, an
 //     invalidation, an eviction), the record is retracted first by a commit
@@ -39,8 +41,9 @@ type File struct {
 	d            *entry       // the committed index record; nil: none
 	fd           *os.File     // the data file, opened on first use
 	newDataFile  bool         // fd was created and its directory entry is not yet durable
-	dataUnsynced bool         // fd was written since its last fdatasync
-	idxUnsynced  bool         // e differs from d in more than lastUse
+	dataUnsynced bool         // fd was written since its last fdatasync or inline commit
+	idxUnsynced  bool         // e may differ from d in more than lastUse
+	inline       bool         // d is committed with its bytes in the index (bucketInline); fd is not fdatasync'd
 	removed      bool
 	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
 	wbSeq        uint64
@@ -243,35 +246,123 @@ func (f *File) Sync() error {
 	return f.persistLocked(false)
 }
 
-// persistLocked syncs the data file and commits e when anything changed; with
-// withUse, also when only the last-use time did.
+// inlineMax is the largest dirty file whose Sync puts its data into the
+// index commit (see File) instead of syncing its data file (and, for a new
+// one, the directory) before the commit. Past it, writing the bytes into the
+// index cost about what the syncs it saves do (BenchmarkSyncNewFile at
+// several sizes); the copy stays in the index until a later Sync, Flush or
+// Close makes the data file durable.
+const inlineMax = 32 << 10
+
+// persistLocked makes the file's data durable and commits e when it differs
+// from the committed record; with withUse, also when only the last-use time
+// does.
 func (f *File) persistLocked(withUse bool) error {
-	if f.dataUnsynced {
+	p, err := f.planPersistLocked(withUse)
+	if err != nil {
+		return err
+	}
+	if p.dirSync {
+		if err := syncDir(f.c.dataDir); err != nil {
+			return err
+		}
+	}
+	if p.op != nil {
+		if err := f.c.commits.commit(map[string]op{f.key: *p.op}); err != nil {
+			return fmt.Errorf("cachedir: commit index record: %w", err)
+		}
+	}
+	f.donePersistLocked(p)
+	return nil
+}
+
+// persistPlan is what persistLocked has left to do once the data file is
+// synced: the directory's fsync and the index commit, which Flush and Close
+// share between all files (persistAll).
+type persistPlan struct {
+	dirSync bool // the data file is new: fsync the data directory
+	op      *op  // commit it (f.key's op); nil: nothing to commit
+	inline  bool // op commits the record with its inline copy
+}
+
+// planPersistLocked fdatasyncs the data file if the record is to claim it
+// and returns the rest of persistLocked's work.
+func (f *File) planPersistLocked(withUse bool) (persistPlan, error) {
+	f.e.lastUse = f.lastUse.Load()
+	if f.idxUnsynced && f.d != nil && f.e.sameRecord(f.d) {
+		f.idxUnsynced = false // written over dirty bytes: nothing new to record
+	}
+	blank := f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated
+	if blank {
+		f.idxUnsynced = false // nothing worth a record: a File never used
+	}
+	needRec := f.idxUnsynced || (withUse && f.d != nil && f.d.lastUse != f.e.lastUse)
+	small := !blank && f.e.needsWriteBack() && f.e.size <= inlineMax
+	switch {
+	case small && f.dataUnsynced && (needRec || f.inline || f.newDataFile):
+		// Inline when making the data file durable would cost more than the
+		// commit alone: a new data file (its directory entry to sync too), a
+		// record to commit anyway, or an inline copy that would have to be
+		// replaced. A rewrite of a durable file whose record stays the same
+		// costs one fdatasync instead.
+		data, err := f.readAllLocked()
+		if err != nil {
+			return persistPlan{}, err
+		}
+		return persistPlan{op: &op{rec: f.e.encode(), inline: data}, inline: true}, nil
+	case small && f.inline && !f.dataUnsynced:
+		// Nothing written since the inline commit, so its copy still holds
+		// every byte e claims (without a write, claims only shrink).
+		if !needRec {
+			return persistPlan{}, nil
+		}
+		return persistPlan{op: &op{rec: f.e.encode(), keepInline: true}, inline: true}, nil
+	}
+	if f.dataUnsynced || f.inline {
 		if err := unix.Fdatasync(int(f.fd.Fd())); err != nil {
-			return fmt.Errorf("cachedir: sync data file: %w", err)
+			return persistPlan{}, fmt.Errorf("cachedir: sync data file: %w", err)
 		}
 		f.dataUnsynced = false
 	}
-	if f.newDataFile {
-		if err := syncDir(filepath.Dir(f.path)); err != nil {
-			return err
-		}
+	p := persistPlan{dirSync: f.newDataFile}
+	if !blank && (needRec || f.inline) {
+		// The data file now holds what the record claims: the inline copy goes.
+		p.op = &op{rec: f.e.encode()}
+	}
+	return p, nil
+}
+
+// donePersistLocked records that p's directory fsync and commit are done.
+func (f *File) donePersistLocked(p persistPlan) {
+	if p.dirSync {
 		f.newDataFile = false
 	}
-	f.e.lastUse = f.lastUse.Load()
-	if !f.idxUnsynced && !(withUse && f.d != nil && f.d.lastUse != f.e.lastUse) {
-		return nil
-	}
-	if f.d == nil && f.e.version == 0 && f.e.size == 0 && f.e.gen == 0 && !f.e.truncated {
-		f.idxUnsynced = false
-		return nil // nothing worth a record: a File never used
-	}
-	if err := f.c.commits.commit(map[string][]byte{f.key: f.e.encode()}); err != nil {
-		return fmt.Errorf("cachedir: commit index record: %w", err)
+	if p.op == nil {
+		return
 	}
 	d := f.e.clone()
-	f.d, f.idxUnsynced = &d, false
-	return nil
+	f.d, f.idxUnsynced, f.inline = &d, false, p.inline
+	if p.inline {
+		// The index holds what the data file was written with: a crash
+		// restores it from there (the data file itself stays unsynced).
+		f.dataUnsynced = false
+	}
+}
+
+// readAllLocked returns the file's bytes [0, size) for an inline commit,
+// read back from the data file: holes and bytes past its end read as zeros,
+// and only what e claims valid is ever used.
+func (f *File) readAllLocked() ([]byte, error) {
+	data := make([]byte, f.e.size)
+	if f.fd == nil {
+		return data, nil
+	}
+	n, err := f.fd.ReadAt(data, 0)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("cachedir: read data file for the index: %w", err)
+	}
+	clear(data[n:])
+	return data, nil
 }
 
 func syncDir(dir string) error {
@@ -294,7 +385,8 @@ func (f *File) retractLocked(drop rangeSet) error {
 	}
 	d := f.d.clone()
 	d.valid, d.dirty = d.valid.subtract(drop), d.dirty.subtract(drop)
-	if err := f.c.commits.commit(map[string][]byte{f.key: d.encode()}); err != nil {
+	// An inline copy stays: it holds every byte the smaller record claims.
+	if err := f.c.commits.commit(map[string]op{f.key: {rec: d.encode(), keepInline: f.inline}}); err != nil {
 		return fmt.Errorf("cachedir: retract index record: %w", err)
 	}
 	f.d = &d

@@ -272,10 +272,10 @@ func (f *File) Remove() error {
 		return err
 	}
 	if f.d != nil {
-		if err := f.c.commits.commit(map[string][]byte{f.key: nil}); err != nil {
+		if err := f.c.commits.commit(map[string]op{f.key: {}}); err != nil {
 			return fmt.Errorf("cachedir: remove index record: %w", err)
 		}
-		f.d = nil
+		f.d, f.inline = nil, false
 	}
 	f.removed = true
 	var err error
@@ -303,7 +303,7 @@ func (f *File) Remove() error {
 // goes, the File keeps its version and size and stays usable (reads report
 // everything missing).
 func (f *File) dropDataLocked() {
-	f.d = nil
+	f.d, f.inline = nil, false
 	if f.fd != nil {
 		f.fd.Close()
 		f.fd = nil
