@@ -4,8 +4,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"snfs/snfs1"
+	"snfs/state"
 )
 
 func diskDir(t *testing.T) string {
@@ -70,5 +72,49 @@ func TestRecordsLocked(t *testing.T) {
 	defer r.close()
 	if _, err := openRecords(dir); err == nil || !strings.Contains(err.Error(), "another snfs server") {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestOpenWritesNothing: OPEN and CLOSE write nothing to the state database
+// (issue 15: no flush on the OPEN path); REGISTER of a new client does.
+func TestOpenWritesNothing(t *testing.T) {
+	d, err := New(Config{StateDir: diskDir(t), Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	before := d.rec.writes()
+	if _, _, err := d.rec.register("host-a", snfs1.Verifier{1}); err != nil {
+		t.Fatal(err)
+	}
+	afterReg := d.rec.writes()
+	if afterReg == before {
+		t.Fatal("a new registration wrote nothing")
+	}
+	fh := []byte("some-file-handle")
+	open := func() {
+		done := make(chan error, 1)
+		d.Open(1, fh, state.Write, func(_ state.OpenReply, err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first version reserves a block of versions (one durable write, off
+	// the OPEN path); wait for it before counting.
+	open()
+	time.Sleep(300 * time.Millisecond)
+	afterReg = d.rec.writes()
+	for i := 0; i < 100; i++ {
+		done := make(chan error, 1)
+		d.Open(1, fh, state.Write, func(_ state.OpenReply, err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(1, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.rec.writes(); got != afterReg {
+		t.Fatalf("100 OPENs and CLOSEs wrote %d pages", got-afterReg)
 	}
 }
