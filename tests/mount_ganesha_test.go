@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
+
+	"snfs/internal/fsx"
 )
 
 // `snfs mount` against nfs-ganesha (issue 14: "It must work against
@@ -22,6 +24,9 @@ import (
 
 // ganesha is one running nfs-ganesha.
 type ganesha struct {
+	t                *testing.T
+	tool             string // the ganesha-peer directory
+	env              []string
 	export           string // the exported directory, on disk
 	nfsPort, mntPort int
 	run              string // start.sh's RUN: config, pid files, log
@@ -70,15 +75,12 @@ func startGanesha(t *testing.T) *ganesha {
 		t.Fatal(err)
 	}
 	g.run = run
-	env := append(os.Environ(), "EXPORT="+g.export, "RUN="+run,
+	g.t, g.tool = t, tool
+	g.env = append(os.Environ(), "EXPORT="+g.export, "RUN="+run,
 		fmt.Sprintf("NFS_PORT=%d", g.nfsPort), fmt.Sprintf("MNT_PORT=%d", g.mntPort))
-	start := exec.Command(filepath.Join(tool, "start.sh"))
-	start.Env = env
-	out, err := start.CombinedOutput()
+	out, err := g.script("start.sh")
 	t.Cleanup(func() {
-		stop := exec.Command(filepath.Join(tool, "stop.sh"))
-		stop.Env = env
-		if out, err := stop.CombinedOutput(); err != nil {
+		if out, err := g.script("stop.sh"); err != nil {
 			t.Errorf("ganesha stop.sh: %v\n%s", err, out)
 		}
 		if t.Failed() {
@@ -92,6 +94,25 @@ func startGanesha(t *testing.T) *ganesha {
 		t.Fatalf("ganesha start.sh: %v\n%s", err, out)
 	}
 	return g
+}
+
+// script runs the ganesha-peer script name (start.sh, stop.sh) for g.
+func (g *ganesha) script(name string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(g.tool, name))
+	cmd.Env = g.env
+	return cmd.CombinedOutput()
+}
+
+// restart stops g and starts it again on the same ports and export: a new
+// write verifier (ganesha's is its start time, in seconds), nothing else
+// changed (file handles stay valid).
+func (g *ganesha) restart() {
+	if out, err := g.script("stop.sh"); err != nil {
+		g.t.Errorf("ganesha stop.sh: %v\n%s", err, out)
+	}
+	if out, err := g.script("start.sh"); err != nil {
+		g.t.Errorf("ganesha start.sh: %v\n%s", err, out)
+	}
 }
 
 func lastLines(s string, n int) string {
@@ -153,6 +174,36 @@ func TestMountGaneshaPosix(t *testing.T) {
 	}
 }
 
+// TestMountGaneshaCases runs the mount tests of mount_test.go (rename over
+// an open file, unlink of an open file, truncate and extend, sparse files,
+// links and symlinks, times, permissions as a non-root user) on a `snfs
+// mount --mode=nfs` of ganesha, each in its own directory of one mount.
+func TestMountGaneshaCases(t *testing.T) {
+	requireFUSE(t)
+	g := startGanesha(t)
+	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
+	cases := []struct {
+		name string
+		run  func(t *testing.T, mnt, export string)
+	}{
+		{"RenameOverOpen", testMountRenameOverOpen},
+		{"UnlinkOpen", testMountUnlinkOpen},
+		{"TruncateExtend", testMountTruncateExtend},
+		{"Sparse", testMountSparse},
+		{"LinksSymlinks", testMountLinksSymlinks},
+		{"Times", testMountTimes},
+		{"Permissions", testMountPermissions},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.Mkdir(m.path(c.name), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			c.run(t, m.path(c.name), g.path(c.name))
+		})
+	}
+}
+
 // TestMountGaneshaFsx: the fsx-style tester on a `snfs mount --mode=nfs` of
 // ganesha (SNFS_FSX_OPS operations; 20,000 by default under the race
 // detector). Each check fsyncs (a COMMIT: ganesha fsyncs the file) and
@@ -166,6 +217,40 @@ func TestMountGaneshaFsx(t *testing.T) {
 	c := fsxChildConfig{Cfg: fsxConfig(m.path("fsx.dat"), ops, fsxSeed(t, 7)),
 		Compare: []string{g.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+}
+
+// TestMountGaneshaFsxTwoMounts: close-to-open between two `snfs mount
+// --mode=nfs` processes on one ganesha export: at every check the tester
+// closes the file on the first mount, and the file read through the second
+// (opened after that close) and the export directory must hold the model.
+func TestMountGaneshaFsxTwoMounts(t *testing.T) {
+	requireFUSE(t)
+	g := startGanesha(t)
+	bin := snfsBinary(t)
+	a, b := mountGanesha(t, bin, g, "--mode=nfs"), mountGanesha(t, bin, g, "--mode=nfs")
+	ops := fsxOps(t)
+	cfg := fsxConfig(a.path("fsx.dat"), ops, fsxSeed(t, 8))
+	cfg.CheckPrep, cfg.CheckEvery = fsx.PrepClose, max(ops/100, 100)
+	c := fsxChildConfig{Cfg: cfg, Compare: []string{b.path("fsx.dat"), g.path("fsx.dat")}}
+	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+}
+
+// TestMountGaneshaFsxServerRestart: the tester while ganesha is restarted
+// every ops/10 operations (a new write verifier each time: UNSTABLE data not
+// yet committed must be written again). The checks (after fsync) compare the
+// export directory with the model.
+func TestMountGaneshaFsxServerRestart(t *testing.T) {
+	requireFUSE(t)
+	g := startGanesha(t)
+	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
+	ops := fsxOps(t)
+	every := max(ops/10, 200)
+	c := fsxChildConfig{Cfg: fsxConfig(m.path("fsx.dat"), ops, fsxSeed(t, 9)),
+		Compare: []string{g.path("fsx.dat")}, RestartEvery: every, RestartAt: every / 2}
+	res := fsxCheck(t, c, g.restart)
+	if res.Restarts == 0 {
+		t.Error("no restart happened")
+	}
 }
 
 // TestMountAutoMode: --mode=auto picks plain NFSv3 against ganesha (it
