@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
@@ -96,11 +98,23 @@ func startGanesha(t *testing.T) *ganesha {
 	return g
 }
 
-// script runs the ganesha-peer script name (start.sh, stop.sh) for g.
+// script runs the ganesha-peer script name (start.sh, stop.sh) for g, for
+// at most two minutes: start.sh ends with `ss -p`, which (like ps) reads
+// every process's /proc/PID/stat and blocks in the kernel while any process
+// on the machine is stuck in a page fault on a FUSE mount that does not
+// answer; a hung test binary would hide that.
 func (g *ganesha) script(name string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(g.tool, name))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(g.tool, name))
 	cmd.Env = g.env
-	return cmd.CombinedOutput()
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s did not finish within 2 minutes (is a process on this machine stuck on "+
+			"an unresponsive FUSE mount? ps would hang too): %w", name, err)
+	}
+	return out, err
 }
 
 // restart stops g and starts it again on the same ports and export: a new
