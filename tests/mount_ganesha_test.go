@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,7 @@ func startGanesha(t *testing.T) *ganesha {
 	g.t, g.tool = t, tool
 	g.env = append(os.Environ(), "EXPORT="+g.export, "RUN="+run,
 		fmt.Sprintf("NFS_PORT=%d", g.nfsPort), fmt.Sprintf("MNT_PORT=%d", g.mntPort))
-	out, err := g.script("start.sh")
+	out, err := g.start()
 	t.Cleanup(func() {
 		if out, err := g.script("stop.sh"); err != nil {
 			t.Errorf("ganesha stop.sh: %v\n%s", err, out)
@@ -117,6 +118,21 @@ func (g *ganesha) script(name string) ([]byte, error) {
 	return out, err
 }
 
+// start runs start.sh. When start.sh is stuck in its last step (the
+// listing by `ss -p`, see script) after ganesha is up (it said "ganesha: pid"
+// and the NFS port answers), ganesha is used anyway.
+func (g *ganesha) start() ([]byte, error) {
+	out, err := g.script("start.sh")
+	if err != nil && strings.Contains(string(out), "ganesha: pid ") {
+		if c, derr := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", g.nfsPort), 5*time.Second); derr == nil {
+			c.Close()
+			g.t.Logf("ganesha is up, but start.sh did not finish: %v", err)
+			return out, nil
+		}
+	}
+	return out, err
+}
+
 // restart stops g and starts it again on the same ports and export: a new
 // write verifier (ganesha's is its start time, in seconds), nothing else
 // changed (file handles stay valid).
@@ -124,7 +140,7 @@ func (g *ganesha) restart() {
 	if out, err := g.script("stop.sh"); err != nil {
 		g.t.Errorf("ganesha stop.sh: %v\n%s", err, out)
 	}
-	if out, err := g.script("start.sh"); err != nil {
+	if out, err := g.start(); err != nil {
 		g.t.Errorf("ganesha start.sh: %v\n%s", err, out)
 	}
 }
