@@ -95,8 +95,13 @@ func TestMountWriteReadBack(t *testing.T) {
 // (hidden under a .snfs name until its last close).
 func TestMountRenameOverOpen(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	a, b := filepath.Join(m.dir, "a"), filepath.Join(m.dir, "b")
+	testMountRenameOverOpen(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountRenameOverOpen is TestMountRenameOverOpen on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountRenameOverOpen(t *testing.T, mnt, export string) {
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("old contents"), 0o644)
 	os.WriteFile(b, []byte("new"), 0o644)
 	f, err := os.Open(a)
@@ -116,16 +121,21 @@ func TestMountRenameOverOpen(t *testing.T) {
 	}
 	f.Close()
 	time.Sleep(100 * time.Millisecond) // RELEASE is asynchronous
-	noHidden(t, m.dir)
-	noHidden(t, e.dir)
+	noHidden(t, mnt)
+	noHidden(t, export)
 }
 
 // TestMountUnlinkOpen: an unlinked open file stays readable and writable;
 // nothing is left after the last close.
 func TestMountUnlinkOpen(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	p := filepath.Join(m.dir, "victim")
+	testMountUnlinkOpen(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountUnlinkOpen is TestMountUnlinkOpen on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountUnlinkOpen(t *testing.T, mnt, export string) {
+	p := filepath.Join(mnt, "victim")
 	want := randBytes(3, 300000)
 	os.WriteFile(p, want, 0o644)
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -154,16 +164,21 @@ func TestMountUnlinkOpen(t *testing.T) {
 	}
 	f.Close()
 	time.Sleep(100 * time.Millisecond)
-	noHidden(t, m.dir)
-	noHidden(t, e.dir)
+	noHidden(t, mnt)
+	noHidden(t, export)
 }
 
 // TestMountTruncateExtend: shrinking drops data (unwritten data too),
 // extending reads zeros; the export agrees.
 func TestMountTruncateExtend(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	p := filepath.Join(m.dir, "t")
+	testMountTruncateExtend(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountTruncateExtend is TestMountTruncateExtend on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountTruncateExtend(t *testing.T, mnt, export string) {
+	p := filepath.Join(mnt, "t")
 	data := randBytes(5, 10000)
 	f, err := os.Create(p)
 	if err != nil {
@@ -181,7 +196,7 @@ func TestMountTruncateExtend(t *testing.T) {
 	if got := mustRead(t, p); !bytes.Equal(got, want) {
 		t.Fatalf("mount: %d bytes, want %d (first 100 kept, then zeros)", len(got), len(want))
 	}
-	if got := mustRead(t, e.path("t")); !bytes.Equal(got, want) {
+	if got := mustRead(t, filepath.Join(export, "t")); !bytes.Equal(got, want) {
 		t.Fatalf("export: %d bytes, want %d", len(got), len(want))
 	}
 	if err := os.Truncate(p, 0); err != nil {
@@ -196,8 +211,13 @@ func TestMountTruncateExtend(t *testing.T) {
 // and has the size of its end, through the mount and on the export.
 func TestMountSparse(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	p := filepath.Join(m.dir, "sparse")
+	testMountSparse(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountSparse is TestMountSparse on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountSparse(t *testing.T, mnt, export string) {
+	p := filepath.Join(mnt, "sparse")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +228,7 @@ func TestMountSparse(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{p, e.path("sparse")} {
+	for _, q := range []string{p, filepath.Join(export, "sparse")} {
 		fi, err := os.Stat(q)
 		if err != nil || fi.Size() != far+4 {
 			t.Fatalf("%s: size %v, %v", q, fi.Size(), err)
@@ -226,7 +246,7 @@ func TestMountSparse(t *testing.T) {
 		g.Close()
 	}
 	var st syscall.Stat_t
-	syscall.Stat(e.path("sparse"), &st)
+	syscall.Stat(filepath.Join(export, "sparse"), &st)
 	if st.Blocks*512 > 1<<20 {
 		t.Errorf("the export's file uses %d bytes: the hole was written", st.Blocks*512)
 	}
@@ -235,8 +255,13 @@ func TestMountSparse(t *testing.T) {
 // TestMountLinksSymlinks: hard links share data and count, symlinks resolve.
 func TestMountLinksSymlinks(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	a, b := filepath.Join(m.dir, "a"), filepath.Join(m.dir, "b")
+	testMountLinksSymlinks(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountLinksSymlinks is TestMountLinksSymlinks on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountLinksSymlinks(t *testing.T, mnt, export string) {
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("one"), 0o644)
 	if err := os.Link(a, b); err != nil {
 		t.Fatal(err)
@@ -256,7 +281,7 @@ func TestMountLinksSymlinks(t *testing.T) {
 	if sb.Nlink != 1 {
 		t.Fatalf("nlink after removing one link: %d", sb.Nlink)
 	}
-	l := filepath.Join(m.dir, "l")
+	l := filepath.Join(mnt, "l")
 	if err := os.Symlink("b", l); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +294,7 @@ func TestMountLinksSymlinks(t *testing.T) {
 	if fi, err := os.Lstat(l); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("lstat: %v %v", fi.Mode(), err)
 	}
-	if target, _ := os.Readlink(e.path("l")); target != "b" {
+	if target, _ := os.Readlink(filepath.Join(export, "l")); target != "b" {
 		t.Fatalf("the export's symlink points to %q", target)
 	}
 }
@@ -277,14 +302,19 @@ func TestMountLinksSymlinks(t *testing.T) {
 // TestMountTimes: utimes sets atime and mtime as given; a write moves mtime.
 func TestMountTimes(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	p := filepath.Join(m.dir, "t")
+	testMountTimes(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountTimes is TestMountTimes on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountTimes(t *testing.T, mnt, export string) {
+	p := filepath.Join(mnt, "t")
 	os.WriteFile(p, []byte("x"), 0o644)
 	at, mt := time.Unix(1000000000, 123456789), time.Unix(1100000000, 987654321)
 	if err := os.Chtimes(p, at, mt); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{p, e.path("t")} {
+	for _, q := range []string{p, filepath.Join(export, "t")} {
 		var st syscall.Stat_t
 		syscall.Stat(q, &st)
 		if st.Mtim.Sec != mt.Unix() || st.Mtim.Nsec != int64(mt.Nanosecond()) || st.Atim.Sec != at.Unix() {
@@ -305,21 +335,26 @@ func TestMountTimes(t *testing.T) {
 // with setpriv) is refused what the modes refuse, and owns what it creates.
 func TestMountPermissions(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
+	testMountPermissions(t, newMount(t, e).dir, e.dir)
+}
+
+// testMountPermissions is TestMountPermissions on mount point mnt of export directory export
+// (also run against nfs-ganesha: TestMountGaneshaCases).
+func testMountPermissions(t *testing.T, mnt, export string) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux)")
 	}
-	os.WriteFile(filepath.Join(m.dir, "secret"), []byte("root only"), 0o600)
-	os.WriteFile(filepath.Join(m.dir, "public"), []byte("everyone"), 0o644)
-	os.Mkdir(filepath.Join(m.dir, "shared"), 0o777)
-	os.Mkdir(filepath.Join(m.dir, "closed"), 0o700)
+	os.WriteFile(filepath.Join(mnt, "secret"), []byte("root only"), 0o600)
+	os.WriteFile(filepath.Join(mnt, "public"), []byte("everyone"), 0o644)
+	os.Mkdir(filepath.Join(mnt, "shared"), 0o777)
+	os.Mkdir(filepath.Join(mnt, "closed"), 0o700)
 	as := func(script string) (string, error) {
 		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
 		cmd.Dir = "/"
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	d := m.dir
+	d := mnt
 	if out, err := as("cat " + d + "/secret"); err == nil {
 		t.Errorf("nobody read a 0600 root file: %q", out)
 	}
@@ -336,7 +371,7 @@ func TestMountPermissions(t *testing.T) {
 		t.Fatalf("nobody creating a file in a 0777 directory: %q %v", out, err)
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(e.path("shared/mine"), &st); err != nil || st.Uid != 65534 || st.Gid != 65534 || st.Mode&0o777 != 0o400 {
+	if err := syscall.Stat(filepath.Join(export, "shared/mine"), &st); err != nil || st.Uid != 65534 || st.Gid != 65534 || st.Mode&0o777 != 0o400 {
 		t.Fatalf("the export's file: uid %d gid %d mode %o, %v", st.Uid, st.Gid, st.Mode&0o777, err)
 	}
 	if out, err := as("echo again >> " + d + "/shared/mine"); err == nil {

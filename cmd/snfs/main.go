@@ -27,6 +27,10 @@ commands:
 `
 
 func main() {
+	if isHelper(os.Args[0]) {
+		exit(mountHelper(os.Args[1:]))
+		return
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -51,6 +55,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "snfs: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
+	exit(err)
+}
+
+// exit ends the process with err's status: 0 for nil or errHelp, 2 for
+// errUsage (already explained), 1 with the error printed otherwise.
+func exit(err error) {
 	switch {
 	case errors.Is(err, errHelp):
 	case errors.Is(err, errUsage):

@@ -41,15 +41,16 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, metrics=ADDR, foreground,
-debug. See
-docs/mount.md.`
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, metrics=ADDR, log-file=F,
+foreground, debug (and mount(8)'s generic options, ignored). As /sbin/mount.snfs
+(a symbolic link to snfs) it is mount(8)'s helper for type snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
 	mode               string
 	foreground, debug  bool
 	logLevel           string
+	logFile            string // --log-file: append the log there, not to stderr
 	cacheDir           string
 	cacheSize          string
 	writebackDelay     time.Duration
@@ -86,8 +87,14 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.foreground = true
 		case "debug":
 			f.debug = true
-		case "rw", "defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail":
-			// fstab's generic options: nothing to do here.
+		case "log-file":
+			f.logFile = v
+		case "rw", "defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail",
+			"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async",
+			"atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
+			"diratime", "nodiratime", "lazytime", "nolazytime", "silent", "loud":
+			// fstab's generic options, which mount(8) passes on to its
+			// helper: nothing to do here (the mount is always nosuid,nodev).
 		default:
 			return fmt.Errorf("-o: unknown option %q", o)
 		}
@@ -99,8 +106,26 @@ func (f *mountFlags) applyOpts(opts string) error {
 }
 
 func mountCmd(args []string) error {
+	f, host, export, dir, err := parseMountArgs(args)
+	if err != nil {
+		return err
+	}
+	if !f.foreground {
+		return daemonize(args)
+	}
+	return runMount(f, host, export, dir)
+}
+
+// checkMountArgs checks a mount command line and mounts nothing (mount.snfs
+// -f).
+func checkMountArgs(args []string) error {
+	_, _, _, _, err := parseMountArgs(args)
+	return err
+}
+
+// parseMountArgs parses and checks `snfs mount`'s command line.
+func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err error) {
 	fs := newFlagSet("mount", mountSynopsis)
-	var f mountFlags
 	fs.IntVar(&f.nfsPort, "nfs-port", 2049, "the server's NFS port")
 	fs.IntVar(&f.mountPort, "mount-port", 20048, "the server's MOUNT port")
 	fs.StringVar(&f.mode, "mode", "nfs", "nfs: plain NFSv3, close-to-open; snfs: the snfs consistency protocol; auto: snfs if the server speaks it")
@@ -112,40 +137,37 @@ func mountCmd(args []string) error {
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,metrics=ADDR,foreground,debug")
+	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error, which a detached mount does not have)")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,metrics=ADDR,log-file=F,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return f, "", "", "", err
 	}
 	if err := f.applyOpts(*opts); err != nil {
-		return err
+		return f, "", "", "", err
 	}
 	if len(pos) != 2 {
 		fs.Usage()
-		return errUsage
+		return f, "", "", "", errUsage
 	}
 	switch f.mode {
 	case "nfs", "snfs", "auto":
 	default:
-		return fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
+		return f, "", "", "", fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
 	}
 	host, export, ok := strings.Cut(pos[0], ":")
 	if !ok || host == "" || !strings.HasPrefix(export, "/") {
-		return fmt.Errorf("want SERVER:/EXPORT, not %q", pos[0])
+		return f, "", "", "", fmt.Errorf("want SERVER:/EXPORT, not %q", pos[0])
 	}
-	dir, err := filepath.Abs(pos[1])
-	if err != nil {
-		return err
+	if dir, err = filepath.Abs(pos[1]); err != nil {
+		return f, "", "", "", err
 	}
 	if fi, err := os.Stat(dir); err != nil {
-		return err
+		return f, "", "", "", err
 	} else if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
+		return f, "", "", "", fmt.Errorf("%s is not a directory", dir)
 	}
-	if !f.foreground {
-		return daemonize(args)
-	}
-	return runMount(f, host, export, dir)
+	return f, host, export, dir, nil
 }
 
 // daemonize runs this command again with --foreground, detached (a new
@@ -232,7 +254,14 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logTo := os.Stderr
+	if f.logFile != "" {
+		if logTo, err = os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+			return fmt.Errorf("--log-file: %w", err)
+		}
+		defer logTo.Close()
+	}
+	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ctx, stop := context.WithTimeout(life, 30*time.Second)
