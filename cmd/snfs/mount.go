@@ -41,8 +41,8 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, metrics=ADDR, foreground,
-debug. See
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
+metrics=ADDR, foreground, debug. See
 docs/mount.md.`
 
 type mountFlags struct {
@@ -55,6 +55,7 @@ type mountFlags struct {
 	writebackDelay     time.Duration
 	metrics            string // --metrics ADDR
 	closeDelay         time.Duration
+	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -82,6 +83,13 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.metrics = v
 		case "close-delay":
 			f.closeDelay, err = time.ParseDuration(v)
+		case "passthrough":
+			f.passthrough = true
+			if v != "" {
+				f.passthrough, err = strconv.ParseBool(v)
+			}
+		case "nopassthrough":
+			f.passthrough = false
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -109,10 +117,11 @@ func mountCmd(args []string) error {
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
 	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
+	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,metrics=ADDR,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

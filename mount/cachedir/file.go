@@ -44,6 +44,7 @@ type File struct {
 	removed      bool
 	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
 	wbSeq        uint64
+	pins         int // opens the kernel reads the data file for directly (passthrough.go)
 }
 
 // wbTrack records what changed while a write-back is out, so that MarkClean

@@ -32,6 +32,11 @@ import (
 type Options struct {
 	FsName string // shown in /proc/mounts ("server:/export")
 	Debug  bool   // log every FUSE request
+	// Passthrough asks the kernel for FUSE passthrough (Linux 6.9+), which
+	// snfs mode uses for read opens of files held whole in the cache
+	// directory (package vfs, passthrough.go). Without it, or if the kernel
+	// does not offer it, every read goes through the mount.
+	Passthrough bool
 }
 
 // bridge is what all nodes of one mount share.
@@ -66,6 +71,9 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		Debug:             o.Debug,
 		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
+	if !o.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
 	opts := &fs.Options{
 		MountOptions:    mo,
 		NegativeTimeout: &zero,
@@ -78,6 +86,9 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	rootInode.SetNode(root.EmbeddedInode())
 	v.SetNotifier(notifier{})
+	if o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+		v.EnablePassthrough()
+	}
 	return srv, nil
 }
 
@@ -235,19 +246,53 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 // handle is an open regular file.
 type handle struct{ f *vfs.File }
 
+// ptHandle is an open regular file whose I/O the kernel does on a cache file
+// itself (FUSE passthrough; go-fuse registers the descriptor as the node's
+// backing file at the first such open and shares it with the later ones).
+type ptHandle struct{ handle }
+
+var _ fs.FilePassthroughFder = (*ptHandle)(nil)
+
+func (h *ptHandle) PassthroughFd() (int, bool) {
+	fd := h.f.PassthroughFile()
+	if fd == nil {
+		return 0, false
+	}
+	return int(fd.Fd()), true
+}
+
+// newHandle wraps f in the handle type its I/O mode needs.
+func newHandle(f *vfs.File) fs.FileHandle {
+	if f.PassthroughFile() != nil {
+		return &ptHandle{handle{f}}
+	}
+	return &handle{f}
+}
+
+// fileOf is the vfs open of a handle of this mount.
+func fileOf(fh fs.FileHandle) (*vfs.File, bool) {
+	switch h := fh.(type) {
+	case *handle:
+		return h.f, true
+	case *ptHandle:
+		return h.f, true
+	}
+	return nil, false
+}
+
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	f, keep, err := n.b.v.Open(n.b.life, n.vi, n.cred(ctx), int(flags))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
 	if fl := openFlags(f, keep); fl != 0 {
-		return &handle{f}, fl, 0
+		return newHandle(f), fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
 	// KEEP_CACHE), and so do its attributes, so that the size it reads up
 	// to is the new one.
 	n.NotifyContent(-1, 0)
-	return &handle{f}, 0, 0
+	return newHandle(f), 0, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -255,15 +300,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
+	return n.child(ctx, e, out), newHandle(f), openFlags(f, false), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	k, err := n.b.v.Read(n.b.life, h.f, uint64(off), dest)
+	k, err := n.b.v.Read(n.b.life, f, uint64(off), dest)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -271,11 +316,11 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 }
 
 func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	k, err := n.b.v.Write(n.b.life, h.f, uint64(off), data)
+	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -283,27 +328,27 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 }
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0
 	}
-	return errnoOf(n.b.v.Flush(n.b.life, h.f))
+	return errnoOf(n.b.v.Flush(n.b.life, f))
 }
 
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0 // a directory: its changes are the server's
 	}
-	return errnoOf(n.b.v.Fsync(n.b.life, h.f))
+	return errnoOf(n.b.v.Fsync(n.b.life, f))
 }
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0
 	}
-	return errnoOf(n.b.v.Release(n.b.life, h.f))
+	return errnoOf(n.b.v.Release(n.b.life, f))
 }
 
 // Allocate: NFSv3 has no ALLOCATE; Linux's NFSv3 client also answers

@@ -53,6 +53,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 			fs.snfsTruncate(i, c, 0)
 		}
 	}
+	fs.snfsIOMode(f, flags)
 	return f, keep, nil
 }
 
@@ -138,6 +139,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 // usable meanwhile (a callback invalidated it), the read goes to the server.
 func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
+	fs.sn.stats.Reads.Add(1)
 	for try := 0; try < 4 && i.snfsCaching(); try++ {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
@@ -247,6 +249,7 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	if err := i.flush(ctx, false); err != nil {
 		return 0, err
 	}
+	fs.snfsPinnedWrite(i, off, data)
 	return len(data), nil
 }
 
@@ -299,6 +302,7 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 // pending write-back with it.
 func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
+	fs.snfsIOEnd(f)
 	var errs []error
 	i.mu.Lock()
 	pending := i.w.pending()
