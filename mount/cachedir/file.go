@@ -44,7 +44,9 @@ type File struct {
 	removed      bool
 	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
 	wbSeq        uint64
-	pins         int // opens the kernel reads the data file for directly (passthrough.go)
+	pins         int     // opens the kernel reads the data file for directly (passthrough.go)
+	ext          int     // of them, opens that may write it (passthrough.go)
+	extSeen      extStat // the data file at the last look for external writes
 }
 
 // wbTrack records what changed while a write-back is out, so that MarkClean
@@ -267,10 +269,14 @@ func (f *File) persistLocked(withUse bool) error {
 		f.idxUnsynced = false
 		return nil // nothing worth a record: a File never used
 	}
-	if err := f.c.commits.commit(map[string][]byte{f.key: f.e.encode()}); err != nil {
+	d := f.e.clone()
+	if f.ext > 0 {
+		// The kernel may be changing the clean bytes: claim only the dirty.
+		d.valid = rangeSet(d.dirty.clone())
+	}
+	if err := f.c.commits.commit(map[string][]byte{f.key: d.encode()}); err != nil {
 		return fmt.Errorf("cachedir: commit index record: %w", err)
 	}
-	d := f.e.clone()
 	f.d, f.idxUnsynced = &d, false
 	return nil
 }

@@ -111,7 +111,10 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred) (Entry, *File, e
 	e.Attr, e.AttrTTL = i.reportLocked(), i.ttlLocked(now)
 	i.mu.Unlock()
 	f := &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}
-	fs.snfsIOMode(f, syscall.O_WRONLY)
+	if err := fs.snfsIOMode(ctx, f, syscall.O_WRONLY); err != nil {
+		fs.snfsRelease(ctx, f)
+		return Entry{}, nil, err
+	}
 	return e, f, nil
 }
 

@@ -1,10 +1,15 @@
 package vfs
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"snfs/mount/cachedir"
+	"snfs/nfs3"
 )
 
 // FUSE passthrough in snfs mode (Linux 6.9+). An application open for
@@ -50,11 +55,16 @@ import (
 // passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
 // the Inode's mu.
 type passthroughState struct {
-	cf     *cachedir.File // the pinned cache file the passthrough opens read; nil: none
-	fd     *os.File       // a descriptor of it for writes made through the mount while it is pinned
-	opens  int            // passthrough opens
-	cached int            // opens the kernel caches pages for (neither direct nor passthrough)
+	cf      *cachedir.File // the pinned cache file the passthrough opens use; nil: none
+	fd      *os.File       // a descriptor of it for writes made through the mount while it is pinned
+	opens   int            // passthrough opens
+	writers int            // of them, opens for writing (cf is between BeginExternal and EndExternal)
+	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
 }
+
+// errPassthroughBusy refuses a write open of a write-shared file that this
+// client's kernel reads through passthrough (see above).
+var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-shared: %w", syscall.EBUSY)
 
 // EnablePassthrough lets snfs mode hand cache files to the kernel (the
 // bridge calls it once the kernel agreed to FUSE passthrough).
@@ -64,37 +74,46 @@ func (fs *FS) EnablePassthrough() {
 	}
 }
 
-// PassthroughFile is the descriptor the kernel should read this open from
+// PassthroughFile is the descriptor the kernel should do this open's I/O on
 // (FUSE passthrough), or nil.
 func (f *File) PassthroughFile() *os.File { return f.sn.pt }
 
 // snfsIOMode decides how the kernel does this open's I/O: passthrough, its
 // page cache, or direct (through the mount every time).
-func (fs *FS) snfsIOMode(f *File, flags int) {
-	if f.sn.direct {
-		return
-	}
-	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && fs.sn.passthrough.Load() && fs.snfsPassthrough(f) {
-		return
-	}
+func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i := f.i
 	i.mu.Lock()
-	if i.sn.pt.opens > 0 {
-		f.sn.direct = true
-		i.sn.kernVer = 0 // the kernel's pages miss what this open writes
-	} else {
+	join := i.sn.pt.opens > 0
+	i.mu.Unlock()
+	if join {
+		return fs.snfsPassthroughJoin(ctx, f, flags)
+	}
+	if f.sn.direct {
+		return nil
+	}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && fs.sn.passthrough.Load() && fs.snfsPassthrough(f) {
+		return nil
+	}
+	i.mu.Lock()
+	join = i.sn.pt.opens > 0
+	if !join {
 		f.sn.cachedIO = true
 		i.sn.pt.cached++
 	}
 	i.mu.Unlock()
+	if join {
+		// Another open passed through meanwhile.
+		return fs.snfsPassthroughJoin(ctx, f, flags)
+	}
+	return nil
 }
 
-// snfsPassthrough makes f a passthrough open if the file allows it now.
+// snfsPassthrough makes f the first passthrough open of its file if the
+// file allows it now.
 func (fs *FS) snfsPassthrough(f *File) bool {
 	i := f.i
 	allowed := func(cf *cachedir.File) bool {
-		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 &&
-			(i.sn.pt.opens == 0 || i.sn.pt.cf == cf)
+		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0
 	}
 	i.mu.Lock()
 	cf := i.sn.cf
@@ -103,7 +122,7 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 	if !ok {
 		return false
 	}
-	fd, ok, err := cf.Pin()
+	fd, ok, err := cf.Pin(true)
 	if err != nil {
 		fs.log.Debug("passthrough: cache file", "fileid", i.FileID, "err", err)
 	}
@@ -118,9 +137,7 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 		fd.Close()
 		return false
 	}
-	if i.sn.pt.opens == 0 {
-		i.sn.pt.cf = cf
-	}
+	i.sn.pt.cf = cf
 	i.sn.pt.opens++
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF = fd, cf
@@ -128,7 +145,150 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 	return true
 }
 
-// snfsIOEnd undoes snfsIOMode at the open's release.
+// snfsPassthroughJoin makes f a passthrough open of a file that has some
+// already: Linux requires every open of such an inode to pass through, to
+// the same file. The pinned file is first made whole and current: filled
+// from the server where the cache lacks bytes (the file is cached), or
+// replaced by the server's copy (write-shared: then only for reading).
+func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) error {
+	i := f.i
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	i.mu.Lock()
+	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
+	i.mu.Unlock()
+	if cf == nil {
+		return fmt.Errorf("passthrough: the file's passthrough opens ended meanwhile: %w", syscall.EAGAIN)
+	}
+	switch {
+	case caching:
+		if miss := cf.Missing(); miss != nil {
+			if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil {
+				return err
+			}
+		}
+	case write:
+		return errPassthroughBusy
+	default:
+		if err := fs.snfsNoteExternal(ctx, i); err != nil {
+			return err
+		}
+		if err := fs.snfsPinnedRefresh(ctx, f); err != nil {
+			return err
+		}
+	}
+	fd, _, err := cf.Pin(false)
+	if err != nil {
+		return err
+	}
+	if write {
+		if err := cf.BeginExternal(); err != nil {
+			cf.Unpin()
+			fd.Close()
+			return err
+		}
+	}
+	i.mu.Lock()
+	if i.sn.pt.cf != cf {
+		i.mu.Unlock()
+		if write {
+			cf.EndExternal()
+		}
+		cf.Unpin()
+		fd.Close()
+		return fmt.Errorf("passthrough: the file's passthrough opens ended meanwhile: %w", syscall.EAGAIN)
+	}
+	i.sn.pt.opens++
+	if write {
+		i.sn.pt.writers++
+		i.sn.cred = f.cred
+	}
+	i.mu.Unlock()
+	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	f.sn.direct = false
+	fs.sn.stats.PassthroughOpens.Add(1)
+	return nil
+}
+
+// snfsNoteExternal takes in what passthrough writers wrote to i's cache file
+// behind the mount's back: all of it becomes dirty (and is written through
+// at once if the file is no longer cached). Call it before a close or an
+// fsync returns, and before a write-back.
+func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
+	i.mu.Lock()
+	cf, writers, caching := i.sn.pt.cf, i.sn.pt.writers, i.sn.caching
+	i.mu.Unlock()
+	if cf == nil || writers == 0 {
+		return nil
+	}
+	changed, err := cf.NoteExternal()
+	if err != nil || !changed {
+		return err
+	}
+	i.mu.Lock()
+	i.sn.mtime = time.Now()
+	i.mu.Unlock()
+	fs.markDirty(i)
+	if caching {
+		return nil
+	}
+	// Write-shared: what this client wrote goes to the server now; the
+	// bytes do not stay cached (data kept while not caching is not valid
+	// for a later OPEN).
+	err = fs.writeBackInode(ctx, i)
+	if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
+		err = errors.Join(err, ierr)
+	}
+	return err
+}
+
+// snfsPinnedRefresh replaces the pinned file's bytes with the server's copy
+// (a write-shared file, not cached: the cache claims none of them).
+func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
+	i := f.i
+	wfd, err := fs.pinnedFd(i)
+	if err != nil || wfd == nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	var off uint64
+	for {
+		n, err := fs.readServer(ctx, f, off, buf)
+		if err != nil {
+			return err
+		}
+		if _, err := wfd.WriteAt(buf[:n], int64(off)); err != nil {
+			return fmt.Errorf("passthrough: cache file: %w", err)
+		}
+		off += uint64(n)
+		if n < len(buf) {
+			break
+		}
+	}
+	if err := wfd.Truncate(int64(off)); err != nil {
+		return fmt.Errorf("passthrough: cache file: %w", err)
+	}
+	return nil
+}
+
+// pinnedFd returns the descriptor for the mount's own writes to the pinned
+// file (nil if i has no passthrough opens).
+func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.sn.pt.opens == 0 || i.sn.pt.cf == nil {
+		return nil, nil
+	}
+	if i.sn.pt.fd == nil {
+		fd, err := i.sn.pt.cf.OpenData()
+		if err != nil {
+			return nil, err
+		}
+		i.sn.pt.fd = fd
+	}
+	return i.sn.pt.fd, nil
+}
+
+// snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
 func (fs *FS) snfsIOEnd(f *File) {
 	i := f.i
 	var wfd *os.File
@@ -139,6 +299,9 @@ func (fs *FS) snfsIOEnd(f *File) {
 	}
 	if f.sn.pt != nil {
 		i.sn.pt.opens--
+		if f.sn.ptWrite {
+			i.sn.pt.writers--
+		}
 		if i.sn.pt.opens == 0 {
 			wfd = i.sn.pt.fd
 			i.sn.pt.cf, i.sn.pt.fd = nil, nil
@@ -149,9 +312,12 @@ func (fs *FS) snfsIOEnd(f *File) {
 		wfd.Close()
 	}
 	if f.sn.pt != nil {
+		if f.sn.ptWrite {
+			f.sn.ptCF.EndExternal()
+		}
 		f.sn.ptCF.Unpin()
 		f.sn.pt.Close()
-		f.sn.pt, f.sn.ptCF = nil, nil
+		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
 	}
 }
 
@@ -161,20 +327,28 @@ func (fs *FS) snfsIOEnd(f *File) {
 // cache range (the invalidation dropped them): the cache directory's
 // bookkeeping is not touched.
 func (fs *FS) snfsPinnedWrite(i *Inode, off uint64, data []byte) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.sn.pt.opens == 0 || i.sn.pt.cf == nil {
+	wfd, err := fs.pinnedFd(i)
+	if err == nil && wfd != nil {
+		_, err = wfd.WriteAt(data, int64(off))
+	}
+	if err != nil {
+		fs.log.Warn("passthrough: cache file", "fileid", i.FileID, "err", err)
+	}
+}
+
+// snfsPassthroughAttrLocked lays the size and mtime of a cache file that
+// passthrough opens write over a: the kernel's writes are newer than the
+// cache's bookkeeping.
+func (i *Inode) snfsPassthroughAttrLocked(a *nfs3.Fattr) {
+	if i.sn.pt.writers == 0 || i.sn.pt.cf == nil {
 		return
 	}
-	if i.sn.pt.fd == nil {
-		fd, err := i.sn.pt.cf.OpenData()
-		if err != nil {
-			fs.log.Warn("passthrough: cache file", "fileid", i.FileID, "err", err)
-			return
-		}
-		i.sn.pt.fd = fd
+	size, mtime, ok := i.sn.pt.cf.DataSize()
+	if !ok {
+		return
 	}
-	if _, err := i.sn.pt.fd.WriteAt(data, int64(off)); err != nil {
-		fs.log.Warn("passthrough: cache file", "fileid", i.FileID, "err", err)
+	a.Size = uint64(size)
+	if t := nfsTime(mtime); timeAfter(t, a.Mtime) {
+		a.Mtime, a.Ctime = t, t
 	}
 }

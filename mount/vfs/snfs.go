@@ -122,6 +122,7 @@ type snfsFile struct {
 	cachedIO bool           // counted in passthroughState.cached
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
 	ptCF     *cachedir.File // the cache file pt pins
+	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
 }
 
 // Direct reports whether the kernel must not cache this open's pages
@@ -339,6 +340,9 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 // snfsAdjustLocked lays the cache directory's pending changes over the
 // reported attributes: the local size and mtime are the newer ones.
 func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
+	if i.fs.sn != nil {
+		defer i.snfsPassthroughAttrLocked(a)
+	}
 	cf := i.sn.cf
 	if i.fs.sn == nil || cf == nil || !cf.NeedsWriteBack() {
 		return

@@ -53,7 +53,10 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 			fs.snfsTruncate(i, c, 0)
 		}
 	}
-	fs.snfsIOMode(f, flags)
+	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
+		fs.snfsRelease(ctx, f)
+		return nil, false, err
+	}
 	return f, keep, nil
 }
 
@@ -266,7 +269,7 @@ func (i *Inode) takeWbErr() error {
 // is made durable in the cache directory, not written back.
 func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 	i := f.i
-	var errs []error
+	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
 	cf := i.sn.cf
@@ -286,7 +289,7 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 // snfsFsync writes the file back now.
 func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 	i := f.i
-	var errs []error
+	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
 	i.mu.Unlock()
@@ -302,8 +305,11 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 // pending write-back with it.
 func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
-	fs.snfsIOEnd(f)
 	var errs []error
+	if f.sn.ptWrite {
+		errs = append(errs, fs.snfsNoteExternal(ctx, i))
+	}
+	fs.snfsIOEnd(f)
 	i.mu.Lock()
 	pending := i.w.pending()
 	i.mu.Unlock()

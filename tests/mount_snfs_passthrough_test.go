@@ -1,0 +1,179 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// requirePassthrough skips where the kernel does not offer FUSE passthrough
+// (before Linux 6.9): the mount then reads through the daemon, as tested
+// elsewhere.
+func requirePassthrough(t *testing.T, m *snfsMount) {
+	t.Helper()
+	if m.srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		t.Skip("the kernel does not offer FUSE passthrough (Linux 6.9+)")
+	}
+}
+
+// readsOf counts the reads that reached A's daemon and the passthrough opens.
+func readsOf(m *snfsMount) (reads, pt uint64) {
+	st := m.v.SNFSStats()
+	return st.Reads.Load(), st.PassthroughOpens.Load()
+}
+
+// TestMountSNFSPassthrough: a file held whole in the cache directory is
+// opened with passthrough: its reads (read(2) and a mapping) reach no daemon
+// read handler and return the file's bytes; a write through another open of
+// the same mount is seen at once by the passthrough reader and reaches the
+// server at fsync; a file not held whole is read through the daemon (no
+// fetch of the whole file at open) and passes through at the next open.
+func TestMountSNFSPassthrough(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(41, 300000)
+	if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r0, p0 := readsOf(a)
+	fr, err := os.Open(a.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	got := make([]byte, len(want)+10)
+	n, _ := fr.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], want) {
+		t.Fatalf("passthrough read: %d bytes, want the %d written", n, len(want))
+	}
+	mapped, err := syscall.Mmap(int(fr.Fd()), 0, len(want), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mapped, want) {
+		t.Errorf("the mapping of a passthrough open differs from the file")
+	}
+	syscall.Munmap(mapped)
+	r1, p1 := readsOf(a)
+	if p1 != p0+1 {
+		t.Fatalf("passthrough opens %d -> %d; want one more", p0, p1)
+	}
+	if r1 != r0 {
+		t.Fatalf("%d reads reached the daemon through a passthrough open; want none", r1-r0)
+	}
+
+	// A second open, for writing, while the reader passes through: direct
+	// I/O through the daemon into the same cache file.
+	fw, err := os.OpenFile(a.path("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte("written while a passthrough reader is open")
+	if _, err := fw.WriteAt(patch, 1000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[1000:], patch)
+	n, _ = fr.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], want) {
+		t.Fatalf("the passthrough reader does not see the write of another open")
+	}
+	if got := mustRead(t, e.path("f")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes before fsync; want none (delayed write-back)", len(got))
+	}
+	if err := fw.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("after fsync the export has %d bytes, not the mount's %d", len(got), len(want))
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A file written on the server (not held by A's cache): the first open
+	// reads through the daemon and fills the cache, the next passes through.
+	other := randBytes(42, 200000)
+	if err := os.WriteFile(e.path("g"), other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2, p2 := readsOf(a)
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, other) {
+		t.Fatalf("A reads %d bytes of g, want %d", len(got), len(other))
+	}
+	r3, p3 := readsOf(a)
+	if p3 != p2 || r3 == r2 {
+		t.Fatalf("first open of an uncached file: %d passthrough opens, %d daemon reads; want 0 and some", p3-p2, r3-r2)
+	}
+	// The kernel keeps g's pages; drop them, so that only passthrough can
+	// avoid the daemon.
+	dropCaches(t)
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, other) {
+		t.Fatalf("A reads %d bytes of g through passthrough, want %d", len(got), len(other))
+	}
+	r4, p4 := readsOf(a)
+	if p4 != p3+1 || r4 != r3 {
+		t.Fatalf("second open of g: %d passthrough opens, %d daemon reads; want 1 and 0", p4-p3, r4-r3)
+	}
+}
+
+// TestMountSNFSPassthroughSharing: B opens a file for writing while A
+// reads it through passthrough: A's callback neither punches holes in the
+// file A's kernel reads (A's open keeps reading the bytes as of the
+// callback) nor keeps later opens from seeing B's writes.
+func TestMountSNFSPassthroughSharing(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(43, 100000)
+	if err := os.WriteFile(a.path("s"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, p0 := readsOf(a)
+	fr, err := os.Open(a.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	if _, p1 := readsOf(a); p1 != p0+1 {
+		t.Fatalf("A's read open did not pass through")
+	}
+	fb, err := os.OpenFile(b.path("s"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if got := mustRead(t, e.path("s")); !bytes.Equal(got, want) {
+		t.Fatalf("B's open did not make A write back: the export has %d bytes", len(got))
+	}
+	got := make([]byte, len(want))
+	if n, _ := fr.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("A's passthrough open reads %d bytes after the callback, not the file as of the callback", n)
+	}
+	patch := []byte("B's bytes")
+	if _, err := fb.WriteAt(patch, 10); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[10:], patch)
+	// A new open on A is made after the callback: direct, sees B's bytes.
+	if got := mustRead(t, a.path("s")); !bytes.Equal(got, want) {
+		t.Fatalf("A's open after B's write reads %d bytes without B's", len(got))
+	}
+}
+
+// dropCaches drops the kernel's clean page cache (root).
+func dropCaches(t *testing.T) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
+		t.Fatalf("drop caches: %v", err)
+	}
+}
