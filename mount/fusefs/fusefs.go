@@ -44,6 +44,7 @@ type bridge struct {
 	v     *vfs.FS
 	creds creds
 	life  context.Context
+	pt    *ptRaw // registers passthrough backing files (passthrough.go)
 }
 
 // Mount mounts v at dir (as root, with mount(2) directly). The caller serves
@@ -80,8 +81,15 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		NullPermissions: true,
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
-	srv, err := fs.Mount(dir, root, opts)
+	// fs.Mount, with the raw file system wrapped for passthrough.
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts))
+	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	b.pt.srv = srv
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	rootInode.SetNode(root.EmbeddedInode())
@@ -246,35 +254,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 // handle is an open regular file.
 type handle struct{ f *vfs.File }
 
-// ptHandle is an open regular file whose I/O the kernel does on a cache file
-// itself (FUSE passthrough; go-fuse registers the descriptor as the node's
-// backing file at the first such open and shares it with the later ones).
-type ptHandle struct{ handle }
-
-var _ fs.FilePassthroughFder = (*ptHandle)(nil)
-
-func (h *ptHandle) PassthroughFd() (int, bool) {
-	fd := h.f.PassthroughFile()
-	if fd == nil {
-		return 0, false
-	}
-	return int(fd.Fd()), true
-}
-
-// newHandle wraps f in the handle type its I/O mode needs.
-func newHandle(f *vfs.File) fs.FileHandle {
-	if f.PassthroughFile() != nil {
-		return &ptHandle{handle{f}}
-	}
-	return &handle{f}
-}
-
 // fileOf is the vfs open of a handle of this mount.
 func fileOf(fh fs.FileHandle) (*vfs.File, bool) {
-	switch h := fh.(type) {
-	case *handle:
-		return h.f, true
-	case *ptHandle:
+	if h, ok := fh.(*handle); ok {
 		return h.f, true
 	}
 	return nil, false
@@ -285,14 +267,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
+	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
+		n.b.v.Release(n.b.life, f)
+		return nil, 0, syscall.EIO
+	}
 	if fl := openFlags(f, keep); fl != 0 {
-		return newHandle(f), fl, 0
+		return &handle{f}, fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
 	// KEEP_CACHE), and so do its attributes, so that the size it reads up
 	// to is the new one.
 	n.NotifyContent(-1, 0)
-	return newHandle(f), 0, 0
+	return &handle{f}, 0, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -300,7 +286,13 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	return n.child(ctx, e, out), newHandle(f), openFlags(f, false), 0
+	if f.PassthroughFile() != nil {
+		// Creates never pass through (they write); a file just created has
+		// no passthrough opens to join.
+		n.b.v.Release(n.b.life, f)
+		return nil, nil, 0, syscall.EIO
+	}
+	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
