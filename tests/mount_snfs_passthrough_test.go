@@ -1,13 +1,19 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/mount/fusefs"
 )
 
 // requirePassthrough skips where the kernel does not offer FUSE passthrough
@@ -175,5 +181,151 @@ func dropCaches(t *testing.T) {
 	syscall.Sync()
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
 		t.Fatalf("drop caches: %v", err)
+	}
+}
+
+// startMountChild runs a mount of e's export in a child process
+// (TestMountSNFSChild) on a fresh mount point and cache directory, and
+// returns them and a function that kills the child with SIGKILL.
+func startMountChild(t *testing.T, e *env) (dir, cacheDir string, kill func()) {
+	t.Helper()
+	requireFUSE(t)
+	dir = diskTempDir(t, "snfs-mnt-")
+	cacheDir = diskTempDir(t, "snfs-cache-")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	kill = func() {
+		if killed {
+			return
+		}
+		killed = true
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
+			t.Logf("unmount of the dead mount: %v", err)
+		}
+	}
+	t.Cleanup(kill)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "ready" || strings.HasPrefix(l, "error:") {
+				ready <- l
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case l := <-ready:
+		if l != "ready" {
+			t.Fatalf("mount process: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the mount process did not become ready")
+	}
+	return dir, cacheDir, kill
+}
+
+// writeThroughPassthrough writes data at off of name under dir through an
+// open that passes through (a read open of the whole cached file is held,
+// so the write open joins it) and closes both.
+func writeThroughPassthrough(t *testing.T, dir, name string, off int64, data []byte, fsync bool) {
+	t.Helper()
+	fr, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	fw, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	if fsync {
+		if err := fw.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := fr.ReadAt(got, off); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the passthrough reader does not see the write (%v)", err)
+	}
+}
+
+// TestMountSNFSPassthroughWrite: data written through a passthrough open
+// (the size grows too) is reported by stat, reaches the server after fsync,
+// and after close and unmount.
+func TestMountSNFSPassthroughWrite(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(51, 50000)
+	if err := os.WriteFile(a.path("w"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, p0 := readsOf(a)
+	tail := randBytes(52, 30000)
+	writeThroughPassthrough(t, a.dir, "w", int64(len(want)-10000), tail, true)
+	want = append(want[:len(want)-10000], tail...)
+	if _, p1 := readsOf(a); p1 != p0+2 {
+		t.Fatalf("passthrough opens %d -> %d; want both opens to pass through", p0, p1)
+	}
+	if st, err := os.Stat(a.path("w")); err != nil || st.Size() != int64(len(want)) {
+		t.Fatalf("stat after a passthrough write: %v, %v; want size %d", st, err, len(want))
+	}
+	if got := mustRead(t, e.path("w")); !bytes.Equal(got, want) {
+		t.Fatalf("after fsync the export has %d bytes, not the %d written through passthrough", len(got), len(want))
+	}
+	more := randBytes(53, 7000)
+	writeThroughPassthrough(t, a.dir, "w", 100, more, false)
+	copy(want[100:], more)
+	if got := mustRead(t, e.path("w")); bytes.Equal(got, want) {
+		t.Fatalf("the export has the write before any write-back (delayed write-back expected)")
+	}
+	a.unmount(t)
+	if got := mustRead(t, e.path("w")); !bytes.Equal(got, want) {
+		t.Fatalf("after unmount the export has %d bytes, not the mount's", len(got))
+	}
+}
+
+// TestMountSNFSPassthroughCrash: a mount process writes through a
+// passthrough open, closes it and is killed (SIGKILL) before any write-back;
+// a new mount with the same cache directory writes the data back.
+func TestMountSNFSPassthroughCrash(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	dir, cacheDir, kill := startMountChild(t, e)
+	base := randBytes(61, 200000)
+	if err := os.WriteFile(filepath.Join(dir, "precious"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	patch := randBytes(62, 5000)
+	writeThroughPassthrough(t, dir, "precious", 12345, patch, false)
+	want := append([]byte(nil), base...)
+	copy(want[12345:], patch)
+	if got := mustRead(t, e.path("precious")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes before the crash; want none (delayed write-back)", len(got))
+	}
+	kill()
+	m := newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
+	if got := mustRead(t, e.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("after the restart the export has %d bytes, not the %d written before the crash", len(got), len(want))
+	}
+	if got := mustRead(t, m.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("the restarted mount reads %d bytes", len(got))
 	}
 }
