@@ -221,6 +221,9 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 		return nil
 	}
 	changed, err := cf.NoteExternal()
+	if errors.Is(err, cachedir.ErrRemoved) {
+		return nil // the file is gone: nothing of it is written back
+	}
 	if err != nil || !changed {
 		return err
 	}
