@@ -23,18 +23,29 @@ import (
 //     see the read). A file not complete at open is read through the mount
 //     as before, which fills the cache; a later open then passes through. A
 //     large file opened for a one-byte read is not fetched whole.
-//   - Only reads. A write through passthrough bypasses the mount: it could not
-//     write it through to the server once the file becomes write-shared
-//     (another client opens it while this open lasts; the kernel cannot take
-//     a passthrough back), so the other client would not see it, breaking
-//     concurrent write sharing. Write opens go through the mount, into the
-//     cache file as dirty data, as before; a passthrough reader of the same
-//     file sees them at once (they are the same local file).
-//   - Kernel I/O modes. Linux refuses to mix, on one inode, passthrough opens
-//     with opens whose pages it caches. While a file has passthrough opens,
-//     every other open of it is FOPEN_DIRECT_IO (served by the mount, from the
-//     same cache file); while it has cached-page opens, no open passes
-//     through. All passthrough opens of a file share one cache file.
+//   - Only read opens start it. A write through passthrough bypasses the
+//     mount, and the kernel cannot take a passthrough back: if the file
+//     became write-shared while such an open lasts, its writes could not be
+//     sent to the server at each write (concurrent write sharing). Write opens
+//     therefore go through the mount, into the cache file as dirty data,
+//     unless they must join (next point).
+//   - Joining. Linux refuses, on one inode, a non-passthrough open while
+//     passthrough opens exist (and a passthrough open while opens whose pages
+//     it caches exist), and all passthrough opens of an inode must share one
+//     backing file. So no open passes through first while the file has
+//     cached-page opens, and every open made while it has passthrough opens
+//     joins them on the same (pinned) cache file: while the file is cached,
+//     after filling what the cache lacks; while it is write-shared, a read
+//     open after replacing the pinned file's bytes with the server's (the
+//     cache claims none of them then), and a write open is refused (EBUSY):
+//     its writes could reach the server only at close.
+//   - Writes by joined write opens (external writes) are invisible to the
+//     cache's bookkeeping. While one lasts, the cache's committed index
+//     records claim none of the file's clean bytes (cachedir BeginExternal),
+//     and before a close, an fsync or a write-back returns, the cache file is
+//     looked at (snfsNoteExternal): if its size or change time moved, all of
+//     it becomes dirty, made durable at close like any dirty data. The size
+//     and mtime reported meanwhile are the cache file's.
 //   - The cache file is pinned (cachedir.File.Pin) while a passthrough open
 //     lasts: it is not evicted, and an invalidation forgets its clean data
 //     without punching holes in it, so the kernel never reads zeros.
@@ -44,13 +55,14 @@ import (
 //     has, which hold the data as of the callback (the server delays the
 //     other client's OPEN until the callback is answered, so nothing the other
 //     client writes is older). Later writes of the other client are not seen
-//     by those opens until they are reopened; opens made after the callback
-//     are direct and read the server. This is the limit the kernel's own page
-//     cache already has for a handle opened while the file was cacheable
-//     (docs/mount.md), made visible at once rather than after a refill.
-//     Writes this client makes meanwhile through another (direct) open are
-//     also written into the pinned file, so that its own passthrough readers
-//     see them.
+//     by those opens; opens made after the callback read it fresh (joining
+//     refreshes the pinned file). A joined writer's later writes are written
+//     through, the whole file, at its close or fsync. This is the limit the
+//     kernel's own page cache already has for a handle opened while the file
+//     was cacheable (docs/mount.md), made visible at once rather than after a
+//     refill. Writes this client makes through a write-through open while the
+//     file is write-shared are also laid over the pinned file, so that its own
+//     passthrough readers see them.
 
 // passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
 // the Inode's mu.
