@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,5 +328,98 @@ func TestMountSNFSPassthroughCrash(t *testing.T) {
 	}
 	if got := mustRead(t, m.path("precious")); !bytes.Equal(got, want) {
 		t.Fatalf("the restarted mount reads %d bytes", len(got))
+	}
+}
+
+// TestMountSNFSPassthroughRandom: random writes (write(2) and shared
+// mappings), truncations and fsyncs through write opens that join a held
+// passthrough reader, checked against a model through the reader, stat and
+// the server (after fsync and after unmount).
+func TestMountSNFSPassthroughRandom(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	model := randBytes(71, 100000)
+	if err := os.WriteFile(a.path("r"), model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(a.path("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	_, p0 := readsOf(a)
+	rnd := rand.New(rand.NewPCG(72, 7))
+	check := func(step int, what string) {
+		t.Helper()
+		got := make([]byte, len(model)+4096)
+		n, _ := fr.ReadAt(got, 0)
+		if !bytes.Equal(got[:n], model) {
+			t.Fatalf("step %d (%s): the passthrough reader reads %d bytes, model %d, different", step, what, n, len(model))
+		}
+		if st, err := os.Stat(a.path("r")); err != nil || st.Size() != int64(len(model)) {
+			t.Fatalf("step %d (%s): stat size %v (%v), model %d", step, what, st.Size(), err, len(model))
+		}
+	}
+	for step := 0; step < 300; step++ {
+		fw, err := os.OpenFile(a.path("r"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		what := ""
+		switch op := rnd.IntN(10); {
+		case op < 5:
+			what = "write"
+			off := rnd.IntN(len(model) + 5000)
+			data := randBytes(uint64(step)+1000, 1+rnd.IntN(20000))
+			if _, err := fw.WriteAt(data, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+			if end := off + len(data); end > len(model) {
+				model = append(model, make([]byte, end-len(model))...)
+			}
+			copy(model[off:], data)
+		case op < 7 && len(model) > 0:
+			what = "mmap write"
+			m, err := syscall.Mmap(int(fw.Fd()), 0, len(model), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := rnd.IntN(len(model))
+			data := randBytes(uint64(step)+2000, 1+rnd.IntN(min(8000, len(model)-off)))
+			copy(m[off:], data)
+			copy(model[off:], data)
+			syscall.Munmap(m)
+		case op < 9:
+			what = "truncate"
+			size := rnd.IntN(len(model) + 20000)
+			if err := fw.Truncate(int64(size)); err != nil {
+				t.Fatal(err)
+			}
+			if size > len(model) {
+				model = append(model, make([]byte, size-len(model))...)
+			}
+			model = model[:size]
+		default:
+			what = "fsync"
+			if err := fw.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustRead(t, e.path("r")); !bytes.Equal(got, model) {
+				t.Fatalf("step %d: after fsync the export has %d bytes, model %d, different", step, len(got), len(model))
+			}
+		}
+		if err := fw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		check(step, what)
+	}
+	if _, p1 := readsOf(a); p1 < p0+300 {
+		t.Fatalf("%d of 300 write opens passed through", p1-p0)
+	}
+	fr.Close()
+	a.unmount(t)
+	if got := mustRead(t, e.path("r")); !bytes.Equal(got, model) {
+		t.Fatalf("after unmount the export has %d bytes, model %d, different", len(got), len(model))
 	}
 }
