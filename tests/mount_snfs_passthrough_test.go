@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -164,6 +165,14 @@ func TestMountSNFSPassthroughSharing(t *testing.T) {
 	got := make([]byte, len(want))
 	if n, _ := fr.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
 		t.Fatalf("A's passthrough open reads %d bytes after the callback, not the file as of the callback", n)
+	}
+	// A write open on A now would have to pass through (Linux) and could not
+	// send each write to the server: refused.
+	if f, err := os.OpenFile(a.path("s"), os.O_WRONLY, 0); !errors.Is(err, syscall.EBUSY) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("A's write open of a write-shared file it reads through passthrough: %v; want EBUSY", err)
 	}
 	patch := []byte("B's bytes")
 	if _, err := fb.WriteAt(patch, 10); err != nil {

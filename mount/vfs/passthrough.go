@@ -60,9 +60,7 @@ import (
 //     through, the whole file, at its close or fsync. This is the limit the
 //     kernel's own page cache already has for a handle opened while the file
 //     was cacheable (docs/mount.md), made visible at once rather than after a
-//     refill. Writes this client makes through a write-through open while the
-//     file is write-shared are also laid over the pinned file, so that its own
-//     passthrough readers see them.
+//     refill.
 
 // passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
 // the Inode's mu.
@@ -74,9 +72,12 @@ type passthroughState struct {
 	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
 }
 
+// ErrBusy: the open cannot be served now (the bridge answers EBUSY).
+var ErrBusy = errors.New("vfs: busy")
+
 // errPassthroughBusy refuses a write open of a write-shared file that this
 // client's kernel reads through passthrough (see above).
-var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-shared: %w", syscall.EBUSY)
+var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-shared: %w", ErrBusy)
 
 // EnablePassthrough lets snfs mode hand cache files to the kernel (the
 // bridge calls it once the kernel agreed to FUSE passthrough).
@@ -98,7 +99,10 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	join := i.sn.pt.opens > 0
 	i.mu.Unlock()
 	if join {
-		return fs.snfsPassthroughJoin(ctx, f, flags)
+		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
+			return err
+		}
+		// The passthrough opens ended meanwhile.
 	}
 	if f.sn.direct {
 		return nil
@@ -115,7 +119,15 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i.mu.Unlock()
 	if join {
 		// Another open passed through meanwhile.
-		return fs.snfsPassthroughJoin(ctx, f, flags)
+		joined, err := fs.snfsPassthroughJoin(ctx, f, flags)
+		if joined || err != nil {
+			return err
+		}
+		// And those ended too: a cached-page open after all.
+		i.mu.Lock()
+		f.sn.cachedIO = true
+		i.sn.pt.cached++
+		i.mu.Unlock()
 	}
 	return nil
 }
@@ -162,41 +174,41 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 // the same file. The pinned file is first made whole and current: filled
 // from the server where the cache lacks bytes (the file is cached), or
 // replaced by the server's copy (write-shared: then only for reading).
-func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) error {
+func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
 	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
 	i.mu.Unlock()
 	if cf == nil {
-		return fmt.Errorf("passthrough: the file's passthrough opens ended meanwhile: %w", syscall.EAGAIN)
+		return false, nil
 	}
 	switch {
 	case caching:
 		if miss := cf.Missing(); miss != nil {
 			if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil {
-				return err
+				return false, err
 			}
 		}
 	case write:
-		return errPassthroughBusy
+		return false, errPassthroughBusy
 	default:
 		if err := fs.snfsNoteExternal(ctx, i); err != nil {
-			return err
+			return false, err
 		}
 		if err := fs.snfsPinnedRefresh(ctx, f); err != nil {
-			return err
+			return false, err
 		}
 	}
 	fd, _, err := cf.Pin(false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if write {
 		if err := cf.BeginExternal(); err != nil {
 			cf.Unpin()
 			fd.Close()
-			return err
+			return false, err
 		}
 	}
 	i.mu.Lock()
@@ -207,7 +219,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) error
 		}
 		cf.Unpin()
 		fd.Close()
-		return fmt.Errorf("passthrough: the file's passthrough opens ended meanwhile: %w", syscall.EAGAIN)
+		return false, nil
 	}
 	i.sn.pt.opens++
 	if write {
@@ -218,7 +230,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) error
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
 	f.sn.direct = false
 	fs.sn.stats.PassthroughOpens.Add(1)
-	return nil
+	return true, nil
 }
 
 // snfsNoteExternal takes in what passthrough writers wrote to i's cache file
@@ -333,21 +345,6 @@ func (fs *FS) snfsIOEnd(f *File) {
 		f.sn.ptCF.Unpin()
 		f.sn.pt.Close()
 		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
-	}
-}
-
-// snfsPinnedWrite lays a write made through to the server (the file is no
-// longer cached) over the pinned cache file that passthrough opens read, so
-// that this client's readers see its own writes. The bytes are claimed by no
-// cache range (the invalidation dropped them): the cache directory's
-// bookkeeping is not touched.
-func (fs *FS) snfsPinnedWrite(i *Inode, off uint64, data []byte) {
-	wfd, err := fs.pinnedFd(i)
-	if err == nil && wfd != nil {
-		_, err = wfd.WriteAt(data, int64(off))
-	}
-	if err != nil {
-		fs.log.Warn("passthrough: cache file", "fileid", i.FileID, "err", err)
 	}
 }
 

@@ -252,7 +252,6 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	if err := i.flush(ctx, false); err != nil {
 		return 0, err
 	}
-	fs.snfsPinnedWrite(i, off, data)
 	return len(data), nil
 }
 
