@@ -185,6 +185,11 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	}
 	switch {
 	case caching:
+		// What joined writers wrote is taken in first (dirty): a fill never
+		// writes over it.
+		if err := fs.snfsNoteExternal(ctx, i); err != nil {
+			return false, err
+		}
 		if miss := cf.Missing(); miss != nil {
 			if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil {
 				return false, err
