@@ -432,3 +432,32 @@ func TestMountSNFSPassthroughRandom(t *testing.T) {
 		t.Fatalf("after unmount the export has %d bytes, model %d, different", len(got), len(model))
 	}
 }
+
+// TestMountFsxSNFSPassthrough: TestMountFsxSNFS with a read open of the
+// (empty, so whole) cached file held by the test, passing through: every
+// open the random tester makes must join it, so all its reads, writes,
+// mapped reads and writes go from the kernel to the cache file; its checks
+// (after fsync) compare the export directory with the model.
+func TestMountFsxSNFSPassthrough(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	m := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, m)
+	p := m.path("fsx.dat")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	_, p0 := readsOf(m)
+	if p0 == 0 {
+		t.Fatal("the held read open did not pass through")
+	}
+	c := fsxChildConfig{Cfg: fsxConfig(p, fsxOps(t), fsxSeed(t, 8)), Compare: []string{e.path("fsx.dat")}}
+	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+	if _, p1 := readsOf(m); p1 == p0 {
+		t.Fatal("the random tester's opens did not pass through")
+	}
+}

@@ -243,24 +243,14 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 // at once if the file is no longer cached). Call it before a close or an
 // fsync returns, and before a write-back.
 func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
-	i.mu.Lock()
-	cf, writers, caching := i.sn.pt.cf, i.sn.pt.writers, i.sn.caching
-	i.mu.Unlock()
-	if cf == nil || writers == 0 {
-		return nil
-	}
-	changed, err := cf.NoteExternal()
-	if errors.Is(err, cachedir.ErrRemoved) {
-		return nil // the file is gone: nothing of it is written back
-	}
+	changed, err := fs.snfsNoteExternalLocal(i)
 	if err != nil || !changed {
 		return err
 	}
 	i.mu.Lock()
-	i.sn.mtime = time.Now()
+	cf, caching := i.sn.pt.cf, i.sn.caching
 	i.mu.Unlock()
-	fs.markDirty(i)
-	if caching {
+	if caching || cf == nil {
 		return nil
 	}
 	// Write-shared: what this client wrote goes to the server now; the
@@ -271,6 +261,30 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 		err = errors.Join(err, ierr)
 	}
 	return err
+}
+
+// snfsNoteExternalLocal is snfsNoteExternal's local part, for the cache
+// operations that must see the cache file as it is (a truncation, the
+// version rule at an OPEN): no write-through.
+func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
+	i.mu.Lock()
+	cf, writers := i.sn.pt.cf, i.sn.pt.writers
+	i.mu.Unlock()
+	if cf == nil || writers == 0 {
+		return false, nil
+	}
+	changed, err := cf.NoteExternal()
+	if errors.Is(err, cachedir.ErrRemoved) {
+		return false, nil // the file is gone: nothing of it is written back
+	}
+	if err != nil || !changed {
+		return false, err
+	}
+	i.mu.Lock()
+	i.sn.mtime = time.Now()
+	i.mu.Unlock()
+	fs.markDirty(i)
+	return true, nil
 }
 
 // snfsPinnedRefresh replaces the pinned file's bytes with the server's copy

@@ -91,6 +91,11 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	if err != nil {
 		return false, false, err
 	}
+	// The version rule below may resize or invalidate the cache file: what
+	// joined passthrough writers wrote is taken in (dirty, kept) first.
+	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
+		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
+	}
 	if ok.CacheEnabled {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.
@@ -407,6 +412,11 @@ func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
 func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	cf, err := fs.cacheFile(i)
 	if err != nil {
+		return err
+	}
+	// Joined passthrough writers' bytes first: the cut and any zeros it adds
+	// are relative to the file as the kernel wrote it.
+	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
 		return err
 	}
 	if err := cf.Truncate(int64(size)); err != nil {
