@@ -461,3 +461,66 @@ func TestMountFsxSNFSPassthrough(t *testing.T) {
 		t.Fatal("the random tester's opens did not pass through")
 	}
 }
+
+// TestMountSNFSPassthroughWriterShared: A writes through a joined
+// passthrough open when B opens the file: A's callback writes A's bytes
+// back first (B reads them), and what A writes after, while write-shared,
+// reaches the server at A's fsync and close (not at each write: the limit of
+// passthrough, docs/mount.md).
+func TestMountSNFSPassthroughWriterShared(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(81, 60000)
+	if err := os.WriteFile(a.path("ws"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(a.path("ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	fw, err := os.OpenFile(a.path("ws"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	p1 := randBytes(82, 3000)
+	if _, err := fw.WriteAt(p1, 500); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[500:], p1)
+	fb, err := os.Open(b.path("ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	readB := func(what string) {
+		t.Helper()
+		got := make([]byte, len(want)+100)
+		n, _ := fb.ReadAt(got, 0)
+		if !bytes.Equal(got[:n], want) {
+			t.Fatalf("%s: B reads %d bytes, want %d of A's", what, n, len(want))
+		}
+	}
+	readB("after B's open")
+	p2 := randBytes(83, 2000)
+	if _, err := fw.WriteAt(p2, 40000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[40000:], p2)
+	if err := fw.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	readB("after A's fsync")
+	p3 := randBytes(84, 1000)
+	if _, err := fw.WriteAt(p3, 59500); err != nil { // and grows the file
+		t.Fatal(err)
+	}
+	want = append(want[:59500], p3...)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	readB("after A's close")
+}
