@@ -18,6 +18,7 @@ type ClientSources struct {
 	DirtyBytes          func() int64
 	CacheHits           func() uint64
 	CacheHitBytes       func() uint64
+	PassthroughOpens    func() uint64
 	// Callbacks by mode name.
 	Callbacks map[string]func() uint64
 }
@@ -55,6 +56,10 @@ func (c *Client) Register(src ClientSources) {
 		counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
 		counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
 	)
+	if src.PassthroughOpens != nil {
+		c.reg.MustRegister(counter("snfs_client_passthrough_opens_total",
+			"Opens whose reads the kernel does on the cache file itself (FUSE passthrough).", src.PassthroughOpens))
+	}
 	for mode, f := range src.Callbacks {
 		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_callbacks_total",
 			Help: "Callbacks received from the server, by mode.", ConstLabels: prometheus.Labels{"mode": mode}},

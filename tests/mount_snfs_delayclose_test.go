@@ -30,7 +30,7 @@ func newSNFSMountDelayed(t *testing.T, e *env, name string, wbDelay, closeDelay 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export})
+	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
 	if err != nil {
 		v.Close()
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func mountSNFS(addr, export, name, dir, cacheDir string, delay time.Duration) (*
 	if err != nil {
 		return nil, err
 	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export})
+	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
 	if err != nil {
 		v.Close()
 		return nil, err

@@ -41,9 +41,9 @@ Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
 is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, metrics=ADDR, log-file=F,
-foreground, debug (and mount(8)'s generic options, ignored). As /sbin/mount.snfs
-(a symbolic link to snfs) it is mount(8)'s helper for type snfs. See docs/mount.md.`
+mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
+metrics=ADDR, log-file=F, foreground, debug (and mount(8)'s generic options, ignored). As
+/sbin/mount.snfs (a symbolic link to snfs) it is mount(8)'s helper for type snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
@@ -56,6 +56,7 @@ type mountFlags struct {
 	writebackDelay     time.Duration
 	metrics            string // --metrics ADDR
 	closeDelay         time.Duration
+	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -83,6 +84,13 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.metrics = v
 		case "close-delay":
 			f.closeDelay, err = time.ParseDuration(v)
+		case "passthrough":
+			f.passthrough = true
+			if v != "" {
+				f.passthrough, err = strconv.ParseBool(v)
+			}
+		case "nopassthrough":
+			f.passthrough = false
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -134,11 +142,12 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
 	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
+	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error, which a detached mount does not have)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,metrics=ADDR,log-file=F,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err

@@ -28,6 +28,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		DirtyBytes:          v.DirtyBytes,
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
+		PassthroughOpens:    st.PassthroughOpens.Load,
 		Callbacks:           cbs,
 	})
 }

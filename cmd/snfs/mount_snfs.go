@@ -83,7 +83,8 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		}
 		defer stopMetrics()
 	}
-	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
+		Passthrough: f.passthrough})
 	if err != nil {
 		v.Close()
 		return err

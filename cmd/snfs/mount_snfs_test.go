@@ -33,6 +33,18 @@ func TestMountSNFSOptions(t *testing.T) {
 	if err := f.applyOpts("writeback-delay=soon"); err == nil {
 		t.Fatal("a bad delay was taken")
 	}
+	f.passthrough = true // the flag's default
+	for _, c := range []struct {
+		opts string
+		want bool
+	}{{"passthrough=false", false}, {"passthrough", true}, {"nopassthrough", false}, {"passthrough=true", true}} {
+		if err := f.applyOpts(c.opts); err != nil || f.passthrough != c.want {
+			t.Fatalf("-o %s: %v, passthrough %v", c.opts, err, f.passthrough)
+		}
+	}
+	if err := f.applyOpts("passthrough=maybe"); err == nil {
+		t.Fatal("a bad passthrough value was taken")
+	}
 	if d := defaultCacheDir("srv", "/export"); !strings.HasPrefix(d, "/var/cache/snfs/") || d == defaultCacheDir("srv", "/other") {
 		t.Fatalf("default cache directory %q", d)
 	}

@@ -51,6 +51,7 @@ var clientFigures = []struct{ name, label string }{
 	{"snfs_client_dirty_bytes", "dirty bytes"},
 	{"snfs_client_cache_hits_total", "cache hits"},
 	{"snfs_client_cache_hit_bytes_total", "cache hit bytes"},
+	{"snfs_client_passthrough_opens_total", "passthrough opens"},
 }
 
 // printStat prints the call table of a server's or a mount's metrics and,

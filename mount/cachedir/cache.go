@@ -338,7 +338,7 @@ func (c *Cache) maybeEvict() {
 			break
 		}
 		f.mu.Lock()
-		if f.removed || f.e.needsWriteBack() || len(f.e.valid) == 0 || c.closed.Load() {
+		if f.removed || f.pins > 0 || f.e.needsWriteBack() || len(f.e.valid) == 0 || c.closed.Load() {
 			f.mu.Unlock()
 			continue
 		}

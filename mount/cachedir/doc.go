@@ -16,6 +16,9 @@
 // the least recently used clean files while the cache exceeds its size limit.
 // Dirty files are never evicted; Remove drops a file's dirty data without a
 // write-back, which is what makes a temp file deleted in time free.
+// Pinning (passthrough.go): a data file the kernel reads or writes directly
+// (FUSE passthrough) is never evicted or hole-punched, and writes made to it
+// behind the cache's back are taken in by NoteExternal.
 //
 // It must not: know FUSE, NFS or RPC (the mount reads what is missing, writes
 // back what Dirty returns and reports the result with MarkClean), decide when

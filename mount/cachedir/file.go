@@ -47,6 +47,9 @@ type File struct {
 	removed      bool
 	wb           *wbTrack // the write-back Dirty last handed out, until MarkClean
 	wbSeq        uint64
+	pins         int     // opens the kernel reads the data file for directly (passthrough.go)
+	ext          int     // of them, opens that may write it (passthrough.go)
+	extSeen      extStat // the data file at the last look for external writes
 }
 
 // wbTrack records what changed while a write-back is out, so that MarkClean
@@ -309,14 +312,14 @@ func (f *File) planPersistLocked(withUse bool) (persistPlan, error) {
 		if err != nil {
 			return persistPlan{}, err
 		}
-		return persistPlan{op: &op{rec: f.e.encode(), inline: data}, inline: true}, nil
+		return persistPlan{op: &op{rec: f.recordBytesLocked(), inline: data}, inline: true}, nil
 	case small && f.inline && !f.dataUnsynced:
 		// Nothing written since the inline commit, so its copy still holds
 		// every byte e claims (without a write, claims only shrink).
 		if !needRec {
 			return persistPlan{}, nil
 		}
-		return persistPlan{op: &op{rec: f.e.encode(), keepInline: true}, inline: true}, nil
+		return persistPlan{op: &op{rec: f.recordBytesLocked(), keepInline: true}, inline: true}, nil
 	}
 	if f.dataUnsynced || f.inline {
 		if err := unix.Fdatasync(int(f.fd.Fd())); err != nil {
@@ -327,7 +330,7 @@ func (f *File) planPersistLocked(withUse bool) (persistPlan, error) {
 	p := persistPlan{dirSync: f.newDataFile}
 	if !blank && (needRec || f.inline) {
 		// The data file now holds what the record claims: the inline copy goes.
-		p.op = &op{rec: f.e.encode()}
+		p.op = &op{rec: f.recordBytesLocked()}
 	}
 	return p, nil
 }
@@ -340,13 +343,29 @@ func (f *File) donePersistLocked(p persistPlan) {
 	if p.op == nil {
 		return
 	}
-	d := f.e.clone()
+	d := f.recordLocked()
 	f.d, f.idxUnsynced, f.inline = &d, false, p.inline
 	if p.inline {
 		// The index holds what the data file was written with: a crash
 		// restores it from there (the data file itself stays unsynced).
 		f.dataUnsynced = false
 	}
+}
+
+// recordLocked is the index record of f as it may be committed: while the
+// kernel writes the data file through passthrough (ext > 0) it may be
+// changing the clean bytes, so the record claims only the dirty ones.
+func (f *File) recordLocked() entry {
+	d := f.e.clone()
+	if f.ext > 0 {
+		d.valid = rangeSet(d.dirty.clone())
+	}
+	return d
+}
+
+func (f *File) recordBytesLocked() []byte {
+	d := f.recordLocked()
+	return d.encode()
 }
 
 // readAllLocked returns the file's bytes [0, size) for an inline commit,

@@ -109,7 +109,10 @@ func (f *File) resizeLocked(size int64, zeros bool) error {
 	if err := f.openLocked(); err != nil {
 		return err
 	}
-	if err := f.fd.Truncate(size); err != nil {
+	if f.pins > 0 && !zeros && size > f.e.size {
+		// Pinned: the kernel reads the data file directly and must not see
+		// zeros where the server has data; the file grows as it is filled.
+	} else if err := f.fd.Truncate(size); err != nil {
 		return fmt.Errorf("cachedir: truncate data file: %w", err)
 	}
 	if grow.Len > 0 {
@@ -158,7 +161,8 @@ func (f *File) invalidateLocked() error {
 		}
 	}
 	f.setValid(rangeSet(f.e.dirty.clone()))
-	if f.fd != nil {
+	if f.fd != nil && f.pins == 0 {
+		// (A pinned file keeps its bytes: the kernel reads them directly.)
 		for _, r := range clean {
 			// Give the space back. Best effort: the bytes left are claimed by
 			// nothing and are overwritten before they are valid again.

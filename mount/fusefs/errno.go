@@ -72,6 +72,8 @@ func errnoOf(err error) syscall.Errno {
 		return syscall.EOPNOTSUPP
 	case errors.Is(err, vfs.ErrInvalid):
 		return syscall.EINVAL
+	case errors.Is(err, vfs.ErrBusy):
+		return syscall.EBUSY
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	case errors.Is(err, sunrpc.ErrClientClosed):

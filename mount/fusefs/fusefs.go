@@ -32,6 +32,11 @@ import (
 type Options struct {
 	FsName string // shown in /proc/mounts ("server:/export")
 	Debug  bool   // log every FUSE request
+	// Passthrough asks the kernel for FUSE passthrough (Linux 6.9+), which
+	// snfs mode uses for read opens of files held whole in the cache
+	// directory (package vfs, passthrough.go). Without it, or if the kernel
+	// does not offer it, every read goes through the mount.
+	Passthrough bool
 }
 
 // bridge is what all nodes of one mount share.
@@ -39,6 +44,7 @@ type bridge struct {
 	v     *vfs.FS
 	creds creds
 	life  context.Context
+	pt    *ptRaw // registers passthrough backing files (passthrough.go)
 }
 
 // Mount mounts v at dir (as root, with mount(2) directly). The caller serves
@@ -66,18 +72,31 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		Debug:             o.Debug,
 		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
+	if !o.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
 	opts := &fs.Options{
 		MountOptions:    mo,
 		NegativeTimeout: &zero,
 		NullPermissions: true,
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
-	srv, err := fs.Mount(dir, root, opts)
+	// fs.Mount, with the raw file system wrapped for passthrough.
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts))
+	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	b.pt.srv = srv
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	rootInode.SetNode(root.EmbeddedInode())
 	v.SetNotifier(notifier{})
+	if o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+		v.EnablePassthrough()
+	}
 	return srv, nil
 }
 
@@ -235,10 +254,22 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 // handle is an open regular file.
 type handle struct{ f *vfs.File }
 
+// fileOf is the vfs open of a handle of this mount.
+func fileOf(fh fs.FileHandle) (*vfs.File, bool) {
+	if h, ok := fh.(*handle); ok {
+		return h.f, true
+	}
+	return nil, false
+}
+
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	f, keep, err := n.b.v.Open(n.b.life, n.vi, n.cred(ctx), int(flags))
 	if err != nil {
 		return nil, 0, errnoOf(err)
+	}
+	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
+		n.b.v.Release(n.b.life, f)
+		return nil, 0, syscall.EIO
 	}
 	if fl := openFlags(f, keep); fl != 0 {
 		return &handle{f}, fl, 0
@@ -255,15 +286,21 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
+	if f.PassthroughFile() != nil {
+		// Creates never pass through (they write); a file just created has
+		// no passthrough opens to join.
+		n.b.v.Release(n.b.life, f)
+		return nil, nil, 0, syscall.EIO
+	}
 	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
 }
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	k, err := n.b.v.Read(n.b.life, h.f, uint64(off), dest)
+	k, err := n.b.v.Read(n.b.life, f, uint64(off), dest)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -271,11 +308,11 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 }
 
 func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	k, err := n.b.v.Write(n.b.life, h.f, uint64(off), data)
+	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -283,27 +320,27 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 }
 
 func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0
 	}
-	return errnoOf(n.b.v.Flush(n.b.life, h.f))
+	return errnoOf(n.b.v.Flush(n.b.life, f))
 }
 
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0 // a directory: its changes are the server's
 	}
-	return errnoOf(n.b.v.Fsync(n.b.life, h.f))
+	return errnoOf(n.b.v.Fsync(n.b.life, f))
 }
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
+	f, ok := fileOf(fh)
 	if !ok {
 		return 0
 	}
-	return errnoOf(n.b.v.Release(n.b.life, h.f))
+	return errnoOf(n.b.v.Release(n.b.life, f))
 }
 
 // Allocate: NFSv3 has no ALLOCATE; Linux's NFSv3 client also answers

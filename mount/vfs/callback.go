@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"snfs/mount/cachedir"
@@ -109,7 +110,12 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred) (Entry, *File, e
 	i.mu.Lock()
 	e.Attr, e.AttrTTL = i.reportLocked(), i.ttlLocked(now)
 	i.mu.Unlock()
-	return e, &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}, nil
+	f := &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}
+	if err := fs.snfsIOMode(ctx, f, syscall.O_WRONLY); err != nil {
+		fs.snfsRelease(ctx, f)
+		return Entry{}, nil, err
+	}
+	return e, f, nil
 }
 
 // snfsSetattr is a local size change (snfsSetattrLocal).

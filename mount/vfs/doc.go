@@ -40,8 +40,9 @@
 // protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is
-// deleted or truncated to zero first, and recovery of a crashed mount's dirty
-// files.
+// deleted or truncated to zero first, recovery of a crashed mount's dirty
+// files, and FUSE passthrough of cached files (passthrough.go, which writes
+// down what passes through and why).
 //
 // Not done: delayed close, byte-range locks (the kernel keeps them local to
 // this mount), extended attributes (NFSv3 has none).

@@ -14,7 +14,11 @@ type cacheStats struct {
 	// cache directory without asking the server (reads the kernel serves from
 	// its page cache or through passthrough never reach the daemon).
 	CacheHits, CacheHitBytes atomic.Uint64
-	callbacks                [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
+	// PassthroughOpens counts the opens handed to the kernel with FUSE
+	// passthrough; Reads counts every read that reached the daemon in snfs
+	// mode (served from the cache directory or the server).
+	PassthroughOpens, Reads atomic.Uint64
+	callbacks               [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
 }
 
 // callback counts one callback of mode.

@@ -83,6 +83,9 @@ type snfsFS struct {
 	cache  *cachedir.Cache
 	notify atomic.Pointer[Notifier]
 	stats  SNFSStats
+	// passthrough: read opens of complete cached files are handed to the
+	// kernel (passthrough.go); set once the kernel agreed.
+	passthrough atomic.Bool
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
@@ -97,28 +100,34 @@ type snfsFS struct {
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
-	node    any            // the bridge's node (SetNode), for notifications
-	cf      *cachedir.File // nil until first opened in snfs mode
-	caching bool           // the latest OPEN allowed caching and no callback took it away
-	version uint64         // cache_version of the latest OPEN
-	kernVer uint64         // version the kernel's pages belong to; 0: none valid
-	opens   [3]int         // protocol opens held, by snfs1.OpenMode
-	opening int            // OPENs in flight
-	mtime   time.Time      // last local write while caching
-	cred    Cred           // the last writer: write-back is done as it
-	wbErr   error          // a write-back error not yet reported
-	openMu  sync.Mutex     // serializes this file's OPEN/CLOSE calls (not its callbacks)
-	dc      delayedOpens   // protocol opens kept after the last release (delayclose.go)
+	node    any              // the bridge's node (SetNode), for notifications
+	cf      *cachedir.File   // nil until first opened in snfs mode
+	caching bool             // the latest OPEN allowed caching and no callback took it away
+	version uint64           // cache_version of the latest OPEN
+	kernVer uint64           // version the kernel's pages belong to; 0: none valid
+	opens   [3]int           // protocol opens held, by snfs1.OpenMode
+	opening int              // OPENs in flight
+	mtime   time.Time        // last local write while caching
+	cred    Cred             // the last writer: write-back is done as it
+	wbErr   error            // a write-back error not yet reported
+	openMu  sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
+	dc      delayedOpens     // protocol opens kept after the last release (delayclose.go)
+	pt      passthroughState // the kernel's I/O modes of the opens (passthrough.go)
 }
 
 // snfsFile is an open's snfs-mode state.
 type snfsFile struct {
-	mode   snfs1.OpenMode // 0: not an snfs open
-	direct bool           // not cacheable when opened: the kernel must not cache pages
+	mode     snfs1.OpenMode // 0: not an snfs open
+	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
+	cachedIO bool           // counted in passthroughState.cached
+	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
+	ptCF     *cachedir.File // the cache file pt pins
+	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
 }
 
 // Direct reports whether the kernel must not cache this open's pages
-// (FOPEN_DIRECT_IO): the file is write-shared (snfs mode).
+// (FOPEN_DIRECT_IO): the file is write-shared, or other opens of it pass
+// through (snfs mode).
 func (f *File) Direct() bool { return f.sn.direct }
 
 // SetNode records the bridge's node of i (for Notifier).
@@ -331,6 +340,9 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 // snfsAdjustLocked lays the cache directory's pending changes over the
 // reported attributes: the local size and mtime are the newer ones.
 func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
+	if i.fs.sn != nil {
+		defer i.snfsPassthroughAttrLocked(a)
+	}
 	cf := i.sn.cf
 	if i.fs.sn == nil || cf == nil || !cf.NeedsWriteBack() {
 		return

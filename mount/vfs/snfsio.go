@@ -53,6 +53,10 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 			fs.snfsTruncate(i, c, 0)
 		}
 	}
+	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
+		fs.snfsRelease(ctx, f)
+		return nil, false, err
+	}
 	return f, keep, nil
 }
 
@@ -86,6 +90,11 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	cf, err := fs.cacheFile(i)
 	if err != nil {
 		return false, false, err
+	}
+	// The version rule below may resize or invalidate the cache file: what
+	// joined passthrough writers wrote is taken in (dirty, kept) first.
+	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
+		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
 	}
 	if ok.CacheEnabled {
 		// Data this client wrote through while write-shared goes first: the
@@ -138,6 +147,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 // usable meanwhile (a callback invalidated it), the read goes to the server.
 func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
+	fs.sn.stats.Reads.Add(1)
 	for try := 0; try < 4 && i.snfsCaching(); try++ {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
@@ -281,7 +291,7 @@ func (i *Inode) takeWbErr() error {
 // is made durable in the cache directory, not written back.
 func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 	i := f.i
-	var errs []error
+	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
 	cf := i.sn.cf
@@ -301,7 +311,7 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 // snfsFsync writes the file back now.
 func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 	i := f.i
-	var errs []error
+	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
 	i.mu.Unlock()
@@ -318,6 +328,10 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
 	var errs []error
+	if f.sn.ptWrite {
+		errs = append(errs, fs.snfsNoteExternal(ctx, i))
+	}
+	fs.snfsIOEnd(f)
 	i.mu.Lock()
 	pending := i.w.pending()
 	i.mu.Unlock()
@@ -416,6 +430,11 @@ func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
 func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	cf, err := fs.cacheFile(i)
 	if err != nil {
+		return err
+	}
+	// Joined passthrough writers' bytes first: the cut and any zeros it adds
+	// are relative to the file as the kernel wrote it.
+	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
 		return err
 	}
 	if err := cf.Truncate(int64(size)); err != nil {

@@ -97,6 +97,9 @@ func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 	if fs.sn == nil {
 		return nil
 	}
+	if err := fs.snfsNoteExternal(ctx, i); err != nil {
+		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
+	}
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	return fs.writeBackInodeLocked(ctx, i)

@@ -1,0 +1,117 @@
+package fusefs
+
+import (
+	"context"
+	"log"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/mount/vfs"
+)
+
+// FUSE passthrough (package vfs decides which opens pass through; see its
+// passthrough.go). The backing files are registered here rather than by
+// go-fuse (fs.FilePassthroughFder): go-fuse v2.12.1 counts a node's backing
+// references per open but drops one at every release of the node, including
+// releases of opens that did not pass through, so a release racing the
+// first passthrough open of the node (a file written, closed and at once
+// opened for reading: the kernel sends the RELEASE asynchronously) closes the
+// new backing id before the kernel has used it, and that open fails with EIO.
+// ptRaw wraps go-fuse's raw file system: an Open whose vfs open passes
+// through gets the node's backing id (registered at the node's first such
+// open, unregistered at its last release), counted per passthrough open only.
+type ptRaw struct {
+	fuse.RawFileSystem
+	srv *fuse.Server // set before serving
+
+	mu      sync.Mutex
+	slots   map[<-chan struct{}]*ptSlot // opens in progress, by their call's key
+	backing map[uint64]*backingRef      // by node id
+	open    map[uint64]uint64           // passthrough opens' file handles: their node id
+}
+
+// ptSlot carries a passthrough open from the node's Open to ptRaw.Open.
+type ptSlot struct{ f *vfs.File }
+
+type backingRef struct {
+	id   int32
+	refs int
+}
+
+func newPtRaw(raw fuse.RawFileSystem) *ptRaw {
+	return &ptRaw{RawFileSystem: raw, slots: map[<-chan struct{}]*ptSlot{},
+		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}}
+}
+
+// claim records, from inside a node's Open, that the open passes through.
+// The call is found by ctx's Cancel channel, which ptRaw.Open made for it.
+func (r *ptRaw) claim(ctx context.Context, f *vfs.File) bool {
+	fc, ok := ctx.(*fuse.Context)
+	if r == nil || !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.slots[fc.Cancel]
+	if s == nil {
+		return false
+	}
+	s.f = f
+	return true
+}
+
+func (r *ptRaw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	// The node's Open is served with the mount's context, never this call's
+	// cancellation (fusefs.go): a fresh channel is only the call's key.
+	key := make(chan struct{})
+	s := &ptSlot{}
+	r.mu.Lock()
+	r.slots[key] = s
+	r.mu.Unlock()
+	st := r.RawFileSystem.Open(key, in, out)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.slots, key)
+	if !st.Ok() || s.f == nil {
+		return st
+	}
+	b := r.backing[in.NodeId]
+	if b == nil {
+		id, errno := r.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(s.f.PassthroughFile().Fd())})
+		if errno != 0 {
+			// The vfs open exists and the kernel will not release it: undo.
+			r.mu.Unlock()
+			r.RawFileSystem.Release(key, &fuse.ReleaseIn{InHeader: in.InHeader, Fh: out.Fh, Flags: in.Flags})
+			r.mu.Lock()
+			return fuse.ToStatus(errno)
+		}
+		b = &backingRef{id: id}
+		r.backing[in.NodeId] = b
+	}
+	b.refs++
+	r.open[out.Fh] = in.NodeId
+	out.BackingID = b.id
+	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_DIRECT_IO
+	return st
+}
+
+func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	// Before go-fuse's release, which frees the handle number for reuse.
+	r.mu.Lock()
+	if nid, ok := r.open[in.Fh]; ok {
+		delete(r.open, in.Fh)
+		if b := r.backing[nid]; b != nil {
+			b.refs--
+			if b.refs == 0 {
+				delete(r.backing, nid)
+				if errno := r.srv.UnregisterBackingFd(b.id); errno != 0 {
+					log.Printf("fuse: closing passthrough backing id %d: %v", b.id, errno)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	r.RawFileSystem.Release(cancel, in)
+}

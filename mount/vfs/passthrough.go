@@ -1,0 +1,385 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"snfs/mount/cachedir"
+	"snfs/nfs3"
+)
+
+// FUSE passthrough in snfs mode (Linux 6.9+). An application open for
+// reading only of a file the server lets this client cache, whose every byte
+// the cache directory holds, is handed the cache file's descriptor: the
+// kernel then reads (and maps) the local file itself, and the open's reads
+// never reach the mount process. The decisions, and why:
+//
+//   - Only complete files. A passthrough read of a byte the cache does not
+//     hold would see a hole's zeros, and the mount cannot fill it (it does not
+//     see the read). A file not complete at open is read through the mount
+//     as before, which fills the cache; a later open then passes through. A
+//     large file opened for a one-byte read is not fetched whole.
+//   - Only read opens start it. A write through passthrough bypasses the
+//     mount, and the kernel cannot take a passthrough back: if the file
+//     became write-shared while such an open lasts, its writes could not be
+//     sent to the server at each write (concurrent write sharing). Write opens
+//     therefore go through the mount, into the cache file as dirty data,
+//     unless they must join (next point).
+//   - Joining. Linux refuses, on one inode, a non-passthrough open while
+//     passthrough opens exist (and a passthrough open while opens whose pages
+//     it caches exist), and all passthrough opens of an inode must share one
+//     backing file. So no open passes through first while the file has
+//     cached-page opens, and every open made while it has passthrough opens
+//     joins them on the same (pinned) cache file: while the file is cached,
+//     after filling what the cache lacks; while it is write-shared, a read
+//     open after replacing the pinned file's bytes with the server's (the
+//     cache claims none of them then), and a write open is refused (EBUSY):
+//     its writes could reach the server only at close.
+//   - Writes by joined write opens (external writes) are invisible to the
+//     cache's bookkeeping. While one lasts, the cache's committed index
+//     records claim none of the file's clean bytes (cachedir BeginExternal),
+//     and before a close, an fsync or a write-back returns, the cache file is
+//     looked at (snfsNoteExternal): if its size or change time moved, all of
+//     it becomes dirty, made durable at close like any dirty data. The size
+//     and mtime reported meanwhile are the cache file's.
+//   - The cache file is pinned (cachedir.File.Pin) while a passthrough open
+//     lasts: it is not evicted, and an invalidation forgets its clean data
+//     without punching holes in it, so the kernel never reads zeros.
+//   - Invalidation while a passthrough open lasts. The server calls back when
+//     another client opens the file for writing (it becomes write-shared);
+//     the kernel keeps reading the pinned file through the opens it already
+//     has, which hold the data as of the callback (the server delays the
+//     other client's OPEN until the callback is answered, so nothing the other
+//     client writes is older). Later writes of the other client are not seen
+//     by those opens; opens made after the callback read it fresh (joining
+//     refreshes the pinned file). A joined writer's later writes are written
+//     through, the whole file, at its close or fsync. This is the limit the
+//     kernel's own page cache already has for a handle opened while the file
+//     was cacheable (docs/mount.md), made visible at once rather than after a
+//     refill.
+
+// passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
+// the Inode's mu.
+type passthroughState struct {
+	cf      *cachedir.File // the pinned cache file the passthrough opens use; nil: none
+	fd      *os.File       // a descriptor of it for writes made through the mount while it is pinned
+	opens   int            // passthrough opens
+	writers int            // of them, opens for writing (cf is between BeginExternal and EndExternal)
+	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
+}
+
+// ErrBusy: the open cannot be served now (the bridge answers EBUSY).
+var ErrBusy = errors.New("vfs: busy")
+
+// errPassthroughBusy refuses a write open of a write-shared file that this
+// client's kernel reads through passthrough (see above).
+var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-shared: %w", ErrBusy)
+
+// EnablePassthrough lets snfs mode hand cache files to the kernel (the
+// bridge calls it once the kernel agreed to FUSE passthrough).
+func (fs *FS) EnablePassthrough() {
+	if fs.sn != nil {
+		fs.sn.passthrough.Store(true)
+	}
+}
+
+// PassthroughFile is the descriptor the kernel should do this open's I/O on
+// (FUSE passthrough), or nil.
+func (f *File) PassthroughFile() *os.File { return f.sn.pt }
+
+// snfsIOMode decides how the kernel does this open's I/O: passthrough, its
+// page cache, or direct (through the mount every time).
+func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
+	i := f.i
+	i.mu.Lock()
+	join := i.sn.pt.opens > 0
+	i.mu.Unlock()
+	if join {
+		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
+			return err
+		}
+		// The passthrough opens ended meanwhile.
+	}
+	if f.sn.direct {
+		return nil
+	}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && fs.sn.passthrough.Load() && fs.snfsPassthrough(f) {
+		return nil
+	}
+	i.mu.Lock()
+	join = i.sn.pt.opens > 0
+	if !join {
+		f.sn.cachedIO = true
+		i.sn.pt.cached++
+	}
+	i.mu.Unlock()
+	if join {
+		// Another open passed through meanwhile.
+		joined, err := fs.snfsPassthroughJoin(ctx, f, flags)
+		if joined || err != nil {
+			return err
+		}
+		// And those ended too: a cached-page open after all.
+		i.mu.Lock()
+		f.sn.cachedIO = true
+		i.sn.pt.cached++
+		i.mu.Unlock()
+	}
+	return nil
+}
+
+// snfsPassthrough makes f the first passthrough open of its file if the
+// file allows it now.
+func (fs *FS) snfsPassthrough(f *File) bool {
+	i := f.i
+	allowed := func(cf *cachedir.File) bool {
+		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0
+	}
+	i.mu.Lock()
+	cf := i.sn.cf
+	ok := allowed(cf)
+	i.mu.Unlock()
+	if !ok {
+		return false
+	}
+	fd, ok, err := cf.Pin(true)
+	if err != nil {
+		fs.log.Debug("passthrough: cache file", "fileid", i.FileID, "err", err)
+	}
+	if !ok {
+		return false
+	}
+	i.mu.Lock()
+	if !allowed(cf) {
+		// A callback or another open came in between.
+		i.mu.Unlock()
+		cf.Unpin()
+		fd.Close()
+		return false
+	}
+	i.sn.pt.cf = cf
+	i.sn.pt.opens++
+	i.mu.Unlock()
+	f.sn.pt, f.sn.ptCF = fd, cf
+	fs.sn.stats.PassthroughOpens.Add(1)
+	return true
+}
+
+// snfsPassthroughJoin makes f a passthrough open of a file that has some
+// already: Linux requires every open of such an inode to pass through, to
+// the same file. The pinned file is first made whole and current: filled
+// from the server where the cache lacks bytes (the file is cached), or
+// replaced by the server's copy (write-shared: then only for reading).
+func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
+	i := f.i
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	i.mu.Lock()
+	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
+	i.mu.Unlock()
+	if cf == nil {
+		return false, nil
+	}
+	switch {
+	case caching:
+		// What joined writers wrote is taken in first (dirty): a fill never
+		// writes over it.
+		if err := fs.snfsNoteExternal(ctx, i); err != nil {
+			return false, err
+		}
+		if miss := cf.Missing(); miss != nil {
+			if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil {
+				return false, err
+			}
+		}
+	case write:
+		return false, errPassthroughBusy
+	default:
+		if err := fs.snfsNoteExternal(ctx, i); err != nil {
+			return false, err
+		}
+		if err := fs.snfsPinnedRefresh(ctx, f); err != nil {
+			return false, err
+		}
+	}
+	fd, _, err := cf.Pin(false)
+	if err != nil {
+		return false, err
+	}
+	if write {
+		if err := cf.BeginExternal(); err != nil {
+			cf.Unpin()
+			fd.Close()
+			return false, err
+		}
+	}
+	i.mu.Lock()
+	if i.sn.pt.cf != cf {
+		i.mu.Unlock()
+		if write {
+			cf.EndExternal()
+		}
+		cf.Unpin()
+		fd.Close()
+		return false, nil
+	}
+	i.sn.pt.opens++
+	if write {
+		i.sn.pt.writers++
+		i.sn.cred = f.cred
+	}
+	i.mu.Unlock()
+	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	f.sn.direct = false
+	fs.sn.stats.PassthroughOpens.Add(1)
+	return true, nil
+}
+
+// snfsNoteExternal takes in what passthrough writers wrote to i's cache file
+// behind the mount's back: all of it becomes dirty (and is written through
+// at once if the file is no longer cached). Call it before a close or an
+// fsync returns, and before a write-back.
+func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
+	changed, err := fs.snfsNoteExternalLocal(i)
+	if err != nil || !changed {
+		return err
+	}
+	i.mu.Lock()
+	cf, caching := i.sn.pt.cf, i.sn.caching
+	i.mu.Unlock()
+	if caching || cf == nil {
+		return nil
+	}
+	// Write-shared: what this client wrote goes to the server now; the
+	// bytes do not stay cached (data kept while not caching is not valid
+	// for a later OPEN).
+	err = fs.writeBackInode(ctx, i)
+	if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
+		err = errors.Join(err, ierr)
+	}
+	return err
+}
+
+// snfsNoteExternalLocal is snfsNoteExternal's local part, for the cache
+// operations that must see the cache file as it is (a truncation, the
+// version rule at an OPEN): no write-through.
+func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
+	i.mu.Lock()
+	cf, writers := i.sn.pt.cf, i.sn.pt.writers
+	i.mu.Unlock()
+	if cf == nil || writers == 0 {
+		return false, nil
+	}
+	changed, err := cf.NoteExternal()
+	if errors.Is(err, cachedir.ErrRemoved) {
+		return false, nil // the file is gone: nothing of it is written back
+	}
+	if err != nil || !changed {
+		return false, err
+	}
+	i.mu.Lock()
+	i.sn.mtime = time.Now()
+	i.mu.Unlock()
+	fs.markDirty(i)
+	return true, nil
+}
+
+// snfsPinnedRefresh replaces the pinned file's bytes with the server's copy
+// (a write-shared file, not cached: the cache claims none of them).
+func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
+	i := f.i
+	wfd, err := fs.pinnedFd(i)
+	if err != nil || wfd == nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	var off uint64
+	for {
+		n, err := fs.readServer(ctx, f, off, buf)
+		if err != nil {
+			return err
+		}
+		if _, err := wfd.WriteAt(buf[:n], int64(off)); err != nil {
+			return fmt.Errorf("passthrough: cache file: %w", err)
+		}
+		off += uint64(n)
+		if n < len(buf) {
+			break
+		}
+	}
+	if err := wfd.Truncate(int64(off)); err != nil {
+		return fmt.Errorf("passthrough: cache file: %w", err)
+	}
+	return nil
+}
+
+// pinnedFd returns the descriptor for the mount's own writes to the pinned
+// file (nil if i has no passthrough opens).
+func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.sn.pt.opens == 0 || i.sn.pt.cf == nil {
+		return nil, nil
+	}
+	if i.sn.pt.fd == nil {
+		fd, err := i.sn.pt.cf.OpenData()
+		if err != nil {
+			return nil, err
+		}
+		i.sn.pt.fd = fd
+	}
+	return i.sn.pt.fd, nil
+}
+
+// snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
+func (fs *FS) snfsIOEnd(f *File) {
+	i := f.i
+	var wfd *os.File
+	i.mu.Lock()
+	if f.sn.cachedIO {
+		i.sn.pt.cached--
+		f.sn.cachedIO = false
+	}
+	if f.sn.pt != nil {
+		i.sn.pt.opens--
+		if f.sn.ptWrite {
+			i.sn.pt.writers--
+		}
+		if i.sn.pt.opens == 0 {
+			wfd = i.sn.pt.fd
+			i.sn.pt.cf, i.sn.pt.fd = nil, nil
+		}
+	}
+	i.mu.Unlock()
+	if wfd != nil {
+		wfd.Close()
+	}
+	if f.sn.pt != nil {
+		if f.sn.ptWrite {
+			f.sn.ptCF.EndExternal()
+		}
+		f.sn.ptCF.Unpin()
+		f.sn.pt.Close()
+		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
+	}
+}
+
+// snfsPassthroughAttrLocked lays the size and mtime of a cache file that
+// passthrough opens write over a: the kernel's writes are newer than the
+// cache's bookkeeping.
+func (i *Inode) snfsPassthroughAttrLocked(a *nfs3.Fattr) {
+	if i.sn.pt.writers == 0 || i.sn.pt.cf == nil {
+		return
+	}
+	size, mtime, ok := i.sn.pt.cf.DataSize()
+	if !ok {
+		return
+	}
+	a.Size = uint64(size)
+	if t := nfsTime(mtime); timeAfter(t, a.Mtime) {
+		a.Mtime, a.Ctime = t, t
+	}
+}

@@ -1,0 +1,526 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"snfs/mount/fusefs"
+)
+
+// requirePassthrough skips where the kernel does not offer FUSE passthrough
+// (before Linux 6.9): the mount then reads through the daemon, as tested
+// elsewhere.
+func requirePassthrough(t *testing.T, m *snfsMount) {
+	t.Helper()
+	if m.srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		t.Skip("the kernel does not offer FUSE passthrough (Linux 6.9+)")
+	}
+}
+
+// readsOf counts the reads that reached A's daemon and the passthrough opens.
+func readsOf(m *snfsMount) (reads, pt uint64) {
+	st := m.v.SNFSStats()
+	return st.Reads.Load(), st.PassthroughOpens.Load()
+}
+
+// TestMountSNFSPassthrough: a file held whole in the cache directory is
+// opened with passthrough: its reads (read(2) and a mapping) reach no daemon
+// read handler and return the file's bytes; a write through another open of
+// the same mount is seen at once by the passthrough reader and reaches the
+// server at fsync; a file not held whole is read through the daemon (no
+// fetch of the whole file at open) and passes through at the next open.
+func TestMountSNFSPassthrough(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(41, 300000)
+	if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r0, p0 := readsOf(a)
+	fr, err := os.Open(a.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	got := make([]byte, len(want)+10)
+	n, _ := fr.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], want) {
+		t.Fatalf("passthrough read: %d bytes, want the %d written", n, len(want))
+	}
+	mapped, err := syscall.Mmap(int(fr.Fd()), 0, len(want), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mapped, want) {
+		t.Errorf("the mapping of a passthrough open differs from the file")
+	}
+	syscall.Munmap(mapped)
+	r1, p1 := readsOf(a)
+	if p1 != p0+1 {
+		t.Fatalf("passthrough opens %d -> %d; want one more", p0, p1)
+	}
+	if r1 != r0 {
+		t.Fatalf("%d reads reached the daemon through a passthrough open; want none", r1-r0)
+	}
+
+	// A second open, for writing, while the reader passes through: direct
+	// I/O through the daemon into the same cache file.
+	fw, err := os.OpenFile(a.path("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte("written while a passthrough reader is open")
+	if _, err := fw.WriteAt(patch, 1000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[1000:], patch)
+	n, _ = fr.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], want) {
+		t.Fatalf("the passthrough reader does not see the write of another open")
+	}
+	if got := mustRead(t, e.path("f")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes before fsync; want none (delayed write-back)", len(got))
+	}
+	if err := fw.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("after fsync the export has %d bytes, not the mount's %d", len(got), len(want))
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A file written on the server (not held by A's cache): the first open
+	// reads through the daemon and fills the cache, the next passes through.
+	other := randBytes(42, 200000)
+	if err := os.WriteFile(e.path("g"), other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2, p2 := readsOf(a)
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, other) {
+		t.Fatalf("A reads %d bytes of g, want %d", len(got), len(other))
+	}
+	r3, p3 := readsOf(a)
+	if p3 != p2 || r3 == r2 {
+		t.Fatalf("first open of an uncached file: %d passthrough opens, %d daemon reads; want 0 and some", p3-p2, r3-r2)
+	}
+	// The kernel keeps g's pages; drop them, so that only passthrough can
+	// avoid the daemon.
+	dropCaches(t)
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, other) {
+		t.Fatalf("A reads %d bytes of g through passthrough, want %d", len(got), len(other))
+	}
+	r4, p4 := readsOf(a)
+	if p4 != p3+1 || r4 != r3 {
+		t.Fatalf("second open of g: %d passthrough opens, %d daemon reads; want 1 and 0", p4-p3, r4-r3)
+	}
+}
+
+// TestMountSNFSPassthroughSharing: B opens a file for writing while A
+// reads it through passthrough: A's callback neither punches holes in the
+// file A's kernel reads (A's open keeps reading the bytes as of the
+// callback) nor keeps later opens from seeing B's writes.
+func TestMountSNFSPassthroughSharing(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(43, 100000)
+	if err := os.WriteFile(a.path("s"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, p0 := readsOf(a)
+	fr, err := os.Open(a.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	if _, p1 := readsOf(a); p1 != p0+1 {
+		t.Fatalf("A's read open did not pass through")
+	}
+	fb, err := os.OpenFile(b.path("s"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if got := mustRead(t, e.path("s")); !bytes.Equal(got, want) {
+		t.Fatalf("B's open did not make A write back: the export has %d bytes", len(got))
+	}
+	got := make([]byte, len(want))
+	if n, _ := fr.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("A's passthrough open reads %d bytes after the callback, not the file as of the callback", n)
+	}
+	// A write open on A now would have to pass through (Linux) and could not
+	// send each write to the server: refused.
+	if f, err := os.OpenFile(a.path("s"), os.O_WRONLY, 0); !errors.Is(err, syscall.EBUSY) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("A's write open of a write-shared file it reads through passthrough: %v; want EBUSY", err)
+	}
+	patch := []byte("B's bytes")
+	if _, err := fb.WriteAt(patch, 10); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[10:], patch)
+	// A new open on A is made after the callback: direct, sees B's bytes.
+	if got := mustRead(t, a.path("s")); !bytes.Equal(got, want) {
+		t.Fatalf("A's open after B's write reads %d bytes without B's", len(got))
+	}
+}
+
+// dropCaches drops the kernel's clean page cache (root).
+func dropCaches(t *testing.T) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
+		t.Fatalf("drop caches: %v", err)
+	}
+}
+
+// startMountChild runs a mount of e's export in a child process
+// (TestMountSNFSChild) on a fresh mount point and cache directory, and
+// returns them and a function that kills the child with SIGKILL.
+func startMountChild(t *testing.T, e *env) (dir, cacheDir string, kill func()) {
+	t.Helper()
+	requireFUSE(t)
+	dir = diskTempDir(t, "snfs-mnt-")
+	cacheDir = diskTempDir(t, "snfs-cache-")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	kill = func() {
+		if killed {
+			return
+		}
+		killed = true
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
+			t.Logf("unmount of the dead mount: %v", err)
+		}
+	}
+	t.Cleanup(kill)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "ready" || strings.HasPrefix(l, "error:") {
+				ready <- l
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case l := <-ready:
+		if l != "ready" {
+			t.Fatalf("mount process: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the mount process did not become ready")
+	}
+	return dir, cacheDir, kill
+}
+
+// writeThroughPassthrough writes data at off of name under dir through an
+// open that passes through (a read open of the whole cached file is held,
+// so the write open joins it) and closes both.
+func writeThroughPassthrough(t *testing.T, dir, name string, off int64, data []byte, fsync bool) {
+	t.Helper()
+	fr, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	fw, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	if fsync {
+		if err := fw.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := fr.ReadAt(got, off); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the passthrough reader does not see the write (%v)", err)
+	}
+}
+
+// TestMountSNFSPassthroughWrite: data written through a passthrough open
+// (the size grows too) is reported by stat, reaches the server after fsync,
+// and after close and unmount.
+func TestMountSNFSPassthroughWrite(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(51, 50000)
+	if err := os.WriteFile(a.path("w"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, p0 := readsOf(a)
+	tail := randBytes(52, 30000)
+	writeThroughPassthrough(t, a.dir, "w", int64(len(want)-10000), tail, true)
+	want = append(want[:len(want)-10000], tail...)
+	if _, p1 := readsOf(a); p1 != p0+2 {
+		t.Fatalf("passthrough opens %d -> %d; want both opens to pass through", p0, p1)
+	}
+	if st, err := os.Stat(a.path("w")); err != nil || st.Size() != int64(len(want)) {
+		t.Fatalf("stat after a passthrough write: %v, %v; want size %d", st, err, len(want))
+	}
+	if got := mustRead(t, e.path("w")); !bytes.Equal(got, want) {
+		t.Fatalf("after fsync the export has %d bytes, not the %d written through passthrough", len(got), len(want))
+	}
+	more := randBytes(53, 7000)
+	writeThroughPassthrough(t, a.dir, "w", 100, more, false)
+	copy(want[100:], more)
+	if got := mustRead(t, e.path("w")); bytes.Equal(got, want) {
+		t.Fatalf("the export has the write before any write-back (delayed write-back expected)")
+	}
+	a.unmount(t)
+	if got := mustRead(t, e.path("w")); !bytes.Equal(got, want) {
+		t.Fatalf("after unmount the export has %d bytes, not the mount's", len(got))
+	}
+}
+
+// TestMountSNFSPassthroughCrash: a mount process writes through a
+// passthrough open, closes it and is killed (SIGKILL) before any write-back;
+// a new mount with the same cache directory writes the data back.
+func TestMountSNFSPassthroughCrash(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	dir, cacheDir, kill := startMountChild(t, e)
+	base := randBytes(61, 200000)
+	if err := os.WriteFile(filepath.Join(dir, "precious"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	patch := randBytes(62, 5000)
+	writeThroughPassthrough(t, dir, "precious", 12345, patch, false)
+	want := append([]byte(nil), base...)
+	copy(want[12345:], patch)
+	if got := mustRead(t, e.path("precious")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes before the crash; want none (delayed write-back)", len(got))
+	}
+	kill()
+	m := newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
+	if got := mustRead(t, e.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("after the restart the export has %d bytes, not the %d written before the crash", len(got), len(want))
+	}
+	if got := mustRead(t, m.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("the restarted mount reads %d bytes", len(got))
+	}
+}
+
+// TestMountSNFSPassthroughRandom: random writes (write(2) and shared
+// mappings), truncations and fsyncs through write opens that join a held
+// passthrough reader, checked against a model through the reader, stat and
+// the server (after fsync and after unmount).
+func TestMountSNFSPassthroughRandom(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	model := randBytes(71, 100000)
+	if err := os.WriteFile(a.path("r"), model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(a.path("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	_, p0 := readsOf(a)
+	rnd := rand.New(rand.NewPCG(72, 7))
+	check := func(step int, what string) {
+		t.Helper()
+		got := make([]byte, len(model)+4096)
+		n, _ := fr.ReadAt(got, 0)
+		if !bytes.Equal(got[:n], model) {
+			t.Fatalf("step %d (%s): the passthrough reader reads %d bytes, model %d, different", step, what, n, len(model))
+		}
+		if st, err := os.Stat(a.path("r")); err != nil || st.Size() != int64(len(model)) {
+			t.Fatalf("step %d (%s): stat size %v (%v), model %d", step, what, st.Size(), err, len(model))
+		}
+	}
+	for step := 0; step < 300; step++ {
+		fw, err := os.OpenFile(a.path("r"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		what := ""
+		switch op := rnd.IntN(10); {
+		case op < 5:
+			what = "write"
+			off := rnd.IntN(len(model) + 5000)
+			data := randBytes(uint64(step)+1000, 1+rnd.IntN(20000))
+			if _, err := fw.WriteAt(data, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+			if end := off + len(data); end > len(model) {
+				model = append(model, make([]byte, end-len(model))...)
+			}
+			copy(model[off:], data)
+		case op < 7 && len(model) > 0:
+			what = "mmap write"
+			m, err := syscall.Mmap(int(fw.Fd()), 0, len(model), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := rnd.IntN(len(model))
+			data := randBytes(uint64(step)+2000, 1+rnd.IntN(min(8000, len(model)-off)))
+			copy(m[off:], data)
+			copy(model[off:], data)
+			syscall.Munmap(m)
+		case op < 9:
+			what = "truncate"
+			size := rnd.IntN(len(model) + 20000)
+			if err := fw.Truncate(int64(size)); err != nil {
+				t.Fatal(err)
+			}
+			if size > len(model) {
+				model = append(model, make([]byte, size-len(model))...)
+			}
+			model = model[:size]
+		default:
+			what = "fsync"
+			if err := fw.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustRead(t, e.path("r")); !bytes.Equal(got, model) {
+				t.Fatalf("step %d: after fsync the export has %d bytes, model %d, different", step, len(got), len(model))
+			}
+		}
+		if err := fw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		check(step, what)
+	}
+	if _, p1 := readsOf(a); p1 < p0+300 {
+		t.Fatalf("%d of 300 write opens passed through", p1-p0)
+	}
+	fr.Close()
+	a.unmount(t)
+	if got := mustRead(t, e.path("r")); !bytes.Equal(got, model) {
+		t.Fatalf("after unmount the export has %d bytes, model %d, different", len(got), len(model))
+	}
+}
+
+// TestMountFsxSNFSPassthrough: TestMountFsxSNFS with a read open of the
+// (empty, so whole) cached file held by the test, passing through: every
+// open the random tester makes must join it, so all its reads, writes,
+// mapped reads and writes go from the kernel to the cache file; its checks
+// (after fsync) compare the export directory with the model.
+func TestMountFsxSNFSPassthrough(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	m := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, m)
+	p := m.path("fsx.dat")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	_, p0 := readsOf(m)
+	if p0 == 0 {
+		t.Fatal("the held read open did not pass through")
+	}
+	c := fsxChildConfig{Cfg: fsxConfig(p, fsxOps(t), fsxSeed(t, 8)), Compare: []string{e.path("fsx.dat")}}
+	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+	if _, p1 := readsOf(m); p1 == p0 {
+		t.Fatal("the random tester's opens did not pass through")
+	}
+}
+
+// TestMountSNFSPassthroughWriterShared: A writes through a joined
+// passthrough open when B opens the file: A's callback writes A's bytes
+// back first (B reads them), and what A writes after, while write-shared,
+// reaches the server at A's fsync and close (not at each write: the limit of
+// passthrough, docs/mount.md).
+func TestMountSNFSPassthroughWriterShared(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	requirePassthrough(t, a)
+	want := randBytes(81, 60000)
+	if err := os.WriteFile(a.path("ws"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := os.Open(a.path("ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	fw, err := os.OpenFile(a.path("ws"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	p1 := randBytes(82, 3000)
+	if _, err := fw.WriteAt(p1, 500); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[500:], p1)
+	fb, err := os.Open(b.path("ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	readB := func(what string) {
+		t.Helper()
+		got := make([]byte, len(want)+100)
+		n, _ := fb.ReadAt(got, 0)
+		if !bytes.Equal(got[:n], want) {
+			t.Fatalf("%s: B reads %d bytes, want %d of A's", what, n, len(want))
+		}
+	}
+	readB("after B's open")
+	p2 := randBytes(83, 2000)
+	if _, err := fw.WriteAt(p2, 40000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[40000:], p2)
+	if err := fw.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	readB("after A's fsync")
+	p3 := randBytes(84, 1000)
+	if _, err := fw.WriteAt(p3, 59500); err != nil { // and grows the file
+		t.Fatal(err)
+	}
+	want = append(want[:59500], p3...)
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	readB("after A's close")
+}
