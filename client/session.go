@@ -90,6 +90,10 @@ type Session struct {
 	reclaimDue bool
 	closed     bool           // guarded by mu: no new OnServerRestart goroutines
 	restarts   sync.WaitGroup // OnServerRestart calls; Add under mu while !closed
+
+	lost     chan struct{}      // capacity 1: a connection that registered closed
+	keepStop context.CancelFunc // stops keepConnected (Disconnect)
+	keepDone chan struct{}      // closed when keepConnected returned
 }
 
 // DialSession connects to the snfs server at addr over network (TCP: callbacks
@@ -97,7 +101,7 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reg: make(chan struct{}, 1), obs: cfg.Observer}
+		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer}
 	host, herr := os.Hostname()
 	if s.name == "" {
 		if herr != nil {
@@ -134,6 +138,9 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 		return nil, fmt.Errorf("snfs session %q to %s: %w", s.name, addr, err)
 	}
 	s.rpc = c
+	kctx, stop := context.WithCancel(context.Background())
+	s.keepStop, s.keepDone = stop, make(chan struct{})
+	go s.keepConnected(kctx)
 	return s, nil
 }
 
@@ -163,10 +170,51 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 		return &StatusError{Proc: "REGISTER", Status: res.Status}
 	}
 	if s.registeredAs(&res, c.ID()) {
-		return s.reclaimAll(ctx, res.Client, call)
+		if err := s.reclaimAll(ctx, res.Client, call); err != nil {
+			return err
+		}
 	}
+	c.OnClose(func() {
+		select {
+		case s.lost <- struct{}{}:
+		default:
+		}
+	})
 	return nil
 }
+
+// keepConnected connects again as soon as the connection breaks, not at the
+// next call: an idle client must learn of a server restart (and reclaim in the
+// grace period) and move its callback path without waiting for its
+// application. It backs off up to keepBackoff between attempts and ends with
+// Disconnect.
+func (s *Session) keepConnected(ctx context.Context) {
+	defer close(s.keepDone)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.lost:
+		}
+		wait := 20 * time.Millisecond
+		for {
+			err := s.Null(ctx)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			s.log.Debug("snfs session: reconnecting", "name", s.name, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, keepBackoff)
+		}
+	}
+}
+
+// keepBackoff bounds the wait between two reconnection attempts.
+const keepBackoff = time.Second
 
 // reregister sends REGISTER again (on the current connection) after a call
 // with client id stale got SNFS_ERR_STALE_CLIENTID. Concurrent callers wait for
@@ -346,6 +394,8 @@ func (s *Session) Disconnect() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.keepStop()
+	<-s.keepDone
 	err := s.rpc.Close()
 	s.restarts.Wait()
 	return err

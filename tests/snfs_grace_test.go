@@ -23,6 +23,7 @@ type graceClient struct {
 	*client.Session
 	items     []snfs1.ReclaimItem // what it reclaims; set before the restart
 	restarted chan bool           // OnServerRestart's refused
+	hold      chan struct{}       // if not nil, Reclaim waits until it is closed (a client back late)
 }
 
 func dialGrace(t *testing.T, e *env, name string, h client.CallbackHandler) *graceClient {
@@ -31,7 +32,15 @@ func dialGrace(t *testing.T, e *env, name string, h client.CallbackHandler) *gra
 	cx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := client.DialSession(cx, "tcp", e.addr, client.SessionConfig{Name: name, Handler: h, Logger: quietLogger(),
-		Reclaim:         func(context.Context) []snfs1.ReclaimItem { return g.items },
+		Reclaim: func(ctx context.Context) []snfs1.ReclaimItem {
+			if g.hold != nil {
+				select {
+				case <-g.hold:
+				case <-ctx.Done():
+				}
+			}
+			return g.items
+		},
 		OnServerRestart: func(refused bool) { g.restarted <- refused }})
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +237,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	a := dialGrace(t, e, "nograce-a", nil)
 	late := dialGrace(t, e, "nograce-late", nil)
 	late.openItems(t, snfs1.Write, fh)
+	late.hold = make(chan struct{}) // it reconnects at once, but reclaims only after the grace period
 	restartGrace(e, 2*time.Second)
 	// During grace, from a stranger.
 	stranger := newProtoClient(t, e, "nograce-stranger")
@@ -247,6 +257,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	if st := reclaimRaw(t, stranger, fh); st != snfs1.ErrNoGrace {
 		t.Fatalf("RECLAIM after the grace period: %v; want SNFS_ERR_NOGRACE", snfs1.StatusName(st))
 	}
+	close(late.hold)
 	if !late.comeBack(t) {
 		t.Fatal("a session back after the grace period: its reclaim was not refused")
 	}
@@ -384,5 +395,33 @@ func TestSNFSUnregister(t *testing.T) {
 	restartGrace(e, time.Hour)
 	if rep := waitGrace(t, e); rep.Reason != consist.GraceNone || rep.Expected != 0 {
 		t.Fatalf("grace report %+v; want none: the only client unregistered", rep)
+	}
+}
+
+// TestSNFSGraceIdleClientsReclaim: clients that make no call after the
+// restart still reconnect and reclaim at once (the session reconnects when
+// its connection breaks, not at its next call), so the grace period ends
+// because all are back, long before its bound.
+func TestSNFSGraceIdleClientsReclaim(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	a := dialGrace(t, e, "idle-a", nil)
+	b := dialGrace(t, e, "idle-b", nil)
+	a.openItems(t, snfs1.Read, snfsCreate(t, e, "ia"))
+	b.openItems(t, snfs1.Write, snfsCreate(t, e, "ib"))
+	restartGrace(e, time.Hour)
+	rep := waitGrace(t, e)
+	if rep.Reason != consist.GraceAllReclaimed || rep.Expected != 2 || rep.Reclaimed != 2 || rep.Items != 2 {
+		t.Fatalf("grace report %+v; want all_reclaimed, 2 expected and reclaimed, 2 items", rep)
+	}
+	for _, g := range []*graceClient{a, b} {
+		select {
+		case refused := <-g.restarted:
+			if refused {
+				t.Errorf("%s: reclaim refused", g.Name())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s: OnServerRestart did not run", g.Name())
+		}
 	}
 }
