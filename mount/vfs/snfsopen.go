@@ -112,7 +112,7 @@ func (h *handler) set(fs *FS) {
 }
 
 // serverRestarted: the server lost this client's opens and caching records.
-func (h *handler) serverRestarted() {
+func (h *handler) serverRestarted(refused bool) {
 	select {
 	case <-h.ready:
 		h.fs.serverRestarted()
