@@ -105,7 +105,9 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a, start)), nil
+	i := fs.inode(res.Object, a, start)
+	fs.snfsNamed(dir, name, i)
+	return fs.entry(dir, i), nil
 }
 
 // created finishes CREATE, MKDIR, SYMLINK and MKNOD: the handle and attributes
@@ -122,7 +124,9 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a, attrAlways)), nil
+	i := fs.inode(res.Object, a, attrAlways)
+	fs.snfsNamed(dir, name, i)
+	return fs.entry(dir, i), nil
 }
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
@@ -570,7 +574,9 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		if e.Attr != nil {
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
-				en := fs.entry(dir, fs.inode(e.Handle, e.Attr, start))
+				ci := fs.inode(e.Handle, e.Attr, start)
+				fs.snfsNamed(dir, e.Name, ci)
+				en := fs.entry(dir, ci)
 				d.Entry = &en
 			}
 		}

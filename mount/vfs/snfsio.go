@@ -98,6 +98,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
 			}
 		}
+		fs.recordInSync(i, cf, ok.Attr)
 		if valid(cf.Version()) {
 			err = cf.Relabel(ok.CacheVersion)
 		}
@@ -332,7 +333,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
 	i.sn.openMu.Unlock()
-	if err != nil && !errors.Is(err, nfs3.ErrStale) {
+	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
 	}
 	fs.snfsClosedAll(i)
