@@ -301,37 +301,7 @@ func TestMountSNFSRecoverConflict(t *testing.T) {
 	a.kill9()
 
 	theirs := randBytes(64, 120000)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	nc, err := client.DialNFS(ctx, "tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	mc, err := client.DialMount(ctx, "tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mres, err := mc.Mnt(ctx, s.export)
-	mc.Close()
-	if err != nil || mres.Status != 0 {
-		t.Fatalf("MNT: %v %v", err, mres.Status)
-	}
-	var lk *nfs3.LookupRes
-	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
-		var err error
-		lk, err = nc.Lookup(ctx, mres.FH, "shared")
-		return statusOrZero(lk, err)
-	})
-	zero := uint64(0)
-	nfsRetry(t, "SETATTR size 0", func() (nfs3.Status, error) {
-		r, err := nc.Setattr(ctx, &nfs3.SetattrArgs{Object: lk.Object, New: nfs3.Sattr{Size: &zero}})
-		return statusOrZero(r, err)
-	})
-	nfsRetry(t, "WRITE", func() (nfs3.Status, error) {
-		r, err := nc.Write(ctx, lk.Object, 0, theirs, nfs3.FileSync)
-		return statusOrZero(r, err)
-	})
+	nfsRewrite(t, s, "shared", theirs)
 
 	b := startMount(t, s, a.dir, a.cacheDir)
 	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, theirs) {
@@ -483,5 +453,106 @@ func dropKernelCache(t *testing.T, p string) {
 	defer f.Close()
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Logf("fadvise: %v", err)
+	}
+}
+
+// nfsRewrite replaces the content of export file name with data through the
+// Go NFS client (a plain NFSv3 client): SETATTR size 0, then a FILE_SYNC
+// WRITE, each retried while the server answers JUKEBOX (it is calling the
+// mount back).
+func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := client.DialNFS(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	mc, err := client.DialMount(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mres, err := mc.Mnt(ctx, s.export)
+	mc.Close()
+	if err != nil || mres.Status != 0 {
+		t.Fatalf("MNT: %v %v", err, mres.Status)
+	}
+	var lk *nfs3.LookupRes
+	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
+		var err error
+		lk, err = nc.Lookup(ctx, mres.FH, name)
+		return statusOrZero(lk, err)
+	})
+	zero := uint64(0)
+	nfsRetry(t, "SETATTR size 0", func() (nfs3.Status, error) {
+		r, err := nc.Setattr(ctx, &nfs3.SetattrArgs{Object: lk.Object, New: nfs3.Sattr{Size: &zero}})
+		return statusOrZero(r, err)
+	})
+	nfsRetry(t, "WRITE", func() (nfs3.Status, error) {
+		r, err := nc.Write(ctx, lk.Object, 0, data, nfs3.FileSync)
+		return statusOrZero(r, err)
+	})
+}
+
+// TestMountSNFSFencedConflict: a mount holding dirty data of two files stops
+// answering (SIGSTOP) for longer than the callback timeout while another
+// client rewrites both: the server fences it. When it runs again it learns
+// of it from an OPEN (file g: the server's attributes are not the ones its
+// dirty data was written over) and from SNFS_ERR_FENCED on its write-back
+// at unmount (file f). Both times the other client's bytes stay on the
+// server and the mount's are saved beside them; nothing is lost.
+func TestMountSNFSFencedConflict(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t, "--callback-timeout", "1s")
+	for _, n := range []string{"f", "g"} {
+		if err := os.WriteFile(s.path(n), randBytes(80, 30000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startMount(t, s, "", "")
+	ours := map[string][]byte{"f": randBytes(81, 200000), "g": randBytes(82, 150000)}
+	theirs := map[string][]byte{"f": randBytes(83, 90000), "g": randBytes(84, 70000)}
+	for n, d := range ours {
+		writeDurable(t, a.path(n), d)
+	}
+	if err := syscall.Kill(a.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { syscall.Kill(a.pid, syscall.SIGCONT) }
+	t.Cleanup(cont)
+	for n, d := range theirs {
+		nfsRewrite(t, s, n, d)
+	}
+	cont()
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, theirs["g"]) {
+		t.Errorf("g through the fenced mount: %d bytes; want the other client's %d", len(got), len(theirs["g"]))
+	}
+	a.umount()
+	for n := range ours {
+		if got := mustRead(t, s.path(n)); !bytes.Equal(got, theirs[n]) {
+			t.Errorf("%s: the server has %d bytes; want the other client's %d", n, len(got), len(theirs[n]))
+		}
+		copies, _ := filepath.Glob(s.path(n + ".snfs-conflict-*"))
+		if len(copies) != 1 {
+			t.Errorf("%s: conflict copies %q; want one", n, copies)
+			continue
+		}
+		if got := mustRead(t, copies[0]); !bytes.Equal(got, ours[n]) {
+			t.Errorf("%s: the conflict copy has %d bytes; want the mount's %d", n, len(got), len(ours[n]))
+		}
+	}
+	out, err := exec.Command(s.bin, "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("snfs conflicts: %v\n%s", err, out)
+	}
+	t.Logf("snfs conflicts:\n%s", out)
+	if c := strings.Count(string(out), "fenced"); c != 2 {
+		t.Errorf("snfs conflicts lists %d fenced conflicts; want 2:\n%s", c, out)
+	}
+	// g was found changed by the OPEN of the read; f by SNFS_ERR_FENCED on
+	// the WRITEs of the write-back at unmount.
+	if c := strings.Count(string(out), "seen at OPEN"); c != 1 {
+		t.Errorf("snfs conflicts lists %d conflicts seen at OPEN; want 1 (g)", c)
 	}
 }

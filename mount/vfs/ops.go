@@ -466,6 +466,9 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		res, err = fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
 		return status(res, err)
 	})
+	if err == nil {
+		fs.snfsOwnChange(i, &res.Wcc)
+	}
 	now := time.Now()
 	i.mu.Lock()
 	defer i.mu.Unlock()

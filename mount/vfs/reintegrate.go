@@ -73,14 +73,76 @@ func baseOf(a *nfs3.Fattr) cachedir.Base {
 }
 
 // unchanged reports whether the server's file (a) is still the one cf's
-// data was written over: same ctime and size as the recorded base. Without
-// a base (a record from before bases were kept) it is taken as unchanged.
+// data was written over: same size and mtime as the recorded base. (Not the
+// ctime: this client's own renames, links and mode changes move it, and
+// would be taken for another client's change. Every data change moves the
+// mtime.) Without a base (a record from before bases were kept) it is taken
+// as unchanged.
 func unchanged(cf *cachedir.File, a *nfs3.Fattr) bool {
 	b, ok := cf.Base()
 	if !ok {
 		return true
 	}
-	return b.Size == a.Size && b.CtimeSec == a.Ctime.Sec && b.CtimeNsec == a.Ctime.Nsec
+	return sameData(b, baseOf(a))
+}
+
+func sameData(x, y cachedir.Base) bool {
+	return x.Size == y.Size && x.MtimeSec == y.MtimeSec && x.MtimeNsec == y.MtimeNsec
+}
+
+// snfsOwnChange: this client's own SETATTR of i succeeded with w. If it
+// changed the file the cache's base describes, the base follows (so that
+// the change is not taken for another client's).
+func (fs *FS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
+	if fs.sn == nil || w.After == nil {
+		return
+	}
+	cf := i.cacheFileOrNil()
+	if cf == nil {
+		return
+	}
+	b, ok := cf.Base()
+	if !cf.NeedsWriteBack() || ok && w.Before != nil && sameData(b, cachedir.Base{Size: w.Before.Size,
+		MtimeSec: w.Before.Mtime.Sec, MtimeNsec: w.Before.Mtime.Nsec}) {
+		cf.SetBase(baseOf(w.After))
+	}
+}
+
+// checkOpen: an OPEN of i answered attributes a while the cache holds dirty
+// data of it. The server records this client as the file's last writer, so
+// nobody else can have changed it without calling this client back first,
+// unless the server fenced this client meanwhile (and the OPEN unfenced it
+// without saying so). If the file changed, the dirty data is saved as a
+// conflict copy and dropped, and a fresh cache file is returned.
+func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr) *cachedir.File {
+	if a == nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
+		return cf
+	}
+	// The attributes may be those of this client's own write-back in
+	// progress: wait for it (it moves the base), and look again.
+	i.flushMu.Lock()
+	defer i.flushMu.Unlock()
+	a, err := fs.getattr(ctx, Cred{}, i.FH)
+	if err != nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
+		return cf
+	}
+	fs.sn.stats.Fenced.Add(1)
+	fs.log.Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
+		"fileid", i.FileID)
+	i.mu.Lock()
+	cred := i.sn.cred
+	i.mu.Unlock()
+	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at OPEN)", cred, a.Mode&0o7777); err != nil {
+		// Kept dirty: written back later over the other client's change
+		// rather than lost.
+		fs.log.Error("conflict copy failed; the dirty data stays", "fileid", i.FileID, "err", err)
+		return cf
+	}
+	fs.dropCached(i.FH, cf)
+	if ncf, err := fs.cacheFile(i); err == nil {
+		return ncf
+	}
+	return cf
 }
 
 // snfsNamed records where i was seen (a LOOKUP, CREATE or listing in dir),
@@ -140,6 +202,13 @@ func (fs *FS) fenced(ctx context.Context, i *Inode) error {
 func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, reason string) error {
 	fs.sn.reintegrating.Lock()
 	defer fs.sn.reintegrating.Unlock()
+	// No write-back of the file from here to the decision: the OPEN
+	// unfences, and a write-back then would go over another client's change.
+	locked := fs.lookupInode(fh)
+	if locked != nil {
+		locked.flushMu.Lock()
+		defer locked.flushMu.Unlock()
+	}
 	if !cf.NeedsWriteBack() {
 		return nil // another reintegration (or a write-back) did it
 	}
@@ -170,6 +239,12 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		}
 	}
 	i := fs.inode(fh, a, start)
+	if i != locked {
+		// Recovery at start (no inode before): nothing else runs on the
+		// file yet, but the lock is what writeBackHeld expects.
+		i.flushMu.Lock()
+		defer i.flushMu.Unlock()
+	}
 	i.mu.Lock()
 	cred := i.sn.cred
 	i.mu.Unlock()
@@ -194,7 +269,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 	i.sn.cf, i.sn.version = cf, ok.CacheVersion
 	i.mu.Unlock()
 	fs.markDirty(i)
-	err = fs.writeBack(ctx, i)
+	err = fs.writeBackHeld(ctx, i)
 	if err == nil {
 		fs.log.Info("reintegration: wrote back a file's data", "fileid", i.FileID, "reason", reason)
 	}

@@ -87,6 +87,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	if err != nil {
 		return false, false, err
 	}
+	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
 	if ok.CacheEnabled {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.

@@ -111,6 +111,11 @@ func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 	}
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
+	return fs.writeBackHeld(ctx, i)
+}
+
+// writeBackHeld is writeBack with i.flushMu held by the caller.
+func (fs *FS) writeBackHeld(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
 	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
 	i.mu.Unlock()
