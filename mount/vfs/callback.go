@@ -168,16 +168,30 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 
 // serverRestarted: the server restarted and this client reclaimed its state
 // (reclaimItems). Taken (refused false): the server knows again every open,
-// cached and dirty file of this client, so nothing changes here: caches stay
-// valid, dirty data is written back when due. Refused (the server's grace
+// cached and dirty file of this client: caches stay valid, opens stay open,
+// and dirty data is written back now (the server's grace period lets a
+// reclaiming client's write-back through), so that what the server's crash
+// put at risk is not left waiting for the delay. Refused (the server's grace
 // period was over, it did not know this client, or it has no crash
 // recovery): the server holds nothing of this client, as if every file were
 // fenced: clean cached data is dropped (the kernel's pages and attributes
 // too; files are cached again from their next OPEN) and dirty data is
 // reintegrated (reintegrate.go). Files open here go on, written through.
 func (fs *FS) serverRestarted(refused bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-fs.sn.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if !refused {
-		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid")
+		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if err := fs.snfsSync(ctx); err != nil {
+			fs.log.Error("write-back after a server restart", "err", err)
+		}
 		return
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data")
@@ -211,15 +225,6 @@ func (fs *FS) serverRestarted(refused bool) {
 			fs.notifyData(i)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	go func() {
-		select {
-		case <-fs.sn.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for _, i := range dirty {
 		if cf := i.cacheFileOrNil(); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {

@@ -122,6 +122,13 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	// progress: wait for it (it moves the base), and look again.
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
+	if i.cacheFileOrNil() != cf {
+		// Reintegrated meanwhile (a fenced write-back): start afresh.
+		if ncf, err := fs.cacheFile(i); err == nil {
+			return ncf
+		}
+		return cf
+	}
 	a, err := fs.getattr(ctx, Cred{}, i.FH)
 	if err != nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
 		return cf
@@ -403,4 +410,65 @@ func appendConflict(dir string, rec Conflict) error {
 		err = cerr
 	}
 	return err
+}
+
+// errChangedUnder: the server's file is not the one the dirty data was
+// written over (checkBase).
+var errChangedUnder = errors.New("vfs: the server's file changed under this client's dirty data")
+
+// checkBase makes sure, before a write-back, that the server's file is still
+// the one cf's dirty data was written over (same size and mtime as the
+// base). It normally is: the server records this client as the last writer
+// and calls it back before anyone else changes the file. It is not when the
+// server fenced this client and something (its own OPEN) unfenced it since
+// without this client learning of it: a write-back then would silently go
+// over another client's change. Called with i.flushMu held.
+func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
+	b, ok := cf.Base()
+	if !ok {
+		return nil
+	}
+	var res *nfs3.GetattrRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Getattr(ctx, i.FH)
+		return status(res, err)
+	})
+	if err != nil {
+		return fmt.Errorf("GETATTR before write-back: %w", err)
+	}
+	if !sameData(b, baseOf(&res.Attr)) {
+		return errChangedUnder
+	}
+	return nil
+}
+
+// changedUnder: checkBase found the server's file changed under i's dirty
+// data. The data is saved as a conflict copy and dropped.
+func (fs *FS) changedUnder(ctx context.Context, i *Inode) error {
+	fs.sn.reintegrating.Lock()
+	defer fs.sn.reintegrating.Unlock()
+	i.flushMu.Lock()
+	defer i.flushMu.Unlock()
+	i.mu.Lock()
+	cf, cred := i.sn.cf, i.sn.cred
+	i.mu.Unlock()
+	if cf == nil || !cf.NeedsWriteBack() {
+		return nil
+	}
+	a, err := fs.getattr(ctx, cred, i.FH)
+	if err != nil {
+		return err
+	}
+	if unchanged(cf, a) {
+		return nil // the next write-back goes through
+	}
+	fs.sn.stats.Fenced.Add(1)
+	fs.log.Warn("write-back: the server's file changed under this client's dirty data (fenced meanwhile): saving ours beside it",
+		"fileid", i.FileID)
+	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at write-back)", cred, a.Mode&0o7777); err != nil {
+		return fmt.Errorf("conflict copy: %w", err)
+	}
+	fs.dropCached(i.FH, cf)
+	return nil
 }

@@ -99,6 +99,14 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
 			}
 		}
+		if pending {
+			// The attributes the OPEN answered are from before that flush.
+			if a, err := fs.getattr(ctx, c, i.FH); err == nil {
+				ok.Attr = a
+			} else {
+				ok.Attr = nil
+			}
+		}
 		fs.recordInSync(i, cf, ok.Attr)
 		if valid(cf.Version()) {
 			err = cf.Relabel(ok.CacheVersion)

@@ -97,8 +97,11 @@ func (fs *FS) isDirty(i *Inode) bool {
 // SNFS_ERR_FENCED keeps the data: it is reintegrated (reintegrate.go).
 func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 	err := fs.writeBack(ctx, i)
-	if errors.Is(err, snfs1.ErrFenced) {
+	switch {
+	case errors.Is(err, snfs1.ErrFenced):
 		return fs.fenced(ctx, i)
+	case errors.Is(err, errChangedUnder):
+		return fs.changedUnder(ctx, i)
 	}
 	return err
 }
@@ -125,7 +128,10 @@ func (fs *FS) writeBackHeld(ctx context.Context, i *Inode) error {
 		}
 		return nil
 	}
-	err := fs.writeBackFile(ctx, i, cf, cred, version)
+	err := fs.checkBase(ctx, i, cf, cred)
+	if err == nil {
+		err = fs.writeBackFile(ctx, i, cf, cred, version)
+	}
 	if err == nil {
 		if !cf.NeedsWriteBack() {
 			fs.markClean(i)
@@ -133,8 +139,9 @@ func (fs *FS) writeBackHeld(ctx context.Context, i *Inode) error {
 		return nil
 	}
 	var st nfs3.Status
-	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) || errors.Is(err, snfs1.ErrFenced) {
-		return err // transport, cancellation or fencing: kept
+	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) || errors.Is(err, snfs1.ErrFenced) ||
+		errors.Is(err, errChangedUnder) {
+		return err // transport, cancellation, fencing, a conflict: kept
 	}
 	fs.sn.stats.WriteBackErrors.Add(1)
 	fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
