@@ -180,7 +180,7 @@ func startMount(t *testing.T, s *serveProc, dir, cacheDir string, extra ...strin
 		cacheDir = diskTempDir(t, "snfs-cache-")
 	}
 	m := &mountProc{t: t, bin: s.bin, dir: dir, cacheDir: cacheDir, metrics: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}
-	args := append([]string{"mount", "--foreground", "--log-level", "debug", "--mode=snfs", "--nfs-port", fmt.Sprint(s.port),
+	args := append([]string{"mount", "--foreground", "--log-level", "info", "--mode=snfs", "--nfs-port", fmt.Sprint(s.port),
 		"--mount-port", fmt.Sprint(s.port), "--cache-dir", cacheDir, "--writeback-delay", "1h", "--metrics", m.metrics}, extra...)
 	// In the foreground, as `snfs mount` runs its daemon: the log goes to a
 	// file shown when the test fails, readiness comes on fd 3.
