@@ -247,7 +247,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
 	}
-	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) {
+	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }
