@@ -650,3 +650,47 @@ func nfsReadAll(t *testing.T, s *serveProc, name string) []byte {
 		}
 	}
 }
+
+// TestMountSNFSServerRestartRefused: a server restarted with no grace period
+// (--grace 0) refuses the mount's reclaim: the mount treats every file as
+// fenced and reintegrates its dirty data at once (the file is unchanged: it
+// is written back), and reads its cached file again from the server.
+func TestMountSNFSServerRestartRefused(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t, "--grace", "0")
+	cached := randBytes(91, 1<<20)
+	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
+		t.Fatalf("first read: %d bytes", len(got))
+	}
+	want := randBytes(92, 300000)
+	writeDurable(t, a.path("dirty"), want)
+	s.kill()
+	s.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for !bytes.Equal(mustRead(t, s.path("dirty")), want) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dirty data did not reach the restarted server within 30 s")
+		}
+		os.Stat(a.path("nothing")) // a call: the reconnect shows the restart
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := scrape(t, s.metrics, "snfs_server_consist_reclaims_total"); n != 0 {
+		t.Errorf("the server took %v reclaimed items with no grace period; want 0", n)
+	}
+	if b, _ := os.ReadFile(a.log); !bytes.Contains(b, []byte("refused this client's reclaim")) {
+		t.Errorf("the mount's log does not say the reclaim was refused")
+	}
+	if copies, _ := filepath.Glob(s.path("*.snfs-conflict-*")); len(copies) != 0 {
+		t.Errorf("conflict copies %q; want none (nobody else changed the file)", copies)
+	}
+	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
+		t.Fatalf("read after the restart: %d bytes, different", len(got))
+	}
+	if got := mustRead(t, a.path("dirty")); !bytes.Equal(got, want) {
+		t.Fatalf("dirty through the mount after the restart: %d bytes, different", len(got))
+	}
+}
