@@ -30,6 +30,9 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		CacheHitBytes:       st.CacheHitBytes.Load,
 		PassthroughOpens:    st.PassthroughOpens.Load,
 		Callbacks:           cbs,
+		Conflicts:           st.Conflicts.Load,
+		Fenced:              st.Fenced.Load,
+		Reclaimed:           st.Reclaimed.Load,
 	})
 }
 

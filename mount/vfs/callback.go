@@ -3,7 +3,6 @@ package vfs
 import (
 	"context"
 	"errors"
-	"syscall"
 	"time"
 
 	"snfs/mount/cachedir"
@@ -110,12 +109,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred) (Entry, *File, e
 	i.mu.Lock()
 	e.Attr, e.AttrTTL = i.reportLocked(), i.ttlLocked(now)
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}
-	if err := fs.snfsIOMode(ctx, f, syscall.O_WRONLY); err != nil {
-		fs.snfsRelease(ctx, f)
-		return Entry{}, nil, err
-	}
-	return e, f, nil
+	return e, &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}, nil
 }
 
 // snfsSetattr is a local size change (snfsSetattrLocal).
@@ -138,14 +132,52 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	}
 }
 
-// serverRestarted: the server restarted and lost every open and caching
-// record of this client (docs/protocol.md section 7). Nothing cached here is
-// protected by a callback any more: caching stops (the kernel's pages and
-// attributes go; files are cached again from their next OPEN), and dirty
-// data is written back at once. Files open here go on, written through.
-func (fs *FS) serverRestarted() {
-	fs.log.Warn("snfs server restarted: dropping cached state and writing back dirty data")
-	fs.stopCaching()
+// reclaimItems reports what this client holds, for the RECLAIM after a
+// server restart (client.SessionConfig.Reclaim; docs/protocol.md): every
+// file with protocol opens (the applications' and the kept ones, by mode)
+// or dirty data, whether it is cached and the version its cache holds. It
+// runs in the session's connect hook: it takes only the inodes' and the
+// cache's locks, never one held across a call to the server.
+func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.mu.Lock()
+	all := make([]*Inode, 0, len(fs.inodes))
+	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	fs.mu.Unlock()
+	var items []snfs1.ReclaimItem
+	for _, i := range all {
+		if i.Type != nfs3.TypeReg {
+			continue
+		}
+		i.mu.Lock()
+		r := i.sn.opens[snfs1.Read] + i.sn.dc.n[snfs1.Read]
+		w := i.sn.opens[snfs1.Write] + i.sn.dc.n[snfs1.Write]
+		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
+		i.mu.Unlock()
+		dirty := cf != nil && cf.NeedsWriteBack()
+		if r+w == 0 && !dirty {
+			continue
+		}
+		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
+			Caching: caching && cf != nil, Dirty: dirty, Version: version})
+	}
+	fs.sn.stats.Reclaimed.Add(uint64(len(items)))
+	return items
+}
+
+// serverRestarted: the server restarted and this client reclaimed its state
+// (reclaimItems). Taken (refused false): the server knows again every open,
+// cached and dirty file of this client: caches stay valid, opens stay open,
+// and dirty data is written back now (the server's grace period lets a
+// reclaiming client's write-back through), so that what the server's crash
+// put at risk is not left waiting for the delay. Refused (the server's grace
+// period was over, it did not know this client, or it has no crash
+// recovery): the server holds nothing of this client, as if every file were
+// fenced: clean cached data is dropped (the kernel's pages and attributes
+// too; files are cached again from their next OPEN) and dirty data is
+// reintegrated (reintegrate.go). Files open here go on, written through.
+func (fs *FS) serverRestarted(refused bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	go func() {
@@ -155,17 +187,30 @@ func (fs *FS) serverRestarted() {
 		case <-ctx.Done():
 		}
 	}()
-	if err := fs.snfsSync(ctx); err != nil {
-		fs.log.Error("write-back after a server restart", "err", err)
+	if !refused {
+		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if err := fs.snfsSync(ctx); err != nil {
+			fs.log.Error("write-back after a server restart", "err", err)
+		}
+		return
+	}
+	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data")
+	for _, i := range fs.stopCaching() {
+		if cf := i.cacheFileOrNil(); cf != nil {
+			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
+				fs.log.Error("reintegration after a refused reclaim", "fileid", i.FileID, "err", err)
+			}
+		}
 	}
 }
 
-// stopCaching is serverRestarted's first step: no file is cached any more
-// (the kernel's pages and attributes go too). Dirty data stays in the cache
-// directory until the write-back that follows, which runs while applications
-// go on using their open files: until it has run, reads and writes through
-// the server write it back first (writeBackFirst).
-func (fs *FS) stopCaching() {
+// stopCaching is a refused reclaim's first step: no file is cached any more
+// (the kernel's pages and attributes go too, and the clean data of the cache
+// directory), the kept opens are forgotten (the server has none), and the
+// files with dirty data are returned for reintegration, which runs while
+// applications go on using their open files: until it has run, reads and
+// writes through the server write the dirty data back first (writeBackFirst).
+func (fs *FS) stopCaching() (dirty []*Inode) {
 	fs.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
@@ -176,12 +221,24 @@ func (fs *FS) stopCaching() {
 		i.mu.Lock()
 		was := i.sn.caching || i.sn.kernVer != 0
 		i.sn.caching, i.sn.kernVer = false, 0
+		// The server forgot the kept opens: nothing to CLOSE for them.
+		i.sn.dc.n = [3]int{}
 		if was {
 			i.invalidateLocked()
 		}
+		cf := i.sn.cf
 		i.mu.Unlock()
+		if cf != nil {
+			if cf.NeedsWriteBack() {
+				dirty = append(dirty, i)
+			}
+			if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+				fs.log.Warn("cache directory: invalidate", "err", err)
+			}
+		}
 		if was {
 			fs.notifyData(i)
 		}
 	}
+	return dirty
 }
