@@ -4,7 +4,8 @@
 // (entries, attributes, pages) driven by the vfs's decisions: entry and
 // attribute timeouts are the remaining lifetimes of the vfs's cached
 // attributes, and an open keeps the kernel's pages (FOPEN_KEEP_CACHE) only
-// when the vfs says the file is unchanged since they were cached.
+// when the vfs says the file is unchanged since they were cached; an opendir
+// keeps and fills the kernel's cached listing (FOPEN_CACHE_DIR) likewise.
 //
 // Requests are served with the mount's own context, not the request's: an
 // interrupted system call (Go's runtime interrupts threads with SIGURG all the
