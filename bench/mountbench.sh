@@ -22,116 +22,30 @@ export PATH="$PATH:/usr/local/go/bin"
 REPS=${REPS:-3}
 DELAY=${DELAY:-30s}
 W=/var/tmp/snfs-mountbench
+IMG=${IMG:-4G}
 PORT=${PORT:-23049} MPORT=${MPORT:-23100}   # not the defaults: the machine is shared
 CONFIGS="local fuse nfs snfs"
 PHASES="MakeDir Copy ScanDir ReadAll Make"
+. bench/mountlib.sh
 
-unmount_all() {
-  local m
-  for m in "$W"/mnt/*; do
-    if mountpoint -q "$m" 2>/dev/null; then umount "$m" 2>/dev/null || umount -l "$m" || true; fi
-  done
-  for d in local fuse export; do
-    if mountpoint -q "$W/$d" 2>/dev/null; then umount "$W/$d" || umount -l "$W/$d" || true; fi
-    [ -f "$W/$d.img" ] && losetup -j "$W/$d.img" | cut -d: -f1 | xargs -r -n1 losetup -d
-  done
-  return 0
-}
-[ -d "$W" ] && unmount_all
-rm -rf "$W"; mkdir -p "$W"/{local,fuse,export,state,bin,src,mnt/fuse,mnt/nfs,mnt/snfs}
-for d in local fuse export; do
-  truncate -s 4G "$W/$d.img" && mkfs.ext4 -q -F "$W/$d.img"
-  mount "$(losetup --direct-io=on -f --show "$W/$d.img")" "$W/$d"
-done
-go build -o "$W/bin/snfs" ./cmd/snfs
-go build -o "$W/bin/fuseloop" ./bench/fuseloop
+trap cleanup EXIT
+setup_images
 tar xzf "$SHARED/data/lua-5.4.8.tar.gz" -C "$W/src"
 SRC="$W/src/lua-5.4.8"
 # The source tree is read from the page cache in every configuration.
 cat $(find "$SRC" -type f) >/dev/null
+start_server
 
-SNFS_PID= FUSE_PID=
-cleanup() {
-  local m
-  for m in "$W"/mnt/*; do
-    if mountpoint -q "$m" 2>/dev/null; then umount "$m" 2>/dev/null || umount -l "$m" || true; fi
-  done
-  [ -n "$FUSE_PID" ] && kill "$FUSE_PID" 2>/dev/null
-  [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
-  unmount_all
-  rm -f "$W"/*.img # 4 GiB each, sparse: the results are in bench/results
-}
-trap cleanup EXIT
-"$W/bin/snfs" serve --bind 127.0.0.1 --nfs-port $PORT --mount-port $PORT --state-dir "$W/state" \
-  --metrics 127.0.0.1:$MPORT --export-options rw,no_root_squash "$W/export" 2>"$W/serve.log" &
-SNFS_PID=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$MPORT/metrics" >/dev/null && break; sleep 0.1; done
-
-now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-# rpcs prints "program/proc count" for every procedure of the server.
-rpcs() {
-  curl -sf "http://127.0.0.1:$MPORT/metrics" | awk '/^snfs_server_rpc_total\{/ {
-    p = $0; sub(/.*program="/, "", p); sub(/".*/, "", p)
-    q = $0; sub(/.*proc="/, "", q); sub(/".*/, "", q)
-    print p "/" q, $NF }' | LC_ALL=C sort
-}
-declare -A T    # T[cfg,phase] = " t1 t2 ..."
-declare -A C    # C[cfg,phase,proc] = " n1 n2 ..."
-declare -A PROCS
-phase() { # cfg phase command...: time it; for nfs/snfs diff the server's RPC counts
-  local cfg=$1 ph=$2; shift 2
-  local before="" after a b
-  case $cfg in nfs|snfs) before=$(rpcs) ;; esac
-  a=$(now)
-  "$@" >/dev/null 2>>"$W/phases.log" || { echo "$cfg $ph failed: $*" >&2; tail -20 "$W/phases.log" >&2; exit 1; }
-  b=$(now)
-  T[$cfg,$ph]="${T[$cfg,$ph]:-} $(echo "$b - $a" | bc)"
-  if [ -n "$before" ]; then
-    after=$(rpcs)
-    while read -r proc n; do
-      [ "$n" != 0 ] && PROCS[$proc]=1
-      C[$cfg,$ph,$proc]="${C[$cfg,$ph,$proc]:-} $n"
-    done < <(LC_ALL=C join <(echo "$before") <(echo "$after") | awk '{printf "%s %d\n", $1, $3 - $2}')
-  fi
-}
 mkdirs() { (cd "$SRC" && find . -mindepth 1 -type d) | (cd "$1" && xargs mkdir); }
 scan() { ls -lR "$1"; }
 readall() { find "$1" -type f -exec cat {} + ; }
 
-mount_cfg() { # cfg rep: mounts cfg, sets D to the directory to work in
-  local cfg=$1 i=$2
-  case $cfg in
-    local) D="$W/local/r$i" ;;
-    fuse)
-      "$W/bin/fuseloop" "$W/fuse" "$W/mnt/fuse" 2>>"$W/fuseloop.log" & FUSE_PID=$!
-      for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse" && break; sleep 0.1; done
-      mountpoint -q "$W/mnt/fuse" || { echo "fuseloop did not mount" >&2; exit 1; }
-      D="$W/mnt/fuse/r$i" ;;
-    nfs|snfs)
-      local extra=()
-      [ $cfg = snfs ] && extra=(--cache-dir "$W/cache-r$i" --writeback-delay "$DELAY")
-      "$W/bin/snfs" mount --nfs-port $PORT --mount-port $PORT --mode $cfg "${extra[@]}" \
-        "127.0.0.1:$W/export" "$W/mnt/$cfg" >>"$W/mount-$cfg.log" 2>&1
-      D="$W/mnt/$cfg/$cfg-r$i" ;;
-  esac
-  mkdir "$D"
-}
-umount_cfg() {
-  case $1 in
-    local) sync -f "$W/local" ;;
-    fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
-    nfs|snfs) "$W/bin/snfs" umount "$W/mnt/$1" ;;
-  esac
-}
-
 for i in $(seq "$REPS"); do
   # Rotate which configuration goes first from one repetition to the next.
-  k=$(( (i - 1) % 4 ))
-  order="$(echo $CONFIGS $CONFIGS | cut -d' ' -f$((k + 1))-$((k + 4)))"
+  order=$(rotate "$CONFIGS" $((i - 1)))
   echo "rep $i: $order" >&2
   for cfg in $order; do
-    mount_cfg $cfg $i; d=$D
+    mount_cfg $cfg "$W/cache/$cfg-r$i"; d="$MNT/$cfg-r$i"; mkdir "$d"
     phase $cfg MakeDir mkdirs "$d"
     phase $cfg Copy cp -r "$SRC/." "$d/"
     phase $cfg ScanDir scan "$d"
@@ -149,9 +63,6 @@ for cfg in nfs snfs; do
   [ -x "$W/export/$cfg-r1/lua" ] || { echo "$cfg: lua binary not on the server after umount" >&2; exit 1; }
 done
 
-med() { printf '%s\n' ${T[$1]} | median; }
-f2() { awk -v a="$1" 'BEGIN{printf "%.2f", a}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}'; }
 declare -A M
 for cfg in $CONFIGS; do
   tot=0
@@ -165,6 +76,11 @@ worst=""; for ph in $PHASES; do
 done
 worst=$(printf '%s\n' $worst | sort -g | tail -1)
 verdict_phase=$(awk -v w="$worst" 'BEGIN{print (w <= 1.05) ? "met" : "not met"}')
+# The bound of the 20% target in this run: snfs mode cannot be expected to beat the
+# local disk, so if local/nfs over the five phases is above 0.80, even the local
+# disk is less than 20% faster than nfs mode and the target is out of reach.
+bound=$(ratio "${M[local,total]}" "${M[nfs,total]}")
+verdict_bound=$(awk -v b="$bound" 'BEGIN{print (b > 0.80) ? "out of reach in this run: even the local disk is less than 20% faster than nfs mode" : "within reach: the local disk is at least 20% faster than nfs mode"}')
 
 out="bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md"
 {
@@ -187,6 +103,7 @@ out="bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md"
   echo
   echo "Targets (issue 14): snfs mode beats nfs mode by at least 20% over all phases (snfs/nfs total ≤ 0.80): **$verdict_total** ($(ratio ${M[snfs,total]} ${M[nfs,total]}));"
   echo "loses at most 5% on any one phase (every snfs/nfs ≤ 1.05): **$verdict_phase** (worst $worst)."
+  echo "Bound of the 20% target, same run: local/nfs total = $bound, **$verdict_bound**."
   echo
   echo "## Server RPCs per phase (medians over the repetitions)"
   echo

@@ -4,7 +4,8 @@
 // (entries, attributes, pages) driven by the vfs's decisions: entry and
 // attribute timeouts are the remaining lifetimes of the vfs's cached
 // attributes, and an open keeps the kernel's pages (FOPEN_KEEP_CACHE) only
-// when the vfs says the file is unchanged since they were cached.
+// when the vfs says the file is unchanged since they were cached; an opendir
+// keeps and fills the kernel's cached listing (FOPEN_CACHE_DIR) likewise.
 //
 // Requests are served with the mount's own context, not the request's: an
 // interrupted system call (Go's runtime interrupts threads with SIGURG all the
@@ -481,10 +482,13 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 }
 
 // dirHandle is an open directory: the listing read at opendir, whose
-// READDIRPLUS attributes and handles answer the kernel's lookups.
+// READDIRPLUS attributes and handles answer the kernel's lookups. An open
+// served from the kernel's cached listing reads none unless the kernel asks
+// after all (its cache was evicted): then at the first READDIR.
 type dirHandle struct {
 	n       *node
 	entries []vfs.DirEntry
+	loaded  bool
 	pos     int
 }
 
@@ -497,17 +501,37 @@ var (
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ents, err := n.b.v.ReadDir(n.b.life, n.vi, n.cred(ctx))
+	ents, cached, err := n.b.v.OpenDirCached(n.b.life, n.vi, n.cred(ctx))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
 	n.b.v.OpenDir(n.vi)
-	return &dirHandle{n: n, entries: ents}, 0, 0
+	d := &dirHandle{n: n, entries: ents, loaded: ents != nil}
+	if cached {
+		return d, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_CACHE_DIR, 0
+	}
+	// Without FOPEN_KEEP_CACHE the kernel drops its cached listing.
+	return d, 0, 0
+}
+
+func (d *dirHandle) load(ctx context.Context) syscall.Errno {
+	if d.loaded {
+		return 0
+	}
+	ents, err := d.n.b.v.ReadDir(d.n.b.life, d.n.vi, d.n.cred(ctx))
+	if err != nil {
+		return errnoOf(err)
+	}
+	d.entries, d.loaded = ents, true
+	return 0
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.n.b.v.ReleaseDir(d.n.vi) }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if errno := d.load(ctx); errno != 0 {
+		return nil, errno
+	}
 	if d.pos >= len(d.entries) {
 		return nil, 0
 	}
@@ -523,6 +547,9 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 }
 
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if errno := d.load(ctx); errno != 0 {
+		return errno
+	}
 	if off > uint64(len(d.entries)) {
 		off = uint64(len(d.entries))
 	}

@@ -18,15 +18,21 @@ type Inode struct {
 
 	flushMu sync.Mutex // one write-back at a time
 
-	mu        sync.Mutex
-	attr      nfs3.Fattr    // the server's, as last seen
-	attrAt    time.Time     // when attr was fetched; zero: must be fetched again
-	timeo     time.Duration // current adaptive timeout
-	cached    change        // change attributes the kernel's cached data belongs to
-	cachedOK  bool
-	pairs     []wccPair // own changes whose pre-op did not (yet) chain to cached
-	opens     int
-	sillyDir  nfs3.FH // set while renamed away because removed while open
+	mu       sync.Mutex
+	attr     nfs3.Fattr    // the server's, as last seen
+	attrAt   time.Time     // when attr was fetched; zero: must be fetched again
+	timeo    time.Duration // current adaptive timeout
+	cached   change        // change attributes the kernel's cached data belongs to
+	cachedOK bool
+	pairs    []wccPair // own changes whose pre-op did not (yet) chain to cached
+	opens    int
+	sillyDir nfs3.FH // set while renamed away because removed while open
+	// A directory: listed is its version when the kernel was last let
+	// cache its listing (listedOK), listedBy the credentials that listed it
+	// at that version (OpenDirCached).
+	listed    change
+	listedOK  bool
+	listedBy  map[string]bool
 	sillyName string
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr

@@ -546,6 +546,55 @@ func (fs *FS) ReleaseDir(i *Inode) {
 	i.mu.Unlock()
 }
 
+// OpenDirCached decides an open of dir by c: cached reports whether the
+// kernel may keep and fill its cache of the listing (FOPEN_KEEP_CACHE and
+// FOPEN_CACHE_DIR), and ents, when not nil, is the listing read from the
+// server for this open. The kernel's listing is good while dir's attributes
+// are fresh (the attribute cache, AcDirMin..AcDirMax) and show the version
+// they showed when the kernel was first let cache it: the Linux client keeps
+// a directory's pages the same way. An open by credentials that have not
+// listed dir at that version reads it (the server checks their permission);
+// so an open served from the kernel's cache costs no call while the
+// attributes are fresh. Any other version, this client's own changes
+// included (the kernel resets its listing after its own, but not after a
+// silly-renamed file removed at release), makes this open uncached, which
+// drops the kernel's listing, and the next open caches again.
+func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []DirEntry, cached bool, err error) {
+	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
+		return nil, false, err
+	}
+	dir.mu.Lock()
+	v := changeOf(&dir.attr)
+	wasOK := dir.listedOK
+	if wasOK && dir.listed != v {
+		dir.listedOK, dir.listedBy = false, nil // changed: this open drops the kernel's listing
+	} else if wasOK && dir.listedBy[c.key()] {
+		dir.mu.Unlock()
+		return nil, true, nil
+	}
+	same := wasOK && dir.listedOK
+	dir.mu.Unlock()
+	if ents, err = fs.ReadDir(ctx, dir, c); err != nil {
+		return nil, false, err
+	}
+	dir.mu.Lock()
+	defer dir.mu.Unlock()
+	switch {
+	case wasOK && !same:
+		return ents, false, nil
+	case !dir.listedOK && !wasOK:
+		// Nothing cached in the kernel since the last drop: cache from here
+		// on, at the version seen before the listing was read (a change
+		// in between only makes the next open read again).
+		dir.listed, dir.listedOK, dir.listedBy = v, true, map[string]bool{}
+	}
+	if !dir.listedOK || dir.listed != v {
+		return ents, false, nil
+	}
+	dir.listedBy[c.key()] = true
+	return ents, true, nil
+}
+
 // ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
 func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
 	var all []nfs3.Entry
