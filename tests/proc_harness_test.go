@@ -108,23 +108,29 @@ func (s *serveProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.nfsPort
 
 // start runs the server and waits until it answers on its NFS port.
 func (s *serveProc) start() {
-	t := s.t
-	t.Helper()
+	s.t.Helper()
+	if err := s.startErr(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// startErr is start for any goroutine: it returns the failure.
+func (s *serveProc) startErr() error {
 	args := append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", strconv.Itoa(s.nfsPort),
 		"--mount-port", strconv.Itoa(s.mountPort), "--state-dir", s.stateDir,
 		"--export-options", "rw,no_root_squash", "--metrics", s.metrics}, s.extra...)
 	args = append(args, s.export)
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer logf.Close()
 	s.starts++
 	fmt.Fprintf(logf, "=== start %d: %v\n", s.starts, args)
-	cmd := exec.Command(snfsBinary(t), args...)
+	cmd := exec.Command(snfsBinary(s.t), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.cmd = cmd
 	exited := make(chan struct{})
@@ -138,15 +144,18 @@ func (s *serveProc) start() {
 		}
 		select {
 		case <-exited:
-			t.Fatalf("snfs serve exited at start %d: %s", s.starts, tail(s.logPath, 20))
+			s.cmd = nil
+			return fmt.Errorf("snfs serve exited at start %d: %s", s.starts, tail(s.logPath, 20))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("snfs serve did not listen within 30 s: %s", tail(s.logPath, 20))
+			s.exited = exited
+			return fmt.Errorf("snfs serve did not listen within 30 s: %s", tail(s.logPath, 20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.exited = exited
+	return nil
 }
 
 // kill9 kills the server with SIGKILL: no shutdown, no flush.
