@@ -82,7 +82,10 @@ func TestCrashCycles(t *testing.T) {
 				return
 			case <-time.After(time.Duration(1000+r.IntN(1500)) * time.Millisecond):
 			}
-			s.kill9()
+			if err := s.kill9(); err != nil {
+				killErr <- err
+				return
+			}
 			cycle.Store(int64(c))
 			if err := s.startErr(); err != nil {
 				killErr <- err
@@ -92,19 +95,38 @@ func TestCrashCycles(t *testing.T) {
 	}()
 	w.cycle = &cycle
 
+	// stop ends the killer; after a hang it also kills the mounts, whose
+	// pending requests would otherwise keep this process's goroutines (and
+	// the test binary) stuck in the kernel.
+	stop := func(hung bool) {
+		close(stopKiller)
+		select {
+		case <-killerDone:
+		case <-time.After(time.Minute):
+			t.Errorf("the killer did not stop within a minute (at cycle %d)", cycle.Load())
+		}
+		select {
+		case err := <-killErr:
+			t.Errorf("server restart at cycle %d: %v", cycle.Load(), err)
+		default:
+		}
+		if hung {
+			m1.kill9()
+			m2.kill9()
+		}
+	}
 	deadline := time.Now().Add(time.Duration(cycles)*4*time.Second + time.Minute)
 	for {
 		select {
 		case <-killerDone:
 		default:
 			if time.Now().After(deadline) {
-				close(stopKiller)
-				<-killerDone
+				stop(true)
+				w.report()
 				t.Fatalf("the workload did not finish %d cycles in time (at cycle %d after %d operations)", cycles, cycle.Load(), w.ops)
 			}
 			if !w.step() {
-				close(stopKiller)
-				<-killerDone
+				stop(w.hung)
 				w.report()
 				t.FailNow()
 			}

@@ -126,7 +126,7 @@ func (s *serveProc) startErr() error {
 	}
 	defer logf.Close()
 	s.starts++
-	fmt.Fprintf(logf, "=== start %d: %v\n", s.starts, args)
+	fmt.Fprintf(logf, "=== %s start %d: %v\n", time.Now().Format("15:04:05.000"), s.starts, args)
 	cmd := exec.Command(snfsBinary(s.t), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -149,8 +149,16 @@ func (s *serveProc) startErr() error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.exited = exited
-			return fmt.Errorf("snfs serve did not listen within 30 s: %s", tail(s.logPath, 20))
+			// A goroutine dump into the log says where it is stuck.
+			cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-exited
+			}
+			s.cmd = nil
+			return fmt.Errorf("snfs serve did not listen within 30 s: %s", tail(s.logPath, 60))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -159,13 +167,18 @@ func (s *serveProc) startErr() error {
 }
 
 // kill9 kills the server with SIGKILL: no shutdown, no flush.
-func (s *serveProc) kill9() {
+func (s *serveProc) kill9() error {
 	if s.cmd == nil {
-		return
+		return nil
 	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("snfs serve (pid %d) did not exit within 30 s of SIGKILL", s.cmd.Process.Pid)
+	}
 	s.cmd = nil
+	return nil
 }
 
 // stop ends the server with SIGTERM (SIGKILL after 20 s).
@@ -279,6 +292,18 @@ func (m *mountProc) start(s *serveProc, nfsPort int, delay time.Duration) {
 }
 
 func (m *mountProc) path(name string) string { return filepath.Join(m.dir, name) }
+
+// kill9 kills the mount process, which fails the requests the kernel still
+// has for it (a test goroutine stuck in one returns), and detaches the mount.
+func (m *mountProc) kill9() {
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.exited
+	m.cmd = nil
+	exec.Command("umount", "-l", m.dir).Run()
+}
 
 // stop unmounts cleanly (SIGTERM: the mount writes back and exits), or kills
 // and detaches the mount if that does not finish within a minute. It
