@@ -19,8 +19,12 @@
 // client name and boot verifier, and what the latest REGISTER returned (client
 // id, server verifier, callback timeout). REGISTER is the first call on every
 // new connection, so after a reconnect the server moves the client's callback
-// path to it; a changed server verifier (the server restarted and forgot the
-// client's opens) is reported through SessionConfig.OnServerRestart.
+// path to it. A changed server verifier (the server restarted) makes the
+// session reclaim the client's state on the new connection before anything
+// else uses it (SessionConfig.Reclaim, RECLAIM, RECLAIM_DONE), then report the
+// restart, and whether the server refused the reclaim, through
+// SessionConfig.OnServerRestart. Unregister ends the registration on a clean
+// unmount.
 //
 // OPEN, OPEN_NAME and CLOSE return a non-OK status as a *StatusError that
 // unwraps to the status (errors.Is(err, snfs1.ErrFenced)). They retry what the

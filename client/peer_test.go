@@ -41,6 +41,18 @@ type testPeer struct {
 	status    map[string]snfs1.Status         // fh -> status every call on it gets; guarded by mu
 	writer    map[string]snfs1.ClientID       // fh -> its WRITE opener; guarded by mu
 	cbAnswers []snfs1.CallbackStatus          // answers to the callbacks OPENs sent; guarded by mu
+	reclaims  []peerReclaim                   // every RECLAIM, RECLAIM_DONE, UNREGISTER; guarded by mu
+	noGrace   bool                            // answer RECLAIM and RECLAIM_DONE with NOGRACE; guarded by mu
+	dropAt    int                             // close the connection instead of answering the dropAt'th RECLAIM (1-based; 0: never); guarded by mu
+}
+
+type peerReclaim struct {
+	proc   string
+	client snfs1.ClientID
+	conn   uint64
+	items  []snfs1.ReclaimItem
+	opens  int // OPENs, OPEN_NAMEs and CLOSEs seen before it
+	status snfs1.Status
 }
 
 type peerClient struct {
@@ -85,6 +97,32 @@ func newTestPeer(t *testing.T) *testPeer {
 		snfs1.ProcOpen:     {Name: "OPEN", Handler: p.open},
 		snfs1.ProcOpenName: {Name: "OPEN_NAME", Handler: p.openName},
 		snfs1.ProcClose:    {Name: "CLOSE", Handler: p.close},
+		snfs1.ProcReclaim: {Name: "RECLAIM", Handler: func(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+			var a snfs1.ReclaimArgs
+			if err := a.Decode(args); err != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			items := make([]snfs1.ReclaimItem, len(a.Items))
+			for i, it := range a.Items {
+				it.File = append(nfs3.FH(nil), it.File...)
+				items[i] = it
+			}
+			return p.reclaimCall(call, "RECLAIM", a.Client, items, res)
+		}},
+		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: func(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+			var a snfs1.ClientArgs
+			if err := a.Decode(args); err != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			return p.reclaimCall(call, "RECLAIM_DONE", a.Client, nil, res)
+		}},
+		snfs1.ProcUnregister: {Name: "UNREGISTER", Handler: func(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+			var a snfs1.ClientArgs
+			if err := a.Decode(args); err != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			return p.reclaimCall(call, "UNREGISTER", a.Client, nil, res)
+		}},
 	}}})
 	p.srv.Register(&sunrpc.Program{Name: "NFS", Number: nfs3.Program, Versions: map[uint32][]sunrpc.Proc{nfs3.Version: {{Name: "NULL", Handler: null}}}})
 	p.srv.Register(&sunrpc.Program{Name: "MOUNT", Number: mount3.Program, Versions: map[uint32][]sunrpc.Proc{mount3.Version: {{Name: "NULL", Handler: null}}}})
@@ -227,6 +265,43 @@ func (p *testPeer) close(_ context.Context, call *sunrpc.Call, args *xdr.Reader,
 	return nil
 }
 
+// reclaimCall records a RECLAIM, RECLAIM_DONE or UNREGISTER and answers it:
+// STALE_CLIENTID for an unknown client, NOGRACE for the first two while
+// noGrace is set; the dropAt'th RECLAIM closes the connection instead.
+func (p *testPeer) reclaimCall(call *sunrpc.Call, proc string, id snfs1.ClientID, items []snfs1.ReclaimItem, res *xdr.Writer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := peerReclaim{proc: proc, client: id, conn: call.Conn.ID(), items: items, opens: len(p.opens)}
+	if proc == "RECLAIM" && p.dropAt > 0 {
+		if p.dropAt--; p.dropAt == 0 {
+			call.Conn.Close()
+			return nil
+		}
+	}
+	switch _, ok := p.conns[id]; {
+	case !ok:
+		r.status = snfs1.ErrStaleClientID
+	case proc == "UNREGISTER":
+		for name, c := range p.names {
+			if c.id == id {
+				delete(p.names, name)
+			}
+		}
+		delete(p.conns, id)
+	case p.noGrace:
+		r.status = snfs1.ErrNoGrace
+	}
+	p.reclaims = append(p.reclaims, r)
+	(&snfs1.StatusRes{Status: r.status}).Encode(res)
+	return nil
+}
+
+func (p *testPeer) reclaimLog() []peerReclaim {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]peerReclaim(nil), p.reclaims...)
+}
+
 // callBack sends CB_CALLBACK (or, with args nil, CB_NULL) to client id on its
 // callback path and returns its answer.
 func (p *testPeer) callBack(ctx context.Context, id snfs1.ClientID, args xdr.Encoder) (snfs1.CallbackStatus, error) {
@@ -268,6 +343,16 @@ func (p *testPeer) forget() {
 func (p *testPeer) restart() {
 	p.dropConns()
 	p.forget()
+	p.mu.Lock()
+	p.verf[7]++
+	p.mu.Unlock()
+}
+
+// restartKeeping plays a server restart that keeps its client records (as
+// the real server does in its state directory): a new server verifier, every
+// connection closed, the same client ids for the same names and verifiers.
+func (p *testPeer) restartKeeping() {
+	p.dropConns()
 	p.mu.Lock()
 	p.verf[7]++
 	p.mu.Unlock()

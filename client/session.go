@@ -15,6 +15,7 @@ import (
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
 // SessionConfig configures DialSession.
@@ -38,11 +39,24 @@ type SessionConfig struct {
 	Timeout time.Duration
 	// Logger logs registrations and retries; nil means slog.Default().
 	Logger *slog.Logger
-	// OnServerRestart is called when a REGISTER returns a server verifier other
-	// than the previous one: the server restarted and lost every open of this
-	// client, which must open its files again. It runs on its own goroutine,
-	// owned by the session (Disconnect waits for it), so it may call the session.
-	OnServerRestart func()
+	// Reclaim, if set, reports what this client holds of each file (opens by
+	// mode, caching, dirty data, the version its cache holds) when a REGISTER
+	// returns a server verifier other than the previous one: the server
+	// restarted, and rebuilds its state from its clients' reports during its
+	// grace period (docs/protocol.md, "Grace period"). The session sends the
+	// items in RECLAIM calls of at most snfs1.ReclaimMax, then RECLAIM_DONE,
+	// before any other call uses the new connection. Reclaim runs inside the
+	// connect hook: it must not call the session. Nil reclaims nothing (the
+	// session still sends RECLAIM_DONE, so the server need not wait for it).
+	Reclaim func(ctx context.Context) []snfs1.ReclaimItem
+	// OnServerRestart is called after the reclaim that follows a server restart
+	// (see Reclaim). refused is true when the server did not take the reclaim
+	// (SNFS_ERR_NOGRACE: its grace period was over, or it did not know this
+	// client): it holds no open, caching or dirty record of this client, and
+	// every reclaimed item must be treated as fenced. It runs on its own
+	// goroutine, owned by the session (Disconnect waits for it), so it may call
+	// the session.
+	OnServerRestart func(refused bool)
 	// Observer, if set, is told about every call of the session (WithObserver),
 	// the REGISTER on each new connection included.
 	Observer sunrpc.Observer
@@ -60,7 +74,8 @@ type Session struct {
 	auth      sunrpc.OpaqueAuth // as rpc's: AUTH_SYS of this process
 	timeout   time.Duration
 	log       *slog.Logger
-	onRestart func()
+	onRestart func(refused bool)
+	reclaim   func(ctx context.Context) []snfs1.ReclaimItem
 	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
 	obs       sunrpc.Observer // may be nil
 
@@ -69,6 +84,10 @@ type Session struct {
 	id         snfs1.ClientID // guarded by mu
 	serverVerf snfs1.Verifier // guarded by mu
 	cbTimeout  time.Duration  // guarded by mu
+	// reclaimDue: the server restarted and this client has not finished its
+	// reclaim (the connection broke during it): the next REGISTER reclaims
+	// even though the server verifier is no longer new. Guarded by mu.
+	reclaimDue bool
 	closed     bool           // guarded by mu: no new OnServerRestart goroutines
 	restarts   sync.WaitGroup // OnServerRestart calls; Add under mu while !closed
 }
@@ -78,7 +97,7 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reg: make(chan struct{}, 1), obs: cfg.Observer}
+		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reg: make(chan struct{}, 1), obs: cfg.Observer}
 	host, herr := os.Hostname()
 	if s.name == "" {
 		if herr != nil {
@@ -119,27 +138,33 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 }
 
 // onConnect registers on a new connection before any other call uses it: the
-// server moves this client's callback path to it.
+// server moves this client's callback path to it. If the server restarted, the
+// client reclaims its state on it first.
 func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
+	call := func(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
+		if s.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.timeout)
+			defer cancel()
+		}
+		start := time.Now()
+		err := c.Call(ctx, snfs1.Program, snfs1.Version, proc, s.auth, args, res)
+		if s.obs != nil && err == nil {
+			s.obs.ObserveCall("snfs", snfs1.Version, snfs1.ProcNames[proc], time.Since(start))
+		}
+		return err
 	}
 	var res snfs1.RegisterRes
-	start := time.Now()
-	err := c.Call(ctx, snfs1.Program, snfs1.Version, snfs1.ProcRegister, s.auth,
-		&snfs1.RegisterArgs{Name: []byte(s.name), ClientVerf: s.verf}, &res)
-	if s.obs != nil && err == nil {
-		s.obs.ObserveCall("snfs", snfs1.Version, snfs1.ProcNames[snfs1.ProcRegister], time.Since(start))
-	}
+	err := call(ctx, snfs1.ProcRegister, &snfs1.RegisterArgs{Name: []byte(s.name), ClientVerf: s.verf}, &res)
 	if err != nil {
 		return fmt.Errorf("snfs REGISTER %q: %w", s.name, err)
 	}
 	if res.Status != nfs3.OK {
 		return &StatusError{Proc: "REGISTER", Status: res.Status}
 	}
-	s.registeredAs(&res, c.ID())
+	if s.registeredAs(&res, c.ID()) {
+		return s.reclaimAll(ctx, res.Client, call)
+	}
 	return nil
 }
 
@@ -164,35 +189,109 @@ func (s *Session) reregister(ctx context.Context, stale snfs1.ClientID) error {
 	if res.Status != nfs3.OK {
 		return &StatusError{Proc: "REGISTER", Status: res.Status}
 	}
-	s.registeredAs(&res, 0)
+	if s.registeredAs(&res, 0) {
+		return s.reclaimAll(ctx, res.Client, func(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
+			return s.rpc.Call(ctx, proc, args, res)
+		})
+	}
 	return nil
 }
 
 // registeredAs records a successful REGISTER's result (conn: the connection's
-// ID, 0 if not known) and starts OnServerRestart if the server verifier changed.
-func (s *Session) registeredAs(res *snfs1.RegisterRes, conn uint64) {
+// ID, 0 if not known) and reports whether the client must reclaim: the server
+// verifier changed, or an earlier reclaim did not finish.
+func (s *Session) registeredAs(res *snfs1.RegisterRes, conn uint64) (reclaim bool) {
 	s.mu.Lock()
 	restarted := s.registered && res.ServerVerf != s.serverVerf
+	reclaim = restarted || s.reclaimDue
+	s.reclaimDue = reclaim
 	old := s.id
 	s.registered, s.id, s.serverVerf = true, res.Client, res.ServerVerf
 	s.cbTimeout = time.Duration(res.CallbackTimeoutMs) * time.Millisecond
-	if restarted && s.onRestart != nil && !s.closed {
-		s.restarts.Add(1)
-		go func() {
-			defer s.restarts.Done()
-			s.onRestart()
-		}()
-	}
 	s.mu.Unlock()
 	s.log.Debug("snfs registered", "name", s.name, "clientid", res.Client, "conn", conn,
 		"callback_timeout_ms", res.CallbackTimeoutMs)
 	switch {
 	case restarted:
-		s.log.Info("snfs server restarted: its opens of this client are lost", "name", s.name,
+		s.log.Info("snfs server restarted: reclaiming this client's state", "name", s.name,
 			"old_clientid", old, "clientid", res.Client)
 	case old != 0 && old != res.Client:
 		s.log.Warn("snfs client id changed", "name", s.name, "old_clientid", old, "clientid", res.Client)
 	}
+	return reclaim
+}
+
+// reclaimAll sends what Reclaim reports in RECLAIM calls of at most
+// snfs1.ReclaimMax items, then RECLAIM_DONE, through call, and then starts
+// OnServerRestart. A call that fails leaves the reclaim due, for the next
+// connection (the server ignores items it already has from this client).
+func (s *Session) reclaimAll(ctx context.Context, id snfs1.ClientID,
+	call func(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error) error {
+	var items []snfs1.ReclaimItem
+	if s.reclaim != nil {
+		items = s.reclaim(ctx)
+	}
+	refused := false
+	send := func(proc uint32, args xdr.Encoder) error {
+		var res snfs1.StatusRes
+		err := call(ctx, proc, args, &res)
+		var re *sunrpc.RPCError
+		switch {
+		case errors.As(err, &re) && re.Accept == sunrpc.ProcUnavail:
+			refused = true // a server without crash recovery kept nothing
+		case err != nil:
+			return fmt.Errorf("snfs %s: %w", snfs1.ProcNames[proc], err)
+		case res.Status == snfs1.ErrNoGrace:
+			refused = true
+		case res.Status != nfs3.OK:
+			return &StatusError{Proc: snfs1.ProcNames[proc], Status: res.Status}
+		}
+		return nil
+	}
+	for i := 0; i < len(items) && !refused; i += snfs1.ReclaimMax {
+		if err := send(snfs1.ProcReclaim, &snfs1.ReclaimArgs{Client: id, Items: items[i:min(i+snfs1.ReclaimMax, len(items))]}); err != nil {
+			return err
+		}
+	}
+	if !refused {
+		if err := send(snfs1.ProcReclaimDone, &snfs1.ReclaimDoneArgs{Client: id}); err != nil {
+			return err
+		}
+	}
+	if refused {
+		s.log.Warn("snfs server refused the reclaim (its grace period is over, or it did not know this client): "+
+			"every open and cached file of this client is fenced", "name", s.name, "items", len(items))
+	} else {
+		s.log.Info("snfs reclaim done", "name", s.name, "items", len(items))
+	}
+	s.mu.Lock()
+	s.reclaimDue = false
+	if s.onRestart != nil && !s.closed {
+		s.restarts.Add(1)
+		go func() {
+			defer s.restarts.Done()
+			s.onRestart(refused)
+		}()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Unregister is UNREGISTER (docs/protocol.md, "UNREGISTER"), for a clean
+// unmount once everything is written back and closed: the server forgets this
+// client, durably, so that it does not wait for it after a restart. The
+// session is not to be used afterwards but to Disconnect.
+func (s *Session) Unregister(ctx context.Context) error {
+	id := s.ClientID()
+	var res snfs1.UnregisterRes
+	if err := s.rpc.Call(ctx, snfs1.ProcUnregister, &snfs1.UnregisterArgs{Client: id}, &res); err != nil {
+		return fmt.Errorf("snfs UNREGISTER: %w", err)
+	}
+	switch res.Status {
+	case nfs3.OK, snfs1.ErrStaleClientID: // already forgotten
+		return nil
+	}
+	return &StatusError{Proc: "UNREGISTER", Status: res.Status}
 }
 
 // ClientID is the id of the latest successful REGISTER.
@@ -256,7 +355,7 @@ func (s *Session) Disconnect() error {
 // status (an nfs3.Status, snfs1's own included), so errors.Is(err,
 // snfs1.ErrFenced) or errors.Is(err, nfs3.ErrStale) tests for one.
 type StatusError struct {
-	Proc   string  // "OPEN", "OPEN_NAME", "CLOSE", "REGISTER"
+	Proc   string  // "OPEN", "OPEN_NAME", "CLOSE", "REGISTER", "RECLAIM", ...
 	File   nfs3.FH // the handle (the directory's for OPEN_NAME); nil for REGISTER
 	Name   string  // OPEN_NAME's name
 	Status snfs1.Status

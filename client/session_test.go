@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -325,7 +326,7 @@ func TestSessionReconnect(t *testing.T) {
 	p := newTestPeer(t)
 	h := newRecorder(snfs1.CBOK)
 	restarted := make(chan struct{}, 1)
-	s := dialSession(t, p, client.SessionConfig{Name: "re", Handler: h, OnServerRestart: func() { restarted <- struct{}{} }})
+	s := dialSession(t, p, client.SessionConfig{Name: "re", Handler: h, OnServerRestart: func(bool) { restarted <- struct{}{} }})
 	ctx := testCtx(t)
 	id := s.ClientID()
 	p.dropConns()
@@ -362,7 +363,7 @@ func TestSessionServerRestart(t *testing.T) {
 	restarted := make(chan snfs1.Verifier, 4)
 	var s *client.Session
 	ready := make(chan struct{})
-	s = dialSession(t, p, client.SessionConfig{Name: "rs", OnServerRestart: func() {
+	s = dialSession(t, p, client.SessionConfig{Name: "rs", OnServerRestart: func(bool) {
 		<-ready
 		restarted <- s.ServerVerifier()
 	}})
@@ -423,5 +424,175 @@ func TestSessionDisconnect(t *testing.T) {
 	}
 	if _, err := s.Open(testCtx(t), fileFH, snfs1.Read); !errors.Is(err, sunrpc.ErrClientClosed) {
 		t.Errorf("OPEN after Disconnect: %v; want sunrpc.ErrClientClosed", err)
+	}
+}
+
+// reclaimItems makes n distinct reclaim items.
+func reclaimItems(n int) []snfs1.ReclaimItem {
+	items := make([]snfs1.ReclaimItem, n)
+	for i := range items {
+		items[i] = snfs1.ReclaimItem{File: nfs3.FH(fmt.Sprintf("fh-%06d", i)), Readers: 1, Writers: uint32(i % 2),
+			Caching: true, Dirty: i%3 == 0, Version: uint64(100 + i)}
+	}
+	return items
+}
+
+// After a server restart, the session sends what Reclaim reports in RECLAIMs
+// of at most ReclaimMax items and then RECLAIM_DONE, all on the new connection
+// before any other call, and then runs OnServerRestart(false).
+func TestSessionReclaim(t *testing.T) {
+	p := newTestPeer(t)
+	items := reclaimItems(2*snfs1.ReclaimMax + 7)
+	restarted := make(chan bool, 4)
+	collected := 0
+	s := dialSession(t, p, client.SessionConfig{Name: "rc",
+		Reclaim:         func(context.Context) []snfs1.ReclaimItem { collected++; return items },
+		OnServerRestart: func(refused bool) { restarted <- refused }})
+	ctx := testCtx(t)
+	id := s.ClientID()
+	if collected != 0 {
+		t.Fatal("Reclaim ran at the first REGISTER")
+	}
+	p.restartKeeping()
+	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case refused := <-restarted:
+		if refused {
+			t.Error("OnServerRestart(true); want false: the reclaim was taken")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnServerRestart did not run")
+	}
+	log := p.reclaimLog()
+	if len(log) != 4 {
+		t.Fatalf("%d calls %+v; want 3 RECLAIMs and a RECLAIM_DONE", len(log), log)
+	}
+	regs, _, _, _ := p.snapshot()
+	var got []snfs1.ReclaimItem
+	for i, r := range log {
+		want := "RECLAIM"
+		if i == 3 {
+			want = "RECLAIM_DONE"
+		}
+		if r.proc != want || r.client != id || r.conn != regs[len(regs)-1].conn || r.opens != 0 || r.status != nfs3.OK {
+			t.Errorf("call %d: %s client %d conn %d after %d opens, %v; want %s of client %d on the new connection %d before the OPEN",
+				i, r.proc, r.client, r.conn, r.opens, r.status, want, id, regs[len(regs)-1].conn)
+		}
+		if len(r.items) > snfs1.ReclaimMax {
+			t.Errorf("RECLAIM of %d items", len(r.items))
+		}
+		got = append(got, r.items...)
+	}
+	if len(got) != len(items) {
+		t.Fatalf("%d items reclaimed; want %d", len(got), len(items))
+	}
+	for i := range items {
+		if !bytes.Equal(got[i].File, items[i].File) || got[i].Version != items[i].Version || got[i].Dirty != items[i].Dirty {
+			t.Fatalf("item %d: %+v; want %+v", i, got[i], items[i])
+		}
+	}
+	if collected != 1 {
+		t.Errorf("Reclaim ran %d times", collected)
+	}
+	// A reconnect to the same server instance reclaims nothing.
+	p.dropConns()
+	if err := s.Null(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.reclaimLog()); n != 4 {
+		t.Errorf("%d reclaim calls after a plain reconnect; want still 4", n)
+	}
+}
+
+// A server that answers NOGRACE refused the reclaim: the session stops
+// sending, sends no RECLAIM_DONE, and reports OnServerRestart(true).
+func TestSessionReclaimRefused(t *testing.T) {
+	p := newTestPeer(t)
+	restarted := make(chan bool, 4)
+	s := dialSession(t, p, client.SessionConfig{Name: "rf",
+		Reclaim:         func(context.Context) []snfs1.ReclaimItem { return reclaimItems(snfs1.ReclaimMax + 1) },
+		OnServerRestart: func(refused bool) { restarted <- refused }})
+	p.mu.Lock()
+	p.noGrace = true
+	p.mu.Unlock()
+	p.restartKeeping()
+	if err := s.Null(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case refused := <-restarted:
+		if !refused {
+			t.Error("OnServerRestart(false) after NOGRACE")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnServerRestart did not run")
+	}
+	if log := p.reclaimLog(); len(log) != 1 || log[0].proc != "RECLAIM" || log[0].status != snfs1.ErrNoGrace {
+		t.Errorf("calls %+v; want one RECLAIM answered NOGRACE", log)
+	}
+}
+
+// A connection that breaks during the reclaim leaves it due: the next
+// connection reclaims everything again (the server ignores what it already
+// has), and OnServerRestart runs once.
+func TestSessionReclaimInterrupted(t *testing.T) {
+	p := newTestPeer(t)
+	restarted := make(chan bool, 4)
+	s := dialSession(t, p, client.SessionConfig{Name: "ri", Timeout: 2 * time.Second,
+		Reclaim:         func(context.Context) []snfs1.ReclaimItem { return reclaimItems(snfs1.ReclaimMax + 1) },
+		OnServerRestart: func(refused bool) { restarted <- refused }})
+	p.mu.Lock()
+	p.dropAt = 2 // the second batch
+	p.mu.Unlock()
+	p.restartKeeping()
+	ctx := testCtx(t)
+	for {
+		err := s.Null(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case refused := <-restarted:
+		if refused {
+			t.Error("OnServerRestart(true)")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnServerRestart did not run")
+	}
+	var procs []string
+	for _, r := range p.reclaimLog() {
+		procs = append(procs, fmt.Sprintf("%s/%d", r.proc, len(r.items)))
+	}
+	want := "RECLAIM/1024 RECLAIM/1024 RECLAIM/1 RECLAIM_DONE/0"
+	if strings.Join(procs, " ") != want {
+		t.Errorf("calls %v; want %s (the first batch, then everything again on the next connection)", procs, want)
+	}
+	select {
+	case <-restarted:
+		t.Error("OnServerRestart ran twice")
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// Unregister ends the registration; a second one finds it gone and is no error.
+func TestSessionUnregister(t *testing.T) {
+	p := newTestPeer(t)
+	s := dialSession(t, p, client.SessionConfig{Name: "un"})
+	ctx := testCtx(t)
+	if err := s.Unregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unregister(ctx); err != nil {
+		t.Fatalf("second UNREGISTER: %v", err)
+	}
+	log := p.reclaimLog()
+	if len(log) != 2 || log[0].proc != "UNREGISTER" || log[0].status != nfs3.OK || log[1].status != snfs1.ErrStaleClientID {
+		t.Errorf("calls %+v", log)
 	}
 }

@@ -56,7 +56,40 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 		d.do(d.m.ClientGone(now, gone))
 	}
 	d.do(d.m.Register(now, cl.mid))
+	d.registeredInGrace(string(name), rec.id)
 	return rec.id, nil
+}
+
+// Unregister applies an UNREGISTER of registration id (a clean unmount): the
+// record is deleted durably, so that the next restart does not wait for the
+// client, and its opens are closed as by CLOSE (it wrote everything back
+// first). Its connection stays, as a plain client's.
+func (d *Driver) Unregister(id snfs1.ClientID) error {
+	d.mu.RLock()
+	cl := d.byID[id]
+	d.mu.RUnlock()
+	if cl == nil {
+		return ErrStaleClientID
+	}
+	if err := d.rec.unregister(map[string]snfs1.ClientID{cl.name: id}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	if d.byID[id] != cl { // registered again meanwhile
+		d.mu.Unlock()
+		return nil
+	}
+	d.unbindLocked(cl, cl.conn)
+	delete(d.byID, id)
+	delete(d.byMid, cl.mid)
+	if d.byName[cl.name] == cl {
+		delete(d.byName, cl.name)
+	}
+	d.mu.Unlock()
+	d.log.Debug("client unregistered", "client", cl.name, "clientid", id)
+	d.do(d.m.ClientGone(time.Now(), cl.mid))
+	d.unregisteredInGrace(id)
+	return nil
 }
 
 // unbindLocked takes conn away from cl if it is cl's callback path. mu held.

@@ -34,9 +34,15 @@ var (
 
 // Config configures a Driver.
 type Config struct {
-	StateDir string       // where the registrations and the version mark are kept
-	Table    state.Config // the table's bounds and timings (VersionBase comes from StateDir)
-	Logger   *slog.Logger
+	// StateDir is where the registrations and the version mark are kept; ""
+	// keeps them in memory only (nothing survives a restart: no grace period).
+	StateDir string
+	// Grace bounds the grace period after a restart, while the clients recorded
+	// before it reclaim their state (docs/protocol.md, "Grace period"); 0 or
+	// less: none.
+	Grace  time.Duration
+	Table  state.Config // the table's bounds and timings (VersionBase comes from StateDir)
+	Logger *slog.Logger
 	// Attr returns the current attributes of the file a handle names, for the
 	// CALLBACK arguments (nil, or a nil result: none).
 	Attr func(handle []byte) *nfs3.Fattr
@@ -57,7 +63,8 @@ type Driver struct {
 	senders   chan struct{}
 	met       *metrics
 	reqs      atomic.Uint64
-	active    atomic.Bool // a client has registered: plain accesses are recorded
+	active    atomic.Bool // a client has registered, or grace lasts: plain accesses go through the table
+	grace     grace
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -124,6 +131,12 @@ func New(cfg Config) (*Driver, error) {
 	rand.Read(d.verf[:])
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	recs, err := rec.all()
+	if err != nil {
+		rec.close()
+		return nil, err
+	}
+	d.startGrace(time.Now(), recs, cfg.Grace)
 	d.wg.Add(1)
 	go d.sweep(cfg.TickEvery)
 	return d, nil
@@ -255,8 +268,14 @@ func (d *Driver) continueWith(fn func(state.OpenReply, error), a answer) {
 
 // Open applies an OPEN by table client c. answer is called exactly once: before
 // Open returns when the table answers at once, else later from another
-// goroutine (the caller defers its reply meanwhile).
+// goroutine (the caller defers its reply meanwhile). During the grace period
+// every OPEN gets ErrGrace (a JUKEBOX): the table is still being rebuilt.
 func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, answer func(state.OpenReply, error)) {
+	if d.grace.active.Load() {
+		d.met.graceJukebox.Inc()
+		answer(state.OpenReply{}, ErrGrace)
+		return
+	}
 	req := state.ReqID(d.reqs.Add(1))
 	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode})
 	switch res.Verdict {
@@ -291,8 +310,13 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 // c (section 6.1; a protocol client's own reads and writes of files it has open
 // go through at once). proceed is called exactly once: nil to go ahead (before
 // Access returns, unless callbacks must be answered first), ErrJukebox,
-// ErrFenced or ErrGone.
+// ErrFenced or ErrGone. During the grace period only an expected client's
+// access to a file it reclaimed goes on; others get ErrGrace (a JUKEBOX).
 func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proceed func(error)) {
+	if err := d.GraceAccess(c, fh); err != nil {
+		proceed(err)
+		return
+	}
 	req := state.ReqID(d.reqs.Add(1))
 	v, acts := d.m.PlainAccess(time.Now(), req, state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind})
 	switch v {

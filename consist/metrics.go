@@ -18,6 +18,11 @@ type metrics struct {
 	cbSeconds  *prometheus.HistogramVec
 	cbFailures *prometheus.CounterVec
 
+	reclaims     prometheus.Counter
+	graceSeconds prometheus.Gauge
+	graceEnd     *prometheus.CounterVec
+	graceJukebox prometheus.Counter
+
 	entries   *prometheus.Desc
 	callbacks *prometheus.Desc
 	outcomes  *prometheus.Desc
@@ -36,12 +41,24 @@ func newMetrics(d *Driver) *metrics {
 			Help: "Callback round trip, from writing it to its answer, by mode.", Buckets: callbackBuckets}, []string{"mode"}),
 		cbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snfs_server_consist_callback_failures_total",
 			Help: "Callbacks that failed (no answer, error, or the connection went), by mode."}, []string{"mode"}),
+		reclaims: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_reclaims_total",
+			Help: "Reclaim items (one client's state of one file) applied in the grace period after a restart."}),
+		graceSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "snfs_server_consist_grace_seconds",
+			Help: "Length of the last grace period, from the start of the server to its end."}),
+		graceEnd: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snfs_server_consist_grace_end_total",
+			Help: "Grace periods ended, by why: all_reclaimed (every client known before the restart came back), timeout (the --grace bound), none (no client was known, or no grace configured)."},
+			[]string{"reason"}),
+		graceJukebox: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_grace_jukebox_total",
+			Help: "OPENs and NFS requests answered NFS3ERR_JUKEBOX because the grace period lasted."}),
 		entries: prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
 		callbacks: prometheus.NewDesc("snfs_server_consist_callbacks_total", "Callbacks the table asked for, by mode.",
 			[]string{"mode"}, nil),
 		outcomes: prometheus.NewDesc("snfs_server_consist_callback_outcomes_total", "Callbacks ended, by outcome.",
 			[]string{"outcome"}, nil),
 		counters: map[string]*prometheus.Desc{},
+	}
+	for _, r := range []string{GraceAllReclaimed, GraceTimeout, GraceNone} {
+		m.graceEnd.WithLabelValues(r)
 	}
 	for _, c := range [][2]string{
 		{"fencings", "Clients fenced for a file after a callback failed or timed out."},
@@ -73,6 +90,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.timeouts.Describe(ch)
 	m.cbSeconds.Describe(ch)
 	m.cbFailures.Describe(ch)
+	m.reclaims.Describe(ch)
+	m.graceSeconds.Describe(ch)
+	m.graceEnd.Describe(ch)
+	m.graceJukebox.Describe(ch)
 	ch <- m.entries
 	ch <- m.callbacks
 	ch <- m.outcomes
@@ -87,6 +108,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.timeouts.Collect(ch)
 	m.cbSeconds.Collect(ch)
 	m.cbFailures.Collect(ch)
+	m.reclaims.Collect(ch)
+	m.graceSeconds.Collect(ch)
+	m.graceEnd.Collect(ch)
+	m.graceJukebox.Collect(ch)
 	st := m.d.m.Stats(time.Now())
 	for s, n := range st.ByState {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())

@@ -20,6 +20,10 @@ type ClientSources struct {
 	CacheHitBytes       func() uint64
 	// Callbacks by mode name.
 	Callbacks map[string]func() uint64
+	// Recovery (nil: not registered): conflict copies made by reintegration,
+	// files the server answered SNFS_ERR_FENCED for, files reclaimed after
+	// server restarts.
+	Conflicts, Fenced, Reclaimed func() uint64
 }
 
 // Client holds a mount's metric families: snfs_client_rpc_total (it is the
@@ -55,6 +59,18 @@ func (c *Client) Register(src ClientSources) {
 		counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
 		counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
 	)
+	for _, m := range []struct {
+		name, help string
+		f          func() uint64
+	}{
+		{"snfs_client_conflicts_total", "Conflicts kept: dirty data of a file the server's copy of which changed meanwhile, saved beside it.", src.Conflicts},
+		{"snfs_client_fenced_total", "Files the server answered SNFS_ERR_FENCED for.", src.Fenced},
+		{"snfs_client_reclaimed_files_total", "Files reported in RECLAIMs after server restarts.", src.Reclaimed},
+	} {
+		if m.f != nil {
+			c.reg.MustRegister(counter(m.name, m.help, m.f))
+		}
+	}
 	for mode, f := range src.Callbacks {
 		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_callbacks_total",
 			Help: "Callbacks received from the server, by mode.", ConstLabels: prometheus.Labels{"mode": mode}},

@@ -11,6 +11,8 @@ import (
 // stable storage before the reply. Concurrent COMMITs, and the stable writes being
 // gathered for the same file, share one fsync (package gather). A failed flush
 // changes the write verifier, so clients write their uncommitted data again.
+// During the grace period after a restart it is NFS3ERR_JUKEBOX but for a
+// reclaiming client's own file, as the other calls of the coexistence gate.
 func (s *Server) commit(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.CommitArgs, res *nfs3.CommitRes) {
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	verf := s.Verifier()
@@ -20,6 +22,11 @@ func (s *Server) commit(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.Com
 		}
 		if err := s.store.OpenIO(r.node); err != nil {
 			return r.attr(), err
+		}
+		if s.consist.InGrace() {
+			if err := s.consist.GraceAccess(s.consist.Caller(c), a.File); err != nil {
+				return r.attr(), err
+			}
 		}
 		after, err := s.waitFlush(c, r, r.exp.gather.Begin(r.node.Key()), false)
 		if err != nil {

@@ -79,7 +79,9 @@ func statusOf(err error) nfs3.Status {
 		return nfs3.ErrJukebox
 	case errors.Is(err, errInval):
 		return nfs3.ErrInval
-	case errors.Is(err, consist.ErrJukebox):
+	case errors.Is(err, consist.ErrNoGrace):
+		return snfs1.ErrNoGrace
+	case errors.Is(err, consist.ErrJukebox): // ErrGrace too
 		return nfs3.ErrJukebox
 	case errors.Is(err, consist.ErrFenced):
 		return snfs1.ErrFenced

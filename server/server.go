@@ -56,7 +56,19 @@ type Config struct {
 	// Table is the consistency protocol's state table: its bound and timings
 	// (callback timeout, plain-access hold, ...; zero fields take the defaults).
 	Table state.Config
+
+	// Grace bounds the grace period after a restart, while the protocol
+	// clients known before it reclaim their state (docs/protocol.md, "Grace
+	// period"): 0 means the default, 15 s; negative means none.
+	Grace time.Duration
+	// VolatileClients keeps the consistency protocol's client records and
+	// version mark in memory instead of StateDir: nothing of it survives a
+	// restart, so there is no grace period (benchmarks compare the two).
+	VolatileClients bool
 }
+
+// DefaultGrace is Config.Grace's default.
+const DefaultGrace = 15 * time.Second
 
 // Server is the NFSv3 + MOUNT v3 service over one store.
 type Server struct {
@@ -123,7 +135,14 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
-	s.consist, err = consist.New(consist.Config{StateDir: cfg.StateDir, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr})
+	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr}
+	if cc.Grace == 0 {
+		cc.Grace = DefaultGrace
+	}
+	if cfg.VolatileClients {
+		cc.StateDir = ""
+	}
+	s.consist, err = consist.New(cc)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -138,6 +157,13 @@ func New(cfg Config) (*Server, error) {
 	s.RPC.Register(s.snfsProgram())
 	return s, nil
 }
+
+// GraceOver is closed when the grace period after the start ends (at once if
+// there is none).
+func (s *Server) GraceOver() <-chan struct{} { return s.consist.GraceOver() }
+
+// Grace reports on the grace period after the start.
+func (s *Server) Grace() consist.GraceReport { return s.consist.Grace() }
 
 // RootHandle returns the root handle of the export at path, or nil.
 func (s *Server) RootHandle(path string) []byte {

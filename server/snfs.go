@@ -14,7 +14,8 @@ import (
 // (docs/protocol.md): the same rows as NFSv3's, so its procedures get the same
 // preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
 // wait (an OPEN that needs callbacks defers its reply and returns), so they run
-// inline; REGISTER writes the registration durably, so it does not.
+// inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
+// applies up to snfs1.ReclaimMax items, so they do not.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -25,6 +26,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
 		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Handler: s.close}),
+		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
+		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
+		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

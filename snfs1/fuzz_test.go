@@ -82,3 +82,12 @@ func FuzzCallbackArgs(f *testing.F) {
 func FuzzCallbackRes(f *testing.F) {
 	fuzzDecoder(f, &CallbackRes{Status: CBTreatAsClosed})
 }
+func FuzzReclaimArgs(f *testing.F) {
+	fuzzDecoder(f, &ReclaimArgs{Client: 3, Items: []ReclaimItem{
+		{File: testFH, Readers: 1, Writers: 1, Caching: true, Dirty: true, Version: 9}, {File: testFH, Readers: 2, Version: 1}}},
+		&ReclaimArgs{Client: 3})
+}
+func FuzzClientArgs(f *testing.F) { fuzzDecoder(f, &ClientArgs{Client: 3}) }
+func FuzzStatusRes(f *testing.F) {
+	fuzzDecoder(f, &StatusRes{}, &StatusRes{Status: ErrNoGrace})
+}

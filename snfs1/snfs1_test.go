@@ -49,6 +49,18 @@ func roundTrips() map[string]struct {
 	clR := func() codec { return new(CloseRes) }
 	cbA := func() codec { return new(CallbackArgs) }
 	cbR := func() codec { return new(CallbackRes) }
+	rcA := func() codec { return new(ReclaimArgs) }
+	clientA := func() codec { return new(ClientArgs) }
+	stR := func() codec { return new(StatusRes) }
+	items := []ReclaimItem{
+		{File: testFH, Readers: 2, Writers: 1, Caching: true, Dirty: true, Version: 1<<40 + 9},
+		{File: bytes.Repeat([]byte{0xbb}, nfs3.FHSize), Readers: 1, Version: 3},
+		{File: nfs3.FH{1}, Caching: true, Version: 4},
+	}
+	full := make([]ReclaimItem, ReclaimMax)
+	for i := range full {
+		full[i] = ReclaimItem{File: testFH, Readers: uint32(i), Version: uint64(i)}
+	}
 	ok := OpenOK{CacheVersion: 1<<40 + 7, OldCacheVersion: 1<<40 + 3, CacheEnabled: true, Attr: testAttr}
 	return map[string]tc{
 		"RegisterArgs":              {&RegisterArgs{Name: []byte("host.example:/mnt/a"), ClientVerf: testVerf}, regA},
@@ -79,6 +91,12 @@ func roundTrips() map[string]struct {
 		"OpenNameRes/noent":         {&OpenNameRes{Status: nfs3.ErrNoEnt}, onR},
 		"CloseRes/fenced":           {&CloseRes{Status: ErrFenced}, clR},
 		"OpenRes/jukebox":           {&OpenRes{Status: nfs3.ErrJukebox}, openR},
+		"ReclaimArgs":               {&ReclaimArgs{Client: 4, Items: items}, rcA},
+		"ReclaimArgs/empty":         {&ReclaimArgs{Client: 4}, rcA},
+		"ReclaimArgs/ReclaimMax":    {&ReclaimArgs{Client: 4, Items: full}, rcA},
+		"ClientArgs":                {&ClientArgs{Client: 1<<63 + 1}, clientA},
+		"StatusRes/ok":              {&StatusRes{}, stR},
+		"StatusRes/nograce":         {&StatusRes{Status: ErrNoGrace}, stR},
 		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
 	}
 }
@@ -147,7 +165,7 @@ func TestSetStatus(t *testing.T) {
 	for _, x := range []interface {
 		codec
 		SetStatus(Status)
-	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes)} {
+	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes)} {
 		x.SetStatus(ErrFenced)
 		if b := encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
@@ -180,6 +198,10 @@ func TestWire(t *testing.T) {
 		{&CloseRes{Status: ErrStaleClientID}, "00002774"},
 		{&CallbackArgs{File: fh, Mode: CBRelinquish}, "00000003 aabbcc00 00000004 00000000"},
 		{&CallbackRes{Status: CBTreatAsClosed}, "00000001"},
+		{&ReclaimArgs{Client: 2, Items: []ReclaimItem{{File: fh, Readers: 1, Writers: 2, Caching: true, Version: 0x10}}},
+			"0000000000000002 00000001 00000003 aabbcc00 00000001 00000002 00000001 00000000 0000000000000010"},
+		{&ClientArgs{Client: 2}, "0000000000000002"},
+		{&StatusRes{Status: ErrNoGrace}, "00002776"},
 	} {
 		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)
@@ -235,6 +257,35 @@ func TestDecodeBounds(t *testing.T) {
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(uint32(Write)); w.Uint32(7) })},
 		{"CloseRes/bad post_op_attr bool", func() codec { return new(CloseRes) },
 			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint32(2) })},
+		{"ReclaimArgs/more than ReclaimMax items", func() codec { return new(ReclaimArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(ReclaimMax + 1)
+				for i := 0; i <= ReclaimMax; i++ {
+					(&ReclaimItem{File: testFH}).encode(w)
+				}
+			})},
+		{"ReclaimArgs/count beyond the bytes", func() codec { return new(ReclaimArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(ReclaimMax); (&ReclaimItem{File: testFH}).encode(w) })},
+		{"ReclaimArgs/huge count", func() codec { return new(ReclaimArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0xffffffff) })},
+		{"ReclaimArgs/item handle longer than FHSize", func() codec { return new(ReclaimArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(1)
+				(&ReclaimItem{File: nfs3.FH(bigFH)}).encode(w)
+			})},
+		{"ReclaimArgs/bad bool", func() codec { return new(ReclaimArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(1)
+				w.Opaque(testFH)
+				w.Uint32(1)
+				w.Uint32(0)
+				w.Uint32(3)
+				w.Bool(false)
+				w.Uint64(1)
+			})},
 	}
 	for _, m := range []uint32{0, 3, 4, 0xffffffff} {
 		cases = append(cases,
@@ -328,7 +379,8 @@ func TestModeHelpers(t *testing.T) {
 			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint32(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())
 		}
 	}
-	if StatusName(ErrStaleClientID) != "SNFS_ERR_STALE_CLIENTID" || StatusName(ErrFenced) != "SNFS_ERR_FENCED" {
+	if StatusName(ErrStaleClientID) != "SNFS_ERR_STALE_CLIENTID" || StatusName(ErrFenced) != "SNFS_ERR_FENCED" ||
+		StatusName(ErrNoGrace) != "SNFS_ERR_NOGRACE" {
 		t.Error("StatusName")
 	}
 	if Read.String() != "READ" || Write.String() != "WRITE" || OpenMode(9).String() != "openmode1(9)" {
@@ -337,7 +389,8 @@ func TestModeHelpers(t *testing.T) {
 	if CBOK.String() != "CB_OK" || CBTreatAsClosed.String() != "CB_TREAT_AS_CLOSED" || CBStale.String() != "CB_STALE" {
 		t.Error("CallbackStatus.String")
 	}
-	if ProcNames[ProcOpenName] != "OPEN_NAME" || CBProcNames[CBProcCallback] != "CB_CALLBACK" {
+	if ProcNames[ProcOpenName] != "OPEN_NAME" || ProcNames[ProcReclaim] != "RECLAIM" ||
+		ProcNames[ProcReclaimDone] != "RECLAIM_DONE" || ProcNames[ProcUnregister] != "UNREGISTER" || CBProcNames[CBProcCallback] != "CB_CALLBACK" {
 		t.Error("procedure names")
 	}
 }

@@ -19,7 +19,12 @@ const (
 	ProcOpen     = 2
 	ProcOpenName = 3
 	ProcClose    = 4
-	NumProcs     = 5
+	// RECLAIM, RECLAIM_DONE and UNREGISTER: crash recovery (docs/protocol.md,
+	// "Grace period").
+	ProcReclaim     = 5
+	ProcReclaimDone = 6
+	ProcUnregister  = 7
+	NumProcs        = 8
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -27,11 +32,13 @@ const (
 
 	NameLen  = 256 // longest client name
 	VerfSize = 8   // verifier8
+	// ReclaimMax is SNFS_RECLAIM_MAX: the most items one RECLAIM carries.
+	ReclaimMax = 1024
 )
 
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
-	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE"}
+	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
 )
 
@@ -49,6 +56,10 @@ const (
 	// server forgot its opens and cached state of the file. Every request on the
 	// file fails so until the client OPENs it again.
 	ErrFenced Status = 10101
+	// ErrNoGrace: a RECLAIM outside the server's grace period, or from a client
+	// the server did not know before it restarted: nothing was reclaimed, and
+	// every item must be treated as fenced.
+	ErrNoGrace Status = 10102
 )
 
 // StatusName names a Status, this protocol's own included.
@@ -58,6 +69,8 @@ func StatusName(s Status) string {
 		return "SNFS_ERR_STALE_CLIENTID"
 	case ErrFenced:
 		return "SNFS_ERR_FENCED"
+	case ErrNoGrace:
+		return "SNFS_ERR_NOGRACE"
 	}
 	return s.String()
 }

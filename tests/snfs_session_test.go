@@ -106,7 +106,7 @@ func TestSNFSSessionServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := client.DialSession(ctx, "tcp", e.addr, client.SessionConfig{Name: "session-r", Logger: quietLogger(),
-		OnServerRestart: func() { restarted <- struct{}{} }})
+		OnServerRestart: func(bool) { restarted <- struct{}{} }})
 	var re *sunrpc.RPCError
 	if errors.As(err, &re) && re.Accept == sunrpc.ProgUnavail {
 		t.Skip("the server does not serve the SNFS program yet")

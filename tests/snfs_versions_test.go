@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"snfs/nfs3"
+	"snfs/server"
 	"snfs/snfs1"
 )
 
@@ -38,7 +39,8 @@ func TestSNFSVersionsDurable(t *testing.T) {
 		}
 	}
 
-	e.restart()
+	// a never comes back: a short grace period, which ends at its bound.
+	e.restartWith(func(c *server.Config) { c.Grace = 500 * time.Millisecond })
 	// The old registration belongs to the old instance: register anew.
 	b := newProtoClient(t, e, "versions-b")
 	for i, fh := range fhs {

@@ -4,6 +4,7 @@
 //	snfs mount [flags] SERVER:/EXPORT MOUNTPOINT   mount an export through FUSE
 //	snfs umount MOUNTPOINT        unmount, after everything is written back
 //	snfs stat --metrics ADDR      per-procedure call counts of a running server
+//	snfs conflicts [--cache-dir D | MOUNTPOINT]   conflicts an snfs mount kept
 //	snfs version                  the module version, VCS revision and Go version
 package main
 
@@ -22,6 +23,9 @@ commands:
                          close-to-open), snfs (consistency protocol) or auto
   umount MOUNTPOINT      unmount, once everything is written back
   stat --metrics ADDR    per-procedure call counts of a running server
+  conflicts [--cache-dir D | MOUNTPOINT]
+                         list the conflicts an snfs-mode mount kept (its data
+                         saved beside a file another client changed)
   version                print the version
   help                   print this
 `
@@ -41,6 +45,8 @@ func main() {
 		err = umountCmd(os.Args[2:])
 	case "stat":
 		err = stat(os.Args[2:])
+	case "conflicts":
+		err = conflicts(os.Args[2:])
 	case "version", "--version":
 		fmt.Println(version())
 		return

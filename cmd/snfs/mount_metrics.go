@@ -29,6 +29,9 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
 		Callbacks:           cbs,
+		Conflicts:           st.Conflicts.Load,
+		Fenced:              st.Fenced.Load,
+		Reclaimed:           st.Reclaimed.Load,
 	})
 }
 

@@ -89,6 +89,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		return err
 	}
 	defer writePidFile(dir)()
+	writeCacheDirFile(dir, cacheDir)
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
 	ready(nil)
 

@@ -42,6 +42,7 @@ func serve(args []string) error {
 	cbTimeout := fs.Duration("callback-timeout", 5*time.Second, "consistency protocol: how long a client may take to answer a callback before it is fenced for the file")
 	plainHold := fs.Duration("plain-hold", 60*time.Second, "consistency protocol: how long a plain NFSv3 client's access counts as an open (no shorter than its attribute cache timeout)")
 	tableEntries := fs.Int("table-entries", 1<<20, "consistency protocol: bound on the files the state table tracks")
+	grace := fs.Duration("grace", server.DefaultGrace, "consistency protocol: bound on the grace period after a restart, while the clients known before it reclaim their state (0: none)")
 	dirs, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -58,6 +59,12 @@ func serve(args []string) error {
 	}
 	if *gatherWait < 0 || *gatherWait > time.Second {
 		return fmt.Errorf("--write-gather-max-wait: %v is out of range (0 to 1s)", *gatherWait)
+	}
+	if *grace < 0 {
+		return fmt.Errorf("--grace: %v is negative", *grace)
+	}
+	if *grace == 0 {
+		*grace = -1 // server.Config: none
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -101,7 +108,7 @@ func serve(args []string) error {
 	reg := metrics.New() // every procedure's series appears (at zero) when its program is registered
 	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
 		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll,
-		Table: state.Config{CallbackTimeout: *cbTimeout, PlainHold: *plainHold, MaxEntries: *tableEntries}})
+		Table: state.Config{CallbackTimeout: *cbTimeout, PlainHold: *plainHold, MaxEntries: *tableEntries}, Grace: *grace})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,9 @@
 // a record in a bbolt index (dir/index.db): the server version the clean data
 // was cached at, the size, which byte ranges are present and which of them are
 // dirty (written locally, not yet written back), a pending size change, the
-// last use, and a fill generation.
+// last use, a fill generation, and for reintegration (the mount's, after a
+// crash or a fencing) the server's change attributes last seen in sync with
+// the data (Base) and the file's parent handle and name (Origin).
 //
 // It owns: the data files and the index; the range bookkeeping; durability
 // (Sync returns only after the file's data is fdatasync'd and its record

@@ -29,32 +29,68 @@ type entry struct {
 	truncTo   int64    // the smallest size Truncate set since the last write-back
 	valid     rangeSet // bytes present in the data file (clean or dirty)
 	dirty     rangeSet // bytes written locally and not yet written back
+	// What reintegration needs (format 2): the server's change attributes as
+	// last seen in sync with this cache (conflict detection), and where the
+	// file was last seen in the namespace (where a conflict copy goes).
+	hasBase bool
+	base    Base
+	parent  []byte // the parent directory's handle; nil: unknown
+	name    string // the file's name in parent
 }
+
+// Base is the server's change attributes of a file as the cache last saw
+// them in sync with its data: when the server's file still has them, nobody
+// else changed it since.
+type Base struct {
+	Size                uint64
+	CtimeSec, CtimeNsec uint32
+	MtimeSec, MtimeNsec uint32
+}
+
+// maxName bounds a recorded name (NFS names are shorter).
+const maxName = 1024
 
 func (e *entry) clone() entry {
 	c := *e
 	c.valid = rangeSet(e.valid.clone())
 	c.dirty = rangeSet(e.dirty.clone())
+	c.parent = append([]byte(nil), e.parent...)
+	if e.parent == nil {
+		c.parent = nil
+	}
 	return c
 }
 
 // needsWriteBack reports whether the server lacks something of this file.
 func (e *entry) needsWriteBack() bool { return len(e.dirty) > 0 || e.truncated }
 
-// Encoding (big endian): a format byte (1), version u64, size u64, gen u64,
-// lastUse u64, flags u8 (bit 0: truncated), truncTo u64, then the valid and
-// the dirty ranges, each as a count u32 followed by (off u64, len u64) pairs.
+// Encoding (big endian): a format byte (1 or 2), version u64, size u64, gen
+// u64, lastUse u64, flags u8 (bit 0: truncated, bit 1: a base follows),
+// truncTo u64, then the valid and the dirty ranges, each as a count u32
+// followed by (off u64, len u64) pairs. Format 2 (written only when there is
+// a base or an origin) adds: the base if flagged (size u64, ctime sec u32,
+// nsec u32, mtime sec u32, nsec u32), the parent handle (length u32, bytes)
+// and the name (length u32, bytes).
 const (
 	entryFormat    = 1
+	entryFormat2   = 2
 	entryHeaderLen = 1 + 8 + 8 + 8 + 8 + 1 + 8
 	flagTruncated  = 1
+	flagBase       = 2
+	baseLen        = 8 + 4*4
 )
+
+func (e *entry) extended() bool { return e.hasBase || len(e.parent) > 0 || e.name != "" }
 
 var errBadEntry = errors.New("cachedir: malformed index entry")
 
 func (e *entry) encode() []byte {
 	b := make([]byte, 0, entryHeaderLen+8+16*(len(e.valid)+len(e.dirty)))
-	b = append(b, entryFormat)
+	if e.extended() {
+		b = append(b, entryFormat2)
+	} else {
+		b = append(b, entryFormat)
+	}
 	b = binary.BigEndian.AppendUint64(b, e.version)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.size))
 	b = binary.BigEndian.AppendUint64(b, e.gen)
@@ -62,6 +98,9 @@ func (e *entry) encode() []byte {
 	var flags byte
 	if e.truncated {
 		flags |= flagTruncated
+	}
+	if e.hasBase {
+		flags |= flagBase
 	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.truncTo))
@@ -72,6 +111,19 @@ func (e *entry) encode() []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(r.Len))
 		}
 	}
+	if !e.extended() {
+		return b
+	}
+	if e.hasBase {
+		b = binary.BigEndian.AppendUint64(b, e.base.Size)
+		for _, v := range []uint32{e.base.CtimeSec, e.base.CtimeNsec, e.base.MtimeSec, e.base.MtimeNsec} {
+			b = binary.BigEndian.AppendUint32(b, v)
+		}
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.parent)))
+	b = append(b, e.parent...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.name)))
+	b = append(b, e.name...)
 	return b
 }
 
@@ -79,9 +131,10 @@ func (e *entry) encode() []byte {
 // proportion to len(b), and accepts only entries that keep the invariants.
 func decodeEntry(b []byte) (entry, error) {
 	var e entry
-	if len(b) < entryHeaderLen || b[0] != entryFormat {
+	if len(b) < entryHeaderLen || (b[0] != entryFormat && b[0] != entryFormat2) {
 		return e, fmt.Errorf("%w: short or unknown format", errBadEntry)
 	}
+	format := b[0]
 	u64 := func(i int) uint64 { return binary.BigEndian.Uint64(b[i:]) }
 	e.version = u64(1)
 	size := u64(9)
@@ -89,7 +142,8 @@ func decodeEntry(b []byte) (entry, error) {
 	e.lastUse = int64(u64(25))
 	flags := b[33]
 	truncTo := u64(34)
-	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^flagTruncated != 0 {
+	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^(flagTruncated|flagBase) != 0 ||
+		(format == entryFormat && flags&flagBase != 0) {
 		return entry{}, fmt.Errorf("%w: size out of range or unknown flags", errBadEntry)
 	}
 	e.size, e.truncTo, e.truncated = int64(size), int64(truncTo), flags&flagTruncated != 0
@@ -120,6 +174,15 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		*dst = s
 	}
+	if format == entryFormat2 {
+		var err error
+		if rest, err = e.decodeExtension(rest, flags&flagBase != 0); err != nil {
+			return entry{}, err
+		}
+		if !e.extended() {
+			return entry{}, fmt.Errorf("%w: format 2 with nothing to extend", errBadEntry)
+		}
+	}
 	if len(rest) != 0 {
 		return entry{}, fmt.Errorf("%w: %d trailing bytes", errBadEntry, len(rest))
 	}
@@ -127,4 +190,46 @@ func decodeEntry(b []byte) (entry, error) {
 		return entry{}, fmt.Errorf("%w: dirty bytes not present", errBadEntry)
 	}
 	return e, nil
+}
+
+// decodeExtension parses format 2's base, parent and name.
+func (e *entry) decodeExtension(rest []byte, hasBase bool) ([]byte, error) {
+	if hasBase {
+		if len(rest) < baseLen {
+			return nil, fmt.Errorf("%w: truncated base", errBadEntry)
+		}
+		e.hasBase = true
+		e.base.Size = binary.BigEndian.Uint64(rest)
+		e.base.CtimeSec = binary.BigEndian.Uint32(rest[8:])
+		e.base.CtimeNsec = binary.BigEndian.Uint32(rest[12:])
+		e.base.MtimeSec = binary.BigEndian.Uint32(rest[16:])
+		e.base.MtimeNsec = binary.BigEndian.Uint32(rest[20:])
+		rest = rest[baseLen:]
+	}
+	field := func(limit int) ([]byte, error) {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("%w: truncated origin", errBadEntry)
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if n > uint32(limit) || int(n) > len(rest) {
+			return nil, fmt.Errorf("%w: origin field of %d bytes", errBadEntry, n)
+		}
+		v := rest[:n]
+		rest = rest[n:]
+		return v, nil
+	}
+	p, err := field(MaxHandle)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) > 0 {
+		e.parent = append([]byte(nil), p...)
+	}
+	n, err := field(maxName)
+	if err != nil {
+		return nil, err
+	}
+	e.name = string(n)
+	return rest, nil
 }

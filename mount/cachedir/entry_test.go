@@ -11,6 +11,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		{},
 		{version: 7, size: 100, gen: 3, lastUse: 12345, valid: rs(0, 10, 20, 80), dirty: rs(5, 5, 50, 10)},
 		{version: 1 << 63, size: maxOffset, truncated: true, truncTo: 4, valid: rs(0, maxOffset)},
+		{version: 3, size: 10, valid: rs(0, 10), dirty: rs(0, 10), hasBase: true,
+			base: Base{Size: 7, CtimeSec: 1, CtimeNsec: 2, MtimeSec: 3, MtimeNsec: 4}, parent: []byte{1, 2, 3}, name: "f"},
+		{size: 1, name: "only-a-name"},
 	} {
 		got, err := decodeEntry(e.encode())
 		if err != nil {
@@ -36,6 +39,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add((&entry{}).encode())
 	f.Add((&entry{version: 7, size: 100, gen: 3, valid: rs(0, 10, 20, 80), dirty: rs(5, 5)}).encode())
 	f.Add((&entry{size: 9, truncated: true, truncTo: 2, valid: rs(1, 1, 3, 1, 5, 1)}).encode())
+	f.Add((&entry{size: 2, hasBase: true, base: Base{Size: 2, CtimeSec: 9}, parent: []byte{7}, name: "x"}).encode())
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEntry(b)

@@ -1,5 +1,10 @@
 package cachedir
 
+import (
+	"fmt"
+	"io"
+)
+
 // Size is the file's size as the cache knows it (the local size while a
 // write-back is pending).
 func (f *File) Size() int64 {
@@ -39,4 +44,88 @@ func (f *File) Relabel(version uint64) error {
 		f.idxUnsynced = true
 	}
 	return nil
+}
+
+// SetBase records the server's change attributes of the file as seen in
+// sync with the cache (an OPEN with nothing to write back, a finished
+// write-back). It is committed with the record (Sync, Flush, Close).
+func (f *File) SetBase(b Base) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	if !f.e.hasBase || f.e.base != b {
+		f.e.hasBase, f.e.base = true, b
+		f.idxUnsynced = true
+	}
+	return nil
+}
+
+// Base returns what SetBase recorded; ok is false if nothing was.
+func (f *File) Base() (b Base, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.e.base, f.e.hasBase
+}
+
+// SetOrigin records where the file was last seen: its parent directory's
+// handle and its name there (where a conflict copy of it is made).
+func (f *File) SetOrigin(parent []byte, name string) error {
+	if len(parent) > MaxHandle || len(name) > maxName {
+		return nil // not recordable; reintegration falls back to the root
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	if string(f.e.parent) != string(parent) || f.e.name != name {
+		f.e.parent, f.e.name = append([]byte(nil), parent...), name
+		if len(parent) == 0 {
+			f.e.parent = nil
+		}
+		f.idxUnsynced = true
+	}
+	return nil
+}
+
+// Origin returns what SetOrigin recorded (nil and "" if nothing).
+func (f *File) Origin() (parent []byte, name string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return append([]byte(nil), f.e.parent...), f.e.name
+}
+
+// ReadKnown reads up to len(p) bytes at off of the file as the cache knows
+// it, whether all present or not: bytes the cache does not hold read as
+// zeros and are counted in unknown. It returns io.EOF at the cached size.
+func (f *File) ReadKnown(p []byte, off int64) (n int, unknown int64, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return 0, 0, err
+	}
+	if off < 0 {
+		return 0, 0, fmt.Errorf("cachedir: negative offset %d", off)
+	}
+	if off >= f.e.size {
+		return 0, 0, io.EOF
+	}
+	want := Range{off, min(int64(len(p)), f.e.size-off)}
+	clear(p[:want.Len])
+	for _, r := range f.e.valid.within(want) {
+		if err := f.openLocked(); err != nil {
+			return 0, 0, err
+		}
+		k, err := f.fd.ReadAt(p[r.Off-off:r.End()-off], r.Off)
+		if err != nil && err != io.EOF {
+			return 0, 0, fmt.Errorf("cachedir: read data file: %w", err)
+		}
+		_ = k // short: the rest is a hole of the data file, zeros
+	}
+	for _, r := range f.e.valid.missing(want) {
+		unknown += r.Len
+	}
+	return int(want.Len), unknown, nil
 }

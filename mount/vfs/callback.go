@@ -132,31 +132,52 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	}
 }
 
-// serverRestarted: the server restarted and lost every open and caching
-// record of this client (docs/protocol.md section 7). Nothing cached here is
-// protected by a callback any more: caching stops (the kernel's pages and
-// attributes go; files are cached again from their next OPEN), and dirty
-// data is written back at once. Files open here go on, written through.
-func (fs *FS) serverRestarted() {
-	fs.log.Warn("snfs server restarted: dropping cached state and writing back dirty data")
+// reclaimItems reports what this client holds, for the RECLAIM after a
+// server restart (client.SessionConfig.Reclaim; docs/protocol.md): every
+// file with protocol opens (the applications' and the kept ones, by mode)
+// or dirty data, whether it is cached and the version its cache holds. It
+// runs in the session's connect hook: it takes only the inodes' and the
+// cache's locks, never one held across a call to the server.
+func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 	fs.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
 		all = append(all, i)
 	}
 	fs.mu.Unlock()
+	var items []snfs1.ReclaimItem
 	for _, i := range all {
+		if i.Type != nfs3.TypeReg {
+			continue
+		}
 		i.mu.Lock()
-		was := i.sn.caching || i.sn.kernVer != 0
-		i.sn.caching, i.sn.kernVer = false, 0
-		if was {
-			i.invalidateLocked()
-		}
+		r := i.sn.opens[snfs1.Read] + i.sn.dc.n[snfs1.Read]
+		w := i.sn.opens[snfs1.Write] + i.sn.dc.n[snfs1.Write]
+		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
 		i.mu.Unlock()
-		if was {
-			fs.notifyData(i)
+		dirty := cf != nil && cf.NeedsWriteBack()
+		if r+w == 0 && !dirty {
+			continue
 		}
+		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
+			Caching: caching && cf != nil, Dirty: dirty, Version: version})
 	}
+	fs.sn.stats.Reclaimed.Add(uint64(len(items)))
+	return items
+}
+
+// serverRestarted: the server restarted and this client reclaimed its state
+// (reclaimItems). Taken (refused false): the server knows again every open,
+// cached and dirty file of this client: caches stay valid, opens stay open,
+// and dirty data is written back now (the server's grace period lets a
+// reclaiming client's write-back through), so that what the server's crash
+// put at risk is not left waiting for the delay. Refused (the server's grace
+// period was over, it did not know this client, or it has no crash
+// recovery): the server holds nothing of this client, as if every file were
+// fenced: clean cached data is dropped (the kernel's pages and attributes
+// too; files are cached again from their next OPEN) and dirty data is
+// reintegrated (reintegrate.go). Files open here go on, written through.
+func (fs *FS) serverRestarted(refused bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	go func() {
@@ -166,7 +187,49 @@ func (fs *FS) serverRestarted() {
 		case <-ctx.Done():
 		}
 	}()
-	if err := fs.snfsSync(ctx); err != nil {
-		fs.log.Error("write-back after a server restart", "err", err)
+	if !refused {
+		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if err := fs.snfsSync(ctx); err != nil {
+			fs.log.Error("write-back after a server restart", "err", err)
+		}
+		return
+	}
+	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data")
+	fs.mu.Lock()
+	all := make([]*Inode, 0, len(fs.inodes))
+	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	fs.mu.Unlock()
+	var dirty []*Inode
+	for _, i := range all {
+		i.mu.Lock()
+		was := i.sn.caching || i.sn.kernVer != 0
+		i.sn.caching, i.sn.kernVer = false, 0
+		// The server forgot the kept opens: nothing to CLOSE for them.
+		i.sn.dc.n = [3]int{}
+		if was {
+			i.invalidateLocked()
+		}
+		cf := i.sn.cf
+		i.mu.Unlock()
+		if cf != nil {
+			if cf.NeedsWriteBack() {
+				dirty = append(dirty, i)
+			}
+			if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+				fs.log.Warn("cache directory: invalidate", "err", err)
+			}
+		}
+		if was {
+			fs.notifyData(i)
+		}
+	}
+	for _, i := range dirty {
+		if cf := i.cacheFileOrNil(); cf != nil {
+			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
+				fs.log.Error("reintegration after a refused reclaim", "fileid", i.FileID, "err", err)
+			}
+		}
 	}
 }

@@ -168,7 +168,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	}
 	for _, m := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
 		for range n[m] {
-			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
+			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 				fs.log.Warn("delayed CLOSE", "fileid", i.FileID, "err", err)
 			}
 		}

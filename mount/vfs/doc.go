@@ -40,9 +40,11 @@
 // protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is
-// deleted or truncated to zero first, and recovery of a crashed mount's dirty
-// files.
+// deleted or truncated to zero first; recovery: the reclaim after a server
+// restart (callback.go) and the reintegration of dirty data the server has
+// no record of, with conflict copies when another client changed the file
+// meanwhile (reintegrate.go).
 //
-// Not done: delayed close, byte-range locks (the kernel keeps them local to
+// Not done: byte-range locks (the kernel keeps them local to
 // this mount), extended attributes (NFSv3 has none).
 package vfs

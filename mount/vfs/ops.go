@@ -105,7 +105,9 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a, start)), nil
+	i := fs.inode(res.Object, a, start)
+	fs.snfsNamed(dir, name, i)
+	return fs.entry(dir, i), nil
 }
 
 // created finishes CREATE, MKDIR, SYMLINK and MKNOD: the handle and attributes
@@ -122,7 +124,9 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 			return Entry{}, err
 		}
 	}
-	return fs.entry(dir, fs.inode(res.Object, a, attrAlways)), nil
+	i := fs.inode(res.Object, a, attrAlways)
+	fs.snfsNamed(dir, name, i)
+	return fs.entry(dir, i), nil
 }
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
@@ -462,6 +466,9 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		res, err = fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
 		return status(res, err)
 	})
+	if err == nil {
+		fs.snfsOwnChange(i, &res.Wcc)
+	}
 	now := time.Now()
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -570,7 +577,9 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		if e.Attr != nil {
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
-				en := fs.entry(dir, fs.inode(e.Handle, e.Attr, start))
+				ci := fs.inode(e.Handle, e.Attr, start)
+				fs.snfsNamed(dir, e.Name, ci)
+				en := fs.entry(dir, ci)
 				d.Entry = &en
 			}
 		}

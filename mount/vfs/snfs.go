@@ -2,11 +2,7 @@ package vfs
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +11,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/sunrpc"
 )
 
 // snfs mode (docs/mount.md, docs/protocol.md section 16): every application
@@ -45,9 +42,12 @@ type SNFSConfig struct {
 	// close is kept before its CLOSE is sent, for a reopen to take over
 	// (delayclose.go); 0: no delay.
 	CloseDelay time.Duration
-	// Recover writes back, before New returns, the dirty files a previous
+	// Recover reintegrates, before New returns, the dirty files a previous
 	// instance left in the cache directory (a crash, a kill -9).
 	Recover bool
+	// CacheDir is the cache directory's path, where conflicts are listed
+	// (ConflictsFile); "": not listed.
+	CacheDir string
 
 	handler *handler // set by OpenSNFS: the session's callbacks come here
 	owned   bool     // Close disconnects the session (OpenSNFS made it)
@@ -75,6 +75,9 @@ type SNFSStats struct {
 	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
 	DelayedReopens  atomic.Uint64 // opens that took over a delayed close: no OPEN
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
+	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
+	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
+	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
 }
 
 type snfsFS struct {
@@ -88,6 +91,8 @@ type snfsFS struct {
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
 
 	delayed delayedSet // files with delayed closes
+
+	reintegrating sync.Mutex // one reintegration at a time (reintegrate.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -109,6 +114,8 @@ type snfsInode struct {
 	wbErr   error          // a write-back error not yet reported
 	openMu  sync.Mutex     // serializes this file's OPEN/CLOSE calls (not its callbacks)
 	dc      delayedOpens   // protocol opens kept after the last release (delayclose.go)
+	parent  nfs3.FH        // the directory it was last seen in, and its name there
+	name    string
 }
 
 // snfsFile is an open's snfs-mode state.
@@ -165,56 +172,6 @@ func (fs *FS) notifyAttr(i *Inode) {
 	}
 }
 
-// LoadVerifier returns the client verifier persisted in the cache directory
-// dir, making and persisting a random one the first time: a restarted mount
-// with the same cache directory keeps its identity with the server.
-func LoadVerifier(dir string) (snfs1.Verifier, error) {
-	var v snfs1.Verifier
-	p := filepath.Join(dir, "client-verifier")
-	b, err := os.ReadFile(p)
-	if err == nil && len(b) == len(v) {
-		copy(v[:], b)
-		return v, nil
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return v, err
-	}
-	if _, err := io.ReadFull(rand.Reader, v[:]); err != nil {
-		return v, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return v, err
-	}
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return v, err
-	}
-	_, err = f.Write(v[:])
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return v, err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,
 // then the write-back goroutine (stopped by Close).
 func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
@@ -244,7 +201,8 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 }
 
 // Close stops the write-back goroutine and closes the cache directory (snfs
-// mode; nothing in nfs mode). Call Sync first to write everything back.
+// mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
+// ended. Call Sync first to write everything back.
 func (fs *FS) Close() error {
 	if fs.sn == nil {
 		return nil
@@ -257,6 +215,14 @@ func (fs *FS) Close() error {
 		err = fs.sn.cache.Close()
 		if fs.sn.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A clean end (everything written back and CLOSEd): the server
+			// forgets this client and does not wait for it after a restart.
+			var re *sunrpc.RPCError
+			if uerr := fs.sn.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
+				fs.log.Debug("the server has no UNREGISTER", "err", uerr)
+			} else if uerr != nil {
+				fs.log.Warn("UNREGISTER", "err", uerr)
+			}
 			if uerr := fs.sn.sess.Mount().Umnt(ctx, fs.sn.cfg.export); uerr != nil {
 				fs.log.Warn("UMNT", "err", uerr)
 			}
@@ -281,7 +247,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
 	}
-	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) {
+	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }

@@ -87,6 +87,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	if err != nil {
 		return false, false, err
 	}
+	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
 	if ok.CacheEnabled {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.
@@ -98,6 +99,15 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
 			}
 		}
+		if pending {
+			// The attributes the OPEN answered are from before that flush.
+			if a, err := fs.getattr(ctx, c, i.FH); err == nil {
+				ok.Attr = a
+			} else {
+				ok.Attr = nil
+			}
+		}
+		fs.recordInSync(i, cf, ok.Attr)
 		if valid(cf.Version()) {
 			err = cf.Relabel(ok.CacheVersion)
 		}
@@ -332,7 +342,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
 	i.sn.openMu.Unlock()
-	if err != nil && !errors.Is(err, nfs3.ErrStale) {
+	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
 	}
 	fs.snfsClosedAll(i)

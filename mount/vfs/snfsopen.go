@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -50,8 +52,7 @@ type SNFSMountConfig struct {
 	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
 }
 
-// OpenSNFS sets up an export in snfs mode: the cache directory (and the
-// client verifier persisted in it), one session to the server (NFS, MOUNT
+// OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
 // and SNFS on one connection, callbacks served by the FS), MNT, and an FS
 // that first writes back what a previous instance left dirty in the cache
 // directory. Close (after Sync) ends it all.
@@ -59,17 +60,19 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	verf, err := LoadVerifier(cfg.CacheDir)
-	if err != nil {
-		return nil, fmt.Errorf("cache directory %s: client verifier: %w", cfg.CacheDir, err)
-	}
 	cache, err := cachedir.Open(cfg.CacheDir, cfg.CacheSize)
 	if err != nil {
 		return nil, err
 	}
+	// A verifier persisted by an older version: this instance is a new one
+	// (docs/protocol.md section 7), whatever the cache directory holds.
+	os.Remove(filepath.Join(cfg.CacheDir, "client-verifier"))
 	h := &handler{ready: make(chan struct{})}
-	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name, Verifier: verf,
-		Handler: h, Logger: cfg.Logger, OnServerRestart: h.serverRestarted, Observer: cfg.Observer})
+	// A new client verifier at every start (the zero value: the session
+	// makes a random one): the server forgets what the previous instance of
+	// this name held; its dirty data is reintegrated (Recover).
+	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer})
 	if err != nil {
 		cache.Close()
 		return nil, err
@@ -88,8 +91,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	}
 	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay,
-			Recover:    true, handler: h, owned: true, export: cfg.Export}})
+			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
+			Recover: true, handler: h, owned: true, export: cfg.Export}})
 	if err != nil {
 		return fail(err)
 	}
@@ -112,11 +115,23 @@ func (h *handler) set(fs *FS) {
 }
 
 // serverRestarted: the server lost this client's opens and caching records.
-func (h *handler) serverRestarted() {
+func (h *handler) serverRestarted(refused bool) {
 	select {
 	case <-h.ready:
-		h.fs.serverRestarted()
+		h.fs.serverRestarted(refused)
 	default:
+	}
+}
+
+// reclaim reports this client's state after a server restart (nothing
+// before the FS exists: the restart was seen by the first REGISTER's
+// successor while starting up, and Recover reintegrates what is dirty).
+func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
+	select {
+	case <-h.ready:
+		return h.fs.reclaimItems(ctx)
+	default:
+		return nil
 	}
 }
 

@@ -93,12 +93,32 @@ func (fs *FS) isDirty(i *Inode) bool {
 // marks it clean. A write-back the server refuses (ENOSPC, EDQUOT, EIO) drops
 // the data, as a kernel NFS client does; the error is kept for the next
 // fsync or close and logged.
+//
+// SNFS_ERR_FENCED keeps the data: it is reintegrated (reintegrate.go).
 func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
+	err := fs.writeBack(ctx, i)
+	switch {
+	case errors.Is(err, snfs1.ErrFenced):
+		return fs.fenced(ctx, i)
+	case errors.Is(err, errChangedUnder):
+		return fs.changedUnder(ctx, i)
+	}
+	return err
+}
+
+// writeBack is writeBackInode without the reintegration of a fenced file:
+// SNFS_ERR_FENCED is returned, the data kept.
+func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 	if fs.sn == nil {
 		return nil
 	}
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
+	return fs.writeBackHeld(ctx, i)
+}
+
+// writeBackHeld is writeBack with i.flushMu held by the caller.
+func (fs *FS) writeBackHeld(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
 	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
 	i.mu.Unlock()
@@ -108,7 +128,10 @@ func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 		}
 		return nil
 	}
-	err := fs.writeBackFile(ctx, i, cf, cred, version)
+	err := fs.checkBase(ctx, i, cf, cred)
+	if err == nil {
+		err = fs.writeBackFile(ctx, i, cf, cred, version)
+	}
 	if err == nil {
 		if !cf.NeedsWriteBack() {
 			fs.markClean(i)
@@ -116,8 +139,9 @@ func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 		return nil
 	}
 	var st nfs3.Status
-	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) {
-		return err // transport or cancellation: kept for the next try
+	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) || errors.Is(err, snfs1.ErrFenced) ||
+		errors.Is(err, errChangedUnder) {
+		return err // transport, cancellation, fencing, a conflict: kept
 	}
 	fs.sn.stats.WriteBackErrors.Add(1)
 	fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
@@ -138,6 +162,7 @@ func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
 func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cred Cred, version uint64) error {
 	wb := cf.Dirty()
 	c := fs.client(cred)
+	var synced *nfs3.Fattr // the server's attributes after the last call
 	setSize := func(size int64) error {
 		sz := uint64(size)
 		var res *nfs3.WccRes
@@ -154,6 +179,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		if err != nil {
 			return fmt.Errorf("SETATTR size %d: %w", size, err)
 		}
+		synced = res.Wcc.After
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -188,6 +214,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 			if err != nil {
 				return fmt.Errorf("COMMIT: %w", err)
 			}
+			synced = res.Wcc.After
 			mismatch := false
 			for _, r := range runs {
 				mismatch = mismatch || r.verf != res.Verf
@@ -206,6 +233,11 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 	fs.sn.stats.WriteBacks.Add(1)
 	if err := cf.MarkClean(wb, version); err != nil && !errors.Is(err, cachedir.ErrStaleWriteBack) {
 		return err
+	}
+	if synced != nil {
+		// What the server's file looks like with this write-back: the base
+		// of the next (reintegrate.go).
+		cf.SetBase(baseOf(synced))
 	}
 	return nil
 }
@@ -268,55 +300,20 @@ func (fs *FS) snfsSync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// recoverDirty writes back the dirty files a previous instance left in the
-// cache directory: OPEN for writing (the covered WRITEs), write back as root
-// (the writer's identity was not kept), CLOSE clean.
+// recoverDirty reintegrates the dirty files a previous instance left in the
+// cache directory (reintegrate.go): written back as root (the writer's
+// identity was not kept) if the server's file is unchanged since, kept as a
+// conflict copy otherwise.
 func (fs *FS) recoverDirty(ctx context.Context) error {
 	var errs []error
 	for _, h := range fs.sn.cache.DirtyFiles() {
-		fh := nfs3.FH(h)
-		cf, err := fs.sn.cache.File(fh)
+		cf, err := fs.sn.cache.File(h)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		start := fs.attrStart()
-		ok, err := fs.sn.sess.Open(ctx, fh, snfs1.Write)
-		if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
-			fs.log.Warn("recovery: a file with unwritten data is gone from the server; dropping the data", "fh", fmt.Sprintf("%x", h))
-			cf.Remove()
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("recovery OPEN: %w", err))
-			continue
-		}
-		a := ok.Attr
-		if a == nil {
-			if a, err = fs.getattr(ctx, Cred{}, fh); err != nil {
-				errs = append(errs, err)
-				fs.sn.sess.Close(ctx, fh, snfs1.Write, true)
-				continue
-			}
-		}
-		i := fs.inode(fh, a, start)
-		if v := cf.Version(); v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) {
-			cf.Relabel(ok.CacheVersion)
-		} else {
-			cf.SetVersion(ok.CacheVersion, int64(a.Size))
-		}
-		i.mu.Lock()
-		i.sn.cf, i.sn.version, i.sn.cred = cf, ok.CacheVersion, Cred{}
-		i.mu.Unlock()
-		fs.markDirty(i)
-		err = fs.writeBackInode(ctx, i)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("recovery write-back of file %d: %w", i.FileID, err))
-		} else {
-			fs.log.Info("recovery: wrote back a file left dirty by a previous mount", "fileid", i.FileID)
-		}
-		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, cf.NeedsWriteBack()); err != nil {
-			fs.log.Warn("recovery CLOSE", "fileid", i.FileID, "err", err)
+		if err := fs.reintegrate(ctx, nfs3.FH(h), cf, "restart"); err != nil {
+			errs = append(errs, fmt.Errorf("recovery of %x: %w", h, err))
 		}
 	}
 	return errors.Join(errs...)

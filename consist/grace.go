@@ -1,0 +1,291 @@
+package consist
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"snfs/snfs1"
+	"snfs/state"
+)
+
+var (
+	// ErrGrace: the server is in its grace period and this request is not a
+	// reclaim (nor a reclaiming client's access to a file it reclaimed): try
+	// again later (NFS3ERR_JUKEBOX).
+	ErrGrace = fmt.Errorf("consist: in the grace period after a restart: %w", ErrJukebox)
+	// ErrNoGrace: a RECLAIM or RECLAIM_DONE outside the grace period, or from a
+	// client this server did not know before it restarted (SNFS_ERR_NOGRACE).
+	ErrNoGrace = errors.New("consist: no grace period for this client")
+)
+
+// Why a grace period ended (the reason label of
+// snfs_server_consist_grace_end_total).
+const (
+	GraceAllReclaimed = "all_reclaimed"
+	GraceTimeout      = "timeout"
+	GraceNone         = "none"
+)
+
+// GraceReport describes the grace period of this server instance.
+type GraceReport struct {
+	Reason    string        // GraceAllReclaimed, GraceTimeout or GraceNone; "" while it lasts
+	Length    time.Duration // from the start of the driver to its end
+	Expected  int           // clients recorded before the restart
+	Back      int           // of which reclaimed (RECLAIM_DONE), re-registered anew or unregistered
+	Reclaimed int           // clients that sent at least one RECLAIM
+	Items     uint64        // reclaim items applied
+}
+
+// grace is the grace period after a restart (docs/protocol.md, "Grace
+// period"): until every client recorded before the restart is back, or the
+// bound passes, OPENs and plain accesses answer JUKEBOX, and the expected
+// clients rebuild the table with RECLAIM.
+type grace struct {
+	active atomic.Bool // in the grace period
+	done   chan struct{}
+
+	mu       sync.Mutex // held while reclaims are applied to the table, so grace cannot end half way through one
+	start    time.Time
+	expected map[snfs1.ClientID]*expected // guarded by mu
+	byName   map[string]snfs1.ClientID    // guarded by mu
+	// reclaimed are the files each client reclaimed: its NFS calls on them
+	// (its write-back) go through during grace. Guarded by mu.
+	reclaimed map[state.ClientID]map[state.FileID]struct{}
+	report    GraceReport // guarded by mu
+}
+
+// expected is a client recorded before the restart.
+type expected struct {
+	name       string
+	registered bool // it registered again with the same verifier
+	back       bool // RECLAIM_DONE, a new verifier, or UNREGISTER: grace need not wait for it
+}
+
+// startGrace begins the grace period at start if any client is recorded and
+// bound is positive; otherwise it ends at once with reason none.
+func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.Duration) {
+	g := &d.grace
+	g.done = make(chan struct{})
+	g.start = start
+	g.report.Expected = len(recs)
+	if len(recs) == 0 || bound <= 0 {
+		g.report.Reason = GraceNone
+		close(g.done)
+		d.met.graceEnd.WithLabelValues(GraceNone).Inc()
+		d.log.Info("no grace period", "clients_recorded", len(recs), "grace", bound)
+		return
+	}
+	g.expected = make(map[snfs1.ClientID]*expected, len(recs))
+	g.byName = make(map[string]snfs1.ClientID, len(recs))
+	g.reclaimed = map[state.ClientID]map[state.FileID]struct{}{}
+	for name, r := range recs {
+		g.expected[r.id] = &expected{name: name}
+		g.byName[name] = r.id
+	}
+	g.active.Store(true)
+	d.active.Store(true) // plain accesses go through the table (and get JUKEBOX) from the start
+	d.log.Info("grace period: waiting for the clients known before the restart to reclaim their state",
+		"clients", len(recs), "bound", bound)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			d.endGrace(GraceTimeout)
+		case <-g.done:
+		case <-d.ctx.Done():
+		}
+	}()
+}
+
+// endGrace ends the grace period (if it lasts) for reason. On a timeout, the
+// records of clients that never came back are deleted: a client that comes
+// back later cannot reclaim anyway, and the next restart need not wait for it.
+func (d *Driver) endGrace(reason string) {
+	g := &d.grace
+	g.mu.Lock()
+	if !g.active.Load() {
+		g.mu.Unlock()
+		return
+	}
+	g.active.Store(false)
+	length := time.Since(g.start)
+	g.report.Reason, g.report.Length = reason, length
+	missing := map[string]snfs1.ClientID{}
+	var names []string
+	for id, ex := range g.expected {
+		if !ex.back && !ex.registered {
+			missing[ex.name] = id
+			names = append(names, ex.name)
+		}
+	}
+	rep := g.report
+	g.expected, g.byName, g.reclaimed = nil, nil, nil
+	close(g.done)
+	g.mu.Unlock()
+	d.met.graceSeconds.Set(length.Seconds())
+	d.met.graceEnd.WithLabelValues(reason).Inc()
+	d.log.Info("grace period over", "reason", reason, "seconds", length.Seconds(), "clients_expected", rep.Expected,
+		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "clients_lost", len(names))
+	if len(names) > 0 {
+		d.log.Warn("clients known before the restart did not come back in the grace period: their state is lost", "clients", names)
+		if err := d.rec.unregister(missing); err != nil {
+			d.log.Error("cannot delete the records of clients that did not come back", "err", err)
+		}
+	}
+}
+
+// backLocked marks an expected client back and reports whether every one is.
+// g.mu held.
+func (g *grace) backLocked(ex *expected) (all bool) {
+	if !ex.back {
+		ex.back = true
+		g.report.Back++
+	}
+	return g.report.Back == len(g.expected)
+}
+
+// InGrace reports whether the grace period lasts.
+func (d *Driver) InGrace() bool { return d.grace.active.Load() }
+
+// GraceOver is closed when the grace period ends (at once if there is none).
+func (d *Driver) GraceOver() <-chan struct{} { return d.grace.done }
+
+// Grace reports on the grace period of this instance.
+func (d *Driver) Grace() GraceReport {
+	d.grace.mu.Lock()
+	defer d.grace.mu.Unlock()
+	return d.grace.report
+}
+
+// registeredInGrace notes a REGISTER of id under name during grace: the same
+// id is an expected client back with its state to reclaim; another id for an
+// expected name is that client restarted (its old state is void, grace need
+// not wait for it).
+func (d *Driver) registeredInGrace(name string, id snfs1.ClientID) {
+	g := &d.grace
+	if !g.active.Load() {
+		return
+	}
+	g.mu.Lock()
+	all := false
+	if ex := g.expected[id]; ex != nil {
+		ex.registered = true
+	} else if old, ok := g.byName[name]; ok {
+		all = g.backLocked(g.expected[old])
+	}
+	g.mu.Unlock()
+	if all {
+		d.endGrace(GraceAllReclaimed)
+	}
+}
+
+// Reclaim applies a RECLAIM of registration id (Sprite's recovery: the client
+// reports what it holds). Items of a file this client already reclaimed are
+// ignored, so a client may send its reclaim again after a broken connection.
+func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
+	mid, err := d.Client(id)
+	if err != nil {
+		return err
+	}
+	g := &d.grace
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active.Load() || g.expected[id] == nil {
+		return ErrNoGrace
+	}
+	set := g.reclaimed[mid]
+	if set == nil {
+		set = map[state.FileID]struct{}{}
+		g.reclaimed[mid] = set
+		g.report.Reclaimed++
+	}
+	now := time.Now()
+	n := 0
+	for i := range items {
+		it := &items[i]
+		f := state.FileIDOf(it.File)
+		if _, dup := set[f]; dup {
+			continue
+		}
+		set[f] = struct{}{}
+		d.m.Reclaim(now, state.ReclaimArgs{File: f, Handle: it.File, Client: mid, Readers: it.Readers,
+			Writers: it.Writers, Caching: it.Caching, Dirty: it.Dirty, Version: it.Version})
+		n++
+	}
+	g.report.Items += uint64(n)
+	d.met.reclaims.Add(float64(n))
+	return nil
+}
+
+// ReclaimDone applies a RECLAIM_DONE of registration id: the client reclaimed
+// everything; grace ends when every expected client is back.
+func (d *Driver) ReclaimDone(id snfs1.ClientID) error {
+	if _, err := d.Client(id); err != nil {
+		return err
+	}
+	g := &d.grace
+	g.mu.Lock()
+	ex := g.expected[id]
+	if !g.active.Load() || ex == nil {
+		g.mu.Unlock()
+		return ErrNoGrace
+	}
+	all := g.backLocked(ex)
+	g.mu.Unlock()
+	if all {
+		d.endGrace(GraceAllReclaimed)
+	}
+	return nil
+}
+
+// graceAccess decides a plain access by table client c of file f during
+// grace: only an expected client's access to a file it reclaimed goes on.
+func (d *Driver) graceAccess(c state.ClientID, f state.FileID) error {
+	g := &d.grace
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active.Load() {
+		return nil
+	}
+	if _, ok := g.reclaimed[c][f]; ok {
+		return nil
+	}
+	return ErrGrace
+}
+
+// GraceAccess reports ErrGrace if the NFSv3 call of table client c on the file
+// fh names must wait for the end of the grace period (for requests Access
+// does not cover, such as COMMIT); nil otherwise.
+func (d *Driver) GraceAccess(c state.ClientID, fh []byte) error {
+	if !d.grace.active.Load() {
+		return nil
+	}
+	if err := d.graceAccess(c, state.FileIDOf(fh)); err != nil {
+		d.met.graceJukebox.Inc()
+		return err
+	}
+	return nil
+}
+
+// unregisteredInGrace notes an UNREGISTER of id during grace.
+func (d *Driver) unregisteredInGrace(id snfs1.ClientID) {
+	g := &d.grace
+	if !g.active.Load() {
+		return
+	}
+	g.mu.Lock()
+	all := false
+	if ex := g.expected[id]; ex != nil {
+		all = g.backLocked(ex)
+	}
+	g.mu.Unlock()
+	if all {
+		d.endGrace(GraceAllReclaimed)
+	}
+}

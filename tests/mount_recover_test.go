@@ -1,0 +1,696 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/client"
+	"snfs/mount/fusefs"
+	"snfs/nfs3"
+)
+
+// Recovery tests (issue 15, docs/mount.md "Recovery") with real processes:
+// `snfs serve` and `snfs mount` from the command built once per test binary.
+
+var (
+	snfsBinOnce sync.Once
+	snfsBin     string
+	snfsBinErr  error
+)
+
+// snfsCommand builds cmd/snfs (once) and returns its path.
+func snfsCommand(t *testing.T) string {
+	t.Helper()
+	snfsBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("/var/tmp", "snfs-bin-")
+		if err != nil {
+			snfsBinErr = err
+			return
+		}
+		snfsBin = filepath.Join(dir, "snfs")
+		if out, err := exec.Command("go", "build", "-o", snfsBin, "snfs/cmd/snfs").CombinedOutput(); err != nil {
+			snfsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if snfsBinErr != nil {
+		t.Fatal(snfsBinErr)
+	}
+	return snfsBin
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// serveProc is one `snfs serve` process over one export, restartable on the
+// same port and state directory.
+type serveProc struct {
+	t             *testing.T
+	bin           string
+	export, state string
+	port, pmPort  int
+	metrics       string // its --metrics address
+	args          []string
+	cmd           *exec.Cmd
+	addr          string
+}
+
+func startServe(t *testing.T, extra ...string) *serveProc {
+	t.Helper()
+	s := &serveProc{t: t, bin: snfsCommand(t), export: diskTempDir(t, "snfs-export-"), state: diskTempDir(t, "snfs-state-"),
+		port: freeTCPPort(t), pmPort: freeTCPPort(t)}
+	os.Chmod(s.export, 0o777)
+	s.metrics = fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	s.addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+	s.args = append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", fmt.Sprint(s.port), "--mount-port", fmt.Sprint(s.port),
+		"--portmap-port", fmt.Sprint(s.pmPort), "--state-dir", s.state, "--metrics", s.metrics,
+		"--export-options", "rw,no_root_squash", "--log-level", "warn"}, extra...)
+	s.args = append(s.args, s.export)
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *serveProc) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, s.args...)
+	s.cmd.Stderr = os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	for try := 0; ; try++ {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if try > 100 {
+			s.t.Fatalf("snfs serve does not listen on %s: %v", s.addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill kills the server with SIGKILL (no clean shutdown).
+func (s *serveProc) kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+func (s *serveProc) path(name string) string { return filepath.Join(s.export, name) }
+
+// scrape scrapes http://addr/metrics for family with the given labels
+// (name=value pairs) summed; 0 if absent.
+func scrape(t *testing.T, addr, family string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, family+"{") && !strings.HasPrefix(l, family+" ") {
+			continue
+		}
+		match := true
+		for k := 0; k+1 < len(labels); k += 2 {
+			match = match && strings.Contains(l, labels[k]+`="`+labels[k+1]+`"`)
+		}
+		if !match {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+// mountProc is one `snfs mount --mode=snfs` process.
+type mountProc struct {
+	t                  *testing.T
+	bin, dir, cacheDir string
+	metrics            string
+	pid                int
+	log                string // its standard error
+}
+
+// startMount mounts s's export on dir with cacheDir ("" for new ones) and
+// an hour's write-back delay; it returns once the mount is usable (after
+// its recovery). The mount is unmounted when the test ends.
+func startMount(t *testing.T, s *serveProc, dir, cacheDir string, extra ...string) *mountProc {
+	t.Helper()
+	requireFUSE(t)
+	if dir == "" {
+		dir = diskTempDir(t, "snfs-mnt-")
+	}
+	if cacheDir == "" {
+		cacheDir = diskTempDir(t, "snfs-cache-")
+	}
+	m := &mountProc{t: t, bin: s.bin, dir: dir, cacheDir: cacheDir, metrics: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}
+	args := append([]string{"mount", "--foreground", "--log-level", "info", "--mode=snfs", "--nfs-port", fmt.Sprint(s.port),
+		"--mount-port", fmt.Sprint(s.port), "--cache-dir", cacheDir, "--writeback-delay", "1h", "--metrics", m.metrics}, extra...)
+	// In the foreground, as `snfs mount` runs its daemon: the log goes to a
+	// file shown when the test fails, readiness comes on fd 3.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	logf, err := os.CreateTemp(diskTempDir(t, "snfs-mlog-"), "mount-log-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.log = logf.Name()
+	cmd := exec.Command(m.bin, append(args, "127.0.0.1:"+s.export, dir)...)
+	cmd.Stderr = logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	logf.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if strings.TrimSpace(line) != "ok" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b, _ := os.ReadFile(m.log)
+		t.Fatalf("snfs mount: %q\n%s", line, b)
+	}
+	m.pid = cmd.Process.Pid
+	go cmd.Wait() // reaps it; its end is seen by alive()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(m.log)
+			t.Logf("log of the mount on %s:\n%s", m.dir, b)
+		}
+	})
+	t.Cleanup(func() { m.umount() })
+	return m
+}
+
+func (m *mountProc) path(name string) string { return filepath.Join(m.dir, name) }
+
+func (m *mountProc) alive() bool { return m.pid > 0 && syscall.Kill(m.pid, 0) == nil }
+
+// umount unmounts with `snfs umount` (which waits for the write-back).
+func (m *mountProc) umount() {
+	if !m.alive() {
+		fusefs.Unmount(m.dir, nil, 5*time.Second)
+		return
+	}
+	if out, err := exec.Command(m.bin, "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
+		m.t.Errorf("snfs umount: %v\n%s", err, out)
+		syscall.Kill(m.pid, syscall.SIGKILL)
+		fusefs.Unmount(m.dir, nil, 5*time.Second)
+	}
+	m.pid = 0
+}
+
+// kill9 kills the mount process with SIGKILL and detaches its dead mount.
+func (m *mountProc) kill9() {
+	m.t.Helper()
+	if err := syscall.Kill(m.pid, syscall.SIGKILL); err != nil {
+		m.t.Fatal(err)
+	}
+	for m.alive() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.pid = 0
+	if err := fusefs.Unmount(m.dir, nil, 5*time.Second); err != nil {
+		m.t.Logf("unmount of the dead mount: %v", err)
+	}
+}
+
+// writeDurable writes data to p and closes it: close() returned, so the
+// data must not be lost.
+func writeDurable(t *testing.T, p string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMountSNFSRecoverKilled: a mount process holding dirty data (closed,
+// not written back: an hour's delay) is killed with SIGKILL; a new mount
+// with the same cache directory writes the data back before it serves.
+func TestMountSNFSRecoverKilled(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t)
+	a := startMount(t, s, "", "")
+	want := randBytes(61, 700000)
+	writeDurable(t, a.path("precious"), want)
+	if got := mustRead(t, s.path("precious")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes before the kill; want none (delayed write-back)", len(got))
+	}
+	a.kill9()
+	b := startMount(t, s, a.dir, a.cacheDir)
+	if got := mustRead(t, s.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("after the remount the export has %d bytes, want the %d written before the kill", len(got), len(want))
+	}
+	if got := mustRead(t, b.path("precious")); !bytes.Equal(got, want) {
+		t.Fatalf("the new mount reads %d bytes", len(got))
+	}
+	if n := scrape(t, b.metrics, "snfs_client_conflicts_total"); n != 0 {
+		t.Errorf("snfs_client_conflicts_total = %v; want 0", n)
+	}
+}
+
+// nfsRetry runs call until it answers something other than JUKEBOX.
+func nfsRetry(t *testing.T, what string, call func() (nfs3.Status, error)) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := call()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if st == nfs3.OK {
+			return
+		}
+		if st != nfs3.ErrJukebox || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMountSNFSRecoverConflict: as TestMountSNFSRecoverKilled, but another
+// client (the Go NFS client) rewrites the file while the mount is dead. The
+// restarted mount leaves the server's file alone (the other client's bytes),
+// saves its own version as NAME.snfs-conflict-HOST-UNIXTIME beside it, counts
+// and records the conflict, and `snfs conflicts` lists it.
+func TestMountSNFSRecoverConflict(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t)
+	old := randBytes(62, 50000)
+	if err := os.WriteFile(s.path("shared"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	ours := randBytes(63, 300000)
+	writeDurable(t, a.path("shared"), ours)
+	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, old) {
+		t.Fatalf("the export changed before the kill (%d bytes); want the old %d", len(got), len(old))
+	}
+	a.kill9()
+
+	theirs := randBytes(64, 120000)
+	nfsRewrite(t, s, "shared", theirs)
+
+	b := startMount(t, s, a.dir, a.cacheDir)
+	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, theirs) {
+		t.Fatalf("the server's file has %d bytes after the remount; want the other client's %d", len(got), len(theirs))
+	}
+	names, _ := filepath.Glob(s.path("shared.snfs-conflict-*"))
+	if len(names) != 1 {
+		t.Fatalf("conflict copies in the export: %q; want one", names)
+	}
+	if got := mustRead(t, names[0]); !bytes.Equal(got, ours) {
+		t.Fatalf("the conflict copy has %d bytes; want this client's %d", len(got), len(ours))
+	}
+	host, _ := os.Hostname()
+	if base := filepath.Base(names[0]); !strings.HasPrefix(base, "shared.snfs-conflict-"+host+"-") {
+		t.Errorf("conflict copy named %q; want shared.snfs-conflict-%s-UNIXTIME", base, host)
+	}
+	if n := scrape(t, b.metrics, "snfs_client_conflicts_total"); n != 1 {
+		t.Errorf("snfs_client_conflicts_total = %v; want 1", n)
+	}
+	if got := mustRead(t, b.path("shared")); !bytes.Equal(got, theirs) {
+		t.Errorf("the mount reads %d bytes of shared; want the server's %d", len(got), len(theirs))
+	}
+	for _, args := range [][]string{{"conflicts", "--cache-dir", a.cacheDir}, {"conflicts", b.dir}} {
+		out, err := exec.Command(s.bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("snfs %v: %v\n%s", args, err, out)
+		}
+		if !strings.Contains(string(out), filepath.Base(names[0])) || !strings.Contains(string(out), "shared") {
+			t.Errorf("snfs %v does not list the conflict:\n%s", args, out)
+		}
+	}
+}
+
+// statusOrZero is status() for the tests' results.
+func statusOrZero[R any](res *R, err error) (nfs3.Status, error) {
+	if err != nil {
+		return 0, err
+	}
+	switch r := any(res).(type) {
+	case *nfs3.LookupRes:
+		return r.Status, nil
+	case *nfs3.WccRes:
+		return r.Status, nil
+	case *nfs3.WriteRes:
+		return r.Status, nil
+	}
+	return 0, fmt.Errorf("status of %T", res)
+}
+
+// TestMountSNFSServerRestartReclaim: the server is killed (SIGKILL) and
+// started again on the same state directory while a mount holds a file open
+// and cached for reading, one open for writing with dirty data, and one
+// closed with dirty data. The mount reclaims them: no byte is lost, and the
+// cached file is read afterwards with no READ (its cache stayed valid).
+func TestMountSNFSServerRestartReclaim(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t, "--grace", "30s")
+	cached := randBytes(71, 2<<20+17)
+	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	rf, err := os.Open(a.path("cached"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	if got, err := io.ReadAll(rf); err != nil || !bytes.Equal(got, cached) {
+		t.Fatalf("first read: %d bytes, %v", len(got), err)
+	}
+	wf, err := os.Create(a.path("dirtyopen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	open1 := randBytes(72, 400000)
+	if _, err := wf.Write(open1); err != nil {
+		t.Fatal(err)
+	}
+	closed := randBytes(73, 250000)
+	writeDurable(t, a.path("dirtyclosed"), closed)
+	for _, n := range []string{"dirtyopen", "dirtyclosed"} {
+		if got := mustRead(t, s.path(n)); len(got) != 0 {
+			t.Fatalf("%s: the export has %d bytes before the restart; want none", n, len(got))
+		}
+	}
+
+	s.kill()
+	s.start()
+	// The mount's next call reconnects; its REGISTER shows the restart, and
+	// the reclaim is sent before anything else on the new connection.
+	os.Stat(a.path("nothing"))
+	deadline := time.Now().Add(30 * time.Second)
+	for scrape(t, a.metrics, "snfs_client_reclaimed_files_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the mount did not reclaim within 30 s")
+		}
+		os.Stat(a.path("nothing"))
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := scrape(t, a.metrics, "snfs_client_reclaimed_files_total"); n != 3 {
+		t.Errorf("reclaimed %v files; want 3 (cached, dirtyopen, dirtyclosed)", n)
+	}
+	if n := scrape(t, s.metrics, "snfs_server_consist_reclaims_total"); n != 3 {
+		t.Errorf("the server took %v reclaimed items; want 3", n)
+	}
+
+	// The cached file: read again through the open descriptor and a new
+	// open, with the kernel's pages dropped, from the cache directory.
+	dropKernelCache(t, a.path("cached"))
+	if got, err := rf.ReadAt(make([]byte, len(cached)), 0); err != nil && err != io.EOF || got != len(cached) {
+		t.Fatalf("read after the restart: %d bytes, %v", got, err)
+	}
+	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
+		t.Fatalf("read after the restart: %d bytes, different", len(got))
+	}
+	if n := scrape(t, s.metrics, "snfs_server_rpc_total", "proc", "READ"); n != 0 {
+		t.Errorf("the restarted server served %v READs; want 0 (the mount's cache stayed valid)", n)
+	}
+	// More data after the restart, then everything goes at unmount.
+	open2 := randBytes(74, 100000)
+	if _, err := wf.Write(open2); err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rf.Close()
+	a.umount()
+	if got := mustRead(t, s.path("dirtyopen")); !bytes.Equal(got, append(append([]byte{}, open1...), open2...)) {
+		t.Errorf("dirtyopen: the export has %d bytes; want %d", len(got), len(open1)+len(open2))
+	}
+	if got := mustRead(t, s.path("dirtyclosed")); !bytes.Equal(got, closed) {
+		t.Errorf("dirtyclosed: the export has %d bytes; want %d", len(got), len(closed))
+	}
+	if n := scrape(t, s.metrics, "snfs_server_rpc_total", "proc", "UNREGISTER"); n != 1 {
+		t.Errorf("UNREGISTERs at unmount: %v; want 1", n)
+	}
+}
+
+// dropKernelCache drops the kernel's cached pages of p (POSIX_FADV_DONTNEED
+// on a FUSE file drops its page cache), so that reads reach the mount.
+func dropKernelCache(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Logf("fadvise: %v", err)
+	}
+}
+
+// nfsRewrite replaces the content of export file name with data through the
+// Go NFS client (a plain NFSv3 client): SETATTR size 0, then a FILE_SYNC
+// WRITE, each retried while the server answers JUKEBOX (it is calling the
+// mount back).
+func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := client.DialNFS(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	mc, err := client.DialMount(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mres, err := mc.Mnt(ctx, s.export)
+	mc.Close()
+	if err != nil || mres.Status != 0 {
+		t.Fatalf("MNT: %v %v", err, mres.Status)
+	}
+	var lk *nfs3.LookupRes
+	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
+		var err error
+		lk, err = nc.Lookup(ctx, mres.FH, name)
+		return statusOrZero(lk, err)
+	})
+	zero := uint64(0)
+	nfsRetry(t, "SETATTR size 0", func() (nfs3.Status, error) {
+		r, err := nc.Setattr(ctx, &nfs3.SetattrArgs{Object: lk.Object, New: nfs3.Sattr{Size: &zero}})
+		return statusOrZero(r, err)
+	})
+	nfsRetry(t, "WRITE", func() (nfs3.Status, error) {
+		r, err := nc.Write(ctx, lk.Object, 0, data, nfs3.FileSync)
+		return statusOrZero(r, err)
+	})
+}
+
+// TestMountSNFSFencedConflict: a mount holding dirty data of two files stops
+// answering (SIGSTOP) for longer than the callback timeout while another
+// client rewrites both: the server fences it. When it runs again it learns
+// of it from an OPEN (file g: the server's attributes are not the ones its
+// dirty data was written over) and from SNFS_ERR_FENCED on its write-back
+// at unmount (file f). Both times the other client's bytes stay on the
+// server and the mount's are saved beside them; nothing is lost.
+func TestMountSNFSFencedConflict(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t, "--callback-timeout", "1s")
+	oldH := randBytes(85, 30000)
+	for _, n := range []string{"f", "g", "h"} {
+		if err := os.WriteFile(s.path(n), oldH, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No delayed close: a reopen of g that took a kept open over would send
+	// no OPEN, and read the cache before the mount learns of the fencing
+	// (docs/mount.md: a partitioned client is not told until it asks).
+	a := startMount(t, s, "", "", "--close-delay", "0")
+	ours := map[string][]byte{"f": randBytes(81, 200000), "g": randBytes(82, 150000)}
+	theirs := map[string][]byte{"f": randBytes(83, 90000), "g": randBytes(84, 70000)}
+	for n, d := range ours {
+		writeDurable(t, a.path(n), d)
+	}
+	oursH := randBytes(86, 60000)
+	writeDurable(t, a.path("h"), oursH)
+	if err := syscall.Kill(a.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { syscall.Kill(a.pid, syscall.SIGCONT) }
+	t.Cleanup(cont)
+	for n, d := range theirs {
+		nfsRewrite(t, s, n, d)
+	}
+	// h is only read by the other client: the mount is fenced for it too
+	// (its write-back callback timed out), and the reader gets the old bytes.
+	if got := nfsReadAll(t, s, "h"); !bytes.Equal(got, oldH) {
+		t.Errorf("h: the other client read %d bytes; want the old %d", len(got), len(oldH))
+	}
+	cont()
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, theirs["g"]) {
+		t.Errorf("g through the fenced mount: %d bytes; want the other client's %d", len(got), len(theirs["g"]))
+	}
+	a.umount()
+	for n := range ours {
+		if got := mustRead(t, s.path(n)); !bytes.Equal(got, theirs[n]) {
+			t.Errorf("%s: the server has %d bytes; want the other client's %d", n, len(got), len(theirs[n]))
+		}
+		copies, _ := filepath.Glob(s.path(n + ".snfs-conflict-*"))
+		if len(copies) != 1 {
+			t.Errorf("%s: conflict copies %q; want one", n, copies)
+			continue
+		}
+		if got := mustRead(t, copies[0]); !bytes.Equal(got, ours[n]) {
+			t.Errorf("%s: the conflict copy has %d bytes; want the mount's %d", n, len(got), len(ours[n]))
+		}
+	}
+	// h changed nowhere else: the fenced mount's data is reintegrated
+	// (SNFS_ERR_FENCED on its write-back, OPEN again, written back).
+	if got := mustRead(t, s.path("h")); !bytes.Equal(got, oursH) {
+		t.Errorf("h: the server has %d bytes; want the mount's %d", len(got), len(oursH))
+	}
+	if copies, _ := filepath.Glob(s.path("h.snfs-conflict-*")); len(copies) != 0 {
+		t.Errorf("h: conflict copies %q; want none", copies)
+	}
+	out, err := exec.Command(s.bin, "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("snfs conflicts: %v\n%s", err, out)
+	}
+	t.Logf("snfs conflicts:\n%s", out)
+	if c := strings.Count(string(out), "fenced"); c != 2 {
+		t.Errorf("snfs conflicts lists %d fenced conflicts; want 2:\n%s", c, out)
+	}
+	// f is found fenced by SNFS_ERR_FENCED on the WRITEs of a write-back (of
+	// the callback the mount finds queued when it runs again, or of the
+	// unmount); g the same way or, if the read's OPEN comes first, by the
+	// OPEN's attributes ("seen at OPEN"): which one comes first is a race.
+	if c := strings.Count(string(out), "seen at OPEN"); c > 1 {
+		t.Errorf("snfs conflicts lists %d conflicts seen at OPEN; want at most 1 (g)", c)
+	}
+}
+
+// nfsReadAll reads export file name through the Go NFS client (a plain
+// NFSv3 client), retrying while the server answers JUKEBOX.
+func nfsReadAll(t *testing.T, s *serveProc, name string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := client.DialNFS(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	mc, err := client.DialMount(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mres, err := mc.Mnt(ctx, s.export)
+	mc.Close()
+	if err != nil || mres.Status != 0 {
+		t.Fatalf("MNT: %v %v", err, mres.Status)
+	}
+	var lk *nfs3.LookupRes
+	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
+		var err error
+		lk, err = nc.Lookup(ctx, mres.FH, name)
+		return statusOrZero(lk, err)
+	})
+	var out []byte
+	for {
+		var rd *nfs3.ReadRes
+		nfsRetry(t, "READ", func() (nfs3.Status, error) {
+			var err error
+			rd, err = nc.Read(ctx, lk.Object, uint64(len(out)), 1<<20)
+			if err != nil {
+				return 0, err
+			}
+			return rd.Status, nil
+		})
+		out = append(out, rd.Data...)
+		if rd.EOF || len(rd.Data) == 0 {
+			return out
+		}
+	}
+}
+
+// TestMountSNFSServerRestartRefused: a server restarted with no grace period
+// (--grace 0) refuses the mount's reclaim: the mount treats every file as
+// fenced and reintegrates its dirty data at once (the file is unchanged: it
+// is written back), and reads its cached file again from the server.
+func TestMountSNFSServerRestartRefused(t *testing.T) {
+	requireFUSE(t)
+	s := startServe(t, "--grace", "0")
+	cached := randBytes(91, 1<<20)
+	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
+		t.Fatalf("first read: %d bytes", len(got))
+	}
+	want := randBytes(92, 300000)
+	writeDurable(t, a.path("dirty"), want)
+	s.kill()
+	s.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for !bytes.Equal(mustRead(t, s.path("dirty")), want) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dirty data did not reach the restarted server within 30 s")
+		}
+		os.Stat(a.path("nothing")) // a call: the reconnect shows the restart
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := scrape(t, s.metrics, "snfs_server_consist_reclaims_total"); n != 0 {
+		t.Errorf("the server took %v reclaimed items with no grace period; want 0", n)
+	}
+	if b, _ := os.ReadFile(a.log); !bytes.Contains(b, []byte("refused this client's reclaim")) {
+		t.Errorf("the mount's log does not say the reclaim was refused")
+	}
+	if copies, _ := filepath.Glob(s.path("*.snfs-conflict-*")); len(copies) != 0 {
+		t.Errorf("conflict copies %q; want none (nobody else changed the file)", copies)
+	}
+	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
+		t.Fatalf("read after the restart: %d bytes, different", len(got))
+	}
+	if got := mustRead(t, a.path("dirty")); !bytes.Equal(got, want) {
+		t.Fatalf("dirty through the mount after the restart: %d bytes, different", len(got))
+	}
+}
