@@ -147,7 +147,7 @@ func TestCrashCycles(t *testing.T) {
 		return
 	}
 	// Everything written back: the export is the model.
-	for _, m := range []*mountProc{m1, m2} {
+	for _, m := range []*mntProc{m1, m2} {
 		if !m.stop() {
 			t.Errorf("unmount of %s failed", m.dir)
 		}
@@ -179,7 +179,7 @@ type wclient interface {
 
 type mountClient struct {
 	id string
-	m  *mountProc
+	m  *mntProc
 }
 
 func (c mountClient) name() string { return c.id }
@@ -226,12 +226,12 @@ func (c mountClient) remove(name string) error { return os.Remove(c.m.path(name)
 // process per command would have), FILE_SYNC writes; reads with nfs-cat
 // when libnfs's tools are installed.
 type plainClient struct {
-	s    *serveProc
+	s    *srvProc
 	root nfs3.FH
 	cat  string
 }
 
-func newPlainClient(t *testing.T, s *serveProc) *plainClient {
+func newPlainClient(t *testing.T, s *srvProc) *plainClient {
 	t.Helper()
 	c := &plainClient{s: s}
 	// nfs-cat reads as far as GETATTR's size, and GETATTR is not a

@@ -20,7 +20,7 @@ import (
 // partitionSetup starts the server with callback timeout cbt, a proxy to it,
 // mount A through the proxy and mount B directly, both with write-back
 // delayed by an hour (dirty data stays in the cache directory).
-func partitionSetup(t *testing.T, cbt time.Duration) (*serveProc, *faultproxy.Proxy, *mountProc, *mountProc) {
+func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Proxy, *mntProc, *mntProc) {
 	t.Helper()
 	requireFUSE(t)
 	s := newServeProc(t, "--callback-timeout", cbt.String())

@@ -22,7 +22,7 @@ import (
 // freshly built snfs binary, for the tests that kill them (kill -9) or put a
 // fault-injecting proxy between them.
 
-var snfsBin struct {
+var faultsBin struct {
 	once sync.Once
 	path string
 	err  error
@@ -31,22 +31,22 @@ var snfsBin struct {
 // snfsBinary builds ../cmd/snfs once per test binary run.
 func snfsBinary(t testing.TB) string {
 	t.Helper()
-	snfsBin.once.Do(func() {
+	faultsBin.once.Do(func() {
 		dir, err := os.MkdirTemp("/var/tmp", "snfs-bin-")
 		if err != nil {
-			snfsBin.err = err
+			faultsBin.err = err
 			return
 		}
-		snfsBin.path = filepath.Join(dir, "snfs")
-		out, err := exec.Command("go", "build", "-o", snfsBin.path, "../cmd/snfs").CombinedOutput()
+		faultsBin.path = filepath.Join(dir, "snfs")
+		out, err := exec.Command("go", "build", "-o", faultsBin.path, "../cmd/snfs").CombinedOutput()
 		if err != nil {
-			snfsBin.err = fmt.Errorf("go build ../cmd/snfs: %v\n%s", err, out)
+			faultsBin.err = fmt.Errorf("go build ../cmd/snfs: %v\n%s", err, out)
 		}
 	})
-	if snfsBin.err != nil {
-		t.Fatal(snfsBin.err)
+	if faultsBin.err != nil {
+		t.Fatal(faultsBin.err)
 	}
-	return snfsBin.path
+	return faultsBin.path
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago (UDP
@@ -70,9 +70,9 @@ func freePort(t testing.TB) int {
 	return 0
 }
 
-// serveProc is one `snfs serve` process over one export; restarts keep the
+// srvProc is one `snfs serve` process over one export; restarts keep the
 // export, state directory and ports.
-type serveProc struct {
+type srvProc struct {
 	t         *testing.T
 	export    string
 	stateDir  string
@@ -86,10 +86,10 @@ type serveProc struct {
 	starts    int
 }
 
-func newServeProc(t *testing.T, extra ...string) *serveProc {
+func newServeProc(t *testing.T, extra ...string) *srvProc {
 	t.Helper()
 	requireRoot(t)
-	s := &serveProc{t: t, export: diskTempDir(t, "snfs-export-"), stateDir: diskTempDir(t, "snfs-state-"),
+	s := &srvProc{t: t, export: diskTempDir(t, "snfs-export-"), stateDir: diskTempDir(t, "snfs-state-"),
 		nfsPort: freePort(t), mountPort: freePort(t), extra: extra}
 	os.Chmod(s.export, 0o777)
 	s.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -104,10 +104,10 @@ func newServeProc(t *testing.T, extra ...string) *serveProc {
 	return s
 }
 
-func (s *serveProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.nfsPort) }
+func (s *srvProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.nfsPort) }
 
 // start runs the server and waits until it answers on its NFS port.
-func (s *serveProc) start() {
+func (s *srvProc) start() {
 	s.t.Helper()
 	if err := s.startErr(); err != nil {
 		s.t.Fatal(err)
@@ -115,7 +115,7 @@ func (s *serveProc) start() {
 }
 
 // startErr is start for any goroutine: it returns the failure.
-func (s *serveProc) startErr() error {
+func (s *srvProc) startErr() error {
 	args := append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", strconv.Itoa(s.nfsPort),
 		"--mount-port", strconv.Itoa(s.mountPort), "--state-dir", s.stateDir,
 		"--export-options", "rw,no_root_squash", "--metrics", s.metrics}, s.extra...)
@@ -167,7 +167,7 @@ func (s *serveProc) startErr() error {
 }
 
 // kill9 kills the server with SIGKILL: no shutdown, no flush.
-func (s *serveProc) kill9() error {
+func (s *srvProc) kill9() error {
 	if s.cmd == nil {
 		return nil
 	}
@@ -182,7 +182,7 @@ func (s *serveProc) kill9() error {
 }
 
 // stop ends the server with SIGTERM (SIGKILL after 20 s).
-func (s *serveProc) stop() {
+func (s *srvProc) stop() {
 	if s.cmd == nil {
 		return
 	}
@@ -199,7 +199,7 @@ func (s *serveProc) stop() {
 
 // metric sums the samples of the Prometheus series name (any labels) the
 // server exports; -1 if it cannot be read.
-func (s *serveProc) metric(name string) float64 {
+func (s *srvProc) metric(name string) float64 {
 	resp, err := http.Get("http://" + s.metrics + "/metrics")
 	if err != nil {
 		return -1
@@ -221,8 +221,8 @@ func (s *serveProc) metric(name string) float64 {
 	return total
 }
 
-// mountProc is one `snfs mount --mode=snfs --foreground` process.
-type mountProc struct {
+// mntProc is one `snfs mount --mode=snfs --foreground` process.
+type mntProc struct {
 	t        *testing.T
 	dir      string
 	cacheDir string
@@ -234,10 +234,10 @@ type mountProc struct {
 // newMountProc mounts s's export in snfs mode through nfsPort (the server's,
 // or a proxy's) with its own cache directory. Write-back is delayed by
 // delay; delayed close is off, so that a close is a CLOSE.
-func newMountProc(t *testing.T, s *serveProc, nfsPort int, delay time.Duration) *mountProc {
+func newMountProc(t *testing.T, s *srvProc, nfsPort int, delay time.Duration) *mntProc {
 	t.Helper()
 	requireFUSE(t)
-	m := &mountProc{t: t, dir: diskTempDir(t, "snfs-mnt-"), cacheDir: diskTempDir(t, "snfs-cache-")}
+	m := &mntProc{t: t, dir: diskTempDir(t, "snfs-mnt-"), cacheDir: diskTempDir(t, "snfs-cache-")}
 	m.logPath = filepath.Join(diskTempDir(t, "snfs-log-"), "mount.log")
 	m.start(s, nfsPort, delay)
 	t.Cleanup(func() {
@@ -249,7 +249,7 @@ func newMountProc(t *testing.T, s *serveProc, nfsPort int, delay time.Duration) 
 	return m
 }
 
-func (m *mountProc) start(s *serveProc, nfsPort int, delay time.Duration) {
+func (m *mntProc) start(s *srvProc, nfsPort int, delay time.Duration) {
 	t := m.t
 	t.Helper()
 	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -291,11 +291,11 @@ func (m *mountProc) start(s *serveProc, nfsPort int, delay time.Duration) {
 	}
 }
 
-func (m *mountProc) path(name string) string { return filepath.Join(m.dir, name) }
+func (m *mntProc) path(name string) string { return filepath.Join(m.dir, name) }
 
 // kill9 kills the mount process, which fails the requests the kernel still
 // has for it (a test goroutine stuck in one returns), and detaches the mount.
-func (m *mountProc) kill9() {
+func (m *mntProc) kill9() {
 	if m.cmd == nil {
 		return
 	}
@@ -308,7 +308,7 @@ func (m *mountProc) kill9() {
 // stop unmounts cleanly (SIGTERM: the mount writes back and exits), or kills
 // and detaches the mount if that does not finish within a minute. It
 // reports whether the clean stop worked.
-func (m *mountProc) stop() bool {
+func (m *mntProc) stop() bool {
 	if m.cmd == nil {
 		return true
 	}
