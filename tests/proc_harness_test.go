@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -72,6 +73,12 @@ func freePort(t testing.TB) int {
 
 // srvProc is one `snfs serve` process over one export; restarts keep the
 // export, state directory and ports.
+//
+// The server is started by a launcher (a shell forked once, before any mount
+// exists), not by the test process: a process forked by the test inherits,
+// until its exec, the test's open files, and closing one of a FUSE mount
+// there waits for that mount, which may be waiting for this very server
+// (a deadlock seen in the crash cycles).
 type srvProc struct {
 	t         *testing.T
 	export    string
@@ -81,10 +88,27 @@ type srvProc struct {
 	metrics   string // host:port of --metrics
 	extra     []string
 	logPath   string
-	cmd       *exec.Cmd
-	exited    chan struct{} // closed when cmd has been waited for
 	starts    int
+	pid       int // the running server's, 0 if none
+
+	launcher *exec.Cmd
+	toL      io.WriteCloser
+	fromL    chan string // the launcher's answer lines
 }
+
+// launcherScript runs the server (its arguments) on "start" (answering its
+// pid), kills it with SIGKILL on "kill", with SIGTERM on "term" (answering
+// "done" once it was reaped), and sends SIGQUIT on "quit".
+const launcherScript = `log=$1; shift
+pid=
+while read -r cmd; do
+  case $cmd in
+  start) "$@" >>"$log" 2>&1 </dev/null & pid=$!; echo $pid ;;
+  kill) kill -9 $pid 2>/dev/null; wait $pid; echo done ;;
+  term) kill -TERM $pid 2>/dev/null; wait $pid; echo done ;;
+  quit) kill -QUIT $pid 2>/dev/null; echo done ;;
+  esac
+done`
 
 func newServeProc(t *testing.T, extra ...string) *srvProc {
 	t.Helper()
@@ -94,9 +118,36 @@ func newServeProc(t *testing.T, extra ...string) *srvProc {
 	os.Chmod(s.export, 0o777)
 	s.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s.logPath = filepath.Join(diskTempDir(t, "snfs-log-"), "serve.log")
+	args := append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", strconv.Itoa(s.nfsPort),
+		"--mount-port", strconv.Itoa(s.mountPort), "--state-dir", s.stateDir,
+		"--export-options", "rw,no_root_squash", "--metrics", s.metrics}, s.extra...)
+	args = append(args, s.export)
+	s.launcher = exec.Command("bash", append([]string{"-c", launcherScript, "launcher", s.logPath, snfsBinary(t)}, args...)...)
+	var err error
+	if s.toL, err = s.launcher.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.launcher.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.launcher.Stderr = os.Stderr
+	if err := s.launcher.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.fromL = make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			s.fromL <- sc.Text()
+		}
+		close(s.fromL)
+	}()
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
+		s.toL.Close() // the launcher's read fails: it exits
+		s.launcher.Wait()
 		if t.Failed() {
 			t.Logf("serve log (tail):\n%s", tail(s.logPath, 40))
 		}
@@ -106,6 +157,22 @@ func newServeProc(t *testing.T, extra ...string) *srvProc {
 
 func (s *srvProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.nfsPort) }
 
+// ask sends the launcher a command and returns its answer.
+func (s *srvProc) ask(cmd string, timeout time.Duration) (string, error) {
+	if _, err := io.WriteString(s.toL, cmd+"\n"); err != nil {
+		return "", err
+	}
+	select {
+	case l, ok := <-s.fromL:
+		if !ok {
+			return "", errors.New("the launcher exited")
+		}
+		return l, nil
+	case <-time.After(timeout):
+		return "", fmt.Errorf("the launcher did not answer %q within %v", cmd, timeout)
+	}
+}
+
 // start runs the server and waits until it answers on its NFS port.
 func (s *srvProc) start() {
 	s.t.Helper()
@@ -114,87 +181,73 @@ func (s *srvProc) start() {
 	}
 }
 
+// gone reports whether process pid has exited (or is a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) == 0 || f[0] == "Z"
+}
+
 // startErr is start for any goroutine: it returns the failure.
 func (s *srvProc) startErr() error {
-	args := append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", strconv.Itoa(s.nfsPort),
-		"--mount-port", strconv.Itoa(s.mountPort), "--state-dir", s.stateDir,
-		"--export-options", "rw,no_root_squash", "--metrics", s.metrics}, s.extra...)
-	args = append(args, s.export)
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	s.starts++
+	if f, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintf(f, "=== %s start %d\n", time.Now().Format("15:04:05.000"), s.starts)
+		f.Close()
+	}
+	l, err := s.ask("start", 30*time.Second)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	s.starts++
-	fmt.Fprintf(logf, "=== %s start %d: %v\n", time.Now().Format("15:04:05.000"), s.starts, args)
-	cmd := exec.Command(snfsBinary(s.t), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return err
+	if s.pid, err = strconv.Atoi(l); err != nil {
+		return fmt.Errorf("launcher: %q", l)
 	}
-	s.cmd = cmd
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return nil
 		}
-		select {
-		case <-exited:
-			s.cmd = nil
+		if gone(s.pid) {
+			s.ask("kill", 10*time.Second) // reap it
+			s.pid = 0
 			return fmt.Errorf("snfs serve exited at start %d: %s", s.starts, tail(s.logPath, 20))
-		default:
 		}
 		if time.Now().After(deadline) {
-			// A goroutine dump into the log says where it is stuck.
-			cmd.Process.Signal(syscall.SIGQUIT)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-exited
-			}
-			s.cmd = nil
+			s.ask("quit", 10*time.Second) // a goroutine dump into the log
+			time.Sleep(time.Second)
+			s.ask("kill", 10*time.Second)
+			s.pid = 0
 			return fmt.Errorf("snfs serve did not listen within 30 s: %s", tail(s.logPath, 60))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.exited = exited
-	return nil
 }
 
 // kill9 kills the server with SIGKILL: no shutdown, no flush.
 func (s *srvProc) kill9() error {
-	if s.cmd == nil {
+	if s.pid == 0 {
 		return nil
 	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("snfs serve (pid %d) did not exit within 30 s of SIGKILL", s.cmd.Process.Pid)
-	}
-	s.cmd = nil
-	return nil
+	_, err := s.ask("kill", 30*time.Second)
+	s.pid = 0
+	return err
 }
 
-// stop ends the server with SIGTERM (SIGKILL after 20 s).
+// stop ends the server with SIGTERM (SIGKILL if it does not end).
 func (s *srvProc) stop() {
-	if s.cmd == nil {
+	if s.pid == 0 {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(20 * time.Second):
-		s.t.Errorf("snfs serve did not stop on SIGTERM within 20 s")
-		s.cmd.Process.Signal(syscall.SIGKILL)
-		<-s.exited
+	if _, err := s.ask("term", 20*time.Second); err != nil {
+		s.t.Errorf("snfs serve did not stop on SIGTERM: %v", err)
+		syscall.Kill(s.pid, syscall.SIGKILL)
 	}
-	s.cmd = nil
+	s.pid = 0
 }
 
 // metric sums the samples of the Prometheus series name (any labels) the
