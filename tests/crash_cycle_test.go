@@ -60,7 +60,7 @@ func TestCrashCycles(t *testing.T) {
 	}
 	t.Logf("seed %d (SNFS_CRASH_SEED replays the workload, not the kill times), %d cycles", seed, cycles)
 
-	s := newServeProc(t)
+	s := newServeProc(t, "--grace", "5s")
 	m1 := newMountProc(t, s, s.nfsPort, time.Hour)
 	m2 := newMountProc(t, s, s.nfsPort, 2*time.Second)
 	pc := newPlainClient(t, s)
@@ -90,6 +90,14 @@ func TestCrashCycles(t *testing.T) {
 			if err := s.startErr(); err != nil {
 				killErr <- err
 				return
+			}
+			// The next kill comes after this instance's grace period
+			// ended: kills faster than the grace period would keep the
+			// server in grace for good (a client that makes no call does
+			// not learn of the restart, so it does not reclaim, and the
+			// grace period lasts until its bound).
+			for end := time.Now().Add(30 * time.Second); s.metric("snfs_server_consist_grace_end_total") < 1 && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	}()
