@@ -3,4 +3,10 @@
 // command-line tools, and by the stock Linux kernel NFS client in a User-Mode-Linux
 // guest (../shared/tools/linux-nfs-client). Tests that need root, libnfs-utils or the
 // guest say so and skip when it is missing; CI has all three.
+//
+// Some tests run `snfs serve` and `snfs mount` as real processes of a freshly
+// built binary (proc_harness_test.go, mount_recover_test.go) to kill them with
+// SIGKILL or to put snfs/internal/faultproxy between a mount and the server:
+// the partition tests (partition_test.go) and the crash cycles
+// (crash_cycle_test.go; SNFS_CRASH_CYCLES, SNFS_CRASH_SEED).
 package tests

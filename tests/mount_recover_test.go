@@ -54,16 +54,6 @@ func snfsCommand(t *testing.T) string {
 	return snfsBin
 }
 
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // serveProc is one `snfs serve` process over one export, restartable on the
 // same port and state directory.
 type serveProc struct {

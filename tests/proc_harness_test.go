@@ -40,23 +40,6 @@ func freeTCPPort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// snfsBinary builds ./cmd/snfs into a fresh temporary directory (removed
-// when the test ends) and returns its path.
-func snfsBinary(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "snfs-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "snfs")
-	cmd := exec.Command("go", "build", "-o", bin, "snfs/cmd/snfs")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build snfs/cmd/snfs: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // lockedBuffer collects a process's log while the test reads it.
 type lockedBuffer struct {
 	mu  sync.Mutex
