@@ -58,6 +58,18 @@ func setattrAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.SetattrArgs) []fil
 	return regularAccess(r, a.Object, state.AccessSetattrSize)
 }
 
+// createAccess: an UNCHECKED CREATE of an existing file sets its attributes
+// (RFC 1813 section 3.3.8), its size included: a truncation like SETATTR's.
+func createAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.CreateArgs) []fileAccess {
+	if a.Mode != nfs3.Unchecked || a.Attr.Size == nil {
+		return nil
+	}
+	if fh := s.regularIn(r, a.Where.Name); fh != nil {
+		return []fileAccess{{fh, state.AccessSetattrSize}}
+	}
+	return nil
+}
+
 func removeAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs) []fileAccess {
 	if fh := s.regularIn(r, a.Name); fh != nil {
 		return []fileAccess{{fh, state.AccessRemove}}

@@ -171,7 +171,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
 			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess}),
 		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create}),
+			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess}),
 		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir}),
 		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,

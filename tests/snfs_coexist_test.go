@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -341,5 +342,25 @@ func TestCoexistLinuxClient(t *testing.T) {
 	want := catBytes(coexistDirty[:4096], bytes.Repeat([]byte("G"), 100), coexistDirty[4196:], coexistInitial[8192:], []byte("TAIL"))
 	if got, _ := os.ReadFile(e.path("coexist.bin")); !bytes.Equal(got, want) {
 		t.Fatalf("file after the guest's writes: %s, want %s", byteRuns(got), byteRuns(want))
+	}
+}
+
+// TestCoexistCreateUnchecked: a plain client's UNCHECKED CREATE with size 0 of
+// a file A caches for writing with 8 KiB of dirty 'A' truncates it (RFC 1813
+// section 3.3.8: an existing file gets the attributes) like a SETATTR of the
+// size: A must be called back before, and the file must end empty. Applied
+// first, the truncation would be covered by A's later write-back (8 KiB).
+func TestCoexistCreateUnchecked(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	_, a := setupCoexist(t, e, "f")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: "f"}, Mode: nfs3.Unchecked,
+		Attr: nfs3.Sattr{Size: u64p(0)}})
+	ok(t, "plain CREATE UNCHECKED size 0", res.Status, err)
+	a.checkCalledBack(t, coexistInitial, time.Now())
+	if got, _ := os.ReadFile(e.path("f")); len(got) != 0 {
+		t.Fatalf("file after the truncating CREATE: %s, want it empty", byteRuns(got))
 	}
 }
