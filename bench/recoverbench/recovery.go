@@ -118,7 +118,7 @@ func recovery(w func(string, ...any)) (targets []string) {
 		for k, v := range r.reasons {
 			reasons += fmt.Sprintf("%s ×%d ", k, v)
 		}
-		w("| %d | %d | %d | %.2f | %.0f | %.0f | **%.0f** | %.0f | %.0f | %s|\n", r.c, r.f, r.f/r.c, r.openSecs,
+		w("| %d | %d | %.1f | %.2f | %.0f | %.0f | **%.0f** | %.0f | %.0f | %s|\n", r.c, r.f, float64(r.f)/float64(r.c), r.openSecs,
 			tot-lis, lis, tot, median(r.server), float64(r.f)/(lis/1e3), reasons)
 		if r.f == 64000 {
 			for _, v := range r.start {
@@ -210,12 +210,11 @@ func recoverOne(export, logFile string, c, f int) *recRow {
 	fhs := handles(cls[0].s.NFS(), root, f)
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	per := f / c
 	for i, rc := range cls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, fh := range fhs[i*per : (i+1)*per] {
+			for _, fh := range fhs[i*f/c : (i+1)*f/c] { // F/C each, the remainder spread
 				ok, err := rc.s.Open(ctx, fh, snfs1.Read)
 				if err != nil {
 					die("client %d OPEN: %v", i, err)
