@@ -340,6 +340,7 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	c := dialGrace(t, e, "plain-grace-c", nil)
 	a.openItems(t, snfs1.Write, mine)
 	a.items[0].Dirty = true
+	c.hold = make(chan struct{}) // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
 	if a.comeBack(t) {
 		t.Fatal("a's reclaim refused")
@@ -365,6 +366,7 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	if err != nil || cres.Status != nfs3.ErrJukebox {
 		t.Errorf("plain COMMIT during grace: %v %v; want NFS3ERR_JUKEBOX", cres.Status, err)
 	}
+	close(c.hold)
 	if c.comeBack(t) {
 		t.Fatal("c's reclaim refused")
 	}
