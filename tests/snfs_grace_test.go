@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,17 +24,18 @@ type graceClient struct {
 	*client.Session
 	items     []snfs1.ReclaimItem // what it reclaims; set before the restart
 	restarted chan bool           // OnServerRestart's refused
-	hold      chan struct{}       // if not nil, Reclaim waits until it is closed (a client back late)
+	holding   atomic.Bool         // if set, Reclaim waits until hold is closed (a client back late)
+	hold      chan struct{}
 }
 
 func dialGrace(t *testing.T, e *env, name string, h client.CallbackHandler) *graceClient {
 	t.Helper()
-	g := &graceClient{restarted: make(chan bool, 4)}
+	g := &graceClient{restarted: make(chan bool, 4), hold: make(chan struct{})}
 	cx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := client.DialSession(cx, "tcp", e.addr, client.SessionConfig{Name: name, Handler: h, Logger: quietLogger(),
 		Reclaim: func(ctx context.Context) []snfs1.ReclaimItem {
-			if g.hold != nil {
+			if g.holding.Load() {
 				select {
 				case <-g.hold:
 				case <-ctx.Done():
@@ -237,7 +239,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	a := dialGrace(t, e, "nograce-a", nil)
 	late := dialGrace(t, e, "nograce-late", nil)
 	late.openItems(t, snfs1.Write, fh)
-	late.hold = make(chan struct{}) // it reconnects at once, but reclaims only after the grace period
+	late.holding.Store(true) // it reconnects at once, but reclaims only after the grace period
 	restartGrace(e, 2*time.Second)
 	// During grace, from a stranger.
 	stranger := newProtoClient(t, e, "nograce-stranger")
@@ -295,6 +297,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 	c := dialGrace(t, e, "conflict-c", nil)
 	a.openItems(t, snfs1.Read, fh)
 	a.items[0].Caching = true // as a reader that caches: the table must call it back
+	c.holding.Store(true)     // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
 	if a.comeBack(t) {
 		t.Fatal("a's reclaim refused")
@@ -309,6 +312,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 		t.Fatalf("a called back (%v) during grace", m)
 	default:
 	}
+	close(c.hold)
 	if c.comeBack(t) {
 		t.Fatal("c's reclaim refused")
 	}
@@ -340,7 +344,7 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	c := dialGrace(t, e, "plain-grace-c", nil)
 	a.openItems(t, snfs1.Write, mine)
 	a.items[0].Dirty = true
-	c.hold = make(chan struct{}) // c reconnects at once but reclaims only when let: the grace period lasts
+	c.holding.Store(true) // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
 	if a.comeBack(t) {
 		t.Fatal("a's reclaim refused")
