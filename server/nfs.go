@@ -98,6 +98,11 @@ func nfsProc[A, R any, PA interface {
 				if err != nil {
 					return sunrpc.ErrGarbageArgs
 				}
+				// The call waited for callbacks: the write-backs they asked for
+				// changed the attributes resolved before.
+				if err := r.node.Refresh(); err != nil {
+					return encodeFailure[R, PR](w, err)
+				}
 				return run(a2, w)
 			})
 			return err
@@ -157,7 +162,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		nfs3.ProcNull: {Name: "NULL", Handler: nullProc, Inline: always},
 		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
-			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr}),
+			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr, Access: getattrAccess}),
 		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess}),
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,

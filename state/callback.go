@@ -47,6 +47,9 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		if inval {
 			h.flags &^= fCaching
 		}
+		if mode != Invalidate {
+			h.wbSeq = cb.Seq
+		}
 		// A client that still writes into its cache may be dirty again at once.
 		if mode != Invalidate && (h.writers == 0 || inval || h.flags&fCaching == 0) {
 			h.flags &^= fDirty

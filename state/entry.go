@@ -23,6 +23,10 @@ type holder struct {
 	writers    uint32 // protocol opens for writing
 	flags      uint8
 	plainUntil int64 // a plain access counts as an open before this time
+	// wbSeq is the sequence number of the last callback asking for a
+	// write-back that the client answered OK: a GETATTR that arrived before
+	// it was sent has seen the client's writes (see getattr).
+	wbSeq uint64
 }
 
 // Holder flags.
@@ -46,6 +50,9 @@ type waiter struct {
 	mode   Mode       // an OPEN's mode; 0 for a plain access
 	access AccessKind // a plain access's kind; 0 for an OPEN
 	since  int64
+	// seq is the callback sequence number when a GETATTR arrived: it waits
+	// for write-backs asked for after that.
+	seq uint64
 	// recallSeen is the file's last recall when the request arrived: the
 	// back-off it starts applies to the request, one its own conflict causes
 	// does not (that conflict is the one the recall resolves).
@@ -92,7 +99,7 @@ func (h *holder) covered(k AccessKind) bool {
 	if h.writers > 0 || h.flags&fDirty != 0 {
 		return true
 	}
-	return k == AccessRead && h.readers > 0
+	return (k == AccessRead || k == AccessGetattr) && h.readers > 0
 }
 
 func (e *entry) holder(c ClientID) *holder {

@@ -657,3 +657,81 @@ func TestFileIDOf(t *testing.T) {
 		t.Fatalf("%x %x", a, b)
 	}
 }
+
+// A plain GETATTR waits only for other clients' dirty blocks: it is answered at
+// once for a file the table does not know (and adds no entry), for a clean
+// file, and for the holder itself; it calls a dirty holder back with
+// CB_WRITEBACK, which leaves it caching, and records no plain hold. A write-back
+// the holder answered before the GETATTR arrived does not count.
+func TestGetattr(t *testing.T) {
+	h := newHarness(t, Config{PlainHold: time.Minute})
+	h.register(cX, cY)
+	f, g := fid(1), fid(2)
+
+	if _, v := h.access(cP, g, AccessGetattr); v != Proceed {
+		t.Fatalf("GETATTR of an unknown file: %v", v)
+	}
+	if _, ok := h.m.Lookup(h.now, g); ok {
+		t.Fatal("a GETATTR of an unknown file added an entry")
+	}
+
+	if rep := h.openNow(cX, f, Write); !rep.CacheEnabled {
+		t.Fatalf("%+v", rep)
+	}
+	if _, v := h.access(cX, f, AccessGetattr); v != Proceed {
+		t.Fatalf("the writer's own GETATTR: %v", v)
+	}
+	for round := 0; round < 2; round++ {
+		req, v := h.access(cP, f, AccessGetattr)
+		if v != Wait {
+			t.Fatalf("round %d: plain GETATTR of a file a caching writer holds: %v", round, v)
+		}
+		cbs := h.take()
+		wantCalls(t, cbs, RowCallback{1, Writeback})
+		if _, v := h.access(cY, f, AccessGetattr); v != Wait {
+			t.Fatalf("round %d: a second GETATTR did not queue behind the first: %v", round, v)
+		}
+		h.answer(cbs[0], OK)
+		wantFinal(t, h, req, ActProceed)
+		// The second GETATTR arrived after that callback was sent: one more.
+		cbs = h.take()
+		wantCalls(t, cbs, RowCallback{1, Writeback})
+		h.answer(cbs[0], OK)
+		wantFinal(t, h, req+1, ActProceed)
+		// The writer still caches (and may be dirty again): the next round
+		// calls it back again.
+		fi := h.info(f)
+		if fi.State != OneWriter || len(fi.Holders) != 1 || !fi.Holders[0].Caching {
+			t.Fatalf("round %d: %+v; want the writer alone, still caching (no plain hold)", round, fi)
+		}
+	}
+
+	// Closed clean: nothing to wait for.
+	h.close(cX, f, Write, false)
+	if _, v := h.access(cP, f, AccessGetattr); v != Proceed {
+		t.Fatalf("plain GETATTR of a clean closed file: %v", v)
+	}
+	// CLOSED_DIRTY: one write-back, after which the file is clean.
+	h.openNow(cX, f, Write)
+	h.close(cX, f, Write, true)
+	req, v := h.access(cP, f, AccessGetattr)
+	if v != Wait {
+		t.Fatalf("plain GETATTR of a CLOSED_DIRTY file: %v", v)
+	}
+	cbs := h.take()
+	wantCalls(t, cbs, RowCallback{1, Writeback})
+	h.answer(cbs[0], OK)
+	wantFinal(t, h, req, ActProceed)
+	if _, v := h.access(cP, f, AccessGetattr); v != Proceed {
+		t.Fatalf("plain GETATTR after the write-back: %v", v)
+	}
+
+	// A holder that does not answer is fenced; the GETATTR goes on.
+	h.openNow(cX, f, Write)
+	req, _ = h.access(cP, f, AccessGetattr)
+	if len(h.take()) != 1 {
+		t.Fatal("no callback")
+	}
+	h.advance(time.Minute)
+	wantFinal(t, h, req, ActProceed)
+}

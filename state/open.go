@@ -88,6 +88,9 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.files[a.File]
+	if a.Kind == AccessGetattr {
+		return m.getattr(s, e, t, req, a.Client)
+	}
 	if e != nil {
 		h := e.holder(a.Client)
 		if h != nil && h.flags&fFenced != 0 {
@@ -180,6 +183,9 @@ func (m *Machine) answer(w *waiter, v Verdict, r OpenReply, out *[]Action) {
 // try applies w if it can be applied now; otherwise it sends the callbacks w
 // waits for (those not already out) and reports false.
 func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
+	if w.access == AccessGetattr {
+		return m.tryGetattr(s, e, t, w, out)
+	}
 	if w.access != 0 {
 		h := e.holder(w.client)
 		if h != nil && h.flags&fFenced != 0 {
@@ -291,4 +297,58 @@ func (m *Machine) tidy(s *shard, e *entry) {
 	if e.prev != nil && e.pend == nil && len(e.holders) == 0 && e.version == 0 {
 		s.remove(e)
 	}
+}
+
+// getattr applies a GETATTR by client c. Unlike the other plain accesses it
+// records nothing, not even an entry for a file the table does not know (most
+// GETATTRs are of files nobody caches): it only waits, in the file's queue, for
+// every other client that may hold dirty blocks to write them back, so that
+// the size and times it returns include every write a client acknowledged
+// before the GETATTR arrived. A fenced client is not refused: attributes are
+// not the data the fence protects.
+func (m *Machine) getattr(s *shard, e *entry, t int64, req ReqID, c ClientID) (Verdict, []Action) {
+	if e == nil {
+		return Proceed, nil
+	}
+	if h := e.holder(c); h.covered(AccessGetattr) {
+		return Proceed, nil
+	}
+	queued := e.pend != nil && len(e.pend.waiters) > 0
+	if !queued && !otherDirty(e, c) {
+		return Proceed, nil
+	}
+	var out []Action
+	e.settle(t)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: c, access: AccessGetattr, since: t, seq: m.seq.Load()}, &out)
+	return v, out
+}
+
+// tryGetattr applies a parked GETATTR: it goes on once each other client that
+// may hold dirty blocks has answered a write-back callback sent after it
+// arrived (or holds nothing any more); until then it asks them, with
+// CB_WRITEBACK, which leaves their caching as it is.
+func (m *Machine) tryGetattr(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
+	blocked := false
+	for i := range e.holders {
+		h := &e.holders[i]
+		if h.client == w.client || h.flags&fDirty == 0 || h.wbSeq > w.seq {
+			continue
+		}
+		blocked = true
+		m.callback(s, e, t, h.client, Writeback, false, out)
+	}
+	if blocked {
+		return Wait, OpenReply{}, false
+	}
+	return Proceed, OpenReply{}, true
+}
+
+// otherDirty reports whether a client other than c may hold dirty blocks of e.
+func otherDirty(e *entry, c ClientID) bool {
+	for i := range e.holders {
+		if e.holders[i].client != c && e.holders[i].flags&fDirty != 0 {
+			return true
+		}
+	}
+	return false
 }

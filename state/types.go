@@ -128,6 +128,11 @@ const (
 	AccessSetattrSize                       // SETATTR that changes the size
 	AccessRemove                            // REMOVE of the file (or RENAME over it)
 	AccessRename                            // RENAME of the file
+	// AccessGetattr is a GETATTR: it reads the attributes only, so it records
+	// no hold and stops nobody's caching; it waits only for the write-back of
+	// another client's dirty blocks, whose size and times the server does not
+	// have yet.
+	AccessGetattr
 )
 
 func (k AccessKind) String() string {
@@ -142,11 +147,13 @@ func (k AccessKind) String() string {
 		return "REMOVE"
 	case AccessRename:
 		return "RENAME"
+	case AccessGetattr:
+		return "GETATTR"
 	}
 	return fmt.Sprintf("AccessKind(%d)", uint8(k))
 }
 
-func (k AccessKind) changes() bool { return k > AccessRead }
+func (k AccessKind) changes() bool { return k >= AccessWrite && k <= AccessRename }
 
 // Verdict is the machine's immediate answer to an OPEN or a plain access.
 type Verdict uint8

@@ -79,18 +79,27 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 	return w
 }
 
-// checkCalledBack: A got exactly one callback, CB_WRITEBACK_INVALIDATE, it came
+// checkCalledBack: A got exactly one callback that invalidates,
+// CB_WRITEBACK_INVALIDATE, last, after as many CB_WRITEBACKs as the plain
+// client's GETATTRs asked for (a GETATTR leaves A caching); the first came
 // before the plain access had changed the file (the disk still held initial),
-// and A's write-back was done before the plain client finished (end).
-func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Time) {
+// and A's write-back was done before the plain client finished (end). It
+// returns the number of CB_WRITEBACKs.
+func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Time) (writebacks int) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, err := range w.errs {
 		t.Error(err)
 	}
-	if len(w.modes) != 1 || w.modes[0] != snfs1.CBWritebackInvalidate {
-		t.Errorf("A's callbacks: %v, want exactly one WRITEBACK_INVALIDATE", w.modes)
+	n := len(w.modes)
+	for _, m := range w.modes[:max(n-1, 0)] {
+		if m == snfs1.CBWriteback {
+			writebacks++
+		}
+	}
+	if n == 0 || w.modes[n-1] != snfs1.CBWritebackInvalidate || writebacks != n-1 {
+		t.Errorf("A's callbacks: %v, want WRITEBACKs, then exactly one WRITEBACK_INVALIDATE", w.modes)
 	}
 	if len(w.seen) > 0 && !bytes.Equal(w.seen[0], initial) {
 		t.Errorf("when A's callback arrived the file was already changed: %s, want %s", byteRuns(w.seen[0]), byteRuns(initial))
@@ -100,6 +109,7 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 	} else if !w.wroteBack.Before(end) {
 		t.Errorf("A's write-back finished %v after the plain client did", w.wroteBack.Sub(end))
 	}
+	return writebacks
 }
 
 // byteRuns summarizes file content as runs of equal bytes: "4096×'A' 100×'B'".
@@ -321,6 +331,35 @@ func TestCoexistLibnfsRead(t *testing.T) {
 	want := catBytes(coexistDirty, coexistInitial[8192:])
 	if !bytes.Equal(out, want) {
 		t.Fatalf("nfs-cat printed %s, want %s (A's write-back)", byteRuns(out), byteRuns(want))
+	}
+}
+
+// TestCoexistLibnfsReadGrown: A caches the file for writing and has grown it
+// from 12 KiB to 20 KiB in its cache. nfs-cat reads as many bytes as GETATTR
+// says the file has: its GETATTR calls A back (CB_WRITEBACK) before it is
+// answered, so it prints all 20 KiB. Answered first, it would report 12 KiB
+// and nfs-cat would stop there.
+func TestCoexistLibnfsReadGrown(t *testing.T) {
+	requireRoot(t)
+	cat := requireTool(t, "nfs-cat")
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "f", 0o666)
+	if err := os.WriteFile(e.path("f"), coexistInitial, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	grown := bytes.Repeat([]byte("A"), 20<<10)
+	a := newCachedWriter(t, e, "coexist-a", fh, e.path("f"), grown)
+
+	out, err := exec.Command(cat, libnfsURL(e, e.dir+"/f")).Output()
+	end := time.Now()
+	if err != nil {
+		t.Fatalf("nfs-cat: %v\n%s", err, out)
+	}
+	if !bytes.Equal(out, grown) {
+		t.Fatalf("nfs-cat printed %s, want %s (A's cached data, written back before the GETATTR)", byteRuns(out), byteRuns(grown))
+	}
+	if n := a.checkCalledBack(t, coexistInitial, end); n == 0 {
+		t.Error("no CB_WRITEBACK came before the invalidation: nfs-cat's GETATTR did not call A back")
 	}
 }
 
