@@ -40,7 +40,9 @@ func callbackProgram(h CallbackHandler) *sunrpc.Program {
 		}
 		st := snfs1.CBStale
 		if h != nil {
-			st = h.Callback(ctx, a.File, a.Mode, a.Attr)
+			// a.File aliases the request buffer, reused once this returns: the
+			// handler gets a copy it may keep.
+			st = h.Callback(ctx, append(nfs3.FH(nil), a.File...), a.Mode, a.Attr)
 		}
 		(&snfs1.CallbackRes{Status: st}).Encode(res)
 		return nil

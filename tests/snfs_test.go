@@ -38,6 +38,8 @@ func newProtoClient(t *testing.T, e *env, name string) *protoClient {
 			if a.Decode(r) != nil {
 				return sunrpc.ErrGarbageArgs
 			}
+			// Kept past this call: not the request buffer, which is reused.
+			a.File = append(nfs3.FH(nil), a.File...)
 			p.mu.Lock()
 			p.callbacks = append(p.callbacks, a)
 			answer := p.answer

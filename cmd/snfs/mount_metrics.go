@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"snfs/metrics"
@@ -44,6 +45,8 @@ func serveMetrics(addr string, reg *metrics.Client, log *slog.Logger) (stop func
 		return nil, fmt.Errorf("--metrics: %w", err)
 	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // as snfs serve: profiles of a slow mount
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.Handle("/metrics", reg.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})

@@ -242,21 +242,32 @@ func (fs *FS) Release(ctx context.Context, f *File) error {
 	}
 	i.mu.Unlock()
 	if last && name != "" {
-		var res *nfs3.WccRes
-		if rerr := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = fs.client(f.cred).Remove(ctx, dir, name)
-			return status(res, err)
-		}); rerr != nil {
-			fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
-		}
-		if d := fs.lookupInode(dir); d != nil && res != nil {
-			d.mu.Lock()
-			d.wccLocked(&res.Wcc, time.Now())
-			d.mu.Unlock()
-		}
+		fs.removeHidden(ctx, f.cred, i, dir, name)
 	}
 	return err
+}
+
+// removeHidden removes the hidden name sillyRename gave i, at its last
+// close: the link it stood for is now gone on the server too, so the link
+// count i reports is the server's again.
+func (fs *FS) removeHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, name string) {
+	var res *nfs3.WccRes
+	if rerr := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Remove(ctx, dir, name)
+		return status(res, err)
+	}); rerr != nil {
+		fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
+	}
+	if d := fs.lookupInode(dir); d != nil && res != nil {
+		fs.dirWcc(d, &res.Wcc)
+	}
+	i.mu.Lock()
+	if i.nlinkDrop > 0 {
+		i.nlinkDrop--
+	}
+	i.invalidateLocked()
+	i.mu.Unlock()
 }
 
 func (fs *FS) lookupInode(fh nfs3.FH) *Inode {

@@ -270,7 +270,8 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 		return false, nil // directories are not renamed away (RMDIR needs them empty anyway)
 	}
 	child.mu.Lock()
-	open := child.opens > 0 && child.sillyName == ""
+	// A file with another link outlives this REMOVE: nothing to hide.
+	open := child.opens > 0 && child.sillyName == "" && child.attr.Nlink <= 1
 	child.mu.Unlock()
 	if !open {
 		return false, nil
@@ -292,14 +293,13 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 		return false, err
 	}
 	child.mu.Lock()
-	child.sillyDir, child.sillyName = dir.FH, hidden
-	child.nlinkDrop++
 	child.invalidateLocked()
 	// The last release may have run during the RENAME, before the hidden
 	// name was recorded: then nobody else removes it.
 	closed := child.opens == 0
-	if closed {
-		child.sillyDir, child.sillyName = nil, ""
+	if !closed {
+		child.sillyDir, child.sillyName = dir.FH, hidden
+		child.nlinkDrop++ // until removeHidden
 	}
 	child.mu.Unlock()
 	if closed {

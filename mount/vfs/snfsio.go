@@ -379,17 +379,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	fs.snfsClosedAll(i)
 	if last && name != "" {
-		var res *nfs3.WccRes
-		if rerr := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = fs.client(f.cred).Remove(ctx, dir, name)
-			return status(res, err)
-		}); rerr != nil {
-			fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
-		}
-		if d := fs.lookupInode(dir); d != nil && res != nil {
-			fs.dirWcc(d, &res.Wcc)
-		}
+		fs.removeHidden(ctx, f.cred, i, dir, name)
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,110 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testRemoveOpenLinks removes names of files that are open, through mount
+// point mnt of export directory export:
+//   - one of two hard links of a file open for writing: the other name keeps
+//     the file and reports one link, during the open and after it, and the
+//     data written through the open reaches the server (in snfs mode, where
+//     it is cached: at write-back, which the removal must not cancel);
+//   - the only name of an open file: the open still reads it (the mount hid
+//     it under another name), and at its close nothing is left in the
+//     directory.
+func testRemoveOpenLinks(t *testing.T, mnt, export string) {
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
+	if err := os.WriteFile(a, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(b, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("written through the other link while one was removed")
+	if _, err := f.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(b, &st); err != nil || st.Nlink != 1 {
+		t.Fatalf("stat of the other link while open: nlink %d, %v; want 1", st.Nlink, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(b, &st); err != nil || st.Nlink != 1 {
+		t.Fatalf("stat of the other link after the close: nlink %d, %v; want 1", st.Nlink, err)
+	}
+	// fsync through a new open: in snfs mode the data is written back then.
+	if h, err := os.OpenFile(b, os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	} else {
+		h.Close()
+	}
+	if got := mustRead(t, filepath.Join(export, "b")); !bytes.Equal(got, want) {
+		t.Fatalf("the export's file has %q, want %q", got, want)
+	}
+
+	c := filepath.Join(mnt, "c")
+	if err := os.WriteFile(c, []byte("only name"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(c); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := g.ReadAt(buf, 0); string(buf[:n]) != "only name" {
+		t.Fatalf("reading a removed open file: %q %v", buf[:n], err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The hidden name goes at the last release, which the kernel sends
+	// after close returns.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, err := os.ReadDir(export)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) == 1 && ents[0].Name() == "b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			names := []string{}
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("the export holds %v after the last close; want only b", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMountRemoveOpenLinks(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	testRemoveOpenLinks(t, newMount(t, e).dir, e.dir)
+}
+
+func TestMountSNFSRemoveOpenLinks(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	testRemoveOpenLinks(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
+}
