@@ -23,6 +23,13 @@ import (
 //     see the read). A file not complete at open is read through the mount
 //     as before, which fills the cache; a later open then passes through. A
 //     large file opened for a one-byte read is not fetched whole.
+//   - The kernel's pages go when the file is whole in the cache. Linux drops
+//     an inode's pages at a passthrough open (it refuses FOPEN_KEEP_CACHE
+//     with FOPEN_PASSTHROUGH), which for a large file just read through the
+//     page cache costs more than the read that follows; and those pages
+//     duplicate the cache file's. So the last release of a page-cache open
+//     of a file the cache holds whole drops them (snfsIOEnd), off the path
+//     of the next open.
 //   - Only read opens start it. A write through passthrough bypasses the
 //     mount, and the kernel cannot take a passthrough back: if the file
 //     became write-shared while such an open lasts, its writes could not be
@@ -338,10 +345,14 @@ func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
 func (fs *FS) snfsIOEnd(f *File) {
 	i := f.i
 	var wfd *os.File
+	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	i.mu.Lock()
 	if f.sn.cachedIO {
 		i.sn.pt.cached--
 		f.sn.cachedIO = false
+		if i.sn.pt.cached == 0 && i.sn.caching && fs.sn.passthrough.Load() {
+			cf = i.sn.cf
+		}
 	}
 	if f.sn.pt != nil {
 		i.sn.pt.opens--
@@ -364,6 +375,14 @@ func (fs *FS) snfsIOEnd(f *File) {
 		f.sn.ptCF.Unpin()
 		f.sn.pt.Close()
 		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
+	}
+	if cf != nil && cf.Missing() == nil {
+		// The last open through the page cache of a file the cache directory
+		// now holds whole: the kernel's pages of it duplicate the cache
+		// file's, and the next read open passes through, where Linux would
+		// drop them anyway (it refuses FOPEN_KEEP_CACHE there), on that
+		// open's path. Drop them now, at this release, which nobody waits for.
+		fs.notifyData(i)
 	}
 }
 
