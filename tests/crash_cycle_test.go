@@ -27,8 +27,8 @@ import (
 // ports, while two `snfs mount --mode=snfs` processes (separate cache
 // directories; one writes back after an hour, so its dirty data lives
 // through the crashes, the other after two seconds) and one plain NFSv3
-// client (the Go client for changes, with FILE_SYNC writes; libnfs's nfs-cat
-// for reads) run a mixed workload: whole-file writes that
+// client (libnfs: nfs-cat for reads, the project's libnfs client for
+// changes) run a mixed workload: whole-file writes that
 // create, in-place writes with fsync, renames, unlinks and reads, each read
 // usually right after another client's change.
 //
@@ -230,29 +230,38 @@ func (c mountClient) rename(from, to string) error {
 }
 func (c mountClient) remove(name string) error { return os.Remove(c.m.path(name)) }
 
-// plainClient is a plain NFSv3 client: a new connection per operation (as a
-// process per command would have), FILE_SYNC writes; reads with nfs-cat
-// when libnfs's tools are installed.
+// plainClient is a plain NFSv3 client, libnfs's: a process per operation,
+// nfs-cat for reads and the project's libnfs client (nfs-op,
+// libnfs_tool_test.go) for changes, which fsyncs before its close. Where
+// libnfs is not installed (outside CI) it is the project's Go NFS client, a
+// connection per operation with FILE_SYNC writes.
 type plainClient struct {
 	s    *srvProc
 	root nfs3.FH
-	cat  string
+	cat  string // nfs-cat, or "" for Go READs to EOF
+	op   string // nfs-op, or "" for the Go client
 }
 
 func newPlainClient(t *testing.T, s *srvProc) *plainClient {
 	t.Helper()
 	c := &plainClient{s: s}
-	// Reads are libnfs's: nfs-cat reads as far as GETATTR's size, so they
-	// check that a GETATTR waits for other clients' dirty blocks
-	// (docs/protocol.md section 14). SNFS_CRASH_NFSCAT=0 reads with the Go
-	// client's READs to EOF instead.
-	if os.Getenv("SNFS_CRASH_NFSCAT") != "0" {
+	// nfs-cat reads as far as GETATTR's size, so its reads also check that
+	// a GETATTR waits for other clients' dirty blocks (docs/protocol.md
+	// section 14). SNFS_CRASH_LIBNFS=0 uses the Go client instead.
+	if os.Getenv("SNFS_CRASH_LIBNFS") != "0" {
 		var err error
 		if c.cat, err = exec.LookPath("nfs-cat"); err != nil {
 			if os.Getenv("CI") != "" {
 				t.Fatalf("CI is set and nfs-cat (libnfs-utils) is not installed (.ci/run must install it)")
 			}
 			t.Log("nfs-cat (libnfs-utils) is not installed: the plain client reads with the Go client")
+		}
+		var why string
+		if c.op, why = libnfsOpTool(); c.op == "" {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI is set and %s", why)
+			}
+			t.Logf("%s: the plain client changes files with the Go client", why)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -317,9 +326,38 @@ func (c *plainClient) writeAt(ctx context.Context, n *client.NFS, fh nfs3.FH, of
 	return nil
 }
 
+// url is name's libnfs URL.
+func (c *plainClient) url(name string) string {
+	return fmt.Sprintf("nfs://127.0.0.1%s/%s?version=3&nfsport=%d&mountport=%d", c.s.export, name, c.s.nfsPort, c.s.mountPort)
+}
+
+// runOp runs nfs-op with args (and data on its standard input).
+func (c *plainClient) runOp(data []byte, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.op, args...)
+	cmd.Stdin = bytes.NewReader(data)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitCode() == 3:
+		return fmt.Errorf("nfs-op %s: %s: %w", args[0], bytes.TrimSpace(out), fs.ErrNotExist)
+	}
+	return fmt.Errorf("nfs-op %s: %v: %s", args[0], err, bytes.TrimSpace(out))
+}
+
 // write creates name (UNCHECKED, so that a retry finds it) or truncates it
 // with SETATTR, as a Linux client's open(O_TRUNC) does, then writes.
 func (c *plainClient) write(name string, data []byte, create bool) error {
+	if c.op != "" {
+		how := "trunc"
+		if create {
+			how = "create-trunc"
+		}
+		return c.runOp(data, "write", c.url(name), "0", how)
+	}
 	return c.do(func(ctx context.Context, n *client.NFS) error {
 		var fh nfs3.FH
 		if create {
@@ -361,6 +399,9 @@ func (c *plainClient) lookup(ctx context.Context, n *client.NFS, name string) (n
 }
 
 func (c *plainClient) patch(name string, off int64, data []byte) error {
+	if c.op != "" {
+		return c.runOp(data, "write", c.url(name), fmt.Sprint(off), "keep")
+	}
 	return c.do(func(ctx context.Context, n *client.NFS) error {
 		fh, err := c.lookup(ctx, n, name)
 		if err != nil {
@@ -378,7 +419,7 @@ func (c *plainClient) read(name string) ([]byte, error) {
 			return err
 		}
 		if c.cat != "" {
-			url := fmt.Sprintf("nfs://127.0.0.1%s/%s?version=3&nfsport=%d&mountport=%d", c.s.export, name, c.s.nfsPort, c.s.mountPort)
+			url := c.url(name)
 			var stderr bytes.Buffer
 			cmd := exec.CommandContext(ctx, c.cat, url)
 			cmd.Stderr = &stderr
@@ -408,6 +449,9 @@ func (c *plainClient) read(name string) ([]byte, error) {
 }
 
 func (c *plainClient) rename(from, to string) error {
+	if c.op != "" {
+		return c.runOp(nil, "rename", c.url(from), "/"+to)
+	}
 	return c.do(func(ctx context.Context, n *client.NFS) error {
 		res, err := n.Rename(ctx, c.root, from, c.root, to)
 		if err != nil {
@@ -418,6 +462,9 @@ func (c *plainClient) rename(from, to string) error {
 }
 
 func (c *plainClient) remove(name string) error {
+	if c.op != "" {
+		return c.runOp(nil, "unlink", c.url(name))
+	}
 	return c.do(func(ctx context.Context, n *client.NFS) error {
 		res, err := n.Remove(ctx, c.root, name)
 		if err != nil {

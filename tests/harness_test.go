@@ -22,7 +22,11 @@ import (
 func TestMain(m *testing.M) {
 	// Objects are created with exactly the mode asked for, as `snfs serve` does.
 	syscall.Umask(0)
-	os.Exit(m.Run())
+	code := m.Run()
+	if libnfsOp.dir != "" {
+		os.RemoveAll(libnfsOp.dir)
+	}
+	os.Exit(code)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -150,77 +149,14 @@ func setupCoexist(t *testing.T, e *env, name string) (nfs3.FH, *cachedWriter) {
 	return fh, a
 }
 
-// libnfsPwriteSrc is a plain libnfs client that writes stdin at an offset of an
-// existing file: nfs-cp only creates files (GUARDED CREATE), it cannot write
-// into one that exists.
-const libnfsPwriteSrc = `#define _FILE_OFFSET_BITS 64
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <nfsc/libnfs.h>
-
-/* nfs-pwrite URL OFFSET trunc|notrunc < data: open(O_WRONLY[|O_TRUNC]), pwrite, close. */
-int main(int argc, char **argv) {
-	static char buf[1 << 20];
-	size_t n = fread(buf, 1, sizeof buf, stdin);
-	if (argc != 4) { fprintf(stderr, "usage\n"); return 2; }
-	uint64_t off = strtoull(argv[2], NULL, 10);
-	int flags = O_WRONLY | (strcmp(argv[3], "trunc") == 0 ? O_TRUNC : 0);
-	struct nfs_context *nfs = nfs_init_context();
-	struct nfs_url *url = nfs ? nfs_parse_url_full(nfs, argv[1]) : NULL;
-	struct nfsfh *fh;
-	if (url == NULL) { fprintf(stderr, "url: %s\n", nfs ? nfs_get_error(nfs) : "no context"); return 1; }
-	if (nfs_mount(nfs, url->server, url->path) != 0) { fprintf(stderr, "mount: %s\n", nfs_get_error(nfs)); return 1; }
-	if (nfs_open(nfs, url->file, flags, &fh) != 0) { fprintf(stderr, "open: %s\n", nfs_get_error(nfs)); return 1; }
-	for (size_t done = 0; done < n;) {
-#ifdef LIBNFS_API_V2
-		int r = nfs_pwrite(nfs, fh, buf + done, n - done, off + done);
-#else
-		int r = nfs_pwrite(nfs, fh, off + done, n - done, buf + done);
-#endif
-		if (r <= 0) { fprintf(stderr, "pwrite: %s\n", nfs_get_error(nfs)); return 1; }
-		done += r;
-	}
-	if (nfs_close(nfs, fh) != 0) { fprintf(stderr, "close: %s\n", nfs_get_error(nfs)); return 1; }
-	nfs_destroy_url(url);
-	nfs_destroy_context(nfs);
-	printf("wrote %zu bytes at %llu\n", n, (unsigned long long)off);
-	return 0;
-}
-`
-
-// libnfsPwrite compiles libnfsPwriteSrc (libnfs-dev and a C compiler, which
-// .ci/run installs) and returns the program's path.
-func libnfsPwrite(t *testing.T) string {
-	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) to build the libnfs writer (.ci/run installs gcc)")
-	}
-	if _, err := os.Stat("/usr/include/nfsc/libnfs.h"); err != nil {
-		t.Skip("libnfs headers missing (Debian libnfs-dev; .ci/run installs it)")
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "nfs-pwrite.c"), filepath.Join(dir, "nfs-pwrite")
-	if err := os.WriteFile(src, []byte(libnfsPwriteSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O1", "-o", bin, src, "-lnfs").CombinedOutput(); err != nil {
-		t.Fatalf("building the libnfs writer: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runPlainWrite runs the libnfs writer and returns when it started and ended.
 func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []byte) (start, end time.Time) {
 	t.Helper()
-	mode := "notrunc"
+	mode := "keep"
 	if trunc {
 		mode = "trunc"
 	}
-	cmd := exec.Command(bin, url, fmt.Sprint(off), mode)
+	cmd := exec.Command(bin, "write", url, fmt.Sprint(off), mode)
 	cmd.Stdin = bytes.NewReader(data)
 	start = time.Now()
 	out, err := cmd.CombinedOutput()
@@ -245,7 +181,7 @@ func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []by
 func TestCoexistLibnfsWrite(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "nfs-cat") // libnfs-utils, as a marker that libnfs is there
-	bin := libnfsPwrite(t)
+	bin := requireLibnfsOp(t)
 	const hold = 4 * time.Second
 	e := newEnv(t, "rw,no_root_squash")
 	// A short recall back-off, so that only the plain hold keeps caching off.
@@ -300,7 +236,7 @@ func TestCoexistLibnfsWrite(t *testing.T) {
 func TestCoexistLibnfsTruncate(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "nfs-cat")
-	bin := libnfsPwrite(t)
+	bin := requireLibnfsOp(t)
 	e := newEnv(t, "rw,no_root_squash")
 	_, a := setupCoexist(t, e, "f")
 
