@@ -99,14 +99,16 @@ dirs() { perl -e 'my ($d, $n) = @ARGV; for my $i (1 .. $n) {
 
 part_meta() { # cfg rep
   local cfg=$1 i=$2 d b n
-  mount_cfg "$cfg" "$W/cache/meta-$cfg-r$i"
+  # The fuse floor of the metadata part caches all it can (bench/fuseloop
+  # -cached): warm ls -lR is a test of the kernel's caches.
+  FUSELOOP_OPTS=-cached mount_cfg "$cfg" "$W/cache/meta-$cfg-r$i"
   d="$MNT/meta-$cfg-r$i"; mkdir "$d"
   phase "$cfg" files files "$d"
   phase "$cfg" dirs dirs "$d"
   cat "$TARBALL" >/dev/null # the tarball comes from the page cache in every configuration
   phase "$cfg" untar tar xf "$TARBALL" -C "$d"
   phase "$cfg" meta-umount umount_cfg "$cfg"
-  mount_cfg "$cfg" "$W/cache/meta-$cfg-r$i"
+  FUSELOOP_OPTS=-cached mount_cfg "$cfg" "$W/cache/meta-$cfg-r$i"
   drop_caches
   phase "$cfg" ls-cold ls -lR "$d"
   phase "$cfg" ls-warm ls -lR "$d"
@@ -191,6 +193,7 @@ out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
     echo
     s=$(med snfs-inf,sort) l=$(med local,sort) w=$(medc snfs-inf sort nfs/WRITE)
     echo "Target: sort with an infinite delay within 1.1x of the local disk with zero WRITE RPCs (sort phase, before the unmount): **$(verdict "$s <= 1.1 * $l && $w == 0")** (snfs-inf/local $(ratio "$s" "$l"), $w WRITE RPCs; default delay: snfs/local $(ratio "$(med snfs,sort)" "$l"), $(medc snfs sort nfs/WRITE) WRITE RPCs)."
+    echo "Bound: the fuse configuration (bench/fuseloop, go-fuse's loopback: every write and read of the temporaries goes through a FUSE daemon, as in snfs mode, which must moreover make each temporary durable in its cache directory when it is closed) sorts in $(ratio "$(med fuse,sort)" "$l")x the local disk's time, so the target is **$(verdict "$(med fuse,sort) <= 1.1 * $l" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs-inf is $(ratio "$s" "$(med fuse,sort)")x that floor."
   fi
   if has read; then
     echo
@@ -220,6 +223,7 @@ out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
     rpc_table "files dirs untar meta-umount ls-cold ls-warm" "nfs snfs"
     echo
     echo "Target: warm \`ls -lR\` within 1.5x of the local disk with zero RPCs: **$(verdict "$(med snfs,ls-warm) <= 1.5 * $(med local,ls-warm) && $(medall snfs ls-warm) == 0")** (snfs/local $(ratio "$(med snfs,ls-warm)" "$(med local,ls-warm)"), $(medall snfs ls-warm) RPCs; nfs mode $(ratio "$(med nfs,ls-warm)" "$(med local,ls-warm)"), $(medall nfs ls-warm) RPCs)."
+    echo "Bound: the fuse configuration here is bench/fuseloop -cached, a FUSE file system that answers everything it can from the kernel's caches (1 h timeouts, kept pages and listings; the kernel still sends an OPENDIR and a GETATTR per directory, as it does to snfs mode): its warm \`ls -lR\` is $(ratio "$(med fuse,ls-warm)" "$(med local,ls-warm)")x the local disk's, so the target is **$(verdict "$(med fuse,ls-warm) <= 1.5 * $(med local,ls-warm)" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs mode is $(ratio "$(med snfs,ls-warm)" "$(med fuse,ls-warm)")x that floor."
   fi
   echo
   echo "Every run, in order (seconds):"

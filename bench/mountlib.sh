@@ -10,6 +10,7 @@
 # Configurations:
 #   local     a directory on its own ext4 image (the local disk)
 #   fuse      bench/fuseloop: go-fuse's loopback of a directory on its own ext4 image
+#             (with $FUSELOOP_OPTS: -cached makes it the floor of a caching FUSE file system)
 #   nfs       snfs mount --mode=nfs  against snfs serve on 127.0.0.1 (export: its own ext4 image)
 #   snfs      snfs mount --mode=snfs, --writeback-delay $DELAY, cache directory on /var/tmp
 #   snfs-inf  the same with --writeback-delay $DELAY_INF (effectively infinite)
@@ -131,7 +132,7 @@ mount_cfg() {
   case $cfg in
     local) MNT="$W/local" ;;
     fuse)
-      "$W/bin/fuseloop" "$W/fuse" "$W/mnt/fuse" 2>>"$W/fuseloop.log" & FUSE_PID=$!
+      "$W/bin/fuseloop" ${FUSELOOP_OPTS:-} "$W/fuse" "$W/mnt/fuse" 2>>"$W/fuseloop.log" & FUSE_PID=$!
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse" && break; sleep 0.1; done
       mountpoint -q "$W/mnt/fuse" || { echo "fuseloop did not mount" >&2; exit 1; }
       MNT="$W/mnt/fuse" ;;

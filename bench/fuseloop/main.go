@@ -5,16 +5,27 @@
 // allow_other, 1 MiB reads ahead and writes; go-fuse's default 1 s entry and
 // attribute timeouts.
 //
-//	fuseloop [-debug] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
+// With -cached it is the floor of a FUSE file system that serves everything
+// it can from the kernel's caches (as snfs mode does while the server lets
+// it cache): 1 h entry and attribute timeouts, and every open keeps the
+// kernel's pages of the file (FOPEN_KEEP_CACHE) and of the directory listing
+// (FOPEN_CACHE_DIR); the daemon sees only what the kernel cannot avoid
+// sending (an OPENDIR per directory read, a GETATTR after a directory's
+// atime changed). It is a floor for a tree nobody else changes, not a file
+// system: it never invalidates anything.
+//
+//	fuseloop [-debug] [-cached] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -22,8 +33,9 @@ import (
 
 func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request")
+	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] DIR MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached] DIR MOUNTPOINT")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -32,6 +44,9 @@ func main() {
 		os.Exit(2)
 	}
 	root, err := fs.NewLoopbackRoot(flag.Arg(0))
+	if *cached {
+		root, err = cachedRoot(flag.Arg(0))
+	}
 	if err != nil {
 		log.Fatalf("fuseloop: %v", err)
 	}
@@ -45,6 +60,10 @@ func main() {
 		DisableXAttrs: true,
 		Debug:         *debug,
 	}}
+	if *cached {
+		hour := time.Hour
+		opts.EntryTimeout, opts.AttrTimeout, opts.NegativeTimeout = &hour, &hour, &hour
+	}
 	srv, err := fs.Mount(flag.Arg(1), root, opts)
 	if err != nil {
 		log.Fatalf("fuseloop: mount %s: %v", flag.Arg(1), err)
@@ -58,4 +77,31 @@ func main() {
 		}
 	}()
 	srv.Wait()
+}
+
+// cachedNode is a loopback node whose opens keep the kernel's caches.
+type cachedNode struct{ *fs.LoopbackNode }
+
+func (n *cachedNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	return fh, fl | fuse.FOPEN_KEEP_CACHE, errno
+}
+
+func (n *cachedNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	return fh, fl | fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_CACHE_DIR, errno
+}
+
+// cachedRoot is fs.NewLoopbackRoot with cachedNodes.
+func cachedRoot(dir string) (fs.InodeEmbedder, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return nil, err
+	}
+	r := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
+	r.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		return &cachedNode{&fs.LoopbackNode{RootData: r}}
+	}
+	r.RootNode = r.NewNode(r, nil, "", &st)
+	return r.RootNode, nil
 }
