@@ -193,7 +193,7 @@ out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
     echo
     s=$(med snfs-inf,sort) l=$(med local,sort) w=$(medc snfs-inf sort nfs/WRITE)
     echo "Target: sort with an infinite delay within 1.1x of the local disk with zero WRITE RPCs (sort phase, before the unmount): **$(verdict "$s <= 1.1 * $l && $w == 0")** (snfs-inf/local $(ratio "$s" "$l"), $w WRITE RPCs; default delay: snfs/local $(ratio "$(med snfs,sort)" "$l"), $(medc snfs sort nfs/WRITE) WRITE RPCs)."
-    echo "Bound: the fuse configuration (bench/fuseloop, go-fuse's loopback: every write and read of the temporaries goes through a FUSE daemon, as in snfs mode, which must moreover make each temporary durable in its cache directory when it is closed) sorts in $(ratio "$(med fuse,sort)" "$l")x the local disk's time, so the target is **$(verdict "$(med fuse,sort) <= 1.1 * $l" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs-inf is $(ratio "$s" "$(med fuse,sort)")x that floor."
+    echo "Bound: the fuse configuration (bench/fuseloop, go-fuse's loopback, whose opens all pass through to the backing file with FUSE passthrough: the least any FUSE file system costs; snfs mode's write opens go through the daemon instead, one FUSE WRITE per write(2) of sort, see mount/vfs/passthrough.go) sorts in $(ratio "$(med fuse,sort)" "$l")x the local disk's time, so the target is **$(verdict "$(med fuse,sort) <= 1.1 * $l" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs-inf is $(ratio "$s" "$(med fuse,sort)")x that floor."
   fi
   if has read; then
     echo

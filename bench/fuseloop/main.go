@@ -1,7 +1,9 @@
 // Command fuseloop mounts a FUSE loopback of a local directory with go-fuse's
 // fs.NewLoopbackRoot: the "FUSE floor" of bench/mountbench.sh, i.e. what any
 // go-fuse file system costs over the local disk before it does any work of its
-// own. Mount options follow snfs mount (mount/fusefs): mount(2) directly,
+// own. go-fuse passes the loopback's opens through to the backing files (FUSE
+// passthrough, on kernels that have it, as this machine's does): its reads
+// and writes never reach the daemon. Mount options follow snfs mount (mount/fusefs): mount(2) directly,
 // allow_other, 1 MiB reads ahead and writes; go-fuse's default 1 s entry and
 // attribute timeouts.
 //
