@@ -60,7 +60,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		AllowOther:               true,
 		FsName:                   o.FsName,
 		Name:                     "snfs",
-		MaxWrite:                 int(min(v.WriteSize(), 1<<20)),
+		MaxWrite:                 int(min(v.WriteSize(), preferredIOSize)),
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
 		DisableXAttrs:            true,
@@ -163,8 +163,15 @@ func fillAttr(out *fuse.Attr, a *nfs3.Fattr) {
 	out.Nlink = a.Nlink
 	out.Uid, out.Gid = a.UID, a.GID
 	out.Rdev = uint32(unixMkdev(a.Rdev.Major, a.Rdev.Minor))
-	out.Blksize = 4096
+	// The preferred I/O size, as the Linux NFS client reports it (its wsize):
+	// buffered writers (stdio, cp) then make fewer, larger writes, each of
+	// which is a FUSE request (no FUSE write-back cache: snfs mode's writes
+	// of a write-shared file must reach the server at once).
+	out.Blksize = preferredIOSize
 }
+
+// preferredIOSize is st_blksize: the largest FUSE write (MaxWrite's cap).
+const preferredIOSize = 1 << 20
 
 func unixMkdev(major, minor uint32) uint64 {
 	return uint64(minor&0xff) | uint64(major&0xfff)<<8 | uint64(minor&^0xff)<<12
