@@ -11,6 +11,8 @@
 #   local     a directory on its own ext4 image (the local disk)
 #   fuse      bench/fuseloop: go-fuse's loopback of a directory on its own ext4 image
 #             (with $FUSELOOP_OPTS: -cached makes it the floor of a caching FUSE file system)
+#   fuse-dio  the same with -daemon-io: no passthrough, every read and write comes to the
+#             daemon (the floor of a FUSE file system that must see the writes)
 #   nfs       snfs mount --mode=nfs  against snfs serve on 127.0.0.1 (export: its own ext4 image)
 #   snfs      snfs mount --mode=snfs, --writeback-delay $DELAY, cache directory on /var/tmp
 #   snfs-inf  the same with --writeback-delay $DELAY_INF (effectively infinite)
@@ -30,7 +32,7 @@ unmount_all() {
 # setup_images: a fresh $W with the three ext4 images mounted and the binaries built.
 setup_images() {
   [ -d "$W" ] && unmount_all
-  rm -rf "$W"; mkdir -p "$W"/{local,fuse,export,state,bin,src,cache,mnt/fuse,mnt/nfs,mnt/snfs,mnt/snfs-inf}
+  rm -rf "$W"; mkdir -p "$W"/{local,fuse,export,state,bin,src,cache,mnt/fuse,mnt/fuse-dio,mnt/nfs,mnt/snfs,mnt/snfs-inf}
   local d
   for d in local fuse export; do
     truncate -s "$IMG" "$W/$d.img" && mkfs.ext4 -q -F "$W/$d.img"
@@ -39,13 +41,14 @@ setup_images() {
   (cd "$ROOT" && go build -o "$W/bin/snfs" ./cmd/snfs && go build -o "$W/bin/fuseloop" ./bench/fuseloop)
 }
 
-SNFS_PID= FUSE_PID=
+SNFS_PID= FUSE_PID= FUSE_DIO_PID=
 cleanup() {
   local m
   for m in "$W"/mnt/*; do
     if mountpoint -q "$m" 2>/dev/null; then umount "$m" 2>/dev/null || umount -l "$m" || true; fi
   done
   [ -n "$FUSE_PID" ] && kill "$FUSE_PID" 2>/dev/null
+  [ -n "$FUSE_DIO_PID" ] && kill "$FUSE_DIO_PID" 2>/dev/null
   [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
   unmount_all
   rm -rf "$W"/*.img "$W/cache" # the images are sparse, the results are in bench/results
@@ -122,7 +125,7 @@ rotate() {
 
 # backing cfg: the directory that holds cfg's files below the mount.
 backing() {
-  case $1 in local) echo "$W/local" ;; fuse) echo "$W/fuse" ;; *) echo "$W/export" ;; esac
+  case $1 in local) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; *) echo "$W/export" ;; esac
 }
 
 # mount_cfg cfg cachedir: mounts cfg (for snfs modes with that cache directory,
@@ -136,6 +139,11 @@ mount_cfg() {
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse" && break; sleep 0.1; done
       mountpoint -q "$W/mnt/fuse" || { echo "fuseloop did not mount" >&2; exit 1; }
       MNT="$W/mnt/fuse" ;;
+    fuse-dio)
+      "$W/bin/fuseloop" -daemon-io "$W/fuse" "$W/mnt/fuse-dio" 2>>"$W/fuseloop.log" & FUSE_DIO_PID=$!
+      for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-dio" && break; sleep 0.1; done
+      mountpoint -q "$W/mnt/fuse-dio" || { echo "fuseloop -daemon-io did not mount" >&2; exit 1; }
+      MNT="$W/mnt/fuse-dio" ;;
     nfs|snfs|snfs-inf)
       local extra=() mode=$cfg
       case $cfg in
@@ -152,6 +160,7 @@ umount_cfg() {
   case $1 in
     local) sync -f "$W/local" ;;
     fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
+    fuse-dio) umount "$W/mnt/fuse-dio"; wait "$FUSE_DIO_PID" || true; FUSE_DIO_PID= ; sync -f "$W/fuse" ;;
     *) "$W/bin/snfs" umount "$W/mnt/$1" ;;
   esac
 }

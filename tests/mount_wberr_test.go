@@ -18,9 +18,10 @@ import (
 // in the log; nothing is dropped silently"), with a real ENOSPC: the export
 // is a small ext4 image, loop-mounted, and the test writes more than fits.
 //
-// Not tested: EDQUOT (no quota tools here) and EIO (no device-mapper in this
-// kernel for a dm-error device, and the server's store has no fault hook).
-// Both take the same path as ENOSPC: any NFS error status of a WRITE or
+// EIO is tested with an injected flush failure (mount_eio_test.go: no
+// device-mapper here for a dm-error device). Not tested: EDQUOT (no quota
+// tools here, and the server runs as root, whom quotas do not stop); it
+// takes the same path as ENOSPC and EIO: any NFS error status of a WRITE or
 // COMMIT.
 
 // smallExportSize is the ext4 image's size; wbErrFileSize, more than that,

@@ -16,7 +16,7 @@
 // atime changed). It is a floor for a tree nobody else changes, not a file
 // system: it never invalidates anything.
 //
-//	fuseloop [-debug] [-cached] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
+//	fuseloop [-debug] [-cached | -daemon-io] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
 package main
 
 import (
@@ -36,8 +36,9 @@ import (
 func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request")
 	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
+	daemonIO := flag.Bool("daemon-io", false, "no passthrough: reads and writes come to the daemon (daemonio.go)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached] DIR MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io] DIR MOUNTPOINT")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -46,8 +47,13 @@ func main() {
 		os.Exit(2)
 	}
 	root, err := fs.NewLoopbackRoot(flag.Arg(0))
-	if *cached {
+	switch {
+	case *cached && *daemonIO:
+		log.Fatal("fuseloop: -cached and -daemon-io do not combine")
+	case *cached:
 		root, err = cachedRoot(flag.Arg(0))
+	case *daemonIO:
+		root, err = daemonRoot(flag.Arg(0))
 	}
 	if err != nil {
 		log.Fatalf("fuseloop: %v", err)
