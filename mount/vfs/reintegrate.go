@@ -422,10 +422,20 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 // and calls it back before anyone else changes the file. It is not when the
 // server fenced this client and something (its own OPEN) unfenced it since
 // without this client learning of it: a write-back then would silently go
-// over another client's change. Called with i.flushMu held.
+// over another client's change. A write-back of this client that began and
+// was interrupted (wbMoving: the server crashed, or the connection broke,
+// after some of its WRITEs were applied) moved the server's file itself, so
+// a difference then is this client's own doing and the write-back goes on.
+// A fence the server still knows of refuses that write-back
+// (SNFS_ERR_FENCED), and reintegration then checks the base strictly
+// (fenced); one the server forgot in a restart of its own is not seen (this
+// client reclaims the file as its last writer). Called with i.flushMu held.
 func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
 	b, ok := cf.Base()
-	if !ok {
+	i.mu.Lock()
+	moving := i.sn.wbMoving
+	i.mu.Unlock()
+	if !ok || moving {
 		return nil
 	}
 	var res *nfs3.GetattrRes

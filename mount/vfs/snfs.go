@@ -106,21 +106,26 @@ type snfsFS struct {
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
-	node    any              // the bridge's node (SetNode), for notifications
-	cf      *cachedir.File   // nil until first opened in snfs mode
-	caching bool             // the latest OPEN allowed caching and no callback took it away
-	version uint64           // cache_version of the latest OPEN
-	kernVer uint64           // version the kernel's pages belong to; 0: none valid
-	opens   [3]int           // protocol opens held, by snfs1.OpenMode
-	opening int              // OPENs in flight
-	mtime   time.Time        // last local write while caching
-	cred    Cred             // the last writer: write-back is done as it
-	wbErr   error            // a write-back error not yet reported
-	openMu  sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
-	dc      delayedOpens     // protocol opens kept after the last release (delayclose.go)
-	pt      passthroughState // the kernel's I/O modes of the opens (passthrough.go)
-	parent  nfs3.FH          // the directory it was last seen in, and its name there
-	name    string
+	node    any            // the bridge's node (SetNode), for notifications
+	cf      *cachedir.File // nil until first opened in snfs mode
+	caching bool           // the latest OPEN allowed caching and no callback took it away
+	version uint64         // cache_version of the latest OPEN
+	kernVer uint64         // version the kernel's pages belong to; 0: none valid
+	opens   [3]int         // protocol opens held, by snfs1.OpenMode
+	opening int            // OPENs in flight
+	mtime   time.Time      // last local write while caching
+	cred    Cred           // the last writer: write-back is done as it
+	wbErr   error          // a write-back error not yet reported
+	// wbMoving: a write-back of the dirty data began and has not finished:
+	// the server's file may show some of its WRITEs (an interruption: a
+	// server crash, a broken connection), so its size and mtime may have
+	// left the cache's base because of this client (checkBase).
+	wbMoving bool
+	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
+	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
+	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
+	parent   nfs3.FH          // the directory it was last seen in, and its name there
+	name     string
 }
 
 // snfsFile is an open's snfs-mode state.

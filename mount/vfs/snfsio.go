@@ -397,7 +397,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
 	cf := i.sn.cf
-	i.sn.cf, i.sn.caching, i.sn.kernVer = nil, false, 0
+	i.sn.cf, i.sn.caching, i.sn.kernVer, i.sn.wbMoving = nil, false, 0, false
 	i.mu.Unlock()
 	if fs.isDirty(i) {
 		fs.sn.stats.Cancelled.Add(1)

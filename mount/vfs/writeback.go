@@ -177,7 +177,7 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
 	i.mu.Lock()
 	i.sn.wbErr = err
-	i.sn.cf, i.sn.kernVer = nil, 0
+	i.sn.cf, i.sn.kernVer, i.sn.wbMoving = nil, 0, false
 	i.invalidateLocked()
 	i.mu.Unlock()
 	fs.markClean(i)
@@ -212,6 +212,9 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		synced = res.Wcc.After
 		return nil
 	}
+	i.mu.Lock()
+	i.sn.wbMoving = true // until cf's new base is set below
+	i.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if wb.Truncated {
 			if err := setSize(wb.TruncTo); err != nil {
@@ -269,6 +272,9 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		// of the next (reintegrate.go).
 		cf.SetBase(baseOf(synced))
 	}
+	i.mu.Lock()
+	i.sn.wbMoving = false
+	i.mu.Unlock()
 	return nil
 }
 
