@@ -102,6 +102,22 @@ func TestCrashCycles(t *testing.T) {
 		}
 	}()
 	w.cycle = &cycle
+	// On a wrong read: conflict copies in the export, and every warning
+	// and error the mounts logged (their tails alone miss early cycles).
+	w.diag = func() string {
+		var b strings.Builder
+		copies, _ := filepath.Glob(filepath.Join(s.export, "*.snfs-conflict-*"))
+		fmt.Fprintf(&b, "conflict copies in the export: %v\n", copies)
+		for _, m := range []*mntProc{m1, m2} {
+			data, _ := os.ReadFile(m.logPath)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+					fmt.Fprintf(&b, "%s: %s\n", m.dir, line)
+				}
+			}
+		}
+		return b.String()
+	}
 
 	// stop ends the killer; after a hang it also kills the mounts, whose
 	// pending requests would otherwise keep this process's goroutines (and
@@ -483,6 +499,8 @@ type workload struct {
 	ops     int
 	next    int // the last name number used
 
+	diag func() string // what to show besides the operations when a read was wrong
+
 	mu         sync.Mutex
 	model      map[string][]byte   // acknowledged content of each existing file
 	history    map[string][][]byte // every acknowledged content a name had, oldest first
@@ -721,6 +739,9 @@ func (w *workload) report() {
 		w.ops, w.appErrs, len(w.lost), len(w.stale), w.staleNames)
 	if len(w.lost)+len(w.stale) > 0 || w.hung {
 		w.t.Logf("the last operations:\n%s", strings.Join(w.log, "\n"))
+	}
+	if len(w.lost)+len(w.stale) > 0 && w.diag != nil {
+		w.t.Logf("diagnostics:\n%s", w.diag())
 	}
 	for _, l := range w.lost {
 		w.t.Errorf("read without acknowledged bytes: %s", l)
