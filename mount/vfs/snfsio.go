@@ -109,9 +109,14 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 			}
 		}
 		if pending {
-			// The attributes the OPEN answered are from before that flush.
+			// The attributes the OPEN answered are from before that flush:
+			// so is the size taken from them above.
 			if a, err := fs.getattr(ctx, c, i.FH); err == nil {
 				ok.Attr = a
+				i.mu.Lock()
+				i.setAttrLocked(a, time.Now())
+				size = int64(i.attr.Size)
+				i.mu.Unlock()
 			} else {
 				ok.Attr = nil
 			}
