@@ -112,7 +112,8 @@ func (fs *FS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
 // data of it. The server records this client as the file's last writer, so
 // nobody else can have changed it without calling this client back first,
 // unless the server fenced this client meanwhile (and the OPEN unfenced it
-// without saying so). If the file changed, the dirty data is saved as a
+// without saying so), or this client's own write-back was cut off part way
+// (wbMoving). If the file changed otherwise, the dirty data is saved as a
 // conflict copy and dropped, and a fresh cache file is returned.
 func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr) *cachedir.File {
 	if a == nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
@@ -127,6 +128,15 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 		if ncf, err := fs.cacheFile(i); err == nil {
 			return ncf
 		}
+		return cf
+	}
+	i.mu.Lock()
+	moving := i.sn.wbMoving
+	i.mu.Unlock()
+	if moving {
+		// A write-back of this client's that began and did not finish
+		// (a server crash, a broken connection) moved the file itself: the
+		// next write-back completes it (as in checkBase).
 		return cf
 	}
 	a, err := fs.getattr(ctx, Cred{}, i.FH)
