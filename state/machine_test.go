@@ -577,6 +577,17 @@ func TestReclaim(t *testing.T) {
 	if rep := h.openNow(cY, f, Write); rep.Version <= 100 {
 		t.Fatalf("%+v", rep)
 	}
+
+	// A caching write open reclaimed before anything was written (Dirty
+	// false) is dirty from then on: after its CLOSE with dirty data, a plain
+	// READ calls the client back before it is served.
+	g := fid(2)
+	h.m.Reclaim(h.now, ReclaimArgs{File: g, Handle: g[:], Client: cX, Writers: 1, Caching: true, Version: 95})
+	h.close(cX, g, Write, true)
+	if _, v := h.access(cP, g, AccessRead); v != Wait {
+		t.Fatalf("plain READ of a file closed dirty after a reclaim without dirty data: %v, want a callback first", v)
+	}
+	wantCalls(t, h.take(), RowCallback{1, Writeback})
 }
 
 // The machine is safe for concurrent use: drivers call it from every

@@ -98,7 +98,12 @@ func (m *Machine) Reclaim(now time.Time, a ReclaimArgs) {
 	if a.Caching {
 		h.flags |= fCaching
 	}
-	if a.Dirty {
+	// A caching writer may write into its cache at any moment, so it counts
+	// as dirty whatever it reports, as at an OPEN (applyOpen): a client that
+	// reclaimed a write open before writing anything would otherwise close
+	// with dirty data the table does not know of, and nobody would call it
+	// back.
+	if a.Dirty || a.Caching && a.Writers > 0 {
 		h.flags |= fDirty
 	}
 	if a.Version > e.version {
