@@ -69,17 +69,3 @@ func (n *daemonNode) Create(ctx context.Context, name string, flags, mode uint32
 	}
 	return in, &daemonFile{fh}, fl, 0
 }
-
-// daemonRoot is fs.NewLoopbackRoot with daemonNodes.
-func daemonRoot(dir string) (fs.InodeEmbedder, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return nil, err
-	}
-	r := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
-	r.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &daemonNode{&fs.LoopbackNode{RootData: r}}
-	}
-	r.RootNode = r.NewNode(r, nil, "", &st)
-	return r.RootNode, nil
-}

@@ -51,9 +51,9 @@ func main() {
 	case *cached && *daemonIO:
 		log.Fatal("fuseloop: -cached and -daemon-io do not combine")
 	case *cached:
-		root, err = cachedRoot(flag.Arg(0))
+		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &cachedNode{n} })
 	case *daemonIO:
-		root, err = daemonRoot(flag.Arg(0))
+		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &daemonNode{n} })
 	}
 	if err != nil {
 		log.Fatalf("fuseloop: %v", err)
@@ -100,15 +100,15 @@ func (n *cachedNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHa
 	return fh, fl | fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_CACHE_DIR, errno
 }
 
-// cachedRoot is fs.NewLoopbackRoot with cachedNodes.
-func cachedRoot(dir string) (fs.InodeEmbedder, error) {
+// loopbackRoot is fs.NewLoopbackRoot with every node made by wrap.
+func loopbackRoot(dir string, wrap func(*fs.LoopbackNode) fs.InodeEmbedder) (fs.InodeEmbedder, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(dir, &st); err != nil {
 		return nil, err
 	}
 	r := &fs.LoopbackRoot{Path: dir, Dev: uint64(st.Dev)}
 	r.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &cachedNode{&fs.LoopbackNode{RootData: r}}
+		return wrap(&fs.LoopbackNode{RootData: r})
 	}
 	r.RootNode = r.NewNode(r, nil, "", &st)
 	return r.RootNode, nil
