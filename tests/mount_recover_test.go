@@ -475,26 +475,24 @@ func dropKernelCache(t *testing.T, p string) {
 	}
 }
 
-// nfsRewrite replaces the content of export file name with data through the
-// Go NFS client (a plain NFSv3 client): SETATTR size 0, then a FILE_SYNC
-// WRITE, each retried while the server answers JUKEBOX (it is calling the
-// mount back).
-func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
+// nfsLookupExport connects the Go NFS client (a plain NFSv3 client) to s,
+// mounts its export and looks up name in it, retrying while the server
+// answers JUKEBOX. The caller closes the client.
+func nfsLookupExport(ctx context.Context, t *testing.T, s *serveProc, name string) (*client.NFS, *nfs3.LookupRes) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	nc, err := client.DialNFS(ctx, "tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	mc, err := client.DialMount(ctx, "tcp", s.addr)
 	if err != nil {
+		nc.Close()
 		t.Fatal(err)
 	}
 	mres, err := mc.Mnt(ctx, s.export)
 	mc.Close()
 	if err != nil || mres.Status != 0 {
+		nc.Close()
 		t.Fatalf("MNT: %v %v", err, mres.Status)
 	}
 	var lk *nfs3.LookupRes
@@ -503,6 +501,19 @@ func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
 		lk, err = nc.Lookup(ctx, mres.FH, name)
 		return statusOrZero(lk, err)
 	})
+	return nc, lk
+}
+
+// nfsRewrite replaces the content of export file name with data through the
+// Go NFS client (a plain NFSv3 client): SETATTR size 0, then a FILE_SYNC
+// WRITE, each retried while the server answers JUKEBOX (it is calling the
+// mount back).
+func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, lk := nfsLookupExport(ctx, t, s, name)
+	defer nc.Close()
 	zero := uint64(0)
 	nfsRetry(t, "SETATTR size 0", func() (nfs3.Status, error) {
 		r, err := nc.Setattr(ctx, &nfs3.SetattrArgs{Object: lk.Object, New: nfs3.Sattr{Size: &zero}})
@@ -603,26 +614,8 @@ func nfsReadAll(t *testing.T, s *serveProc, name string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := client.DialNFS(ctx, "tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, lk := nfsLookupExport(ctx, t, s, name)
 	defer nc.Close()
-	mc, err := client.DialMount(ctx, "tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mres, err := mc.Mnt(ctx, s.export)
-	mc.Close()
-	if err != nil || mres.Status != 0 {
-		t.Fatalf("MNT: %v %v", err, mres.Status)
-	}
-	var lk *nfs3.LookupRes
-	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
-		var err error
-		lk, err = nc.Lookup(ctx, mres.FH, name)
-		return statusOrZero(lk, err)
-	})
 	var out []byte
 	for {
 		var rd *nfs3.ReadRes
