@@ -64,6 +64,34 @@ func testServer(t *testing.T) (addr, export string) {
 	return ln.Addr().String(), export
 }
 
+// restartTestFile opens an snfs-mode FS (write-back after an hour) on a
+// fresh test server (its export directory is returned) and creates file "f" in its root, open for reading and
+// writing; the FS is written back and closed when the test ends.
+func restartTestFile(t *testing.T) (*FS, string, Entry, *File) {
+	t.Helper()
+	addr, exp := testServer(t)
+	ctx := context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "restart-test",
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	e, f, err := v.Create(ctx, v.Root(), Cred{}, "f", 0o644, false, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, exp, e, f
+}
+
 // After a server restart, caching stops at once but the dirty data in the
 // cache directory is written back afterwards, while the application goes on
 // with its open file, now read and written through the server. Until that
@@ -75,27 +103,9 @@ func testServer(t *testing.T) (addr, export string) {
 // are run apart (stopCaching, then snfsSync), with the application's
 // operations in between: the ordering the tester hit by chance.
 func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
-	addr, export := testServer(t)
 	ctx := context.Background()
-	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: export, Name: "restart-test",
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := v.Sync(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := v.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	v, export, e, f := restartTestFile(t)
 	var c Cred
-	e, f, err := v.Create(ctx, v.Root(), c, "f", 0o644, false, syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
 	i := e.Inode
 	const size = 8192
 	old := bytes.Repeat([]byte{'o'}, size)
@@ -176,27 +186,10 @@ func countDiff(a, b []byte) int {
 // with that version, or the next OPEN (whose old_cache_version it is) reuses
 // it and reads return the bytes from before the writes.
 func TestServerRestartWriteThroughDropsCachedData(t *testing.T) {
-	addr, export := testServer(t)
 	ctx := context.Background()
-	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: export, Name: "restart-test",
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := v.Sync(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := v.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	v, _, e, f := restartTestFile(t)
+	var err error
 	var c Cred
-	e, f, err := v.Create(ctx, v.Root(), c, "f", 0o644, false, syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
 	i := e.Inode
 	old := bytes.Repeat([]byte{'o'}, 4096)
 	if _, err := v.Write(ctx, f, 0, old); err != nil {
