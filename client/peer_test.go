@@ -352,10 +352,13 @@ func (p *testPeer) restart() {
 // the real server does in its state directory): a new server verifier, every
 // connection closed, the same client ids for the same names and verifiers.
 func (p *testPeer) restartKeeping() {
-	p.dropConns()
+	// The new verifier first, as a restarted server has it from its start:
+	// a session reconnects as soon as its connection drops, and must not
+	// find the old one.
 	p.mu.Lock()
 	p.verf[7]++
 	p.mu.Unlock()
+	p.dropConns()
 }
 
 func (p *testPeer) snapshot() (regs []peerRegister, opens []peerOpen, nulls []uint64, cb []snfs1.CallbackStatus) {
