@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if libnfsOp.dir != "" {
 		os.RemoveAll(libnfsOp.dir)
 	}
+	if faultsBin.path != "" {
+		os.RemoveAll(filepath.Dir(faultsBin.path))
+	}
 	os.Exit(code)
 }
 
@@ -51,7 +54,15 @@ func diskTempDir(t testing.TB, pattern string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		// SNFS_TEST_KEEP=1 keeps a failed test's directories (logs,
+		// export, caches) for a post-mortem.
+		if os.Getenv("SNFS_TEST_KEEP") != "" && t.Failed() {
+			t.Logf("kept %s", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
 	return d
 }
 

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,31 +27,8 @@ import (
 // Recovery tests (issue 15, docs/mount.md "Recovery") with real processes:
 // `snfs serve` and `snfs mount` from the command built once per test binary.
 
-var (
-	snfsBinOnce sync.Once
-	snfsBin     string
-	snfsBinErr  error
-)
-
-// snfsCommand builds cmd/snfs (once) and returns its path.
-func snfsCommand(t *testing.T) string {
-	t.Helper()
-	snfsBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("/var/tmp", "snfs-bin-")
-		if err != nil {
-			snfsBinErr = err
-			return
-		}
-		snfsBin = filepath.Join(dir, "snfs")
-		if out, err := exec.Command("go", "build", "-o", snfsBin, "snfs/cmd/snfs").CombinedOutput(); err != nil {
-			snfsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if snfsBinErr != nil {
-		t.Fatal(snfsBinErr)
-	}
-	return snfsBin
-}
+// snfsCommand builds cmd/snfs (once per test binary) and returns its path.
+func snfsCommand(t *testing.T) string { return snfsBinary(t) }
 
 // serveProc is one `snfs serve` process over one export, restartable on the
 // same port and state directory.
