@@ -51,6 +51,9 @@ func (s *Server) doCreate(r *req, a *nfs3.CreateArgs, res *nfs3.CreateRes) error
 		rest := a.Attr
 		if cr.Created {
 			rest.Mode = nil
+			if rest.Size != nil && *rest.Size == 0 {
+				rest.Size = nil // a new file is empty already
+			}
 		}
 		if rest.Mode != nil || rest.UID != nil || rest.GID != nil || rest.Size != nil ||
 			rest.Atime.How != nfs3.DontChange || rest.Mtime.How != nfs3.DontChange {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"snfs/nfs3"
@@ -137,6 +138,13 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 	}
 	m := mode & 0o7777
 	args := &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Mode: how, Attr: nfs3.Sattr{Mode: &m}}
+	if flags&syscall.O_TRUNC != 0 && !excl {
+		// The kernel found no such name, but another client may have made
+		// it since: an UNCHECKED CREATE with a size truncates an existing
+		// file (RFC 1813 section 3.3.8), as O_TRUNC asks.
+		var zero uint64
+		args.Attr.Size = &zero
+	}
 	var res *nfs3.CreateRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
