@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"math/rand/v2"
@@ -225,24 +224,7 @@ func startMountChild(t *testing.T, e *env) (dir, cacheDir string, kill func()) {
 		}
 	}
 	t.Cleanup(kill)
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); l == "ready" || strings.HasPrefix(l, "error:") {
-				ready <- l
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case l := <-ready:
-		if l != "ready" {
-			t.Fatalf("mount process: %q", l)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the mount process did not become ready")
-	}
+	awaitMountReady(t, out)
 	return dir, cacheDir, kill
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,24 +306,7 @@ func TestMountSNFSCrash(t *testing.T) {
 		}
 		fusefs.Unmount(dir, nil, 5*time.Second)
 	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); l == "ready" || strings.HasPrefix(l, "error:") {
-				ready <- l
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case l := <-ready:
-		if l != "ready" {
-			t.Fatalf("mount process: %q", l)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the mount process did not become ready")
-	}
+	awaitMountReady(t, out)
 	want := randBytes(31, 500000)
 	if err := os.WriteFile(filepath.Join(dir, "precious"), want, 0o644); err != nil {
 		t.Fatal(err)
@@ -448,5 +432,29 @@ func TestMountSNFSServerRestart(t *testing.T) {
 	}
 	if got := mustRead(t, a.path("kept")); !bytes.Equal(got, want) {
 		t.Fatalf("the mount reads %d bytes after the restart", len(got))
+	}
+}
+
+// awaitMountReady waits for a mount helper process to print "ready" on out
+// (its stdout), and fails the test on "error: ..." or after 30 s.
+func awaitMountReady(t *testing.T, out io.Reader) {
+	t.Helper()
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "ready" || strings.HasPrefix(l, "error:") {
+				ready <- l
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case l := <-ready:
+		if l != "ready" {
+			t.Fatalf("mount process: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the mount process did not become ready")
 	}
 }
