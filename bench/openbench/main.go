@@ -41,6 +41,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"snfs/bench/internal/stats"
 	"sort"
 	"strings"
 	"sync"
@@ -296,23 +297,6 @@ func pct(s []int64, p float64) float64 {
 		i = len(s) - 1
 	}
 	return float64(s[i]) / 1e3 // µs
-}
-
-func median(v []float64) float64 {
-	w := []float64{}
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			w = append(w, x)
-		}
-	}
-	if len(w) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(w)
-	if len(w)%2 == 1 {
-		return w[len(w)/2]
-	}
-	return (w[len(w)/2-1] + w[len(w)/2]) / 2
 }
 
 func run(cs []*cl, kind string, d time.Duration) *result {
@@ -712,7 +696,7 @@ func report(cs []*cl, rs, nulls [][2]*result, bounds []float64, cum []uint64, he
 		for _, p := range rs {
 			v = append(v, f(p[0], p[1]))
 		}
-		return median(v)
+		return stats.Median(v)
 	}
 	gaRate := col(func(g, _ *result) float64 { return float64(g.pairs) / g.secs })
 	pairRate := col(func(_, o *result) float64 { return float64(o.pairs) / o.secs })
@@ -790,7 +774,7 @@ func report(cs []*cl, rs, nulls [][2]*result, bounds []float64, cum []uint64, he
 			d = append(d, pct(p[1].getattr, .99))
 		}
 		w("| SNFS NULL p50 / p99 (served on a goroutine per call; OPEN and CLOSE run inline, as GETATTR), µs | %.0f / %.0f | NFS NULL p50 / p99 (served on the connection's reader, as GETATTR): %.0f / %.0f | %.2f / %.2f | |\n",
-			median(c), median(d), median(a), median(b), median(c)/median(a), median(d)/median(b))
+			stats.Median(c), stats.Median(d), stats.Median(a), stats.Median(b), stats.Median(c)/stats.Median(a), stats.Median(d)/stats.Median(b))
 	}
 	if *entryBytes != "" {
 		v := 0.0

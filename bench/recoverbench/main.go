@@ -32,13 +32,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,23 +151,6 @@ func handles(nfs *client.NFS, root nfs3.FH, n int) []nfs3.FH {
 		}
 	}
 	return fhs
-}
-
-func median(v []float64) float64 {
-	w := []float64{}
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			w = append(w, x)
-		}
-	}
-	if len(w) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(w)
-	if len(w)%2 == 1 {
-		return w[len(w)/2]
-	}
-	return (w[len(w)/2-1] + w[len(w)/2]) / 2
 }
 
 // scrape reads the grace metrics at url: the end counts by reason, the last

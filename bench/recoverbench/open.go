@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"snfs/bench/internal/stats"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ func openRate(w func(string, ...any)) (targets []string) {
 		}
 		ron, roff, ratios = append(ron, a), append(roff, b), append(ratios, a/b)
 	}
-	mon, moff := median(ron), median(roff)
+	mon, moff := stats.Median(ron), stats.Median(roff)
 	w("## OPEN rate: durable client records on and off\n\n")
 	w("Two servers in the benchmark process (server.New with metrics and the RPC observer, as `snfs serve` configures them; export options rw,no_root_squash; state directories on disk under %s):"+
 		" **on** is the default configuration (client records and the version mark in STATE_DIR/consist.db, written at REGISTER and UNREGISTER);"+
@@ -159,7 +160,7 @@ func openRate(w func(string, ...any)) (targets []string) {
 		*work, *openCl, *openFiles, *openReps, *openDur)
 	w("| durable records | OPEN+CLOSE pairs/s (median) |\n|---|---|\n")
 	w("| on | %.0f |\n| off | %.0f |\n\n", mon, moff)
-	w("Ratio on ÷ off: %.3f (of the medians); median of the per-round ratios %.3f.\n\n", mon/moff, median(ratios))
+	w("Ratio on ÷ off: %.3f (of the medians); median of the per-round ratios %.3f.\n\n", mon/moff, stats.Median(ratios))
 	w("Per round (pairs/s):\n\n```\n")
 	for i := range ron {
 		w("round %d  on %8.0f  off %8.0f  on/off %.3f\n", i+1, ron[i], roff[i], ratios[i])

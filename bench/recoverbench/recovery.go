@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"snfs/bench/internal/stats"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,14 +113,14 @@ func recovery(w func(string, ...any)) (targets []string) {
 	w("|---|---|---|---|---|---|---|---|---|---|\n")
 	worst64 := 0.0
 	for _, r := range rows {
-		tot := median(r.start)
-		lis := median(r.listen)
+		tot := stats.Median(r.start)
+		lis := stats.Median(r.listen)
 		reasons := ""
 		for k, v := range r.reasons {
 			reasons += fmt.Sprintf("%s ×%d ", k, v)
 		}
 		w("| %d | %d | %.1f | %.2f | %.0f | %.0f | **%.0f** | %.0f | %.0f | %s|\n", r.c, r.f, float64(r.f)/float64(r.c), r.openSecs,
-			tot-lis, lis, tot, median(r.server), float64(r.f)/(lis/1e3), reasons)
+			tot-lis, lis, tot, stats.Median(r.server), float64(r.f)/(lis/1e3), reasons)
 		if r.f == 64000 {
 			for _, v := range r.start {
 				worst64 = max(worst64, v)
@@ -140,7 +141,7 @@ func recovery(w func(string, ...any)) (targets []string) {
 		ok := true
 		for _, r := range rows {
 			if r.f == 64000 {
-				m := median(r.start)
+				m := stats.Median(r.start)
 				med = append(med, fmt.Sprintf("%d clients %.2f s", r.c, m/1e3))
 				ok = ok && m < 5000
 			}
