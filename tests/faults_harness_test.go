@@ -157,6 +157,19 @@ func newServeProc(t *testing.T, extra ...string) *srvProc {
 
 func (s *srvProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.nfsPort) }
 
+func (s *srvProc) mountAddr() string { return fmt.Sprintf("127.0.0.1:%d", s.mountPort) }
+
+func (s *srvProc) path(name string) string { return filepath.Join(s.export, name) }
+
+// restart kills the server with SIGKILL and starts it again.
+func (s *srvProc) restart() {
+	s.t.Helper()
+	if err := s.kill9(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.start()
+}
+
 // ask sends the launcher a command and returns its answer.
 func (s *srvProc) ask(cmd string, timeout time.Duration) (string, error) {
 	if _, err := io.WriteString(s.toL, cmd+"\n"); err != nil {
@@ -253,25 +266,42 @@ func (s *srvProc) stop() {
 // metric sums the samples of the Prometheus series name (any labels) the
 // server exports; -1 if it cannot be read.
 func (s *srvProc) metric(name string) float64 {
-	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	v, err := metricSum(s.metrics, name)
 	if err != nil {
 		return -1
+	}
+	return v
+}
+
+// metricSum sums the samples of family whose labels include the given
+// name=value pairs, at http://addr/metrics; 0 if there are none.
+func metricSum(addr, family string, labels ...string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
 	}
 	defer resp.Body.Close()
 	total := 0.0
 	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
-		if !strings.HasPrefix(l, name) || len(l) <= len(name) || (l[len(name)] != ' ' && l[len(name)] != '{') {
+		if !strings.HasPrefix(l, family+"{") && !strings.HasPrefix(l, family+" ") {
+			continue
+		}
+		match := true
+		for k := 0; k+1 < len(labels); k += 2 {
+			match = match && strings.Contains(l, labels[k]+`="`+labels[k+1]+`"`)
+		}
+		if !match {
 			continue
 		}
 		f := strings.Fields(l)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
 			total += v
 		}
 	}
-	return total
+	return total, sc.Err()
 }
 
 // mntProc is one `snfs mount --mode=snfs --foreground` process.

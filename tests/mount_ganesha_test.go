@@ -73,7 +73,7 @@ func startGanesha(t *testing.T) *ganesha {
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so"); err != nil {
 		requireInCI(t, "ganesha's VFS backend is not installed (Debian nfs-ganesha-vfs)")
 	}
-	g := &ganesha{export: diskTempDir(t, "snfs-ganesha-export-"), nfsPort: freeTCPPort(t), mntPort: freeTCPPort(t)}
+	g := &ganesha{export: diskTempDir(t, "snfs-ganesha-export-"), nfsPort: freePort(t), mntPort: freePort(t)}
 	os.Chmod(g.export, 0o777)
 	run, err := os.MkdirTemp("", "snfs-ganesha-run-")
 	if err != nil {

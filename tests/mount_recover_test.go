@@ -6,12 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,101 +24,15 @@ import (
 // Recovery tests (issue 15, docs/mount.md "Recovery") with real processes:
 // `snfs serve` and `snfs mount` from the command built once per test binary.
 
-// snfsCommand builds cmd/snfs (once per test binary) and returns its path.
-func snfsCommand(t *testing.T) string { return snfsBinary(t) }
-
-// serveProc is one `snfs serve` process over one export, restartable on the
-// same port and state directory.
-type serveProc struct {
-	t             *testing.T
-	bin           string
-	export, state string
-	port, pmPort  int
-	metrics       string // its --metrics address
-	args          []string
-	cmd           *exec.Cmd
-	addr          string
-}
-
-func startServe(t *testing.T, extra ...string) *serveProc {
-	t.Helper()
-	s := &serveProc{t: t, bin: snfsCommand(t), export: diskTempDir(t, "snfs-export-"), state: diskTempDir(t, "snfs-state-"),
-		port: freeTCPPort(t), pmPort: freeTCPPort(t)}
-	os.Chmod(s.export, 0o777)
-	s.metrics = fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
-	s.addr = fmt.Sprintf("127.0.0.1:%d", s.port)
-	s.args = append([]string{"serve", "--bind", "127.0.0.1", "--nfs-port", fmt.Sprint(s.port), "--mount-port", fmt.Sprint(s.port),
-		"--portmap-port", fmt.Sprint(s.pmPort), "--state-dir", s.state, "--metrics", s.metrics,
-		"--export-options", "rw,no_root_squash", "--log-level", "warn"}, extra...)
-	s.args = append(s.args, s.export)
-	s.start()
-	t.Cleanup(s.kill)
-	return s
-}
-
-func (s *serveProc) start() {
-	s.t.Helper()
-	s.cmd = exec.Command(s.bin, s.args...)
-	s.cmd.Stderr = os.Stderr
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	for try := 0; ; try++ {
-		c, err := net.DialTimeout("tcp", s.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if try > 100 {
-			s.t.Fatalf("snfs serve does not listen on %s: %v", s.addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// kill kills the server with SIGKILL (no clean shutdown).
-func (s *serveProc) kill() {
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	s.cmd.Wait()
-	s.cmd = nil
-}
-
-func (s *serveProc) path(name string) string { return filepath.Join(s.export, name) }
-
-// scrape scrapes http://addr/metrics for family with the given labels
-// (name=value pairs) summed; 0 if absent.
+// scrape sums the samples of family with the given labels (name=value
+// pairs) at http://addr/metrics; 0 if absent.
 func scrape(t *testing.T, addr, family string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	v, err := metricSum(addr, family, labels...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	total := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, family+"{") && !strings.HasPrefix(l, family+" ") {
-			continue
-		}
-		match := true
-		for k := 0; k+1 < len(labels); k += 2 {
-			match = match && strings.Contains(l, labels[k]+`="`+labels[k+1]+`"`)
-		}
-		if !match {
-			continue
-		}
-		f := strings.Fields(l)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			total += v
-		}
-	}
-	return total
+	return v
 }
 
 // mountProc is one `snfs mount --mode=snfs` process.
@@ -136,7 +47,7 @@ type mountProc struct {
 // startMount mounts s's export on dir with cacheDir ("" for new ones) and
 // an hour's write-back delay; it returns once the mount is usable (after
 // its recovery). The mount is unmounted when the test ends.
-func startMount(t *testing.T, s *serveProc, dir, cacheDir string, extra ...string) *mountProc {
+func startMount(t *testing.T, s *srvProc, dir, cacheDir string, extra ...string) *mountProc {
 	t.Helper()
 	requireFUSE(t)
 	if dir == "" {
@@ -145,9 +56,9 @@ func startMount(t *testing.T, s *serveProc, dir, cacheDir string, extra ...strin
 	if cacheDir == "" {
 		cacheDir = diskTempDir(t, "snfs-cache-")
 	}
-	m := &mountProc{t: t, bin: s.bin, dir: dir, cacheDir: cacheDir, metrics: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}
-	args := append([]string{"mount", "--foreground", "--log-level", "info", "--mode=snfs", "--nfs-port", fmt.Sprint(s.port),
-		"--mount-port", fmt.Sprint(s.port), "--cache-dir", cacheDir, "--writeback-delay", "1h", "--metrics", m.metrics}, extra...)
+	m := &mountProc{t: t, bin: snfsBinary(t), dir: dir, cacheDir: cacheDir, metrics: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	args := append([]string{"mount", "--foreground", "--log-level", "info", "--mode=snfs", "--nfs-port", fmt.Sprint(s.nfsPort),
+		"--mount-port", fmt.Sprint(s.mountPort), "--cache-dir", cacheDir, "--writeback-delay", "1h", "--metrics", m.metrics}, extra...)
 	// In the foreground, as `snfs mount` runs its daemon: the log goes to a
 	// file shown when the test fails, readiness comes on fd 3.
 	r, w, err := os.Pipe()
@@ -236,7 +147,7 @@ func writeDurable(t *testing.T, p string, data []byte) {
 // with the same cache directory writes the data back before it serves.
 func TestMountSNFSRecoverKilled(t *testing.T) {
 	requireFUSE(t)
-	s := startServe(t)
+	s := newServeProc(t)
 	a := startMount(t, s, "", "")
 	want := randBytes(61, 700000)
 	writeDurable(t, a.path("precious"), want)
@@ -282,7 +193,7 @@ func nfsRetry(t *testing.T, what string, call func() (nfs3.Status, error)) {
 // and records the conflict, and `snfs conflicts` lists it.
 func TestMountSNFSRecoverConflict(t *testing.T) {
 	requireFUSE(t)
-	s := startServe(t)
+	s := newServeProc(t)
 	old := randBytes(62, 50000)
 	if err := os.WriteFile(s.path("shared"), old, 0o644); err != nil {
 		t.Fatal(err)
@@ -320,7 +231,7 @@ func TestMountSNFSRecoverConflict(t *testing.T) {
 		t.Errorf("the mount reads %d bytes of shared; want the server's %d", len(got), len(theirs))
 	}
 	for _, args := range [][]string{{"conflicts", "--cache-dir", a.cacheDir}, {"conflicts", b.dir}} {
-		out, err := exec.Command(s.bin, args...).CombinedOutput()
+		out, err := exec.Command(snfsBinary(t), args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("snfs %v: %v\n%s", args, err, out)
 		}
@@ -353,7 +264,7 @@ func statusOrZero[R any](res *R, err error) (nfs3.Status, error) {
 // cached file is read afterwards with no READ (its cache stayed valid).
 func TestMountSNFSServerRestartReclaim(t *testing.T) {
 	requireFUSE(t)
-	s := startServe(t, "--grace", "30s")
+	s := newServeProc(t, "--grace", "30s")
 	cached := randBytes(71, 2<<20+17)
 	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
 		t.Fatal(err)
@@ -384,8 +295,7 @@ func TestMountSNFSServerRestartReclaim(t *testing.T) {
 		}
 	}
 
-	s.kill()
-	s.start()
+	s.restart()
 	// The mount's next call reconnects; its REGISTER shows the restart, and
 	// the reclaim is sent before anything else on the new connection.
 	os.Stat(a.path("nothing"))
@@ -454,13 +364,13 @@ func dropKernelCache(t *testing.T, p string) {
 // nfsLookupExport connects the Go NFS client (a plain NFSv3 client) to s,
 // mounts its export and looks up name in it, retrying while the server
 // answers JUKEBOX. The caller closes the client.
-func nfsLookupExport(ctx context.Context, t *testing.T, s *serveProc, name string) (*client.NFS, *nfs3.LookupRes) {
+func nfsLookupExport(ctx context.Context, t *testing.T, s *srvProc, name string) (*client.NFS, *nfs3.LookupRes) {
 	t.Helper()
-	nc, err := client.DialNFS(ctx, "tcp", s.addr)
+	nc, err := client.DialNFS(ctx, "tcp", s.addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := client.DialMount(ctx, "tcp", s.addr)
+	mc, err := client.DialMount(ctx, "tcp", s.mountAddr())
 	if err != nil {
 		nc.Close()
 		t.Fatal(err)
@@ -484,7 +394,7 @@ func nfsLookupExport(ctx context.Context, t *testing.T, s *serveProc, name strin
 // Go NFS client (a plain NFSv3 client): SETATTR size 0, then a FILE_SYNC
 // WRITE, each retried while the server answers JUKEBOX (it is calling the
 // mount back).
-func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
+func nfsRewrite(t *testing.T, s *srvProc, name string, data []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -510,7 +420,7 @@ func nfsRewrite(t *testing.T, s *serveProc, name string, data []byte) {
 // server and the mount's are saved beside them; nothing is lost.
 func TestMountSNFSFencedConflict(t *testing.T) {
 	requireFUSE(t)
-	s := startServe(t, "--callback-timeout", "1s")
+	s := newServeProc(t, "--callback-timeout", "1s")
 	oldH := randBytes(85, 30000)
 	for _, n := range []string{"f", "g", "h"} {
 		if err := os.WriteFile(s.path(n), oldH, 0o644); err != nil {
@@ -567,7 +477,7 @@ func TestMountSNFSFencedConflict(t *testing.T) {
 	if copies, _ := filepath.Glob(s.path("h.snfs-conflict-*")); len(copies) != 0 {
 		t.Errorf("h: conflict copies %q; want none", copies)
 	}
-	out, err := exec.Command(s.bin, "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
+	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snfs conflicts: %v\n%s", err, out)
 	}
@@ -586,7 +496,7 @@ func TestMountSNFSFencedConflict(t *testing.T) {
 
 // nfsReadAll reads export file name through the Go NFS client (a plain
 // NFSv3 client), retrying while the server answers JUKEBOX.
-func nfsReadAll(t *testing.T, s *serveProc, name string) []byte {
+func nfsReadAll(t *testing.T, s *srvProc, name string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -616,7 +526,7 @@ func nfsReadAll(t *testing.T, s *serveProc, name string) []byte {
 // is written back), and reads its cached file again from the server.
 func TestMountSNFSServerRestartRefused(t *testing.T) {
 	requireFUSE(t)
-	s := startServe(t, "--grace", "0")
+	s := newServeProc(t, "--grace", "0")
 	cached := randBytes(91, 1<<20)
 	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
 		t.Fatal(err)
@@ -627,8 +537,7 @@ func TestMountSNFSServerRestartRefused(t *testing.T) {
 	}
 	want := randBytes(92, 300000)
 	writeDurable(t, a.path("dirty"), want)
-	s.kill()
-	s.start()
+	s.restart()
 	deadline := time.Now().Add(30 * time.Second)
 	for !bytes.Equal(mustRead(t, s.path("dirty")), want) {
 		if time.Now().After(deadline) {

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,17 +26,6 @@ func requireInCI(t testing.TB, why string) {
 		t.Fatalf("CI=%s and %s (.ci/run must install it)", os.Getenv("CI"), why)
 	}
 	t.Skip(why)
-}
-
-// freeTCPPort returns a TCP port on 127.0.0.1 free at the time of the call.
-func freeTCPPort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // lockedBuffer collects a process's log while the test reads it.
