@@ -19,10 +19,11 @@ import (
 // is a small ext4 image, loop-mounted, and the test writes more than fits.
 //
 // EIO is tested with an injected flush failure (mount_eio_test.go: no
-// device-mapper here for a dm-error device). Not tested: EDQUOT (no quota
-// tools here, and the server runs as root, whom quotas do not stop); it
-// takes the same path as ENOSPC and EIO: any NFS error status of a WRITE or
-// COMMIT.
+// device-mapper here for a dm-error device). Not tested: EDQUOT. This
+// machine's kernel cannot enforce a quota on ext4: mounting an image made
+// with `mkfs.ext4 -O quota` fails with "The kernel was not built with
+// CONFIG_QUOTA and CONFIG_QFMT_V2" (it has no QFMT_V2). EDQUOT takes the
+// same path as ENOSPC and EIO: any NFS error status of a WRITE or COMMIT.
 
 // smallExportSize is the ext4 image's size; wbErrFileSize, more than that,
 // is what the tests write.
