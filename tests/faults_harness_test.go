@@ -310,6 +310,7 @@ type mntProc struct {
 	dir      string
 	cacheDir string
 	logPath  string
+	metrics  string // host:port of its --metrics, "" if none
 	cmd      *exec.Cmd
 	exited   chan struct{}
 }
@@ -319,10 +320,8 @@ type mntProc struct {
 // delay; delayed close is off, so that a close is a CLOSE.
 func newMountProc(t *testing.T, s *srvProc, nfsPort int, delay time.Duration) *mntProc {
 	t.Helper()
-	requireFUSE(t)
-	m := &mntProc{t: t, dir: diskTempDir(t, "snfs-mnt-"), cacheDir: diskTempDir(t, "snfs-cache-")}
-	m.logPath = filepath.Join(diskTempDir(t, "snfs-log-"), "mount.log")
-	m.start(s, nfsPort, delay)
+	m := newMnt(t, "", "")
+	m.launch(s, nfsPort, "--writeback-delay", delay.String(), "--close-delay", "0", "--log-level", "debug")
 	t.Cleanup(func() {
 		m.stop()
 		if t.Failed() {
@@ -332,7 +331,41 @@ func newMountProc(t *testing.T, s *srvProc, nfsPort int, delay time.Duration) *m
 	return m
 }
 
-func (m *mntProc) start(s *srvProc, nfsPort int, delay time.Duration) {
+// startMount mounts s's export on dir with cacheDir ("" for new ones), an
+// hour's write-back delay and metrics; it returns once the mount is usable
+// (after its recovery). It is unmounted with `snfs umount` when the test
+// ends.
+func startMount(t *testing.T, s *srvProc, dir, cacheDir string, extra ...string) *mntProc {
+	t.Helper()
+	m := newMnt(t, dir, cacheDir)
+	m.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	m.launch(s, s.nfsPort, append([]string{"--writeback-delay", "1h", "--log-level", "info", "--metrics", m.metrics}, extra...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(m.logPath)
+			t.Logf("log of the mount on %s:\n%s", m.dir, b)
+		}
+	})
+	t.Cleanup(m.umount)
+	return m
+}
+
+// newMnt is a mount not started yet, on dir with cacheDir ("" for new ones).
+func newMnt(t *testing.T, dir, cacheDir string) *mntProc {
+	t.Helper()
+	requireFUSE(t)
+	if dir == "" {
+		dir = diskTempDir(t, "snfs-mnt-")
+	}
+	if cacheDir == "" {
+		cacheDir = diskTempDir(t, "snfs-cache-")
+	}
+	return &mntProc{t: t, dir: dir, cacheDir: cacheDir, logPath: filepath.Join(diskTempDir(t, "snfs-log-"), "mount.log")}
+}
+
+// launch runs `snfs mount` in the foreground with flags, its log appended to
+// m.logPath, and waits for its readiness (fd 3).
+func (m *mntProc) launch(s *srvProc, nfsPort int, flags ...string) {
 	t := m.t
 	t.Helper()
 	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -345,10 +378,10 @@ func (m *mntProc) start(s *srvProc, nfsPort int, delay time.Duration) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(snfsBinary(t), "mount", "--foreground", "--mode=snfs",
+	args := append([]string{"mount", "--foreground", "--mode=snfs",
 		"--nfs-port", strconv.Itoa(nfsPort), "--mount-port", strconv.Itoa(s.mountPort),
-		"--cache-dir", m.cacheDir, "--writeback-delay", delay.String(), "--close-delay", "0",
-		"--log-level", "debug", "127.0.0.1:"+s.export, m.dir)
+		"--cache-dir", m.cacheDir}, flags...)
+	cmd := exec.Command(snfsBinary(t), append(args, "127.0.0.1:"+s.export, m.dir)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w} // fd 3: "ok" once the mount is usable
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
@@ -372,6 +405,31 @@ func (m *mntProc) start(s *srvProc, nfsPort int, delay time.Duration) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("snfs mount was not ready within 60 s\n%s", tail(m.logPath, 20))
 	}
+}
+
+// pid is the mount process's.
+func (m *mntProc) pid() int { return m.cmd.Process.Pid }
+
+// umount unmounts with `snfs umount`, which waits for the write-back (a
+// dead mount is only detached).
+func (m *mntProc) umount() {
+	if m.cmd == nil {
+		return
+	}
+	select {
+	case <-m.exited:
+		m.cmd = nil
+		exec.Command("umount", "-l", m.dir).Run()
+		return
+	default:
+	}
+	if out, err := exec.Command(snfsBinary(m.t), "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
+		m.t.Errorf("snfs umount: %v\n%s", err, out)
+		m.kill9()
+		return
+	}
+	<-m.exited
+	m.cmd = nil
 }
 
 func (m *mntProc) path(name string) string { return filepath.Join(m.dir, name) }

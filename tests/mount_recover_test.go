@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"snfs/client"
-	"snfs/mount/fusefs"
 	"snfs/nfs3"
 )
 
@@ -33,104 +31,6 @@ func scrape(t *testing.T, addr, family string, labels ...string) float64 {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// mountProc is one `snfs mount --mode=snfs` process.
-type mountProc struct {
-	t                  *testing.T
-	bin, dir, cacheDir string
-	metrics            string
-	pid                int
-	log                string // its standard error
-}
-
-// startMount mounts s's export on dir with cacheDir ("" for new ones) and
-// an hour's write-back delay; it returns once the mount is usable (after
-// its recovery). The mount is unmounted when the test ends.
-func startMount(t *testing.T, s *srvProc, dir, cacheDir string, extra ...string) *mountProc {
-	t.Helper()
-	requireFUSE(t)
-	if dir == "" {
-		dir = diskTempDir(t, "snfs-mnt-")
-	}
-	if cacheDir == "" {
-		cacheDir = diskTempDir(t, "snfs-cache-")
-	}
-	m := &mountProc{t: t, bin: snfsBinary(t), dir: dir, cacheDir: cacheDir, metrics: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	args := append([]string{"mount", "--foreground", "--log-level", "info", "--mode=snfs", "--nfs-port", fmt.Sprint(s.nfsPort),
-		"--mount-port", fmt.Sprint(s.mountPort), "--cache-dir", cacheDir, "--writeback-delay", "1h", "--metrics", m.metrics}, extra...)
-	// In the foreground, as `snfs mount` runs its daemon: the log goes to a
-	// file shown when the test fails, readiness comes on fd 3.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	logf, err := os.CreateTemp(diskTempDir(t, "snfs-mlog-"), "mount-log-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.log = logf.Name()
-	cmd := exec.Command(m.bin, append(args, "127.0.0.1:"+s.export, dir)...)
-	cmd.Stderr = logf
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	logf.Close()
-	line, _ := bufio.NewReader(r).ReadString('\n')
-	if strings.TrimSpace(line) != "ok" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		b, _ := os.ReadFile(m.log)
-		t.Fatalf("snfs mount: %q\n%s", line, b)
-	}
-	m.pid = cmd.Process.Pid
-	go cmd.Wait() // reaps it; its end is seen by alive()
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(m.log)
-			t.Logf("log of the mount on %s:\n%s", m.dir, b)
-		}
-	})
-	t.Cleanup(func() { m.umount() })
-	return m
-}
-
-func (m *mountProc) path(name string) string { return filepath.Join(m.dir, name) }
-
-func (m *mountProc) alive() bool { return m.pid > 0 && syscall.Kill(m.pid, 0) == nil }
-
-// umount unmounts with `snfs umount` (which waits for the write-back).
-func (m *mountProc) umount() {
-	if !m.alive() {
-		fusefs.Unmount(m.dir, nil, 5*time.Second)
-		return
-	}
-	if out, err := exec.Command(m.bin, "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
-		m.t.Errorf("snfs umount: %v\n%s", err, out)
-		syscall.Kill(m.pid, syscall.SIGKILL)
-		fusefs.Unmount(m.dir, nil, 5*time.Second)
-	}
-	m.pid = 0
-}
-
-// kill9 kills the mount process with SIGKILL and detaches its dead mount.
-func (m *mountProc) kill9() {
-	m.t.Helper()
-	if err := syscall.Kill(m.pid, syscall.SIGKILL); err != nil {
-		m.t.Fatal(err)
-	}
-	for m.alive() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	m.pid = 0
-	if err := fusefs.Unmount(m.dir, nil, 5*time.Second); err != nil {
-		m.t.Logf("unmount of the dead mount: %v", err)
-	}
 }
 
 // writeDurable writes data to p and closes it: close() returned, so the
@@ -438,10 +338,11 @@ func TestMountSNFSFencedConflict(t *testing.T) {
 	}
 	oursH := randBytes(86, 60000)
 	writeDurable(t, a.path("h"), oursH)
-	if err := syscall.Kill(a.pid, syscall.SIGSTOP); err != nil {
+	pid := a.pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	cont := func() { syscall.Kill(a.pid, syscall.SIGCONT) }
+	cont := func() { syscall.Kill(pid, syscall.SIGCONT) }
 	t.Cleanup(cont)
 	for n, d := range theirs {
 		nfsRewrite(t, s, n, d)
@@ -549,7 +450,7 @@ func TestMountSNFSServerRestartRefused(t *testing.T) {
 	if n := scrape(t, s.metrics, "snfs_server_consist_reclaims_total"); n != 0 {
 		t.Errorf("the server took %v reclaimed items with no grace period; want 0", n)
 	}
-	if b, _ := os.ReadFile(a.log); !bytes.Contains(b, []byte("refused this client's reclaim")) {
+	if b, _ := os.ReadFile(a.logPath); !bytes.Contains(b, []byte("refused this client's reclaim")) {
 		t.Errorf("the mount's log does not say the reclaim was refused")
 	}
 	if copies, _ := filepath.Glob(s.path("*.snfs-conflict-*")); len(copies) != 0 {
