@@ -21,7 +21,12 @@ func (d *Driver) sendCallback(cb state.Callback) {
 	go func() {
 		defer d.wg.Done()
 		outcome := state.Failed
-		defer func() { d.do(d.m.CallbackDone(time.Now(), cb, outcome)) }()
+		defer func() {
+			if d.tracing() {
+				d.trace("table: callback done", cb.Handle, "client", d.clientName(cb.Client), "mode", cb.Mode, "outcome", outcome)
+			}
+			d.do(d.m.CallbackDone(time.Now(), cb, outcome))
+		}()
 		if !d.acquireSender() {
 			return
 		}

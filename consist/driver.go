@@ -278,6 +278,16 @@ func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, answer func(
 	}
 	req := state.ReqID(d.reqs.Add(1))
 	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode})
+	if d.tracing() {
+		d.trace("table: OPEN", fh, "client", d.clientName(c), "mode", mode, "verdict", res.Verdict, "caching", res.Reply.CacheEnabled)
+		if res.Verdict == state.Wait {
+			inner := answer
+			answer = func(r state.OpenReply, err error) {
+				d.trace("table: OPEN answered after callbacks", fh, "client", d.clientName(c), "caching", r.CacheEnabled, "err", err)
+				inner(r, err)
+			}
+		}
+	}
 	switch res.Verdict {
 	case state.Wait:
 		d.park(req, answer)
@@ -302,6 +312,9 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 	if d.m.Fenced(c, f) {
 		return ErrFenced
 	}
+	if d.tracing() {
+		d.trace("table: CLOSE", fh, "client", d.clientName(c), "mode", mode, "dirty", dirty)
+	}
 	d.do(d.m.Close(time.Now(), state.CloseArgs{File: f, Client: c, Mode: mode, Dirty: dirty}))
 	return nil
 }
@@ -319,6 +332,16 @@ func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proc
 	}
 	req := state.ReqID(d.reqs.Add(1))
 	v, acts := d.m.PlainAccess(time.Now(), req, state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind})
+	if d.tracing() {
+		d.trace("table: access", fh, "client", d.clientName(c), "kind", kind, "verdict", v)
+		if v == state.Wait {
+			inner := proceed
+			proceed = func(err error) {
+				d.trace("table: access goes on after callbacks", fh, "client", d.clientName(c), "kind", kind, "err", err)
+				inner(err)
+			}
+		}
+	}
 	switch v {
 	case state.Wait:
 		d.park(req, func(_ state.OpenReply, err error) { proceed(err) })

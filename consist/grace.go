@@ -214,6 +214,10 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 			continue
 		}
 		set[f] = struct{}{}
+		if d.tracing() {
+			d.trace("table: RECLAIM item", it.File, "client", d.clientName(mid), "readers", it.Readers, "writers", it.Writers,
+				"caching", it.Caching, "dirty", it.Dirty)
+		}
 		d.m.Reclaim(now, state.ReclaimArgs{File: f, Handle: it.File, Client: mid, Readers: it.Readers,
 			Writers: it.Writers, Caching: it.Caching, Dirty: it.Dirty, Version: it.Version})
 		n++

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,13 +61,13 @@ func TestCrashCycles(t *testing.T) {
 	}
 	t.Logf("seed %d (SNFS_CRASH_SEED replays the workload, not the kill times), %d cycles", seed, cycles)
 
-	s := newServeProc(t, "--grace", "5s")
+	s := newServeProc(t, "--grace", "5s", "--log-level", "debug")
 	m1 := newMountProc(t, s, s.nfsPort, time.Hour)
 	m2 := newMountProc(t, s, s.nfsPort, 2*time.Second)
 	pc := newPlainClient(t, s)
 	w := &workload{t: t, rng: rand.New(rand.NewPCG(seed, 1)),
 		clients: []wclient{mountClient{"mount1", m1}, mountClient{"mount2", m2}, pc},
-		model:   map[string][]byte{}, history: map[string][][]byte{}}
+		model:   map[string][]byte{}, history: map[string][][]byte{}, export: s.export}
 
 	// The killer: SIGKILL at a random point of the workload, restart at once.
 	var cycle atomic.Int64
@@ -510,12 +511,16 @@ type workload struct {
 	hung       bool                // an operation hung or kept failing: the mounts are suspect
 	staleNames int                 // lookups of a removed or renamed-away name that still resolved
 	log        []string            // the last operations, for the report
+	all        []string            // every operation, for the history of a name read wrong
+	badNames   []string            // the names read wrong
+	export     string              // the export directory (for the fileids of names in the log)
 }
 
 // note records an operation in the log kept for the report.
 func (w *workload) note(format string, args ...any) {
 	l := fmt.Sprintf("%s cycle %d op %d: ", time.Now().Format("15:04:05.000"), w.cycle.Load(), w.ops) + fmt.Sprintf(format, args...)
 	w.log = append(w.log, l)
+	w.all = append(w.all, l)
 	if len(w.log) > 60 {
 		w.log = w.log[1:]
 	}
@@ -632,7 +637,11 @@ func (w *workload) live() []string {
 func (w *workload) set(name string, data []byte) {
 	w.model[name] = data
 	w.history[name] = append(w.history[name], data)
-	w.note("model: %s = %d bytes (version %d)", name, len(data), len(w.history[name]))
+	ino := uint64(0)
+	if fi, err := os.Stat(filepath.Join(w.export, name)); err == nil {
+		ino = fi.Sys().(*syscall.Stat_t).Ino
+	}
+	w.note("model: %s = %d bytes (version %d, fileid %d)", name, len(data), len(w.history[name]), ino)
 }
 
 func (w *workload) del(name string) {
@@ -693,11 +702,13 @@ func (w *workload) check(c wclient, name, what string) bool {
 	where := fmt.Sprintf("cycle %d op %d: %s %s %s", w.cycle.Load(), w.ops, c.name(), what, name)
 	switch {
 	case exists && rerr != nil:
+		w.badNames = append(w.badNames, name)
 		w.lost = append(w.lost, fmt.Sprintf("%s: MISSING: the file does not exist; want %d bytes", where, len(want)))
 	case !exists && rerr == nil:
 		w.staleNames++ // documented: names are cached (see step)
 		w.note("%s: the name still resolves (%d bytes)", where, len(got))
 	case exists && !bytes.Equal(got, want):
+		w.badNames = append(w.badNames, name)
 		msg := where + ": " + w.classify(name, got)
 		if w.isStale(name, got) {
 			w.stale = append(w.stale, msg)
@@ -742,6 +753,15 @@ func (w *workload) report() {
 	}
 	if len(w.lost)+len(w.stale) > 0 && w.diag != nil {
 		w.t.Logf("diagnostics:\n%s", w.diag())
+	}
+	for _, name := range w.badNames {
+		var h []string
+		for _, l := range w.all {
+			if strings.Contains(l, " "+name+" ") || strings.HasSuffix(l, " "+name) {
+				h = append(h, l)
+			}
+		}
+		w.t.Logf("every operation on %s:\n%s", name, strings.Join(h, "\n"))
 	}
 	for _, l := range w.lost {
 		w.t.Errorf("read without acknowledged bytes: %s", l)

@@ -35,7 +35,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	}
 	if !held {
 		fs.sn.stats.CallbacksStale.Add(1)
+		fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
 		return snfs1.CBStale
+	}
+	if i != nil {
+		fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
 	}
 	if mode.WritesBack() && i != nil {
 		i.mu.Lock()
@@ -159,6 +163,7 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		if r+w == 0 && !dirty {
 			continue
 		}
+		fs.log.Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching && cf != nil, "dirty", dirty)
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
 			Caching: caching && cf != nil, Dirty: dirty, Version: version})
 	}

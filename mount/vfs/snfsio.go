@@ -76,6 +76,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		return false, false, err
 	}
 	i.sn.opens[mode]++
+	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion)
 	now := time.Now()
 	if ok.Attr != nil {
 		i.setAttrLocked(ok.Attr, now)
@@ -379,6 +380,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
 	i.sn.openMu.Unlock()
+	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
 	}

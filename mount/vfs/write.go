@@ -165,6 +165,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 			}
 		}
 		if !mismatch {
+			i.fs.log.Debug("write-through committed", "fileid", i.FileID)
 			i.w.unstable, i.w.gen = nil, i.w.gen+1
 			if !i.w.pending() {
 				i.w.mtime = time.Time{}

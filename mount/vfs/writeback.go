@@ -162,6 +162,7 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	if err == nil {
 		err = fs.writeBackFile(ctx, i, cf, cred, version)
 	}
+	fs.log.Debug("write-back", "fileid", i.FileID, "err", err)
 	if err == nil {
 		if !cf.NeedsWriteBack() {
 			fs.markClean(i)
