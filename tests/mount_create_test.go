@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // testCreateTruncExisting: open(O_CREAT|O_TRUNC) of a name another client
@@ -41,12 +40,4 @@ func testCreateTruncExisting(t *testing.T, mnt, export string) {
 	}
 }
 
-func TestMountCreateTruncExisting(t *testing.T) {
-	e := newEnv(t, "rw,no_root_squash")
-	testCreateTruncExisting(t, newMount(t, e).dir, e.dir)
-}
-
-func TestMountSNFSCreateTruncExisting(t *testing.T) {
-	e := newEnv(t, "rw,no_root_squash")
-	testCreateTruncExisting(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
-}
+func TestMountCreateTruncExisting(t *testing.T) { inBothModes(t, testCreateTruncExisting) }

@@ -99,12 +99,17 @@ func testRemoveOpenLinks(t *testing.T, mnt, export string) {
 	}
 }
 
-func TestMountRemoveOpenLinks(t *testing.T) {
-	e := newEnv(t, "rw,no_root_squash")
-	testRemoveOpenLinks(t, newMount(t, e).dir, e.dir)
-}
+func TestMountRemoveOpenLinks(t *testing.T) { inBothModes(t, testRemoveOpenLinks) }
 
-func TestMountSNFSRemoveOpenLinks(t *testing.T) {
-	e := newEnv(t, "rw,no_root_squash")
-	testRemoveOpenLinks(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
+// inBothModes runs test against a fresh export mounted in nfs mode, then in
+// snfs mode (an hour's write-back delay).
+func inBothModes(t *testing.T, test func(t *testing.T, mnt, export string)) {
+	t.Run("nfs", func(t *testing.T) {
+		e := newEnv(t, "rw,no_root_squash")
+		test(t, newMount(t, e).dir, e.dir)
+	})
+	t.Run("snfs", func(t *testing.T) {
+		e := newEnv(t, "rw,no_root_squash")
+		test(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
+	})
 }
