@@ -67,6 +67,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	i.mu.Lock()
 	i.sn.opening++
 	i.mu.Unlock()
+	start := fs.attrStart()
 	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
 	i.mu.Lock()
 	i.sn.opening--
@@ -77,11 +78,9 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	}
 	i.sn.opens[mode]++
 	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion)
-	now := time.Now()
-	if ok.Attr != nil {
-		i.setAttrLocked(ok.Attr, now)
-	}
-	size := int64(i.attr.Size)
+	// Not over the attributes of a WRITE or SETATTR of this client's that
+	// completed after the OPEN was sent (settleOpenAttr).
+	i.postOpLocked(ok.Attr, start, time.Now())
 	wasCaching := i.sn.caching
 	kv := i.sn.kernVer
 	i.mu.Unlock()
@@ -109,26 +108,21 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
 			}
 		}
-		if pending {
-			// The attributes the OPEN answered are from before that flush:
-			// so is the size taken from them above.
-			if a, err := fs.getattr(ctx, c, i.FH); err == nil {
-				ok.Attr = a
-				i.mu.Lock()
-				i.setAttrLocked(a, time.Now())
-				size = int64(i.attr.Size)
-				i.mu.Unlock()
-			} else {
-				ok.Attr = nil
-			}
+		// The cache file's base and size come from attributes no write-back
+		// of this file overtook; none runs until they are applied.
+		a := fs.settleOpenAttr(ctx, c, i, ok.Attr, start)
+		size := cf.Size()
+		if a != nil {
+			size = int64(a.Size)
 		}
-		fs.recordInSync(i, cf, ok.Attr)
+		fs.recordInSync(i, cf, a)
 		if valid(cf.Version()) {
 			err = cf.Relabel(ok.CacheVersion)
 		}
 		if err == nil {
 			err = cf.SetVersion(ok.CacheVersion, size)
 		}
+		i.flushMu.Unlock()
 		if err != nil {
 			fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
 		}
@@ -156,6 +150,42 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		fs.notifyData(i)
 	}
 	return false, true, nil
+}
+
+// settleOpenAttr returns attributes of i that no write-back of this client's
+// own has overtaken, for an OPEN's bookkeeping: a this-client WRITE, SETATTR
+// or COMMIT that completed after the OPEN was sent (start) leaves the OPEN's
+// attributes older than the server's file. A write-back running alongside
+// the OPEN (after a server restart, at the delay, for a callback) marks the
+// cache file clean at its end; the OPEN's older size taken after that would
+// cut the cache file the write-back just wrote back (and its base would make
+// the next write-back see a change by another client). Such attributes are
+// read again, after the write-back ends. It returns with i.flushMu held, so
+// that no write-back starts before the caller has applied them; nil if none
+// settled (the caller keeps the cache file's size and base).
+func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64) *nfs3.Fattr {
+	for try := 0; ; try++ {
+		i.flushMu.Lock()
+		i.mu.Lock()
+		fresh := a != nil && i.modGen <= start
+		i.mu.Unlock()
+		if fresh {
+			return a
+		}
+		if try == 3 {
+			return nil
+		}
+		i.flushMu.Unlock()
+		start = fs.attrStart()
+		var err error
+		if a, err = fs.getattr(ctx, c, i.FH); err != nil {
+			a = nil
+			continue
+		}
+		i.mu.Lock()
+		i.postOpLocked(a, start, time.Now())
+		i.mu.Unlock()
+	}
 }
 
 // snfsRead is Read of a file served from the cache directory: what is missing
