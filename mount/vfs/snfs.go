@@ -98,6 +98,10 @@ type snfsFS struct {
 
 	reintegrating sync.Mutex // one reintegration at a time (reintegrate.go)
 
+	// afterOpen, set only by tests, runs between an OPEN's answer and its
+	// application (a write-back racing the OPEN, say).
+	afterOpen func(i *Inode)
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once

@@ -85,6 +85,9 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	kv := i.sn.kernVer
 	i.mu.Unlock()
 	i.sn.openMu.Unlock()
+	if fs.sn.afterOpen != nil {
+		fs.sn.afterOpen(i)
+	}
 
 	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
 	cf, err := fs.cacheFile(i)
