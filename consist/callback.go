@@ -42,8 +42,23 @@ func (d *Driver) sendCallback(cb state.Callback) {
 		d.m.CallbackSent(time.Now(), cb)
 		start := time.Now()
 		var res snfs1.CallbackRes
-		err := conn.Call(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
-			&snfs1.CallbackArgs{File: cb.Handle, Mode: snfs1.CallbackMode(cb.Mode), Attr: attr}, &res)
+		var err error
+		for {
+			err = conn.Call(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
+				&snfs1.CallbackArgs{File: cb.Handle, Mode: snfs1.CallbackMode(cb.Mode), Attr: attr}, &res)
+			if err == nil || !errors.Is(err, sunrpc.ErrConnClosed) {
+				break
+			}
+			// The connection broke under the call. A client that merely lost
+			// its connection registers again at once: the same callback goes
+			// to it there, within the same deadline (section 13).
+			next := d.rebound(ctx, cb.Client, conn)
+			if next == nil {
+				break
+			}
+			d.log.Debug("callback sent again on the client's new connection", "client", d.clientName(cb.Client), "mode", cb.Mode)
+			conn = next
+		}
 		d.met.callbackSent(cb.Mode, time.Since(start), err)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -61,6 +76,39 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			outcome = state.Stale
 		}
 	}()
+}
+
+// rebound waits, until ctx ends, for table client c to have a callback path
+// other than old (its connection that broke), and returns it; nil if none
+// came.
+func (d *Driver) rebound(ctx context.Context, c state.ClientID, old *sunrpc.Conn) *sunrpc.Conn {
+	for {
+		d.mu.RLock()
+		cl := d.byMid[c]
+		if cl == nil {
+			d.mu.RUnlock()
+			return nil
+		}
+		conn, bound := cl.conn, cl.bound
+		d.mu.RUnlock()
+		if conn != nil && conn != old {
+			return conn
+		}
+		if conn == old {
+			// Not unbound yet (the connection's close is being handled):
+			// bound is still the old, closed channel.
+			bound = nil
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-bound:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
 }
 
 // sendProbe sends a CB_NULL to c in its own goroutine and reports whether its

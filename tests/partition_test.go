@@ -166,3 +166,51 @@ func TestPartitionLongConflict(t *testing.T) {
 		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want it to list %s)", a.cacheDir, err, out, filepath.Base(conflicts[0]))
 	}
 }
+
+// TestPartitionShortReset: A's connection is reset (not merely silent) while
+// the server's callback to A is out, and A connects again well within the
+// callback timeout. A "merely lost its connection" (issue 15): the server
+// sends the callback again on A's new connection instead of failing it, so
+// A is not fenced and B, whose OPEN caused the callback, reads A's bytes.
+func TestPartitionShortReset(t *testing.T) {
+	const cbt = 6 * time.Second
+	s, p, a, b := partitionSetup(t, cbt)
+
+	dirty := randBytes(64, 200000)
+	if err := os.WriteFile(a.path("dirty"), dirty, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, filepath.Join(s.export, "dirty")); len(got) != 0 {
+		t.Fatalf("the export has %d bytes of A's dirty file; want none (delayed write-back)", len(got))
+	}
+	p.Stall(faultproxy.ServerToClient) // the callback to A waits in the proxy
+	bRead := make(chan []byte, 1)
+	go func() {
+		got, _ := os.ReadFile(b.path("dirty"))
+		bRead <- got
+	}()
+	for end := time.Now().Add(cbt / 2); s.metric("snfs_server_consist_callbacks_total") < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("B's OPEN sent no callback to A")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the callback is written to A's connection
+	if n := p.Reset(); n < 1 {
+		t.Fatalf("the proxy reset %d connections", n)
+	}
+	p.Restore(faultproxy.ServerToClient)
+	select {
+	case got := <-bRead:
+		if !bytes.Equal(got, dirty) {
+			t.Fatalf("B reads %d bytes of the file A held dirty; want A's %d", len(got), len(dirty))
+		}
+	case <-time.After(3 * cbt):
+		t.Fatal("B's read did not finish")
+	}
+	if n := s.metric("snfs_server_consist_fencings_total"); n != 0 {
+		t.Fatalf("the server fenced A %v times; want 0 (A was back within the callback timeout)", n)
+	}
+	if got := mustRead(t, a.path("dirty")); !bytes.Equal(got, dirty) {
+		t.Fatalf("A reads %d bytes of its file after the reset; want %d", len(got), len(dirty))
+	}
+}
