@@ -73,16 +73,30 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st
 	}
-	if mode == snfs1.CBRelinquish {
-		if i == nil {
+	if i == nil {
+		if mode == snfs1.CBRelinquish {
 			return snfs1.CBTreatAsClosed
 		}
-		i.mu.Lock()
-		idle := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0
-		i.mu.Unlock()
-		if idle {
-			return snfs1.CBTreatAsClosed
-		}
+		return snfs1.CBOK
+	}
+	// No open here, none coming, nothing left to write back: every open the
+	// server may still count for this client is gone (treat as closed). This
+	// is also the answer to a callback sent again after a broken connection
+	// lost the first answer (a delayed close treated as closed): CB_OK would
+	// leave the server counting opens this client never CLOSEs.
+	dirty := false
+	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+		dirty = true
+	}
+	i.mu.Lock()
+	idle := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0 &&
+		i.sn.dc.count() == 0 && !i.w.pending() && !dirty
+	if idle {
+		i.sn.caching = false // used again only after an OPEN
+	}
+	i.mu.Unlock()
+	if idle {
+		return snfs1.CBTreatAsClosed
 	}
 	return snfs1.CBOK
 }

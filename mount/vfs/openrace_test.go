@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"snfs/snfs1"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,5 +63,68 @@ func TestOpenRacingOwnWriteBack(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(export, "f")); !bytes.Equal(got, want) {
 		t.Errorf("the server's file: %d bytes; want %d", len(got), len(want))
+	}
+}
+
+// TestRefusedTruncateKeepsCache: a truncation the server refuses (here a user
+// without write permission; the mount leaves permission checks to the server)
+// does not cut this client's cached copy: the other opens keep reading the
+// file's bytes.
+func TestRefusedTruncateKeepsCache(t *testing.T) {
+	ctx := context.Background()
+	v, _, e, f := restartTestFile(t)
+	i := e.Inode
+	want := bytes.Repeat([]byte("cached and clean; "), 1000)
+	if _, err := v.Write(ctx, f, 0, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Fsync(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := v.Open(ctx, i, Cred{}, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release(ctx, g)
+	var zero uint64
+	nobody := Cred{UID: 65534, GID: 65534}
+	if _, _, err := v.Setattr(ctx, i, nobody, SetAttr{Size: &zero}); err == nil {
+		t.Fatal("nobody truncated root's 0644 file")
+	}
+	buf := make([]byte, 2*len(want))
+	n, err := v.Read(ctx, g, 0, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf[:n], want) {
+		t.Errorf("read after a refused truncation: %d bytes; want %d", n, len(want))
+	}
+}
+
+// TestCallbackAgainTreatAsClosed: a callback sent again after a broken
+// connection lost the first answer (docs/protocol.md 5.1) finds the file
+// idle here (the delayed close it treated as closed is gone, the clean data
+// stays cached). It must answer CB_TREAT_AS_CLOSED again, not CB_OK, which
+// would leave the server counting opens this client never CLOSEs.
+func TestCallbackAgainTreatAsClosed(t *testing.T) {
+	ctx := context.Background()
+	v, _, e, f := restartTestFile(t)
+	i := e.Inode
+	if _, err := v.Write(ctx, f, 0, []byte("some bytes")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Fsync(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	for try := 1; try <= 2; try++ {
+		if st := v.Callback(ctx, i.FH, snfs1.CBWriteback, nil); st != snfs1.CBTreatAsClosed {
+			t.Errorf("callback %d to a client with no open of the file: %v; want CB_TREAT_AS_CLOSED", try, st)
+		}
 	}
 }

@@ -432,7 +432,6 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
-		defer fs.snfsSized(i, s.Size)
 	}
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
@@ -476,6 +475,9 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 	})
 	if err == nil {
 		fs.snfsOwnChange(i, &res.Wcc)
+		if fs.sn != nil {
+			fs.snfsSized(i, s.Size) // only a size the server took
+		}
 	}
 	now := time.Now()
 	i.mu.Lock()

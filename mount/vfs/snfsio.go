@@ -113,28 +113,30 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		}
 		// The cache file's base and size come from attributes no write-back
 		// of this file overtook; none runs until they are applied.
-		a := fs.settleOpenAttr(ctx, c, i, ok.Attr, start)
-		size := cf.Size()
-		if a != nil {
-			size = int64(a.Size)
-		}
-		fs.recordInSync(i, cf, a)
-		if valid(cf.Version()) {
-			err = cf.Relabel(ok.CacheVersion)
-		}
-		if err == nil {
-			err = cf.SetVersion(ok.CacheVersion, size)
+		if a := fs.settleOpenAttr(ctx, c, i, ok.Attr, start); a != nil {
+			fs.recordInSync(i, cf, a)
+			if valid(cf.Version()) {
+				err = cf.Relabel(ok.CacheVersion)
+			}
+			if err == nil {
+				err = cf.SetVersion(ok.CacheVersion, int64(a.Size))
+			}
+			i.flushMu.Unlock()
+			if err != nil {
+				fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
+			}
+			i.mu.Lock()
+			i.sn.caching, i.sn.version = true, ok.CacheVersion
+			keep = valid(kv)
+			i.sn.kernVer = ok.CacheVersion
+			i.mu.Unlock()
+			return keep, false, nil
 		}
 		i.flushMu.Unlock()
-		if err != nil {
-			fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
-		}
-		i.mu.Lock()
-		i.sn.caching, i.sn.version = true, ok.CacheVersion
-		keep = valid(kv)
-		i.sn.kernVer = ok.CacheVersion
-		i.mu.Unlock()
-		return keep, false, nil
+		// The file's size is not known for sure (its own writes kept moving
+		// it, or GETATTR failed): this open does not cache (a client may
+		// always do less than the server allows).
+		fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", "fileid", i.FileID)
 	}
 	// Write-shared (or caching refused): no cache, write through. Dirty
 	// data a callback did not take (there should be none) goes first.
@@ -165,7 +167,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 // the next write-back see a change by another client). Such attributes are
 // read again, after the write-back ends. It returns with i.flushMu held, so
 // that no write-back starts before the caller has applied them; nil if none
-// settled (the caller keeps the cache file's size and base).
+// settled (the caller does not cache).
 func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64) *nfs3.Fattr {
 	for try := 0; ; try++ {
 		i.flushMu.Lock()
