@@ -79,8 +79,8 @@ func (d *Driver) sendCallback(cb state.Callback) {
 }
 
 // rebound waits, until ctx ends, for table client c to have a callback path
-// other than old (its connection that broke), and returns it; nil if none
-// came.
+// other than old (its connection that broke, or nil), and returns it; nil if
+// none came or c is gone.
 func (d *Driver) rebound(ctx context.Context, c state.ClientID, old *sunrpc.Conn) *sunrpc.Conn {
 	for {
 		d.mu.RLock()

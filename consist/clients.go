@@ -1,6 +1,7 @@
 package consist
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -142,29 +143,9 @@ func (d *Driver) Caller(call *sunrpc.Call) state.ClientID {
 // conn waits until the table client c has a callback path, for at most the
 // callback timeout, and returns it (nil: none came).
 func (d *Driver) conn(c state.ClientID) *sunrpc.Conn {
-	d.mu.RLock()
-	cl := d.byMid[c]
-	if cl == nil {
-		d.mu.RUnlock()
-		return nil
-	}
-	conn, bound := cl.conn, cl.bound
-	d.mu.RUnlock()
-	if conn != nil {
-		return conn
-	}
-	t := time.NewTimer(d.cbTimeout)
-	defer t.Stop()
-	select {
-	case <-bound:
-	case <-t.C:
-		return nil
-	case <-d.ctx.Done():
-		return nil
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return cl.conn
+	ctx, cancel := context.WithTimeout(d.ctx, d.cbTimeout)
+	defer cancel()
+	return d.rebound(ctx, c, nil)
 }
 
 // clientName names a table client for the log.
