@@ -128,3 +128,42 @@ func TestCallbackAgainTreatAsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRacingWriteBackEnd: an application write that lands as a
+// write-back ends (after the server committed the data it sent, before the
+// file's dirty record is dropped) keeps the file recorded dirty, so that its
+// CLOSE says dirty and the server calls this client back for it. The record
+// was dropped, the CLOSE said clean, and a plain client read the server's
+// copy without the write (TestCrashCycles: a plain read after a mount's
+// create missed bytes).
+func TestWriteRacingWriteBackEnd(t *testing.T) {
+	ctx := context.Background()
+	v, _, e, f := restartTestFile(t)
+	i := e.Inode
+	first := bytes.Repeat([]byte{'a'}, 16384)
+	if _, err := v.Write(ctx, f, 0, first); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	v.sn.beforeMarkClean = func(in *Inode) {
+		if in == i {
+			once.Do(func() {
+				if _, err := v.Write(ctx, f, uint64(len(first)), []byte("written as the write-back ended")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	err := v.writeBackInode(ctx, i)
+	v.sn.beforeMarkClean = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := i.cacheFileOrNil()
+	if cf == nil || !cf.NeedsWriteBack() {
+		t.Fatal("the racing write is not in the cache file as dirty")
+	}
+	if !v.isDirty(i) {
+		t.Error("the file is not recorded dirty after a write that raced the write-back's end: its CLOSE would say clean")
+	}
+}

@@ -101,6 +101,9 @@ type snfsFS struct {
 	// afterOpen, set only by tests, runs between an OPEN's answer and its
 	// application (a write-back racing the OPEN, say).
 	afterOpen func(i *Inode)
+	// beforeMarkClean, set only by tests, runs as markCleanIf starts (an
+	// application write racing a write-back's end).
+	beforeMarkClean func(i *Inode)
 
 	stop chan struct{}
 	done chan struct{}

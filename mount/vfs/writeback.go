@@ -81,6 +81,24 @@ func (fs *FS) markClean(i *Inode) {
 	fs.sn.mu.Unlock()
 }
 
+// markCleanIf forgets i's dirty record if cf, its cache file, has nothing
+// left to write back. The check is made under the record's lock: an
+// application write lands in cf before it records i dirty (snfsWrite), so a
+// write racing a write-back's end is either seen here or recorded after.
+// Checking outside the lock lost such a write's record: the CLOSE then said
+// "not dirty", the server stopped calling this client back for the file, and
+// another client read the server's copy without the write.
+func (fs *FS) markCleanIf(i *Inode, cf *cachedir.File) {
+	if fs.sn.beforeMarkClean != nil {
+		fs.sn.beforeMarkClean(i)
+	}
+	fs.sn.mu.Lock()
+	defer fs.sn.mu.Unlock()
+	if !cf.NeedsWriteBack() {
+		delete(fs.sn.dirty, i)
+	}
+}
+
 func (fs *FS) isDirty(i *Inode) bool {
 	fs.sn.mu.Lock()
 	defer fs.sn.mu.Unlock()
@@ -154,7 +172,7 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		if cf != nil {
-			fs.markClean(i)
+			fs.markCleanIf(i, cf)
 		}
 		return nil
 	}
@@ -164,9 +182,7 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	}
 	fs.log.Debug("write-back", "fileid", i.FileID, "err", err)
 	if err == nil {
-		if !cf.NeedsWriteBack() {
-			fs.markClean(i)
-		}
+		fs.markCleanIf(i, cf)
 		return nil
 	}
 	var st nfs3.Status
