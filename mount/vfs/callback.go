@@ -84,10 +84,8 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	// is also the answer to a callback sent again after a broken connection
 	// lost the first answer (a delayed close treated as closed): CB_OK would
 	// leave the server counting opens this client never CLOSEs.
-	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
-		dirty = true
-	}
+	cf = i.cacheFileOrNil()
+	dirty := cf != nil && cf.NeedsWriteBack()
 	i.mu.Lock()
 	idle := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0 &&
 		i.sn.dc.count() == 0 && !i.w.pending() && !dirty

@@ -350,7 +350,7 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
 	}
-	if cf != nil && (fs.isDirty(i) || cf.NeedsWriteBack()) {
+	if cf != nil && cf.NeedsWriteBack() {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
 		}
@@ -403,7 +403,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		fs.cancelWriteBack(i)
 	}
 	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil && (fs.isDirty(i) || cf.NeedsWriteBack()) {
+	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
 		}
