@@ -460,6 +460,11 @@ func (c *Conn) roundTrip(ctx context.Context, xid uint32, msg []byte, timeout ti
 	case rec := <-ch:
 		return rec, nil
 	case <-ctx.Done():
+		select { // a handler's context ends because the reader stopped: say so
+		case <-c.rdone:
+			return nil, ErrConnClosed
+		default:
+		}
 		return nil, ctx.Err()
 	case <-c.rdone:
 		select { // a reply routed just before the reader stopped still counts
