@@ -8,7 +8,8 @@
 #
 #   sort  LC_ALL=C sort -S 16M -T DIR -o DIR/out of a $SORT_MIB MiB text file (read
 #         from the page cache, outside the mount), temporaries and output on the mount;
-#         snfs mode twice: --writeback-delay $DELAY and $DELAY_INF (snfs-inf). The sort
+#         snfs mode twice: --writeback-delay $DELAY and $DELAY_INF (snfs-inf); the floors
+#         fuse, fuse-dio and fuse-durable (bench/mountlib.sh) besides. The sort
 #         is timed up to its exit; the unmount (which writes the output back) apart.
 #   read  a $READ_MIB MiB file put into each configuration's backing file system, caches
 #         dropped, read once (read1, cold), at once again (read2, cached), then
@@ -121,7 +122,7 @@ part_meta() { # cfg rep
 
 for i in $(seq "$REPS"); do
   for part in $PARTS; do
-    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs="local fuse fuse-dio nfs snfs snfs-inf"
+    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs="local fuse fuse-dio fuse-durable nfs snfs snfs-inf"
     order=$(rotate "$cfgs" $((i - 1)))
     echo "rep $i $part: $order" >&2
     for cfg in $order; do "part_$part" "$cfg" "$i"; done
@@ -176,7 +177,7 @@ out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
   echo "Command: \`REPS=$REPS PARTS=\"$PARTS\" SORT_MIB=$SORT_MIB READ_MIB=$READ_MIB NFILES=$NFILES TREE=$TREE DELAY=$DELAY DELAY_INF=$DELAY_INF bash bench/mountbench2.sh\`"
   echo "on $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) cores, $(free -g | awk '/^Mem/{print $2}') GiB, $(uname -r), ${NOTE:-a shared machine}."
   echo "Each of local, fuse's backing directory and the export is its own ext4 image ($IMG, journaled, on /var/tmp, loop-mounted with direct I/O);"
-  echo "snfs serve on 127.0.0.1:$PORT (\`rw,no_root_squash\`, a sync export); snfs mode's cache directory on /var/tmp ($(df -T /var/tmp | awk 'NR==2{print $2}'), not a loop image), \`--writeback-delay $DELAY\` (snfs-inf: $DELAY_INF)."
+  echo "snfs serve on 127.0.0.1:$PORT (\`rw,no_root_squash\`, a sync export); snfs mode's cache directory on /var/tmp ($(df -T /var/tmp | awk 'NR==2{print $2}'), not a loop image), \`--writeback-delay $DELAY\` (snfs-inf: $DELAY_INF); fuse-durable's backing directory on /var/tmp too."
   echo "Medians of $REPS repetitions, seconds; within each repetition and part the configurations alternate, the first one rotating. Ratios above 1 are slower."
   echo "RPCs are the server's (\`snfs_server_rpc_total\`, scraped before and after each phase), medians over the repetitions."
   if has sort; then
@@ -187,14 +188,15 @@ out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
     echo "**sort** is the sort up to its exit, before the unmount; the sorted output is still dirty in snfs mode then and is written back at the unmount, timed apart (**sort-umount**; local: \`sync -f\`)."
     echo "The output was checked identical in every configuration."
     echo
-    table "sort sort-umount" "local fuse fuse-dio nfs snfs snfs-inf"
+    table "sort sort-umount" "local fuse fuse-dio fuse-durable nfs snfs snfs-inf"
     echo
     rpc_table "sort sort-umount" "nfs snfs snfs-inf"
     echo
     s=$(med snfs-inf,sort) l=$(med local,sort) w=$(medc snfs-inf sort nfs/WRITE)
     echo "Target: sort with an infinite delay within 1.1x of the local disk with zero WRITE RPCs (sort phase, before the unmount): **$(verdict "$s <= 1.1 * $l && $w == 0")** (snfs-inf/local $(ratio "$s" "$l"), $w WRITE RPCs; default delay: snfs/local $(ratio "$(med snfs,sort)" "$l"), $(medc snfs sort nfs/WRITE) WRITE RPCs)."
-    echo "Bound: the fuse configuration (bench/fuseloop, go-fuse's loopback, whose opens all pass through to the backing file with FUSE passthrough: the least any FUSE file system costs; snfs mode's write opens go through the daemon instead, one FUSE WRITE per write(2) of sort, see mount/vfs/passthrough.go) sorts in $(ratio "$(med fuse,sort)" "$l")x the local disk's time, so the target is **$(verdict "$(med fuse,sort) <= 1.1 * $l" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs-inf is $(ratio "$s" "$(med fuse,sort)")x that floor."
-    echo "Bound of a design that sees every write: fuse-dio (bench/fuseloop -daemon-io: the same loopback without passthrough, each read and write of the temporaries a FUSE request to a daemon that does nothing but the system call) sorts in $(ratio "$(med fuse-dio,sort)" "$l")x the local disk's time; snfs-inf is $(ratio "$s" "$(med fuse-dio,sort)")x that. snfs mode's writes must reach the daemon while another client may share the file (concurrent write sharing: a write-shared file's writes go to the server at once), which FUSE passthrough or the kernel's write-back cache would take out of its hands."
+    d=$(med fuse-durable,sort)
+    echo "Bound: fuse-durable (bench/fuseloop -durable on the file system of snfs mode's cache directory: go-fuse's loopback, every open passed through to the backing file with FUSE passthrough, and every close of an open for writing made durable with fdatasync first) sorts in $(ratio "$d" "$l")x the local disk's time. It is the least any FUSE file system costs whose \`close(2)\` returns only once the written data is on the local disk, which snfs mode's must (a crash of the mount process or of the machine must not lose what close returned: docs/mount.md, \"Durable close\"). So the target is **$(verdict "$d <= 1.1 * $l" | sed 's/not met/out of reach by this bound/; s/^met$/within reach by this bound/')**; snfs-inf is $(ratio "$s" "$d")x that floor."
+    echo "Other floors: fuse (the same loopback with no fdatasync, the least any FUSE file system costs) $(ratio "$(med fuse,sort)" "$l")x the local disk; fuse-dio (bench/fuseloop -daemon-io: no passthrough, each read and write a FUSE request to a daemon that does nothing but the system call, the least a file system that sees every write costs) $(ratio "$(med fuse-dio,sort)" "$l")x. snfs mode's write opens go through the mount (one FUSE WRITE per \`write(2)\` of sort; mount/vfs/passthrough.go says why), which is most of the gap between snfs-inf and fuse-durable."
   fi
   if has read; then
     echo

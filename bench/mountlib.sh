@@ -13,6 +13,11 @@
 #             (with $FUSELOOP_OPTS: -cached makes it the floor of a caching FUSE file system)
 #   fuse-dio  the same with -daemon-io: no passthrough, every read and write comes to the
 #             daemon (the floor of a FUSE file system that must see the writes)
+#   fuse-durable  bench/fuseloop -durable of a directory on /var/tmp (the file system of
+#             snfs mode's cache directory, not an image): passthrough, and every close of
+#             an open for writing fdatasyncs the file first (the floor of a FUSE file
+#             system whose close(2) returns once the data is on the local disk, as snfs
+#             mode's does)
 #   nfs       snfs mount --mode=nfs  against snfs serve on 127.0.0.1 (export: its own ext4 image)
 #   snfs      snfs mount --mode=snfs, --writeback-delay $DELAY, cache directory on /var/tmp
 #   snfs-inf  the same with --writeback-delay $DELAY_INF (effectively infinite)
@@ -32,7 +37,7 @@ unmount_all() {
 # setup_images: a fresh $W with the three ext4 images mounted and the binaries built.
 setup_images() {
   [ -d "$W" ] && unmount_all
-  rm -rf "$W"; mkdir -p "$W"/{local,fuse,export,state,bin,src,cache,mnt/fuse,mnt/fuse-dio,mnt/nfs,mnt/snfs,mnt/snfs-inf}
+  rm -rf "$W"; mkdir -p "$W"/{local,fuse,durable,export,state,bin,src,cache,mnt/fuse,mnt/fuse-dio,mnt/fuse-durable,mnt/nfs,mnt/snfs,mnt/snfs-inf}
   local d
   for d in local fuse export; do
     truncate -s "$IMG" "$W/$d.img" && mkfs.ext4 -q -F "$W/$d.img"
@@ -41,7 +46,7 @@ setup_images() {
   (cd "$ROOT" && go build -o "$W/bin/snfs" ./cmd/snfs && go build -o "$W/bin/fuseloop" ./bench/fuseloop)
 }
 
-SNFS_PID= FUSE_PID= FUSE_DIO_PID=
+SNFS_PID= FUSE_PID= FUSE_DIO_PID= FUSE_DUR_PID=
 cleanup() {
   local m
   for m in "$W"/mnt/*; do
@@ -49,6 +54,7 @@ cleanup() {
   done
   [ -n "$FUSE_PID" ] && kill "$FUSE_PID" 2>/dev/null
   [ -n "$FUSE_DIO_PID" ] && kill "$FUSE_DIO_PID" 2>/dev/null
+  [ -n "$FUSE_DUR_PID" ] && kill "$FUSE_DUR_PID" 2>/dev/null
   [ -n "$SNFS_PID" ] && kill "$SNFS_PID" 2>/dev/null && wait "$SNFS_PID" 2>/dev/null
   unmount_all
   rm -rf "$W"/*.img "$W/cache" # the images are sparse, the results are in bench/results
@@ -125,7 +131,7 @@ rotate() {
 
 # backing cfg: the directory that holds cfg's files below the mount.
 backing() {
-  case $1 in local) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; *) echo "$W/export" ;; esac
+  case $1 in local) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; fuse-durable) echo "$W/durable" ;; *) echo "$W/export" ;; esac
 }
 
 # mount_cfg cfg cachedir: mounts cfg (for snfs modes with that cache directory,
@@ -144,6 +150,11 @@ mount_cfg() {
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-dio" && break; sleep 0.1; done
       mountpoint -q "$W/mnt/fuse-dio" || { echo "fuseloop -daemon-io did not mount" >&2; exit 1; }
       MNT="$W/mnt/fuse-dio" ;;
+    fuse-durable)
+      "$W/bin/fuseloop" -durable "$W/durable" "$W/mnt/fuse-durable" 2>>"$W/fuseloop.log" & FUSE_DUR_PID=$!
+      for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-durable" && break; sleep 0.1; done
+      mountpoint -q "$W/mnt/fuse-durable" || { echo "fuseloop -durable did not mount" >&2; exit 1; }
+      MNT="$W/mnt/fuse-durable" ;;
     nfs|snfs|snfs-inf)
       local extra=() mode=$cfg
       case $cfg in
@@ -161,6 +172,7 @@ umount_cfg() {
     local) sync -f "$W/local" ;;
     fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
     fuse-dio) umount "$W/mnt/fuse-dio"; wait "$FUSE_DIO_PID" || true; FUSE_DIO_PID= ; sync -f "$W/fuse" ;;
+    fuse-durable) umount "$W/mnt/fuse-durable"; wait "$FUSE_DUR_PID" || true; FUSE_DUR_PID= ; sync -f "$W/durable" ;;
     *) "$W/bin/snfs" umount "$W/mnt/$1" ;;
   esac
 }

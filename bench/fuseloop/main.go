@@ -7,6 +7,10 @@
 // allow_other, 1 MiB reads ahead and writes; go-fuse's default 1 s entry and
 // attribute timeouts.
 //
+// With -durable it is the floor of a FUSE file system whose close(2) makes
+// written data durable on the local disk first, as snfs mode's does
+// (durable.go).
+//
 // With -cached it is the floor of a FUSE file system that serves everything
 // it can from the kernel's caches (as snfs mode does while the server lets
 // it cache): 1 h entry and attribute timeouts, and every open keeps the
@@ -16,7 +20,7 @@
 // atime changed). It is a floor for a tree nobody else changes, not a file
 // system: it never invalidates anything.
 //
-//	fuseloop [-debug] [-cached | -daemon-io] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
+//	fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
 package main
 
 import (
@@ -37,8 +41,9 @@ func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request")
 	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
 	daemonIO := flag.Bool("daemon-io", false, "no passthrough: reads and writes come to the daemon (daemonio.go)")
+	durableClose := flag.Bool("durable", false, "every close of an open for writing fdatasyncs the file first (durable.go)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io] DIR MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -48,12 +53,14 @@ func main() {
 	}
 	root, err := fs.NewLoopbackRoot(flag.Arg(0))
 	switch {
-	case *cached && *daemonIO:
-		log.Fatal("fuseloop: -cached and -daemon-io do not combine")
+	case btoi(*cached)+btoi(*daemonIO)+btoi(*durableClose) > 1:
+		log.Fatal("fuseloop: -cached, -daemon-io and -durable do not combine")
 	case *cached:
 		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &cachedNode{n} })
 	case *daemonIO:
 		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &daemonNode{n} })
+	case *durableClose:
+		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &durableNode{n} })
 	}
 	if err != nil {
 		log.Fatalf("fuseloop: %v", err)
@@ -85,6 +92,13 @@ func main() {
 		}
 	}()
 	srv.Wait()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cachedNode is a loopback node whose opens keep the kernel's caches.

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// durableFile is a loopback file that makes its data durable at every close
+// of an open for writing (fdatasync of the backing file in FLUSH), while its
+// reads and writes still pass through to the backing file. With -durable,
+// fuseloop is the floor of a FUSE file system that caches writes on the
+// local disk and, like snfs mode, returns from close(2) only once they are
+// on it: what such a durable close costs whatever else the file system does.
+type durableFile struct {
+	f     fs.FileHandle
+	fd    int
+	write bool
+}
+
+func (d *durableFile) PassthroughFd() (int, bool) {
+	return d.f.(fs.FilePassthroughFder).PassthroughFd()
+}
+
+func (d *durableFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return d.f.(fs.FileReader).Read(ctx, dest, off)
+}
+
+func (d *durableFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	return d.f.(fs.FileWriter).Write(ctx, data, off)
+}
+
+func (d *durableFile) Flush(ctx context.Context) syscall.Errno {
+	if d.write {
+		if err := syscall.Fdatasync(d.fd); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	return d.f.(fs.FileFlusher).Flush(ctx)
+}
+
+func (d *durableFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return d.f.(fs.FileFsyncer).Fsync(ctx, flags)
+}
+
+func (d *durableFile) Release(ctx context.Context) syscall.Errno {
+	return d.f.(fs.FileReleaser).Release(ctx)
+}
+
+func (d *durableFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return d.f.(fs.FileGetattrer).Getattr(ctx, out)
+}
+
+func (d *durableFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return d.f.(fs.FileSetattrer).Setattr(ctx, in, out)
+}
+
+func (d *durableFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return d.f.(fs.FileLseeker).Lseek(ctx, off, whence)
+}
+
+func (d *durableFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	return d.f.(fs.FileAllocater).Allocate(ctx, off, size, mode)
+}
+
+// durableNode is a loopback node whose files are durableFiles.
+type durableNode struct{ *fs.LoopbackNode }
+
+func durable(fh fs.FileHandle, flags uint32) fs.FileHandle {
+	fd, _ := fh.(fs.FilePassthroughFder).PassthroughFd()
+	return &durableFile{f: fh, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+}
+
+func (n *durableNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return durable(fh, flags), fl, 0
+}
+
+func (n *durableNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return in, durable(fh, flags), fl, 0
+}
