@@ -19,6 +19,7 @@ type ClientSources struct {
 	CacheHits           func() uint64
 	CacheHitBytes       func() uint64
 	PassthroughOpens    func() uint64
+	ListingsKept        func() uint64 // either mode
 	// Callbacks by mode name.
 	Callbacks map[string]func() uint64
 	// Recovery (nil: not registered): conflict copies made by reintegration,
@@ -46,20 +47,22 @@ func NewClient() *Client {
 	return c
 }
 
-// Register adds the families of src (snfs mode), read at each scrape. Call
-// once.
+// Register adds the families of src that are set (all of them in snfs
+// mode), read at each scrape. Call once.
 func (c *Client) Register(src ClientSources) {
 	counter := func(name, help string, f func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	c.reg.MustRegister(
-		counter("snfs_client_written_back_bytes_total", "Bytes of dirty data written back to the server.", src.WrittenBackBytes),
-		counter("snfs_client_writebacks_cancelled_total", "Files whose pending write-back a delete or truncation cancelled.", src.WriteBacksCancelled),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snfs_client_dirty_bytes",
-			Help: "Dirty data in the cache directory waiting for write-back."}, func() float64 { return float64(src.DirtyBytes()) }),
-		counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
-		counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
-	)
+	if src.WrittenBackBytes != nil { // snfs mode
+		c.reg.MustRegister(
+			counter("snfs_client_written_back_bytes_total", "Bytes of dirty data written back to the server.", src.WrittenBackBytes),
+			counter("snfs_client_writebacks_cancelled_total", "Files whose pending write-back a delete or truncation cancelled.", src.WriteBacksCancelled),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snfs_client_dirty_bytes",
+				Help: "Dirty data in the cache directory waiting for write-back."}, func() float64 { return float64(src.DirtyBytes()) }),
+			counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
+			counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
+		)
+	}
 	if src.PassthroughOpens != nil {
 		c.reg.MustRegister(counter("snfs_client_passthrough_opens_total",
 			"Opens whose reads the kernel does on the cache file itself (FUSE passthrough).", src.PassthroughOpens))
@@ -68,6 +71,7 @@ func (c *Client) Register(src ClientSources) {
 		name, help string
 		f          func() uint64
 	}{
+		{"snfs_client_listings_kept_total", "Directory listings the kernel asked for again that the mount answered from the copy it kept, without a call.", src.ListingsKept},
 		{"snfs_client_conflicts_total", "Conflicts kept: dirty data of a file the server's copy of which changed meanwhile, saved beside it.", src.Conflicts},
 		{"snfs_client_fenced_total", "Files the server answered SNFS_ERR_FENCED for.", src.Fenced},
 		{"snfs_client_reclaimed_files_total", "Files reported in RECLAIMs after server restarts.", src.Reclaimed},

@@ -17,6 +17,7 @@ import (
 func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 	st := v.SNFSStats()
 	if st == nil {
+		reg.Register(metrics.ClientSources{ListingsKept: v.Stats().ListingsKept.Load})
 		return
 	}
 	cbs := map[string]func() uint64{}
@@ -30,6 +31,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
 		PassthroughOpens:    st.PassthroughOpens.Load,
+		ListingsKept:        v.Stats().ListingsKept.Load,
 		Callbacks:           cbs,
 		Conflicts:           st.Conflicts.Load,
 		Fenced:              st.Fenced.Load,

@@ -496,6 +496,7 @@ type dirHandle struct {
 	n       *node
 	entries []vfs.DirEntry
 	loaded  bool
+	kept    bool // opened for the kernel to serve from its cache: a READDIR after all reads the kept listing
 	pos     int
 }
 
@@ -513,7 +514,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, errnoOf(err)
 	}
 	n.b.v.OpenDir(n.vi)
-	d := &dirHandle{n: n, entries: ents, loaded: ents != nil}
+	d := &dirHandle{n: n, entries: ents, loaded: ents != nil, kept: cached && ents == nil}
 	if cached {
 		return d, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_CACHE_DIR, 0
 	}
@@ -525,7 +526,11 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	if d.loaded {
 		return 0
 	}
-	ents, err := d.n.b.v.ReadDir(d.n.b.life, d.n.vi, d.n.cred(ctx))
+	read := d.n.b.v.ReadDir
+	if d.kept {
+		read = d.n.b.v.ListedDir // the kernel let go of the listing it was told to keep
+	}
+	ents, err := read(d.n.b.life, d.n.vi, d.n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}

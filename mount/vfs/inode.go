@@ -29,10 +29,12 @@ type Inode struct {
 	sillyDir nfs3.FH // set while renamed away because removed while open
 	// A directory: listed is its version when the kernel was last let
 	// cache its listing (listedOK), listedBy the credentials that listed it
-	// at that version (OpenDirCached).
+	// at that version (OpenDirCached), and listing that listing (names and
+	// types, no attributes) for a kernel that asks again (ListedDir).
 	listed    change
 	listedOK  bool
 	listedBy  map[string]bool
+	listing   []DirEntry
 	sillyName string
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr

@@ -577,7 +577,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	v := changeOf(&dir.attr)
 	wasOK := dir.listedOK
 	if wasOK && dir.listed != v {
-		dir.listedOK, dir.listedBy = false, nil // changed: this open drops the kernel's listing
+		dir.listedOK, dir.listedBy, dir.listing = false, nil, nil // changed: this open drops the kernel's listing
 	} else if wasOK && dir.listedBy[c.key()] {
 		dir.mu.Unlock()
 		return nil, true, nil
@@ -602,7 +602,32 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 		return ents, false, nil
 	}
 	dir.listedBy[c.key()] = true
+	dir.listing = make([]DirEntry, len(ents))
+	for k, e := range ents {
+		dir.listing[k] = DirEntry{Name: e.Name, FileID: e.FileID, Type: e.Type}
+	}
 	return ents, true, nil
+}
+
+// ListedDir is the listing for an open OpenDirCached let the kernel serve
+// from its cache, when the kernel asks for it after all: Linux may not
+// keep (or not finish filling) its copy, and that is no change of the
+// directory. While dir stays at the version it was listed at, by c, the
+// listing kept then answers, without a call; its entries carry no
+// attributes (lookups go the usual way). Otherwise it is read again.
+func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
+	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
+		return nil, err
+	}
+	dir.mu.Lock()
+	if dir.listedOK && dir.listed == changeOf(&dir.attr) && dir.listedBy[c.key()] && dir.listing != nil {
+		ents := dir.listing
+		dir.mu.Unlock()
+		fs.stats.ListingsKept.Add(1)
+		return ents, nil
+	}
+	dir.mu.Unlock()
+	return fs.ReadDir(ctx, dir, c)
 }
 
 // ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).

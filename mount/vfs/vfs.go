@@ -128,9 +128,11 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	return fs, nil
 }
 
-// Stats counts write-back events.
+// Stats counts write-back events, and listings the kernel asked for again
+// that the mount answered from the copy it kept (ListedDir).
 type Stats struct {
 	Writes, Commits, Rewrites atomic.Uint64 // Rewrites: verifier mismatches that sent data again
+	ListingsKept              atomic.Uint64
 }
 
 // Stats returns the FS's counters.
