@@ -161,7 +161,7 @@ mount_cfg() {
         snfs) extra=(--cache-dir "$cache" --writeback-delay "$DELAY") ;;
         snfs-inf) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY_INF") ;;
       esac
-      "$W/bin/snfs" mount --nfs-port "$PORT" --mount-port "$PORT" --mode $mode "${extra[@]}" \
+      "$W/bin/snfs" mount --nfs-port "$PORT" --mount-port "$PORT" --mode $mode ${SNFS_MOUNT_OPTS:-} "${extra[@]}" \
         "127.0.0.1:$W/export" "$W/mnt/$cfg" >>"$W/mount-$cfg.log" 2>&1
       MNT="$W/mnt/$cfg" ;;
   esac

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // durableFile is a loopback file that makes its data durable at every close
@@ -14,10 +17,38 @@ import (
 // fuseloop is the floor of a FUSE file system that caches writes on the
 // local disk and, like snfs mode, returns from close(2) only once they are
 // on it: what such a durable close costs whatever else the file system does.
+// So that the close waits for as little as it can, a write open also starts
+// the disk writes of its dirty pages as it goes (sync_file_range
+// SYNC_FILE_RANGE_WRITE every few milliseconds, the kernel's background
+// write-back being far behind on a machine with this much memory): at the
+// close only what was written since is still to go.
 type durableFile struct {
 	f     fs.FileHandle
 	fd    int
 	write bool
+	stop  chan struct{} // closed by Release; nil for a read open
+	done  sync.WaitGroup
+	once  sync.Once
+}
+
+// writeBehind starts the disk writes of d's dirty pages every interval until
+// Release.
+func (d *durableFile) writeBehind(interval time.Duration) {
+	d.stop = make(chan struct{})
+	d.done.Add(1)
+	go func() {
+		defer d.done.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.stop:
+				return
+			case <-t.C:
+				unix.SyncFileRange(d.fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+			}
+		}
+	}()
 }
 
 func (d *durableFile) PassthroughFd() (int, bool) {
@@ -46,6 +77,10 @@ func (d *durableFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (d *durableFile) Release(ctx context.Context) syscall.Errno {
+	if d.stop != nil {
+		d.once.Do(func() { close(d.stop) })
+		d.done.Wait()
+	}
 	return d.f.(fs.FileReleaser).Release(ctx)
 }
 
@@ -70,7 +105,11 @@ type durableNode struct{ *fs.LoopbackNode }
 
 func durable(fh fs.FileHandle, flags uint32) fs.FileHandle {
 	fd, _ := fh.(fs.FilePassthroughFder).PassthroughFd()
-	return &durableFile{f: fh, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	d := &durableFile{f: fh, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	if d.write && *writeBehindEvery > 0 {
+		d.writeBehind(*writeBehindEvery)
+	}
+	return d
 }
 
 func (n *durableNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -42,6 +42,7 @@ func main() {
 	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
 	daemonIO := flag.Bool("daemon-io", false, "no passthrough: reads and writes come to the daemon (daemonio.go)")
 	durableClose := flag.Bool("durable", false, "every close of an open for writing fdatasyncs the file first (durable.go)")
+	writeBehindEvery = flag.Duration("write-behind", 5*time.Millisecond, "with -durable: start the disk writes of a write open's dirty pages this often (0: never)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT")
 		flag.PrintDefaults()
@@ -93,6 +94,8 @@ func main() {
 	}()
 	srv.Wait()
 }
+
+var writeBehindEvery *time.Duration
 
 func btoi(b bool) int {
 	if b {
