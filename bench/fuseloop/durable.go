@@ -23,12 +23,12 @@ import (
 // write-back being far behind on a machine with this much memory): at the
 // close only what was written since is still to go.
 type durableFile struct {
-	f     fs.FileHandle
-	fd    int
-	write bool
-	stop  chan struct{} // closed by Release; nil for a read open
-	done  sync.WaitGroup
-	once  sync.Once
+	daemonFile // forwards to the loopback file; PassthroughFd below lets it pass through
+	fd         int
+	write      bool
+	stop       chan struct{} // closed by Release; nil for a read open
+	done       sync.WaitGroup
+	once       sync.Once
 }
 
 // writeBehind starts the disk writes of d's dirty pages every interval until
@@ -55,14 +55,6 @@ func (d *durableFile) PassthroughFd() (int, bool) {
 	return d.f.(fs.FilePassthroughFder).PassthroughFd()
 }
 
-func (d *durableFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return d.f.(fs.FileReader).Read(ctx, dest, off)
-}
-
-func (d *durableFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	return d.f.(fs.FileWriter).Write(ctx, data, off)
-}
-
 func (d *durableFile) Flush(ctx context.Context) syscall.Errno {
 	if d.write {
 		if err := syscall.Fdatasync(d.fd); err != nil {
@@ -70,10 +62,6 @@ func (d *durableFile) Flush(ctx context.Context) syscall.Errno {
 		}
 	}
 	return d.f.(fs.FileFlusher).Flush(ctx)
-}
-
-func (d *durableFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return d.f.(fs.FileFsyncer).Fsync(ctx, flags)
 }
 
 func (d *durableFile) Release(ctx context.Context) syscall.Errno {
@@ -84,28 +72,12 @@ func (d *durableFile) Release(ctx context.Context) syscall.Errno {
 	return d.f.(fs.FileReleaser).Release(ctx)
 }
 
-func (d *durableFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	return d.f.(fs.FileGetattrer).Getattr(ctx, out)
-}
-
-func (d *durableFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return d.f.(fs.FileSetattrer).Setattr(ctx, in, out)
-}
-
-func (d *durableFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
-	return d.f.(fs.FileLseeker).Lseek(ctx, off, whence)
-}
-
-func (d *durableFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	return d.f.(fs.FileAllocater).Allocate(ctx, off, size, mode)
-}
-
 // durableNode is a loopback node whose files are durableFiles.
 type durableNode struct{ *fs.LoopbackNode }
 
 func durable(fh fs.FileHandle, flags uint32) fs.FileHandle {
 	fd, _ := fh.(fs.FilePassthroughFder).PassthroughFd()
-	d := &durableFile{f: fh, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	d := &durableFile{daemonFile: daemonFile{fh}, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
 	if d.write && *writeBehindEvery > 0 {
 		d.writeBehind(*writeBehindEvery)
 	}
