@@ -72,14 +72,18 @@ func (d *durableFile) Release(ctx context.Context) syscall.Errno {
 	return d.f.(fs.FileReleaser).Release(ctx)
 }
 
-// durableNode is a loopback node whose files are durableFiles.
-type durableNode struct{ *fs.LoopbackNode }
+// durableNode is a loopback node whose files are durableFiles; a write open
+// starts its disk writes every writeBehind (0: never).
+type durableNode struct {
+	*fs.LoopbackNode
+	writeBehind time.Duration
+}
 
-func durable(fh fs.FileHandle, flags uint32) fs.FileHandle {
+func (n *durableNode) durable(fh fs.FileHandle, flags uint32) fs.FileHandle {
 	fd, _ := fh.(fs.FilePassthroughFder).PassthroughFd()
 	d := &durableFile{daemonFile: daemonFile{fh}, fd: fd, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
-	if d.write && *writeBehindEvery > 0 {
-		d.writeBehind(*writeBehindEvery)
+	if d.write && n.writeBehind > 0 {
+		d.writeBehind(n.writeBehind)
 	}
 	return d
 }
@@ -89,7 +93,7 @@ func (n *durableNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, ui
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return durable(fh, flags), fl, 0
+	return n.durable(fh, flags), fl, 0
 }
 
 func (n *durableNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -97,5 +101,5 @@ func (n *durableNode) Create(ctx context.Context, name string, flags, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, durable(fh, flags), fl, 0
+	return in, n.durable(fh, flags), fl, 0
 }

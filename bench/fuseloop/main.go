@@ -42,7 +42,7 @@ func main() {
 	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
 	daemonIO := flag.Bool("daemon-io", false, "no passthrough: reads and writes come to the daemon (daemonio.go)")
 	durableClose := flag.Bool("durable", false, "every close of an open for writing fdatasyncs the file first (durable.go)")
-	writeBehindEvery = flag.Duration("write-behind", 5*time.Millisecond, "with -durable: start the disk writes of a write open's dirty pages this often (0: never)")
+	writeBehind := flag.Duration("write-behind", 5*time.Millisecond, "with -durable: start the disk writes of a write open's dirty pages this often (0: never)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT")
 		flag.PrintDefaults()
@@ -61,7 +61,7 @@ func main() {
 	case *daemonIO:
 		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &daemonNode{n} })
 	case *durableClose:
-		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &durableNode{n} })
+		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &durableNode{n, *writeBehind} })
 	}
 	if err != nil {
 		log.Fatalf("fuseloop: %v", err)
@@ -94,8 +94,6 @@ func main() {
 	}()
 	srv.Wait()
 }
-
-var writeBehindEvery *time.Duration
 
 func btoi(b bool) int {
 	if b {

@@ -578,7 +578,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	wasOK := dir.listedOK
 	if wasOK && dir.listed != v {
 		dir.listedOK, dir.listedBy, dir.listing = false, nil, nil // changed: this open drops the kernel's listing
-	} else if wasOK && dir.listedBy[c.key()] {
+	} else if dir.listedForLocked(c) {
 		dir.mu.Unlock()
 		return nil, true, nil
 	}
@@ -609,6 +609,13 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	return ents, true, nil
 }
 
+// listedForLocked reports whether the kernel's listing of dir is good for
+// c: c listed dir at the version its attributes show now (OpenDirCached).
+// Called with dir.mu held.
+func (dir *Inode) listedForLocked(c Cred) bool {
+	return dir.listedOK && dir.listed == changeOf(&dir.attr) && dir.listedBy[c.key()]
+}
+
 // ListedDir is the listing for an open OpenDirCached let the kernel serve
 // from its cache, when the kernel asks for it after all: Linux may not
 // keep (or not finish filling) its copy, and that is no change of the
@@ -620,7 +627,7 @@ func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, er
 		return nil, err
 	}
 	dir.mu.Lock()
-	if dir.listedOK && dir.listed == changeOf(&dir.attr) && dir.listedBy[c.key()] && dir.listing != nil {
+	if dir.listedForLocked(c) && dir.listing != nil {
 		ents := dir.listing
 		dir.mu.Unlock()
 		fs.stats.ListingsKept.Add(1)
