@@ -74,6 +74,8 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			outcome = state.TreatAsClosed
 		case snfs1.CBStale:
 			outcome = state.Stale
+		case snfs1.CBPinned:
+			outcome = state.Pinned
 		}
 	}()
 }

@@ -119,7 +119,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for mode := state.Writeback; mode <= state.Relinquish; mode++ {
 		ch <- prometheus.MustNewConstMetric(m.callbacks, prometheus.CounterValue, float64(st.Callbacks[mode]), mode.String())
 	}
-	for o := state.OK; o <= state.Failed; o++ {
+	for o := state.OK; o <= state.Pinned; o++ {
 		ch <- prometheus.MustNewConstMetric(m.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o.String())
 	}
 	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,

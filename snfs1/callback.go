@@ -42,7 +42,7 @@ func (x *CallbackRes) Encode(w *xdr.Writer) { w.Uint32(uint32(x.Status)) }
 // Decode implements xdr.Decoder.
 func (x *CallbackRes) Decode(r *xdr.Reader) error {
 	x.Status = CallbackStatus(r.Uint32())
-	if r.Err() == nil && x.Status > CBStale {
+	if r.Err() == nil && x.Status > CBPinned {
 		r.SetErr(fmt.Errorf("snfs1: callback status %d", x.Status))
 	}
 	return r.Err()

@@ -153,6 +153,11 @@ const (
 	CBOK            CallbackStatus = 0 // done; the client keeps its opens
 	CBTreatAsClosed CallbackStatus = 1 // done, and every open of the file is a delayed close
 	CBStale         CallbackStatus = 2 // the client holds nothing of the file
+	// CBPinned: done (dirty data written back), but the client's kernel
+	// writes into its cache of the file itself while its write opens last:
+	// it stays the file's dirty holder, and other clients' requests wait
+	// for its write-backs (protocol.md, section 10.1).
+	CBPinned CallbackStatus = 3
 )
 
 func (s CallbackStatus) String() string {
@@ -163,6 +168,8 @@ func (s CallbackStatus) String() string {
 		return "CB_TREAT_AS_CLOSED"
 	case CBStale:
 		return "CB_STALE"
+	case CBPinned:
+		return "CB_PINNED"
 	}
 	return fmt.Sprintf("cbstat1(%d)", uint32(s))
 }

@@ -42,7 +42,11 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	case o == Failed:
 		m.fence(e, cb.Client, &out)
 	case h == nil:
-	case o == OK:
+	case o == Pinned && h.writers > 0 && h.flags&fFenced == 0:
+		h.flags = h.flags&^fCaching | fDirty | fPinned
+		h.wbSeq = cb.Seq
+	case o == OK || o == Pinned: // Pinned without a write open: nothing keeps it writing
+		h.flags &^= fPinned
 		inval := mode&Invalidate != 0 && mode != Relinquish
 		if inval {
 			h.flags &^= fCaching

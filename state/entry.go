@@ -35,6 +35,7 @@ const (
 	fDirty                        // may hold dirty blocks (the last writer)
 	fFenced                       // requests refused until it opens again
 	fPlainWrite                   // its plain hold includes a change
+	fPinned                       // answered Pinned: a dirty writer others' requests wait behind (see pinnedBlock)
 )
 
 // pending is what is in flight on a file.
@@ -50,8 +51,9 @@ type waiter struct {
 	mode   Mode       // an OPEN's mode; 0 for a plain access
 	access AccessKind // a plain access's kind; 0 for an OPEN
 	since  int64
-	// seq is the callback sequence number when a GETATTR arrived: it waits
-	// for write-backs asked for after that.
+	// seq is the callback sequence number when the request arrived: a
+	// GETATTR, and any request behind a pinned holder, waits for write-backs
+	// asked for after that.
 	seq uint64
 	// recallSeen is the file's last recall when the request arrived: the
 	// back-off it starts applies to the request, one its own conflict causes
@@ -181,8 +183,8 @@ func (e *entry) derive(t int64, x *opener) State {
 // every other cache written back and invalidated; otherwise only the last
 // writer's dirty blocks must come back (and be invalidated if x will write).
 func need(h *holder, x *opener, next State) CallbackMode {
-	if h.client == x.client {
-		return 0
+	if h.client == x.client || h.flags&fPinned != 0 {
+		return 0 // a pinned holder is asked for write-backs by pinnedBlock
 	}
 	dirty, caching := h.flags&fDirty != 0, h.flags&fCaching != 0
 	switch {

@@ -255,7 +255,7 @@ func (m *Machine) Lookup(now time.Time, f FileID) (FileInfo, bool) {
 		}
 		hi := HolderInfo{
 			Client: h.client, Readers: h.readers, Writers: h.writers,
-			Caching: h.flags&fCaching != 0, Dirty: h.flags&fDirty != 0, Fenced: h.flags&fFenced != 0,
+			Caching: h.flags&fCaching != 0, Dirty: h.flags&fDirty != 0, Fenced: h.flags&fFenced != 0, Pinned: h.flags&fPinned != 0,
 		}
 		if h.plainActive(t) {
 			hi.Plain, hi.PlainWrite, hi.PlainUntil = true, h.flags&fPlainWrite != 0, m.wall(h.plainUntil)

@@ -29,7 +29,7 @@ func (m *Machine) Open(now time.Time, req ReqID, a OpenArgs) (Result, []Action) 
 	}
 	s.touch(e, t)
 	e.settle(t)
-	v, r := m.admit(s, e, t, waiter{req: req, client: a.Client, mode: mode, since: t}, &out)
+	v, r := m.admit(s, e, t, waiter{req: req, client: a.Client, mode: mode, since: t, seq: m.seq.Load()}, &out)
 	return Result{Verdict: v, Reply: r}, out
 }
 
@@ -54,6 +54,9 @@ func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
 	if a.Mode == Write {
 		if h.writers > 0 {
 			h.writers--
+		}
+		if h.writers == 0 {
+			h.flags &^= fPinned // its kernel writes into its cache no more
 		}
 	} else if h.readers > 0 {
 		h.readers--
@@ -97,6 +100,13 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 			m.n.refused.Add(1)
 			return Refuse, nil
 		}
+		if pinnedOther(e, a.Client) {
+			var out []Action
+			s.touch(e, t)
+			e.settle(t)
+			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
+			return v, out
+		}
 		if h.covered(a.Kind) {
 			return Proceed, nil
 		}
@@ -130,7 +140,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	}
 	s.touch(e, t)
 	e.settle(t)
-	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t}, &out)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
 	return v, out
 }
 
@@ -183,6 +193,9 @@ func (m *Machine) answer(w *waiter, v Verdict, r OpenReply, out *[]Action) {
 // try applies w if it can be applied now; otherwise it sends the callbacks w
 // waits for (those not already out) and reports false.
 func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
+	if m.pinnedBlock(s, e, t, w, out) {
+		return Wait, OpenReply{}, false
+	}
 	if w.access == AccessGetattr {
 		return m.tryGetattr(s, e, t, w, out)
 	}
@@ -310,7 +323,7 @@ func (m *Machine) getattr(s *shard, e *entry, t int64, req ReqID, c ClientID) (V
 	if e == nil {
 		return Proceed, nil
 	}
-	if h := e.holder(c); h.covered(AccessGetattr) {
+	if h := e.holder(c); h.covered(AccessGetattr) && !pinnedOther(e, c) {
 		return Proceed, nil
 	}
 	queued := e.pend != nil && len(e.pend.waiters) > 0
@@ -347,6 +360,36 @@ func (m *Machine) tryGetattr(s *shard, e *entry, t int64, w *waiter, out *[]Acti
 func otherDirty(e *entry, c ClientID) bool {
 	for i := range e.holders {
 		if e.holders[i].client != c && e.holders[i].flags&fDirty != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pinnedBlock asks every pinned holder other than w's client that has not
+// answered a write-back since w arrived for one, and reports whether w must
+// wait for it. A pinned holder's kernel writes into its cache without the
+// client seeing each write, so nothing else keeps another client from
+// reading (or writing under) bytes the holder wrote before the request came:
+// every request waits, covered ones included. The holder's own requests do
+// not, nor the WRITEs and COMMITs that answer the callback (section 11).
+func (m *Machine) pinnedBlock(s *shard, e *entry, t int64, w *waiter, out *[]Action) bool {
+	blocked := false
+	for i := range e.holders {
+		h := &e.holders[i]
+		if h.client == w.client || h.flags&fPinned == 0 || h.wbSeq > w.seq {
+			continue
+		}
+		blocked = true
+		m.callback(s, e, t, h.client, Writeback, false, out)
+	}
+	return blocked
+}
+
+// pinnedOther reports whether a client other than c is a pinned holder of e.
+func pinnedOther(e *entry, c ClientID) bool {
+	for i := range e.holders {
+		if e.holders[i].client != c && e.holders[i].flags&fPinned != 0 {
 			return true
 		}
 	}

@@ -111,11 +111,17 @@ const (
 	TreatAsClosed                // done, and every open the client has on the file is a delayed close: treat them as closed
 	Stale                        // the client holds nothing of the file (no opens, no cached blocks)
 	Failed                       // no valid answer: the client is fenced for the file
+	// Pinned: dirty blocks written back, but the client cannot stop writing
+	// into its cache (its kernel writes there itself, FUSE passthrough): it
+	// stays the file's dirty holder while it has the file open for writing,
+	// and every other client's request on the file waits until it has
+	// answered a write-back asked after the request arrived.
+	Pinned
 	numOutcomes
 )
 
 func (o Outcome) String() string {
-	return [...]string{"OK", "TREAT_AS_CLOSED", "STALE", "FAILED", "?"}[min(o, numOutcomes)]
+	return [...]string{"OK", "TREAT_AS_CLOSED", "STALE", "FAILED", "PINNED", "?"}[min(o, numOutcomes)]
 }
 
 // AccessKind is a plain NFSv3 request that reads or changes a file (section 6.1).
@@ -359,6 +365,7 @@ type HolderInfo struct {
 	Caching          bool   // its last OPEN reply (or callback) allows it to cache
 	Dirty            bool   // it may hold dirty blocks (the last writer)
 	Fenced           bool   // its requests on the file are refused until it opens again
+	Pinned           bool   // it answered Pinned: others' requests wait for its write-backs
 	Plain            bool   // a plain access counts as an open until PlainUntil
 	PlainWrite       bool   // ... and that access changed the file
 	PlainUntil       time.Time

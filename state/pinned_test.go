@@ -1,0 +1,107 @@
+package state
+
+import "testing"
+
+// TestPinnedHolder: a writer that answers Pinned (its kernel writes into its
+// cache itself) stays the dirty holder while it has the file open for
+// writing, and every other client's request on the file, covered ones
+// included, waits until it has answered a write-back asked after the request
+// arrived; its own requests never wait; its last write close ends it.
+func TestPinnedHolder(t *testing.T) {
+	const a, b, c = 1, 2, 3
+	f := fid(1)
+	h := newHarness(t, Config{})
+	h.register(a, b)
+	if r := h.openNow(a, f, Write); !r.CacheEnabled {
+		t.Fatal("A's write open: want caching")
+	}
+	req, r := h.open(b, f, Read)
+	if r.Verdict != Wait {
+		t.Fatalf("B's open: %v, want it to wait for A's callback", r.Verdict)
+	}
+	cbs := h.take()
+	if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != WritebackInvalidate {
+		t.Fatalf("callbacks %+v, want WRITEBACK_INVALIDATE to A", cbs)
+	}
+	h.answer(cbs[0], Pinned)
+	if rep := h.reply(req); rep.CacheEnabled {
+		t.Fatal("B's open: caching granted while A is pinned")
+	}
+	if fi := h.info(f); fi.State != WriteShared || !fi.Holders[0].Pinned || !fi.Holders[0].Dirty || fi.Holders[0].Caching {
+		t.Fatalf("after Pinned: %+v, want WRITE_SHARED with A pinned, dirty, not caching", fi)
+	}
+
+	// B's covered READ waits for a write-back from A asked after it.
+	for k := range 2 {
+		rq, v := h.access(b, f, AccessRead)
+		if v != Wait {
+			t.Fatalf("B's READ %d: %v, want wait", k, v)
+		}
+		cbs = h.take()
+		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
+			t.Fatalf("B's READ %d: callbacks %+v, want WRITEBACK to A", k, cbs)
+		}
+		if _, done := h.final[rq]; done {
+			t.Fatalf("B's READ %d answered before A's write-back", k)
+		}
+		h.answer(cbs[0], Pinned)
+		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+			t.Fatalf("B's READ %d after A's write-back: %+v, %v; want proceed", k, act, ok)
+		}
+	}
+	// A plain client's GETATTR and WRITE wait likewise.
+	for _, k := range []AccessKind{AccessGetattr, AccessWrite} {
+		rq, v := h.access(c, f, k)
+		if v != Wait {
+			t.Fatalf("plain %v: %v, want wait", k, v)
+		}
+		cbs = h.take()
+		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
+			t.Fatalf("plain %v: callbacks %+v, want WRITEBACK to A", k, cbs)
+		}
+		h.answer(cbs[0], Pinned)
+		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+			t.Fatalf("plain %v after A's write-back: %+v, %v; want proceed", k, act, ok)
+		}
+	}
+	// A's own requests, and the WRITEs answering its callback, never wait.
+	for _, k := range []AccessKind{AccessWrite, AccessRead, AccessGetattr} {
+		if _, v := h.access(a, f, k); v != Proceed {
+			t.Fatalf("A's own %v: %v, want proceed", k, v)
+		}
+	}
+	if len(h.calls) != 0 {
+		t.Fatalf("callbacks %+v after A's own requests", h.calls)
+	}
+	// A's last write close (its data written back) ends the pinning.
+	h.close(a, f, Write, false)
+	if fi := h.info(f); len(fi.Holders) > 0 && fi.Holders[0].Client == a && (fi.Holders[0].Pinned || fi.Holders[0].Dirty) {
+		t.Fatalf("after A's close: %+v", fi)
+	}
+	if _, v := h.access(b, f, AccessRead); v != Proceed || len(h.calls) != 0 {
+		t.Fatalf("B's READ after A closed: %v, calls %+v; want proceed with no callback", v, h.calls)
+	}
+}
+
+// TestPinnedWithoutWriteOpen: a Pinned answer from a client with no write
+// open counts as OK (nothing keeps it writing into its cache).
+func TestPinnedWithoutWriteOpen(t *testing.T) {
+	const a, b = 1, 2
+	f := fid(2)
+	h := newHarness(t, Config{})
+	h.register(a, b)
+	h.openNow(a, f, Write)
+	h.close(a, f, Write, true) // CLOSED_DIRTY
+	_, r := h.open(b, f, Read)
+	if r.Verdict != Wait {
+		t.Fatalf("B's open: %v, want wait for A's write-back", r.Verdict)
+	}
+	cbs := h.take()
+	if len(cbs) != 1 || cbs[0].Mode != Writeback {
+		t.Fatalf("callbacks %+v", cbs)
+	}
+	h.answer(cbs[0], Pinned)
+	if fi := h.info(f); fi.State != OneReader {
+		t.Fatalf("after a Pinned answer with no write open: %+v, want ONE_READER (A clean)", fi)
+	}
+}
