@@ -18,6 +18,7 @@ type pair struct {
 	mu     sync.Mutex
 	server *net.TCPConn // guarded by mu; nil until dialled
 	closed bool         // guarded by mu
+	rst    bool         // shut by a reset (guarded by mu)
 }
 
 // chunk is bytes read from one side, waiting to be written to the other; eof
@@ -99,6 +100,10 @@ func (c *pair) run() {
 	}
 	c.mu.Lock()
 	if c.closed {
+		// Shut while dialing: a reset resets this side too.
+		if c.rst {
+			s.(*net.TCPConn).SetLinger(0)
+		}
 		c.mu.Unlock()
 		s.Close()
 		return
@@ -197,16 +202,22 @@ func (c *pair) shut(rst bool) {
 	if c.closed {
 		return
 	}
-	c.closed = true
+	c.closed, c.rst = true, rst
+	socks := []*net.TCPConn{c.client, c.server}
+	if rst {
+		// Before done is closed: a pump that sees done may close its
+		// socket first, and that close must reset too, not end it.
+		for _, s := range socks {
+			if s != nil {
+				s.SetLinger(0)
+			}
+		}
+	}
 	close(c.done)
-	for _, s := range []*net.TCPConn{c.client, c.server} {
-		if s == nil {
-			continue
+	for _, s := range socks {
+		if s != nil {
+			s.Close()
 		}
-		if rst {
-			s.SetLinger(0)
-		}
-		s.Close()
 	}
 }
 
