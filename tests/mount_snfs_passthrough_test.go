@@ -506,3 +506,100 @@ func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 	}
 	readB("after A's close")
 }
+
+// TestMountSNFSPassthroughPinned: A creates a file and writes it through a
+// passthrough open (its writes reach no daemon). B opens the file: A becomes
+// its pinned holder, and from then on every byte A writes is in B's next
+// read, and every byte B writes (through the server) in A's next read
+// through the same passthrough open; at the end the server holds the model.
+func TestMountSNFSPassthroughPinned(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	requirePassthrough(t, a)
+	_, pt0 := readsOf(a)
+	fa, err := os.OpenFile(a.path("pin"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	if _, pt := readsOf(a); pt == pt0 {
+		t.Skip("the write open did not pass through (no pre-content fanotify here): TestMountSNFSWriteSharing covers this mount")
+	}
+	model := randBytes(90, 100000)
+	if _, err := fa.WriteAt(model, 0); err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.OpenFile(b.path("pin"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	if n := a.v.SNFSStats().Pinned.Load(); n != 1 {
+		t.Fatalf("A's pinned count after B's open: %d, want 1", n)
+	}
+	check := func(who string, f *os.File, step int) {
+		t.Helper()
+		got := make([]byte, len(model)+5000)
+		n, err := f.ReadAt(got, 0)
+		if err != nil && n != len(model) {
+			t.Fatalf("step %d: %s's read: %d bytes, %v", step, who, n, err)
+		}
+		if !bytes.Equal(got[:n], model) {
+			i := 0
+			for i < n && i < len(model) && got[i] == model[i] {
+				i++
+			}
+			t.Fatalf("step %d: %s reads %d bytes, want %d; first difference at %d", step, who, n, len(model), i)
+		}
+	}
+	check("B", fb, 0)
+	put := func(f *os.File, seed uint64, off, n int) {
+		t.Helper()
+		chunk := randBytes(seed, n)
+		if _, err := f.WriteAt(chunk, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + n; end > len(model) {
+			model = append(model, make([]byte, end-len(model))...)
+		}
+		copy(model[off:], chunk)
+	}
+	for step := 1; step <= 30; step++ {
+		off := step * 7919 % (len(model) + 3000)
+		put(fa, uint64(100+step), off, 1+step*389%9000)
+		check("B", fb, step)
+		if step%3 == 0 {
+			// B writes into a page A wrote in too: A's page is refreshed
+			// before A's next access, and A's later write to it keeps B's.
+			put(fb, uint64(200+step), off+100, 50)
+			check("A", fa, step)
+		}
+	}
+	// Size changes on either side.
+	cut := func(f *os.File, size int) {
+		t.Helper()
+		if err := f.Truncate(int64(size)); err != nil {
+			t.Fatal(err)
+		}
+		model = model[:size]
+	}
+	cut(fa, len(model)-5000)
+	check("B", fb, 31)
+	check("A", fa, 31)
+	cut(fb, len(model)-7000)
+	check("A", fa, 32)
+	put(fb, 300, len(model)+2000, 3000) // B extends it, with a hole
+	check("A", fa, 33)
+	put(fa, 301, len(model)-1000, 4000) // A extends it
+	check("B", fb, 34)
+	if err := fa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, e.path("pin")); !bytes.Equal(got, model) {
+		t.Fatalf("the server holds %d bytes, not the model's %d", len(got), len(model))
+	}
+}

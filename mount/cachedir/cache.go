@@ -82,6 +82,9 @@ func Open(dir string, sizeLimit int64) (*Cache, error) {
 	return c, nil
 }
 
+// DataDir is the directory of the data files (each File's under it).
+func (c *Cache) DataDir() string { return c.dataDir }
+
 // load reads the index into memory and reconciles it with the data files.
 func (c *Cache) load() error {
 	var drop []string

@@ -28,6 +28,12 @@ import (
 // bytes. Each successful Pin needs one Unpin; the caller closes the
 // descriptor.
 func (f *File) Pin(whole bool) (fd *os.File, ok bool, err error) {
+	return f.PinWith(whole, func(path string, flags int) (*os.File, error) { return os.OpenFile(path, flags, 0) })
+}
+
+// PinWith is Pin with the data file's descriptor opened by open (through
+// another mount of its file system, say).
+func (f *File) PinWith(whole bool, open func(path string, flags int) (*os.File, error)) (fd *os.File, ok bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usable(); err != nil {
@@ -51,7 +57,7 @@ func (f *File) Pin(whole bool) (fd *os.File, ok bool, err error) {
 		}
 		f.dataUnsynced = true
 	}
-	fd, err = os.OpenFile(f.path, os.O_RDWR, 0)
+	fd, err = open(f.path, os.O_RDWR)
 	if err != nil {
 		return nil, false, fmt.Errorf("cachedir: open data file for passthrough: %w", err)
 	}
@@ -76,17 +82,18 @@ func (f *File) Pinned() bool {
 	return f.pins > 0
 }
 
-// OpenData opens the data file for writing, past the cache's bookkeeping:
-// for the mount to lay bytes written through to the server over a pinned
-// file that has no claimed range there any more (its clean data was
-// invalidated), so that the kernel's direct readers see them.
+// OpenData opens the data file for reading and writing, past the cache's
+// bookkeeping: for the mount to lay bytes written through to the server over
+// a pinned file that has no claimed range there any more (its clean data was
+// invalidated), so that the kernel's direct readers see them, and to read
+// what the kernel's direct writers wrote.
 func (f *File) OpenData() (*os.File, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if err := f.usable(); err != nil {
 		return nil, err
 	}
-	fd, err := os.OpenFile(f.path, os.O_WRONLY, 0)
+	fd, err := os.OpenFile(f.path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cachedir: open data file: %w", err)
 	}
@@ -191,7 +198,8 @@ func (f *File) NoteExternal() (bool, error) {
 }
 
 // DataSize is the data file's size and change time as the kernel sees them
-// (while external writes may be going on, they are newer than Size's).
+// if external writes changed it since the last look (then they are newer
+// than Size's); ok is false otherwise.
 func (f *File) DataSize() (size int64, mtime time.Time, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -199,7 +207,7 @@ func (f *File) DataSize() (size int64, mtime time.Time, ok bool) {
 		return 0, time.Time{}, false
 	}
 	st, err := f.statLocked()
-	if err != nil {
+	if err != nil || f.ext > 0 && st == f.extSeen {
 		return 0, time.Time{}, false
 	}
 	return st.size, time.Unix(st.mtime.Unix()), true

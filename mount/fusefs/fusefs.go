@@ -294,9 +294,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	if f.PassthroughFile() != nil {
-		// Creates never pass through (they write); a file just created has
-		// no passthrough opens to join.
+	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
 		n.b.v.Release(n.b.life, f)
 		return nil, nil, 0, syscall.EIO
 	}

@@ -62,6 +62,19 @@ func (r *ptRaw) claim(ctx context.Context, f *vfs.File) bool {
 }
 
 func (r *ptRaw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.passThrough(in.Flags, func(key chan struct{}) fuse.Status { return r.RawFileSystem.Open(key, in, out) },
+		func() uint64 { return in.NodeId }, out)
+}
+
+func (r *ptRaw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return r.passThrough(in.Flags, func(key chan struct{}) fuse.Status { return r.RawFileSystem.Create(key, in, name, out) },
+		func() uint64 { return out.NodeId }, &out.OpenOut)
+}
+
+// passThrough runs an Open or a Create (call) with a fresh key and, if its
+// vfs open passes through, gives the open the node's backing id. nodeID is
+// the opened node's (known after the call for a Create).
+func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Status, nodeID func() uint64, out *fuse.OpenOut) fuse.Status {
 	// The node's Open is served with the mount's context, never this call's
 	// cancellation (fusefs.go): a fresh channel is only the call's key.
 	key := make(chan struct{})
@@ -69,28 +82,29 @@ func (r *ptRaw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	r.mu.Lock()
 	r.slots[key] = s
 	r.mu.Unlock()
-	st := r.RawFileSystem.Open(key, in, out)
+	st := call(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.slots, key)
 	if !st.Ok() || s.f == nil {
 		return st
 	}
-	b := r.backing[in.NodeId]
+	nid := nodeID()
+	b := r.backing[nid]
 	if b == nil {
 		id, errno := r.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(s.f.PassthroughFile().Fd())})
 		if errno != 0 {
 			// The vfs open exists and the kernel will not release it: undo.
 			r.mu.Unlock()
-			r.RawFileSystem.Release(key, &fuse.ReleaseIn{InHeader: in.InHeader, Fh: out.Fh, Flags: in.Flags})
+			r.RawFileSystem.Release(key, &fuse.ReleaseIn{InHeader: fuse.InHeader{NodeId: nid}, Fh: out.Fh, Flags: flags})
 			r.mu.Lock()
 			return fuse.ToStatus(errno)
 		}
 		b = &backingRef{id: id}
-		r.backing[in.NodeId] = b
+		r.backing[nid] = b
 	}
 	b.refs++
-	r.open[out.Fh] = in.NodeId
+	r.open[out.Fh] = nid
 	out.BackingID = b.id
 	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 	out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_DIRECT_IO

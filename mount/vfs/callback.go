@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"snfs/mount/cachedir"
@@ -41,7 +42,24 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	if i != nil {
 		fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
 	}
-	if mode.WritesBack() && i != nil {
+	var entering *pinnedFile
+	if i != nil {
+		i.mu.Lock()
+		writers := i.sn.pt.writers
+		i.mu.Unlock()
+		if pf := fs.pinnedOf(i); pf != nil && writers > 0 {
+			// The pinned holder (pinned.go): what the kernel wrote so far
+			// goes now; its opens go on writing.
+			if err := fs.pinSync(ctx, pf); err != nil {
+				fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
+			}
+			return snfs1.CBPinned
+		}
+		if mode.Invalidates() {
+			entering = fs.pinEnter(i)
+		}
+	}
+	if (mode.WritesBack() || entering != nil) && i != nil {
 		i.mu.Lock()
 		pending := i.w.pending()
 		i.mu.Unlock()
@@ -69,6 +87,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		if i != nil {
 			fs.notifyData(i)
 		}
+	}
+	if entering != nil {
+		fs.pinEntered(entering)
+		fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
+		return snfs1.CBPinned
 	}
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st
@@ -111,21 +134,28 @@ func linksOf(i *Inode) uint32 {
 
 // snfsCreated finishes Create in snfs mode: the new file is opened for
 // writing with the protocol.
-func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred) (Entry, *File, error) {
+func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
 	i := e.Inode
-	keep, direct, err := fs.snfsOpenProto(ctx, i, c, snfs1.Write)
-	_ = keep
+	_, direct, err := fs.snfsOpenProto(ctx, i, c, snfs1.Write)
 	if err != nil {
 		i.mu.Lock()
 		i.opens--
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
+	f := &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
+	}
+	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
+		fs.snfsRelease(ctx, f)
+		return Entry{}, nil, err
+	}
 	now := time.Now()
 	i.mu.Lock()
 	e.Attr, e.AttrTTL = i.reportLocked(), i.ttlLocked(now)
 	i.mu.Unlock()
-	return e, &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}, nil
+	return e, f, nil
 }
 
 // snfsSetattr is a local size change (snfsSetattrLocal).
@@ -145,6 +175,9 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	}
 	if cf := i.cacheFileOrNil(); cf != nil && !cf.NeedsWriteBack() {
 		cf.SetVersion(cf.Version(), int64(*size))
+	}
+	if pf := fs.pinnedOf(i); pf != nil {
+		fs.pinSized(pf, *size)
 	}
 }
 
@@ -170,8 +203,14 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		r := i.sn.opens[snfs1.Read] + i.sn.dc.n[snfs1.Read]
 		w := i.sn.opens[snfs1.Write] + i.sn.dc.n[snfs1.Write]
 		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
+		pinned := i.sn.pt.pinned != nil && i.sn.pt.writers > 0
 		i.mu.Unlock()
 		dirty := cf != nil && cf.NeedsWriteBack()
+		if pinned {
+			// A pinned holder reclaims as a caching writer: the next
+			// conflicting OPEN pins it again (protocol.md section 10.1).
+			caching, dirty = true, true
+		}
 		if r+w == 0 && !dirty {
 			continue
 		}

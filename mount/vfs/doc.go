@@ -41,7 +41,9 @@
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is
 // deleted or truncated to zero first; FUSE passthrough of cached files
-// (passthrough.go, which writes down what passes through and why); recovery:
+// (passthrough.go, which writes down what passes through and why), writers
+// included, watched so that this client can stay the pinned holder of a file
+// another client opens (pinned.go, with package hsm); recovery:
 // the reclaim after a server restart (callback.go) and the reintegration of
 // dirty data the server has no record of, with conflict copies when another
 // client changed the file meanwhile (reintegrate.go).

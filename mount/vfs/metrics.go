@@ -18,7 +18,10 @@ type cacheStats struct {
 	// passthrough; Reads counts every read that reached the daemon in snfs
 	// mode (served from the cache directory or the server).
 	PassthroughOpens, Reads atomic.Uint64
-	callbacks               [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
+	// Pinned counts the callbacks that made this client a file's pinned
+	// holder (its kernel writes the file through passthrough; pinned.go).
+	Pinned    atomic.Uint64
+	callbacks [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
 }
 
 // callback counts one callback of mode.

@@ -167,7 +167,7 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 	i.opens++
 	i.mu.Unlock()
 	if fs.sn != nil {
-		return fs.snfsCreated(ctx, e, c)
+		return fs.snfsCreated(ctx, e, c, flags)
 	}
 	return e, &File{i: i, cred: c, write: true}, nil
 }

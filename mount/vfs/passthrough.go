@@ -77,6 +77,11 @@ type passthroughState struct {
 	opens   int            // passthrough opens
 	writers int            // of them, opens for writing (cf is between BeginExternal and EndExternal)
 	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
+	// watched: the kernel's backing file was opened through the watched
+	// mount (pinned.go): its accesses can be stopped; an ignore mark on the
+	// file until the last passthrough open ends.
+	watched bool
+	pinned  *pinnedFile // this client is the file's pinned holder (pinned.go)
 }
 
 // ErrBusy: the open cannot be served now (the bridge answers EBUSY).
@@ -89,7 +94,8 @@ var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-s
 // EnablePassthrough lets snfs mode hand cache files to the kernel (the
 // bridge calls it once the kernel agreed to FUSE passthrough).
 func (fs *FS) EnablePassthrough() {
-	if fs.sn != nil {
+	if fs.sn != nil && !fs.sn.passthrough.Load() {
+		fs.startWatch()
 		fs.sn.passthrough.Store(true)
 	}
 }
@@ -114,7 +120,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	if f.sn.direct {
 		return nil
 	}
-	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && fs.sn.passthrough.Load() && fs.snfsPassthrough(f) {
+	if fs.sn.passthrough.Load() && fs.snfsPassthrough(f, flags) {
 		return nil
 	}
 	i.mu.Lock()
@@ -140,9 +146,15 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 }
 
 // snfsPassthrough makes f the first passthrough open of its file if the
-// file allows it now.
-func (fs *FS) snfsPassthrough(f *File) bool {
+// file allows it now. A write open passes through only through the watched
+// mount (pinned.go), which a read open avoids: Linux reads no further ahead
+// than asked in a file opened there.
+func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	i := f.i
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	if write && fs.sn.pin.w == nil {
+		return false
+	}
 	allowed := func(cf *cachedir.File) bool {
 		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0
 	}
@@ -153,7 +165,21 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 	if !ok {
 		return false
 	}
-	fd, ok, err := cf.Pin(true)
+	var fd *os.File
+	var err error
+	if write {
+		fd, ok, err = cf.PinWith(true, fs.openWatched)
+		if ok {
+			if err = cf.BeginExternal(); err != nil {
+				fs.unwatch(fd)
+				cf.Unpin()
+				fd.Close()
+				ok = false
+			}
+		}
+	} else {
+		fd, ok, err = cf.Pin(true)
+	}
 	if err != nil {
 		fs.log.Debug("passthrough: cache file", "fileid", i.FileID, "err", err)
 	}
@@ -164,14 +190,26 @@ func (fs *FS) snfsPassthrough(f *File) bool {
 	if !allowed(cf) {
 		// A callback or another open came in between.
 		i.mu.Unlock()
+		if write {
+			cf.EndExternal()
+			fs.unwatch(fd)
+		}
 		cf.Unpin()
 		fd.Close()
 		return false
 	}
 	i.sn.pt.cf = cf
 	i.sn.pt.opens++
+	i.sn.pt.watched = write
+	if write {
+		i.sn.pt.writers++
+		i.sn.cred = f.cred
+	}
 	i.mu.Unlock()
-	f.sn.pt, f.sn.ptCF = fd, cf
+	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	if write {
+		fs.sn.pin.wb.add(fd)
+	}
 	fs.sn.stats.PassthroughOpens.Add(1)
 	return true
 }
@@ -186,11 +224,16 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
 	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
+	pinned := i.sn.pt.pinned != nil
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
 	}
 	switch {
+	case pinned:
+		// Every access of the pinned file is refreshed from the server
+		// before it runs, and every write sent before another client's
+		// request (pinned.go): joining needs nothing.
 	case caching:
 		// What joined writers wrote is taken in first (dirty): a fill never
 		// writes over it.
@@ -241,6 +284,9 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
 	f.sn.direct = false
+	if write && fs.sn.pin.wb != nil {
+		fs.sn.pin.wb.add(fd)
+	}
 	fs.sn.stats.PassthroughOpens.Add(1)
 	return true, nil
 }
@@ -250,6 +296,9 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 // at once if the file is no longer cached). Call it before a close or an
 // fsync returns, and before a write-back.
 func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
+	if pf := fs.pinnedOf(i); pf != nil {
+		return fs.pinSync(ctx, pf)
+	}
 	changed, err := fs.snfsNoteExternalLocal(i)
 	if err != nil || !changed {
 		return err
@@ -274,6 +323,11 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 // operations that must see the cache file as it is (a truncation, the
 // version rule at an OPEN): no write-through.
 func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
+	if fs.pinnedOf(i) != nil {
+		// The kernel's writes are taken in one by one (pinned.go); the
+		// file as a whole holds other clients' older bytes.
+		return false, nil
+	}
 	i.mu.Lock()
 	cf, writers := i.sn.pt.cf, i.sn.pt.writers
 	i.mu.Unlock()
@@ -346,6 +400,7 @@ func (fs *FS) snfsIOEnd(f *File) {
 	i := f.i
 	var wfd *os.File
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
+	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
 	i.mu.Lock()
 	if f.sn.cachedIO {
 		i.sn.pt.cached--
@@ -360,16 +415,26 @@ func (fs *FS) snfsIOEnd(f *File) {
 			i.sn.pt.writers--
 		}
 		if i.sn.pt.opens == 0 {
-			wfd = i.sn.pt.fd
-			i.sn.pt.cf, i.sn.pt.fd = nil, nil
+			wfd, pf = i.sn.pt.fd, i.sn.pt.pinned
+			if i.sn.pt.watched {
+				// Under i's lock: a new first open's mark comes after.
+				fs.unwatch(f.sn.pt)
+			}
+			i.sn.pt.cf, i.sn.pt.fd, i.sn.pt.pinned, i.sn.pt.watched = nil, nil, nil, false
 		}
 	}
 	i.mu.Unlock()
+	if pf != nil {
+		fs.pinForget(pf)
+	}
 	if wfd != nil {
 		wfd.Close()
 	}
 	if f.sn.pt != nil {
 		if f.sn.ptWrite {
+			if fs.sn.pin.wb != nil {
+				fs.sn.pin.wb.remove(f.sn.pt)
+			}
 			f.sn.ptCF.EndExternal()
 		}
 		f.sn.ptCF.Unpin()

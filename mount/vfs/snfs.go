@@ -90,6 +90,7 @@ type snfsFS struct {
 	// passthrough: read opens of complete cached files are handed to the
 	// kernel (passthrough.go); set once the kernel agreed.
 	passthrough atomic.Bool
+	pin         pinState // the watch of passthrough cache files (pinned.go); set with passthrough
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
@@ -234,6 +235,7 @@ func (fs *FS) Close() error {
 		fs.closeAllDelayed()
 		close(fs.sn.stop)
 		<-fs.sn.done
+		fs.stopWatch()
 		err = fs.sn.cache.Close()
 		if fs.sn.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -260,9 +260,19 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 
 // snfsReadThrough reads from the server (a write-shared file): up to the
 // server's end of file, not the cached size, so that another client's
-// appends are seen; this client's own unwritten bytes are laid over.
+// appends are seen. This client's own writes are sent and committed first:
+// laid over the server's bytes from memory, they would hide what another
+// client wrote over them, or cut, since.
 func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		if err := i.flush(ctx, true); err != nil {
+			return 0, err
+		}
+	}
 	// The server must have the cache directory's dirty data first; flushMu
 	// also waits for a write-back in progress (serverRestarted's: the data
 	// needs write-back until it is done). Only then: reads need not wait for

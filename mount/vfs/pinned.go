@@ -1,0 +1,417 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"snfs/mount/hsm"
+	"snfs/nfs3"
+)
+
+// Passthrough writers and the pinned holder (docs/protocol.md section 10.1;
+// docs/mount.md). A write open of a file the server lets this client cache
+// passes through like a read open (passthrough.go): the kernel writes the
+// cache file itself, so writing costs what writing the local disk costs.
+// What the kernel writes that way is taken in at a close, an fsync or a
+// write-back as all of the file dirty (snfsNoteExternal).
+//
+// The kernel cannot take a passthrough open back, so when the file stops
+// being cacheable (another client opens it: the server calls back, write
+// back and invalidate), the open goes on writing the cache file. For that
+// moment the cache file was opened through a watched mount (package hsm):
+// its writes and reads can be stopped, one at a time, before they touch the
+// file. While they are ignored (the file is this client's) nothing is
+// stopped. The callback turns the watch on, writes back all of the file, and
+// answers CB_PINNED: this client stays the file's dirty holder, and every
+// request of another client for the file waits until this client has
+// answered a write-back asked after the request came (the server's
+// pinnedBlock). From then on, each access of the kernel's opens is stopped
+// before it runs, and the mount first sends what the kernel wrote since the
+// last time (the ranges of the accesses that turned out to be writes,
+// FILE_SYNC) and then lays the server's bytes of the access's range over the
+// cache file (except where the kernel's other accesses in flight may write).
+// So another client reads every byte written here before its request (the
+// write-back it waited for sent them), and this client's next access sees
+// every byte another client wrote before it (the refresh). Ranges are the
+// kernel's, whole pages: the refresh makes the page current before a write
+// lands in it, so sending the page back sends the other client's bytes in
+// it unchanged.
+//
+// Limits: writes through a shared mapping (mmap) of such a file are not seen
+// one by one (no event); they are sent only with a write-back of the whole
+// file (the close of the last write open). A truncation by another client
+// shortens the cache file only when an access's refresh finds the end.
+
+// pinState is the FS's watch of passthrough cache files.
+type pinState struct {
+	w  *hsm.Watcher // nil: write opens do not pass through
+	wb *writeBehind // with w: the disk writes of passthrough writers' cache files (writebehind.go)
+
+	mu    sync.Mutex
+	byIno map[uint64]*pinnedFile // the pinned files, by their cache file's inode number
+}
+
+// pinnedFile is a file this client is the pinned holder of (or was, while
+// passthrough opens of it remain).
+type pinnedFile struct {
+	i   *Inode
+	ino uint64
+	fd  *os.File // the cache file through the normal path: reads what the kernel wrote, writes refreshed bytes
+
+	// mu serializes the work on the file (event handler, callbacks, closes);
+	// taken after the watcher's lock, never across a Drain.
+	mu      sync.Mutex
+	entered bool           // the entry's write-back is done: accesses refresh, write-backs send only landed
+	pre     map[int32]span // accesses let through and not yet known as reads or writes, by thread
+	landed  []span         // written by the kernel, not yet sent
+	cred    Cred           // the last writer's
+}
+
+// span is a byte range [off, off+n).
+type span struct{ off, n uint64 }
+
+func (s span) end() uint64 {
+	if s.n > math.MaxUint64-s.off {
+		return math.MaxUint64
+	}
+	return s.off + s.n
+}
+
+// startWatch opens the watch of the cache directory; without it write opens
+// do not pass through.
+func (fs *FS) startWatch() {
+	w, err := hsm.Open(fs.sn.cache.DataDir(), pinHandler{fs})
+	if err != nil {
+		fs.log.Info("passthrough writes off", "err", err)
+		return
+	}
+	fs.sn.pin.byIno = map[uint64]*pinnedFile{}
+	fs.sn.pin.w = w
+	fs.sn.pin.wb = newWriteBehind()
+}
+
+// stopWatch ends the watch (at Close, after the last open).
+func (fs *FS) stopWatch() {
+	if fs.sn.pin.w != nil {
+		fs.sn.pin.w.Close()
+		fs.sn.pin.wb.close()
+	}
+}
+
+// openWatched opens a cache file for passthrough through the watched mount,
+// its events ignored.
+func (fs *FS) openWatched(path string, flags int) (*os.File, error) {
+	w := fs.sn.pin.w
+	fd, err := w.OpenFile(path, flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Ignore(fd); err != nil {
+		fd.Close()
+		return nil, err
+	}
+	return fd, nil
+}
+
+// unwatch removes the ignore mark of fd's file (its last passthrough open
+// ends: the mark would keep the inode).
+func (fs *FS) unwatch(fd *os.File) {
+	if err := fs.sn.pin.w.Watch(fd); err != nil {
+		fs.log.Warn("passthrough: end of watch", "err", err)
+	}
+}
+
+// pinnedOf returns i's pinned file once its entry is done, or nil.
+func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
+	i.mu.Lock()
+	pf := i.sn.pt.pinned
+	i.mu.Unlock()
+	if pf == nil {
+		return nil
+	}
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	if !pf.entered {
+		return nil
+	}
+	return pf
+}
+
+// pinEnter starts the pinned mode of i if the kernel writes its cache file
+// through a watched passthrough open; the caller then writes all of the file
+// back and calls pinEntered. It returns nil otherwise.
+func (fs *FS) pinEnter(i *Inode) *pinnedFile {
+	i.mu.Lock()
+	cf, writers, watched, pf, cred := i.sn.pt.cf, i.sn.pt.writers, i.sn.pt.watched, i.sn.pt.pinned, i.sn.cred
+	i.mu.Unlock()
+	if pf != nil || writers == 0 || !watched || cf == nil {
+		return nil
+	}
+	fd, err := cf.OpenData()
+	if err != nil {
+		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+		return nil
+	}
+	st, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+		return nil
+	}
+	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred}
+	fs.sn.pin.mu.Lock()
+	fs.sn.pin.byIno[pf.ino] = pf
+	fs.sn.pin.mu.Unlock()
+	i.mu.Lock()
+	if i.sn.pt.cf != cf || i.sn.pt.pinned != nil {
+		i.mu.Unlock()
+		fs.pinForget(pf)
+		return nil
+	}
+	i.sn.pt.pinned = pf
+	i.mu.Unlock()
+	// From here on the kernel's accesses stop for the handler (which only
+	// records them until pinEntered).
+	if err := fs.sn.pin.w.Watch(fd); err != nil {
+		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+	}
+	return pf
+}
+
+// pinEntered ends the entry: the whole file was written back.
+func (fs *FS) pinEntered(pf *pinnedFile) {
+	pf.mu.Lock()
+	pf.entered = true
+	pf.mu.Unlock()
+	fs.sn.stats.Pinned.Add(1)
+}
+
+// pinForget drops pf (the last passthrough open of its file ended).
+func (fs *FS) pinForget(pf *pinnedFile) {
+	fs.sn.pin.mu.Lock()
+	if fs.sn.pin.byIno[pf.ino] == pf {
+		delete(fs.sn.pin.byIno, pf.ino)
+	}
+	fs.sn.pin.mu.Unlock()
+	pf.mu.Lock()
+	pf.fd.Close()
+	pf.mu.Unlock()
+}
+
+// pinSync sends everything the kernel wrote to pf's file before the call
+// (a write-back, a close, an fsync of a pinned file).
+func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile) error {
+	if err := fs.sn.pin.w.Drain(); err != nil {
+		fs.log.Warn("passthrough: events", "err", err)
+	}
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	return fs.pinFlushLocked(ctx, pf)
+}
+
+// pinSized brings the cache file of a pinned file to a size this client set
+// on the server (its passthrough opens read the cache file; what they wrote
+// before was sent first, Setattr's write-back).
+func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	if err := pf.fd.Truncate(int64(size)); err != nil {
+		fs.log.Warn("passthrough: size cache file", "fileid", pf.i.FileID, "err", err)
+	}
+}
+
+// pinFlushLocked sends the landed ranges (FILE_SYNC). A range the server
+// refuses is dropped, its error kept for the next close or fsync, as a
+// write-back does.
+func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
+	i := pf.i
+	c := fs.client(pf.cred)
+	buf := make([]byte, fs.wsize)
+	for len(pf.landed) > 0 {
+		r := pf.landed[0]
+		st, err := pf.fd.Stat()
+		if err != nil {
+			return fmt.Errorf("passthrough: cache file: %w", err)
+		}
+		end := min(r.end(), uint64(st.Size()))
+		for off := r.off; off < end; {
+			n, err := pf.fd.ReadAt(buf[:min(uint64(len(buf)), end-off)], int64(off))
+			if n == 0 {
+				return fmt.Errorf("passthrough: read cache file at %d: %w", off, err)
+			}
+			var res *nfs3.WriteRes
+			fs.stats.Writes.Add(1)
+			err = fs.do(ctx, func() (nfs3.Status, error) {
+				var err error
+				res, err = c.Write(ctx, i.FH, off, buf[:n], nfs3.FileSync)
+				return status(res, err)
+			})
+			if res != nil {
+				i.mu.Lock()
+				i.wccLocked(&res.Wcc, time.Now())
+				i.mu.Unlock()
+			}
+			var st nfs3.Status
+			if errors.As(err, &st) {
+				fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
+				i.mu.Lock()
+				i.sn.wbErr = err
+				i.mu.Unlock()
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("WRITE at %d: %w", off, err)
+			}
+			if res.Count == 0 {
+				return fmt.Errorf("WRITE at %d: %w", off, nfs3.ErrIO)
+			}
+			fs.sn.stats.WriteBackBytes.Add(uint64(res.Count))
+			off += uint64(res.Count)
+		}
+		pf.landed = pf.landed[1:]
+	}
+	return nil
+}
+
+// pinRefreshLocked lays the server's bytes of r over the cache file, except
+// where the kernel's other accesses in flight may be writing (or landed
+// writes wait: a flush that failed).
+func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
+	busy := append([]span(nil), pf.landed...)
+	for t, s := range pf.pre {
+		if t != tid {
+			busy = append(busy, s)
+		}
+	}
+	f := &File{i: pf.i, cred: pf.cred}
+	for _, s := range subtract(r, busy) {
+		buf := make([]byte, min(s.n, 1<<20))
+		for off := s.off; off < s.end(); {
+			want := buf[:min(uint64(len(buf)), s.end()-off)]
+			got, err := fs.readServer(ctx, f, off, want)
+			if err != nil {
+				return err
+			}
+			if _, err := pf.fd.WriteAt(want[:got], int64(off)); err != nil {
+				return fmt.Errorf("passthrough: cache file: %w", err)
+			}
+			off += uint64(got)
+			if got < len(want) {
+				// The server's end: a file another client shortened ends
+				// there here too, unless this client's writes may be past it.
+				if len(busy) == 0 {
+					if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) > off {
+						pf.fd.Truncate(int64(off))
+					}
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// subtract is r without the ranges of busy.
+func subtract(r span, busy []span) []span {
+	out := []span{r}
+	for _, b := range busy {
+		var next []span
+		for _, s := range out {
+			if b.end() <= s.off || b.off >= s.end() {
+				next = append(next, s)
+				continue
+			}
+			if b.off > s.off {
+				next = append(next, span{s.off, b.off - s.off})
+			}
+			if b.end() < s.end() {
+				next = append(next, span{b.end(), s.end() - b.end()})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// pinHandler takes the watcher's events (hsm.Handler).
+type pinHandler struct{ fs *FS }
+
+func (h pinHandler) file(ino uint64) *pinnedFile {
+	h.fs.sn.pin.mu.Lock()
+	defer h.fs.sn.pin.mu.Unlock()
+	return h.fs.sn.pin.byIno[ino]
+}
+
+// pinCtx bounds the work done for one access (the application waits).
+func (fs *FS) pinCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	go func() {
+		select {
+		case <-fs.sn.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// fileIno is st's inode number.
+func fileIno(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Ino
+	}
+	return 0
+}
+
+// Pre: an access of [off, off+n) by thread tid is about to run.
+func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
+	pf := h.file(ino)
+	if pf == nil {
+		return
+	}
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	r := span{off, n}
+	if pf.entered {
+		ctx, cancel := h.fs.pinCtx()
+		defer cancel()
+		if err := h.fs.pinFlushLocked(ctx, pf); err != nil {
+			h.fs.log.Warn("passthrough: sending writes", "fileid", pf.i.FileID, "err", err)
+		}
+		if err := h.fs.pinRefreshLocked(ctx, pf, tid, r); err != nil {
+			h.fs.log.Warn("passthrough: refresh", "fileid", pf.i.FileID, "err", err)
+		}
+	}
+	pf.pre[tid] = r
+}
+
+// Read: tid's access was a read.
+func (h pinHandler) Read(ino uint64, tid int32) {
+	if pf := h.file(ino); pf != nil {
+		pf.mu.Lock()
+		delete(pf.pre, tid)
+		pf.mu.Unlock()
+	}
+}
+
+// Wrote: tid's access was a write, now in the cache file.
+func (h pinHandler) Wrote(ino uint64, tid int32) {
+	pf := h.file(ino)
+	if pf == nil {
+		return
+	}
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	r, ok := pf.pre[tid]
+	if !ok {
+		r = span{0, math.MaxUint64} // not seen: all of it
+	}
+	delete(pf.pre, tid)
+	pf.landed = append(pf.landed, r)
+}
