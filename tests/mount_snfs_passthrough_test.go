@@ -132,9 +132,10 @@ func TestMountSNFSPassthrough(t *testing.T) {
 }
 
 // TestMountSNFSPassthroughSharing: B opens a file for writing while A
-// reads it through passthrough: A's callback neither punches holes in the
-// file A's kernel reads (A's open keeps reading the bytes as of the
-// callback) nor keeps later opens from seeing B's writes.
+// reads it through passthrough: A's callback does not punch holes in the
+// file A's kernel reads (A's open reads the bytes as of the callback), and
+// B's later writes are in the next read of that open (its reads are watched
+// and refreshed from the server, pinned.go) and of later opens.
 func TestMountSNFSPassthroughSharing(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
@@ -178,7 +179,10 @@ func TestMountSNFSPassthroughSharing(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want[10:], patch)
-	// A new open on A is made after the callback: direct, sees B's bytes.
+	if n, _ := fr.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("A's passthrough open reads %d bytes after B's write, without B's", n)
+	}
+	// A new open on A is made after the callback: it sees B's bytes.
 	if got := mustRead(t, a.path("s")); !bytes.Equal(got, want) {
 		t.Fatalf("A's open after B's write reads %d bytes without B's", len(got))
 	}
@@ -444,11 +448,11 @@ func TestMountFsxSNFSPassthrough(t *testing.T) {
 	}
 }
 
-// TestMountSNFSPassthroughWriterShared: A writes through a joined
-// passthrough open when B opens the file: A's callback writes A's bytes
-// back first (B reads them), and what A writes after, while write-shared,
-// reaches the server at A's fsync and close (not at each write: the limit of
-// passthrough, docs/mount.md).
+// TestMountSNFSPassthroughWriterShared: A writes through a passthrough open
+// that joined a passthrough reader when B opens the file: A's callback
+// writes A's bytes back first (B reads them) and makes A the pinned holder,
+// so what A writes after is in B's next read too, before and after A's fsync
+// and close.
 func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
@@ -492,6 +496,7 @@ func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want[40000:], p2)
+	readB("after A's write")
 	if err := fw.Sync(); err != nil {
 		t.Fatal(err)
 	}

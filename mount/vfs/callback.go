@@ -47,7 +47,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		i.mu.Lock()
 		writers := i.sn.pt.writers
 		i.mu.Unlock()
-		if pf := fs.pinnedOf(i); pf != nil && writers > 0 {
+		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
 			// The pinned holder (pinned.go): what the kernel wrote so far
 			// goes now; its opens go on writing.
 			if err := fs.pinSync(ctx, pf); err != nil {
@@ -90,8 +90,10 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	}
 	if entering != nil {
 		fs.pinEntered(entering)
-		fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
-		return snfs1.CBPinned
+		if entering.holder {
+			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
+			return snfs1.CBPinned
+		}
 	}
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st

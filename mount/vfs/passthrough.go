@@ -30,12 +30,13 @@ import (
 //     duplicate the cache file's. So the last release of a page-cache open
 //     of a file the cache holds whole drops them (snfsIOEnd), off the path
 //     of the next open.
-//   - Only read opens start it. A write through passthrough bypasses the
-//     mount, and the kernel cannot take a passthrough back: if the file
-//     became write-shared while such an open lasts, its writes could not be
-//     sent to the server at each write (concurrent write sharing). Write opens
-//     therefore go through the mount, into the cache file as dirty data,
-//     unless they must join (next point).
+//   - Write opens start it too, where the kernel offers pre-content
+//     fanotify: every first passthrough open's cache file is opened through
+//     a watched mount (pinned.go), so that if the file becomes shared while
+//     the kernel writes it, this client can become its pinned holder. The
+//     kernel cannot take a passthrough back; without the watch, write opens
+//     go through the mount, into the cache file as dirty data, unless they
+//     must join (next point).
 //   - Joining. Linux refuses, on one inode, a non-passthrough open while
 //     passthrough opens exist (and a passthrough open while opens whose pages
 //     it caches exist), and all passthrough opens of an inode must share one
@@ -57,17 +58,18 @@ import (
 //     lasts: it is not evicted, and an invalidation forgets its clean data
 //     without punching holes in it, so the kernel never reads zeros.
 //   - Invalidation while a passthrough open lasts. The server calls back when
-//     another client opens the file for writing (it becomes write-shared);
+//     another client opens the file. With writers among the opens (and the
+//     watch), this client becomes the pinned holder (pinned.go). Otherwise
 //     the kernel keeps reading the pinned file through the opens it already
 //     has, which hold the data as of the callback (the server delays the
-//     other client's OPEN until the callback is answered, so nothing the other
-//     client writes is older). Later writes of the other client are not seen
-//     by those opens; opens made after the callback read it fresh (joining
-//     refreshes the pinned file). A joined writer's later writes are written
-//     through, the whole file, at its close or fsync. This is the limit the
-//     kernel's own page cache already has for a handle opened while the file
-//     was cacheable (docs/mount.md), made visible at once rather than after a
-//     refill.
+//     other client's OPEN until the callback is answered, so nothing the
+//     other client writes is older); opens made after the callback read it
+//     fresh (joining refreshes the pinned file). Without the watch, the later
+//     reads of those opens do not see the other client's later writes, and a
+//     joined writer's later writes are written through, the whole file, at
+//     its close or fsync: the limit the kernel's own page cache already has
+//     for a handle opened while the file was cacheable (docs/mount.md), made
+//     visible at once rather than after a refill.
 
 // passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
 // the Inode's mu.
@@ -146,9 +148,10 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 }
 
 // snfsPassthrough makes f the first passthrough open of its file if the
-// file allows it now. A write open passes through only through the watched
-// mount (pinned.go), which a read open avoids: Linux reads no further ahead
-// than asked in a file opened there.
+// file allows it now. The kernel's backing file is opened through the
+// watched mount when there is one (pinned.go), for a read open too: a write
+// open that joins it later can then become the pinned holder's. Without the
+// watch, write opens do not pass through.
 func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
@@ -167,9 +170,10 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	}
 	var fd *os.File
 	var err error
-	if write {
+	watched := fs.sn.pin.w != nil
+	if watched {
 		fd, ok, err = cf.PinWith(true, fs.openWatched)
-		if ok {
+		if ok && write {
 			if err = cf.BeginExternal(); err != nil {
 				fs.unwatch(fd)
 				cf.Unpin()
@@ -192,6 +196,8 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		i.mu.Unlock()
 		if write {
 			cf.EndExternal()
+		}
+		if watched {
 			fs.unwatch(fd)
 		}
 		cf.Unpin()
@@ -200,7 +206,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	}
 	i.sn.pt.cf = cf
 	i.sn.pt.opens++
-	i.sn.pt.watched = write
+	i.sn.pt.watched = watched
 	if write {
 		i.sn.pt.writers++
 		i.sn.cred = f.cred
@@ -224,13 +230,13 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
 	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
-	pinned := i.sn.pt.pinned != nil
+	pf := i.sn.pt.pinned
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
 	}
 	switch {
-	case pinned:
+	case pf != nil && (pf.holder || !write):
 		// Every access of the pinned file is refreshed from the server
 		// before it runs, and every write sent before another client's
 		// request (pinned.go): joining needs nothing.

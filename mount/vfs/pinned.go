@@ -64,6 +64,10 @@ type pinnedFile struct {
 	ino uint64
 	fd  *os.File // the cache file through the normal path: reads what the kernel wrote, writes refreshed bytes
 
+	// holder: this client answered CB_PINNED (it had writers); otherwise it
+	// only reads, and its accesses are refreshed all the same.
+	holder bool
+
 	// mu serializes the work on the file (event handler, callbacks, closes);
 	// taken after the watcher's lock, never across a Drain.
 	mu      sync.Mutex
@@ -143,14 +147,17 @@ func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 	return pf
 }
 
-// pinEnter starts the pinned mode of i if the kernel writes its cache file
-// through a watched passthrough open; the caller then writes all of the file
-// back and calls pinEntered. It returns nil otherwise.
+// pinEnter starts the pinned mode of i if the kernel reads or writes its
+// cache file through watched passthrough opens; the caller then writes all
+// of the file back and calls pinEntered. With writers among the opens this
+// client is to answer CB_PINNED (pf.holder); with readers only, their
+// accesses are refreshed from the server all the same, so that they see
+// another client's writes. It returns nil otherwise.
 func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	i.mu.Lock()
 	cf, writers, watched, pf, cred := i.sn.pt.cf, i.sn.pt.writers, i.sn.pt.watched, i.sn.pt.pinned, i.sn.cred
 	i.mu.Unlock()
-	if pf != nil || writers == 0 || !watched || cf == nil {
+	if pf != nil || !watched || cf == nil {
 		return nil
 	}
 	fd, err := cf.OpenData()
@@ -164,7 +171,7 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
 		return nil
 	}
-	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred}
+	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred, holder: writers > 0}
 	fs.sn.pin.mu.Lock()
 	fs.sn.pin.byIno[pf.ino] = pf
 	fs.sn.pin.mu.Unlock()
@@ -189,7 +196,9 @@ func (fs *FS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
 	pf.mu.Unlock()
-	fs.sn.stats.Pinned.Add(1)
+	if pf.holder {
+		fs.sn.stats.Pinned.Add(1)
+	}
 }
 
 // pinForget drops pf (the last passthrough open of its file ended).
