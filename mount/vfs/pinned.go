@@ -72,6 +72,7 @@ type pinnedFile struct {
 	// taken after the watcher's lock, never across a Drain.
 	mu      sync.Mutex
 	entered bool           // the entry's write-back is done: accesses refresh, write-backs send only landed
+	gone    bool           // pinForget ran: fd is closed
 	pre     map[int32]span // accesses let through and not yet known as reads or writes, by thread
 	landed  []span         // written by the kernel, not yet sent
 	cred    Cred           // the last writer's
@@ -209,6 +210,7 @@ func (fs *FS) pinForget(pf *pinnedFile) {
 	}
 	fs.sn.pin.mu.Unlock()
 	pf.mu.Lock()
+	pf.gone = true
 	pf.fd.Close()
 	pf.mu.Unlock()
 }
@@ -221,6 +223,9 @@ func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile) error {
 	}
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
+	if pf.gone {
+		return nil
+	}
 	return fs.pinFlushLocked(ctx, pf)
 }
 
@@ -230,6 +235,9 @@ func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile) error {
 func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
+	if pf.gone {
+		return
+	}
 	if err := pf.fd.Truncate(int64(size)); err != nil {
 		fs.log.Warn("passthrough: size cache file", "fileid", pf.i.FileID, "err", err)
 	}
@@ -387,6 +395,9 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
 	r := span{off, n}
+	if pf.gone {
+		return
+	}
 	if pf.entered {
 		ctx, cancel := h.fs.pinCtx()
 		defer cancel()
