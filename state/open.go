@@ -341,30 +341,40 @@ func (m *Machine) getattr(s *shard, e *entry, t int64, req ReqID, c ClientID) (V
 // arrived (or holds nothing any more); until then it asks them, with
 // CB_WRITEBACK, which leaves their caching as it is.
 func (m *Machine) tryGetattr(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Verdict, OpenReply, bool) {
-	blocked := false
-	for i := range e.holders {
-		h := &e.holders[i]
-		if h.client == w.client || h.flags&fDirty == 0 || h.wbSeq > w.seq {
-			continue
-		}
-		blocked = true
-		m.callback(s, e, t, h.client, Writeback, false, out)
-	}
-	if blocked {
+	if m.askWriteback(s, e, t, w, fDirty, out) {
 		return Wait, OpenReply{}, false
 	}
 	return Proceed, OpenReply{}, true
 }
 
-// otherDirty reports whether a client other than c may hold dirty blocks of e.
-func otherDirty(e *entry, c ClientID) bool {
+// askWriteback asks every holder other than w's client with flag set that
+// has not answered a write-back since w arrived for one (CB_WRITEBACK), and
+// reports whether w must wait for them.
+func (m *Machine) askWriteback(s *shard, e *entry, t int64, w *waiter, flag uint8, out *[]Action) bool {
+	blocked := false
 	for i := range e.holders {
-		if e.holders[i].client != c && e.holders[i].flags&fDirty != 0 {
+		h := &e.holders[i]
+		if h.client == w.client || h.flags&flag == 0 || h.wbSeq > w.seq {
+			continue
+		}
+		blocked = true
+		m.callback(s, e, t, h.client, Writeback, false, out)
+	}
+	return blocked
+}
+
+// otherWith reports whether a client other than c holds e with flag set.
+func otherWith(e *entry, c ClientID, flag uint8) bool {
+	for i := range e.holders {
+		if e.holders[i].client != c && e.holders[i].flags&flag != 0 {
 			return true
 		}
 	}
 	return false
 }
+
+// otherDirty reports whether a client other than c may hold dirty blocks of e.
+func otherDirty(e *entry, c ClientID) bool { return otherWith(e, c, fDirty) }
 
 // pinnedBlock asks every pinned holder other than w's client that has not
 // answered a write-back since w arrived for one, and reports whether w must
@@ -374,24 +384,8 @@ func otherDirty(e *entry, c ClientID) bool {
 // every request waits, covered ones included. The holder's own requests do
 // not, nor the WRITEs and COMMITs that answer the callback (section 11).
 func (m *Machine) pinnedBlock(s *shard, e *entry, t int64, w *waiter, out *[]Action) bool {
-	blocked := false
-	for i := range e.holders {
-		h := &e.holders[i]
-		if h.client == w.client || h.flags&fPinned == 0 || h.wbSeq > w.seq {
-			continue
-		}
-		blocked = true
-		m.callback(s, e, t, h.client, Writeback, false, out)
-	}
-	return blocked
+	return m.askWriteback(s, e, t, w, fPinned, out)
 }
 
 // pinnedOther reports whether a client other than c is a pinned holder of e.
-func pinnedOther(e *entry, c ClientID) bool {
-	for i := range e.holders {
-		if e.holders[i].client != c && e.holders[i].flags&fPinned != 0 {
-			return true
-		}
-	}
-	return false
-}
+func pinnedOther(e *entry, c ClientID) bool { return otherWith(e, c, fPinned) }
