@@ -26,6 +26,9 @@ type ClientSources struct {
 	// files the server answered SNFS_ERR_FENCED for, files reclaimed after
 	// server restarts.
 	Conflicts, Fenced, Reclaimed func() uint64
+	// Pinned: callbacks that made the mount a file's pinned holder (its
+	// kernel writes the file through passthrough).
+	Pinned func() uint64
 }
 
 // Client holds a mount's metric families: snfs_client_rpc_total (it is the
@@ -65,7 +68,7 @@ func (c *Client) Register(src ClientSources) {
 	}
 	if src.PassthroughOpens != nil {
 		c.reg.MustRegister(counter("snfs_client_passthrough_opens_total",
-			"Opens whose reads the kernel does on the cache file itself (FUSE passthrough).", src.PassthroughOpens))
+			"Opens whose reads and writes the kernel does on the cache file itself (FUSE passthrough).", src.PassthroughOpens))
 	}
 	for _, m := range []struct {
 		name, help string
@@ -75,6 +78,7 @@ func (c *Client) Register(src ClientSources) {
 		{"snfs_client_conflicts_total", "Conflicts kept: dirty data of a file the server's copy of which changed meanwhile, saved beside it.", src.Conflicts},
 		{"snfs_client_fenced_total", "Files the server answered SNFS_ERR_FENCED for.", src.Fenced},
 		{"snfs_client_reclaimed_files_total", "Files reported in RECLAIMs after server restarts.", src.Reclaimed},
+		{"snfs_client_pinned_total", "Callbacks that made the mount a file's pinned holder: its kernel writes the file through passthrough, and other clients' requests wait for its write-backs.", src.Pinned},
 	} {
 		if m.f != nil {
 			c.reg.MustRegister(counter(m.name, m.help, m.f))

@@ -36,6 +36,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		Conflicts:           st.Conflicts.Load,
 		Fenced:              st.Fenced.Load,
 		Reclaimed:           st.Reclaimed.Load,
+		Pinned:              st.Pinned.Load,
 	})
 }
 
