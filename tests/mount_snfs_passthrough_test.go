@@ -598,6 +598,24 @@ func TestMountSNFSPassthroughPinned(t *testing.T) {
 	check("A", fa, 33)
 	put(fa, 301, len(model)-1000, 4000) // A extends it
 	check("B", fb, 34)
+	// A writes through a shared mapping (no event): its fsync sends the
+	// pages, and only those (B's bytes elsewhere stay).
+	put(fb, 302, 1000, 100)
+	check("A", fa, 35)
+	m, err := syscall.Mmap(int(fa.Fd()), 0, len(model), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := randBytes(303, 5000)
+	copy(m[50000:], mapped)
+	copy(model[50000:], mapped)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	check("B", fb, 36)
 	if err := fa.Close(); err != nil {
 		t.Fatal(err)
 	}

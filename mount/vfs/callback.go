@@ -50,7 +50,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
 			// The pinned holder (pinned.go): what the kernel wrote so far
 			// goes now; its opens go on writing.
-			if err := fs.pinSync(ctx, pf); err != nil {
+			if err := fs.pinSync(ctx, pf, false); err != nil {
 				fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
 			}
 			return snfs1.CBPinned

@@ -303,7 +303,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 // fsync returns, and before a write-back.
 func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	if pf := fs.pinnedOf(i); pf != nil {
-		return fs.pinSync(ctx, pf)
+		return fs.pinSync(ctx, pf, true)
 	}
 	changed, err := fs.snfsNoteExternalLocal(i)
 	if err != nil || !changed {

@@ -43,10 +43,12 @@ import (
 // lands in it, so sending the page back sends the other client's bytes in
 // it unchanged.
 //
-// Limits: writes through a shared mapping (mmap) of such a file are not seen
-// one by one (no event); they are sent only with a write-back of the whole
-// file (the close of the last write open). A truncation by another client
-// shortens the cache file only when an access's refresh finds the end.
+// Writes through a shared mapping (mmap) of such a file raise no event: a
+// close or an fsync finds them by comparing the cache file's pages with
+// what was last sent or refreshed (pinnedmap.go). Limits: another client
+// sees them only after such a close or fsync, and reads through a mapping
+// are not refreshed. A truncation by another client shortens the cache file
+// only when an access's refresh finds the end.
 
 // pinState is the FS's watch of passthrough cache files.
 type pinState struct {
@@ -76,6 +78,7 @@ type pinnedFile struct {
 	pre     map[int32]span // accesses let through and not yet known as reads or writes, by thread
 	landed  []span         // written by the kernel, not yet sent
 	cred    Cred           // the last writer's
+	sums    pageSums       // the cache file's pages as last sent or refreshed (pinnedmap.go)
 }
 
 // span is a byte range [off, off+n).
@@ -196,6 +199,7 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 func (fs *FS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
+	pf.resumLocked(span{0, math.MaxUint64})
 	pf.mu.Unlock()
 	if pf.holder {
 		fs.sn.stats.Pinned.Add(1)
@@ -216,8 +220,9 @@ func (fs *FS) pinForget(pf *pinnedFile) {
 }
 
 // pinSync sends everything the kernel wrote to pf's file before the call
-// (a write-back, a close, an fsync of a pinned file).
-func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile) error {
+// (a write-back, a close, an fsync of a pinned file); with full, writes
+// through shared mappings too (pinnedmap.go), as a close or an fsync must.
+func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
 	if err := fs.sn.pin.w.Drain(); err != nil {
 		fs.log.Warn("passthrough: events", "err", err)
 	}
@@ -226,7 +231,10 @@ func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile) error {
 	if pf.gone {
 		return nil
 	}
-	return fs.pinFlushLocked(ctx, pf)
+	if err := fs.pinFlushLocked(ctx, pf); err != nil || !full {
+		return err
+	}
+	return fs.pinScanLocked(ctx, pf)
 }
 
 // pinSized brings the cache file of a pinned file to a size this client set
@@ -238,60 +246,75 @@ func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
 	if pf.gone {
 		return
 	}
+	old := size
+	if st, err := pf.fd.Stat(); err == nil {
+		old = uint64(st.Size())
+	}
 	if err := pf.fd.Truncate(int64(size)); err != nil {
 		fs.log.Warn("passthrough: size cache file", "fileid", pf.i.FileID, "err", err)
 	}
+	lo := min(old, size) &^ (pinPage - 1)
+	pf.resumLocked(span{lo, max(old, size) - lo})
 }
 
-// pinFlushLocked sends the landed ranges (FILE_SYNC). A range the server
-// refuses is dropped, its error kept for the next close or fsync, as a
-// write-back does.
+// pinFlushLocked sends the landed ranges (FILE_SYNC).
 func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
+	for len(pf.landed) > 0 {
+		r := pf.landed[0]
+		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
+			return err
+		}
+		pf.resumLocked(r)
+		pf.landed = pf.landed[1:]
+	}
+	return nil
+}
+
+// pinSendLocked sends r's bytes of the cache file (up to its end) with
+// FILE_SYNC WRITEs. A range the server refuses is dropped, its error kept
+// for the next close or fsync, as a write-back does.
+func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 	i := pf.i
 	c := fs.client(pf.cred)
 	buf := make([]byte, fs.wsize)
-	for len(pf.landed) > 0 {
-		r := pf.landed[0]
-		st, err := pf.fd.Stat()
+	st, err := pf.fd.Stat()
+	if err != nil {
+		return fmt.Errorf("passthrough: cache file: %w", err)
+	}
+	end := min(r.end(), uint64(st.Size()))
+	for off := r.off; off < end; {
+		n, err := pf.fd.ReadAt(buf[:min(uint64(len(buf)), end-off)], int64(off))
+		if n == 0 {
+			return fmt.Errorf("passthrough: read cache file at %d: %w", off, err)
+		}
+		var res *nfs3.WriteRes
+		fs.stats.Writes.Add(1)
+		err = fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = c.Write(ctx, i.FH, off, buf[:n], nfs3.FileSync)
+			return status(res, err)
+		})
+		if res != nil {
+			i.mu.Lock()
+			i.wccLocked(&res.Wcc, time.Now())
+			i.mu.Unlock()
+		}
+		var st nfs3.Status
+		if errors.As(err, &st) {
+			fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
+			i.mu.Lock()
+			i.sn.wbErr = err
+			i.mu.Unlock()
+			return nil
+		}
 		if err != nil {
-			return fmt.Errorf("passthrough: cache file: %w", err)
+			return fmt.Errorf("WRITE at %d: %w", off, err)
 		}
-		end := min(r.end(), uint64(st.Size()))
-		for off := r.off; off < end; {
-			n, err := pf.fd.ReadAt(buf[:min(uint64(len(buf)), end-off)], int64(off))
-			if n == 0 {
-				return fmt.Errorf("passthrough: read cache file at %d: %w", off, err)
-			}
-			var res *nfs3.WriteRes
-			fs.stats.Writes.Add(1)
-			err = fs.do(ctx, func() (nfs3.Status, error) {
-				var err error
-				res, err = c.Write(ctx, i.FH, off, buf[:n], nfs3.FileSync)
-				return status(res, err)
-			})
-			if res != nil {
-				i.mu.Lock()
-				i.wccLocked(&res.Wcc, time.Now())
-				i.mu.Unlock()
-			}
-			var st nfs3.Status
-			if errors.As(err, &st) {
-				fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
-				i.mu.Lock()
-				i.sn.wbErr = err
-				i.mu.Unlock()
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("WRITE at %d: %w", off, err)
-			}
-			if res.Count == 0 {
-				return fmt.Errorf("WRITE at %d: %w", off, nfs3.ErrIO)
-			}
-			fs.sn.stats.WriteBackBytes.Add(uint64(res.Count))
-			off += uint64(res.Count)
+		if res.Count == 0 {
+			return fmt.Errorf("WRITE at %d: %w", off, nfs3.ErrIO)
 		}
-		pf.landed = pf.landed[1:]
+		fs.sn.stats.WriteBackBytes.Add(uint64(res.Count))
+		off += uint64(res.Count)
 	}
 	return nil
 }
@@ -318,6 +341,7 @@ func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r
 			if _, err := pf.fd.WriteAt(want[:got], int64(off)); err != nil {
 				return fmt.Errorf("passthrough: cache file: %w", err)
 			}
+			pf.resumLocked(span{off, uint64(got)})
 			off += uint64(got)
 			if got < len(want) {
 				// The server's end: a file another client shortened ends
@@ -325,6 +349,7 @@ func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r
 				if len(busy) == 0 {
 					if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) > off {
 						pf.fd.Truncate(int64(off))
+						pf.resumLocked(span{off &^ (pinPage - 1), pinPage})
 					}
 				}
 				break

@@ -1,0 +1,109 @@
+package vfs
+
+import (
+	"context"
+	"hash/maphash"
+)
+
+// Writes through shared mappings of a pinned file. The kernel maps the
+// cache file itself (passthrough), and a store into the mapping raises no
+// fanotify event: neither the handler nor the landed ranges see it. So the
+// mount keeps a hash of every page of the cache file as it was last sent to
+// the server or refreshed from it (taken at the pinned mode's entry, right
+// after the whole file was written back, and kept up to date by every send,
+// refresh and size change of its own). At a close or an fsync, which must
+// not return before the application's writes are on the server, it hashes
+// the file's pages again and sends every page that differs: only this
+// client's stores can have changed them, since other clients' bytes enter
+// the cache file through the refresh. The scan reads the whole file, which
+// is why it is left to closes and fsyncs, not done at every callback.
+
+// pinPage is the granularity of the page hashes.
+const pinPage = 4096
+
+// pageSums are the hashes of a cache file's pages, by page index.
+type pageSums struct {
+	seed maphash.Seed
+	sum  map[uint64]uint64
+	size uint64 // the cache file's size at the last resum
+}
+
+func (ps *pageSums) init() {
+	if ps.sum == nil {
+		ps.seed, ps.sum = maphash.MakeSeed(), map[uint64]uint64{}
+	}
+}
+
+// resumLocked records the hashes of the pages r overlaps as the cache file
+// holds them now; pages past its end are forgotten.
+func (pf *pinnedFile) resumLocked(r span) {
+	pf.sums.init()
+	st, err := pf.fd.Stat()
+	if err != nil {
+		return
+	}
+	size := uint64(st.Size())
+	if size < pf.sums.size {
+		for p := range pf.sums.sum {
+			if p*pinPage >= size {
+				delete(pf.sums.sum, p)
+			}
+		}
+	}
+	pf.sums.size = size
+	end := min(r.end(), size)
+	buf := make([]byte, 1<<20)
+	for off := r.off &^ (pinPage - 1); off < end; {
+		want := min(uint64(len(buf)), (end-off+pinPage-1)&^(pinPage-1))
+		n, _ := pf.fd.ReadAt(buf[:want], int64(off))
+		if n == 0 {
+			return
+		}
+		for i := 0; i < n; i += pinPage {
+			pf.sums.sum[(off+uint64(i))/pinPage] = maphash.Bytes(pf.sums.seed, buf[i:min(i+pinPage, n)])
+		}
+		off += uint64(n)
+	}
+}
+
+// pinScanLocked sends the pages of the cache file whose hash changed since
+// they were last sent or refreshed.
+func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile) error {
+	pf.sums.init()
+	st, err := pf.fd.Stat()
+	if err != nil {
+		return err
+	}
+	size := uint64(st.Size())
+	var changed []span
+	buf := make([]byte, 1<<20)
+	for off := uint64(0); off < size; {
+		n, _ := pf.fd.ReadAt(buf, int64(off))
+		if n == 0 {
+			break
+		}
+		for i := 0; i < n; i += pinPage {
+			p := (off + uint64(i)) / pinPage
+			h := maphash.Bytes(pf.sums.seed, buf[i:min(i+pinPage, n)])
+			if old, ok := pf.sums.sum[p]; ok && old == h {
+				continue
+			}
+			if k := len(changed) - 1; k >= 0 && changed[k].end() == p*pinPage {
+				changed[k].n += pinPage
+			} else {
+				changed = append(changed, span{p * pinPage, pinPage})
+			}
+		}
+		off += uint64(n)
+	}
+	for _, r := range changed {
+		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
+			return err
+		}
+		pf.resumLocked(r)
+	}
+	if len(changed) > 0 {
+		fs.log.Debug("passthrough: pages written through a mapping sent", "fileid", pf.i.FileID, "ranges", len(changed))
+	}
+	return nil
+}
