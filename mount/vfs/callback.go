@@ -236,15 +236,8 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 // too; files are cached again from their next OPEN) and dirty data is
 // reintegrated (reintegrate.go). Files open here go on, written through.
 func (fs *FS) serverRestarted(refused bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
-	go func() {
-		select {
-		case <-fs.sn.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if !refused {
 		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {

@@ -264,15 +264,15 @@ func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
-		pf.resumLocked(r)
 		pf.landed = pf.landed[1:]
 	}
 	return nil
 }
 
 // pinSendLocked sends r's bytes of the cache file (up to its end) with
-// FILE_SYNC WRITEs. A range the server refuses is dropped, its error kept
-// for the next close or fsync, as a write-back does.
+// FILE_SYNC WRITEs, and records their page hashes. A range the server
+// refuses is dropped, its error kept for the next close or fsync, as a
+// write-back does.
 func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 	i := pf.i
 	c := fs.client(pf.cred)
@@ -287,18 +287,7 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		if n == 0 {
 			return fmt.Errorf("passthrough: read cache file at %d: %w", off, err)
 		}
-		var res *nfs3.WriteRes
-		fs.stats.Writes.Add(1)
-		err = fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Write(ctx, i.FH, off, buf[:n], nfs3.FileSync)
-			return status(res, err)
-		})
-		if res != nil {
-			i.mu.Lock()
-			i.wccLocked(&res.Wcc, time.Now())
-			i.mu.Unlock()
-		}
+		_, err = i.writeAll(ctx, c, extent{off, buf[:n]}, nfs3.FileSync)
 		var st nfs3.Status
 		if errors.As(err, &st) {
 			fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
@@ -308,13 +297,11 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("WRITE at %d: %w", off, err)
+			return err
 		}
-		if res.Count == 0 {
-			return fmt.Errorf("WRITE at %d: %w", off, nfs3.ErrIO)
-		}
-		fs.sn.stats.WriteBackBytes.Add(uint64(res.Count))
-		off += uint64(res.Count)
+		fs.sn.stats.WriteBackBytes.Add(uint64(n))
+		pf.sumLocked(off, buf[:n])
+		off += uint64(n)
 	}
 	return nil
 }
@@ -341,7 +328,7 @@ func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r
 			if _, err := pf.fd.WriteAt(want[:got], int64(off)); err != nil {
 				return fmt.Errorf("passthrough: cache file: %w", err)
 			}
-			pf.resumLocked(span{off, uint64(got)})
+			pf.sumLocked(off, want[:got])
 			off += uint64(got)
 			if got < len(want) {
 				// The server's end: a file another client shortened ends
@@ -390,19 +377,6 @@ func (h pinHandler) file(ino uint64) *pinnedFile {
 	return h.fs.sn.pin.byIno[ino]
 }
 
-// pinCtx bounds the work done for one access (the application waits).
-func (fs *FS) pinCtx() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	go func() {
-		select {
-		case <-fs.sn.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
 // fileIno is st's inode number.
 func fileIno(st os.FileInfo) uint64 {
 	if s, ok := st.Sys().(*syscall.Stat_t); ok {
@@ -424,7 +398,7 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
 		return
 	}
 	if pf.entered {
-		ctx, cancel := h.fs.pinCtx()
+		ctx, cancel := h.fs.stopCtx(time.Minute) // the application waits
 		defer cancel()
 		if err := h.fs.pinFlushLocked(ctx, pf); err != nil {
 			h.fs.log.Warn("passthrough: sending writes", "fileid", pf.i.FileID, "err", err)

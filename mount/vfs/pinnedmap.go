@@ -66,6 +66,25 @@ func (pf *pinnedFile) resumLocked(r span) {
 	}
 }
 
+// sumLocked records the hashes of the pages data (the cache file's bytes at
+// off, just read or written) covers whole; a partial page at either end is
+// read back from the file (it may hold more than data).
+func (pf *pinnedFile) sumLocked(off uint64, data []byte) {
+	pf.sums.init()
+	end := off + uint64(len(data))
+	lo := (off + pinPage - 1) &^ (pinPage - 1)
+	hi := end &^ (pinPage - 1)
+	if off < lo {
+		pf.resumLocked(span{off, 1})
+	}
+	for p := lo; p < hi; p += pinPage {
+		pf.sums.sum[p/pinPage] = maphash.Bytes(pf.sums.seed, data[p-off:p-off+pinPage])
+	}
+	if hi < end && hi >= lo {
+		pf.resumLocked(span{hi, end - hi})
+	}
+}
+
 // pinScanLocked sends the pages of the cache file whose hash changed since
 // they were last sent or refreshed.
 func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile) error {
@@ -100,7 +119,6 @@ func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile) error {
 		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
-		pf.resumLocked(r)
 	}
 	if len(changed) > 0 {
 		fs.log.Debug("passthrough: pages written through a mapping sent", "fileid", pf.i.FileID, "ranges", len(changed))

@@ -257,6 +257,21 @@ func (fs *FS) Close() error {
 	return err
 }
 
+// stopCtx is a context for work no request carries (a callback's
+// aftermath, an access the watch stopped): it ends after d or when the FS
+// closes; cancel it when done.
+func (fs *FS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-fs.sn.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // cleanClose tells the server that this client holds no dirty data of i any
 // more (CLOSE with dirty = FALSE and no open to close, docs/protocol.md
 // section 4.4) when no application has it open, so that the next opener

@@ -209,7 +209,7 @@ func (i *Inode) send(ctx context.Context, cred Cred, batch extents) ([]sentRun, 
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			runs, err := i.writeAll(ctx, c, p)
+			runs, err := i.writeAll(ctx, c, p, nfs3.Unstable)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
@@ -222,17 +222,18 @@ func (i *Inode) send(ctx context.Context, cred Cred, batch extents) ([]sentRun, 
 	return sent, first
 }
 
-// writeAll writes one piece, continuing after short writes.
+// writeAll writes one piece as how asks, continuing after short writes; it
+// returns the runs the server took UNSTABLE.
 func (i *Inode) writeAll(ctx context.Context, c interface {
 	Write(context.Context, nfs3.FH, uint64, []byte, nfs3.StableHow) (*nfs3.WriteRes, error)
-}, p extent) ([]sentRun, error) {
+}, p extent, how nfs3.StableHow) ([]sentRun, error) {
 	var runs []sentRun
 	for len(p.data) > 0 {
 		var res *nfs3.WriteRes
 		i.fs.stats.Writes.Add(1)
 		err := i.fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
-			res, err = c.Write(ctx, i.FH, p.off, p.data, nfs3.Unstable)
+			res, err = c.Write(ctx, i.FH, p.off, p.data, how)
 			return status(res, err)
 		})
 		if res != nil {

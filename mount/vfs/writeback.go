@@ -322,7 +322,7 @@ func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cache
 				}
 				var sent []sentRun
 				if err == nil && k > 0 {
-					sent, err = i.writeAll(ctx, c, extent{uint64(off), buf[:k]})
+					sent, err = i.writeAll(ctx, c, extent{uint64(off), buf[:k]}, nfs3.Unstable)
 				}
 				mu.Lock()
 				defer mu.Unlock()
