@@ -9,14 +9,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/client"
 	"snfs/metrics"
 
@@ -329,7 +327,9 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		}
 		defer stopMetrics()
 	}
-	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	serving, stopServing := context.WithCancel(life)
+	defer stopServing()
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
 	if err != nil {
 		return err
 	}
@@ -337,10 +337,11 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", f.mode)
 	ready(nil)
 
-	serveUntilUnmounted(log, dir, srv)
+	end := newMountEnd(log, dir)
+	end.serve(srv, stopServing)
 	// Whatever is still unwritten (a shared mapping written after its
 	// file's last close) goes now.
-	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
+	sctx, sstop := end.writeBackContext(life, "what was written but not yet flushed by a close or fsync is lost")
 	defer sstop()
 	if err := v.Sync(sctx); err != nil {
 		log.Error("write-back at unmount", "err", err)
@@ -402,23 +403,4 @@ func writePidFile(dir string) func() {
 	pf := pidFile(dir)
 	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 	return func() { os.Remove(pf) }
-}
-
-// serveUntilUnmounted returns once the mount at dir is gone: unmounted from
-// outside (snfs umount), or by this process on SIGTERM/SIGINT.
-func serveUntilUnmounted(log *slog.Logger, dir string, srv *fuse.Server) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	served := make(chan struct{})
-	go func() { srv.Wait(); close(served) }()
-	select {
-	case <-served:
-	case s := <-sigs:
-		log.Info("unmounting", "signal", s.String())
-		if err := fusefs.Unmount(dir, srv, 30*time.Second); err != nil {
-			log.Warn("unmount", "err", err)
-		}
-		<-served
-	}
 }

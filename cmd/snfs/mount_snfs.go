@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"snfs/metrics"
 	"snfs/mount/fusefs"
@@ -83,7 +82,9 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		}
 		defer stopMetrics()
 	}
-	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
+	serving, stopServing := context.WithCancel(life)
+	defer stopServing()
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
 		Passthrough: f.passthrough})
 	if err != nil {
 		v.Close()
@@ -94,9 +95,11 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
 	ready(nil)
 
-	serveUntilUnmounted(log, dir, srv)
+	end := newMountEnd(log, dir)
+	end.serve(srv, stopServing)
 	// Unmount writes everything back.
-	sctx, sstop := context.WithTimeout(life, 5*time.Minute)
+	sctx, sstop := end.writeBackContext(life, "dirty files stay in the cache directory "+cacheDir+
+		" and are written back by the next mount with it")
 	defer sstop()
 	serr := v.Sync(sctx)
 	if serr != nil {

@@ -16,6 +16,14 @@ import (
 // (MNT_DETACH) and aborts the FUSE connection through fusectl, so that nothing
 // is left behind to hang later users of dir.
 func Unmount(dir string, srv *fuse.Server, timeout time.Duration) error {
+	return UnmountOrAbort(dir, srv, timeout, nil)
+}
+
+// UnmountOrAbort is Unmount that calls aborted (if not nil) once the mount
+// is detached and its connection aborted, before waiting for the serve loop:
+// the caller cancels there what its handlers wait on (a server that is gone),
+// since an aborted connection sends them no interrupt.
+func UnmountOrAbort(dir string, srv *fuse.Server, timeout time.Duration, aborted func()) error {
 	var st syscall.Stat_t
 	statErr := syscall.Stat(dir, &st)
 	done := make(chan error, 1)
@@ -40,6 +48,9 @@ func Unmount(dir string, srv *fuse.Server, timeout time.Duration) error {
 	if statErr == nil {
 		abort(st.Dev)
 	}
+	if aborted != nil {
+		aborted()
+	}
 	if srv != nil {
 		w := make(chan struct{})
 		go func() { srv.Wait(); close(w) }()
@@ -52,7 +63,7 @@ func Unmount(dir string, srv *fuse.Server, timeout time.Duration) error {
 	if derr != nil && !errors.Is(derr, syscall.EINVAL) {
 		return fmt.Errorf("unmount %s (forced): %w", dir, derr)
 	}
-	return fmt.Errorf("unmount %s: not idle within %v; detached and aborted", dir, timeout)
+	return fmt.Errorf("unmount %s: busy, or not idle within %v: detached and aborted", dir, timeout)
 }
 
 // abort ends the FUSE connection of device dev (fusectl's abort file), mounting
