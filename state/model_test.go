@@ -18,6 +18,14 @@ import (
 // writes, delayed closes), each file's content is one integer, and every read
 // checks Sprite's promise: it returns the most recently written value. After
 // every step it checks the table's invariants.
+//
+// A caching writer may answer a callback that invalidates with Pinned (the
+// mount whose kernel writes into its cache file itself, docs/protocol.md
+// 10.1): it writes back, and from then on, while it has write opens, it
+// answers every callback Pinned after writing back, writes into its cache
+// and reads its own dirty value or the server's. Every other client's read
+// or write of the file, covered ones included, may then wait (parked), and
+// must find the pinned holder's writes on the server when it goes on.
 
 const (
 	nFiles   = 2
@@ -62,6 +70,8 @@ type cstate struct {
 	tag          uint64 // version of the last OPEN reply
 	val          int
 	pending      bool // an OPEN is parked at the server
+	parked       bool // a read or write of an open file is parked (behind a pinned holder)
+	pinned       bool // it answered Pinned and has not ended it (its kernel writes into its cache)
 }
 
 type pendOpen struct {
@@ -71,9 +81,10 @@ type pendOpen struct {
 }
 
 type pendPlain struct {
-	c    ClientID
-	f    int
-	kind AccessKind
+	c     ClientID
+	f     int
+	kind  AccessKind
+	proto bool // a protocol client's read or write of a file it has open
 }
 
 type outCb struct {
@@ -169,6 +180,9 @@ func (w *world) absorb(acts []Action) {
 			}
 			delete(w.pendPlain, a.Req)
 			w.logf("  -> proceed %d (%d f%d %v)", a.Req, pp.c, pp.f, pp.kind)
+			if pp.proto {
+				w.cl[pp.c][pp.f].parked = false
+			}
 			w.plainDone(pp.c, pp.f, pp.kind)
 		case ActJukebox, ActAbandon, ActRefuse:
 			w.logf("  -> %v %d", a.Kind, a.Req)
@@ -178,8 +192,11 @@ func (w *world) absorb(acts []Action) {
 				}
 				delete(w.pendOpens, a.Req)
 				w.cl[po.c][po.f].pending = false
-			} else if _, ok := w.pendPlain[a.Req]; ok {
+			} else if pp, ok := w.pendPlain[a.Req]; ok {
 				delete(w.pendPlain, a.Req)
+				if pp.proto {
+					w.cl[pp.c][pp.f].parked = false
+				}
 			} else {
 				w.fail("%v for unknown request %d", a.Kind, a.Req)
 			}
@@ -218,8 +235,8 @@ func (w *world) forget(c ClientID, f int) {
 	if s.dirty {
 		w.latest[f] = w.server[f]
 	}
-	pending := s.pending
-	*s = cstate{pending: pending}
+	pending, parked := s.pending, s.parked
+	*s = cstate{pending: pending, parked: parked}
 }
 
 func (w *world) openReplied(c ClientID, f int, mode Mode, r OpenReply) {
@@ -240,7 +257,9 @@ func (w *world) openReplied(c ClientID, f int, mode Mode, r OpenReply) {
 		}
 	}
 	if s.valid && s.tag != r.Version && s.tag != r.OldVersion {
-		if s.dirty {
+		// (A pinned holder's versions move with others' writes between its
+		// write-backs; it takes nothing from the version.)
+		if s.dirty && !s.pinned {
 			w.fail("client %d has dirty f%d of version %d, reply %+v", c, f, s.tag, r)
 		}
 		s.valid = false
@@ -268,9 +287,41 @@ func (w *world) flush(c ClientID, f int) {
 	s.dirty = false
 }
 
+// access sends protocol client c's READ or WRITE of f, which it has open. It
+// proceeds at once (the caller does the rest), or waits behind another
+// client's pinned holding (access reports true: plainDone finishes it).
+func (w *world) access(c ClientID, f int, k AccessKind) (parked bool) {
+	w.nextReq++
+	req := w.nextReq
+	v, acts := w.m.PlainAccess(w.now, req, AccessArgs{File: fileID(f), Client: c, Kind: k})
+	if v == Proceed && len(acts) == 0 {
+		return false
+	}
+	if v != Wait {
+		w.fail("%v by %d of f%d it has open: %v %+v", k, c, f, v, acts)
+	}
+	fi, _ := w.m.Lookup(w.now, fileID(f))
+	if !slices.ContainsFunc(fi.Holders, func(h HolderInfo) bool { return h.Client != c && h.Pinned }) {
+		w.fail("%v by %d of f%d it has open waits, and no other client is pinned: %+v", k, c, f, fi)
+	}
+	w.logf("%d: %v f%d waits behind a pinned holder (req %d)", c, k, f, req)
+	w.pendPlain[req] = pendPlain{c: c, f: f, kind: k, proto: true}
+	w.cl[c][f].parked = true
+	w.absorb(acts)
+	return true
+}
+
 func (w *world) plainDone(c ClientID, f int, k AccessKind) {
 	fi, _ := w.m.Lookup(w.now, fileID(f))
 	for _, h := range fi.Holders {
+		if h.Client != c && h.Pinned && !h.Fenced {
+			// It stays the dirty holder; what it wrote must be on the
+			// server before anyone else's request goes on.
+			if w.cl[h.Client][f].dirty {
+				w.fail("%v by %d of f%d goes on while pinned %d has unwritten data", k, c, f, h.Client)
+			}
+			continue
+		}
 		// A GETATTR leaves a caching writer caching (and so maybe dirty):
 		// only what the server has when it goes on matters.
 		if h.Client != c && k != AccessGetattr && (h.Dirty || (h.Caching && k != AccessRead)) {
@@ -294,7 +345,7 @@ func (w *world) step() {
 	switch op := w.src.intn(14); op {
 	case 0, 1: // open
 		mode := Mode(1 + w.src.intn(2))
-		if s.pending {
+		if s.pending || s.parked {
 			return
 		}
 		if (mode == Read && s.sentR > s.appR) || (mode == Write && s.sentW > s.appW) {
@@ -331,7 +382,7 @@ func (w *world) step() {
 		}
 	case 2: // close
 		mode := Mode(1 + w.src.intn(2))
-		if (mode == Read && s.appR == 0) || (mode == Write && s.appW == 0) {
+		if (mode == Read && s.appR == 0) || (mode == Write && s.appW == 0) || s.parked {
 			return
 		}
 		if mode == Read {
@@ -348,18 +399,24 @@ func (w *world) step() {
 		} else {
 			s.sentW--
 		}
+		if mode == Write && s.sentW == 0 && s.pinned {
+			// Its kernel's last write open: what it wrote is made durable
+			// at close, and the pinning ends.
+			w.flush(c, f)
+			s.pinned, s.valid = false, false
+		}
 		w.logf("%d closes f%d for %v (dirty %v)", c, f, mode, s.dirty)
 		w.absorb(w.m.Close(w.now, CloseArgs{File: fileID(f), Client: c, Mode: mode, Dirty: s.dirty}))
 	case 3, 4: // read
-		if s.appR+s.appW == 0 || s.pending {
+		if s.appR+s.appW == 0 || s.pending || s.parked {
 			return
 		}
 		val := s.val
-		if !(s.caching && s.valid) {
-			w.nextReq++
-			v, acts := w.m.PlainAccess(w.now, w.nextReq, AccessArgs{File: fileID(f), Client: c, Kind: AccessRead})
-			if v != Proceed || len(acts) != 0 {
-				w.fail("read by %d of f%d it has open: %v %+v", c, f, v, acts)
+		if s.pinned && s.dirty {
+			w.logf("%d reads f%d: %d (its own, pinned)", c, f, val)
+		} else if !(s.caching && s.valid) {
+			if w.access(c, f, AccessRead) {
+				return
 			}
 			val = w.server[f]
 			if s.caching {
@@ -371,22 +428,22 @@ func (w *world) step() {
 			w.fail("client %d read f%d = %d, latest %d (state %+v)", c, f, val, w.latest[f], *s)
 		}
 	case 5: // write
-		if s.appW == 0 || s.pending {
+		if s.appW == 0 || s.pending || s.parked {
+			return
+		}
+		if s.caching || s.pinned {
+			w.nextVal++
+			w.latest[f] = w.nextVal
+			s.valid, s.val, s.dirty = true, w.nextVal, true
+			w.logf("%d writes f%d = %d into its cache (pinned %v)", c, f, w.nextVal, s.pinned)
+			return
+		}
+		if w.access(c, f, AccessWrite) {
 			return
 		}
 		w.nextVal++
 		w.latest[f] = w.nextVal
-		if s.caching {
-			s.valid, s.val, s.dirty = true, w.nextVal, true
-			w.logf("%d writes f%d = %d into its cache", c, f, w.nextVal)
-			return
-		}
 		w.logf("%d writes f%d = %d through", c, f, w.nextVal)
-		w.nextReq++
-		v, acts := w.m.PlainAccess(w.now, w.nextReq, AccessArgs{File: fileID(f), Client: c, Kind: AccessWrite})
-		if v != Proceed || len(acts) != 0 {
-			w.fail("write by %d of f%d it has open: %v %+v", c, f, v, acts)
-		}
 		w.server[f] = w.nextVal
 	case 6, 7: // a plain client
 		p := plainClients[w.src.intn(len(plainClients))]
@@ -405,7 +462,7 @@ func (w *world) step() {
 		w.nextReq++
 		req := w.nextReq
 		w.logf("plain %d: %v f%d (req %d)", p, k, f, req)
-		w.pendPlain[req] = pendPlain{p, f, k}
+		w.pendPlain[req] = pendPlain{c: p, f: f, kind: k}
 		v, acts := w.m.PlainAccess(w.now, req, AccessArgs{File: fileID(f), Handle: []byte{byte(f)}, Client: p, Kind: k})
 		w.absorb(acts)
 		switch v {
@@ -455,8 +512,13 @@ func (w *world) step() {
 				w.fail("parked open %d of a dead client not abandoned", req)
 			}
 		}
+		for req, pp := range w.pendPlain {
+			if pp.c == c {
+				w.fail("parked access %d of a dead client not abandoned", req)
+			}
+		}
 		for f := range nFiles {
-			w.cl[c][f].pending = false
+			w.cl[c][f].pending, w.cl[c][f].parked = false, false
 		}
 		w.absorb(w.m.Register(w.now, c))
 	case 13: // the driver has persisted a version block
@@ -495,11 +557,22 @@ func (w *world) answer(oc outCb, failIt bool) {
 		w.react()
 		return
 	}
+	if cb.Mode == Invalidate && s.dirty {
+		w.fail("INVALIDATE without write-back sent to %d, dirty on f%d", c, f)
+	}
+	invalidates := cb.Mode == Invalidate || cb.Mode == WritebackInvalidate
+	if (s.pinned || (invalidates && s.caching && w.src.intn(2) == 0)) && s.appW > 0 {
+		// Its kernel writes into its cache file: it writes back what it
+		// has and goes on writing.
+		w.flush(c, f)
+		s.pinned, s.caching, s.valid = true, false, false
+		w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, Pinned)
+		w.absorb(w.m.CallbackDone(w.now, cb, Pinned))
+		return
+	}
+	s.pinned = false // its kernel's write opens are gone: it answers as any client
 	switch cb.Mode {
 	case Invalidate:
-		if s.dirty {
-			w.fail("INVALIDATE without write-back sent to %d, dirty on f%d", c, f)
-		}
 		s.valid, s.caching = false, false
 	case Writeback:
 		w.flush(c, f)
@@ -527,6 +600,7 @@ func (w *world) check() {
 	for f := range nFiles {
 		fi, _ := w.m.Lookup(w.now, fileID(f))
 		var cachingWriter, dirty ClientID
+		pinned := false // the dirty holder is pinned: others' requests wait for its write-backs
 		open := 0
 		for _, h := range fi.Holders {
 			o := h.Readers+h.Writers > 0 || h.Plain
@@ -540,7 +614,10 @@ func (w *world) check() {
 				if dirty != 0 {
 					w.fail("f%d: two dirty clients %d and %d", f, dirty, h.Client)
 				}
-				dirty = h.Client
+				dirty, pinned = h.Client, h.Pinned
+			}
+			if h.Pinned && (h.Writers == 0 || !h.Dirty) {
+				w.fail("f%d: pinned holder %+v, want a dirty writer", f, h)
 			}
 			if h.Caching && fi.State == WriteShared {
 				w.fail("f%d: %d caching a WRITE_SHARED file", f, h.Client)
@@ -551,7 +628,7 @@ func (w *world) check() {
 			if cachingWriter != 0 && h.Client != cachingWriter && o {
 				w.fail("f%d: %d caches and writes while %d has it open: %+v", f, cachingWriter, h.Client, fi)
 			}
-			if dirty != 0 && h.Client != dirty && o {
+			if dirty != 0 && h.Client != dirty && o && !pinned {
 				w.fail("f%d: %d may be dirty while %d has it open: %+v", f, dirty, h.Client, fi)
 			}
 		}
@@ -571,6 +648,9 @@ func (w *world) check() {
 			}
 			if s.caching && s.sentR+s.sentW > 0 && !h.Caching {
 				w.fail("f%d: client %d caches an open file, the server does not know: %+v", f, c, fi)
+			}
+			if s.pinned != h.Pinned && !h.Fenced {
+				w.fail("f%d: client %d pinned %v, the server says %v: %+v", f, c, s.pinned, h.Pinned, fi)
 			}
 		}
 	}
