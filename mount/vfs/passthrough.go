@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"time"
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
@@ -348,7 +347,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, err
 	}
 	i.mu.Lock()
-	i.sn.mtime = time.Now()
+	i.snfsWroteLocked()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
