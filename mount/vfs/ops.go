@@ -482,9 +482,7 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 			fs.snfsSized(i, s.Size) // only a size the server took
 		}
 		if timesLater {
-			i.mu.Lock()
-			i.snfsTimesSetLocked(&sa)
-			i.mu.Unlock()
+			fs.snfsTimesSet(i, &sa)
 		}
 	}
 	now := time.Now()
