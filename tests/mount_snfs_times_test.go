@@ -95,34 +95,3 @@ func TestMountSNFSTimesKeepWriteBackDelayed(t *testing.T) {
 		}
 	}
 }
-
-// TestMountSNFSTimesThenKilled: a mount process killed (SIGKILL) after
-// writing a file and setting its times, before the write-back: the next
-// mount with the same cache directory writes the data back as this client's,
-// not as a conflict (the base that the times' SETATTR moved was made durable
-// with it).
-func TestMountSNFSTimesThenKilled(t *testing.T) {
-	requireFUSE(t)
-	s := newServeProc(t)
-	a := startMount(t, s, "", "")
-	want := randBytes(73, 90000)
-	set := time.Date(2012, 5, 6, 7, 8, 9, 0, time.UTC)
-	writeDurable(t, a.path("extracted"), want)
-	if err := os.Chtimes(a.path("extracted"), set, set); err != nil {
-		t.Fatal(err)
-	}
-	if got := mustRead(t, s.path("extracted")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes before the kill; want none (delayed write-back)", len(got))
-	}
-	a.kill9()
-	b := startMount(t, s, a.dir, a.cacheDir)
-	if got := mustRead(t, s.path("extracted")); !bytes.Equal(got, want) {
-		t.Fatalf("after the remount the export has %d bytes, want the %d written before the kill", len(got), len(want))
-	}
-	if n := scrape(t, b.metrics, "snfs_client_conflicts_total"); n != 0 {
-		t.Errorf("snfs_client_conflicts_total = %v; want 0", n)
-	}
-	if ents, _ := os.ReadDir(s.export); len(ents) != 1 {
-		t.Errorf("%d names in the export, want 1 (no conflict copy)", len(ents))
-	}
-}

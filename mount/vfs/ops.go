@@ -482,7 +482,9 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 			fs.snfsSized(i, s.Size) // only a size the server took
 		}
 		if timesLater {
-			fs.snfsTimesSet(i, &sa)
+			i.mu.Lock()
+			i.snfsTimesSetLocked(&sa)
+			i.mu.Unlock()
 		}
 	}
 	now := time.Now()

@@ -2,11 +2,9 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"snfs/mount/cachedir"
 	"snfs/nfs3"
 )
 
@@ -59,26 +57,14 @@ func (fs *FS) snfsTimesLater(i *Inode, sa *nfs3.Sattr) bool {
 
 // snfsTimesSet records times sa that the server took while i's data stays
 // dirty: the write-back re-applies them. The server's mtime is the file's
-// now, not the time of the last local write. The cache's base moved with
-// the SETATTR (snfsOwnChange) and is made durable here: a mount restarted
-// after a crash finds the server's file as its base says, not changed by
-// someone else. (A crash between the SETATTR's reply and this commit leaves
-// the old base: the restarted mount then keeps its data as a conflict copy.)
-func (fs *FS) snfsTimesSet(i *Inode, sa *nfs3.Sattr) {
-	i.mu.Lock()
+// now, not the time of the last local write. Called with i.mu held.
+func (i *Inode) snfsTimesSetLocked(sa *nfs3.Sattr) {
 	if sa.Atime.How == nfs3.SetToClientTime {
 		i.sn.setTimes.atime = sa.Atime
 	}
 	if sa.Mtime.How == nfs3.SetToClientTime {
 		i.sn.setTimes.mtime = sa.Mtime
 		i.sn.mtime = time.Time{}
-	}
-	cf := i.sn.cf
-	i.mu.Unlock()
-	if cf != nil {
-		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: times set", "fileid", i.FileID, "err", err)
-		}
 	}
 }
 
