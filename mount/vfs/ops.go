@@ -426,6 +426,13 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 	if fs.snfsSetattrLocal(i, s) {
 		return fs.snfsSetattr(i, c, *s.Size)
 	}
+	if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
+		// Pending write-back first: it would change the size or mtime
+		// set here.
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+	}
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
 		switch {
@@ -437,16 +444,6 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: nfsTime(*t)}
 	}
 	sa.Atime, sa.Mtime = setTime(s.Atime), setTime(s.Mtime)
-	timesLater := fs.snfsTimesLater(i, &sa) // settimes.go
-	if timesLater {
-		defer i.flushMu.Unlock()
-	} else if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
-		// Pending write-back first: it would change the size or mtime
-		// set here.
-		if err := fs.writeBackInode(ctx, i); err != nil {
-			return nfs3.Fattr{}, 0, err
-		}
-	}
 	if s.Atime != nil || s.Mtime != nil {
 		// Unwritten data would change mtime after the one set here.
 		i.mu.Lock()
@@ -480,11 +477,6 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		fs.snfsOwnChange(i, &res.Wcc)
 		if fs.sn != nil {
 			fs.snfsSized(i, s.Size) // only a size the server took
-		}
-		if timesLater {
-			i.mu.Lock()
-			i.snfsTimesSetLocked(&sa)
-			i.mu.Unlock()
 		}
 	}
 	now := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
@@ -347,7 +348,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, err
 	}
 	i.mu.Lock()
-	i.snfsWroteLocked()
+	i.sn.mtime = time.Now()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil

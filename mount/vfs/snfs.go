@@ -122,14 +122,8 @@ type snfsInode struct {
 	opens   [3]int         // protocol opens held, by snfs1.OpenMode
 	opening int            // OPENs in flight
 	mtime   time.Time      // last local write while caching
-	// setTimes: access and modification times this client set on the
-	// server (utimes) after its last local write, while that write was not
-	// written back yet (SetToClientTime only; the zero SetTime for none).
-	// The write-back re-applies them after its WRITEs, which move the
-	// server's times; a local write clears them (snfsWroteLocked).
-	setTimes struct{ atime, mtime nfs3.SetTime }
-	cred     Cred  // the last writer: write-back is done as it
-	wbErr    error // a write-back error not yet reported
+	cred    Cred           // the last writer: write-back is done as it
+	wbErr   error          // a write-back error not yet reported
 	// wbMoving: a write-back of the dirty data began and has not finished:
 	// the server's file may show some of its WRITEs (an interruption: a
 	// server crash, a broken connection), so its size and mtime may have
@@ -355,14 +349,6 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 			a.Mtime, a.Ctime = t, t
 		}
 	}
-}
-
-// snfsWroteLocked records a local write of i's cached data: its time is the
-// file's mtime until the write-back, and times set before it are not to be
-// re-applied after the write-back.
-func (i *Inode) snfsWroteLocked() {
-	i.sn.mtime = time.Now()
-	i.sn.setTimes.atime, i.sn.setTimes.mtime = nfs3.SetTime{}, nfs3.SetTime{}
 }
 
 // snfsBusy: Forget must keep the inode (its state is needed).

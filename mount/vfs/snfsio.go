@@ -307,8 +307,7 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 		n, err := cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.mu.Lock()
-			i.sn.cred = f.cred
-			i.snfsWroteLocked()
+			i.sn.cred, i.sn.mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}
@@ -494,8 +493,7 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 		return err
 	}
 	i.mu.Lock()
-	i.sn.cred = c
-	i.snfsWroteLocked()
+	i.sn.cred, i.sn.mtime = c, time.Now()
 	i.mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
 		fs.sn.stats.Cancelled.Add(1)

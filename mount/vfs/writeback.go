@@ -280,11 +280,6 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		}
 		break
 	}
-	if a, err := fs.reapplyTimes(ctx, i, cred); err != nil {
-		return err
-	} else if a != nil {
-		synced = a
-	}
 	fs.sn.stats.WriteBacks.Add(1)
 	if err := cf.MarkClean(wb, version); err != nil && !errors.Is(err, cachedir.ErrStaleWriteBack) {
 		return err
