@@ -59,3 +59,50 @@ func TestBaseOriginDurable(t *testing.T) {
 		t.Fatalf("ReadKnown at the end: %v; want EOF", err)
 	}
 }
+
+// TestBaseOriginMoveDurable: a base or origin that changes while the dirty
+// data does not (this client's own SETATTR moved the server's file; the file
+// was renamed) is committed by the next Sync like any other change of the
+// record.
+func TestBaseOriginMoveDurable(t *testing.T) {
+	dir := testDir(t)
+	c := openCache(t, dir, 0)
+	f := mustFile(t, c, "fh1")
+	if err := f.SetVersion(3, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetBase(Base{Size: 100, MtimeSec: 12}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetOrigin([]byte("dir1"), "old.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(pattern(2, 30), 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	moved := Base{Size: 100, CtimeSec: 20, MtimeSec: 21, MtimeNsec: 22}
+	if err := f.SetBase(moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetOrigin([]byte("dir2"), "new.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openCache(t, dir, 0)
+	defer c.Close()
+	f = mustFile(t, c, "fh1")
+	if b, ok := f.Base(); !ok || b != moved {
+		t.Errorf("base after reopen: %+v %v; want the moved %+v", b, ok, moved)
+	}
+	if p, n := f.Origin(); string(p) != "dir2" || n != "new.txt" {
+		t.Errorf("origin after reopen: %q %q; want dir2 new.txt", p, n)
+	}
+}

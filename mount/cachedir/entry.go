@@ -67,7 +67,8 @@ func (e *entry) clone() entry {
 func (e *entry) sameRecord(d *entry) bool {
 	return e.version == d.version && e.size == d.size && e.gen == d.gen &&
 		e.truncated == d.truncated && e.truncTo == d.truncTo &&
-		slices.Equal(e.valid, d.valid) && slices.Equal(e.dirty, d.dirty)
+		slices.Equal(e.valid, d.valid) && slices.Equal(e.dirty, d.dirty) &&
+		e.hasBase == d.hasBase && e.base == d.base && slices.Equal(e.parent, d.parent) && e.name == d.name
 }
 
 // needsWriteBack reports whether the server lacks something of this file.
