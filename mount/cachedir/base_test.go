@@ -27,16 +27,8 @@ func TestBaseOriginDurable(t *testing.T) {
 	if _, err := f.WriteAt(pattern(1, 30), 50); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	c = openCache(t, dir, 0)
+	c, f = syncReopen(t, c, f, dir)
 	defer c.Close()
-	f = mustFile(t, c, "fh1")
 	if b, ok := f.Base(); !ok || b != base {
 		t.Fatalf("base after reopen: %+v %v; want %+v", b, ok, base)
 	}
@@ -90,6 +82,20 @@ func TestBaseOriginMoveDurable(t *testing.T) {
 	if err := f.SetOrigin([]byte("dir2"), "new.txt"); err != nil {
 		t.Fatal(err)
 	}
+	c, f = syncReopen(t, c, f, dir)
+	defer c.Close()
+	if b, ok := f.Base(); !ok || b != moved {
+		t.Errorf("base after reopen: %+v %v; want the moved %+v", b, ok, moved)
+	}
+	if p, n := f.Origin(); string(p) != "dir2" || n != "new.txt" {
+		t.Errorf("origin after reopen: %q %q; want dir2 new.txt", p, n)
+	}
+}
+
+// syncReopen syncs f, closes c and opens the cache in dir again, as a
+// restarted mount does, returning it and its "fh1".
+func syncReopen(t *testing.T, c *Cache, f *File, dir string) (*Cache, *File) {
+	t.Helper()
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +103,5 @@ func TestBaseOriginMoveDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = openCache(t, dir, 0)
-	defer c.Close()
-	f = mustFile(t, c, "fh1")
-	if b, ok := f.Base(); !ok || b != moved {
-		t.Errorf("base after reopen: %+v %v; want the moved %+v", b, ok, moved)
-	}
-	if p, n := f.Origin(); string(p) != "dir2" || n != "new.txt" {
-		t.Errorf("origin after reopen: %q %q; want dir2 new.txt", p, n)
-	}
+	return c, mustFile(t, c, "fh1")
 }

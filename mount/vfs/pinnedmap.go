@@ -51,16 +51,25 @@ func (pf *pinnedFile) resumLocked(r span) {
 		}
 	}
 	pf.sums.size = size
-	end := min(r.end(), size)
-	buf := make([]byte, 1<<20)
-	for off := r.off &^ (pinPage - 1); off < end; {
+	pf.hashPagesLocked(r.off&^(pinPage-1), min(r.end(), size), func(p, h uint64) { pf.sums.sum[p] = h })
+}
+
+// hashPagesLocked hashes the cache file's pages from lo (a page boundary)
+// to end, the page end covers included whole (as far as the file goes), and
+// calls fn with each page's index and hash.
+func (pf *pinnedFile) hashPagesLocked(lo, end uint64, fn func(p, h uint64)) {
+	if lo >= end {
+		return
+	}
+	buf := make([]byte, min(1<<20, (end-lo+pinPage-1)&^(pinPage-1)))
+	for off := lo; off < end; {
 		want := min(uint64(len(buf)), (end-off+pinPage-1)&^(pinPage-1))
 		n, _ := pf.fd.ReadAt(buf[:want], int64(off))
 		if n == 0 {
 			return
 		}
 		for i := 0; i < n; i += pinPage {
-			pf.sums.sum[(off+uint64(i))/pinPage] = maphash.Bytes(pf.sums.seed, buf[i:min(i+pinPage, n)])
+			fn((off+uint64(i))/pinPage, maphash.Bytes(pf.sums.seed, buf[i:min(i+pinPage, n)]))
 		}
 		off += uint64(n)
 	}
@@ -93,28 +102,17 @@ func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile) error {
 	if err != nil {
 		return err
 	}
-	size := uint64(st.Size())
 	var changed []span
-	buf := make([]byte, 1<<20)
-	for off := uint64(0); off < size; {
-		n, _ := pf.fd.ReadAt(buf, int64(off))
-		if n == 0 {
-			break
+	pf.hashPagesLocked(0, uint64(st.Size()), func(p, h uint64) {
+		if old, ok := pf.sums.sum[p]; ok && old == h {
+			return
 		}
-		for i := 0; i < n; i += pinPage {
-			p := (off + uint64(i)) / pinPage
-			h := maphash.Bytes(pf.sums.seed, buf[i:min(i+pinPage, n)])
-			if old, ok := pf.sums.sum[p]; ok && old == h {
-				continue
-			}
-			if k := len(changed) - 1; k >= 0 && changed[k].end() == p*pinPage {
-				changed[k].n += pinPage
-			} else {
-				changed = append(changed, span{p * pinPage, pinPage})
-			}
+		if k := len(changed) - 1; k >= 0 && changed[k].end() == p*pinPage {
+			changed[k].n += pinPage
+		} else {
+			changed = append(changed, span{p * pinPage, pinPage})
 		}
-		off += uint64(n)
-	}
+	})
 	for _, r := range changed {
 		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
 			return err

@@ -109,6 +109,10 @@ type snfsFS struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	// life ends when stop closes (Close): the parent of work no request
+	// carries (stopCtx).
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
@@ -209,6 +213,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	}
 	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}
@@ -234,6 +239,7 @@ func (fs *FS) Close() error {
 	fs.sn.once.Do(func() {
 		fs.closeAllDelayed()
 		close(fs.sn.stop)
+		fs.sn.endLife()
 		<-fs.sn.done
 		fs.stopWatch()
 		err = fs.sn.cache.Close()
@@ -261,15 +267,7 @@ func (fs *FS) Close() error {
 // aftermath, an access the watch stopped): it ends after d or when the FS
 // closes; cancel it when done.
 func (fs *FS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	go func() {
-		select {
-		case <-fs.sn.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	return context.WithTimeout(fs.sn.life, d)
 }
 
 // cleanClose tells the server that this client holds no dirty data of i any
