@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"snfs/consist"
+	"snfs/drcstore"
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
@@ -65,6 +66,12 @@ type Config struct {
 	// version mark in memory instead of StateDir: nothing of it survives a
 	// restart, so there is no grace period (benchmarks compare the two).
 	VolatileClients bool
+
+	// SavedReplies and SavedReplyAge bound the replies of non-idempotent
+	// calls kept in StateDir for retransmissions after a restart (package
+	// drcstore; 0: its defaults).
+	SavedReplies  int
+	SavedReplyAge time.Duration
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -80,6 +87,7 @@ type Server struct {
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	consist *consist.Driver // the consistency protocol's state
+	replies *drcstore.Store // the saved replies of non-idempotent calls
 
 	exports []*export          // in configuration order
 	byID    map[uint32]*export // by store export id
@@ -150,7 +158,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
-	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll,
+	s.replies, err = drcstore.Open(cfg.StateDir, cfg.SavedReplies, cfg.SavedReplyAge)
+	if err != nil {
+		s.consist.Stop()
+		st.Close()
+		return nil, err
+	}
+	drc := sunrpc.NewDRC(16384, 64<<20)
+	if err := drc.Persist(s.replies, s.replies.MaxAge()); err != nil {
+		s.replies.Close()
+		s.consist.Stop()
+		st.Close()
+		return nil, err
+	}
+	if n := drc.Loaded(); n > 0 {
+		s.log.Info("replies saved before the restart are replayed to retransmissions", "replies", n)
+	}
+	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
@@ -214,6 +238,10 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 // closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
+	s.RPC.DRC.Close()
+	if cerr := s.replies.Close(); cerr != nil {
+		s.log.Error("closing the saved replies failed", "err", cerr)
+	}
 	s.consist.Stop()
 	for _, e := range s.exports {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {

@@ -15,7 +15,10 @@ import (
 // preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
 // wait (an OPEN that needs callbacks defers its reply and returns), so they run
 // inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
-// applies up to snfs1.ReclaimMax items, so they do not.
+// applies up to snfs1.ReclaimMax items, so they do not. The replies of OPEN,
+// OPEN_NAME and CLOSE are cached in memory only: they answer for the table's
+// state, which a restart replaces (RECLAIM rebuilds it), so a reply saved
+// before a restart would answer for a state the new server does not have.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
