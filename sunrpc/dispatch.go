@@ -23,8 +23,8 @@ type Handler func(ctx context.Context, call *Call, args *xdr.Reader, res *xdr.Wr
 
 // Proc is one entry of a program's procedure table.
 type Proc struct {
-	Name    string  // upper case, as in the protocol's RFC; used in metrics
-	Cache   bool    // non-idempotent: replies go through the duplicate request cache
+	Name  string // upper case, as in the protocol's RFC; used in metrics
+	Cache bool   // non-idempotent: replies go through the duplicate request cache
 	// Persist (with Cache) saves the replies in the cache's ReplyStore before
 	// they are sent, so that they outlive a restart of the server (DRC.Persist):
 	// for calls whose second execution gives another answer than the first.
