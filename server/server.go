@@ -72,6 +72,10 @@ type Config struct {
 	// drcstore; 0: its defaults).
 	SavedReplies  int
 	SavedReplyAge time.Duration
+	// VolatileReplies keeps those replies in memory only, as knfsd does: a
+	// retransmission after a restart is executed again (benchmarks compare
+	// the two).
+	VolatileReplies bool
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -87,7 +91,7 @@ type Server struct {
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	consist *consist.Driver // the consistency protocol's state
-	replies *drcstore.Store // the saved replies of non-idempotent calls
+	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports []*export          // in configuration order
 	byID    map[uint32]*export // by store export id
@@ -158,21 +162,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
-	s.replies, err = drcstore.Open(cfg.StateDir, cfg.SavedReplies, cfg.SavedReplyAge)
+	drc, err := s.openReplies(cfg)
 	if err != nil {
 		s.consist.Stop()
 		st.Close()
 		return nil, err
-	}
-	drc := sunrpc.NewDRC(16384, 64<<20)
-	if err := drc.Persist(s.replies, s.replies.MaxAge()); err != nil {
-		s.replies.Close()
-		s.consist.Stop()
-		st.Close()
-		return nil, err
-	}
-	if n := drc.Loaded(); n > 0 {
-		s.log.Info("replies saved before the restart are replayed to retransmissions", "replies", n)
 	}
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
@@ -180,6 +174,28 @@ func New(cfg Config) (*Server, error) {
 	s.RPC.Register(s.mountProgram())
 	s.RPC.Register(s.snfsProgram())
 	return s, nil
+}
+
+// openReplies makes the duplicate request cache, with the replies saved in
+// the state directory before the restart.
+func (s *Server) openReplies(cfg Config) (*sunrpc.DRC, error) {
+	drc := sunrpc.NewDRC(16384, 64<<20)
+	if cfg.VolatileReplies {
+		return drc, nil
+	}
+	var err error
+	s.replies, err = drcstore.Open(cfg.StateDir, cfg.SavedReplies, cfg.SavedReplyAge)
+	if err != nil {
+		return nil, err
+	}
+	if err := drc.Persist(s.replies, s.replies.MaxAge()); err != nil {
+		s.replies.Close()
+		return nil, err
+	}
+	if n := drc.Loaded(); n > 0 {
+		s.log.Info("replies saved before the restart are replayed to retransmissions", "replies", n)
+	}
+	return drc, nil
 }
 
 // GraceOver is closed when the grace period after the start ends (at once if
@@ -239,8 +255,10 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
 	s.RPC.DRC.Close()
-	if cerr := s.replies.Close(); cerr != nil {
-		s.log.Error("closing the saved replies failed", "err", cerr)
+	if s.replies != nil {
+		if cerr := s.replies.Close(); cerr != nil {
+			s.log.Error("closing the saved replies failed", "err", cerr)
+		}
 	}
 	s.consist.Stop()
 	for _, e := range s.exports {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -59,33 +60,41 @@ func replayCalls(t *testing.T, e *env) []replayCall {
 	}
 }
 
-// copyDir copies the regular files of src into a new directory: the state
-// directory as a server killed at that moment leaves it (what its writes put
-// in the page cache, whether flushed or not).
+// copyDir copies the tree of src into a new directory: the state directory
+// as a server killed at that moment leaves it (what its writes put in the
+// page cache, whether flushed or not).
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := diskTempDir(t, "snfs-state-copy-")
-	ents, err := os.ReadDir(src)
+	err := filepath.WalkDir(src, func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		to := filepath.Join(dst, rel)
+		switch {
+		case de.IsDir():
+			return os.MkdirAll(to, 0o700)
+		case !de.Type().IsRegular():
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, de := range ents {
-		if !de.Type().IsRegular() {
-			continue
-		}
-		in, err := os.Open(filepath.Join(src, de.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(filepath.Join(dst, de.Name()))
-		if err == nil {
-			_, err = io.Copy(out, in)
-			out.Close()
-		}
-		in.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dst
 }
