@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"snfs/nfs3"
 	"snfs/snfs1"
 )
 
@@ -18,6 +19,14 @@ import (
 // looked up again.
 func TestSNFSOpenNameReplaced(t *testing.T) {
 	requireRoot(t)
+	for _, by := range []string{"local", "nfs"} {
+		t.Run(by, func(t *testing.T) { testOpenNameReplaced(t, by) })
+	}
+}
+
+// testOpenNameReplaced runs the race with the name replaced by a local
+// process (by "local") or by another NFS client's CREATE and RENAME ("nfs").
+func testOpenNameReplaced(t *testing.T, by string) {
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.WriteFile(e.path("f"), []byte("v0"), 0o644); err != nil {
 		t.Fatal(err)
@@ -25,7 +34,32 @@ func TestSNFSOpenNameReplaced(t *testing.T) {
 	a := dialSNFS(t, e, "opename-a", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const rounds = 3000
+	rounds := 3000
+	if by == "nfs" {
+		rounds = 6000
+	}
+	replace := func(i int) error {
+		name := fmt.Sprintf(".f.%d", i)
+		if by == "local" {
+			if err := os.WriteFile(e.path(name), []byte(fmt.Sprint("v", i)), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(e.path(name), e.path("f"))
+		}
+		mode := uint32(0o644)
+		cr, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: name}, Mode: nfs3.Unchecked, Attr: nfs3.Sattr{Mode: &mode}})
+		if err == nil && cr.Status != nfs3.OK {
+			err = fmt.Errorf("CREATE %s: %v", name, cr.Status)
+		}
+		if err != nil {
+			return err
+		}
+		rn, err := e.nfs.Rename(ctx, e.root, name, e.root, "f")
+		if err == nil && rn.Status != nfs3.OK {
+			err = fmt.Errorf("RENAME %s f: %v", name, rn.Status)
+		}
+		return err
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -37,12 +71,7 @@ func TestSNFSOpenNameReplaced(t *testing.T) {
 				return
 			default:
 			}
-			tmp := e.path(fmt.Sprintf(".f.%d", i))
-			if err := os.WriteFile(tmp, []byte(fmt.Sprint("v", i)), 0o644); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := os.Rename(tmp, e.path("f")); err != nil {
+			if err := replace(i); err != nil {
 				t.Error(err)
 				return
 			}
@@ -58,9 +87,8 @@ func TestSNFSOpenNameReplaced(t *testing.T) {
 			}
 			continue
 		}
-		if _, err := a.Close(ctx, fh, snfs1.Read, false); err != nil {
-			t.Logf("CLOSE %d: %v", i, err)
-		}
+		// The file may be gone by now: its CLOSE may answer STALE.
+		a.Close(ctx, fh, snfs1.Read, false)
 	}
 	close(stop)
 	wg.Wait()
