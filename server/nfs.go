@@ -30,6 +30,10 @@ type op[A, R any] struct {
 	Check  func(*A) error         // preamble: argument checks answered before the handle is resolved
 	FH     func(*A) nfs3.FH       // preamble: the handle the call is about (required)
 	Write  bool                   // preamble: the procedure modifies the export
+	// Gone: a handle whose file no longer exists (but that passes its MAC and
+	// the client's right to its export) still reaches the handler, with
+	// r.node nil: CLOSE of a file another client deleted while it was open.
+	Gone bool
 	// MaxReply is sunrpc.Proc.MaxReply: the largest reply, reserved from the
 	// connection's budget while the call runs (0: small).
 	MaxReply int
@@ -150,7 +154,7 @@ func preamble[A, R any](s *Server, c *sunrpc.Call, a *A, o *op[A, R]) (*req, err
 	if o.Write {
 		return s.resolveWrite(c, o.FH(a))
 	}
-	return s.resolve(c, o.FH(a))
+	return s.resolveFor(c, o.FH(a), o.Gone)
 }
 
 // replyCache is a procedure's reply cache class (sunrpc.Proc.Cache and Persist).

@@ -275,14 +275,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // req is what a handler knows about the object a call is about.
 type req struct {
-	node *store.Node
+	node *store.Node // nil only for an op with Gone whose file no longer exists
 	exp  *export
 	opts *Options
 	cred store.Cred
 }
 
 func (r *req) release() {
-	if r != nil {
+	if r != nil && r.node != nil {
 		r.node.Release()
 	}
 }
@@ -300,15 +300,27 @@ func (r *req) attr() *nfs3.Fattr {
 // resolve checks fh (its MAC, once), the client's right to its export, and opens it,
 // with the caller's identity squashed by the export's options.
 func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
+	return s.resolveFor(c, fh, false)
+}
+
+// resolveFor is resolve; with gone, a handle that passes its MAC and the
+// client's right to its export but whose file no longer exists gives a req
+// with no node instead of ErrStale.
+func (s *Server) resolveFor(c *sunrpc.Call, fh nfs3.FH, gone bool) (*req, error) {
 	var e *export
 	var opts *Options
+	admitted := false
 	n, err := s.store.ResolveFor(fh, func(se *store.Export) (err error) {
 		if e = s.byID[se.ID]; e == nil {
 			return store.ErrStale
 		}
 		opts, err = e.access(c)
+		admitted = err == nil
 		return err
 	})
+	if gone && admitted && errors.Is(err, store.ErrStale) {
+		return &req{exp: e, opts: opts, cred: credFor(&c.Auth, opts)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

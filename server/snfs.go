@@ -28,7 +28,7 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
 		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent, Inline: sunrpc.Always,
-			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Handler: s.close}),
+			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.close}),
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},

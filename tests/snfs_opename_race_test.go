@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"snfs/metrics"
 	"snfs/nfs3"
+	"snfs/server"
 	"snfs/snfs1"
 )
 
@@ -94,5 +96,72 @@ func testOpenNameReplaced(t *testing.T, by string) {
 	wg.Wait()
 	if stale > 0 {
 		t.Fatalf("%d of %d OPEN_NAMEs of a name being replaced failed", stale, rounds)
+	}
+}
+
+// openEntries counts the state table's entries of files open somewhere
+// (every state but CLOSED and CLOSED_DIRTY, which a closed file keeps).
+func openEntries(t *testing.T, reg *metrics.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "snfs_server_consist_entries" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			st := m.GetLabel()[0].GetValue()
+			if v := m.GetGauge().GetValue(); v != 0 && st != "CLOSED" && st != "CLOSED_DIRTY" {
+				open[st] = v
+			}
+		}
+	}
+	return open
+}
+
+// TestSNFSCloseGone: the CLOSE of a file that another client deleted or
+// replaced by rename while it was open answers OK and closes the open: the
+// file is gone, but its entry in the state table is not (it was refused
+// NFS3ERR_STALE and stayed in the table for good).
+func TestSNFSCloseGone(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	reg := metrics.New()
+	e.restartWith(func(c *server.Config) { c.Metrics = reg })
+	a := dialSNFS(t, e, "close-gone", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, how := range []string{"replaced", "removed", "replaced", "removed"} {
+		if err := os.WriteFile(e.path("f"), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mode := snfs1.Read
+		if i >= 2 {
+			mode = snfs1.Write
+		}
+		fh, _, err := a.OpenName(ctx, e.root, "f", mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if how == "replaced" {
+			err = os.WriteFile(e.path("t"), []byte("new"), 0o644)
+			if err == nil {
+				err = os.Rename(e.path("t"), e.path("f"))
+			}
+		} else {
+			err = os.Remove(e.path("f"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Close(ctx, fh, mode, false); err != nil {
+			t.Errorf("CLOSE (%v) of a file %s while open: %v", mode, how, err)
+		}
+	}
+	if open := openEntries(t, reg); len(open) != 0 {
+		t.Fatalf("files still open in the state table after every open was closed: %v", open)
 	}
 }
