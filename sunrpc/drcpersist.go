@@ -84,7 +84,10 @@ func (d *DRC) Close() {
 // persister is the group commit of saved replies: a call making a reply queues
 // it and (unless it is to be saved later) waits; one goroutine saves everything
 // queued in one Save, so calls that finish while a commit runs share the next
-// one, and a lone call waits for one commit only, never for a timer.
+// one, and a lone call waits for one commit only, never for a timer. Replies
+// to be saved later only start a timer (laterDelay): they are saved with the
+// next commit that a waiting call starts, or when it fires, so that an async
+// export's calls, which flush nothing themselves, do not cause a flush each.
 type persister struct {
 	st   ReplyStore
 	kick chan struct{} // something is queued; closed by close
@@ -94,7 +97,11 @@ type persister struct {
 	closed  bool           // guarded by mu
 	queue   []SavedReply   // guarded by mu
 	waiters []chan<- error // guarded by mu
+	timer   *time.Timer    // the pending kick for replies saved later; guarded by mu
 }
+
+// laterDelay bounds how long a reply marked Call.SaveLater waits to be saved.
+const laterDelay = 50 * time.Millisecond
 
 // save queues r and, if wait, returns once it is durable (or failed).
 func (p *persister) save(r SavedReply, wait bool) error {
@@ -110,17 +117,30 @@ func (p *persister) save(r SavedReply, wait bool) error {
 	p.queue = append(p.queue, r)
 	if wait {
 		p.waiters = append(p.waiters, ch)
-	}
-	// Under mu, so that close cannot close kick in between.
-	select {
-	case p.kick <- struct{}{}:
-	default:
+		p.kickLocked()
+	} else if p.timer == nil {
+		p.timer = time.AfterFunc(laterDelay, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.closed {
+				p.kickLocked()
+			}
+		})
 	}
 	p.mu.Unlock()
 	if !wait {
 		return nil
 	}
 	return <-ch
+}
+
+// kickLocked wakes run. Called with mu held, so that close cannot close kick
+// in between.
+func (p *persister) kickLocked() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (p *persister) run() {
@@ -130,6 +150,10 @@ func (p *persister) run() {
 		p.mu.Lock()
 		q, ws := p.queue, p.waiters
 		p.queue, p.waiters = nil, nil
+		if p.timer != nil {
+			p.timer.Stop() // what it would save is saved now
+			p.timer = nil
+		}
 		p.mu.Unlock()
 		if len(q) > 0 {
 			err := p.st.Save(q)
@@ -150,6 +174,9 @@ func (p *persister) close() {
 		return
 	}
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop() // run saves everything queued before it returns
+	}
 	close(p.kick)
 	p.mu.Unlock()
 	<-p.done

@@ -118,11 +118,20 @@ func TestDRCPersistBeforeReply(t *testing.T) {
 	if _, saved := st.counts(); saved != 1 {
 		t.Fatalf("%d replies saved", saved)
 	}
-	// SaveLater: answered while the save is still held.
+	// SaveLater: answered before it is saved (the save is held); saved
+	// within laterDelay all the same.
 	if err := c.Call(ctx, 2, u32(0), &res); err != nil || res.v != 2 {
 		t.Fatalf("SaveLater: %v %d", err, res.v)
 	}
 	st.gate <- struct{}{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, saved := st.counts(); saved == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the SaveLater reply was not saved")
+		}
+	}
 }
 
 // TestDRCPersistRestart: a new server loading the saved replies answers a
