@@ -109,12 +109,18 @@ func copyDir(t *testing.T, src string) string {
 //
 // "kill" restarts on a copy of the state directory taken right after the
 // replies arrived, as a server killed then leaves it: the replies were saved
-// before they were sent. "shutdown" restarts cleanly.
+// before they were sent. "shutdown" restarts cleanly; "async-shutdown" too,
+// on an async export, whose replies are sent before they are saved: the
+// shutdown saves them.
 func TestDRCReplayAfterRestart(t *testing.T) {
 	requireRoot(t)
-	for _, how := range []string{"kill", "shutdown"} {
+	for _, how := range []string{"kill", "shutdown", "async-shutdown"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, "rw,no_root_squash")
+			opts := "rw,no_root_squash"
+			if how == "async-shutdown" {
+				opts += ",async"
+			}
+			e := newEnv(t, opts)
 			calls := replayCalls(t, e)
 			xids := make([]uint32, len(calls))
 			firsts := make([]any, len(calls))
