@@ -74,7 +74,7 @@ type Call struct {
 	// the retry.
 	NoCache bool
 	// SaveLater, set by a handler of a Proc.Persist procedure, lets the reply
-	// go before it is saved (it is saved with the next commit): for a call whose
+	// go before it is saved (it is saved within 50 ms): for a call whose
 	// own effect is not durable when it is answered (an export written
 	// asynchronously), which need not wait for a flush its operation skipped.
 	SaveLater bool

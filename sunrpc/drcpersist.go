@@ -32,7 +32,7 @@ var errDRCClosed = errors.New("sunrpc: reply cache closed")
 
 // Persist loads the replies saved in st into the cache, then saves in st the
 // reply of every call to a procedure marked Proc.Persist before the reply is
-// sent (or, for a call marked Call.SaveLater, with the next commit). Replies
+// sent (or, for a call marked Call.SaveLater, within laterDelay). Replies
 // older than maxAge are neither loaded nor replayed (0: no bound). Persist
 // starts the goroutine that writes to st; Close stops it. Call it before
 // serving, at most once.
@@ -41,7 +41,6 @@ func (d *DRC) Persist(st ReplyStore, maxAge time.Duration) error {
 		return errors.New("sunrpc: DRC.Persist called twice")
 	}
 	now := d.now()
-	loaded := 0
 	d.mu.Lock()
 	d.maxAge = maxAge
 	err := st.Load(func(r SavedReply) {
@@ -54,7 +53,6 @@ func (d *DRC) Persist(st ReplyStore, maxAge time.Duration) error {
 		e := &drcEntry{key: r.Key, done: true, at: r.At, reply: r.Reply}
 		d.entries[r.Key] = e
 		d.add(e)
-		loaded++
 	})
 	d.mu.Unlock()
 	if err != nil {
