@@ -19,5 +19,7 @@ func (s *Server) close(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Clo
 		res.Status = statusOf(err)
 		return
 	}
-	res.Attr = fattr(&r.node.Stat, r.fsid()) // read when r was resolved, as GETATTR's
+	if r.node != nil { // nil: the file is gone (replaced or removed by another client); its open is closed all the same
+		res.Attr = fattr(&r.node.Stat, r.fsid()) // read when r was resolved, as GETATTR's
+	}
 }

@@ -25,11 +25,15 @@ import (
 // there are no attributes to report), statusOf the error.
 type op[A, R any] struct {
 	Name   string
-	Cache  bool                   // reply cache class: nonIdempotent replies go through the DRC
+	Cache  replyCache             // reply cache class
 	Inline func(args []byte) bool // sunrpc.Proc.Inline: may the call run on the connection's reader
 	Check  func(*A) error         // preamble: argument checks answered before the handle is resolved
 	FH     func(*A) nfs3.FH       // preamble: the handle the call is about (required)
 	Write  bool                   // preamble: the procedure modifies the export
+	// Gone: a handle whose file no longer exists (but that passes its MAC and
+	// the client's right to its export) still reaches the handler, with
+	// r.node nil: CLOSE of a file another client deleted while it was open.
+	Gone bool
 	// MaxReply is sunrpc.Proc.MaxReply: the largest reply, reserved from the
 	// connection's budget while the call runs (0: small).
 	MaxReply int
@@ -56,7 +60,8 @@ func nfsProc[A, R any, PA interface {
 	if o.FH == nil || (o.Handler == nil) == (o.Reply == nil) {
 		panic(fmt.Sprintf("server: NFS procedure %s: the table row needs FH and one of Handler or Reply", o.Name))
 	}
-	return sunrpc.Proc{Name: o.Name, Cache: o.Cache, Inline: o.Inline, MaxReply: o.MaxReply,
+	return sunrpc.Proc{Name: o.Name, Cache: o.Cache != idempotent, Persist: o.Cache == nonIdempotentSaved,
+		Inline: o.Inline, MaxReply: o.MaxReply,
 		Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
 			raw := args.Rest()
 			var a A
@@ -65,8 +70,12 @@ func nfsProc[A, R any, PA interface {
 			}
 			r, err := preamble(s, c, &a, &o)
 			if err != nil {
+				c.SaveLater = true // nothing changed: nothing to wait for
 				return encodeFailure[R, PR](w, err)
 			}
+			// On an async export the change itself is not durable when it is
+			// answered: neither need its saved reply be.
+			c.SaveLater = r.opts.Async
 			run := func(a *A, w *xdr.Writer) error {
 				if o.Reply != nil {
 					return o.Reply(ctx, c, r, a, w)
@@ -145,12 +154,23 @@ func preamble[A, R any](s *Server, c *sunrpc.Call, a *A, o *op[A, R]) (*req, err
 	if o.Write {
 		return s.resolveWrite(c, o.FH(a))
 	}
-	return s.resolve(c, o.FH(a))
+	return s.resolveFor(c, o.FH(a), o.Gone)
 }
 
+// replyCache is a procedure's reply cache class (sunrpc.Proc.Cache and Persist).
+type replyCache int
+
 const (
-	idempotent    = false
-	nonIdempotent = true // goes through the duplicate request cache
+	idempotent    replyCache = iota // executed again when retransmitted
+	nonIdempotent                   // replies kept in the duplicate request cache, in memory
+	// nonIdempotentSaved: replies also saved in the state directory before
+	// they are sent, and replayed to a retransmission after a restart: the
+	// namespace changes and SETATTR, whose second execution answers
+	// differently (EEXIST, ENOENT, a guard's NOT_SYNC) or undoes later
+	// changes (a size set again after writes). WRITE is not saved: writing
+	// the same bytes again at the same offset is harmless, and saving each
+	// would cost a flush per write.
+	nonIdempotentSaved
 )
 
 // nfsProgram is the NFSv3 procedure table (RFC 1813 section 3.3). Inline: calls
@@ -163,7 +183,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcNull: {Name: "NULL", Handler: nullProc, Inline: always},
 		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr, Access: getattrAccess}),
-		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess}),
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup}),
@@ -175,22 +195,22 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 			FH: func(a *nfs3.ReadArgs) nfs3.FH { return a.File }, Reply: s.read, MaxReply: maxIO + 4096, Access: readAccess}),
 		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
 			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess}),
-		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess}),
-		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir}),
-		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink}),
-		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod}),
-		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess}),
-		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir}),
 		// RENAME's and LINK's second handle is resolved by the handler.
-		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess}),
-		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotent, Inline: s.inlineIfAsync,
+		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link}),
 		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.ReaddirArgs) nfs3.FH { return a.Dir }, Handler: s.readdir}),

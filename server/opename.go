@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,16 +22,9 @@ func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs
 		err = checkName(a.Where.Name)
 	}
 	var fh []byte
-	var st unix.Stat_t
-	if err == nil {
-		err = store.As(dir.cred, func() (err error) { fh, st, err = s.store.Lookup(dir.node, a.Where.Name); return err })
-	}
-	if err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		err = nfs3.ErrIsDir
-	}
 	var r *req
 	if err == nil {
-		r, err = s.resolve(c, fh)
+		fh, r, err = s.lookupOpen(c, dir, a.Where.Name)
 	}
 	if err == nil {
 		err = s.mayOpen(r, a.Mode)
@@ -42,4 +36,34 @@ func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs
 	return s.answerOpen(c, w, nil, mid, fh, a.Mode, func(ok *snfs1.OpenOK) nfs3.Result {
 		return &snfs1.OpenNameRes{File: fh, OpenOK: *ok}
 	}, func() nfs3.Result { return new(snfs1.OpenNameRes) })
+}
+
+// lookupTries bounds how often OPEN_NAME looks a name up again because the
+// file it found was replaced before it could be opened.
+const lookupTries = 8
+
+// lookupOpen looks name up in dir and resolves the file it names. The name
+// may be replaced (another client renames a new file over it, as editors
+// save) between the lookup and the resolution, which then finds the old file
+// gone (NFS3ERR_STALE, about a handle the client never asked for): the name
+// is looked up again, as the client would have to.
+func (s *Server) lookupOpen(c *sunrpc.Call, dir *req, name string) (fh []byte, r *req, err error) {
+	for range lookupTries {
+		var st unix.Stat_t
+		err = store.As(dir.cred, func() (err error) { fh, st, err = s.store.Lookup(dir.node, name); return err })
+		if err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			err = nfs3.ErrIsDir
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if r, err = s.resolve(c, fh); !errors.Is(err, store.ErrStale) {
+			return fh, r, err
+		}
+		s.store.ForgetEntries(dir.node)
+		if err := dir.node.Refresh(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, err
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"snfs/consist"
+	"snfs/drcstore"
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
@@ -65,6 +66,16 @@ type Config struct {
 	// version mark in memory instead of StateDir: nothing of it survives a
 	// restart, so there is no grace period (benchmarks compare the two).
 	VolatileClients bool
+
+	// SavedReplies and SavedReplyAge bound the replies of non-idempotent
+	// calls kept in StateDir for retransmissions after a restart (package
+	// drcstore; 0: its defaults).
+	SavedReplies  int
+	SavedReplyAge time.Duration
+	// VolatileReplies keeps those replies in memory only, as knfsd does: a
+	// retransmission after a restart is executed again (benchmarks compare
+	// the two).
+	VolatileReplies bool
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -80,6 +91,7 @@ type Server struct {
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	consist *consist.Driver // the consistency protocol's state
+	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports []*export          // in configuration order
 	byID    map[uint32]*export // by store export id
@@ -150,12 +162,40 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
-	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll,
+	drc, err := s.openReplies(cfg)
+	if err != nil {
+		s.consist.Stop()
+		st.Close()
+		return nil, err
+	}
+	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
 	s.RPC.Register(s.snfsProgram())
 	return s, nil
+}
+
+// openReplies makes the duplicate request cache, with the replies saved in
+// the state directory before the restart.
+func (s *Server) openReplies(cfg Config) (*sunrpc.DRC, error) {
+	drc := sunrpc.NewDRC(16384, 64<<20)
+	if cfg.VolatileReplies {
+		return drc, nil
+	}
+	var err error
+	s.replies, err = drcstore.Open(cfg.StateDir, cfg.SavedReplies, cfg.SavedReplyAge)
+	if err != nil {
+		return nil, err
+	}
+	if err := drc.Persist(s.replies, s.replies.MaxAge()); err != nil {
+		s.replies.Close()
+		return nil, err
+	}
+	if n := drc.Loaded(); n > 0 {
+		s.log.Info("replies saved before the restart are replayed to retransmissions", "replies", n)
+	}
+	return drc, nil
 }
 
 // GraceOver is closed when the grace period after the start ends (at once if
@@ -214,6 +254,12 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 // closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
+	s.RPC.DRC.Close()
+	if s.replies != nil {
+		if cerr := s.replies.Close(); cerr != nil {
+			s.log.Error("closing the saved replies failed", "err", cerr)
+		}
+	}
 	s.consist.Stop()
 	for _, e := range s.exports {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {
@@ -229,14 +275,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // req is what a handler knows about the object a call is about.
 type req struct {
-	node *store.Node
+	node *store.Node // nil only for an op with Gone whose file no longer exists
 	exp  *export
 	opts *Options
 	cred store.Cred
 }
 
 func (r *req) release() {
-	if r != nil {
+	if r != nil && r.node != nil {
 		r.node.Release()
 	}
 }
@@ -254,15 +300,27 @@ func (r *req) attr() *nfs3.Fattr {
 // resolve checks fh (its MAC, once), the client's right to its export, and opens it,
 // with the caller's identity squashed by the export's options.
 func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
+	return s.resolveFor(c, fh, false)
+}
+
+// resolveFor is resolve; with gone, a handle that passes its MAC and the
+// client's right to its export but whose file no longer exists gives a req
+// with no node instead of ErrStale.
+func (s *Server) resolveFor(c *sunrpc.Call, fh nfs3.FH, gone bool) (*req, error) {
 	var e *export
 	var opts *Options
+	admitted := false
 	n, err := s.store.ResolveFor(fh, func(se *store.Export) (err error) {
 		if e = s.byID[se.ID]; e == nil {
 			return store.ErrStale
 		}
 		opts, err = e.access(c)
+		admitted = err == nil
 		return err
 	})
+	if gone && admitted && errors.Is(err, store.ErrStale) {
+		return &req{exp: e, opts: opts, cred: credFor(&c.Auth, opts)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

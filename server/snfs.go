@@ -15,7 +15,10 @@ import (
 // preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
 // wait (an OPEN that needs callbacks defers its reply and returns), so they run
 // inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
-// applies up to snfs1.ReclaimMax items, so they do not.
+// applies up to snfs1.ReclaimMax items, so they do not. The replies of OPEN,
+// OPEN_NAME and CLOSE are cached in memory only: they answer for the table's
+// state, which a restart replaces (RECLAIM rebuilds it), so a reply saved
+// before a restart would answer for a state the new server does not have.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -25,7 +28,7 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
 		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent, Inline: sunrpc.Always,
-			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Handler: s.close}),
+			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.close}),
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},

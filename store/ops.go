@@ -40,6 +40,11 @@ func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	return fh, st, nil
 }
 
+// ForgetEntries forgets the handles cached for dir's entries: one looked up
+// in it named a file that was gone when it was resolved (replaced within one
+// timestamp tick, its inode number reused, the cache could hand it out again).
+func (s *Store) ForgetEntries(dir *Node) { s.handles.forgetDir(dir.Key()) }
+
 // Lookup finds name in dir. "." is dir itself and ".." of an export root is the root.
 func (s *Store) Lookup(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	if dir.Stat.Mode&unix.S_IFMT != unix.S_IFDIR {

@@ -23,8 +23,12 @@ type Handler func(ctx context.Context, call *Call, args *xdr.Reader, res *xdr.Wr
 
 // Proc is one entry of a program's procedure table.
 type Proc struct {
-	Name    string  // upper case, as in the protocol's RFC; used in metrics
-	Cache   bool    // non-idempotent: replies go through the duplicate request cache
+	Name  string // upper case, as in the protocol's RFC; used in metrics
+	Cache bool   // non-idempotent: replies go through the duplicate request cache
+	// Persist (with Cache) saves the replies in the cache's ReplyStore before
+	// they are sent, so that they outlive a restart of the server (DRC.Persist):
+	// for calls whose second execution gives another answer than the first.
+	Persist bool
 	Handler Handler // nil means the procedure does not exist (PROC_UNAVAIL)
 	// Inline, given the call's encoded arguments, says whether this call never
 	// waits for anything slow (no fsync, no lock held by another call): such a call
@@ -69,6 +73,11 @@ type Call struct {
 	// cache: a "try again later" answer (NFS3ERR_JUKEBOX) must not be replayed to
 	// the retry.
 	NoCache bool
+	// SaveLater, set by a handler of a Proc.Persist procedure, lets the reply
+	// go before it is saved (it is saved within 50 ms): for a call whose
+	// own effect is not durable when it is answered (an export written
+	// asynchronously), which need not wait for a flush its operation skipped.
+	SaveLater bool
 
 	from     origin
 	deferred *Deferred // set by Defer
@@ -132,7 +141,7 @@ type finisher struct {
 	d     *dispatcher
 	prog  *Program
 	proc  *Proc
-	key   drcKey
+	key   DRCKey
 	start time.Time
 }
 
@@ -325,10 +334,10 @@ func (d *dispatcher) dispatch(ctx context.Context, rec []byte, from origin, buf 
 		return w.Bytes(), false
 	}
 
-	var key drcKey
+	var key DRCKey
 	if proc.Cache && d.drc != nil {
-		key = drcKey{addr: ipString(addr), xid: h.XID, prog: h.Prog, vers: h.Vers, proc: h.Proc,
-			sum: crc32.Checksum(r.Rest()[:min(r.Remaining(), drcSumBytes)], castagnoli), n: uint32(r.Remaining())}
+		key = DRCKey{Addr: ipString(addr), XID: h.XID, Prog: h.Prog, Vers: h.Vers, Proc: h.Proc,
+			Sum: crc32.Checksum(r.Rest()[:min(r.Remaining(), drcSumBytes)], castagnoli), Len: uint32(r.Remaining())}
 		switch st, saved := d.drc.start(key); st {
 		case drcInProgress:
 			return nil, false
@@ -371,7 +380,16 @@ func (f *finisher) complete(call *Call, w *xdr.Writer, mark int, err error) []by
 		if call.NoCache {
 			f.d.drc.forget(f.key)
 		} else {
-			f.d.drc.finish(f.key, reply[4:])
+			at, saved := f.d.drc.finish(f.key, reply[4:])
+			if f.proc.Persist && f.d.drc.persist != nil && saved != nil {
+				// The reply waits until it is durable: sent first, a crash
+				// before the save would let the retransmission run again.
+				err := f.d.drc.persist.save(SavedReply{Key: f.key, At: at, Reply: saved}, !call.SaveLater)
+				if err != nil && !errors.Is(err, errDRCClosed) {
+					f.d.log.Error("cannot save a reply for replay after a restart", "program", f.prog.Name,
+						"proc", f.proc.Name, "err", err)
+				}
+			}
 		}
 	}
 	if f.proc.observe != nil {

@@ -11,7 +11,9 @@
 //
 // What it must not do: know anything about NFS or MOUNT. A program is a table of Proc
 // values; the only things the transport learns from a procedure are its name (for
-// metrics), whether its replies must be cached (Proc.Cache), whether a given call
+// metrics), whether its replies must be cached (Proc.Cache) and outlive a restart
+// (Proc.Persist: saved through the DRC's ReplyStore before they are sent, group
+// committed, loaded back at the next start), whether a given call
 // is quick enough to run on the reader (Proc.Inline, a hint computed by the program
 // from the raw arguments), and how large its reply may be (Proc.MaxReply).
 //

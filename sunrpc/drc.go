@@ -3,6 +3,7 @@ package sunrpc
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
 // DRC is a duplicate request cache for non-idempotent procedures (after Juszczak,
@@ -13,27 +14,40 @@ import (
 // a retransmission of a completed call gets the saved reply. Completed entries are
 // evicted least recently used first, bounded by count and by reply bytes; entries
 // in progress are bounded by the server's MaxInFlight.
+//
+// With a ReplyStore (Persist), the replies of procedures marked Proc.Persist
+// also survive a restart of the server: each is saved before it is sent, and
+// the saved replies are loaded back when the next server starts, so that a
+// client retransmitting across the restart gets the original answer rather
+// than the effect of executing its call twice (EEXIST for a create that
+// happened, ENOENT for a remove or rename that happened).
 type DRC struct {
 	maxEntries int
 	maxBytes   int
 
 	mu      sync.Mutex
-	entries map[drcKey]*drcEntry // guarded by mu
+	entries map[DRCKey]*drcEntry // guarded by mu
 	lru     *list.List           // completed entries, front = newest; guarded by mu
 	bytes   int                  // reply bytes held; guarded by mu
+	maxAge  time.Duration        // entries older are not replayed (0: no bound); set by Persist
+	now     func() time.Time     // the clock, replaced by tests
 
 	hits, drops uint64 // guarded by mu; read through Stats
+
+	persist *persister // nil: replies live in memory only
 }
 
-type drcKey struct {
-	addr            string
-	xid, prog, vers uint32
-	proc, sum, n    uint32
+// DRCKey identifies a call in the duplicate request cache.
+type DRCKey struct {
+	Addr                  string // the client's IP address, without port
+	XID, Prog, Vers, Proc uint32
+	Sum, Len              uint32 // checksum of the first drcSumBytes of the arguments, and their length
 }
 
 type drcEntry struct {
-	key   drcKey
+	key   DRCKey
 	done  bool
+	at    time.Time // when the reply was made
 	reply []byte
 	elem  *list.Element
 }
@@ -49,7 +63,8 @@ const (
 // NewDRC returns a cache holding at most maxEntries completed replies and maxBytes
 // of reply data.
 func NewDRC(maxEntries, maxBytes int) *DRC {
-	return &DRC{maxEntries: maxEntries, maxBytes: maxBytes, entries: map[drcKey]*drcEntry{}, lru: list.New()}
+	return &DRC{maxEntries: maxEntries, maxBytes: maxBytes, entries: map[DRCKey]*drcEntry{}, lru: list.New(),
+		now: time.Now}
 }
 
 // Stats returns hits (replayed replies) and drops (retransmissions of calls in progress).
@@ -59,7 +74,7 @@ func (d *DRC) Stats() (hits, drops uint64) {
 	return d.hits, d.drops
 }
 
-func (d *DRC) start(k drcKey) (drcState, []byte) {
+func (d *DRC) start(k DRCKey) (drcState, []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e, ok := d.entries[k]; ok {
@@ -67,34 +82,53 @@ func (d *DRC) start(k drcKey) (drcState, []byte) {
 			d.drops++
 			return drcInProgress, nil
 		}
-		d.hits++
-		d.lru.MoveToFront(e.elem)
-		return drcDone, e.reply
+		if d.maxAge <= 0 || d.now().Sub(e.at) <= d.maxAge {
+			d.hits++
+			d.lru.MoveToFront(e.elem)
+			return drcDone, e.reply
+		}
+		// Too old to be a retransmission: a new call that happens to match.
+		d.remove(e)
 	}
 	d.entries[k] = &drcEntry{key: k}
 	return drcNew, nil
 }
 
-func (d *DRC) finish(k drcKey, reply []byte) {
+// finish records the reply of the call k and returns its time and the cache's
+// copy of it (nil if the call was not in progress); the copy is never changed.
+func (d *DRC) finish(k DRCKey, reply []byte) (time.Time, []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.now()
 	e, ok := d.entries[k]
 	if !ok || e.done {
-		return
+		return now, nil
 	}
-	e.done = true
+	e.done, e.at = true, now
 	e.reply = append([]byte(nil), reply...)
+	d.add(e)
+	return now, e.reply
+}
+
+// add puts a completed entry at the front of the LRU list and evicts beyond the
+// bounds.
+func (d *DRC) add(e *drcEntry) {
 	e.elem = d.lru.PushFront(e)
 	d.bytes += len(e.reply)
 	for d.lru.Len() > d.maxEntries || d.bytes > d.maxBytes {
-		old := d.lru.Remove(d.lru.Back()).(*drcEntry)
-		d.bytes -= len(old.reply)
-		delete(d.entries, old.key)
+		d.remove(d.lru.Back().Value.(*drcEntry))
 	}
 }
 
+// remove drops a completed entry.
+func (d *DRC) remove(e *drcEntry) {
+	d.lru.Remove(e.elem)
+	d.bytes -= len(e.reply)
+	delete(d.entries, e.key)
+}
+
 // forget drops an in-progress entry whose reply must not be cached.
-func (d *DRC) forget(k drcKey) {
+func (d *DRC) forget(k DRCKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e, ok := d.entries[k]; ok && !e.done {

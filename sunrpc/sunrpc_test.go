@@ -257,7 +257,7 @@ func TestDRC(t *testing.T) {
 func TestDRCBounded(t *testing.T) {
 	d := NewDRC(10, 1<<20)
 	for i := 0; i < 1000; i++ {
-		k := drcKey{addr: "a", xid: uint32(i)}
+		k := DRCKey{Addr: "a", XID: uint32(i)}
 		d.start(k)
 		d.finish(k, []byte("reply"))
 	}
