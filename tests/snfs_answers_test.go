@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"snfs/consist"
+	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
@@ -126,3 +128,21 @@ func TestSNFSFencedCalls(t *testing.T) {
 }
 
 var _ = state.Read
+
+// TestSNFSFailedMountUnregisters: a mount in snfs mode whose MNT fails (an
+// unknown export) UNREGISTERs the registration it made, so the server's next
+// restart does not wait its grace period for a client that never comes back
+// (section 4.7); it used to leave it behind (clients_lost=1, writes stalled).
+func TestSNFSFailedMountUnregisters(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	_, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
+		CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
+	if err == nil {
+		t.Fatal("a mount of an unknown export succeeded")
+	}
+	restartGrace(e, 30*time.Second)
+	if g := waitGrace(t, e); g.Expected != 0 || g.Reason != consist.GraceNone {
+		t.Fatalf("after a failed mount the restarted server expects %d clients (grace %q), want none", g.Expected, g.Reason)
+	}
+}
