@@ -415,4 +415,7 @@ type Stats struct {
 	ReclaimCallbacks uint64 // write-back and relinquish callbacks sent to make room
 	FencesForgotten  uint64 // fence records dropped to make room
 	Reservations     uint64 // version blocks requested
+	// LateAnswers counts TreatAsClosed and Stale answers applied after their
+	// callback had timed out.
+	LateAnswers uint64
 }

@@ -2,7 +2,10 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"snfs/server"
 	"snfs/snfs1"
 	"snfs/state"
+	"snfs/sunrpc"
 	"snfs/xdr"
 )
 
@@ -145,4 +149,144 @@ func TestSNFSFailedMountUnregisters(t *testing.T) {
 	if g := waitGrace(t, e); g.Expected != 0 || g.Reason != consist.GraceNone {
 		t.Fatalf("after a failed mount the restarted server expects %d clients (grace %q), want none", g.Expected, g.Reason)
 	}
+}
+
+// nullAnswerer serves CB_NULL: it waits delay, then replies and, once the
+// reply is on its way (queued on the connection before anything sent later),
+// tells answered.
+func nullAnswerer(delay time.Duration, answered chan<- struct{}) sunrpc.Handler {
+	return func(ctx context.Context, c *sunrpc.Call, _ *xdr.Reader, _ *xdr.Writer) error {
+		d := c.Defer()
+		go func() {
+			time.Sleep(delay)
+			d.Reply(func(*xdr.Writer) error { return nil })
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
+		}()
+		return nil
+	}
+}
+
+// TestSNFSOpenAfterProbeAnswer: an OPEN a client sends right after its answer
+// to the CB_NULL probe is granted caching (section 4.1: caching is refused
+// only until the client has answered). The server applies the answer before it
+// reads the next call on the connection; it used to apply it on another
+// goroutine, and 1 to 5 OPENs in 20 were refused caching.
+func TestSNFSOpenAfterProbeAnswer(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "probed", 0o644)
+	for i := range 40 {
+		answered := make(chan struct{}, 1)
+		p := newProtoClientNull(t, e, fmt.Sprintf("probed-%d", i), nullAnswerer(0, answered))
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no CB_NULL probe after REGISTER")
+		}
+		res, err := p.open(fh, snfs1.Read)
+		ok(t, "OPEN", res.Status, err)
+		if !res.CacheEnabled {
+			t.Fatalf("client %d: OPEN sent after the answer to CB_NULL refused caching", i)
+		}
+		p.close(fh, snfs1.Read, false)
+		p.rpc.Close()
+	}
+}
+
+// TestSNFSLateProbeAnswer: the CB_NULL probe has no deadline of its own (section
+// 5.0): a client that answers it after callback_timeout_ms gets no caching
+// until then, and caching for the OPENs it sends after its answer. The late
+// answer used to be dropped, so that OPEN was refused caching too.
+func TestSNFSLateProbeAnswer(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = time.Second })
+	fh := e.create(e.nfs, e.root, "late-probe", 0o644)
+	answered := make(chan struct{}, 1)
+	p := newProtoClientNull(t, e, "late-prober", nullAnswerer(2500*time.Millisecond, answered))
+	res, err := p.open(fh, snfs1.Read)
+	ok(t, "OPEN before the answer", res.Status, err)
+	if res.CacheEnabled {
+		t.Fatal("OPEN granted caching before the client answered CB_NULL")
+	}
+	p.close(fh, snfs1.Read, false)
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not answer its probe")
+	}
+	res, err = p.open(fh, snfs1.Read)
+	ok(t, "OPEN after the late answer", res.Status, err)
+	if !res.CacheEnabled {
+		t.Fatal("OPEN sent after the late answer to CB_NULL refused caching")
+	}
+	p.close(fh, snfs1.Read, false)
+}
+
+// TestSNFSLateTreatAsClosed is the model checker's seed 38070 on a real
+// server (section 5.1): A caches f for reading; B's OPEN for writing calls A
+// back (INVALIDATE); A closes f while the callback is out, so when the
+// callback times out A holds nothing and is not fenced. A opens f again, its
+// application closes it (a delayed close: no CLOSE), and only then A's answer
+// to the old callback arrives, late: CB_TREAT_AS_CLOSED. The server applies
+// it (it says what A holds: no open). It used to drop it and count A's open
+// for ever: f stayed write-shared, and nobody could cache it again.
+func TestSNFSLateTreatAsClosed(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	e.restartWith(func(c *server.Config) {
+		c.Table.CallbackTimeout = time.Second
+		if os.Getenv("TRACE") != "" {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	})
+	fh := snfsCreate(t, e, "late")
+	a := verifiedProtoClient(t, e, "late-a")
+	b := verifiedProtoClient(t, e, "late-b")
+	c := verifiedProtoClient(t, e, "late-c")
+
+	a.openCaching(fh, snfs1.Read)
+	release := make(chan struct{})
+	called := make(chan struct{}, 1)
+	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus {
+		called <- struct{}{}
+		<-release
+		return snfs1.CBTreatAsClosed
+	})
+	recalled := time.Now()
+	opened := make(chan *snfs1.OpenRes, 1)
+	go func() {
+		cx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		res, _, err := b.openJukeboxRetry(cx, fh, snfs1.Write)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- res
+	}()
+	<-called
+	a.close(fh, snfs1.Read, false) // A holds nothing of f while its callback is out
+	if res := <-opened; res == nil || res.Status != nfs3.OK {
+		t.Fatalf("B's OPEN: %+v", res)
+	}
+	// The callback times out (1 s after it was sent, seen by the sweeper
+	// within 200 ms); A, holding nothing, is not fenced.
+	time.Sleep(time.Until(recalled.Add(1400 * time.Millisecond)))
+	reopened := time.Now() // A's OPEN recalls B's cache: a new back-off
+	res, err := a.open(fh, snfs1.Read) // and no CLOSE: a delayed close
+	ok(t, "A's OPEN again", res.Status, err)
+	close(release) // the late CB_TREAT_AS_CLOSED, within the server's second CallbackTimeout
+	time.Sleep(200 * time.Millisecond)
+	b.close(fh, snfs1.Write, false)
+
+	time.Sleep(time.Until(reopened.Add(2300 * time.Millisecond))) // the recall back-off
+	res, err = c.open(fh, snfs1.Write)
+	ok(t, "C's OPEN", res.Status, err)
+	if !res.CacheEnabled {
+		t.Fatal("C may not cache f: the server still counts the open A handed back with its late CB_TREAT_AS_CLOSED")
+	}
+	c.close(fh, snfs1.Write, false)
 }
