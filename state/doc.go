@@ -136,7 +136,8 @@
 //
 // # Bounded state
 //
-// The table holds at most MaxEntries entries, split across shards. CLOSED
+// The table holds at most MaxEntries entries, split across shards (by
+// default one per 1024 entries, at most 64), each bounded on its own. CLOSED
 // entries are kept for their versions until space is needed. From HighWater
 // percent of a shard, each insertion examines the least recently used entries
 // (ReclaimScan of them): entries that record nothing but expired plain holds or

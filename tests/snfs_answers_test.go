@@ -290,3 +290,26 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	}
 	c.close(fh, snfs1.Write, false)
 }
+
+// TestSNFSSmallTableBound: a table of 8 entries (--table-entries 8) admits 8
+// open files, and answers the 9th OPEN NFS3ERR_JUKEBOX (section 15). It was
+// split into 8 parts of one entry, each bounded on its own, and admitted 5.
+func TestSNFSSmallTableBound(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	e.restartWith(func(c *server.Config) { c.Table.MaxEntries = 8 })
+	p := newProtoClient(t, e, "many-opens")
+	for i := range 9 {
+		fh := e.create(e.nfs, e.root, fmt.Sprintf("f%d", i), 0o644)
+		res, err := p.open(fh, snfs1.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < 8 && res.Status != nfs3.OK:
+			t.Fatalf("OPEN of file %d in a table of 8: %v", i+1, res.Status)
+		case i == 8 && res.Status != nfs3.ErrJukebox:
+			t.Fatalf("OPEN of a 9th file in a full table of 8: %v, want NFS3ERR_JUKEBOX", res.Status)
+		}
+	}
+}
