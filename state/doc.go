@@ -103,7 +103,9 @@
 // a NULL (at REGISTER and after any failure); after a recall, opens that arrive
 // within RecallBackoff get no caching, so two clients alternating on a file stop
 // calling each other back (the open that caused the recall is exempt: it is the
-// conflict the recall resolves); deadlines start at sending; Tick is the sweeper.
+// conflict the recall resolves; so are the later OPENs of that client in that
+// mode - its retry after JUKEBOX - until another request recalls); deadlines
+// start at sending; Tick is the sweeper.
 //
 // # Coexistence with plain NFSv3 clients (section 6.1)
 //

@@ -313,3 +313,42 @@ func TestSNFSSmallTableBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSNFSRetriedOpenExemptFromBackoff: an OPEN whose callbacks outlast the
+// jukebox bound is answered NFS3ERR_JUKEBOX; its retry, once the callbacks
+// are done, is the open that caused the recall and is exempt from the recall
+// back-off as the first attempt was (section 4.2): it gets caching. It used
+// to be refused caching for the back-off's 2 s - a penalty for the other
+// client's slow write-back.
+func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := snfsCreate(t, e, "retried")
+	a := verifiedProtoClient(t, e, "slow-a")
+	b := verifiedProtoClient(t, e, "retrying-b")
+	a.openCaching(fh, snfs1.Read)
+	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus {
+		time.Sleep(1300 * time.Millisecond) // past the jukebox bound (1 s)
+		return snfs1.CBOK
+	})
+	res, err := b.open(fh, snfs1.Write)
+	if err != nil || res.Status != nfs3.ErrJukebox {
+		t.Fatalf("B's first OPEN: %v %v, want NFS3ERR_JUKEBOX while A writes back", err, res.Status)
+	}
+	a.close(fh, snfs1.Read, false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		if res, err = b.open(fh, snfs1.Write); err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nfs3.ErrJukebox || time.Now().After(deadline) {
+			break
+		}
+	}
+	ok(t, "B's retried OPEN", res.Status, err)
+	if !res.CacheEnabled {
+		t.Fatal("B's retried OPEN, the open that caused the recall, was refused caching by the recall back-off")
+	}
+	b.close(fh, snfs1.Write, false)
+}
