@@ -275,7 +275,7 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	// The callback times out (1 s after it was sent, seen by the sweeper
 	// within 200 ms); A, holding nothing, is not fenced.
 	time.Sleep(time.Until(recalled.Add(1400 * time.Millisecond)))
-	reopened := time.Now() // A's OPEN recalls B's cache: a new back-off
+	reopened := time.Now()             // A's OPEN recalls B's cache: a new back-off
 	res, err := a.open(fh, snfs1.Read) // and no CLOSE: a delayed close
 	ok(t, "A's OPEN again", res.Status, err)
 	close(release) // the late CB_TREAT_AS_CLOSED, within the server's second CallbackTimeout
@@ -351,4 +351,112 @@ func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
 		t.Fatal("B's retried OPEN, the open that caused the recall, was refused caching by the recall back-off")
 	}
 	b.close(fh, snfs1.Write, false)
+}
+
+// TestSNFSLastWriterAnswers: a last writer with no open left (CLOSED_DIRTY)
+// called back with CB_WRITEBACK may answer CB_OK (it wrote back; it keeps its
+// clean cache, checked by version at its next OPEN), CB_TREAT_AS_CLOSED or
+// CB_STALE (it held nothing more); each clears its last-writer record and
+// nothing else (section 5.1): the next opener calls it back no more, and the
+// version is the one its write open took.
+func TestSNFSLastWriterAnswers(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	a := verifiedProtoClient(t, e, "writer-a")
+	b := verifiedProtoClient(t, e, "reader-b")
+	c := verifiedProtoClient(t, e, "writer-c")
+	for _, answer := range []snfs1.CallbackStatus{snfs1.CBOK, snfs1.CBTreatAsClosed, snfs1.CBStale} {
+		fh := snfsCreate(t, e, "last-"+answer.String())
+		wr := a.openCaching(fh, snfs1.Write)
+		a.close(fh, snfs1.Write, true) // CLOSED_DIRTY: A is the last writer
+		before := len(a.got())
+		a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus { return answer })
+		rd := b.openOrFatal(t, fh, snfs1.Read)
+		cbs := a.got()[before:]
+		if len(cbs) != 1 || cbs[0].Mode != snfs1.CBWriteback {
+			t.Fatalf("%v: A's callbacks for B's OPEN: %+v, want one CB_WRITEBACK", answer, cbs)
+		}
+		if !rd.CacheEnabled || rd.CacheVersion != wr.CacheVersion || rd.OldCacheVersion != wr.CacheVersion {
+			t.Fatalf("%v: B's OPEN %+v, want caching at A's version %d", answer, rd.OpenOK, wr.CacheVersion)
+		}
+		b.close(fh, snfs1.Read, false)
+		wc := c.openOrFatal(t, fh, snfs1.Write)
+		if n := len(a.got()) - before; n != 1 {
+			t.Fatalf("%v: A was called back again after answering (%d callbacks): its last-writer record stayed", answer, n)
+		}
+		if !wc.CacheEnabled {
+			t.Fatalf("%v: C's OPEN for writing refused caching: %+v", answer, wc.OpenOK)
+		}
+		c.close(fh, snfs1.Write, false)
+		a.setAnswer(nil)
+	}
+}
+
+// TestSNFSCloseDirtyNoOpen: a CLOSE with dirty = TRUE that matches no open is
+// answered SNFS1_OK and changes nothing (section 4.4): it removes no open, and
+// it does not make its client a last writer (only a caching OPEN_WRITE or a
+// RECLAIM does), so nobody calls it back for data.
+func TestSNFSCloseDirtyNoOpen(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := snfsCreate(t, e, "no-open")
+	a := verifiedProtoClient(t, e, "closer-a")
+	b := verifiedProtoClient(t, e, "opener-b")
+	a.close(fh, snfs1.Write, true) // never opened
+	b.openOrFatal(t, fh, snfs1.Read)
+	b.close(fh, snfs1.Read, false)
+	if cbs := a.got(); len(cbs) != 0 {
+		t.Fatalf("a client that never opened the file was called back: %+v", cbs)
+	}
+	// With a read open: a CLOSE of a write open it does not have, dirty.
+	a.openCaching(fh, snfs1.Read)
+	a.close(fh, snfs1.Write, true)
+	b.openOrFatal(t, fh, snfs1.Write)
+	cbs := a.got()
+	if len(cbs) != 1 || cbs[0].Mode != snfs1.CBInvalidate {
+		t.Fatalf("A's callbacks: %+v, want one CB_INVALIDATE: its read open was kept, and it is no last writer", cbs)
+	}
+	b.close(fh, snfs1.Write, false)
+	a.close(fh, snfs1.Read, false)
+}
+
+// TestSNFSDiscovery: on one connection a client may call SNFS NULL (to learn
+// whether the server speaks the protocol), and NFSv3 calls, before REGISTER
+// (section 2); the calls before REGISTER are a plain client's, and REGISTER
+// makes that connection its callback path: the CB_NULL probe comes on it.
+func TestSNFSDiscovery(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := snfsCreate(t, e, "discovered")
+	probed := make(chan struct{}, 1)
+	cb := &sunrpc.Program{Name: "snfs_cb", Number: snfs1.CBProgram, Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
+		snfs1.CBProcNull:     {Name: "CB_NULL", Handler: nullAnswerer(0, probed)},
+		snfs1.CBProcCallback: {Name: "CB_CALLBACK", Handler: func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }},
+	}}}
+	c, err := sunrpc.Dial(ctx, "tcp", e.addr, snfs1.Program, snfs1.Version, sunrpc.WithPrograms(cb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, snfs1.ProcNull, nil, nil); err != nil {
+		t.Fatalf("SNFS NULL before REGISTER: %v", err)
+	}
+	var gres nfs3.GetattrRes
+	if err := c.Program(nfs3.Program, nfs3.Version).Call(ctx, nfs3.ProcGetattr, &nfs3.FHArgs{FH: fh}, &gres); err != nil || gres.Status != nfs3.OK {
+		t.Fatalf("GETATTR before REGISTER: %v %v", err, gres.Status)
+	}
+	var reg snfs1.RegisterRes
+	err = c.Call(ctx, snfs1.ProcRegister, &snfs1.RegisterArgs{Name: []byte("discoverer"), ClientVerf: snfs1.Verifier{1}}, &reg)
+	ok(t, "REGISTER after NULL", reg.Status, err)
+	select {
+	case <-probed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no CB_NULL probe on the connection that registered after NULL")
+	}
+	var res snfs1.OpenRes
+	err = c.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: reg.Client, File: fh, Mode: snfs1.Read}, &res)
+	ok(t, "OPEN", res.Status, err)
+	if !res.CacheEnabled {
+		t.Fatal("OPEN after the probe was answered refused caching")
+	}
 }
