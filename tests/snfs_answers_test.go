@@ -460,3 +460,47 @@ func TestSNFSDiscovery(t *testing.T) {
 		t.Fatal("OPEN after the probe was answered refused caching")
 	}
 }
+
+// TestSNFSVersionAfterReclaim: after a restart, a reclaimed file's version is
+// the highest version its clients reported (section 4.5): an OPEN for reading
+// returns it in both fields, so caches of it stay valid; an OPEN_WRITE takes a
+// fresh version, above every version issued before the restart, and returns
+// the reclaimed one as old_cache_version. A file nobody reclaimed gets a fresh
+// version at its next OPEN, returned in both fields.
+func TestSNFSVersionAfterReclaim(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	rd, wr, other := snfsCreate(t, e, "reclaimed-read"), snfsCreate(t, e, "reclaimed-write"), snfsCreate(t, e, "not-reclaimed")
+	g := dialGrace(t, e, "reclaimer", make(cbRecorder, 16))
+	g.openItems(t, snfs1.Read, rd)
+	g.openItems(t, snfs1.Write, wr)
+	vr, vw := g.items[0].Version, g.items[1].Version
+	q := verifiedProtoClient(t, e, "before")
+	vo := q.openOrFatal(t, other, snfs1.Write).CacheVersion
+	q.close(other, snfs1.Write, false)
+	var ures snfs1.UnregisterRes
+	err := q.rpc.Call(ctx, snfs1.ProcUnregister, &snfs1.UnregisterArgs{Client: q.id}, &ures)
+	ok(t, "UNREGISTER", ures.Status, err) // so that grace waits only for g
+	highest := max(vr, vw, vo)
+
+	restartGrace(e, 20*time.Second)
+	if g.comeBack(t) {
+		t.Fatal("the reclaim was refused")
+	}
+	if r := waitGrace(t, e); r.Reason != consist.GraceAllReclaimed {
+		t.Fatalf("grace: %+v", r)
+	}
+	p := verifiedProtoClient(t, e, "after")
+	res := p.openOrFatal(t, rd, snfs1.Read)
+	if res.CacheVersion != vr || res.OldCacheVersion != vr {
+		t.Errorf("OPEN for reading of a reclaimed file: versions %d, %d; want the reclaimed %d twice", res.CacheVersion, res.OldCacheVersion, vr)
+	}
+	res = p.openOrFatal(t, wr, snfs1.Write)
+	if res.CacheVersion <= highest || res.OldCacheVersion != vw {
+		t.Errorf("OPEN_WRITE of a reclaimed file: versions %d, %d; want a fresh one above %d, and the reclaimed %d", res.CacheVersion, res.OldCacheVersion, highest, vw)
+	}
+	res = p.openOrFatal(t, other, snfs1.Read)
+	if res.CacheVersion <= highest || res.OldCacheVersion != res.CacheVersion {
+		t.Errorf("OPEN of a file nobody reclaimed: versions %d, %d; want a fresh one above %d, twice", res.CacheVersion, res.OldCacheVersion, highest)
+	}
+}
