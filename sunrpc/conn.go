@@ -67,12 +67,12 @@ type Conn struct {
 
 	mu      sync.Mutex
 	pending map[uint32]*pendingCall // outgoing calls waiting for replies; guarded by mu
-	stopped bool                   // the reader stopped; guarded by mu
-	onClose []func()               // guarded by mu
-	calls   int                    // calls read and not yet answered; guarded by mu
-	mem     int                    // bytes held for them; guarded by mu
-	waiting bool                   // the reader waits for room; guarded by mu
-	room    chan struct{}          // wakes the reader (capacity 1)
+	stopped bool                    // the reader stopped; guarded by mu
+	onClose []func()                // guarded by mu
+	calls   int                     // calls read and not yet answered; guarded by mu
+	mem     int                     // bytes held for them; guarded by mu
+	waiting bool                    // the reader waits for room; guarded by mu
+	room    chan struct{}           // wakes the reader (capacity 1)
 }
 
 // outMsg is a message handed to the writer: a reply (pooled buffer, held bytes
