@@ -98,6 +98,12 @@
 //     until it opens the file again. The waiting request goes on. Its callback
 //     path is marked unverified and probed again.
 //
+// An answer to a callback that already timed out is late: TreatAsClosed and
+// Stale are applied anyway (they say the client holds no open and no dirty
+// block when it answers, and the driver applies an answer before the
+// client's later requests), so an open the client hands back with it is not
+// counted for ever; a late OK, Pinned or failure is ignored.
+//
 // Lessons from the delegation implementations that came later (knfsd,
 // nfs-ganesha): caching is granted only to a client whose callback path answered
 // a NULL (at REGISTER and after any failure); after a recall, opens that arrive
