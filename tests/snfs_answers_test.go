@@ -238,7 +238,7 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) {
-		c.Table.CallbackTimeout = time.Second
+		c.Table.CallbackTimeout = 2 * time.Second
 		if os.Getenv("TRACE") != "" {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
@@ -272,9 +272,9 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	if res := <-opened; res == nil || res.Status != nfs3.OK {
 		t.Fatalf("B's OPEN: %+v", res)
 	}
-	// The callback times out (1 s after it was sent, seen by the sweeper
+	// The callback times out (2 s after it was sent, seen by the sweeper
 	// within 200 ms); A, holding nothing, is not fenced.
-	time.Sleep(time.Until(recalled.Add(1400 * time.Millisecond)))
+	time.Sleep(time.Until(recalled.Add(2600 * time.Millisecond)))
 	reopened := time.Now()             // A's OPEN recalls B's cache: a new back-off
 	res, err := a.open(fh, snfs1.Read) // and no CLOSE: a delayed close
 	ok(t, "A's OPEN again", res.Status, err)
