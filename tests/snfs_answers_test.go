@@ -15,7 +15,6 @@ import (
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
-	"snfs/state"
 	"snfs/sunrpc"
 	"snfs/xdr"
 )
@@ -130,8 +129,6 @@ func TestSNFSFencedCalls(t *testing.T) {
 		t.Errorf("COMMIT after the new OPEN: %v %v, want OK", err, commit.Status)
 	}
 }
-
-var _ = state.Read
 
 // TestSNFSFailedMountUnregisters: a mount in snfs mode whose MNT fails (an
 // unknown export) UNREGISTERs the registration it made, so the server's next
