@@ -3,6 +3,8 @@ package consist
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/nfs3"
@@ -15,37 +17,57 @@ var noAuth = sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone}
 
 // sendCallback sends one CALLBACK in its own goroutine, once a sender slot is
 // free: the table's deadline starts when it is written (CallbackSent), so
-// callbacks queued behind others do not time out for it.
+// callbacks queued behind others do not time out for it. The answer is
+// applied by the connection's reader (CallRouted), before anything the client
+// sent after it: an OPEN the client sends after answering CB_TREAT_AS_CLOSED
+// is not undone by that answer. The table times the callback out (Tick) at
+// its deadline; the driver keeps listening for another CallbackTimeout
+// without its sender slot, and hands a late answer to the table, which
+// applies the ones that are safe to apply (state.Machine.CallbackDone).
 func (d *Driver) sendCallback(cb state.Callback) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		outcome := state.Failed
-		defer func() {
-			if d.tracing() {
-				d.trace("table: callback done", cb.Handle, "client", d.clientName(cb.Client), "mode", cb.Mode, "outcome", outcome)
-			}
-			d.do(d.m.CallbackDone(time.Now(), cb, outcome))
-		}()
+		var once sync.Once
+		report := func(outcome state.Outcome) {
+			once.Do(func() {
+				if d.tracing() {
+					d.trace("table: callback done", cb.Handle, "client", d.clientName(cb.Client), "mode", cb.Mode, "outcome", outcome)
+				}
+				d.do(d.m.CallbackDone(time.Now(), cb, outcome))
+			})
+		}
+		defer report(state.Failed)
 		if !d.acquireSender() {
 			return
 		}
-		defer func() { <-d.senders }()
+		release := d.releaseAfter(d.cbTimeout)
+		defer release()
 		conn := d.conn(cb.Client)
 		if conn == nil {
 			d.log.Info("callback not sent: the client has no connection", "client", d.clientName(cb.Client), "mode", cb.Mode)
 			return
 		}
 		var attr = d.attrOf(cb.Handle)
-		ctx, cancel := context.WithTimeout(d.ctx, d.cbTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, 2*d.cbTimeout)
 		defer cancel()
 		d.m.CallbackSent(time.Now(), cb)
 		start := time.Now()
+		late := time.AfterFunc(d.cbTimeout, func() { d.met.timeouts.Inc() })
+		defer late.Stop()
 		var res snfs1.CallbackRes
+		routed := func(err error) {
+			late.Stop()
+			if err != nil {
+				report(state.Failed)
+				return
+			}
+			report(outcomeOf(res.Status))
+		}
 		var err error
 		for {
-			err = conn.Call(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
-				&snfs1.CallbackArgs{File: cb.Handle, Mode: snfs1.CallbackMode(cb.Mode), Attr: attr}, &res)
+			err = conn.CallRouted(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
+				&snfs1.CallbackArgs{File: cb.Handle, Mode: snfs1.CallbackMode(cb.Mode), Attr: attr}, &res, routed)
 			if err == nil || !errors.Is(err, sunrpc.ErrConnClosed) {
 				break
 			}
@@ -61,23 +83,38 @@ func (d *Driver) sendCallback(cb state.Callback) {
 		}
 		d.met.callbackSent(cb.Mode, time.Since(start), err)
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				d.met.timeouts.Inc()
-			}
 			d.log.Info("callback failed", "client", d.clientName(cb.Client), "mode", cb.Mode, "err", err)
-			return
-		}
-		switch res.Status {
-		case snfs1.CBOK:
-			outcome = state.OK
-		case snfs1.CBTreatAsClosed:
-			outcome = state.TreatAsClosed
-		case snfs1.CBStale:
-			outcome = state.Stale
-		case snfs1.CBPinned:
-			outcome = state.Pinned
 		}
 	}()
+}
+
+// outcomeOf is the table's outcome for a client's answer.
+func outcomeOf(st snfs1.CallbackStatus) state.Outcome {
+	switch st {
+	case snfs1.CBOK:
+		return state.OK
+	case snfs1.CBTreatAsClosed:
+		return state.TreatAsClosed
+	case snfs1.CBStale:
+		return state.Stale
+	case snfs1.CBPinned:
+		return state.Pinned
+	}
+	return state.Failed // not decodable: the decoder refuses it first
+}
+
+// releaseAfter gives the sender slot back after dl, or when the returned
+// function is called, whichever comes first: the slots bound the callbacks
+// being sent and answered in time, not the ones waited for past their
+// deadline.
+func (d *Driver) releaseAfter(dl time.Duration) func() {
+	var once sync.Once
+	release := func() { once.Do(func() { <-d.senders }) }
+	t := time.AfterFunc(dl, release)
+	return func() {
+		t.Stop()
+		release()
+	}
 }
 
 // rebound waits, until ctx ends, for table client c to have a callback path
@@ -114,28 +151,51 @@ func (d *Driver) rebound(ctx context.Context, c state.ClientID, old *sunrpc.Conn
 }
 
 // sendProbe sends a CB_NULL to c in its own goroutine and reports whether its
-// callback path answered.
+// callback path answered. The answer is applied by the connection's reader
+// (CallRouted): an OPEN the client sends after answering finds its path
+// verified. The probe has no deadline of its own: it waits for the answer as
+// long as c keeps that callback path (its sender slot only for
+// CallbackTimeout), so a late answer still verifies the path; meanwhile the
+// client's OPENs get no caching, and no second probe is sent. When the path
+// moves to a new connection (a REGISTER) the probe goes again there; it fails
+// when the client has no connection for CallbackTimeout, or is gone.
 func (d *Driver) sendProbe(c state.ClientID) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		ok := false
-		defer func() { d.m.CallbackPathVerified(time.Now(), c, ok) }()
+		var once sync.Once
+		report := func(ok bool) {
+			once.Do(func() { d.m.CallbackPathVerified(time.Now(), c, ok) })
+		}
+		defer report(false)
 		if !d.acquireSender() {
 			return
 		}
-		defer func() { <-d.senders }()
-		conn := d.conn(c)
-		if conn == nil {
-			return
+		release := d.releaseAfter(d.cbTimeout)
+		defer release()
+		var answered atomic.Bool // set by the connection's reader
+		var old *sunrpc.Conn
+		for {
+			wctx, cancel := context.WithTimeout(d.ctx, d.cbTimeout)
+			conn := d.rebound(wctx, c, old)
+			cancel()
+			if conn == nil {
+				return
+			}
+			pctx, stop := d.whileBound(c, conn)
+			err := conn.CallRouted(pctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcNull, noAuth, nil, nil,
+				func(err error) { answered.Store(true); report(err == nil) })
+			moved := pctx.Err() != nil && d.ctx.Err() == nil
+			stop()
+			if err == nil || answered.Load() || d.ctx.Err() != nil {
+				return
+			}
+			if !moved && !errors.Is(err, sunrpc.ErrConnClosed) {
+				d.log.Info("callback path probe failed: no caching for this client until one answers", "client", d.clientName(c), "err", err)
+				return
+			}
+			old = conn
 		}
-		ctx, cancel := context.WithTimeout(d.ctx, d.cbTimeout)
-		defer cancel()
-		err := conn.Call(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcNull, noAuth, nil, nil)
-		if err != nil {
-			d.log.Info("callback path probe failed: no caching for this client until one answers", "client", d.clientName(c), "err", err)
-		}
-		ok = err == nil
 	}()
 }
 

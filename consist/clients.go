@@ -40,7 +40,7 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 	d.byName[string(name)] = cl
 	if cl.conn != conn {
 		d.unbindLocked(cl, cl.conn)
-		cl.conn = conn
+		cl.conn, cl.unbound = conn, make(chan struct{})
 		d.byConn[conn] = cl
 		close(cl.bound)
 	}
@@ -101,6 +101,33 @@ func (d *Driver) unbindLocked(cl *client, conn *sunrpc.Conn) {
 	delete(d.byConn, conn)
 	cl.conn = nil
 	cl.bound = make(chan struct{})
+	close(cl.unbound)
+}
+
+// whileBound returns a context that ends when conn stops being table client
+// c's callback path (or the driver stops); cancel it when done.
+func (d *Driver) whileBound(c state.ClientID, conn *sunrpc.Conn) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(d.ctx)
+	d.mu.RLock()
+	var unbound chan struct{}
+	if cl := d.byMid[c]; cl != nil && cl.conn == conn {
+		unbound = cl.unbound
+	}
+	d.mu.RUnlock()
+	if unbound == nil {
+		cancel()
+		return ctx, cancel
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		select {
+		case <-unbound:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // Client returns the table client of a registration, or ErrStaleClientID.

@@ -9,7 +9,13 @@
 // connection), the interning of clients into the table's ids (protocol clients
 // by registration, plain NFSv3 clients by address), parked requests and their
 // continuations, the callback senders (bounded; a callback's deadline starts
-// when it is written, not when it is queued), and the sweeper goroutine.
+// when it is written, not when it is queued), and the sweeper goroutine. The
+// answers to callbacks and probes are applied to the table by the client
+// connection's reader (sunrpc.Conn.CallRouted), before it reads the client's
+// next call: a client's OPEN sent after its answer sees the answer applied.
+// The table times callbacks out; the driver keeps listening for another
+// callback timeout and hands late answers to the table. A probe waits for its
+// answer as long as the client keeps that callback path.
 //
 // It must not: decide anything the table decides (cacheability, which
 // callbacks, fencing, versions), decode NFS or SNFS requests (package server

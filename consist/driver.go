@@ -92,9 +92,11 @@ type client struct {
 	mid  state.ClientID
 	name string
 	// conn is its callback path (nil while it has none); bound is closed while
-	// it has one, and replaced when it loses it. Both guarded by Driver.mu.
-	conn  *sunrpc.Conn
-	bound chan struct{}
+	// it has one, and replaced when it loses it; unbound is closed when conn
+	// stops being its path. All guarded by Driver.mu.
+	conn    *sunrpc.Conn
+	bound   chan struct{}
+	unbound chan struct{}
 }
 
 // New opens the durable records in cfg.StateDir, starts the table and its

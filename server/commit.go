@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/sunrpc"
 )
@@ -13,7 +14,15 @@ import (
 // changes the write verifier, so clients write their uncommitted data again.
 // During the grace period after a restart it is NFS3ERR_JUKEBOX but for a
 // reclaiming client's own file, as the other calls of the coexistence gate.
+// A protocol client fenced for the file is refused with SNFS_ERR_FENCED
+// (docs/protocol.md section 13) and, as every call the gate refuses, gets
+// the failure arm with no attributes: COMMIT takes no part in the table (it
+// never waits), so it asks the table directly.
 func (s *Server) commit(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.CommitArgs, res *nfs3.CommitRes) {
+	if s.consist.Active() && s.consist.Fenced(s.consist.Caller(c), a.File) {
+		res.Status = statusOf(consist.ErrFenced)
+		return
+	}
 	res.Wcc.Before = wccAttr(&r.node.Stat)
 	verf := s.Verifier()
 	after, err := func() (*nfs3.Fattr, error) {

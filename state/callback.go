@@ -15,8 +15,15 @@ func (m *Machine) CallbackSent(now time.Time, cb Callback) {
 	}
 }
 
-// CallbackDone reports how a callback ended; a late answer (to a callback that
-// already timed out) is ignored. Requests parked on the file go on.
+// CallbackDone reports how a callback ended. Requests parked on the file go
+// on. A late answer (to a callback that already timed out, or whose client
+// was fenced meanwhile) is applied only where that is safe: TreatAsClosed and
+// Stale say what the client holds when it answers - no open, no dirty block
+// (it answers so only with no OPEN of the file in flight, and the driver
+// applies an answer before anything the client sent after it) - so its opens
+// are dropped as they would have been in time; a fence stands. A late OK or
+// Pinned is ignored: the fence, if any, stands, and a client that held
+// nothing keeps holding nothing.
 func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	t := m.t(now)
 	s := m.shard(cb.File)
@@ -28,7 +35,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	}
 	oc := e.call(cb.Client)
 	if oc == nil || oc.seq != cb.Seq {
-		return nil
+		return m.lateAnswer(s, e, t, cb, o)
 	}
 	mode := oc.mode
 	dropCall(e, cb.Client)
@@ -65,6 +72,25 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		h.readers, h.writers = 0, 0
 		h.flags &^= fCaching | fDirty
 	}
+	e.settle(t)
+	m.run(s, e, t, &out)
+	return out
+}
+
+// lateAnswer applies a late TreatAsClosed or Stale (see CallbackDone).
+func (m *Machine) lateAnswer(s *shard, e *entry, t int64, cb Callback, o Outcome) []Action {
+	if o != TreatAsClosed && o != Stale {
+		return nil
+	}
+	h := e.holder(cb.Client)
+	if h == nil || h.flags&fFenced != 0 || (!h.opens() && h.flags&(fCaching|fDirty|fPinned) == 0) {
+		return nil
+	}
+	m.n.lateAnswers.Add(1)
+	h.readers, h.writers = 0, 0
+	h.flags &^= fCaching | fDirty | fPinned
+	var out []Action
+	s.touch(e, t)
 	e.settle(t)
 	m.run(s, e, t, &out)
 	return out

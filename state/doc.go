@@ -98,12 +98,20 @@
 //     until it opens the file again. The waiting request goes on. Its callback
 //     path is marked unverified and probed again.
 //
+// An answer to a callback that already timed out is late: TreatAsClosed and
+// Stale are applied anyway (they say the client holds no open and no dirty
+// block when it answers, and the driver applies an answer before the
+// client's later requests), so an open the client hands back with it is not
+// counted for ever; a late OK, Pinned or failure is ignored.
+//
 // Lessons from the delegation implementations that came later (knfsd,
 // nfs-ganesha): caching is granted only to a client whose callback path answered
 // a NULL (at REGISTER and after any failure); after a recall, opens that arrive
 // within RecallBackoff get no caching, so two clients alternating on a file stop
 // calling each other back (the open that caused the recall is exempt: it is the
-// conflict the recall resolves); deadlines start at sending; Tick is the sweeper.
+// conflict the recall resolves; so are the later OPENs of that client in that
+// mode - its retry after JUKEBOX - until another request recalls); deadlines
+// start at sending; Tick is the sweeper.
 //
 // # Coexistence with plain NFSv3 clients (section 6.1)
 //
@@ -136,7 +144,8 @@
 //
 // # Bounded state
 //
-// The table holds at most MaxEntries entries, split across shards. CLOSED
+// The table holds at most MaxEntries entries, split across shards (by
+// default one per 1024 entries, at most 64), each bounded on its own. CLOSED
 // entries are kept for their versions until space is needed. From HighWater
 // percent of a shard, each insertion examines the least recently used entries
 // (ReclaimScan of them): entries that record nothing but expired plain holds or

@@ -13,6 +13,11 @@ type entry struct {
 	// st is the state as of the last input. It is what derive reads to keep
 	// WRITE_SHARED until the final close; everything else derive recomputes.
 	st State
+	// recallMode and recallBy: the OPEN (mode, client) that caused the last
+	// recall (mode 0: a plain access did). Its retry is exempt from the
+	// back-off, as the OPEN itself is.
+	recallMode Mode
+	recallBy   ClientID
 }
 
 // holder is one client's record in an entry: its opens, its plain hold, and what
@@ -59,6 +64,9 @@ type waiter struct {
 	// back-off it starts applies to the request, one its own conflict causes
 	// does not (that conflict is the one the recall resolves).
 	recallSeen int64
+	// recallOwn: that recall was caused by an OPEN of this client in this
+	// mode (this request is its retry, or a reopen): it is exempt too.
+	recallOwn bool
 }
 
 func (w *waiter) write() bool { return w.mode == Write || w.access.changes() }

@@ -746,3 +746,29 @@ func TestGetattr(t *testing.T) {
 	h.advance(time.Minute)
 	wantFinal(t, h, req, ActProceed)
 }
+
+// TestSmallTableHighWater: a table of 8 entries with the default parts and
+// high water (docs/protocol.md section 15) is one part of 8: it holds 8 open
+// files and refuses a 9th (JUKEBOX); reclaiming starts when an insertion finds
+// 90 % of 8, rounded down (7), or more: the 8th insertion drops a CLOSED entry
+// kept for its version, if there is one.
+func TestSmallTableHighWater(t *testing.T) {
+	h := newHarness(t, Config{MaxEntries: 8})
+	h.register(cX)
+	h.openNow(cX, fid(1), Read)
+	h.close(cX, fid(1), Read, false) // CLOSED, kept for its version
+	for i := 2; i <= 7; i++ {
+		h.openNow(cX, fid(i), Read)
+	}
+	if st := h.m.Stats(h.now); st.Entries != 7 || st.ReclaimDrops != 0 {
+		t.Fatalf("7 entries, no reclaiming yet: %+v", st)
+	}
+	h.openNow(cX, fid(8), Read) // finds 7 >= 7: drops the closed one
+	if st := h.m.Stats(h.now); st.Entries != 7 || st.ReclaimDrops != 1 {
+		t.Fatalf("the 8th insertion reclaims the closed entry: %+v", st)
+	}
+	h.openNow(cX, fid(9), Read) // 8 open files
+	if _, r := h.open(cX, fid(10), Read); r.Verdict != Jukebox {
+		t.Fatalf("a 9th open file in a table of 8: %v, want jukebox", r.Verdict)
+	}
+}

@@ -148,6 +148,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 // and parks it otherwise.
 func (m *Machine) admit(s *shard, e *entry, t int64, w waiter, out *[]Action) (Verdict, OpenReply) {
 	w.recallSeen = e.recallAt
+	w.recallOwn = w.mode != 0 && e.recallBy == w.client && e.recallMode == w.mode
 	if e.pend == nil || len(e.pend.waiters) == 0 {
 		if v, r, done := m.try(s, e, t, &w, out); done {
 			m.tidy(s, e)
@@ -214,7 +215,9 @@ func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Ve
 	for i := range e.holders {
 		if nd := need(&e.holders[i], &x, next); nd != 0 {
 			blocked = true
-			m.callback(s, e, t, e.holders[i].client, nd, nd&Invalidate != 0, out)
+			if m.callback(s, e, t, e.holders[i].client, nd, nd&Invalidate != 0, out) && nd&Invalidate != 0 {
+				e.recallBy, e.recallMode = w.client, w.mode
+			}
 		}
 	}
 	if blocked {
@@ -261,7 +264,7 @@ func (m *Machine) applyOpen(e *entry, t int64, w *waiter, out *[]Action) (Verdic
 	}
 	e.st = e.derive(t, nil)
 	r.CacheEnabled = e.st != WriteShared && m.verified(w.client) && t >= m.overflowUntil.Load() &&
-		(w.recallSeen == 0 || w.since >= w.recallSeen+m.backoff)
+		(w.recallSeen == 0 || w.since >= w.recallSeen+m.backoff || w.recallOwn)
 	if oc := e.call(w.client); oc != nil && oc.mode&Invalidate != 0 && oc.mode != Relinquish {
 		// An invalidation of this client is in flight: its answer must not
 		// cancel what this reply grants.
@@ -287,10 +290,11 @@ func (m *Machine) verified(c ClientID) bool {
 
 // callback sends a callback of mode to c about e unless one is already out to c
 // (one at a time per client and file: when it is answered the queue runs again
-// and sends whatever is still needed). A recall starts the file's back-off.
-func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode CallbackMode, recall bool, out *[]Action) {
+// and sends whatever is still needed), and reports whether it did. A recall
+// starts the file's back-off.
+func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode CallbackMode, recall bool, out *[]Action) bool {
 	if e.call(c) != nil {
-		return
+		return false
 	}
 	s.markBusy(e)
 	seq := m.seq.Add(1)
@@ -302,6 +306,7 @@ func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode Callbac
 	*out = append(*out, Action{Kind: ActCallback, Callback: Callback{
 		File: e.key, Handle: []byte(e.handle), Client: c, Mode: mode, Seq: seq,
 	}})
+	return true
 }
 
 // tidy drops an entry that records nothing: no holder, nothing in flight, no

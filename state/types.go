@@ -289,7 +289,11 @@ type Config struct {
 	// HighWater percent of it (default 90).
 	MaxEntries int
 	HighWater  int
-	// Shards is the number of independently locked parts of the table (default 64).
+	// Shards is the number of independently locked parts of the table; each
+	// holds MaxEntries/Shards entries, and the bound and HighWater apply to
+	// each part. Default: one part per minShardEntries entries, at least 1,
+	// at most 64, so that a part fills within a few percent of the whole (a
+	// small table is one part: --table-entries 8 admits 8 open files).
 	Shards int
 	// CallbackTimeout is how long after it is sent a callback may take (default 5 s).
 	CallbackTimeout time.Duration
@@ -319,6 +323,9 @@ type Config struct {
 	ReclaimScan int
 }
 
+// minShardEntries is the smallest part of the table Config.defaults makes.
+const minShardEntries = 1024
+
 func (c *Config) defaults() {
 	if c.MaxEntries <= 0 {
 		c.MaxEntries = 1 << 20
@@ -327,7 +334,7 @@ func (c *Config) defaults() {
 		c.HighWater = 90
 	}
 	if c.Shards <= 0 {
-		c.Shards = 64
+		c.Shards = min(max(c.MaxEntries/minShardEntries, 1), 64)
 	}
 	if c.Shards > c.MaxEntries {
 		c.Shards = c.MaxEntries
@@ -415,4 +422,7 @@ type Stats struct {
 	ReclaimCallbacks uint64 // write-back and relinquish callbacks sent to make room
 	FencesForgotten  uint64 // fence records dropped to make room
 	Reservations     uint64 // version blocks requested
+	// LateAnswers counts TreatAsClosed and Stale answers applied after their
+	// callback had timed out.
+	LateAnswers uint64
 }

@@ -290,7 +290,7 @@ func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]by
 			}
 			continue
 		}
-		rec, err := c.roundTrip(ctx, xid, msg, timeout)
+		rec, err := c.roundTrip(ctx, xid, msg, timeout, nil)
 		switch {
 		case err == nil:
 			return rec, nil

@@ -66,13 +66,13 @@ type Conn struct {
 	callWG   sync.WaitGroup
 
 	mu      sync.Mutex
-	pending map[uint32]chan []byte // outgoing calls waiting for replies; guarded by mu
-	stopped bool                   // the reader stopped; guarded by mu
-	onClose []func()               // guarded by mu
-	calls   int                    // calls read and not yet answered; guarded by mu
-	mem     int                    // bytes held for them; guarded by mu
-	waiting bool                   // the reader waits for room; guarded by mu
-	room    chan struct{}          // wakes the reader (capacity 1)
+	pending map[uint32]*pendingCall // outgoing calls waiting for replies; guarded by mu
+	stopped bool                    // the reader stopped; guarded by mu
+	onClose []func()                // guarded by mu
+	calls   int                     // calls read and not yet answered; guarded by mu
+	mem     int                     // bytes held for them; guarded by mu
+	waiting bool                    // the reader waits for room; guarded by mu
+	room    chan struct{}           // wakes the reader (capacity 1)
 }
 
 // outMsg is a message handed to the writer: a reply (pooled buffer, held bytes
@@ -106,7 +106,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		xids: cfg.xids, maxRecord: cfg.maxRecord, maxMem: cfg.maxMem, log: cfg.log,
 		workers: make(chan struct{}, max(1, cfg.maxWorkers)),
 		rdone:   make(chan struct{}), dead: make(chan struct{}), finished: make(chan struct{}),
-		pending: map[uint32]chan []byte{}, room: make(chan struct{}, 1)}
+		pending: map[uint32]*pendingCall{}, room: make(chan struct{}, 1)}
 	if c.xids == nil {
 		c.xids = new(atomic.Uint32)
 		var seed [4]byte
@@ -274,20 +274,38 @@ func (c *Conn) routeReply(bp *[]byte) {
 	rec := *bp
 	xid := binary.BigEndian.Uint32(rec)
 	c.mu.Lock()
-	ch := c.pending[xid]
+	p := c.pending[xid]
 	c.mu.Unlock()
-	if ch == nil { // late (its caller gave up) or unknown
+	if p == nil { // late (its caller gave up) or unknown
 		putBuf(bp)
 		return
+	}
+	if p.routed != nil {
+		// Only the reader touches p.seen: a duplicate reply is not seen twice.
+		if p.seen {
+			putBuf(bp)
+			return
+		}
+		p.seen = true
+		p.routed(rec)
 	}
 	if len(rec) <= 16<<10 {
 		rec = append([]byte(nil), rec...)
 		putBuf(bp)
 	} // else the caller keeps the pooled buffer itself
 	select {
-	case ch <- rec:
+	case p.ch <- rec:
 	default: // a duplicate reply; the first one wins
 	}
+}
+
+// pendingCall is an outgoing call waiting for its reply.
+type pendingCall struct {
+	ch chan []byte
+	// routed, if set, runs on the reader with the reply record before it is
+	// handed over (CallRouted); seen: it ran. Both only touched by the reader.
+	routed func(rec []byte)
+	seen   bool
 }
 
 // startCall accounts for the call in *bp and runs it: inline on the reader when
@@ -422,11 +440,36 @@ func (c *Conn) send(m outMsg) {
 func (c *Conn) Call(ctx context.Context, prog, vers, proc uint32, cred OpaqueAuth, args xdr.Encoder, res xdr.Decoder) error {
 	xid := c.xids.Add(1)
 	msg := encodeCallMsg(xid, prog, vers, proc, cred, args)
-	rec, err := c.roundTrip(ctx, xid, msg, 0)
+	rec, err := c.roundTrip(ctx, xid, msg, 0, nil)
 	if err != nil {
 		return fmt.Errorf("sunrpc: call %d/%d/%d to %s: %w", prog, vers, proc, c.addr, err)
 	}
 	return decodeResults(rec, proc, res)
+}
+
+// CallRouted is Call, and routed, if not nil, runs on the connection's reader
+// as soon as the reply is read - with the error Call returns for it (nil, or
+// why the reply or its results did not decode; res is decoded by then) -
+// before the reader reads the next record: whatever the peer sent after its
+// reply finds routed's work done (a server applies a callback's answer before
+// the client's next call). routed must not block. It does not run when no
+// reply comes (ctx ends first, or the connection closes); when it ran, it has
+// the call's outcome, even if ctx ended before Call returned.
+func (c *Conn) CallRouted(ctx context.Context, prog, vers, proc uint32, cred OpaqueAuth, args xdr.Encoder, res xdr.Decoder, routed func(error)) error {
+	if routed == nil {
+		return c.Call(ctx, prog, vers, proc, cred, args, res)
+	}
+	xid := c.xids.Add(1)
+	msg := encodeCallMsg(xid, prog, vers, proc, cred, args)
+	var derr error // the reply's decoding, by the reader before it hands the record over
+	_, err := c.roundTrip(ctx, xid, msg, 0, func(rec []byte) {
+		derr = decodeResults(rec, proc, res)
+		routed(derr)
+	})
+	if err != nil {
+		return fmt.Errorf("sunrpc: call %d/%d/%d to %s: %w", prog, vers, proc, c.addr, err)
+	}
+	return derr
 }
 
 // errCallTimeout is roundTrip's answer when timeout passed without a reply.
@@ -434,15 +477,16 @@ var errCallTimeout = errors.New("sunrpc: no reply within the timeout")
 
 // roundTrip sends msg (a call with this xid, record mark included) and waits for
 // its reply: ErrConnClosed if the connection stops reading first,
-// errCallTimeout after timeout (if > 0), or ctx's error.
-func (c *Conn) roundTrip(ctx context.Context, xid uint32, msg []byte, timeout time.Duration) ([]byte, error) {
+// errCallTimeout after timeout (if > 0), or ctx's error. routed, if set, runs
+// on the reader with the reply before it is handed over (CallRouted).
+func (c *Conn) roundTrip(ctx context.Context, xid uint32, msg []byte, timeout time.Duration, routed func(rec []byte)) ([]byte, error) {
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
 		return nil, ErrConnClosed
 	}
-	c.pending[xid] = ch
+	c.pending[xid] = &pendingCall{ch: ch, routed: routed}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()

@@ -62,7 +62,7 @@ func newTwoWay(t *testing.T, s *Server) *twoWay {
 	}
 	sameXID := func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
 		v := a.Uint32()
-		rec, err := c.Conn.roundTrip(ctx, c.XID, encodeCallMsg(c.XID, cbProg, 1, 1, nullVerf, u32(v)), 0)
+		rec, err := c.Conn.roundTrip(ctx, c.XID, encodeCallMsg(c.XID, cbProg, 1, 1, nullVerf, u32(v)), 0, nil)
 		if err != nil {
 			return err
 		}

@@ -30,9 +30,15 @@ type protoClient struct {
 
 func newProtoClient(t *testing.T, e *env, name string) *protoClient {
 	t.Helper()
+	return newProtoClientNull(t, e, name, func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil })
+}
+
+// newProtoClientNull is newProtoClient with null serving CB_NULL.
+func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) *protoClient {
+	t.Helper()
 	p := &protoClient{t: t}
 	cb := &sunrpc.Program{Name: "snfs_cb", Number: snfs1.CBProgram, Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
-		snfs1.CBProcNull: {Name: "CB_NULL", Handler: func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }},
+		snfs1.CBProcNull: {Name: "CB_NULL", Handler: null},
 		snfs1.CBProcCallback: {Name: "CB_CALLBACK", Handler: func(ctx context.Context, c *sunrpc.Call, r *xdr.Reader, w *xdr.Writer) error {
 			var a snfs1.CallbackArgs
 			if a.Decode(r) != nil {

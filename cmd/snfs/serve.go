@@ -41,7 +41,7 @@ func serve(args []string) error {
 	gatherWait := fs.Duration("write-gather-max-wait", 2*time.Millisecond, "bound on the time a flush waits to gather more writes")
 	cbTimeout := fs.Duration("callback-timeout", 5*time.Second, "consistency protocol: how long a client may take to answer a callback before it is fenced for the file")
 	plainHold := fs.Duration("plain-hold", 60*time.Second, "consistency protocol: how long a plain NFSv3 client's access counts as an open (no shorter than its attribute cache timeout)")
-	tableEntries := fs.Int("table-entries", 1<<20, "consistency protocol: bound on the files the state table tracks")
+	tableEntries := fs.Int("table-entries", 1<<20, "consistency protocol: bound on the files the state table tracks (docs/protocol.md section 15)")
 	grace := fs.Duration("grace", server.DefaultGrace, "consistency protocol: bound on the grace period after a restart, while the clients known before it reclaim their state (0: none)")
 	dirs, err := parseArgs(fs, args)
 	if err != nil {

@@ -78,6 +78,14 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 		return nil, err
 	}
 	fail := func(err error) (*FS, error) {
+		// The registration is of no use: UNREGISTER it, or the server's
+		// next restart would wait its whole grace period for this client
+		// (docs/protocol.md section 4.7).
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if uerr := sess.Unregister(uctx); uerr != nil {
+			cfg.Logger.Warn("UNREGISTER after a failed mount", "err", uerr)
+		}
+		cancel()
 		sess.Disconnect()
 		cache.Close()
 		return nil, err

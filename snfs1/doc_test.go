@@ -1,0 +1,88 @@
+package snfs1
+
+import (
+	"encoding/binary"
+
+	"os"
+	"regexp"
+	"snfs/xdr"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestDocNumbers: every constant, enum value and procedure number that the
+// XDR of docs/protocol.md section 3 gives is this package's, and every value
+// this package decodes has its name there (CB_PINNED had none). A client
+// written from the document alone speaks the same numbers as this server.
+func TestDocNumbers(t *testing.T) {
+	doc, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(doc), "## 3. Programs and XDR")
+	end := strings.Index(string(doc), "## 4. Server procedures")
+	if start < 0 || end < start {
+		t.Fatal("docs/protocol.md has no section 3")
+	}
+	xdrText := string(doc[start:end])
+	got := map[string]uint64{}
+	// "const NAME = 12;", "NAME = 1," in an enum, "... SNFSPROC1_NAME(args) = 3;"
+	re := regexp.MustCompile(`(?m)^\s*(?:const\s+)?([A-Z][A-Z0-9_]*)(?:\([A-Za-z0-9_]*\))?\s*=\s*(0x[0-9A-Fa-f]+|[0-9]+)\s*[;,]?`)
+	for _, m := range re.FindAllStringSubmatch(xdrText, -1) {
+		v, err := strconv.ParseUint(m[2], 0, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", m[0], err)
+		}
+		got[m[1]] = v
+	}
+	procs := regexp.MustCompile(`(?m)\s(SNFS(?:CB)?PROC1_[A-Z_]+)\([A-Za-z0-9_]*\)\s*=\s*([0-9]+);`)
+	for _, m := range procs.FindAllStringSubmatch(xdrText, -1) {
+		v, _ := strconv.ParseUint(m[2], 10, 64)
+		got[m[1]] = v
+	}
+	want := map[string]uint64{
+		"SNFS_PROGRAM": Program, "SNFS_V1": Version, "SNFS_CB_PROGRAM": CBProgram, "SNFS_CB_V1": CBVersion,
+		"SNFS_NAMELEN": NameLen, "SNFS_VERIFIERSIZE": VerfSize, "SNFS_RECLAIM_MAX": ReclaimMax,
+		"SNFS1_OK": 0, "SNFS_ERR_STALE_CLIENTID": uint64(ErrStaleClientID), "SNFS_ERR_FENCED": uint64(ErrFenced),
+		"SNFS_ERR_NOGRACE": uint64(ErrNoGrace),
+		"OPEN_READ":        uint64(Read), "OPEN_WRITE": uint64(Write),
+		"CB_WRITEBACK": uint64(CBWriteback), "CB_INVALIDATE": uint64(CBInvalidate),
+		"CB_WRITEBACK_INVALIDATE": uint64(CBWritebackInvalidate), "CB_RELINQUISH": uint64(CBRelinquish),
+		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
+		"CB_PINNED":        uint64(CBPinned),
+		"SNFSCBPROC1_NULL": CBProcNull, "SNFSCBPROC1_CALLBACK": CBProcCallback,
+		"NFS3_FHSIZE": 64,
+	}
+	for i, name := range ProcNames {
+		want["SNFSPROC1_"+name] = uint64(i)
+	}
+	for name, v := range want {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("docs/protocol.md section 3 does not define %s (= %d)", name, v)
+		case g != v:
+			t.Errorf("docs/protocol.md section 3: %s = %d, this implementation: %d", name, g, v)
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("docs/protocol.md section 3 defines %s = %d, unknown to this test", name, g)
+		}
+	}
+	// Every cbstat1 value the decoder accepts is named.
+	for s := CBOK; ; s++ {
+		var res CallbackRes
+		if res.Decode(readerOf(uint32(s))) != nil {
+			break
+		}
+		if !strings.Contains(xdrText, s.String()) {
+			t.Errorf("cbstat1 %d (%s) decodes but docs/protocol.md section 3 does not name it", s, s)
+		}
+	}
+}
+
+func readerOf(v uint32) *xdr.Reader {
+	return xdr.NewReader(binary.BigEndian.AppendUint32(nil, v))
+}
