@@ -15,7 +15,9 @@ import (
 // preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
 // wait (an OPEN that needs callbacks defers its reply and returns), so they run
 // inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
-// applies up to snfs1.ReclaimMax items, so they do not.
+// applies up to snfs1.ReclaimMax items, so they do not. APPEND is a WRITE
+// whose offset the server picks (append.go): it opens a descriptor and may
+// wait for a flush, so it does not run inline either.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -29,6 +31,8 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
+		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotent,
+			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -141,6 +141,44 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 	return total, nil
 }
 
+// Append writes data at the end of n's file, atomically with respect to
+// every other write of the file (the server's and local processes'): one
+// write(2) on a descriptor of its own opened O_APPEND, which the kernel places
+// at the end of file under the file's lock. It returns where the data went
+// and how much of it was written (less only on an error such as ENOSPC).
+// OpenIO must have succeeded.
+func (s *Store) Append(n *Node, data []byte) (off int64, written int, err error) {
+	n.ent.ioMu.Lock()
+	rw := n.ent.ioRW
+	n.ent.ioMu.Unlock()
+	if !rw {
+		return 0, 0, opErr("append", unix.EROFS)
+	}
+	// The shared descriptor's file offset is not this call's to move: a
+	// descriptor of its own tells where the write ended.
+	fd, err := openFile(n.procPath(), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC)
+	if err != nil {
+		return 0, 0, opErr("append: open", err)
+	}
+	defer unix.Close(fd)
+	defer s.changed([]*Node{n})
+	var k int
+	for {
+		k, err = unix.Write(fd, data)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, opErr("append", err)
+	}
+	end, err := unix.Seek(fd, 0, io.SeekCurrent)
+	if err != nil {
+		return 0, k, opErr("append: seek", err)
+	}
+	return end - int64(k), k, nil
+}
+
 // Truncate sets a regular file's size. OpenIO must have succeeded.
 func (s *Store) Truncate(n *Node, size int64) error {
 	n.ent.ioMu.Lock()

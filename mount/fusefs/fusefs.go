@@ -279,14 +279,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.b.v.Release(n.b.life, f)
 		return nil, 0, syscall.EIO
 	}
-	if fl := openFlags(f, keep); fl != 0 {
+	fl := openFlags(f, keep)
+	if fl != 0 && !(f.Append() && !keep) {
 		return &handle{f}, fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
-	// KEEP_CACHE), and so do its attributes, so that the size it reads up
-	// to is the new one.
+	// KEEP_CACHE; an O_APPEND open is direct, so explicitly), and so do its
+	// attributes, so that the size it reads up to is the new one.
 	n.NotifyContent(-1, 0)
-	return &handle{f}, 0, 0
+	return &handle{f}, fl, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -318,8 +319,29 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	if !ok {
 		return 0, syscall.EBADF
 	}
+	if f.Append() {
+		return n.append(f, off, data)
+	}
 	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
 	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return uint32(k), 0
+}
+
+// append is a write of an O_APPEND open. Without the write-back cache the
+// kernel sends it at the file's size as the kernel knows it, which another
+// client may have moved since: the vfs places it (vfs.FS.Append). The open's
+// I/O is direct, so the kernel put none of the data in its page cache; where
+// the vfs placed it elsewhere, the kernel's pages and attributes of the file
+// go (its size and whatever it cached where the data landed). Safe from the
+// handler: a direct write holds no page lock.
+func (n *node) append(f *vfs.File, off int64, data []byte) (uint32, syscall.Errno) {
+	at, k, err := n.b.v.Append(n.b.life, f, data)
+	if k > 0 && at != uint64(off) {
+		n.NotifyContent(0, 0)
+	}
+	if err != nil && k == 0 {
 		return 0, errnoOf(err)
 	}
 	return uint32(k), 0

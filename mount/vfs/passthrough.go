@@ -119,7 +119,11 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		}
 		// The passthrough opens ended meanwhile.
 	}
-	if f.sn.direct {
+	if f.sn.direct || f.append {
+		// An O_APPEND writer's writes are placed by the mount (append.go):
+		// it does not start passthrough, and the kernel caches none of its
+		// pages.
+		f.sn.direct = true
 		return nil
 	}
 	if fs.sn.passthrough.Load() && fs.snfsPassthrough(f, flags) {
@@ -234,6 +238,12 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
+	}
+	if f.append && !caching {
+		// The kernel would append at the pinned file's end, which another
+		// client's appends need not have reached (its accesses are refreshed
+		// at the offsets the kernel names, not at the end it writes).
+		return false, errPassthroughBusy
 	}
 	switch {
 	case pf != nil && (pf.holder || !write):

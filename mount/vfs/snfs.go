@@ -91,6 +91,8 @@ type snfsFS struct {
 	// kernel (passthrough.go); set once the kernel agreed.
 	passthrough atomic.Bool
 	pin         pinState // the watch of passthrough cache files (pinned.go); set with passthrough
+	// noAppend: the server answered APPEND with PROC_UNAVAIL (append.go).
+	noAppend atomic.Bool
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
