@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // O_APPEND through two mounts of one export (issue 22, item 1). Without the
@@ -121,6 +123,18 @@ func testAppendSequential(t *testing.T, a, b, export string) {
 		if got := mustRead(t, export); !bytes.Equal(got, want) {
 			t.Fatalf("the export holds %d bytes, want %d", len(got), len(want))
 		}
+	}
+	// A file made by an O_APPEND open (the kernel's CREATE), then appended
+	// to from the other mount, whose kernel saw it empty.
+	na, nb := filepath.Join(a, "new"), filepath.Join(b, "new")
+	appendOnce(t, na, "made\n")
+	if got := string(mustRead(t, nb)); got != "made\n" {
+		t.Fatalf("B reads %q", got)
+	}
+	appendOnce(t, na, "A\n")
+	appendOnce(t, nb, "B\n")
+	if got := string(mustRead(t, na)); got != "made\nA\nB\n" {
+		t.Fatalf("A reads %q, want %q", got, "made\nA\nB\n")
 	}
 }
 
@@ -299,4 +313,43 @@ func TestMountAppendConcurrentOneMount(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := newMount(t, e)
 	testAppendConcurrent(t, []string{a.dir, a.dir, a.dir, a.dir}, 200, false, e.dir)
+}
+
+// TestMountAppendFlagCleared: O_APPEND cleared with fcntl(F_SETFL) makes the
+// descriptor's writes go where the kernel puts them again (its offset), and
+// set again, to the end.
+func TestMountAppendFlagCleared(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newMount(t, e)
+	p := filepath.Join(a.dir, "f")
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if _, err := unix.Write(fd, []byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(fd, []byte("AB"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_APPEND); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(fd, []byte("!"), 0); err != nil { // O_APPEND: at the end, whatever the offset
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(mustRead(t, e.path("f"))), "01AB456789end!"; got != want {
+		t.Fatalf("the file holds %q, want %q", got, want)
+	}
 }

@@ -83,7 +83,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
-	b.pt = newPtRaw(fs.NewNodeFS(root, opts))
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, life)
 	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -279,6 +279,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.b.v.Release(n.b.life, f)
 		return nil, 0, syscall.EIO
 	}
+	n.b.pt.noteAppend(ctx, f)
 	fl := openFlags(f, keep)
 	if fl != 0 && !(f.Append() && !keep) {
 		return &handle{f}, fl, 0
@@ -299,6 +300,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		n.b.v.Release(n.b.life, f)
 		return nil, nil, 0, syscall.EIO
 	}
+	n.b.pt.noteAppend(ctx, f)
 	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
 }
 
@@ -319,29 +321,8 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	if f.Append() {
-		return n.append(f, off, data)
-	}
 	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
 	if err != nil {
-		return 0, errnoOf(err)
-	}
-	return uint32(k), 0
-}
-
-// append is a write of an O_APPEND open. Without the write-back cache the
-// kernel sends it at the file's size as the kernel knows it, which another
-// client may have moved since: the vfs places it (vfs.FS.Append). The open's
-// I/O is direct, so the kernel put none of the data in its page cache; where
-// the vfs placed it elsewhere, the kernel's pages and attributes of the file
-// go (its size and whatever it cached where the data landed). Safe from the
-// handler: a direct write holds no page lock.
-func (n *node) append(f *vfs.File, off int64, data []byte) (uint32, syscall.Errno) {
-	at, k, err := n.b.v.Append(n.b.life, f, data)
-	if k > 0 && at != uint64(off) {
-		n.NotifyContent(0, 0)
-	}
-	if err != nil && k == 0 {
 		return 0, errnoOf(err)
 	}
 	return uint32(k), 0

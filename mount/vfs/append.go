@@ -15,8 +15,9 @@ import (
 // O_APPEND (docs/mount.md, "Appends"). Without FUSE's write-back cache the
 // kernel sends an append's WRITE at its own idea of the file's size, which is
 // stale as soon as another client has extended the file: the mount places an
-// O_APPEND open's writes itself (Append), and the bridge tells the kernel
-// where they went. Such an open's I/O is direct (Direct), so that no data
+// O_APPEND open's appends itself (Append; the bridge decides which WRITEs are
+// appends, from the request's flags) and the bridge tells the kernel where
+// they went. Such an open's I/O is direct (Direct), so that no data
 // enters the kernel's page cache at the offset the kernel chose.
 //
 //   - nfs mode: at the size this client last learned from the server, with

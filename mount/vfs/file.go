@@ -14,8 +14,8 @@ type File struct {
 	i     *Inode
 	cred  Cred
 	write bool
-	// append: opened O_APPEND for writing: its writes go at the end of
-	// file, placed by the mount (append.go), and its I/O is direct.
+	// append: opened O_APPEND for writing: its appends are placed by the
+	// mount (append.go), and its I/O is direct.
 	append bool
 	sn     snfsFile // snfs mode (snfs.go)
 }
