@@ -281,14 +281,20 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	n.b.pt.noteAppend(ctx, f)
 	fl := openFlags(f, keep)
-	if fl != 0 && !(f.Append() && !keep) {
+	if f.Append() && !keep {
+		// An O_APPEND open is direct: the kernel's pages and attributes of
+		// a file changed since it cached them go explicitly.
+		n.NotifyContent(0, 0)
+		return &handle{f}, fl, 0
+	}
+	if fl != 0 {
 		return &handle{f}, fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
-	// KEEP_CACHE; an O_APPEND open is direct, so explicitly), and so do its
-	// attributes, so that the size it reads up to is the new one.
+	// KEEP_CACHE), and so do its attributes, so that the size it reads up
+	// to is the new one.
 	n.NotifyContent(-1, 0)
-	return &handle{f}, fl, 0
+	return &handle{f}, 0, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
