@@ -353,3 +353,50 @@ func TestMountAppendFlagCleared(t *testing.T) {
 		t.Fatalf("the file holds %q, want %q", got, want)
 	}
 }
+
+// TestMountSNFSAppendWithWriter: on one snfs-mode mount, a file cached here
+// is open O_APPEND (through the mount) when another process opens it for
+// writing: that open does not pass through (its writes would move the cache
+// file's end behind the mount's back), so an append after its write lands
+// after it. A read open passes through as before once the appender is gone.
+func TestMountSNFSAppendWithWriter(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	p := a.path("f")
+	if err := os.WriteFile(p, []byte("start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.WriteString("q1\n"); err != nil {
+		t.Fatal(err)
+	}
+	before := a.v.SNFSStats().PassthroughOpens.Load()
+	w, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt([]byte("w-extends\n"), 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.WriteString("q2\n"); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.v.SNFSStats().PassthroughOpens.Load() - before; n != 0 {
+		t.Errorf("%d opens passed through while an O_APPEND open was there", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "start\nq1\nw-extends\nq2\n"
+	if got := string(mustRead(t, p)); got != want {
+		t.Fatalf("the file reads %q, want %q", got, want)
+	}
+}

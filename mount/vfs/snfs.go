@@ -147,6 +147,7 @@ type snfsFile struct {
 	mode     snfs1.OpenMode // 0: not an snfs open
 	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
 	cachedIO bool           // counted in passthroughState.cached
+	appendIO bool           // counted in passthroughState.appenders
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
 	ptCF     *cachedir.File // the cache file pt pins
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
