@@ -12,9 +12,9 @@ import (
 
 // appendProc is APPEND (docs/protocol.md, "APPEND"): WRITE (RFC 1813 section
 // 3.3.7) at the server's end of file, which the reply names. The data is
-// placed by one write of a descriptor opened O_APPEND (store.Append), so two
-// APPENDs never overlap, whatever client or local process writes the file
-// meanwhile: appends from many clients keep every byte, each append whole.
+// placed by one write with RWF_APPEND (store.Append), so two APPENDs never
+// overlap, whatever client or local process writes the file meanwhile:
+// appends from many clients keep every byte, each append whole.
 // Stability is WRITE's: UNSTABLE data is left in the page cache, DATA_SYNC
 // and FILE_SYNC data is gathered with the file's other stable writes and
 // answered after the flush that covers it. The reply carries no pre-operation
