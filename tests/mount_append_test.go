@@ -287,17 +287,14 @@ func appendLines(p string, f *os.File, w byte, lines int, perOpen bool) error {
 }
 
 // TestMountSNFSAppendConcurrent: two snfs-mode mounts, two writers on each,
-// append 200 lines each at once: atomic appends across clients, as on a local
-// disk (every line kept, each whole); once with one descriptor per writer,
-// once with an open and close per line (the file goes from cached to
-// write-shared and back under the appends).
+// each keeping one O_APPEND descriptor (all opened before the first append),
+// append 200 lines each at once: atomic appends across clients, as on a
+// local disk (every line kept, each whole), on the mounts and on the server.
 func TestMountSNFSAppendConcurrent(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
-	dirs := []string{a.dir, b.dir, a.dir, b.dir}
-	t.Run("descriptor", func(t *testing.T) { testAppendConcurrent(t, dirs, 200, false, "") })
-	t.Run("open per line", func(t *testing.T) { testAppendConcurrent(t, dirs, 60, true, "") })
+	testAppendConcurrent(t, []string{a.dir, b.dir, a.dir, b.dir}, 200, false, "")
 	for _, m := range []*snfsMount{a, b} {
 		if err := m.v.Sync(t.Context()); err != nil {
 			t.Fatal(err)
@@ -305,6 +302,20 @@ func TestMountSNFSAppendConcurrent(t *testing.T) {
 	}
 	counts := map[byte]int{'A': 200, 'B': 200, 'C': 200, 'D': 200}
 	checkAppended(t, "export", mustRead(t, e.path("cfalse")), counts)
+}
+
+// TestMountSNFSAppendOpenPerLine: the same with an open, one write and a
+// close per line (`echo line >> f` from two machines): the file goes from
+// cached to write-shared and back under the appends, so OPEN answers and
+// callbacks cross all the time. Needs the fix of issue 22 item 3 (a callback
+// served before the answer of an OPEN that came ahead of it: that OPEN must
+// not cache), without which a mount appended into its cache while another
+// appended through the server.
+func TestMountSNFSAppendOpenPerLine(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	testAppendConcurrent(t, []string{a.dir, b.dir, a.dir, b.dir}, 60, true, "")
 }
 
 // TestMountAppendConcurrentOneMount: nfs mode, four writers on one mount:
