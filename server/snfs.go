@@ -19,6 +19,10 @@ import (
 // OPEN_NAME and CLOSE are cached in memory only: they answer for the table's
 // state, which a restart replaces (RECLAIM rebuilds it), so a reply saved
 // before a restart would answer for a state the new server does not have.
+// APPEND is a WRITE whose offset the server picks (append.go): it opens a
+// descriptor and may wait for a flush, so it does not run inline either. Its
+// reply is saved like a namespace change's: executed again after a restart, a
+// retransmitted APPEND would place its data twice.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -32,6 +36,8 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
+		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
+			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

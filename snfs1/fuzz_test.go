@@ -91,3 +91,10 @@ func FuzzClientArgs(f *testing.F) { fuzzDecoder(f, &ClientArgs{Client: 3}) }
 func FuzzStatusRes(f *testing.F) {
 	fuzzDecoder(f, &StatusRes{}, &StatusRes{Status: ErrNoGrace})
 }
+func FuzzAppendArgs(f *testing.F) {
+	fuzzDecoder(f, &AppendArgs{File: testFH, Stable: nfs3.FileSync, Data: []byte("abc")})
+}
+func FuzzAppendRes(f *testing.F) {
+	fuzzDecoder(f, &AppendRes{Offset: 9, Count: 3, Verf: [8]byte{1}, Wcc: nfs3.WccData{After: testAttr}},
+		&AppendRes{Status: nfs3.ErrNoSpc})
+}

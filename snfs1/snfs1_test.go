@@ -52,6 +52,8 @@ func roundTrips() map[string]struct {
 	rcA := func() codec { return new(ReclaimArgs) }
 	clientA := func() codec { return new(ClientArgs) }
 	stR := func() codec { return new(StatusRes) }
+	apA := func() codec { return new(AppendArgs) }
+	apR := func() codec { return new(AppendRes) }
 	items := []ReclaimItem{
 		{File: testFH, Readers: 2, Writers: 1, Caching: true, Dirty: true, Version: 1<<40 + 9},
 		{File: bytes.Repeat([]byte{0xbb}, nfs3.FHSize), Readers: 1, Version: 3},
@@ -97,6 +99,10 @@ func roundTrips() map[string]struct {
 		"ClientArgs":                {&ClientArgs{Client: 1<<63 + 1}, clientA},
 		"StatusRes/ok":              {&StatusRes{}, stR},
 		"StatusRes/nograce":         {&StatusRes{Status: ErrNoGrace}, stR},
+		"AppendArgs":                {&AppendArgs{File: testFH, Stable: nfs3.Unstable, Data: []byte("line\n")}, apA},
+		"AppendArgs/file sync":      {&AppendArgs{File: testFH, Stable: nfs3.FileSync, Data: []byte{}}, apA},
+		"AppendRes":                 {&AppendRes{Offset: 1<<40 + 3, Count: 5, Committed: nfs3.Unstable, Verf: [8]byte{1, 2}, Wcc: nfs3.WccData{After: testAttr}}, apR},
+		"AppendRes/rofs":            {&AppendRes{Status: nfs3.ErrROFS}, apR},
 		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
 	}
 }
@@ -165,7 +171,7 @@ func TestSetStatus(t *testing.T) {
 	for _, x := range []interface {
 		codec
 		SetStatus(Status)
-	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes)} {
+	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes)} {
 		x.SetStatus(ErrFenced)
 		if b := encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
@@ -202,6 +208,10 @@ func TestWire(t *testing.T) {
 			"0000000000000002 00000001 00000003 aabbcc00 00000001 00000002 00000001 00000000 0000000000000010"},
 		{&ClientArgs{Client: 2}, "0000000000000002"},
 		{&StatusRes{Status: ErrNoGrace}, "00002776"},
+		{&AppendArgs{File: fh, Stable: nfs3.FileSync, Data: []byte("xy")}, "00000003 aabbcc00 00000002 00000002 78790000"},
+		{&AppendRes{Offset: 0x10, Count: 2, Committed: nfs3.Unstable, Verf: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}},
+			"00000000 0000000000000010 00000002 00000000 0102030405060708 00000000 00000000"},
+		{&AppendRes{Status: nfs3.ErrROFS}, "0000001e"},
 	} {
 		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)

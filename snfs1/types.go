@@ -24,7 +24,10 @@ const (
 	ProcReclaim     = 5
 	ProcReclaimDone = 6
 	ProcUnregister  = 7
-	NumProcs        = 8
+	// APPEND: a write placed by the server at its end of file
+	// (docs/protocol.md, "APPEND").
+	ProcAppend = 8
+	NumProcs   = 9
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -38,7 +41,7 @@ const (
 
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
-	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER"}
+	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
 )
 

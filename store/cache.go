@@ -40,6 +40,8 @@ type entry struct {
 	ioMu sync.Mutex
 	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
 	ioRW bool
+	// appendMu: one Append at a time reads io's file offset back (io.go).
+	appendMu sync.Mutex
 }
 
 func newFDCache(max int) *fdCache {

@@ -141,6 +141,46 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 	return total, nil
 }
 
+// Append writes data at the end of n's file, atomically with respect to
+// every other write of the file (the server's and local processes'): one
+// write with RWF_APPEND, which the kernel places at the end of file under the
+// file's lock. It returns where the data went and how much of it was written
+// (less only on an error such as ENOSPC). OpenIO must have succeeded.
+//
+// Where it went is read back from the I/O descriptor's file offset, which
+// such a write moves to its end and which nothing else uses (every other read
+// and write names its offset); one append of the file at a time reads it. No
+// descriptor of its own: an extra open of the file would break a lease on it,
+// and an extra descriptor kept open would refuse one.
+func (s *Store) Append(n *Node, data []byte) (off int64, written int, err error) {
+	e := n.ent
+	e.ioMu.Lock()
+	fd, rw := e.io, e.ioRW
+	e.ioMu.Unlock()
+	if !rw {
+		return 0, 0, opErr("append", unix.EROFS)
+	}
+	defer s.changed([]*Node{n})
+	e.appendMu.Lock()
+	defer e.appendMu.Unlock()
+	var k int
+	for {
+		// Offset -1: the descriptor's own offset, which the write updates.
+		k, err = unix.Pwritev2(fd, [][]byte{data}, -1, unix.RWF_APPEND)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, opErr("append", err)
+	}
+	end, err := unix.Seek(fd, 0, io.SeekCurrent)
+	if err != nil {
+		return 0, k, opErr("append: seek", err)
+	}
+	return end - int64(k), k, nil
+}
+
 // Truncate sets a regular file's size. OpenIO must have succeeded.
 func (s *Store) Truncate(n *Node, size int64) error {
 	n.ent.ioMu.Lock()

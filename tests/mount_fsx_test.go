@@ -57,11 +57,12 @@ type fsxParams struct {
 	Mmap, Fsync, Punch      bool
 	ReopenEvery, CheckEvery int
 	CheckPrep               fsx.Prep
+	Weights                 fsx.Weights // zero: the defaults
 }
 
 func (p fsxParams) config() fsx.Config {
 	return fsx.Config{Path: p.Path, Ops: p.Ops, Seed: p.Seed, Mmap: p.Mmap, Fsync: p.Fsync, Punch: p.Punch,
-		ReopenEvery: p.ReopenEvery, CheckEvery: p.CheckEvery, CheckPrep: p.CheckPrep}
+		ReopenEvery: p.ReopenEvery, CheckEvery: p.CheckEvery, CheckPrep: p.CheckPrep, Weights: p.Weights}
 }
 
 // fsxChildResult is the child's answer, one line "result JSON" on its pipe.
@@ -280,6 +281,27 @@ func testMountFsx(t *testing.T, mode fsxMode, seed uint64) {
 	ops := fsxOps(t)
 	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(dir, "fsx.dat"), ops, fsxSeed(t, seed)),
 		Compare: []string{e.path("fsx.dat")}}
+	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
+}
+
+// TestMountFsxAppend: TestMountFsx with appends through a second descriptor
+// opened O_APPEND mixed in (fsx.OpAppend): each must land at the file's end
+// as the model has it, after truncations, writes and mapped writes through
+// the other descriptor (the mount places appends itself: mount/vfs/append.go).
+func TestMountFsxAppend(t *testing.T) { testMountFsxAppend(t, fsxNFS, 7) }
+
+// TestMountFsxSNFSAppend: TestMountFsxAppend on an snfs-mode mount (the file
+// is cached: appends go at the cache file's end).
+func TestMountFsxSNFSAppend(t *testing.T) { testMountFsxAppend(t, fsxSNFS, 8) }
+
+func testMountFsxAppend(t *testing.T, mode fsxMode, seed uint64) {
+	e := newEnv(t, "rw,no_root_squash")
+	dir, _ := fsxMount(t, e, mode, "A", 0)
+	ops := fsxOps(t) / 2
+	cfg := fsxConfig(filepath.Join(dir, "fsx.dat"), ops, fsxSeed(t, seed))
+	cfg.Weights = fsx.DefaultWeights
+	cfg.Weights.Append = 15
+	c := fsxChildConfig{Cfg: cfg, Compare: []string{e.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }
 

@@ -89,6 +89,9 @@ type Config struct {
 // Weights are relative frequencies of the random operation kinds.
 type Weights struct {
 	Read, Write, MapRead, MapWrite, Truncate, Fsync, Reopen, Punch, Zero int
+	// Append: writes through a second descriptor opened O_APPEND (not in
+	// DefaultWeights: the sequences of the defaults stay as they were).
+	Append int
 }
 
 // DefaultWeights is what a zero Config.Weights means: reads and writes most,
@@ -110,6 +113,7 @@ func (w *Weights) fields() []struct {
 		{"mapread", OpMapRead, &w.MapRead}, {"mapwrite", OpMapWrite, &w.MapWrite},
 		{"truncate", OpTruncate, &w.Truncate}, {"fsync", OpFsync, &w.Fsync},
 		{"reopen", OpReopen, &w.Reopen}, {"punch", OpPunch, &w.Punch}, {"zero", OpZero, &w.Zero},
+		{"append", OpAppend, &w.Append},
 	}
 }
 

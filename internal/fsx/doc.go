@@ -3,7 +3,9 @@
 // seed-determined sequence of operations to one file on the file system under
 // test - writes (also past the end, leaving holes), truncates that shrink and
 // extend, reads, reads and writes through a shared mapping, fsync, close and
-// reopen, and optionally hole punching and zeroing with fallocate - and applies
+// reopen, and optionally hole punching and zeroing with fallocate and appends
+// through a second descriptor opened O_APPEND (Weights.Append; they must land
+// at the model's end of file, wherever that descriptor's offset is) - and applies
 // the same operations to an in-memory model of the file's bytes. Every read, the
 // file's size after every operation that can change it, and the whole file at
 // the end are checked against the model.

@@ -25,10 +25,12 @@ func diskDir(t testing.TB) string {
 	return d
 }
 
-// fullConfig enables every operation kind.
+// fullConfig enables every operation kind (appends, not in the defaults, too).
 func fullConfig(path string, seed uint64, ops int) Config {
+	w := DefaultWeights
+	w.Append = 10
 	return Config{Path: path, Ops: ops, Seed: seed, Mmap: true, Fsync: true, Punch: true,
-		ReopenEvery: 997, CheckEvery: 5000}
+		ReopenEvery: 997, CheckEvery: 5000, Weights: w}
 }
 
 func TestLocalDisk(t *testing.T) {

@@ -21,10 +21,11 @@ const (
 	OpReopen               // close and reopen
 	OpPunch                // fallocate PUNCH_HOLE|KEEP_SIZE within the file
 	OpZero                 // fallocate ZERO_RANGE, with or without KEEP_SIZE
+	OpAppend               // write(2) through a second descriptor opened O_APPEND: at the end of file
 	OpCheck                // whole-file comparison, then Config.ExternalCheck
 )
 
-var kindNames = [...]string{"read", "write", "mapread", "mapwrite", "truncate", "fsync", "reopen", "punch", "zero", "check"}
+var kindNames = [...]string{"read", "write", "mapread", "mapwrite", "truncate", "fsync", "reopen", "punch", "zero", "append", "check"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -35,8 +36,9 @@ func (k Kind) String() string {
 
 // Op is one operation of a run. Off and Len are the byte range (Truncate: Off
 // is the new size). Flag is MapWrite's msync(MS_SYNC) before munmap and Zero's
-// KEEP_SIZE. Skip marks a read or punch drawn while the file was empty, which
-// does nothing. Size is the model's size after the operation.
+// KEEP_SIZE. Skip marks a read or punch drawn while the file was empty, or an
+// append drawn while the file was MaxLen long, which does nothing. An append's
+// Off is the size it must land at. Size is the model's size after the operation.
 type Op struct {
 	N        int // 1-based position in the sequence
 	Kind     Kind
@@ -50,7 +52,7 @@ func (o Op) String() string {
 	s := fmt.Sprintf("%6d %-8s", o.N, o.Kind)
 	switch {
 	case o.Skip:
-		s += " skipped (empty file)"
+		s += " skipped (empty file, or an append at MaxLen)"
 	case o.Kind == OpTruncate:
 		s += fmt.Sprintf(" to %#x", o.Off)
 	case o.Len > 0:
@@ -137,6 +139,14 @@ func (g *gen) next(n int) Op {
 	case OpTruncate:
 		op.Off = g.rng.Int64N(g.c.MaxLen + 1)
 		g.size = op.Off
+	case OpAppend:
+		if g.size >= g.c.MaxLen {
+			op.Skip = true
+			break
+		}
+		op.Off = g.size
+		op.Len = g.length(g.c.MaxLen - op.Off)
+		g.size += op.Len
 	}
 	op.Size = g.size
 	return op

@@ -59,6 +59,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	r := &runner{c: c, ctx: ctx, f: f, m: newModel(c.MaxLen), rep: &rep,
 		buf: make([]byte, c.MaxLen), page: int64(os.Getpagesize()), log: make([]Op, 0, c.LogLen)}
 	defer func() {
+		if r.af != nil {
+			r.af.Close()
+		}
 		if r.f != nil {
 			r.f.Close()
 		}
@@ -83,6 +86,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}
 	}
 	rep.FinalSize = r.m.size()
+	if err := r.closeAppend(); err != nil {
+		return rep, fmt.Errorf("fsx: seed %d: at the end: %w", c.Seed, err)
+	}
 	f, r.f = r.f, nil
 	if err := f.Close(); err != nil {
 		return rep, fmt.Errorf("fsx: seed %d: close at the end: %w", c.Seed, err)
@@ -94,6 +100,7 @@ type runner struct {
 	c    Config
 	ctx  context.Context
 	f    File
+	af   *os.File // the O_APPEND descriptor (OpAppend), open from the first append until f is closed
 	m    *model
 	rep  *Report
 	buf  []byte
@@ -177,6 +184,8 @@ func (r *runner) do(op Op) error {
 		r.m.write(p, op.Off, n)
 		r.rep.BytesWritten += op.Len
 		return r.checkSize()
+	case OpAppend:
+		return r.append(op)
 	case OpTruncate:
 		if err := r.f.Truncate(op.Off); err != nil {
 			return fmt.Errorf("ftruncate: %w", err)
@@ -232,7 +241,44 @@ func (r *runner) checkSize() error {
 	return nil
 }
 
+// append writes through the O_APPEND descriptor, opened at the first append
+// after f was (re)opened: the data must land at the model's end of file,
+// wherever the descriptor's own offset is (f's truncations move the end).
+func (r *runner) append(op Op) error {
+	if r.af == nil {
+		af, err := os.OpenFile(r.c.Path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return fmt.Errorf("open O_APPEND: %w", err)
+		}
+		r.af = af
+	}
+	p := r.buf[:op.Len]
+	pattern(p, op.Off, op.N)
+	if k, err := r.af.Write(p); err != nil || k != len(p) {
+		return fmt.Errorf("append of %#x bytes: wrote %#x: %w", len(p), k, err)
+	}
+	r.m.write(p, op.Off, op.N)
+	r.rep.BytesWritten += op.Len
+	return r.checkSize()
+}
+
+// closeAppend closes the O_APPEND descriptor, if open.
+func (r *runner) closeAppend() error {
+	af := r.af
+	if af == nil {
+		return nil
+	}
+	r.af = nil
+	if err := af.Close(); err != nil {
+		return fmt.Errorf("close of the O_APPEND descriptor: %w", err)
+	}
+	return nil
+}
+
 func (r *runner) reopen() error {
+	if err := r.closeAppend(); err != nil {
+		return err
+	}
 	f := r.f
 	r.f = nil
 	if err := f.Close(); err != nil {
@@ -255,6 +301,9 @@ func (r *runner) check(op Op) error {
 		}
 	}
 	if p := r.c.CheckPrep; p == PrepClose || p == PrepFsyncClose {
+		if err := r.closeAppend(); err != nil {
+			return err
+		}
 		f := r.f
 		r.f = nil
 		if err := f.Close(); err != nil {

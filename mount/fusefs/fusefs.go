@@ -83,7 +83,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
-	b.pt = newPtRaw(fs.NewNodeFS(root, opts))
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, life)
 	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -279,7 +279,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		n.b.v.Release(n.b.life, f)
 		return nil, 0, syscall.EIO
 	}
-	if fl := openFlags(f, keep); fl != 0 {
+	n.b.pt.noteAppend(ctx, f)
+	fl := openFlags(f, keep)
+	if f.Append() && !keep {
+		// An O_APPEND open is direct: the kernel's pages and attributes of
+		// a file changed since it cached them go explicitly.
+		n.NotifyContent(0, 0)
+		return &handle{f}, fl, 0
+	}
+	if fl != 0 {
 		return &handle{f}, fl, 0
 	}
 	// The file changed since the kernel cached it: its pages go (no
@@ -298,6 +306,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		n.b.v.Release(n.b.life, f)
 		return nil, nil, 0, syscall.EIO
 	}
+	n.b.pt.noteAppend(ctx, f)
 	return n.child(ctx, e, out), &handle{f}, openFlags(f, false), 0
 }
 

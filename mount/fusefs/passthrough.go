@@ -23,25 +23,29 @@ import (
 // open, unregistered at its last release), counted per passthrough open only.
 type ptRaw struct {
 	fuse.RawFileSystem
-	srv *fuse.Server // set before serving
+	srv  *fuse.Server // set before serving
+	v    *vfs.FS
+	life context.Context // the mount's: appends are served with it (append.go)
 
 	mu      sync.Mutex
 	slots   map[<-chan struct{}]*ptSlot // opens in progress, by their call's key
 	backing map[uint64]*backingRef      // by node id
 	open    map[uint64]uint64           // passthrough opens' file handles: their node id
+	appends map[uint64]*vfs.File        // O_APPEND opens' file handles: their vfs open (append.go)
 }
 
-// ptSlot carries a passthrough open from the node's Open to ptRaw.Open.
-type ptSlot struct{ f *vfs.File }
+// ptSlot carries an open from the node's Open to ptRaw.Open: f if it passes
+// through, app if it is an O_APPEND open.
+type ptSlot struct{ f, app *vfs.File }
 
 type backingRef struct {
 	id   int32
 	refs int
 }
 
-func newPtRaw(raw fuse.RawFileSystem) *ptRaw {
-	return &ptRaw{RawFileSystem: raw, slots: map[<-chan struct{}]*ptSlot{},
-		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}}
+func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, life context.Context) *ptRaw {
+	return &ptRaw{RawFileSystem: raw, v: v, life: life, slots: map[<-chan struct{}]*ptSlot{},
+		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{}}
 }
 
 // claim records, from inside a node's Open, that the open passes through.
@@ -86,7 +90,13 @@ func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Stat
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.slots, key)
-	if !st.Ok() || s.f == nil {
+	if !st.Ok() {
+		return st
+	}
+	if s.app != nil && s.f == nil {
+		r.appends[out.Fh] = s.app
+	}
+	if s.f == nil {
 		return st
 	}
 	nid := nodeID()
@@ -114,6 +124,7 @@ func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Stat
 func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	// Before go-fuse's release, which frees the handle number for reuse.
 	r.mu.Lock()
+	delete(r.appends, in.Fh)
 	if nid, ok := r.open[in.Fh]; ok {
 		delete(r.open, in.Fh)
 		if b := r.backing[nid]; b != nil {

@@ -56,6 +56,12 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 			return snfs1.CBPinned
 		}
 		if mode.Invalidates() {
+			// An append into the cache file in progress ends before the
+			// write-back, and none starts until caching has stopped: the
+			// server places the later ones (append.go), after this client's
+			// earlier ones, at the end of file another client sees too.
+			i.appendMu.Lock()
+			defer i.appendMu.Unlock()
 			entering = fs.pinEnter(i)
 		}
 	}
@@ -145,7 +151,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, sn: snfsFile{mode: snfs1.Write, direct: direct}}
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags), sn: snfsFile{mode: snfs1.Write, direct: direct}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}

@@ -28,6 +28,9 @@
 //   - NFS3ERR_JUKEBOX is retried with back-off until the context ends.
 //   - Listings use READDIRPLUS (READDIR if the server does not support it),
 //     and their attributes and handles answer the kernel's lookups.
+//   - O_APPEND writes are placed by the mount (append.go): at the size last
+//     learned from the server (revalidated when expired), as the Linux NFS
+//     client appends; the kernel would send them at its own cached size.
 //   - Removing or renaming over a file that is still open renames it to a
 //     hidden ".snfs…" name instead ("silly rename", as NFS clients do), so the
 //     open file stays readable; the name is removed at the last close.
@@ -43,7 +46,9 @@
 // deleted or truncated to zero first; FUSE passthrough of cached files
 // (passthrough.go, which writes down what passes through and why), writers
 // included, watched so that this client can stay the pinned holder of a file
-// another client opens (pinned.go, with package hsm); recovery:
+// another client opens (pinned.go, with package hsm); appends at the cache
+// file's end while cached, placed by the server (SNFS APPEND) while
+// write-shared (append.go); recovery:
 // the reclaim after a server restart (callback.go) and the reintegration of
 // dirty data the server has no record of, with conflict copies when another
 // client changed the file meanwhile (reintegrate.go).

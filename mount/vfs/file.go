@@ -14,7 +14,15 @@ type File struct {
 	i     *Inode
 	cred  Cred
 	write bool
-	sn    snfsFile // snfs mode (snfs.go)
+	// append: opened O_APPEND for writing: its appends are placed by the
+	// mount (append.go), and its I/O is direct.
+	append bool
+	sn     snfsFile // snfs mode (snfs.go)
+}
+
+// isAppend says whether an open with flags writes at the end of file only.
+func isAppend(flags int) bool {
+	return flags&syscall.O_APPEND != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY
 }
 
 // Inode is the file's inode.
@@ -74,7 +82,9 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 		i.cached, i.cachedOK, i.pairs = now, true, nil
 	}
 	i.opens++
-	return &File{i: i, cred: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}, keepCache, nil
+	f = &File{i: i, cred: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, append: isAppend(flags)}
+	f.sn.direct = f.append
+	return f, keepCache, nil
 }
 
 // Read reads into buf at off: from the server, with this client's unwritten
@@ -181,8 +191,20 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 	if f.sn.mode != 0 {
 		return fs.snfsWrite(ctx, f, off, data)
 	}
+	_, n, err := fs.buffered(ctx, f, off, data, false)
+	return n, err
+}
+
+// buffered takes data into the file's dirty data, at off or, if atEnd, at
+// the file's size as this client knows it (the server's last reported size
+// with this client's unwritten data applied), decided under the same lock
+// as the write; it returns where the data went.
+func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, atEnd bool) (uint64, int, error) {
 	i := f.i
 	i.mu.Lock()
+	if atEnd {
+		off = i.reportLocked().Size
+	}
 	i.w.dirty.write(off, data)
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
@@ -196,10 +218,10 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 		// Send it; commit (and free it) only once a few times that much
 		// waits for a COMMIT, so that the server flushes in large steps.
 		if err := i.flush(ctx, unstable+dirty >= unstableFactor*fs.cfg.DirtyLimit); err != nil {
-			return 0, err
+			return off, 0, err
 		}
 	}
-	return len(data), nil
+	return off, len(data), nil
 }
 
 // Flush is close(2): everything written is sent and committed (close-to-open).

@@ -16,7 +16,8 @@ type Inode struct {
 	FileID uint64
 	Gen    uint64 // a hash of the handle: tells a reused inode number apart
 
-	flushMu sync.Mutex // one write-back at a time
+	flushMu  sync.Mutex // one write-back at a time
+	appendMu sync.Mutex // snfs mode, cached: one append's size read and write at a time (append.go)
 
 	mu       sync.Mutex
 	attr     nfs3.Fattr    // the server's, as last seen

@@ -169,7 +169,9 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 	if fs.sn != nil {
 		return fs.snfsCreated(ctx, e, c, flags)
 	}
-	return e, &File{i: i, cred: c, write: true}, nil
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags)}
+	f.sn.direct = f.append
+	return e, f, nil
 }
 
 // Mkdir makes a directory.

@@ -37,6 +37,11 @@ import (
 //     kernel cannot take a passthrough back; without the watch, write opens
 //     go through the mount, into the cache file as dirty data, unless they
 //     must join (next point).
+//   - O_APPEND opens (append.go) do not start passthrough, and none starts
+//     while one of them is open through the mount (appenders): the mount
+//     places their appends at the cache file's end, which a passthrough
+//     writer would move unseen. One made while passthrough opens exist joins
+//     them (next point), while the file is cached only.
 //   - Joining. Linux refuses, on one inode, a non-passthrough open while
 //     passthrough opens exist (and a passthrough open while opens whose pages
 //     it caches exist), and all passthrough opens of an inode must share one
@@ -79,6 +84,10 @@ type passthroughState struct {
 	opens   int            // passthrough opens
 	writers int            // of them, opens for writing (cf is between BeginExternal and EndExternal)
 	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
+	// appenders: O_APPEND opens through the mount (append.go). No open
+	// passes through first while there are some: the kernel's writes to
+	// the cache file would move its end behind the mount's back.
+	appenders int
 	// watched: the kernel's backing file was opened through the watched
 	// mount (pinned.go): its accesses can be stopped; an ignore mark on the
 	// file until the last passthrough open ends.
@@ -118,6 +127,28 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			return err
 		}
 		// The passthrough opens ended meanwhile.
+	}
+	if f.append {
+		// An O_APPEND writer's appends are placed by the mount (append.go):
+		// it does not start passthrough (it joins the passthrough opens
+		// there are, while the file is cached), and the kernel caches none
+		// of its pages.
+		for {
+			i.mu.Lock()
+			join = i.sn.pt.opens > 0
+			if !join {
+				i.sn.pt.appenders++
+				f.sn.appendIO = true
+			}
+			i.mu.Unlock()
+			if !join {
+				f.sn.direct = true
+				return nil
+			}
+			if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
+				return err
+			}
+		}
 	}
 	if f.sn.direct {
 		return nil
@@ -159,7 +190,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
-		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0
+		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0 && i.sn.pt.appenders == 0
 	}
 	i.mu.Lock()
 	cf := i.sn.cf
@@ -234,6 +265,12 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
+	}
+	if f.append && !caching {
+		// The kernel would append at the pinned file's end, which another
+		// client's appends need not have reached (its accesses are refreshed
+		// at the offsets the kernel names, not at the end it writes).
+		return false, errPassthroughBusy
 	}
 	switch {
 	case pf != nil && (pf.holder || !write):
@@ -408,6 +445,10 @@ func (fs *FS) snfsIOEnd(f *File) {
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
 	i.mu.Lock()
+	if f.sn.appendIO {
+		i.sn.pt.appenders--
+		f.sn.appendIO = false
+	}
 	if f.sn.cachedIO {
 		i.sn.pt.cached--
 		f.sn.cachedIO = false

@@ -91,6 +91,8 @@ type snfsFS struct {
 	// kernel (passthrough.go); set once the kernel agreed.
 	passthrough atomic.Bool
 	pin         pinState // the watch of passthrough cache files (pinned.go); set with passthrough
+	// noAppend: the server answered APPEND with PROC_UNAVAIL (append.go).
+	noAppend atomic.Bool
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
@@ -145,6 +147,7 @@ type snfsFile struct {
 	mode     snfs1.OpenMode // 0: not an snfs open
 	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
 	cachedIO bool           // counted in passthroughState.cached
+	appendIO bool           // counted in passthroughState.appenders
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
 	ptCF     *cachedir.File // the cache file pt pins
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)

@@ -47,7 +47,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == snfs1.Write, sn: snfsFile{mode: pmode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == snfs1.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
 	if flags&syscall.O_TRUNC != 0 && i.snfsCaching() {
 		if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
 			fs.snfsTruncate(i, c, 0)

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/store"
+	"snfs/sunrpc"
+)
+
+// appendProc is APPEND (docs/protocol.md, "APPEND"): WRITE (RFC 1813 section
+// 3.3.7) at the server's end of file, which the reply names. The data is
+// placed by one write with RWF_APPEND (store.Append), so two APPENDs never
+// overlap, whatever client or local process writes the file meanwhile:
+// appends from many clients keep every byte, each append whole.
+// Stability is WRITE's: UNSTABLE data is left in the page cache, DATA_SYNC
+// and FILE_SYNC data is gathered with the file's other stable writes and
+// answered after the flush that covers it. The reply carries no pre-operation
+// attributes: those read before the write need not be the file's just before
+// it (another write may come in between), and a client chaining its own
+// change from them would keep data that lacks that other write.
+func (s *Server) appendProc(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.AppendArgs, res *snfs1.AppendRes) {
+	verf := s.Verifier() // before the data is written, as WRITE's
+	off, n, after, err := s.doAppend(c, r, a)
+	if err != nil {
+		res.Status = statusOf(err)
+		return
+	}
+	res.Offset, res.Count, res.Committed, res.Verf = off, n, a.Stable, verf
+	res.Wcc.After = after
+}
+
+func (s *Server) doAppend(c *sunrpc.Call, r *req, a *snfs1.AppendArgs) (off uint64, n uint32, after *nfs3.Fattr, err error) {
+	if err := regularFile(r); err != nil {
+		return 0, 0, nil, err
+	}
+	if err := s.store.OpenIO(r.node); err != nil {
+		return 0, 0, nil, err
+	}
+	if err := store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, true) }); err != nil {
+		return 0, 0, nil, err
+	}
+	if a.Stable == nfs3.Unstable {
+		o, k, err := s.store.Append(r.node, a.Data)
+		if err != nil && k == 0 {
+			return 0, 0, nil, err
+		}
+		return uint64(o), uint32(k), r.attr(), nil
+	}
+	ticket := r.exp.gather.Begin(r.node.Key())
+	o, k, err := s.store.Append(r.node, a.Data)
+	if err != nil && k == 0 {
+		ticket.Cancel()
+		return 0, 0, nil, err
+	}
+	after, err = s.waitFlush(c, r, ticket, a.Stable == nfs3.DataSync)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return uint64(o), uint32(k), after, nil
+}
+
+// appendAccess: an APPEND changes the file as a WRITE does.
+func appendAccess(s *Server, c *sunrpc.Call, r *req, a *snfs1.AppendArgs) []fileAccess {
+	return regularAccess(r, a.File, state.AccessWrite)
+}
