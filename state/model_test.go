@@ -26,6 +26,16 @@ import (
 // and reads its own dirty value or the server's. Every other client's read
 // or write of the file, covered ones included, may then wait (parked), and
 // must find the pinned holder's writes on the server when it goes on.
+//
+// A client applies an OPEN's answer after the server sent it, and may serve a
+// callback in between (the answer is in transit: a mount serves callbacks on
+// their own goroutines, issue 22 item 3); it then counts the OPEN as in
+// flight (no CB_STALE, no CB_TREAT_AS_CLOSED) and, if the callback took
+// caching away, does not cache on that answer. An application write may land
+// while a callback that invalidates writes back: the client stopped caching
+// before the write-back, so the write goes through after it. The client
+// logic before that (oldLogic) is what TestPropertyFindsOldClientWindows
+// shows the checker finds.
 
 const (
 	nFiles   = 2
@@ -72,6 +82,7 @@ type cstate struct {
 	pending      bool // an OPEN is parked at the server
 	parked       bool // a read or write of an open file is parked (behind a pinned holder)
 	pinned       bool // it answered Pinned and has not ended it (its kernel writes into its cache)
+	revoked      bool // a callback took caching away while an OPEN was pending
 }
 
 type pendOpen struct {
@@ -109,6 +120,8 @@ type world struct {
 	fences    []Action
 	reserves  []uint64
 	log       []string
+	transit   []inTransit
+	old       oldLogic
 }
 
 func newWorld(t testing.TB, src source, tight bool) *world {
@@ -170,9 +183,8 @@ func (w *world) absorb(acts []Action) {
 				w.fail("reply to unknown request %d", a.Req)
 			}
 			delete(w.pendOpens, a.Req)
-			w.cl[po.c][po.f].pending = false
 			w.logf("  -> reply %d (%d f%d %v): %+v", a.Req, po.c, po.f, po.mode, a.Reply)
-			w.openReplied(po.c, po.f, po.mode, a.Reply)
+			w.replied(po.c, po.f, po.mode, a.Reply)
 		case ActProceed:
 			pp, ok := w.pendPlain[a.Req]
 			if !ok {
@@ -191,7 +203,7 @@ func (w *world) absorb(acts []Action) {
 					w.fail("an OPEN refused, its client not fenced")
 				}
 				delete(w.pendOpens, a.Req)
-				w.cl[po.c][po.f].pending = false
+				w.cl[po.c][po.f].pending, w.cl[po.c][po.f].revoked = false, false
 			} else if pp, ok := w.pendPlain[a.Req]; ok {
 				delete(w.pendPlain, a.Req)
 				if pp.proto {
@@ -218,6 +230,11 @@ func (w *world) react() {
 				w.calls[i].void = true
 			}
 		}
+		for i := range w.transit {
+			if w.transit[i].c == c && w.transit[i].f == f {
+				w.transit[i].void = true
+			}
+		}
 		if !w.m.Fenced(c, a.File) {
 			w.fail("fence of %d on f%d not recorded", c, f)
 		}
@@ -235,8 +252,8 @@ func (w *world) forget(c ClientID, f int) {
 	if s.dirty {
 		w.latest[f] = w.server[f]
 	}
-	pending, parked := s.pending, s.parked
-	*s = cstate{pending: pending, parked: parked}
+	pending, parked, revoked := s.pending, s.parked, s.revoked
+	*s = cstate{pending: pending, parked: parked, revoked: revoked}
 }
 
 func (w *world) openReplied(c ClientID, f int, mode Mode, r OpenReply) {
@@ -342,7 +359,7 @@ func (w *world) step() {
 	c := ClientID(1 + w.src.intn(nClients))
 	f := w.src.intn(nFiles)
 	s := &w.cl[c][f]
-	switch op := w.src.intn(14); op {
+	switch op := w.src.intn(15); op {
 	case 0, 1: // open
 		mode := Mode(1 + w.src.intn(2))
 		if s.pending || s.parked {
@@ -368,12 +385,11 @@ func (w *world) step() {
 		switch r.Verdict {
 		case Proceed:
 			delete(w.pendOpens, req)
-			s.pending = false
 			w.logf("  = %+v", r.Reply)
-			w.openReplied(c, f, mode, r.Reply)
+			w.replied(c, f, mode, r.Reply)
 		case Jukebox:
 			delete(w.pendOpens, req)
-			s.pending = false
+			s.pending, s.revoked = false, false
 			w.logf("  = jukebox")
 		case Wait:
 			w.logf("  = wait")
@@ -399,7 +415,7 @@ func (w *world) step() {
 		} else {
 			s.sentW--
 		}
-		if mode == Write && s.sentW == 0 && s.pinned {
+		if mode == Write && s.sentW+w.transitWrites(c, f) == 0 && s.pinned {
 			// Its kernel's last write open: what it wrote is made durable
 			// at close, and the pinning ends.
 			w.flush(c, f)
@@ -506,6 +522,7 @@ func (w *world) step() {
 		for f := range nFiles {
 			w.forget(c, f)
 		}
+		w.transit = slices.DeleteFunc(w.transit, func(tr inTransit) bool { return tr.c == c })
 		w.absorb(w.m.ClientGone(w.now, c))
 		for _, req := range mine {
 			if _, still := w.pendOpens[req]; still {
@@ -518,7 +535,7 @@ func (w *world) step() {
 			}
 		}
 		for f := range nFiles {
-			w.cl[c][f].pending, w.cl[c][f].parked = false, false
+			w.cl[c][f].pending, w.cl[c][f].parked, w.cl[c][f].revoked = false, false, false
 		}
 		w.absorb(w.m.Register(w.now, c))
 	case 13: // the driver has persisted a version block
@@ -528,6 +545,14 @@ func (w *world) step() {
 			w.logf("versions reserved through %d", through)
 			w.absorb(w.m.VersionsReserved(w.now, through, nil))
 		}
+	case 14: // the client applies an OPEN's answer that was in transit
+		if len(w.transit) == 0 {
+			return
+		}
+		i := w.src.intn(len(w.transit))
+		tr := w.transit[i]
+		w.transit = slices.Delete(w.transit, i, i+1)
+		w.deliver(tr)
 	}
 	w.react()
 }
@@ -562,11 +587,17 @@ func (w *world) answer(oc outCb, failIt bool) {
 		w.fail("INVALIDATE without write-back sent to %d, dirty on f%d", c, f)
 	}
 	invalidates := cb.Mode == Invalidate || cb.Mode == WritebackInvalidate
+	if invalidates && s.pending {
+		s.revoked = true // the pending OPEN's answer does not cache (deliver)
+	}
 	if (s.pinned || (invalidates && s.caching && w.src.intn(2) == 0)) && s.appW > 0 {
 		// Its kernel writes into its cache file: it writes back what it
 		// has and goes on writing.
 		w.flush(c, f)
 		s.pinned, s.caching, s.valid = true, false, false
+		if s.pending {
+			s.revoked = true // as for an invalidation: caching stopped
+		}
 		w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, Pinned)
 		w.absorb(w.m.CallbackDone(w.now, cb, Pinned))
 		return
@@ -578,7 +609,15 @@ func (w *world) answer(oc outCb, failIt bool) {
 	case Writeback:
 		w.flush(c, f)
 	case WritebackInvalidate:
+		// An application write may land while the write-back runs.
+		racing := s.appW > 0 && s.caching && w.src.intn(3) == 0
+		if !w.old.lateStop {
+			s.caching = false // stopped first: later writes go through
+		}
 		w.flush(c, f)
+		if racing {
+			w.writeDuringCallback(c, f)
+		}
 		s.valid, s.caching = false, false
 	case Relinquish:
 		w.flush(c, f)
@@ -588,7 +627,7 @@ func (w *world) answer(oc outCb, failIt bool) {
 	case s.sentR+s.sentW > 0 && s.appR+s.appW == 0 && !s.pending && (cb.Mode == Relinquish || w.src.intn(2) == 0):
 		out = TreatAsClosed
 		s.sentR, s.sentW = 0, 0
-	case s.sentR+s.sentW == 0 && !s.dirty && !s.pending && w.src.intn(2) == 0:
+	case s.sentR+s.sentW == 0 && !s.dirty && (!s.pending || w.old.staleOpening) && w.src.intn(2) == 0:
 		out = Stale
 		s.valid = false
 	}
@@ -650,6 +689,16 @@ func (w *world) check() {
 		}
 		for c := ClientID(1); c <= nClients; c++ {
 			s := w.cl[c][f]
+			// Opens whose answers are in transit are the server's already.
+			for _, tr := range w.transit {
+				if tr.c == c && tr.f == f && !tr.void {
+					if tr.mode == Write {
+						s.sentW++
+					} else {
+						s.sentR++
+					}
+				}
+			}
 			var h HolderInfo
 			for _, x := range fi.Holders {
 				if x.Client == c {
@@ -687,7 +736,13 @@ func (w *world) drain() {
 			w.answer(oc, false)
 			w.check()
 		}
-		if len(w.pendOpens)+len(w.pendPlain) == 0 {
+		for len(w.transit) > 0 {
+			tr := w.transit[0]
+			w.transit = w.transit[1:]
+			w.deliver(tr)
+			w.check()
+		}
+		if len(w.pendOpens)+len(w.pendPlain)+len(w.calls) == 0 {
 			break
 		}
 		w.now = w.now.Add(w.cfg.JukeboxAfter)
@@ -695,8 +750,8 @@ func (w *world) drain() {
 		w.react()
 		w.check()
 	}
-	if n := len(w.pendOpens) + len(w.pendPlain) + len(w.calls); n != 0 {
-		w.fail("still in flight after draining: %v %v %v", w.pendOpens, w.pendPlain, w.calls)
+	if n := len(w.pendOpens) + len(w.pendPlain) + len(w.calls) + len(w.transit); n != 0 {
+		w.fail("still in flight after draining: %v %v %v %v", w.pendOpens, w.pendPlain, w.calls, w.transit)
 	}
 	for f := range nFiles {
 		if fi, _ := w.m.Lookup(w.now, fileID(f)); fi.Waiting != 0 || fi.Callbacks != 0 {
@@ -705,8 +760,11 @@ func (w *world) drain() {
 	}
 }
 
-func runWorld(t testing.TB, src source, tight bool) {
+func runWorld(t testing.TB, src source, tight bool) { runWorldWith(t, src, tight, oldLogic{}) }
+
+func runWorldWith(t testing.TB, src source, tight bool, old oldLogic) {
 	w := newWorld(t, src, tight)
+	w.old = old
 	for !src.done() {
 		w.step()
 		w.check()

@@ -76,23 +76,27 @@ func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int
 	// One append at a time: the size read and the write are one step, and a
 	// callback that stops caching waits for it (Callback).
 	i.appendMu.Lock()
-	if !i.snfsCaching() {
-		i.appendMu.Unlock()
-	} else {
+	var off int64
+	var n int
+	cached, err := fs.whileCaching(i, func() error {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
-			i.appendMu.Unlock()
-			return 0, 0, err
+			return err
 		}
-		off := cf.Size()
-		n, err := cf.WriteAt(data, off)
-		i.appendMu.Unlock()
+		off = cf.Size()
+		n, err = cf.WriteAt(data, off)
 		if n > 0 {
+			// Recorded dirty before a callback can stop caching
+			// (whileCaching): its write-back then takes these bytes.
 			i.mu.Lock()
 			i.sn.cred, i.sn.mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}
+		return err
+	})
+	i.appendMu.Unlock()
+	if cached {
 		switch {
 		case err == nil:
 			return uint64(off), n, nil

@@ -31,7 +31,15 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	held := cf != nil && cf.Holds()
 	if i != nil {
 		i.mu.Lock()
-		held = held || i.snfsHeldLocked() > 0 || i.sn.caching || i.w.pending()
+		// An OPEN in flight is held: its answer may have come before this
+		// callback, which then concerns it (CB_STALE would have the server
+		// drop the open it counted, and its writer's dirty record).
+		held = held || i.snfsHeldLocked() > 0 || i.sn.opening > 0 || i.sn.caching || i.w.pending()
+		if mode.Invalidates() {
+			// Counted before anything else: an OPEN in flight whose answer
+			// is applied after this does not cache (snfsOpenProto).
+			i.sn.invals++
+		}
 		i.mu.Unlock()
 	}
 	if !held {
@@ -53,6 +61,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 			if err := fs.pinSync(ctx, pf, false); err != nil {
 				fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
 			}
+			// The server counts this client as not caching the file: an
+			// OPEN in flight does not cache on its answer either.
+			i.mu.Lock()
+			i.sn.invals++
+			i.mu.Unlock()
 			return snfs1.CBPinned
 		}
 		if mode.Invalidates() {
@@ -63,6 +76,13 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 			i.appendMu.Lock()
 			defer i.appendMu.Unlock()
 			entering = fs.pinEnter(i)
+			// Caching stops before the write-back: a write into the cache
+			// directory after the write-back took the dirty data would be
+			// left behind it, unknown to the server once this is answered
+			// (another client then read the old version). From here, writes
+			// go through, after the cache directory's dirty data
+			// (writeBackFirst).
+			fs.stopCachingFor(i)
 		}
 	}
 	if (mode.WritesBack() || entering != nil) && i != nil {
@@ -278,6 +298,7 @@ func (fs *FS) stopCaching() (dirty []*Inode) {
 		i.mu.Lock()
 		was := i.sn.caching || i.sn.kernVer != 0
 		i.sn.caching, i.sn.kernVer = false, 0
+		i.sn.invals++
 		// The server forgot the kept opens: nothing to CLOSE for them.
 		i.sn.dc.n = [3]int{}
 		if was {

@@ -145,7 +145,7 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	v.sn.beforeMarkClean = func(in *Inode) {
+	v.sn.beforeMarkClean.set(func(in *Inode) {
 		if in == i {
 			once.Do(func() {
 				if _, err := v.Write(ctx, f, uint64(len(first)), []byte("written as the write-back ended")); err != nil {
@@ -153,9 +153,9 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 	err := v.writeBackInode(ctx, i)
-	v.sn.beforeMarkClean = nil
+	v.sn.beforeMarkClean.set(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -425,8 +425,8 @@ type SetAttr struct {
 // Setattr changes i's attributes. A size change first waits for any
 // write-back in progress, then drops unwritten data beyond the new size.
 func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
-	if fs.snfsSetattrLocal(i, s) {
-		return fs.snfsSetattr(i, c, *s.Size)
+	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
+		return a, ttl, err
 	}
 	if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
 		// Pending write-back first: it would change the size or mtime

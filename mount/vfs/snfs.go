@@ -104,9 +104,13 @@ type snfsFS struct {
 	// afterOpen, set only by tests, runs between an OPEN's answer and its
 	// application (a write-back racing the OPEN, say).
 	afterOpen func(i *Inode)
+	// openAnswered, set only by tests, runs as an OPEN's answer arrives,
+	// before anything of it is applied (a callback racing the answer).
+	openAnswered func(i *Inode)
 	// beforeMarkClean, set only by tests, runs as markCleanIf starts (an
-	// application write racing a write-back's end).
-	beforeMarkClean func(i *Inode)
+	// application write racing a write-back's end, a callback's included:
+	// set and run on different goroutines).
+	beforeMarkClean testHook
 
 	stop chan struct{}
 	done chan struct{}
@@ -115,6 +119,24 @@ type snfsFS struct {
 	// carries (stopCtx).
 	life    context.Context
 	endLife context.CancelFunc
+}
+
+// testHook is a function tests set to run at some point of the FS's work,
+// on whatever goroutine reaches it.
+type testHook struct{ p atomic.Pointer[func(*Inode)] }
+
+func (h *testHook) set(f func(*Inode)) {
+	if f == nil {
+		h.p.Store(nil)
+		return
+	}
+	h.p.Store(&f)
+}
+
+func (h *testHook) run(i *Inode) {
+	if f := h.p.Load(); f != nil {
+		(*f)(i)
+	}
 }
 
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
@@ -140,6 +162,15 @@ type snfsInode struct {
 	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
 	parent   nfs3.FH          // the directory it was last seen in, and its name there
 	name     string
+	// invals counts the callbacks (and refused reclaims) that took caching
+	// away: an OPEN whose answer is applied after one that came while it
+	// was in flight does not cache (snfsOpenProto).
+	invals uint64
+	// cacheW (not under mu) is held shared by each change made in the cache
+	// directory because the file is cached (a write, a local truncation),
+	// from the check of caching to the change recorded dirty, and
+	// exclusively by a callback as it stops caching (whileCaching).
+	cacheW sync.RWMutex
 }
 
 // snfsFile is an open's snfs-mode state.
@@ -312,6 +343,30 @@ func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
 	cf = i.sn.cf
 	i.mu.Unlock()
 	return cf, nil
+}
+
+// whileCaching runs fn if i is cached, with no callback stopping that
+// before fn returns: a change fn makes in the cache directory (recorded
+// dirty by then) is in the write-back of the callback that stops caching,
+// which runs after (Callback). ok reports whether fn ran; if not, the change
+// goes through the server.
+func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
+	i.sn.cacheW.RLock()
+	defer i.sn.cacheW.RUnlock()
+	if !i.snfsCaching() {
+		return false, nil
+	}
+	return true, fn()
+}
+
+// stopCachingFor stops serving i from the cache directory, once the changes
+// in progress there are done (whileCaching): a callback's first step.
+func (fs *FS) stopCachingFor(i *Inode) {
+	i.sn.cacheW.Lock()
+	i.mu.Lock()
+	i.sn.caching, i.sn.kernVer = false, 0
+	i.mu.Unlock()
+	i.sn.cacheW.Unlock()
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.

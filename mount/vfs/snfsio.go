@@ -48,10 +48,13 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.opens++
 	i.mu.Unlock()
 	f := &File{i: i, cred: c, write: mode == snfs1.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
-	if flags&syscall.O_TRUNC != 0 && i.snfsCaching() {
-		if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
-			fs.snfsTruncate(i, c, 0)
-		}
+	if flags&syscall.O_TRUNC != 0 {
+		fs.whileCaching(i, func() error {
+			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
+				fs.snfsTruncate(i, c, 0)
+			}
+			return nil
+		})
 	}
 	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
 		fs.snfsRelease(ctx, f)
@@ -66,9 +69,21 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	i.sn.openMu.Lock()
 	i.mu.Lock()
 	i.sn.opening++
+	invals := i.sn.invals
 	i.mu.Unlock()
 	start := fs.attrStart()
 	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
+	if err == nil && fs.sn.openAnswered != nil {
+		fs.sn.openAnswered(i)
+	}
+	// An answer refusing caching stops it at once, before the rest of it is
+	// applied: the server no longer calls this client back about the file,
+	// so the other opens here must stop reading (and writing) the cache
+	// directory now, not after a write-back or a GETATTR.
+	stop := err == nil && !ok.CacheEnabled
+	if stop {
+		i.sn.cacheW.Lock()
+	}
 	i.mu.Lock()
 	i.sn.opening--
 	if err != nil {
@@ -77,13 +92,27 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		return false, false, err
 	}
 	i.sn.opens[mode]++
-	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion)
+	// A callback that took caching away while this OPEN was in flight may
+	// have been sent after the server answered it (the answer's grant is
+	// what it revokes: the callbacks are served on their own goroutines,
+	// and one can run before this answer is applied), or before (the
+	// server then answered after it, knowing). Which, this client cannot
+	// tell: this open does not cache (a client may always do less than the
+	// server allows).
+	revoked := i.sn.invals != invals
+	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "revoked", revoked)
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
 	i.postOpLocked(ok.Attr, start, time.Now())
 	wasCaching := i.sn.caching
 	kv := i.sn.kernVer
+	if stop {
+		i.sn.caching = false
+	}
 	i.mu.Unlock()
+	if stop {
+		i.sn.cacheW.Unlock()
+	}
 	i.sn.openMu.Unlock()
 	if fs.sn.afterOpen != nil {
 		fs.sn.afterOpen(i)
@@ -100,7 +129,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
 	}
 	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
-	if ok.CacheEnabled {
+	if ok.CacheEnabled && !revoked {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.
 		i.mu.Lock()
@@ -126,17 +155,22 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 				fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
 			}
 			i.mu.Lock()
-			i.sn.caching, i.sn.version = true, ok.CacheVersion
-			keep = valid(kv)
-			i.sn.kernVer = ok.CacheVersion
+			if i.sn.invals == invals {
+				i.sn.caching, i.sn.version = true, ok.CacheVersion
+				keep = valid(kv)
+				i.sn.kernVer = ok.CacheVersion
+				i.mu.Unlock()
+				return keep, false, nil
+			}
+			// A callback took caching away while this answer was applied.
 			i.mu.Unlock()
-			return keep, false, nil
+		} else {
+			i.flushMu.Unlock()
+			// The file's size is not known for sure (its own writes kept moving
+			// it, or GETATTR failed): this open does not cache (a client may
+			// always do less than the server allows).
+			fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", "fileid", i.FileID)
 		}
-		i.flushMu.Unlock()
-		// The file's size is not known for sure (its own writes kept moving
-		// it, or GETATTR failed): this open does not cache (a client may
-		// always do less than the server allows).
-		fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", "fileid", i.FileID)
 	}
 	// Write-shared (or caching refused): no cache, write through. Dirty
 	// data a callback did not take (there should be none) goes first.
@@ -299,12 +333,13 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 // else written through (sent now, committed at close or fsync).
 func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
 	i := f.i
-	if i.snfsCaching() {
+	var n int
+	cached, err := fs.whileCaching(i, func() error {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		n, err := cf.WriteAt(data, int64(off))
+		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.mu.Lock()
 			i.sn.cred, i.sn.mtime = f.cred, time.Now()
@@ -312,16 +347,19 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 			fs.markDirty(i)
 		}
 		if err != nil {
-			return n, fmt.Errorf("cache directory: %w", err)
+			return fmt.Errorf("cache directory: %w", err)
 		}
-		return n, nil
+		return nil
+	})
+	if cached {
+		return n, err
 	}
 	i.mu.Lock()
 	i.w.dirty.write(off, data)
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
 	i.mu.Unlock()
-	err := i.flush(ctx, false)
+	err = i.flush(ctx, false)
 	// The cache directory's clean data of the file (from while it was
 	// cached, or written back since caching stopped) is older than this
 	// write, and still labelled with a version the next OPEN may answer as
@@ -502,13 +540,29 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	return nil
 }
 
-// snfsSetattrLocal reports whether a Setattr of i is done locally: a size
-// change of a file cached here and open for writing.
-func (fs *FS) snfsSetattrLocal(i *Inode, s SetAttr) bool {
+// snfsSetattrLocal does a Setattr of i locally if it is a size change of a
+// file cached here and open for writing (done reports it).
+func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
 	if fs.sn == nil || s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
-		return false
+		return nfs3.Fattr{}, 0, false, nil
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.sn.caching && i.sn.cf != nil && i.sn.opens[snfs1.Write] > 0
+	done, err = fs.whileCaching(i, func() error {
+		i.mu.Lock()
+		writer := i.sn.opens[snfs1.Write] > 0
+		i.mu.Unlock()
+		if !writer {
+			return errNotLocal
+		}
+		var err error
+		a, ttl, err = fs.snfsSetattr(i, c, *s.Size)
+		return err
+	})
+	if errors.Is(err, errNotLocal) {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	return a, ttl, done, err
 }
+
+// errNotLocal: a Setattr of a cached file not open for writing here goes to
+// the server.
+var errNotLocal = errors.New("vfs: not a local size change")

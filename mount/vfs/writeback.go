@@ -89,9 +89,7 @@ func (fs *FS) markClean(i *Inode) {
 // "not dirty", the server stopped calling this client back for the file, and
 // another client read the server's copy without the write.
 func (fs *FS) markCleanIf(i *Inode, cf *cachedir.File) {
-	if fs.sn.beforeMarkClean != nil {
-		fs.sn.beforeMarkClean(i)
-	}
+	fs.sn.beforeMarkClean.run(i)
 	fs.sn.mu.Lock()
 	defer fs.sn.mu.Unlock()
 	if !cf.NeedsWriteBack() {

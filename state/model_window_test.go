@@ -1,0 +1,179 @@
+package state
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The property test's model of a client's windows (model_test.go): OPEN
+// answers applied late, writes landing during a callback's write-back, and
+// the client logic the mount had before issue 22 item 3 (oldLogic), which
+// TestPropertyFindsOldClientWindows shows the checker finds.
+
+// oldLogic selects client windows that the mount had before issue 22 item 3.
+type oldLogic struct {
+	// staleOpening: a callback served while an OPEN was in flight (its
+	// answer maybe arrived, not yet applied) found no open: CB_STALE.
+	staleOpening bool
+	// grantOverInvalidate: an OPEN's caching grant was applied over an
+	// invalidation served while it was in flight.
+	grantOverInvalidate bool
+	// stopAtEnd: an answer that refuses caching stopped it only at the end
+	// of its application, not as it arrived.
+	stopAtEnd bool
+	// lateStop: a callback that invalidates stopped caching only after its
+	// write-back, so an application write landing meanwhile stayed in the
+	// cache, dirty.
+	lateStop bool
+}
+
+// inTransit is an OPEN's answer the client has not applied yet.
+type inTransit struct {
+	c    ClientID
+	f    int
+	mode Mode
+	r    OpenReply
+	void bool // the client was fenced for the file meanwhile: the open is gone
+}
+
+// replied: the server answered c's OPEN of f; the client applies the answer
+// now or later (deliver).
+func (w *world) replied(c ClientID, f int, mode Mode, r OpenReply) {
+	tr := inTransit{c: c, f: f, mode: mode, r: r}
+	if !r.CacheEnabled && !w.old.stopAtEnd {
+		// Caching stops as the answer arrives, before the rest of it is
+		// applied (the mount's other opens read through from then on).
+		w.cl[c][f].caching = false
+	}
+	if w.src.intn(3) == 0 {
+		w.logf("  (the answer to %d's open of f%d is in transit)", c, f)
+		w.transit = append(w.transit, tr)
+		return
+	}
+	w.deliver(tr)
+}
+
+// deliver applies an OPEN's answer: the OPEN is no longer in flight.
+func (w *world) deliver(tr inTransit) {
+	s := &w.cl[tr.c][tr.f]
+	revoked := s.revoked
+	s.pending, s.revoked = false, false
+	if tr.void {
+		w.logf("%d applies the answer of its open of f%d: fenced meanwhile, dropped", tr.c, tr.f)
+		return
+	}
+	r := tr.r
+	if revoked && !w.old.grantOverInvalidate {
+		// A callback took caching away while the OPEN was in flight,
+		// maybe after the server sent this answer: no caching on it.
+		r.CacheEnabled = false
+	}
+	w.logf("%d applies the answer of its open of f%d (revoked %v): %+v", tr.c, tr.f, revoked, r)
+	w.openReplied(tr.c, tr.f, tr.mode, r)
+}
+
+// transitWrites counts c's opens of f for writing whose answers are in
+// transit (the server counts them).
+func (w *world) transitWrites(c ClientID, f int) int {
+	n := 0
+	for _, tr := range w.transit {
+		if tr.c == c && tr.f == f && tr.mode == Write && !tr.void {
+			n++
+		}
+	}
+	return n
+}
+
+// writeDuringCallback is an application write of c's that lands while a
+// callback's write-back of f runs: into the cache if c still caches (and it
+// stays there, dirty), else through the server after the write-back.
+func (w *world) writeDuringCallback(c ClientID, f int) {
+	s := &w.cl[c][f]
+	if s.caching {
+		w.nextVal++
+		w.latest[f] = w.nextVal
+		s.valid, s.val, s.dirty = true, w.nextVal, true
+		w.logf("%d writes f%d = %d into its cache during the callback's write-back", c, f, w.nextVal)
+		return
+	}
+	if w.access(c, f, AccessWrite) {
+		return
+	}
+	w.nextVal++
+	w.latest[f] = w.nextVal
+	w.server[f] = w.nextVal
+	w.logf("%d writes f%d = %d through during the callback's write-back", c, f, w.nextVal)
+}
+
+// recorder is a testing.TB whose Fatalf records the failure and ends the
+// goroutine, for runs expected to fail.
+type recorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// runRecorded runs a world with old client logic and returns its failure
+// ("" if it passed).
+func runRecorded(seed int, old oldLogic) string {
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src := &prng{r: rand.New(rand.NewPCG(uint64(seed), 0x5717e)), left: 400}
+		runWorldWith(r, src, seed%2 == 1, old)
+	}()
+	<-done
+	return r.msg
+}
+
+// TestPropertyFindsOldClientWindows: with the mount's client logic before
+// issue 22 item 3, the property test fails: a callback served between an
+// OPEN's answer and its application (the client answered CB_STALE, or cached
+// on the answer after the callback had invalidated), an answer refusing
+// caching that took effect only once applied, and an application write
+// landing in the cache during a callback's write-back. Each is found
+// within the seeds TestProperty runs, with the failure a client/server
+// disagreement or a stale read.
+func TestPropertyFindsOldClientWindows(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		old   oldLogic
+		wants []string // one of these is in the failure
+	}{
+		{"CB_STALE while an OPEN is in flight", oldLogic{staleOpening: true},
+			[]string{"the server does not know", "server counts", "latest"}},
+		{"a caching grant applied over an invalidation", oldLogic{grantOverInvalidate: true},
+			[]string{"the server does not know", "latest"}},
+		{"a refusal of caching applied late", oldLogic{stopAtEnd: true},
+			[]string{"the server does not know", "latest"}},
+		{"caching stopped after the callback's write-back", oldLogic{lateStop: true},
+			[]string{"is dirty, the server does not know", "latest"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for seed := range 3000 {
+				msg := runRecorded(seed, c.old)
+				if msg == "" {
+					continue
+				}
+				first, _, _ := strings.Cut(msg, "\n")
+				if !slices.ContainsFunc(c.wants, func(w string) bool { return strings.Contains(first, w) }) {
+					t.Fatalf("seed %d fails otherwise: %s", seed, msg)
+				}
+				t.Logf("found at seed %d: %s", seed, first)
+				return
+			}
+			t.Fatal("the property test does not find the window in 3000 seeds")
+		})
+	}
+}
