@@ -188,10 +188,15 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	i.sn.pt.pinned = pf
 	i.mu.Unlock()
 	// From here on the kernel's accesses stop for the handler (which only
-	// records them until pinEntered).
-	if err := fs.sn.pin.w.Watch(fd); err != nil {
-		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+	// records them until pinEntered). Under pf.mu: pf is published, so a
+	// release may forget it (pinForget) and close fd meanwhile.
+	pf.mu.Lock()
+	if !pf.gone {
+		if err := fs.sn.pin.w.Watch(fd); err != nil {
+			fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+		}
 	}
+	pf.mu.Unlock()
 	return pf
 }
 
