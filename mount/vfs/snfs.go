@@ -78,6 +78,7 @@ type SNFSStats struct {
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
+	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
 	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
 }
 

@@ -289,6 +289,16 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		// of the next (reintegrate.go).
 		cf.SetBase(baseOf(synced))
 	}
+	// The clean state and the new base go to the index now, not at the next
+	// close: until then the committed record still says dirty, with the base
+	// from before this write-back, and a restart after a kill would take the
+	// server's file, changed by this very write-back, for somebody else's
+	// change (a conflict copy of a file the server holds exactly), or make
+	// one of a file deleted since. The data reached the server: a failure
+	// here only leaves the record older (reconcile sorts it out).
+	if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+		fs.log.Warn("cache directory: recording a write-back", "fileid", i.FileID, "err", err)
+	}
 	i.mu.Lock()
 	i.sn.wbMoving = false
 	i.mu.Unlock()

@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestMountSNFSRecoverWrittenBack: files a mount wrote back (one of them
+// fsync'd) seconds before it was killed with SIGKILL are held by the server
+// exactly; a file it deleted is gone. The remount on the same cache
+// directory makes no conflict copy of any of them (a conflict copy means
+// that somebody else changed the file while this client held unsent data),
+// and the server keeps every byte.
+func TestMountSNFSRecoverWrittenBack(t *testing.T) {
+	requireFUSE(t)
+	s := newServeProc(t)
+	a := startMount(t, s, "", "", "--writeback-delay", "500ms", "--close-delay", "0")
+	want := map[string][]byte{}
+	for k, n := range []string{"a", "b", "c"} {
+		want[n] = randBytes(uint64(100+k), 20000+k*70000)
+		writeDurable(t, a.path(n), want[n])
+	}
+	f, err := os.OpenFile(a.path("synced"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["synced"] = randBytes(110, 5000)
+	if _, err := f.Write(want["synced"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeDurable(t, a.path("gone"), randBytes(111, 3000))
+	deadline := time.Now().Add(30 * time.Second)
+	for n, d := range want {
+		for !bytes.Equal(mustRead(t, s.path(n)), d) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not written back within 30 s", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, err := os.Stat(s.path("gone")); err != nil; _, err = os.Stat(s.path("gone")) {
+		if time.Now().After(deadline) {
+			t.Fatal("gone was not written back within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.Remove(a.path("gone")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	a.kill9()
+	b := startMount(t, s, a.dir, a.cacheDir)
+	copies, _ := filepath.Glob(s.path("*.snfs-conflict-*"))
+	if len(copies) != 0 {
+		t.Errorf("conflict copies after the remount: %q; want none (nobody else changed the files)", copies)
+	}
+	if n := scrape(t, b.metrics, "snfs_client_conflicts_total"); n != 0 {
+		t.Errorf("snfs_client_conflicts_total = %v; want 0", n)
+	}
+	for n, d := range want {
+		if got := mustRead(t, s.path(n)); !bytes.Equal(got, d) {
+			t.Errorf("%s: the server has %d bytes; want %d", n, len(got), len(d))
+		}
+		if got := mustRead(t, b.path(n)); !bytes.Equal(got, d) {
+			t.Errorf("%s: the new mount reads %d bytes; want %d", n, len(got), len(d))
+		}
+	}
+	if _, err := os.Stat(s.path("gone")); err == nil {
+		t.Errorf("gone exists again on the server")
+	}
+}
