@@ -10,10 +10,11 @@ import (
 
 // TestMountSNFSRecoverWrittenBack: files a mount wrote back (one of them
 // fsync'd) seconds before it was killed with SIGKILL are held by the server
-// exactly; a file it deleted is gone. The remount on the same cache
-// directory makes no conflict copy of any of them (a conflict copy means
-// that somebody else changed the file while this client held unsent data),
-// and the server keeps every byte.
+// exactly; a file it deleted is gone, and so is one deleted on the server
+// after its write-back. The remount on the same cache directory makes no
+// conflict copy of any of them (a conflict copy means that somebody else
+// changed the file while this client held unsent data), and the server
+// keeps every byte.
 func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 	requireFUSE(t)
 	s := newServeProc(t)
@@ -38,6 +39,7 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeDurable(t, a.path("gone"), randBytes(111, 3000))
+	writeDurable(t, a.path("gone2"), randBytes(112, 3000))
 	deadline := time.Now().Add(30 * time.Second)
 	for n, d := range want {
 		for !bytes.Equal(mustRead(t, s.path(n)), d) {
@@ -47,13 +49,18 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	for _, err := os.Stat(s.path("gone")); err != nil; _, err = os.Stat(s.path("gone")) {
-		if time.Now().After(deadline) {
-			t.Fatal("gone was not written back within 30 s")
+	for _, n := range []string{"gone", "gone2"} {
+		for st, err := os.Stat(s.path(n)); err != nil || st.Size() != 3000; st, err = os.Stat(s.path(n)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not written back within 30 s", n)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if err := os.Remove(a.path("gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(s.path("gone2")); err != nil { // on the server: the mount is not told
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
@@ -74,7 +81,9 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 			t.Errorf("%s: the new mount reads %d bytes; want %d", n, len(got), len(d))
 		}
 	}
-	if _, err := os.Stat(s.path("gone")); err == nil {
-		t.Errorf("gone exists again on the server")
+	for _, n := range []string{"gone", "gone2"} {
+		if _, err := os.Stat(s.path(n)); err == nil {
+			t.Errorf("%s exists again on the server", n)
+		}
 	}
 }
