@@ -244,6 +244,9 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		return fmt.Errorf("reintegration OPEN: %w", err)
 	}
 	closeIt := func(dirty bool) {
+		if !dirty {
+			fs.recordWrittenBack()
+		}
 		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
 			fs.log.Warn("reintegration CLOSE", "err", err)
 		}

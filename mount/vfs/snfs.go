@@ -95,6 +95,8 @@ type snfsFS struct {
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
+	// write-backs ended and not yet committed to the index (writeback.go)
+	unrecorded map[*cachedir.File]struct{}
 
 	delayed delayedSet // files with delayed closes
 
@@ -213,7 +215,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 		cfg.CacheTTL = time.Hour
 	}
 	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
@@ -285,6 +287,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
 	}
+	fs.recordWrittenBack()
 	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}

@@ -40,16 +40,25 @@ func (fs *FS) writeBackLoop() {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-delay)
-		for _, i := range fs.dirtyInodes(cutoff) {
+		var done []*Inode
+		for _, i := range fs.dirtyInodes(time.Now().Add(-delay)) {
 			if ctx.Err() != nil {
-				return
+				break
 			}
 			if err := fs.writeBackInode(ctx, i); err != nil {
 				fs.log.Warn("delayed write-back", "fileid", i.FileID, "err", err)
 				continue
 			}
+			done = append(done, i)
+		}
+		// Also the ends of write-backs made since the last tick (fsync,
+		// a SETATTR's): recorded within a tick.
+		fs.recordWrittenBack()
+		for _, i := range done {
 			fs.cleanClose(ctx, i)
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -289,16 +298,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		// of the next (reintegrate.go).
 		cf.SetBase(baseOf(synced))
 	}
-	// The clean state and the new base go to the index now, not at the next
-	// close: until then the committed record still says dirty, with the base
-	// from before this write-back, and a restart after a kill would take the
-	// server's file, changed by this very write-back, for somebody else's
-	// change (a conflict copy of a file the server holds exactly), or make
-	// one of a file deleted since. The data reached the server: a failure
-	// here only leaves the record older (reconcile sorts it out).
-	if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-		fs.log.Warn("cache directory: recording a write-back", "fileid", i.FileID, "err", err)
-	}
+	fs.noteWrittenBack(cf)
 	i.mu.Lock()
 	i.sn.wbMoving = false
 	i.mu.Unlock()
@@ -353,11 +353,16 @@ func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cache
 // snfsSync writes back every dirty file (unmount, syncfs).
 func (fs *FS) snfsSync(ctx context.Context) error {
 	var errs []error
+	var done []*Inode
 	for _, i := range fs.dirtyInodes(time.Time{}) {
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
 			continue
 		}
+		done = append(done, i)
+	}
+	fs.recordWrittenBack()
+	for _, i := range done {
 		fs.cleanClose(ctx, i)
 	}
 	return errors.Join(errs...)
@@ -379,5 +384,46 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("recovery of %x: %w", h, err))
 		}
 	}
+	fs.recordWrittenBack()
 	return errors.Join(errs...)
+}
+
+// Recording write-backs in the cache directory's index. A write-back's end
+// (its ranges clean, the server's new attributes as the base) must reach the
+// index before the server is told that this client holds no dirty data of
+// the file (a CLOSE with dirty FALSE, an answer to a callback): from then on
+// another client may change or remove the file without calling this one
+// back, and a mount restarted after a kill, finding the record still dirty
+// with the base from before the write-back, would take that change for a
+// conflict with data the server in fact had (a false conflict copy, or a
+// copy of a file deleted since). So the ends are noted (noteWrittenBack) and
+// committed (recordWrittenBack) before those messages, by the delayed
+// write-back's rounds (one commit for the round, Cache.SyncFiles) and at
+// every tick of its loop; a write-back the application waits for (fsync)
+// does not wait for the commit too. A kill before it leaves a record the
+// restarted mount reconciles (serverholds.go).
+
+// noteWrittenBack records that cf's write-back ended and is to be
+// committed (recordWrittenBack).
+func (fs *FS) noteWrittenBack(cf *cachedir.File) {
+	fs.sn.mu.Lock()
+	fs.sn.unrecorded[cf] = struct{}{}
+	fs.sn.mu.Unlock()
+}
+
+// recordWrittenBack commits the ends of the write-backs noted so far.
+func (fs *FS) recordWrittenBack() {
+	fs.sn.mu.Lock()
+	files := make([]*cachedir.File, 0, len(fs.sn.unrecorded))
+	for cf := range fs.sn.unrecorded {
+		files = append(files, cf)
+	}
+	clear(fs.sn.unrecorded)
+	fs.sn.mu.Unlock()
+	if len(files) == 0 {
+		return
+	}
+	if err := fs.sn.cache.SyncFiles(files); err != nil && !errors.Is(err, cachedir.ErrClosed) {
+		fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
+	}
 }
