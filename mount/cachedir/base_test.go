@@ -174,3 +174,41 @@ func TestRetractAfterWriteBackNotDirty(t *testing.T) {
 		t.Fatalf("after the crash the cache lists %q to write back (%+v); want none: everything was written back", d, f2.Info())
 	}
 }
+
+// TestSyncFilesRecordsWriteBacks: SyncFiles commits the clean state of
+// several written-back files (one of them listed twice) in one go: a crash
+// after it finds nothing to write back, and the data still cached.
+func TestSyncFilesRecordsWriteBacks(t *testing.T) {
+	dir := testDir(t)
+	c := openCache(t, dir, 0)
+	defer c.Close()
+	var files []*File
+	for k, h := range []string{"small", "big"} {
+		f := mustFile(t, c, h)
+		if _, err := f.WriteAt(pattern(byte(k), 1000+k*inlineMax), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.MarkClean(f.Dirty(), 7); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f, f)
+	}
+	if err := c.SyncFiles(files); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, copyCacheDir(t, dir), 0)
+	defer c2.Close()
+	if d := c2.DirtyFiles(); len(d) != 0 {
+		t.Fatalf("after the crash the cache lists %q to write back; want none", d)
+	}
+	for k, h := range []string{"small", "big"} {
+		f := mustFile(t, c2, h)
+		if v := f.Version(); v != 7 {
+			t.Errorf("%s: version %d; want 7", h, v)
+		}
+		equalBytes(t, h, readAll(t, f, 0, int64(1000+k*inlineMax)), pattern(byte(k), 1000+k*inlineMax))
+	}
+}
