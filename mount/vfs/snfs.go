@@ -97,6 +97,7 @@ type snfsFS struct {
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
 	// write-backs ended and not yet committed to the index (writeback.go)
 	unrecorded map[*cachedir.File]struct{}
+	recordMu   sync.Mutex // one recordWrittenBack at a time; taken before mu
 
 	delayed delayedSet // files with delayed closes
 

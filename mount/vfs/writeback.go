@@ -411,8 +411,14 @@ func (fs *FS) noteWrittenBack(cf *cachedir.File) {
 	fs.sn.mu.Unlock()
 }
 
-// recordWrittenBack commits the ends of the write-backs noted so far.
+// recordWrittenBack commits the ends of the write-backs noted so far. It
+// returns when they are committed, also those another caller took and is
+// committing (the calls are serialized): a caller about to tell the server
+// that a file is clean must not find the set empty while that file's end is
+// still on its way to the index. Ends it could not commit stay noted.
 func (fs *FS) recordWrittenBack() {
+	fs.sn.recordMu.Lock()
+	defer fs.sn.recordMu.Unlock()
 	fs.sn.mu.Lock()
 	files := make([]*cachedir.File, 0, len(fs.sn.unrecorded))
 	for cf := range fs.sn.unrecorded {
@@ -423,7 +429,14 @@ func (fs *FS) recordWrittenBack() {
 	if len(files) == 0 {
 		return
 	}
-	if err := fs.sn.cache.SyncFiles(files); err != nil && !errors.Is(err, cachedir.ErrClosed) {
-		fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
+	err := fs.sn.cache.SyncFiles(files)
+	if err == nil || errors.Is(err, cachedir.ErrClosed) {
+		return
 	}
+	fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
+	fs.sn.mu.Lock()
+	for _, cf := range files {
+		fs.sn.unrecorded[cf] = struct{}{}
+	}
+	fs.sn.mu.Unlock()
 }
