@@ -87,3 +87,52 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestMountSNFSRecoverAfterOthersChange: a mount's write-backs that ended
+// just before it was killed, after which another client (a plain NFSv3
+// client) rewrote the files: f written back by fsync and closed, g written
+// back for the other client's read (a callback). The remount must not take
+// the other client's rewrite for a conflict with data the server had from
+// this mount: each write-back's end reached the cache directory's index
+// before the server was told the file was clean (the CLOSE, the callback's
+// answer), so no copy is made, and the server keeps the other client's bytes.
+func TestMountSNFSRecoverAfterOthersChange(t *testing.T) {
+	requireFUSE(t)
+	s := newServeProc(t)
+	a := startMount(t, s, "", "", "--close-delay", "0")
+	ours := map[string][]byte{"f": randBytes(120, 40000), "g": randBytes(121, 50000)}
+	f, err := os.OpenFile(a.path("f"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(ours["f"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeDurable(t, a.path("g"), ours["g"])
+	if got := nfsReadAll(t, s, "g"); !bytes.Equal(got, ours["g"]) { // the callback writes g back
+		t.Fatalf("g: the other client read %d bytes; want the mount's %d", len(got), len(ours["g"]))
+	}
+	theirs := map[string][]byte{"f": randBytes(122, 30000), "g": randBytes(123, 20000)}
+	for n, d := range theirs {
+		nfsRewrite(t, s, n, d)
+	}
+	a.kill9() // within the write-back loop's tick (a second)
+	b := startMount(t, s, a.dir, a.cacheDir)
+	if copies, _ := filepath.Glob(s.path("*.snfs-conflict-*")); len(copies) != 0 {
+		t.Errorf("conflict copies after the remount: %q; want none (the mount's data had reached the server)", copies)
+	}
+	for n, d := range theirs {
+		if got := mustRead(t, s.path(n)); !bytes.Equal(got, d) {
+			t.Errorf("%s: the server has %d bytes; want the other client's %d", n, len(got), len(d))
+		}
+		if got := mustRead(t, b.path(n)); !bytes.Equal(got, d) {
+			t.Errorf("%s: the new mount reads %d bytes; want the other client's %d", n, len(got), len(d))
+		}
+	}
+}
