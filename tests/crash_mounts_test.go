@@ -45,8 +45,9 @@ import (
 //
 // Bounded: SNFS_CRASH_MOUNT_CYCLES kills (24 by default: under a minute
 // here, about two under the race detector on a loaded machine);
-// SNFS_CRASH_SEED replays the sequence of operations, kills and pauses (which
-// operation a server kill lands in is timing).
+// SNFS_CRASH_SEED replays the kills (which, in what order, the pauses before
+// mount kills) and the workload's choices; how many operations run while the
+// server restarts, and so which ones come after, is timing.
 func TestCrashCyclesMountsAndServer(t *testing.T) {
 	requireFUSE(t)
 	cycles := 24
