@@ -265,13 +265,42 @@ func (c *Cache) Close() error {
 	return nil
 }
 
+// SyncFiles is Sync for each of files, with one directory fsync and one
+// index commit for them all (a round of write-backs records its clean
+// states in one commit rather than one each).
+func (c *Cache) SyncFiles(files []*File) error {
+	seen := make(map[*File]bool, len(files))
+	var fs []*File
+	for _, f := range files {
+		if f.c == c && !seen[f] {
+			seen[f] = true
+			fs = append(fs, f)
+		}
+	}
+	return c.persistFiles(fs, persistOpts{refuseClosed: true})
+}
+
 // persistAll is persistLocked for every file, with one directory fsync and
 // one index commit for them all; with closing, it also closes the data
 // files. It holds every File's lock until the commit is done, as the
 // eviction pass holds its victims', and is serialized with it by evicting.
 func (c *Cache) persistAll(closing bool) error {
+	return c.persistFiles(c.snapshot(), persistOpts{closing: closing, withUse: true})
+}
+
+type persistOpts struct {
+	closing      bool // close the data files too
+	withUse      bool // as in persistLocked
+	refuseClosed bool // ErrClosed once Close ran (it persisted everything)
+}
+
+// persistFiles is persistAll for files.
+func (c *Cache) persistFiles(files []*File, o persistOpts) error {
 	c.evicting.Lock()
 	defer c.evicting.Unlock()
+	if o.refuseClosed && c.closed.Load() {
+		return ErrClosed
+	}
 	type planned struct {
 		f *File
 		p persistPlan
@@ -282,12 +311,12 @@ func (c *Cache) persistAll(closing bool) error {
 		ops     = map[string]op{}
 		dirSync bool
 	)
-	for _, f := range c.snapshot() {
+	for _, f := range files {
 		f.mu.Lock()
 		var p persistPlan
 		if !f.removed {
 			var err error
-			if p, err = f.planPersistLocked(true); err != nil {
+			if p, err = f.planPersistLocked(o.withUse); err != nil {
 				errs = append(errs, err)
 				p = persistPlan{}
 			}
@@ -312,7 +341,7 @@ func (c *Cache) persistAll(closing bool) error {
 		if err == nil {
 			l.f.donePersistLocked(l.p)
 		}
-		if closing && l.f.fd != nil {
+		if o.closing && l.f.fd != nil {
 			errs = append(errs, l.f.fd.Close())
 			l.f.fd = nil
 		}

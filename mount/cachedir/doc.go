@@ -13,7 +13,9 @@
 // committed, or, for a small dirty file, after one index commit that holds the
 // record and a copy of the data, which Open writes back into the data file; so
 // what close() returned survives a crash of the mount, unlike Sprite's memory
-// cache, and DirtyFiles lists what a restarted mount must write back); the fill generation (JuiceFS's rule: a fill that started before an
+// cache, and DirtyFiles lists what a restarted mount must write back;
+// SyncFiles does it for several files with one index commit, which is how the
+// mount records a round of write-backs as clean); the fill generation (JuiceFS's rule: a fill that started before an
 // invalidation is refused, so stale data is never installed); and eviction of
 // the least recently used clean files while the cache exceeds its size limit.
 // Dirty files are never evicted; Remove drops a file's dirty data without a

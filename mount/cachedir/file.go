@@ -418,6 +418,12 @@ func (f *File) retractLocked(drop rangeSet) error {
 	}
 	d := f.d.clone()
 	d.valid, d.dirty = d.valid.subtract(drop), d.dirty.subtract(drop)
+	if d.truncated && !f.e.truncated {
+		// The size change was written back (MarkClean) since the record
+		// was committed. Kept, with the bytes dropped here, it would be
+		// recovered as a file of zeros to write back.
+		d.truncated, d.truncTo = false, 0
+	}
 	// An inline copy stays: it holds every byte the smaller record claims.
 	if err := f.c.commits.commit(map[string]op{f.key: {rec: d.encode(), keepInline: f.inline}}); err != nil {
 		return fmt.Errorf("cachedir: retract index record: %w", err)

@@ -240,8 +240,10 @@ func (f *File) Dirty() WriteBack {
 // MarkClean records that wb reached the server (written and committed), which
 // now has the file at version: its ranges become clean, except the bytes
 // written again since Dirty returned it, and its size change is done unless
-// Truncate ran since. The record is committed lazily (Sync, Flush, Close): a
-// crash before then writes the ranges back again, which is harmless.
+// Truncate ran since. The record is committed by the next Sync, Flush or
+// Close: until then a crash leaves the record dirty, with the base from
+// before the write-back, so a restarted mount must tell its own write-back
+// from another client's change (the mount Syncs right after MarkClean).
 func (f *File) MarkClean(wb WriteBack, version uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -97,6 +97,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
 		}
+		fs.recordWrittenBack() // before the answer (writeback.go)
 	}
 	if mode.Invalidates() {
 		if i != nil {

@@ -166,6 +166,9 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 		}
 		dirty = cf.NeedsWriteBack()
 	}
+	if !dirty {
+		fs.recordWrittenBack()
+	}
 	for _, m := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
 		for range n[m] {
 			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
@@ -231,7 +234,9 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackS
 			return 0, false
 		}
 	}
-	if err := fs.writeBackInode(ctx, i); err != nil {
+	err := fs.writeBackInode(ctx, i)
+	fs.recordWrittenBack() // before the answer (writeback.go)
+	if err != nil {
 		fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
 		return 0, false
 	}

@@ -244,6 +244,9 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		return fmt.Errorf("reintegration OPEN: %w", err)
 	}
 	closeIt := func(dirty bool) {
+		if !dirty {
+			fs.recordWrittenBack()
+		}
 		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
 			fs.log.Warn("reintegration CLOSE", "err", err)
 		}
@@ -266,16 +269,23 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 	cred := i.sn.cred
 	i.mu.Unlock()
 	if !unchanged(cf, a) {
-		b, _ := cf.Base()
-		fs.log.Warn("reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it",
-			"fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
-		if err := fs.keepConflict(ctx, fh, cf, reason, cred, a.Mode&0o7777); err != nil {
+		own, err := fs.reconcile(ctx, i, cf, a, ok.OldCacheVersion, reason)
+		if err != nil {
 			closeIt(true)
-			return fmt.Errorf("conflict copy: %w", err)
+			return err
 		}
-		fs.dropCached(fh, cf)
-		closeIt(false)
-		return nil
+		if !own {
+			b, _ := cf.Base()
+			fs.log.Warn("reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it",
+				"fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
+			if err := fs.keepConflict(ctx, fh, cf, reason, cred, a.Mode&0o7777); err != nil {
+				closeIt(true)
+				return fmt.Errorf("conflict copy: %w", err)
+			}
+			fs.dropCached(fh, cf)
+			closeIt(false)
+			return nil
+		}
 	}
 	if v := cf.Version(); v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) {
 		cf.Relabel(ok.CacheVersion)

@@ -78,6 +78,7 @@ type SNFSStats struct {
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
+	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
 	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
 }
 
@@ -96,6 +97,9 @@ type snfsFS struct {
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
+	// write-backs ended and not yet committed to the index (writeback.go)
+	unrecorded map[*cachedir.File]struct{}
+	recordMu   sync.Mutex // one recordWrittenBack at a time; taken before mu
 
 	delayed delayedSet // files with delayed closes
 
@@ -246,7 +250,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 		cfg.CacheTTL = time.Hour
 	}
 	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
@@ -318,6 +322,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
 	}
+	fs.recordWrittenBack()
 	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}

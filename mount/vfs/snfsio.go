@@ -461,6 +461,9 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		i.sn.openMu.Unlock()
 		return errors.Join(errs...)
 	}
+	if !dirty {
+		fs.recordWrittenBack()
+	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
 	i.sn.openMu.Unlock()
 	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)

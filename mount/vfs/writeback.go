@@ -40,16 +40,25 @@ func (fs *FS) writeBackLoop() {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-delay)
-		for _, i := range fs.dirtyInodes(cutoff) {
+		var done []*Inode
+		for _, i := range fs.dirtyInodes(time.Now().Add(-delay)) {
 			if ctx.Err() != nil {
-				return
+				break
 			}
 			if err := fs.writeBackInode(ctx, i); err != nil {
 				fs.log.Warn("delayed write-back", "fileid", i.FileID, "err", err)
 				continue
 			}
+			done = append(done, i)
+		}
+		// Also the ends of write-backs made since the last tick (fsync,
+		// a SETATTR's): recorded within a tick.
+		fs.recordWrittenBack()
+		for _, i := range done {
 			fs.cleanClose(ctx, i)
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -287,6 +296,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		// of the next (reintegrate.go).
 		cf.SetBase(baseOf(synced))
 	}
+	fs.noteWrittenBack(cf)
 	i.mu.Lock()
 	i.sn.wbMoving = false
 	i.mu.Unlock()
@@ -341,11 +351,16 @@ func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cache
 // snfsSync writes back every dirty file (unmount, syncfs).
 func (fs *FS) snfsSync(ctx context.Context) error {
 	var errs []error
+	var done []*Inode
 	for _, i := range fs.dirtyInodes(time.Time{}) {
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
 			continue
 		}
+		done = append(done, i)
+	}
+	fs.recordWrittenBack()
+	for _, i := range done {
 		fs.cleanClose(ctx, i)
 	}
 	return errors.Join(errs...)
@@ -367,5 +382,59 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("recovery of %x: %w", h, err))
 		}
 	}
+	fs.recordWrittenBack()
 	return errors.Join(errs...)
+}
+
+// Recording write-backs in the cache directory's index. A write-back's end
+// (its ranges clean, the server's new attributes as the base) must reach the
+// index before the server is told that this client holds no dirty data of
+// the file (a CLOSE with dirty FALSE, an answer to a callback): from then on
+// another client may change or remove the file without calling this one
+// back, and a mount restarted after a kill, finding the record still dirty
+// with the base from before the write-back, would take that change for a
+// conflict with data the server in fact had (a false conflict copy, or a
+// copy of a file deleted since). So the ends are noted (noteWrittenBack) and
+// committed (recordWrittenBack) before those messages, by the delayed
+// write-back's rounds (one commit for the round, Cache.SyncFiles) and at
+// every tick of its loop; a write-back the application waits for (fsync)
+// does not wait for the commit too. A kill before it leaves a record the
+// restarted mount reconciles (serverholds.go).
+
+// noteWrittenBack records that cf's write-back ended and is to be
+// committed (recordWrittenBack).
+func (fs *FS) noteWrittenBack(cf *cachedir.File) {
+	fs.sn.mu.Lock()
+	fs.sn.unrecorded[cf] = struct{}{}
+	fs.sn.mu.Unlock()
+}
+
+// recordWrittenBack commits the ends of the write-backs noted so far. It
+// returns when they are committed, also those another caller took and is
+// committing (the calls are serialized): a caller about to tell the server
+// that a file is clean must not find the set empty while that file's end is
+// still on its way to the index. Ends it could not commit stay noted.
+func (fs *FS) recordWrittenBack() {
+	fs.sn.recordMu.Lock()
+	defer fs.sn.recordMu.Unlock()
+	fs.sn.mu.Lock()
+	files := make([]*cachedir.File, 0, len(fs.sn.unrecorded))
+	for cf := range fs.sn.unrecorded {
+		files = append(files, cf)
+	}
+	clear(fs.sn.unrecorded)
+	fs.sn.mu.Unlock()
+	if len(files) == 0 {
+		return
+	}
+	err := fs.sn.cache.SyncFiles(files)
+	if err == nil || errors.Is(err, cachedir.ErrClosed) {
+		return
+	}
+	fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
+	fs.sn.mu.Lock()
+	for _, cf := range files {
+		fs.sn.unrecorded[cf] = struct{}{}
+	}
+	fs.sn.mu.Unlock()
 }
