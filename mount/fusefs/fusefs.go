@@ -64,6 +64,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
 		DisableXAttrs:            true,
+		Options:                  []string{"default_permissions"},
 		// A write-shared file is opened FOPEN_DIRECT_IO in snfs mode; without
 		// this (Linux 6.6+) the kernel refuses a shared mmap of it (ENODEV),
 		// e.g. an open that reaches the server before another client's
