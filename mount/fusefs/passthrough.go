@@ -26,9 +26,10 @@ type ptRaw struct {
 	srv *fuse.Server // set before serving
 
 	mu      sync.Mutex
-	slots   map[<-chan struct{}]*ptSlot // opens in progress, by their call's key
-	backing map[uint64]*backingRef      // by node id
-	open    map[uint64]uint64           // passthrough opens' file handles: their node id
+	slots   map[<-chan struct{}]*ptSlot  // opens in progress, by their call's key
+	backing map[uint64]*backingRef       // by node id
+	open    map[uint64]uint64            // passthrough opens' file handles: their node id
+	kill    map[<-chan struct{}]struct{} // writes flagged FUSE_WRITE_KILL_SUIDGID, by their call's key
 }
 
 // ptSlot carries a passthrough open from the node's Open to ptRaw.Open.
@@ -41,7 +42,7 @@ type backingRef struct {
 
 func newPtRaw(raw fuse.RawFileSystem) *ptRaw {
 	return &ptRaw{RawFileSystem: raw, slots: map[<-chan struct{}]*ptSlot{},
-		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}}
+		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, kill: map[<-chan struct{}]struct{}{}}
 }
 
 // claim records, from inside a node's Open, that the open passes through.
@@ -109,6 +110,37 @@ func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Stat
 	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 	out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_DIRECT_IO
 	return st
+}
+
+// Writev (go-fuse's entry for WRITE) marks a write the kernel flags FUSE_WRITE_KILL_SUIDGID (a writer
+// without CAP_FSETID, HANDLE_KILLPRIV_V2) for the node's Write to find
+// (killsSetID), by a fresh cancel channel as Open's key.
+func (r *ptRaw) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID == 0 {
+		return r.RawFileSystem.Writev(cancel, in, data)
+	}
+	key := make(chan struct{})
+	r.mu.Lock()
+	r.kill[key] = struct{}{}
+	r.mu.Unlock()
+	n, st := r.RawFileSystem.Writev(key, in, data)
+	r.mu.Lock()
+	delete(r.kill, key)
+	r.mu.Unlock()
+	return n, st
+}
+
+// killsSetID reports, from inside a node's Write, whether the kernel flagged
+// the write as one that clears the file's set-ID bits.
+func (r *ptRaw) killsSetID(ctx context.Context) bool {
+	fc, ok := ctx.(*fuse.Context)
+	if r == nil || !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, kill := r.kill[fc.Cancel]
+	return kill
 }
 
 func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
