@@ -22,10 +22,10 @@ func mountDirOf(t *testing.T, e *env, mode string) string {
 	return newMount(t, e).dir
 }
 
-// as runs fn on one thread with fsuid uid, fsgid gid and no supplementary
+// runAsUser runs fn on one thread with fsuid uid, fsgid gid and no supplementary
 // groups, as pjdfstest's -u and -g do: the kernel checks permissions, and
 // FUSE tells the mount, with that identity.
-func as(t *testing.T, uid, gid uint32, fn func() error) error {
+func runAsUser(t *testing.T, uid, gid uint32, fn func() error) error {
 	t.Helper()
 	var ferr error
 	if err := store.As(store.Cred{UID: uid, GID: gid}, func() error { ferr = fn(); return nil }); err != nil {
@@ -62,7 +62,7 @@ func TestMountModeBits(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := filepath.Join(d, "f")
-			if err := as(t, 65534, 65534, func() error {
+			if err := runAsUser(t, 65534, 65534, func() error {
 				if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 					return err
 				}
@@ -96,10 +96,10 @@ func TestMountModeBits(t *testing.T) {
 				{0o060, 65533, 65534, os.O_RDWR, nil},
 			}
 			for _, c := range cases {
-				if err := as(t, 65534, 65534, func() error { return os.Chmod(f, c.fmode) }); err != nil {
+				if err := runAsUser(t, 65534, 65534, func() error { return os.Chmod(f, c.fmode) }); err != nil {
 					t.Fatal(err)
 				}
-				err := as(t, c.uid, c.gid, func() error { return openClose(f, c.flags) })
+				err := runAsUser(t, c.uid, c.gid, func() error { return openClose(f, c.flags) })
 				if !errors.Is(err, c.want) && !(c.want == nil && err == nil) {
 					t.Errorf("mode %#o, uid %d gid %d, flags %#x: %v; want %v", c.fmode, c.uid, c.gid, c.flags, err, c.want)
 				}
@@ -110,18 +110,18 @@ func TestMountModeBits(t *testing.T) {
 
 			// A FIFO: the kernel opens it without a FUSE OPEN.
 			p := filepath.Join(d, "p")
-			if err := as(t, 65534, 65534, func() error { return syscall.Mkfifo(p, 0o600) }); err != nil {
+			if err := runAsUser(t, 65534, 65534, func() error { return syscall.Mkfifo(p, 0o600) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := as(t, 65533, 65533, func() error { return openClose(p, os.O_RDWR) }); !errors.Is(err, syscall.EACCES) {
+			if err := runAsUser(t, 65533, 65533, func() error { return openClose(p, os.O_RDWR) }); !errors.Is(err, syscall.EACCES) {
 				t.Errorf("FIFO 0600 of another user opened O_RDWR: %v; want EACCES", err)
 			}
-			if err := as(t, 65534, 65534, func() error { return openClose(p, os.O_RDWR) }); err != nil {
+			if err := runAsUser(t, 65534, 65534, func() error { return openClose(p, os.O_RDWR) }); err != nil {
 				t.Errorf("FIFO 0600 opened O_RDWR by its owner: %v", err)
 			}
 
 			// The creator of a file with mode 0 writes through its creating open.
-			if err := as(t, 65534, 65534, func() error {
+			if err := runAsUser(t, 65534, 65534, func() error {
 				nf, err := os.OpenFile(filepath.Join(d, "new"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0)
 				if err != nil {
 					return err
@@ -137,16 +137,16 @@ func TestMountModeBits(t *testing.T) {
 
 			// Search permission: d/f is in the kernel's cache (just used);
 			// d loses x for its owner.
-			if err := as(t, 65534, 65534, func() error { _, err := os.Stat(f); return err }); err != nil {
+			if err := runAsUser(t, 65534, 65534, func() error { _, err := os.Stat(f); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Chmod(d, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := as(t, 65534, 65534, func() error { _, err := os.Stat(f); return err }); !errors.Is(err, syscall.EACCES) {
+			if err := runAsUser(t, 65534, 65534, func() error { _, err := os.Stat(f); return err }); !errors.Is(err, syscall.EACCES) {
 				t.Errorf("stat through a directory without search permission: %v; want EACCES", err)
 			}
-			if err := as(t, 65534, 65534, func() error { return os.Link(f, filepath.Join(d, "g")) }); !errors.Is(err, syscall.EACCES) {
+			if err := runAsUser(t, 65534, 65534, func() error { return os.Link(f, filepath.Join(d, "g")) }); !errors.Is(err, syscall.EACCES) {
 				t.Errorf("link in a directory without search permission: %v; want EACCES", err)
 			}
 			if err := os.Chmod(d, 0o755); err != nil {

@@ -28,7 +28,7 @@ func TestMountSetIDClearedOnWrite(t *testing.T) {
 					t.Fatal(err)
 				}
 				var fstatMode uint32
-				if err := as(t, 65534, 65534, func() error {
+				if err := runAsUser(t, 65534, 65534, func() error {
 					f, err := os.OpenFile(p, os.O_RDWR, 0)
 					if err != nil {
 						return err
