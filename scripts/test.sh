@@ -25,6 +25,12 @@ go test -race -count=1 -timeout 30m ./...
 echo "== fsx on a mount (100,000 operations, nfs and snfs mode)"
 SNFS_FSX_OPS=100000 go test -count=1 -timeout 15m -run '^TestMountFsx(ServerRestart|TwoMounts)?$|^TestMountFsxSNFS(ServerRestart|TwoMounts)?$' ./tests
 
+# pjdfstest (POSIX conformance, about 8,800 subtests) on a mount in each mode,
+# failing on any subtest not in its known-failures list: without the race
+# detector (mount_pjdfstest_norace_test.go), since it is minutes per mode.
+echo "== pjdfstest on a mount (nfs and snfs mode)"
+go test -count=1 -timeout 40m -run '^TestMountPjdfstest$' ./tests
+
 echo "== fuzz ($FUZZTIME each)"
 for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./mount/cachedir; do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do

@@ -42,6 +42,12 @@ func (s *Server) doAppend(c *sunrpc.Call, r *req, a *snfs1.AppendArgs) (off uint
 	if err := store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, true) }); err != nil {
 		return 0, 0, nil, err
 	}
+	// As WRITE (write.go): a write by anyone but root clears the set-ID bits.
+	if r.cred.UID != 0 {
+		if err := s.store.ClearSetID(r.node); err != nil {
+			return 0, 0, nil, err
+		}
+	}
 	if a.Stable == nfs3.Unstable {
 		o, k, err := s.store.Append(r.node, a.Data)
 		if err != nil && k == 0 {

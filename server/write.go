@@ -43,6 +43,13 @@ func (s *Server) doWrite(c *sunrpc.Call, r *req, a *nfs3.WriteArgs) (*nfs3.Fattr
 	if err := store.As(r.cred, func() error { return s.store.MayIO(r.node, r.cred.UID, true) }); err != nil {
 		return r.attr(), err
 	}
+	// A write by anyone but root clears the set-ID bits, as a local write
+	// without CAP_FSETID does (and knfsd's, which writes as the caller).
+	if r.cred.UID != 0 {
+		if err := s.store.ClearSetID(r.node); err != nil {
+			return r.attr(), err
+		}
+	}
 	if a.Stable == nfs3.Unstable {
 		_, err := s.store.WriteAt(r.node, a.Data[:a.Count], int64(a.Offset))
 		return r.attr(), err

@@ -109,6 +109,39 @@ func (s *Store) ReadAt(n *Node, buf []byte, off int64) (int, bool, error) {
 // rawWriteMax is the largest write made as a raw system call (rawsys).
 const rawWriteMax = 64 << 10
 
+// ClearSetID clears n's set-user-ID bit, and its set-group-ID bit when it is
+// group-executable, as the kernel does when a writer without CAP_FSETID
+// writes a file (should_remove_suid): WRITE's data goes through a descriptor
+// opened as root, for which the kernel keeps them, so a WRITE by anyone but
+// root clears them here first. Run as root.
+func (s *Store) ClearSetID(n *Node) error {
+	kill := func(m uint32) uint32 {
+		k := m & unix.S_ISUID
+		if m&(unix.S_ISGID|unix.S_IXGRP) == unix.S_ISGID|unix.S_IXGRP {
+			k |= unix.S_ISGID
+		}
+		if m&unix.S_IFMT != unix.S_IFREG {
+			k = 0
+		}
+		return k
+	}
+	if kill(n.Stat.Mode) == 0 {
+		return nil
+	}
+	if err := n.Refresh(); err != nil {
+		return err
+	}
+	k := kill(n.Stat.Mode)
+	if k == 0 {
+		return nil
+	}
+	defer s.changed([]*Node{n})
+	if err := rawsys.Fchmodat(unix.AT_FDCWD, n.procPath(), n.Stat.Mode&0o7777&^k); err != nil {
+		return opErr("chmod", err)
+	}
+	return nil
+}
+
 // WriteAt writes data at off. OpenIO must have succeeded.
 func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 	n.ent.ioMu.Lock()

@@ -295,9 +295,6 @@ func (s *Store) Setattr(n *Node, a SetAttr) error {
 		}
 	}
 	if a.Atime != nil || a.Mtime != nil {
-		if isLink {
-			return opErr("utimes", unix.EOPNOTSUPP)
-		}
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		if a.Atime != nil {
 			ts[0] = *a.Atime
@@ -305,7 +302,15 @@ func (s *Store) Setattr(n *Node, a SetAttr) error {
 		if a.Mtime != nil {
 			ts[1] = *a.Mtime
 		}
-		if err := rawsys.UtimesNanoAt(unix.AT_FDCWD, n.procPath(), ts, 0); err != nil {
+		// A symlink's own times (utimensat with AT_SYMLINK_NOFOLLOW on the
+		// client, cp -a, touch -h): its O_PATH descriptor named with
+		// AT_EMPTY_PATH (Linux 5.8+) is the link itself; the /proc path
+		// would be followed to its target.
+		dirfd, path, flags := unix.AT_FDCWD, n.procPath(), 0
+		if isLink {
+			dirfd, path, flags = n.FD(), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW
+		}
+		if err := rawsys.UtimesNanoAt(dirfd, path, ts, flags); err != nil {
 			return opErr("utimes", err)
 		}
 	}

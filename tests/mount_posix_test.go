@@ -17,8 +17,6 @@ var knownMountFailures = map[string]string{
 	"FcntlFlockLocksFile": "expects a conflict between two POSIX locks of one process on two descriptors, " +
 		"which POSIX record locks do not give: it fails on a local ext4 directory too (go-fuse's loopback " +
 		"passes only because it turns them into OFD locks); this mount keeps locks local, as nolock does",
-	"SetattrSymlink": "snfs serve answers NFS3ERR_NOTSUPP to SETATTR of a symlink's times " +
-		"(store.Setattr cannot set times through a symlink's O_PATH handle): a server limitation",
 	"OpenSymlinkRace": "flaky (about 1 run in 3): an open racing a rename over its name in a tight loop reaches " +
 		"the server after the old file is gone (NFS3ERR_STALE); the kernel retries the lookup once on " +
 		"ESTALE and the loop can win again; Linux's NFSv3 client has the same window",

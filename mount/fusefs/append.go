@@ -54,7 +54,7 @@ func (r *ptRaw) appendOf(in *fuse.WriteIn) *vfs.File {
 func (r *ptRaw) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
 	f := r.appendOf(in)
 	if f == nil {
-		return r.RawFileSystem.Writev(cancel, in, data)
+		return r.writev(cancel, in, data)
 	}
 	if len(data) == 1 {
 		return r.append(f, in, data[0])
@@ -67,7 +67,7 @@ func (r *ptRaw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	if f := r.appendOf(in); f != nil {
 		return r.append(f, in, data)
 	}
-	return r.RawFileSystem.Write(cancel, in, data)
+	return r.writev(cancel, in, [][]byte{data})
 }
 
 func (r *ptRaw) append(f *vfs.File, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {

@@ -64,12 +64,19 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
 		DisableXAttrs:            true,
+		Options:                  []string{"default_permissions"},
 		// A write-shared file is opened FOPEN_DIRECT_IO in snfs mode; without
 		// this (Linux 6.6+) the kernel refuses a shared mmap of it (ENODEV),
 		// e.g. an open that reaches the server before another client's
 		// asynchronous RELEASE. With it the kernel writes back and drops the
 		// mapped pages around each direct read and write.
-		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		//
+		// HANDLE_KILLPRIV_V2: the kernel does not try to clear set-ID bits
+		// itself with a SETATTR of the mode (which the server refuses a
+		// writer who is not the owner) but flags the writes that must clear
+		// them (ptRaw.Writev); the server clears them (vfs.ClearSetID), and
+		// on truncation and chown by itself.
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_HANDLE_KILLPRIV_V2,
 		Debug:             o.Debug,
 		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
@@ -330,6 +337,11 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
 	if err != nil {
 		return 0, errnoOf(err)
+	}
+	if n.b.pt.killsSetID(ctx) {
+		if err := n.b.v.ClearSetID(n.b.life, f); err != nil {
+			return 0, errnoOf(err)
+		}
 	}
 	return uint32(k), 0
 }

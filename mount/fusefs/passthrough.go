@@ -28,10 +28,11 @@ type ptRaw struct {
 	life context.Context // the mount's: appends are served with it (append.go)
 
 	mu      sync.Mutex
-	slots   map[<-chan struct{}]*ptSlot // opens in progress, by their call's key
-	backing map[uint64]*backingRef      // by node id
-	open    map[uint64]uint64           // passthrough opens' file handles: their node id
-	appends map[uint64]*vfs.File        // O_APPEND opens' file handles: their vfs open (append.go)
+	slots   map[<-chan struct{}]*ptSlot  // opens in progress, by their call's key
+	backing map[uint64]*backingRef       // by node id
+	open    map[uint64]uint64            // passthrough opens' file handles: their node id
+	appends map[uint64]*vfs.File         // O_APPEND opens' file handles: their vfs open (append.go)
+	kill    map[<-chan struct{}]struct{} // writes flagged FUSE_WRITE_KILL_SUIDGID, by their call's key
 }
 
 // ptSlot carries an open from the node's Open to ptRaw.Open: f if it passes
@@ -45,7 +46,8 @@ type backingRef struct {
 
 func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, life context.Context) *ptRaw {
 	return &ptRaw{RawFileSystem: raw, v: v, life: life, slots: map[<-chan struct{}]*ptSlot{},
-		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{}}
+		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{},
+		kill: map[<-chan struct{}]struct{}{}}
 }
 
 // claim records, from inside a node's Open, that the open passes through.
@@ -119,6 +121,38 @@ func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Stat
 	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 	out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_DIRECT_IO
 	return st
+}
+
+// writev hands on a WRITE that is not an append (Writev, append.go). It marks
+// a write the kernel flags FUSE_WRITE_KILL_SUIDGID (a writer without
+// CAP_FSETID, HANDLE_KILLPRIV_V2) for the node's Write to find (killsSetID),
+// by a fresh cancel channel as Open's key.
+func (r *ptRaw) writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID == 0 {
+		return r.RawFileSystem.Writev(cancel, in, data)
+	}
+	key := make(chan struct{})
+	r.mu.Lock()
+	r.kill[key] = struct{}{}
+	r.mu.Unlock()
+	n, st := r.RawFileSystem.Writev(key, in, data)
+	r.mu.Lock()
+	delete(r.kill, key)
+	r.mu.Unlock()
+	return n, st
+}
+
+// killsSetID reports, from inside a node's Write, whether the kernel flagged
+// the write as one that clears the file's set-ID bits.
+func (r *ptRaw) killsSetID(ctx context.Context) bool {
+	fc, ok := ctx.(*fuse.Context)
+	if r == nil || !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, kill := r.kill[fc.Cancel]
+	return kill
 }
 
 func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {

@@ -189,6 +189,14 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	if write && fs.sn.pin.w == nil {
 		return false
 	}
+	// A write to a set-ID file must reach the mount, which has the
+	// server clear the bits (setid.go); a passthrough write would not.
+	i.mu.Lock()
+	setID := i.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+	i.mu.Unlock()
+	if write && setID {
+		return false
+	}
 	allowed := func(cf *cachedir.File) bool {
 		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0 && i.sn.pt.appenders == 0
 	}

@@ -1,0 +1,90 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestMountSetIDClearedOnWrite: a write by a user other than root clears a
+// file's set-user-ID bit and its set-group-ID bit (when group-executable),
+// as on a local disk, seen by the writer's fstat at once, after close and in
+// the export; a write by root keeps them (pjdfstest chmod/12). The kernel
+// used to try a SETATTR of the mode as the writer, which the server refused
+// (EPERM from write(2)).
+func TestMountSetIDClearedOnWrite(t *testing.T) {
+	for _, mode := range []string{"nfs", "snfs"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t, "rw,no_root_squash")
+			mnt := mountDirOf(t, e, mode)
+			for k, m := range []uint32{0o4777, 0o2777, 0o6777} {
+				name := filepath.Join("f" + string(rune('a'+k)))
+				p := filepath.Join(mnt, name)
+				if err := os.WriteFile(p, nil, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, os.FileMode(m&0o777)|setIDBits(m)); err != nil {
+					t.Fatal(err)
+				}
+				var fstatMode uint32
+				if err := runAsUser(t, 65534, 65534, func() error {
+					f, err := os.OpenFile(p, os.O_RDWR, 0)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					if _, err := f.Write([]byte("x")); err != nil {
+						return err
+					}
+					var st syscall.Stat_t
+					if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+						return err
+					}
+					fstatMode = st.Mode & 0o7777
+					return nil
+				}); err != nil {
+					t.Fatalf("%#o: open, write, fstat as 65534: %v", m, err)
+				}
+				if fstatMode != 0o777 {
+					t.Errorf("%#o: fstat after the write: %#o; want 0777", m, fstatMode)
+				}
+				for _, q := range []string{p, e.path(name)} {
+					var st syscall.Stat_t
+					if err := syscall.Stat(q, &st); err != nil {
+						t.Fatal(err)
+					}
+					if st.Mode&0o7777 != 0o777 {
+						t.Errorf("%#o: %s after close: %#o; want 0777", m, q, st.Mode&0o7777)
+					}
+				}
+			}
+			// Root (CAP_FSETID) keeps them.
+			p := filepath.Join(mnt, "root")
+			if err := os.WriteFile(p, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, 0o777|os.ModeSetuid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(e.path("root"), &st); err != nil || st.Mode&0o7777 != 0o4777 {
+				t.Errorf("after root's write the export has %#o (%v); want 04777", st.Mode&0o7777, err)
+			}
+		})
+	}
+}
+
+func setIDBits(m uint32) os.FileMode {
+	var b os.FileMode
+	if m&0o4000 != 0 {
+		b |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		b |= os.ModeSetgid
+	}
+	return b
+}
