@@ -14,8 +14,16 @@ import (
 // used to try a SETATTR of the mode as the writer, which the server refused
 // (EPERM from write(2)).
 func TestMountSetIDClearedOnWrite(t *testing.T) {
-	for _, mode := range []string{"nfs", "snfs"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, c := range []struct {
+		mode  string
+		flags int
+	}{{"nfs", os.O_RDWR}, {"snfs", os.O_RDWR}, {"nfs", os.O_WRONLY | os.O_APPEND}, {"snfs", os.O_WRONLY | os.O_APPEND}} {
+		mode := c.mode
+		name := mode
+		if c.flags&os.O_APPEND != 0 {
+			name += "-append"
+		}
+		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, "rw,no_root_squash")
 			mnt := mountDirOf(t, e, mode)
 			for k, m := range []uint32{0o4777, 0o2777, 0o6777} {
@@ -29,7 +37,7 @@ func TestMountSetIDClearedOnWrite(t *testing.T) {
 				}
 				var fstatMode uint32
 				if err := runAsUser(t, 65534, 65534, func() error {
-					f, err := os.OpenFile(p, os.O_RDWR, 0)
+					f, err := os.OpenFile(p, c.flags, 0)
 					if err != nil {
 						return err
 					}

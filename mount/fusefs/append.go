@@ -78,5 +78,12 @@ func (r *ptRaw) append(f *vfs.File, in *fuse.WriteIn, data []byte) (uint32, fuse
 	if err != nil && k == 0 {
 		return 0, fuse.ToStatus(errnoOf(err))
 	}
+	// A writer without CAP_FSETID clears the set-ID bits, as node.Write
+	// has it done for other writes (passthrough.go).
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		if err := r.v.ClearSetID(r.life, f); err != nil {
+			return 0, fuse.ToStatus(errnoOf(err))
+		}
+	}
 	return uint32(k), fuse.OK
 }
