@@ -364,3 +364,19 @@ func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proc
 func (d *Driver) Fenced(c state.ClientID, fh []byte) bool {
 	return d.m.Fenced(c, state.FileIDOf(fh))
 }
+
+// Changed applies a change that a local process on the server machine made to
+// the file fh names (the store's change notifier reports it): the table drops
+// the file's version and calls back every client that may cache it. It never
+// blocks (it is called from the notifier's drain), and does nothing before a
+// protocol client registered (nobody caches) or once the driver stops.
+func (d *Driver) Changed(fh []byte) {
+	if !d.active.Load() || d.ctx.Err() != nil {
+		return
+	}
+	acts := d.m.Changed(time.Now(), state.FileIDOf(fh))
+	if len(acts) > 0 && d.tracing() {
+		d.trace("table: changed by a local process", fh, "actions", len(acts))
+	}
+	d.do(acts)
+}

@@ -70,6 +70,7 @@ func newMetrics(d *Driver) *metrics {
 		{"table_full", "OPENs refused because the table was full."},
 		{"reclaim_callbacks", "Write-back and relinquish callbacks sent to make room in the table."},
 		{"probes", "Callback path probes (CB_NULL)."},
+		{"local_changes", "Changes made by local processes on the server machine to files in the table."},
 	} {
 		m.counters[c[0]] = prometheus.NewDesc("snfs_server_consist_"+c[0]+"_total", c[1], nil, nil)
 	}
@@ -124,7 +125,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,
 		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,
-		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes} {
+		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes, "local_changes": st.Changes} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}
 }

@@ -36,6 +36,9 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode snfs1.OpenMode,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
+	// A local process's change completed before this OPEN must give it a new
+	// version: the notifier's queue is applied first.
+	s.store.DrainChanges()
 	_, err := later(c, w, nil, func(done func(error)) {
 		s.consist.Open(mid, fh, tableMode(mode), func(rep state.OpenReply, err error) {
 			reply = rep

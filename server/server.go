@@ -150,6 +150,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
+	// Local processes on this machine change exported files too: their
+	// changes end the clients' caches of them (docs/protocol.md, "Local
+	// processes").
+	st.OnForeignChange(s.consist.Changed)
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
@@ -214,6 +218,8 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 // closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
+	s.store.OnForeignChange(nil)
+	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.consist.Stop()
 	for _, e := range s.exports {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {

@@ -36,6 +36,7 @@ const (
 	fFenced                       // requests refused until it opens again
 	fPlainWrite                   // its plain hold includes a change
 	fPinned                       // answered Pinned: a dirty writer others' requests wait behind (see pinnedBlock)
+	fOwed                         // owes an invalidation: the file changed outside the protocol (Changed)
 )
 
 // pending is what is in flight on a file.

@@ -48,6 +48,7 @@ type counters struct {
 	abandoned, tableFull, unrecorded atomic.Uint64
 	reclaimDrops, reclaimCallbacks   atomic.Uint64
 	fencesForgotten, reservations    atomic.Uint64
+	changes                          atomic.Uint64
 }
 
 // shard is one independently locked part of the table.
@@ -294,6 +295,7 @@ func (m *Machine) Stats(now time.Time) Stats {
 	st.Abandoned, st.TableFull, st.Unrecorded = m.n.abandoned.Load(), m.n.tableFull.Load(), m.n.unrecorded.Load()
 	st.ReclaimDrops, st.ReclaimCallbacks = m.n.reclaimDrops.Load(), m.n.reclaimCallbacks.Load()
 	st.FencesForgotten, st.Reservations = m.n.fencesForgotten.Load(), m.n.reservations.Load()
+	st.Changes = m.n.changes.Load()
 	return st
 }
 

@@ -415,4 +415,5 @@ type Stats struct {
 	ReclaimCallbacks uint64 // write-back and relinquish callbacks sent to make room
 	FencesForgotten  uint64 // fence records dropped to make room
 	Reservations     uint64 // version blocks requested
+	Changes          uint64 // changes made outside the protocol to files in the table (Changed)
 }

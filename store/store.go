@@ -61,6 +61,8 @@ type Store struct {
 	notify    *attrcache.Notifier
 	ring      *uring.Ring // flushes (package uring); nil: plain fsync
 	notifyErr error       // guarded by mu
+	// foreign is told of other processes' changes (OnForeignChange).
+	foreign atomic.Pointer[func(fh []byte)]
 
 	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
 	checks atomic.Uint64

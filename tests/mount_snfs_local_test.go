@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Files changed on the server machine by local processes (issue 22, item 2):
+// the server is in this process, so the local process that changes or reads
+// the export directly is a child (cp, cat): the server tells its own changes
+// from everyone else's by process.
+
+// localWrite replaces the contents of path (in the export) with data, written
+// by a child process (cp truncates and rewrites the file in place: the same
+// inode, as an editor saving in place or a log rotation by copy does).
+func localWrite(t *testing.T, path string, data []byte) {
+	t.Helper()
+	src := filepath.Join(diskTempDir(t, "snfs-local-"), "src")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", src, path).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+}
+
+// localRead reads path (in the export) by a child process (cat).
+func localRead(t *testing.T, path string) []byte {
+	t.Helper()
+	out, err := exec.Command("cat", path).Output()
+	if err != nil {
+		t.Fatalf("cat %s: %v", path, err)
+	}
+	return out
+}
+
+// byteSummary describes b as runs of equal bytes, for failure messages.
+func byteSummary(b []byte) string { return byteRuns(b) }
+
+// TestMountSNFSLocalChange: a file an snfs-mode mount has read (and caches)
+// is rewritten in the export by a local process (100,000 × A replaced by
+// 150,000 × C): the mount's next open reads the new bytes.
+func TestMountSNFSLocalChange(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	old := bytes.Repeat([]byte("A"), 100000)
+	if err := os.WriteFile(e.path("f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
+		t.Fatalf("first read: %s", byteSummary(got))
+	}
+	want := bytes.Repeat([]byte("C"), 150000)
+	localWrite(t, e.path("f"), want)
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("after the local rewrite the mount reads %s; want 150000 × C", byteSummary(got))
+	}
+}
+
+// TestMountSNFSLocalChangeOpen: the same with the file held open in the
+// mount across the change: the server calls the mount back (INVALIDATE) and
+// a read on the same descriptor sees the new bytes without a reopen.
+func TestMountSNFSLocalChangeOpen(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	old := bytes.Repeat([]byte("A"), 100000)
+	if err := os.WriteFile(e.path("f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(a.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 200000)
+	if n, err := f.ReadAt(buf, 0); n != len(old) || !bytes.Equal(buf[:n], old) {
+		t.Fatalf("first read: %d bytes (%v)", n, err)
+	}
+	want := bytes.Repeat([]byte("C"), 150000)
+	localWrite(t, e.path("f"), want)
+	var got []byte
+	if !waitFor(10*time.Second, func() bool {
+		n, _ := f.ReadAt(buf, 0)
+		got = buf[:n]
+		return bytes.Equal(got, want)
+	}) {
+		t.Fatalf("the open file reads %s 10 s after the local rewrite; want 150000 × C", byteSummary(got))
+	}
+	if st := a.v.SNFSStats(); st.Callbacks.Load() == 0 {
+		t.Error("the mount was not called back")
+	}
+}
+
+// TestMountSNFSLocalChangeRemount: the mount reads the file and is
+// unmounted; a local process rewrites it; the mount, mounted again on the
+// same cache directory, reads the new bytes.
+func TestMountSNFSLocalChangeRemount(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	dir := diskTempDir(t, "snfs-mnt-")
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	old := bytes.Repeat([]byte("A"), 100000)
+	if err := os.WriteFile(e.path("f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newSNFSMountAt(t, e, "A", dir, cacheDir, time.Hour)
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
+		t.Fatalf("first read: %s", byteSummary(got))
+	}
+	a.unmount(t)
+	want := bytes.Repeat([]byte("C"), 150000)
+	localWrite(t, e.path("f"), want)
+	b := newSNFSMountAt(t, e, "A", dir, cacheDir, time.Hour)
+	if got := mustRead(t, b.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("after the remount the mount reads %s; want 150000 × C", byteSummary(got))
+	}
+}
