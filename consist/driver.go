@@ -367,11 +367,18 @@ func (d *Driver) Fenced(c state.ClientID, fh []byte) bool {
 
 // Changed applies a change that a local process on the server machine made to
 // the file fh names (the store's change notifier reports it): the table drops
-// the file's version and calls back every client that may cache it. It never
+// the file's version and calls back every client that may cache it. A nil fh
+// means any file may have changed (the notifier lost events, or stopped):
+// every file's version is dropped and every cache called back. It never
 // blocks (it is called from the notifier's drain), and does nothing before a
 // protocol client registered (nobody caches) or once the driver stops.
 func (d *Driver) Changed(fh []byte) {
 	if !d.active.Load() || d.ctx.Err() != nil {
+		return
+	}
+	if fh == nil {
+		d.log.Warn("file change notifications were lost: every client's cache is called back")
+		d.do(d.m.ChangedAll(time.Now()))
 		return
 	}
 	acts := d.m.Changed(time.Now(), state.FileIDOf(fh))

@@ -169,6 +169,11 @@ func (s *Server) GraceOver() <-chan struct{} { return s.consist.GraceOver() }
 // Grace reports on the grace period after the start.
 func (s *Server) Grace() consist.GraceReport { return s.consist.Grace() }
 
+// DrainChanges applies every file change notification queued now: when it
+// returns, the consistency table has seen every change that local processes
+// completed before the call (for tests; OPEN drains by itself).
+func (s *Server) DrainChanges() { s.store.DrainChanges() }
+
 // RootHandle returns the root handle of the export at path, or nil.
 func (s *Server) RootHandle(path string) []byte {
 	if e := s.byPath[path]; e != nil {

@@ -24,6 +24,31 @@ func (m *Machine) Changed(now time.Time, f FileID) []Action {
 	if e == nil {
 		return nil // no version issued, nobody caches it
 	}
+	var out []Action
+	m.changedLocked(s, e, t, &out)
+	return out
+}
+
+// ChangedAll is Changed for every file in the table: changes made outside the
+// protocol may have gone unreported (the driver's change notifications were
+// lost). It scans the table.
+func (m *Machine) ChangedAll(now time.Time) []Action {
+	t := m.t(now)
+	var out []Action
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.lru.next; e != &s.lru; e = e.next {
+			m.changedLocked(s, e, t, &out)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// changedLocked applies a change outside the protocol to e. Its shard's mu
+// is held.
+func (m *Machine) changedLocked(s *shard, e *entry, t int64, out *[]Action) {
 	m.n.changes.Add(1)
 	e.version = 0
 	for i := range e.holders {
@@ -32,12 +57,7 @@ func (m *Machine) Changed(now time.Time, f FileID) []Action {
 			h.flags |= fOwed
 		}
 	}
-	var out []Action
-	m.sendOwed(s, e, t, &out)
-	if e.pend != nil {
-		m.run(s, e, t, &out)
-	}
-	return out
+	m.sendOwed(s, e, t, out)
 }
 
 // sendOwed sends the invalidations owed after a change outside the protocol

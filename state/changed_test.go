@@ -98,3 +98,34 @@ func TestChangedOutside(t *testing.T) {
 		t.Fatalf("writer still caching: %+v", fi.Holders[0])
 	}
 }
+
+// TestChangedAll: lost change notifications count as a change of every file.
+func TestChangedAll(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a, b = ClientID(1), ClientID(2)
+	h.register(a, b)
+	f, g := fid(1), fid(2)
+	rf := h.openNow(a, f, Read)
+	rg := h.openNow(b, g, Write)
+	h.absorb(h.m.ChangedAll(h.now))
+	calls := h.take()
+	if len(calls) != 2 {
+		t.Fatalf("callbacks %+v, want one per caching client", calls)
+	}
+	for _, cb := range calls {
+		want := Invalidate
+		if cb.Client == b {
+			want = WritebackInvalidate
+		}
+		if cb.Mode != want {
+			t.Errorf("callback %+v, want %v", cb, want)
+		}
+		h.answer(cb, OK)
+	}
+	if r := h.openNow(b, f, Read); r.Version == rf.Version {
+		t.Errorf("f kept its version %d", r.Version)
+	}
+	if r := h.openNow(a, g, Read); r.Version == rg.Version {
+		t.Errorf("g kept its version %d", r.Version)
+	}
+}

@@ -96,9 +96,11 @@ func (t notifyTarget) Changed(typ uint32, h []byte, self bool) {
 // machine makes to an object of a watched export (a local process writing in
 // the exported tree), as the object's handle in each such export (an object of
 // one export's file system may be named in another: the handle names nothing
-// there). Changes this process makes are not reported. fn is called from the
-// notifier's drain: it must be quick, must not block and must not drain.
-// nil stops the reports. Without a working notifier nothing is reported.
+// there). Changes this process makes are not reported. A nil handle means that
+// anything may have changed: events were lost, or the notifier stopped (no more
+// changes will be reported). fn is called from the notifier's drain: it must
+// be quick, must not block and must not drain. nil stops the reports. Without
+// a working notifier nothing is reported.
 func (s *Store) OnForeignChange(fn func(fh []byte)) {
 	if fn == nil {
 		s.foreign.Store(nil)
@@ -116,12 +118,23 @@ func (s *Store) DrainChanges() {
 	}
 }
 
-func (t notifyTarget) Lost() { t.s.forgetAll() }
+func (t notifyTarget) Lost() {
+	t.s.forgetAll()
+	t.s.foreignAll()
+}
 
 // Stopped turns the attribute cache off: nothing would drop its entries.
 func (t notifyTarget) Stopped() {
 	t.s.attrs.Stop()
 	t.s.forgetAll()
+	t.s.foreignAll()
+}
+
+// foreignAll tells OnForeignChange's function that anything may have changed.
+func (s *Store) foreignAll() {
+	if fn := s.foreign.Load(); fn != nil {
+		(*fn)(nil)
+	}
 }
 
 // ChildAttrs reads the handles and attributes of a listing's entries.

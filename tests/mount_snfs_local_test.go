@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"snfs/metrics"
+	"snfs/server"
 )
 
 // Files changed on the server machine by local processes (issue 22, item 2):
@@ -116,5 +119,66 @@ func TestMountSNFSLocalChangeRemount(t *testing.T) {
 	b := newSNFSMountAt(t, e, "A", dir, cacheDir, time.Hour)
 	if got := mustRead(t, b.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("after the remount the mount reads %s; want 150000 × C", byteSummary(got))
+	}
+}
+
+// counterValue is the value of the unlabelled counter name (0 if absent).
+func counterValue(t *testing.T, reg *metrics.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			total := 0.0
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+			return total
+		}
+	}
+	return 0
+}
+
+// TestMountSNFSOwnWritesNotLocal: the server's own writes (two mounts
+// sharing a file, write-backs and all) are not taken for a local process's
+// changes: no file is counted changed outside the protocol, and no INVALIDATE
+// is sent; a local process's write is.
+func TestMountSNFSOwnWritesNotLocal(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	reg := metrics.New()
+	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	for i := range 3 {
+		want := randBytes(uint64(60+i), 70000+i*1000)
+		if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRead(t, b.path("f")); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: B reads %d bytes, not A's %d", i, len(got), len(want))
+		}
+		if err := os.WriteFile(b.path("f"), want[:1000], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRead(t, a.path("f")); !bytes.Equal(got, want[:1000]) {
+			t.Fatalf("round %d: A reads %d bytes, not B's 1000", i, len(got))
+		}
+	}
+	e.srv.DrainChanges()
+	if n := counterValue(t, reg, "snfs_server_consist_local_changes_total"); n != 0 {
+		t.Errorf("%v local changes counted for the server's own writes; want 0", n)
+	}
+	if n := metricValue(t, reg, "snfs_server_consist_callbacks_total", "mode", "INVALIDATE"); n != 0 {
+		t.Errorf("%v INVALIDATE callbacks for the server's own writes; want 0", n)
+	}
+	localWrite(t, e.path("f"), []byte("local"))
+	e.srv.DrainChanges()
+	if n := counterValue(t, reg, "snfs_server_consist_local_changes_total"); n == 0 {
+		t.Error("a local process's write was not counted")
+	}
+	if got := mustRead(t, a.path("f")); string(got) != "local" {
+		t.Fatalf("A reads %q after the local write", got)
 	}
 }
