@@ -10,6 +10,7 @@ type entry struct {
 	version    uint64   // 0: none issued since the entry was made or a plain change
 	touched    int64    // last input on the file (the recency list's order)
 	recallAt   int64    // when the last recall (an invalidating callback) was sent; 0: never
+	leased     bool     // the last ActLease for the file took the lease
 	// st is the state as of the last input. It is what derive reads to keep
 	// WRITE_SHARED until the final close; everything else derive recomputes.
 	st State

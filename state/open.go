@@ -150,7 +150,7 @@ func (m *Machine) admit(s *shard, e *entry, t int64, w waiter, out *[]Action) (V
 	w.recallSeen = e.recallAt
 	if e.pend == nil || len(e.pend.waiters) == 0 {
 		if v, r, done := m.try(s, e, t, &w, out); done {
-			m.tidy(s, e)
+			m.tidy(s, e, out)
 			return v, r
 		}
 	}
@@ -174,7 +174,7 @@ func (m *Machine) run(s *shard, e *entry, t int64, out *[]Action) {
 		e.pend.waiters = e.pend.waiters[1:]
 	}
 	s.unbusy(e)
-	m.tidy(s, e)
+	m.tidy(s, e, out)
 }
 
 // answer emits the action releasing a parked request.
@@ -304,9 +304,15 @@ func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode Callbac
 	}})
 }
 
-// tidy drops an entry that records nothing: no holder, nothing in flight, no
-// version worth keeping.
-func (m *Machine) tidy(s *shard, e *entry) {
+// tidy asks for the file's lease to be taken or released when whether a
+// client may hold dirty blocks of it changed (ActLease), and drops an entry
+// that records nothing: no holder, nothing in flight, no version worth
+// keeping.
+func (m *Machine) tidy(s *shard, e *entry, out *[]Action) {
+	if want := otherWith(e, noClient, fDirty|fPinned); want != e.leased {
+		e.leased = want
+		*out = append(*out, Action{Kind: ActLease, File: e.key, Handle: []byte(e.handle), Take: want})
+	}
 	if e.prev != nil && e.pend == nil && len(e.holders) == 0 && e.version == 0 {
 		s.remove(e)
 	}
@@ -363,10 +369,15 @@ func (m *Machine) askWriteback(s *shard, e *entry, t int64, w *waiter, flag uint
 	return blocked
 }
 
-// otherWith reports whether a client other than c holds e with flag set.
+// noClient is no client's id: otherWith(e, noClient, flag) asks about every
+// holder. The driver never interns it.
+const noClient = ^ClientID(0)
+
+// otherWith reports whether a client other than c holds e with one of flag's
+// bits set (a fenced holder holds nothing).
 func otherWith(e *entry, c ClientID, flag uint8) bool {
 	for i := range e.holders {
-		if e.holders[i].client != c && e.holders[i].flags&flag != 0 {
+		if h := &e.holders[i]; h.client != c && h.flags&flag != 0 && h.flags&fFenced == 0 {
 			return true
 		}
 	}

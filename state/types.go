@@ -262,10 +262,18 @@ const (
 	// ActReserveVersions: make "versions up to Through are used" durable, then call
 	// VersionsReserved.
 	ActReserveVersions
+	// ActLease: File (Handle) has a client that may hold dirty blocks of it
+	// (Take true: a caching writer, a last writer not yet written back, a
+	// pinned holder), or no longer has one (Take false). The driver holds a
+	// lease on the file meanwhile, so that a local process opening it first
+	// has the dirty blocks written back (docs/protocol.md, "Local
+	// processes"); it reports a broken lease as a plain access by the local
+	// processes' client.
+	ActLease
 )
 
 func (k ActionKind) String() string {
-	names := [...]string{"?", "callback", "probe", "reply", "proceed", "jukebox", "refuse", "abandon", "fence", "reserve-versions"}
+	names := [...]string{"?", "callback", "probe", "reply", "proceed", "jukebox", "refuse", "abandon", "fence", "reserve-versions", "lease"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -279,7 +287,9 @@ type Action struct {
 	Reply    OpenReply // ActReply
 	Callback Callback  // ActCallback
 	Client   ClientID  // ActProbe, ActFence
-	File     FileID    // ActFence
+	File     FileID    // ActFence, ActLease
+	Handle   []byte    // ActLease
+	Take     bool      // ActLease
 	Through  uint64    // ActReserveVersions
 }
 
