@@ -63,6 +63,8 @@ type Store struct {
 	notifyErr error       // guarded by mu
 	// foreign is told of other processes' changes (OnForeignChange).
 	foreign atomic.Pointer[func(fh []byte)]
+	// leases are the write leases held for the consistency protocol (lease.go).
+	leases leases
 
 	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
 	checks atomic.Uint64
@@ -105,6 +107,7 @@ func Open(stateDir string) (*Store, error) {
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
 	s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	s.leases.start()
 	if r, err := uring.New(64); err == nil {
 		s.ring = r
 	} else {
@@ -230,6 +233,7 @@ func (s *Store) AttrCacheError() error {
 
 // Close releases every cached descriptor and stops the change notifier.
 func (s *Store) Close() {
+	s.leases.close()
 	if s.notify != nil {
 		s.notify.Close() // s.notify stays: a late listing's drain finds it closed
 	}
