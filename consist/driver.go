@@ -50,6 +50,9 @@ type Config struct {
 	// callbacks and probes being sent at once (default 256).
 	TickEvery  time.Duration
 	MaxSenders int
+	// Leases holds a lease on each file a client may hold dirty blocks of
+	// (lease.go); nil: none are held.
+	Leases Leaser
 }
 
 // Driver is the server side of the consistency protocol around a state table.
@@ -59,6 +62,8 @@ type Driver struct {
 	rec       *records
 	verf      snfs1.Verifier
 	attr      func(handle []byte) *nfs3.Fattr
+	leases    Leaser
+	noLeases  sync.Once // the first lease refused for want of leases is logged
 	cbTimeout time.Duration
 	senders   chan struct{}
 	met       *metrics
@@ -123,7 +128,7 @@ func New(cfg Config) (*Driver, error) {
 	if tc.CallbackTimeout <= 0 {
 		tc.CallbackTimeout = 5 * time.Second
 	}
-	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr,
+	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr, leases: cfg.Leases,
 		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
@@ -208,6 +213,8 @@ func (d *Driver) do(acts []state.Action) {
 			d.log.Warn("client fenced: it did not answer a callback in time", "client", d.clientName(a.Client), "file", fmt.Sprintf("%x", a.File[:8]))
 		case state.ActReserveVersions:
 			d.reserve(a.Through)
+		case state.ActLease:
+			d.lease(a.Handle, a.Take)
 		}
 	}
 }

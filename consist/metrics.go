@@ -23,6 +23,10 @@ type metrics struct {
 	graceEnd     *prometheus.CounterVec
 	graceJukebox prometheus.Counter
 
+	leases        prometheus.Counter
+	leasesRefused prometheus.Counter
+	leaseBreaks   prometheus.Counter
+
 	entries   *prometheus.Desc
 	callbacks *prometheus.Desc
 	outcomes  *prometheus.Desc
@@ -50,6 +54,12 @@ func newMetrics(d *Driver) *metrics {
 			[]string{"reason"}),
 		graceJukebox: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_grace_jukebox_total",
 			Help: "OPENs and NFS requests answered NFS3ERR_JUKEBOX because the grace period lasted."}),
+		leases: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_leases_total",
+			Help: "File leases taken while a client may hold dirty blocks of the file."}),
+		leasesRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_leases_refused_total",
+			Help: "File leases that could not be taken (the file open elsewhere, a file system without leases)."}),
+		leaseBreaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_lease_breaks_total",
+			Help: "File leases broken by a local process's open on the server machine."}),
 		entries: prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
 		callbacks: prometheus.NewDesc("snfs_server_consist_callbacks_total", "Callbacks the table asked for, by mode.",
 			[]string{"mode"}, nil),
@@ -95,6 +105,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.graceSeconds.Describe(ch)
 	m.graceEnd.Describe(ch)
 	m.graceJukebox.Describe(ch)
+	m.leases.Describe(ch)
+	m.leasesRefused.Describe(ch)
+	m.leaseBreaks.Describe(ch)
 	ch <- m.entries
 	ch <- m.callbacks
 	ch <- m.outcomes
@@ -113,6 +126,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.graceSeconds.Collect(ch)
 	m.graceEnd.Collect(ch)
 	m.graceJukebox.Collect(ch)
+	m.leases.Collect(ch)
+	m.leasesRefused.Collect(ch)
+	m.leaseBreaks.Collect(ch)
 	st := m.d.m.Stats(time.Now())
 	for s, n := range st.ByState {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())

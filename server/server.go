@@ -135,7 +135,8 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
-	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr}
+	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr,
+		Leases: storeLeases{st}}
 	if cc.Grace == 0 {
 		cc.Grace = DefaultGrace
 	}
@@ -154,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	// changes end the clients' caches of them (docs/protocol.md, "Local
 	// processes").
 	st.OnForeignChange(s.consist.Changed)
+	st.OnLeaseBreak(s.consist.LeaseBroken)
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: sunrpc.NewDRC(16384, 64<<20), SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
@@ -224,6 +226,7 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
 	s.store.OnForeignChange(nil)
+	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.consist.Stop()
 	for _, e := range s.exports {

@@ -182,3 +182,47 @@ func TestMountSNFSOwnWritesNotLocal(t *testing.T) {
 		t.Fatalf("A reads %q after the local write", got)
 	}
 }
+
+// TestMountSNFSLocalReadDirty: a file a mount wrote and closed (its data only
+// in the mount's cache, write-back delay 1 h), read on the server machine by
+// a local process (cat), gives the mount's bytes: the local open broke the
+// server's lease, the mount wrote back, then the open went on.
+func TestMountSNFSLocalReadDirty(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	want := randBytes(71, 150000)
+	if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(e.path("f")); err != nil || st.Size() != 0 {
+		t.Fatalf("the export's file before the local read: %v (%v); want it empty (delayed write-back)", st.Size(), err)
+	}
+	if got := localRead(t, e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("cat on the server reads %d bytes; want the mount's %d", len(got), len(want))
+	}
+	if st := a.v.SNFSStats(); st.WriteBacks.Load() == 0 {
+		t.Error("the mount did not write back")
+	}
+	// Again, the file open for writing in the mount while the local process
+	// appends to it: the mount's bytes first, then the local line, seen by the
+	// mount too.
+	f, err := os.OpenFile(a.path("g"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(want[:5000]); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", "echo local >> "+e.path("g")).CombinedOutput(); err != nil {
+		t.Fatalf("local append: %v: %s", err, out)
+	}
+	wantG := append(append([]byte(nil), want[:5000]...), "local\n"...)
+	if got := localRead(t, e.path("g")); !bytes.Equal(got, wantG) {
+		t.Fatalf("the export's g after the local append: %s", byteSummary(got))
+	}
+	f.Close()
+	if got := mustRead(t, a.path("g")); !bytes.Equal(got, wantG) {
+		t.Fatalf("the mount reads g as %s after the local append", byteSummary(got))
+	}
+}
