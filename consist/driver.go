@@ -83,6 +83,7 @@ type Driver struct {
 	byMid   map[state.ClientID]*client                   // guarded by mu
 	byConn  map[*sunrpc.Conn]*client                     // guarded by mu
 	plain   map[string]state.ClientID                    // plain clients by address; guarded by mu
+	rearm   map[string]struct{}                          // handles whose lease the sweeper tries again; guarded by mu
 	nextMid state.ClientID                               // guarded by mu
 }
 
@@ -132,7 +133,7 @@ func New(cfg Config) (*Driver, error) {
 		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
-		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}}
+		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
 	rand.Read(d.verf[:])
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
@@ -185,6 +186,7 @@ func (d *Driver) sweep(every time.Duration) {
 			return
 		case now := <-t.C:
 			d.do(d.m.Tick(now))
+			d.rearmLeases()
 		}
 	}
 }
@@ -333,12 +335,18 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 // ErrFenced or ErrGone. During the grace period only an expected client's
 // access to a file it reclaimed goes on; others get ErrGrace (a JUKEBOX).
 func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proceed func(error)) {
+	d.access(state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind}, proceed)
+}
+
+// access is Access with the table's arguments.
+func (d *Driver) access(a state.AccessArgs, proceed func(error)) {
+	c, fh, kind := a.Client, a.Handle, a.Kind
 	if err := d.GraceAccess(c, fh); err != nil {
 		proceed(err)
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	v, acts := d.m.PlainAccess(time.Now(), req, state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind})
+	v, acts := d.m.PlainAccess(time.Now(), req, a)
 	if d.tracing() {
 		d.trace("table: access", fh, "client", d.clientName(c), "kind", kind, "verdict", v)
 		if v == state.Wait {

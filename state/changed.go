@@ -75,3 +75,14 @@ func (m *Machine) sendOwed(s *shard, e *entry, t int64, out *[]Action) {
 		m.callback(s, e, t, h.client, mode, true, out)
 	}
 }
+
+// LeaseWanted reports whether the last ActLease for f took its lease (a
+// client may hold dirty blocks of it): the driver, which could not take it or
+// gave it up to a local open, tries again while it is.
+func (m *Machine) LeaseWanted(f FileID) bool {
+	s := m.shard(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.files[f]
+	return e != nil && e.leased
+}

@@ -52,3 +52,66 @@ func TestLeaseFollowsDirty(t *testing.T) {
 		t.Fatalf("silent writer (callbacks %+v): fences %v, leased %v; want it fenced and no lease", calls, h.fences, h.leased[f])
 	}
 }
+
+// TestLocalAccessNoHold: a local process's access waits for the same
+// callbacks as a plain one but leaves no hold: a writer opening the file
+// right after it is granted caching (a plain NFSv3 reader's hold would make
+// the file write-shared for PlainHold).
+func TestLocalAccessNoHold(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a, local = ClientID(1), ClientID(50)
+	h.register(a)
+	f := fid(1)
+	h.openNow(a, f, Write)
+	h.close(a, f, Write, true)
+	h.nextReq++
+	req := h.nextReq
+	v, acts := h.m.PlainAccess(h.now, req, AccessArgs{File: f, Handle: f[:], Client: local, Kind: AccessRead, Local: true})
+	h.absorb(acts)
+	if v != Wait {
+		t.Fatalf("local read of a dirty file: %v, want wait", v)
+	}
+	h.answerAll()
+	if a, ok := h.final[req]; !ok || a.Kind != ActProceed {
+		t.Fatalf("local read: %+v", a)
+	}
+	if fi := h.info(f); len(fi.Holders) != 0 {
+		t.Fatalf("holders after the local read: %+v, want none", fi.Holders)
+	}
+	h.advance(2 * h.m.cfg.RecallBackoff)
+	if r := h.openNow(a, f, Write); !r.CacheEnabled || !h.leased[f] {
+		t.Fatalf("writer after the local read: %+v, leased %v; want caching and the lease", r, h.leased[f])
+	}
+}
+
+// TestLocalReadOpenWriter: a local process's read of a file a client has
+// open for writing, caching, has the client write back (CB_WRITEBACK) and
+// leaves it caching, dirty, and the lease wanted.
+func TestLocalReadOpenWriter(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a, local = ClientID(1), ClientID(50)
+	h.register(a)
+	f := fid(1)
+	if r := h.openNow(a, f, Write); !r.CacheEnabled {
+		t.Fatalf("writer: %+v", r)
+	}
+	h.nextReq++
+	req := h.nextReq
+	v, acts := h.m.PlainAccess(h.now, req, AccessArgs{File: f, Handle: f[:], Client: local, Kind: AccessRead, Local: true})
+	h.absorb(acts)
+	if v != Wait {
+		t.Fatalf("local read: %v, want wait", v)
+	}
+	calls := h.take()
+	if len(calls) != 1 || calls[0].Mode != Writeback {
+		t.Fatalf("callbacks %+v, want one WRITEBACK", calls)
+	}
+	h.answer(calls[0], OK)
+	if a, ok := h.final[req]; !ok || a.Kind != ActProceed {
+		t.Fatalf("local read: %+v", a)
+	}
+	fi := h.info(f)
+	if len(fi.Holders) != 1 || !fi.Holders[0].Caching || !fi.Holders[0].Dirty || !h.leased[f] || fi.State != OneWriter {
+		t.Fatalf("after the local read: %+v, leased %v; want the writer caching, dirty, leased", fi, h.leased[f])
+	}
+}

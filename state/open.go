@@ -91,7 +91,11 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.files[a.File]
-	if a.Kind == AccessGetattr {
+	if a.Kind == AccessGetattr || a.Local && a.Kind == AccessRead {
+		// A local process's read open waits, as a GETATTR does, for the
+		// dirty blocks of every client to be written back, and stops nobody's
+		// caching: it reads what was written before it opened, as a client
+		// does at an OPEN (close-to-open), and caches nothing.
 		return m.getattr(s, e, t, req, a.Client)
 	}
 	if e != nil {
@@ -104,13 +108,13 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 			var out []Action
 			s.touch(e, t)
 			e.settle(t)
-			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
+			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
 			return v, out
 		}
 		if h.covered(a.Kind) {
 			return Proceed, nil
 		}
-		if h != nil && h.plainActive(t) && h.plainUntil-t > m.hold*3/4 && (a.Kind == AccessRead || h.flags&fPlainWrite != 0) &&
+		if h != nil && !a.Local && h.plainActive(t) && h.plainUntil-t > m.hold*3/4 && (a.Kind == AccessRead || h.flags&fPlainWrite != 0) &&
 			(e.pend == nil || len(e.pend.waiters) == 0) {
 			// Refreshed moments ago by the same kind of access: nothing changes
 			// but the version, which a change resets.
@@ -140,7 +144,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	}
 	s.touch(e, t)
 	e.settle(t)
-	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
 	return v, out
 }
 
@@ -222,7 +226,9 @@ func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Ve
 	}
 	if w.access != 0 {
 		h := e.addHolder(w.client)
-		h.plainUntil = max(h.plainUntil, t+m.hold)
+		if !w.local {
+			h.plainUntil = max(h.plainUntil, t+m.hold)
+		}
 		if w.access.changes() {
 			h.flags |= fPlainWrite
 			e.version = 0 // a plain change: the next OPEN gets a fresh version

@@ -214,6 +214,13 @@ type AccessArgs struct {
 	Handle []byte
 	Client ClientID
 	Kind   AccessKind
+	// Local: the access is a local process's open on the server machine (it
+	// broke the file's lease). It records no hold: a local process caches
+	// nothing (it shares the server's page cache). A read waits, as a GETATTR
+	// does, for every client's dirty blocks to be written back and stops
+	// nobody's caching; a write waits for the same callbacks as a plain NFSv3
+	// write (write back, invalidate).
+	Local bool
 }
 
 // ReclaimArgs is what a client reports about one file after a server restart

@@ -226,3 +226,29 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 		t.Fatalf("the mount reads g as %s after the local append", byteSummary(got))
 	}
 }
+
+// exportSize is the size of path in the export: a peek at what the server
+// has that, unlike a read, does not open the file. An open by a process on
+// the server machine (this test's own included, the server being in this
+// process) breaks the server's lease and has the mounts write back first, so
+// tests that check that data is not written back yet look at sizes and times
+// only.
+func exportSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// exportStamp is path's size and modification time in the export (see
+// exportSize): unchanged while no write of a mount's reached the server.
+func exportStamp(t *testing.T, path string) [2]int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [2]int64{st.Size(), st.ModTime().UnixNano()}
+}
