@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"snfs/metrics"
+	"snfs/mount/fusefs"
 	"snfs/server"
 )
 
@@ -251,4 +254,60 @@ func exportStamp(t *testing.T, path string) [2]int64 {
 		t.Fatal(err)
 	}
 	return [2]int64{st.Size(), st.ModTime().UnixNano()}
+}
+
+// TestMountSNFSLocalReadSilentClient: the mount that holds the file dirty
+// stops answering (SIGSTOP): a local process's open waits for the callback
+// deadline, no longer; the client is fenced and the open reads what the
+// server has.
+func TestMountSNFSLocalReadSilentClient(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	reg := metrics.New()
+	e.restartWith(func(c *server.Config) {
+		c.Metrics, c.Observer = reg, reg
+		c.Table.CallbackTimeout = 2 * time.Second
+	})
+	requireFUSE(t)
+	dir := diskTempDir(t, "snfs-mnt-")
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
+			t.Logf("unmount of the dead mount: %v", err)
+		}
+	})
+	awaitMountReady(t, out)
+	if err := os.WriteFile(filepath.Join(dir, "f"), randBytes(81, 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := exportSize(t, e.path("f")); n != 0 {
+		t.Fatalf("the export has %d bytes before the local read; want none (delayed write-back)", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Signal(syscall.SIGCONT)
+	start := time.Now()
+	got := localRead(t, e.path("f"))
+	took := time.Since(start)
+	if len(got) != 0 {
+		t.Errorf("the local read got %d bytes from a silent client", len(got))
+	}
+	if took < time.Second || took > 10*time.Second {
+		t.Errorf("the local open took %v; want about the callback deadline (2 s)", took)
+	}
+	if n := counterValue(t, reg, "snfs_server_consist_fencings_total"); n == 0 {
+		t.Error("the silent client was not fenced")
+	}
 }
