@@ -311,3 +311,32 @@ func TestMountSNFSLocalReadSilentClient(t *testing.T) {
 		t.Error("the silent client was not fenced")
 	}
 }
+
+// TestMountSNFSLocalChangeServerDown: a file the mount read (and caches) is
+// rewritten by a local process while the server is down: after the restart
+// the mount reads the new bytes (the file has no entry in the new table: its
+// next OPEN takes a fresh version).
+func TestMountSNFSLocalChangeServerDown(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	old := bytes.Repeat([]byte("A"), 100000)
+	if err := os.WriteFile(e.path("f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
+		t.Fatalf("first read: %s", byteSummary(got))
+	}
+	addr := e.addr
+	e.stop()
+	e.nfs = nil
+	want := bytes.Repeat([]byte("C"), 150000)
+	localWrite(t, e.path("f"), want)
+	e.start(addr)
+	var got []byte
+	if !waitFor(20*time.Second, func() bool {
+		got, _ = os.ReadFile(a.path("f"))
+		return bytes.Equal(got, want)
+	}) {
+		t.Fatalf("after the restart the mount reads %s; want 150000 × C", byteSummary(got))
+	}
+}
