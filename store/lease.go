@@ -149,16 +149,18 @@ func (s *Store) Lease(fh []byte) error {
 		n.Release()
 		return fmt.Errorf("store: lease: %w", unix.EINVAL)
 	}
+	// Opened before the lock: the open may wait for another process's lease
+	// to be broken, and a break of ours must not wait behind it (scan).
+	if err := s.OpenIO(n); err != nil {
+		n.Release()
+		return err
+	}
 	l := &s.leases
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held[n.Key()] != nil {
 		n.Release()
 		return nil
-	}
-	if err := s.OpenIO(n); err != nil {
-		n.Release()
-		return err
 	}
 	fd := uintptr(n.io())
 	if _, err := unix.FcntlInt(fd, unix.F_SETSIG, int(leaseSignal)); err != nil {
