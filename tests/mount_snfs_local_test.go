@@ -44,9 +44,6 @@ func localRead(t *testing.T, path string) []byte {
 	return out
 }
 
-// byteSummary describes b as runs of equal bytes, for failure messages.
-func byteSummary(b []byte) string { return byteRuns(b) }
-
 // TestMountSNFSLocalChange: a file an snfs-mode mount has read (and caches)
 // is rewritten in the export by a local process (100,000 × A replaced by
 // 150,000 × C): the mount's next open reads the new bytes.
@@ -58,12 +55,12 @@ func TestMountSNFSLocalChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
-		t.Fatalf("first read: %s", byteSummary(got))
+		t.Fatalf("first read: %s", byteRuns(got))
 	}
 	want := bytes.Repeat([]byte("C"), 150000)
 	localWrite(t, e.path("f"), want)
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
-		t.Fatalf("after the local rewrite the mount reads %s; want 150000 × C", byteSummary(got))
+		t.Fatalf("after the local rewrite the mount reads %s; want 150000 × C", byteRuns(got))
 	}
 }
 
@@ -94,7 +91,7 @@ func TestMountSNFSLocalChangeOpen(t *testing.T) {
 		got = buf[:n]
 		return bytes.Equal(got, want)
 	}) {
-		t.Fatalf("the open file reads %s 10 s after the local rewrite; want 150000 × C", byteSummary(got))
+		t.Fatalf("the open file reads %s 10 s after the local rewrite; want 150000 × C", byteRuns(got))
 	}
 	if st := a.v.SNFSStats(); st.Callbacks.Load() == 0 {
 		t.Error("the mount was not called back")
@@ -114,14 +111,14 @@ func TestMountSNFSLocalChangeRemount(t *testing.T) {
 	}
 	a := newSNFSMountAt(t, e, "A", dir, cacheDir, time.Hour)
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
-		t.Fatalf("first read: %s", byteSummary(got))
+		t.Fatalf("first read: %s", byteRuns(got))
 	}
 	a.unmount(t)
 	want := bytes.Repeat([]byte("C"), 150000)
 	localWrite(t, e.path("f"), want)
 	b := newSNFSMountAt(t, e, "A", dir, cacheDir, time.Hour)
 	if got := mustRead(t, b.path("f")); !bytes.Equal(got, want) {
-		t.Fatalf("after the remount the mount reads %s; want 150000 × C", byteSummary(got))
+		t.Fatalf("after the remount the mount reads %s; want 150000 × C", byteRuns(got))
 	}
 }
 
@@ -222,11 +219,11 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 	}
 	wantG := append(append([]byte(nil), want[:5000]...), "local\n"...)
 	if got := localRead(t, e.path("g")); !bytes.Equal(got, wantG) {
-		t.Fatalf("the export's g after the local append: %s", byteSummary(got))
+		t.Fatalf("the export's g after the local append: %s", byteRuns(got))
 	}
 	f.Close()
 	if got := mustRead(t, a.path("g")); !bytes.Equal(got, wantG) {
-		t.Fatalf("the mount reads g as %s after the local append", byteSummary(got))
+		t.Fatalf("the mount reads g as %s after the local append", byteRuns(got))
 	}
 }
 
@@ -324,7 +321,7 @@ func TestMountSNFSLocalChangeServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
-		t.Fatalf("first read: %s", byteSummary(got))
+		t.Fatalf("first read: %s", byteRuns(got))
 	}
 	addr := e.addr
 	e.stop()
@@ -337,6 +334,6 @@ func TestMountSNFSLocalChangeServerDown(t *testing.T) {
 		got, _ = os.ReadFile(a.path("f"))
 		return bytes.Equal(got, want)
 	}) {
-		t.Fatalf("after the restart the mount reads %s; want 150000 × C", byteSummary(got))
+		t.Fatalf("after the restart the mount reads %s; want 150000 × C", byteRuns(got))
 	}
 }
