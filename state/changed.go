@@ -86,3 +86,19 @@ func (m *Machine) LeaseWanted(f FileID) bool {
 	e := s.files[f]
 	return e != nil && e.leased
 }
+
+// SyncLease asks for f's lease to be taken or released (ActLease) if whether
+// a client may hold dirty blocks of f changed by an input that returns no
+// actions (Reclaim).
+func (m *Machine) SyncLease(f FileID) []Action {
+	s := m.shard(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.files[f]
+	if e == nil {
+		return nil
+	}
+	var out []Action
+	m.tidy(s, e, &out)
+	return out
+}

@@ -115,3 +115,21 @@ func TestLocalReadOpenWriter(t *testing.T) {
 		t.Fatalf("after the local read: %+v, leased %v; want the writer caching, dirty, leased", fi, h.leased[f])
 	}
 }
+
+// TestReclaimLease: a file reclaimed dirty after a restart wants its lease
+// (SyncLease), and a clean one does not.
+func TestReclaimLease(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a = ClientID(1)
+	f, g := fid(1), fid(2)
+	h.m.Reclaim(h.now, ReclaimArgs{File: f, Handle: f[:], Client: a, Writers: 1, Caching: true, Dirty: true, Version: 7})
+	h.m.Reclaim(h.now, ReclaimArgs{File: g, Handle: g[:], Client: a, Readers: 1, Caching: true, Version: 8})
+	h.absorb(h.m.SyncLease(f))
+	h.absorb(h.m.SyncLease(g))
+	if !h.leased[f] || h.leased[g] {
+		t.Fatalf("leased: dirty %v, clean %v; want the dirty file's only", h.leased[f], h.leased[g])
+	}
+	if acts := h.m.SyncLease(f); len(acts) != 0 {
+		t.Fatalf("SyncLease again: %+v, want nothing", acts)
+	}
+}
