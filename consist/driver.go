@@ -279,14 +279,17 @@ func (d *Driver) continueWith(fn func(state.OpenReply, error), a answer) {
 // Open returns when the table answers at once, else later from another
 // goroutine (the caller defers its reply meanwhile). During the grace period
 // every OPEN gets ErrGrace (a JUKEBOX): the table is still being rebuilt.
-func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, answer func(state.OpenReply, error)) {
+//
+// change is the file's change attribute when the caller has no change
+// notifications for its file system (state.OpenArgs.Change), else 0.
+func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, change uint64, answer func(state.OpenReply, error)) {
 	if d.grace.active.Load() {
 		d.met.graceJukebox.Inc()
 		answer(state.OpenReply{}, ErrGrace)
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode})
+	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode, Change: change})
 	if d.tracing() {
 		d.trace("table: OPEN", fh, "client", d.clientName(c), "mode", mode, "verdict", res.Verdict, "caching", res.Reply.CacheEnabled)
 		if res.Verdict == state.Wait {

@@ -65,6 +65,10 @@ type Config struct {
 	// version mark in memory instead of StateDir: nothing of it survives a
 	// restart, so there is no grace period (benchmarks compare the two).
 	VolatileClients bool
+	// NoChangeNotifier runs the store without change notifications (as where
+	// fanotify is unavailable): local processes' changes are then seen only
+	// by the change attribute an OPEN compares (tests use it).
+	NoChangeNotifier bool
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -96,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	st, err := store.Open(cfg.StateDir)
+	st, err := store.OpenWith(cfg.StateDir, store.Options{NoNotifier: cfg.NoChangeNotifier})
 	if err != nil {
 		return nil, err
 	}

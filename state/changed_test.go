@@ -129,3 +129,59 @@ func TestChangedAll(t *testing.T) {
 		t.Errorf("g kept its version %d", r.Version)
 	}
 }
+
+// TestChangeAttributeAtOpen: without change notifications the driver gives
+// each OPEN the file's change attribute: one that moved while nobody wrote
+// the file through the server is a change outside the protocol (a fresh
+// version, callbacks); one that moved while a client wrote it is not.
+func TestChangeAttributeAtOpen(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a, b = ClientID(1), ClientID(2)
+	h.register(a, b)
+	f := fid(1)
+	open := func(c ClientID, mode Mode, change uint64) OpenReply {
+		t.Helper()
+		h.nextReq++
+		r, acts := h.m.Open(h.now, h.nextReq, OpenArgs{File: f, Handle: f[:], Client: c, Mode: mode, Change: change})
+		h.absorb(acts)
+		if r.Verdict != Proceed {
+			t.Fatalf("open: %v", r.Verdict)
+		}
+		return r.Reply
+	}
+	r1 := open(a, Read, 100)
+	h.close(a, f, Read, false)
+	if r := open(a, Read, 100); r.Version != r1.Version {
+		t.Fatalf("unchanged file: version %d, want %d", r.Version, r1.Version)
+	}
+	// b reads it too, caching; then the attribute moves with nobody writing.
+	open(b, Read, 100)
+	r2 := open(a, Read, 200)
+	if r2.Version == r1.Version {
+		t.Fatalf("changed file: version %d kept", r2.Version)
+	}
+	calls := h.take()
+	if len(calls) == 0 {
+		t.Fatal("no invalidation of the clients caching the changed file")
+	}
+	for _, cb := range calls {
+		if cb.Mode != Invalidate {
+			t.Errorf("callback %+v, want INVALIDATE", cb)
+		}
+		h.answer(cb, OK)
+	}
+	h.close(a, f, Read, false)
+	h.close(a, f, Read, false)
+	h.close(b, f, Read, false)
+	// A writer explains a moved attribute.
+	h.advance(3 * h.m.cfg.RecallBackoff)
+	w := open(a, Write, 200)
+	h.nextReq++
+	req := h.nextReq
+	_, acts := h.m.Open(h.now, req, OpenArgs{File: f, Handle: f[:], Client: b, Mode: Read, Change: 300})
+	h.absorb(acts)
+	h.answerAll()
+	if r := h.reply(req); r.Version != w.Version {
+		t.Fatalf("open while a client writes: version %d, want the writer's %d", r.Version, w.Version)
+	}
+}

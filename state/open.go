@@ -29,6 +29,12 @@ func (m *Machine) Open(now time.Time, req ReqID, a OpenArgs) (Result, []Action) 
 	}
 	s.touch(e, t)
 	e.settle(t)
+	if a.Change != 0 {
+		if e.change != 0 && e.change != a.Change && !e.changing(t) {
+			m.changedLocked(s, e, t, &out) // changed outside the protocol
+		}
+		e.change = a.Change
+	}
 	v, r := m.admit(s, e, t, waiter{req: req, client: a.Client, mode: mode, since: t, seq: m.seq.Load()}, &out)
 	return Result{Verdict: v, Reply: r}, out
 }

@@ -195,6 +195,13 @@ type OpenArgs struct {
 	Handle []byte // the NFS file handle, copied once per table entry, sent in callbacks
 	Client ClientID
 	Mode   Mode
+	// Change is the file's change attribute (a digest of its size and times)
+	// as the driver read it for this OPEN, given when the driver cannot learn
+	// of changes made outside the protocol otherwise (no change notifications
+	// for its file system); 0: not checked. An OPEN that finds it different
+	// from the one the last OPEN recorded, while no client was writing the
+	// file, applies Changed first.
+	Change uint64
 }
 
 // CloseArgs is a CLOSE.

@@ -93,8 +93,19 @@ type Export struct {
 	slowFree bool
 }
 
+// Options are a Store's settings.
+type Options struct {
+	// NoNotifier runs without change notifications, as on a machine where
+	// fanotify is unavailable: READDIRPLUS reads every entry, and changes made
+	// by other processes are not reported (OnForeignChange).
+	NoNotifier bool
+}
+
 // Open returns a Store whose handle key lives in stateDir (created if missing).
-func Open(stateDir string) (*Store, error) {
+func Open(stateDir string) (*Store, error) { return OpenWith(stateDir, Options{}) }
+
+// OpenWith is Open with opts.
+func OpenWith(stateDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: state directory: %w", err)
 	}
@@ -106,7 +117,11 @@ func Open(stateDir string) (*Store, error) {
 		attrs: attrcache.New(attrCacheMax, DefaultAttrTTL, attrClock)}
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
-	s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	if opts.NoNotifier {
+		s.notifyErr = errors.New("store: change notifications turned off")
+	} else {
+		s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	}
 	s.leases.start()
 	if r, err := uring.New(64); err == nil {
 		s.ring = r
@@ -215,6 +230,10 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	s.exports[e.ID] = e
 	return e, nil
 }
+
+// Notified reports whether changes on the export's file system are reported
+// by the change notifier (the attribute cache and OnForeignChange see them).
+func (e *Export) Notified() bool { return e.notified }
 
 // Export returns the export with the given id.
 func (s *Store) Export(id uint32) *Export {

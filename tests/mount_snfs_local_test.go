@@ -337,3 +337,37 @@ func TestMountSNFSLocalChangeServerDown(t *testing.T) {
 		t.Fatalf("after the restart the mount reads %s; want 150000 × C", byteRuns(got))
 	}
 }
+
+// TestMountSNFSLocalChangeNoNotifier: TestMountSNFSLocalChange on a server
+// without change notifications (as where fanotify is unavailable): the OPEN
+// compares the file's change attribute with the one the last OPEN saw, and a
+// local rewrite gives a new version all the same. A rewrite of the same size
+// within one tick of the clock is what this cannot see.
+func TestMountSNFSLocalChangeNoNotifier(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	e.restartWith(func(c *server.Config) { c.NoChangeNotifier = true })
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	old := bytes.Repeat([]byte("A"), 100000)
+	if err := os.WriteFile(e.path("f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if got := mustRead(t, a.path("f")); !bytes.Equal(got, old) {
+			t.Fatalf("read %d before the change: %s", i, byteRuns(got))
+		}
+	}
+	want := bytes.Repeat([]byte("C"), 150000)
+	localWrite(t, e.path("f"), want)
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("after the local rewrite the mount reads %s; want 150000 × C", byteRuns(got))
+	}
+	// The mount's own writes are not taken for a local change: its cache of
+	// what it wrote stays valid across a close and an open.
+	mine := randBytes(91, 50000)
+	if err := os.WriteFile(a.path("f"), mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, mine) {
+		t.Fatalf("the mount reads back %s, not its own write", byteRuns(got))
+	}
+}
