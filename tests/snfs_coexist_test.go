@@ -40,16 +40,16 @@ type cachedWriter struct {
 	*protoClient
 	fh nfs3.FH
 
-	mu        sync.Mutex
-	modes     []snfs1.CallbackMode // every callback, in order
+	mu    sync.Mutex
+	modes []snfs1.CallbackMode // every callback, in order
 	// initial is the file's size and modification time on the server's disk
 	// before A wrote anything, seen the same as each callback arrived: stat,
 	// not a read, since an open of the file on the server machine is a local
 	// process's, which would wait for A's own write-back (the server's lease).
 	initial   [2]int64
 	seen      [][2]int64
-	wroteBack time.Time            // when the write-back's reply came (zero: not yet)
-	errs      []error              // reported by checkCalledBack: the handler may outlive the test
+	wroteBack time.Time // when the write-back's reply came (zero: not yet)
+	errs      []error   // reported by checkCalledBack: the handler may outlive the test
 }
 
 func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string, dirty []byte) *cachedWriter {
