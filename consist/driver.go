@@ -50,6 +50,9 @@ type Config struct {
 	// callbacks and probes being sent at once (default 256).
 	TickEvery  time.Duration
 	MaxSenders int
+	// Leases holds a lease on each file a client may hold dirty blocks of
+	// (lease.go); nil: none are held.
+	Leases Leaser
 }
 
 // Driver is the server side of the consistency protocol around a state table.
@@ -59,6 +62,8 @@ type Driver struct {
 	rec       *records
 	verf      snfs1.Verifier
 	attr      func(handle []byte) *nfs3.Fattr
+	leases    Leaser
+	noLeases  sync.Once // the first lease refused for want of leases is logged
 	cbTimeout time.Duration
 	senders   chan struct{}
 	met       *metrics
@@ -78,6 +83,7 @@ type Driver struct {
 	byMid   map[state.ClientID]*client                   // guarded by mu
 	byConn  map[*sunrpc.Conn]*client                     // guarded by mu
 	plain   map[string]state.ClientID                    // plain clients by address; guarded by mu
+	rearm   map[string]struct{}                          // handles whose lease the sweeper tries again; guarded by mu
 	nextMid state.ClientID                               // guarded by mu
 }
 
@@ -125,11 +131,11 @@ func New(cfg Config) (*Driver, error) {
 	if tc.CallbackTimeout <= 0 {
 		tc.CallbackTimeout = 5 * time.Second
 	}
-	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr,
+	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr, leases: cfg.Leases,
 		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
-		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}}
+		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
 	rand.Read(d.verf[:])
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
@@ -182,6 +188,7 @@ func (d *Driver) sweep(every time.Duration) {
 			return
 		case now := <-t.C:
 			d.do(d.m.Tick(now))
+			d.rearmLeases()
 		}
 	}
 }
@@ -210,6 +217,8 @@ func (d *Driver) do(acts []state.Action) {
 			d.log.Warn("client fenced: it did not answer a callback in time", "client", d.clientName(a.Client), "file", fmt.Sprintf("%x", a.File[:8]))
 		case state.ActReserveVersions:
 			d.reserve(a.Through)
+		case state.ActLease:
+			d.lease(a.Handle, a.Take)
 		}
 	}
 }
@@ -272,14 +281,17 @@ func (d *Driver) continueWith(fn func(state.OpenReply, error), a answer) {
 // Open returns when the table answers at once, else later from another
 // goroutine (the caller defers its reply meanwhile). During the grace period
 // every OPEN gets ErrGrace (a JUKEBOX): the table is still being rebuilt.
-func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, answer func(state.OpenReply, error)) {
+//
+// change is the file's change attribute when the caller has no change
+// notifications for its file system (state.OpenArgs.Change), else 0.
+func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, change uint64, answer func(state.OpenReply, error)) {
 	if d.grace.active.Load() {
 		d.met.graceJukebox.Inc()
 		answer(state.OpenReply{}, ErrGrace)
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode})
+	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode, Change: change})
 	if d.tracing() {
 		d.trace("table: OPEN", fh, "client", d.clientName(c), "mode", mode, "verdict", res.Verdict, "caching", res.Reply.CacheEnabled)
 		if res.Verdict == state.Wait {
@@ -328,12 +340,18 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 // ErrFenced or ErrGone. During the grace period only an expected client's
 // access to a file it reclaimed goes on; others get ErrGrace (a JUKEBOX).
 func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proceed func(error)) {
+	d.access(state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind}, proceed)
+}
+
+// access is Access with the table's arguments.
+func (d *Driver) access(a state.AccessArgs, proceed func(error)) {
+	c, fh, kind := a.Client, a.Handle, a.Kind
 	if err := d.GraceAccess(c, fh); err != nil {
 		proceed(err)
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	v, acts := d.m.PlainAccess(time.Now(), req, state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind})
+	v, acts := d.m.PlainAccess(time.Now(), req, a)
 	if d.tracing() {
 		d.trace("table: access", fh, "client", d.clientName(c), "kind", kind, "verdict", v)
 		if v == state.Wait {
@@ -365,4 +383,27 @@ func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proc
 // requests Access does not cover, such as COMMIT).
 func (d *Driver) Fenced(c state.ClientID, fh []byte) bool {
 	return d.m.Fenced(c, state.FileIDOf(fh))
+}
+
+// Changed applies a change that a local process on the server machine made to
+// the file fh names (the store's change notifier reports it): the table drops
+// the file's version and calls back every client that may cache it. A nil fh
+// means any file may have changed (the notifier lost events, or stopped):
+// every file's version is dropped and every cache called back. It never
+// blocks (it is called from the notifier's drain), and does nothing before a
+// protocol client registered (nobody caches) or once the driver stops.
+func (d *Driver) Changed(fh []byte) {
+	if !d.active.Load() || d.ctx.Err() != nil {
+		return
+	}
+	if fh == nil {
+		d.log.Warn("file change notifications were lost: every client's cache is called back")
+		d.do(d.m.ChangedAll(time.Now()))
+		return
+	}
+	acts := d.m.Changed(time.Now(), state.FileIDOf(fh))
+	if len(acts) > 0 && d.tracing() {
+		d.trace("table: changed by a local process", fh, "actions", len(acts))
+	}
+	d.do(acts)
 }

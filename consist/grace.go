@@ -194,8 +194,12 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 		return err
 	}
 	g := &d.grace
+	var acts []state.Action
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer func() {
+		g.mu.Unlock()
+		d.do(acts) // the leases of files reclaimed dirty
+	}()
 	if !g.active.Load() || g.expected[id] == nil {
 		return ErrNoGrace
 	}
@@ -220,6 +224,7 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 		}
 		d.m.Reclaim(now, state.ReclaimArgs{File: f, Handle: it.File, Client: mid, Readers: it.Readers,
 			Writers: it.Writers, Caching: it.Caching, Dirty: it.Dirty, Version: it.Version})
+		acts = append(acts, d.m.SyncLease(f)...)
 		n++
 	}
 	g.report.Items += uint64(n)

@@ -23,6 +23,10 @@ type metrics struct {
 	graceEnd     *prometheus.CounterVec
 	graceJukebox prometheus.Counter
 
+	leases        prometheus.Counter
+	leasesRefused prometheus.Counter
+	leaseBreaks   prometheus.Counter
+
 	entries   *prometheus.Desc
 	callbacks *prometheus.Desc
 	outcomes  *prometheus.Desc
@@ -50,6 +54,12 @@ func newMetrics(d *Driver) *metrics {
 			[]string{"reason"}),
 		graceJukebox: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_grace_jukebox_total",
 			Help: "OPENs and NFS requests answered NFS3ERR_JUKEBOX because the grace period lasted."}),
+		leases: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_leases_total",
+			Help: "File leases taken while a client may hold dirty blocks of the file."}),
+		leasesRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_leases_refused_total",
+			Help: "File leases that could not be taken (the file open elsewhere, a file system without leases)."}),
+		leaseBreaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_lease_breaks_total",
+			Help: "File leases broken by a local process's open on the server machine."}),
 		entries: prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
 		callbacks: prometheus.NewDesc("snfs_server_consist_callbacks_total", "Callbacks the table asked for, by mode.",
 			[]string{"mode"}, nil),
@@ -70,6 +80,7 @@ func newMetrics(d *Driver) *metrics {
 		{"table_full", "OPENs refused because the table was full."},
 		{"reclaim_callbacks", "Write-back and relinquish callbacks sent to make room in the table."},
 		{"probes", "Callback path probes (CB_NULL)."},
+		{"local_changes", "Changes made by local processes on the server machine to files in the table."},
 	} {
 		m.counters[c[0]] = prometheus.NewDesc("snfs_server_consist_"+c[0]+"_total", c[1], nil, nil)
 	}
@@ -94,6 +105,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.graceSeconds.Describe(ch)
 	m.graceEnd.Describe(ch)
 	m.graceJukebox.Describe(ch)
+	m.leases.Describe(ch)
+	m.leasesRefused.Describe(ch)
+	m.leaseBreaks.Describe(ch)
 	ch <- m.entries
 	ch <- m.callbacks
 	ch <- m.outcomes
@@ -112,6 +126,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.graceSeconds.Collect(ch)
 	m.graceEnd.Collect(ch)
 	m.graceJukebox.Collect(ch)
+	m.leases.Collect(ch)
+	m.leasesRefused.Collect(ch)
+	m.leaseBreaks.Collect(ch)
 	st := m.d.m.Stats(time.Now())
 	for s, n := range st.ByState {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())
@@ -124,7 +141,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,
 		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,
-		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes} {
+		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes, "local_changes": st.Changes} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}
 }

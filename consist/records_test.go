@@ -94,7 +94,7 @@ func TestOpenWritesNothing(t *testing.T) {
 	fh := []byte("some-file-handle")
 	open := func() {
 		done := make(chan error, 1)
-		d.Open(1, fh, state.Write, func(_ state.OpenReply, err error) { done <- err })
+		d.Open(1, fh, state.Write, 0, func(_ state.OpenReply, err error) { done <- err })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestOpenWritesNothing(t *testing.T) {
 	afterReg = d.rec.writes()
 	for i := 0; i < 100; i++ {
 		done := make(chan error, 1)
-		d.Open(1, fh, state.Write, func(_ state.OpenReply, err error) { done <- err })
+		d.Open(1, fh, state.Write, 0, func(_ state.OpenReply, err error) { done <- err })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/fnv"
+
+	"golang.org/x/sys/unix"
 
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -36,8 +40,13 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode snfs1.OpenMode,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
+	// A local process's change completed before this OPEN must give it a new
+	// version: the notifier's queue is applied first; without notifications,
+	// the table compares the file's change attribute with the last OPEN's.
+	s.store.DrainChanges()
+	change := s.changeAttr(r, fh)
 	_, err := later(c, w, nil, func(done func(error)) {
-		s.consist.Open(mid, fh, tableMode(mode), func(rep state.OpenReply, err error) {
+		s.consist.Open(mid, fh, tableMode(mode), change, func(rep state.OpenReply, err error) {
 			reply = rep
 			done(err)
 		})
@@ -64,4 +73,35 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 		return nil
 	})
 	return err
+}
+
+// changeAttr is the change attribute of the file fh names (r's node, when
+// resolved), a digest of its size, modification and change times, for an
+// OPEN of a file on a file system without change notifications; 0 (not
+// checked) when it has them (docs/protocol.md section 14.1).
+func (s *Server) changeAttr(r *req, fh []byte) uint64 {
+	var st *unix.Stat_t
+	if r != nil {
+		if r.exp.st.Notified() {
+			return 0
+		}
+		st = &r.node.Stat
+	} else {
+		n, err := s.store.Resolve(fh)
+		if err != nil {
+			return 0
+		}
+		defer n.Release()
+		if n.Export.Notified() {
+			return 0
+		}
+		st = &n.Stat
+	}
+	h := fnv.New64a()
+	var b [8 * 5]byte
+	for i, v := range []int64{st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+	}
+	h.Write(b[:])
+	return h.Sum64() | 1 // never 0
 }

@@ -76,6 +76,10 @@ type Config struct {
 	// retransmission after a restart is executed again (benchmarks compare
 	// the two).
 	VolatileReplies bool
+	// NoChangeNotifier runs the store without change notifications (as where
+	// fanotify is unavailable): local processes' changes are then seen only
+	// by the change attribute an OPEN compares (tests use it).
+	NoChangeNotifier bool
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -108,7 +112,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	st, err := store.Open(cfg.StateDir)
+	st, err := store.OpenWith(cfg.StateDir, store.Options{NoNotifier: cfg.NoChangeNotifier})
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +151,8 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
-	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr}
+	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr,
+		Leases: storeLeases{st}}
 	if cc.Grace == 0 {
 		cc.Grace = DefaultGrace
 	}
@@ -168,6 +173,11 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	// Local processes on this machine change exported files too: their
+	// changes end the clients' caches of them (docs/protocol.md, "Local
+	// processes").
+	st.OnForeignChange(s.consist.Changed)
+	st.OnLeaseBreak(s.consist.LeaseBroken)
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
@@ -204,6 +214,11 @@ func (s *Server) GraceOver() <-chan struct{} { return s.consist.GraceOver() }
 
 // Grace reports on the grace period after the start.
 func (s *Server) Grace() consist.GraceReport { return s.consist.Grace() }
+
+// DrainChanges applies every file change notification queued now: when it
+// returns, the consistency table has seen every change that local processes
+// completed before the call (for tests; OPEN drains by itself).
+func (s *Server) DrainChanges() { s.store.DrainChanges() }
 
 // RootHandle returns the root handle of the export at path, or nil.
 func (s *Server) RootHandle(path string) []byte {
@@ -260,6 +275,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.log.Error("closing the saved replies failed", "err", cerr)
 		}
 	}
+	s.store.OnForeignChange(nil)
+	s.store.OnLeaseBreak(nil)
+	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.consist.Stop()
 	for _, e := range s.exports {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {

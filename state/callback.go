@@ -45,6 +45,9 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	m.n.outcomes[o].Add(1)
 	var out []Action
 	h := e.holder(cb.Client)
+	if h != nil && mode&Invalidate != 0 && mode != Relinquish && o != Failed {
+		h.flags &^= fOwed // whatever the answer, the client's cache is gone
+	}
 	switch {
 	case o == Failed:
 		m.fence(e, cb.Client, &out)
@@ -73,6 +76,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		h.flags &^= fCaching | fDirty
 	}
 	e.settle(t)
+	m.sendOwed(s, e, t, &out)
 	m.run(s, e, t, &out)
 	return out
 }

@@ -15,11 +15,14 @@
 // Inputs: Register (a client's REGISTER), Open, Close, PlainAccess (every READ,
 // WRITE, SETATTR of the size, REMOVE and RENAME of a regular file, from any
 // client), CallbackSent, CallbackDone, CallbackPathVerified, ClientGone,
-// VersionsReserved, Tick (the sweeper, every few hundred milliseconds) and, for
-// crash recovery, Reclaim. Each returns actions to carry out in order:
-// ActCallback, ActProbe (a callback NULL), ActReply / ActProceed / ActJukebox /
-// ActRefuse / ActAbandon (answers to parked requests, by ReqID), ActFence (log
-// it) and ActReserveVersions. Open and PlainAccess also return a verdict: Proceed
+// VersionsReserved, Tick (the sweeper, every few hundred milliseconds),
+// Changed and ChangedAll (a change made outside the protocol, by a local
+// process on the server machine) and, for crash recovery, Reclaim. Each
+// returns actions to carry out in order: ActCallback, ActProbe (a callback
+// NULL), ActReply / ActProceed / ActJukebox / ActRefuse / ActAbandon (answers
+// to parked requests, by ReqID), ActFence (log it), ActReserveVersions and
+// ActLease (hold a lease on the file while a client may be dirty; LeaseWanted
+// says whether one is still wanted). Open and PlainAccess also return a verdict: Proceed
 // (answer now), Wait (park the request), Jukebox, or Refuse. The driver records a
 // parked request before it carries out the actions returned with the verdict:
 // carrying them out (a version block persisted at once, say) may answer it. Every
@@ -141,6 +144,17 @@
 // when none is reserved waits (and is answered JUKEBOX after the bound). Losing
 // a file's version (its entry reclaimed, or a restart) only costs caches: the
 // next version is higher than any issued.
+//
+// # Local processes on the server machine
+//
+// The driver reports their changes (Changed: the version is dropped and every
+// client that may cache the file is called back at once, INVALIDATE or
+// WRITEBACK_INVALIDATE; one with another callback out is owed it) and their
+// opens of a file whose lease broke, as a plain access with AccessArgs.Local:
+// a read waits like a GETATTR for every dirty client's write-back and stops
+// nobody's caching, a write is a plain WRITE; neither leaves a hold (a local
+// process caches nothing). The table asks for the file's lease (ActLease)
+// exactly while some client may hold dirty blocks of it.
 //
 // # Bounded state
 //

@@ -10,6 +10,8 @@ type entry struct {
 	version    uint64   // 0: none issued since the entry was made or a plain change
 	touched    int64    // last input on the file (the recency list's order)
 	recallAt   int64    // when the last recall (an invalidating callback) was sent; 0: never
+	leased     bool     // the last ActLease for the file took the lease
+	change     uint64   // the change attribute the last OPEN gave (OpenArgs.Change); 0: none
 	// st is the state as of the last input. It is what derive reads to keep
 	// WRITE_SHARED until the final close; everything else derive recomputes.
 	st State
@@ -41,6 +43,7 @@ const (
 	fFenced                       // requests refused until it opens again
 	fPlainWrite                   // its plain hold includes a change
 	fPinned                       // answered Pinned: a dirty writer others' requests wait behind (see pinnedBlock)
+	fOwed                         // owes an invalidation: the file changed outside the protocol (Changed)
 )
 
 // pending is what is in flight on a file.
@@ -55,6 +58,7 @@ type waiter struct {
 	client ClientID
 	mode   Mode       // an OPEN's mode; 0 for a plain access
 	access AccessKind // a plain access's kind; 0 for an OPEN
+	local  bool       // the access is a local process's (AccessArgs.Local): no hold
 	since  int64
 	// seq is the callback sequence number when the request arrived: a
 	// GETATTR, and any request behind a pinned holder, waits for write-backs
@@ -91,6 +95,18 @@ func (h *holder) open(t int64) bool { return h.opens() || h.plainActive(t) }
 // writing reports whether h counts as having the file open for writing at t.
 func (h *holder) writing(t int64) bool {
 	return h.writers > 0 || (h.flags&fPlainWrite != 0 && h.plainActive(t))
+}
+
+// changing reports whether a client may be changing e through the server: a
+// writer, a holder of dirty blocks, a plain write hold. Its changes explain a
+// change attribute that moved.
+func (e *entry) changing(t int64) bool {
+	for i := range e.holders {
+		if h := &e.holders[i]; h.writing(t) || h.flags&fDirty != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // empty reports whether h records nothing worth keeping.

@@ -32,10 +32,11 @@ type harness struct {
 	probes     []ClientID
 	reserves   []uint64 // ActReserveVersions not persisted (reserve false)
 	persisted  uint64   // the last mark persisted
+	leased     map[FileID]bool
 }
 
 func newHarness(t testing.TB, cfg Config) *harness {
-	h := &harness{t: t, now: t0, final: map[ReqID]Action{}, reserve: true}
+	h := &harness{t: t, now: t0, final: map[ReqID]Action{}, reserve: true, leased: map[FileID]bool{}}
 	h.m = New(cfg, t0)
 	h.persisted = h.m.cfg.VersionBase + h.m.cfg.VersionBlock
 	h.absorb(h.m.VersionsReserved(t0, h.persisted, nil))
@@ -62,6 +63,11 @@ func (h *harness) absorb(acts []Action) {
 			} else {
 				h.reserves = append(h.reserves, a.Through)
 			}
+		case ActLease:
+			if h.leased[a.File] == a.Take {
+				h.t.Fatalf("lease of %x: %v twice", a.File[15], a.Take)
+			}
+			h.leased[a.File] = a.Take
 		case ActFence:
 			h.fences = append(h.fences, a)
 		case ActReply, ActProceed, ActJukebox, ActRefuse, ActAbandon:

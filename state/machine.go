@@ -49,6 +49,7 @@ type counters struct {
 	reclaimDrops, reclaimCallbacks   atomic.Uint64
 	fencesForgotten, reservations    atomic.Uint64
 	lateAnswers                      atomic.Uint64
+	changes                          atomic.Uint64
 }
 
 // shard is one independently locked part of the table.
@@ -296,6 +297,7 @@ func (m *Machine) Stats(now time.Time) Stats {
 	st.ReclaimDrops, st.ReclaimCallbacks = m.n.reclaimDrops.Load(), m.n.reclaimCallbacks.Load()
 	st.FencesForgotten, st.Reservations = m.n.fencesForgotten.Load(), m.n.reservations.Load()
 	st.LateAnswers = m.n.lateAnswers.Load()
+	st.Changes = m.n.changes.Load()
 	return st
 }
 

@@ -119,6 +119,7 @@ type world struct {
 	calls     []outCb
 	fences    []Action
 	reserves  []uint64
+	leased    [nFiles]bool // the last ActLease of each file took its lease
 	log       []string
 	transit   []inTransit
 	old       oldLogic
@@ -169,6 +170,12 @@ func (w *world) absorb(acts []Action) {
 			} else {
 				w.reserves = append(w.reserves, a.Through) // persisted later
 			}
+		case ActLease:
+			f := a.File[15] - 0xe8
+			if w.leased[f] == a.Take {
+				w.fail("f%d: lease %v twice", f, a.Take)
+			}
+			w.leased[f] = a.Take
 		case ActFence:
 			w.logf("  -> fence %d on f%d", a.Client, a.File[15]-0xe8)
 			w.fences = append(w.fences, a)
@@ -677,6 +684,9 @@ func (w *world) check() {
 			if h.Caching && fi.State == WriteShared {
 				w.fail("f%d: %d caching a WRITE_SHARED file", f, h.Client)
 			}
+		}
+		if (dirty != 0) != w.leased[f] {
+			w.fail("f%d: leased %v, dirty holder %d: %+v", f, w.leased[f], dirty, fi)
 		}
 		for _, h := range fi.Holders {
 			o := h.Readers+h.Writers > 0 || h.Plain

@@ -29,6 +29,12 @@ func (m *Machine) Open(now time.Time, req ReqID, a OpenArgs) (Result, []Action) 
 	}
 	s.touch(e, t)
 	e.settle(t)
+	if a.Change != 0 {
+		if e.change != 0 && e.change != a.Change && !e.changing(t) {
+			m.changedLocked(s, e, t, &out) // changed outside the protocol
+		}
+		e.change = a.Change
+	}
 	v, r := m.admit(s, e, t, waiter{req: req, client: a.Client, mode: mode, since: t, seq: m.seq.Load()}, &out)
 	return Result{Verdict: v, Reply: r}, out
 }
@@ -91,7 +97,11 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.files[a.File]
-	if a.Kind == AccessGetattr {
+	if a.Kind == AccessGetattr || a.Local && a.Kind == AccessRead {
+		// A local process's read open waits, as a GETATTR does, for the
+		// dirty blocks of every client to be written back, and stops nobody's
+		// caching: it reads what was written before it opened, as a client
+		// does at an OPEN (close-to-open), and caches nothing.
 		return m.getattr(s, e, t, req, a.Client)
 	}
 	if e != nil {
@@ -104,13 +114,13 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 			var out []Action
 			s.touch(e, t)
 			e.settle(t)
-			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
+			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
 			return v, out
 		}
 		if h.covered(a.Kind) {
 			return Proceed, nil
 		}
-		if h != nil && h.plainActive(t) && h.plainUntil-t > m.hold*3/4 && (a.Kind == AccessRead || h.flags&fPlainWrite != 0) &&
+		if h != nil && !a.Local && h.plainActive(t) && h.plainUntil-t > m.hold*3/4 && (a.Kind == AccessRead || h.flags&fPlainWrite != 0) &&
 			(e.pend == nil || len(e.pend.waiters) == 0) {
 			// Refreshed moments ago by the same kind of access: nothing changes
 			// but the version, which a change resets.
@@ -140,7 +150,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	}
 	s.touch(e, t)
 	e.settle(t)
-	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, since: t, seq: m.seq.Load()}, &out)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
 	return v, out
 }
 
@@ -151,7 +161,7 @@ func (m *Machine) admit(s *shard, e *entry, t int64, w waiter, out *[]Action) (V
 	w.recallOwn = w.mode != 0 && e.recallBy == w.client && e.recallMode == w.mode
 	if e.pend == nil || len(e.pend.waiters) == 0 {
 		if v, r, done := m.try(s, e, t, &w, out); done {
-			m.tidy(s, e)
+			m.tidy(s, e, out)
 			return v, r
 		}
 	}
@@ -175,7 +185,7 @@ func (m *Machine) run(s *shard, e *entry, t int64, out *[]Action) {
 		e.pend.waiters = e.pend.waiters[1:]
 	}
 	s.unbusy(e)
-	m.tidy(s, e)
+	m.tidy(s, e, out)
 }
 
 // answer emits the action releasing a parked request.
@@ -225,7 +235,9 @@ func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Ve
 	}
 	if w.access != 0 {
 		h := e.addHolder(w.client)
-		h.plainUntil = max(h.plainUntil, t+m.hold)
+		if !w.local {
+			h.plainUntil = max(h.plainUntil, t+m.hold)
+		}
 		if w.access.changes() {
 			h.flags |= fPlainWrite
 			e.version = 0 // a plain change: the next OPEN gets a fresh version
@@ -309,9 +321,15 @@ func (m *Machine) callback(s *shard, e *entry, t int64, c ClientID, mode Callbac
 	return true
 }
 
-// tidy drops an entry that records nothing: no holder, nothing in flight, no
-// version worth keeping.
-func (m *Machine) tidy(s *shard, e *entry) {
+// tidy asks for the file's lease to be taken or released when whether a
+// client may hold dirty blocks of it changed (ActLease), and drops an entry
+// that records nothing: no holder, nothing in flight, no version worth
+// keeping.
+func (m *Machine) tidy(s *shard, e *entry, out *[]Action) {
+	if want := otherWith(e, noClient, fDirty|fPinned); want != e.leased {
+		e.leased = want
+		*out = append(*out, Action{Kind: ActLease, File: e.key, Handle: []byte(e.handle), Take: want})
+	}
 	if e.prev != nil && e.pend == nil && len(e.holders) == 0 && e.version == 0 {
 		s.remove(e)
 	}
@@ -368,10 +386,15 @@ func (m *Machine) askWriteback(s *shard, e *entry, t int64, w *waiter, flag uint
 	return blocked
 }
 
-// otherWith reports whether a client other than c holds e with flag set.
+// noClient is no client's id: otherWith(e, noClient, flag) asks about every
+// holder. The driver never interns it.
+const noClient = ^ClientID(0)
+
+// otherWith reports whether a client other than c holds e with one of flag's
+// bits set (a fenced holder holds nothing).
 func otherWith(e *entry, c ClientID, flag uint8) bool {
 	for i := range e.holders {
-		if e.holders[i].client != c && e.holders[i].flags&flag != 0 {
+		if h := &e.holders[i]; h.client != c && h.flags&flag != 0 && h.flags&fFenced == 0 {
 			return true
 		}
 	}

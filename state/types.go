@@ -195,6 +195,13 @@ type OpenArgs struct {
 	Handle []byte // the NFS file handle, copied once per table entry, sent in callbacks
 	Client ClientID
 	Mode   Mode
+	// Change is the file's change attribute (a digest of its size and times)
+	// as the driver read it for this OPEN, given when the driver cannot learn
+	// of changes made outside the protocol otherwise (no change notifications
+	// for its file system); 0: not checked. An OPEN that finds it different
+	// from the one the last OPEN recorded, while no client was writing the
+	// file, applies Changed first.
+	Change uint64
 }
 
 // CloseArgs is a CLOSE.
@@ -214,6 +221,13 @@ type AccessArgs struct {
 	Handle []byte
 	Client ClientID
 	Kind   AccessKind
+	// Local: the access is a local process's open on the server machine (it
+	// broke the file's lease). It records no hold: a local process caches
+	// nothing (it shares the server's page cache). A read waits, as a GETATTR
+	// does, for every client's dirty blocks to be written back and stops
+	// nobody's caching; a write waits for the same callbacks as a plain NFSv3
+	// write (write back, invalidate).
+	Local bool
 }
 
 // ReclaimArgs is what a client reports about one file after a server restart
@@ -262,10 +276,18 @@ const (
 	// ActReserveVersions: make "versions up to Through are used" durable, then call
 	// VersionsReserved.
 	ActReserveVersions
+	// ActLease: File (Handle) has a client that may hold dirty blocks of it
+	// (Take true: a caching writer, a last writer not yet written back, a
+	// pinned holder), or no longer has one (Take false). The driver holds a
+	// lease on the file meanwhile, so that a local process opening it first
+	// has the dirty blocks written back (docs/protocol.md, "Local
+	// processes"); it reports a broken lease as a plain access by the local
+	// processes' client.
+	ActLease
 )
 
 func (k ActionKind) String() string {
-	names := [...]string{"?", "callback", "probe", "reply", "proceed", "jukebox", "refuse", "abandon", "fence", "reserve-versions"}
+	names := [...]string{"?", "callback", "probe", "reply", "proceed", "jukebox", "refuse", "abandon", "fence", "reserve-versions", "lease"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -279,7 +301,9 @@ type Action struct {
 	Reply    OpenReply // ActReply
 	Callback Callback  // ActCallback
 	Client   ClientID  // ActProbe, ActFence
-	File     FileID    // ActFence
+	File     FileID    // ActFence, ActLease
+	Handle   []byte    // ActLease
+	Take     bool      // ActLease
 	Through  uint64    // ActReserveVersions
 }
 
@@ -425,4 +449,5 @@ type Stats struct {
 	// LateAnswers counts TreatAsClosed and Stale answers applied after their
 	// callback had timed out.
 	LateAnswers uint64
+	Changes     uint64 // changes made outside the protocol to files in the table (Changed)
 }

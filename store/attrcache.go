@@ -70,7 +70,7 @@ func (s *Store) forget(key string) {
 // notifyTarget applies the change notifier's reports to the store's caches.
 type notifyTarget struct{ s *Store }
 
-func (t notifyTarget) Changed(typ uint32, h []byte) {
+func (t notifyTarget) Changed(typ uint32, h []byte, self bool) {
 	if len(h) > maxKernelFH {
 		return // names nothing this package caches (AddExport refuses such handles)
 	}
@@ -78,14 +78,63 @@ func (t notifyTarget) Changed(typ uint32, h []byte) {
 	binary.BigEndian.PutUint32(key, typ)
 	copy(key[4:], h)
 	t.s.forget(string(key))
+	if self {
+		return
+	}
+	if fn := t.s.foreign.Load(); fn != nil {
+		t.s.mu.RLock()
+		for _, e := range t.s.exports {
+			if e.notified {
+				(*fn)(t.s.makeHandle(e, string(key)))
+			}
+		}
+		t.s.mu.RUnlock()
+	}
 }
 
-func (t notifyTarget) Lost() { t.s.forgetAll() }
+// OnForeignChange has fn told of every change that another process on this
+// machine makes to an object of a watched export (a local process writing in
+// the exported tree), as the object's handle in each such export (an object of
+// one export's file system may be named in another: the handle names nothing
+// there). Changes this process makes are not reported. A nil handle means that
+// anything may have changed: events were lost, or the notifier stopped (no more
+// changes will be reported). fn is called from the notifier's drain: it must
+// be quick, must not block and must not drain. nil stops the reports. Without
+// a working notifier nothing is reported.
+func (s *Store) OnForeignChange(fn func(fh []byte)) {
+	if fn == nil {
+		s.foreign.Store(nil)
+		return
+	}
+	s.foreign.Store(&fn)
+}
+
+// DrainChanges applies every change notification queued now (OnForeignChange
+// is told of each before it returns): a request that must see every change
+// completed before it began (an OPEN) drains first.
+func (s *Store) DrainChanges() {
+	if s.notify != nil {
+		s.notify.Drain()
+	}
+}
+
+func (t notifyTarget) Lost() {
+	t.s.forgetAll()
+	t.s.foreignAll()
+}
 
 // Stopped turns the attribute cache off: nothing would drop its entries.
 func (t notifyTarget) Stopped() {
 	t.s.attrs.Stop()
 	t.s.forgetAll()
+	t.s.foreignAll()
+}
+
+// foreignAll tells OnForeignChange's function that anything may have changed.
+func (s *Store) foreignAll() {
+	if fn := s.foreign.Load(); fn != nil {
+		(*fn)(nil)
+	}
 }
 
 // ChildAttrs reads the handles and attributes of a listing's entries.

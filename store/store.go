@@ -61,6 +61,10 @@ type Store struct {
 	notify    *attrcache.Notifier
 	ring      *uring.Ring // flushes (package uring); nil: plain fsync
 	notifyErr error       // guarded by mu
+	// foreign is told of other processes' changes (OnForeignChange).
+	foreign atomic.Pointer[func(fh []byte)]
+	// leases are the write leases held for the consistency protocol (lease.go).
+	leases leases
 
 	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
 	checks atomic.Uint64
@@ -89,8 +93,19 @@ type Export struct {
 	slowFree bool
 }
 
+// Options are a Store's settings.
+type Options struct {
+	// NoNotifier runs without change notifications, as on a machine where
+	// fanotify is unavailable: READDIRPLUS reads every entry, and changes made
+	// by other processes are not reported (OnForeignChange).
+	NoNotifier bool
+}
+
 // Open returns a Store whose handle key lives in stateDir (created if missing).
-func Open(stateDir string) (*Store, error) {
+func Open(stateDir string) (*Store, error) { return OpenWith(stateDir, Options{}) }
+
+// OpenWith is Open with opts.
+func OpenWith(stateDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: state directory: %w", err)
 	}
@@ -102,7 +117,12 @@ func Open(stateDir string) (*Store, error) {
 		attrs: attrcache.New(attrCacheMax, DefaultAttrTTL, attrClock)}
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
-	s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	if opts.NoNotifier {
+		s.notifyErr = errors.New("store: change notifications turned off")
+	} else {
+		s.notify, s.notifyErr = attrcache.StartNotifier(notifyTarget{s})
+	}
+	s.leases.start()
 	if r, err := uring.New(64); err == nil {
 		s.ring = r
 	} else {
@@ -211,6 +231,10 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	return e, nil
 }
 
+// Notified reports whether changes on the export's file system are reported
+// by the change notifier (the attribute cache and OnForeignChange see them).
+func (e *Export) Notified() bool { return e.notified }
+
 // Export returns the export with the given id.
 func (s *Store) Export(id uint32) *Export {
 	s.mu.RLock()
@@ -228,6 +252,7 @@ func (s *Store) AttrCacheError() error {
 
 // Close releases every cached descriptor and stops the change notifier.
 func (s *Store) Close() {
+	s.leases.close()
 	if s.notify != nil {
 		s.notify.Close() // s.notify stays: a late listing's drain finds it closed
 	}

@@ -103,8 +103,8 @@ func TestMountSNFSSequentialSharing(t *testing.T) {
 	if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, e.path("f")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes after A's close; want none (delayed write-back)", len(got))
+	if n := exportSize(t, e.path("f")); n != 0 {
+		t.Fatalf("the export has %d bytes after A's close; want none (delayed write-back)", n)
 	}
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("A reads back %d bytes, different", len(got))
@@ -311,8 +311,8 @@ func TestMountSNFSCrash(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "precious"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, e.path("precious")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes before the crash; want none (delayed write-back)", len(got))
+	if n := exportSize(t, e.path("precious")); n != 0 {
+		t.Fatalf("the export has %d bytes before the crash; want none (delayed write-back)", n)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -320,8 +320,8 @@ func TestMountSNFSCrash(t *testing.T) {
 	if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
 		t.Logf("unmount of the dead mount: %v", err)
 	}
-	if got := mustRead(t, e.path("precious")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes after the crash; want none yet", len(got))
+	if n := exportSize(t, e.path("precious")); n != 0 {
+		t.Fatalf("the export has %d bytes after the crash; want none yet", n)
 	}
 	m := newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
 	if got := mustRead(t, e.path("precious")); !bytes.Equal(got, want) {
@@ -417,8 +417,8 @@ func TestMountSNFSServerRestart(t *testing.T) {
 	if err := os.WriteFile(a.path("kept"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, e.path("kept")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes before the restart; want none", len(got))
+	if n := exportSize(t, e.path("kept")); n != 0 {
+		t.Fatalf("the export has %d bytes before the restart; want none", n)
 	}
 	e.restart()
 	// The next call reconnects; its REGISTER shows the restart.

@@ -47,8 +47,8 @@ func TestPartitionShort(t *testing.T) {
 	if err := os.WriteFile(a.path("dirty"), dirty, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, filepath.Join(s.export, "dirty")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes of A's dirty file before the partition; want none (delayed write-back)", len(got))
+	if n := exportSize(t, filepath.Join(s.export, "dirty")); n != 0 {
+		t.Fatalf("the export has %d bytes of A's dirty file before the partition; want none (delayed write-back)", n)
 	}
 	part1, part2 := randBytes(62, 100000), randBytes(63, 50000)
 	f, err := os.OpenFile(a.path("open"), os.O_RDWR|os.O_CREATE, 0o644)
@@ -114,8 +114,8 @@ func TestPartitionLongConflict(t *testing.T) {
 	if err := os.WriteFile(a.path("shared"), mine, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, filepath.Join(s.export, "shared")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes before the partition; want none (delayed write-back)", len(got))
+	if n := exportSize(t, filepath.Join(s.export, "shared")); n != 0 {
+		t.Fatalf("the export has %d bytes before the partition; want none (delayed write-back)", n)
 	}
 	healAt := time.Now().Add(2 * cbt)
 	p.Partition(0)
@@ -180,8 +180,8 @@ func TestPartitionShortReset(t *testing.T) {
 	if err := os.WriteFile(a.path("dirty"), dirty, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, filepath.Join(s.export, "dirty")); len(got) != 0 {
-		t.Fatalf("the export has %d bytes of A's dirty file; want none (delayed write-back)", len(got))
+	if n := exportSize(t, filepath.Join(s.export, "dirty")); n != 0 {
+		t.Fatalf("the export has %d bytes of A's dirty file; want none (delayed write-back)", n)
 	}
 	p.Stall(faultproxy.ServerToClient) // the callback to A waits in the proxy
 	bRead := make(chan []byte, 1)

@@ -40,22 +40,31 @@ type cachedWriter struct {
 	*protoClient
 	fh nfs3.FH
 
-	mu        sync.Mutex
-	modes     []snfs1.CallbackMode // every callback, in order
-	seen      [][]byte             // the file on the server's disk as each callback arrived
-	wroteBack time.Time            // when the write-back's reply came (zero: not yet)
-	errs      []error              // reported by checkCalledBack: the handler may outlive the test
+	mu    sync.Mutex
+	modes []snfs1.CallbackMode // every callback, in order
+	// initial is the file's size and modification time on the server's disk
+	// before A wrote anything, seen the same as each callback arrived: stat,
+	// not a read, since an open of the file on the server machine is a local
+	// process's, which would wait for A's own write-back (the server's lease).
+	initial   [2]int64
+	seen      [][2]int64
+	wroteBack time.Time // when the write-back's reply came (zero: not yet)
+	errs      []error   // reported by checkCalledBack: the handler may outlive the test
 }
 
 func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string, dirty []byte) *cachedWriter {
 	t.Helper()
 	w := &cachedWriter{protoClient: newProtoClient(t, e, name), fh: fh}
+	var err error
+	if w.initial, err = statStamp(file); err != nil {
+		t.Fatal(err)
+	}
 	w.openCaching(fh, snfs1.Write)
 	w.setAnswer(func(a *snfs1.CallbackArgs) snfs1.CallbackStatus {
-		seen, err := os.ReadFile(file)
+		seen, err := statStamp(file)
 		w.mu.Lock()
 		if err != nil {
-			w.errs = append(w.errs, fmt.Errorf("reading the file as the callback arrived: %w", err))
+			w.errs = append(w.errs, fmt.Errorf("stat of the file as the callback arrived: %w", err))
 		}
 		w.modes = append(w.modes, a.Mode)
 		w.seen = append(w.seen, seen)
@@ -81,10 +90,11 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 // checkCalledBack: A got exactly one callback that invalidates,
 // CB_WRITEBACK_INVALIDATE, last, after as many CB_WRITEBACKs as the plain
 // client's GETATTRs asked for (a GETATTR leaves A caching); the first came
-// before the plain access had changed the file (the disk still held initial),
+// before the plain access had changed the file (its size and time were still
+// those from before A's open),
 // and A's write-back was done before the plain client finished (end). It
 // returns the number of CB_WRITEBACKs.
-func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Time) (writebacks int) {
+func (w *cachedWriter) checkCalledBack(t *testing.T, end time.Time) (writebacks int) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -100,8 +110,8 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 	if n == 0 || w.modes[n-1] != snfs1.CBWritebackInvalidate || writebacks != n-1 {
 		t.Errorf("A's callbacks: %v, want WRITEBACKs, then exactly one WRITEBACK_INVALIDATE", w.modes)
 	}
-	if len(w.seen) > 0 && !bytes.Equal(w.seen[0], initial) {
-		t.Errorf("when A's callback arrived the file was already changed: %s, want %s", byteRuns(w.seen[0]), byteRuns(initial))
+	if len(w.seen) > 0 && w.seen[0] != w.initial {
+		t.Errorf("when A's callback arrived the file was already changed: size and time %v, want %v", w.seen[0], w.initial)
 	}
 	if w.wroteBack.IsZero() {
 		t.Error("A never wrote back")
@@ -109,6 +119,15 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, initial []byte, end time.Ti
 		t.Errorf("A's write-back finished %v after the plain client did", w.wroteBack.Sub(end))
 	}
 	return writebacks
+}
+
+// statStamp is path's size and modification time.
+func statStamp(path string) ([2]int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return [2]int64{}, err
+	}
+	return [2]int64{st.Size(), st.ModTime().UnixNano()}, nil
 }
 
 // byteRuns summarizes file content as runs of equal bytes: "4096×'A' 100×'B'".
@@ -143,8 +162,8 @@ func setupCoexist(t *testing.T, e *env, name string) (nfs3.FH, *cachedWriter) {
 		t.Fatal(err)
 	}
 	a := newCachedWriter(t, e, "coexist-a", fh, e.path(name), coexistDirty)
-	if got, _ := os.ReadFile(e.path(name)); !bytes.Equal(got, coexistInitial) {
-		t.Fatalf("file before the plain access: %s", byteRuns(got))
+	if st, err := statStamp(e.path(name)); err != nil || st != a.initial {
+		t.Fatalf("file before the plain access: size and time %v (%v), want %v", st, err, a.initial)
 	}
 	return fh, a
 }
@@ -190,7 +209,7 @@ func TestCoexistLibnfsWrite(t *testing.T) {
 
 	plain := bytes.Repeat([]byte("B"), 100)
 	start, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 4096, false, plain)
-	a.checkCalledBack(t, coexistInitial, end)
+	a.checkCalledBack(t, end)
 	want := catBytes(coexistDirty[:4096], plain, coexistDirty[4196:], coexistInitial[8192:])
 	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("file after the plain write: %s, want %s (A's write-back first, then the plain write)", byteRuns(got), byteRuns(want))
@@ -242,7 +261,7 @@ func TestCoexistLibnfsTruncate(t *testing.T) {
 
 	plain := bytes.Repeat([]byte("B"), 100)
 	_, end := runPlainWrite(t, bin, libnfsURL(e, e.dir+"/f"), 0, true, plain)
-	a.checkCalledBack(t, coexistInitial, end)
+	a.checkCalledBack(t, end)
 	if got, _ := os.ReadFile(e.path("f")); !bytes.Equal(got, plain) {
 		t.Fatalf("file after the truncating plain write: %s, want %s", byteRuns(got), byteRuns(plain))
 	}
@@ -263,7 +282,7 @@ func TestCoexistLibnfsRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nfs-cat: %v\n%s", err, out)
 	}
-	a.checkCalledBack(t, coexistInitial, end)
+	a.checkCalledBack(t, end)
 	want := catBytes(coexistDirty, coexistInitial[8192:])
 	if !bytes.Equal(out, want) {
 		t.Fatalf("nfs-cat printed %s, want %s (A's write-back)", byteRuns(out), byteRuns(want))
@@ -294,7 +313,7 @@ func TestCoexistLibnfsReadGrown(t *testing.T) {
 	if !bytes.Equal(out, grown) {
 		t.Fatalf("nfs-cat printed %s, want %s (A's cached data, written back before the GETATTR)", byteRuns(out), byteRuns(grown))
 	}
-	if n := a.checkCalledBack(t, coexistInitial, end); n == 0 {
+	if n := a.checkCalledBack(t, end); n == 0 {
 		t.Error("no CB_WRITEBACK came before the invalidation: nfs-cat's GETATTR did not call A back")
 	}
 }
@@ -313,7 +332,7 @@ func TestCoexistLinuxClient(t *testing.T) {
 	_, a := setupCoexist(t, e, "coexist.bin")
 
 	runGuest(t, e, "coexist.sh")
-	a.checkCalledBack(t, coexistInitial, time.Now())
+	a.checkCalledBack(t, time.Now())
 	want := catBytes(coexistDirty[:4096], bytes.Repeat([]byte("G"), 100), coexistDirty[4196:], coexistInitial[8192:], []byte("TAIL"))
 	if got, _ := os.ReadFile(e.path("coexist.bin")); !bytes.Equal(got, want) {
 		t.Fatalf("file after the guest's writes: %s, want %s", byteRuns(got), byteRuns(want))
@@ -334,7 +353,7 @@ func TestCoexistCreateUnchecked(t *testing.T) {
 	res, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: "f"}, Mode: nfs3.Unchecked,
 		Attr: nfs3.Sattr{Size: u64p(0)}})
 	ok(t, "plain CREATE UNCHECKED size 0", res.Status, err)
-	a.checkCalledBack(t, coexistInitial, time.Now())
+	a.checkCalledBack(t, time.Now())
 	if got, _ := os.ReadFile(e.path("f")); len(got) != 0 {
 		t.Fatalf("file after the truncating CREATE: %s, want it empty", byteRuns(got))
 	}

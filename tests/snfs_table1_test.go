@@ -133,6 +133,8 @@ func (md *table1Model) absorb(acts []state.Action) {
 			md.replies[a.Req] = a.Reply
 		case state.ActReserveVersions:
 			acts = append(acts, md.m.VersionsReserved(md.now, a.Through, nil)...)
+		case state.ActLease:
+			// Leases are the driver's (local processes); Table 1 has none.
 		default:
 			md.t.Fatalf("model: unexpected action %+v", a)
 		}

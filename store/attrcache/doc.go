@@ -38,7 +38,9 @@
 // by the same kernel handle name_to_handle_at gives (for a change to a
 // directory's entries, the directory's), so no descriptor is opened per event.
 // It needs CAP_SYS_ADMIN and a file system that supports handles; without
-// either, the caller simply does not use the cache.
+// either, the caller simply does not use the cache. Each report says whether
+// the change was this process's own (the event's pid): the server must not
+// take its own writes for a local process's.
 //
 // The queue is drained on demand, not watched: every listing that may be served
 // from the cache drains it first (Drain), so it sees every change completed

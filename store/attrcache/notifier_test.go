@@ -3,6 +3,7 @@ package attrcache_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,14 +17,34 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	changed []unix.FileHandle
+	self    []bool
 	lost    int
 	stopped int
 }
 
-func (r *recorder) Changed(typ uint32, h []byte) {
+func (r *recorder) Changed(typ uint32, h []byte, self bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changed = append(r.changed, unix.NewFileHandle(int32(typ), bytes.Clone(h)))
+	r.self = append(r.self, self)
+}
+
+// sawBy reports whether the object with handle fh was reported changed by
+// this process (self) and by another, and forgets what was reported so far.
+func (r *recorder) sawBy(fh unix.FileHandle) (self, other bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range r.changed {
+		if c.Type() == fh.Type() && bytes.Equal(c.Bytes(), fh.Bytes()) {
+			if r.self[i] {
+				self = true
+			} else {
+				other = true
+			}
+		}
+	}
+	r.changed, r.self = nil, nil
+	return self, other
 }
 
 func (r *recorder) Lost() {
@@ -49,7 +70,7 @@ func (r *recorder) saw(fh unix.FileHandle) bool {
 			found = true
 		}
 	}
-	r.changed = nil
+	r.changed, r.self = nil, nil
 	return found
 }
 
@@ -122,5 +143,51 @@ func TestNotifierReportsChanges(t *testing.T) {
 	n.Drain()
 	if rec.saw(fh) {
 		t.Fatal("a change after Close was reported")
+	}
+}
+
+// TestNotifierTellsOwnChanges: a change made by this process is reported as
+// its own, one made by another process (a child) as someone else's.
+func TestNotifierTellsOwnChanges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (fanotify)")
+	}
+	rec := &recorder{}
+	n, err := attrcache.StartNotifier(rec)
+	if err != nil {
+		t.Skipf("no fanotify here: %v", err)
+	}
+	defer n.Close()
+	dir, err := os.MkdirTemp("/var/tmp", "snfs-notify-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := n.Watch(dir); err != nil {
+		t.Skipf("cannot watch %s: %v", dir, err)
+	}
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh, _, err := unix.NameToHandleAt(unix.AT_FDCWD, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Drain()
+	rec.sawBy(fh)
+	if err := os.WriteFile(p, []byte("ours"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.Drain()
+	if self, other := rec.sawBy(fh); !self || other {
+		t.Errorf("a write by this process: reported as ours %v, as another's %v; want ours only", self, other)
+	}
+	if out, err := exec.Command("sh", "-c", "echo theirs > "+p).CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v: %s", err, out)
+	}
+	n.Drain()
+	if self, other := rec.sawBy(fh); self || !other {
+		t.Errorf("a write by a child process: reported as ours %v, as another's %v; want another's only", self, other)
 	}
 }

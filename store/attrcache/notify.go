@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // the objects they name to its Handler (doc.go says how and why). Safe for
 // concurrent use.
 type Notifier struct {
-	fd int // the fanotify group (non-blocking); -1 once closed
-	h  Handler
+	fd   int // the fanotify group (non-blocking); -1 once closed
+	h    Handler
+	self int32 // this process's id: its own changes are reported as such
 
 	mu  sync.Mutex // held by a drain: one that returns has applied every event queued before it began
 	buf []byte     // guarded by mu
@@ -34,7 +36,11 @@ type Handler interface {
 	// Changed reports an object that may have changed, by its kernel handle:
 	// name_to_handle_at(2)'s handle type and bytes (for a change to a
 	// directory's entries, the directory's). handle is valid only during the call.
-	Changed(handleType uint32, handle []byte)
+	// self is true when the change was made by this process (the event's
+	// process id is this one's): package store drops its own changes
+	// synchronously, and the server must not take its own writes for those
+	// of a local process on the server machine.
+	Changed(handleType uint32, handle []byte, self bool)
 	// Lost reports that events may have been lost (a queue overflow, a record
 	// that names nothing or cannot be read): anything may have changed.
 	Lost()
@@ -60,7 +66,7 @@ func StartNotifier(h Handler) (*Notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attrcache: fanotify: %w", err)
 	}
-	n := &Notifier{fd: fd, h: h, buf: make([]byte, 64<<10),
+	n := &Notifier{fd: fd, h: h, self: int32(os.Getpid()), buf: make([]byte, 64<<10),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go n.run()
 	return n, nil
@@ -128,7 +134,7 @@ func (n *Notifier) Drain() {
 		if k == 0 {
 			return
 		}
-		if !parseEvents(n.buf[:k], n.h.Changed) {
+		if !parseEvents(n.buf[:k], func(typ uint32, h []byte, pid int32) { n.h.Changed(typ, h, pid == n.self) }) {
 			n.h.Lost()
 		}
 	}
@@ -143,11 +149,13 @@ const (
 )
 
 // parseEvents calls changed with the kernel handle (type and bytes, a slice of b)
-// of every object the events in b name. It reports false when they cannot be
+// of every object the events in b name, and the id of the process that caused
+// the event (its thread group's; 0 when it is outside this process's pid
+// namespace). It reports false when they cannot be
 // trusted to name every change: a queue overflow, an unknown format, or a
 // malformed record (which also stops the parse). Bounded: it reads only inside b
 // and allocates nothing.
-func parseEvents(b []byte, changed func(handleType uint32, handle []byte)) bool {
+func parseEvents(b []byte, changed func(handleType uint32, handle []byte, pid int32)) bool {
 	ne := binary.NativeEndian
 	ok := true
 	for len(b) > 0 {
@@ -161,6 +169,7 @@ func parseEvents(b []byte, changed func(handleType uint32, handle []byte)) bool 
 			return false
 		}
 		mask := ne.Uint64(b[8:])
+		pid := int32(ne.Uint32(b[20:]))
 		if mask&unix.FAN_Q_OVERFLOW != 0 {
 			ok = false
 		}
@@ -185,7 +194,7 @@ func parseEvents(b []byte, changed func(handleType uint32, handle []byte)) bool 
 					return false
 				}
 				found = true
-				changed(typ, h[:hb:hb])
+				changed(typ, h[:hb:hb], pid)
 			}
 			info = info[l:]
 		}

@@ -34,7 +34,7 @@ func TestParseEvents(t *testing.T) {
 		h   string
 	}
 	var got []handle
-	drop := func(typ uint32, h []byte) { got = append(got, handle{typ, string(h)}) }
+	drop := func(typ uint32, h []byte, _ int32) { got = append(got, handle{typ, string(h)}) }
 	b := append(fanEvent(unix.FAN_MODIFY, 0x81, h), fanEvent(unix.FAN_ATTRIB, 0x82, h[:4])...)
 	if !parseEvents(b, drop) || len(got) != 2 {
 		t.Fatalf("two good events: %d handles", len(got))
@@ -67,7 +67,7 @@ func FuzzParseEvents(f *testing.F) {
 	f.Add(append(fanEvent(unix.FAN_CREATE|unix.FAN_ONDIR, 1, []byte{9, 9, 9, 9}), fanEvent(unix.FAN_DELETE_SELF, 1, nil)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n := 0
-		parseEvents(b, func(typ uint32, h []byte) {
+		parseEvents(b, func(typ uint32, h []byte, _ int32) {
 			if len(h) > len(b) || cap(h) != len(h) {
 				t.Fatalf("handle of %d bytes (capacity %d) from %d", len(h), cap(h), len(b))
 			}
