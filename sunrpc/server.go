@@ -85,6 +85,10 @@ func (s *Server) Register(p *Program) {
 	s.d.register(p)
 }
 
+// track records a listener being served, and counts its serving loop in wg
+// (under mu, as Shutdown sets closing: an Add after Shutdown's Wait began
+// would race it); the caller calls wg.Done when the loop ends. false: the
+// server is shutting down, nothing was counted.
 func (s *Server) track(l io.Closer) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -92,6 +96,7 @@ func (s *Server) track(l io.Closer) bool {
 		return false
 	}
 	s.listeners[l] = struct{}{}
+	s.wg.Add(1)
 	return true
 }
 
@@ -102,7 +107,6 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.wg.Add(1)
 	defer s.wg.Done()
 	for {
 		nc, err := ln.Accept()
@@ -164,7 +168,6 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 		pc.Close()
 		return nil
 	}
-	s.wg.Add(1)
 	defer s.wg.Done()
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
