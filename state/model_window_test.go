@@ -109,6 +109,20 @@ func (w *world) writeDuringCallback(c ClientID, f int) {
 	w.logf("%d writes f%d = %d through during the callback's write-back", c, f, w.nextVal)
 }
 
+// closeDuringCallback: c's application closes its write open of f while a
+// callback that lets it keep caching writes back; the CLOSE, saying dirty,
+// is sent (and applied) before the callback's answer.
+func (w *world) closeDuringCallback(c ClientID, f int) {
+	s := &w.cl[c][f]
+	if s.appW == 0 || s.sentW == 0 {
+		return
+	}
+	s.appW--
+	s.sentW--
+	w.logf("%d closes f%d for write during the callback's write-back (dirty %v)", c, f, s.dirty)
+	w.absorb(w.m.Close(w.now, CloseArgs{File: fileID(f), Client: c, Mode: Write, Dirty: s.dirty}))
+}
+
 // recorder is a testing.TB whose Fatalf records the failure and ends the
 // goroutine, for runs expected to fail.
 type recorder struct {
