@@ -37,7 +37,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	if oc == nil || oc.seq != cb.Seq {
 		return m.lateAnswer(s, e, t, cb, o)
 	}
-	mode := oc.mode
+	mode, dirtyClose := oc.mode, oc.dirtyClose
 	dropCall(e, cb.Client)
 	if o >= numOutcomes {
 		o = Failed
@@ -64,8 +64,13 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		if mode != Invalidate {
 			h.wbSeq = cb.Seq
 		}
-		// A client that still writes into its cache may be dirty again at once.
-		if mode != Invalidate && (h.writers == 0 || inval || h.flags&fCaching == 0) {
+		// A client that still writes into its cache may be dirty again at
+		// once. One that CLOSEd dirty while the callback was out may have
+		// written into its cache after its write-back began (a callback
+		// that does not invalidate lets it), and closed before answering:
+		// it stays the last writer until a CLOSE with dirty = FALSE, or the
+		// answer to a later callback, says otherwise (docs/protocol.md 5.1).
+		if mode != Invalidate && (h.writers == 0 || inval || h.flags&fCaching == 0) && (inval || !dirtyClose) {
 			h.flags &^= fDirty
 		}
 		if mode == Relinquish {

@@ -83,6 +83,10 @@ type outCall struct {
 	sent    bool
 	emitted int64
 	at      int64 // when sent (valid if sent)
+	// dirtyClose: the client CLOSEd with dirty = TRUE while the call was
+	// out. Its OK then covers what it held dirty when the callback reached
+	// it, not what it may have written since (CallbackDone).
+	dirtyClose bool
 }
 
 func (h *holder) opens() bool { return h.readers+h.writers > 0 }

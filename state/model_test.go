@@ -27,6 +27,10 @@ import (
 // or write of the file, covered ones included, may then wait (parked), and
 // must find the pinned holder's writes on the server when it goes on.
 //
+// A client called back to write back (CB_WRITEBACK, CB_RELINQUISH) keeps
+// caching: an application write may land in its cache while it writes back,
+// and the application may close the file (CLOSE, dirty) before the answer.
+//
 // A client applies an OPEN's answer after the server sent it, and may serve a
 // callback in between (the answer is in transit: a mount serves callbacks on
 // their own goroutines, issue 22 item 3); it then counts the OPEN as in
@@ -96,6 +100,8 @@ type pendPlain struct {
 	f     int
 	kind  AccessKind
 	proto bool // a protocol client's read or write of a file it has open
+	since int  // the file's latest value when the request arrived
+	lost  int  // the file's losses (w.lost) when the request arrived
 }
 
 type outCb struct {
@@ -113,6 +119,7 @@ type world struct {
 	nextVal   int
 	server    [nFiles]int
 	latest    [nFiles]int
+	lost      [nFiles]int // dirty data lost (fences, deaths): latest went back to the server's
 	cl        [nClients + 1][nFiles]cstate
 	pendOpens map[ReqID]pendOpen
 	pendPlain map[ReqID]pendPlain
@@ -181,7 +188,7 @@ func (w *world) absorb(acts []Action) {
 			w.fences = append(w.fences, a)
 			// The data is lost now, before the actions after this one run.
 			if s := &w.cl[a.Client][a.File[15]-0xe8]; s.dirty {
-				w.latest[a.File[15]-0xe8] = w.server[a.File[15]-0xe8]
+				w.lose(int(a.File[15] - 0xe8))
 				s.dirty = false
 			}
 		case ActReply:
@@ -202,7 +209,7 @@ func (w *world) absorb(acts []Action) {
 			if pp.proto {
 				w.cl[pp.c][pp.f].parked = false
 			}
-			w.plainDone(pp.c, pp.f, pp.kind)
+			w.plainDone(pp.c, pp.f, pp.kind, pp.since, pp.lost)
 		case ActJukebox, ActAbandon, ActRefuse:
 			w.logf("  -> %v %d", a.Kind, a.Req)
 			if po, ok := w.pendOpens[a.Req]; ok {
@@ -257,7 +264,7 @@ func (w *world) react() {
 func (w *world) forget(c ClientID, f int) {
 	s := &w.cl[c][f]
 	if s.dirty {
-		w.latest[f] = w.server[f]
+		w.lose(f)
 	}
 	pending, parked, revoked := s.pending, s.parked, s.revoked
 	*s = cstate{pending: pending, parked: parked, revoked: revoked}
@@ -329,13 +336,15 @@ func (w *world) access(c ClientID, f int, k AccessKind) (parked bool) {
 		w.fail("%v by %d of f%d it has open waits, and no other client is pinned: %+v", k, c, f, fi)
 	}
 	w.logf("%d: %v f%d waits behind a pinned holder (req %d)", c, k, f, req)
-	w.pendPlain[req] = pendPlain{c: c, f: f, kind: k, proto: true}
+	w.pendPlain[req] = pendPlain{c: c, f: f, kind: k, proto: true, since: w.latest[f], lost: w.lost[f]}
 	w.cl[c][f].parked = true
 	w.absorb(acts)
 	return true
 }
 
-func (w *world) plainDone(c ClientID, f int, k AccessKind) {
+// plainDone finishes c's access of f, which arrived when f's latest value
+// was since and its losses lost.
+func (w *world) plainDone(c ClientID, f int, k AccessKind, since, lost int) {
 	fi, _ := w.m.Lookup(w.now, fileID(f))
 	for _, h := range fi.Holders {
 		if h.Client != c && h.Pinned && !h.Fenced {
@@ -352,7 +361,16 @@ func (w *world) plainDone(c ClientID, f int, k AccessKind) {
 			w.fail("plain %v by %d of f%d while %+v", k, c, f, h)
 		}
 	}
-	if k == AccessRead || k == AccessGetattr {
+	if k == AccessGetattr {
+		// What was written before it arrived (unless a fence or a death
+		// lost it since); a caching writer's writes since (during its
+		// write-back) need not be there.
+		if w.lost[f] == lost && w.server[f] < since {
+			w.fail("plain GETATTR by %d of f%d: %d, latest when it arrived %d", c, f, w.server[f], since)
+		}
+		return
+	}
+	if k == AccessRead {
 		if w.server[f] != w.latest[f] {
 			w.fail("plain read by %d of f%d: %d, latest %d", c, f, w.server[f], w.latest[f])
 		}
@@ -485,13 +503,13 @@ func (w *world) step() {
 		w.nextReq++
 		req := w.nextReq
 		w.logf("plain %d: %v f%d (req %d)", p, k, f, req)
-		w.pendPlain[req] = pendPlain{c: p, f: f, kind: k}
+		w.pendPlain[req] = pendPlain{c: p, f: f, kind: k, since: w.latest[f], lost: w.lost[f]}
 		v, acts := w.m.PlainAccess(w.now, req, AccessArgs{File: fileID(f), Handle: []byte{byte(f)}, Client: p, Kind: k})
 		w.absorb(acts)
 		switch v {
 		case Proceed:
 			delete(w.pendPlain, req)
-			w.plainDone(p, f, k)
+			w.plainDone(p, f, k, w.latest[f], w.lost[f])
 		case Wait:
 			w.logf("  = wait")
 		default:
@@ -562,84 +580,6 @@ func (w *world) step() {
 		w.deliver(tr)
 	}
 	w.react()
-}
-
-// answer is a client's reaction to a callback: write back and invalidate as
-// asked (its writes are covered and never wait), then answer.
-func (w *world) answer(oc outCb, failIt bool) {
-	cb := oc.cb
-	c, f := cb.Client, int(cb.File[15]-0xe8)
-	s := &w.cl[c][f]
-	if oc.void {
-		w.logf("%d's late answer to %v on f%d", c, cb.Mode, f)
-		if acts := w.m.CallbackDone(w.now, cb, OK); len(acts) != 0 {
-			w.fail("late answer: %+v", acts)
-		}
-		return
-	}
-	if failIt {
-		w.logf("%d fails the %v on f%d", c, cb.Mode, f)
-		current := w.current(cb)
-		w.absorb(w.m.CallbackDone(w.now, cb, Failed))
-		if current && !w.m.Fenced(c, cb.File) {
-			// It held nothing worth fencing: the machine had forgotten it.
-			if s.sentR+s.sentW > 0 || s.dirty {
-				w.fail("failed callback to %d holding f%d did not fence it (%+v)", c, f, *s)
-			}
-		}
-		w.react()
-		return
-	}
-	if cb.Mode == Invalidate && s.dirty {
-		w.fail("INVALIDATE without write-back sent to %d, dirty on f%d", c, f)
-	}
-	invalidates := cb.Mode == Invalidate || cb.Mode == WritebackInvalidate
-	if invalidates && s.pending {
-		s.revoked = true // the pending OPEN's answer does not cache (deliver)
-	}
-	if (s.pinned || (invalidates && s.caching && w.src.intn(2) == 0)) && s.appW > 0 {
-		// Its kernel writes into its cache file: it writes back what it
-		// has and goes on writing.
-		w.flush(c, f)
-		s.pinned, s.caching, s.valid = true, false, false
-		if s.pending {
-			s.revoked = true // as for an invalidation: caching stopped
-		}
-		w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, Pinned)
-		w.absorb(w.m.CallbackDone(w.now, cb, Pinned))
-		return
-	}
-	s.pinned = false // its kernel's write opens are gone: it answers as any client
-	switch cb.Mode {
-	case Invalidate:
-		s.valid, s.caching = false, false
-	case Writeback:
-		w.flush(c, f)
-	case WritebackInvalidate:
-		// An application write may land while the write-back runs.
-		racing := s.appW > 0 && s.caching && w.src.intn(3) == 0
-		if !w.old.lateStop {
-			s.caching = false // stopped first: later writes go through
-		}
-		w.flush(c, f)
-		if racing {
-			w.writeDuringCallback(c, f)
-		}
-		s.valid, s.caching = false, false
-	case Relinquish:
-		w.flush(c, f)
-	}
-	out := OK
-	switch {
-	case s.sentR+s.sentW > 0 && s.appR+s.appW == 0 && !s.pending && (cb.Mode == Relinquish || w.src.intn(2) == 0):
-		out = TreatAsClosed
-		s.sentR, s.sentW = 0, 0
-	case s.sentR+s.sentW == 0 && !s.dirty && (!s.pending || w.old.staleOpening) && w.src.intn(2) == 0:
-		out = Stale
-		s.valid = false
-	}
-	w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, out)
-	w.absorb(w.m.CallbackDone(w.now, cb, out))
 }
 
 // current reports whether cb is still out as far as the machine knows: not

@@ -10,9 +10,12 @@ import (
 )
 
 // The property test's model of a client's windows (model_test.go): OPEN
-// answers applied late, writes landing during a callback's write-back, and
-// the client logic the mount had before issue 22 item 3 (oldLogic), which
-// TestPropertyFindsOldClientWindows shows the checker finds.
+// answers applied late, writes landing during a callback's write-back (and,
+// for a callback that lets the client keep caching, a CLOSE crossing its
+// answer: without the machine's rule for it, TestProperty fails at seed 14),
+// how a client answers callbacks, and the client logic the mount had before
+// issue 22 item 3 (oldLogic), which TestPropertyFindsOldClientWindows shows
+// the checker finds.
 
 // oldLogic selects client windows that the mount had before issue 22 item 3.
 type oldLogic struct {
@@ -107,6 +110,112 @@ func (w *world) writeDuringCallback(c ClientID, f int) {
 	w.latest[f] = w.nextVal
 	w.server[f] = w.nextVal
 	w.logf("%d writes f%d = %d through during the callback's write-back", c, f, w.nextVal)
+}
+
+// answer is a client's reaction to a callback: write back and invalidate as
+// asked (its writes are covered and never wait), then answer.
+func (w *world) answer(oc outCb, failIt bool) {
+	cb := oc.cb
+	c, f := cb.Client, int(cb.File[15]-0xe8)
+	s := &w.cl[c][f]
+	if oc.void {
+		w.logf("%d's late answer to %v on f%d", c, cb.Mode, f)
+		if acts := w.m.CallbackDone(w.now, cb, OK); len(acts) != 0 {
+			w.fail("late answer: %+v", acts)
+		}
+		return
+	}
+	if failIt {
+		w.logf("%d fails the %v on f%d", c, cb.Mode, f)
+		current := w.current(cb)
+		w.absorb(w.m.CallbackDone(w.now, cb, Failed))
+		if current && !w.m.Fenced(c, cb.File) {
+			// It held nothing worth fencing: the machine had forgotten it.
+			if s.sentR+s.sentW > 0 || s.dirty {
+				w.fail("failed callback to %d holding f%d did not fence it (%+v)", c, f, *s)
+			}
+		}
+		w.react()
+		return
+	}
+	if cb.Mode == Invalidate && s.dirty {
+		w.fail("INVALIDATE without write-back sent to %d, dirty on f%d", c, f)
+	}
+	invalidates := cb.Mode == Invalidate || cb.Mode == WritebackInvalidate
+	if invalidates && s.pending {
+		s.revoked = true // the pending OPEN's answer does not cache (deliver)
+	}
+	if (s.pinned || (invalidates && s.caching && w.src.intn(2) == 0)) && s.appW > 0 {
+		// Its kernel writes into its cache file: it writes back what it
+		// has and goes on writing.
+		w.flush(c, f)
+		s.pinned, s.caching, s.valid = true, false, false
+		if s.pending {
+			s.revoked = true // as for an invalidation: caching stopped
+		}
+		w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, Pinned)
+		w.absorb(w.m.CallbackDone(w.now, cb, Pinned))
+		return
+	}
+	s.pinned = false // its kernel's write opens are gone: it answers as any client
+	switch cb.Mode {
+	case Invalidate:
+		s.valid, s.caching = false, false
+	case Writeback, Relinquish:
+		// It keeps caching: an application write may land while the
+		// write-back runs (it stays dirty), and the application's close
+		// may cross the answer.
+		racing := s.appW > 0 && s.caching && w.src.intn(3) == 0
+		w.flush(c, f)
+		if racing {
+			w.writeDuringCallback(c, f)
+			if w.src.intn(2) == 0 {
+				w.closeDuringCallback(c, f)
+			}
+		}
+	case WritebackInvalidate:
+		// An application write may land while the write-back runs.
+		racing := s.appW > 0 && s.caching && w.src.intn(3) == 0
+		if !w.old.lateStop {
+			s.caching = false // stopped first: later writes go through
+		}
+		w.flush(c, f)
+		if racing {
+			w.writeDuringCallback(c, f)
+		}
+		s.valid, s.caching = false, false
+	}
+	out := OK
+	switch {
+	case s.sentR+s.sentW > 0 && s.appR+s.appW == 0 && !s.pending && !s.dirty && (cb.Mode == Relinquish || w.src.intn(2) == 0):
+		out = TreatAsClosed
+		s.sentR, s.sentW = 0, 0
+	case s.sentR+s.sentW == 0 && !s.dirty && (!s.pending || w.old.staleOpening) && w.src.intn(2) == 0:
+		out = Stale
+		s.valid = false
+	}
+	w.logf("%d answers %v on f%d: %v", c, cb.Mode, f, out)
+	w.absorb(w.m.CallbackDone(w.now, cb, out))
+}
+
+// lose: a client's dirty data of f is lost (fenced, dead).
+func (w *world) lose(f int) {
+	w.latest[f] = w.server[f]
+	w.lost[f]++
+}
+
+// closeDuringCallback: c's application closes its write open of f while a
+// callback that lets it keep caching writes back; the CLOSE, saying dirty,
+// is sent (and applied) before the callback's answer.
+func (w *world) closeDuringCallback(c ClientID, f int) {
+	s := &w.cl[c][f]
+	if s.appW == 0 || s.sentW == 0 {
+		return
+	}
+	s.appW--
+	s.sentW--
+	w.logf("%d closes f%d for write during the callback's write-back (dirty %v)", c, f, s.dirty)
+	w.absorb(w.m.Close(w.now, CloseArgs{File: fileID(f), Client: c, Mode: Write, Dirty: s.dirty}))
 }
 
 // recorder is a testing.TB whose Fatalf records the failure and ends the

@@ -75,6 +75,9 @@ func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
 	if h.writers == 0 && !a.Dirty {
 		h.flags &^= fDirty
 	}
+	if oc := e.call(a.Client); oc != nil && a.Dirty {
+		oc.dirtyClose = true
+	}
 	var out []Action
 	s.touch(e, t)
 	e.settle(t)

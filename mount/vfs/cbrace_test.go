@@ -343,3 +343,72 @@ func TestOpenAnswerRefusingCachingStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDirtyCloseCrossingWriteBack: B caches f open for writing; A's GETATTR
+// makes the server call B back to write back (CB_WRITEBACK, which lets B go
+// on caching). While the callback's write-back runs, B writes more into its
+// cache and closes f: its CLOSE, saying dirty, reaches the server before the
+// callback's CB_OK. The server took that answer to mean B held nothing
+// dirty any more and forgot B as the last writer: A's next open read the
+// server's copy without B's last write (issue 22 item 3: a prefix of B's
+// rewrite, or an empty file, in TestMountSNFSSeqShareOverlap).
+func TestDirtyCloseCrossingWriteBack(t *testing.T) {
+	ctx := context.Background()
+	old := bytes.Repeat([]byte("old version; "), 3000)
+	part1, part2 := bytes.Repeat([]byte("B's first write. "), 1000), bytes.Repeat([]byte("B's last write, as the callback writes back. "), 500)
+	a, b, ia, ib := twoSNFS(t, 0, old)
+	fb, _, err := b.Open(ctx, ib, Cred{}, syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ib.snfsCaching() {
+		t.Fatal("B does not cache its only open")
+	}
+	var zero uint64
+	if _, _, err := b.Setattr(ctx, ib, Cred{}, SetAttr{Size: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(ctx, fb, 0, part1); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	var started atomic.Bool
+	b.sn.beforeMarkClean.set(func(in *Inode) {
+		if in != ib || !started.CompareAndSwap(false, true) {
+			return
+		}
+		// B's application writes and closes (write, close(2), release)
+		// while the callback writes back: all before the callback's answer.
+		go func() {
+			_, err := b.Write(ctx, fb, uint64(len(part1)), part2)
+			if err == nil {
+				err = b.Flush(ctx, fb)
+			}
+			if err == nil {
+				err = b.Release(ctx, fb)
+			}
+			closed <- err
+		}()
+		select {
+		case err := <-closed:
+			closed <- err
+		case <-time.After(5 * time.Second):
+			t.Error("B's write and release waited for the callback's write-back")
+		}
+	})
+	t.Cleanup(func() { b.sn.beforeMarkClean.set(nil) })
+	ia.Invalidate()
+	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	if !started.Load() {
+		t.Fatal("A's GETATTR did not make B write back")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte{}, part1...), part2...)
+	if got := openRead(t, a, ia); !bytes.Equal(got, want) {
+		t.Errorf("A reads %d bytes after B's close; want B's %d (%d before its last write)", len(got), len(want), len(part1))
+	}
+}
