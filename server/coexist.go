@@ -50,6 +50,13 @@ func getattrAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.FHArgs) []fileAcce
 	return regularAccess(r, a.FH, state.AccessGetattr)
 }
 
+// accessAccess: ACCESS of a regular file is gated as GETATTR is: its reply
+// carries the file's attributes, and a plain client's open revalidates with
+// ACCESS alone (close-to-open), taking that size as the file's.
+func accessAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.AccessArgs) []fileAccess {
+	return regularAccess(r, a.Object, state.AccessGetattr)
+}
+
 func readAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.ReadArgs) []fileAccess {
 	return regularAccess(r, a.File, state.AccessRead)
 }
