@@ -239,7 +239,7 @@ func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
 	if err := fs.pinFlushLocked(ctx, pf); err != nil || !full {
 		return err
 	}
-	return fs.pinScanLocked(ctx, pf)
+	return fs.pinScanLocked(ctx, pf, span{0, math.MaxUint64})
 }
 
 // pinSized brings the cache file of a pinned file to a size this client set
@@ -313,8 +313,15 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 
 // pinRefreshLocked lays the server's bytes of r over the cache file, except
 // where the kernel's other accesses in flight may be writing (or landed
-// writes wait: a flush that failed).
+// writes wait: a flush that failed). Pages of r this client stored into
+// through a shared mapping since they were last sent or refreshed are sent
+// first (pinnedmap.go): the refresh would lay the server's older bytes over
+// them, and they would be lost, to this client's next read as to the
+// server.
 func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
+	if err := fs.pinScanLocked(ctx, pf, r); err != nil {
+		return fmt.Errorf("passthrough: sending mapped writes before a refresh: %w", err)
+	}
 	busy := append([]span(nil), pf.landed...)
 	for t, s := range pf.pre {
 		if t != tid {
