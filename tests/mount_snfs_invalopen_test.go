@@ -18,6 +18,7 @@ import (
 
 	"snfs/internal/fsx"
 	"snfs/nfs3"
+	"snfs/server"
 )
 
 // TestMountFsxSNFSSharedReader: the random tester on an snfs-mode mount while
@@ -48,7 +49,17 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, "rw,no_root_squash")
-			a := newSNFSMountOpts(t, e, "A", time.Hour, 2*time.Second, c.passthrough)
+			// Plain holds that end within the run: the tester's next OPEN
+			// (a reopen; no delayed close to take over with the Go client)
+			// may cache again, and the next plain READ calls it back again.
+			e.restartWith(func(c *server.Config) {
+				c.Table.PlainHold, c.Table.RecallBackoff = sharedHold, 100*time.Millisecond
+			})
+			closeDelay := 2 * time.Second
+			if c.client {
+				closeDelay = 0
+			}
+			a := newSNFSMountOpts(t, e, "A", time.Hour, closeDelay, c.passthrough)
 			cfg := fsxConfig(filepath.Join(a.dir, "fsx.dat"), ops, fsxSeed(t, c.seed))
 			cfg.Weights = c.weights
 			var read func() error
@@ -85,17 +96,25 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 	}
 }
 
-// sharedReader calls read again and again, with seeded pauses of up to 20
-// ms, until stop closes; it returns how many reads it made. The file not
-// being there yet (or for a moment) is not an error.
+// sharedHold is the server's plain hold in TestMountFsxSNFSSharedReader.
+const sharedHold = 300 * time.Millisecond
+
+// sharedReader calls read again and again until stop closes, with seeded
+// pauses: of up to 20 ms, and one in ten longer than sharedHold (the file's
+// plain hold ends); it returns how many reads it made. The file not being
+// there yet (or for a moment) is not an error.
 func sharedReader(read func() error, seed uint64, stop <-chan struct{}) (int, error) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	n := 0
 	for {
+		pause := time.Duration(r.IntN(20000)) * time.Microsecond
+		if r.IntN(10) == 0 {
+			pause += sharedHold + 100*time.Millisecond
+		}
 		select {
 		case <-stop:
 			return n, nil
-		case <-time.After(time.Duration(r.IntN(20000)) * time.Microsecond):
+		case <-time.After(pause):
 		}
 		if err := read(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return n, err
