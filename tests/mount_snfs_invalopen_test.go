@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -280,4 +281,71 @@ func firstDiff(got, want []byte, base int) string {
 	}
 	return fmt.Sprintf("%d bytes, want %d; first difference at offset %d (got %x, want %x)", len(got), len(want),
 		base+i, got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
+}
+
+// TestMountSNFSPinnedEntryStores: stores through a shared mapping go on,
+// from another thread, while a plain READ makes A the pinned holder: the
+// callback writes the whole file back, and a store landing in a page after
+// the write-back read that page must still reach the server (at A's fsync):
+// the entry must not record such a page as sent. Each round: a fresh 1 MiB
+// file written through a passthrough open and mapped, a storer writing
+// counters across its pages, the plain READ, then the storer stopped, A's
+// fsync, and the server's file compared with the mapping.
+func TestMountSNFSPinnedEntryStores(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	requirePassthrough(t, a)
+	const size, rounds = 1 << 20, 8
+	for k := range rounds {
+		name := fmt.Sprintf("entry%d", k)
+		_, pt0 := readsOf(a)
+		fa, err := os.OpenFile(a.path(name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fa.Close() // on a failure: the mount's unmount needs it closed
+		if _, pt := readsOf(a); pt == pt0 {
+			t.Skip("the write open did not pass through (no pre-content fanotify here)")
+		}
+		if _, err := fa.WriteAt(randBytes(uint64(500+k), size), 0); err != nil {
+			t.Fatal(err)
+		}
+		m, err := syscall.Mmap(int(fa.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for n := uint64(1); ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				off := int(n*4096+n/256*8) % (size - 8)
+				binary.LittleEndian.PutUint64(m[off:], n)
+			}
+		})
+		_, rerr := plainReadAll(e, name)
+		close(stop)
+		wg.Wait()
+		want := append([]byte(nil), m...)
+		uerr := syscall.Munmap(m)
+		if rerr != nil || uerr != nil {
+			t.Fatalf("round %d: plain read %v, munmap %v", k, rerr, uerr)
+		}
+		if err := fa.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRead(t, e.path(name)); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: the server after A's fsync: %s", k, firstDiff(got, want, 0))
+		}
+		if err := fa.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.v.SNFSStats().Pinned.Load(); n != rounds {
+		t.Errorf("A was made the pinned holder %d times, want %d", n, rounds)
+	}
 }

@@ -195,16 +195,31 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 		if err := fs.sn.pin.w.Watch(fd); err != nil {
 			fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
 		}
+		// The pages as they are before the entry's write-back reads them
+		// (pinEntered).
+		pf.resumLocked(span{0, math.MaxUint64})
 	}
 	pf.mu.Unlock()
 	return pf
 }
 
-// pinEntered ends the entry: the whole file was written back.
+// pinEntered ends the entry: the whole file was written back. A page counts
+// as sent only if it is still as it was before the write-back read it
+// (pinEnter): a store through a mapping may have landed in it after the
+// write-back's read, and the next scan or refresh (pinnedmap.go) must send
+// it, not take it for the server's.
 func (fs *FS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
+	before := pf.sums.sum
+	pf.sums.init()
+	pf.sums.sum = map[uint64]uint64{} // same seed: comparable with before
 	pf.resumLocked(span{0, math.MaxUint64})
+	for p, h := range pf.sums.sum {
+		if b, ok := before[p]; !ok || b != h {
+			delete(pf.sums.sum, p)
+		}
+	}
 	pf.mu.Unlock()
 	if pf.holder {
 		fs.sn.stats.Pinned.Add(1)
