@@ -63,6 +63,9 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 			a := newSNFSMountOpts(t, e, "A", time.Hour, closeDelay, c.passthrough)
 			cfg := fsxConfig(filepath.Join(a.dir, "fsx.dat"), ops, fsxSeed(t, c.seed))
 			cfg.Weights = c.weights
+			// Reopens (new OPENs, which may cache again) apart from the
+			// checks, whatever the length.
+			cfg.ReopenEvery = 97
 			var read func() error
 			if c.client {
 				read = func() error { _, err := plainReadAll(e, "fsx.dat"); return err }
