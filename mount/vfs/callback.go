@@ -205,7 +205,15 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	if cf := i.cacheFileOrNil(); cf != nil && !cf.NeedsWriteBack() {
 		cf.SetVersion(cf.Version(), int64(*size))
 	}
-	if pf := fs.pinnedOf(i); pf != nil {
+	// Also while a callback's entry into the pinned mode is in progress
+	// (not yet entered): the kernel maps and reads this cache file, and a
+	// size set on the server meanwhile and not applied to it (an ftruncate
+	// growing the file before a mapped write, say) left stores past its
+	// end faulting (SIGBUS) and fstat reporting the old size.
+	i.mu.Lock()
+	pf := i.sn.pt.pinned
+	i.mu.Unlock()
+	if pf != nil {
 		fs.pinSized(pf, *size)
 	}
 }

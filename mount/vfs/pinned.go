@@ -195,16 +195,31 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 		if err := fs.sn.pin.w.Watch(fd); err != nil {
 			fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
 		}
+		// The pages as they are before the entry's write-back reads them
+		// (pinEntered).
+		pf.resumLocked(span{0, math.MaxUint64})
 	}
 	pf.mu.Unlock()
 	return pf
 }
 
-// pinEntered ends the entry: the whole file was written back.
+// pinEntered ends the entry: the whole file was written back. A page counts
+// as sent only if it is still as it was before the write-back read it
+// (pinEnter): a store through a mapping may have landed in it after the
+// write-back's read, and the next scan or refresh (pinnedmap.go) must send
+// it, not take it for the server's.
 func (fs *FS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
+	before := pf.sums.sum
+	pf.sums.init()
+	pf.sums.sum = map[uint64]uint64{} // same seed: comparable with before
 	pf.resumLocked(span{0, math.MaxUint64})
+	for p, h := range pf.sums.sum {
+		if b, ok := before[p]; !ok || b != h {
+			delete(pf.sums.sum, p)
+		}
+	}
 	pf.mu.Unlock()
 	if pf.holder {
 		fs.sn.stats.Pinned.Add(1)
@@ -239,7 +254,7 @@ func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
 	if err := fs.pinFlushLocked(ctx, pf); err != nil || !full {
 		return err
 	}
-	return fs.pinScanLocked(ctx, pf)
+	return fs.pinScanLocked(ctx, pf, span{0, math.MaxUint64})
 }
 
 // pinSized brings the cache file of a pinned file to a size this client set
@@ -313,8 +328,15 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 
 // pinRefreshLocked lays the server's bytes of r over the cache file, except
 // where the kernel's other accesses in flight may be writing (or landed
-// writes wait: a flush that failed).
+// writes wait: a flush that failed). Pages of r this client stored into
+// through a shared mapping since they were last sent or refreshed are sent
+// first (pinnedmap.go): the refresh would lay the server's older bytes over
+// them, and they would be lost, to this client's next read as to the
+// server.
 func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
+	if err := fs.pinScanLocked(ctx, pf, r); err != nil {
+		return fmt.Errorf("passthrough: sending mapped writes before a refresh: %w", err)
+	}
 	busy := append([]span(nil), pf.landed...)
 	for t, s := range pf.pre {
 		if t != tid {

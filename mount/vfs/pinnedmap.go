@@ -16,7 +16,12 @@ import (
 // the file's pages again and sends every page that differs: only this
 // client's stores can have changed them, since other clients' bytes enter
 // the cache file through the refresh. The scan reads the whole file, which
-// is why it is left to closes and fsyncs, not done at every callback.
+// is why it is left to closes and fsyncs, not done at every callback. Before
+// an access's refresh lays the server's bytes over a range, the pages of
+// that range are scanned the same way and the changed ones sent: a read or
+// write through the file after stores through a mapping would otherwise
+// overwrite them with the server's older bytes, losing them (a store racing
+// the refresh itself, from another thread, is the one left unprotected).
 
 // pinPage is the granularity of the page hashes.
 const pinPage = 4096
@@ -94,16 +99,16 @@ func (pf *pinnedFile) sumLocked(off uint64, data []byte) {
 	}
 }
 
-// pinScanLocked sends the pages of the cache file whose hash changed since
-// they were last sent or refreshed.
-func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile) error {
+// pinScanLocked sends the pages of the cache file that r overlaps whose hash
+// changed since they were last sent or refreshed.
+func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) error {
 	pf.sums.init()
 	st, err := pf.fd.Stat()
 	if err != nil {
 		return err
 	}
 	var changed []span
-	pf.hashPagesLocked(0, uint64(st.Size()), func(p, h uint64) {
+	pf.hashPagesLocked(r.off&^(pinPage-1), min(r.end(), uint64(st.Size())), func(p, h uint64) {
 		if old, ok := pf.sums.sum[p]; ok && old == h {
 			return
 		}
