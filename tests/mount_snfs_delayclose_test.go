@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,32 +11,13 @@ import (
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"snfs/metrics"
-	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 	"snfs/server"
 )
 
 // newSNFSMountDelayed is newSNFSMount with delayed close on (closeDelay).
 func newSNFSMountDelayed(t *testing.T, e *env, name string, wbDelay, closeDelay time.Duration) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	export := e.cfg.Exports[0].Path
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: wbDelay, CloseDelay: closeDelay, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountOpts(t, e, name, wbDelay, closeDelay, true)
 }
 
 // metricValue is the sum of the samples of the metric family name whose
