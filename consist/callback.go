@@ -56,12 +56,18 @@ func (d *Driver) sendCallback(cb state.Callback) {
 		late := time.AfterFunc(d.cbTimeout, func() { d.met.timeouts.Inc() })
 		defer late.Stop()
 		var res snfs1.CallbackRes
+		var timed atomic.Bool // the answer's round trip was counted (on the reader)
 		routed := func(err error) {
 			late.Stop()
 			if err != nil {
 				report(state.Failed)
 				return
 			}
+			// Timed before the outcome is applied: the request waiting for
+			// this answer may be answered at once, and a reader of the
+			// metrics after it must find the round trip counted.
+			timed.Store(true)
+			d.met.callbackSent(cb.Mode, time.Since(start), nil)
 			report(outcomeOf(res.Status))
 		}
 		var err error
@@ -81,7 +87,9 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			d.log.Debug("callback sent again on the client's new connection", "client", d.clientName(cb.Client), "mode", cb.Mode)
 			conn = next
 		}
-		d.met.callbackSent(cb.Mode, time.Since(start), err)
+		if err != nil && !timed.Load() {
+			d.met.callbackSent(cb.Mode, time.Since(start), err)
+		}
 		if err != nil {
 			d.log.Info("callback failed", "client", d.clientName(cb.Client), "mode", cb.Mode, "err", err)
 		}
