@@ -55,6 +55,7 @@ type mountFlags struct {
 	metrics            string // --metrics ADDR
 	closeDelay         time.Duration
 	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
+	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -89,6 +90,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			}
 		case "nopassthrough":
 			f.passthrough = false
+		case "nonempty":
+			f.allowNonEmpty = true
 		case "foreground":
 			f.foreground = true
 		case "debug":
@@ -113,12 +116,23 @@ func (f *mountFlags) applyOpts(opts string) error {
 
 func mountCmd(args []string) error {
 	f, host, export, dir, err := parseMountArgs(args)
+	if err == nil {
+		var note string
+		note, err = checkMountPoint(dir, f.allowNonEmpty)
+		fmt.Fprint(os.Stderr, note)
+	}
 	if err != nil {
+		if f.foreground {
+			ready(err) // to the parent of a detached mount, which has no other way to know
+		}
 		return err
 	}
 	if !f.foreground {
 		return daemonize(args)
 	}
+	// Every path is absolute by now; the mount process keeps no directory
+	// busy.
+	os.Chdir("/")
 	return runMount(f, host, export, dir)
 }
 
@@ -141,6 +155,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
 	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
+	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -166,10 +181,21 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	if !ok || host == "" || !strings.HasPrefix(export, "/") {
 		return f, "", "", "", fmt.Errorf("want SERVER:/EXPORT, not %q", pos[0])
 	}
-	if dir, err = filepath.Abs(pos[1]); err != nil {
+	// Relative paths are the user's, resolved here: a detached mount
+	// process runs in /.
+	if dir, err = resolveMountPoint(pos[1]); err != nil {
 		return f, "", "", "", err
 	}
-	if fi, err := os.Stat(dir); err != nil {
+	for _, p := range []*string{&f.cacheDir, &f.logFile} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return f, "", "", "", err
+			}
+		}
+	}
+	if fi, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		// A dead FUSE mount: checkMountPoint detaches it.
+	} else if err != nil {
 		return f, "", "", "", err
 	} else if !fi.IsDir() {
 		return f, "", "", "", fmt.Errorf("%s is not a directory", dir)
@@ -200,7 +226,8 @@ func daemonize(args []string) error {
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Dir = "/"
+	// The child starts in this working directory, to resolve relative
+	// paths as this command did, and then changes to / (mountCmd).
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return err
@@ -368,9 +395,12 @@ func umountCmd(args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	dir, err := filepath.Abs(pos[0])
+	dir, err := resolveMountPoint(pos[0])
 	if err != nil {
 		return err
+	}
+	if ms, err := mountsAt(dir); err == nil && len(ms) == 0 {
+		return fmt.Errorf("%s is not mounted", dir)
 	}
 	pid := 0
 	if b, err := os.ReadFile(pidFile(dir)); err == nil {
