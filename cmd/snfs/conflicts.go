@@ -60,7 +60,7 @@ func cacheDirFile(dir string) string {
 
 // writeCacheDirFile records cacheDir as dir's (best effort).
 func writeCacheDirFile(dir, cacheDir string) {
-	os.MkdirAll(pidDir, 0o755)
+	os.MkdirAll(runDir(), 0o755)
 	os.WriteFile(cacheDirFile(dir), []byte(cacheDir+"\n"), 0o644)
 }
 

@@ -28,9 +28,16 @@ import (
 // tells its parent that the mount is usable ("ok") or why not.
 const readyFDEnv = "SNFS_MOUNT_READY_FD"
 
-// pidDir holds one pid file per mount point, so that `snfs umount` can wait
-// for the mount's process to finish writing back.
-const pidDir = "/run/snfs"
+// runDir holds one pid file per mount point, so that `snfs umount` can wait
+// for the mount's process to finish writing back: /run/snfs for root, and
+// for another user (a mount through fusermount3) $XDG_RUNTIME_DIR/snfs, where
+// that user can write.
+func runDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && os.Geteuid() != 0 {
+		return filepath.Join(d, "snfs")
+	}
+	return "/run/snfs"
+}
 
 const mountSynopsis = `snfs mount [flags] [-o OPTS] SERVER:/EXPORT MOUNTPOINT
 
@@ -120,6 +127,9 @@ func mountCmd(args []string) error {
 		var note string
 		note, err = checkMountPoint(dir, f.allowNonEmpty)
 		fmt.Fprint(os.Stderr, note)
+	}
+	if err == nil && os.Geteuid() != 0 {
+		err = checkUserMount(dir)
 	}
 	if err != nil {
 		if f.foreground {
@@ -273,7 +283,7 @@ func ready(err error) {
 }
 
 func pidFile(dir string) string {
-	return filepath.Join(pidDir, strings.ReplaceAll(strings.TrimPrefix(dir, "/"), "/", "%")+".pid")
+	return filepath.Join(runDir(), strings.ReplaceAll(strings.TrimPrefix(dir, "/"), "/", "%")+".pid")
 }
 
 // runMount mounts and serves until unmounted (or SIGTERM/SIGINT, which
@@ -410,7 +420,12 @@ func umountCmd(args []string) error {
 	if *lazy {
 		flags = syscall.MNT_DETACH
 	}
-	if err := syscall.Unmount(dir, flags); err != nil {
+	if err := syscall.Unmount(dir, flags); errors.Is(err, syscall.EPERM) && os.Geteuid() != 0 {
+		// A user's own mount: fusermount3 unmounts it.
+		if err := fusefs.UserUnmount(dir, *lazy); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return fmt.Errorf("unmount %s: %w", dir, err)
 	}
 	if pid <= 0 {
@@ -426,10 +441,10 @@ func umountCmd(args []string) error {
 	return nil
 }
 
-// writePidFile records this mount process under pidDir (snfs umount waits for
+// writePidFile records this mount process under runDir (snfs umount waits for
 // it) and returns the function that removes the record.
 func writePidFile(dir string) func() {
-	os.MkdirAll(pidDir, 0o755)
+	os.MkdirAll(runDir(), 0o755)
 	pf := pidFile(dir)
 	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 	return func() { os.Remove(pf) }

@@ -16,10 +16,16 @@ import (
 	"snfs/mount/vfs"
 )
 
-// defaultCacheDir is /var/cache/snfs/<hash of SERVER:/EXPORT>.
+// defaultCacheDir is /var/cache/snfs/<hash of SERVER:/EXPORT>; for a user
+// other than root, who cannot write there, snfs/<hash> under the user's cache
+// directory ($XDG_CACHE_HOME or ~/.cache).
 func defaultCacheDir(host, export string) string {
 	h := sha256.Sum256([]byte(host + ":" + export))
-	return filepath.Join("/var/cache/snfs", hex.EncodeToString(h[:8]))
+	base := "/var/cache/snfs"
+	if d, err := os.UserCacheDir(); err == nil && os.Geteuid() != 0 {
+		base = filepath.Join(d, "snfs")
+	}
+	return filepath.Join(base, hex.EncodeToString(h[:8]))
 }
 
 // parseSize parses a byte count with an optional K, M, G or T suffix

@@ -10,6 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"snfs/mount/fusefs"
 )
 
 // A mount point as mount(8) takes it: relative to the working directory,
@@ -184,4 +188,23 @@ func mountProcessAlive(dir string) bool {
 	// connection, though kill(pid, 0) still finds it.
 	i := strings.LastIndexByte(string(st), ')')
 	return i < 0 || i+2 >= len(st) || (st[i+2] != 'Z' && st[i+2] != 'X')
+}
+
+// checkUserMount says plainly why a mount as a user other than root cannot
+// work, before fusermount3 fails with less to say (and says it to a
+// detached mount process's /dev/null).
+func checkUserMount(dir string) error {
+	if _, err := fusefs.FusermountPath(); err != nil {
+		return errors.New("snfs mount needs root, or fusermount3 to mount as another user (Debian: apt-get install fuse3)")
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("snfs mount needs root, or read and write access to /dev/fuse to mount as another user "+
+			"(open /dev/fuse: %w; distributions make it mode 0666: chmod 0666 /dev/fuse)", err)
+	}
+	unix.Close(fd)
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("%s: a user other than root mounts only on a directory it may write to (%w)", dir, err)
+	}
+	return nil
 }

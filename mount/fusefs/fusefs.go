@@ -48,7 +48,8 @@ type bridge struct {
 	pt    *ptRaw // registers passthrough backing files (passthrough.go)
 }
 
-// Mount mounts v at dir (as root, with mount(2) directly). The caller serves
+// Mount mounts v at dir (as root with mount(2) directly, else through
+// fusermount3). The caller serves
 // until Wait returns and unmounts with Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
 	b := &bridge{v: v, life: life}
@@ -56,8 +57,12 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)
 	mo := fuse.MountOptions{
+		// As root: mount(2) directly. As another user, mount(2) fails and
+		// go-fuse runs the set-user-ID fusermount3 (Debian's fuse3), which
+		// refuses allow_other unless /etc/fuse.conf has user_allow_other: a
+		// user's mount is for that user (FUSE's default), root's for all.
 		DirectMount:              true,
-		AllowOther:               true,
+		AllowOther:               os.Geteuid() == 0,
 		FsName:                   o.FsName,
 		Name:                     "snfs",
 		MaxWrite:                 int(min(v.WriteSize(), preferredIOSize)),
@@ -80,7 +85,10 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		Debug:             o.Debug,
 		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
-	if !o.Passthrough {
+	// Registering a passthrough backing file needs CAP_SYS_ADMIN: a user's
+	// mount reads through the mount process.
+	if !o.Passthrough || os.Geteuid() != 0 {
+		o.Passthrough = false
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
 	opts := &fs.Options{

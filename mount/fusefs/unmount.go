@@ -1,9 +1,12 @@
 package fusefs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,4 +79,41 @@ func abort(dev uint64) {
 		syscall.Mount("fusectl", ctl, "fusectl", 0, "")
 	}
 	os.WriteFile(p, []byte("1"), 0)
+}
+
+// FusermountPath finds the set-user-ID fusermount3 (Debian's fuse3), or an
+// older fusermount, as go-fuse does when mount(2) is not allowed (a mount as
+// a user other than root).
+func FusermountPath() (string, error) {
+	var err error
+	for _, name := range []string{"fusermount3", "/bin/fusermount3", "fusermount", "/bin/fusermount"} {
+		var p string
+		if p, err = exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+// UserUnmount unmounts a user's own mount on dir with fusermount3 -u (-z:
+// lazily, detaching it even if busy), which umount(2) refuses that user.
+func UserUnmount(dir string, lazy bool) error {
+	bin, err := FusermountPath()
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w (a user's mount is unmounted with fusermount3)", dir, err)
+	}
+	args := []string{"-u"}
+	if lazy {
+		args = append(args, "-z")
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, append(args, "--", dir)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return fmt.Errorf("unmount %s: %s: %w", dir, msg, err)
+		}
+		return fmt.Errorf("unmount %s: %s: %w", dir, bin, err)
+	}
+	return nil
 }
