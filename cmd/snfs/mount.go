@@ -432,7 +432,7 @@ func umountCmd(args []string) error {
 		return nil
 	}
 	deadline := time.Now().Add(*timeout)
-	for syscall.Kill(pid, 0) == nil {
+	for processAlive(pid) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the mount process %d has not finished writing back after %v", pid, *timeout)
 		}

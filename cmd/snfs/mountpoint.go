@@ -168,7 +168,7 @@ func checkMountPoint(dir string, allowNonEmpty bool) (note string, err error) {
 	return note, nil
 }
 
-// mountProcessAlive says whether the pid file of dir (pidDir) names a
+// mountProcessAlive says whether the pid file of dir (runDir) names a
 // running process: the mount is live, and is not probed (a probe of a live
 // mount whose server is gone would wait for the server).
 func mountProcessAlive(dir string) bool {
@@ -177,15 +177,18 @@ func mountProcessAlive(dir string) bool {
 		return false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return false
-	}
+	return err == nil && pid > 0 && processAlive(pid)
+}
+
+// processAlive says whether process pid runs: a zombie does not (it is as
+// dead as its FUSE connection, though kill(pid, 0) still finds it until its
+// parent reaps it).
+func processAlive(pid int) bool {
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
 	}
-	// "PID (COMM) STATE ...": a zombie (Z) is as dead as its FUSE
-	// connection, though kill(pid, 0) still finds it.
+	// "PID (COMM) STATE ..."
 	i := strings.LastIndexByte(string(st), ')')
 	return i < 0 || i+2 >= len(st) || (st[i+2] != 'Z' && st[i+2] != 'X')
 }

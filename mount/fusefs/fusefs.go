@@ -49,8 +49,8 @@ type bridge struct {
 }
 
 // Mount mounts v at dir (as root with mount(2) directly, else through
-// fusermount3). The caller serves
-// until Wait returns and unmounts with Unmount (or umount(2) from outside).
+// fusermount3). The caller serves until Wait returns and unmounts with
+// Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
 	b := &bridge{v: v, life: life}
 	rootInode := v.Root()
