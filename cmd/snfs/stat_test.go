@@ -221,3 +221,35 @@ func statFigures(out string) map[string]float64 {
 	}
 	return m
 }
+
+// TestMountAt: a real mount point with a space (escaped "\040" in
+// mountinfo) is found, with its type and source; a directory that is no
+// mount point is not.
+func TestMountAt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "snfs-mountat-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	dir := filepath.Join(base, "a b")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("src\\x", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	e, ok, err := mountAt(dir)
+	if err != nil || !ok || e.fsType != "tmpfs" || e.source != "src\\x" || e.dir != dir {
+		t.Errorf("mountAt(%q) = %+v, %v, %v; want tmpfs from src\\x", dir, e, ok, err)
+	}
+	if e, ok, err := mountAt(base); err != nil || ok {
+		t.Errorf("mountAt(%q) = %+v, %v, %v; want no mount", base, e, ok, err)
+	}
+	if got := unescapeMountinfo(`a\040b\134c\011`); got != "a b\\c\t" {
+		t.Errorf("unescapeMountinfo = %q", got)
+	}
+}
