@@ -159,6 +159,21 @@ func TestStatCommand(t *testing.T) {
 		}
 	}
 
+	// A mount without the socket (made by an snfs from before it): the
+	// message says so.
+	sock, aside := statsSocket(mnt), statsSocket(mnt)+".aside"
+	if err := os.Rename(sock, aside); err != nil {
+		t.Fatal(err)
+	}
+	want := "snfs: the snfs mount on " + mnt + " has no stats socket (" + sock +
+		"): its mount process is older than snfs stat MOUNTPOINT; remount it\n"
+	if out, errOut, code := runSNFS(t, bin, "", "stat", mnt); code != 1 || out != "" || errOut != want {
+		t.Errorf("snfs stat of a mount without a socket: exit %d, stdout %q, stderr %q; want exit 1, %q", code, out, errOut, want)
+	}
+	if err := os.Rename(aside, sock); err != nil {
+		t.Fatal(err)
+	}
+
 	// The nfs mount's process killed: its mount is still there but nothing
 	// answers on its socket.
 	pid := 0
@@ -177,7 +192,7 @@ func TestStatCommand(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	want := "snfs: the snfs mount on " + nfsMnt + " does not answer on " + statsSocket(nfsMnt) +
+	want = "snfs: the snfs mount on " + nfsMnt + " does not answer on " + statsSocket(nfsMnt) +
 		": its mount process is gone (snfs umount " + nfsMnt + " unmounts what is left)\n"
 	if out, errOut, code := runSNFS(t, bin, "", "stat", nfsMnt); code != 1 || out != "" || errOut != want {
 		t.Errorf("snfs stat of a mount whose process is gone: exit %d, stdout %q, stderr %q; want exit 1, %q", code, out, errOut, want)
