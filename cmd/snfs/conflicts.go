@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,25 +71,12 @@ func cacheDirOf(dir string) (string, error) {
 			return d, nil
 		}
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	e, ok, err := mountAt(dir)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != dir {
-			continue
-		}
-		for i, x := range fields {
-			if x == "-" && i+2 < len(fields) {
-				if host, export, ok := strings.Cut(fields[i+2], ":"); ok {
-					return defaultCacheDir(host, export), nil
-				}
-			}
-		}
+	if host, export, found := strings.Cut(e.source, ":"); ok && found {
+		return defaultCacheDir(host, export), nil
 	}
 	return "", fmt.Errorf("%s: no snfs mount there and no cache directory recorded for it: use --cache-dir", dir)
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
-	"strings"
 )
 
 // errHelp: -h or --help was given and the usage was printed; exit 0.
@@ -70,29 +70,37 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// version describes this binary: module version, VCS revision, Go version.
+// version describes this binary in one line: its module version, the
+// commit it was built from (the vcs.revision that go build records when it
+// builds in a git clone; "unknown" with -buildvcs=false, outside a clone, or
+// in a git worktree, which go build does not recognize: golang/go#58218),
+// and the Go version and platform.
 func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "snfs (no build information)"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "snfs %s", bi.Main.Version)
-	settings := map[string]string{}
-	for _, s := range bi.Settings {
-		settings[s.Key] = s.Value
-	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		fmt.Fprintf(&b, " %s", rev)
-		if settings["vcs.modified"] == "true" {
-			b.WriteString(" (modified)")
+	mod, rev, at, modified := "(devel)", "", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			mod = bi.Main.Version
 		}
-		if t := settings["vcs.time"]; t != "" {
-			fmt.Fprintf(&b, " %s", t)
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
 		}
-	} else {
-		b.WriteString(" (no VCS revision: built with -buildvcs=false or outside a repository)")
 	}
-	fmt.Fprintf(&b, " %s", bi.GoVersion)
-	return b.String()
+	commit := "commit unknown (built outside a git clone, in a git worktree, or with -buildvcs=false)"
+	if rev != "" {
+		commit = "commit " + rev
+		if at != "" {
+			commit += " of " + at
+		}
+		if modified {
+			commit += " with uncommitted changes"
+		}
+	}
+	return fmt.Sprintf("snfs %s, %s, %s %s/%s", mod, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -3,9 +3,9 @@
 //	snfs serve [flags] DIR...     export DIRs over NFSv3 + MOUNT v3
 //	snfs mount [flags] SERVER:/EXPORT MOUNTPOINT   mount an export through FUSE
 //	snfs umount MOUNTPOINT        unmount, after everything is written back
-//	snfs stat --metrics ADDR      per-procedure call counts of a running server
+//	snfs stat [MOUNTPOINT | --metrics ADDR]   per-procedure call counts of a mount or a server
 //	snfs conflicts [--cache-dir D | MOUNTPOINT]   conflicts an snfs mount kept
-//	snfs version                  the module version, VCS revision and Go version
+//	snfs version                  the version and the commit it was built from
 package main
 
 import (
@@ -22,11 +22,15 @@ commands:
                          mount an export through FUSE; --mode=nfs (plain NFSv3,
                          close-to-open), snfs (consistency protocol) or auto
   umount MOUNTPOINT      unmount, once everything is written back
-  stat --metrics ADDR    per-procedure call counts of a running server
+  stat [MOUNTPOINT | --metrics ADDR]
+                         per-procedure call counts of the mount on MOUNTPOINT
+                         (like nfsstat -c) or of a server started with --metrics
+                         ADDR (like nfsstat -s)
   conflicts [--cache-dir D | MOUNTPOINT]
                          list the conflicts an snfs-mode mount kept (its data
                          saved beside a file another client changed)
-  version                print the version
+  version                print the version and the commit it was built from
+                         (also --version, -V)
   help                   print this
 `
 
@@ -51,7 +55,7 @@ func main() {
 		err = stat(os.Args[2:])
 	case "conflicts":
 		err = conflicts(os.Args[2:])
-	case "version", "--version":
+	case "version", "--version", "-version", "-V":
 		fmt.Println(version())
 		return
 	case "-h", "--help", "help":

@@ -323,12 +323,10 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		}
 		log.Info("--mode=auto", "chose", f.mode)
 	}
-	var reg *metrics.Client // nil without --metrics
-	var dialOpts []sunrpc.DialOption
-	if f.metrics != "" {
-		reg = metrics.NewClient()
-		dialOpts = append(dialOpts, client.WithObserver(reg))
-	}
+	// Always counted: every mount serves its metrics on its stats socket
+	// (snfs stat MOUNTPOINT), and at --metrics ADDR if given.
+	reg := metrics.NewClient()
+	dialOpts := []sunrpc.DialOption{client.WithObserver(reg)}
 	if f.mode == "snfs" {
 		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
 	}
@@ -357,7 +355,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if reg != nil {
+	if f.metrics != "" {
 		stopMetrics, err := serveMetrics(f.metrics, reg, log)
 		if err != nil {
 			return err
@@ -371,6 +369,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		return err
 	}
 	defer writePidFile(dir)()
+	defer serveStatsSocket(dir, reg, log)()
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", f.mode)
 	ready(nil)
 

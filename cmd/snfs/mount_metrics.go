@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"snfs/metrics"
@@ -64,4 +69,54 @@ func serveMetrics(addr string, reg *metrics.Client, log *slog.Logger) (stop func
 		srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// statsSocket is the unix socket on which the mount of dir serves its
+// metrics for `snfs stat MOUNTPOINT`: beside its pid file, named after dir,
+// or after a hash of it where that name would not fit in a socket address
+// (108 bytes).
+func statsSocket(dir string) string {
+	if p := strings.TrimSuffix(pidFile(dir), ".pid") + ".stats.sock"; len(p) < 100 {
+		return p
+	}
+	h := sha256.Sum256([]byte(dir))
+	return filepath.Join(pidDir, hex.EncodeToString(h[:12])+".stats.sock")
+}
+
+// serveStatsSocket serves reg's /metrics on statsSocket(dir) until the
+// returned stop is called. Every mount does, with or without --metrics: a
+// unix socket is reachable from this machine only and needs no port, so that
+// `snfs stat MOUNTPOINT` works on any mount. It is readable by every user,
+// as nfsstat's /proc/net/rpc/nfs is; the profiles stay on --metrics. A
+// failure is logged, not fatal: the mount works without it.
+func serveStatsSocket(dir string, reg *metrics.Client, log *slog.Logger) (stop func()) {
+	path := statsSocket(dir)
+	os.MkdirAll(pidDir, 0o755)
+	os.Remove(path) // left by a mount process that did not end cleanly
+	ln, err := net.Listen("unix", path)
+	if err == nil {
+		err = os.Chmod(path, 0o666)
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		log.Warn("no stats socket: snfs stat "+dir+" will not work", "err", err)
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	log.Debug("stats socket", "path", path)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) // closes ln, which removes the socket file
+		<-done
+	}
 }

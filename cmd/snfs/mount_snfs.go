@@ -72,15 +72,13 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
 		CloseDelay: f.closeDelay, Logger: log}
-	if reg != nil {
-		cfg.Observer = reg
-	}
+	cfg.Observer = reg
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if reg != nil {
-		clientMetrics(reg, v)
+	clientMetrics(reg, v)
+	if f.metrics != "" {
 		stopMetrics, err := serveMetrics(f.metrics, reg, log)
 		if err != nil {
 			v.Close()
@@ -97,6 +95,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		return err
 	}
 	defer writePidFile(dir)()
+	defer serveStatsSocket(dir, reg, log)()
 	writeCacheDirFile(dir, cacheDir)
 	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
 	ready(nil)

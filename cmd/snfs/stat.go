@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -14,34 +23,125 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// stat prints per-procedure call counts of a running server, like nfsstat
-// -s, or of a running mount (`snfs mount --metrics`), like nfsstat -c: a
-// mount's metrics are told apart by their snfs_client_rpc_total family.
+const statSynopsis = `snfs stat [MOUNTPOINT | --metrics ADDR]
+
+Prints the calls per procedure of the snfs mount on MOUNTPOINT (like nfsstat -c),
+with its write-back, cache and callback figures: every mount serves them on a
+unix socket under ` + pidDir + `, --metrics or not. With --metrics ADDR (or a
+HOST:PORT in place of MOUNTPOINT) it reads the metrics of a server or mount
+started with --metrics ADDR; a server's calls are like nfsstat -s. With
+neither it tries ` + defaultStatAddr + `.`
+
+// defaultStatAddr is where snfs stat looks with no argument: the address
+// docs/serve.md suggests for snfs serve --metrics (off by default).
+const defaultStatAddr = "127.0.0.1:9100"
+
+// stat prints per-procedure call counts of a running mount, like nfsstat -c,
+// or of a running server (--metrics), like nfsstat -s: a mount's metrics are
+// told apart by their snfs_client_rpc_total family.
 func stat(args []string) error {
-	fs := newFlagSet("stat", "snfs stat [--metrics ADDR]")
-	addr := fs.String("metrics", "127.0.0.1:9100", "the server's or the mount's --metrics address")
-	rest, err := parseArgs(fs, args)
+	fs := newFlagSet("stat", statSynopsis)
+	addr := fs.String("metrics", "", "the --metrics address of a server or a mount (default "+defaultStatAddr+" without MOUNTPOINT)")
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return fmt.Errorf("stat takes no arguments, got %q", rest)
+	switch {
+	case len(pos) > 1 || len(pos) == 1 && *addr != "":
+		fs.Usage()
+		return errUsage
+	case len(pos) == 1:
+		if a, ok := asAddress(pos[0]); ok {
+			return statAddr(a)
+		}
+		return statMount(pos[0])
+	case *addr == "":
+		*addr = defaultStatAddr
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get("http://" + *addr + "/metrics")
+	return statAddr(*addr)
+}
+
+// asAddress reports whether arg, given in place of a mount point, is a
+// HOST:PORT: not an existing file, no slash, a numeric port.
+func asAddress(arg string) (string, bool) {
+	if _, err := os.Stat(arg); err == nil || strings.Contains(arg, "/") {
+		return "", false
+	}
+	_, port, err := net.SplitHostPort(arg)
+	if err != nil {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", false
+	}
+	return arg, true
+}
+
+// statAddr prints the metrics served at http://addr/metrics.
+func statAddr(addr string) error {
+	families, err := scrape(&http.Client{Timeout: 10 * time.Second}, "http://"+addr+"/metrics")
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no metrics at %s (connection refused): start the server with --metrics %s, or pass a mount point: snfs stat /mnt/share", addr, addr)
+	}
+	if err != nil {
+		return fmt.Errorf("metrics at %s: %w", addr, err)
+	}
+	return printStat(os.Stdout, families)
+}
+
+// statMount prints the metrics of the mount on arg, read from its stats
+// socket (serveStatsSocket); without an answer, it says why from
+// /proc/self/mountinfo.
+func statMount(arg string) error {
+	dir, err := filepath.Abs(arg)
 	if err != nil {
 		return err
+	}
+	sock := statsSocket(dir)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
+	defer hc.CloseIdleConnections()
+	families, serr := scrape(hc, "http://mount/metrics")
+	if serr == nil {
+		return printStat(os.Stdout, families)
+	}
+	e, ok, err := mountAt(dir)
+	switch {
+	case err != nil:
+		return err
+	case !ok || e.fsType != "fuse.snfs":
+		return fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount, or --metrics ADDR for a server", dir)
+	case errors.Is(serr, iofs.ErrNotExist):
+		return fmt.Errorf("the snfs mount on %s has no stats socket (%s): its mount process is older than snfs stat MOUNTPOINT; remount it", dir, sock)
+	case errors.Is(serr, syscall.ECONNREFUSED):
+		return fmt.Errorf("the snfs mount on %s does not answer on %s: its mount process is gone (snfs umount %s unmounts what is left)", dir, sock, dir)
+	}
+	return fmt.Errorf("the snfs mount on %s: %w", dir, serr)
+}
+
+// scrape reads and parses the metrics at url.
+func scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // not `Get "http://...": ` before the dial's own words
+		}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("metrics: %s", resp.Status)
+		return nil, fmt.Errorf("%s", resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return fmt.Errorf("metrics from %s: %w", *addr, err)
+		return nil, fmt.Errorf("not Prometheus metrics: %w", err)
 	}
-	return printStat(os.Stdout, families)
+	return families, nil
 }
 
 // clientFigures are the mount's families printed below its call table.
