@@ -80,7 +80,7 @@ func statsSocket(dir string) string {
 		return p
 	}
 	h := sha256.Sum256([]byte(dir))
-	return filepath.Join(pidDir, hex.EncodeToString(h[:12])+".stats.sock")
+	return filepath.Join(runDir(), hex.EncodeToString(h[:12])+".stats.sock")
 }
 
 // serveStatsSocket serves reg's /metrics on statsSocket(dir) until the
@@ -91,7 +91,7 @@ func statsSocket(dir string) string {
 // failure is logged, not fatal: the mount works without it.
 func serveStatsSocket(dir string, reg *metrics.Client, log *slog.Logger) (stop func()) {
 	path := statsSocket(dir)
-	os.MkdirAll(pidDir, 0o755)
+	os.MkdirAll(runDir(), 0o755)
 	os.Remove(path) // left by a mount process that did not end cleanly
 	ln, err := net.Listen("unix", path)
 	if err == nil {

@@ -27,7 +27,7 @@ const statSynopsis = `snfs stat [MOUNTPOINT | --metrics ADDR]
 
 Prints the calls per procedure of the snfs mount on MOUNTPOINT (like nfsstat -c),
 with its write-back, cache and callback figures: every mount serves them on a
-unix socket under ` + pidDir + `, --metrics or not. With --metrics ADDR (or a
+unix socket under /run/snfs (a user's $XDG_RUNTIME_DIR/snfs), --metrics or not. With --metrics ADDR (or a
 HOST:PORT in place of MOUNTPOINT) it reads the metrics of a server or mount
 started with --metrics ADDR; a server's calls are like nfsstat -s. With
 neither it tries ` + defaultStatAddr + `.`
