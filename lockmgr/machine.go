@@ -60,9 +60,9 @@ type share struct {
 // Stats are the machine's counters and census.
 type Stats struct {
 	Granted, Denied, Blocked, Deadlocks, NoLocks, GraceDenied uint64
-	WaitersGranted, BackingRefused, GrantsBackedOut, Cancels     uint64
-	ClientsGone                                                  uint64
-	Files, Records, Waiters, Shares                              int
+	WaitersGranted, BackingRefused, GrantsBackedOut, Cancels  uint64
+	ClientsGone                                               uint64
+	Files, Records, Waiters, Shares                           int
 }
 
 // New returns a Machine; with cfg.Grace it starts in its grace period at now.
@@ -335,6 +335,8 @@ func (m *Machine) removeWaiter(q *request) {
 // run grants, in arrival order, the waiters of f that can go: a waiter that
 // still conflicts stays, and later waiters it conflicts with stay behind it.
 // Passes repeat while a grant (a downgrade) may have freed an earlier waiter.
+// It stops at a grant that must be acquired on the backing file; BackingDone
+// runs the queue on.
 func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 	if m.inGrace(now) {
 		return
@@ -342,6 +344,12 @@ func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 	for again := true; again; {
 		again = false
 		for i := 0; i < len(f.queue); {
+			if m.acquiring(f) {
+				// One acquisition per file at a time: the next grant waits
+				// for BackingDone, so the backing file sees the owners'
+				// changes in the machine's order.
+				return
+			}
 			w := f.queue[i]
 			if now.Before(w.retryAt) {
 				i++
@@ -361,6 +369,16 @@ func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 			again = again || i > 0
 		}
 	}
+}
+
+// acquiring reports whether f has an acquisition out.
+func (m *Machine) acquiring(f *file) bool {
+	for _, q := range f.granting {
+		if q.st == stAcquiring {
+			return true
+		}
+	}
+	return false
 }
 
 // grant applies q's lock for its owner: at once if the backing file need not
