@@ -210,6 +210,7 @@ func (m *Machine) BackingDone(now time.Time, req ReqID, ok bool) (Result, []Acti
 	if !q.cancelled && (!q.immediate || q.Block) && m.count[q.Owner.Client]+2 <= m.cfg.MaxPerClient {
 		q.retryAt = now.Add(m.cfg.LocalRetry)
 		q.shadow = nil
+		q.immediate = false // answered Blocked: its grant is an ActGranted
 		m.addWaiter(q)
 		res = Result{Verdict: Blocked, Req: q.Req}
 	}
