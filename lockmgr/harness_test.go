@@ -93,6 +93,9 @@ type harness struct {
 	answers map[ReqID]Result // BackingDone results of immediate requests
 	closed  map[FileKey]int  // ActBacking with Last
 	nextReq ReqID
+	// observe, if set, sees each ActBacking (with the backing file's
+	// answer) and each ActGranted before the harness goes on.
+	observe func(a Action, ok bool)
 }
 
 func newHarness(t testing.TB, cfg Config) *harness {
@@ -110,6 +113,9 @@ func (h *harness) do(acts []Action) {
 			if h.k.remoteRefusal != "" {
 				h.t.Fatalf("backing file out of order: %s", h.k.remoteRefusal)
 			}
+			if h.observe != nil {
+				h.observe(a, ok)
+			}
 			if a.Last {
 				h.closed[a.File]++
 			}
@@ -123,6 +129,9 @@ func (h *harness) do(acts []Action) {
 			h.answers[a.Req] = res
 			h.do(more)
 		case ActGranted:
+			if h.observe != nil {
+				h.observe(a, true)
+			}
 			h.granted = append(h.granted, a)
 		default:
 			h.t.Fatalf("unknown action %v", a)

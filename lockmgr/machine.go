@@ -387,7 +387,6 @@ func (m *Machine) acquiring(f *file) bool {
 func (m *Machine) grant(f *file, q *request, out *[]Action) {
 	o := q.Owner
 	old := f.held[o]
-	m.touch(f, o, q.Range)
 	q.shadow = clip(old, q.Range)
 	next := setRange(old, q.Range, q.Type)
 	m.setHeld(f, o, next)
@@ -404,8 +403,10 @@ func (m *Machine) grant(f *file, q *request, out *[]Action) {
 	m.notify(f, q, out)
 }
 
-// notify sends a waiter's grant, or forgets an immediate request.
+// notify makes a grant final: an immediate request is forgotten, a waiter's
+// ActGranted goes out.
 func (m *Machine) notify(f *file, q *request, out *[]Action) {
+	m.touch(f, q.Owner, q.Range)
 	if q.immediate {
 		delete(m.reqs, q.Req)
 		return
