@@ -245,7 +245,8 @@ func (md *model) removeGrant(f int, req ReqID) *mgrant {
 }
 
 // check compares everything observable with the model.
-func (md *model) check(t testing.TB, h *harness, step int, ops []string) {
+// The Test sweep covers file only (-1: every file), for speed.
+func (md *model) check(t testing.TB, h *harness, step int, ops []string, only int) {
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf("step %d: %s\nlast ops:\n%s", step, fmt.Sprintf(format, args...), strings.Join(ops[max(0, len(ops)-12):], "\n"))
@@ -281,6 +282,9 @@ func (md *model) check(t testing.TB, h *harness, step int, ops []string) {
 		}
 		// Test agrees for every owner, range and type.
 		for o := range modelOwners {
+			if only >= 0 && f != only {
+				break
+			}
 			for lo := 0; lo < modelN; lo++ {
 				for _, hi := range []int{lo, min(lo+2, modelN-1), modelN} {
 					for _, ty := range []LockType{Read, Write} {
@@ -306,9 +310,25 @@ func (md *model) check(t testing.TB, h *harness, step int, ops []string) {
 	h.checkMirror()
 }
 
+// intSource is where the operations come from: a seeded generator, or the
+// fuzzer's bytes.
+type intSource interface{ IntN(n int) int }
+
+// fuzzBytes reads choices from the fuzzer's input, zeros past its end.
+type fuzzBytes []byte
+
+func (b *fuzzBytes) IntN(n int) int {
+	if len(*b) == 0 {
+		return 0
+	}
+	v := int((*b)[0])
+	*b = (*b)[1:]
+	return v % n
+}
+
 // runModel drives a machine and the model with a seeded sequence of random
 // operations and checks them against each other after each.
-func runModel(t testing.TB, rng *rand.Rand, steps int) {
+func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 	md := &model{max: 8, retry: 300 * time.Millisecond}
 	h := newHarness(t, Config{MaxPerClient: md.max, LocalRetry: md.retry})
 	var ops []string
@@ -494,7 +514,11 @@ func runModel(t testing.TB, rng *rand.Rand, steps int) {
 			}
 			h.do(h.m.ClientGone(h.now, c))
 		}
-		md.check(t, h, step, ops)
+		only := f
+		if sweepAll {
+			only = -1
+		}
+		md.check(t, h, step, ops, only)
 	}
 }
 
@@ -505,7 +529,26 @@ func TestModel(t *testing.T) {
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			runModel(t, rand.New(rand.NewPCG(uint64(seed), 24)), steps)
+			runModel(t, rand.New(rand.NewPCG(uint64(seed), 24)), steps, true)
 		})
 	}
+}
+
+// FuzzModel drives the machine and the model with operations read from the
+// input. In CI it runs with an execution count (-fuzztime 50000x).
+func FuzzModel(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte("\x00\x00\x03\x01\x01\x01\x00\x02\x03\x01\x00\x00\x09\x02\x00\x00\x0b\x01\x00\x00"))
+	for seed := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		b := make([]byte, 400)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		src := fuzzBytes(data)
+		runModel(t, &src, min(len(data)/6, 100), false)
+	})
 }
