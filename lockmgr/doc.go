@@ -147,14 +147,22 @@
 //     have shared a range the grant downgraded), so the backing file only
 //     lowers.
 //
-// Ordering: the backing file's locks follow the machine's only if each batch
-// of ActBacking is carried out in order and every BackingDone is reported
-// before the machine gets another input. The driver holds one mutex across
-// each input, its ActBacking calls (non-blocking F_OFD_SETLK, microseconds)
-// and the BackingDone they need, and sends ActGranted callbacks after
-// releasing it. Between an acquisition and its BackingDone the owner's
-// previous locks on the range still count against other owners (its shadow),
-// so nothing granted meanwhile depends on a lock the backing file may refuse.
+// Ordering: the backing file's locks follow the machine's only if they change
+// in the machine's order. The driver carries out each batch in order; at an
+// ActBacking with Acquire it reports BackingDone at once and carries out what
+// that returns before going on (depth first); and it gives the machine no
+// other input meanwhile. The simplest way: one driver mutex held across each
+// input, its ActBacking calls (F_OFD_SETLK does not block: microseconds) and
+// the BackingDone inputs they lead to; ActGranted callbacks are sent after
+// releasing it. The machine helps: a file has at most one acquisition out
+// (a queue run stops at a grant that must be acquired, and BackingDone runs
+// it on), and until BackingDone the owner's previous locks on the range still
+// count against other owners (its shadow), so nothing is granted on the
+// strength of a lock the backing file may yet refuse. The randomized test
+// drives the machine this way against a simulated kernel that refuses any
+// lock another description holds, and checks that no acquisition is ever
+// refused because of a remote owner's description, that no release fails,
+// and that every description holds exactly its owner's locks.
 //
 // Test sees remote owners only; the driver also asks the backing file
 // (F_OFD_GETLK on a description of its own) and reports a local holder. A
