@@ -14,6 +14,7 @@ type Machine struct {
 	mu       sync.Mutex
 	cfg      Config
 	graceEnd time.Time
+	held     bool // a queue run was held back by the grace period
 	seq      uint64
 
 	files   map[FileKey]*file
@@ -103,22 +104,37 @@ func (m *Machine) EndGrace(now time.Time) []Action {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.graceEnd = time.Time{}
+	m.held = false
 	return m.runAll(now, nil)
 }
 
 // Tick grants what time makes grantable: waiters after the grace period
 // ends, and waiters the backing file refused, again after LocalRetry. The
-// driver calls it every few hundred milliseconds.
+// driver calls it every few hundred milliseconds; it runs only the queues
+// that time can have changed.
 func (m *Machine) Tick(now time.Time) []Action {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.runAll(now, nil)
+	if m.inGrace(now) {
+		return nil
+	}
+	if m.held {
+		m.held = false
+		return m.runAll(now, nil)
+	}
+	return m.runWhere(now, nil, func(f *file) bool {
+		return slices.ContainsFunc(f.queue, func(w *request) bool { return !w.retryAt.IsZero() && !now.Before(w.retryAt) })
+	})
 }
 
 func (m *Machine) runAll(now time.Time, out []Action) []Action {
+	return m.runWhere(now, out, func(*file) bool { return true })
+}
+
+func (m *Machine) runWhere(now time.Time, out []Action, which func(*file) bool) []Action {
 	keys := make([]FileKey, 0, len(m.files))
 	for k, f := range m.files {
-		if len(f.queue) > 0 {
+		if len(f.queue) > 0 && which(f) {
 			keys = append(keys, k)
 		}
 	}
@@ -339,6 +355,7 @@ func (m *Machine) removeWaiter(q *request) {
 // runs the queue on.
 func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 	if m.inGrace(now) {
+		m.held = m.held || len(f.queue) > 0
 		return
 	}
 	for again := true; again; {
@@ -355,6 +372,7 @@ func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 				i++
 				continue
 			}
+			w.retryAt = time.Time{} // tried now: releases run it from here on
 			if _, ok := m.heldConflict(f, w.Owner, w.Type, w.Range); ok {
 				i++
 				continue

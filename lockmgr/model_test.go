@@ -41,7 +41,16 @@ type mgrant struct {
 	untouched [modelN + 1]bool
 }
 
+type mshare struct {
+	on     bool
+	mode   ShareMode
+	access ShareAccess
+}
+
 type model struct {
+	graceEnd time.Time
+	now      time.Time
+	shares   [modelFiles][modelOwners]mshare
 	held     [modelFiles][modelOwners]bytes
 	waiters  [modelFiles][]*mreq
 	granting [modelFiles][]*mgrant // callbacks out, in grant order
@@ -89,6 +98,11 @@ func (md *model) count(c ClientID) int {
 		for _, w := range md.waiters[f] {
 			if modelOwnerList[w.owner].Client == c {
 				n += 2
+			}
+		}
+		for o := range modelOwners {
+			if modelOwnerList[o].Client == c && md.shares[f][o].on {
+				n++
 			}
 		}
 	}
@@ -213,6 +227,9 @@ func (md *model) grantWaiter(t testing.TB, f int, req ReqID) {
 		t.Fatalf("grant of req %d, not a waiter", req)
 	}
 	w := md.waiters[f][i]
+	if md.now.Before(md.graceEnd) {
+		t.Fatalf("waiter %d granted in the grace period", req)
+	}
 	if bs, first, _ := md.blockers(f, w.owner, w.t, w.lo, w.hi, i); len(bs) > 0 {
 		t.Fatalf("waiter %d (%v %v %v) granted while blocked by %v", req, modelOwnerList[w.owner], w.t, w.r, first)
 	}
@@ -268,8 +285,8 @@ func (md *model) check(t testing.TB, h *harness, step int, ops []string, only in
 		var want []ReqID
 		for i, w := range md.waiters[f] {
 			want = append(want, w.req)
-			// Nothing left waiting that could go.
-			if bs, _, _ := md.blockers(f, w.owner, w.t, w.lo, w.hi, i); len(bs) == 0 && !h.now.Before(w.retryAt) {
+			// Nothing left waiting that could go (after the grace period).
+			if bs, _, _ := md.blockers(f, w.owner, w.t, w.lo, w.hi, i); len(bs) == 0 && !h.now.Before(w.retryAt) && !h.now.Before(md.graceEnd) {
 				fail("file %d: waiter %d could be granted", f, w.req)
 			}
 		}
@@ -293,6 +310,9 @@ func (md *model) check(t testing.TB, h *harness, step int, ops []string, only in
 						want := Result{Verdict: Granted}
 						if found {
 							want = Result{Verdict: Denied, Holder: first}
+						}
+						if h.now.Before(md.graceEnd) {
+							want = Result{Verdict: Grace}
 						}
 						if res != want {
 							fail("Test(f%d, owner %d, %v, %v) = %v, model %v", f, o, ty, modelRange(lo, hi), res, want)
@@ -383,12 +403,15 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 			hi = modelN
 		}
 		r := modelRange(lo, hi)
-		switch op := rng.IntN(20); {
+		md.now = h.now
+		inGrace := h.now.Before(md.graceEnd)
+		switch op := rng.IntN(24); {
 		case op < 8: // Lock
 			ty := Read + LockType(rng.IntN(2))
 			block := rng.IntN(2) == 0
+			reclaim := rng.IntN(4) == 0
 			nextReq++
-			ops = append(ops, fmt.Sprintf("lock req=%d f%d owner %d %v %v block=%v", nextReq, f, o, ty, r, block))
+			ops = append(ops, fmt.Sprintf("lock req=%d f%d owner %d %v %v block=%v reclaim=%v", nextReq, f, o, ty, r, block, reclaim))
 			q := &mreq{req: nextReq, file: f, owner: o, t: ty, lo: lo, hi: hi, r: r, block: block}
 			// The model's verdict.
 			var want Result
@@ -398,9 +421,11 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 			nb := md.after(f, o, ty, lo, hi)
 			delta := len(runs(&nb)) - len(runs(&md.held[f][o]))
 			switch {
+			case inGrace && !reclaim:
+				want = Result{Verdict: Grace}
 			case block && dup >= 0:
 				want = Result{Verdict: Blocked, Req: md.waiters[f][dup].req}
-			case found && !block:
+			case found && (!block || reclaim):
 				want = Result{Verdict: Denied, Holder: first}
 			case found && md.deadlock(o, bs):
 				want = Result{Verdict: Deadlock}
@@ -415,7 +440,7 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 			default:
 				want = Result{Verdict: Granted}
 			}
-			res, acts := h.m.Lock(h.now, LockArgs{Req: q.req, File: key, Owner: owner, Type: ty, Range: r, Block: block})
+			res, acts := h.m.Lock(h.now, LockArgs{Req: q.req, File: key, Owner: owner, Type: ty, Range: r, Block: block, Reclaim: reclaim})
 			if res != want {
 				t.Fatalf("step %d: %s: %v, model %v\n%s", step, ops[len(ops)-1], res, want, strings.Join(ops, "\n"))
 			}
@@ -496,14 +521,65 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 			pid := 100 + rng.IntN(2)
 			ok := h.k.localLock(key, pid, ty, r)
 			ops = append(ops, fmt.Sprintf("local %d f%d %v %v: %v", pid, f, ty, r, ok))
-		case op < 18: // time passes
+		case op < 19: // time passes
 			h.now = h.now.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+			md.now = h.now
 			ops = append(ops, fmt.Sprintf("tick %v", h.now.Format("05.000")))
 			h.do(h.m.Tick(h.now))
+		case op < 22: // share reservations
+			mode, acc := ShareMode(rng.IntN(4)), ShareAccess(rng.IntN(4))
+			reclaim := rng.IntN(4) == 0
+			if rng.IntN(3) == 0 {
+				ops = append(ops, fmt.Sprintf("unshare f%d owner %d", f, o))
+				if md.shares[f][o].on {
+					md.shares[f][o] = mshare{}
+				}
+				if v := h.m.Unshare(h.now, key, owner); v != Granted {
+					t.Fatalf("step %d: unshare %v", step, v)
+				}
+				break
+			}
+			ops = append(ops, fmt.Sprintf("share f%d owner %d mode %d access %d reclaim=%v", f, o, mode, acc, reclaim))
+			want := Granted
+			for p := range modelOwners {
+				s := md.shares[f][p]
+				if p != o && s.on && (acc&AccessRead != 0 && s.mode&DenyRead != 0 || acc&AccessWrite != 0 && s.mode&DenyWrite != 0 ||
+					s.access&AccessRead != 0 && mode&DenyRead != 0 || s.access&AccessWrite != 0 && mode&DenyWrite != 0) {
+					want = Denied
+				}
+			}
+			switch {
+			case inGrace && !reclaim:
+				want = Grace
+			case want == Denied:
+			case !md.shares[f][o].on && md.count(owner.Client)+1 > md.max:
+				want = NoLocks
+			default:
+				md.shares[f][o] = mshare{true, mode, acc}
+			}
+			if v := h.m.Share(h.now, ShareArgs{File: key, Owner: owner, Mode: mode, Access: acc, Reclaim: reclaim}); v != want {
+				t.Fatalf("step %d: share %v, model %v", step, v, want)
+			}
+		case op < 23: // the grace period starts or ends
+			if rng.IntN(2) == 0 {
+				d := time.Duration(rng.IntN(1000)) * time.Millisecond
+				ops = append(ops, fmt.Sprintf("grace %v", d))
+				md.graceEnd = h.now.Add(d)
+				h.m.StartGrace(h.now, d)
+			} else {
+				ops = append(ops, "end grace")
+				md.graceEnd = time.Time{}
+				h.do(h.m.EndGrace(h.now))
+			}
 		default: // a client goes
 			c := owner.Client
 			ops = append(ops, fmt.Sprintf("client %d gone", c))
 			for mf := range modelFiles {
+				for p := range modelOwners {
+					if modelOwnerList[p].Client == c {
+						md.shares[mf][p] = mshare{}
+					}
+				}
 				md.waiters[mf] = slices.DeleteFunc(md.waiters[mf], func(w *mreq) bool { return modelOwnerList[w.owner].Client == c })
 				md.granting[mf] = slices.DeleteFunc(md.granting[mf], func(g *mgrant) bool { return modelOwnerList[g.owner].Client == c })
 				for p := range modelOwners {
