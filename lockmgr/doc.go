@@ -126,7 +126,11 @@
 //     F_OFD_SETLK on an open file description the driver keeps per (file,
 //     owner) - one per owner, so that the kernel holds each remote owner's
 //     locks as that owner's and a local process's F_SETLK, F_OFD_SETLK or
-//     flock meets them. The action is the owner's own request (its range and
+//     lockf meets them (flock(2) locks are a separate kind on Linux local
+//     file systems: a local flock user is excluded only if the driver also
+//     flocks the description of a flock owner's whole-file lock). There is a
+//     description per (file, owner) with locks, so the descriptions are
+//     bounded by the clients' bounds. The action is the owner's own request (its range and
 //     type, or Unlocked), which the kernel applies to that description
 //     atomically with the same POSIX replace, split and merge, so the
 //     description's locks are always the owner's here. With Acquire it may
@@ -145,7 +149,8 @@
 //     grant). A back-out returns each byte the owner has not changed since
 //     to what it held before, but never stronger than the grant (others may
 //     have shared a range the grant downgraded), so the backing file only
-//     lowers.
+//     lowers. Every ActGranted must be answered by GrantDone, and every
+//     acquisition by BackingDone: the machine keeps the request until then.
 //
 // Ordering: the backing file's locks follow the machine's only if they change
 // in the machine's order. The driver carries out each batch in order; at an

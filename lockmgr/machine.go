@@ -11,11 +11,11 @@ import (
 // only while an input is applied (the machine does no I/O), because deadlock
 // detection walks owners across files.
 type Machine struct {
-	mu       sync.Mutex
-	cfg      Config
-	graceEnd time.Time
-	held     bool // a queue run was held back by the grace period
-	seq      uint64
+	mu        sync.Mutex
+	cfg       Config
+	graceEnd  time.Time
+	graceHeld bool // a queue run was held back by the grace period
+	seq       uint64
 
 	files   map[FileKey]*file
 	reqs    map[ReqID]*request // every live request
@@ -104,7 +104,7 @@ func (m *Machine) EndGrace(now time.Time) []Action {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.graceEnd = time.Time{}
-	m.held = false
+	m.graceHeld = false
 	return m.runAll(now, nil)
 }
 
@@ -118,8 +118,8 @@ func (m *Machine) Tick(now time.Time) []Action {
 	if m.inGrace(now) {
 		return nil
 	}
-	if m.held {
-		m.held = false
+	if m.graceHeld {
+		m.graceHeld = false
 		return m.runAll(now, nil)
 	}
 	return m.runWhere(now, nil, func(f *file) bool {
@@ -355,7 +355,7 @@ func (m *Machine) removeWaiter(q *request) {
 // runs the queue on.
 func (m *Machine) run(f *file, now time.Time, out *[]Action) {
 	if m.inGrace(now) {
-		m.held = m.held || len(f.queue) > 0
+		m.graceHeld = m.graceHeld || len(f.queue) > 0
 		return
 	}
 	for again := true; again; {

@@ -596,6 +596,29 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 		}
 		md.check(t, h, step, ops, only)
 	}
+	drain(t, h)
+}
+
+// drain answers every callback and lets every client go: nothing may be
+// left behind.
+func drain(t testing.TB, h *harness) {
+	h.observe = nil // the model is done
+	h.confirm(true)
+	for c := ClientID(1); c <= 3; c++ {
+		h.do(h.m.ClientGone(h.now, c))
+	}
+	h.confirm(true)
+	m := h.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.files) != 0 || len(m.reqs) != 0 || len(m.waiting) != 0 || len(m.count) != 0 {
+		t.Fatalf("left behind: %d files, %d requests, %d owners waiting, %d counts", len(m.files), len(m.reqs), len(m.waiting), len(m.count))
+	}
+	for f, owners := range h.k.ofd {
+		if len(owners) != 0 {
+			t.Fatalf("backing file %q still locked: %v", f, owners)
+		}
+	}
 }
 
 func TestModel(t *testing.T) {
