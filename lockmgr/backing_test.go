@@ -127,3 +127,75 @@ func TestBackingRefusedWaiter(t *testing.T) {
 	}
 	h.checkMirror()
 }
+
+// Until the backing file has taken a lock that also downgrades, the owner's
+// previous lock still counts against others (its shadow): nothing is granted
+// on the strength of a downgrade the backing file may yet refuse.
+func TestShadowUntilBackingDone(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	m := New(Config{}, now)
+	if r, acts := m.Lock(now, LockArgs{Req: 1, File: "f", Owner: ownA, Type: Write, Range: rg(0, 9)}); r.Verdict != Acquiring || len(acts) != 1 || !acts[0].Acquire {
+		t.Fatal(r, acts)
+	} else if r, _ := m.BackingDone(now, 1, true); r.Verdict != Granted {
+		t.Fatal(r)
+	}
+	r, acts := m.Lock(now, LockArgs{Req: 2, File: "f", Owner: ownA, Type: Read, Range: rg(0, 19)})
+	if r.Verdict != Acquiring || len(acts) != 1 || acts[0] != (Action{Kind: ActBacking, Req: 2, File: "f", Owner: ownA, Type: Read, Range: rg(0, 19), Acquire: true}) {
+		t.Fatal(r, acts)
+	}
+	if got := m.Test(now, "f", ownB, Read, rg(5, 5)); got.Verdict != Denied || got.Holder != (Lock{ownA, Write, rg(0, 9)}) {
+		t.Fatal("the shadow does not count", got)
+	}
+	if r, _ := m.Lock(now, LockArgs{Req: 3, File: "f", Owner: ownB, Type: Read, Range: rg(5, 5), Block: true}); r.Verdict != Blocked {
+		t.Fatal(r)
+	}
+	// Refused: A holds its write lock again; B still waits.
+	r, acts = m.BackingDone(now, 2, false)
+	if r != (Result{Verdict: Denied, Local: true}) || len(acts) != 0 {
+		t.Fatal(r, acts)
+	}
+	if got := m.Holders("f"); !slices.Equal(got, []Lock{{ownA, Write, rg(0, 9)}}) {
+		t.Fatal(got)
+	}
+	// Again, taken this time: B is granted.
+	m.Lock(now, LockArgs{Req: 4, File: "f", Owner: ownA, Type: Read, Range: rg(0, 19)})
+	r, acts = m.BackingDone(now, 4, true)
+	if r.Verdict != Granted || len(acts) != 1 || acts[0].Kind != ActBacking || !acts[0].Acquire || acts[0].Req != 3 {
+		t.Fatal(r, acts)
+	}
+	if _, acts = m.BackingDone(now, 3, true); len(acts) != 1 || acts[0].Kind != ActGranted || acts[0].Req != 3 {
+		t.Fatal(acts)
+	}
+}
+
+// A cancel that arrives while a waiter's grant is being acquired (a driver
+// that lets inputs in between) backs the grant out when BackingDone comes.
+func TestCancelWhileAcquiring(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, ok := range []bool{true, false} {
+		m := New(Config{}, now)
+		m.Lock(now, LockArgs{Req: 1, File: "f", Owner: ownA, Type: Read, Range: rg(0, 9)})
+		m.BackingDone(now, 1, true)
+		m.Lock(now, LockArgs{Req: 2, File: "f", Owner: ownB, Type: Write, Range: rg(5, 14), Block: true})
+		_, acts := m.Unlock(now, "f", ownA, Whole)
+		if len(acts) != 2 || !acts[1].Acquire || acts[1].Req != 2 {
+			t.Fatal(acts)
+		}
+		if found, acts := m.Cancel(now, CancelArgs{"f", ownB, Write, rg(5, 14)}); !found || len(acts) != 0 {
+			t.Fatal(found, acts)
+		}
+		r, acts := m.BackingDone(now, 2, ok)
+		if r.Verdict != Denied {
+			t.Fatal(r)
+		}
+		if ok && (len(acts) != 1 || acts[0] != (Action{Kind: ActBacking, File: "f", Owner: ownB, Type: Unlocked, Range: rg(5, 14), Last: true})) {
+			t.Fatal("taken: released again", acts)
+		}
+		if !ok && len(acts) != 0 {
+			t.Fatal(acts)
+		}
+		if h := m.Holders("f"); len(h) != 0 || len(m.Waiters("f")) != 0 || m.Stats().Files != 0 {
+			t.Fatal(h, m.Stats())
+		}
+	}
+}
