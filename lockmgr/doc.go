@@ -28,8 +28,9 @@
 // 64-bit offset space has a value. RangeOf converts NLM4's and fcntl's
 // (offset, length): length 0 runs to the end of the file, and so does a
 // length that would pass offset 2^64-1 - there is no byte after it, so the
-// clamped range holds exactly the same bytes (Linux's lockd clamps the same
-// way). Range.Length gives 0 back for such ranges.
+// clamped range holds exactly the same bytes (Linux's lockd likewise makes a
+// range whose end overflows run to the end). Range.Length gives 0 back for
+// such ranges.
 //
 // # Semantics
 //
