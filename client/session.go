@@ -135,7 +135,8 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	}
 	c, err := sunrpc.Dial(ctx, network, addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("snfs session %q to %s: %w", s.name, addr, err)
+		// sunrpc.Dial's errors name the address already.
+		return nil, fmt.Errorf("snfs session %q: %w", s.name, err)
 	}
 	s.rpc = c
 	kctx, stop := context.WithCancel(context.Background())

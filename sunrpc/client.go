@@ -203,7 +203,10 @@ func (t *transport) dial(ctx context.Context) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, t.network, t.addr)
 	if err != nil {
-		return nil, fmt.Errorf("sunrpc: dial %s %s: %w", t.network, t.addr, err)
+		// net's error already names the operation, network and address
+		// ("dial tcp 127.0.0.1:2049: connect: connection refused"): wrapping
+		// it in the same words again doubled them in the user's message.
+		return nil, err
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)

@@ -257,6 +257,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 			ready(err)
 		}
 	}()
+	defer func() { err = explainDial(err) }() // before ready's: both say it
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
