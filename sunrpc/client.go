@@ -47,6 +47,7 @@ type transport struct {
 	onConnect     func(ctx context.Context, c *Conn) error
 	observer      Observer        // told about every call that got a reply; may be nil
 	names         CallNames       // names observed calls; nil: numbers
+	watch         *serverWatch    // WithServerWatch's; may be nil
 	ctx           context.Context // handlers' base context, cancelled by Close
 	cancel        context.CancelFunc
 
@@ -149,6 +150,9 @@ func (t *transport) Close() error {
 	t.cancel()
 	if cur != nil {
 		cur.Close()
+	}
+	if t.watch != nil {
+		t.watch.stop()
 	}
 	t.wg.Wait()
 	return nil
@@ -271,7 +275,11 @@ func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder
 	return decodeResults(rec, proc, res)
 }
 
-func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]byte, error) {
+func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) (rec []byte, err error) {
+	if w := t.watch; w != nil {
+		w.begin()
+		defer func() { w.done(err == nil) }()
+	}
 	timeout := t.timeout
 	backoff := 10 * time.Millisecond
 	for {

@@ -296,7 +296,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if f.mode == "snfs" {
 		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
 	}
-	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, dialOpts...)
+	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, append(dialOpts, client.LogServerState(log, nfsAddr, 0))...)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
 	}
