@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -20,9 +23,10 @@ func TestMountRefusedMessage(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for _, c := range [][]string{
 		{"--mode=nfs"}, {"--mode=snfs"}, {"--mode=auto"}, {"--mode=nfs", "--foreground"},
-		{"--mode=snfs", "--foreground", "--cache-dir", diskTempDir(t, "snfs-cache-")},
+		{"--mode=snfs", "--foreground"},
 	} {
-		args := append([]string{"mount", "--nfs-port", strconv.Itoa(port), "--mount-port", strconv.Itoa(port)}, c...)
+		args := append([]string{"mount", "--nfs-port", strconv.Itoa(port), "--mount-port", strconv.Itoa(port),
+			"--cache-dir", diskTempDir(t, "snfs-cache-")}, c...)
 		args = append(args, "127.0.0.1:/srv/share", dir)
 		cmd := exec.Command(snfsBinary(t), args...)
 		var stdout, stderr bytes.Buffer
@@ -44,4 +48,89 @@ func TestMountRefusedMessage(t *testing.T) {
 			t.Errorf("snfs %s: standard output %q; want nothing", strings.Join(c, " "), stdout.String())
 		}
 	}
+}
+
+// TestMountDetachedLog: a detached `snfs mount` given no log file logs to
+// CACHE-DIR/snfs-mount.log (said on its standard error once mounted), in both
+// modes; its log holds the mount's lines until it is unmounted. Under systemd
+// (standard error is the stream JOURNAL_STREAM names) it logs there instead,
+// and makes no file.
+func TestMountDetachedLog(t *testing.T) {
+	requireFUSE(t)
+	bin := snfsBinary(t)
+	e := newEnv(t, "rw,no_root_squash")
+	port := strconv.Itoa(e.port())
+	mount := func(t *testing.T, mode, dir, cacheDir string, stderr *os.File, env ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, "mount", "--mode="+mode, "--nfs-port", port, "--mount-port", port,
+			"--cache-dir", cacheDir, "127.0.0.1:"+e.dir, dir)
+		cmd.Stderr, cmd.Env = stderr, append(os.Environ(), env...)
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("snfs mount: %v\n%s", err, tail(stderr.Name(), 10))
+		}
+		daemonMount(t, bin, dir)
+	}
+	umount := func(t *testing.T, dir string) {
+		t.Helper()
+		if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+			t.Fatalf("snfs umount: %v\n%s", err, out)
+		}
+	}
+	for _, mode := range []string{"nfs", "snfs"} {
+		t.Run(mode, func(t *testing.T) {
+			dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
+			errf, err := os.Create(filepath.Join(diskTempDir(t, "snfs-out-"), "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer errf.Close()
+			mount(t, mode, dir, cacheDir, errf)
+			logPath := filepath.Join(cacheDir, "snfs-mount.log")
+			out, _ := os.ReadFile(errf.Name())
+			if want := "snfs: mounted; the mount logs to " + logPath + "\n"; string(out) != want {
+				t.Fatalf("snfs mount said %q; want %q", out, want)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			umount(t, dir)
+			l, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatalf("the detached mount's log: %v", err)
+			}
+			for _, want := range []string{`msg=mounted`, `msg=unmounted`} {
+				if !strings.Contains(string(l), want) {
+					t.Errorf("the log has no %q:\n%s", want, l)
+				}
+			}
+		})
+	}
+	t.Run("journal", func(t *testing.T) {
+		dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
+		// The journal's stream, as systemd gives it: stderr, named by
+		// JOURNAL_STREAM=DEV:INO.
+		journal, err := os.Create(filepath.Join(diskTempDir(t, "snfs-journal-"), "journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer journal.Close()
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(journal.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		mount(t, "nfs", dir, cacheDir, journal, fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
+		umount(t, dir)
+		l, _ := os.ReadFile(journal.Name())
+		for _, want := range []string{`msg=mounted`, `msg=unmounted`} {
+			if !strings.Contains(string(l), want) {
+				t.Errorf("the journal has no %q:\n%s", want, l)
+			}
+		}
+		if strings.Contains(string(l), "logs to") {
+			t.Errorf("a mount logging to the journal named a log file:\n%s", l)
+		}
+		if _, err := os.Stat(filepath.Join(cacheDir, "snfs-mount.log")); !os.IsNotExist(err) {
+			t.Errorf("a mount logging to the journal made a log file (%v)", err)
+		}
+	})
 }

@@ -117,7 +117,12 @@ func mountCmd(args []string) error {
 		return err
 	}
 	if !f.foreground {
-		return daemonize(args)
+		journal, logPath, err := detachedLog(f, host, export)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "snfs: cannot log to %s (%v): the mount logs nowhere; -o log-file=F logs to F\n", logPath, err)
+			logPath = ""
+		}
+		return daemonize(args, journal, logPath)
 	}
 	return runMount(f, host, export, dir)
 }
@@ -144,7 +149,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error, which a detached mount does not have)")
+	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
 	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -178,9 +183,10 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 }
 
 // daemonize runs this command again with --foreground, detached (a new
-// session, standard streams on /dev/null), and returns once the child says
-// the mount is usable, or with the child's error.
-func daemonize(args []string) error {
+// session, standard streams on /dev/null; stderr kept if it is the journal;
+// logging to logPath if not ""), and returns once the child says the mount is
+// usable, or with the child's error.
+func daemonize(args []string, journal bool, logPath string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -197,8 +203,14 @@ func daemonize(args []string) error {
 	defer null.Close()
 	cmd := exec.Command(self, append([]string{"mount", "--foreground"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	if journal {
+		cmd.Stderr = os.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	if logPath != "" {
+		cmd.Env = append(cmd.Env, mountLogEnv+"="+logPath)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {
@@ -215,6 +227,9 @@ func daemonize(args []string) error {
 	case m := <-msg:
 		if m == "ok" {
 			cmd.Process.Release()
+			if logPath != "" {
+				fmt.Fprintf(os.Stderr, "snfs: mounted; the mount logs to %s\n", logPath)
+			}
 			return nil
 		}
 		cmd.Wait()
@@ -262,13 +277,11 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logTo := os.Stderr
-	if f.logFile != "" {
-		if logTo, err = os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
-			return fmt.Errorf("--log-file: %w", err)
-		}
-		defer logTo.Close()
+	logTo, closeLog, err := mountLog(f)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
