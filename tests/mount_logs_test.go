@@ -134,3 +134,49 @@ func TestMountDetachedLog(t *testing.T) {
 		}
 	})
 }
+
+// TestMountSNFSRecoveryLogPaths: the recovery of a killed mount's dirty data
+// logs the files it writes back and the conflicts it keeps by their paths on
+// the mount, directories included (a restarted mount has looked nothing up:
+// it learns them from the server), not only by file id.
+func TestMountSNFSRecoveryLogPaths(t *testing.T) {
+	requireFUSE(t)
+	s := newServeProc(t)
+	if err := os.MkdirAll(s.path("src/lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := randBytes(71, 5000)
+	if err := os.WriteFile(s.path("src/lib/shared"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	writeDurable(t, a.path("src/lib/shared"), randBytes(72, 30000))
+	writeDurable(t, a.path("src/mine"), randBytes(73, 20000))
+	a.kill9()
+	nfsRewrite(t, s, "src/lib/shared", randBytes(74, 10000))
+
+	b := startMount(t, s, a.dir, a.cacheDir)
+	l, err := os.ReadFile(b.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(l)
+	for _, want := range []string{
+		`msg="reintegration: wrote back a file's data" path=` + b.path("src/mine") + ` fileid=`,
+		`msg="reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it" path=` + b.path("src/lib/shared") + ` fileid=`,
+		`msg="conflict: kept this client's version beside the server's" path=` + b.path("src/lib/shared") + ` copy=` + b.path("src/lib/shared.snfs-conflict-"),
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the restarted mount's log has no %q", want)
+		}
+	}
+	if strings.Contains(log, unknownDirInLog) {
+		t.Errorf("the log names a path with unknown directories:\n%s", log)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", log)
+	}
+}
+
+// unknownDirInLog is how a log names the unknown directories of a path.
+const unknownDirInLog = "(unknown directory)"

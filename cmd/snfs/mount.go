@@ -330,7 +330,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if res.Status != 0 {
 		return fmt.Errorf("MNT %s: %v", export, res.Status)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log})
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir})
 	if err != nil {
 		return err
 	}

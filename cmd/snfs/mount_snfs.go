@@ -65,7 +65,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
-		CloseDelay: f.closeDelay, Logger: log}
+		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir}
 	if reg != nil {
 		cfg.Observer = reg
 	}

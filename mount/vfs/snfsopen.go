@@ -50,6 +50,8 @@ type SNFSMountConfig struct {
 	CloseDelay time.Duration
 	Logger     *slog.Logger
 	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
+	// MountPoint as Config's: for the paths of files in log messages.
+	MountPoint string
 	// NotRespondingAfter as client.SessionConfig's: when an outage of the
 	// server is logged (0: client.NotRespondingAfter).
 	NotRespondingAfter time.Duration
@@ -101,7 +103,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if res.Status != 0 {
 		return fail(fmt.Errorf("MNT %s: %v", cfg.Export, res.Status))
 	}
-	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
+	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
 			Recover: true, handler: h, owned: true, export: cfg.Export}})
