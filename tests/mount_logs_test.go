@@ -25,8 +25,9 @@ func TestMountRefusedMessage(t *testing.T) {
 		{"--mode=nfs"}, {"--mode=snfs"}, {"--mode=auto"}, {"--mode=nfs", "--foreground"},
 		{"--mode=snfs", "--foreground"},
 	} {
+		cacheDir := diskTempDir(t, "snfs-cache-")
 		args := append([]string{"mount", "--nfs-port", strconv.Itoa(port), "--mount-port", strconv.Itoa(port),
-			"--cache-dir", diskTempDir(t, "snfs-cache-")}, c...)
+			"--cache-dir", cacheDir}, c...)
 		args = append(args, "127.0.0.1:/srv/share", dir)
 		cmd := exec.Command(snfsBinary(t), args...)
 		var stdout, stderr bytes.Buffer
@@ -46,6 +47,10 @@ func TestMountRefusedMessage(t *testing.T) {
 		}
 		if stdout.Len() != 0 {
 			t.Errorf("snfs %s: standard output %q; want nothing", strings.Join(c, " "), stdout.String())
+		}
+		// A failed mount leaves no (empty) default log behind.
+		if _, err := os.Stat(filepath.Join(cacheDir, "snfs-mount.log")); !os.IsNotExist(err) {
+			t.Errorf("snfs %s: a failed mount left its log file (%v)", strings.Join(c, " "), err)
 		}
 	}
 }

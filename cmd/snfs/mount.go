@@ -122,7 +122,11 @@ func mountCmd(args []string) error {
 			fmt.Fprintf(os.Stderr, "snfs: cannot log to %s (%v): the mount logs nowhere; -o log-file=F logs to F\n", logPath, err)
 			logPath = ""
 		}
-		return daemonize(args, journal, logPath)
+		err = daemonize(args, journal, logPath)
+		if err != nil {
+			dropEmptyLog(logPath)
+		}
+		return err
 	}
 	return runMount(f, host, export, dir)
 }

@@ -65,6 +65,19 @@ func detachedLog(f mountFlags, host, export string) (journal bool, path string, 
 	return false, path, w.Close()
 }
 
+// dropEmptyLog removes the log file detachedLog made for a mount that failed
+// without writing to it, and its directory if that is empty now: a mistyped
+// command leaves nothing behind.
+func dropEmptyLog(path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		os.Remove(path)
+		os.Remove(filepath.Dir(path)) // fails, harmlessly, unless empty
+	}
+}
+
 // mountLog is where runMount logs: log-file, the file a detaching parent
 // chose (mountLogEnv), or standard error.
 func mountLog(f mountFlags) (io.Writer, func(), error) {
