@@ -138,7 +138,16 @@ func mountCmd(args []string) error {
 		return err
 	}
 	if !f.foreground {
-		return daemonize(args)
+		journal, logPath, err := detachedLog(f, host, export)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "snfs: cannot log to %s (%v): the mount logs nowhere; -o log-file=F logs to F\n", logPath, err)
+			logPath = ""
+		}
+		err = daemonize(args, journal, logPath)
+		if err != nil {
+			dropEmptyLog(logPath)
+		}
+		return err
 	}
 	// Every path is absolute by now; the mount process keeps no directory
 	// busy.
@@ -169,7 +178,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error, which a detached mount does not have)")
+	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
 	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -214,9 +223,10 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 }
 
 // daemonize runs this command again with --foreground, detached (a new
-// session, standard streams on /dev/null), and returns once the child says
-// the mount is usable, or with the child's error.
-func daemonize(args []string) error {
+// session, standard streams on /dev/null; stderr kept if it is the journal;
+// logging to logPath if not ""), and returns once the child says the mount is
+// usable, or with the child's error.
+func daemonize(args []string, journal bool, logPath string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -233,8 +243,14 @@ func daemonize(args []string) error {
 	defer null.Close()
 	cmd := exec.Command(self, append([]string{"mount", "--foreground"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	if journal {
+		cmd.Stderr = os.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	if logPath != "" {
+		cmd.Env = append(cmd.Env, mountLogEnv+"="+logPath)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// The child starts in this working directory, to resolve relative
 	// paths as this command did, and then changes to / (mountCmd).
@@ -252,6 +268,9 @@ func daemonize(args []string) error {
 	case m := <-msg:
 		if m == "ok" {
 			cmd.Process.Release()
+			if logPath != "" {
+				fmt.Fprintf(os.Stderr, "snfs: mounted; the mount logs to %s\n", logPath)
+			}
 			return nil
 		}
 		cmd.Wait()
@@ -294,17 +313,16 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 			ready(err)
 		}
 	}()
+	defer func() { err = explainDial(err) }() // before ready's: both say it
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logTo := os.Stderr
-	if f.logFile != "" {
-		if logTo, err = os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
-			return fmt.Errorf("--log-file: %w", err)
-		}
-		defer logTo.Close()
+	logTo, closeLog, err := mountLog(f)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -330,7 +348,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if f.mode == "snfs" {
 		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
 	}
-	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, dialOpts...)
+	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, append(dialOpts, client.LogServerState(log, nfsAddr, 0))...)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
 	}
@@ -351,7 +369,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if res.Status != 0 {
 		return fmt.Errorf("MNT %s: %v", export, res.Status)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log})
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir})
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
-		CloseDelay: f.closeDelay, Logger: log}
+		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir}
 	cfg.Observer = reg
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {

@@ -468,7 +468,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EINVAL // NFSv3 cannot swap two names atomically
 	}
 	target := vnode(newParent.EmbeddedInode().GetChild(newName))
-	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, flags&renameNoReplace != 0))
+	moved := vnode(n.GetChild(name))
+	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

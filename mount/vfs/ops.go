@@ -107,7 +107,7 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 		}
 	}
 	i := fs.inode(res.Object, a, start)
-	fs.snfsNamed(dir, name, i)
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
@@ -126,7 +126,7 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 		}
 	}
 	i := fs.inode(res.Object, a, attrAlways)
-	fs.snfsNamed(dir, name, i)
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
@@ -270,6 +270,7 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 	if err != nil {
 		return Entry{}, err
 	}
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
@@ -375,7 +376,10 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 // newName names now: if it is open it is hidden first (as Remove does).
 // noReplace fails with NFS3ERR_EXIST when newName exists (checked with a
 // LOOKUP first: NFSv3 has no atomic form).
-func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) error {
+//
+// moved, if known (nil: not), is the object renamed: it is named newName in to
+// afterwards (for the log's paths).
+func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target, moved *Inode, noReplace bool) error {
 	if noReplace {
 		var res *nfs3.LookupRes
 		err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -410,6 +414,9 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	}
 	if err == nil && target != nil && !(from == to && name == newName) {
 		fs.snfsRemoved(target, nlink)
+	}
+	if err == nil {
+		fs.named(to, newName, moved)
 	}
 	return err
 }
@@ -671,7 +678,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
 				ci := fs.inode(e.Handle, e.Attr, start)
-				fs.snfsNamed(dir, e.Name, ci)
+				fs.named(dir, e.Name, ci)
 				en := fs.entry(dir, ci)
 				d.Entry = &en
 			}

@@ -50,6 +50,11 @@ type SNFSMountConfig struct {
 	CloseDelay time.Duration
 	Logger     *slog.Logger
 	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
+	// MountPoint as Config's: for the paths of files in log messages.
+	MountPoint string
+	// NotRespondingAfter as client.SessionConfig's: when an outage of the
+	// server is logged (0: client.NotRespondingAfter).
+	NotRespondingAfter time.Duration
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -72,7 +77,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer})
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
+		NotRespondingAfter: cfg.NotRespondingAfter})
 	if err != nil {
 		cache.Close()
 		return nil, err
@@ -97,7 +103,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if res.Status != 0 {
 		return fail(fmt.Errorf("MNT %s: %v", cfg.Export, res.Status))
 	}
-	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
+	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
 			Recover: true, handler: h, owned: true, export: cfg.Export}})
