@@ -5,6 +5,7 @@
 //	snfs umount MOUNTPOINT        unmount, after everything is written back
 //	snfs stat --metrics ADDR      per-procedure call counts of a running server
 //	snfs conflicts [--cache-dir D | MOUNTPOINT]   conflicts an snfs mount kept
+//	snfs install [--dir DIR]      mount(8)'s helpers for types snfs and fuse.snfs
 //	snfs version                  the module version, VCS revision and Go version
 package main
 
@@ -26,6 +27,8 @@ commands:
   conflicts [--cache-dir D | MOUNTPOINT]
                          list the conflicts an snfs-mode mount kept (its data
                          saved beside a file another client changed)
+  install [--dir DIR]    link DIR/mount.snfs and DIR/mount.fuse.snfs (DIR: /sbin)
+                         to this binary, for mount -t snfs, mount -t fuse.snfs, fstab
   version                print the version
   help                   print this
 `
@@ -51,6 +54,8 @@ func main() {
 		err = stat(os.Args[2:])
 	case "conflicts":
 		err = conflicts(os.Args[2:])
+	case "install":
+		err = installCmd(os.Args[2:])
 	case "version", "--version":
 		fmt.Println(version())
 		return

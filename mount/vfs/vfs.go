@@ -44,6 +44,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// SNFS, if set, runs the consistency protocol (snfs mode, snfs.go).
 	SNFS *SNFSConfig
+	// ReadOnly refuses every change with EROFS (readonly.go).
+	ReadOnly bool
 }
 
 // FS is one mounted export.
