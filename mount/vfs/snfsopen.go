@@ -72,8 +72,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 		// Recovery would write them back: a change a read-only mount
 		// must not make. Refused before anything is sent.
 		cache.Close()
-		return nil, fmt.Errorf("read-only mount: the cache directory %s holds %d files an earlier mount did not write back; "+
-			"mount it read-write once to write them back, or give the read-only mount another cache-dir", cfg.CacheDir, n)
+		return nil, fmt.Errorf("read-only mount: the cache directory %s holds unwritten data of %d file(s) from an earlier mount; "+
+			"mount read-write once to write it back, or give the read-only mount another cache-dir", cfg.CacheDir, n)
 	}
 	// A verifier persisted by an older version: this instance is a new one
 	// (docs/protocol.md section 7), whatever the cache directory holds.
