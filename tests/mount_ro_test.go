@@ -72,9 +72,10 @@ func consistEntries(t *testing.T, reg *metrics.Registry) map[string]float64 {
 	return n
 }
 
-// TestMountReadOnly mounts with `snfs mount -o ro` (nfs and snfs mode) and
-// tries every change through the mount: each fails with EROFS, the export is
-// unchanged, and the server got no changing call; reads work.
+// TestMountReadOnly mounts with `snfs mount -o ro` (nfs mode) and `snfs
+// mount --read-only` (snfs mode) and tries every change through the mount:
+// each fails with EROFS, the export is unchanged, and the server got no
+// changing call; reads work.
 func TestMountReadOnly(t *testing.T) {
 	requireFUSE(t)
 	bin := snfsBinary(t)
@@ -92,10 +93,15 @@ func TestMountReadOnly(t *testing.T) {
 			}
 			dir := diskTempDir(t, "snfs-ro-")
 			daemonMount(t, bin, dir)
-			opts := fmt.Sprintf("ro,nfs-port=%d,mount-port=%d,mode=%s,cache-dir=%s",
+			opts := fmt.Sprintf("nfs-port=%d,mount-port=%d,mode=%s,cache-dir=%s",
 				e.port(), e.port(), mode, diskTempDir(t, "snfs-cache-"))
-			if out, err := exec.Command(bin, "mount", "-o", opts, "127.0.0.1:"+e.dir, dir).CombinedOutput(); err != nil {
-				t.Fatalf("snfs mount -o %s: %v\n%s", opts, err, out)
+			// -o ro in nfs mode, --read-only in snfs mode.
+			args := []string{"mount", "-o", "ro," + opts}
+			if mode == "snfs" {
+				args = []string{"mount", "--read-only", "-o", opts}
+			}
+			if out, err := exec.Command(bin, append(args, "127.0.0.1:"+e.dir, dir)...).CombinedOutput(); err != nil {
+				t.Fatalf("snfs %q: %v\n%s", args, err, out)
 			}
 			if o := mountOptions(t, dir); !strings.HasPrefix(o, "ro,") {
 				t.Errorf("mountinfo options %q, want ro", o)
