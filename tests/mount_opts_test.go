@@ -37,14 +37,15 @@ func runSnfs(t *testing.T, bin, argv0, dir string, args ...string) (int, string)
 }
 
 // TestMountOptions: mount.snfs -f (check, mount nothing) takes what fstab
-// lines carry; snfs mount refuses uid=, gid=, suid, dev, allow_root, a value
+// lines carry; snfs mount refuses uid=, gid=, allow_root, sync, a value
 // given to a flag option, and an unknown option, each with its message,
-// before anything is mounted.
+// before anything is mounted. (suid and dev are accepted: the mount stays
+// nosuid,nodev, and fuse3's mount.fuse3 adds them to every mount.)
 func TestMountOptions(t *testing.T) {
 	bin := snfsBinary(t)
 	dir := diskTempDir(t, "snfs-opts-")
 	const spec = "127.0.0.1:/srv/share"
-	accepted := "allow_other,default_permissions,noatime,relatime,nodev,nosuid,rw,ro,exec,noexec," +
+	accepted := "allow_other,default_permissions,noatime,relatime,nodev,nosuid,dev,suid,rw,ro,exec,noexec," +
 		"_netdev,auto,noauto,nofail,user,users,user=alice,nouser,defaults,async,x-systemd.automount,comment=x"
 	if code, out := runSnfs(t, bin, "mount.snfs", dir, spec, dir, "-f", "-o", accepted); code != 0 || out != "" {
 		t.Errorf("mount.snfs -f -o %s: exit %d\n%s", accepted, code, out)
@@ -55,8 +56,6 @@ func TestMountOptions(t *testing.T) {
 	for _, c := range []struct{ opt, msg string }{
 		{"uid=1000", "files keep the owner the server reports (every call carries the caller's own uid and gid); snfs does not map owners (squash them on the server: all_squash,anonuid=N in the exports)"},
 		{"gid=100", "files keep the group the server reports (every call carries the caller's own uid and gid); snfs does not map groups (squash them on the server: all_squash,anongid=N in the exports)"},
-		{"suid", "an snfs mount is always nosuid: set-user-ID and set-group-ID bits of programs on the server give no privilege on this machine"},
-		{"dev", "an snfs mount is always nodev: device files on the server open no device of this machine"},
 		{"allow_root", "an snfs mount is always allow_other: every user of this machine can use it, and the server decides what each may do (AUTH_SYS)"},
 		{"sync", "not supported: data reaches the server at close and fsync (nfs mode) or after writeback-delay, at fsync and at unmount (snfs mode)"},
 		{"ro=1", "takes no value"},
@@ -129,4 +128,50 @@ func TestInstall(t *testing.T) {
 	if code, out := install(); code != 1 || out != want {
 		t.Errorf("snfs install over a file: exit %d\n%s\nwant\n%s", code, out, want)
 	}
+}
+
+// TestMountFuse3: where fuse3's mount.fuse3 is installed and no
+// mount.fuse.snfs, `mount -t fuse.snfs` runs it, and it runs the program
+// snfs from mount(8)'s PATH as `snfs SPEC DIR -o OPTS,dev,suid`: with snfs in
+// /usr/local/sbin (a link, removed when the test ends) that mounts, read-write
+// and read-only, still nosuid,nodev.
+func TestMountFuse3(t *testing.T) {
+	requireFUSE(t)
+	if _, err := os.Stat("/sbin/mount.fuse3"); err != nil {
+		requireInCI(t, "fuse3's mount.fuse3 not installed")
+	}
+	if _, err := exec.LookPath("mount"); err != nil {
+		requireInCI(t, "mount(8) not installed (util-linux)")
+	}
+	for _, p := range []string{"/sbin/mount.fuse.snfs", "/usr/local/sbin/snfs"} {
+		if _, err := os.Lstat(p); err == nil {
+			requireInCI(t, p+" exists already; not replacing it")
+		}
+	}
+	bin := snfsBinary(t)
+	if err := os.Symlink(bin, "/usr/local/sbin/snfs"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove("/usr/local/sbin/snfs") })
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.WriteFile(e.path("there"), []byte("there\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := "127.0.0.1:" + e.dir
+	opts := fmt.Sprintf("nfs-port=%d,mount-port=%d,mode=nfs", e.port(), e.port())
+
+	dir := diskTempDir(t, "snfs-fuse3-")
+	daemonMount(t, bin, dir)
+	if out, err := exec.Command("mount", "-t", "fuse.snfs", "-o", opts, spec, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount -t fuse.snfs through mount.fuse3: %v\n%s", err, out)
+	}
+	if o := mountOptions(t, dir); !strings.Contains(o, "nosuid") || !strings.Contains(o, "nodev") {
+		t.Errorf("mountinfo options %q: want nosuid,nodev whatever mount.fuse3 asked", o)
+	}
+	useMount(t, bin, dir, e.dir, "fuse3")
+
+	if out, err := exec.Command("mount", "-t", "fuse.snfs", "-r", "-o", opts, spec, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount -t fuse.snfs -r through mount.fuse3: %v\n%s", err, out)
+	}
+	readOnlyMount(t, bin, dir, "there")
 }

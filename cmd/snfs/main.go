@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 const usage = `usage: snfs COMMAND [flags]
@@ -63,6 +64,13 @@ func main() {
 		fmt.Print(usage)
 		return
 	default:
+		if strings.Contains(os.Args[1], ":/") {
+			// `snfs SERVER:/EXPORT MOUNTPOINT -o OPTS`: how fuse3's
+			// mount.fuse3 runs the program of type fuse.snfs (found on
+			// mount(8)'s PATH) where no mount.fuse.snfs is installed.
+			err = mountHelper(os.Args[1:])
+			break
+		}
 		fmt.Fprintf(os.Stderr, "snfs: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}

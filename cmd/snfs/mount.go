@@ -42,8 +42,8 @@ same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=
 mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
 metrics=ADDR, log-file=F, foreground, debug, ro, rw, noexec, exec, and mount(8)'s and FUSE's
 common options (allow_other, default_permissions, nosuid, nodev, noatime, _netdev, noauto,
-user, defaults, x-*: the mount always behaves so; uid=, gid=, suid, dev are refused, each
-with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
+user, defaults, x-*: the mount always behaves so, and always nosuid,nodev; uid=, gid=,
+allow_root, sync are refused, each with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
 mount(8)'s helper for types snfs and fuse.snfs. See docs/mount.md.`
 
 type mountFlags struct {

@@ -12,8 +12,6 @@ import (
 
 // genericOptReasons are the options refused, with why.
 var genericOptReasons = map[string]string{
-	"suid":       "an snfs mount is always nosuid: set-user-ID and set-group-ID bits of programs on the server give no privilege on this machine",
-	"dev":        "an snfs mount is always nodev: device files on the server open no device of this machine",
 	"allow_root": "an snfs mount is always allow_other: every user of this machine can use it, and the server decides what each may do (AUTH_SYS)",
 	"uid":        "files keep the owner the server reports (every call carries the caller's own uid and gid); snfs does not map owners (squash them on the server: all_squash,anonuid=N in the exports)",
 	"gid":        "files keep the group the server reports (every call carries the caller's own uid and gid); snfs does not map groups (squash them on the server: all_squash,anongid=N in the exports)",
@@ -50,6 +48,11 @@ func (f *mountFlags) applyGenericOpt(k string, hasValue bool) (known bool, err e
 		// is, and noexec, which mount(8) passes on as an option).
 	case "nosuid", "nodev", "allow_other", "default_permissions":
 		// Always so (mount/fusefs).
+	case "suid", "dev":
+		// The mount stays nosuid,nodev: set-ID bits of programs on the
+		// server give no privilege here, device files open no device.
+		// Not refused: fuse3's mount.fuse3 adds "dev,suid" to every
+		// mount it hands on (unless nodev, nosuid were given).
 	case "atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
 		"diratime", "nodiratime", "lazytime", "nolazytime":
 		// Access times are the server's, which sets them as it serves
