@@ -47,8 +47,11 @@ is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
 mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
-metrics=ADDR, log-file=F, foreground, debug (and mount(8)'s generic options, ignored). As
-/sbin/mount.snfs (a symbolic link to snfs) it is mount(8)'s helper for type snfs. See docs/mount.md.`
+metrics=ADDR, log-file=F, foreground, debug, ro, rw, noexec, exec, and mount(8)'s and FUSE's
+common options (allow_other, default_permissions, nosuid, nodev, noatime, _netdev, noauto,
+user, defaults, x-*: the mount always behaves so, and always nosuid,nodev; uid=, gid=,
+allow_root, sync are refused, each with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
+mount(8)'s helper for types snfs and fuse.snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
@@ -63,6 +66,7 @@ type mountFlags struct {
 	closeDelay         time.Duration
 	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
+	readOnly, noExec   bool // -o ro, -o noexec (mountopts.go)
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -105,14 +109,11 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.debug = true
 		case "log-file":
 			f.logFile = v
-		case "rw", "defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail",
-			"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async",
-			"atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
-			"diratime", "nodiratime", "lazytime", "nolazytime", "silent", "loud":
-			// fstab's generic options, which mount(8) passes on to its
-			// helper: nothing to do here (the mount is always nosuid,nodev).
 		default:
-			return fmt.Errorf("-o: unknown option %q", o)
+			var known bool
+			if known, err = f.applyGenericOpt(k, strings.Contains(o, "=")); !known {
+				return fmt.Errorf("-o: unknown option %q", o)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("-o %s: %w", o, err)
@@ -175,11 +176,12 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
+	fs.BoolVar(&f.readOnly, "read-only", false, "mount read-only (-o ro): every change fails with EROFS and nothing is sent to the server")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug,ro,noexec,nonempty")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -369,7 +371,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if res.Status != 0 {
 		return fmt.Errorf("MNT %s: %v", export, res.Status)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir})
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly})
 	if err != nil {
 		return err
 	}
@@ -382,7 +384,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,8 @@ type Options struct {
 	// directory (package vfs, passthrough.go). Without it, or if the kernel
 	// does not offer it, every read goes through the mount.
 	Passthrough bool
+	// NoExec mounts noexec (MS_NOEXEC): no program on the mount runs.
+	NoExec bool
 }
 
 // bridge is what all nodes of one mount share.
@@ -90,6 +92,16 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	if !o.Passthrough || os.Geteuid() != 0 {
 		o.Passthrough = false
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if o.NoExec {
+		mo.Options = append(mo.Options, "noexec")
+	}
+	if v.ReadOnly() {
+		// The kernel refuses every change itself (EROFS), statfs reports
+		// ST_RDONLY and /proc/mounts "ro": MS_RDONLY for mount(2), "ro"
+		// for fusermount (and the kernel, which takes it in the data too).
+		mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
+		mo.Options = append(mo.Options, "ro")
 	}
 	opts := &fs.Options{
 		MountOptions:    mo,

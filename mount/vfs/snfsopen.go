@@ -55,6 +55,10 @@ type SNFSMountConfig struct {
 	// NotRespondingAfter as client.SessionConfig's: when an outage of the
 	// server is logged (0: client.NotRespondingAfter).
 	NotRespondingAfter time.Duration
+	// ReadOnly: a read-only mount (Config.ReadOnly). It opens files for
+	// reading only and starts only from a cache directory with nothing to
+	// write back.
+	ReadOnly bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -68,6 +72,13 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	cache, err := cachedir.Open(cfg.CacheDir, cfg.CacheSize)
 	if err != nil {
 		return nil, err
+	}
+	if n := len(cache.DirtyFiles()); cfg.ReadOnly && n > 0 {
+		// Recovery would write them back: a change a read-only mount
+		// must not make. Refused before anything is sent.
+		cache.Close()
+		return nil, fmt.Errorf("read-only mount: the cache directory %s holds unwritten data of %d file(s) from an earlier mount; "+
+			"mount read-write once to write it back, or give the read-only mount another cache-dir", cfg.CacheDir, n)
 	}
 	// A verifier persisted by an older version: this instance is a new one
 	// (docs/protocol.md section 7), whatever the cache directory holds.
@@ -106,7 +117,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
-			Recover: true, handler: h, owned: true, export: cfg.Export}})
+			Recover: true, handler: h, owned: true, export: cfg.Export}, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return fail(err)
 	}

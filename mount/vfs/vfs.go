@@ -47,6 +47,8 @@ type Config struct {
 	MountPoint string
 	// SNFS, if set, runs the consistency protocol (snfs mode, snfs.go).
 	SNFS *SNFSConfig
+	// ReadOnly refuses every change with EROFS (readonly.go).
+	ReadOnly bool
 }
 
 // FS is one mounted export.
