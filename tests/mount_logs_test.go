@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,3 +186,12 @@ func TestMountSNFSRecoveryLogPaths(t *testing.T) {
 
 // unknownDirInLog is how a log names the unknown directories of a path.
 const unknownDirInLog = "(unknown directory)"
+
+// mountedLine matches the one line a detached `snfs mount` prints once the
+// mount is usable, naming where it logs.
+var mountedLine = regexp.MustCompile(`(?m)^snfs: mounted; the mount logs to \S+\n`)
+
+// withoutMountedLine is out less that line: what else `snfs mount` said.
+func withoutMountedLine(out string) string {
+	return mountedLine.ReplaceAllString(out, "")
+}

@@ -97,7 +97,7 @@ func TestVFSReadOnly(t *testing.T) {
 				{"link", func() error { _, err := v.Link(ctx, fe.Inode, root, c, "h"); return err }},
 				{"remove", func() error { return v.Remove(ctx, root, c, "f", fe.Inode) }},
 				{"rmdir", func() error { return v.Rmdir(ctx, root, c, "d") }},
-				{"rename", func() error { return v.Rename(ctx, root, "f", de.Inode, "g", c, nil, false) }},
+				{"rename", func() error { return v.Rename(ctx, root, "f", de.Inode, "g", c, nil, nil, false) }},
 				{"setattr", func() error { _, _, err := v.Setattr(ctx, fe.Inode, c, vfs.SetAttr{Mode: &mode}); return err }},
 				{"access modify", func() error { _, err := v.Access(ctx, fe.Inode, c, nfs3.AccessModify); return err }},
 			} {
