@@ -333,6 +333,17 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 	return nil
 }
 
+// ChangedWhere calls back every client that may cache a file whose handle
+// match accepts, as for a change by a local process (Changed): the server
+// stopped serving those files' export, and a client must not go on answering
+// from its cache of them; its next call on them is answered NFS3ERR_STALE.
+func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
+	if !d.active.Load() || d.ctx.Err() != nil {
+		return
+	}
+	d.do(d.m.ChangedWhere(time.Now(), match))
+}
+
 // Access applies an NFSv3 request of kind on the file fh names by table client
 // c (section 6.1; a protocol client's own reads and writes of files it has open
 // go through at once). proceed is called exactly once: nil to go ahead (before

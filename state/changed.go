@@ -32,14 +32,22 @@ func (m *Machine) Changed(now time.Time, f FileID) []Action {
 // ChangedAll is Changed for every file in the table: changes made outside the
 // protocol may have gone unreported (the driver's change notifications were
 // lost). It scans the table.
-func (m *Machine) ChangedAll(now time.Time) []Action {
+func (m *Machine) ChangedAll(now time.Time) []Action { return m.ChangedWhere(now, nil) }
+
+// ChangedWhere is Changed for every file in the table whose handle match
+// accepts (nil: every file): the files of an export the server stopped
+// serving, whose clients must stop using their caches of them. It scans the
+// table.
+func (m *Machine) ChangedWhere(now time.Time, match func(handle []byte) bool) []Action {
 	t := m.t(now)
 	var out []Action
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for e := s.lru.next; e != &s.lru; e = e.next {
-			m.changedLocked(s, e, t, &out)
+			if match == nil || match([]byte(e.handle)) {
+				m.changedLocked(s, e, t, &out)
+			}
 		}
 		s.mu.Unlock()
 	}
