@@ -1,0 +1,329 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"snfs/client"
+	"snfs/mount3"
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+)
+
+// reloadOutcome matches the one log line `snfs serve` writes at the end of
+// each SIGHUP: the exports reloaded, or not.
+func reloadOutcomes(t *testing.T, s *srvProc) []string {
+	t.Helper()
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `msg="exports reloaded"`) || strings.Contains(l, `msg="exports not reloaded`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// hup writes exports as the server's exports file, sends the server SIGHUP
+// and returns the log line that says how the reload ended.
+func (s *srvProc) hup(t *testing.T, file, exports string) string {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(exports), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := len(reloadOutcomes(t, s))
+	if err := syscall.Kill(s.pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if o := reloadOutcomes(t, s); len(o) > before {
+			return o[before]
+		}
+		if gone(s.pid) {
+			t.Fatalf("snfs serve exited on SIGHUP; its log:\n%s", tail(s.logPath, 30))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload outcome logged 20 s after SIGHUP; the log:\n%s", tail(s.logPath, 30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// reloadDirs makes the named export directories (world-writable) under one
+// fresh directory on disk.
+func reloadDirs(t *testing.T, names ...string) map[string]string {
+	base := diskTempDir(t, "snfs-reload-")
+	dirs := map[string]string{}
+	for _, n := range names {
+		d := filepath.Join(base, n)
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o777)
+		dirs[n] = d
+	}
+	return dirs
+}
+
+// TestServeReloadExports: `snfs serve --exports FILE` and SIGHUP, as
+// `exportfs -r`: on the same TCP connections (counted: none is made again),
+// a removed export's handles are NFS3ERR_STALE at once and its MNT is
+// MNT3ERR_NOENT, an added export is mountable and writable, an option changed
+// (ro to rw) and a client list changed (127.0.0.1 no longer listed) apply to
+// the next call; a retransmission of a CREATE executed before the reload gets
+// its reply from the reply cache, a new CREATE there NFS3ERR_STALE; a file
+// that does not parse is reported with its file and line and leaves the
+// exports as they were; adding the removed export again makes its handles
+// valid again; the server stays up through all of it and ends cleanly on
+// SIGTERM.
+func TestServeReloadExports(t *testing.T) {
+	dirs := reloadDirs(t, "a", "b", "c", "d")
+	a, b, c, d := dirs["a"], dirs["b"], dirs["c"], dirs["d"]
+	for _, dir := range []string{a, b, c, d} {
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("data of "+filepath.Base(dir)), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(diskTempDir(t, "snfs-exports-"), "exports")
+	first := fmt.Sprintf("%s 127.0.0.1(rw,no_root_squash)\n%s 127.0.0.1(ro,no_root_squash)\n%s 127.0.0.1(rw,no_root_squash)\n", a, c, d)
+	if err := os.WriteFile(file, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newServeProc(t, "--exports", file)
+
+	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var dials atomic.Int32
+	counted := sunrpc.WithOnConnect(func(context.Context, *sunrpc.Conn) error { dials.Add(1); return nil })
+	nc, err := client.DialNFS(cctx, "tcp", s.addr(), counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	mc, err := client.DialMount(cctx, "tcp", s.mountAddr(), counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	mnt := func(dir string) *mount3.MntRes {
+		t.Helper()
+		res, err := mc.Mnt(cctx, dir)
+		if err != nil {
+			t.Fatalf("MNT %s: %v", dir, err)
+		}
+		return res
+	}
+	root := func(dir string) nfs3.FH {
+		t.Helper()
+		res := mnt(dir)
+		if res.Status != mount3.OK {
+			t.Fatalf("MNT %s: %v", dir, res.Status)
+		}
+		return res.FH
+	}
+	lookup := func(dir nfs3.FH, name string) nfs3.FH {
+		t.Helper()
+		res, err := nc.Lookup(cctx, dir, name)
+		ok(t, "LOOKUP "+name, res.Status, err)
+		return res.Object
+	}
+	getattr := func(what string, fh nfs3.FH, exp nfs3.Status) {
+		t.Helper()
+		res, err := nc.Getattr(cctx, fh)
+		want(t, "GETATTR "+what, res.Status, err, exp)
+	}
+	write := func(what string, fh nfs3.FH, exp nfs3.Status) {
+		t.Helper()
+		res, err := nc.Write(cctx, fh, 0, []byte("new "), nfs3.FileSync)
+		want(t, "WRITE "+what, res.Status, err, exp)
+	}
+
+	rootA, rootC, rootD := root(a), root(c), root(d)
+	fA, fC, fD := lookup(rootA, "f"), lookup(rootC, "f"), lookup(rootD, "f")
+	write("a/f", fA, nfs3.OK)
+	write("c/f on ro", fC, nfs3.ErrROFS)
+	getattr("d/f", fD, nfs3.OK)
+	if st := mnt(b).Status; st != mount3.ErrNoEnt {
+		t.Fatalf("MNT %s before it is exported: %v, want MNT3ERR_NOENT", b, st)
+	}
+	// A CREATE whose reply is lost: its retransmission comes after the reload.
+	mode := uint32(0o644)
+	createArgs := &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: rootA, Name: "made"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}}
+	xid := nc.NextXID()
+	var made nfs3.CreateRes
+	if err := nc.CallXID(cctx, xid, nfs3.ProcCreate, createArgs, &made); err != nil || made.Status != nfs3.OK {
+		t.Fatalf("CREATE made: %v %v", made.Status, err)
+	}
+
+	// Reload: a removed, b added, c becomes rw, d no longer open to 127.0.0.1.
+	second := fmt.Sprintf("%s *(rw,no_root_squash)\n%s 127.0.0.1(rw,no_root_squash)\n%s 10.9.9.9(rw)\n", b, c, d)
+	out := s.hup(t, file, second)
+	for _, w := range []string{`msg="exports reloaded"`, "added=[" + b + "]", "removed=[" + a + "]", "changed=\"[" + c + " " + d + "]\""} {
+		if !strings.Contains(out, w) {
+			t.Errorf("reload log line %q lacks %q", out, w)
+		}
+	}
+	getattr("a's root after a is removed", rootA, nfs3.ErrStale)
+	getattr("a/f after a is removed", fA, nfs3.ErrStale)
+	write("a/f after a is removed", fA, nfs3.ErrStale)
+	if st := mnt(a).Status; st != mount3.ErrNoEnt {
+		t.Fatalf("MNT of removed %s: %v, want MNT3ERR_NOENT", a, st)
+	}
+	var again nfs3.CreateRes
+	if err := nc.CallXID(cctx, xid, nfs3.ProcCreate, createArgs, &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != nfs3.OK || string(again.Object) != string(made.Object) {
+		t.Fatalf("retransmitted CREATE after the reload: %v %x, want the cached reply OK %x", again.Status, again.Object, made.Object)
+	}
+	res, err := nc.Create(cctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: rootA, Name: "late"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	want(t, "new CREATE in removed a", res.Status, err, nfs3.ErrStale)
+	rootB := root(b)
+	write("b/f in the added export", lookup(rootB, "f"), nfs3.OK)
+	write("c/f once c is rw", fC, nfs3.OK)
+	getattr("d/f once 127.0.0.1 is not listed", fD, nfs3.ErrAcces)
+	if st := mnt(d).Status; st != mount3.ErrAcces {
+		t.Fatalf("MNT %s once 127.0.0.1 is not listed: %v, want MNT3ERR_ACCES", d, st)
+	}
+	getattr("the command line's export", root(s.export), nfs3.OK)
+
+	// A file that does not parse: reported with its line, nothing changes.
+	out = s.hup(t, file, fmt.Sprintf("# comment\n%s *(rw,bogus)\n", b))
+	if w := file + `:2: unknown export option \"bogus\"`; !strings.Contains(out, w) || !strings.Contains(out, "stay as they were") {
+		t.Errorf("bad file's reload log line %q: want it to name %q and say the exports stay", out, w)
+	}
+	write("b/f after a bad file", lookup(rootB, "f"), nfs3.OK)
+	write("c/f after a bad file", fC, nfs3.OK)
+	getattr("d/f after a bad file", fD, nfs3.ErrAcces)
+	getattr("a/f after a bad file", fA, nfs3.ErrStale)
+	// A directory that cannot be exported: the same.
+	out = s.hup(t, file, fmt.Sprintf("%s *(rw)\n%s/missing *(rw)\n", b, b))
+	if !strings.Contains(out, "missing") || !strings.Contains(out, "stay as they were") {
+		t.Errorf("missing directory's reload log line %q", out)
+	}
+	write("b/f after a missing directory", lookup(rootB, "f"), nfs3.OK)
+	write("c/f after a missing directory", fC, nfs3.OK)
+
+	// a exported again: its old handles name its files again.
+	out = s.hup(t, file, fmt.Sprintf("%s 127.0.0.1(rw,no_root_squash)\n%s *(rw,no_root_squash)\n", a, b))
+	if !strings.Contains(out, "added=["+a+"]") || !strings.Contains(out, "removed=\"["+c+" "+d+"]\"") {
+		t.Errorf("reload log line %q", out)
+	}
+	getattr("a/f once a is exported again", fA, nfs3.OK)
+	getattr("c/f once c is removed", fC, nfs3.ErrStale)
+
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d connections were made for 2 clients: a reload closed one", n)
+	}
+	s.stop()
+	if b, _ := os.ReadFile(s.logPath); !strings.Contains(string(b), "msg=stopped") {
+		t.Fatalf("no clean shutdown on SIGTERM after the reloads:\n%s", tail(s.logPath, 20))
+	}
+}
+
+// TestServeReloadSNFSOpen: a protocol client has a file of an export open
+// with caching enabled when a reload removes the export. The server calls it
+// back (INVALIDATE: it must stop answering from its cache), its calls on the
+// file are NFS3ERR_STALE, and its CLOSE is accepted: the open ends in the
+// table, so that once the export is back another client's OPEN for writing
+// calls nobody back.
+func TestServeReloadSNFSOpen(t *testing.T) {
+	dirs := reloadDirs(t, "a")
+	a := dirs["a"]
+	if err := os.WriteFile(filepath.Join(a, "f"), []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(diskTempDir(t, "snfs-exports-"), "exports")
+	line := a + " 127.0.0.1(rw,no_root_squash)\n"
+	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newServeProc(t, "--exports", file)
+	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := func(name string, h client.CallbackHandler) *client.Session {
+		t.Helper()
+		ss, err := client.DialSession(cctx, "tcp", s.addr(), client.SessionConfig{Name: name, Handler: h, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Disconnect() })
+		return ss
+	}
+	cbA := make(cbRecorder, 16)
+	sa := dial("reload-a", cbA)
+	res, err := sa.Mount().Mnt(cctx, a)
+	if err != nil || res.Status != mount3.OK {
+		t.Fatalf("MNT: %v %v", res, err)
+	}
+	rootA := res.FH
+	var fh nfs3.FH
+	for { // caching is enabled once the server's CB_NULL was answered
+		var okr *snfs1.OpenOK
+		fh, okr, err = sa.OpenName(cctx, rootA, "f", snfs1.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okr.CacheEnabled {
+			break
+		}
+		if _, err := sa.Close(cctx, fh, snfs1.Read, false); err != nil {
+			t.Fatal(err)
+		}
+		if cctx.Err() != nil {
+			t.Fatal("OPEN never enabled caching")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	s.hup(t, file, "# a is gone\n")
+	select {
+	case mode := <-cbA:
+		if mode != snfs1.CBInvalidate {
+			t.Fatalf("callback %v after the export was removed, want INVALIDATE", mode)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no callback to the client caching a file of the removed export")
+	}
+	ga, err := sa.NFS().Getattr(cctx, fh)
+	want(t, "GETATTR of the open file after the reload", ga.Status, err, nfs3.ErrStale)
+	if _, err := sa.Open(cctx, fh, snfs1.Read); !isStatus(err, nfs3.ErrStale) {
+		t.Fatalf("OPEN of a removed export's file: %v, want NFS3ERR_STALE", err)
+	}
+	if _, err := sa.Close(cctx, fh, snfs1.Read, false); err != nil {
+		t.Fatalf("CLOSE of a removed export's file: %v, want it accepted", err)
+	}
+
+	s.hup(t, file, line)
+	sb := dial("reload-b", nil)
+	fhB, _, err := sb.OpenName(cctx, rootA, "f", snfs1.Write)
+	if err != nil {
+		t.Fatalf("OPEN for writing once the export is back: %v", err)
+	}
+	if string(fhB) != string(fh) {
+		t.Fatalf("the file's handle changed over the reloads")
+	}
+	select {
+	case mode := <-cbA:
+		t.Fatalf("callback %v to a client that closed the file: its open outlived its CLOSE", mode)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// isStatus reports whether err is a session call's answer st.
+func isStatus(err error, st nfs3.Status) bool {
+	se, ok := err.(*client.StatusError)
+	return ok && se.Status == st
+}
