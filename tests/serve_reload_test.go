@@ -14,6 +14,7 @@ import (
 	"snfs/client"
 	"snfs/mount3"
 	"snfs/nfs3"
+	"snfs/server"
 	"snfs/snfs1"
 	"snfs/sunrpc"
 )
@@ -326,4 +327,124 @@ func TestServeReloadSNFSOpen(t *testing.T) {
 func isStatus(err error, st nfs3.Status) bool {
 	se, ok := err.(*client.StatusError)
 	return ok && se.Status == st
+}
+
+// TestReloadUnderLoad: an in-process server reloads its exports 60 times
+// (the second export rw, ro, gone, in turn) while two clients call it on
+// files of that export without pause. Every answer is one the exports in
+// force could give (OK, ROFS, STALE; never NFS3ERR_IO from a descriptor
+// closed under a call), no connection is made again, and after each reload
+// the next call gets the new exports' answer. Run with -race for the swap of
+// the export table and options.
+func TestReloadUnderLoad(t *testing.T) {
+	requireRoot(t)
+	dirs := reloadDirs(t, "x")
+	x := dirs["x"]
+	e := newEnv(t, "rw,no_root_squash")
+	rw, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
+	ro, _ := server.ParseOptions(server.DefaultOptions, "ro,no_root_squash")
+	main := e.cfg.Exports[0]
+	withX := func(o server.Options) []server.ExportConfig {
+		return []server.ExportConfig{main, {Path: x, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}
+	}
+	if _, err := e.srv.Reload(withX(rw)); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := client.DialMount(ctx, "tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	mres, err := mc.Mnt(ctx, x)
+	if err != nil || mres.Status != mount3.OK {
+		t.Fatalf("MNT %s: %v %v", x, mres, err)
+	}
+	rootX := mres.FH
+
+	var dials, rounds atomic.Int32
+	stop := make(chan struct{})
+	errc := make(chan error, 2)
+	for w := 0; w < 2; w++ {
+		c, err := client.DialNFS(ctx, "tcp", e.addr,
+			sunrpc.WithOnConnect(func(context.Context, *sunrpc.Conn) error { dials.Add(1); return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func(w int) {
+			allowed := func(what string, st nfs3.Status, err error, more ...nfs3.Status) error {
+				if err != nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				for _, a := range append(more, nfs3.OK, nfs3.ErrStale) {
+					if st == a {
+						return nil
+					}
+				}
+				return fmt.Errorf("%s: %v, not an answer of any exports in force", what, st)
+			}
+			mode := uint32(0o644)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					errc <- nil
+					return
+				default:
+				}
+				rounds.Add(1)
+				name := fmt.Sprintf("w%d-%d", w, i)
+				cr, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: rootX, Name: name}, Mode: nfs3.Unchecked, Attr: nfs3.Sattr{Mode: &mode}})
+				if err := allowed("CREATE", cr.Status, err, nfs3.ErrROFS); err != nil {
+					errc <- err
+					return
+				}
+				lr, err := c.Lookup(ctx, rootX, fmt.Sprintf("w%d-%d", w, i/2))
+				if err := allowed("LOOKUP", lr.Status, err, nfs3.ErrNoEnt); err != nil {
+					errc <- err
+					return
+				}
+				if lr.Status != nfs3.OK {
+					continue
+				}
+				wr, err := c.Write(ctx, lr.Object, 0, []byte("data"), nfs3.Unstable)
+				if err := allowed("WRITE", wr.Status, err, nfs3.ErrROFS); err != nil {
+					errc <- err
+					return
+				}
+				rr, err := c.Read(ctx, lr.Object, 0, 4)
+				if err := allowed("READ", rr.Status, err); err != nil {
+					errc <- err
+					return
+				}
+				ga, err := c.Getattr(ctx, lr.Object)
+				if err := allowed("GETATTR", ga.Status, err); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}(w)
+	}
+	states := []struct {
+		exports []server.ExportConfig
+		write   nfs3.Status
+	}{{withX(ro), nfs3.ErrROFS}, {[]server.ExportConfig{main}, nfs3.ErrStale}, {withX(rw), nfs3.OK}}
+	for i := 0; i < 60; i++ {
+		st := states[i%len(states)]
+		if _, err := e.srv.Reload(st.exports); err != nil {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+		sa, err := e.nfs.Setattr(ctx, &nfs3.SetattrArgs{Object: rootX, New: nfs3.Sattr{Mode: u32p(0o777)}})
+		want(t, fmt.Sprintf("SETATTR after reload %d", i), sa.Status, err, st.write)
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	for w := 0; w < 2; w++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d connections for 2 clients: a reload closed one", n)
+	}
+	t.Logf("%d rounds of calls during 60 reloads", rounds.Load())
 }
