@@ -66,8 +66,8 @@ func (t *exportTable) add(e *export, ec ExportConfig, p string) {
 // new one is mountable when Reload returns; a removed one's handles are
 // answered NFS3ERR_STALE from then on (MNT of it MNT3ERR_NOENT), its file
 // system is flushed, and the protocol clients that may cache its files are
-// called back so that they stop answering from their caches (docs/protocol.md,
-// "Exports reload"). Reload is all or nothing: on an error (a directory that
+// called back so that they stop answering from their caches (docs/protocol.md
+// section 7.2). Reload is all or nothing: on an error (a directory that
 // cannot be exported, none at all) the exports in service stay as they were.
 // Each change is logged.
 func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {

@@ -337,7 +337,7 @@ func (s *Server) resolveFor(c *sunrpc.Call, fh nfs3.FH, gone bool) (*req, error)
 		// The handle's export is no longer served (an exports reload removed
 		// it): CLOSE only ends the caller's own open in the table, which
 		// would otherwise outlive every use of the file (docs/protocol.md,
-		// "Exports reload").
+		// section 7.2).
 		if id, _, perr := s.store.ParseHandle(fh); perr == nil && s.table().byID[id] == nil {
 			return &req{opts: &removedOpts, cred: credFor(&c.Auth, &removedOpts)}, nil
 		}
