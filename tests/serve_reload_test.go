@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -447,4 +448,65 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("%d connections for 2 clients: a reload closed one", n)
 	}
 	t.Logf("%d rounds of calls during 60 reloads", rounds.Load())
+}
+
+// TestServeReloadSNFSMount: an snfs-mode `snfs mount` of an export across
+// reloads of `snfs serve`: made read-only, a write open fails with EROFS;
+// removed, opening a file fails with ESTALE ("Stale file handle") and so does
+// listing the mount; exported again, the same mount reads and writes again,
+// and unmounts cleanly.
+func TestServeReloadSNFSMount(t *testing.T) {
+	dirs := reloadDirs(t, "a", "b")
+	a, b := dirs["a"], dirs["b"]
+	file := filepath.Join(diskTempDir(t, "snfs-exports-"), "exports")
+	rw := a + " 127.0.0.1(rw,no_root_squash)\n"
+	if err := os.WriteFile(file, []byte(rw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newServeProc(t, "--exports", file)
+	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+a, append(portArgs(s.nfsPort, s.mountPort),
+		"--mode=snfs", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
+	writeSync := func(data string) error {
+		f, err := os.OpenFile(m.path("f"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(data); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := writeSync("one\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	s.hup(t, file, a+" 127.0.0.1(ro,no_root_squash)\n")
+	if err := writeSync("two\n"); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("append once the export is read-only: %v, want EROFS", err)
+	}
+	if got, err := os.ReadFile(m.path("f")); err != nil || string(got) != "one\n" {
+		t.Fatalf("read on the read-only export: %q %v", got, err)
+	}
+
+	s.hup(t, file, b+" 127.0.0.1(rw,no_root_squash)\n")
+	if _, err := os.ReadFile(m.path("f")); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("read once the export is removed: %v, want ESTALE", err)
+	}
+	if _, err := os.ReadDir(m.dir); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("listing once the export is removed: %v, want ESTALE", err)
+	}
+
+	s.hup(t, file, rw)
+	if err := writeSync("three\n"); err != nil {
+		t.Fatalf("append once the export is back: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(a, "f")); err != nil || string(got) != "one\nthree\n" {
+		t.Fatalf("the server's file: %q %v, want \"one\\nthree\\n\"", got, err)
+	}
+	m.stop(t)
 }
