@@ -344,6 +344,31 @@ func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
 	d.do(d.m.ChangedWhere(time.Now(), match))
 }
 
+// WriteBackWhere calls back every client that may cache a file whose handle
+// match accepts (as ChangedWhere) and waits until none of them has a callback
+// out or may hold dirty blocks of such a file (each has written back, or was
+// fenced at its callback deadline), or until ctx ends: the server is about to
+// stop serving those files, and a client's delayed writes must reach them
+// first (docs/protocol.md section 7.2).
+func (d *Driver) WriteBackWhere(ctx context.Context, match func(fh []byte) bool) error {
+	d.ChangedWhere(match)
+	if !d.active.Load() {
+		return nil
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for d.m.UnsettledWhere(time.Now(), match) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consist: clients still writing back: %w", ctx.Err())
+		case <-d.ctx.Done():
+			return d.ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // Access applies an NFSv3 request of kind on the file fh names by table client
 // c (section 6.1; a protocol client's own reads and writes of files it has open
 // go through at once). proceed is called exactly once: nil to go ahead (before

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"snfs/gather"
 	"snfs/store"
@@ -63,11 +65,12 @@ func (t *exportTable) add(e *export, ec ExportConfig, p string) {
 // without stopping the service or closing a connection. An export whose
 // directory was exported before keeps its state (its handles, its write
 // gathering) and takes its new client list and options for the next call; a
-// new one is mountable when Reload returns; a removed one's handles are
-// answered NFS3ERR_STALE from then on (MNT of it MNT3ERR_NOENT), its file
-// system is flushed, and the protocol clients that may cache its files are
-// called back so that they stop answering from their caches (docs/protocol.md
-// section 7.2). Reload is all or nothing: on an error (a directory that
+// new one is mountable when Reload returns; a removed one's files are first
+// written back by the protocol clients that may hold dirty blocks of them
+// (called back, waited for until their callback deadline), then its handles
+// are answered NFS3ERR_STALE (MNT of it MNT3ERR_NOENT), its file system is
+// flushed, and the clients that may cache its files are called back so that
+// they stop answering from their caches (docs/protocol.md section 7.2). Reload is all or nothing: on an error (a directory that
 // cannot be exported, none at all) the exports in service stay as they were.
 // Each change is logged.
 func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
@@ -115,6 +118,31 @@ func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 		}
 		tab.add(e, ec, dirs[i])
 	}
+	var gone []*export
+	for _, e := range old.list {
+		if _, ok := kept[e]; !ok {
+			gone = append(gone, e)
+		}
+	}
+	ids := make(map[uint32]bool, len(gone))
+	for _, e := range gone {
+		ids[e.st.ID] = true
+	}
+	inGone := func(fh []byte) bool {
+		id, ok := store.HandleExportID(fh)
+		return ok && ids[id]
+	}
+	if len(gone) > 0 {
+		// Clients' delayed writes to the files reach them while they are
+		// still served: each caching client is called back and answers once
+		// written back, or is fenced at its callback deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), s.consist.CallbackTimeout()+time.Second)
+		err := s.consist.WriteBackWhere(ctx, inGone)
+		cancel()
+		if err != nil {
+			s.log.Warn("exports reload: removing exports although clients have not written back", "err", err)
+		}
+	}
 	for e, ec := range kept {
 		if was := e.config().cfg; !sameConfig(was, ec) {
 			s.log.Info("export changed: applies to the next call", "path", ec.Path,
@@ -129,12 +157,6 @@ func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 	for _, e := range added {
 		s.log.Info("export added", "path", e.config().cfg.Path, "clients", e.config().cfg.Rules())
 	}
-	var gone []*export
-	for _, e := range old.list {
-		if _, ok := kept[e]; !ok {
-			gone = append(gone, e)
-		}
-	}
 	for _, e := range gone {
 		path := e.config().cfg.Path
 		rep.Removed = append(rep.Removed, path)
@@ -147,14 +169,8 @@ func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 		s.log.Info("export removed: its handles are stale from now on", "path", path)
 	}
 	if len(gone) > 0 {
-		ids := make(map[uint32]bool, len(gone))
-		for _, e := range gone {
-			ids[e.st.ID] = true
-		}
-		s.consist.ChangedWhere(func(fh []byte) bool {
-			id, ok := store.HandleExportID(fh)
-			return ok && ids[id]
-		})
+		// Whatever a client cached since the write-back above.
+		s.consist.ChangedWhere(inGone)
 	}
 	slices.Sort(rep.Changed)
 	return rep, nil

@@ -110,3 +110,31 @@ func (m *Machine) SyncLease(f FileID) []Action {
 	m.tidy(s, e, &out)
 	return out
 }
+
+// UnsettledWhere counts the files whose handle match accepts that have a
+// callback out, or a client that may hold dirty blocks of them and is not
+// fenced: after ChangedWhere, the files whose clients have not yet written
+// back (the server waits for them before it stops serving the files, so that
+// no client's delayed writes are lost to it). It scans the table.
+func (m *Machine) UnsettledWhere(now time.Time, match func(handle []byte) bool) int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.lru.next; e != &s.lru; e = e.next {
+			if !match([]byte(e.handle)) {
+				continue
+			}
+			unsettled := e.pend != nil && len(e.pend.calls) > 0
+			for j := range e.holders {
+				h := &e.holders[j]
+				unsettled = unsettled || h.flags&fFenced == 0 && h.flags&(fDirty|fPinned) != 0
+			}
+			if unsettled {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
+}

@@ -450,11 +450,13 @@ func TestReloadUnderLoad(t *testing.T) {
 	t.Logf("%d rounds of calls during 60 reloads", rounds.Load())
 }
 
-// TestServeReloadSNFSMount: an snfs-mode `snfs mount` of an export across
-// reloads of `snfs serve`: made read-only, a write open fails with EROFS;
-// removed, opening a file fails with ESTALE ("Stale file handle") and so does
-// listing the mount; exported again, the same mount reads and writes again,
-// and unmounts cleanly.
+// TestServeReloadSNFSMount: an snfs-mode `snfs mount` (write-back delay of
+// an hour) of an export across reloads of `snfs serve`: made read-only, a
+// write open fails with EROFS; removed, opening a file fails with ESTALE
+// ("Stale file handle") and so does listing the mount; exported again, the
+// same mount reads and writes again; data written and closed but not yet
+// written back when the export is removed reaches the server before the
+// removal; the mount unmounts cleanly.
 func TestServeReloadSNFSMount(t *testing.T) {
 	dirs := reloadDirs(t, "a", "b")
 	a, b := dirs["a"], dirs["b"]
@@ -465,7 +467,7 @@ func TestServeReloadSNFSMount(t *testing.T) {
 	}
 	s := newServeProc(t, "--exports", file)
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+a, append(portArgs(s.nfsPort, s.mountPort),
-		"--mode=snfs", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
+		"--mode=snfs", "--writeback-delay=1h", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 	writeSync := func(data string) error {
 		f, err := os.OpenFile(m.path("f"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
@@ -508,5 +510,19 @@ func TestServeReloadSNFSMount(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(a, "f")); err != nil || string(got) != "one\nthree\n" {
 		t.Fatalf("the server's file: %q %v, want \"one\\nthree\\n\"", got, err)
 	}
+
+	// Closed dirty: only in the mount's cache when the export is removed.
+	if err := os.WriteFile(m.path("g"), []byte("cached\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(a, "g")); err != nil || fi.Size() != 0 {
+		t.Fatalf("g on the server before its write-back: %v %v, want it empty", fi, err)
+	}
+	s.hup(t, file, b+" 127.0.0.1(rw,no_root_squash)\n")
+	if got, err := os.ReadFile(filepath.Join(a, "g")); err != nil || string(got) != "cached\n" {
+		t.Fatalf("the server's g once the export is removed: %q %v, want the data the mount had not written back; the mount's log:\n%s",
+			got, err, m.log.String())
+	}
+	s.hup(t, file, rw)
 	m.stop(t)
 }
