@@ -65,14 +65,15 @@ func (t *exportTable) add(e *export, ec ExportConfig, p string) {
 // without stopping the service or closing a connection. An export whose
 // directory was exported before keeps its state (its handles, its write
 // gathering) and takes its new client list and options for the next call; a
-// new one is mountable when Reload returns; a removed one's files are first
-// written back by the protocol clients that may hold dirty blocks of them
-// (called back, waited for until their callback deadline), then its handles
-// are answered NFS3ERR_STALE (MNT of it MNT3ERR_NOENT), its file system is
-// flushed, and the clients that may cache its files are called back so that
-// they stop answering from their caches (docs/protocol.md section 7.2). Reload is all or nothing: on an error (a directory that
-// cannot be exported, none at all) the exports in service stay as they were.
-// Each change is logged.
+// new one is mountable when Reload returns. The files of a removed or changed
+// one are first written back by the protocol clients that may hold dirty
+// blocks of them (called back, waited for until their callback deadline).
+// Then a removed one's handles are answered NFS3ERR_STALE (MNT of it
+// MNT3ERR_NOENT), its file system is flushed, and the clients that cached its
+// files meanwhile are called back again (docs/protocol.md section 7.2).
+// Reload is all or nothing: on an error (a directory that cannot be exported,
+// none at all) the exports in service stay as they were. Each change is
+// logged.
 func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 	var rep ReloadReport
 	if len(exports) == 0 {
@@ -124,6 +125,12 @@ func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 			gone = append(gone, e)
 		}
 	}
+	var changed []*export
+	for e, ec := range kept {
+		if !sameConfig(e.config().cfg, ec) {
+			changed = append(changed, e)
+		}
+	}
 	ids := make(map[uint32]bool, len(gone))
 	for _, e := range gone {
 		ids[e.st.ID] = true
@@ -132,15 +139,23 @@ func (s *Server) Reload(exports []ExportConfig) (ReloadReport, error) {
 		id, ok := store.HandleExportID(fh)
 		return ok && ids[id]
 	}
-	if len(gone) > 0 {
-		// Clients' delayed writes to the files reach them while they are
-		// still served: each caching client is called back and answers once
-		// written back, or is fenced at its callback deadline.
+	if len(gone)+len(changed) > 0 {
+		// Clients' delayed writes reach the files while they are still
+		// served, and under the options they were made under: each caching
+		// client of a removed or changed export is called back and answers
+		// once written back, or is fenced at its callback deadline.
+		touched := make(map[uint32]bool, len(gone)+len(changed))
+		for _, e := range append(gone, changed...) {
+			touched[e.st.ID] = true
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.consist.CallbackTimeout()+time.Second)
-		err := s.consist.WriteBackWhere(ctx, inGone)
+		err := s.consist.WriteBackWhere(ctx, func(fh []byte) bool {
+			id, ok := store.HandleExportID(fh)
+			return ok && touched[id]
+		})
 		cancel()
 		if err != nil {
-			s.log.Warn("exports reload: removing exports although clients have not written back", "err", err)
+			s.log.Warn("exports reload: applied although clients have not written back", "err", err)
 		}
 	}
 	for e, ec := range kept {

@@ -451,8 +451,8 @@ func TestReloadUnderLoad(t *testing.T) {
 }
 
 // TestServeReloadSNFSMount: an snfs-mode `snfs mount` (write-back delay of
-// an hour) of an export across reloads of `snfs serve`: made read-only, a
-// write open fails with EROFS; removed, opening a file fails with ESTALE
+// an hour) of an export across reloads of `snfs serve`: made read-only, an
+// open for writing fails with EROFS; removed, opening a file fails with ESTALE
 // ("Stale file handle") and so does listing the mount; exported again, the
 // same mount reads and writes again; data written and closed but not yet
 // written back when the export is removed reaches the server before the
@@ -488,8 +488,13 @@ func TestServeReloadSNFSMount(t *testing.T) {
 	}
 
 	s.hup(t, file, a+" 127.0.0.1(ro,no_root_squash)\n")
-	if err := writeSync("two\n"); !errors.Is(err, syscall.EROFS) {
-		t.Fatalf("append once the export is read-only: %v, want EROFS", err)
+	// The open itself fails: the reload called the mount back, so the
+	// delayed close that kept f open for writing is over.
+	if f, err := os.OpenFile(m.path("f"), os.O_WRONLY|os.O_APPEND, 0); !errors.Is(err, syscall.EROFS) {
+		if err == nil {
+			f.Close()
+		}
+		t.Fatalf("open for writing once the export is read-only: %v, want EROFS; the mount's log:\n%s", err, m.log.String())
 	}
 	if got, err := os.ReadFile(m.path("f")); err != nil || string(got) != "one\n" {
 		t.Fatalf("read on the read-only export: %q %v", got, err)
