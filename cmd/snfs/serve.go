@@ -32,7 +32,7 @@ func serve(args []string) error {
 	bind := fs.String("bind", "", "address to listen on (default: all addresses)")
 	nfsPort := fs.Int("nfs-port", 2049, "NFS port (TCP and UDP)")
 	mountPort := fs.Int("mount-port", 20048, "MOUNT port (TCP and UDP)")
-	exportsFile := fs.String("exports", "", "exports(5)-style file")
+	exportsFile := fs.String("exports", "", "exports(5)-style file; SIGHUP reads it again and applies the changes (docs/serve.md)")
 	exportOpts := fs.String("export-options", "rw,root_squash", "options for DIRs given on the command line (exports(5) names)")
 	stateDir := fs.String("state-dir", "/var/lib/snfs", "directory for state that must survive restarts")
 	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port; 0: do not")
