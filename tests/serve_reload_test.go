@@ -20,7 +20,7 @@ import (
 	"snfs/sunrpc"
 )
 
-// reloadOutcome matches the one log line `snfs serve` writes at the end of
+// reloadOutcomes are the log lines `snfs serve` writes at the end of
 // each SIGHUP: the exports reloaded, or not.
 func reloadOutcomes(t *testing.T, s *srvProc) []string {
 	t.Helper()
