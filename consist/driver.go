@@ -355,16 +355,21 @@ func (d *Driver) WriteBackWhere(ctx context.Context, match func(fh []byte) bool)
 	if !d.active.Load() {
 		return nil
 	}
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
+	// Each check scans the table: the wait between them grows, so that a
+	// client slow to write back costs a few scans, not one per tick.
+	wait := 5 * time.Millisecond
 	for d.m.UnsettledWhere(time.Now(), match) > 0 {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return fmt.Errorf("consist: clients still writing back: %w", ctx.Err())
 		case <-d.ctx.Done():
+			t.Stop()
 			return d.ctx.Err()
 		case <-t.C:
 		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 	return nil
 }
