@@ -261,10 +261,11 @@ func (s *Store) AddExport(path string) (*Export, error) {
 
 // RemoveExport stops serving e (an export reload dropped it): its handles
 // resolve to ErrStale from now on, and its root descriptors are closed once
-// the calls using them at the moment are done. Descriptors of files below it
-// stay in the descriptor cache (shared with any other export of the same file
-// system) until they are evicted. Adding the same path again makes its
-// handles valid again: the export id is the path's.
+// the calls using them at the moment are done. Unless another export lives on
+// the same file system, the cached descriptors and directory streams of that
+// file system are dropped too (each closed by its last user), so that it can
+// be unmounted. Adding the same path again makes its handles valid again: the
+// export id is the path's.
 func (s *Store) RemoveExport(e *Export) {
 	s.mu.Lock()
 	if s.exports[e.ID] != e {
@@ -272,7 +273,19 @@ func (s *Store) RemoveExport(e *Export) {
 		return
 	}
 	delete(s.exports, e.ID)
+	var dev unix.Stat_t
+	shared := rawsys.Fstat(e.rootFD, &dev) != nil // unknown: keep the descriptors
+	for _, o := range s.exports {
+		var st unix.Stat_t
+		shared = shared || rawsys.Fstat(o.rootFD, &st) != nil || st.Dev == dev.Dev
+	}
 	s.mu.Unlock()
+	if !shared {
+		// Nothing else served lives on the file system: release what is
+		// cached of it, so that it can be unmounted.
+		s.cache.dropDev(uint64(dev.Dev))
+		s.streams.dropDev(uint64(dev.Dev))
+	}
 	e.drop()
 }
 

@@ -531,3 +531,77 @@ func TestServeReloadSNFSMount(t *testing.T) {
 	s.hup(t, file, rw)
 	m.stop(t)
 }
+
+// TestServeReloadUnmount: an export on its own file system (a tmpfs mounted
+// for the test) is read, listed and written by a client, then removed by a
+// reload: the file system can be unmounted at once (exportfs -u; umount), the
+// server holds nothing of it, and goes on serving its other export.
+func TestServeReloadUnmount(t *testing.T) {
+	dirs := reloadDirs(t, "fs")
+	fsDir := dirs["fs"]
+	if err := syscall.Mount("snfs-test", fsDir, "tmpfs", 0, "size=16m,mode=0777"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			syscall.Unmount(fsDir, syscall.MNT_DETACH)
+		}
+	})
+	for i := 0; i < 20; i++ {
+		if err := os.WriteFile(filepath.Join(fsDir, fmt.Sprintf("f%d", i)), []byte("data"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(diskTempDir(t, "snfs-exports-"), "exports")
+	if err := os.WriteFile(file, []byte(fsDir+" 127.0.0.1(rw,no_root_squash)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newServeProc(t, "--exports", file)
+	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mc, err := client.DialMount(cctx, "tcp", s.mountAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	nc, err := client.DialNFS(cctx, "tcp", s.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	res, err := mc.Mnt(cctx, fsDir)
+	if err != nil || res.Status != mount3.OK {
+		t.Fatalf("MNT: %v %v", res, err)
+	}
+	ents, err := nc.ReadDirAll(cctx, res.FH, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name, "f") {
+			continue
+		}
+		lr, err := nc.Lookup(cctx, res.FH, ent.Name)
+		ok(t, "LOOKUP", lr.Status, err)
+		rr, err := nc.Read(cctx, lr.Object, 0, 4)
+		ok(t, "READ", rr.Status, err)
+		wr, err := nc.Write(cctx, lr.Object, 0, []byte("new!"), nfs3.Unstable)
+		ok(t, "WRITE", wr.Status, err)
+	}
+	// A listing left unfinished keeps its directory open between calls.
+	rd, err := nc.Readdir(cctx, &nfs3.ReaddirArgs{Dir: res.FH, Count: 256})
+	ok(t, "READDIR", rd.Status, err)
+
+	s.hup(t, file, "")
+	if err := syscall.Unmount(fsDir, 0); err != nil {
+		t.Fatalf("umount of the removed export's file system: %v (the server still holds it)", err)
+	}
+	mounted = false
+	ga, err := nc.Getattr(cctx, res.FH)
+	want(t, "GETATTR of the removed export's root", ga.Status, err, nfs3.ErrStale)
+	rr, err := mc.Mnt(cctx, s.export)
+	if err != nil || rr.Status != mount3.OK {
+		t.Fatalf("MNT of the command line's export: %v %v", rr, err)
+	}
+}
