@@ -75,7 +75,8 @@ func (d *dirStreams) put(dir string, cookie uint64, st *dirStream) {
 }
 
 // dropDev closes every kept stream of a directory on device dev (a removed
-// export's file system). A stream in use is put back by its call and ages out.
+// export's file system). A stream in use is put back by its call, and closed
+// by the first put more than streamTTL later.
 func (d *dirStreams) dropDev(dev uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
