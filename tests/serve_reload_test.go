@@ -344,9 +344,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	rw, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
 	ro, _ := server.ParseOptions(server.DefaultOptions, "ro,no_root_squash")
-	main := e.cfg.Exports[0]
+	served := e.cfg.Exports[0]
 	withX := func(o server.Options) []server.ExportConfig {
-		return []server.ExportConfig{main, {Path: x, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}
+		return []server.ExportConfig{served, {Path: x, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}
 	}
 	if _, err := e.srv.Reload(withX(rw)); err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	states := []struct {
 		exports []server.ExportConfig
 		write   nfs3.Status
-	}{{withX(ro), nfs3.ErrROFS}, {[]server.ExportConfig{main}, nfs3.ErrStale}, {withX(rw), nfs3.OK}}
+	}{{withX(ro), nfs3.ErrROFS}, {[]server.ExportConfig{served}, nfs3.ErrStale}, {withX(rw), nfs3.OK}}
 	for i := 0; i < 60; i++ {
 		st := states[i%len(states)]
 		if _, err := e.srv.Reload(st.exports); err != nil {
