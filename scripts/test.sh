@@ -32,7 +32,7 @@ echo "== pjdfstest on a mount (nfs and snfs mode)"
 go test -count=1 -timeout 40m -run '^TestMountPjdfstest$' ./tests
 
 echo "== fuzz ($FUZZTIME each)"
-for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./mount/cachedir ./drcstore; do
+for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./nlm4 ./nsm ./mount/cachedir ./drcstore; do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
     go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/snfs-fuzz.log 2>&1 ||
       { cat /tmp/snfs-fuzz.log; echo "fuzz target $target failed"; exit 1; }
