@@ -18,6 +18,10 @@ const (
 	MaxStrLen = 1024
 	// MaxNetobj is MAXNETOBJ_SZ: the longest netobj (owner handles, cookies).
 	MaxNetobj = 1024
+	// MaxCookieSent is the longest cookie to put in a call (GRANTED to a
+	// client): Linux's lockd refuses cookies longer than its NLM_MAXCOOKIELEN
+	// (fs/lockd/xdr4.c, clnt4xdr.c), and reads an empty one as four zeros.
+	MaxCookieSent = 32
 	// MaxFH is the longest file handle in an nlm4_lock or nlm4_share: the
 	// netobj carries an nfs_fh3.
 	MaxFH = nfs3.FHSize
@@ -113,8 +117,8 @@ type Result interface {
 // Lock is nlm4_lock: who (CallerName, the client's host name, and the owner
 // OH with the process-like Svid), which file (FH) and which range. A Len of 0
 // means "to the end of the file and beyond". Offset and Len are unsigned on
-// the wire in version 4; Linux's lockd treats offsets past 2^63-1 as
-// reaching the end.
+// the wire in version 4; Linux's lockd takes a range whose last byte would
+// lie past 2^63-1 as reaching to the end (fs/lockd/xdr4.c).
 type Lock struct {
 	CallerName string
 	FH         nfs3.FH // at most MaxFH bytes
