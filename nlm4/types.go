@@ -51,6 +51,12 @@ const (
 	ProcNMLock     = 22
 	ProcFreeAll    = 23
 	NumProcs       = 24
+
+	// ProcNSMNotify is not an NLM v4 procedure but Linux's private 16
+	// (NLMPROC_NSM_NOTIFY, include/linux/lockd/nlm.h): the procedure its lockd
+	// names in SM_MON's my_id (with version 3), which a status monitor calls
+	// with an nsm.Status when a monitored host restarts.
+	ProcNSMNotify = 16
 )
 
 // ProcNames are the procedure names as in the XDR, indexed by number; the
