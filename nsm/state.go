@@ -40,8 +40,8 @@ func ReadState(path string) (int32, error) {
 }
 
 // NextState advances the state number kept in the file at path for a start
-// of this host and returns it: the next odd number after the one in the file,
-// or 1 when there is no file. The new number is on disk when NextState
+// of this host and returns it: the number in the file made odd, plus two (3
+// becomes 5, 4 becomes 7), or 1 when there is no file. The new number is on disk when NextState
 // returns (written to a temporary file, synced, renamed over path, and the
 // directory synced), so a crash right after cannot bring an old number back.
 // A file that holds no state number is an error, and is left as it is:
