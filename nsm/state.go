@@ -20,7 +20,8 @@ import (
 // rpc.statd (support/nsm/file.c, nsm_get_state), a start makes an even
 // number odd and then adds two, so a peer never gets the same number from two
 // incarnations in a row; past 2^31-1 it wraps to 1. A missing file is a first
-// start.
+// start from state 1, so the first number used is 3, as rpc.statd's ("Local
+// NSM state number: 3" from a fresh rpc.statd in the Linux guest).
 
 // ErrBadState reports a state file whose content is not a state number.
 var ErrBadState = errors.New("nsm: state file holds no state number")
@@ -41,24 +42,25 @@ func ReadState(path string) (int32, error) {
 
 // NextState advances the state number kept in the file at path for a start
 // of this host and returns it: the number in the file made odd, plus two (3
-// becomes 5, 4 becomes 7), or 1 when there is no file. The new number is on disk when NextState
-// returns (written to a temporary file, synced, renamed over path, and the
-// directory synced), so a crash right after cannot bring an old number back.
+// becomes 5, 4 becomes 7), or 3 when there is no file. The new number is on
+// disk when NextState returns (written to a temporary file, synced, renamed
+// over path, and the directory synced), so a crash right after cannot bring
+// an old number back.
 // A file that holds no state number is an error, and is left as it is:
 // something other than NextState wrote it, and an operator should look.
 func NextState(path string) (int32, error) {
-	next := int64(1)
 	prev, err := ReadState(path)
 	switch {
 	case err == nil:
-		next = int64(prev) | 1 // an even number: the host went down
-		next += 2
-		if next > math.MaxInt32 {
-			next = 1
-		}
 	case errors.Is(err, os.ErrNotExist):
+		prev = 1
 	default:
 		return 0, err
+	}
+	next := int64(prev) | 1 // an even number: the host went down
+	next += 2
+	if next > math.MaxInt32 {
+		next = 1
 	}
 	if err := writeDurable(path, []byte(strconv.FormatInt(next, 10)+"\n")); err != nil {
 		return 0, fmt.Errorf("nsm: state number: %w", err)

@@ -29,15 +29,16 @@ func fileIs(t *testing.T, path, want string) {
 	}
 }
 
-// TestNextState: the first start is state 1, each later start the next odd
-// number, each kept in the file (and nothing else left in the directory).
+// TestNextState: the first start is state 3 (as a fresh rpc.statd's), each
+// later start the next odd number, each kept in the file (and nothing else
+// left in the directory).
 func TestNextState(t *testing.T) {
 	dir := stateDir(t)
 	path := filepath.Join(dir, "state")
 	if _, err := ReadState(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("ReadState before any start: %v", err)
 	}
-	for _, want := range []int32{1, 3, 5, 7} {
+	for _, want := range []int32{3, 5, 7, 9} {
 		got, err := NextState(path)
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +50,7 @@ func TestNextState(t *testing.T) {
 			t.Fatalf("ReadState = %d, %v; want %d", r, err, want)
 		}
 	}
-	fileIs(t, path, "7\n")
+	fileIs(t, path, "9\n")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
