@@ -772,3 +772,57 @@ func TestSmallTableHighWater(t *testing.T) {
 		t.Fatalf("a 9th open file in a table of 8: %v, want jukebox", r.Verdict)
 	}
 }
+
+// TestXattrChange: a change of a file's extended attributes (AccessXattr)
+// calls back the clients that may cache it as a plain WRITE does (write back
+// and invalidate the dirty one) and drops its version, but holds nothing:
+// the next OPENs may cache again at once, with a new version.
+func TestXattrChange(t *testing.T) {
+	h := newHarness(t, Config{PlainHold: time.Hour})
+	const cQ = 3
+	h.register(cX, cY, cQ)
+	f := fid(1)
+	r1 := h.openNow(cX, f, Read)
+	h.openNow(cY, f, Read)
+	req, v := h.access(cQ, f, AccessXattr)
+	if v != Wait {
+		t.Fatalf("XATTR of a cached file: %v", v)
+	}
+	cbs := h.take()
+	wantCalls(t, cbs, RowCallback{1, Invalidate}, RowCallback{2, Invalidate})
+	for _, cb := range cbs {
+		h.answer(cb, OK)
+	}
+	wantFinal(t, h, req, ActProceed)
+	h.close(cX, f, Read, false)
+	h.close(cY, f, Read, false)
+	rep := h.openNow(cX, f, Read)
+	if !rep.CacheEnabled || rep.Version == r1.Version || rep.OldVersion == r1.Version {
+		t.Fatalf("reopen after the change: %+v, before %+v", rep, r1)
+	}
+	if fi := h.info(f); len(fi.Holders) != 1 {
+		t.Fatalf("the change is held: %+v", fi)
+	}
+
+	// A dirty writer writes back first.
+	g := fid(2)
+	h.openNow(cX, g, Write)
+	h.close(cX, g, Write, true)
+	req, v = h.access(cQ, g, AccessXattr)
+	if v != Wait {
+		t.Fatalf("XATTR of a dirty file: %v", v)
+	}
+	cbs = h.take()
+	wantCalls(t, cbs, RowCallback{1, WritebackInvalidate})
+	h.answer(cbs[0], OK)
+	wantFinal(t, h, req, ActProceed)
+	h.advance(time.Minute) // past the recall's back-off, well short of a plain hold's end
+	if rep := h.openNow(cY, g, Write); !rep.CacheEnabled {
+		t.Fatalf("open for writing after the change: %+v, %+v", rep, h.info(g))
+	}
+
+	// The client's own change of a file it writes: covered.
+	if _, v := h.access(cY, g, AccessXattr); v != Proceed || len(h.calls) != 0 {
+		t.Fatalf("own XATTR of a file open for writing: %v %+v", v, h.calls)
+	}
+}
