@@ -17,6 +17,7 @@ func (s *Server) removeXattr(ctx context.Context, c *sunrpc.Call, r *req, a *snf
 		res.Status = statusOf(err)
 		return
 	}
+	res.Wcc.Before = wccAttr(&r.node.Stat)
 	err := store.As(r.cred, func() error { return s.store.RemoveXattr(r.node, a.Name) })
-	res.Status, res.Attr = s.xattrChanged(r, err)
+	res.Status, res.Wcc.After = s.xattrChanged(r, err)
 }

@@ -17,8 +17,8 @@ import (
 // (SETXATTR1_CREATE: EXIST if it exists; SETXATTR1_REPLACE: NOXATTR if it
 // does not), with the caller's identity (the kernel checks write
 // permission). The change is durable before the reply (the object is
-// fsynced, as SETATTR's change is), and the reply carries the attributes
-// after it (its ctime moved).
+// fsynced, as SETATTR's change is), and the reply carries the file's
+// wcc_data (its ctime moved).
 func (s *Server) setXattr(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.SetXattrArgs, res *snfs1.SetXattrRes) {
 	if err := checkXattrName(a.Name); err != nil {
 		res.Status = statusOf(err)
@@ -31,18 +31,20 @@ func (s *Server) setXattr(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.
 	case snfs1.XattrReplace:
 		flag = unix.XATTR_REPLACE
 	}
+	res.Wcc.Before = wccAttr(&r.node.Stat)
 	err := store.As(r.cred, func() error { return s.store.SetXattr(r.node, a.Name, a.Value, flag) })
-	res.Status, res.Attr = s.xattrChanged(r, err)
+	res.Status, res.Wcc.After = s.xattrChanged(r, err)
 }
 
 // xattrChanged ends SETXATTR and REMOVEXATTR: on success the change is made
-// durable and the attributes after it returned.
+// durable; the attributes after it are returned either way (a failure
+// encodes only its status).
 func (s *Server) xattrChanged(r *req, err error) (snfs1.Status, *nfs3.Fattr) {
 	if err == nil {
 		err = s.commitObj(r)
 	}
 	if err != nil {
-		return statusOf(err), nil
+		return statusOf(err), r.attr()
 	}
 	return 0, r.attr()
 }

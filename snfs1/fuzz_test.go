@@ -108,7 +108,7 @@ func FuzzSetXattrArgs(f *testing.F) {
 	fuzzDecoder(f, &SetXattrArgs{File: testFH, Option: XattrCreate, Name: "user.tag", Value: []byte("red")})
 }
 func FuzzXattrChangeRes(f *testing.F) {
-	fuzzDecoder(f, &XattrChangeRes{Attr: testAttr}, &XattrChangeRes{Status: ErrXattr2Big})
+	fuzzDecoder(f, &XattrChangeRes{Wcc: nfs3.WccData{After: testAttr}}, &XattrChangeRes{Status: ErrXattr2Big})
 }
 func FuzzListXattrsArgs(f *testing.F) {
 	fuzzDecoder(f, &ListXattrsArgs{File: testFH, Cookie: 2, MaxCount: 4096})

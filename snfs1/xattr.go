@@ -117,10 +117,11 @@ func (a *SetXattrArgs) Decode(r *xdr.Reader) error {
 }
 
 // XattrChangeRes is SETXATTR1res and REMOVEXATTR1res: on success, the file's
-// attributes after the change (its ctime moved).
+// wcc_data (its ctime moved), for a client to tell its own change from
+// others' as after SETATTR.
 type XattrChangeRes struct {
 	Status Status
-	Attr   *nfs3.Fattr // when OK; nil if the server could not read them
+	Wcc    nfs3.WccData // when OK
 }
 
 // The results of the changes.
@@ -136,14 +137,14 @@ func (x *XattrChangeRes) SetStatus(s Status) { x.Status = s }
 func (x *XattrChangeRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))
 	if x.Status == 0 {
-		nfs3.EncodePostOpAttr(w, x.Attr)
+		x.Wcc.Encode(w)
 	}
 }
 
 // Decode implements xdr.Decoder.
 func (x *XattrChangeRes) Decode(r *xdr.Reader) error {
 	if x.Status = decodeStatus(r); x.Status == 0 {
-		x.Attr = nfs3.DecodePostOpAttr(r)
+		x.Wcc.Decode(r)
 	}
 	return r.Err()
 }

@@ -94,8 +94,9 @@ func TestSNFSXattr(t *testing.T) {
 
 	res, st := setX(t, u, fh, "user.color", "red", snfs1.XattrEither)
 	ok(t, "SETXATTR user.color", st, nil)
-	if res.Attr == nil || nfsTimeOf(res.Attr.Ctime) <= before.Sys().(*syscall.Stat_t).Ctim.Nano() {
-		t.Fatalf("SETXATTR's attributes %+v: ctime did not move", res.Attr)
+	if a := res.Wcc.After; a == nil || res.Wcc.Before == nil || nfsTimeOf(a.Ctime) <= before.Sys().(*syscall.Stat_t).Ctim.Nano() ||
+		nfsTimeOf(res.Wcc.Before.Ctime) != before.Sys().(*syscall.Stat_t).Ctim.Nano() {
+		t.Fatalf("SETXATTR's wcc_data %+v: ctime did not move from %v", res.Wcc, before.Sys().(*syscall.Stat_t).Ctim)
 	}
 	buf := make([]byte, 64)
 	k, err := unix.Getxattr(e.path("f"), "user.color", buf)
