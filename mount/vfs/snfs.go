@@ -175,6 +175,9 @@ type snfsInode struct {
 	// from the check of caching to the change recorded dirty, and
 	// exclusively by a callback as it stops caching (whileCaching).
 	cacheW sync.RWMutex
+	// xattrs are the file's extended attributes while it is cached
+	// (xattr.go).
+	xattrs *xattrCache
 }
 
 // snfsFile is an open's snfs-mode state.

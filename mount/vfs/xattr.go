@@ -1,0 +1,232 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// Extended attributes (docs/mount.md, "Extended attributes"): snfs mode only,
+// through the protocol's GETXATTR, SETXATTR, LISTXATTRS and REMOVEXATTR
+// (docs/protocol.md), user namespace only; nfs mode has none (NFSv3 has no
+// such procedures: ErrNotSupported). While the server lets this client cache
+// a regular file, its attributes are cached with its data: a change by anyone
+// else calls this client back first (or, a local process's, at once), and
+// the callback that stops caching, or a new OPEN's version, ends them.
+
+// ErrNoXattr is what a missing extended attribute gives: snfs1.ErrNoXattr.
+var ErrNoXattr = snfs1.ErrNoXattr
+
+// XattrCreate and XattrReplace are setxattr(2)'s flags.
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// xattrCache is a cached file's extended attributes, valid while the file is
+// cached under the version and callback count it was filled at.
+type xattrCache struct {
+	version uint64
+	invals  uint64
+	values  map[string][]byte // nil value: the attribute is known absent
+	names   []string          // the list; valid when listed
+	listed  bool
+}
+
+// xattrKey is what makes a cache valid: the file cached, at a version, with
+// no invalidating callback since; ok is false when it is not cached.
+func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
+	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !i.sn.caching || i.sn.cf == nil || i.snfsHeldLocked() == 0 {
+		return 0, 0, false
+	}
+	return i.sn.version, i.sn.invals, true
+}
+
+// xattrsLocked returns i's cache if it is valid, making an empty one when the
+// file is cached and the old one is not; nil when the file is not cached.
+func (i *Inode) xattrsLocked() *xattrCache {
+	v, n, ok := i.xattrKeyLocked()
+	if !ok {
+		i.sn.xattrs = nil
+		return nil
+	}
+	if c := i.sn.xattrs; c != nil && c.version == v && c.invals == n {
+		return c
+	}
+	i.sn.xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
+	return i.sn.xattrs
+}
+
+// xattrFill runs fill on i's cache if it is still the one valid at key
+// (nothing took caching away while the call was out).
+func (i *Inode) xattrFill(v, n uint64, fill func(c *xattrCache)) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if c := i.xattrsLocked(); c != nil && c.version == v && c.invals == n {
+		fill(c)
+	}
+}
+
+// checkXattr: only the user namespace goes to the server.
+func (fs *FS) checkXattr(name string) error {
+	if fs.sn == nil || !strings.HasPrefix(name, snfs1.XattrPrefix) {
+		return ErrNotSupported
+	}
+	return nil
+}
+
+// GetXattr returns the value of i's attribute name.
+func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	if err := fs.checkXattr(name); err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	xc := i.xattrsLocked()
+	if xc != nil {
+		if v, ok := xc.values[name]; ok {
+			i.mu.Unlock()
+			fs.sn.stats.XattrHits.Add(1)
+			if v == nil {
+				return nil, ErrNoXattr
+			}
+			return v, nil
+		}
+	}
+	v, n, cached := i.xattrKeyLocked()
+	i.mu.Unlock()
+	var res *snfs1.GetXattrRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = fs.client(c).GetXattr(ctx, i.FH, name); err != nil {
+			return 0, err
+		}
+		return res.Status, nil
+	})
+	if err != nil && !errors.Is(err, ErrNoXattr) {
+		return nil, fmt.Errorf("GETXATTR: %w", err)
+	}
+	// Only what any reader would get is cached: a refusal (EACCES) is
+	// the caller's own.
+	if cached && (err == nil || errors.Is(err, ErrNoXattr)) {
+		val := res.Value
+		if err == nil && val == nil {
+			val = []byte{}
+		}
+		i.xattrFill(v, n, func(xc *xattrCache) { xc.values[name] = val })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res.Value, nil
+}
+
+// ListXattrs returns the names of i's user attributes.
+func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	if fs.sn == nil {
+		return nil, ErrNotSupported
+	}
+	i.mu.Lock()
+	if xc := i.xattrsLocked(); xc != nil && xc.listed {
+		names := xc.names
+		i.mu.Unlock()
+		fs.sn.stats.XattrHits.Add(1)
+		return names, nil
+	}
+	v, n, cached := i.xattrKeyLocked()
+	i.mu.Unlock()
+	var names []string
+	cookie := uint64(0)
+	for {
+		var res *snfs1.ListXattrsRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			if res, err = fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax); err != nil {
+				return 0, err
+			}
+			return res.Status, nil
+		})
+		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
+			// The names changed between two replies: from the start.
+			names, cookie = nil, 0
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("LISTXATTRS: %w", err)
+		}
+		names = append(names, res.Names...)
+		if res.EOF || len(res.Names) == 0 {
+			break
+		}
+		cookie = res.Cookie
+	}
+	if cached {
+		i.xattrFill(v, n, func(xc *xattrCache) { xc.names, xc.listed = names, true })
+	}
+	return names, nil
+}
+
+// SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
+func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	if err := fs.checkXattr(name); err != nil {
+		return err
+	}
+	opt := snfs1.XattrEither
+	switch {
+	case flags&XattrCreate != 0:
+		opt = snfs1.XattrCreate
+	case flags&XattrReplace != 0:
+		opt = snfs1.XattrReplace
+	}
+	return fs.changeXattr(ctx, i, name, "SETXATTR", func() (*snfs1.XattrChangeRes, error) {
+		return fs.client(c).SetXattr(ctx, i.FH, name, value, opt)
+	}, append([]byte{}, value...))
+}
+
+// RemoveXattr removes i's attribute name.
+func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	if err := fs.checkXattr(name); err != nil {
+		return err
+	}
+	return fs.changeXattr(ctx, i, name, "REMOVEXATTR", func() (*snfs1.XattrChangeRes, error) {
+		return fs.client(c).RemoveXattr(ctx, i.FH, name)
+	}, nil)
+}
+
+// changeXattr sends a change and applies its answer: the file's attributes
+// (its ctime moved: this client's own change, chained by the wcc_data), and
+// the cache, which now knows name's value (after, nil: absent); the list is
+// asked for again.
+func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
+	i.mu.Lock()
+	if xc := i.sn.xattrs; xc != nil {
+		// Whatever the answer, the cached value and list may be wrong now.
+		delete(xc.values, name)
+		xc.listed = false
+	}
+	v, n, cached := i.xattrKeyLocked()
+	i.mu.Unlock()
+	var res *snfs1.XattrChangeRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = call(); err != nil {
+			return 0, err
+		}
+		return res.Status, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", proc, err)
+	}
+	fs.snfsOwnChange(i, &res.Wcc)
+	i.mu.Lock()
+	i.wccLocked(&res.Wcc, time.Now())
+	i.mu.Unlock()
+	if cached {
+		i.xattrFill(v, n, func(xc *xattrCache) { xc.values[name] = after })
+	}
+	return nil
+}
