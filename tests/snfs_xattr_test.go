@@ -16,6 +16,7 @@ import (
 	"snfs/client"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/xdr"
 )
 
 // The extended-attribute procedures (docs/protocol.md, GETXATTR to
@@ -271,4 +272,70 @@ func TestSNFSXattrCallsBack(t *testing.T) {
 		}
 		b.close(fh, snfs1.Read, false)
 	}
+}
+
+// TestSNFSXattrReplayAfterRestart: SETXATTR (CREATE) and REMOVEXATTR
+// retransmitted with the same xid after a server killed and restarted get the
+// first execution's reply, saved before it was sent, not a second
+// execution's EXIST or NOXATTR.
+func TestSNFSXattrReplayAfterRestart(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "f", 0o644)
+	_, st := setX(t, e.nfs, fh, "user.gone", "v", snfs1.XattrEither)
+	ok(t, "SETXATTR user.gone", st, nil)
+	p := e.nfs.Program(snfs1.Program, snfs1.Version)
+	calls := []struct {
+		name  string
+		proc  uint32
+		args  xdr.Encoder
+		again nfs3.Status
+	}{
+		{"SETXATTR CREATE", snfs1.ProcSetXattr, &snfs1.SetXattrArgs{File: fh, Option: snfs1.XattrCreate, Name: "user.new", Value: []byte("v")}, nfs3.ErrExist},
+		{"REMOVEXATTR", snfs1.ProcRemoveXattr, &snfs1.RemoveXattrArgs{File: fh, Name: "user.gone"}, snfs1.ErrNoXattr},
+	}
+	xids := make([]uint32, len(calls))
+	for i, c := range calls {
+		xids[i] = p.NextXID()
+		var res snfs1.XattrChangeRes
+		if err := p.CallXID(ctx, xids[i], c.proc, c.args, &res); err != nil {
+			t.Fatal(err)
+		}
+		ok(t, c.name, res.Status, nil)
+	}
+	e.cfg.StateDir = copyDir(t, e.stateDir)
+	e.restart()
+	p = e.nfs.Program(snfs1.Program, snfs1.Version)
+	for i, c := range calls {
+		var res snfs1.XattrChangeRes
+		if err := p.CallXID(ctx, xids[i], c.proc, c.args, &res); err != nil {
+			t.Fatal(err)
+		}
+		want(t, c.name+" retransmitted after the restart", res.Status, nil, nfs3.OK)
+		res = snfs1.XattrChangeRes{}
+		if err := p.Call(ctx, c.proc, c.args, &res); err != nil {
+			t.Fatal(err)
+		}
+		want(t, c.name+" with a new xid", res.Status, nil, c.again)
+	}
+}
+
+// TestSNFSXattrReadOnlyExport: on a read-only export the attributes are
+// read, never changed (ROFS).
+func TestSNFSXattrReadOnlyExport(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "ro,no_root_squash")
+	if err := os.WriteFile(e.path("f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(e.path("f"), "user.color", []byte("red"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fh := e.lookup(e.root, "f")
+	if v, st := getX(t, e.nfs, fh, "user.color"); st != nfs3.OK || string(v) != "red" {
+		t.Fatalf("GETXATTR on a read-only export: %q %v", v, st)
+	}
+	_, st := setX(t, e.nfs, fh, "user.color", "blue", snfs1.XattrEither)
+	want(t, "SETXATTR on a read-only export", st, nil, nfs3.ErrROFS)
+	want(t, "REMOVEXATTR on a read-only export", rmX(t, e.nfs, fh, "user.color"), nil, nfs3.ErrROFS)
 }
