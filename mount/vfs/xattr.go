@@ -9,6 +9,7 @@ import (
 
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/sunrpc"
 )
 
 // Extended attributes (docs/mount.md, "Extended attributes"): snfs mode only,
@@ -108,7 +109,7 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 		return res.Status, nil
 	})
 	if err != nil && !errors.Is(err, ErrNoXattr) {
-		return nil, fmt.Errorf("GETXATTR: %w", err)
+		return nil, xattrErr("GETXATTR", err)
 	}
 	// Only what any reader would get is cached: a refusal (EACCES) is
 	// the caller's own.
@@ -156,7 +157,7 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("LISTXATTRS: %w", err)
+			return nil, xattrErr("LISTXATTRS", err)
 		}
 		names = append(names, res.Names...)
 		if res.EOF || len(res.Names) == 0 {
@@ -219,7 +220,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		return res.Status, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", proc, err)
+		return xattrErr(proc, err)
 	}
 	fs.snfsOwnChange(i, &res.Wcc)
 	i.mu.Lock()
@@ -229,4 +230,14 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		i.xattrFill(v, n, func(xc *xattrCache) { xc.values[name] = after })
 	}
 	return nil
+}
+
+// xattrErr wraps a call's error; a server without the procedures (an older
+// snfs) has no extended attributes: ErrNotSupported.
+func xattrErr(proc string, err error) error {
+	var rerr *sunrpc.RPCError
+	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
+		return fmt.Errorf("%s: %w (%w)", proc, ErrNotSupported, err)
+	}
+	return fmt.Errorf("%s: %w", proc, err)
 }
