@@ -63,12 +63,32 @@ func (i *Inode) xattrsLocked() *xattrCache {
 	return i.sn.xattrs
 }
 
-// xattrFill runs fill on i's cache if it is still the one valid at key
-// (nothing took caching away while the call was out).
-func (i *Inode) xattrFill(v, n uint64, fill func(c *xattrCache)) {
+// xattrTag is what a call's answer may be cached under: the cache's key and
+// the count of this client's own changes begun (xattrGen) when it was sent.
+type xattrTag struct {
+	version, invals, gen uint64
+	ok                   bool // the file was cached
+}
+
+func (i *Inode) xattrTagLocked() xattrTag {
+	v, n, ok := i.xattrKeyLocked()
+	return xattrTag{v, n, i.sn.xattrGen, ok}
+}
+
+// xattrFill runs fill on i's cache if it is still the one valid at t
+// (nothing took caching away while the call was out) and no change of this
+// client began meanwhile (its answer may have been applied after the call's,
+// or not yet).
+func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
+	if !t.ok {
+		return
+	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if c := i.xattrsLocked(); c != nil && c.version == v && c.invals == n {
+	if i.sn.xattrGen != t.gen {
+		return
+	}
+	if c := i.xattrsLocked(); c != nil && c.version == t.version && c.invals == t.invals {
 		fill(c)
 	}
 }
@@ -98,7 +118,7 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 			return v, nil
 		}
 	}
-	v, n, cached := i.xattrKeyLocked()
+	tag := i.xattrTagLocked()
 	i.mu.Unlock()
 	var res *snfs1.GetXattrRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -111,14 +131,15 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
+	fs.sn.xattrAnswered.run(i)
 	// Only what any reader would get is cached: a refusal (EACCES) is
 	// the caller's own.
-	if cached && (err == nil || errors.Is(err, ErrNoXattr)) {
+	if err == nil || errors.Is(err, ErrNoXattr) {
 		val := res.Value
 		if err == nil && val == nil {
 			val = []byte{}
 		}
-		i.xattrFill(v, n, func(xc *xattrCache) { xc.values[name] = val })
+		i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = val })
 	}
 	if err != nil {
 		return nil, err
@@ -138,7 +159,7 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 		fs.sn.stats.XattrHits.Add(1)
 		return names, nil
 	}
-	v, n, cached := i.xattrKeyLocked()
+	tag := i.xattrTagLocked()
 	i.mu.Unlock()
 	var names []string
 	cookie := uint64(0)
@@ -165,9 +186,7 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 		}
 		cookie = res.Cookie
 	}
-	if cached {
-		i.xattrFill(v, n, func(xc *xattrCache) { xc.names, xc.listed = names, true })
-	}
+	i.xattrFill(tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
 	return names, nil
 }
 
@@ -209,7 +228,9 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		delete(xc.values, name)
 		xc.listed = false
 	}
-	v, n, cached := i.xattrKeyLocked()
+	// Answers to calls sent before this change are not cached (xattrFill).
+	i.sn.xattrGen++
+	tag := i.xattrTagLocked()
 	i.mu.Unlock()
 	var res *snfs1.XattrChangeRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -220,15 +241,21 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		return res.Status, nil
 	})
 	if err != nil {
+		i.mu.Lock()
+		i.sn.xattrGen++
+		i.mu.Unlock()
 		return xattrErr(proc, err)
 	}
 	fs.snfsOwnChange(i, &res.Wcc)
 	i.mu.Lock()
 	i.wccLocked(&res.Wcc, time.Now())
 	i.mu.Unlock()
-	if cached {
-		i.xattrFill(v, n, func(xc *xattrCache) { xc.values[name] = after })
-	}
+	// Only if no other change began meanwhile: the server may have applied
+	// them in either order.
+	i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = after })
+	i.mu.Lock()
+	i.sn.xattrGen++
+	i.mu.Unlock()
 	return nil
 }
 
