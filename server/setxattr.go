@@ -50,11 +50,14 @@ func (s *Server) xattrChanged(r *req, err error) (snfs1.Status, *nfs3.Fattr) {
 }
 
 // xattrAccess: a change of a regular file's extended attributes is, for the
-// consistency table, a change of the file that holds nothing
-// (state.AccessXattr; docs/protocol.md, "SETXATTR"): clients that may cache
-// the file (and its attributes) are called back first, as for a WRITE.
+// consistency table, a WRITE of the file (docs/protocol.md, "SETXATTR"):
+// clients that may cache the file (and its attributes) are called back
+// first, and unless the caller's writes of the file are covered (it has it
+// open for writing, or is its last writer), the caller holds it as a plain
+// writer for the plain-access hold, so that no OPEN granted before the change
+// is applied caches the attributes from before it.
 func xattrAccess[A any](fh func(*A) []byte) func(s *Server, c *sunrpc.Call, r *req, a *A) []fileAccess {
 	return func(s *Server, c *sunrpc.Call, r *req, a *A) []fileAccess {
-		return regularAccess(r, fh(a), state.AccessXattr)
+		return regularAccess(r, fh(a), state.AccessWrite)
 	}
 }

@@ -126,10 +126,7 @@
 // file protocol clients cache first invalidates them; a plain READ of a
 // CLOSED_DIRTY file first has the last writer write back. A protocol client that
 // opens a file a plain client uses needs no callback to it (it caches no dirty
-// blocks) but gets no caching if either writes. Holds expire lazily. A change
-// of a file's extended attributes (AccessXattr) is applied as a plain change
-// that records no hold, as a local process's change is: it was written through
-// whole, so nobody need be kept from caching afterwards.
+// blocks) but gets no caching if either writes. Holds expire lazily.
 //
 // # Versions
 //

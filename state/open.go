@@ -238,7 +238,7 @@ func (m *Machine) try(s *shard, e *entry, t int64, w *waiter, out *[]Action) (Ve
 	}
 	if w.access != 0 {
 		h := e.addHolder(w.client)
-		if !w.local && w.access.holds() {
+		if !w.local {
 			h.plainUntil = max(h.plainUntil, t+m.hold)
 		}
 		if w.access.changes() {

@@ -139,12 +139,6 @@ const (
 	// another client's dirty blocks, whose size and times the server does not
 	// have yet.
 	AccessGetattr
-	// AccessXattr is a SETXATTR or REMOVEXATTR: a change (clients that may
-	// cache the file are called back as for a WRITE, and its version is
-	// dropped) that records no hold: the change is written through whole, so
-	// nobody need be kept from caching the file afterwards, as after a local
-	// process's change.
-	AccessXattr
 )
 
 func (k AccessKind) String() string {
@@ -161,18 +155,11 @@ func (k AccessKind) String() string {
 		return "RENAME"
 	case AccessGetattr:
 		return "GETATTR"
-	case AccessXattr:
-		return "XATTR"
 	}
 	return fmt.Sprintf("AccessKind(%d)", uint8(k))
 }
 
-func (k AccessKind) changes() bool {
-	return k >= AccessWrite && k <= AccessRename || k == AccessXattr
-}
-
-// holds reports whether the access is recorded as an open for PlainHold.
-func (k AccessKind) holds() bool { return k != AccessXattr }
+func (k AccessKind) changes() bool { return k >= AccessWrite && k <= AccessRename }
 
 // Verdict is the machine's immediate answer to an OPEN or a plain access.
 type Verdict uint8

@@ -105,7 +105,8 @@ func localSetxattrChild() bool {
 
 // TestMountSNFSXattr: setxattr on one snfs mount is seen by another that
 // caches the file (cached, then called back), and a local process's change on
-// the server too; CREATE/REPLACE, the other namespaces and sizes answer as a
+// the server too; a change not covered by an open holds the file uncached for
+// a while, as a WRITE does; CREATE/REPLACE, the other namespaces and sizes answer as a
 // local file system; cp --preserve=xattr keeps them both ways.
 func TestMountSNFSXattr(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
@@ -150,20 +151,44 @@ func TestMountSNFSXattr(t *testing.T) {
 	}
 	held.Close()
 
-	// A local process on the server changes it while B caches the file.
+	// A's change was not covered (A did not have the file open): as after
+	// a WRITE of it, A holds it as a plain writer for a while, and nobody
+	// caches it meanwhile.
 	held, err = os.Open(b.path("f"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
-	mustGetxattr(t, b.path("f"), "user.color")
 	hits = b.v.SNFSStats().XattrHits.Load()
 	mustGetxattr(t, b.path("f"), "user.color")
-	if b.v.SNFSStats().XattrHits.Load() == hits {
-		t.Fatal("B's reopened file's attribute is not cached")
+	mustGetxattr(t, b.path("f"), "user.color")
+	if b.v.SNFSStats().XattrHits.Load() != hits {
+		t.Fatal("B cached the attributes of a file A holds as a plain writer")
 	}
-	localSetxattr(t, e.path("f"), "user.color", "green")
-	awaitXattr(t, b.path("f"), "user.color", "green", false)
+	held.Close()
+
+	// A local process on the server changes the attribute of a file B
+	// caches: B is called back at once.
+	if err := os.WriteFile(e.path("g"), []byte("g"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(e.path("g"), "user.color", []byte("blue"), 0); err != nil {
+		t.Fatal(err)
+	}
+	held, err = os.Open(b.path("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	mustGetxattr(t, b.path("g"), "user.color")
+	hits = b.v.SNFSStats().XattrHits.Load()
+	if v := mustGetxattr(t, b.path("g"), "user.color"); v != "blue" {
+		t.Fatalf("B's user.color of g: %q", v)
+	}
+	if b.v.SNFSStats().XattrHits.Load() == hits {
+		t.Fatal("B's open file's attribute is not cached")
+	}
+	localSetxattr(t, e.path("g"), "user.color", "green")
+	awaitXattr(t, b.path("g"), "user.color", "green", false)
 
 	// Lists, removal, CREATE and REPLACE.
 	if err := unix.Setxattr(a.path("f"), "user.a", nil, unix.XATTR_CREATE); err != nil {

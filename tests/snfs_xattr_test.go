@@ -252,12 +252,18 @@ func TestSNFSListXattrsPaging(t *testing.T) {
 // TestSNFSXattrCallsBack: a SETXATTR or REMOVEXATTR of a file a protocol
 // client caches calls it back (invalidate) before the change is answered,
 // as a WRITE would: its cached attributes, extended ones included, are gone.
+// And as after a WRITE, the file is not cached by anyone while the changer's
+// plain hold lasts: no OPEN answered before the change is applied caches
+// the attributes from before it.
 func TestSNFSXattrCallsBack(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	fh := e.create(e.nfs, e.root, "f", 0o644)
 	b := newProtoClient(t, e, "reader-b")
 	for _, change := range []string{"SETXATTR", "REMOVEXATTR"} {
+		fh := e.create(e.nfs, e.root, change, 0o644)
+		if err := unix.Setxattr(e.path(change), "user.tag", []byte("before"), 0); err != nil {
+			t.Fatal(err)
+		}
 		b.openCaching(fh, snfs1.Read)
 		n := len(b.got())
 		if change == "SETXATTR" {
@@ -269,6 +275,12 @@ func TestSNFSXattrCallsBack(t *testing.T) {
 		got := b.got()
 		if len(got) <= n || !got[n].Mode.Invalidates() || !bytes.Equal(got[n].File, fh) {
 			t.Fatalf("%s of a file B caches: B's callbacks %+v", change, got[n:])
+		}
+		b.close(fh, snfs1.Read, false)
+		res, err := b.open(fh, snfs1.Read)
+		ok(t, "OPEN after "+change, res.Status, err)
+		if res.CacheEnabled {
+			t.Fatalf("OPEN right after %s by a client that holds the file as a plain writer: caching granted", change)
 		}
 		b.close(fh, snfs1.Read, false)
 	}
