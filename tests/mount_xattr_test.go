@@ -266,6 +266,19 @@ func TestMountSNFSXattr(t *testing.T) {
 	if v := mustGetxattr(t, e.path("copy"), "user.tag"); v != "copied" {
 		t.Fatalf("the export's copy: user.tag %q", v)
 	}
+	// cp set it on the copy it had open for writing: covered, nothing held,
+	// so B caches the copy (and its attributes) at once.
+	copyHeld, err := os.Open(b.path("copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copyHeld.Close()
+	mustGetxattr(t, b.path("copy"), "user.tag")
+	hits = b.v.SNFSStats().XattrHits.Load()
+	mustGetxattr(t, b.path("copy"), "user.tag")
+	if b.v.SNFSStats().XattrHits.Load() == hits {
+		t.Fatal("B does not cache the copy cp --preserve=xattr made on A")
+	}
 	back := local + ".back"
 	if out, err := exec.Command("cp", "--preserve=xattr", b.path("copy"), back).CombinedOutput(); err != nil {
 		t.Fatalf("cp --preserve=xattr out of the mount: %v: %s", err, out)
