@@ -2,8 +2,11 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"testing"
+
+	"snfs/sunrpc"
 )
 
 // TestXattrAnswerRacingChange: a GETXATTR answered before this client's own
@@ -48,5 +51,20 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 	v, err := a.GetXattr(ctx, ia, Cred{}, "user.v")
 	if err != nil || string(v) != "new" {
 		t.Fatalf("after the change: %q, %v (served from the cache: %v); want \"new\"", v, err, a.sn.stats.XattrHits.Load() > hits)
+	}
+}
+
+// TestXattrOlderServer: a server without the procedures (PROC_UNAVAIL, or
+// PROG_UNAVAIL) means no extended attributes: ErrNotSupported (EOPNOTSUPP),
+// not an I/O error.
+func TestXattrOlderServer(t *testing.T) {
+	for _, st := range []sunrpc.AcceptStat{sunrpc.ProcUnavail, sunrpc.ProgUnavail} {
+		err := xattrErr("GETXATTR", &sunrpc.RPCError{Accept: st})
+		if !errors.Is(err, ErrNotSupported) {
+			t.Errorf("%v: %v, want ErrNotSupported", st, err)
+		}
+	}
+	if err := xattrErr("GETXATTR", &sunrpc.RPCError{Accept: sunrpc.SystemErr}); errors.Is(err, ErrNotSupported) {
+		t.Errorf("SYSTEM_ERR: %v", err)
 	}
 }
