@@ -19,6 +19,7 @@ type ClientSources struct {
 	DirtyBytes          func() int64
 	CacheHits           func() uint64
 	CacheHitBytes       func() uint64
+	XattrHits           func() uint64 // extended-attribute reads served from the cache
 	PassthroughOpens    func() uint64
 	ListingsKept        func() uint64 // either mode
 	// Callbacks by mode name.
@@ -76,6 +77,10 @@ func (c *Client) Register(src ClientSources) {
 			counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
 			counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
 		)
+	}
+	if src.XattrHits != nil {
+		c.reg.MustRegister(counter("snfs_client_xattr_cache_hits_total",
+			"Extended-attribute reads (getxattr, listxattr) the mount served from a cached file's attributes.", src.XattrHits))
 	}
 	if src.PassthroughOpens != nil {
 		c.reg.MustRegister(counter("snfs_client_passthrough_opens_total",

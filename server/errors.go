@@ -18,6 +18,8 @@ var (
 	errInsecurePort = errors.New("server: call from a port at or above 1024 to a secure export")
 	errJukebox      = errors.New("server: operation would block; try again later")
 	errInval        = errors.New("server: invalid argument")
+	// errXattrNamespace: an extended attribute outside the user namespace.
+	errXattrNamespace = errors.New("server: only user.* extended attributes are served")
 )
 
 var errnoStatus = map[syscall.Errno]nfs3.Status{
@@ -49,6 +51,10 @@ var errnoStatus = map[syscall.Errno]nfs3.Status{
 	syscall.ENOSYS:       nfs3.ErrNotSupp,
 	syscall.EOVERFLOW:    nfs3.ErrInval,
 	syscall.EDEADLK:      nfs3.ErrJukebox,
+	// Only the extended-attribute procedures meet these.
+	syscall.ENODATA: snfs1.ErrNoXattr,
+	syscall.E2BIG:   snfs1.ErrXattr2Big,
+	syscall.ERANGE:  snfs1.ErrXattr2Big,
 }
 
 // statusOf maps an error to nfsstat3. It is the only place that does.
@@ -79,6 +85,8 @@ func statusOf(err error) nfs3.Status {
 		return nfs3.ErrJukebox
 	case errors.Is(err, errInval):
 		return nfs3.ErrInval
+	case errors.Is(err, errXattrNamespace):
+		return nfs3.ErrNotSupp
 	case errors.Is(err, consist.ErrNoGrace):
 		return snfs1.ErrNoGrace
 	case errors.Is(err, consist.ErrJukebox): // ErrGrace too

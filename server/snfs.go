@@ -22,7 +22,10 @@ import (
 // APPEND is a WRITE whose offset the server picks (append.go): it opens a
 // descriptor and may wait for a flush, so it does not run inline either. Its
 // reply is saved like a namespace change's: executed again after a restart, a
-// retransmitted APPEND would place its data twice.
+// retransmitted APPEND would place its data twice. The extended attributes
+// changes (SETXATTR, REMOVEXATTR) are saved as SETATTR's are: executed again,
+// a CREATE answers EXIST, a REMOVEXATTR NOXATTR, and a set undoes a later one.
+// GETXATTR and LISTXATTRS are idempotent reads.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -38,6 +41,16 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
+		snfs1.ProcGetXattr: nfsProc(s, op[snfs1.GetXattrArgs, snfs1.GetXattrRes]{Name: "GETXATTR", Cache: idempotent,
+			MaxReply: snfs1.XattrSizeMax + 64, FH: func(a *snfs1.GetXattrArgs) nfs3.FH { return a.File }, Handler: s.getXattr}),
+		snfs1.ProcSetXattr: nfsProc(s, op[snfs1.SetXattrArgs, snfs1.SetXattrRes]{Name: "SETXATTR", Cache: nonIdempotentSaved,
+			FH: func(a *snfs1.SetXattrArgs) nfs3.FH { return a.File }, Write: true, Handler: s.setXattr,
+			Access: xattrAccess(func(a *snfs1.SetXattrArgs) []byte { return a.File })}),
+		snfs1.ProcListXattrs: nfsProc(s, op[snfs1.ListXattrsArgs, snfs1.ListXattrsRes]{Name: "LISTXATTRS", Cache: idempotent,
+			MaxReply: snfs1.XattrListMax + 64, FH: func(a *snfs1.ListXattrsArgs) nfs3.FH { return a.File }, Handler: s.listXattrs}),
+		snfs1.ProcRemoveXattr: nfsProc(s, op[snfs1.RemoveXattrArgs, snfs1.RemoveXattrRes]{Name: "REMOVEXATTR", Cache: nonIdempotentSaved,
+			FH: func(a *snfs1.RemoveXattrArgs) nfs3.FH { return a.File }, Write: true, Handler: s.removeXattr,
+			Access: xattrAccess(func(a *snfs1.RemoveXattrArgs) []byte { return a.File })}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -52,7 +52,10 @@ func TestDocNumbers(t *testing.T) {
 		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
 		"CB_PINNED":        uint64(CBPinned),
 		"SNFSCBPROC1_NULL": CBProcNull, "SNFSCBPROC1_CALLBACK": CBProcCallback,
-		"NFS3_FHSIZE": 64,
+		"NFS3_FHSIZE":        64,
+		"SNFS_XATTR_NAMEMAX": XattrNameMax, "SNFS_XATTR_SIZEMAX": XattrSizeMax, "SNFS_XATTR_LISTMAX": XattrListMax,
+		"SNFS_ERR_NOXATTR": uint64(ErrNoXattr), "SNFS_ERR_XATTR2BIG": uint64(ErrXattr2Big),
+		"SETXATTR1_EITHER": uint64(XattrEither), "SETXATTR1_CREATE": uint64(XattrCreate), "SETXATTR1_REPLACE": uint64(XattrReplace),
 	}
 	for i, name := range ProcNames {
 		want["SNFSPROC1_"+name] = uint64(i)

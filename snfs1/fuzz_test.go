@@ -98,3 +98,22 @@ func FuzzAppendRes(f *testing.F) {
 	fuzzDecoder(f, &AppendRes{Offset: 9, Count: 3, Verf: [8]byte{1}, Wcc: nfs3.WccData{After: testAttr}},
 		&AppendRes{Status: nfs3.ErrNoSpc})
 }
+func FuzzXattrArgs(f *testing.F) {
+	fuzzDecoder(f, &XattrArgs{File: testFH, Name: "user.tag"})
+}
+func FuzzGetXattrRes(f *testing.F) {
+	fuzzDecoder(f, &GetXattrRes{Value: []byte("red")}, &GetXattrRes{Status: ErrNoXattr})
+}
+func FuzzSetXattrArgs(f *testing.F) {
+	fuzzDecoder(f, &SetXattrArgs{File: testFH, Option: XattrCreate, Name: "user.tag", Value: []byte("red")})
+}
+func FuzzXattrChangeRes(f *testing.F) {
+	fuzzDecoder(f, &XattrChangeRes{Wcc: nfs3.WccData{After: testAttr}}, &XattrChangeRes{Status: ErrXattr2Big})
+}
+func FuzzListXattrsArgs(f *testing.F) {
+	fuzzDecoder(f, &ListXattrsArgs{File: testFH, Cookie: 2, MaxCount: 4096})
+}
+func FuzzListXattrsRes(f *testing.F) {
+	fuzzDecoder(f, &ListXattrsRes{Cookie: 2, Names: []string{"user.a", "user.b"}, EOF: true},
+		&ListXattrsRes{Status: nfs3.ErrTooSmall})
+}

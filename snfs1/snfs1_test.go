@@ -54,6 +54,12 @@ func roundTrips() map[string]struct {
 	stR := func() codec { return new(StatusRes) }
 	apA := func() codec { return new(AppendArgs) }
 	apR := func() codec { return new(AppendRes) }
+	xA := func() codec { return new(XattrArgs) }
+	gxR := func() codec { return new(GetXattrRes) }
+	sxA := func() codec { return new(SetXattrArgs) }
+	xcR := func() codec { return new(XattrChangeRes) }
+	lxA := func() codec { return new(ListXattrsArgs) }
+	lxR := func() codec { return new(ListXattrsRes) }
 	items := []ReclaimItem{
 		{File: testFH, Readers: 2, Writers: 1, Caching: true, Dirty: true, Version: 1<<40 + 9},
 		{File: bytes.Repeat([]byte{0xbb}, nfs3.FHSize), Readers: 1, Version: 3},
@@ -103,6 +109,20 @@ func roundTrips() map[string]struct {
 		"AppendArgs/file sync":      {&AppendArgs{File: testFH, Stable: nfs3.FileSync, Data: []byte{}}, apA},
 		"AppendRes":                 {&AppendRes{Offset: 1<<40 + 3, Count: 5, Committed: nfs3.Unstable, Verf: [8]byte{1, 2}, Wcc: nfs3.WccData{After: testAttr}}, apR},
 		"AppendRes/rofs":            {&AppendRes{Status: nfs3.ErrROFS}, apR},
+		"XattrArgs":                 {&XattrArgs{File: testFH, Name: "user.tag"}, xA},
+		"XattrArgs/max name":        {&XattrArgs{File: testFH, Name: strings.Repeat("n", XattrNameMax)}, xA},
+		"GetXattrRes":               {&GetXattrRes{Value: []byte("red")}, gxR},
+		"GetXattrRes/max value":     {&GetXattrRes{Value: bytes.Repeat([]byte{7}, XattrSizeMax)}, gxR},
+		"GetXattrRes/noxattr":       {&GetXattrRes{Status: ErrNoXattr}, gxR},
+		"SetXattrArgs/create":       {&SetXattrArgs{File: testFH, Option: XattrCreate, Name: "user.a", Value: []byte("v")}, sxA},
+		"SetXattrArgs/replace":      {&SetXattrArgs{File: testFH, Option: XattrReplace, Name: "user.a", Value: []byte{}}, sxA},
+		"XattrChangeRes":            {&XattrChangeRes{Wcc: nfs3.WccData{Before: &nfs3.WccAttr{Size: 3}, After: testAttr}}, xcR},
+		"XattrChangeRes/no attr":    {&XattrChangeRes{}, xcR},
+		"XattrChangeRes/2big":       {&XattrChangeRes{Status: ErrXattr2Big}, xcR},
+		"ListXattrsArgs":            {&ListXattrsArgs{File: testFH, Cookie: 3, MaxCount: 4096}, lxA},
+		"ListXattrsRes":             {&ListXattrsRes{Cookie: 2, Names: []string{"user.a", "user.bb"}, EOF: true}, lxR},
+		"ListXattrsRes/none":        {&ListXattrsRes{EOF: true}, lxR},
+		"ListXattrsRes/toosmall":    {&ListXattrsRes{Status: nfs3.ErrTooSmall}, lxR},
 		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
 	}
 }
@@ -171,7 +191,8 @@ func TestSetStatus(t *testing.T) {
 	for _, x := range []interface {
 		codec
 		SetStatus(Status)
-	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes)} {
+	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes),
+		new(GetXattrRes), new(XattrChangeRes), new(ListXattrsRes)} {
 		x.SetStatus(ErrFenced)
 		if b := encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
@@ -212,6 +233,16 @@ func TestWire(t *testing.T) {
 		{&AppendRes{Offset: 0x10, Count: 2, Committed: nfs3.Unstable, Verf: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}},
 			"00000000 0000000000000010 00000002 00000000 0102030405060708 00000000 00000000"},
 		{&AppendRes{Status: nfs3.ErrROFS}, "0000001e"},
+		{&XattrArgs{File: fh, Name: "user.x"}, "00000003 aabbcc00 00000006 75736572 2e780000"},
+		{&SetXattrArgs{File: fh, Option: XattrCreate, Name: "user.x", Value: []byte("v")},
+			"00000003 aabbcc00 00000001 00000006 75736572 2e780000 00000001 76000000"},
+		{&GetXattrRes{Value: []byte("ab")}, "00000000 00000002 61620000"},
+		{&GetXattrRes{Status: ErrNoXattr}, "0000276f"},
+		{&XattrChangeRes{}, "00000000 00000000 00000000"},
+		{&XattrChangeRes{Status: ErrXattr2Big}, "00002770"},
+		{&ListXattrsArgs{File: fh, Cookie: 1, MaxCount: 8}, "00000003 aabbcc00 00000000 00000001 00000008"},
+		{&ListXattrsRes{Cookie: 1, Names: []string{"user.x"}, EOF: true},
+			"00000000 00000000 00000001 00000001 00000006 75736572 2e780000 00000001"},
 	} {
 		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)

@@ -27,7 +27,13 @@ const (
 	// APPEND: a write placed by the server at its end of file
 	// (docs/protocol.md, "APPEND").
 	ProcAppend = 8
-	NumProcs   = 9
+	// GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR: extended attributes of
+	// the user namespace, RFC 8276's (docs/protocol.md, "GETXATTR").
+	ProcGetXattr    = 9
+	ProcSetXattr    = 10
+	ProcListXattrs  = 11
+	ProcRemoveXattr = 12
+	NumProcs        = 13
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -41,7 +47,8 @@ const (
 
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
-	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND"}
+	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
+		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
 )
 
@@ -74,6 +81,10 @@ func StatusName(s Status) string {
 		return "SNFS_ERR_FENCED"
 	case ErrNoGrace:
 		return "SNFS_ERR_NOGRACE"
+	case ErrNoXattr:
+		return "SNFS_ERR_NOXATTR"
+	case ErrXattr2Big:
+		return "SNFS_ERR_XATTR2BIG"
 	}
 	return s.String()
 }

@@ -56,6 +56,10 @@
 // the last close of a large removed file take the ordinary path, so that their P
 // is handed to other goroutines while they wait (rawsys's doc says why).
 //
+// Extended attributes (xattr.go): the user namespace of the object itself,
+// through its /proc descriptor path with the caller's identity, so the kernel
+// decides permission as for a local process.
+//
 // What it must not do: decode requests, hold protocol state, or decide what a
 // client is allowed to mount (that is the server's export table).
 package store

@@ -35,6 +35,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		DirtyBytes:          v.DirtyBytes,
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
+		XattrHits:           st.XattrHits.Load,
 		PassthroughOpens:    st.PassthroughOpens.Load,
 		ListingsKept:        v.Stats().ListingsKept.Load,
 		Callbacks:           cbs,

@@ -7,6 +7,7 @@ import (
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
+	"snfs/snfs1"
 	"snfs/sunrpc"
 )
 
@@ -64,6 +65,10 @@ func errnoOf(err error) syscall.Errno {
 			return syscall.EIO
 		case nfs3.ErrJukebox:
 			return syscall.EAGAIN
+		case snfs1.ErrNoXattr:
+			return syscall.ENODATA
+		case snfs1.ErrXattr2Big:
+			return syscall.E2BIG
 		}
 		return syscall.EIO
 	}

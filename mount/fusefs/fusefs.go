@@ -70,7 +70,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		MaxWrite:                 int(min(v.WriteSize(), preferredIOSize)),
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
-		DisableXAttrs:            true,
+		DisableXAttrs:            !v.SNFS(), // only the snfs protocol has them (xattr.go)
 		Options:                  []string{"default_permissions"},
 		// A write-shared file is opened FOPEN_DIRECT_IO in snfs mode; without
 		// this (Linux 6.6+) the kernel refuses a shared mmap of it (ENODEV),

@@ -54,8 +54,10 @@
 // write-shared (append.go); recovery:
 // the reclaim after a server restart (callback.go) and the reintegration of
 // dirty data the server has no record of, with conflict copies when another
-// client changed the file meanwhile (reintegrate.go).
+// client changed the file meanwhile (reintegrate.go); extended attributes of
+// the user namespace through the protocol's GETXATTR and its kin, cached with
+// a cached file's data (xattr.go).
 //
 // Not done: byte-range locks (the kernel keeps them local to
-// this mount), extended attributes (NFSv3 has none).
+// this mount), extended attributes in nfs mode (NFSv3 has none).
 package vfs

@@ -20,7 +20,10 @@ type cacheStats struct {
 	PassthroughOpens, Reads atomic.Uint64
 	// Pinned counts the callbacks that made this client a file's pinned
 	// holder (its kernel writes the file through passthrough; pinned.go).
-	Pinned    atomic.Uint64
+	Pinned atomic.Uint64
+	// XattrHits counts the extended-attribute reads (GetXattr, ListXattrs)
+	// served from the cache of a cached file (xattr.go).
+	XattrHits atomic.Uint64
 	callbacks [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
 }
 

@@ -115,6 +115,9 @@ type snfsFS struct {
 	// application write racing a write-back's end, a callback's included:
 	// set and run on different goroutines).
 	beforeMarkClean testHook
+	// xattrAnswered, set only by tests, runs as a GETXATTR's answer arrives,
+	// before it is cached (a change of the attribute racing it: xattr.go).
+	xattrAnswered testHook
 
 	stop chan struct{}
 	done chan struct{}
@@ -173,6 +176,11 @@ type snfsInode struct {
 	// from the check of caching to the change recorded dirty, and
 	// exclusively by a callback as it stops caching (whileCaching).
 	cacheW sync.RWMutex
+	// xattrs are the file's extended attributes while it is cached
+	// (xattr.go); xattrGen counts the starts and ends of this client's
+	// changes of them, so that no answer racing a change is cached.
+	xattrs   *xattrCache
+	xattrGen uint64
 }
 
 // snfsFile is an open's snfs-mode state.

@@ -1,0 +1,270 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+)
+
+// Extended attributes (docs/mount.md, "Extended attributes"): snfs mode only,
+// through the protocol's GETXATTR, SETXATTR, LISTXATTRS and REMOVEXATTR
+// (docs/protocol.md), user namespace only; nfs mode has none (NFSv3 has no
+// such procedures: ErrNotSupported). While the server lets this client cache
+// a regular file, its attributes are cached with its data: a change by anyone
+// else calls this client back first (or, a local process's, at once), and
+// the callback that stops caching, or a new OPEN's version, ends them.
+
+// ErrNoXattr is what a missing extended attribute gives: snfs1.ErrNoXattr.
+var ErrNoXattr = snfs1.ErrNoXattr
+
+// XattrCreate and XattrReplace are setxattr(2)'s flags.
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// xattrCache is a cached file's extended attributes, valid while the file is
+// cached under the version and callback count it was filled at.
+type xattrCache struct {
+	version uint64
+	invals  uint64
+	values  map[string][]byte // nil value: the attribute is known absent
+	names   []string          // the list; valid when listed
+	listed  bool
+}
+
+// xattrKey is what makes a cache valid: the file cached, at a version, with
+// no invalidating callback since; ok is false when it is not cached.
+func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
+	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !i.sn.caching || i.sn.cf == nil || i.snfsHeldLocked() == 0 {
+		return 0, 0, false
+	}
+	return i.sn.version, i.sn.invals, true
+}
+
+// xattrsLocked returns i's cache if it is valid, making an empty one when the
+// file is cached and the old one is not; nil when the file is not cached.
+func (i *Inode) xattrsLocked() *xattrCache {
+	v, n, ok := i.xattrKeyLocked()
+	if !ok {
+		i.sn.xattrs = nil
+		return nil
+	}
+	if c := i.sn.xattrs; c != nil && c.version == v && c.invals == n {
+		return c
+	}
+	i.sn.xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
+	return i.sn.xattrs
+}
+
+// xattrTag is what a call's answer may be cached under: the cache's key and
+// the count of this client's own changes begun (xattrGen) when it was sent.
+type xattrTag struct {
+	version, invals, gen uint64
+	ok                   bool // the file was cached
+}
+
+func (i *Inode) xattrTagLocked() xattrTag {
+	v, n, ok := i.xattrKeyLocked()
+	return xattrTag{v, n, i.sn.xattrGen, ok}
+}
+
+// xattrFill runs fill on i's cache if it is still the one valid at t
+// (nothing took caching away while the call was out) and no change of this
+// client began meanwhile (its answer may have been applied after the call's,
+// or not yet).
+func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
+	if !t.ok {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.sn.xattrGen != t.gen {
+		return
+	}
+	if c := i.xattrsLocked(); c != nil && c.version == t.version && c.invals == t.invals {
+		fill(c)
+	}
+}
+
+// checkXattr: only the user namespace goes to the server.
+func (fs *FS) checkXattr(name string) error {
+	if fs.sn == nil || !strings.HasPrefix(name, snfs1.XattrPrefix) {
+		return ErrNotSupported
+	}
+	return nil
+}
+
+// GetXattr returns the value of i's attribute name.
+func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	if err := fs.checkXattr(name); err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	xc := i.xattrsLocked()
+	if xc != nil {
+		if v, ok := xc.values[name]; ok {
+			i.mu.Unlock()
+			fs.sn.stats.XattrHits.Add(1)
+			if v == nil {
+				return nil, ErrNoXattr
+			}
+			return v, nil
+		}
+	}
+	tag := i.xattrTagLocked()
+	i.mu.Unlock()
+	var res *snfs1.GetXattrRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = fs.client(c).GetXattr(ctx, i.FH, name); err != nil {
+			return 0, err
+		}
+		return res.Status, nil
+	})
+	if err != nil && !errors.Is(err, ErrNoXattr) {
+		return nil, xattrErr("GETXATTR", err)
+	}
+	fs.sn.xattrAnswered.run(i)
+	// Only what any reader would get is cached: a refusal (EACCES) is
+	// the caller's own.
+	if err == nil || errors.Is(err, ErrNoXattr) {
+		val := res.Value
+		if err == nil && val == nil {
+			val = []byte{}
+		}
+		i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = val })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res.Value, nil
+}
+
+// ListXattrs returns the names of i's user attributes.
+func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	if fs.sn == nil {
+		return nil, ErrNotSupported
+	}
+	i.mu.Lock()
+	if xc := i.xattrsLocked(); xc != nil && xc.listed {
+		names := xc.names
+		i.mu.Unlock()
+		fs.sn.stats.XattrHits.Add(1)
+		return names, nil
+	}
+	tag := i.xattrTagLocked()
+	i.mu.Unlock()
+	var names []string
+	cookie := uint64(0)
+	for {
+		var res *snfs1.ListXattrsRes
+		err := fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			if res, err = fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax); err != nil {
+				return 0, err
+			}
+			return res.Status, nil
+		})
+		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
+			// The names changed between two replies: from the start.
+			names, cookie = nil, 0
+			continue
+		}
+		if err != nil {
+			return nil, xattrErr("LISTXATTRS", err)
+		}
+		names = append(names, res.Names...)
+		if res.EOF || len(res.Names) == 0 {
+			break
+		}
+		cookie = res.Cookie
+	}
+	i.xattrFill(tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
+	return names, nil
+}
+
+// SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
+func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	if err := fs.checkXattr(name); err != nil {
+		return err
+	}
+	opt := snfs1.XattrEither
+	switch {
+	case flags&XattrCreate != 0:
+		opt = snfs1.XattrCreate
+	case flags&XattrReplace != 0:
+		opt = snfs1.XattrReplace
+	}
+	return fs.changeXattr(ctx, i, name, "SETXATTR", func() (*snfs1.XattrChangeRes, error) {
+		return fs.client(c).SetXattr(ctx, i.FH, name, value, opt)
+	}, append([]byte{}, value...))
+}
+
+// RemoveXattr removes i's attribute name.
+func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	if err := fs.checkXattr(name); err != nil {
+		return err
+	}
+	return fs.changeXattr(ctx, i, name, "REMOVEXATTR", func() (*snfs1.XattrChangeRes, error) {
+		return fs.client(c).RemoveXattr(ctx, i.FH, name)
+	}, nil)
+}
+
+// changeXattr sends a change and applies its answer: the file's attributes
+// (its ctime moved: this client's own change, chained by the wcc_data), and
+// the cache, which now knows name's value (after, nil: absent); the list is
+// asked for again.
+func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
+	i.mu.Lock()
+	if xc := i.sn.xattrs; xc != nil {
+		// Whatever the answer, the cached value and list may be wrong now.
+		delete(xc.values, name)
+		xc.listed = false
+	}
+	// Answers to calls sent before this change are not cached (xattrFill).
+	i.sn.xattrGen++
+	tag := i.xattrTagLocked()
+	i.mu.Unlock()
+	var res *snfs1.XattrChangeRes
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = call(); err != nil {
+			return 0, err
+		}
+		return res.Status, nil
+	})
+	if err != nil {
+		i.mu.Lock()
+		i.sn.xattrGen++
+		i.mu.Unlock()
+		return xattrErr(proc, err)
+	}
+	fs.snfsOwnChange(i, &res.Wcc)
+	i.mu.Lock()
+	i.wccLocked(&res.Wcc, time.Now())
+	i.mu.Unlock()
+	// Only if no other change began meanwhile: the server may have applied
+	// them in either order.
+	i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = after })
+	i.mu.Lock()
+	i.sn.xattrGen++
+	i.mu.Unlock()
+	return nil
+}
+
+// xattrErr wraps a call's error; a server without the procedures (an older
+// snfs) has no extended attributes: ErrNotSupported.
+func xattrErr(proc string, err error) error {
+	var rerr *sunrpc.RPCError
+	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
+		return fmt.Errorf("%s: %w (%w)", proc, ErrNotSupported, err)
+	}
+	return fmt.Errorf("%s: %w", proc, err)
+}
