@@ -22,7 +22,11 @@ import (
 // APPEND is a WRITE whose offset the server picks (append.go): it opens a
 // descriptor and may wait for a flush, so it does not run inline either. Its
 // reply is saved like a namespace change's: executed again after a restart, a
-// retransmitted APPEND would place its data twice.
+// retransmitted APPEND would place its data twice. ALLOCATE (allocate.go)
+// is fallocate(2) made durable before the reply; its reply is saved too:
+// executed again after a restart, a DEALLOCATE would zero what was written
+// into its range since (the flush it already waits for makes the saving
+// cheap, and the call is rare).
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -38,6 +42,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
+		snfs1.ProcAllocate: nfsProc(s, op[snfs1.AllocateArgs, snfs1.AllocateRes]{Name: "ALLOCATE", Cache: nonIdempotentSaved,
+			Check: allocateCheck, FH: func(a *snfs1.AllocateArgs) nfs3.FH { return a.File }, Write: true,
+			Handler: s.allocateProc, Access: allocateAccess}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -98,3 +98,9 @@ func FuzzAppendRes(f *testing.F) {
 	fuzzDecoder(f, &AppendRes{Offset: 9, Count: 3, Verf: [8]byte{1}, Wcc: nfs3.WccData{After: testAttr}},
 		&AppendRes{Status: nfs3.ErrNoSpc})
 }
+func FuzzAllocateArgs(f *testing.F) {
+	fuzzDecoder(f, &AllocateArgs{File: testFH, Mode: Deallocate, Offset: 4096, Length: 8192})
+}
+func FuzzAllocateRes(f *testing.F) {
+	fuzzDecoder(f, &AllocateRes{Attr: testAttr}, &AllocateRes{Status: nfs3.ErrNoSpc})
+}

@@ -54,6 +54,8 @@ func roundTrips() map[string]struct {
 	stR := func() codec { return new(StatusRes) }
 	apA := func() codec { return new(AppendArgs) }
 	apR := func() codec { return new(AppendRes) }
+	alA := func() codec { return new(AllocateArgs) }
+	alR := func() codec { return new(AllocateRes) }
 	items := []ReclaimItem{
 		{File: testFH, Readers: 2, Writers: 1, Caching: true, Dirty: true, Version: 1<<40 + 9},
 		{File: bytes.Repeat([]byte{0xbb}, nfs3.FHSize), Readers: 1, Version: 3},
@@ -103,6 +105,12 @@ func roundTrips() map[string]struct {
 		"AppendArgs/file sync":      {&AppendArgs{File: testFH, Stable: nfs3.FileSync, Data: []byte{}}, apA},
 		"AppendRes":                 {&AppendRes{Offset: 1<<40 + 3, Count: 5, Committed: nfs3.Unstable, Verf: [8]byte{1, 2}, Wcc: nfs3.WccData{After: testAttr}}, apR},
 		"AppendRes/rofs":            {&AppendRes{Status: nfs3.ErrROFS}, apR},
+		"AllocateArgs":              {&AllocateArgs{File: testFH, Mode: Allocate, Offset: 1 << 40, Length: 10 << 20}, alA},
+		"AllocateArgs/keep size":    {&AllocateArgs{File: testFH, Mode: AllocateKeepSize, Offset: 0, Length: 1}, alA},
+		"AllocateArgs/deallocate":   {&AllocateArgs{File: testFH, Mode: Deallocate, Offset: 4096, Length: 1<<63 - 1}, alA},
+		"AllocateRes":               {&AllocateRes{Attr: testAttr}, alR},
+		"AllocateRes/no attr":       {&AllocateRes{}, alR},
+		"AllocateRes/nospc":         {&AllocateRes{Status: nfs3.ErrNoSpc}, alR},
 		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
 	}
 }
@@ -171,7 +179,7 @@ func TestSetStatus(t *testing.T) {
 	for _, x := range []interface {
 		codec
 		SetStatus(Status)
-	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes)} {
+	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes), new(AllocateRes)} {
 		x.SetStatus(ErrFenced)
 		if b := encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
@@ -212,6 +220,10 @@ func TestWire(t *testing.T) {
 		{&AppendRes{Offset: 0x10, Count: 2, Committed: nfs3.Unstable, Verf: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}},
 			"00000000 0000000000000010 00000002 00000000 0102030405060708 00000000 00000000"},
 		{&AppendRes{Status: nfs3.ErrROFS}, "0000001e"},
+		{&AllocateArgs{File: fh, Mode: AllocateKeepSize, Offset: 0x1000, Length: 0xa00000},
+			"00000003 aabbcc00 00000002 0000000000001000 0000000000a00000"},
+		{&AllocateRes{}, "00000000 00000000"},
+		{&AllocateRes{Status: nfs3.ErrNoSpc}, "0000001c"},
 	} {
 		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)
@@ -318,6 +330,20 @@ func TestDecodeBounds(t *testing.T) {
 			}{"CloseArgs/bad open mode", func() codec { return new(CloseArgs) },
 				w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(m); w.Bool(true) })})
 	}
+	for _, m := range []uint32{0, 4, 0xffffffff} {
+		cases = append(cases, struct {
+			name string
+			new  func() codec
+			in   []byte
+		}{"AllocateArgs/bad allocation mode", func() codec { return new(AllocateArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(testFH); w.Uint32(m); w.Uint64(0); w.Uint64(1) })})
+	}
+	cases = append(cases, struct {
+		name string
+		new  func() codec
+		in   []byte
+	}{"AllocateArgs/handle longer than FHSize", func() codec { return new(AllocateArgs) },
+		w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(Allocate)); w.Uint64(0); w.Uint64(1) })})
 	for _, m := range []uint32{0, 5, 0xffffffff} {
 		cases = append(cases, struct {
 			name string

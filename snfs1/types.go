@@ -27,7 +27,10 @@ const (
 	// APPEND: a write placed by the server at its end of file
 	// (docs/protocol.md, "APPEND").
 	ProcAppend = 8
-	NumProcs   = 9
+	// ALLOCATE: fallocate(2) on the server's file, so that space is
+	// reserved there (docs/protocol.md, "ALLOCATE").
+	ProcAllocate = 13
+	NumProcs     = 14
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -41,7 +44,8 @@ const (
 
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
-	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND"}
+	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
+		ProcAllocate: "ALLOCATE"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
 )
 
