@@ -1,0 +1,148 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fallocate(2) on a mount (docs/mount.md, "fallocate"): in snfs mode through
+// SNFS ALLOCATE, so the space is reserved on the server; in nfs mode
+// EOPNOTSUPP. Run through util-linux's fallocate(1), as a user would.
+
+// runFallocate runs fallocate(1) with args and returns its exit status and
+// its output.
+func runFallocate(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	if _, err := exec.LookPath("fallocate"); err != nil {
+		requireInCI(t, "fallocate(1) not installed (util-linux)")
+	}
+	out, err := exec.Command("fallocate", args...).CombinedOutput()
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("fallocate %s: %v", strings.Join(args, " "), err)
+		}
+		return ee.ExitCode(), string(out)
+	}
+	return 0, string(out)
+}
+
+// TestMountSNFSAllocate: `fallocate -l 10M` on an snfs mount reserves 10 MiB
+// on the server's file system (the backing file's blocks), the size is 10
+// MiB on the mount, on the server and on a second mount, and the range reads
+// as zeros; -n reserves without changing the size; -p punches a hole that
+// both mounts read as zeros; an allocation beyond the server's free space
+// fails at the call with ENOSPC.
+func TestMountSNFSAllocate(t *testing.T) {
+	e := newSmallEnv(t) // 32 MiB of ext4
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	const mib = 1 << 20
+
+	if code, out := runFallocate(t, "-l", "10M", a.path("f")); code != 0 {
+		t.Fatalf("fallocate -l 10M: exit %d: %s", code, out)
+	}
+	st := statOf(t, e.path("f"))
+	if st.Size != 10*mib || st.Blocks*512 < 10*mib {
+		t.Fatalf("the server's file: size %d, %d bytes allocated; want 10 MiB of both", st.Size, st.Blocks*512)
+	}
+	if sa := statOf(t, a.path("f")); sa.Size != 10*mib || sa.Blocks*512 < 10*mib {
+		t.Fatalf("A's stat: size %d, %d bytes allocated; want 10 MiB of both", sa.Size, sa.Blocks*512)
+	}
+	if got := mustRead(t, a.path("f")); len(got) != 10*mib || !bytes.Equal(got, make([]byte, 10*mib)) {
+		t.Fatalf("A reads %d bytes, not 10 MiB of zeros", len(got))
+	}
+	if sb := statOf(t, b.path("f")); sb.Size != 10*mib {
+		t.Fatalf("B sees size %d, want 10 MiB", sb.Size)
+	}
+
+	if code, out := runFallocate(t, "-n", "-o", "10M", "-l", "2M", a.path("f")); code != 0 {
+		t.Fatalf("fallocate -n: exit %d: %s", code, out)
+	}
+	if st := statOf(t, e.path("f")); st.Size != 10*mib || st.Blocks*512 < 12*mib {
+		t.Fatalf("after fallocate -n: the server's file has size %d, %d bytes allocated; want 10 MiB and 12 MiB", st.Size, st.Blocks*512)
+	}
+	if sa := statOf(t, a.path("f")); sa.Size != 10*mib {
+		t.Fatalf("after fallocate -n: A sees size %d", sa.Size)
+	}
+
+	// Data, then a hole through it, on A; B reads the hole.
+	data := randBytes(3, mib)
+	if err := os.WriteFile(a.path("f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runFallocate(t, "-p", "-o", "4096", "-l", "65536", a.path("f")); code != 0 {
+		t.Fatalf("fallocate -p: exit %d: %s", code, out)
+	}
+	want := bytes.Clone(data)
+	clear(want[4096 : 4096+65536])
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("A reads %d bytes after the hole, not its data with 64 KiB of zeros at 4096", len(got))
+	}
+	if got := mustRead(t, b.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("B reads %d bytes after A's hole, not A's data with 64 KiB of zeros at 4096", len(got))
+	}
+
+	code, out := runFallocate(t, "-l", "64M", a.path("g"))
+	if code != 1 || !strings.Contains(out, "No space left on device") {
+		t.Fatalf("fallocate -l 64M on a 32 MiB server: exit %d: %q; want exit 1 and ENOSPC", code, out)
+	}
+}
+
+// TestMountSNFSAllocateDirty: a file A caches with data not yet written back
+// (and a local truncation pending): A's fallocate writes them back first, so
+// the server's file is A's data extended by the allocation, and A reads the
+// same, with the extension as zeros.
+func TestMountSNFSAllocateDirty(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	data := randBytes(5, 300000)
+	f, err := os.OpenFile(a.path("f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(200000); err != nil { // local: A has it open for writing
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := exportSize(t, e.path("f")); n != 0 {
+		t.Fatalf("the export has %d bytes before the fallocate; want none (delayed write-back)", n)
+	}
+	if code, out := runFallocate(t, "-o", "100000", "-l", "400000", a.path("f")); code != 0 {
+		t.Fatalf("fallocate: exit %d: %s", code, out)
+	}
+	want := append(bytes.Clone(data[:200000]), make([]byte, 300000)...)
+	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("the export has %d bytes, not A's 200000 and 300000 zeros", len(got))
+	}
+	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("A reads %d bytes, not its 200000 and 300000 zeros", len(got))
+	}
+}
+
+// TestMountNFSAllocate: NFSv3 has no ALLOCATE: fallocate on an nfs-mode mount
+// fails with EOPNOTSUPP, as on a Linux NFSv3 mount, and changes nothing.
+func TestMountNFSAllocate(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	m := newMount(t, e)
+	if err := os.WriteFile(filepath.Join(m.dir, "f"), []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runFallocate(t, "-l", "1M", filepath.Join(m.dir, "f"))
+	if code != 1 || !strings.Contains(out, "Operation not supported") {
+		t.Fatalf("fallocate on an nfs mount: exit %d: %q; want exit 1 and EOPNOTSUPP", code, out)
+	}
+	if n := exportSize(t, e.path("f")); n != 3 {
+		t.Fatalf("the export has %d bytes", n)
+	}
+}
