@@ -50,8 +50,8 @@ func TestDocNumbers(t *testing.T) {
 		"CB_WRITEBACK": uint64(CBWriteback), "CB_INVALIDATE": uint64(CBInvalidate),
 		"CB_WRITEBACK_INVALIDATE": uint64(CBWritebackInvalidate), "CB_RELINQUISH": uint64(CBRelinquish),
 		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
-		"CB_PINNED":        uint64(CBPinned),
-		"ALLOC_ALLOCATE":   uint64(Allocate), "ALLOC_KEEP_SIZE": uint64(AllocateKeepSize), "ALLOC_DEALLOCATE": uint64(Deallocate),
+		"CB_PINNED":      uint64(CBPinned),
+		"ALLOC_ALLOCATE": uint64(Allocate), "ALLOC_KEEP_SIZE": uint64(AllocateKeepSize), "ALLOC_DEALLOCATE": uint64(Deallocate),
 		"SNFSCBPROC1_NULL": CBProcNull, "SNFSCBPROC1_CALLBACK": CBProcCallback,
 		"NFS3_FHSIZE": 64,
 	}
