@@ -96,8 +96,8 @@ func TestMountSNFSAllocate(t *testing.T) {
 
 // TestMountSNFSAllocateDirty: a file A caches with data not yet written back
 // (and a local truncation pending): A's fallocate writes them back first, so
-// the server's file is A's data extended by the allocation, and A reads the
-// same, with the extension as zeros.
+// the server's file is A's data extended by the allocation, the whole range
+// reserved, and A reads the same, with the extension as zeros.
 func TestMountSNFSAllocateDirty(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
@@ -127,6 +127,14 @@ func TestMountSNFSAllocateDirty(t *testing.T) {
 	}
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("A reads %d bytes, not its 200000 and 300000 zeros", len(got))
+	}
+	// And the reservation holds: a truncation written back after the
+	// allocation would have freed the blocks past its size.
+	if err := a.v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := statOf(t, e.path("f")); st.Size != 500000 || st.Blocks*512 < 500000 {
+		t.Fatalf("the server's file: size %d, %d bytes allocated; want 500000 of both", st.Size, st.Blocks*512)
 	}
 }
 

@@ -337,10 +337,30 @@ func (f *File) Allocated(off, length int64, keepSize, punch bool) error {
 	if off < 0 || length <= 0 || length > maxOffset-off {
 		return fmt.Errorf("cachedir: allocation at %d of %d bytes out of range", off, length)
 	}
-	if !punch {
-		if keepSize || off+length <= f.e.size {
-			return nil
+	if !punch && (keepSize || off+length <= f.e.size) {
+		return nil
+	}
+	// With passthrough writers, the change made here to the data file is
+	// not theirs: unless they wrote since the last look, the look moves past
+	// it (NoteExternal would take all of the file for their dirty data).
+	ownLook := false
+	if f.ext > 0 && f.fd != nil {
+		st, err := f.statLocked()
+		ownLook = err == nil && st == f.extSeen
+	}
+	if err := f.allocatedLocked(off, length, punch); err != nil {
+		return err
+	}
+	if ownLook {
+		if st, err := f.statLocked(); err == nil {
+			f.extSeen = st
 		}
+	}
+	return nil
+}
+
+func (f *File) allocatedLocked(off, length int64, punch bool) error {
+	if !punch {
 		return f.resizeLocked(off+length, true)
 	}
 	r := Range{off, min(length, f.e.size-off)}
