@@ -72,3 +72,49 @@ func TestAllocated(t *testing.T) {
 		t.Fatalf("after a reopen: %+v", info)
 	}
 }
+
+// TestAllocatedExternal: with passthrough writers, an allocation applied to
+// the data file is not taken for their writes (NoteExternal finds nothing),
+// but their writes from before it still are.
+func TestAllocatedExternal(t *testing.T) {
+	c := openCache(t, testDir(t), 0)
+	defer c.Close()
+	f := mustFile(t, c, "h")
+	if err := f.SetVersion(1, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fill(f.Gen(), 0, pattern(1, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	fd, ok, err := f.Pin(true)
+	if !ok || err != nil {
+		t.Fatalf("Pin: %v, %v", ok, err)
+	}
+	defer fd.Close()
+	defer f.Unpin()
+	if err := f.BeginExternal(); err != nil {
+		t.Fatal(err)
+	}
+	defer f.EndExternal()
+	if err := f.Allocated(0, 10000, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Allocated(100, 200, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.NoteExternal(); changed || err != nil {
+		t.Fatalf("NoteExternal after allocations only: %v, %v", changed, err)
+	}
+	if f.NeedsWriteBack() {
+		t.Fatalf("allocations the server made are pending write-back: %+v", f.Info())
+	}
+	if _, err := fd.WriteAt([]byte("kernel"), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Allocated(0, 20000, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.NoteExternal(); !changed || err != nil {
+		t.Fatalf("NoteExternal after a write and an allocation: %v, %v", changed, err)
+	}
+}
