@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"snfs/internal/fsx"
 )
 
 // fallocate(2) on a mount (docs/mount.md, "fallocate"): in snfs mode through
@@ -153,4 +155,35 @@ func TestMountNFSAllocate(t *testing.T) {
 	if n := exportSize(t, e.path("f")); n != 3 {
 		t.Fatalf("the export has %d bytes", n)
 	}
+}
+
+// fsxPunchWeights are fsx's default weights with hole punching and no
+// ZERO_RANGE (which SNFS ALLOCATE does not carry: EOPNOTSUPP).
+var fsxPunchWeights = fsx.Weights{Read: 25, Write: 25, MapRead: 10, MapWrite: 10, Truncate: 10, Fsync: 3, Punch: 8}
+
+// TestMountFsxSNFSPunch: the random tester on an snfs-mode mount with holes
+// punched (fallocate PUNCH_HOLE|KEEP_SIZE) among writes, mapped writes and
+// truncations, while the file is cached dirty; each check compares the
+// export directory, after an fsync, with the model.
+func TestMountFsxSNFSPunch(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	dir, _ := fsxMount(t, e, fsxSNFS, "A", 0)
+	cfg := fsxConfig(filepath.Join(dir, "fsx.dat"), fsxOps(t)/2, fsxSeed(t, 9))
+	cfg.Punch, cfg.Weights = true, fsxPunchWeights
+	fsxCheck(t, fsxChildConfig{Cfg: cfg, Compare: []string{e.path("fsx.dat")}}, func() { t.Error("unexpected restart request") })
+}
+
+// TestMountFsxSNFSPunchTwoMounts: TestMountFsxSNFSTwoMounts with holes
+// punched: the second mount, opening after each check's close, reads the
+// holes the first punched in its cached file.
+func TestMountFsxSNFSPunchTwoMounts(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a, _ := fsxMount(t, e, fsxSNFS, "A", 0)
+	b, _ := fsxMount(t, e, fsxSNFS, "B", 0)
+	ops := fsxOps(t) / 2
+	cfg := fsxConfig(filepath.Join(a, "fsx.dat"), ops, fsxSeed(t, 10))
+	cfg.Punch, cfg.Weights = true, fsxPunchWeights
+	cfg.CheckPrep, cfg.CheckEvery = fsx.PrepClose, max(ops/100, 100)
+	fsxCheck(t, fsxChildConfig{Cfg: cfg, Compare: []string{filepath.Join(b, "fsx.dat"), e.path("fsx.dat")}},
+		func() { t.Error("unexpected restart request") })
 }
