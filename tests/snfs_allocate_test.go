@@ -188,3 +188,39 @@ func TestSNFSAllocateCallsBack(t *testing.T) {
 		t.Fatalf("ALLOCATE's attributes: %+v, want the size %d", res.Attr, len(cached))
 	}
 }
+
+// TestSNFSAllocateReplayAfterRestart: a DEALLOCATE retransmitted after a
+// server restart (killed right after the reply: its state directory as it
+// was then) is answered from the saved reply, not executed again: the data
+// written into the hole since stays.
+func TestSNFSAllocateReplayAfterRestart(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "f", 0o644)
+	w, err := e.nfs.Write(ctx, fh, 0, bytes.Repeat([]byte{0x11}, 65536), nfs3.FileSync)
+	ok(t, "WRITE", w.Status, err)
+	snfs := e.nfs.Program(snfs1.Program, snfs1.Version)
+	xid := snfs.NextXID()
+	args := &snfs1.AllocateArgs{File: fh, Mode: snfs1.Deallocate, Offset: 0, Length: 65536}
+	var first snfs1.AllocateRes
+	if err := snfs.CallXID(ctx, xid, snfs1.ProcAllocate, args, &first); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "DEALLOCATE", first.Status, nil)
+	w, err = e.nfs.Write(ctx, fh, 0, []byte("new data"), nfs3.FileSync)
+	ok(t, "WRITE into the hole", w.Status, err)
+	e.cfg.StateDir = copyDir(t, e.stateDir)
+	e.restart()
+	snfs = e.nfs.Program(snfs1.Program, snfs1.Version)
+	var again snfs1.AllocateRes
+	if err := snfs.CallXID(ctx, xid, snfs1.ProcAllocate, args, &again); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "DEALLOCATE retransmitted", again.Status, nil)
+	if got := mustRead(t, e.path("f")); !bytes.HasPrefix(got, []byte("new data")) {
+		t.Fatalf("the retransmission was executed again: the file starts %q", got[:8])
+	}
+	if again.Attr == nil || first.Attr == nil || *again.Attr != *first.Attr {
+		t.Fatalf("the retransmission's reply is not the first: %+v, %+v", again.Attr, first.Attr)
+	}
+}
