@@ -94,6 +94,11 @@ func TestMountSNFSAllocate(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "No space left on device") {
 		t.Fatalf("fallocate -l 64M on a 32 MiB server: exit %d: %q; want exit 1 and ENOSPC", code, out)
 	}
+	// What the failed call left on the server (ext4 keeps what it reserved
+	// before ENOSPC, and the size over it) is what the mount shows.
+	if sg, sa := statOf(t, e.path("g")), statOf(t, a.path("g")); sa.Size != sg.Size {
+		t.Fatalf("after the failed fallocate: A sees size %d, the server has %d", sa.Size, sg.Size)
+	}
 }
 
 // TestMountSNFSAllocateDirty: a file A caches with data not yet written back

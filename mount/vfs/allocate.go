@@ -75,6 +75,10 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 		return ErrNotSupported
 	}
 	if err != nil {
+		var st nfs3.Status
+		if errors.As(err, &st) {
+			fs.allocateFailed(ctx, f, am)
+		}
 		return fmt.Errorf("ALLOCATE: %w", err)
 	}
 	i.mu.Lock()
@@ -106,6 +110,34 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 		fs.pinAllocated(pf, off, length, am, res.Attr)
 	}
 	return nil
+}
+
+// allocateFailed: the server refused an allocation of f's file, possibly
+// after doing part of it (fallocate(2) keeps what it reserved before ENOSPC,
+// and the size over it, on ext4 as on a local disk). The file's attributes
+// are fetched again, and the size applied to the cache file (written back
+// before the call, so the server's size is the file's) and to the kernel.
+func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
+	i := f.i
+	a, err := fs.getattr(ctx, f.cred, i.FH)
+	i.mu.Lock()
+	if err != nil {
+		i.invalidateLocked()
+	} else {
+		i.modifiedLocked(a, time.Now())
+	}
+	cf, pf := i.sn.cf, i.sn.pt.pinned
+	i.mu.Unlock()
+	defer fs.notifyAttr(i)
+	if err != nil || am != snfs1.Allocate {
+		return
+	}
+	if cf != nil && !cf.NeedsWriteBack() && cf.Size() != int64(a.Size) {
+		cf.SetVersion(cf.Version(), int64(a.Size))
+	}
+	if pf != nil {
+		fs.pinSized(pf, a.Size)
+	}
 }
 
 // pinAllocated applies an allocation to the cache file of a pinned file,
