@@ -90,6 +90,12 @@ func TestMountSNFSAllocate(t *testing.T) {
 		t.Fatalf("B reads %d bytes after A's hole, not A's data with 64 KiB of zeros at 4096", len(got))
 	}
 
+	// Held open meanwhile: the mount caches its attributes while it is.
+	held, err := os.Create(a.path("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	code, out := runFallocate(t, "-l", "64M", a.path("g"))
 	if code != 1 || !strings.Contains(out, "No space left on device") {
 		t.Fatalf("fallocate -l 64M on a 32 MiB server: exit %d: %q; want exit 1 and ENOSPC", code, out)
