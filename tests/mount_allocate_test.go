@@ -2,12 +2,16 @@ package tests
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"snfs/internal/fsx"
 )
@@ -197,4 +201,57 @@ func TestMountFsxSNFSPunchTwoMounts(t *testing.T) {
 	cfg.CheckPrep, cfg.CheckEvery = fsx.PrepClose, max(ops/100, 100)
 	fsxCheck(t, fsxChildConfig{Cfg: cfg, Compare: []string{filepath.Join(b, "fsx.dat"), e.path("fsx.dat")}},
 		func() { t.Error("unexpected restart request") })
+}
+
+// TestMountSNFSAllocateShared: a file open on two mounts at once (A writing,
+// B reading: write-shared, nobody caches it): A's fallocate punches a hole
+// and extends the file; both read the server's file, zeros in the hole and
+// past the old end, at once.
+func TestMountSNFSAllocateShared(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	data := randBytes(7, 200000)
+	if err := os.WriteFile(a.path("f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := os.OpenFile(a.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := os.Open(b.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	readAt := func(f *os.File, n int) []byte {
+		t.Helper()
+		buf := make([]byte, n+1)
+		k, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		return buf[:k]
+	}
+	if got := readAt(fb, 200000); !bytes.Equal(got, data) {
+		t.Fatalf("B reads %d bytes before, not A's", len(got))
+	}
+	if err := syscall.Fallocate(int(fa.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 8192, 16384); err != nil {
+		t.Fatalf("punch: %v", err)
+	}
+	if err := syscall.Fallocate(int(fa.Fd()), 0, 150000, 100000); err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	want := append(bytes.Clone(data), make([]byte, 50000)...)
+	clear(want[8192 : 8192+16384])
+	if got := readAt(fa, 250000); !bytes.Equal(got, want) {
+		t.Fatalf("A reads %d bytes, not its data with a hole and 50000 zeros more", len(got))
+	}
+	if got := readAt(fb, 250000); !bytes.Equal(got, want) {
+		t.Fatalf("B reads %d bytes, not A's data with a hole and 50000 zeros more", len(got))
+	}
+	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
+		t.Fatalf("the export has %d bytes, not A's data with a hole and 50000 zeros more", len(got))
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
@@ -87,10 +88,18 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 	} else {
 		i.invalidateLocked()
 	}
-	cf, pf := i.sn.cf, i.sn.pt.pinned
+	cf, pf, caching := i.sn.cf, i.sn.pt.pinned, i.sn.caching
 	i.mu.Unlock()
 	punch, keep := am == snfs1.Deallocate, am != snfs1.Allocate
-	if cf != nil {
+	if cf != nil && !caching && cf.Holds() {
+		// Not cached (write-shared): clean data kept from before is older
+		// than this change, and still labelled with a version the next OPEN
+		// may answer as valid (a covered change keeps it), as after a write
+		// through (snfsWrite).
+		if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			fs.log.Warn("cache directory: drop after an allocation", "fileid", i.FileID, "err", err)
+		}
+	} else if cf != nil {
 		if err := cf.Allocated(int64(off), int64(length), keep, punch); err != nil {
 			// The server has it; the cache only lost a shortcut: what it
 			// held goes, and is read from the server again.
