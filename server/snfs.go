@@ -26,6 +26,10 @@ import (
 // changes (SETXATTR, REMOVEXATTR) are saved as SETATTR's are: executed again,
 // a CREATE answers EXIST, a REMOVEXATTR NOXATTR, and a set undoes a later one.
 // GETXATTR and LISTXATTRS are idempotent reads.
+// ALLOCATE (allocate.go) is fallocate(2) made durable before the reply; its
+// reply is saved too: executed again after a restart, a DEALLOCATE would zero
+// what was written into its range since (the flush it already waits for makes
+// the saving cheap, and the call is rare).
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -51,6 +55,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcRemoveXattr: nfsProc(s, op[snfs1.RemoveXattrArgs, snfs1.RemoveXattrRes]{Name: "REMOVEXATTR", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.RemoveXattrArgs) nfs3.FH { return a.File }, Write: true, Handler: s.removeXattr,
 			Access: xattrAccess(func(a *snfs1.RemoveXattrArgs) []byte { return a.File })}),
+		snfs1.ProcAllocate: nfsProc(s, op[snfs1.AllocateArgs, snfs1.AllocateRes]{Name: "ALLOCATE", Cache: nonIdempotentSaved,
+			Check: allocateCheck, FH: func(a *snfs1.AllocateArgs) nfs3.FH { return a.File }, Write: true,
+			Handler: s.allocateProc, Access: allocateAccess}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -117,3 +117,9 @@ func FuzzListXattrsRes(f *testing.F) {
 	fuzzDecoder(f, &ListXattrsRes{Cookie: 2, Names: []string{"user.a", "user.b"}, EOF: true},
 		&ListXattrsRes{Status: nfs3.ErrTooSmall})
 }
+func FuzzAllocateArgs(f *testing.F) {
+	fuzzDecoder(f, &AllocateArgs{File: testFH, Mode: Deallocate, Offset: 4096, Length: 8192})
+}
+func FuzzAllocateRes(f *testing.F) {
+	fuzzDecoder(f, &AllocateRes{Attr: testAttr}, &AllocateRes{Status: nfs3.ErrNoSpc})
+}

@@ -60,6 +60,8 @@ func roundTrips() map[string]struct {
 	xcR := func() codec { return new(XattrChangeRes) }
 	lxA := func() codec { return new(ListXattrsArgs) }
 	lxR := func() codec { return new(ListXattrsRes) }
+	alA := func() codec { return new(AllocateArgs) }
+	alR := func() codec { return new(AllocateRes) }
 	items := []ReclaimItem{
 		{File: testFH, Readers: 2, Writers: 1, Caching: true, Dirty: true, Version: 1<<40 + 9},
 		{File: bytes.Repeat([]byte{0xbb}, nfs3.FHSize), Readers: 1, Version: 3},
@@ -123,6 +125,12 @@ func roundTrips() map[string]struct {
 		"ListXattrsRes":             {&ListXattrsRes{Cookie: 2, Names: []string{"user.a", "user.bb"}, EOF: true}, lxR},
 		"ListXattrsRes/none":        {&ListXattrsRes{EOF: true}, lxR},
 		"ListXattrsRes/toosmall":    {&ListXattrsRes{Status: nfs3.ErrTooSmall}, lxR},
+		"AllocateArgs":              {&AllocateArgs{File: testFH, Mode: Allocate, Offset: 1 << 40, Length: 10 << 20}, alA},
+		"AllocateArgs/keep size":    {&AllocateArgs{File: testFH, Mode: AllocateKeepSize, Offset: 0, Length: 1}, alA},
+		"AllocateArgs/deallocate":   {&AllocateArgs{File: testFH, Mode: Deallocate, Offset: 4096, Length: 1<<63 - 1}, alA},
+		"AllocateRes":               {&AllocateRes{Attr: testAttr}, alR},
+		"AllocateRes/no attr":       {&AllocateRes{}, alR},
+		"AllocateRes/nospc":         {&AllocateRes{Status: nfs3.ErrNoSpc}, alR},
 		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
 	}
 }
@@ -192,7 +200,7 @@ func TestSetStatus(t *testing.T) {
 		codec
 		SetStatus(Status)
 	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes),
-		new(GetXattrRes), new(XattrChangeRes), new(ListXattrsRes)} {
+		new(GetXattrRes), new(XattrChangeRes), new(ListXattrsRes), new(AllocateRes)} {
 		x.SetStatus(ErrFenced)
 		if b := encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
@@ -243,6 +251,10 @@ func TestWire(t *testing.T) {
 		{&ListXattrsArgs{File: fh, Cookie: 1, MaxCount: 8}, "00000003 aabbcc00 00000000 00000001 00000008"},
 		{&ListXattrsRes{Cookie: 1, Names: []string{"user.x"}, EOF: true},
 			"00000000 00000000 00000001 00000001 00000006 75736572 2e780000 00000001"},
+		{&AllocateArgs{File: fh, Mode: AllocateKeepSize, Offset: 0x1000, Length: 0xa00000},
+			"00000003 aabbcc00 00000002 0000000000001000 0000000000a00000"},
+		{&AllocateRes{}, "00000000 00000000"},
+		{&AllocateRes{Status: nfs3.ErrNoSpc}, "0000001c"},
 	} {
 		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)
@@ -349,6 +361,20 @@ func TestDecodeBounds(t *testing.T) {
 			}{"CloseArgs/bad open mode", func() codec { return new(CloseArgs) },
 				w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(m); w.Bool(true) })})
 	}
+	for _, m := range []uint32{0, 4, 0xffffffff} {
+		cases = append(cases, struct {
+			name string
+			new  func() codec
+			in   []byte
+		}{"AllocateArgs/bad allocation mode", func() codec { return new(AllocateArgs) },
+			w(func(w *xdr.Writer) { w.Opaque(testFH); w.Uint32(m); w.Uint64(0); w.Uint64(1) })})
+	}
+	cases = append(cases, struct {
+		name string
+		new  func() codec
+		in   []byte
+	}{"AllocateArgs/handle longer than FHSize", func() codec { return new(AllocateArgs) },
+		w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(Allocate)); w.Uint64(0); w.Uint64(1) })})
 	for _, m := range []uint32{0, 5, 0xffffffff} {
 		cases = append(cases, struct {
 			name string

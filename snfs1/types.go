@@ -33,7 +33,10 @@ const (
 	ProcSetXattr    = 10
 	ProcListXattrs  = 11
 	ProcRemoveXattr = 12
-	NumProcs        = 13
+	// ALLOCATE: fallocate(2) on the server's file, so that space is
+	// reserved there (docs/protocol.md, "ALLOCATE").
+	ProcAllocate = 13
+	NumProcs     = 14
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -48,7 +51,7 @@ const (
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
 	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
-		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR"}
+		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
 )
 

@@ -214,6 +214,30 @@ func (s *Store) Append(n *Node, data []byte) (off int64, written int, err error)
 	return end - int64(k), k, nil
 }
 
+// Allocate is fallocate(2) on n's file with mode (0, FALLOC_FL_KEEP_SIZE, or
+// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), through the I/O descriptor, as
+// the other writes are: a descriptor of its own would break a lease on the
+// file. It is not flushed. OpenIO must have succeeded.
+func (s *Store) Allocate(n *Node, mode uint32, off, length int64) error {
+	n.ent.ioMu.Lock()
+	fd, rw := n.ent.io, n.ent.ioRW
+	n.ent.ioMu.Unlock()
+	if !rw {
+		return opErr("fallocate", unix.EROFS)
+	}
+	defer s.changed([]*Node{n}) // also after a partial allocation
+	for {
+		err := unix.Fallocate(fd, mode, off, length)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return opErr("fallocate", err)
+		}
+		return nil
+	}
+}
+
 // Truncate sets a regular file's size. OpenIO must have succeeded.
 func (s *Store) Truncate(n *Node, size int64) error {
 	n.ent.ioMu.Lock()

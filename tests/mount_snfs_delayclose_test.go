@@ -189,7 +189,7 @@ func TestMountSNFSPosixDelayedClose(t *testing.T) {
 	sort.Strings(names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			if why, ok := knownMountFailures[name]; ok {
+			if why, ok := knownSNFSFailure(name); ok {
 				t.Skip("known failure: " + why)
 			}
 			e := newEnv(t, "rw,no_root_squash")

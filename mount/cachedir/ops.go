@@ -318,3 +318,78 @@ func (f *File) dropDataLocked() {
 	f.newDataFile, f.dataUnsynced = false, false
 	f.setValid(nil)
 }
+
+// Allocated applies to the cache an fallocate(2) the server made of its file
+// (SNFS ALLOCATE, sent after the file was written back), so that reads and
+// the size follow the server's without a refill: with punch, the range's
+// bytes within the size become known zeros, clean (dirty bytes there are
+// dropped: the server's hole is newer), and the data file gets a hole;
+// otherwise, unless keepSize, the size grows to the range's end, the bytes
+// added being known zeros, as the server's are. A reservation itself is the
+// server's: the data file is not allocated (it is a cache, bounded by its
+// size limit, not the file's storage).
+func (f *File) Allocated(off, length int64, keepSize, punch bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	if off < 0 || length <= 0 || length > maxOffset-off {
+		return fmt.Errorf("cachedir: allocation at %d of %d bytes out of range", off, length)
+	}
+	if !punch && (keepSize || off+length <= f.e.size) {
+		return nil
+	}
+	// With passthrough writers, the change made here to the data file is
+	// not theirs: unless they wrote since the last look, the look moves past
+	// it (NoteExternal would take all of the file for their dirty data).
+	ownLook := false
+	if f.ext > 0 && f.fd != nil {
+		st, err := f.statLocked()
+		ownLook = err == nil && st == f.extSeen
+	}
+	if err := f.allocatedLocked(off, length, punch); err != nil {
+		return err
+	}
+	if ownLook {
+		if st, err := f.statLocked(); err == nil {
+			f.extSeen = st
+		}
+	}
+	return nil
+}
+
+func (f *File) allocatedLocked(off, length int64, punch bool) error {
+	if !punch {
+		return f.resizeLocked(off+length, true)
+	}
+	r := Range{off, min(length, f.e.size-off)}
+	if r.Len <= 0 {
+		return nil
+	}
+	if len(f.e.valid.add(r)) > maxRanges {
+		return ErrFragmented
+	}
+	// The committed record must not claim the old bytes once they are gone.
+	if err := f.retractLocked(rangeSet{r}); err != nil {
+		return err
+	}
+	if err := f.openLocked(); err != nil {
+		return err
+	}
+	if err := unix.Fallocate(int(f.fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len); err != nil {
+		return fmt.Errorf("cachedir: punch data file: %w", err)
+	}
+	// A fill whose READ was sent before the hole would bring the old bytes.
+	f.e.gen++
+	f.setValid(f.e.valid.add(r))
+	f.e.dirty = f.e.dirty.subtract(rangeSet{r})
+	if f.wb != nil {
+		// A write-back in flight that carries bytes of the range must
+		// not mark them clean: the hole replaced them.
+		f.wb.since = f.wb.since.add(r)
+	}
+	f.dataUnsynced, f.idxUnsynced = true, true
+	f.touch()
+	return nil
+}

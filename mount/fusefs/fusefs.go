@@ -390,10 +390,16 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	return errnoOf(n.b.v.Release(n.b.life, f))
 }
 
-// Allocate: NFSv3 has no ALLOCATE; Linux's NFSv3 client also answers
-// EOPNOTSUPP.
+// Allocate is fallocate(2): in snfs mode the server's (SNFS ALLOCATE); in
+// nfs mode EOPNOTSUPP, as Linux's NFSv3 client answers (NFSv3 has no
+// ALLOCATE). The kernel updates its own size after a mode-0 allocation and
+// drops its pages of a punched range.
 func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
-	return syscall.EOPNOTSUPP
+	f, ok := fileOf(fh)
+	if !ok {
+		return syscall.EBADF
+	}
+	return errnoOf(n.b.v.Allocate(n.b.life, f, off, size, mode))
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

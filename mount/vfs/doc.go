@@ -51,7 +51,8 @@
 // included, watched so that this client can stay the pinned holder of a file
 // another client opens (pinned.go, with package hsm); appends at the cache
 // file's end while cached, placed by the server (SNFS APPEND) while
-// write-shared (append.go); recovery:
+// write-shared (append.go); fallocate through the server (SNFS ALLOCATE,
+// allocate.go; nfs mode answers EOPNOTSUPP); recovery:
 // the reclaim after a server restart (callback.go) and the reintegration of
 // dirty data the server has no record of, with conflict copies when another
 // client changed the file meanwhile (reintegrate.go); extended attributes of
