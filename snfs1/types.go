@@ -27,11 +27,17 @@ const (
 	// APPEND: a write placed by the server at its end of file
 	// (docs/protocol.md, "APPEND").
 	ProcAppend = 8
-	NumProcs   = 9
+	// LOCK, LOCKT and LOCKU: byte-range locks (docs/protocol.md, "LOCK").
+	// Procedures 9 to 13 are assigned elsewhere.
+	ProcLock  = 14
+	ProcLockT = 15
+	ProcLockU = 16
+	NumProcs  = 17
 
 	CBProcNull     = 0
 	CBProcCallback = 1
-	NumCBProcs     = 2
+	CBProcGranted  = 2 // a blocked LOCK is granted (docs/protocol.md, "CB_GRANTED")
+	NumCBProcs     = 3
 
 	NameLen  = 256 // longest client name
 	VerfSize = 8   // verifier8
@@ -41,8 +47,9 @@ const (
 
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
-	ProcNames   = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND"}
-	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
+	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
+		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU"}
+	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 
 // Status is snfsstat1: nfsstat3's values, plus two of this protocol's own.
