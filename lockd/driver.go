@@ -327,3 +327,17 @@ func (d *Driver) send(grants []lockmgr.Action) {
 		}()
 	}
 }
+
+// EndGraceOn ends the grace period when done is closed (the consistency
+// protocol's grace ends), or at its own bound, whichever comes first.
+func (d *Driver) EndGraceOn(done <-chan struct{}) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		select {
+		case <-done:
+			d.EndGrace()
+		case <-d.ctx.Done():
+		}
+	}()
+}

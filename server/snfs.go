@@ -23,6 +23,11 @@ import (
 // descriptor and may wait for a flush, so it does not run inline either. Its
 // reply is saved like a namespace change's: executed again after a restart, a
 // retransmitted APPEND would place its data twice.
+//
+// LOCK, LOCKT and LOCKU (lock.go, lockt.go, locku.go) never wait: a blocked
+// LOCK is answered LOCK_BLOCKED and granted by CB_GRANTED. The replies of LOCK
+// and LOCKU are cached in memory only: locks do not survive a restart.
+// Procedures 9 to 13 are absent here (PROC_UNAVAIL).
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -38,6 +43,12 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
+		snfs1.ProcLock: nfsProc(s, op[snfs1.LockArgs, snfs1.LockRes]{Name: "LOCK", Cache: nonIdempotent,
+			FH: func(a *snfs1.LockArgs) nfs3.FH { return a.File }, Handler: s.lock}),
+		snfs1.ProcLockT: nfsProc(s, op[snfs1.LockTArgs, snfs1.LockRes]{Name: "LOCKT", Cache: idempotent,
+			FH: func(a *snfs1.LockTArgs) nfs3.FH { return a.File }, Handler: s.lockt}),
+		snfs1.ProcLockU: nfsProc(s, op[snfs1.LockUArgs, snfs1.StatusRes]{Name: "LOCKU", Cache: nonIdempotent,
+			FH: func(a *snfs1.LockUArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.locku}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }
