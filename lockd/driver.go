@@ -341,3 +341,6 @@ func (d *Driver) EndGraceOn(done <-chan struct{}) {
 		}
 	}()
 }
+
+// Stats returns the lock manager's counters and census.
+func (d *Driver) Stats() lockmgr.Stats { return d.m.Stats() }

@@ -110,3 +110,7 @@ func (g lockGranter) Granted(ctx context.Context, a lockmgr.Action) error {
 	}
 	return nil
 }
+
+// LockStats returns the lock manager's counters and census (for tests and
+// metrics).
+func (s *Server) LockStats() lockmgr.Stats { return s.locks.Stats() }

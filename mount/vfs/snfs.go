@@ -94,6 +94,7 @@ type snfsFS struct {
 	pin         pinState // the watch of passthrough cache files (pinned.go); set with passthrough
 	// noAppend: the server answered APPEND with PROC_UNAVAIL (append.go).
 	noAppend atomic.Bool
+	locks    locks // byte-range locks (lock.go)
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when

@@ -1,0 +1,243 @@
+package tests
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File locks through snfs mounts (vfs/lock.go, fusefs/lock.go): two mounts of
+// one export and processes on the server exclude each other.
+
+func openRW(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func setlk(f *os.File, typ int16, start, n int64) error {
+	fl := unix.Flock_t{Type: typ, Start: start, Len: n}
+	return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &fl)
+}
+
+func wantEAGAIN(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+		t.Fatalf("%s: %v, want EAGAIN (the lock is held through the other mount)", what, err)
+	}
+}
+
+// TestMountSNFSLockRanges: fcntl locks of mount A exclude mount B's by range;
+// F_GETLK through B reports A's lock; a local process on the server meets
+// them and they meet its; flock excludes across mounts too.
+func TestMountSNFSLockRanges(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	fa := openRW(t, a.path("db"))
+	fb := openRW(t, b.path("db"))
+
+	if err := setlk(fa, unix.F_WRLCK, 0, 10); err != nil {
+		t.Fatalf("A write lock [0,10): %v", err)
+	}
+	wantEAGAIN(t, "B write lock [5,6)", setlk(fb, unix.F_WRLCK, 5, 1))
+	wantEAGAIN(t, "B read lock [9,10)", setlk(fb, unix.F_RDLCK, 9, 1))
+	fl := unix.Flock_t{Type: unix.F_RDLCK, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(fb.Fd(), unix.F_GETLK, &fl); err != nil {
+		t.Fatal(err)
+	}
+	if fl.Type != unix.F_WRLCK || fl.Start != 0 || fl.Len != 10 || fl.Pid != 0 {
+		t.Fatalf("F_GETLK through B: %+v, want A's write lock [0,10) with pid 0", fl)
+	}
+	if err := setlk(fb, unix.F_WRLCK, 10, 10); err != nil {
+		t.Fatalf("B write lock [10,20) beside A's: %v", err)
+	}
+	// A local process on the server sees both mounts' locks on the backing
+	// file, and is refused.
+	if fl := localTest(t, e.path("db"), unix.F_RDLCK, 12, 1); fl.Type != unix.F_WRLCK || fl.Start != 10 || fl.Len != 10 {
+		t.Fatalf("F_OFD_GETLK on the server: %+v, want B's write lock [10,20)", fl)
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_RDLCK, 0, 1); err == nil {
+		t.Fatal("a local process took a read lock under A's write lock")
+	}
+	// Unlocking a sub-range splits A's lock.
+	if err := setlk(fa, unix.F_UNLCK, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := setlk(fb, unix.F_RDLCK, 0, 5); err != nil {
+		t.Fatalf("B read lock [0,5) after A's partial unlock: %v", err)
+	}
+	wantEAGAIN(t, "B write lock [5,6) after A's partial unlock", setlk(fb, unix.F_WRLCK, 5, 1))
+	// A local lock excludes the mounts.
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 100, 10); err != nil {
+		t.Fatal(err)
+	}
+	wantEAGAIN(t, "A write lock under a local process's", setlk(fa, unix.F_WRLCK, 105, 1))
+
+	// flock: on another file (flock and fcntl locks of one mount's process
+	// exclude each other on the server, as the Linux NFS client's do).
+	ga := openRW(t, a.path("flocked"))
+	gb := openRW(t, b.path("flocked"))
+	if err := unix.Flock(int(ga.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock through A: %v", err)
+	}
+	if err := unix.Flock(int(gb.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("flock through B while A holds it: %v, want EWOULDBLOCK", err)
+	}
+	ga.Close() // the last close of A's description ends its flock
+	if err := unix.Flock(int(gb.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock through B after A's close: %v", err)
+	}
+}
+
+// lockChild is a process holding or waiting for a lock through a mount
+// (TestMountSNFSLockChild): it prints "locked" once it holds the lock, then
+// waits to be killed.
+type lockChild struct {
+	cmd  *exec.Cmd
+	out  *bufio.Reader
+	line chan string
+}
+
+func startLockChild(t *testing.T, path string) *lockChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSLockChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SNFS_LOCK_CHILD="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &lockChild{cmd: cmd, out: bufio.NewReader(out), line: make(chan string, 4)}
+	go func() { // ends at the child's exit (EOF)
+		for {
+			s, err := c.out.ReadString('\n')
+			if s = strings.TrimSpace(s); s == "locked" || s == "waiting" {
+				c.line <- s
+			}
+			if err != nil {
+				close(c.line)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { c.kill() })
+	return c
+}
+
+func (c *lockChild) expect(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case s, ok := <-c.line:
+		if !ok || s != want {
+			t.Fatalf("lock child said %q (open %v), want %q", s, ok, want)
+		}
+	case <-time.After(60 * time.Second): // a failure bound, not a speed assertion
+		t.Fatalf("lock child: no %q", want)
+	}
+}
+
+func (c *lockChild) kill() {
+	if c.cmd.ProcessState == nil {
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		c.cmd.Wait()
+	}
+}
+
+// TestMountSNFSLockChild is the lock child's body.
+func TestMountSNFSLockChild(t *testing.T) {
+	path := os.Getenv("SNFS_LOCK_CHILD")
+	if path == "" {
+		t.Skip("the lock child of TestMountSNFSLockWait")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("waiting")
+	fl := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLKW, &fl); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("locked")
+	select {}
+}
+
+// waitWaiters waits until the server's lock manager has n waiting requests.
+func waitWaiters(t *testing.T, e *env, n int) {
+	t.Helper()
+	for range 6000 {
+		if e.srv.LockStats().Waiters == n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the server never had %d waiting lock requests (%+v)", n, e.srv.LockStats())
+}
+
+// TestMountSNFSLockWait: F_SETLKW through B waits while A holds the lock and
+// is granted once A unlocks (CB_GRANTED); kill -9 of the holder releases it;
+// a waiter killed while it waits leaves nothing behind.
+func TestMountSNFSLockWait(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	fa := openRW(t, a.path("db"))
+	openRW(t, b.path("db")).Close()
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := startLockChild(t, b.path("db"))
+	c.expect(t, "waiting")
+	waitWaiters(t, e, 1)
+	select {
+	case s := <-c.line:
+		t.Fatalf("the child said %q while A holds the lock", s)
+	default:
+	}
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(t, "locked")
+	wantEAGAIN(t, "A while the child holds the lock", setlk(fa, unix.F_WRLCK, 0, 1))
+	if _, err := localLock(t, e.path("db"), unix.F_RDLCK, 0, 1); err == nil {
+		t.Fatal("a local process took a read lock under the child's")
+	}
+	// kill -9: its files are closed (FLUSH with its lock owner) before it is
+	// reaped.
+	c.kill()
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("A after the holder was killed: %v", err)
+	}
+
+	// A waiter killed while it waits: its request is cancelled.
+	w := startLockChild(t, b.path("db"))
+	w.expect(t, "waiting")
+	waitWaiters(t, e, 1)
+	w.kill()
+	if st := e.srv.LockStats(); st.Waiters != 0 {
+		t.Fatalf("a killed waiter left %d waiting requests", st.Waiters)
+	}
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("a local lock after A's unlock: %v (the killed waiter holds it?)", err)
+	}
+}
+
