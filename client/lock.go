@@ -55,4 +55,3 @@ func (s *Session) LockU(ctx context.Context, a snfs1.LockUArgs) error {
 		return res.Status, err
 	})
 }
-

@@ -43,4 +43,3 @@ func (d *Driver) CallClient(ctx context.Context, c state.ClientID, proc uint32, 
 	}
 	return nil
 }
-

@@ -240,4 +240,3 @@ func TestMountSNFSLockWait(t *testing.T) {
 		t.Fatalf("a local lock after A's unlock: %v (the killed waiter holds it?)", err)
 	}
 }
-
