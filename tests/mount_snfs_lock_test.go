@@ -96,9 +96,19 @@ func TestMountSNFSLockRanges(t *testing.T) {
 	if err := unix.Flock(int(gb.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
 		t.Fatalf("flock through B while A holds it: %v, want EWOULDBLOCK", err)
 	}
-	ga.Close() // the last close of A's description ends its flock
-	if err := unix.Flock(int(gb.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatalf("flock through B after A's close: %v", err)
+	// The last close of A's description ends its flock: FUSE's RELEASE
+	// (with FUSE_RELEASE_FLOCK_UNLOCK), which the kernel sends after the
+	// close has returned.
+	ga.Close()
+	for k := 0; ; k++ {
+		err := unix.Flock(int(gb.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || k == 6000 {
+			t.Fatalf("flock through B after A's close: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
