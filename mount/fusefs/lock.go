@@ -61,7 +61,9 @@ func lockErrno(err error) syscall.Errno {
 // process of another machine), which the kernel reports as is.
 func (n *node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
 	off, l := lockRange(lk)
-	h, err := n.b.v.Getlk(n.b.life, n.vi, owner, lockKind(lk.Typ), off, l)
+	wctx, cancel := n.interruptible(ctx)
+	defer cancel()
+	h, err := n.b.v.Getlk(wctx, n.vi, owner, lockKind(lk.Typ), off, l)
 	if err != nil {
 		return lockErrno(err)
 	}
@@ -99,11 +101,17 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 		return syscall.EBADF
 	}
 	off, l := lockRange(lk)
-	// The request is served with the mount's life, but a wait ends when the
-	// kernel interrupts the call.
-	wctx, cancel := context.WithCancel(n.b.life)
+	wctx, cancel := n.interruptible(ctx)
 	defer cancel()
-	if fc, ok := ctx.(*fuse.Context); ok && wait {
+	return lockErrno(n.b.v.Setlk(wctx, f, owner, lockKind(lk.Typ), off, l, wait))
+}
+
+// interruptible is the context of a lock call: the mount's life, ended also
+// when the kernel interrupts the call (a signal to the waiting process).
+// Cancel it when the call is done.
+func (n *node) interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(n.b.life)
+	if fc, ok := ctx.(*fuse.Context); ok && fc.Cancel != nil {
 		go func() { // ends with the call (cancel)
 			select {
 			case <-fc.Cancel:
@@ -112,7 +120,7 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 			}
 		}()
 	}
-	return lockErrno(n.b.v.Setlk(wctx, f, owner, lockKind(lk.Typ), off, l, wait))
+	return wctx, cancel
 }
 
 // lockCall is what ptRaw keeps of a FLUSH or a RELEASE for the node's method:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"time"
 
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -77,7 +78,15 @@ func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, 
 	if fs.sn == nil {
 		return nil, syscall.ENOSYS
 	}
-	res, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
+	var res *snfs1.LockRes
+	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+		var err error
+		res, err = fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
+		if err != nil {
+			return 0, err
+		}
+		return res.Stat, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +136,15 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		w = fs.sn.locks.addWait(key)
 		defer fs.sn.locks.dropWait(key, w)
 	}
-	res, err := fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+	var res *snfs1.LockRes
+	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+		var err error
+		res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+		if err != nil {
+			return 0, err
+		}
+		return res.Stat, nil
+	})
 	if err != nil {
 		return err
 	}
@@ -159,6 +176,29 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 	return syscall.EINTR
+}
+
+// graceWait is how long a request the server refused for its grace period
+// waits before it is sent again.
+const graceWait = time.Second
+
+// graceRetry sends a LOCK or LOCKT again while the server answers
+// LOCK_GRACE (its grace period after a restart: the Linux NFS client waits
+// it out too), until ctx ends.
+func graceRetry(ctx context.Context, call func() (snfs1.LockStat, error)) error {
+	for {
+		st, err := call()
+		if err != nil || st != snfs1.LockGrace {
+			return err
+		}
+		t := time.NewTimer(graceWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("vfs: waiting for the server's grace period to end: %w", syscall.EINTR)
+		}
+	}
 }
 
 // lockGranted drops what the kernel cached of i: another client may have
