@@ -42,6 +42,8 @@ type Driver struct {
 	cfg  Config
 	log  *slog.Logger
 	reqs atomic.Uint64
+	// inGrace: a grace period was started and EndGrace has not run since.
+	inGrace atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -69,6 +71,7 @@ func New(cfg Config) *Driver {
 		cfg.GrantTimeout = 10 * time.Second
 	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, m: lockmgr.New(cfg.Lock, time.Now()), fds: map[descKey]int{}}
+	d.inGrace.Store(cfg.Lock.Grace > 0)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(1)
 	go d.tick()
@@ -194,13 +197,20 @@ func (d *Driver) ClientGone(c lockmgr.ClientID) {
 // StartGrace starts a grace period of length g (only reclaims are granted).
 func (d *Driver) StartGrace(g time.Duration) {
 	d.mu.Lock()
+	d.inGrace.Store(true)
 	d.m.StartGrace(time.Now(), g)
 	d.mu.Unlock()
 }
 
 // EndGrace ends the grace period now: the waiters that can go are granted.
+// Once it has ended, EndGrace does nothing (callers may call it whenever the
+// grace it shares has ended).
 func (d *Driver) EndGrace() {
+	if !d.inGrace.Load() {
+		return
+	}
 	d.mu.Lock()
+	d.inGrace.Store(false)
 	grants := d.exec(d.m.EndGrace(time.Now()), 0, nil)
 	d.mu.Unlock()
 	d.send(grants)

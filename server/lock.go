@@ -21,6 +21,7 @@ func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Lock
 		res.Status = statusOf(err)
 		return
 	}
+	s.syncLockGrace()
 	lr := s.locks.Lock(lockmgr.LockArgs{File: lockmgr.FileKey(a.File), Owner: snfsOwner(mid, a.Owner),
 		Type: lockType(a.Type), Range: lockRange(a.Offset, a.Length), Block: a.Block, Reclaim: a.Reclaim})
 	lockResult(lr, res)

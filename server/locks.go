@@ -36,6 +36,15 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 	s.consist.OnClientGone(func(c state.ClientID) { s.locks.ClientGone(lockmgr.ClientID(c)) })
 }
 
+// syncLockGrace ends the lock manager's grace period if the consistency
+// protocol's has ended, before a request is decided (EndGraceOn's goroutine
+// may not have run yet).
+func (s *Server) syncLockGrace() {
+	if !s.consist.InGrace() {
+		s.locks.EndGrace()
+	}
+}
+
 // openForLocks opens a new description of the file a lock key (a handle) names.
 func (s *Server) openForLocks(k lockmgr.FileKey) (int, error) {
 	n, err := s.store.Resolve([]byte(k))

@@ -20,6 +20,7 @@ func (s *Server) lockt(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Loc
 		res.Status = statusOf(err)
 		return
 	}
+	s.syncLockGrace()
 	lr := s.locks.Test(lockmgr.FileKey(a.File), snfsOwner(mid, a.Owner), lockType(a.Type), lockRange(a.Offset, a.Length))
 	lockResult(lr, res)
 }

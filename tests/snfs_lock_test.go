@@ -219,3 +219,22 @@ func TestSNFSLockUnregister(t *testing.T) {
 		t.Fatalf("local lock after A unregistered: %v", err)
 	}
 }
+
+// TestSNFSLockGrace: the lock manager's grace period is the consistency
+// protocol's: after a restart with a client recorded, a LOCK is answered
+// LOCK_GRACE until that client is back, then granted.
+func TestSNFSLockGrace(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "db", 0o644)
+	g := dialGrace(t, e, "lock-grace", nil)
+	restartGrace(e, time.Hour)
+	b := newProtoClient(t, e, "lock-b")
+	wantLock(t, "B write during the grace period", b.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGrace)
+	wantLock(t, "B LOCKT during the grace period", b.lockt(fh, 1, snfs1.LockWrite, 0, 0), snfs1.LockGrace)
+	if g.comeBack(t) {
+		t.Fatal("the recorded client's reclaim was refused")
+	}
+	waitGrace(t, e)
+	wantLock(t, "B write after the grace period", b.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
+}
