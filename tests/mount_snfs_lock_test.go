@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"snfs/mount/fusefs"
 )
 
 // File locks through snfs mounts (vfs/lock.go, fusefs/lock.go): two mounts of
@@ -248,5 +251,59 @@ func TestMountSNFSLockWait(t *testing.T) {
 	}
 	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 0); err != nil {
 		t.Fatalf("a local lock after A's unlock: %v (the killed waiter holds it?)", err)
+	}
+}
+
+// TestMountSNFSLockMountKilled: a mount process killed (SIGKILL) while a
+// process holds a lock through it keeps its registration, and so the lock,
+// until the mount starts again (a new boot verifier ends the old
+// registration); then the lock is gone.
+func TestMountSNFSLockMountKilled(t *testing.T) {
+	requireFUSE(t)
+	e := newEnv(t, "rw,no_root_squash")
+	dir := diskTempDir(t, "snfs-mnt-")
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		fusefs.Unmount(dir, nil, 5*time.Second)
+	})
+	awaitMountReady(t, out)
+	f, err := os.OpenFile(filepath.Join(dir, "db"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setlk(f, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("lock through the child mount: %v", err)
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err == nil {
+		t.Fatal("a local lock over the mount's")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killed = true
+	f.Close() // the FLUSH finds no mount: nothing is released
+	if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
+		t.Logf("unmount of the dead mount: %v", err)
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err == nil {
+		t.Fatal("the killed mount's lock went before its registration ended")
+	}
+	newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err != nil {
+		t.Fatalf("a local lock after the mount started again: %v", err)
 	}
 }
