@@ -31,9 +31,11 @@ func (d *Driver) Registered(c state.ClientID) bool {
 
 // CallClient makes one call of the callback program on table client c's
 // callback path (CB_GRANTED), waiting for a path for at most the callback
-// timeout. The answer is decoded into res.
+// timeout (or until ctx ends). The answer is decoded into res.
 func (d *Driver) CallClient(ctx context.Context, c state.ClientID, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
-	conn := d.conn(c)
+	wctx, cancel := context.WithTimeout(ctx, d.cbTimeout)
+	conn := d.rebound(wctx, c, nil)
+	cancel()
 	if conn == nil {
 		return fmt.Errorf("consist: client %s has no callback path", d.clientName(c))
 	}

@@ -15,7 +15,7 @@ import (
 func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockArgs, res *snfs1.LockRes) {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
-		err = regularFile(r)
+		err = s.mayLock(r)
 	}
 	if err != nil {
 		res.Status = statusOf(err)

@@ -10,6 +10,7 @@ import (
 	"snfs/lockmgr"
 	"snfs/snfs1"
 	"snfs/state"
+	"snfs/store"
 )
 
 // Locks of the snfs protocol (docs/protocol.md, "LOCK"): a client is its
@@ -34,6 +35,26 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 		GrantTimeout: 2 * s.consist.CallbackTimeout()})
 	s.locks.EndGraceOn(s.consist.GraceOver())
 	s.consist.OnClientGone(func(c state.ClientID) { s.locks.ClientGone(lockmgr.ClientID(c)) })
+}
+
+// mayLock checks that the caller may lock r: a regular file it could open,
+// for reading or for writing. A write lock does not need write access: the
+// protocol does not tell flock (whose exclusive lock a reader may take on a
+// local file) from fcntl, whose write lock the client's kernel refuses on a
+// descriptor not open for writing.
+func (s *Server) mayLock(r *req) error {
+	if err := regularFile(r); err != nil {
+		return err
+	}
+	if err := s.store.OpenIO(r.node); err != nil {
+		return err
+	}
+	return store.As(r.cred, func() error {
+		if err := s.store.MayIO(r.node, r.cred.UID, false); err == nil {
+			return nil
+		}
+		return s.store.MayIO(r.node, r.cred.UID, true)
+	})
 }
 
 // syncLockGrace ends the lock manager's grace period if the consistency

@@ -14,7 +14,7 @@ import (
 func (s *Server) lockt(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockTArgs, res *snfs1.LockRes) {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
-		err = regularFile(r)
+		err = s.mayLock(r)
 	}
 	if err != nil {
 		res.Status = statusOf(err)

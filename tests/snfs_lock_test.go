@@ -228,13 +228,40 @@ func TestSNFSLockGrace(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
 	g := dialGrace(t, e, "lock-grace", nil)
+	g.holding.Store(true) // its reclaim waits until the checks below are made
 	restartGrace(e, time.Hour)
 	b := newProtoClient(t, e, "lock-b")
 	wantLock(t, "B write during the grace period", b.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGrace)
 	wantLock(t, "B LOCKT during the grace period", b.lockt(fh, 1, snfs1.LockWrite, 0, 0), snfs1.LockGrace)
+	close(g.hold)
 	if g.comeBack(t) {
 		t.Fatal("the recorded client's reclaim was refused")
 	}
 	waitGrace(t, e)
 	wantLock(t, "B write after the grace period", b.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
+}
+
+// TestSNFSLockAccess: a caller who may neither read nor write a file cannot
+// lock it; one who may only read it can take any lock (flock's exclusive lock
+// on a read-only descriptor).
+func TestSNFSLockAccess(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	secret := e.create(e.nfs, e.root, "secret", 0o600)
+	readable := e.create(e.nfs, e.root, "readable", 0o644)
+	a := newProtoClient(t, e, "lock-a")
+	user := e.as(1000, 1000).Program(snfs1.Program, snfs1.Version)
+	call := func(fh nfs3.FH) *snfs1.LockRes {
+		var res snfs1.LockRes
+		if err := user.Call(ctx, snfs1.ProcLock, &snfs1.LockArgs{Client: a.clientID(), File: fh, Owner: 1, Type: snfs1.LockWrite}, &res); err != nil {
+			t.Fatal(err)
+		}
+		return &res
+	}
+	if res := call(secret); res.Status != nfs3.ErrAcces {
+		t.Fatalf("LOCK of a file the caller cannot open: %v %v, want NFS3ERR_ACCES", res.Status, res.Stat)
+	}
+	if res := call(readable); res.Status != nfs3.OK || res.Stat != snfs1.LockGranted {
+		t.Fatalf("write LOCK of a file the caller may read: %v %v", res.Status, res.Stat)
+	}
 }
