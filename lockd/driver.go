@@ -27,8 +27,16 @@ type Config struct {
 	Lock lockmgr.Config
 	// Open opens a new description of the backing file a FileKey names (the
 	// file handle): read-write where it may, read-only otherwise. The driver
-	// closes it.
-	Open    func(lockmgr.FileKey) (int, error)
+	// closes it. It may wait (an open of a file a client caches dirty waits
+	// for the server's lease on it to be broken), so the driver calls it
+	// without its mutex: a request's owner gets its description before the
+	// request is applied.
+	Open func(lockmgr.FileKey) (int, error)
+	// OpenNow is Open that fails rather than waits, for the descriptions the
+	// driver must open under its mutex (a waiter granted by another owner's
+	// unlock): a failure is a refusal by the backing file, tried again later.
+	// Default: Open.
+	OpenNow func(lockmgr.FileKey) (int, error)
 	Granter Granter
 	Logger  *slog.Logger
 	// TickEvery is the period of the Tick goroutine (default 200 ms).
@@ -69,6 +77,9 @@ func New(cfg Config) *Driver {
 	}
 	if cfg.GrantTimeout <= 0 {
 		cfg.GrantTimeout = 10 * time.Second
+	}
+	if cfg.OpenNow == nil {
+		cfg.OpenNow = cfg.Open
 	}
 	d := &Driver{cfg: cfg, log: cfg.Logger, m: lockmgr.New(cfg.Lock, time.Now()), fds: map[descKey]int{}}
 	d.inGrace.Store(cfg.Lock.Grace > 0)
@@ -117,9 +128,13 @@ func (d *Driver) Lock(a lockmgr.LockArgs) lockmgr.Result {
 	if a.Req == 0 {
 		a.Req = d.NewReq()
 	}
+	d.prepare(a.File, a.Owner)
 	d.mu.Lock()
 	res, acts := d.m.Lock(time.Now(), a)
 	grants := d.exec(acts, a.Req, &res)
+	if res.Verdict != lockmgr.Granted && res.Verdict != lockmgr.Blocked {
+		d.tidy(a.File, a.Owner)
+	}
 	d.mu.Unlock()
 	d.send(grants)
 	return res
@@ -129,29 +144,33 @@ func (d *Driver) Lock(a lockmgr.LockArgs) lockmgr.Result {
 // owner's (the machine's), or a local process's on the backing file
 // (F_OFD_GETLK), with Local set and the range the kernel reports.
 func (d *Driver) Test(k lockmgr.FileKey, o lockmgr.Owner, t lockmgr.LockType, r lockmgr.Range) lockmgr.Result {
+	fl, ok := flockOf(t, r)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	res := d.m.Test(time.Now(), k, o, t, r)
-	if res.Verdict != lockmgr.Granted {
+	if res.Verdict != lockmgr.Granted || !ok {
+		d.mu.Unlock()
 		return res
 	}
 	// The owner's own description does not conflict with itself; any other
 	// owner's conflicting lock would have been the machine's answer, so what
 	// the kernel reports is a local process's.
-	fd, ok := d.fds[descKey{k, o}]
-	if !ok {
-		var err error
-		if fd, err = d.cfg.Open(k); err != nil {
-			d.log.Info("lock test: cannot open the backing file", "err", err)
+	var err error
+	if fd, own := d.fds[descKey{k, o}]; own {
+		err = unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &fl)
+		d.mu.Unlock()
+	} else {
+		// The owner holds nothing here: a description of the test's own
+		// (opened without mu: the open may wait) sees every lock held.
+		d.mu.Unlock()
+		fd, oerr := d.cfg.Open(k)
+		if oerr != nil {
+			d.log.Info("lock test: cannot open the backing file", "err", oerr)
 			return res
 		}
-		defer unix.Close(fd)
+		err = unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &fl)
+		unix.Close(fd)
 	}
-	fl, ok := flockOf(t, r)
-	if !ok {
-		return res
-	}
-	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &fl); err != nil {
+	if err != nil {
 		d.log.Info("lock test: F_OFD_GETLK failed", "err", err)
 		return res
 	}
@@ -181,6 +200,7 @@ func (d *Driver) Cancel(a lockmgr.CancelArgs) bool {
 	d.mu.Lock()
 	ok, acts := d.m.Cancel(time.Now(), a)
 	grants := d.exec(acts, 0, nil)
+	d.tidy(a.File, a.Owner)
 	d.mu.Unlock()
 	d.send(grants)
 	return ok
@@ -190,6 +210,11 @@ func (d *Driver) Cancel(a lockmgr.CancelArgs) bool {
 func (d *Driver) ClientGone(c lockmgr.ClientID) {
 	d.mu.Lock()
 	grants := d.exec(d.m.ClientGone(time.Now(), c), 0, nil)
+	for k := range d.fds {
+		if k.owner.Client == c {
+			d.tidy(k.file, k.owner)
+		}
+	}
 	d.mu.Unlock()
 	d.send(grants)
 }
@@ -230,6 +255,52 @@ func (d *Driver) Count(c lockmgr.ClientID) int {
 	return d.m.Count(c)
 }
 
+// prepare opens owner o's description of file k, if it has none, before a
+// request of o is applied: the open may wait, so it is made without mu.
+func (d *Driver) prepare(k lockmgr.FileKey, o lockmgr.Owner) {
+	key := descKey{k, o}
+	d.mu.Lock()
+	_, ok := d.fds[key]
+	d.mu.Unlock()
+	if ok {
+		return
+	}
+	fd, err := d.cfg.Open(k)
+	if err != nil {
+		return // the request's acquisition tries again (OpenNow), and is refused
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.fds[key]; ok {
+		unix.Close(fd)
+		return
+	}
+	d.fds[key] = fd
+}
+
+// tidy closes owner o's description of file k if o neither holds nor waits
+// for a lock of k (a description prepared for a request that was refused,
+// cancelled or backed out). mu held.
+func (d *Driver) tidy(k lockmgr.FileKey, o lockmgr.Owner) {
+	key := descKey{k, o}
+	fd, ok := d.fds[key]
+	if !ok {
+		return
+	}
+	for _, l := range d.m.Holders(k) {
+		if l.Owner == o {
+			return
+		}
+	}
+	for _, w := range d.m.Waiters(k) {
+		if w.Owner == o {
+			return
+		}
+	}
+	unix.Close(fd)
+	delete(d.fds, key)
+}
+
 // exec carries out acts in order with mu held, depth first: an acquisition's
 // BackingDone is reported at once and what it returns is carried out before
 // the next action. The BackingDone result of request mine goes to *res. The
@@ -264,8 +335,8 @@ func (d *Driver) backing(a lockmgr.Action) bool {
 			return true // nothing held there
 		}
 		var err error
-		if fd, err = d.cfg.Open(a.File); err != nil {
-			d.log.Warn("lock: cannot open the backing file", "owner", a.Owner, "err", err)
+		if fd, err = d.cfg.OpenNow(a.File); err != nil {
+			d.log.Info("lock: cannot open the backing file now", "owner", a.Owner, "err", err)
 			return !a.Acquire
 		}
 		d.fds[key] = fd
@@ -332,6 +403,9 @@ func (d *Driver) send(grants []lockmgr.Action) {
 			}
 			d.mu.Lock()
 			more := d.exec(d.m.GrantDone(time.Now(), a.Req, err == nil), 0, nil)
+			if err != nil {
+				d.tidy(a.File, a.Owner)
+			}
 			d.mu.Unlock()
 			d.send(more)
 		}()

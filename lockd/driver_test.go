@@ -116,3 +116,37 @@ func TestBlockedLockGrantedByCallback(t *testing.T) {
 		t.Fatal("a granted over b's lock")
 	}
 }
+
+// TestDescriptionsTidy: a description opened for a request that was refused
+// or cancelled, or whose owner released everything, is closed.
+func TestDescriptionsTidy(t *testing.T) {
+	d, k, _, _ := newDriver(t)
+	a := lockmgr.Owner{Client: 1, ID: "a"}
+	b := lockmgr.Owner{Client: 2, ID: "b"}
+	descs := func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.fds)
+	}
+	d.Lock(lockmgr.LockArgs{File: k, Owner: a, Type: lockmgr.Write, Range: lockmgr.Whole})
+	if r := d.Lock(lockmgr.LockArgs{File: k, Owner: b, Type: lockmgr.Read, Range: lockmgr.Whole}); r.Verdict != lockmgr.Denied {
+		t.Fatalf("b: %v", r.Verdict)
+	}
+	if n := descs(); n != 1 {
+		t.Fatalf("%d descriptions after b's refusal, want a's only", n)
+	}
+	if r := d.Lock(lockmgr.LockArgs{File: k, Owner: b, Type: lockmgr.Read, Range: lockmgr.Whole, Block: true}); r.Verdict != lockmgr.Blocked {
+		t.Fatalf("b blocking: %v", r.Verdict)
+	}
+	if n := descs(); n != 2 {
+		t.Fatalf("%d descriptions while b waits, want 2", n)
+	}
+	d.Cancel(lockmgr.CancelArgs{File: k, Owner: b, Type: lockmgr.Read, Range: lockmgr.Whole})
+	if n := descs(); n != 1 {
+		t.Fatalf("%d descriptions after b's cancel, want 1", n)
+	}
+	d.Unlock(k, a, lockmgr.Whole)
+	if n := descs(); n != 0 {
+		t.Fatalf("%d descriptions after a's unlock, want none", n)
+	}
+}

@@ -31,7 +31,8 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 	if s.consist.InGrace() {
 		lc.Grace = grace // ended early with the consistency protocol's (EndGraceOn)
 	}
-	s.locks = lockd.New(lockd.Config{Lock: lc, Open: s.openForLocks, Granter: lockGranter{s}, Logger: s.log,
+	s.locks = lockd.New(lockd.Config{Lock: lc, Open: s.openForLocks(false), OpenNow: s.openForLocks(true),
+		Granter: lockGranter{s}, Logger: s.log,
 		GrantTimeout: 2 * s.consist.CallbackTimeout()})
 	s.locks.EndGraceOn(s.consist.GraceOver())
 	s.consist.OnClientGone(func(c state.ClientID) { s.locks.ClientGone(lockmgr.ClientID(c)) })
@@ -66,14 +67,20 @@ func (s *Server) syncLockGrace() {
 	}
 }
 
-// openForLocks opens a new description of the file a lock key (a handle) names.
-func (s *Server) openForLocks(k lockmgr.FileKey) (int, error) {
-	n, err := s.store.Resolve([]byte(k))
-	if err != nil {
-		return -1, err
+// openForLocks opens a new description of the file a lock key (a handle)
+// names; now: without waiting for a lease break (lockd.Config.OpenNow).
+func (s *Server) openForLocks(now bool) func(lockmgr.FileKey) (int, error) {
+	return func(k lockmgr.FileKey) (int, error) {
+		n, err := s.store.Resolve([]byte(k))
+		if err != nil {
+			return -1, err
+		}
+		defer n.Release()
+		if now {
+			return s.store.OpenDescriptionNow(n)
+		}
+		return s.store.OpenDescription(n)
 	}
-	defer n.Release()
-	return s.store.OpenDescription(n)
 }
 
 // snfsOwner is the lock owner of an snfs client's owner.
