@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -305,5 +306,39 @@ func TestMountSNFSLockMountKilled(t *testing.T) {
 	newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
 	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err != nil {
 		t.Fatalf("a local lock after the mount started again: %v", err)
+	}
+}
+
+// TestMountSNFSLockWritesBack: a lock request writes the file's dirty data
+// back first (the data written before it is the server's when the lock is
+// held), and a lock granted through another mount reads it.
+func TestMountSNFSLockWritesBack(t *testing.T) {
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	fa := openRW(t, a.path("db"))
+	want := randBytes(7, 100000)
+	if _, err := fa.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := exportSize(t, e.path("db")); n != 0 {
+		t.Fatalf("the export has %d bytes before the lock; want none (delayed write-back)", n)
+	}
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, e.path("db")); !bytes.Equal(got, want) {
+		t.Fatalf("the export has %d bytes after A's lock, want the %d written before it", len(got), len(want))
+	}
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	fb := openRW(t, b.path("db"))
+	if err := setlk(fb, unix.F_RDLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := fb.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("B reads under its lock: %v, same %v", err, bytes.Equal(got, want))
 	}
 }
