@@ -9,7 +9,13 @@
 // round. The driver holds its mutex across each input, the F_OFD_SETLK calls
 // it leads to and the BackingDone inputs they answer (the machine's ordering
 // rule: the backing file's locks change in the machine's order); F_OFD_SETLK
-// never blocks.
+// never blocks. An open can (it breaks the server's own lease on a file a
+// client caches dirty, and waits for the write-back): a request's owner gets
+// its description before the mutex is taken (Config.Open), and the ones
+// opened under it (a waiter granted by another owner's unlock) do not wait
+// (Config.OpenNow: a failure is a refusal, tried again by Tick). A
+// description is closed once its owner neither holds nor waits for a lock of
+// the file.
 //
 // ActGranted becomes a call of Config.Granter (the protocol front end: the snfs
 // protocol's CB_GRANTED, NLM's GRANTED later) in a goroutine of its own,
