@@ -10,6 +10,7 @@ import (
 
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/sunrpc"
 )
 
 // Byte-range locks in snfs mode (docs/protocol.md, "LOCK"; docs/mount.md,
@@ -88,7 +89,7 @@ func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, 
 		return res.Stat, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, lockCallErr(err)
 	}
 	switch res.Stat {
 	case snfs1.LockGranted:
@@ -146,7 +147,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		return res.Stat, nil
 	})
 	if err != nil {
-		return err
+		return lockCallErr(err)
 	}
 	switch res.Stat {
 	case snfs1.LockGranted:
@@ -176,6 +177,17 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 	return syscall.EINTR
+}
+
+// lockCallErr is the error of a failed LOCK or LOCKT: a server without the
+// lock procedures (an older snfs serve: PROC_UNAVAIL) is ErrNoLocks
+// (ENOLCK, as a Linux NFS mount without lockd gives).
+func lockCallErr(err error) error {
+	var re *sunrpc.RPCError
+	if errors.As(err, &re) && re.Accept == sunrpc.ProcUnavail {
+		return fmt.Errorf("vfs: the server has no locks: %w: %w", ErrNoLocks, err)
+	}
+	return err
 }
 
 // graceWait is how long a request the server refused for its grace period
