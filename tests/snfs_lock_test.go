@@ -265,3 +265,20 @@ func TestSNFSLockAccess(t *testing.T) {
 		t.Fatalf("write LOCK of a file the caller may read: %v %v", res.Status, res.Stat)
 	}
 }
+
+// TestSNFSLockDeadlock: two clients' owners each holding what the other waits
+// for: the request that would close the cycle is answered LOCK_DEADLOCK.
+func TestSNFSLockDeadlock(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "db", 0o644)
+	a, b := newProtoClient(t, e, "lock-a"), newProtoClient(t, e, "lock-b")
+	wantLock(t, "A [0,1)", a.lock(fh, 1, snfs1.LockWrite, 0, 1, false), snfs1.LockGranted)
+	wantLock(t, "B [1,2)", b.lock(fh, 1, snfs1.LockWrite, 1, 1, false), snfs1.LockGranted)
+	wantLock(t, "A waits for [1,2)", a.lock(fh, 1, snfs1.LockWrite, 1, 1, true), snfs1.LockBlocked)
+	wantLock(t, "B waits for [0,1)", b.lock(fh, 1, snfs1.LockWrite, 0, 1, true), snfs1.LockDeadlock)
+	b.locku(fh, 1, 0, 0, 0)
+	if g := a.waitGrant("after B's unlock"); g.Offset != 1 || g.Length != 1 {
+		t.Fatalf("CB_GRANTED %+v", g)
+	}
+}
