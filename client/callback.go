@@ -47,10 +47,23 @@ func callbackProgram(h CallbackHandler) *sunrpc.Program {
 		(&snfs1.CallbackRes{Status: st}).Encode(res)
 		return nil
 	}
+	granted := func(ctx context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+		var a snfs1.GrantedArgs
+		if err := a.Decode(args); err != nil {
+			return fmt.Errorf("snfs CB_GRANTED: %w: %w", sunrpc.ErrGarbageArgs, err)
+		}
+		st := snfs1.GrantedUnwanted
+		if g, ok := h.(GrantHandler); ok {
+			st = g.Granted(ctx, &a)
+		}
+		(&snfs1.GrantedRes{Status: st}).Encode(res)
+		return nil
+	}
 	null := func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }
 	return &sunrpc.Program{Name: "SNFS_CB", Number: snfs1.CBProgram,
 		Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
 			snfs1.CBProcNull:     {Name: snfs1.CBProcNames[snfs1.CBProcNull], Handler: null, Inline: sunrpc.Always},
 			snfs1.CBProcCallback: {Name: snfs1.CBProcNames[snfs1.CBProcCallback], Handler: cb},
+			snfs1.CBProcGranted:  {Name: snfs1.CBProcNames[snfs1.CBProcGranted], Handler: granted},
 		}}}
 }

@@ -55,6 +55,7 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 	if gone != 0 {
 		d.log.Info("client restarted: its previous registration is forgotten", "client", string(name))
 		d.do(d.m.ClientGone(now, gone))
+		d.clientGone(gone)
 	}
 	d.do(d.m.Register(now, cl.mid))
 	d.registeredInGrace(string(name), rec.id)
@@ -89,6 +90,7 @@ func (d *Driver) Unregister(id snfs1.ClientID) error {
 	d.mu.Unlock()
 	d.log.Debug("client unregistered", "client", cl.name, "clientid", id)
 	d.do(d.m.ClientGone(time.Now(), cl.mid))
+	d.clientGone(cl.mid)
 	d.unregisteredInGrace(id)
 	return nil
 }

@@ -70,6 +70,7 @@ type Driver struct {
 	reqs      atomic.Uint64
 	active    atomic.Bool // a client has registered, or grace lasts: plain accesses go through the table
 	grace     grace
+	gone      func(state.ClientID) // OnClientGone; set before serving
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

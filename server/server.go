@@ -15,6 +15,7 @@ import (
 	"snfs/consist"
 	"snfs/drcstore"
 	"snfs/gather"
+	"snfs/lockd"
 	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
@@ -44,6 +45,9 @@ type Config struct {
 	// MaxInFlight is sunrpc.Server.MaxInFlight: calls executing at once across
 	// all connections (0: its default).
 	MaxInFlight int
+	// MaxLocksPerClient bounds each client's lock records (lockmgr.Config);
+	// 0: the lock manager's default.
+	MaxLocksPerClient int
 
 	// SpinPoll is sunrpc.Server.SpinPoll: how long a busy TCP connection polls
 	// for its next call before parking (0: the default, negative: never).
@@ -94,6 +98,7 @@ type Server struct {
 	RPC     *sunrpc.Server // serves both programs; exported for listeners and tests
 
 	consist *consist.Driver // the consistency protocol's state
+	locks   *lockd.Driver   // the lock manager (locks.go)
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports atomic.Pointer[exportTable] // replaced by Reload
@@ -160,8 +165,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
+	s.newLocks(cfg, cc.Grace)
 	drc, err := s.openReplies(cfg)
 	if err != nil {
+		s.locks.Stop()
 		s.consist.Stop()
 		st.Close()
 		return nil, err
@@ -271,6 +278,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.OnForeignChange(nil)
 	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
+	s.locks.Stop()
 	s.consist.Stop()
 	for _, e := range s.table().list {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {

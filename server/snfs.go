@@ -30,6 +30,10 @@ import (
 // reply is saved too: executed again after a restart, a DEALLOCATE would zero
 // what was written into its range since (the flush it already waits for makes
 // the saving cheap, and the call is rare).
+//
+// LOCK, LOCKT and LOCKU (lock.go, lockt.go, locku.go) never wait: a blocked
+// LOCK is answered LOCK_BLOCKED and granted by CB_GRANTED. The replies of LOCK
+// and LOCKU are cached in memory only: locks do not survive a restart.
 func (s *Server) snfsProgram() *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
@@ -58,6 +62,12 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcAllocate: nfsProc(s, op[snfs1.AllocateArgs, snfs1.AllocateRes]{Name: "ALLOCATE", Cache: nonIdempotentSaved,
 			Check: allocateCheck, FH: func(a *snfs1.AllocateArgs) nfs3.FH { return a.File }, Write: true,
 			Handler: s.allocateProc, Access: allocateAccess}),
+		snfs1.ProcLock: nfsProc(s, op[snfs1.LockArgs, snfs1.LockRes]{Name: "LOCK", Cache: nonIdempotent,
+			FH: func(a *snfs1.LockArgs) nfs3.FH { return a.File }, Handler: s.lock}),
+		snfs1.ProcLockT: nfsProc(s, op[snfs1.LockTArgs, snfs1.LockRes]{Name: "LOCKT", Cache: idempotent,
+			FH: func(a *snfs1.LockTArgs) nfs3.FH { return a.File }, Handler: s.lockt}),
+		snfs1.ProcLockU: nfsProc(s, op[snfs1.LockUArgs, snfs1.StatusRes]{Name: "LOCKU", Cache: nonIdempotent,
+			FH: func(a *snfs1.LockUArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.locku}),
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -123,3 +123,24 @@ func FuzzAllocateArgs(f *testing.F) {
 func FuzzAllocateRes(f *testing.F) {
 	fuzzDecoder(f, &AllocateRes{Attr: testAttr}, &AllocateRes{Status: nfs3.ErrNoSpc})
 }
+
+func FuzzLockArgs(f *testing.F) {
+	fuzzDecoder(f, &LockArgs{Client: 3, File: testFH, Owner: 7, Type: LockWrite, Offset: 1, Length: 2, Block: true})
+}
+func FuzzLockRes(f *testing.F) {
+	fuzzDecoder(f, &LockRes{Stat: LockDenied, Holder: LockHolder{Type: LockRead, Offset: 4, Local: true}},
+		&LockRes{Stat: LockBlocked}, &LockRes{Status: nfs3.ErrStale})
+}
+func FuzzLockTArgs(f *testing.F) {
+	fuzzDecoder(f, &LockTArgs{Client: 3, File: testFH, Owner: 7, Type: LockRead, Length: 10})
+}
+func FuzzLockUArgs(f *testing.F) {
+	fuzzDecoder(f, &LockUArgs{Client: 3, File: testFH, Owner: 7, Length: 10},
+		&LockUArgs{Client: 3, File: testFH, Owner: 7, Cancel: true, Type: LockWrite})
+}
+func FuzzGrantedArgs(f *testing.F) {
+	fuzzDecoder(f, &GrantedArgs{File: testFH, Owner: 7, Type: LockWrite, Offset: 1})
+}
+func FuzzGrantedRes(f *testing.F) {
+	fuzzDecoder(f, &GrantedRes{Status: GrantedUnwanted})
+}

@@ -36,11 +36,16 @@ const (
 	// ALLOCATE: fallocate(2) on the server's file, so that space is
 	// reserved there (docs/protocol.md, "ALLOCATE").
 	ProcAllocate = 13
-	NumProcs     = 14
+	// LOCK, LOCKT and LOCKU: byte-range locks (docs/protocol.md, "LOCK").
+	ProcLock  = 14
+	ProcLockT = 15
+	ProcLockU = 16
+	NumProcs  = 17
 
 	CBProcNull     = 0
 	CBProcCallback = 1
-	NumCBProcs     = 2
+	CBProcGranted  = 2 // a blocked LOCK is granted (docs/protocol.md, "CB_GRANTED")
+	NumCBProcs     = 3
 
 	NameLen  = 256 // longest client name
 	VerfSize = 8   // verifier8
@@ -51,8 +56,9 @@ const (
 // ProcNames and CBProcNames are the procedure names, indexed by number.
 var (
 	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
-		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE"}
-	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK"}
+		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE",
+		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU"}
+	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 
 // Status is snfsstat1: nfsstat3's values, plus two of this protocol's own.

@@ -26,6 +26,10 @@ type protoClient struct {
 
 	mu        sync.Mutex
 	callbacks []snfs1.CallbackArgs // guarded by mu
+	// granted receives each CB_GRANTED (snfs_lock_test.go); grantAnswer is
+	// its reply. Guarded by mu.
+	granted     chan snfs1.GrantedArgs
+	grantAnswer snfs1.GrantedStat
 }
 
 func newProtoClient(t *testing.T, e *env, name string) *protoClient {
@@ -36,7 +40,7 @@ func newProtoClient(t *testing.T, e *env, name string) *protoClient {
 // newProtoClientNull is newProtoClient with null serving CB_NULL.
 func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) *protoClient {
 	t.Helper()
-	p := &protoClient{t: t}
+	p := &protoClient{t: t, granted: make(chan snfs1.GrantedArgs, 16)}
 	cb := &sunrpc.Program{Name: "snfs_cb", Number: snfs1.CBProgram, Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
 		snfs1.CBProcNull: {Name: "CB_NULL", Handler: null},
 		snfs1.CBProcCallback: {Name: "CB_CALLBACK", Handler: func(ctx context.Context, c *sunrpc.Call, r *xdr.Reader, w *xdr.Writer) error {
@@ -55,6 +59,18 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 				res.Status = answer(&a)
 			}
 			res.Encode(w)
+			return nil
+		}},
+		snfs1.CBProcGranted: {Name: "CB_GRANTED", Handler: func(ctx context.Context, c *sunrpc.Call, r *xdr.Reader, w *xdr.Writer) error {
+			var a snfs1.GrantedArgs
+			if a.Decode(r) != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			p.mu.Lock()
+			st := p.grantAnswer
+			p.mu.Unlock()
+			p.granted <- a
+			(&snfs1.GrantedRes{Status: st}).Encode(w)
 			return nil
 		}},
 	}}}

@@ -84,8 +84,11 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		// them (ptRaw.Writev); the server clears them (vfs.ClearSetID), and
 		// on truncation and chown by itself.
 		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_HANDLE_KILLPRIV_V2,
-		Debug:             o.Debug,
-		Logger:            log.New(os.Stderr, "fuse: ", log.LstdFlags),
+		// snfs mode serves POSIX locks and flock (lock.go); nfs mode
+		// leaves them to the kernel, local to this machine.
+		EnableLocks: v.SNFS(),
+		Debug:       o.Debug,
+		Logger:      log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}
 	// Registering a passthrough backing file needs CAP_SYS_ADMIN: a user's
 	// mount reads through the mount process.
@@ -371,7 +374,9 @@ func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if !ok {
 		return 0
 	}
-	return errnoOf(n.b.v.Flush(n.b.life, f))
+	err := n.b.v.Flush(n.b.life, f)
+	n.releaseLocks(ctx) // after the write-back: the next holder sees the data
+	return errnoOf(err)
 }
 
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
@@ -387,6 +392,7 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if !ok {
 		return 0
 	}
+	n.releaseLocks(ctx)
 	return errnoOf(n.b.v.Release(n.b.life, f))
 }
 

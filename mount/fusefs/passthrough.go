@@ -33,6 +33,9 @@ type ptRaw struct {
 	open    map[uint64]uint64            // passthrough opens' file handles: their node id
 	appends map[uint64]*vfs.File         // O_APPEND opens' file handles: their vfs open (append.go)
 	kill    map[<-chan struct{}]struct{} // writes flagged FUSE_WRITE_KILL_SUIDGID, by their call's key
+	// FLUSHes and flock RELEASEs, by their call's key: the lock owner whose
+	// locks go (lock.go)
+	lockCalls map[<-chan struct{}]lockCall
 }
 
 // ptSlot carries an open from the node's Open to ptRaw.Open: f if it passes
@@ -47,7 +50,7 @@ type backingRef struct {
 func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, life context.Context) *ptRaw {
 	return &ptRaw{RawFileSystem: raw, v: v, life: life, slots: map[<-chan struct{}]*ptSlot{},
 		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{},
-		kill: map[<-chan struct{}]struct{}{}}
+		kill: map[<-chan struct{}]struct{}{}, lockCalls: map[<-chan struct{}]lockCall{}}
 }
 
 // claim records, from inside a node's Open, that the open passes through.
@@ -170,6 +173,18 @@ func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 				}
 			}
 		}
+	}
+	if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+		// The last close of an open file description with flock locks:
+		// they go (lock.go).
+		key := make(chan struct{})
+		r.lockCalls[key] = lockCall{in.LockOwner}
+		defer func() {
+			r.mu.Lock()
+			delete(r.lockCalls, key)
+			r.mu.Unlock()
+		}()
+		cancel = key
 	}
 	r.mu.Unlock()
 	r.RawFileSystem.Release(cancel, in)

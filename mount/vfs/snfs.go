@@ -96,6 +96,7 @@ type snfsFS struct {
 	noAppend atomic.Bool
 	// noAllocate: the server answered ALLOCATE with PROC_UNAVAIL (allocate.go).
 	noAllocate atomic.Bool
+	locks      locks // byte-range locks (lock.go)
 
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when

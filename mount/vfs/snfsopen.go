@@ -160,6 +160,17 @@ func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 	}
 }
 
+// Granted serves CB_GRANTED (client.GrantHandler): nothing waits before the
+// FS exists.
+func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
+	select {
+	case <-h.ready:
+		return h.fs.Granted(ctx, a)
+	default:
+		return snfs1.GrantedUnwanted
+	}
+}
+
 func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
 	select {
 	case <-h.ready:

@@ -1,0 +1,321 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+)
+
+// Byte-range locks in snfs mode (docs/protocol.md, "LOCK"; docs/mount.md,
+// "Locks"): FUSE's GETLK, SETLK and SETLKW (and flock, which the kernel sends
+// as SETLK of the whole file with its open file description as the owner)
+// become LOCKT, LOCK and LOCKU for the kernel's lock owner. A blocking request
+// waits here, not on the server, for CB_GRANTED (Granted); an interrupted one
+// is cancelled on the server. A lock request writes the file's dirty data back
+// first and a grant drops what the kernel cached of the file, as the Linux NFS
+// client does: locking is how applications such as SQLite ask for
+// consistency.
+
+// LockKind is a lock request's type.
+type LockKind uint8
+
+// Lock kinds.
+const (
+	Unlock LockKind = iota
+	ReadLock
+	WriteLock
+)
+
+// LockHolder is the lock a GETLK or a refused SETLK met.
+type LockHolder struct {
+	Kind           LockKind
+	Offset, Length uint64 // Length 0: to the end of the file
+}
+
+// ErrNoLocks: the server refused the lock for its grace period or this
+// client's bound; the caller answers ENOLCK.
+var ErrNoLocks = errors.New("vfs: no locks available")
+
+// locks is an snfs mode FS's lock state: the blocked requests waiting for
+// their CB_GRANTED, and the owners that have taken locks on each inode (so
+// that the last close of an owner's descriptor, FLUSH, releases its locks).
+type locks struct {
+	mu      sync.Mutex
+	waiting map[waitKey][]*lockWait    // guarded by mu
+	owners  map[*Inode]map[uint64]bool // guarded by mu
+}
+
+type waitKey struct {
+	fh             string
+	owner          uint64
+	typ            snfs1.LockType
+	offset, length uint64
+}
+
+// lockWait is a blocked request: granted by CB_GRANTED, or given up
+// (interrupted: a grant that comes after is unwanted).
+type lockWait struct {
+	granted chan struct{}
+	done    bool // granted or given up; guarded by locks.mu
+}
+
+func protoLockType(k LockKind) snfs1.LockType {
+	if k == WriteLock {
+		return snfs1.LockWrite
+	}
+	return snfs1.LockRead
+}
+
+// Getlk is GETLK: the lock that would stop owner's lock of kind on (off, n),
+// or nil.
+func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	if fs.sn == nil {
+		return nil, syscall.ENOSYS
+	}
+	var res *snfs1.LockRes
+	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+		var err error
+		res, err = fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
+		if err != nil {
+			return 0, err
+		}
+		return res.Stat, nil
+	})
+	if err != nil {
+		return nil, lockCallErr(err)
+	}
+	switch res.Stat {
+	case snfs1.LockGranted:
+		return nil, nil
+	case snfs1.LockDenied:
+		return holderOf(res.Holder), nil
+	}
+	return nil, fmt.Errorf("vfs: LOCKT: %v: %w", res.Stat, ErrNoLocks)
+}
+
+func holderOf(h snfs1.LockHolder) *LockHolder {
+	k := ReadLock
+	if h.Type == snfs1.LockWrite {
+		k = WriteLock
+	}
+	return &LockHolder{Kind: k, Offset: h.Offset, Length: h.Length}
+}
+
+// Setlk is SETLK (wait false) and SETLKW (wait true) of owner on (off, n):
+// an unlock, or a lock that is granted, refused (EAGAIN), refused as a
+// deadlock (EDEADLK), or, with wait, waited for until CB_GRANTED or until ctx
+// ends (the process was interrupted: EINTR, and the request is withdrawn on
+// the server). f's dirty data is written back first.
+func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	if fs.sn == nil {
+		return syscall.ENOSYS
+	}
+	i := f.i
+	if err := fs.Fsync(ctx, f); err != nil {
+		return err
+	}
+	if kind == Unlock {
+		err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
+		if err == nil && off == 0 && n == 0 {
+			fs.forgetOwner(i, owner)
+		}
+		return err
+	}
+	typ := protoLockType(kind)
+	fs.noteOwner(i, owner)
+	var w *lockWait
+	key := waitKey{string(i.FH), owner, typ, off, n}
+	if wait {
+		// Before the LOCK: its CB_GRANTED may come before its reply.
+		w = fs.sn.locks.addWait(key)
+		defer fs.sn.locks.dropWait(key, w)
+	}
+	var res *snfs1.LockRes
+	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+		var err error
+		res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+		if err != nil {
+			return 0, err
+		}
+		return res.Stat, nil
+	})
+	if err != nil {
+		return lockCallErr(err)
+	}
+	switch res.Stat {
+	case snfs1.LockGranted:
+		fs.lockGranted(i)
+		return nil
+	case snfs1.LockDenied:
+		return syscall.EAGAIN
+	case snfs1.LockDeadlock:
+		return syscall.EDEADLK
+	case snfs1.LockBlocked:
+	default:
+		return fmt.Errorf("vfs: LOCK: %v: %w", res.Stat, ErrNoLocks)
+	}
+	select {
+	case <-w.granted:
+		fs.lockGranted(i)
+		return nil
+	case <-ctx.Done():
+	}
+	if !fs.sn.locks.giveUp(w) {
+		fs.lockGranted(i) // the grant came first: the lock is held
+		return nil
+	}
+	cctx, cancel := fs.stopCtx(fs.sn.sess.CallbackTimeout())
+	defer cancel()
+	if err := fs.sn.sess.LockU(cctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n, Cancel: true, Type: typ}); err != nil {
+		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
+	}
+	return syscall.EINTR
+}
+
+// lockCallErr is the error of a failed LOCK or LOCKT: a server without the
+// lock procedures (an older snfs serve: PROC_UNAVAIL) is ErrNoLocks
+// (ENOLCK, as a Linux NFS mount without lockd gives).
+func lockCallErr(err error) error {
+	var re *sunrpc.RPCError
+	if errors.As(err, &re) && re.Accept == sunrpc.ProcUnavail {
+		return fmt.Errorf("vfs: the server has no locks: %w: %w", ErrNoLocks, err)
+	}
+	return err
+}
+
+// graceWait is how long a request the server refused for its grace period
+// waits before it is sent again.
+const graceWait = time.Second
+
+// graceRetry sends a LOCK or LOCKT again while the server answers
+// LOCK_GRACE (its grace period after a restart: the Linux NFS client waits
+// it out too), until ctx ends.
+func graceRetry(ctx context.Context, call func() (snfs1.LockStat, error)) error {
+	for {
+		st, err := call()
+		if err != nil || st != snfs1.LockGrace {
+			return err
+		}
+		t := time.NewTimer(graceWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("vfs: waiting for the server's grace period to end: %w", syscall.EINTR)
+		}
+	}
+}
+
+// lockGranted drops what the kernel cached of i: another client may have
+// changed the file while this one waited for the lock.
+func (fs *FS) lockGranted(i *Inode) {
+	i.mu.Lock()
+	i.invalidateLocked()
+	i.mu.Unlock()
+	fs.notifyData(i)
+}
+
+// UnlockOwner releases every lock owner holds on i (FLUSH: a process closed a
+// descriptor of the file, or died; RELEASE of an open with flock locks). It
+// sends nothing unless owner took a lock on i.
+func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	if fs.sn == nil || !fs.sn.locks.hasOwner(i, owner) {
+		return nil
+	}
+	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
+	if err == nil || errors.Is(err, nfs3.ErrStale) {
+		fs.forgetOwner(i, owner)
+	}
+	return err
+}
+
+// Granted serves CB_GRANTED (client.GrantHandler): the oldest request of the
+// lock that still waits takes it.
+func (fs *FS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
+	l := &fs.sn.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.waiting[waitKey{string(a.File), a.Owner, a.Type, a.Offset, a.Length}] {
+		if !w.done {
+			w.done = true
+			close(w.granted)
+			return snfs1.GrantedOK
+		}
+	}
+	return snfs1.GrantedUnwanted
+}
+
+func (fs *FS) noteOwner(i *Inode, owner uint64) {
+	l := &fs.sn.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owners == nil {
+		l.owners = map[*Inode]map[uint64]bool{}
+	}
+	if l.owners[i] == nil {
+		l.owners[i] = map[uint64]bool{}
+	}
+	l.owners[i][owner] = true
+}
+
+func (fs *FS) forgetOwner(i *Inode, owner uint64) {
+	l := &fs.sn.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.owners[i], owner)
+	if len(l.owners[i]) == 0 {
+		delete(l.owners, i)
+	}
+}
+
+func (l *locks) hasOwner(i *Inode, owner uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.owners[i][owner]
+}
+
+func (l *locks) addWait(k waitKey) *lockWait {
+	w := &lockWait{granted: make(chan struct{})}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting == nil {
+		l.waiting = map[waitKey][]*lockWait{}
+	}
+	l.waiting[k] = append(l.waiting[k], w)
+	return w
+}
+
+func (l *locks) dropWait(k waitKey, w *lockWait) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ws := l.waiting[k]
+	for j, x := range ws {
+		if x == w {
+			ws = append(ws[:j], ws[j+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(l.waiting, k)
+	} else {
+		l.waiting[k] = ws
+	}
+}
+
+// giveUp marks w given up; false if it was granted first.
+func (l *locks) giveUp(w *lockWait) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.done {
+		return false
+	}
+	w.done = true
+	return true
+}

@@ -1,0 +1,28 @@
+package server
+
+import (
+	"context"
+
+	"snfs/lockmgr"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+)
+
+// lock is LOCK (docs/protocol.md, "LOCK"; NLM4 LOCK of the Open Group's XNFS
+// is its model): a byte-range lock for the client's lock owner. It never
+// waits: a blocking request that conflicts is answered LOCK_BLOCKED, and
+// CB_GRANTED brings the grant.
+func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockArgs, res *snfs1.LockRes) {
+	mid, err := s.consist.Client(a.Client)
+	if err == nil {
+		err = s.mayLock(r)
+	}
+	if err != nil {
+		res.Status = statusOf(err)
+		return
+	}
+	s.syncLockGrace()
+	lr := s.locks.Lock(lockmgr.LockArgs{File: lockmgr.FileKey(a.File), Owner: snfsOwner(mid, a.Owner),
+		Type: lockType(a.Type), Range: lockRange(a.Offset, a.Length), Block: a.Block, Reclaim: a.Reclaim})
+	lockResult(lr, res)
+}
