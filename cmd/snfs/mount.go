@@ -41,17 +41,21 @@ func runDir() string {
 
 const mountSynopsis = `snfs mount [flags] [-o OPTS] SERVER:/EXPORT MOUNTPOINT
 
-Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
---mode=nfs (the default) is plain NFSv3 with close-to-open consistency; --mode=snfs
-is the snfs consistency protocol (callbacks, delayed write-back from a cache
-directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
-same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
-metrics=ADDR, log-file=F, foreground, debug, ro, rw, noexec, exec, and mount(8)'s and FUSE's
-common options (allow_other, default_permissions, nosuid, nodev, noatime, _netdev, noauto,
-user, defaults, x-*: the mount always behaves so, and always nosuid,nodev; uid=, gid=,
-allow_root, sync are refused, each with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
-mount(8)'s helper for types snfs and fuse.snfs. See docs/mount.md.`
+Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root, or as
+another user through fusermount3, for that user alone). --mode=nfs (the default) is
+plain NFSv3 with close-to-open consistency; --mode=snfs is the snfs consistency
+protocol (callbacks, delayed write-back from a cache directory); --mode=auto is snfs
+when the server speaks it, else nfs. A MOUNTPOINT that is not empty or already a
+mount is refused unless --allow-non-empty. -o takes the same settings as a
+comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N, mode=M, cache-dir=D,
+cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
+log-file=F, log-level=L, foreground, debug, nonempty, ro, rw, noexec, exec; and
+mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
+nodev, noatime, _netdev, noauto, user, defaults, x-* are accepted (a root mount
+always is allow_other, every mount nosuid,nodev); uid=, gid=, umask=, allow_root,
+sync are refused, each with its reason. As /sbin/mount.snfs or /sbin/mount.fuse.snfs
+(snfs install) it is mount(8)'s helper for types snfs and fuse.snfs. See
+docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
@@ -109,6 +113,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.debug = true
 		case "log-file":
 			f.logFile = v
+		case "log-level":
+			f.logLevel = v
 		default:
 			var known bool
 			if known, err = f.applyGenericOpt(k, strings.Contains(o, "=")); !known {
@@ -181,7 +187,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug,ro,noexec,nonempty")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -197,6 +203,10 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	case "nfs", "snfs", "auto":
 	default:
 		return f, "", "", "", fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return f, "", "", "", fmt.Errorf("--log-level: want debug, info, warn or error, not %q", f.logLevel)
 	}
 	host, export, ok := strings.Cut(pos[0], ":")
 	if !ok || host == "" || !strings.HasPrefix(export, "/") {
