@@ -75,7 +75,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	cfg.Observer = reg
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
-		return err
+		return explainCacheBusy(err, cacheDir)
 	}
 	clientMetrics(reg, v)
 	if f.metrics != "" {
