@@ -325,7 +325,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 			ready(err)
 		}
 	}()
-	defer func() { err = explainDial(err) }() // before ready's: both say it
+	defer func() { err = explainMnt(explainDial(err), host, export) }() // before ready's: both say it
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -379,7 +379,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		return fmt.Errorf("MNT %s: %w", export, err)
 	}
 	if res.Status != 0 {
-		return fmt.Errorf("MNT %s: %v", export, res.Status)
+		return fmt.Errorf("MNT %s: %w", export, res.Status)
 	}
 	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly})
 	if err != nil {

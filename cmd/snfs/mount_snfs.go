@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -73,8 +75,13 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
 		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
 	cfg.Observer = reg
+	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
+	fresh := errors.Is(statErr, fs.ErrNotExist)
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
+		if fresh {
+			dropFreshCacheDir(cacheDir)
+		}
 		return explainCacheBusy(err, cacheDir)
 	}
 	clientMetrics(reg, v)
@@ -118,4 +125,15 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	log.Info("unmounted", "on", dir)
 	return nil
+}
+
+// dropFreshCacheDir removes what a failed first mount made in its cache
+// directory (the index and the empty data directory: nothing was mounted, so
+// nothing was cached), and the directory if that empties it: a mistyped
+// export leaves nothing in /var/cache/snfs. A log file in it is the
+// detaching parent's to drop (dropEmptyLog).
+func dropFreshCacheDir(dir string) {
+	os.Remove(filepath.Join(dir, "index.db"))
+	os.Remove(filepath.Join(dir, "data")) // fails, harmlessly, unless empty
+	os.Remove(dir)
 }
