@@ -52,7 +52,7 @@ cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
 log-file=F, log-level=L, foreground, debug, nonempty, ro, rw, noexec, exec; and
 mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
 nodev, noatime, _netdev, noauto, user, defaults, x-* are accepted (a root mount
-always is allow_other, every mount nosuid,nodev); uid=, gid=, umask=, allow_root,
+always is allow_other, a user's with it; every mount nosuid,nodev); uid=, gid=, umask=, allow_root,
 sync are refused, each with its reason. As /sbin/mount.snfs or /sbin/mount.fuse.snfs
 (snfs install) it is mount(8)'s helper for types snfs and fuse.snfs. See
 docs/mount.md.`
@@ -71,6 +71,7 @@ type mountFlags struct {
 	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
 	readOnly, noExec   bool // -o ro, -o noexec (mountopts.go)
+	allowOther         bool // -o allow_other: a user's mount too is for every user (mountopts.go)
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -137,6 +138,9 @@ func mountCmd(args []string) error {
 	}
 	if err == nil && os.Geteuid() != 0 {
 		err = checkUserMount(dir)
+		if err == nil && f.allowOther {
+			err = checkUserAllowOther("/etc/fuse.conf")
+		}
 	}
 	if err != nil {
 		if f.foreground {
@@ -394,7 +398,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec})
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec, AllowOther: f.allowOther})
 	if err != nil {
 		return err
 	}

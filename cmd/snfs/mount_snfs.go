@@ -95,7 +95,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, AllowOther: f.allowOther,
 		Passthrough: f.passthrough, NoExec: f.noExec})
 	if err != nil {
 		v.Close()
