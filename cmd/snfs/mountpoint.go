@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,11 @@ func resolveMountPoint(p string) (string, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if err == nil {
 		return real, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// mount(8)'s "mount point does not exist", not EvalSymlinks'
+		// "lstat PATH: ...".
+		return "", &fs.PathError{Op: "mount point", Path: abs, Err: syscall.ENOENT}
 	}
 	if !errors.Is(err, syscall.ENOTCONN) || abs == "/" {
 		return "", err
