@@ -230,6 +230,9 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	}
 	if fi, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
 		// A dead FUSE mount: checkMountPoint detaches it.
+	} else if errors.Is(err, syscall.ESTALE) {
+		// A mount whose export is gone: checkMountPoint refuses it (a
+		// mount is there) unless --allow-non-empty.
 	} else if err != nil {
 		return f, "", "", "", err
 	} else if !fi.IsDir() {
