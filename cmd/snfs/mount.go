@@ -52,10 +52,10 @@ cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
 log-file=F, log-level=L, foreground, debug, nonempty, ro, rw, noexec, exec; and
 mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
 nodev, noatime, _netdev, noauto, user, defaults, x-* are accepted (a root mount
-always is allow_other, a user's with it; every mount nosuid,nodev); uid=, gid=, umask=, allow_root,
-sync are refused, each with its reason. As /sbin/mount.snfs or /sbin/mount.fuse.snfs
-(snfs install) it is mount(8)'s helper for types snfs and fuse.snfs. See
-docs/mount.md.`
+always is allow_other, a user's with it; every mount is nosuid,nodev); uid=, gid=,
+umask=, allow_root, sync are refused, each with its reason. As /sbin/mount.snfs or
+/sbin/mount.fuse.snfs (snfs install) it is mount(8)'s helper for types snfs and
+fuse.snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
