@@ -13,7 +13,7 @@ import (
 
 // genericOptReasons are the options refused, with why.
 var genericOptReasons = map[string]string{
-	"allow_root": "an snfs mount is always allow_other: every user of this machine can use it, and the server decides what each may do (AUTH_SYS)",
+	"allow_root": "root's mount is always allow_other (every user of this machine can use it, and the server decides what each may do: AUTH_SYS), a user's with -o allow_other",
 	"uid":        "files keep the owner the server reports (every call carries the caller's own uid and gid); snfs does not map owners (squash them on the server: all_squash,anonuid=N in the exports)",
 	"gid":        "files keep the group the server reports (every call carries the caller's own uid and gid); snfs does not map groups (squash them on the server: all_squash,anongid=N in the exports)",
 	"umask":      "files keep the mode bits the server reports",
