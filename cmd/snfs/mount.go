@@ -420,9 +420,15 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		log.Error("write-back at unmount", "err", err)
 		return fmt.Errorf("write-back at unmount: %w", err)
 	}
-	if err := mnt.Umnt(sctx, export); err != nil {
+	// UMNT only informs the server's mount list (RFC 1813 section 5.2.3):
+	// bounded as snfs mode's is, so that a server gone by now does not
+	// keep the process (and the snfs umount waiting for it) for the whole
+	// write-back bound.
+	uctx, ucancel := context.WithTimeout(sctx, umntTimeout)
+	if err := mnt.Umnt(uctx, export); err != nil {
 		log.Warn("UMNT", "err", err)
 	}
+	ucancel()
 	log.Info("unmounted", "on", dir)
 	return nil
 }
