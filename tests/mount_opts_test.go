@@ -56,7 +56,7 @@ func TestMountOptions(t *testing.T) {
 	for _, c := range []struct{ opt, msg string }{
 		{"uid=1000", "files keep the owner the server reports (every call carries the caller's own uid and gid); snfs does not map owners (squash them on the server: all_squash,anonuid=N in the exports)"},
 		{"gid=100", "files keep the group the server reports (every call carries the caller's own uid and gid); snfs does not map groups (squash them on the server: all_squash,anongid=N in the exports)"},
-		{"allow_root", "an snfs mount is always allow_other: every user of this machine can use it, and the server decides what each may do (AUTH_SYS)"},
+		{"allow_root", "root's mount is always allow_other (every user of this machine can use it, and the server decides what each may do: AUTH_SYS), a user's with -o allow_other"},
 		{"sync", "not supported: data reaches the server at close and fsync (nfs mode) or after writeback-delay, at fsync and at unmount (snfs mode)"},
 		{"ro=1", "takes no value"},
 	} {

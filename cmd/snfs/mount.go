@@ -41,17 +41,21 @@ func runDir() string {
 
 const mountSynopsis = `snfs mount [flags] [-o OPTS] SERVER:/EXPORT MOUNTPOINT
 
-Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root).
---mode=nfs (the default) is plain NFSv3 with close-to-open consistency; --mode=snfs
-is the snfs consistency protocol (callbacks, delayed write-back from a cache
-directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
-same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
-mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
-metrics=ADDR, log-file=F, foreground, debug, ro, rw, noexec, exec, and mount(8)'s and FUSE's
-common options (allow_other, default_permissions, nosuid, nodev, noatime, _netdev, noauto,
-user, defaults, x-*: the mount always behaves so, and always nosuid,nodev; uid=, gid=,
-allow_root, sync are refused, each with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
-mount(8)'s helper for types snfs and fuse.snfs. See docs/mount.md.`
+Mounts EXPORT of the NFSv3 server SERVER on MOUNTPOINT through FUSE (as root, or as
+another user through fusermount3, for that user alone). --mode=nfs (the default) is
+plain NFSv3 with close-to-open consistency; --mode=snfs is the snfs consistency
+protocol (callbacks, delayed write-back from a cache directory); --mode=auto is snfs
+when the server speaks it, else nfs. A MOUNTPOINT that is not empty or already a
+mount is refused unless --allow-non-empty. -o takes the same settings as a
+comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N, mode=M, cache-dir=D,
+cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
+log-file=F, log-level=L, foreground, debug, nonempty, ro, rw, noexec, exec; and
+mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
+nodev, noatime, _netdev, noauto, user, defaults, x-* are accepted (a root mount
+always is allow_other, a user's with it; every mount is nosuid,nodev); uid=, gid=,
+umask=, allow_root, sync are refused, each with its reason. As /sbin/mount.snfs or
+/sbin/mount.fuse.snfs (snfs install) it is mount(8)'s helper for types snfs and
+fuse.snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
@@ -67,6 +71,7 @@ type mountFlags struct {
 	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
 	readOnly, noExec   bool // -o ro, -o noexec (mountopts.go)
+	allowOther         bool // -o allow_other: a user's mount too is for every user (mountopts.go)
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -109,6 +114,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.debug = true
 		case "log-file":
 			f.logFile = v
+		case "log-level":
+			f.logLevel = v
 		default:
 			var known bool
 			if known, err = f.applyGenericOpt(k, strings.Contains(o, "=")); !known {
@@ -131,6 +138,9 @@ func mountCmd(args []string) error {
 	}
 	if err == nil && os.Geteuid() != 0 {
 		err = checkUserMount(dir)
+		if err == nil && f.allowOther {
+			err = checkUserAllowOther("/etc/fuse.conf")
+		}
 	}
 	if err != nil {
 		if f.foreground {
@@ -181,7 +191,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug,ro,noexec,nonempty")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -197,6 +207,10 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	case "nfs", "snfs", "auto":
 	default:
 		return f, "", "", "", fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return f, "", "", "", fmt.Errorf("--log-level: want debug, info, warn or error, not %q", f.logLevel)
 	}
 	host, export, ok := strings.Cut(pos[0], ":")
 	if !ok || host == "" || !strings.HasPrefix(export, "/") {
@@ -216,6 +230,9 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	}
 	if fi, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
 		// A dead FUSE mount: checkMountPoint detaches it.
+	} else if errors.Is(err, syscall.ESTALE) {
+		// A mount whose export is gone: checkMountPoint refuses it (a
+		// mount is there) unless --allow-non-empty.
 	} else if err != nil {
 		return f, "", "", "", err
 	} else if !fi.IsDir() {
@@ -315,7 +332,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 			ready(err)
 		}
 	}()
-	defer func() { err = explainDial(err) }() // before ready's: both say it
+	defer func() { err = explainMnt(explainDial(err), host, export) }() // before ready's: both say it
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -369,7 +386,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		return fmt.Errorf("MNT %s: %w", export, err)
 	}
 	if res.Status != 0 {
-		return fmt.Errorf("MNT %s: %v", export, res.Status)
+		return fmt.Errorf("MNT %s: %w", export, res.Status)
 	}
 	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly})
 	if err != nil {
@@ -384,7 +401,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec})
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec, AllowOther: f.allowOther})
 	if err != nil {
 		return err
 	}
@@ -403,9 +420,15 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		log.Error("write-back at unmount", "err", err)
 		return fmt.Errorf("write-back at unmount: %w", err)
 	}
-	if err := mnt.Umnt(sctx, export); err != nil {
+	// UMNT only informs the server's mount list (RFC 1813 section 5.2.3):
+	// bounded as snfs mode's is, so that a server gone by now does not
+	// keep the process (and the snfs umount waiting for it) for the whole
+	// write-back bound.
+	uctx, ucancel := context.WithTimeout(sctx, umntTimeout)
+	if err := mnt.Umnt(uctx, export); err != nil {
 		log.Warn("UMNT", "err", err)
 	}
+	ucancel()
 	log.Info("unmounted", "on", dir)
 	return nil
 }

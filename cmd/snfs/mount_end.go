@@ -18,22 +18,31 @@ import (
 const (
 	unmountTimeout   = 30 * time.Second
 	writeBackTimeout = 5 * time.Minute
+	umntTimeout      = 5 * time.Second // UMNT after the write-back (nfs mode; vfs's Close in snfs mode)
 )
 
 // mountEnd is how a mount process ends: unmounted from outside (snfs
-// umount), or by itself on SIGTERM or SIGINT. The first signal unmounts,
+// umount), or by itself on SIGTERM, SIGINT or SIGHUP. The first signal unmounts,
 // forcing it when the mount stays busy or a request is wedged (on a server
 // that is gone, say); a signal during the write-back that follows abandons
 // it, so that a mount whose server is gone can always be stopped.
 type mountEnd struct {
 	log  *slog.Logger
 	dir  string
-	sigs chan os.Signal // SIGTERM and SIGINT from newMountEnd on
+	sigs chan os.Signal // SIGTERM, SIGINT and SIGHUP from newMountEnd on
 }
 
 func newMountEnd(log *slog.Logger, dir string) *mountEnd {
 	e := &mountEnd{log: log, dir: dir, sigs: make(chan os.Signal, 1)}
 	signal.Notify(e.sigs, syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP too: the terminal of a --foreground mount closed. Its default
+	// action ended the process without unmounting, leaving a dead mount
+	// ("transport endpoint is not connected") and, in nfs mode, losing what
+	// was not yet flushed. Not under nohup, whose ignoring it Notify would
+	// undo.
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(e.sigs, syscall.SIGHUP)
+	}
 	return e
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"snfs/mount3"
 )
 
 // explainDial turns a failure to connect to the server into a message a user
@@ -37,4 +39,22 @@ func explainDial(err error) error {
 		return op
 	}
 	return fmt.Errorf("%w: %s", op, hint)
+}
+
+// explainMnt adds to a refused MNT what to check: the export's path (the
+// server answers MNT3ERR_NOENT for a path in none of its exports, or one
+// missing below an export) or its client list (MNT3ERR_ACCES). Other errors
+// are returned as they are.
+func explainMnt(err error, host, export string) error {
+	var st mount3.Status
+	if !errors.As(err, &st) {
+		return err
+	}
+	switch st {
+	case mount3.ErrNoEnt:
+		return fmt.Errorf("%w: %s exports no %s: check the path (snfs serve logs each export as it starts: msg=exporting path=...)", err, host, export)
+	case mount3.ErrAcces:
+		return fmt.Errorf("%w: %s does not export %s to this machine: check the export's clients (or secure, which wants a source port below 1024); the server logs \"refused mount request\"", err, host, export)
+	}
+	return err
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -73,9 +75,14 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
 		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
 	cfg.Observer = reg
+	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
+	fresh := errors.Is(statErr, fs.ErrNotExist)
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
-		return err
+		if fresh {
+			dropFreshCacheDir(cacheDir)
+		}
+		return explainCacheBusy(err, cacheDir)
 	}
 	clientMetrics(reg, v)
 	if f.metrics != "" {
@@ -88,7 +95,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, AllowOther: f.allowOther,
 		Passthrough: f.passthrough, NoExec: f.noExec})
 	if err != nil {
 		v.Close()
@@ -118,4 +125,15 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	log.Info("unmounted", "on", dir)
 	return nil
+}
+
+// dropFreshCacheDir removes what a failed first mount made in its cache
+// directory (the index and the empty data directory: nothing was mounted, so
+// nothing was cached), and the directory if that empties it: a mistyped
+// export leaves nothing in /var/cache/snfs. A log file in it is the
+// detaching parent's to drop (dropEmptyLog).
+func dropFreshCacheDir(dir string) {
+	os.Remove(filepath.Join(dir, "index.db"))
+	os.Remove(filepath.Join(dir, "data")) // fails, harmlessly, unless empty
+	os.Remove(dir)
 }

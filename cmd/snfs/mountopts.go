@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -12,7 +13,7 @@ import (
 
 // genericOptReasons are the options refused, with why.
 var genericOptReasons = map[string]string{
-	"allow_root": "an snfs mount is always allow_other: every user of this machine can use it, and the server decides what each may do (AUTH_SYS)",
+	"allow_root": "root's mount is always allow_other (every user of this machine can use it, and the server decides what each may do: AUTH_SYS), a user's with -o allow_other",
 	"uid":        "files keep the owner the server reports (every call carries the caller's own uid and gid); snfs does not map owners (squash them on the server: all_squash,anonuid=N in the exports)",
 	"gid":        "files keep the group the server reports (every call carries the caller's own uid and gid); snfs does not map groups (squash them on the server: all_squash,anongid=N in the exports)",
 	"umask":      "files keep the mode bits the server reports",
@@ -46,8 +47,12 @@ func (f *mountFlags) applyGenericOpt(k string, hasValue bool) (known bool, err e
 		// mount(8)'s: who may mount, when, in what order; nothing for
 		// the mount itself (user mounts get nosuid,nodev, which it always
 		// is, and noexec, which mount(8) passes on as an option).
-	case "nosuid", "nodev", "allow_other", "default_permissions":
+	case "nosuid", "nodev", "default_permissions":
 		// Always so (mount/fusefs).
+	case "allow_other":
+		// Root's mount always is; a user's is when asked (fusermount3
+		// allows it with user_allow_other in /etc/fuse.conf).
+		f.allowOther = true
 	case "suid", "dev":
 		// The mount stays nosuid,nodev: set-ID bits of programs on the
 		// server give no privilege here, device files open no device.
@@ -64,4 +69,21 @@ func (f *mountFlags) applyGenericOpt(k string, hasValue bool) (known bool, err e
 		return true, fmt.Errorf("takes no value")
 	}
 	return true, nil
+}
+
+// checkUserAllowOther says, before a user's mount with -o allow_other, what
+// fusermount3 would refuse without a reason the user sees ("fusermount
+// exited with code 256"): allow_other for a user needs user_allow_other in
+// its configuration file conf (fuse(8)).
+func checkUserAllowOther(conf string) error {
+	b, err := os.ReadFile(conf)
+	if err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.TrimSpace(l) == "user_allow_other" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("-o allow_other: fusermount3 lets a user's mount be used by other users only with user_allow_other in %s; "+
+		"add that line (as root), or mount without allow_other (the mount is then for you alone)", conf)
 }

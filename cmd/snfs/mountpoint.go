@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,8 @@ import (
 // the same mount (and the same pid file) whichever spelling was used.
 
 // resolveMountPoint is p made absolute and free of symbolic links. A dead
-// FUSE mount at p (its process gone: ENOTCONN) cannot be looked through, so
+// FUSE mount at p (its process gone: ENOTCONN), or one whose root the server
+// no longer knows (its export removed: ESTALE), cannot be looked through, so
 // for it only the parent is resolved.
 func resolveMountPoint(p string) (string, error) {
 	abs, err := filepath.Abs(p)
@@ -35,7 +37,12 @@ func resolveMountPoint(p string) (string, error) {
 	if err == nil {
 		return real, nil
 	}
-	if !errors.Is(err, syscall.ENOTCONN) || abs == "/" {
+	if errors.Is(err, fs.ErrNotExist) {
+		// mount(8)'s "mount point does not exist", not EvalSymlinks'
+		// "lstat PATH: ...".
+		return "", &fs.PathError{Op: "mount point", Path: abs, Err: syscall.ENOENT}
+	}
+	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ESTALE) || abs == "/" {
 		return "", err
 	}
 	parent, perr := filepath.EvalSymlinks(filepath.Dir(abs))

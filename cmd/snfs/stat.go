@@ -115,7 +115,7 @@ func statMount(arg string) error {
 	case !ok || e.fsType != "fuse.snfs":
 		return fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount, or --metrics ADDR for a server", dir)
 	case errors.Is(serr, iofs.ErrNotExist):
-		return fmt.Errorf("the snfs mount on %s has no stats socket (%s): its mount process is older than snfs stat MOUNTPOINT; remount it", dir, sock)
+		return noStatsSocket(dir, sock)
 	case errors.Is(serr, syscall.ECONNREFUSED):
 		return fmt.Errorf("the snfs mount on %s does not answer on %s: its mount process is gone (snfs umount %s unmounts what is left)", dir, sock, dir)
 	}
@@ -221,4 +221,45 @@ func printStat(w io.Writer, families map[string]*dto.MetricFamily) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// noStatsSocket says why the mount on dir has no stats socket at sock: a
+// user's mount keeps it in that user's $XDG_RUNTIME_DIR/snfs (runDir), so
+// another user (root included) looks in the wrong place, and a user's mount
+// made without XDG_RUNTIME_DIR has none; else the mount process predates
+// the socket.
+func noStatsSocket(dir, sock string) error {
+	owner, ok := fuseOwner(dir)
+	switch {
+	case ok && owner != os.Geteuid():
+		return fmt.Errorf("the snfs mount on %s is uid %d's: its stats socket is in that user's $XDG_RUNTIME_DIR/snfs; run snfs stat as that user", dir, owner)
+	case ok && owner != 0 && os.Getenv("XDG_RUNTIME_DIR") == "":
+		return fmt.Errorf("the snfs mount on %s has no stats socket here (%s): a user's mount serves it in $XDG_RUNTIME_DIR/snfs, "+
+			"and XDG_RUNTIME_DIR is not set; set it, here and for snfs mount (a mount made without it has none: remount it)", dir, sock)
+	}
+	return fmt.Errorf("the snfs mount on %s has no stats socket (%s): its mount process is older than snfs stat MOUNTPOINT; remount it", dir, sock)
+}
+
+// fuseOwner returns the user_id= of the topmost mount on dir, from
+// /proc/self/mountinfo's super options: the user who mounted it.
+func fuseOwner(dir string) (uid int, ok bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - TYPE SOURCE SUPER
+		f := strings.Fields(l)
+		if len(f) < 10 || f[len(f)-4] != "-" || unescapeMountinfo(f[4]) != dir {
+			continue
+		}
+		ok = false
+		for o := range strings.SplitSeq(f[len(f)-1], ",") {
+			if v, found := strings.CutPrefix(o, "user_id="); found {
+				uid, err = strconv.Atoi(v)
+				ok = err == nil
+			}
+		}
+	}
+	return uid, ok
 }

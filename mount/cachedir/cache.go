@@ -54,6 +54,10 @@ type Cache struct {
 	evicting sync.Mutex // one eviction pass or persistAll at a time; taken before any File's mu (by eviction with TryLock)
 }
 
+// ErrLocked is Open's error when another process has the cache directory
+// open.
+var ErrLocked = errors.New("locked: another mount uses this cache directory")
+
 // Open opens (creating it if needed) the cache directory dir, whose clean
 // files are evicted while their total exceeds sizeLimit bytes (<= 0: never).
 // It takes bbolt's lock on the index, so one process uses dir at a time.
@@ -69,7 +73,7 @@ func Open(dir string, sizeLimit int64) (*Cache, error) {
 	path := filepath.Join(dir, "index.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("cachedir: %s is locked: another mount uses this cache directory: %w", path, err)
+		return nil, fmt.Errorf("cachedir: %s: %w (%w)", path, ErrLocked, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cachedir: open index %s: %w", path, err)

@@ -40,6 +40,10 @@ type Options struct {
 	Passthrough bool
 	// NoExec mounts noexec (MS_NOEXEC): no program on the mount runs.
 	NoExec bool
+	// AllowOther makes a user's mount usable by every user, as root's
+	// always is (fusermount3 allows it with user_allow_other in
+	// /etc/fuse.conf).
+	AllowOther bool
 }
 
 // bridge is what all nodes of one mount share.
@@ -64,7 +68,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		// refuses allow_other unless /etc/fuse.conf has user_allow_other: a
 		// user's mount is for that user (FUSE's default), root's for all.
 		DirectMount:              true,
-		AllowOther:               os.Geteuid() == 0,
+		AllowOther:               os.Geteuid() == 0 || o.AllowOther,
 		FsName:                   o.FsName,
 		Name:                     "snfs",
 		MaxWrite:                 int(min(v.WriteSize(), preferredIOSize)),

@@ -112,7 +112,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 		return fail(fmt.Errorf("MNT %s: %w", cfg.Export, err))
 	}
 	if res.Status != 0 {
-		return fail(fmt.Errorf("MNT %s: %v", cfg.Export, res.Status))
+		return fail(fmt.Errorf("MNT %s: %w", cfg.Export, res.Status))
 	}
 	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
