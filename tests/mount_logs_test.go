@@ -50,14 +50,14 @@ func TestMountRefusedMessage(t *testing.T) {
 			t.Errorf("snfs %s: standard output %q; want nothing", strings.Join(c, " "), stdout.String())
 		}
 		// A failed mount leaves no (empty) default log behind.
-		if _, err := os.Stat(filepath.Join(cacheDir, "snfs-mount.log")); !os.IsNotExist(err) {
+		if _, err := os.Stat(mountLogIn(cacheDir, dir)); !os.IsNotExist(err) {
 			t.Errorf("snfs %s: a failed mount left its log file (%v)", strings.Join(c, " "), err)
 		}
 	}
 }
 
 // TestMountDetachedLog: a detached `snfs mount` given no log file logs to
-// CACHE-DIR/snfs-mount.log (said on its standard error once mounted), in both
+// CACHE-DIR/snfs-mount-MOUNTPOINT.log (said on its standard error once mounted), in both
 // modes; its log holds the mount's lines until it is unmounted. Under systemd
 // (standard error is the stream JOURNAL_STREAM names) it logs there instead,
 // and makes no file.
@@ -91,7 +91,7 @@ func TestMountDetachedLog(t *testing.T) {
 			}
 			defer errf.Close()
 			mount(t, mode, dir, cacheDir, errf)
-			logPath := filepath.Join(cacheDir, "snfs-mount.log")
+			logPath := mountLogIn(cacheDir, dir)
 			out, _ := os.ReadFile(errf.Name())
 			if want := "snfs: mounted; the mount logs to " + logPath + "\n"; string(out) != want {
 				t.Fatalf("snfs mount said %q; want %q", out, want)
@@ -135,7 +135,7 @@ func TestMountDetachedLog(t *testing.T) {
 		if strings.Contains(string(l), "logs to") {
 			t.Errorf("a mount logging to the journal named a log file:\n%s", l)
 		}
-		if _, err := os.Stat(filepath.Join(cacheDir, "snfs-mount.log")); !os.IsNotExist(err) {
+		if _, err := os.Stat(mountLogIn(cacheDir, dir)); !os.IsNotExist(err) {
 			t.Errorf("a mount logging to the journal made a log file (%v)", err)
 		}
 	})
@@ -189,9 +189,50 @@ const unknownDirInLog = "(unknown directory)"
 
 // mountedLine matches the one line a detached `snfs mount` prints once the
 // mount is usable, naming where it logs.
-var mountedLine = regexp.MustCompile(`(?m)^snfs: mounted; the mount logs to \S+\n`)
+var mountedLine = regexp.MustCompile(`(?m)^snfs: mounted; the mount logs to .+\n`)
 
 // withoutMountedLine is out less that line: what else `snfs mount` said.
 func withoutMountedLine(out string) string {
 	return mountedLine.ReplaceAllString(out, "")
+}
+
+// mountLogIn is the default log file of a detached mount on mountPoint with
+// cache directory cacheDir: snfs-mount-MOUNTPOINT.log, the mount point's
+// slashes as %.
+func mountLogIn(cacheDir, mountPoint string) string {
+	return filepath.Join(cacheDir, "snfs-mount-"+strings.ReplaceAll(strings.TrimPrefix(mountPoint, "/"), "/", "%")+".log")
+}
+
+// TestMountDetachedLogPerMount: two detached nfs-mode mounts of one export
+// share its cache directory; each logs to its own file there, holding its own
+// lines only (one file for both mixed their lines, and one's rotation lost
+// the other's).
+func TestMountDetachedLogPerMount(t *testing.T) {
+	requireFUSE(t)
+	bin := snfsBinary(t)
+	e := newEnv(t, "rw,no_root_squash")
+	port := strconv.Itoa(e.port())
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	a, b := diskTempDir(t, "snfs-mnt-a-"), diskTempDir(t, "snfs-mnt-b-")
+	for _, dir := range []string{a, b} {
+		if out, err := exec.Command(bin, "mount", "--nfs-port", port, "--mount-port", port,
+			"--cache-dir", cacheDir, "127.0.0.1:"+e.dir, dir).CombinedOutput(); err != nil {
+			t.Fatalf("snfs mount on %s: %v\n%s", dir, err, out)
+		}
+		daemonMount(t, bin, dir)
+	}
+	for _, dir := range []string{a, b} {
+		if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+			t.Fatalf("snfs umount %s: %v\n%s", dir, err, out)
+		}
+	}
+	for _, c := range []struct{ own, other string }{{a, b}, {b, a}} {
+		l, err := os.ReadFile(mountLogIn(cacheDir, c.own))
+		if err != nil {
+			t.Fatalf("the log of the mount on %s: %v", c.own, err)
+		}
+		if !strings.Contains(string(l), "on="+c.own) || strings.Contains(string(l), "on="+c.other) {
+			t.Errorf("the log of the mount on %s holds another mount's lines, or not its own:\n%s", c.own, l)
+		}
+	}
 }

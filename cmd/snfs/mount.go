@@ -149,7 +149,7 @@ func mountCmd(args []string) error {
 		return err
 	}
 	if !f.foreground {
-		journal, logPath, err := detachedLog(f, host, export)
+		journal, logPath, err := detachedLog(f, host, export, dir)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "snfs: cannot log to %s (%v): the mount logs nowhere; -o log-file=F logs to F\n", logPath, err)
 			logPath = ""

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +18,23 @@ import (
 // it was given no log-file (its standard error is /dev/null).
 const mountLogEnv = "SNFS_MOUNT_LOG"
 
-// mountLogName is the default log of a detached mount, in its cache directory.
-const mountLogName = "snfs-mount.log"
+// mountLogName is how the help and docs name the default log of a detached
+// mount, in its cache directory; mountLogFile is its name there.
+const mountLogName = "snfs-mount-MOUNTPOINT.log"
+
+// mountLogFile is the default log of a detached mount on mountPoint (an
+// absolute, clean path) in cacheDir. The name carries the mount point: nfs-mode
+// mounts of one export share the cache directory, and one log per writer
+// keeps each mount's lines apart and its size bound whole (a rotation by one
+// writer would strand another's writes in the old file).
+func mountLogFile(cacheDir, mountPoint string) string {
+	esc := strings.ReplaceAll(strings.TrimPrefix(mountPoint, "/"), "/", "%")
+	if len(esc) > 200 { // a file name is at most 255 bytes
+		h := sha256.Sum256([]byte(mountPoint))
+		esc = hex.EncodeToString(h[:12])
+	}
+	return filepath.Join(cacheDir, "snfs-mount-"+esc+".log")
+}
 
 // mountLogLimit bounds the default log: past it the file becomes NAME.1 (the
 // previous NAME.1 is dropped), so at most twice this is on disk.
@@ -43,7 +60,7 @@ func journalStderr() bool {
 // mount process keeps this stderr), else the returned file in the mount's
 // cache directory (created here, so that a failure is said before detaching).
 // With a log-file, neither.
-func detachedLog(f mountFlags, host, export string) (journal bool, path string, err error) {
+func detachedLog(f mountFlags, host, export, mountPoint string) (journal bool, path string, err error) {
 	if f.logFile != "" {
 		return false, "", nil
 	}
@@ -54,7 +71,7 @@ func detachedLog(f mountFlags, host, export string) (journal bool, path string, 
 	if dir == "" {
 		dir = defaultCacheDir(host, export)
 	}
-	path = filepath.Join(dir, mountLogName)
+	path = mountLogFile(dir, mountPoint)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, path, err
 	}
