@@ -19,6 +19,13 @@ type Inode struct {
 	flushMu  sync.Mutex // one write-back at a time
 	appendMu sync.Mutex // snfs mode, cached: one append's size read and write at a time (append.go)
 
+	// nameMu guards dir and name only, and is a leaf: nothing is locked
+	// while it is held, so a log line may name a file's path (paths.go)
+	// whatever locks its caller holds (i.mu in a write-back, say).
+	nameMu sync.Mutex
+	dir    nfs3.FH // the directory it was last seen in, and its name there (paths.go)
+	name   string
+
 	mu       sync.Mutex
 	attr     nfs3.Fattr    // the server's, as last seen
 	attrAt   time.Time     // when attr was fetched; zero: must be fetched again
@@ -28,8 +35,6 @@ type Inode struct {
 	pairs    []wccPair // own changes whose pre-op did not (yet) chain to cached
 	opens    int
 	sillyDir nfs3.FH // set while renamed away because removed while open
-	dir      nfs3.FH // the directory it was last seen in, and its name there (paths.go)
-	name     string
 	// A directory: listed is its version when the kernel was last let
 	// cache its listing (listedOK), listedBy the credentials that listed it
 	// at that version (OpenDirCached), and listing that listing (names and

@@ -31,9 +31,9 @@ func (fs *FS) named(dir *Inode, name string, i *Inode) {
 	if i == nil || dir == nil || name == "" || name == "." || name == ".." {
 		return
 	}
-	i.mu.Lock()
+	i.nameMu.Lock()
 	i.dir, i.name = dir.FH, name
-	i.mu.Unlock()
+	i.nameMu.Unlock()
 }
 
 // namedFromCache names i, if it has no name yet (recovery at a mount's start
@@ -46,11 +46,11 @@ func (fs *FS) namedFromCache(i *Inode, cf *cachedir.File) {
 	if len(parent) == 0 {
 		parent = fs.cfg.Root
 	}
-	i.mu.Lock()
+	i.nameMu.Lock()
 	if i.name == "" {
 		i.dir, i.name = parent, name
 	}
-	i.mu.Unlock()
+	i.nameMu.Unlock()
 }
 
 // pathOf is where i was last seen: its path on the mount, or as much of it as
@@ -86,9 +86,9 @@ func (fs *FS) pathFrom(i *Inode, dir nfs3.FH, name string) string {
 		if string(i.FH) == string(fs.cfg.Root) {
 			return fs.mountPath(nil)
 		}
-		i.mu.Lock()
+		i.nameMu.Lock()
 		dir, name = i.dir, i.name
-		i.mu.Unlock()
+		i.nameMu.Unlock()
 		if name == "" {
 			return unknownDir + "/?"
 		}
@@ -100,9 +100,9 @@ func (fs *FS) pathFrom(i *Inode, dir nfs3.FH, name string) string {
 			return fs.mountPath(parts)
 		}
 		if d := fs.lookupInode(dir); d != nil {
-			d.mu.Lock()
+			d.nameMu.Lock()
 			dir, name = d.dir, d.name
-			d.mu.Unlock()
+			d.nameMu.Unlock()
 		} else {
 			fs.mu.Lock()
 			dn := fs.dirNames[string(dir)]
@@ -152,9 +152,9 @@ func (fs *FS) resolveDirs(ctx context.Context, dir nfs3.FH) {
 			return
 		}
 		if d := fs.lookupInode(dir); d != nil {
-			d.mu.Lock()
+			d.nameMu.Lock()
 			next, name := d.dir, d.name
-			d.mu.Unlock()
+			d.nameMu.Unlock()
 			if name == "" {
 				return
 			}

@@ -170,9 +170,9 @@ func (fs *FS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 	if a != nil && !cf.NeedsWriteBack() {
 		cf.SetBase(baseOf(a))
 	}
-	i.mu.Lock()
+	i.nameMu.Lock()
 	parent, name := i.dir, i.name
-	i.mu.Unlock()
+	i.nameMu.Unlock()
 	if name != "" {
 		cf.SetOrigin(parent, name)
 	}

@@ -64,6 +64,8 @@ type FS struct {
 	// only when none came since it began (Inode.postOpLocked).
 	attrGen atomic.Uint64
 
+	// mu guards the maps below. It may be taken with an Inode's mu held (a
+	// log line naming a path, paths.go), so no Inode's mu is taken under it.
 	mu      sync.Mutex
 	inodes  map[string]*Inode      // by file handle
 	clients map[string]*client.NFS // by Cred.key
@@ -304,16 +306,22 @@ func (fs *FS) Sync(ctx context.Context) error {
 			return err
 		}
 	}
+	// i.mu is not taken under fs.mu: a log line naming a file's path takes
+	// fs.mu (paths.go) while its caller may hold i.mu.
 	fs.mu.Lock()
-	var dirty []*Inode
+	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	fs.mu.Unlock()
+	var dirty []*Inode
+	for _, i := range all {
 		i.mu.Lock()
 		if i.w.pending() {
 			dirty = append(dirty, i)
 		}
 		i.mu.Unlock()
 	}
-	fs.mu.Unlock()
 	var errs []error
 	for _, i := range dirty {
 		if err := i.flush(ctx, true); err != nil {
