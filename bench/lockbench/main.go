@@ -43,6 +43,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -60,6 +61,7 @@ func main() {
 	out := flag.String("out", "", "write the Markdown results here (default: stdout only)")
 	command := flag.String("command", "", "the command that ran this, for the results file")
 	note := flag.String("note", "", "a line about the machine and its load, for the results file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (server and mounts: one process) here")
 	flag.Parse()
 	for _, s := range strings.Split(*delays, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -68,6 +70,18 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.delays = append(cfg.delays, d)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lockbench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	res, err := run(context.Background(), cfg, os.Stderr)
 	if err != nil {
