@@ -15,7 +15,10 @@
 // The file is open read-write through both mounts, so the server does not let
 // either cache it (write sharing, docs/protocol.md): each fstat through A asks
 // the kernel for the attributes, which FUSE asks the mount for, which sends
-// one GETATTR. That fstat is the peer of the lock and unlock. Every phase
+// one GETATTR. By default A opens it first: the server lets A cache it, so A's
+// open is a passthrough write open, which B's open pins (mount/vfs/pinned.go)
+// and each write-back check (before every lock request) then scans. With
+// -b-first, B opens it first and A's open goes through the mount. That fstat is the peer of the lock and unlock. Every phase
 // counts the calls the mount sent (its session's RPC observer) and the
 // results give them per operation, so the comparison is checked, not assumed.
 //
@@ -58,6 +61,7 @@ func main() {
 	flag.IntVar(&cfg.ops, "ops", 400, "operations per getattr or lock phase at delay 0 (fewer at larger delays: -budget)")
 	flag.DurationVar(&cfg.budget, "budget", 2*time.Second, "at a delay, at most about this long per getattr or lock phase")
 	flag.IntVar(&cfg.trials, "trials", 30, "blocked lock grants per repetition")
+	flag.BoolVar(&cfg.bFirst, "b-first", false, "B opens the file before A (A's open then goes through the mount; default: A first, a passthrough write open that B's open pins)")
 	out := flag.String("out", "", "write the Markdown results here (default: stdout only)")
 	command := flag.String("command", "", "the command that ran this, for the results file")
 	note := flag.String("note", "", "a line about the machine and its load, for the results file")
@@ -105,6 +109,7 @@ type config struct {
 	ops    int
 	budget time.Duration
 	trials int
+	bFirst bool // B opens the file first
 }
 
 // run serves a fresh export in this process and measures every delay.

@@ -153,7 +153,11 @@ func measureDelay(ctx context.Context, cfg config, serverAddr, export, tag strin
 	a, b := ms[0], ms[1]
 	// Open read-write through both: write sharing, so neither caches the
 	// file and each fstat through A is a GETATTR.
-	for _, m := range ms {
+	order := ms
+	if cfg.bFirst {
+		order = []*benchMount{b, a}
+	}
+	for _, m := range order {
 		if m.file, err = os.OpenFile(filepath.Join(m.dir, "locked-"+tag), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 			return res, err
 		}

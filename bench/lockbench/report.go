@@ -42,8 +42,8 @@ func report(cfg config, res []delayResult, command, note string) string {
 	}
 	w("\n\nServer and two snfs-mode FUSE mounts (A, B) in one process, each mount's connection through a TCP proxy\n"+
 		"delaying every chunk by the given time each way. One file open read-write through both mounts (write-shared:\n"+
-		"not cached). %d repetitions per delay, the getattr and lock phases alternating in order; medians of each phase,\n"+
-		"then the median over repetitions of each repetition's ratio.\n\n", cfg.reps)
+		"not cached), %s. %d repetitions per delay, the getattr and lock phases alternating in order; medians of each phase,\n"+
+		"then the median over repetitions of each repetition's ratio.\n\n", opened(cfg), cfg.reps)
 	w("## Uncontended lock+unlock against one GETATTR\n\n")
 	w("GETATTR: `fstat` through A (the kernel asks the mount, the mount asks the server). lock+unlock: `fcntl(F_SETLK, F_WRLCK)`\n" +
 		"then `fcntl(F_SETLK, F_UNLCK)` of one byte through A.\n\n")
@@ -92,4 +92,11 @@ func report(cfg config, res []delayResult, command, note string) string {
 		w("- %v: %s\n", r.delay, strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+func opened(cfg config) string {
+	if cfg.bFirst {
+		return "opened by B first (-b-first: A's open goes through the mount)"
+	}
+	return "opened by A first (A's open is a passthrough write open, pinned when B opens)"
 }
