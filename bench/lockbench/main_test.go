@@ -40,11 +40,11 @@ func TestLockbenchRuns(t *testing.T) {
 			t.Fatalf("delay %v: %d repetitions, want 2", r.delay, len(r.reps))
 		}
 		for k, x := range r.reps {
-			if g := x.getattr.calls; len(g) != 1 || g["GETATTR"] != 1 {
-				t.Errorf("delay %v rep %d: calls per fstat %v, want GETATTR 1", r.delay, k, g)
+			if g := x.getattr.calls; len(g) != 1 || g["A GETATTR"] != 1 {
+				t.Errorf("delay %v rep %d: calls per fstat %v, want A GETATTR 1", r.delay, k, g)
 			}
-			if l := x.lock.calls; len(l) != 2 || l["LOCK"] != 1 || l["LOCKU"] != 1 {
-				t.Errorf("delay %v rep %d: calls per lock+unlock %v, want LOCK 1, LOCKU 1", r.delay, k, l)
+			if l := x.lock.calls; len(l) != 2 || l["A LOCK"] != 1 || l["A LOCKU"] != 1 {
+				t.Errorf("delay %v rep %d: calls per lock+unlock %v, want A LOCK 1, A LOCKU 1", r.delay, k, l)
 			}
 			if len(x.grant.lat) != 3 || len(x.grantFromCall) != 3 {
 				t.Errorf("delay %v rep %d: %d grants timed, want 3", r.delay, k, len(x.grant.lat))
@@ -52,7 +52,7 @@ func TestLockbenchRuns(t *testing.T) {
 		}
 	}
 	md := report(cfg, res, "go test ./bench/lockbench", "")
-	for _, want := range []string{"| 0s | 10 |", "| 1ms |", "A blocked F_SETLKW granted", "GETATTR 1.00"} {
+	for _, want := range []string{"| 0s | 10 |", "| 1ms |", "A blocked F_SETLKW granted", "A GETATTR 1.00"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

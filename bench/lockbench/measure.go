@@ -51,10 +51,27 @@ func (c *calls) count(proc string) int {
 	return c.n[proc]
 }
 
-// since is the calls made after before, by procedure.
-func (c *calls) since(before map[string]int) map[string]int {
+// counts is what the two mounts did so far: the calls each sent, by
+// procedure ("A GETATTR"), and the server's callbacks each served ("B
+// callbacks": CB_CALLBACK, e.g. the CB_WRITEBACK a pinned holder answers
+// for another client's GETATTR, docs/protocol.md section 10.1).
+func counts(a, b *benchMount) map[string]int {
+	m := map[string]int{}
+	for _, x := range []struct {
+		name string
+		m    *benchMount
+	}{{"A", a}, {"B", b}} {
+		for k, v := range x.m.obs.snapshot() {
+			m[x.name+" "+k] = v
+		}
+		m[x.name+" callbacks"] = int(x.m.v.SNFSStats().Callbacks.Load())
+	}
+	return m
+}
+
+func countsSince(a, b *benchMount, before map[string]int) map[string]int {
 	d := map[string]int{}
-	for k, v := range c.snapshot() {
+	for k, v := range counts(a, b) {
 		if v > before[k] {
 			d[k] = v - before[k]
 		}
@@ -171,10 +188,10 @@ func measureDelay(ctx context.Context, cfg config, serverAddr, export, tag strin
 	}
 	res = delayResult{delay: d, ops: n}
 	// Warm-up: the first calls of each kind (inode cache, connections).
-	if _, err := getattrPhase(a, 20); err != nil {
+	if _, err := getattrPhase(a, b, 20); err != nil {
 		return res, err
 	}
-	if _, err := lockPhase(a, 20); err != nil {
+	if _, err := lockPhase(a, b, 20); err != nil {
 		return res, err
 	}
 	for r := 0; r < cfg.reps; r++ {
@@ -185,10 +202,10 @@ func measureDelay(ctx context.Context, cfg config, serverAddr, export, tag strin
 			first, second = lockPhase, getattrPhase
 			px1, px2 = &x.lock, &x.getattr
 		}
-		if *px1, err = first(a, n); err != nil {
+		if *px1, err = first(a, b, n); err != nil {
 			return res, err
 		}
-		if *px2, err = second(a, n); err != nil {
+		if *px2, err = second(a, b, n); err != nil {
 			return res, err
 		}
 		if x.grant, x.grantFromCall, err = grantPhase(a, b, cfg.trials); err != nil {
@@ -209,10 +226,10 @@ func perOp(m map[string]int, n int) map[string]float64 {
 	return out
 }
 
-// getattrPhase: n fstat calls through m on its open file.
-func getattrPhase(m *benchMount, n int) (phase, error) {
+// getattrPhase: n fstat calls through A on its open file.
+func getattrPhase(m, b *benchMount, n int) (phase, error) {
 	fd := int(m.file.Fd())
-	before := m.obs.snapshot()
+	before := counts(m, b)
 	lat := make([]time.Duration, n)
 	var st unix.Stat_t
 	for i := range lat {
@@ -222,7 +239,7 @@ func getattrPhase(m *benchMount, n int) (phase, error) {
 		}
 		lat[i] = time.Since(t0)
 	}
-	return phase{lat: lat, calls: perOp(m.obs.since(before), n)}, nil
+	return phase{lat: lat, calls: perOp(countsSince(m, b, before), n)}, nil
 }
 
 func setlk(f *os.File, cmd int, typ int16) error {
@@ -230,9 +247,10 @@ func setlk(f *os.File, cmd int, typ int16) error {
 	return unix.FcntlFlock(f.Fd(), cmd, &fl)
 }
 
-// lockPhase: n uncontended write locks of the first byte, each unlocked.
-func lockPhase(m *benchMount, n int) (phase, error) {
-	before := m.obs.snapshot()
+// lockPhase: n uncontended write locks of the first byte through A, each
+// unlocked.
+func lockPhase(m, b *benchMount, n int) (phase, error) {
+	before := counts(m, b)
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		t0 := time.Now()
@@ -244,14 +262,14 @@ func lockPhase(m *benchMount, n int) (phase, error) {
 		}
 		lat[i] = time.Since(t0)
 	}
-	return phase{lat: lat, calls: perOp(m.obs.since(before), n)}, nil
+	return phase{lat: lat, calls: perOp(countsSince(m, b, before), n)}, nil
 }
 
 // grantPhase: trials times, A holds the lock, B's F_SETLKW waits on the
 // server, A unlocks; the time from A's F_UNLCK returning (and from its
 // start) to B's F_SETLKW returning.
 func grantPhase(a, b *benchMount, trials int) (phase, []time.Duration, error) {
-	before := b.obs.snapshot()
+	before := counts(a, b)
 	lat := make([]time.Duration, trials)
 	fromCall := make([]time.Duration, trials)
 	type got struct {
@@ -301,7 +319,7 @@ func grantPhase(a, b *benchMount, trials int) (phase, []time.Duration, error) {
 			return phase{}, nil, fmt.Errorf("B's F_UNLCK: %w", err)
 		}
 	}
-	return phase{lat: lat, calls: perOp(b.obs.since(before), trials)}, fromCall, nil
+	return phase{lat: lat, calls: perOp(countsSince(a, b, before), trials)}, fromCall, nil
 }
 
 // quantile is the q-quantile of v (nearest rank); 0 for none.

@@ -57,8 +57,8 @@ func report(cfg config, res []delayResult, command, note string) string {
 		}
 		w("| %v | %d | %.0f | %.0f | %.2f | %.2f |\n", r.delay, r.ops, medianOf(g)/1e3, medianOf(l)/1e3, medianOf(ratio), medianOf(ratio2))
 	}
-	w("\nCalls the mount sent per operation (last repetition):\n\n")
-	w("| one-way delay | fstat | lock+unlock | blocked lock (B: LOCK, then granted; then B's unlock) |\n|---|---|---|---|\n")
+	w("\nCalls each mount sent, and callbacks (CB_CALLBACK) each served, per operation (last repetition):\n\n")
+	w("| one-way delay | fstat | lock+unlock | blocked lock (trial: A locks, B waits, A unlocks, B unlocks) |\n|---|---|---|---|\n")
 	for _, r := range res {
 		x := r.reps[len(r.reps)-1]
 		w("| %v | %s | %s | %s |\n", r.delay, callsString(x.getattr.calls), callsString(x.lock.calls), callsString(x.grant.calls))
