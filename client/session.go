@@ -60,6 +60,9 @@ type SessionConfig struct {
 	// Observer, if set, is told about every call of the session (WithObserver),
 	// the REGISTER on each new connection included.
 	Observer sunrpc.Observer
+	// NotRespondingAfter is LogServerState's after, on Logger: 0 is
+	// NotRespondingAfter, < 0 logs no outage.
+	NotRespondingAfter time.Duration
 }
 
 // Session is a client of the snfs consistency protocol: one connection to the
@@ -133,9 +136,11 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	if cfg.Observer != nil {
 		opts = append(opts, WithObserver(cfg.Observer))
 	}
+	opts = append(opts, LogServerState(s.log, addr, cfg.NotRespondingAfter))
 	c, err := sunrpc.Dial(ctx, network, addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("snfs session %q to %s: %w", s.name, addr, err)
+		// sunrpc.Dial's errors name the address already.
+		return nil, fmt.Errorf("snfs session %q: %w", s.name, err)
 	}
 	s.rpc = c
 	kctx, stop := context.WithCancel(context.Background())

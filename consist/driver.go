@@ -334,6 +334,47 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 	return nil
 }
 
+// ChangedWhere calls back every client that may cache a file whose handle
+// match accepts, as for a change by a local process (Changed): the server
+// stopped serving those files' export, and a client must not go on answering
+// from its cache of them; its next call on them is answered NFS3ERR_STALE.
+func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
+	if !d.active.Load() || d.ctx.Err() != nil {
+		return
+	}
+	d.do(d.m.ChangedWhere(time.Now(), match))
+}
+
+// WriteBackWhere calls back every client that may cache a file whose handle
+// match accepts (as ChangedWhere) and waits until none of them has a callback
+// out or may hold dirty blocks of such a file (each has written back, or was
+// fenced at its callback deadline), or until ctx ends: the server is about to
+// stop serving those files, and a client's delayed writes must reach them
+// first (docs/protocol.md section 7.2).
+func (d *Driver) WriteBackWhere(ctx context.Context, match func(fh []byte) bool) error {
+	d.ChangedWhere(match)
+	if !d.active.Load() {
+		return nil
+	}
+	// Each check scans the table: the wait between them grows, so that a
+	// client slow to write back costs a few scans, not one per tick.
+	wait := 5 * time.Millisecond
+	for d.m.UnsettledWhere(time.Now(), match) > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("consist: clients still writing back: %w", ctx.Err())
+		case <-d.ctx.Done():
+			t.Stop()
+			return d.ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+	return nil
+}
+
 // Access applies an NFSv3 request of kind on the file fh names by table client
 // c (section 6.1; a protocol client's own reads and writes of files it has open
 // go through at once). proceed is called exactly once: nil to go ahead (before

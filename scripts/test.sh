@@ -32,7 +32,7 @@ echo "== pjdfstest on a mount (nfs and snfs mode)"
 go test -count=1 -timeout 40m -run '^TestMountPjdfstest$' ./tests
 
 echo "== fuzz ($FUZZTIME each)"
-for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./mount/cachedir ./drcstore ./lockmgr; do
+for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./nlm4 ./nsm ./mount/cachedir ./drcstore ./lockmgr; do
   # lockmgr's FuzzModel runs a whole lock table per input: fewer, longer executions.
   fz=$FUZZTIME; [ "$pkg" = ./lockmgr ] && fz=${FUZZTIME_MODEL:-5000x}
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do

@@ -135,7 +135,7 @@ func (s *Server) regularIn(r *req, name string) []byte {
 func (s *Server) handleAttr(fh []byte) *nfs3.Fattr {
 	var e *export
 	n, err := s.store.ResolveFor(fh, func(se *store.Export) error {
-		if e = s.byID[se.ID]; e == nil {
+		if e = s.table().byID[se.ID]; e == nil {
 			return store.ErrStale
 		}
 		return nil

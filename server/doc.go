@@ -1,7 +1,8 @@
 // Package server is snfs's NFSv3 and MOUNT v3 service: the procedure tables, one
 // file per procedure (named after it, with its RFC 1813 section in the doc comment),
-// the export table with its client rules and identity squashing, the write verifier,
-// and the glue that puts them on a sunrpc.Server.
+// the export table with its client rules and identity squashing (replaced as a whole
+// by an exports reload, reload.go, so that a call sees one set or the other), the
+// write verifier, and the glue that puts them on a sunrpc.Server.
 //
 // Flow of a call: sunrpc decodes the RPC header and hands the arguments to the
 // procedure's row in the table (nfs.go), which decodes them into the nfs3 type

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"snfs/gather"
 	"snfs/metrics"
@@ -203,13 +204,36 @@ func parseExportLine(fields []string) (ExportConfig, error) {
 
 // export is an export in service.
 type export struct {
-	cfg     ExportConfig
+	// conf is who may use the export and how: replaced as a whole by an
+	// exports reload (reload.go), read once per call.
+	conf    atomic.Pointer[exportConf]
 	st      *store.Export
 	gather  *gather.Gatherer
 	metrics *metrics.Export // nil without a registry
-	async   bool            // every client rule is async: namespace changes never flush
 
 	stats gatherStats
+}
+
+// exportConf is an export's configuration as one reload left it.
+type exportConf struct {
+	cfg   ExportConfig
+	async bool // every client rule is async: namespace changes never flush
+}
+
+// config returns the export's configuration now.
+func (e *export) config() *exportConf { return e.conf.Load() }
+
+// setConfig installs ec as the export's configuration.
+func (e *export) setConfig(ec ExportConfig) {
+	e.conf.Store(&exportConf{cfg: ec, async: allAsync(ec)})
+}
+
+// exportTable is the set of exports in service: replaced as a whole by a
+// reload, so that a call sees one set or the other.
+type exportTable struct {
+	list   []*export          // in configuration order
+	byID   map[uint32]*export // by store export id
+	byPath map[string]*export // by the path as configured and as resolved
 }
 
 // allAsync reports whether every client rule of ec is async.
@@ -224,8 +248,9 @@ func allAsync(ec ExportConfig) bool {
 
 // rule returns the options for client ip, or false if it may not use the export.
 func (e *export) rule(ip net.IP) (*Options, bool) {
-	for i := range e.cfg.Clients {
-		r := &e.cfg.Clients[i]
+	cfg := &e.config().cfg
+	for i := range cfg.Clients {
+		r := &cfg.Clients[i]
 		if r.Net == nil || (ip != nil && r.Net.Contains(ip)) {
 			return &r.Opts, true
 		}

@@ -29,7 +29,7 @@ type GatherStats struct {
 
 // GatherStats returns the flush counters of the export at path.
 func (s *Server) GatherStats(path string) GatherStats {
-	e := s.byPath[path]
+	e := s.table().byPath[path]
 	if e == nil {
 		return GatherStats{}
 	}

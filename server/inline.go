@@ -21,8 +21,8 @@ func (s *Server) inlineIfAsync(args []byte) bool {
 	if !ok {
 		return false
 	}
-	e := s.byID[id]
-	return e != nil && e.async
+	e := s.table().byID[id]
+	return e != nil && e.config().async
 }
 
 // inlineWrite: an UNSTABLE write only reaches the page cache; stable writes wait for

@@ -70,8 +70,9 @@ func (s *Server) mnt(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *x
 // exportFor finds the export that contains p (the longest matching path) and the
 // path of p below it.
 func (s *Server) exportFor(p string) (*export, []string) {
+	byPath := s.table().byPath
 	for dir, rest := p, []string(nil); ; {
-		if e := s.byPath[dir]; e != nil {
+		if e := byPath[dir]; e != nil {
 			return e, rest
 		}
 		if dir == "/" || dir == "." {
@@ -173,9 +174,10 @@ func (s *Server) umntall(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, 
 // exportList is EXPORT (RFC 1813 section 5.2.5): the exports and who may mount them.
 func (s *Server) exportList(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
 	var list mount3.Exports
-	for _, e := range s.exports {
-		n := mount3.ExportNode{Dir: e.cfg.Path}
-		for _, r := range e.cfg.Clients {
+	for _, e := range s.table().list {
+		cfg := &e.config().cfg
+		n := mount3.ExportNode{Dir: cfg.Path}
+		for _, r := range cfg.Clients {
 			n.Groups = append(n.Groups, r.Spec)
 		}
 		list = append(list, n)

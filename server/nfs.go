@@ -33,6 +33,8 @@ type op[A, R any] struct {
 	// Gone: a handle whose file no longer exists (but that passes its MAC and
 	// the client's right to its export) still reaches the handler, with
 	// r.node nil: CLOSE of a file another client deleted while it was open.
+	// So does a handle whose export an exports reload removed, with r.exp nil
+	// too (reload.go).
 	Gone bool
 	// MaxReply is sunrpc.Proc.MaxReply: the largest reply, reserved from the
 	// connection's budget while the call runs (0: small).

@@ -27,7 +27,7 @@ func (s *Server) reclaim(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, 
 		}
 		ok, seen := allowed[id]
 		if !seen {
-			e := s.byID[id]
+			e := s.table().byID[id]
 			if e != nil {
 				_, err = e.access(c)
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -102,9 +101,11 @@ type Server struct {
 	locks   *lockd.Driver   // the lock manager (locks.go)
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
-	exports []*export          // in configuration order
-	byID    map[uint32]*export // by store export id
-	byPath  map[string]*export
+	exports atomic.Pointer[exportTable] // replaced by Reload
+	// reloadMu serialises Reload; gatherCfg is what a reload's new export
+	// gathers with.
+	reloadMu  sync.Mutex
+	gatherCfg gather.Config
 
 	verf atomic.Pointer[[nfs3.WriteVerfSize]byte]
 
@@ -121,37 +122,29 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: cfg.Logger, store: st, metrics: cfg.Metrics, byID: map[uint32]*export{}, byPath: map[string]*export{},
-		mounts: map[mount3.MountBody]struct{}{}, syncFn: cfg.Sync}
+	s := &Server{log: cfg.Logger, store: st, metrics: cfg.Metrics, mounts: map[mount3.MountBody]struct{}{}, syncFn: cfg.Sync,
+		gatherCfg: gather.Config{Mode: cfg.WriteGather, MaxWait: cfg.GatherMaxWait}}
 	if s.syncFn == nil {
 		s.syncFn = st.Sync
 	}
 	if s.jukebox = cfg.JukeboxAfter; s.jukebox <= 0 {
 		s.jukebox = 5 * time.Second
 	}
+	tab := &exportTable{byID: map[uint32]*export{}, byPath: map[string]*export{}}
 	for _, ec := range cfg.Exports {
-		p, err := filepath.EvalSymlinks(ec.Path)
-		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("server: export %s: %w", ec.Path, err)
-		}
-		p, _ = filepath.Abs(p)
-		se, err := st.AddExport(p)
+		p, err := exportDir(ec)
 		if err != nil {
 			st.Close()
 			return nil, err
 		}
-		e := &export{cfg: ec, st: se, async: allAsync(ec)}
-		if cfg.Metrics != nil {
-			e.metrics = cfg.Metrics.Export(ec.Path)
+		e, err := s.openExport(ec, p)
+		if err != nil {
+			st.Close()
+			return nil, err
 		}
-		e.gather = gather.New(gather.Config{Mode: cfg.WriteGather, MaxWait: cfg.GatherMaxWait,
-			Observe: func(st gather.Stats) { s.observeGather(e, st) }})
-		s.exports = append(s.exports, e)
-		s.byID[se.ID] = e
-		s.byPath[ec.Path] = e
-		s.byPath[p] = e
+		tab.add(e, ec, p)
 	}
+	s.exports.Store(tab)
 	s.newVerifier()
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
@@ -229,7 +222,7 @@ func (s *Server) DrainChanges() { s.store.DrainChanges() }
 
 // RootHandle returns the root handle of the export at path, or nil.
 func (s *Server) RootHandle(path string) []byte {
-	if e := s.byPath[path]; e != nil {
+	if e := s.table().byPath[path]; e != nil {
 		return e.st.Root
 	}
 	return nil
@@ -287,9 +280,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.locks.Stop()
 	s.consist.Stop()
-	for _, e := range s.exports {
+	for _, e := range s.table().list {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {
-			s.log.Error("flush at shutdown failed", "export", e.cfg.Path, "err", ferr)
+			s.log.Error("flush at shutdown failed", "export", e.st.Path, "err", ferr)
 			if err == nil {
 				err = ferr
 			}
@@ -331,13 +324,14 @@ func (s *Server) resolve(c *sunrpc.Call, fh nfs3.FH) (*req, error) {
 
 // resolveFor is resolve; with gone, a handle that passes its MAC and the
 // client's right to its export but whose file no longer exists gives a req
-// with no node instead of ErrStale.
+// with no node instead of ErrStale, and so does one whose export was removed
+// (a req with no export either).
 func (s *Server) resolveFor(c *sunrpc.Call, fh nfs3.FH, gone bool) (*req, error) {
 	var e *export
 	var opts *Options
 	admitted := false
 	n, err := s.store.ResolveFor(fh, func(se *store.Export) (err error) {
-		if e = s.byID[se.ID]; e == nil {
+		if e = s.table().byID[se.ID]; e == nil {
 			return store.ErrStale
 		}
 		opts, err = e.access(c)
@@ -347,11 +341,24 @@ func (s *Server) resolveFor(c *sunrpc.Call, fh nfs3.FH, gone bool) (*req, error)
 	if gone && admitted && errors.Is(err, store.ErrStale) {
 		return &req{exp: e, opts: opts, cred: credFor(&c.Auth, opts)}, nil
 	}
+	if gone && e == nil && errors.Is(err, store.ErrStale) {
+		// The handle's export is no longer served (an exports reload removed
+		// it): CLOSE only ends the caller's own open in the table, which
+		// would otherwise outlive every use of the file (docs/protocol.md,
+		// section 7.2).
+		if id, _, perr := s.store.ParseHandle(fh); perr == nil && s.table().byID[id] == nil {
+			return &req{opts: &removedOpts, cred: credFor(&c.Auth, &removedOpts)}, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &req{node: n, exp: e, opts: opts, cred: credFor(&c.Auth, opts)}, nil
 }
+
+// removedOpts are the options of a call on a removed export's handle that
+// still reaches its handler (CLOSE): nothing is read or changed under them.
+var removedOpts = DefaultOptions
 
 // resolveWrite is resolve for a procedure that modifies the export.
 func (s *Server) resolveWrite(c *sunrpc.Call, fh nfs3.FH) (*req, error) {

@@ -32,14 +32,22 @@ func (m *Machine) Changed(now time.Time, f FileID) []Action {
 // ChangedAll is Changed for every file in the table: changes made outside the
 // protocol may have gone unreported (the driver's change notifications were
 // lost). It scans the table.
-func (m *Machine) ChangedAll(now time.Time) []Action {
+func (m *Machine) ChangedAll(now time.Time) []Action { return m.ChangedWhere(now, nil) }
+
+// ChangedWhere is Changed for every file in the table whose handle match
+// accepts (nil: every file): the files of an export the server stopped
+// serving, whose clients must stop using their caches of them. It scans the
+// table.
+func (m *Machine) ChangedWhere(now time.Time, match func(handle []byte) bool) []Action {
 	t := m.t(now)
 	var out []Action
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for e := s.lru.next; e != &s.lru; e = e.next {
-			m.changedLocked(s, e, t, &out)
+			if match == nil || match([]byte(e.handle)) {
+				m.changedLocked(s, e, t, &out)
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -101,4 +109,32 @@ func (m *Machine) SyncLease(f FileID) []Action {
 	var out []Action
 	m.tidy(s, e, &out)
 	return out
+}
+
+// UnsettledWhere counts the files whose handle match accepts that have a
+// callback out, or a client that may hold dirty blocks of them and is not
+// fenced: after ChangedWhere, the files whose clients have not yet written
+// back (the server waits for them before it stops serving the files, so that
+// no client's delayed writes are lost to it). It scans the table.
+func (m *Machine) UnsettledWhere(now time.Time, match func(handle []byte) bool) int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for e := s.lru.next; e != &s.lru; e = e.next {
+			if !match([]byte(e.handle)) {
+				continue
+			}
+			unsettled := e.pend != nil && len(e.pend.calls) > 0
+			for j := range e.holders {
+				h := &e.holders[j]
+				unsettled = unsettled || h.flags&fFenced == 0 && h.flags&(fDirty|fPinned) != 0
+			}
+			if unsettled {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }

@@ -185,3 +185,39 @@ func TestChangeAttributeAtOpen(t *testing.T) {
 		t.Fatalf("open while a client writes: version %d, want the writer's %d", r.Version, w.Version)
 	}
 }
+
+// TestChangedWhere: only the files whose handle the match accepts are
+// changed (an exports reload removing their export): their caching clients
+// are called back, the others keep their caches; UnsettledWhere counts such
+// a file until its dirty client answered.
+func TestChangedWhere(t *testing.T) {
+	h := newHarness(t, Config{})
+	const a, b = ClientID(1), ClientID(2)
+	h.register(a, b)
+	f, g := fid(1), fid(2)
+	rf := h.openNow(a, f, Read)
+	h.openNow(b, g, Write)
+	isG := func(handle []byte) bool { return handle[15] == 2 }
+	isF := func(handle []byte) bool { return handle[15] == 1 }
+	if n := h.m.UnsettledWhere(h.now, isG); n != 1 {
+		t.Fatalf("g with a caching writer: %d unsettled, want 1 (it may hold dirty blocks)", n)
+	}
+	if n := h.m.UnsettledWhere(h.now, isF); n != 0 {
+		t.Fatalf("f with a caching reader: %d unsettled, want 0", n)
+	}
+	h.absorb(h.m.ChangedWhere(h.now, isG))
+	calls := h.take()
+	if len(calls) != 1 || calls[0].Client != b || calls[0].Mode != WritebackInvalidate {
+		t.Fatalf("callbacks %+v, want one WRITEBACK_INVALIDATE to g's writer", calls)
+	}
+	if n := h.m.UnsettledWhere(h.now, isG); n != 1 {
+		t.Fatalf("g with its callback out: %d unsettled, want 1", n)
+	}
+	h.answer(calls[0], OK)
+	if n := h.m.UnsettledWhere(h.now, isG); n != 0 {
+		t.Fatalf("g once written back: %d unsettled, want 0", n)
+	}
+	if r := h.openNow(b, f, Read); r.Version != rf.Version {
+		t.Errorf("f's version changed %d -> %d: it did not match", rf.Version, r.Version)
+	}
+}

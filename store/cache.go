@@ -133,6 +133,32 @@ func (c *fdCache) closeGone(e *entry) {
 	e.close()
 }
 
+// dropDev drops every entry whose object is on device dev (a removed export's
+// file system, which the administrator may want to unmount): each descriptor
+// is closed now, or by its last user.
+func (c *fdCache) dropDev(dev uint64) {
+	c.mu.Lock()
+	held := make([]*entry, 0, len(c.entries))
+	for _, e := range c.entries {
+		e.refs++
+		held = append(held, e)
+	}
+	c.mu.Unlock()
+	for _, e := range held {
+		var st unix.Stat_t
+		if rawsys.Fstat(e.fd, &st) == nil && uint64(st.Dev) == dev {
+			c.mu.Lock()
+			if c.entries[e.key] == e {
+				delete(c.entries, e.key)
+				c.lru.Remove(e.elem)
+				e.gone = true
+			}
+			c.mu.Unlock()
+		}
+		c.release(e)
+	}
+}
+
 // closeAll closes every idle entry (shutdown).
 func (c *fdCache) closeAll() {
 	c.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"snfs/rawsys"
 )
 
@@ -69,6 +71,21 @@ func (d *dirStreams) put(dir string, cookie uint64, st *dirStream) {
 	d.mu.Unlock()
 	for _, v := range victims {
 		rawsys.Close(v.fd)
+	}
+}
+
+// dropDev closes every kept stream of a directory on device dev (a removed
+// export's file system). A stream in use is put back by its call, and closed
+// by the first put more than streamTTL later.
+func (d *dirStreams) dropDev(dev uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, st := range d.streams {
+		var s unix.Stat_t
+		if rawsys.Fstat(st.fd, &s) == nil && uint64(s.Dev) == dev {
+			rawsys.Close(st.fd)
+			delete(d.streams, k)
+		}
 	}
 }
 

@@ -15,6 +15,10 @@
 // A handle's MAC is checked once per resolution: ResolveFor hands the caller the
 // handle's export (to check the client's rights) between the check and the open, so
 // no caller needs to parse a handle twice (HandleChecks counts the checks).
+// RemoveExport (an exports reload) makes an export's handles stale at once; its root
+// descriptors are reference-counted and closed when the last call using them ends,
+// and, unless another export shares its file system, so are the cached descriptors
+// and directory streams of that file system (it can then be unmounted).
 //
 // Identity. Operations run inside Store.As, which locks the goroutine to its OS
 // thread and sets that thread's fsuid, fsgid and supplementary groups with raw

@@ -260,8 +260,13 @@ func SyncNode(n *Node, dataOnly bool) error {
 	return nil
 }
 
-// SyncExport flushes the whole file system an export lives on.
+// SyncExport flushes the whole file system an export lives on. A removed
+// export (RemoveExport) gives ErrStale: its descriptors are closed.
 func (s *Store) SyncExport(e *Export) error {
+	if !e.hold() {
+		return ErrStale
+	}
+	defer e.drop()
 	if err := unix.Syncfs(e.mountFD); err != nil {
 		return opErr("syncfs", err)
 	}

@@ -91,6 +91,33 @@ type Export struct {
 	// background (dropIfGone). Elsewhere it is cheaper to close at once than to
 	// wake the background goroutine (docs/measurements.md).
 	slowFree bool
+	// refs counts the store's own reference (dropped by RemoveExport) and the
+	// calls using rootFD or mountFD at the moment: the descriptors are closed
+	// when it reaches zero, so a call in flight when the export is removed
+	// never uses a descriptor number that was closed (and maybe reused).
+	refs atomic.Int64
+}
+
+// hold takes a reference to e's descriptors, or reports false if the export
+// was removed and they are closed or closing.
+func (e *Export) hold() bool {
+	for {
+		r := e.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if e.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// drop releases a reference taken by hold (or the store's own).
+func (e *Export) drop() {
+	if e.refs.Add(-1) == 0 {
+		rawsys.Close(e.rootFD)
+		rawsys.Close(e.mountFD)
+	}
 }
 
 // Options are a Store's settings.
@@ -213,6 +240,7 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	e := &Export{ID: ExportID(path), Path: path, rootFD: fd, mountFD: mfd, rootKey: kernelKey(fh), mountID: mid,
 		slowFree: mountDiscards(mid)}
 	e.Root = s.makeHandle(e, e.rootKey)
+	e.refs.Store(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.notify != nil {
@@ -229,6 +257,36 @@ func (s *Store) AddExport(path string) (*Export, error) {
 	}
 	s.exports[e.ID] = e
 	return e, nil
+}
+
+// RemoveExport stops serving e (an export reload dropped it): its handles
+// resolve to ErrStale from now on, and its root descriptors are closed once
+// the calls using them at the moment are done. Unless another export lives on
+// the same file system, the cached descriptors and directory streams of that
+// file system are dropped too (each closed by its last user), so that it can
+// be unmounted. Adding the same path again makes its handles valid again: the
+// export id is the path's.
+func (s *Store) RemoveExport(e *Export) {
+	s.mu.Lock()
+	if s.exports[e.ID] != e {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.exports, e.ID)
+	var dev unix.Stat_t
+	shared := rawsys.Fstat(e.rootFD, &dev) != nil // unknown: keep the descriptors
+	for _, o := range s.exports {
+		var st unix.Stat_t
+		shared = shared || rawsys.Fstat(o.rootFD, &st) != nil || st.Dev == dev.Dev
+	}
+	s.mu.Unlock()
+	if !shared {
+		// Nothing else served lives on the file system: release what is
+		// cached of it, so that it can be unmounted.
+		s.cache.dropDev(uint64(dev.Dev))
+		s.streams.dropDev(uint64(dev.Dev))
+	}
+	e.drop()
 }
 
 // Notified reports whether changes on the export's file system are reported
@@ -265,8 +323,7 @@ func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.exports {
-		rawsys.Close(e.rootFD)
-		rawsys.Close(e.mountFD)
+		e.drop()
 	}
 	s.exports = map[uint32]*Export{}
 }
@@ -386,22 +443,13 @@ func (s *Store) ResolveFor(fh []byte, admit func(*Export) error) (*Node, error) 
 	}
 	ent := s.cache.get(key)
 	if ent == nil {
-		if key == e.rootKey {
-			fd, err := unix.FcntlInt(uintptr(e.rootFD), unix.F_DUPFD_CLOEXEC, 0)
-			if err != nil {
-				return nil, fmt.Errorf("store: dup export root: %w", err)
-			}
-			ent = s.cache.add(key, fd, -1)
-		} else {
-			kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32([]byte(key[:4]))), []byte(key[4:]))
-			fd, err := rawsys.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
-			if err != nil {
-				if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-					return nil, ErrStale
-				}
-				return nil, fmt.Errorf("store: open_by_handle_at: %w", err)
-			}
-			ent = s.cache.add(key, fd, -1)
+		if !e.hold() {
+			return nil, ErrStale // removed since it was looked up
+		}
+		ent, err = s.open(e, key)
+		e.drop()
+		if err != nil {
+			return nil, err
 		}
 	}
 	n := &Node{Export: e, Handle: append([]byte(nil), fh...), s: s, ent: ent}
@@ -415,6 +463,27 @@ func (s *Store) ResolveFor(fh []byte, admit func(*Export) error) (*Node, error) 
 		return nil, ErrStale
 	}
 	return n, nil
+}
+
+// open opens the object of e named by kernel key into the descriptor cache.
+// The caller holds a reference to e's descriptors.
+func (s *Store) open(e *Export, key string) (*entry, error) {
+	if key == e.rootKey {
+		fd, err := unix.FcntlInt(uintptr(e.rootFD), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("store: dup export root: %w", err)
+		}
+		return s.cache.add(key, fd, -1), nil
+	}
+	kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32([]byte(key[:4]))), []byte(key[4:]))
+	fd, err := rawsys.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+	if err != nil {
+		if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+			return nil, ErrStale
+		}
+		return nil, fmt.Errorf("store: open_by_handle_at: %w", err)
+	}
+	return s.cache.add(key, fd, -1), nil
 }
 
 // Refresh re-reads n's attributes into n.Stat.

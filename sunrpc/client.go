@@ -47,6 +47,7 @@ type transport struct {
 	onConnect     func(ctx context.Context, c *Conn) error
 	observer      Observer        // told about every call that got a reply; may be nil
 	names         CallNames       // names observed calls; nil: numbers
+	watch         *serverWatch    // WithServerWatch's; may be nil
 	ctx           context.Context // handlers' base context, cancelled by Close
 	cancel        context.CancelFunc
 
@@ -150,6 +151,9 @@ func (t *transport) Close() error {
 	if cur != nil {
 		cur.Close()
 	}
+	if t.watch != nil {
+		t.watch.stop()
+	}
 	t.wg.Wait()
 	return nil
 }
@@ -203,7 +207,10 @@ func (t *transport) dial(ctx context.Context) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, t.network, t.addr)
 	if err != nil {
-		return nil, fmt.Errorf("sunrpc: dial %s %s: %w", t.network, t.addr, err)
+		// net's error already names the operation, network and address
+		// ("dial tcp 127.0.0.1:2049: connect: connection refused"): wrapping
+		// it in the same words again doubled them in the user's message.
+		return nil, err
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -268,7 +275,11 @@ func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder
 	return decodeResults(rec, proc, res)
 }
 
-func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) ([]byte, error) {
+func (t *transport) roundTrip(ctx context.Context, xid uint32, msg []byte) (rec []byte, err error) {
+	if w := t.watch; w != nil {
+		w.begin()
+		defer func() { w.done(err == nil) }()
+	}
 	timeout := t.timeout
 	backoff := 10 * time.Millisecond
 	for {

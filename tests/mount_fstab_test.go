@@ -123,35 +123,64 @@ func TestMountHelper(t *testing.T) {
 	useMount(t, bin, dir, e.dir, "helper")
 }
 
-// TestMountFstab installs snfs as /sbin/mount.snfs (removed when the test
-// ends) and mounts through mount(8): `mount -t snfs -o OPTS SPEC DIR`, then
-// `mount -T FSTAB DIR` with an fstab line of type snfs, nfs mode.
+// TestMountFstab installs snfs as mount(8)'s helpers with `./snfs install`
+// (/sbin/mount.snfs and /sbin/mount.fuse.snfs, removed with `snfs install
+// --remove` when the test ends) and mounts through mount(8): `mount -t snfs`
+// and `mount -t fuse.snfs` (the type /proc/mounts lists), read-write and
+// read-only, then `mount -T FSTAB DIR` with fstab lines of both types.
 func TestMountFstab(t *testing.T) {
 	requireFUSE(t)
 	if _, err := exec.LookPath("mount"); err != nil {
 		requireInCI(t, "mount(8) not installed (util-linux)")
 	}
 	bin := snfsBinary(t)
-	const installed = "/sbin/mount.snfs"
-	if _, err := os.Lstat(installed); err == nil {
-		requireInCI(t, installed+" exists already; not replacing it")
+	for _, h := range []string{"/sbin/mount.snfs", "/sbin/mount.fuse.snfs"} {
+		if _, err := os.Lstat(h); err == nil {
+			requireInCI(t, h+" exists already; not replacing it")
+		}
 	}
-	if err := os.Symlink(bin, installed); err != nil {
-		t.Fatal(err)
+	// As the quick start leaves it: ./snfs in the current directory.
+	install := func(args ...string) (string, error) {
+		cmd := exec.Command("./snfs", append([]string{"install"}, args...)...)
+		cmd.Dir = filepath.Dir(bin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
 	}
-	t.Cleanup(func() { os.Remove(installed) })
+	t.Cleanup(func() {
+		if out, err := install("--remove"); err != nil {
+			t.Errorf("snfs install --remove: %v\n%s", err, out)
+		}
+	})
+	out, err := install()
+	if want := "/sbin/mount.snfs -> " + bin + " (created)\n/sbin/mount.fuse.snfs -> " + bin + " (created)\n"; err != nil || out != want {
+		t.Fatalf("./snfs install: %v\n%s\nwant\n%s", err, out, want)
+	}
 	e := newEnv(t, "rw,no_root_squash")
 	spec := "127.0.0.1:" + e.dir
 	opts := fmt.Sprintf("nfs-port=%d,mount-port=%d,mode=nfs", e.port(), e.port())
+	if err := os.WriteFile(e.path("there"), []byte("there\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
-	t.Run("mount-t", func(t *testing.T) {
-		dir := diskTempDir(t, "snfs-fstab-")
-		daemonMount(t, bin, dir)
-		if out, err := exec.Command("mount", "-t", "snfs", "-o", opts, spec, dir).CombinedOutput(); err != nil {
-			t.Fatalf("mount -t snfs: %v\n%s", err, out)
-		}
-		useMount(t, bin, dir, e.dir, "mount-t")
-	})
+	for _, typ := range []string{"snfs", "fuse.snfs"} {
+		t.Run("mount-t-"+typ, func(t *testing.T) {
+			dir := diskTempDir(t, "snfs-fstab-")
+			daemonMount(t, bin, dir)
+			if out, err := exec.Command("mount", "-t", typ, "-o", opts, spec, dir).CombinedOutput(); err != nil {
+				t.Fatalf("mount -t %s: %v\n%s", typ, err, out)
+			}
+			useMount(t, bin, dir, e.dir, "mount-t-"+typ)
+		})
+		t.Run("mount-t-"+typ+"-ro", func(t *testing.T) {
+			dir := diskTempDir(t, "snfs-fstab-")
+			daemonMount(t, bin, dir)
+			o := strings.Replace(opts, "mode=nfs", "mode=snfs,cache-dir="+diskTempDir(t, "snfs-cache-"), 1)
+			if out, err := exec.Command("mount", "-t", typ, "-r", "-o", o, spec, dir).CombinedOutput(); err != nil {
+				t.Fatalf("mount -t %s -r: %v\n%s", typ, err, out)
+			}
+			readOnlyMount(t, bin, dir, "there")
+		})
+	}
 	t.Run("fstab", func(t *testing.T) {
 		dir := diskTempDir(t, "snfs-fstab-")
 		daemonMount(t, bin, dir)
@@ -165,4 +194,41 @@ func TestMountFstab(t *testing.T) {
 		}
 		useMount(t, bin, dir, e.dir, "fstab")
 	})
+	t.Run("fstab-fuse.snfs-ro", func(t *testing.T) {
+		dir := diskTempDir(t, "snfs-fstab-")
+		daemonMount(t, bin, dir)
+		fstab := filepath.Join(diskTempDir(t, "snfs-fstab-file-"), "fstab")
+		line := fmt.Sprintf("%s %s fuse.snfs %s,ro,noexec,noatime,_netdev,noauto,user,x-systemd.automount 0 0\n", spec, dir, opts)
+		if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
+			t.Fatalf("mount -T %s %s: %v\n%s", fstab, dir, err, out)
+		}
+		if o := mountOptions(t, dir); !strings.Contains(","+o+",", ",noexec,") {
+			t.Errorf("mountinfo options %q: no noexec", o)
+		}
+		readOnlyMount(t, bin, dir, "there")
+	})
+}
+
+// readOnlyMount checks that the mount on dir is a read-only fuse.snfs mount
+// whose file name reads, that a write fails with EROFS, and unmounts it.
+func readOnlyMount(t *testing.T, bin, dir, name string) {
+	t.Helper()
+	if typ := mountType(t, dir); typ != "fuse.snfs" {
+		t.Fatalf("%s: mount type %q, want fuse.snfs", dir, typ)
+	}
+	if o := mountOptions(t, dir); !strings.HasPrefix(o, "ro,") {
+		t.Errorf("mountinfo options %q, want ro", o)
+	}
+	if _, err := os.ReadFile(filepath.Join(dir, name)); err != nil {
+		t.Error(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("a write: %v, want EROFS", err)
+	}
+	if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+		t.Fatalf("snfs umount: %v\n%s", err, out)
+	}
 }

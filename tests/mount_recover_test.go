@@ -282,11 +282,15 @@ func nfsLookupExport(ctx context.Context, t *testing.T, s *srvProc, name string)
 		t.Fatalf("MNT: %v %v", err, mres.Status)
 	}
 	var lk *nfs3.LookupRes
-	nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
-		var err error
-		lk, err = nc.Lookup(ctx, mres.FH, name)
-		return statusOrZero(lk, err)
-	})
+	dir := mres.FH
+	for _, n := range strings.Split(name, "/") { // a path: one LOOKUP a name
+		nfsRetry(t, "LOOKUP", func() (nfs3.Status, error) {
+			var err error
+			lk, err = nc.Lookup(ctx, dir, n)
+			return statusOrZero(lk, err)
+		})
+		dir = lk.Object
+	}
 	return nc, lk
 }
 

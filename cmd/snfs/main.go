@@ -5,6 +5,7 @@
 //	snfs umount MOUNTPOINT        unmount, after everything is written back
 //	snfs stat [MOUNTPOINT | --metrics ADDR]   per-procedure call counts of a mount or a server
 //	snfs conflicts [--cache-dir D | MOUNTPOINT]   conflicts an snfs mount kept
+//	snfs install [--dir DIR]      mount(8)'s helpers for types snfs and fuse.snfs
 //	snfs version                  the version and the commit it was built from
 package main
 
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 const usage = `usage: snfs COMMAND [flags]
@@ -29,6 +31,8 @@ commands:
   conflicts [--cache-dir D | MOUNTPOINT]
                          list the conflicts an snfs-mode mount kept (its data
                          saved beside a file another client changed)
+  install [--dir DIR]    link DIR/mount.snfs and DIR/mount.fuse.snfs (DIR: /sbin)
+                         to this binary, for mount -t snfs, mount -t fuse.snfs, fstab
   version                print the version and the commit it was built from
                          (also --version, -V)
   help                   print this
@@ -55,6 +59,8 @@ func main() {
 		err = stat(os.Args[2:])
 	case "conflicts":
 		err = conflicts(os.Args[2:])
+	case "install":
+		err = installCmd(os.Args[2:])
 	case "version", "--version", "-version", "-V":
 		fmt.Println(version())
 		return
@@ -62,6 +68,13 @@ func main() {
 		fmt.Print(usage)
 		return
 	default:
+		if strings.Contains(os.Args[1], ":/") {
+			// `snfs SERVER:/EXPORT MOUNTPOINT -o OPTS`: how fuse3's
+			// mount.fuse3 runs the program of type fuse.snfs (found on
+			// mount(8)'s PATH) where no mount.fuse.snfs is installed.
+			err = mountHelper(os.Args[1:])
+			break
+		}
 		fmt.Fprintf(os.Stderr, "snfs: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}

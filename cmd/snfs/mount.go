@@ -47,8 +47,11 @@ is the snfs consistency protocol (callbacks, delayed write-back from a cache
 directory); --mode=auto is snfs when the server speaks it, else nfs. -o takes the
 same settings as a comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N,
 mode=M, cache-dir=D, cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL,
-metrics=ADDR, log-file=F, foreground, debug (and mount(8)'s generic options, ignored). As
-/sbin/mount.snfs (a symbolic link to snfs) it is mount(8)'s helper for type snfs. See docs/mount.md.`
+metrics=ADDR, log-file=F, foreground, debug, ro, rw, noexec, exec, and mount(8)'s and FUSE's
+common options (allow_other, default_permissions, nosuid, nodev, noatime, _netdev, noauto,
+user, defaults, x-*: the mount always behaves so, and always nosuid,nodev; uid=, gid=,
+allow_root, sync are refused, each with its reason). As /sbin/mount.snfs or /sbin/mount.fuse.snfs (snfs install) it is
+mount(8)'s helper for types snfs and fuse.snfs. See docs/mount.md.`
 
 type mountFlags struct {
 	nfsPort, mountPort int
@@ -63,6 +66,7 @@ type mountFlags struct {
 	closeDelay         time.Duration
 	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
+	readOnly, noExec   bool // -o ro, -o noexec (mountopts.go)
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -105,14 +109,11 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.debug = true
 		case "log-file":
 			f.logFile = v
-		case "rw", "defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail",
-			"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async",
-			"atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
-			"diratime", "nodiratime", "lazytime", "nolazytime", "silent", "loud":
-			// fstab's generic options, which mount(8) passes on to its
-			// helper: nothing to do here (the mount is always nosuid,nodev).
 		default:
-			return fmt.Errorf("-o: unknown option %q", o)
+			var known bool
+			if known, err = f.applyGenericOpt(k, strings.Contains(o, "=")); !known {
+				return fmt.Errorf("-o: unknown option %q", o)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("-o %s: %w", o, err)
@@ -138,7 +139,16 @@ func mountCmd(args []string) error {
 		return err
 	}
 	if !f.foreground {
-		return daemonize(args)
+		journal, logPath, err := detachedLog(f, host, export)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "snfs: cannot log to %s (%v): the mount logs nowhere; -o log-file=F logs to F\n", logPath, err)
+			logPath = ""
+		}
+		err = daemonize(args, journal, logPath)
+		if err != nil {
+			dropEmptyLog(logPath)
+		}
+		return err
 	}
 	// Every path is absolute by now; the mount process keeps no directory
 	// busy.
@@ -166,11 +176,12 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
+	fs.BoolVar(&f.readOnly, "read-only", false, "mount read-only (-o ro): every change fails with EROFS and nothing is sent to the server")
 	fs.BoolVar(&f.foreground, "foreground", false, "stay in the foreground (default: detach once the mount is usable)")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error, which a detached mount does not have)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug")
+	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,metrics=ADDR,log-file=F,foreground,debug,ro,noexec,nonempty")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -214,9 +225,10 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 }
 
 // daemonize runs this command again with --foreground, detached (a new
-// session, standard streams on /dev/null), and returns once the child says
-// the mount is usable, or with the child's error.
-func daemonize(args []string) error {
+// session, standard streams on /dev/null; stderr kept if it is the journal;
+// logging to logPath if not ""), and returns once the child says the mount is
+// usable, or with the child's error.
+func daemonize(args []string, journal bool, logPath string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -233,8 +245,14 @@ func daemonize(args []string) error {
 	defer null.Close()
 	cmd := exec.Command(self, append([]string{"mount", "--foreground"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	if journal {
+		cmd.Stderr = os.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	if logPath != "" {
+		cmd.Env = append(cmd.Env, mountLogEnv+"="+logPath)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// The child starts in this working directory, to resolve relative
 	// paths as this command did, and then changes to / (mountCmd).
@@ -252,6 +270,9 @@ func daemonize(args []string) error {
 	case m := <-msg:
 		if m == "ok" {
 			cmd.Process.Release()
+			if logPath != "" {
+				fmt.Fprintf(os.Stderr, "snfs: mounted; the mount logs to %s\n", logPath)
+			}
 			return nil
 		}
 		cmd.Wait()
@@ -294,17 +315,16 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 			ready(err)
 		}
 	}()
+	defer func() { err = explainDial(err) }() // before ready's: both say it
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logTo := os.Stderr
-	if f.logFile != "" {
-		if logTo, err = os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
-			return fmt.Errorf("--log-file: %w", err)
-		}
-		defer logTo.Close()
+	logTo, closeLog, err := mountLog(f)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -330,7 +350,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if f.mode == "snfs" {
 		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
 	}
-	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, dialOpts...)
+	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, append(dialOpts, client.LogServerState(log, nfsAddr, 0))...)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
 	}
@@ -351,7 +371,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if res.Status != 0 {
 		return fmt.Errorf("MNT %s: %v", export, res.Status)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log})
+	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly})
 	if err != nil {
 		return err
 	}
@@ -364,7 +384,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug})
+	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec})
 	if err != nil {
 		return err
 	}

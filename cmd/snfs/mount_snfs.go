@@ -71,7 +71,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	}
 	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
 		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
-		CloseDelay: f.closeDelay, Logger: log}
+		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
 	cfg.Observer = reg
 	v, err := vfs.OpenSNFS(ctx, cfg)
 	if err != nil {
@@ -89,7 +89,7 @@ func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, hos
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
 	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug,
-		Passthrough: f.passthrough})
+		Passthrough: f.passthrough, NoExec: f.noExec})
 	if err != nil {
 		v.Close()
 		return err

@@ -9,18 +9,23 @@ import (
 
 // helperName is the name under which mount(8) runs this binary for file
 // systems of type snfs (`mount -t snfs`, an /etc/fstab line of type snfs):
-// /sbin/mount.snfs, a symbolic link to snfs.
+// /sbin/mount.snfs, a symbolic link to snfs. For type fuse.snfs (the type the
+// kernel lists) it runs /sbin/mount.fuse.snfs the same way (install.go).
 const helperName = "mount.snfs"
 
 const helperSynopsis = `mount.snfs SERVER:/EXPORT MOUNTPOINT [-sfnv] [-o OPTS]
 
-mount(8)'s helper for file systems of type snfs (install: ln -s $(which snfs)
-/sbin/mount.snfs): snfs mount -o OPTS SERVER:/EXPORT MOUNTPOINT. -f checks the
-options and mounts nothing; -s drops options it does not know; -n and -v are
-accepted (no mtab is written).`
+mount(8)'s helper for file systems of type snfs and fuse.snfs (install: snfs
+install, which links /sbin/mount.snfs and /sbin/mount.fuse.snfs to snfs):
+snfs mount -o OPTS SERVER:/EXPORT MOUNTPOINT. -f checks the options and mounts
+nothing; -s drops options it does not know; -n and -v are accepted (no mtab is
+written).`
 
-// isHelper says whether this process runs as mount.snfs.
-func isHelper(arg0 string) bool { return filepath.Base(arg0) == helperName }
+// isHelper says whether this process runs as mount.snfs or mount.fuse.snfs.
+func isHelper(arg0 string) bool {
+	b := filepath.Base(arg0)
+	return b == helperName || b == "mount.fuse.snfs"
+}
 
 // mountHelper is `mount.snfs SPEC DIR [-sfnv] [-N NS] [-o OPTS] [-t TYPE]`,
 // the command line mount(8) gives external helpers ("EXTERNAL HELPERS" in

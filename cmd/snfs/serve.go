@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"snfs/gather"
 	"snfs/metrics"
 	"snfs/mount3"
@@ -30,7 +32,7 @@ func serve(args []string) error {
 	bind := fs.String("bind", "", "address to listen on (default: all addresses)")
 	nfsPort := fs.Int("nfs-port", 2049, "NFS port (TCP and UDP)")
 	mountPort := fs.Int("mount-port", 20048, "MOUNT port (TCP and UDP)")
-	exportsFile := fs.String("exports", "", "exports(5)-style file")
+	exportsFile := fs.String("exports", "", "exports(5)-style file; SIGHUP reads it again and applies the changes (docs/serve.md)")
 	exportOpts := fs.String("export-options", "rw,root_squash", "options for DIRs given on the command line (exports(5) names)")
 	stateDir := fs.String("state-dir", "/var/lib/snfs", "directory for state that must survive restarts")
 	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port; 0: do not")
@@ -77,30 +79,41 @@ func serve(args []string) error {
 	// ready, and a signal that arrived before signal.Notify would kill the process
 	// outright (Go's default action), without STOPPING=1 or a clean shutdown. One
 	// that arrives during startup waits in sigc and is handled once it is done.
+	// SIGHUP (a reload, or the quick start's terminal closed) likewise waits in
+	// hupc: it reloads the exports and never stops the server.
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	hupc := make(chan os.Signal, 1)
+	signal.Notify(hupc, syscall.SIGHUP)
 
-	var exports []server.ExportConfig
-	if *exportsFile != "" {
-		ex, err := server.ParseExports(*exportsFile)
-		if err != nil {
-			return err
-		}
-		exports = append(exports, ex...)
-	}
 	opts, err := server.ParseOptions(server.DefaultOptions, *exportOpts)
 	if err != nil {
 		return fmt.Errorf("--export-options: %w", err)
 	}
-	for _, d := range dirs {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			return err
+	loadExports := func() ([]server.ExportConfig, error) {
+		var exports []server.ExportConfig
+		if *exportsFile != "" {
+			ex, err := server.ParseExports(*exportsFile)
+			if err != nil {
+				return nil, err
+			}
+			exports = append(exports, ex...)
 		}
-		exports = append(exports, server.ExportConfig{Path: abs, Clients: []server.ClientRule{{Spec: "*", Opts: opts}}})
+		for _, d := range dirs {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, err
+			}
+			exports = append(exports, server.ExportConfig{Path: abs, Clients: []server.ClientRule{{Spec: "*", Opts: opts}}})
+		}
+		if len(exports) == 0 {
+			return nil, errors.New("nothing to export: give DIRs or --exports FILE")
+		}
+		return exports, nil
 	}
-	if len(exports) == 0 {
-		return errors.New("nothing to export: give DIRs or --exports FILE")
+	exports, err := loadExports()
+	if err != nil {
+		return err
 	}
 	// Objects are created with exactly the mode the client asks for.
 	syscall.Umask(0)
@@ -203,11 +216,17 @@ func serve(args []string) error {
 		log.Warn("sd_notify READY=1 failed", "err", err)
 	}
 
-	select {
-	case sig := <-sigc:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-errc:
-		log.Error("serve failed", "err", err)
+	for stop := false; !stop; {
+		select {
+		case sig := <-sigc:
+			log.Info("shutting down", "signal", sig.String())
+			stop = true
+		case <-hupc:
+			reload(log, srv, *exportsFile, loadExports)
+		case err := <-errc:
+			log.Error("serve failed", "err", err)
+			stop = true
+		}
 	}
 	if _, err := sdNotify("STOPPING=1"); err != nil {
 		log.Warn("sd_notify STOPPING=1 failed", "err", err)
@@ -228,6 +247,45 @@ func serve(args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// reload applies the exports file again (SIGHUP, as `exportfs -r`): the
+// server's Reload changes what differs without closing a connection. A file
+// that does not parse, or exports that cannot be served, leave the exports in
+// service as they were; every outcome is logged.
+func reload(log *slog.Logger, srv *server.Server, file string, load func() ([]server.ExportConfig, error)) {
+	if file == "" {
+		file = "(none: the command line's DIRs)"
+	}
+	if _, err := sdNotify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec())); err != nil {
+		log.Warn("sd_notify RELOADING=1 failed", "err", err)
+	}
+	defer func() {
+		if _, err := sdNotify("READY=1"); err != nil {
+			log.Warn("sd_notify READY=1 failed", "err", err)
+		}
+	}()
+	log.Info("SIGHUP: reloading the exports", "file", file)
+	exports, err := load()
+	if err == nil {
+		var rep server.ReloadReport
+		if rep, err = srv.Reload(exports); err == nil {
+			log.Info("exports reloaded", "file", file, "exports", len(exports), "added", rep.Added,
+				"removed", rep.Removed, "changed", rep.Changed, "unchanged", rep.Unchanged)
+			return
+		}
+	}
+	log.Error("exports not reloaded: the exports in service stay as they were", "file", file, "err", err)
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, as sd_notify's
+// MONOTONIC_USEC wants it with RELOADING=1.
+func monotonicUsec() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return ts.Nano() / 1000
 }
 
 // registerRpcbind registers the services with an rpcbind on 127.0.0.1:111 if one

@@ -38,6 +38,8 @@ type Options struct {
 	// directory (package vfs, passthrough.go). Without it, or if the kernel
 	// does not offer it, every read goes through the mount.
 	Passthrough bool
+	// NoExec mounts noexec (MS_NOEXEC): no program on the mount runs.
+	NoExec bool
 }
 
 // bridge is what all nodes of one mount share.
@@ -90,6 +92,16 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	if !o.Passthrough || os.Geteuid() != 0 {
 		o.Passthrough = false
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if o.NoExec {
+		mo.Options = append(mo.Options, "noexec")
+	}
+	if v.ReadOnly() {
+		// The kernel refuses every change itself (EROFS), statfs reports
+		// ST_RDONLY and /proc/mounts "ro": MS_RDONLY for mount(2), "ro"
+		// for fusermount (and the kernel, which takes it in the data too).
+		mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
+		mo.Options = append(mo.Options, "ro")
 	}
 	opts := &fs.Options{
 		MountOptions:    mo,
@@ -468,7 +480,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EINVAL // NFSv3 cannot swap two names atomically
 	}
 	target := vnode(newParent.EmbeddedInode().GetChild(newName))
-	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, flags&renameNoReplace != 0))
+	moved := vnode(n.GetChild(name))
+	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

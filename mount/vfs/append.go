@@ -37,6 +37,9 @@ import (
 // Append writes data at the end of f's file (an O_APPEND open's write) and
 // returns where it went and how much of data was taken.
 func (fs *FS) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := fs.refuseChange(); err != nil {
+		return 0, 0, err
+	}
 	if f.sn.mode != 0 {
 		return fs.snfsAppend(ctx, f, data)
 	}

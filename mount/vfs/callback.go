@@ -59,7 +59,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 			// The pinned holder (pinned.go): what the kernel wrote so far
 			// goes now; its opens go on writing.
 			if err := fs.pinSync(ctx, pf, false); err != nil {
-				fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
+				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 			}
 			// The server counts this client as not caching the file: an
 			// OPEN in flight does not cache on its answer either.
@@ -91,11 +91,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		i.mu.Unlock()
 		if pending {
 			if err := i.flush(ctx, true); err != nil {
-				fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
+				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 		if err := fs.writeBackInode(ctx, i); err != nil {
-			fs.log.Warn("callback write-back", "fileid", i.FileID, "mode", mode, "err", err)
+			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 		}
 		fs.recordWrittenBack() // before the answer (writeback.go)
 	}
@@ -284,7 +284,7 @@ func (fs *FS) serverRestarted(refused bool) {
 	for _, i := range fs.stopCaching() {
 		if cf := i.cacheFileOrNil(); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
-				fs.log.Error("reintegration after a refused reclaim", "fileid", i.FileID, "err", err)
+				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 	}

@@ -162,7 +162,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	dirty := false
 	if cf != nil && fs.isDirty(i) {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: sync", "fileid", i.FileID, "err", err)
+			fs.log.Warn("cache directory: sync", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		dirty = cf.NeedsWriteBack()
 	}
@@ -172,7 +172,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	for _, m := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
 		for range n[m] {
 			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-				fs.log.Warn("delayed CLOSE", "fileid", i.FileID, "err", err)
+				fs.log.Warn("delayed CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 	}
@@ -230,14 +230,14 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackS
 	i.mu.Unlock()
 	if pending {
 		if err := i.flush(ctx, true); err != nil {
-			fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
+			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			return 0, false
 		}
 	}
 	err := fs.writeBackInode(ctx, i)
 	fs.recordWrittenBack() // before the answer (writeback.go)
 	if err != nil {
-		fs.log.Warn("callback write-back", "fileid", i.FileID, "err", err)
+		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		return 0, false
 	}
 	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {

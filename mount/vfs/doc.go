@@ -34,6 +34,9 @@
 //   - Removing or renaming over a file that is still open renames it to a
 //     hidden ".snfs…" name instead ("silly rename", as NFS clients do), so the
 //     open file stays readable; the name is removed at the last close.
+//   - A read-only mount (Config.ReadOnly, readonly.go) refuses every change
+//     with NFS3ERR_ROFS before sending anything; in snfs mode it opens files
+//     for reading only and refuses a cache directory with data to write back.
 //
 // Every call is made with the AUTH_SYS identity of the process that caused it
 // (writes flushed later: of the last writer), so the server decides

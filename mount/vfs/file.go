@@ -45,6 +45,11 @@ func accessBits(flags int) uint32 {
 // keep the pages it has: only when the change attributes are those the cached
 // data belongs to (or this client holds unwritten data of its own).
 func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	if changesFile(flags) {
+		if err := fs.refuseChange(); err != nil {
+			return nil, false, err
+		}
+	}
 	if fs.sn != nil && i.Type == nfs3.TypeReg {
 		return fs.snfsOpen(ctx, i, c, flags)
 	}
@@ -188,6 +193,9 @@ const unstableFactor = 4
 // close, fsync, or once more than the dirty limit waits (then without a
 // COMMIT, until unstableFactor times the limit is uncommitted).
 func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := fs.refuseChange(); err != nil {
+		return 0, err
+	}
 	if f.sn.mode != 0 {
 		return fs.snfsWrite(ctx, f, off, data)
 	}

@@ -28,6 +28,8 @@ type Inode struct {
 	pairs    []wccPair // own changes whose pre-op did not (yet) chain to cached
 	opens    int
 	sillyDir nfs3.FH // set while renamed away because removed while open
+	dir      nfs3.FH // the directory it was last seen in, and its name there (paths.go)
+	name     string
 	// A directory: listed is its version when the kernel was last let
 	// cache its listing (listedOK), listedBy the credentials that listed it
 	// at that version (OpenDirCached), and listing that listing (names and

@@ -107,7 +107,7 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 		}
 	}
 	i := fs.inode(res.Object, a, start)
-	fs.snfsNamed(dir, name, i)
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
@@ -126,12 +126,15 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 		}
 	}
 	i := fs.inode(res.Object, a, attrAlways)
-	fs.snfsNamed(dir, name, i)
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
 func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, nil, err
+	}
 	how := nfs3.Unchecked
 	if excl {
 		how = nfs3.Guarded
@@ -176,6 +179,9 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 
 // Mkdir makes a directory.
 func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
+	}
 	m := mode & 0o7777
 	var res *nfs3.CreateRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -194,6 +200,9 @@ func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode u
 
 // Symlink makes a symbolic link to target.
 func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target string) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
+	}
 	var res *nfs3.CreateRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -211,6 +220,9 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 
 // Mknod makes a device, FIFO or socket.
 func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nfs3.FType, mode uint32, major, minor uint32) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
+	}
 	m := mode & 0o7777
 	args := &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Type: typ, Attr: nfs3.Sattr{Mode: &m},
 		Spec: nfs3.SpecData{Major: major, Minor: minor}}
@@ -251,6 +263,9 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 
 // Link makes name in dir another link to i.
 func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
+	}
 	var res *nfs3.LinkRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -270,6 +285,7 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 	if err != nil {
 		return Entry{}, err
 	}
+	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
 
@@ -333,6 +349,9 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 // Remove unlinks name from dir; child, if known, is the object it names: if
 // it is open it is renamed to a hidden name instead, removed at its last close.
 func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) error {
+	if err := fs.refuseChange(); err != nil {
+		return err
+	}
 	if child != nil {
 		if done, err := fs.sillyRename(ctx, dir, c, name, child); done || err != nil {
 			return err
@@ -359,6 +378,9 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 
 // Rmdir removes the directory name from dir.
 func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error {
+	if err := fs.refuseChange(); err != nil {
+		return err
+	}
 	var res *nfs3.WccRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -375,7 +397,13 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 // newName names now: if it is open it is hidden first (as Remove does).
 // noReplace fails with NFS3ERR_EXIST when newName exists (checked with a
 // LOOKUP first: NFSv3 has no atomic form).
-func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) error {
+//
+// moved, if known (nil: not), is the object renamed: it is named newName in to
+// afterwards (for the log's paths).
+func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target, moved *Inode, noReplace bool) error {
+	if err := fs.refuseChange(); err != nil {
+		return err
+	}
 	if noReplace {
 		var res *nfs3.LookupRes
 		err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -411,6 +439,9 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if err == nil && target != nil && !(from == to && name == newName) {
 		fs.snfsRemoved(target, nlink)
 	}
+	if err == nil {
+		fs.named(to, newName, moved)
+	}
 	return err
 }
 
@@ -425,6 +456,9 @@ type SetAttr struct {
 // Setattr changes i's attributes. A size change first waits for any
 // write-back in progress, then drops unwritten data beyond the new size.
 func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	if err := fs.refuseChange(); err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
 	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}
@@ -505,6 +539,14 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 
 // Access reports whether c may access i as ACCESS3 bits want ask.
 func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, error) {
+	if accessChanges(want) && (i.Type == nfs3.TypeReg || i.Type == nfs3.TypeDir || i.Type == nfs3.TypeLnk) {
+		// access(2) of a read-only file system: EROFS for its files,
+		// directories and links (a device's or FIFO's is not a change of
+		// the file system).
+		if err := fs.refuseChange(); err != nil {
+			return false, err
+		}
+	}
 	var res *nfs3.AccessRes
 	start := fs.attrStart()
 	err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -671,7 +713,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
 				ci := fs.inode(e.Handle, e.Attr, start)
-				fs.snfsNamed(dir, e.Name, ci)
+				fs.named(dir, e.Name, ci)
 				en := fs.entry(dir, ci)
 				d.Entry = &en
 			}

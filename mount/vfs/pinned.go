@@ -166,13 +166,13 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	}
 	fd, err := cf.OpenData()
 	if err != nil {
-		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+		fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		return nil
 	}
 	st, err := fd.Stat()
 	if err != nil {
 		fd.Close()
-		fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+		fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		return nil
 	}
 	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred, holder: writers > 0}
@@ -193,7 +193,7 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	pf.mu.Lock()
 	if !pf.gone {
 		if err := fs.sn.pin.w.Watch(fd); err != nil {
-			fs.log.Warn("passthrough: pinned mode", "fileid", i.FileID, "err", err)
+			fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		// The pages as they are before the entry's write-back reads them
 		// (pinEntered).
@@ -271,7 +271,7 @@ func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
 		old = uint64(st.Size())
 	}
 	if err := pf.fd.Truncate(int64(size)); err != nil {
-		fs.log.Warn("passthrough: size cache file", "fileid", pf.i.FileID, "err", err)
+		fs.log.Warn("passthrough: size cache file", fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 	}
 	lo := min(old, size) &^ (pinPage - 1)
 	pf.resumLocked(span{lo, max(old, size) - lo})
@@ -310,7 +310,7 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		_, err = i.writeAll(ctx, c, extent{off, buf[:n]}, nfs3.FileSync)
 		var st nfs3.Status
 		if errors.As(err, &st) {
-			fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
+			fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			i.mu.Lock()
 			i.sn.wbErr = err
 			i.mu.Unlock()
@@ -428,10 +428,10 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
 		ctx, cancel := h.fs.stopCtx(time.Minute) // the application waits
 		defer cancel()
 		if err := h.fs.pinFlushLocked(ctx, pf); err != nil {
-			h.fs.log.Warn("passthrough: sending writes", "fileid", pf.i.FileID, "err", err)
+			h.fs.log.Warn("passthrough: sending writes", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
 		if err := h.fs.pinRefreshLocked(ctx, pf, tid, r); err != nil {
-			h.fs.log.Warn("passthrough: refresh", "fileid", pf.i.FileID, "err", err)
+			h.fs.log.Warn("passthrough: refresh", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
 	}
 	pf.pre[tid] = r

@@ -145,14 +145,14 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	}
 	fs.sn.stats.Fenced.Add(1)
 	fs.log.Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
-		"fileid", i.FileID)
+		fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
 	cred := i.sn.cred
 	i.mu.Unlock()
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at OPEN)", cred, a.Mode&0o7777); err != nil {
 		// Kept dirty: written back later over the other client's change
 		// rather than lost.
-		fs.log.Error("conflict copy failed; the dirty data stays", "fileid", i.FileID, "err", err)
+		fs.log.Error("conflict copy failed; the dirty data stays", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		return cf
 	}
 	fs.dropCached(i.FH, cf)
@@ -160,17 +160,6 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 		return ncf
 	}
 	return cf
-}
-
-// snfsNamed records where i was seen (a LOOKUP, CREATE or listing in dir),
-// for the conflict copy of a reintegration.
-func (fs *FS) snfsNamed(dir *Inode, name string, i *Inode) {
-	if fs.sn == nil || i == nil || dir == nil || i.Type != nfs3.TypeReg {
-		return
-	}
-	i.mu.Lock()
-	i.sn.parent, i.sn.name = dir.FH, name
-	i.mu.Unlock()
 }
 
 // recordInSync records, at an OPEN that lets this client cache i, the
@@ -182,7 +171,7 @@ func (fs *FS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 		cf.SetBase(baseOf(a))
 	}
 	i.mu.Lock()
-	parent, name := i.sn.parent, i.sn.name
+	parent, name := i.dir, i.name
 	i.mu.Unlock()
 	if name != "" {
 		cf.SetOrigin(parent, name)
@@ -194,7 +183,7 @@ func (fs *FS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 // data kept and reintegrated (which OPENs the file again: unfenced).
 func (fs *FS) fenced(ctx context.Context, i *Inode) error {
 	fs.sn.stats.Fenced.Add(1)
-	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", "fileid", i.FileID)
+	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
 	cf := i.sn.cf
 	i.sn.caching, i.sn.kernVer = false, 0
@@ -235,7 +224,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, Cred{}, 0o644); cerr != nil {
 			fs.log.Error("reintegration: the file is gone from the server and its conflict copy failed: its unwritten data is lost",
-				"fh", fmt.Sprintf("%x", []byte(fh)), "err", cerr)
+				"path", fs.pathOfFH(fh, cf), "fh", fmt.Sprintf("%x", []byte(fh)), "err", cerr)
 		}
 		fs.dropCached(fh, cf)
 		return nil
@@ -248,7 +237,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 			fs.recordWrittenBack()
 		}
 		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
-			fs.log.Warn("reintegration CLOSE", "err", err)
+			fs.log.Warn("reintegration CLOSE", "path", fs.pathOfFH(fh, cf), "err", err)
 		}
 	}
 	a := ok.Attr
@@ -259,6 +248,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		}
 	}
 	i := fs.inode(fh, a, start)
+	fs.namedFromCache(i, cf)
 	if i != locked {
 		// Recovery at start (no inode before): nothing else runs on the
 		// file yet, but the lock is what writeBackInodeLocked expects.
@@ -277,7 +267,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		if !own {
 			b, _ := cf.Base()
 			fs.log.Warn("reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it",
-				"fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
+				fs.pathAttr(i), "fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
 			if err := fs.keepConflict(ctx, fh, cf, reason, cred, a.Mode&0o7777); err != nil {
 				closeIt(true)
 				return fmt.Errorf("conflict copy: %w", err)
@@ -298,7 +288,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 	fs.markDirty(i)
 	err = fs.writeBackInodeLocked(ctx, i)
 	if err == nil {
-		fs.log.Info("reintegration: wrote back a file's data", "fileid", i.FileID, "reason", reason)
+		fs.log.Info("reintegration: wrote back a file's data", fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
 	}
 	closeIt(cf.NeedsWriteBack())
 	return err
@@ -399,7 +389,8 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 		size = cs
 	}
 	fs.sn.stats.Conflicts.Add(1)
-	fs.log.Warn("conflict: kept this client's version beside the server's", "name", name, "conflict", cname,
+	fs.log.Warn("conflict: kept this client's version beside the server's", "path", fs.pathFrom(nil, dir, name),
+		"copy", fs.pathFrom(nil, dir, cname), "name", name, "conflict", cname,
 		"size", size, "unknown_bytes", unknown, "reason", reason)
 	rec := Conflict{Time: time.Now().UTC(), Name: name, DirFH: hex.EncodeToString(dir), Conflict: cname,
 		Size: size, Unknown: unknown, Reason: reason, FileFH: hex.EncodeToString(fh)}
@@ -495,7 +486,7 @@ func (fs *FS) changedUnder(ctx context.Context, i *Inode) error {
 	}
 	fs.sn.stats.Fenced.Add(1)
 	fs.log.Warn("write-back: the server's file changed under this client's dirty data (fenced meanwhile): saving ours beside it",
-		"fileid", i.FileID)
+		fs.pathAttr(i), "fileid", i.FileID)
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at write-back)", cred, a.Mode&0o7777); err != nil {
 		return fmt.Errorf("conflict copy: %w", err)
 	}

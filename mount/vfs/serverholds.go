@@ -95,7 +95,7 @@ func (fs *FS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	if ownChange(cf, oldVersion) {
 		fs.sn.stats.Reconciled.Add(1)
 		fs.log.Info("reintegration: the server's file changed only by this client's own write-back (same version): completing it",
-			"fileid", i.FileID, "reason", reason)
+			fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
 		return true, cf.SetBase(baseOf(a))
 	}
 	wb := cf.Dirty()
@@ -117,6 +117,6 @@ func (fs *FS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	}
 	fs.sn.stats.Reconciled.Add(1)
 	fs.log.Info("reintegration: the server's file already holds this client's data (written back before the restart): nothing to write, no conflict",
-		"fileid", i.FileID, "reason", reason)
+		fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
 	return true, nil
 }

@@ -16,6 +16,9 @@ import (
 // writer's next fstat. A write-through (snfs mode, write-shared) was sent
 // already.
 func (fs *FS) ClearSetID(ctx context.Context, f *File) error {
+	if err := fs.refuseChange(); err != nil {
+		return err
+	}
 	i := f.i
 	i.mu.Lock()
 	setID := i.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0

@@ -164,8 +164,6 @@ type snfsInode struct {
 	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
 	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
 	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
-	parent   nfs3.FH          // the directory it was last seen in, and its name there
-	name     string
 	// invals counts the callbacks (and refused reclaims) that took caching
 	// away: an OPEN whose answer is applied after one that came while it
 	// was in flight does not cache (snfsOpenProto).

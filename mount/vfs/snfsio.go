@@ -126,7 +126,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 	// The version rule below may resize or invalidate the cache file: what
 	// joined passthrough writers wrote is taken in (dirty, kept) first.
 	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
-		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
+		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
 	if ok.CacheEnabled && !revoked {
@@ -137,7 +137,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 		i.mu.Unlock()
 		if pending {
 			if err := i.flush(ctx, true); err != nil {
-				fs.log.Warn("write-back before caching", "fileid", i.FileID, "err", err)
+				fs.log.Warn("write-back before caching", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 		// The cache file's base and size come from attributes no write-back
@@ -152,7 +152,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 			}
 			i.flushMu.Unlock()
 			if err != nil {
-				fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
+				fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 			i.mu.Lock()
 			if i.sn.invals == invals {
@@ -169,18 +169,18 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.Op
 			// The file's size is not known for sure (its own writes kept moving
 			// it, or GETATTR failed): this open does not cache (a client may
 			// always do less than the server allows).
-			fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", "fileid", i.FileID)
+			fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", fs.pathAttr(i), "fileid", i.FileID)
 		}
 	}
 	// Write-shared (or caching refused): no cache, write through. Dirty
 	// data a callback did not take (there should be none) goes first.
 	if cf.NeedsWriteBack() {
 		if err := fs.writeBackInode(ctx, i); err != nil {
-			fs.log.Warn("write-back before write-through", "fileid", i.FileID, "err", err)
+			fs.log.Warn("write-back before write-through", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-		fs.log.Warn("cache directory", "fileid", i.FileID, "err", err)
+		fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	i.mu.Lock()
 	i.sn.caching, i.sn.version, i.sn.kernVer = false, ok.CacheVersion, 0
@@ -468,7 +468,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i.sn.openMu.Unlock()
 	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-		fs.log.Warn("CLOSE", "fileid", i.FileID, "err", err)
+		fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	fs.snfsClosedAll(i)
 	if last && name != "" {
@@ -498,7 +498,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 	fs.markClean(i)
 	if cf != nil {
 		if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: remove", "fileid", i.FileID, "err", err)
+			fs.log.Warn("cache directory: remove", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 }

@@ -50,6 +50,15 @@ type SNFSMountConfig struct {
 	CloseDelay time.Duration
 	Logger     *slog.Logger
 	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
+	// MountPoint as Config's: for the paths of files in log messages.
+	MountPoint string
+	// NotRespondingAfter as client.SessionConfig's: when an outage of the
+	// server is logged (0: client.NotRespondingAfter).
+	NotRespondingAfter time.Duration
+	// ReadOnly: a read-only mount (Config.ReadOnly). It opens files for
+	// reading only and starts only from a cache directory with nothing to
+	// write back.
+	ReadOnly bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -64,6 +73,13 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := len(cache.DirtyFiles()); cfg.ReadOnly && n > 0 {
+		// Recovery would write them back: a change a read-only mount
+		// must not make. Refused before anything is sent.
+		cache.Close()
+		return nil, fmt.Errorf("read-only mount: the cache directory %s holds unwritten data of %d file(s) from an earlier mount; "+
+			"mount read-write once to write it back, or give the read-only mount another cache-dir", cfg.CacheDir, n)
+	}
 	// A verifier persisted by an older version: this instance is a new one
 	// (docs/protocol.md section 7), whatever the cache directory holds.
 	os.Remove(filepath.Join(cfg.CacheDir, "client-verifier"))
@@ -72,7 +88,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer})
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
+		NotRespondingAfter: cfg.NotRespondingAfter})
 	if err != nil {
 		cache.Close()
 		return nil, err
@@ -97,10 +114,10 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if res.Status != 0 {
 		return fail(fmt.Errorf("MNT %s: %v", cfg.Export, res.Status))
 	}
-	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger,
+	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
 		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
-			Recover: true, handler: h, owned: true, export: cfg.Export}})
+			Recover: true, handler: h, owned: true, export: cfg.Export}, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return fail(err)
 	}

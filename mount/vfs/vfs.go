@@ -42,8 +42,13 @@ type Config struct {
 	// are written back (and committed) without waiting for close; 0: 8 MiB.
 	DirtyLimit int
 	Logger     *slog.Logger
+	// MountPoint is where the export is mounted, for the paths of files in
+	// log messages; "" names them from the export's root ("/src/main.c").
+	MountPoint string
 	// SNFS, if set, runs the consistency protocol (snfs mode, snfs.go).
 	SNFS *SNFSConfig
+	// ReadOnly refuses every change with EROFS (readonly.go).
+	ReadOnly bool
 }
 
 // FS is one mounted export.
@@ -64,6 +69,8 @@ type FS struct {
 	clients map[string]*client.NFS // by Cred.key
 	silly   uint64
 	root    *Inode
+	// dirNames: names of directories learned for messages (paths.go).
+	dirNames map[string]dirName
 
 	sn *snfsFS // snfs mode; nil in nfs mode
 
@@ -98,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cfg.Logger = slog.Default()
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
-		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}}
+		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
 	root := Cred{}
 	var info *nfs3.FsinfoRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -310,7 +317,7 @@ func (fs *FS) Sync(ctx context.Context) error {
 	var errs []error
 	for _, i := range dirty {
 		if err := i.flush(ctx, true); err != nil {
-			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
+			errs = append(errs, fmt.Errorf("%s (fileid %d): %w", fs.pathOf(i), i.FileID, err))
 		}
 	}
 	return errors.Join(errs...)

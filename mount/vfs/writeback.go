@@ -46,7 +46,7 @@ func (fs *FS) writeBackLoop() {
 				break
 			}
 			if err := fs.writeBackInode(ctx, i); err != nil {
-				fs.log.Warn("delayed write-back", "fileid", i.FileID, "err", err)
+				fs.log.Warn("delayed write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 				continue
 			}
 			done = append(done, i)
@@ -138,7 +138,7 @@ func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 		return nil
 	}
 	if err := fs.snfsNoteExternal(ctx, i); err != nil {
-		fs.log.Warn("passthrough writes", "fileid", i.FileID, "err", err)
+		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
@@ -198,7 +198,7 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 		return err // transport, cancellation, fencing, a conflict: kept
 	}
 	fs.sn.stats.WriteBackErrors.Add(1)
-	fs.log.Error("write-back failed: the file's unwritten data is lost", "fileid", i.FileID, "err", err)
+	fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	i.mu.Lock()
 	i.sn.wbErr = err
 	i.sn.cf, i.sn.kernVer, i.sn.wbMoving = nil, 0, false
@@ -278,7 +278,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 			}
 			if mismatch {
 				fs.stats.Rewrites.Add(1)
-				fs.log.Warn("write verifier changed: rewriting the file's write-back", "fileid", i.FileID)
+				fs.log.Warn("write verifier changed: rewriting the file's write-back", fs.pathAttr(i), "fileid", i.FileID)
 				if attempt >= maxRewrites {
 					return ErrVerifierChanged
 				}
@@ -378,8 +378,11 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		if parent, _ := cf.Origin(); len(parent) > 0 {
+			fs.resolveDirs(ctx, parent) // for the messages' paths
+		}
 		if err := fs.reintegrate(ctx, nfs3.FH(h), cf, "restart"); err != nil {
-			errs = append(errs, fmt.Errorf("recovery of %x: %w", h, err))
+			errs = append(errs, fmt.Errorf("recovery of %s (fh %x): %w", fs.pathOfFH(nfs3.FH(h), cf), h, err))
 		}
 	}
 	fs.recordWrittenBack()
