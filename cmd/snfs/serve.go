@@ -21,6 +21,8 @@ import (
 	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
+	"snfs/nlm4"
+	"snfs/nsm"
 	"snfs/portmap"
 	"snfs/server"
 	"snfs/state"
@@ -167,6 +169,12 @@ func serve(args []string) error {
 		{Prog: nfs3.Program, Vers: nfs3.Version, Prot: portmap.ProtoUDP, Port: nport},
 		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoTCP, Port: mport},
 		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoUDP, Port: mport},
+		// NLM v4 and NSM v1 are served on the NFS port: a client's lock
+		// manager finds them through rpcbind (docs/serve.md, "Locks").
+		{Prog: nlm4.Program, Vers: nlm4.Version, Prot: portmap.ProtoTCP, Port: nport},
+		{Prog: nlm4.Program, Vers: nlm4.Version, Prot: portmap.ProtoUDP, Port: nport},
+		{Prog: nsm.Program, Vers: nsm.Version, Prot: portmap.ProtoTCP, Port: nport},
+		{Prog: nsm.Program, Vers: nsm.Version, Prot: portmap.ProtoUDP, Port: nport},
 	}
 
 	var pmapSrv *sunrpc.Server
