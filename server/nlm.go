@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -64,7 +65,8 @@ type nlmService struct {
 	waiters map[lockmgr.ReqID]*nlmWaiter  // blocked LOCKs; guarded by mu
 	ids     map[lockmgr.ClientID]*nlmHost // guarded by mu
 
-	nsm *nsmState // nsm.go
+	nsm      *nsmState // nsm.go
+	hostname string    // the mon_name of this server's SM_NOTIFY
 }
 
 // maxNLMHosts bounds the hosts interned; past it a new host's calls fail
@@ -78,6 +80,7 @@ func newNLM(s *Server, cfg Config) (*nlmService, error) {
 		n.rpcbindPort = 111
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.hostname, _ = os.Hostname()
 	var err error
 	if n.nsm, err = openNSM(cfg.StateDir, s.log); err != nil {
 		return nil, err

@@ -119,12 +119,12 @@ const nsmNotifyTries = 4
 // notifyAll sends SM_NOTIFY to every host recorded before this start, each in
 // a goroutine of the service's, tried nsmNotifyTries times with a growing
 // pause; failures are logged.
-func (n *nlmService) notifyAll(name string) {
+func (n *nlmService) notifyAll() {
 	for _, r := range n.nsm.loaded {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			args := nsm.StatChge{MonName: name, State: n.nsm.state}
+			args := nsm.StatChge{MonName: n.hostname, State: n.nsm.state}
 			pause := time.Second
 			for try := 1; ; try++ {
 				ctx, cancel := context.WithTimeout(n.ctx, nlmCallTimeout)

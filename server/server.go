@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -196,8 +195,7 @@ func New(cfg Config) (*Server, error) {
 	s.RPC.Register(s.snfsProgram())
 	s.RPC.Register(s.nlmProgram())
 	s.RPC.Register(s.nsmProgram())
-	host, _ := os.Hostname()
-	s.nlm.notifyAll(host)
+	s.nlm.notifyAll()
 	return s, nil
 }
 

@@ -21,6 +21,11 @@ func (s *Server) smNotify(ctx context.Context, c *sunrpc.Call, args *xdr.Reader,
 		return sunrpc.ErrGarbageArgs
 	}
 	ip := callerIP(c)
+	if a.MonName == s.nlm.hostname && a.State == s.nlm.nsm.state {
+		// This server's own SM_NOTIFY after its restart, come back because a
+		// client on this machine shares its rpcbind (a client of 127.0.0.1).
+		return nil
+	}
 	hs := s.nlm.gone(func(h *nlmHost) bool { return h.name == a.MonName })
 	if len(hs) == 0 {
 		hs = s.nlm.gone(func(h *nlmHost) bool { return h.ip == ip })
