@@ -11,7 +11,9 @@ import (
 
 	"snfs/nlm4"
 	"snfs/nsm"
+	"snfs/server"
 	"snfs/snfs1"
+	"snfs/sunrpc"
 	"snfs/xdr"
 )
 
@@ -80,6 +82,16 @@ func TestNLMExclusion(t *testing.T) {
 	c.call(nlm4.ProcNMLock, &nlm4.LockArgs{Cookie: c.cookie(), Exclusive: true, Lock: c.lk(fh, 7, 200, 1)}, &res)
 	wantNLM(t, "C NM_LOCK [200,201)", res.Stat, nlm4.Granted)
 	wantNLM(t, "B read [200,201)", b.lock(b.lk(fh, 1, 200, 1), false, false, false), nlm4.Denied)
+
+	// Over UDP, as clients mounted with proto=udp call.
+	u, err := sunrpc.Dial(ctx, "udp", e.addr, nlm4.Program, nlm4.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	bu := &nlmClient{t: t, name: "host-b", rpc: u}
+	wantNLM(t, "B over UDP: write [0,4) again", bu.lock(bu.lk(fh, 1, 0, 4), true, false, false), nlm4.Granted)
+	wantNLM(t, "B over UDP: write [200,201)", bu.lock(bu.lk(fh, 1, 200, 1), true, false, false), nlm4.Denied)
 
 	// A handle that is no file's.
 	bad := append(nfs3FH(fh), 0)
@@ -288,4 +300,22 @@ func TestNLMServerRestart(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	wantNLM(t, "B write [10,11) after grace", b.lock(b.lk(fh, 1, 10, 1), true, false, false), nlm4.Granted)
+}
+
+// TestNLMBound: a host past its bound of lock records is answered
+// NLM4_DENIED_NOLOCKS; releasing a record makes room again.
+func TestNLMBound(t *testing.T) {
+	requireRoot(t)
+	h := newNLMHostSide(t)
+	e := newNLMEnv(t, h, 0)
+	e.restartWith(func(c *server.Config) { c.MaxLocksPerClient = 3 })
+	fh := e.create(e.nfs, e.root, "f", 0o644)
+	a, b := newNLMClient(t, e, "host-a"), newNLMClient(t, e, "host-b")
+	for i := uint64(0); i < 3; i++ {
+		wantNLM(t, "A write a record", a.lock(a.lk(fh, 1, 10*i, 1), true, false, false), nlm4.Granted)
+	}
+	wantNLM(t, "A's fourth record", a.lock(a.lk(fh, 1, 100, 1), true, false, false), nlm4.DeniedNoLocks)
+	wantNLM(t, "B's first record", b.lock(b.lk(fh, 1, 100, 1), true, false, false), nlm4.Granted)
+	wantNLM(t, "A unlocks one", a.unlock(a.lk(fh, 1, 0, 1)), nlm4.Granted)
+	wantNLM(t, "A's third record again", a.lock(a.lk(fh, 1, 50, 1), true, false, false), nlm4.Granted)
 }
