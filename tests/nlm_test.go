@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -250,6 +252,25 @@ func TestNLMClientRestart(t *testing.T) {
 	}
 	wantNLM(t, "B write [20,21) after C's SM_NOTIFY", b.lock(b.lk(fh, 1, 20, 1), true, false, false), nlm4.Granted)
 	wantNLM(t, "B still holds [0,1)", a.lock(a.lk(fh, 1, 0, 1), true, false, false), nlm4.Denied)
+	// The records of the hosts to notify after a restart: C's is gone (it
+	// restarted); A's was removed by its FREE_ALL and written again by its
+	// LOCK since.
+	ents, err := os.ReadDir(filepath.Join(e.stateDir, "nlm", "sm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range ents {
+		b, err := os.ReadFile(filepath.Join(e.stateDir, "nlm", "sm", x.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, string(b))
+	}
+	sort.Strings(names)
+	if want := []string{"host-a\n127.0.0.1\n", "host-b\n127.0.0.1\n"}; !slices.Equal(names, want) {
+		t.Fatalf("NSM records %q, want %q", names, want)
+	}
 	var st nsm.StatRes
 	if err := sm.Call(ctx, nsm.ProcStat, &nsm.Name{MonName: "x"}, &st); err != nil || st.State != 3 {
 		t.Fatalf("SM_STAT: %+v %v, want the first state number 3", st, err)
