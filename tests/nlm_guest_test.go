@@ -80,6 +80,13 @@ func hostRPCBind(t *testing.T, port int) {
 func TestLinuxClientNLM(t *testing.T) {
 	requireRoot(t)
 	run := guestRunner(t)
+	// The guest runs this machine's rpcbind, rpc.statd, mount.nfs and python3
+	// (--host-root).
+	for _, tool := range []string{"rpcbind", "rpc.statd", "mount.nfs", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			requireInCI(t, tool+" is not installed (.ci/run installs rpcbind, nfs-common and python3)")
+		}
+	}
 	e := newEnv(t, "rw,no_root_squash")
 	hostRPCBind(t, e.port())
 	for _, f := range []string{"held.lock", "local.lock", "guest.lock", "guest-range.lock", "wait.lock"} {
