@@ -192,3 +192,36 @@ func (s *Server) nsmProgram() *sunrpc.Program {
 	procs[nsm.ProcNotify] = sunrpc.Proc{Name: "SM_NOTIFY", Handler: s.smNotify}
 	return &sunrpc.Program{Name: "nsm", Number: nsm.Program, Versions: map[uint32][]sunrpc.Proc{nsm.Version: procs}}
 }
+
+// pruneAfter forgets, once the grace period of length g is over, the hosts
+// recorded before this start that did not come back in it (no call at all,
+// so no reclaim): they hold nothing here, and need no SM_NOTIFY after the next
+// restart. A host that locks later is recorded again.
+func (n *nlmService) pruneAfter(g time.Duration) {
+	if g <= 0 || len(n.nsm.loaded) == 0 {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTimer(g)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-n.ctx.Done():
+			return
+		}
+		n.mu.Lock()
+		back := map[nsmRecord]bool{}
+		for _, h := range n.hosts {
+			back[nsmRecord{h.name, h.ip}] = true
+		}
+		n.mu.Unlock()
+		for _, r := range n.nsm.loaded {
+			if !back[r] {
+				n.s.log.Info("NSM: a client did not come back in the grace period: forgotten", "client", r.name, "addr", r.ip)
+				n.nsm.forget(r.name, r.ip)
+			}
+		}
+	}()
+}

@@ -196,6 +196,7 @@ func New(cfg Config) (*Server, error) {
 	s.RPC.Register(s.nlmProgram())
 	s.RPC.Register(s.nsmProgram())
 	s.nlm.notifyAll()
+	s.nlm.pruneAfter(cc.Grace)
 	return s, nil
 }
 

@@ -255,19 +255,7 @@ func TestNLMClientRestart(t *testing.T) {
 	// The records of the hosts to notify after a restart: C's is gone (it
 	// restarted); A's was removed by its FREE_ALL and written again by its
 	// LOCK since.
-	ents, err := os.ReadDir(filepath.Join(e.stateDir, "nlm", "sm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, x := range ents {
-		b, err := os.ReadFile(filepath.Join(e.stateDir, "nlm", "sm", x.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, string(b))
-	}
-	sort.Strings(names)
+	names := nsmRecords(t, e)
 	if want := []string{"host-a\n127.0.0.1\n", "host-b\n127.0.0.1\n"}; !slices.Equal(names, want) {
 		t.Fatalf("NSM records %q, want %q", names, want)
 	}
@@ -289,6 +277,8 @@ func TestNLMServerRestart(t *testing.T) {
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	a := newNLMClient(t, e, "host-a")
 	wantNLM(t, "A write [0,10)", a.lock(a.lk(fh, 1, 0, 10), true, false, false), nlm4.Granted)
+	g := newNLMClient(t, e, "host-gone") // never comes back after the restart
+	wantNLM(t, "G write [50,60)", g.lock(g.lk(fh, 1, 50, 10), true, false, false), nlm4.Granted)
 	select {
 	case n := <-h.notified:
 		t.Fatalf("SM_NOTIFY before any restart: %+v", n)
@@ -296,14 +286,16 @@ func TestNLMServerRestart(t *testing.T) {
 	}
 
 	e.restart()
-	select {
-	case n := <-h.notified:
-		host, _ := os.Hostname()
-		if n.State != 5 || n.MonName != host {
-			t.Fatalf("SM_NOTIFY %+v, want state 5 from %q", n, host)
+	for range 2 { // to A and G
+		select {
+		case n := <-h.notified:
+			host, _ := os.Hostname()
+			if n.State != 5 || n.MonName != host {
+				t.Fatalf("SM_NOTIFY %+v, want state 5 from %q", n, host)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no SM_NOTIFY after the restart")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no SM_NOTIFY after the restart")
 	}
 	a, b := newNLMClient(t, e, "host-a"), newNLMClient(t, e, "host-b")
 	wantNLM(t, "B write [0,1) in grace", b.lock(b.lk(fh, 1, 0, 1), true, false, false), nlm4.DeniedGracePeriod)
@@ -321,6 +313,35 @@ func TestNLMServerRestart(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	wantNLM(t, "B write [10,11) after grace", b.lock(b.lk(fh, 1, 10, 1), true, false, false), nlm4.Granted)
+	// G held its lock before the restart but did not reclaim it: it is free,
+	// and G's record is forgotten once the grace period is over.
+	wantNLM(t, "B write [50,60): G's, not reclaimed", b.lock(b.lk(fh, 1, 50, 10), true, false, false), nlm4.Granted)
+	want := []string{"host-a\n127.0.0.1\n", "host-b\n127.0.0.1\n"}
+	for names := nsmRecords(t, e); !slices.Equal(names, want); names = nsmRecords(t, e) {
+		if time.Now().After(deadline) { // the grace period ended: G's record goes at once
+			t.Fatalf("NSM records after the grace period %q, want A's and B's", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nsmRecords are the contents of the server's NSM records, sorted.
+func nsmRecords(t *testing.T, e *env) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(e.stateDir, "nlm", "sm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range ents {
+		b, err := os.ReadFile(filepath.Join(e.stateDir, "nlm", "sm", x.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, string(b))
+	}
+	sort.Strings(names)
+	return names
 }
 
 // TestNLMBound: a host past its bound of lock records is answered
