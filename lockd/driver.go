@@ -428,3 +428,18 @@ func (d *Driver) EndGraceOn(done <-chan struct{}) {
 
 // Stats returns the lock manager's counters and census.
 func (d *Driver) Stats() lockmgr.Stats { return d.m.Stats() }
+
+// Share applies an NLM share reservation (it never waits nor touches the
+// backing file).
+func (d *Driver) Share(a lockmgr.ShareArgs) lockmgr.Verdict {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m.Share(time.Now(), a)
+}
+
+// Unshare withdraws o's share reservation of file k.
+func (d *Driver) Unshare(k lockmgr.FileKey, o lockmgr.Owner) lockmgr.Verdict {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m.Unshare(time.Now(), k, o)
+}

@@ -1,4 +1,5 @@
-// Package server is snfs's NFSv3 and MOUNT v3 service: the procedure tables, one
+// Package server is snfs's NFSv3 and MOUNT v3 service (with the snfs
+// consistency protocol, NLM v4 and NSM v1, nlm.go and nsm.go): the procedure tables, one
 // file per procedure (named after it, with its RFC 1813 section in the doc comment),
 // the export table with its client rules and identity squashing (replaced as a whole
 // by an exports reload, reload.go, so that a call sees one set or the other), the

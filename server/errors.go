@@ -6,6 +6,7 @@ import (
 
 	"snfs/consist"
 	"snfs/nfs3"
+	"snfs/nlm4"
 	"snfs/snfs1"
 	"snfs/store"
 )
@@ -103,4 +104,20 @@ func statusOf(err error) nfs3.Status {
 		}
 	}
 	return nfs3.ErrIO
+}
+
+// nlmErrStat maps an error of an NLM call's file (its handle, its type) to
+// nlm4_stats, through its NFS status: the only place that does.
+func nlmErrStat(err error) nlm4.Stat {
+	switch statusOf(err) {
+	case nfs3.ErrStale, nfs3.ErrBadHandle:
+		return nlm4.StaleFH
+	case nfs3.ErrROFS:
+		return nlm4.ROFS
+	case nfs3.ErrFBig:
+		return nlm4.FBig
+	case nfs3.ErrJukebox:
+		return nlm4.DeniedNoLocks
+	}
+	return nlm4.Failed
 }

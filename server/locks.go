@@ -28,13 +28,18 @@ const nlmClientBit = lockmgr.ClientID(1) << 63
 // protocol's: while that lasts only reclaims are granted.
 func (s *Server) newLocks(cfg Config, grace time.Duration) {
 	lc := lockmgr.Config{MaxPerClient: cfg.MaxLocksPerClient}
-	if s.consist.InGrace() {
-		lc.Grace = grace // ended early with the consistency protocol's (EndGraceOn)
+	// NLM clients recorded before the restart (nsm.go) reclaim with no
+	// end-of-reclaim message: then the grace period runs its whole bound.
+	nlmGrace := grace > 0 && len(s.nlm.nsm.loaded) > 0
+	if s.consist.InGrace() || nlmGrace {
+		lc.Grace = grace // else ended early with the consistency protocol's (EndGraceOn)
 	}
 	s.locks = lockd.New(lockd.Config{Lock: lc, Open: s.openForLocks(false), OpenNow: s.openForLocks(true),
 		Granter: lockGranter{s}, Logger: s.log,
 		GrantTimeout: 2 * s.consist.CallbackTimeout()})
-	s.locks.EndGraceOn(s.consist.GraceOver())
+	if !nlmGrace {
+		s.locks.EndGraceOn(s.consist.GraceOver())
+	}
 	s.consist.OnClientGone(func(c state.ClientID) { s.locks.ClientGone(lockmgr.ClientID(c)) })
 }
 
@@ -133,7 +138,10 @@ type lockGranter struct{ s *Server }
 
 // Granted implements lockd.Granter.
 func (g lockGranter) Granted(ctx context.Context, a lockmgr.Action) error {
-	if a.Owner.Client&nlmClientBit != 0 || len(a.Owner.ID) != 8 {
+	if a.Owner.Client&nlmClientBit != 0 {
+		return g.s.nlm.granted(ctx, a) // NLM4 GRANTED (nlm.go)
+	}
+	if len(a.Owner.ID) != 8 {
 		return fmt.Errorf("server: no front end for lock owner %v", a.Owner)
 	}
 	args := snfs1.GrantedArgs{File: []byte(a.File), Owner: binary.BigEndian.Uint64([]byte(a.Owner.ID)),

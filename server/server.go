@@ -79,6 +79,10 @@ type Config struct {
 	// retransmission after a restart is executed again (benchmarks compare
 	// the two).
 	VolatileReplies bool
+	// ClientRPCBindPort is the port of the NLM clients' rpcbind, through which
+	// the server finds their lock manager (GRANTED, the _RES calls) and
+	// status monitor (SM_NOTIFY): 0 means 111 (tests run their own).
+	ClientRPCBindPort int
 	// NoChangeNotifier runs the store without change notifications (as where
 	// fanotify is unavailable): local processes' changes are then seen only
 	// by the change attribute an OPEN compares (tests use it).
@@ -99,6 +103,7 @@ type Server struct {
 
 	consist *consist.Driver // the consistency protocol's state
 	locks   *lockd.Driver   // the lock manager (locks.go)
+	nlm     *nlmService     // NLM and NSM (nlm.go, nsm.go)
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports atomic.Pointer[exportTable] // replaced by Reload
@@ -165,6 +170,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.consist.Collector())
 	}
+	if s.nlm, err = newNLM(s, cfg); err != nil {
+		s.consist.Stop()
+		st.Close()
+		return nil, err
+	}
 	s.newLocks(cfg, cc.Grace)
 	drc, err := s.openReplies(cfg)
 	if err != nil {
@@ -183,6 +193,10 @@ func New(cfg Config) (*Server, error) {
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
 	s.RPC.Register(s.snfsProgram())
+	s.RPC.Register(s.nlmProgram())
+	s.RPC.Register(s.nsmProgram())
+	s.nlm.notifyAll()
+	s.nlm.pruneAfter(cc.Grace)
 	return s, nil
 }
 
@@ -278,6 +292,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.OnForeignChange(nil)
 	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
+	s.nlm.stop()
 	s.locks.Stop()
 	s.consist.Stop()
 	for _, e := range s.table().list {

@@ -16,6 +16,8 @@ import (
 
 	"snfs/client"
 	"snfs/nfs3"
+	"snfs/nlm4"
+	"snfs/nsm"
 	"snfs/portmap"
 	"snfs/sunrpc"
 )
@@ -94,7 +96,23 @@ func TestServeCommand(t *testing.T) {
 	if p, err := portmap.GetPort(ctx, pc, nfs3.Program, nfs3.Version, portmap.ProtoTCP); err != nil || p != uint32(nfsPort) {
 		t.Fatalf("GETPORT nfs = %d, %v", p, err)
 	}
-	if maps, err := portmap.Dump(ctx, pc); err != nil || len(maps) < 4 {
+	// NLM v4 and NSM v1 are on the NFS port: a Linux client's lockd finds the
+	// server's lock manager through the port mapper.
+	for _, p := range []struct{ prog, vers, prot uint32 }{{nlm4.Program, nlm4.Version, portmap.ProtoTCP},
+		{nlm4.Program, nlm4.Version, portmap.ProtoUDP}, {nsm.Program, nsm.Version, portmap.ProtoUDP}} {
+		if port, err := portmap.GetPort(ctx, pc, p.prog, p.vers, p.prot); err != nil || port != uint32(nfsPort) {
+			t.Fatalf("GETPORT %d v%d proto %d = %d, %v; want the NFS port %d", p.prog, p.vers, p.prot, port, err, nfsPort)
+		}
+	}
+	nc, err := sunrpc.Dial(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", nfsPort), nlm4.Program, nlm4.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Call(ctx, nlm4.ProcNull, nil, nil); err != nil {
+		t.Fatalf("NLM NULL: %v", err)
+	}
+	if maps, err := portmap.Dump(ctx, pc); err != nil || len(maps) < 8 {
 		t.Fatalf("DUMP = %v, %v", maps, err)
 	}
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
@@ -199,7 +217,9 @@ func TestRpcbindRegistration(t *testing.T) {
 	var out string
 	for i := 0; ; i++ {
 		out = rpcinfo()
-		if strings.Contains(out, "100003    3   tcp   2049") && strings.Contains(out, "100005    3   tcp  20048") {
+		if strings.Contains(out, "100003    3   tcp   2049") && strings.Contains(out, "100005    3   tcp  20048") &&
+			strings.Contains(out, "100021    4   tcp   2049") && strings.Contains(out, "100021    4   udp   2049") &&
+			strings.Contains(out, "100024    1   udp   2049") {
 			break
 		}
 		if i > 50 {
@@ -211,7 +231,7 @@ func TestRpcbindRegistration(t *testing.T) {
 	if err := srv.Wait(); err != nil {
 		t.Fatalf("serve after SIGTERM: %v", err)
 	}
-	if out = rpcinfo(); strings.Contains(out, "100003") || strings.Contains(out, "100005") {
+	if out = rpcinfo(); strings.Contains(out, "100003") || strings.Contains(out, "100005") || strings.Contains(out, "100021") {
 		t.Fatalf("still registered after stopping:\n%s", out)
 	}
 }

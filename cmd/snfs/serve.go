@@ -21,6 +21,8 @@ import (
 	"snfs/metrics"
 	"snfs/mount3"
 	"snfs/nfs3"
+	"snfs/nlm4"
+	"snfs/nsm"
 	"snfs/portmap"
 	"snfs/server"
 	"snfs/state"
@@ -35,7 +37,7 @@ func serve(args []string) error {
 	exportsFile := fs.String("exports", "", "exports(5)-style file; SIGHUP reads it again and applies the changes (docs/serve.md)")
 	exportOpts := fs.String("export-options", "rw,root_squash", "options for DIRs given on the command line (exports(5) names)")
 	stateDir := fs.String("state-dir", "/var/lib/snfs", "directory for state that must survive restarts")
-	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port; 0: do not")
+	pmapPort := fs.Int("portmap-port", 0, "also serve the port mapper (v2) on this port (111 where no rpcbind runs: clients find NLM for locks through it); 0: do not")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gatherMode := fs.String("write-gather", "adaptive", "write gathering for stable writes: on, off or adaptive")
@@ -167,6 +169,12 @@ func serve(args []string) error {
 		{Prog: nfs3.Program, Vers: nfs3.Version, Prot: portmap.ProtoUDP, Port: nport},
 		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoTCP, Port: mport},
 		{Prog: mount3.Program, Vers: mount3.Version, Prot: portmap.ProtoUDP, Port: mport},
+		// NLM v4 and NSM v1 are served on the NFS port: a client's lock
+		// manager finds them through rpcbind (docs/serve.md, "Locks").
+		{Prog: nlm4.Program, Vers: nlm4.Version, Prot: portmap.ProtoTCP, Port: nport},
+		{Prog: nlm4.Program, Vers: nlm4.Version, Prot: portmap.ProtoUDP, Port: nport},
+		{Prog: nsm.Program, Vers: nsm.Version, Prot: portmap.ProtoTCP, Port: nport},
+		{Prog: nsm.Program, Vers: nsm.Version, Prot: portmap.ProtoUDP, Port: nport},
 	}
 
 	var pmapSrv *sunrpc.Server
@@ -186,7 +194,9 @@ func serve(args []string) error {
 		go pmapSrv.ServeTCP(pl.ln)
 		go pmapSrv.ServeUDP(pl.pc)
 	}
-	registered := registerRpcbind(log, mappings)
+	// With --portmap-port 111 this server is the rpcbind on 127.0.0.1:111:
+	// it answers for its programs itself and refuses SET.
+	registered := *pmapPort != 111 && registerRpcbind(log, mappings)
 
 	var httpSrv *http.Server
 	if *metricsAddr != "" {
