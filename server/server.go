@@ -99,6 +99,9 @@ type Server struct {
 
 	consist *consist.Driver // the consistency protocol's state
 	locks   *lockd.Driver   // the lock manager (locks.go)
+
+	lockLease lockLease // probes of lock holders, revoked clients (locklease.go)
+
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports atomic.Pointer[exportTable] // replaced by Reload
@@ -278,6 +281,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.OnForeignChange(nil)
 	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
+	s.lockLease.stop()
 	s.locks.Stop()
 	s.consist.Stop()
 	for _, e := range s.table().list {
