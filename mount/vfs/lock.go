@@ -133,7 +133,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
 		if errors.Is(err, snfs1.ErrFenced) {
 			// The server revoked this client's locks: nothing is held.
-			fs.locksLost("the server revoked this client's locks", nil)
+			fs.locksLost("the server revoked this client's locks", nil, true)
 			err = nil
 		}
 		if err == nil && off == 0 && n == 0 {
@@ -167,7 +167,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		}
 		// The server revoked this client's locks (and says so once): the
 		// descriptors that held them are told; this request goes again.
-		fs.locksLost("the server revoked this client's locks", nil)
+		fs.locksLost("the server revoked this client's locks", nil, true)
 	}
 	if err != nil {
 		return lockCallErr(err)
@@ -261,7 +261,7 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	}
 	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
 	if errors.Is(err, snfs1.ErrFenced) {
-		fs.locksLost("the server revoked this client's locks", nil)
+		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
 		err = nil
 	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {

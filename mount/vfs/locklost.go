@@ -82,9 +82,11 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 
 // locksLost marks every descriptor's locks lost (the server revoked this
 // client's locks), or with verf set only those granted under another server
-// verifier (the server restarted). The kernel's pages of their files are
-// dropped, so that their next read reaches the mount.
-func (fs *FS) locksLost(why string, verf *snfs1.Verifier) {
+// verifier (the server restarted). Outside a read or write (notify), the
+// kernel's pages of their files are dropped, so that their next read reaches
+// the mount; inside one the kernel holds the file, and the notification
+// would wait for it.
+func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 	l := &fs.sn.locks
 	var inodes []*Inode
 	l.mu.Lock()
@@ -101,7 +103,9 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier) {
 	}
 	fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
 	for _, i := range inodes {
-		fs.notifyData(i)
+		if notify {
+			fs.notifyData(i)
+		}
 	}
 }
 
@@ -151,14 +155,14 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode) error {
 	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		fs.locksLost("the server revoked this client's locks", nil)
+		fs.locksLost("the server revoked this client's locks", nil, false)
 	case errors.Is(err, nfs3.ErrStale):
 		return nil // the file is gone on the server: its I/O says so
 	case err != nil:
 		return fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
 	verf := fs.sn.sess.ServerVerifier()
-	fs.locksLost("the server restarted", &verf)
+	fs.locksLost("the server restarted", &verf, false)
 	l.renewed = start
 	return nil
 }
