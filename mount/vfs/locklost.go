@@ -23,8 +23,10 @@ import (
 // descriptor that holds locks, if the last renewal was sent more than half a
 // callback timeout ago, it sends LOCKT; SNFS_ERR_FENCED means the server
 // revoked this client's locks, and a server verifier other than the one the
-// lock was granted under means the server restarted. A LOCK or LOCKU answered
-// SNFS_ERR_FENCED tells the same. The server revokes only after a probe went
+// lock was granted under means the server restarted (checked at every I/O
+// against the session's verifier, which the session updates as soon as it
+// registers again after a restart). A LOCK or LOCKU answered SNFS_ERR_FENCED
+// tells the same as a renewal's. The server revokes only after a probe went
 // unanswered for a whole callback timeout, and a renewal answered within half
 // of it vouches for the locks until then.
 
@@ -119,6 +121,12 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	lost, ok := l.heldState(f)
 	if !ok {
 		return nil
+	}
+	if !lost {
+		// A server restart the session has seen needs no round trip.
+		verf := fs.sn.sess.ServerVerifier()
+		fs.locksLost("the server restarted", &verf, false)
+		lost, _ = l.heldState(f)
 	}
 	if !lost {
 		if err := fs.renewLocks(ctx, f.i); err != nil {
