@@ -72,7 +72,6 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	a := lockLeaseMount(t, e, "A", p.Addr())
-	t.Cleanup(p.Heal) // before the unmount (cleanups run last first)
 	b := lockLeaseMount(t, e, "B", e.addr)
 	fa := openRW(t, a.path("db"))
 	openRW(t, b.path("db")) // open in both: write-shared, no callbacks for B's lock
@@ -92,6 +91,7 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	c := startGatedLockChild(t, b.path("db"))
 	c.expect(t, "ready")
 	p.Partition(0)
+	t.Cleanup(p.Heal) // on a failure: before the closes and unmounts (last first)
 	c.go_()
 	c.expect(t, "waiting")
 	// Granted once A's probe has gone unanswered for the callback timeout.
