@@ -17,6 +17,9 @@ import (
 	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
+	"snfs/snfs1"
+	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
 // Lock leases and lost locks (docs/protocol.md, "Lock leases"; docs/mount.md,
@@ -216,4 +219,49 @@ func TestMountSNFSLockGatedChild(t *testing.T) {
 	}
 	fmt.Println("locked")
 	select {}
+}
+
+// TestSNFSLockLeaseRevoked: at the protocol level, a lock holder whose
+// callback path does not answer CB_NULL (its own calls still go through)
+// loses its locks once another client's request meets them and the probe has
+// gone unanswered for the callback timeout: the waiter is granted, and the
+// holder's next lock procedure is answered SNFS_ERR_FENCED, once. A holder
+// that answers keeps its lock.
+func TestSNFSLockLeaseRevoked(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	e.cfg.Table.CallbackTimeout = time.Second
+	e.restart()
+	fh := e.create(e.nfs, e.root, "db", 0o644)
+	fh2 := e.create(e.nfs, e.root, "db2", 0o644)
+	release := make(chan struct{})
+	silent := newProtoClientNull(t, e, "lease-silent", func(ctx context.Context, _ *sunrpc.Call, _ *xdr.Reader, _ *xdr.Writer) error {
+		select { // a callback path that does not answer
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	t.Cleanup(func() { close(release) })
+	live, b := newProtoClient(t, e, "lease-live"), newProtoClient(t, e, "lease-b")
+
+	wantLock(t, "silent write", silent.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
+	wantLock(t, "live write", live.lock(fh2, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
+	wantLock(t, "B blocking write on the live holder's", b.lock(fh2, 7, snfs1.LockWrite, 0, 0, true), snfs1.LockBlocked)
+	wantLock(t, "B blocking write on the silent holder's", b.lock(fh, 7, snfs1.LockWrite, 0, 0, true), snfs1.LockBlocked)
+	g := b.waitGrant("after the silent holder's probe went unanswered")
+	if string(g.File) != string(fh) {
+		t.Fatalf("CB_GRANTED for %x, want the silent holder's file", g.File)
+	}
+	// The live holder's probe was answered long before this: it keeps its lock.
+	wantLock(t, "B on the live holder's lock", b.lock(fh2, 8, snfs1.LockWrite, 0, 1, false), snfs1.LockDenied)
+	b.noGrant("while the live holder holds its lock")
+
+	var res snfs1.StatusRes
+	err := silent.rpc.Call(ctx, snfs1.ProcLockU, &snfs1.LockUArgs{Client: silent.clientID(), File: fh, Owner: 1}, &res)
+	if err != nil || res.Status != snfs1.ErrFenced {
+		t.Fatalf("the revoked client's LOCKU: %v %v, want SNFS_ERR_FENCED", res.Status, err)
+	}
+	silent.locku(fh, 1, 0, 0, 0) // said once
+	wantLock(t, "the revoked client locks again", silent.lock(fh, 1, snfs1.LockWrite, 0, 1, false), snfs1.LockDenied)
 }
