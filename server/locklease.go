@@ -71,6 +71,15 @@ func (s *Server) locksRevoked(c state.ClientID) error {
 	return errLocksRevoked
 }
 
+// lockProbing reports whether a probe of client c is out (LOCKT, the
+// client's lease renewal, is answered NFS3ERR_JUKEBOX meanwhile).
+func (s *Server) lockProbing(c state.ClientID) bool {
+	l := &s.lockLease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.probing[c]
+}
+
 // probeLockHolders probes the snfs clients other than c that hold locks on
 // file k, after c's request met a conflict (LOCK answered denied or
 // blocked). One probe per client is out at a time.

@@ -17,6 +17,11 @@ func (s *Server) lockt(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Loc
 	if err == nil {
 		err = s.locksRevoked(mid) // lock leases (locklease.go); the mount's renewal
 	}
+	if err == nil && s.lockProbing(mid) {
+		// Not while a probe of the client is out: a renewal answered now
+		// could vouch for locks the probe is about to revoke.
+		err = errJukebox
+	}
 	if err == nil {
 		err = s.mayLock(r)
 	}

@@ -17,6 +17,7 @@ import (
 	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
+	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
 	"snfs/xdr"
@@ -230,7 +231,7 @@ func TestMountSNFSLockGatedChild(t *testing.T) {
 func TestSNFSLockLeaseRevoked(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	e.cfg.Table.CallbackTimeout = time.Second
+	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
 	fh := e.create(e.nfs, e.root, "db", 0o644)
 	fh2 := e.create(e.nfs, e.root, "db2", 0o644)
@@ -249,6 +250,14 @@ func TestSNFSLockLeaseRevoked(t *testing.T) {
 	wantLock(t, "live write", live.lock(fh2, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
 	wantLock(t, "B blocking write on the live holder's", b.lock(fh2, 7, snfs1.LockWrite, 0, 0, true), snfs1.LockBlocked)
 	wantLock(t, "B blocking write on the silent holder's", b.lock(fh, 7, snfs1.LockWrite, 0, 0, true), snfs1.LockBlocked)
+	// While the probe is out, the holder's LOCKT (its lease renewal) is put
+	// off: answered now, it could vouch for a lock about to be revoked.
+	var tres snfs1.LockRes
+	err := silent.rpc.Call(ctx, snfs1.ProcLockT, &snfs1.LockTArgs{Client: silent.clientID(), File: fh, Owner: 1,
+		Type: snfs1.LockRead, Length: 1}, &tres)
+	if err != nil || tres.Status != nfs3.ErrJukebox {
+		t.Fatalf("the probed holder's LOCKT: %v %v, want NFS3ERR_JUKEBOX", tres.Status, err)
+	}
 	g := b.waitGrant("after the silent holder's probe went unanswered")
 	if string(g.File) != string(fh) {
 		t.Fatalf("CB_GRANTED for %x, want the silent holder's file", g.File)
@@ -258,7 +267,7 @@ func TestSNFSLockLeaseRevoked(t *testing.T) {
 	b.noGrant("while the live holder holds its lock")
 
 	var res snfs1.StatusRes
-	err := silent.rpc.Call(ctx, snfs1.ProcLockU, &snfs1.LockUArgs{Client: silent.clientID(), File: fh, Owner: 1}, &res)
+	err = silent.rpc.Call(ctx, snfs1.ProcLockU, &snfs1.LockUArgs{Client: silent.clientID(), File: fh, Owner: 1}, &res)
 	if err != nil || res.Status != snfs1.ErrFenced {
 		t.Fatalf("the revoked client's LOCKU: %v %v, want SNFS_ERR_FENCED", res.Status, err)
 	}
