@@ -11,9 +11,14 @@ import (
 // lock is LOCK (docs/protocol.md, "LOCK"; NLM4 LOCK of the Open Group's XNFS
 // is its model): a byte-range lock for the client's lock owner. It never
 // waits: a blocking request that conflicts is answered LOCK_BLOCKED, and
-// CB_GRANTED brings the grant.
+// CB_GRANTED brings the grant. A conflict probes the holders' callback paths
+// (lock leases, locklease.go); a client whose locks were revoked is told
+// once (SNFS_ERR_FENCED).
 func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockArgs, res *snfs1.LockRes) {
 	mid, err := s.consist.Client(a.Client)
+	if err == nil {
+		err = s.locksRevoked(mid)
+	}
 	if err == nil {
 		err = s.mayLock(r)
 	}
@@ -25,4 +30,7 @@ func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Lock
 	lr := s.locks.Lock(lockmgr.LockArgs{File: lockmgr.FileKey(a.File), Owner: snfsOwner(mid, a.Owner),
 		Type: lockType(a.Type), Range: lockRange(a.Offset, a.Length), Block: a.Block, Reclaim: a.Reclaim})
 	lockResult(lr, res)
+	if (lr.Verdict == lockmgr.Denied && !lr.Local) || lr.Verdict == lockmgr.Blocked {
+		s.probeLockHolders(mid, lockmgr.FileKey(a.File)) // lock leases (locklease.go)
+	}
 }

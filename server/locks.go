@@ -40,7 +40,11 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 	if !nlmGrace {
 		s.locks.EndGraceOn(s.consist.GraceOver())
 	}
-	s.consist.OnClientGone(func(c state.ClientID) { s.locks.ClientGone(lockmgr.ClientID(c)) })
+	s.lockLease.init()
+	s.consist.OnClientGone(func(c state.ClientID) {
+		s.locks.ClientGone(lockmgr.ClientID(c))
+		s.lockLease.forget(c)
+	})
 }
 
 // mayLock checks that the caller may lock r: a regular file it could open,

@@ -14,6 +14,9 @@ import (
 // released.
 func (s *Server) locku(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockUArgs, res *snfs1.StatusRes) {
 	mid, err := s.consist.Client(a.Client)
+	if err == nil {
+		err = s.locksRevoked(mid) // lock leases (locklease.go): nothing is held
+	}
 	if err != nil {
 		res.Status = statusOf(err)
 		return

@@ -104,6 +104,9 @@ type Server struct {
 	consist *consist.Driver // the consistency protocol's state
 	locks   *lockd.Driver   // the lock manager (locks.go)
 	nlm     *nlmService     // NLM and NSM (nlm.go, nsm.go)
+
+	lockLease lockLease // probes of lock holders, revoked clients (locklease.go)
+
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
 	exports atomic.Pointer[exportTable] // replaced by Reload
@@ -293,6 +296,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.nlm.stop()
+	s.lockLease.stop()
 	s.locks.Stop()
 	s.consist.Stop()
 	for _, e := range s.table().list {

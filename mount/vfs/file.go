@@ -95,6 +95,9 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 // Read reads into buf at off: from the server, with this client's unwritten
 // bytes laid over. It returns fewer bytes only at the end of the file.
 func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	if err := fs.lockCheck(ctx, f); err != nil {
+		return 0, err // its lock was lost (locklost.go)
+	}
 	if f.sn.mode != 0 {
 		return fs.snfsRead(ctx, f, off, buf)
 	}
@@ -196,6 +199,9 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 	if err := fs.refuseChange(); err != nil {
 		return 0, err
 	}
+	if err := fs.lockCheck(ctx, f); err != nil {
+		return 0, err // its lock was lost (locklost.go)
+	}
 	if f.sn.mode != 0 {
 		return fs.snfsWrite(ctx, f, off, data)
 	}
@@ -252,6 +258,9 @@ func (fs *FS) Fsync(ctx context.Context, f *File) error {
 // mapping written after close) is written back, and a file removed while open
 // loses its hidden name at its last release.
 func (fs *FS) Release(ctx context.Context, f *File) error {
+	if fs.sn != nil {
+		fs.dropHeld(f.i, f, 0)
+	}
 	if f.sn.mode != 0 {
 		return fs.snfsRelease(ctx, f)
 	}

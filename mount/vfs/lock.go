@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,13 @@ type locks struct {
 	mu      sync.Mutex
 	waiting map[waitKey][]*lockWait    // guarded by mu
 	owners  map[*Inode]map[uint64]bool // guarded by mu
+	// held: the descriptors that took locks (locklost.go); guarded by mu.
+	held  map[*File]*heldLocks
+	nheld atomic.Int64 // len(held), read without mu by every read and write
+	// renewMu serializes the lock lease's renewals; renewed is when the
+	// last one answered was sent (guarded by renewMu).
+	renewMu sync.Mutex
+	renewed time.Time
 }
 
 type waitKey struct {
@@ -123,8 +131,14 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	}
 	if kind == Unlock {
 		err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
+		if errors.Is(err, snfs1.ErrFenced) {
+			// The server revoked this client's locks: nothing is held.
+			fs.locksLost("the server revoked this client's locks", nil, true)
+			err = nil
+		}
 		if err == nil && off == 0 && n == 0 {
 			fs.forgetOwner(i, owner)
+			fs.dropHeld(i, nil, owner)
 		}
 		return err
 	}
@@ -138,19 +152,29 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		defer fs.sn.locks.dropWait(key, w)
 	}
 	var res *snfs1.LockRes
-	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
-		var err error
-		res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
-		if err != nil {
-			return 0, err
+	var err error
+	for try := 0; try < 2; try++ {
+		err = graceRetry(ctx, func() (snfs1.LockStat, error) {
+			var err error
+			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+			if err != nil {
+				return 0, err
+			}
+			return res.Stat, nil
+		})
+		if !errors.Is(err, snfs1.ErrFenced) {
+			break
 		}
-		return res.Stat, nil
-	})
+		// The server revoked this client's locks (and says so once): the
+		// descriptors that held them are told; this request goes again.
+		fs.locksLost("the server revoked this client's locks", nil, true)
+	}
 	if err != nil {
 		return lockCallErr(err)
 	}
 	switch res.Stat {
 	case snfs1.LockGranted:
+		fs.noteHeld(f, owner)
 		fs.lockGranted(i)
 		return nil
 	case snfs1.LockDenied:
@@ -163,11 +187,13 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	}
 	select {
 	case <-w.granted:
+		fs.noteHeld(f, owner)
 		fs.lockGranted(i)
 		return nil
 	case <-ctx.Done():
 	}
 	if !fs.sn.locks.giveUp(w) {
+		fs.noteHeld(f, owner)
 		fs.lockGranted(i) // the grant came first: the lock is held
 		return nil
 	}
@@ -226,10 +252,18 @@ func (fs *FS) lockGranted(i *Inode) {
 // descriptor of the file, or died; RELEASE of an open with flock locks). It
 // sends nothing unless owner took a lock on i.
 func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
-	if fs.sn == nil || !fs.sn.locks.hasOwner(i, owner) {
+	if fs.sn == nil {
+		return nil
+	}
+	fs.dropHeld(i, nil, owner)
+	if !fs.sn.locks.hasOwner(i, owner) {
 		return nil
 	}
 	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
+	if errors.Is(err, snfs1.ErrFenced) {
+		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
+		err = nil
+	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {
 		fs.forgetOwner(i, owner)
 	}

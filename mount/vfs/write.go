@@ -174,9 +174,9 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 			return nil
 		}
 		i.fs.stats.Rewrites.Add(1)
-		i.fs.log.Warn("write verifier changed: rewriting uncommitted data", i.fs.pathAttr(i), "fileid", i.FileID)
 		i.w.requeueUnstable()
 		i.mu.Unlock()
+		i.fs.log.Warn("write verifier changed: rewriting uncommitted data", i.fs.pathAttr(i), "fileid", i.FileID)
 		if attempt >= maxRewrites {
 			return ErrVerifierChanged
 		}
