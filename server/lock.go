@@ -31,6 +31,6 @@ func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Lock
 		Type: lockType(a.Type), Range: lockRange(a.Offset, a.Length), Block: a.Block, Reclaim: a.Reclaim})
 	lockResult(lr, res)
 	if (lr.Verdict == lockmgr.Denied && !lr.Local) || lr.Verdict == lockmgr.Blocked {
-		s.probeLockHolders(mid, lockmgr.FileKey(a.File)) // lock leases (locklease.go)
+		s.probeLockHolders(mid, lockmgr.FileKey(a.File), lockType(a.Type), lockRange(a.Offset, a.Length)) // lock leases (locklease.go)
 	}
 }

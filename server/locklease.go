@@ -80,14 +80,21 @@ func (s *Server) lockProbing(c state.ClientID) bool {
 	return l.probing[c]
 }
 
-// probeLockHolders probes the snfs clients other than c that hold locks on
-// file k, after c's request met a conflict (LOCK answered denied or
-// blocked). One probe per client is out at a time.
-func (s *Server) probeLockHolders(c state.ClientID, k lockmgr.FileKey) {
+// probeLockHolders probes the snfs clients other than c whose locks on file
+// k conflict with the lock c asked for (type t over r), after c's request met
+// a conflict (LOCK answered denied or blocked): only a holder in c's way need
+// prove it is alive, and a holder elsewhere in the file is not held up (its
+// LOCKT waits while it is probed). One probe per client is out at a time.
+func (s *Server) probeLockHolders(c state.ClientID, k lockmgr.FileKey, t lockmgr.LockType, r lockmgr.Range) {
 	seen := map[lockmgr.ClientID]bool{}
 	for _, h := range s.locks.Holders(k) {
 		hc := h.Owner.Client
 		if hc == lockmgr.ClientID(c) || hc&nlmClientBit != 0 || seen[hc] {
+			continue
+		}
+		inWay := h.Range.Start <= r.End && r.Start <= h.Range.End &&
+			(t == lockmgr.Write || h.Type == lockmgr.Write)
+		if !inWay {
 			continue
 		}
 		seen[hc] = true
