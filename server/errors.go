@@ -52,6 +52,9 @@ var errnoStatus = map[syscall.Errno]nfs3.Status{
 	syscall.ENOSYS:       nfs3.ErrNotSupp,
 	syscall.EOVERFLOW:    nfs3.ErrInval,
 	syscall.EDEADLK:      nfs3.ErrJukebox,
+	// As knfsd's nfserrno: a transient shortage, retried. open_by_handle_at
+	// also gives it for a file being freed while its name was replaced.
+	syscall.ENOMEM: nfs3.ErrJukebox,
 	// Only the extended-attribute procedures meet these.
 	syscall.ENODATA: snfs1.ErrNoXattr,
 	syscall.E2BIG:   snfs1.ErrXattr2Big,

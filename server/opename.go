@@ -57,7 +57,9 @@ func (s *Server) lookupOpen(c *sunrpc.Call, dir *req, name string) (fh []byte, r
 		if err != nil {
 			return nil, nil, err
 		}
-		if r, err = s.resolve(c, fh); !errors.Is(err, store.ErrStale) {
+		// ENOMEM: open_by_handle_at's answer, now and then, for a file
+		// freed while the name was replaced (seen under load).
+		if r, err = s.resolve(c, fh); !errors.Is(err, store.ErrStale) && !errors.Is(err, syscall.ENOMEM) {
 			return fh, r, err
 		}
 		s.store.ForgetEntries(dir.node)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -467,6 +468,10 @@ func (s *Store) ResolveFor(fh []byte, admit func(*Export) error) (*Node, error) 
 
 // open opens the object of e named by kernel key into the descriptor cache.
 // The caller holds a reference to e's descriptors.
+// maxFreeingTries bounds how often open tries a handle again while its
+// inode is being freed (ENOMEM).
+const maxFreeingTries = 5
+
 func (s *Store) open(e *Export, key string) (*entry, error) {
 	if key == e.rootKey {
 		fd, err := unix.FcntlInt(uintptr(e.rootFD), unix.F_DUPFD_CLOEXEC, 0)
@@ -477,6 +482,14 @@ func (s *Store) open(e *Export, key string) (*entry, error) {
 	}
 	kh := unix.NewFileHandle(int32(binary.BigEndian.Uint32([]byte(key[:4]))), []byte(key[4:]))
 	fd, err := rawsys.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+	// ENOMEM: ext4 answers so for an inode that is being freed (its iget
+	// refuses it), which a file removed or renamed over a moment ago is. It
+	// is over in moments, and then the handle is ESTALE; a real shortage of
+	// memory outlasts the tries and is answered NFS3ERR_JUKEBOX.
+	for try := 1; errors.Is(err, unix.ENOMEM) && try <= maxFreeingTries; try++ {
+		time.Sleep(time.Duration(try) * 100 * time.Microsecond)
+		fd, err = rawsys.OpenByHandleAt(e.mountFD, kh, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
 			return nil, ErrStale
