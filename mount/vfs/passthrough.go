@@ -259,6 +259,39 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	return true
 }
 
+// passthroughReleaseWait bounds how long an open that cannot join the
+// passthrough opens waits for them to end.
+const passthroughReleaseWait = 2 * time.Second
+
+// waitPassthroughEnd is for an open that cannot join i's passthrough opens
+// on cf: it waits for them to end (nil: the caller opens afresh) and answers
+// errPassthroughBusy if they last. The kernel sends RELEASE after close(2)
+// has returned, so an application that closes a file and opens it again
+// finds its own earlier open still counted for a moment; refusing at once
+// would fail that open. (The opens also outlast their cache file when a
+// failed write-back dropped it: the file is no longer the cache's.)
+func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.File) error {
+	deadline := time.NewTimer(passthroughReleaseWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		i.mu.Lock()
+		ended := i.sn.pt.cf != cf
+		i.mu.Unlock()
+		if ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return errPassthroughBusy
+		case <-tick.C:
+		}
+	}
+}
+
 // snfsPassthroughJoin makes f a passthrough open of a file that has some
 // already: Linux requires every open of such an inode to pass through, to
 // the same file. The pinned file is first made whole and current: filled
@@ -278,7 +311,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		// The kernel would append at the pinned file's end, which another
 		// client's appends need not have reached (its accesses are refreshed
 		// at the offsets the kernel names, not at the end it writes).
-		return false, errPassthroughBusy
+		return false, fs.waitPassthroughEnd(ctx, i, cf)
 	}
 	switch {
 	case pf != nil && (pf.holder || !write):
@@ -297,7 +330,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 			}
 		}
 	case write:
-		return false, errPassthroughBusy
+		return false, fs.waitPassthroughEnd(ctx, i, cf)
 	default:
 		if err := fs.snfsNoteExternal(ctx, i); err != nil {
 			return false, err
