@@ -1,0 +1,134 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"snfs/nfs3"
+	"snfs/nlm4"
+	"snfs/portmap"
+	"snfs/sunrpc"
+	"snfs/xdr"
+)
+
+// The nfs mode mount's own lock manager, the part a server calls (XNFS
+// chapter 10): GRANTED and GRANTED_MSG, which grant a blocked LOCK
+// (nlmGranted). The server finds it through this host's rpcbind
+// (NLMConfig.RPCBind) at the address the LOCK came from; it listens on TCP
+// and UDP on one port, as Linux's lockd.
+
+type nlmCallback struct {
+	srv     *sunrpc.Server
+	port    int
+	rpcbind string // where it was registered ("": nowhere)
+	wg      sync.WaitGroup
+}
+
+func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
+	nl := fs.nl
+	addr := nl.cfg.CallbackAddr
+	if addr == "" {
+		addr = ":0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("vfs: the NLM callback service: %w", err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("vfs: the NLM callback service: %w", err)
+	}
+	cb := &nlmCallback{srv: &sunrpc.Server{Logger: fs.log, SpinPoll: -1}, port: ln.Addr().(*net.TCPAddr).Port}
+	procs := make([]sunrpc.Proc, nlm4.NumProcs)
+	procs[nlm4.ProcNull] = sunrpc.Proc{Name: "NULL", Handler: func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }}
+	procs[nlm4.ProcGranted] = sunrpc.Proc{Name: "GRANTED", Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+		var a nlm4.TestArgs
+		if a.Decode(args) != nil {
+			return sunrpc.ErrGarbageArgs
+		}
+		res := nlm4.Res{Cookie: a.Cookie, Stat: fs.nlmGranted(&a)}
+		res.Encode(w)
+		return nil
+	}}
+	// GRANTED_MSG (Linux's lockd and nfs-ganesha grant this way): the answer
+	// goes back as GRANTED_RES on the connection to the server's NLM.
+	procs[nlm4.ProcGrantedMsg] = sunrpc.Proc{Name: "GRANTED_MSG", Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+		var a nlm4.TestArgs
+		if a.Decode(args) != nil {
+			return sunrpc.ErrGarbageArgs
+		}
+		a.Lock.FH = append(nfs3.FH(nil), a.Lock.FH...)
+		a.Lock.OH = append([]byte(nil), a.Lock.OH...)
+		cookie := append([]byte(nil), a.Cookie...)
+		st := fs.nlmGranted(&a)
+		cb.wg.Add(1)
+		go func() { // owned by cb.wg, bounded by the timeout and nl.life
+			defer cb.wg.Done()
+			rctx, cancel := context.WithTimeout(nl.life, 10*time.Second)
+			defer cancel()
+			if err := nl.c.GrantedRes(rctx, cookie, st); err != nil {
+				fs.log.Info("NLM: answering the server's GRANTED_MSG", "err", err)
+			}
+		}()
+		return nil
+	}}
+	cb.srv.Register(&sunrpc.Program{Name: "nlm", Number: nlm4.Program, Versions: map[uint32][]sunrpc.Proc{nlm4.Version: procs}})
+	cb.wg.Add(2)
+	go func() { defer cb.wg.Done(); cb.srv.ServeTCP(ln) }()
+	go func() { defer cb.wg.Done(); cb.srv.ServeUDP(pc) }()
+	if nl.cfg.RPCBind != "" {
+		if err := cb.register(ctx, nl.cfg.RPCBind); err != nil {
+			// Blocked locks are still granted, by polling.
+			fs.log.Warn("NLM: the callback service is not registered with rpcbind: blocked locks wait for the next poll", "rpcbind", nl.cfg.RPCBind, "err", err)
+		} else {
+			cb.rpcbind = nl.cfg.RPCBind
+		}
+	}
+	return cb, nil
+}
+
+// register replaces this host's NLM v4 registration with this service's: the
+// last mount started on a host gets the server's GRANTED calls (one lock
+// manager per host; another mount's blocked locks are granted by polling).
+func (cb *nlmCallback) register(ctx context.Context, rpcbind string) error {
+	pm, err := sunrpc.Dial(ctx, "tcp", rpcbind, portmap.Program, portmap.Version, sunrpc.WithTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer pm.Close()
+	if _, err := portmap.Unset(ctx, pm, nlm4.Program, nlm4.Version); err != nil {
+		return err
+	}
+	for _, prot := range []uint32{portmap.ProtoTCP, portmap.ProtoUDP} {
+		ok, err := portmap.Set(ctx, pm, portmap.Mapping{Prog: nlm4.Program, Vers: nlm4.Version, Prot: prot, Port: uint32(cb.port)})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("rpcbind refused NLM v4 on port %s", strconv.Itoa(cb.port))
+		}
+	}
+	return nil
+}
+
+// stop removes the registration if it is still this service's, and stops the
+// service.
+func (cb *nlmCallback) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cb.rpcbind != "" {
+		if pm, err := sunrpc.Dial(ctx, "tcp", cb.rpcbind, portmap.Program, portmap.Version, sunrpc.WithTimeout(2*time.Second)); err == nil {
+			if p, err := portmap.GetPort(ctx, pm, nlm4.Program, nlm4.Version, portmap.ProtoTCP); err == nil && p == uint32(cb.port) {
+				portmap.Unset(ctx, pm, nlm4.Program, nlm4.Version)
+			}
+			pm.Close()
+		}
+	}
+	cb.srv.Shutdown(ctx)
+	cb.wg.Wait()
+}
