@@ -191,3 +191,26 @@ func TestMountNFSLockWait(t *testing.T) {
 		t.Fatalf("a local lock after A's unlock: %v (the killed waiter holds it?)", err)
 	}
 }
+
+// TestMountNFSLockPoll: a mount whose callback service the server cannot find
+// (not in the host's rpcbind) still gets its blocked lock, by sending the
+// LOCK again every poll interval (as Linux's client does every 30 s).
+func TestMountNFSLockPoll(t *testing.T) {
+	h := newNLMMountHost(t)
+	e := newNLMMountEnv(t, h)
+	a := newNLMMount(t, e, h, false, time.Hour)
+	b := newNLMMount(t, e, h, false, 200*time.Millisecond)
+	fa := openRW(t, a.path("db"))
+	openRW(t, b.path("db")).Close()
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := startLockChild(t, b.path("db"))
+	c.expect(t, "waiting")
+	waitWaiters(t, e, 1)
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(t, "locked")
+	wantEAGAIN(t, "A while the child holds the lock", setlk(fa, unix.F_WRLCK, 0, 1))
+}
