@@ -83,8 +83,9 @@ func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
 	go func() { defer cb.wg.Done(); cb.srv.ServeUDP(pc) }()
 	if nl.cfg.RPCBind != "" {
 		if err := cb.register(ctx, nl.cfg.RPCBind); err != nil {
-			// Blocked locks are still granted, by polling.
-			fs.log.Warn("NLM: the callback service is not registered with rpcbind: blocked locks wait for the next poll", "rpcbind", nl.cfg.RPCBind, "err", err)
+			// Blocked locks are still granted, by polling; a host without
+			// rpcbind is common enough not to warn.
+			fs.log.Info("NLM: the callback service is not registered with rpcbind: blocked locks wait for the next poll", "rpcbind", nl.cfg.RPCBind, "err", err)
 		} else {
 			cb.rpcbind = nl.cfg.RPCBind
 		}
@@ -92,17 +93,30 @@ func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
 	return cb, nil
 }
 
-// register replaces this host's NLM v4 registration with this service's: the
-// last mount started on a host gets the server's GRANTED calls (one lock
-// manager per host; another mount's blocked locks are granted by polling).
+// register lists this service as the host's NLM v4 (TCP and UDP) with the
+// rpcbind at rpcbind, unless a live lock manager is listed already: the
+// kernel's lockd (the host also has stock NFS mounts) or another snfs mount.
+// A host has one lock manager in rpcbind: the mounts not listed get their
+// blocked locks by polling. A listing whose port does not answer (a mount
+// that died) is replaced.
 func (cb *nlmCallback) register(ctx context.Context, rpcbind string) error {
 	pm, err := sunrpc.Dial(ctx, "tcp", rpcbind, portmap.Program, portmap.Version, sunrpc.WithTimeout(5*time.Second))
 	if err != nil {
 		return err
 	}
 	defer pm.Close()
-	if _, err := portmap.Unset(ctx, pm, nlm4.Program, nlm4.Version); err != nil {
+	p, err := portmap.GetPort(ctx, pm, nlm4.Program, nlm4.Version, portmap.ProtoTCP)
+	if err != nil {
 		return err
+	}
+	if p != 0 {
+		host, _, _ := net.SplitHostPort(rpcbind)
+		if nlmAnswers(ctx, net.JoinHostPort(host, strconv.Itoa(int(p)))) {
+			return fmt.Errorf("another lock manager is listed (port %d)", p)
+		}
+		if _, err := portmap.Unset(ctx, pm, nlm4.Program, nlm4.Version); err != nil {
+			return err
+		}
 	}
 	for _, prot := range []uint32{portmap.ProtoTCP, portmap.ProtoUDP} {
 		ok, err := portmap.Set(ctx, pm, portmap.Mapping{Prog: nlm4.Program, Vers: nlm4.Version, Prot: prot, Port: uint32(cb.port)})
@@ -110,10 +124,22 @@ func (cb *nlmCallback) register(ctx context.Context, rpcbind string) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("rpcbind refused NLM v4 on port %s", strconv.Itoa(cb.port))
+			return fmt.Errorf("rpcbind refused NLM v4 on port %d", cb.port)
 		}
 	}
 	return nil
+}
+
+// nlmAnswers reports whether an NLM v4 answers NULL at addr.
+func nlmAnswers(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := sunrpc.Dial(ctx, "tcp", addr, nlm4.Program, nlm4.Version, sunrpc.WithTimeout(2*time.Second))
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return c.Call(ctx, nlm4.ProcNull, nil, nil) == nil
 }
 
 // stop removes the registration if it is still this service's, and stops the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,7 +38,9 @@ import (
 
 // NLMConfig turns on server locks in nfs mode (Config.NLM).
 type NLMConfig struct {
-	// Addr is the server's NLM v4 over TCP (client.FindNLM asks its rpcbind).
+	// Addr is the server's NLM v4 over TCP (client.FindNLM asks its
+	// rpcbind); "": the server has none, and every lock request fails with
+	// ErrNoLocks (ENOLCK, as on a Linux NFS mount whose server runs no lockd).
 	Addr string
 	// CallerName is this host's name in the calls (caller_name): the
 	// server monitors it with its status monitor. "" is the host name.
@@ -73,11 +76,23 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	if cfg.Poll == 0 {
 		cfg.Poll = 5 * time.Second
 	}
+	if cfg.CallerName == "" {
+		name, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("vfs: the caller_name of NLM calls: %w", err)
+		}
+		cfg.CallerName = name
+	}
+	nl := &nlmFS{cfg: cfg}
+	if cfg.Addr == "" {
+		fs.nl = nl
+		return nil
+	}
 	c, err := client.DialNLM(ctx, cfg.Addr, cfg.CallerName)
 	if err != nil {
 		return err
 	}
-	nl := &nlmFS{cfg: cfg, c: c}
+	nl.c = c
 	rand.Read(nl.instance[:])
 	nl.life, nl.endLife = context.WithCancel(context.Background())
 	fs.nl = nl
@@ -95,6 +110,9 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 // was closed) stay with the server until this host's status monitor tells it
 // of a restart.
 func (fs *FS) closeNLM() {
+	if fs.nl.c == nil {
+		return
+	}
 	fs.nl.endLife()
 	fs.nl.cb.stop()
 	fs.nl.c.Close()
@@ -103,7 +121,7 @@ func (fs *FS) closeNLM() {
 // NLMCallbackPort is the port of the GRANTED callback service (0 in snfs mode
 // or without server locks).
 func (fs *FS) NLMCallbackPort() int {
-	if fs.nl == nil {
+	if fs.nl == nil || fs.nl.cb == nil {
 		return 0
 	}
 	return fs.nl.cb.port
@@ -138,6 +156,9 @@ func (nl *nlmFS) lock(i *Inode, owner uint64, off, n uint64) nlm4.Lock {
 	return nlm4.Lock{FH: i.FH, OH: oh, Svid: svidOf(oh), Offset: off, Len: n}
 }
 
+// errNoNLM: nfs mode with server locks against a server without NLM.
+var errNoNLM = fmt.Errorf("vfs: the server runs no NLM (--locks=local keeps locks on this machine): %w", ErrNoLocks)
+
 // nlmErr is the error of an NLM status that refuses a request for another
 // reason than a conflict.
 func nlmErr(proc string, st nlm4.Stat) error {
@@ -169,6 +190,9 @@ func nlmGraceRetry(ctx context.Context, call func() (nlm4.Stat, error)) (nlm4.St
 
 func (fs *FS) nlmGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
 	nl := fs.nl
+	if nl.c == nil {
+		return nil, errNoNLM
+	}
 	var res *nlm4.TestRes
 	_, err := nlmGraceRetry(ctx, func() (nlm4.Stat, error) {
 		var err error
@@ -195,6 +219,9 @@ func (fs *FS) nlmGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKin
 
 func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
 	nl, i := fs.nl, f.i
+	if nl.c == nil {
+		return errNoNLM
+	}
 	if err := fs.Fsync(ctx, f); err != nil {
 		return err
 	}
@@ -269,7 +296,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 // the whole file, sent only if owner took a lock on i.
 func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	nl := fs.nl
-	if !nl.locks.hasOwner(i, owner) {
+	if nl.c == nil || !nl.locks.hasOwner(i, owner) {
 		return nil
 	}
 	st, err := nl.c.Unlock(ctx, nl.lock(i, owner, 0, 0))
@@ -289,6 +316,9 @@ func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error 
 func (fs *FS) nlmGranted(a *nlm4.TestArgs) nlm4.Stat {
 	nl := fs.nl
 	owner, ok := nl.ownerOf(a.Lock.OH)
+	if a.Lock.CallerName != nl.c.CallerName {
+		ok = false
+	}
 	if !ok {
 		return nlm4.Denied
 	}
