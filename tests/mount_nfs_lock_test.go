@@ -214,3 +214,14 @@ func TestMountNFSLockPoll(t *testing.T) {
 	c.expect(t, "locked")
 	wantEAGAIN(t, "A while the child holds the lock", setlk(fa, unix.F_WRLCK, 0, 1))
 }
+
+// TestMountNFSSQLite: TestMountSNFSSQLite through two nfs mode mounts: SQLite's
+// fcntl locks through NLM, the data written back before each unlock and the
+// cache dropped at each grant.
+func TestMountNFSSQLite(t *testing.T) {
+	h := newNLMMountHost(t)
+	e := newNLMMountEnv(t, h)
+	a := newNLMMount(t, e, h, false, time.Hour)
+	b := newNLMMount(t, e, h, true, time.Hour)
+	sqliteCounter(t, a.path("db"), b.path("db"))
+}
