@@ -116,3 +116,13 @@ func (c *NLM) GrantedRes(ctx context.Context, cookie []byte, st nlm4.Stat) error
 	}
 	return nil
 }
+
+// FreeAll is NLM4 FREE_ALL: the server releases every lock and share
+// reservation of this caller_name (from this address): a client that
+// restarted tells the server so this way when it runs no status monitor.
+func (c *NLM) FreeAll(ctx context.Context, state int32) error {
+	if err := c.rpc.Call(ctx, nlm4.ProcFreeAll, &nlm4.Notify{Name: c.CallerName, State: state}, nil); err != nil {
+		return fmt.Errorf("client: NLM FREE_ALL: %w", err)
+	}
+	return nil
+}

@@ -2,12 +2,15 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"snfs/client"
 	"snfs/mount/vfs"
 	"snfs/nlm4"
 	"snfs/portmap"
@@ -47,7 +50,15 @@ func newNLMMountEnv(t *testing.T, h *nlmMountHost) *env {
 // again.
 func newNLMMount(t *testing.T, e *env, h *nlmMountHost, register bool, poll time.Duration) *mount {
 	t.Helper()
-	m := newMountConfig(t, e, vfs.Config{NLM: &vfs.NLMConfig{Addr: e.addr, CallerName: "nlm-mount-host",
+	return newNLMMountNamed(t, e, h, fmt.Sprintf("nlm-mount-%d", nlmMounts.Add(1)), register, poll)
+}
+
+var nlmMounts atomic.Int64
+
+// newNLMMountNamed is newNLMMount with the caller_name name.
+func newNLMMountNamed(t *testing.T, e *env, h *nlmMountHost, name string, register bool, poll time.Duration) *mount {
+	t.Helper()
+	m := newMountConfig(t, e, vfs.Config{NLM: &vfs.NLMConfig{Addr: e.addr, CallerName: name,
 		CallbackAddr: "127.0.0.1:0", Poll: poll}})
 	t.Cleanup(func() { m.v.Close() }) // before the unmount: the files are closed by then
 	if register {
@@ -224,4 +235,30 @@ func TestMountNFSSQLite(t *testing.T) {
 	a := newNLMMount(t, e, h, false, time.Hour)
 	b := newNLMMount(t, e, h, true, time.Hour)
 	sqliteCounter(t, a.path("db"), b.path("db"))
+}
+
+// TestMountNFSLockFreeAll: a mount that died (kill -9 of the mount process:
+// here, its caller_name's lock taken by a bare NLM client and never released)
+// leaves its locks on the server; the mount started again with the same
+// caller_name (`snfs mount` uses HOST:MOUNTPOINT) frees them with FREE_ALL.
+func TestMountNFSLockFreeAll(t *testing.T) {
+	h := newNLMMountHost(t)
+	e := newNLMMountEnv(t, h)
+	fh := e.create(e.nfs, e.root, "db", 0o666)
+	dead, err := client.DialNLM(ctx, e.addr, "dead-mount")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	oh := []byte("an owner of the dead instance")
+	if st, err := dead.Lock(ctx, nlm4.Lock{FH: fh, OH: oh, Svid: 7}, true, false, 0); err != nil || st != nlm4.Granted {
+		t.Fatalf("the dead instance's lock: %v %v", st, err)
+	}
+	a := newNLMMount(t, e, h, false, time.Hour)
+	fa := openRW(t, a.path("db"))
+	wantEAGAIN(t, "A's lock under the dead instance's", setlk(fa, unix.F_WRLCK, 0, 1))
+	newNLMMountNamed(t, e, h, "dead-mount", false, time.Hour) // the same mount started again
+	if err := setlk(fa, unix.F_WRLCK, 0, 1); err != nil {
+		t.Fatalf("A's lock once the dead instance's mount started again: %v", err)
+	}
 }

@@ -414,7 +414,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		return fmt.Errorf("MNT %s: %w", export, res.Status)
 	}
 	vcfg := vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
-	if vcfg.NLM, err = nlmConfig(ctx, log, f, host, nfsAddr); err != nil {
+	if vcfg.NLM, err = nlmConfig(ctx, log, f, host, nfsAddr, dir); err != nil {
 		return err
 	}
 	v, err := vfs.New(ctx, vcfg)

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 
 	"snfs/client"
@@ -18,11 +21,25 @@ import (
 // NFS port (snfs serve answers NLM there, with or without rpcbind). A server
 // with no NLM at all still mounts: its lock requests fail with ENOLCK, as on
 // a Linux NFS mount whose server runs no lockd, and the log says so once.
-func nlmConfig(ctx context.Context, log *slog.Logger, f mountFlags, host, nfsAddr string) (*vfs.NLMConfig, error) {
+//
+// The caller_name is HOSTNAME:MOUNTPOINT: a mount is a lock manager of its
+// own (the server keeps its locks apart from other mounts' on this host),
+// and a mount restarted after a crash on the same mount point frees the dead
+// one's locks (FREE_ALL at start).
+func nlmConfig(ctx context.Context, log *slog.Logger, f mountFlags, host, nfsAddr, dir string) (*vfs.NLMConfig, error) {
 	if f.locks == "local" {
 		return nil, nil
 	}
-	cfg := &vfs.NLMConfig{RPCBind: net.JoinHostPort("127.0.0.1", strconv.Itoa(f.rpcbindPort))}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, err
+	}
+	name := hostname + ":" + dir
+	if len(name) > nlm4.MaxStrLen {
+		sum := sha256.Sum256([]byte(dir))
+		name = hostname + ":" + hex.EncodeToString(sum[:16])
+	}
+	cfg := &vfs.NLMConfig{CallerName: name, RPCBind: net.JoinHostPort("127.0.0.1", strconv.Itoa(f.rpcbindPort))}
 	switch {
 	case f.nlmPort != 0:
 		cfg.Addr = net.JoinHostPort(host, strconv.Itoa(f.nlmPort))

@@ -32,9 +32,8 @@ import (
 //
 // The lock owner on the wire: oh is the kernel's 8-byte FUSE lock owner
 // followed by this mount's 8-byte instance number (random at start), so that
-// two mounts on one host, which share the caller_name, never share an owner;
-// svid is a 31-bit hash of oh (servers such as Linux's lockd key owners by
-// (host, svid)).
+// two mounts never share an owner even with one caller_name; svid is a 31-bit
+// hash of oh (servers such as Linux's lockd key owners by (host, svid)).
 
 // NLMConfig turns on server locks in nfs mode (Config.NLM).
 type NLMConfig struct {
@@ -42,8 +41,10 @@ type NLMConfig struct {
 	// rpcbind); "": the server has none, and every lock request fails with
 	// ErrNoLocks (ENOLCK, as on a Linux NFS mount whose server runs no lockd).
 	Addr string
-	// CallerName is this host's name in the calls (caller_name): the
-	// server monitors it with its status monitor. "" is the host name.
+	// CallerName is the name of this mount in the calls (caller_name):
+	// `snfs mount` uses HOST:MOUNTPOINT, unique per mount on a host and the
+	// same across its restarts (docs/mount.md, "Locks in nfs mode"); the
+	// mount sends FREE_ALL for it at start. "" is the host name.
 	CallerName string
 	// CallbackAddr is where the GRANTED callback service listens (TCP and UDP
 	// on one port); "": every address, any port.
@@ -93,6 +94,12 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 		return err
 	}
 	nl.c = c
+	// A previous instance of this mount (same caller_name) that died left
+	// its locks on the server: they go now, as a rebooted host's do when its
+	// status monitor sends SM_NOTIFY.
+	if err := c.FreeAll(ctx, 0); err != nil {
+		fs.log.Warn("NLM: FREE_ALL of a previous instance's locks", "caller_name", cfg.CallerName, "err", err)
+	}
 	rand.Read(nl.instance[:])
 	nl.life, nl.endLife = context.WithCancel(context.Background())
 	fs.nl = nl
