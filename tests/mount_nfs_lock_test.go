@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"snfs/nlm4"
 	"snfs/portmap"
 	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
 // File locks through nfs mode mounts (vfs/nlmlock.go): NLM v4 to the
@@ -58,14 +61,22 @@ var nlmMounts atomic.Int64
 // newNLMMountNamed is newNLMMount with the caller_name name.
 func newNLMMountNamed(t *testing.T, e *env, h *nlmMountHost, name string, register bool, poll time.Duration) *mount {
 	t.Helper()
-	m := newMountConfig(t, e, vfs.Config{NLM: &vfs.NLMConfig{Addr: e.addr, CallerName: name,
-		CallbackAddr: "127.0.0.1:0", Poll: poll}})
-	t.Cleanup(func() { m.v.Close() }) // before the unmount: the files are closed by then
+	m := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: name, Poll: poll})
 	if register {
 		for _, prot := range []uint32{portmap.ProtoTCP, portmap.ProtoUDP} {
 			h.pm.Add(portmap.Mapping{Prog: nlm4.Program, Vers: nlm4.Version, Prot: prot, Port: uint32(m.v.NLMCallbackPort())})
 		}
 	}
+	return m
+}
+
+// newNLMMountCfg is an nfs mode mount with the NLM settings cfg (its Addr
+// and CallbackAddr filled in).
+func newNLMMountCfg(t *testing.T, e *env, cfg vfs.NLMConfig) *mount {
+	t.Helper()
+	cfg.Addr, cfg.CallbackAddr = e.addr, "127.0.0.1:0"
+	m := newMountConfig(t, e, vfs.Config{NLM: &cfg})
+	t.Cleanup(func() { m.v.Close() }) // before the unmount: the files are closed by then
 	return m
 }
 
@@ -260,5 +271,134 @@ func TestMountNFSLockFreeAll(t *testing.T) {
 	newNLMMountNamed(t, e, h, "dead-mount", false, time.Hour) // the same mount started again
 	if err := setlk(fa, unix.F_WRLCK, 0, 1); err != nil {
 		t.Fatalf("A's lock once the dead instance's mount started again: %v", err)
+	}
+}
+
+// setRPCBind is a port mapper that takes SET and UNSET, as a host's rpcbind
+// does from local callers.
+type setRPCBind struct {
+	mu   sync.Mutex
+	maps map[[3]uint32]uint32 // (prog, vers, prot) to port; guarded by mu
+	port int
+}
+
+func newSetRPCBind(t *testing.T) *setRPCBind {
+	r := &setRPCBind{maps: map[[3]uint32]uint32{}}
+	mapping := func(a *xdr.Reader) (portmap.Mapping, error) {
+		var m portmap.Mapping
+		if m.Decode(a) != nil {
+			return m, sunrpc.ErrGarbageArgs
+		}
+		return m, nil
+	}
+	procs := map[uint32]sunrpc.Proc{
+		portmap.ProcNull: {Name: "NULL", Handler: func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }},
+		portmap.ProcSet: {Name: "SET", Handler: func(ctx context.Context, c *sunrpc.Call, a *xdr.Reader, w *xdr.Writer) error {
+			m, err := mapping(a)
+			if err != nil {
+				return err
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			k := [3]uint32{m.Prog, m.Vers, m.Prot}
+			_, taken := r.maps[k]
+			if !taken {
+				r.maps[k] = m.Port
+			}
+			w.Bool(!taken)
+			return nil
+		}},
+		portmap.ProcUnset: {Name: "UNSET", Handler: func(ctx context.Context, c *sunrpc.Call, a *xdr.Reader, w *xdr.Writer) error {
+			m, err := mapping(a)
+			if err != nil {
+				return err
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for k := range r.maps {
+				if k[0] == m.Prog && k[1] == m.Vers {
+					delete(r.maps, k)
+				}
+			}
+			w.Bool(true)
+			return nil
+		}},
+		portmap.ProcGetPort: {Name: "GETPORT", Handler: func(ctx context.Context, c *sunrpc.Call, a *xdr.Reader, w *xdr.Writer) error {
+			m, err := mapping(a)
+			if err != nil {
+				return err
+			}
+			w.Uint32(r.get(m.Prog, m.Vers, m.Prot))
+			return nil
+		}},
+	}
+	ps := make([]sunrpc.Proc, portmap.ProcDump+1)
+	for n, p := range procs {
+		ps[n] = p
+	}
+	s := &sunrpc.Server{Logger: quietLogger()}
+	s.Register(&sunrpc.Program{Name: "portmap", Number: portmap.Program, Versions: map[uint32][]sunrpc.Proc{portmap.Version: ps}})
+	r.port = serveBoth(t, s)
+	return r
+}
+
+func (r *setRPCBind) get(prog, vers, prot uint32) uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.maps[[3]uint32{prog, vers, prot}]
+}
+
+func (r *setRPCBind) nlmPort() int { return int(r.get(nlm4.Program, nlm4.Version, portmap.ProtoTCP)) }
+
+// TestMountNFSLockRegister: an nfs mode mount lists its callback service in
+// this host's rpcbind (SET), where the server finds it for GRANTED; a second
+// mount leaves a live listing alone; a listing whose port does not answer (a
+// mount that died) is replaced; a mount's Close removes its own listing only.
+func TestMountNFSLockRegister(t *testing.T) {
+	r := newSetRPCBind(t)
+	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: r.port}, 0)
+	rpcbind := fmt.Sprintf("127.0.0.1:%d", r.port)
+	a := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "reg-a", Poll: time.Hour})
+	b := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "reg-b", Poll: time.Hour, RPCBind: rpcbind})
+	if got, want := r.nlmPort(), b.v.NLMCallbackPort(); got != want || r.get(nlm4.Program, nlm4.Version, portmap.ProtoUDP) != uint32(want) {
+		t.Fatalf("rpcbind lists NLM at %d, want B's callback service at %d (TCP and UDP)", got, want)
+	}
+	c := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "reg-c", Poll: time.Hour, RPCBind: rpcbind})
+	if got := r.nlmPort(); got != b.v.NLMCallbackPort() {
+		t.Fatalf("C replaced B's live listing: rpcbind lists NLM at %d, B's is %d, C's %d", got, b.v.NLMCallbackPort(), c.v.NLMCallbackPort())
+	}
+	// B's blocked lock is granted by the server's GRANTED, found through
+	// the listing (B polls once an hour).
+	fa := openRW(t, a.path("db"))
+	openRW(t, b.path("db")).Close()
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch := startLockChild(t, b.path("db"))
+	ch.expect(t, "waiting")
+	waitWaiters(t, e, 1)
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch.expect(t, "locked")
+	ch.kill()
+
+	// C's Close leaves B's listing; B's removes it.
+	c.v.Close()
+	if got := r.nlmPort(); got != b.v.NLMCallbackPort() {
+		t.Fatalf("C's Close changed B's listing to %d", got)
+	}
+	b.v.Close()
+	if got := r.nlmPort(); got != 0 {
+		t.Fatalf("B's Close left the listing at %d", got)
+	}
+	// A stale listing (nothing answers at its port) is replaced.
+	dead := freePort(t)
+	r.mu.Lock()
+	r.maps[[3]uint32{nlm4.Program, nlm4.Version, portmap.ProtoTCP}] = uint32(dead)
+	r.mu.Unlock()
+	d := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "reg-d", Poll: time.Hour, RPCBind: rpcbind})
+	if got := r.nlmPort(); got != d.v.NLMCallbackPort() {
+		t.Fatalf("rpcbind lists NLM at %d after D's start, want D's %d (the listing at %d was stale)", got, d.v.NLMCallbackPort(), dead)
 	}
 }
