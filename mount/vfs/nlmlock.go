@@ -257,6 +257,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 	}
 	for {
 		st, err := nlmGraceRetry(ctx, func() (nlm4.Stat, error) { return nl.c.Lock(ctx, l, excl, wait, 0) })
+		fs.log.Debug("NLM LOCK", "fileid", i.FileID, "owner", owner, "exclusive", excl, "offset", off, "len", n, "block", wait, "stat", st, "err", err)
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) || ctx.Err() != nil {
 				return syscall.EINTR
