@@ -402,3 +402,32 @@ func TestMountNFSLockRegister(t *testing.T) {
 		t.Fatalf("rpcbind lists NLM at %d after D's start, want D's %d (the listing at %d was stale)", got, d.v.NLMCallbackPort(), dead)
 	}
 }
+
+// TestMountNFSLockPeers: the server's GRANTED for a mount's blocked lock goes
+// to the mount this host's rpcbind lists, another one: it passes the call on
+// (NLMConfig.PeerDir), so the waiting mount, which polls only once an hour,
+// gets its lock at once.
+func TestMountNFSLockPeers(t *testing.T) {
+	h := newNLMMountHost(t)
+	e := newNLMMountEnv(t, h)
+	peers := diskTempDir(t, "snfs-nlm-peers-")
+	a := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "peer-a", Poll: time.Hour, PeerDir: peers})
+	b := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "peer-b", Poll: time.Hour, PeerDir: peers})
+	c := newNLMMountCfg(t, e, vfs.NLMConfig{CallerName: "peer-c", Poll: time.Hour, PeerDir: peers})
+	for _, prot := range []uint32{portmap.ProtoTCP, portmap.ProtoUDP} { // C is the host's lock manager
+		h.pm.Add(portmap.Mapping{Prog: nlm4.Program, Vers: nlm4.Version, Prot: prot, Port: uint32(c.v.NLMCallbackPort())})
+	}
+	fa := openRW(t, a.path("db"))
+	openRW(t, b.path("db")).Close()
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch := startLockChild(t, b.path("db"))
+	ch.expect(t, "waiting")
+	waitWaiters(t, e, 1)
+	if err := setlk(fa, unix.F_UNLCK, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch.expect(t, "locked")
+	wantEAGAIN(t, "A while B's child holds the lock", setlk(fa, unix.F_WRLCK, 0, 1))
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"snfs/client"
@@ -39,7 +40,7 @@ func nlmConfig(ctx context.Context, log *slog.Logger, f mountFlags, host, nfsAdd
 		sum := sha256.Sum256([]byte(dir))
 		name = hostname + ":" + hex.EncodeToString(sum[:16])
 	}
-	cfg := &vfs.NLMConfig{CallerName: name, RPCBind: net.JoinHostPort("127.0.0.1", strconv.Itoa(f.rpcbindPort))}
+	cfg := &vfs.NLMConfig{CallerName: name, PeerDir: filepath.Join(runDir(), "nlm"), RPCBind: net.JoinHostPort("127.0.0.1", strconv.Itoa(f.rpcbindPort))}
 	switch {
 	case f.nlmPort != 0:
 		cfg.Addr = net.JoinHostPort(host, strconv.Itoa(f.nlmPort))

@@ -2,9 +2,14 @@ package vfs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +27,80 @@ import (
 // and UDP on one port, as Linux's lockd.
 
 type nlmCallback struct {
-	srv     *sunrpc.Server
-	port    int
-	rpcbind string // where it was registered ("": nowhere)
-	wg      sync.WaitGroup
+	srv      *sunrpc.Server
+	port     int
+	rpcbind  string // where it was registered ("": nowhere)
+	peerFile string // its listing for this host's other mounts ("": none)
+	wg       sync.WaitGroup
+}
+
+// Passing GRANTED on (NLMConfig.PeerDir): the server calls the one lock
+// manager the host's rpcbind lists, which may be another mount's. Each mount
+// lists its callback port in PeerDir, in a file named by a hash of its
+// caller_name; a GRANTED for another caller_name is passed on to that mount's
+// service on 127.0.0.1, and its answer returned.
+
+func peerFileName(dir, callerName string) string {
+	sum := sha256.Sum256([]byte(callerName))
+	return filepath.Join(dir, hex.EncodeToString(sum[:16]))
+}
+
+// listPeer writes this service's port under callerName in dir.
+func (cb *nlmCallback) listPeer(dir, callerName string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f := peerFileName(dir, callerName)
+	tmp := f + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(cb.port)+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, f); err != nil {
+		return err
+	}
+	cb.peerFile = f
+	return nil
+}
+
+// unlistPeer removes the listing if it is still this service's.
+func (cb *nlmCallback) unlistPeer() {
+	if cb.peerFile == "" {
+		return
+	}
+	if b, err := os.ReadFile(cb.peerFile); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(cb.port) {
+		os.Remove(cb.peerFile)
+	}
+}
+
+// nlmGrantedHere answers a GRANTED: this mount's own (nlmGranted), or another
+// mount's on this host, passed on to it; Denied when there is no such mount.
+func (fs *FS) nlmGrantedHere(ctx context.Context, a *nlm4.TestArgs) nlm4.Stat {
+	nl := fs.nl
+	if a.Lock.CallerName == nl.cfg.CallerName || nl.cfg.PeerDir == "" {
+		return fs.nlmGranted(a)
+	}
+	b, err := os.ReadFile(peerFileName(nl.cfg.PeerDir, a.Lock.CallerName))
+	if err != nil {
+		return nlm4.Denied
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || port == nl.cb.port {
+		return nlm4.Denied
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := sunrpc.Dial(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nlm4.Program, nlm4.Version,
+		sunrpc.WithTimeout(5*time.Second))
+	if err != nil {
+		return nlm4.Denied
+	}
+	defer c.Close()
+	var res nlm4.Res
+	if err := c.Call(ctx, nlm4.ProcGranted, a, &res); err != nil {
+		fs.log.Info("NLM: passing a GRANTED on to another mount", "caller_name", a.Lock.CallerName, "err", err)
+		return nlm4.Denied
+	}
+	return res.Stat
 }
 
 func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
@@ -51,7 +126,7 @@ func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
 		if a.Decode(args) != nil {
 			return sunrpc.ErrGarbageArgs
 		}
-		res := nlm4.Res{Cookie: a.Cookie, Stat: fs.nlmGranted(&a)}
+		res := nlm4.Res{Cookie: a.Cookie, Stat: fs.nlmGrantedHere(ctx, &a)}
 		res.Encode(w)
 		return nil
 	}}
@@ -64,13 +139,14 @@ func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
 		}
 		a.Lock.FH = append(nfs3.FH(nil), a.Lock.FH...)
 		a.Lock.OH = append([]byte(nil), a.Lock.OH...)
+		a.Lock.CallerName = strings.Clone(a.Lock.CallerName)
 		cookie := append([]byte(nil), a.Cookie...)
-		st := fs.nlmGranted(&a)
 		cb.wg.Add(1)
 		go func() { // owned by cb.wg, bounded by the timeout and nl.life
 			defer cb.wg.Done()
 			rctx, cancel := context.WithTimeout(nl.life, 10*time.Second)
 			defer cancel()
+			st := fs.nlmGrantedHere(rctx, &a)
 			if err := nl.c.GrantedRes(rctx, cookie, st); err != nil {
 				fs.log.Info("NLM: answering the server's GRANTED_MSG", "err", err)
 			}
@@ -78,6 +154,11 @@ func (fs *FS) startNLMCallback(ctx context.Context) (*nlmCallback, error) {
 		return nil
 	}}
 	cb.srv.Register(&sunrpc.Program{Name: "nlm", Number: nlm4.Program, Versions: map[uint32][]sunrpc.Proc{nlm4.Version: procs}})
+	if nl.cfg.PeerDir != "" {
+		if err := cb.listPeer(nl.cfg.PeerDir, nl.cfg.CallerName); err != nil {
+			fs.log.Warn("NLM: cannot list the callback service for this host's other mounts: their GRANTED calls for it are not passed on", "err", err)
+		}
+	}
 	cb.wg.Add(2)
 	go func() { defer cb.wg.Done(); cb.srv.ServeTCP(ln) }()
 	go func() { defer cb.wg.Done(); cb.srv.ServeUDP(pc) }()
@@ -147,6 +228,7 @@ func nlmAnswers(ctx context.Context, addr string) bool {
 func (cb *nlmCallback) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	cb.unlistPeer()
 	if cb.rpcbind != "" {
 		if pm, err := sunrpc.Dial(ctx, "tcp", cb.rpcbind, portmap.Program, portmap.Version, sunrpc.WithTimeout(2*time.Second)); err == nil {
 			if p, err := portmap.GetPort(ctx, pm, nlm4.Program, nlm4.Version, portmap.ProtoTCP); err == nil && p == uint32(cb.port) {

@@ -55,6 +55,10 @@ type NLMConfig struct {
 	RPCBind string
 	// Poll is how often a blocked LOCK is sent again; 0: 5 s.
 	Poll time.Duration
+	// PeerDir is where this host's mounts list their callback services by
+	// caller_name, so that the one rpcbind lists passes other mounts'
+	// GRANTED calls on (nlmcb.go); "": none.
+	PeerDir string
 }
 
 // nlmFS is an nfs mode FS's NLM state.
