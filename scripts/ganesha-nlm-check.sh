@@ -7,7 +7,8 @@
 # joined by a veth pair: A is 10.99.0.1, B 10.99.0.2. Checks: flock -n
 # excludes across the mounts; a blocking flock through the mount listed in A's
 # rpcbind (the first) is granted by ganesha's callback, well before the 5 s
-# poll would.
+# poll would; so is one through the other mount (the first passes the
+# GRANTED on).
 #
 # Usage (root): go build -o /tmp/snfs ./cmd/snfs && scripts/ganesha-nlm-check.sh /tmp/snfs
 # Prints RESULT lines; exit status 0 when all are as wanted. Logs stay in the
@@ -67,6 +68,14 @@ case "${1:-}" in
 	flock $W/a/db true; r=$?
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	echo "RESULT blocking flock through a while b holds it for 1.5 s more: exit $r after $ms ms (want 0, under 4000 ms: by ganesha's callback, not the 5 s poll)"
+	[ $r = 0 ] && [ $ms -lt 4000 ] || ok=1
+	wait $holder
+	flock $W/a/db sleep 2 & holder=$!
+	sleep 0.5
+	start=$(date +%s%N)
+	flock $W/b/db true; r=$?
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	echo "RESULT blocking flock through b (not listed: a passes the GRANTED on) while a holds it for 1.5 s more: exit $r after $ms ms (want 0, under 4000 ms)"
 	[ $r = 0 ] && [ $ms -lt 4000 ] || ok=1
 	wait $holder
 	$S umount $W/a; $S umount $W/b
