@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"snfs/client"
+	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/nlm4"
 	"snfs/portmap"
@@ -430,4 +433,40 @@ func TestMountNFSLockPeers(t *testing.T) {
 	}
 	ch.expect(t, "locked")
 	wantEAGAIN(t, "A while B's child holds the lock", setlk(fa, unix.F_WRLCK, 0, 1))
+}
+
+// TestMountNFSLockMountKilled: `snfs mount --mode=nfs` killed (SIGKILL) while
+// a process holds a lock through it leaves the lock on the server; the mount
+// started again on the same mount point (the same caller_name) frees it
+// (FREE_ALL). Through the binary: it finds snfs serve's NLM on the NFS port.
+func TestMountNFSLockMountKilled(t *testing.T) {
+	requireFUSE(t)
+	e := newEnv(t, "rw,no_root_squash")
+	bin := snfsBinary(t)
+	spec, ports := "127.0.0.1:"+e.cfg.Exports[0].Path, portArgs(e.port(), e.port())
+	m := startProcMount(t, bin, spec, append(ports, "--mode=nfs")...)
+	f, err := os.OpenFile(m.path("db"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setlk(f, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("lock through the mount: %v\n%s", err, m.log.String())
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err == nil {
+		t.Fatal("a local lock over the mount's")
+	}
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.done
+	m.cmd = nil // dead: nothing to unmount cleanly
+	f.Close()   // the FLUSH finds no mount: nothing is released
+	if err := fusefs.Unmount(m.dir, nil, 5*time.Second); err != nil {
+		t.Logf("unmount of the dead mount: %v", err)
+	}
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err == nil {
+		t.Fatal("the killed mount's lock went by itself")
+	}
+	startProcMountAt(t, bin, spec, m.dir, append(ports, "--mode=nfs")...)
+	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err != nil {
+		t.Fatalf("a local lock after the mount started again: %v", err)
+	}
 }
