@@ -212,10 +212,12 @@ func (g *ganesha) spec() string            { return "127.0.0.1:" + g.export }
 func (g *ganesha) ports() []string         { return portArgs(g.nfsPort, g.mntPort) }
 func (g *ganesha) path(name string) string { return filepath.Join(g.export, name) }
 
-// mountGanesha mounts g's export with `snfs mount` and extra flags.
+// mountGanesha mounts g's export with `snfs mount` and extra flags. Its locks
+// stay local (--locks=local): ganesha-peer runs ganesha without NLM
+// (Enable_NLM = false) and its rpcbind in a private network namespace.
 func mountGanesha(t *testing.T, bin string, g *ganesha, flags ...string) *procMount {
 	t.Helper()
-	return startProcMount(t, bin, g.spec(), append(g.ports(), flags...)...)
+	return startProcMount(t, bin, g.spec(), append(append(g.ports(), "--locks=local"), flags...)...)
 }
 
 // knownGaneshaFailures are posixtest cases that fail on a `snfs mount

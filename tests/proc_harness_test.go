@@ -62,7 +62,12 @@ type procMount struct {
 func startProcMount(t *testing.T, bin, spec string, args ...string) *procMount {
 	t.Helper()
 	requireFUSE(t)
-	dir := diskTempDir(t, "snfs-pmnt-")
+	return startProcMountAt(t, bin, spec, diskTempDir(t, "snfs-pmnt-"), args...)
+}
+
+// startProcMountAt is startProcMount on the mount point dir.
+func startProcMountAt(t *testing.T, bin, spec, dir string, args ...string) *procMount {
+	t.Helper()
 	m := &procMount{dir: dir, bin: bin, log: new(lockedBuffer), done: make(chan error, 1)}
 	m.cmd = exec.Command(bin, append(append([]string{"mount", "--foreground"}, args...), spec, dir)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log

@@ -49,7 +49,8 @@ when the server speaks it, else nfs. A MOUNTPOINT that is not empty or already a
 mount is refused unless --allow-non-empty. -o takes the same settings as a
 comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N, mode=M, cache-dir=D,
 cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
-log-file=F, log-level=L, foreground, debug, nonempty, ro, rw, noexec, exec; and
+log-file=F, log-level=L, locks=nlm|local (nolock, lock, local_lock=none|all),
+nlm-port=N, rpcbind-port=N, foreground, debug, nonempty, ro, rw, noexec, exec; and
 mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
 nodev, noatime, _netdev, noauto, user, defaults, x-* are accepted (a root mount
 always is allow_other, a user's with it; every mount is nosuid,nodev); uid=, gid=,
@@ -68,10 +69,13 @@ type mountFlags struct {
 	writebackDelay     time.Duration
 	metrics            string // --metrics ADDR
 	closeDelay         time.Duration
-	passthrough        bool // snfs mode: FUSE passthrough for reads of whole cached files
-	allowNonEmpty      bool // mount over a non-empty directory or an existing mount (mountpoint.go)
-	readOnly, noExec   bool // -o ro, -o noexec (mountopts.go)
-	allowOther         bool // -o allow_other: a user's mount too is for every user (mountopts.go)
+	passthrough        bool   // snfs mode: FUSE passthrough for reads of whole cached files
+	allowNonEmpty      bool   // mount over a non-empty directory or an existing mount (mountpoint.go)
+	readOnly, noExec   bool   // -o ro, -o noexec (mountopts.go)
+	allowOther         bool   // -o allow_other: a user's mount too is for every user (mountopts.go)
+	locks              string // nfs mode: "nlm" (the server's lock manager) or "local" (mount_nlm.go)
+	nlmPort            int    // nfs mode: the server's NLM port; 0: its rpcbind's answer
+	rpcbindPort        int    // the port of the server's and this host's rpcbind
 }
 
 // applyOpts applies -o's comma-separated settings.
@@ -116,6 +120,21 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.logFile = v
 		case "log-level":
 			f.logLevel = v
+		case "locks":
+			f.locks = v
+		case "local_lock": // Linux's nfs(5): all and flock/posix keep them local
+			f.locks = "nlm"
+			if v != "none" {
+				f.locks = "local"
+			}
+		case "nolock":
+			f.locks = "local"
+		case "lock":
+			f.locks = "nlm"
+		case "nlm-port":
+			f.nlmPort, err = strconv.Atoi(v)
+		case "rpcbind-port":
+			f.rpcbindPort, err = strconv.Atoi(v)
 		default:
 			var known bool
 			if known, err = f.applyGenericOpt(k, strings.Contains(o, "=")); !known {
@@ -178,6 +197,9 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs := newFlagSet("mount", mountSynopsis)
 	fs.IntVar(&f.nfsPort, "nfs-port", 2049, "the server's NFS port")
 	fs.IntVar(&f.mountPort, "mount-port", 20048, "the server's MOUNT port")
+	fs.StringVar(&f.locks, "locks", "nlm", "nfs mode: nlm: fcntl and flock locks go to the server's lock manager (NLM v4), across clients; local: they stay on this machine (nolock)")
+	fs.IntVar(&f.nlmPort, "nlm-port", 0, "nfs mode: the server's NLM port (0: ask the server's rpcbind, then try the NFS port)")
+	fs.IntVar(&f.rpcbindPort, "rpcbind-port", 111, "the port of the server's rpcbind, and of this host's, where nfs mode's lock callback service is listed")
 	fs.StringVar(&f.mode, "mode", "nfs", "nfs: plain NFSv3, close-to-open; snfs: the snfs consistency protocol; auto: snfs if the server speaks it")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "snfs mode's cache directory (default /var/cache/snfs/<hash of SERVER:/EXPORT>)")
 	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
@@ -191,7 +213,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,locks=nlm|local,nolock,lock,local_lock=none|all,nlm-port=N,rpcbind-port=N,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -207,6 +229,9 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	case "nfs", "snfs", "auto":
 	default:
 		return f, "", "", "", fmt.Errorf("--mode: want nfs, snfs or auto, not %q", f.mode)
+	}
+	if f.locks != "nlm" && f.locks != "local" {
+		return f, "", "", "", fmt.Errorf("--locks: want nlm or local, not %q", f.locks)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -388,10 +413,15 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if res.Status != 0 {
 		return fmt.Errorf("MNT %s: %w", export, res.Status)
 	}
-	v, err := vfs.New(ctx, vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly})
+	vcfg := vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
+	if vcfg.NLM, err = nlmConfig(ctx, log, f, host, nfsAddr, dir); err != nil {
+		return err
+	}
+	v, err := vfs.New(ctx, vcfg)
 	if err != nil {
 		return err
 	}
+	defer v.Close()
 	if f.metrics != "" {
 		stopMetrics, err := serveMetrics(f.metrics, reg, log)
 		if err != nil {

@@ -88,9 +88,10 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		// them (ptRaw.Writev); the server clears them (vfs.ClearSetID), and
 		// on truncation and chown by itself.
 		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_HANDLE_KILLPRIV_V2,
-		// snfs mode serves POSIX locks and flock (lock.go); nfs mode
-		// leaves them to the kernel, local to this machine.
-		EnableLocks: v.SNFS(),
+		// snfs mode, and nfs mode with NLM, serve POSIX locks and flock
+		// (lock.go); nfs mode without NLM leaves them to the kernel,
+		// local to this machine.
+		EnableLocks: v.ServerLocks(),
 		Debug:       o.Debug,
 		Logger:      log.New(os.Stderr, "fuse: ", log.LstdFlags),
 	}

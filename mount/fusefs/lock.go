@@ -13,8 +13,9 @@ import (
 	"snfs/mount/vfs"
 )
 
-// File locks in snfs mode (vfs/lock.go): the mount asks the kernel to send
-// POSIX locks and flock to it (MountOptions.EnableLocks); nfs mode keeps the
+// File locks in snfs mode (vfs/lock.go) and in nfs mode with NLM
+// (vfs/nlmlock.go): the mount asks the kernel to send POSIX locks and flock to
+// it (MountOptions.EnableLocks); nfs mode with --locks=local keeps the
 // kernel's local locks. FLUSH carries the closing process's lock owner: its
 // locks on the file go (a process that dies closes its files too); RELEASE
 // with FUSE_RELEASE_FLOCK_UNLOCK ends the flock of the open file description.

@@ -37,6 +37,12 @@
 //   - A read-only mount (Config.ReadOnly, readonly.go) refuses every change
 //     with NFS3ERR_ROFS before sending anything; in snfs mode it opens files
 //     for reading only and refuses a cache directory with data to write back.
+//   - Locks (Config.NLM, nlmlock.go): fcntl and flock locks through the
+//     server's NLM v4, as the Linux NFS client's lockd: TEST, LOCK, UNLOCK,
+//     CANCEL, FREE_ALL at start; a blocked LOCK granted by the server's
+//     GRANTED (or GRANTED_MSG) to this mount's callback service (nlmcb.go),
+//     or by sending it again every poll interval; write-back before and cache
+//     invalidation after each grant, as in snfs mode.
 //
 // Every call is made with the AUTH_SYS identity of the process that caused it
 // (writes flushed later: of the last writer), so the server decides

@@ -84,6 +84,9 @@ func protoLockType(k LockKind) snfs1.LockType {
 // Getlk is GETLK: the lock that would stop owner's lock of kind on (off, n),
 // or nil.
 func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	if fs.nl != nil {
+		return fs.nlmGetlk(ctx, i, owner, kind, off, n)
+	}
 	if fs.sn == nil {
 		return nil, syscall.ENOSYS
 	}
@@ -122,6 +125,9 @@ func holderOf(h snfs1.LockHolder) *LockHolder {
 // ends (the process was interrupted: EINTR, and the request is withdrawn on
 // the server). f's dirty data is written back first.
 func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	if fs.nl != nil {
+		return fs.nlmSetlk(ctx, f, owner, kind, off, n, wait)
+	}
 	if fs.sn == nil {
 		return syscall.ENOSYS
 	}
@@ -137,13 +143,13 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 			err = nil
 		}
 		if err == nil && off == 0 && n == 0 {
-			fs.forgetOwner(i, owner)
+			fs.sn.locks.forgetOwner(i, owner)
 			fs.dropHeld(i, nil, owner)
 		}
 		return err
 	}
 	typ := protoLockType(kind)
-	fs.noteOwner(i, owner)
+	fs.sn.locks.noteOwner(i, owner)
 	var w *lockWait
 	key := waitKey{string(i.FH), owner, typ, off, n}
 	if wait {
@@ -252,6 +258,9 @@ func (fs *FS) lockGranted(i *Inode) {
 // descriptor of the file, or died; RELEASE of an open with flock locks). It
 // sends nothing unless owner took a lock on i.
 func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	if fs.nl != nil {
+		return fs.nlmUnlockOwner(ctx, i, owner)
+	}
 	if fs.sn == nil {
 		return nil
 	}
@@ -265,7 +274,7 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 		err = nil
 	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {
-		fs.forgetOwner(i, owner)
+		fs.sn.locks.forgetOwner(i, owner)
 	}
 	return err
 }
@@ -286,8 +295,7 @@ func (fs *FS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedSt
 	return snfs1.GrantedUnwanted
 }
 
-func (fs *FS) noteOwner(i *Inode, owner uint64) {
-	l := &fs.sn.locks
+func (l *locks) noteOwner(i *Inode, owner uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.owners == nil {
@@ -299,8 +307,7 @@ func (fs *FS) noteOwner(i *Inode, owner uint64) {
 	l.owners[i][owner] = true
 }
 
-func (fs *FS) forgetOwner(i *Inode, owner uint64) {
-	l := &fs.sn.locks
+func (l *locks) forgetOwner(i *Inode, owner uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.owners[i], owner)

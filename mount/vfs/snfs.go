@@ -221,6 +221,9 @@ func (fs *FS) SetNotifier(n Notifier) {
 	if fs.sn != nil {
 		fs.sn.notify.Store(&n)
 	}
+	if fs.nl != nil {
+		fs.nl.notify.Store(&n)
+	}
 }
 
 // SNFS reports whether the FS runs in snfs mode.
@@ -235,6 +238,12 @@ func (fs *FS) SNFSStats() *SNFSStats {
 }
 
 func (fs *FS) notifyData(i *Inode) {
+	if fs.nl != nil {
+		if n := fs.nl.notify.Load(); n != nil {
+			(*n).InvalidateData(i)
+		}
+		return
+	}
 	if n := fs.sn.notify.Load(); n != nil {
 		(*n).InvalidateData(i)
 	}
@@ -279,6 +288,9 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 // mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
 // ended. Call Sync first to write everything back.
 func (fs *FS) Close() error {
+	if fs.nl != nil {
+		fs.nl.closeOnce.Do(fs.closeNLM)
+	}
 	if fs.sn == nil {
 		return nil
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	SNFS *SNFSConfig
 	// ReadOnly refuses every change with EROFS (readonly.go).
 	ReadOnly bool
+	// NLM, if set in nfs mode, sends locks to the server's NLM
+	// (nlmlock.go); without it nfs mode's locks are the kernel's, local.
+	NLM *NLMConfig
 }
 
 // FS is one mounted export.
@@ -75,6 +78,7 @@ type FS struct {
 	dirNames map[string]dirName
 
 	sn *snfsFS // snfs mode; nil in nfs mode
+	nl *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -131,6 +135,10 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
 	if cfg.SNFS != nil {
 		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
+			return nil, err
+		}
+	} else if cfg.NLM != nil {
+		if err := fs.startNLM(ctx, *cfg.NLM); err != nil {
 			return nil, err
 		}
 	}
