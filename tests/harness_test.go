@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,7 +26,11 @@ func TestMain(m *testing.M) {
 	}
 	// Objects are created with exactly the mode asked for, as `snfs serve` does.
 	syscall.Umask(0)
+	finish := startLeftoverGuard()
 	code := m.Run()
+	for _, s := range finish() {
+		fmt.Fprintln(os.Stderr, "snfs/tests: "+s)
+	}
 	if libnfsOp.dir != "" {
 		os.RemoveAll(libnfsOp.dir)
 	}
@@ -62,6 +67,7 @@ func diskTempDir(t testing.TB, pattern string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noteRunDir(d)
 	t.Cleanup(func() {
 		// SNFS_TEST_KEEP=1 keeps a failed test's directories (logs,
 		// export, caches) for a post-mortem.
