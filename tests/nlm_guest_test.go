@@ -155,3 +155,65 @@ func TestLinuxClientNLM(t *testing.T) {
 	t.Logf("guest transcript:\n%s", tr)
 	t.Logf("unlock to the guest's process holding the lock (its clock): %v; to its next file seen on the server: %v", stamped, seen)
 }
+
+// TestLinuxClientNLMReclaim: the guest's kernel client holds a flock and an
+// fcntl range lock; the server restarts (same port and state); its SM_NOTIFY
+// reaches the guest's rpc.statd through slirp (guestCallbacks), the guest's
+// lockd reclaims both locks in the grace period, and after it a second client
+// (the Go NLM client) and a local process on the server are denied them; when
+// the guest lets go, they are free.
+func TestLinuxClientNLMReclaim(t *testing.T) {
+	requireRoot(t)
+	guestRunner(t)
+	requireGuestLockTools(t)
+	g := newGuestCallbacks(t)
+	const grace = 10 * time.Second
+	e := newGuestLockEnv(t, g, grace)
+	hostRPCBind(t, e.port())
+	for _, f := range []string{"reclaim.lock", "reclaim-range.lock", "after.lock"} {
+		if err := os.WriteFile(e.path(f), make([]byte, 200), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newNLMClient(t, e, "host-b")
+	out := guestLockRun(t, e, g, "nlm-reclaim.sh")
+	guestWaitFile(t, e, out, "guest.ready")
+	fl, fr := e.lookup(e.root, "reclaim.lock"), e.lookup(e.root, "reclaim-range.lock")
+	wantNLM(t, "B write reclaim.lock before the restart", b.lock(b.lk(fl, 1, 0, 1), true, false, false), nlm4.Denied)
+
+	e.restart()
+	wantNLM(t, "B write reclaim.lock in the grace period", b.lock(b.lk(fl, 1, 0, 1), true, false, false), nlm4.DeniedGracePeriod)
+	// The lock manager's grace lasts its whole bound when NLM hosts were
+	// recorded (they send no "reclaim done"): ask until it is over.
+	restarted := time.Now()
+	st := nlm4.DeniedGracePeriod
+	for st == nlm4.DeniedGracePeriod {
+		if time.Since(restarted) > 3*grace { // a failure bound
+			t.Fatal("the grace period did not end")
+		}
+		time.Sleep(200 * time.Millisecond)
+		st = b.lock(b.lk(fl, 1, 0, 1), true, false, false)
+	}
+	wantNLM(t, "B write reclaim.lock after the grace period", st, nlm4.Denied)
+	if tr := b.test(b.lk(fl, 1, 0, 0), false); tr.Stat != nlm4.Denied || !tr.Holder.Exclusive {
+		t.Fatalf("B TEST reclaim.lock: %+v, want the guest's reclaimed whole-file write lock", tr)
+	}
+	wantNLM(t, "B write reclaim-range.lock [15,16)", b.lock(b.lk(fr, 1, 15, 1), true, false, false), nlm4.Denied)
+	wantNLM(t, "B write reclaim-range.lock [25,26)", b.lock(b.lk(fr, 1, 25, 1), true, false, false), nlm4.Granted)
+	for _, l := range []struct {
+		f          string
+		start, len int64
+	}{{"reclaim.lock", 0, 0}, {"reclaim-range.lock", 12, 1}} {
+		if _, err := localLock(t, e.path(l.f), unix.F_WRLCK, l.start, l.len); !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+			t.Fatalf("a local process's lock of %s [%d,+%d) under the guest's reclaimed lock: %v, want EAGAIN", l.f, l.start, l.len, err)
+		}
+	}
+	if err := os.WriteFile(e.path("release"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	guestWaitFile(t, e, out, "released")
+	wantNLM(t, "B write reclaim.lock once the guest let go", b.lock(b.lk(fl, 1, 0, 1), true, false, false), nlm4.Granted)
+	wantNLM(t, "B write reclaim-range.lock [15,16) once the guest let go", b.lock(b.lk(fr, 1, 15, 1), true, false, false), nlm4.Granted)
+	tr := guestDone(t, out)
+	t.Logf("guest transcript:\n%s", tr)
+}
