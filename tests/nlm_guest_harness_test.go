@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -58,31 +59,32 @@ func newGuestCallbacks(t *testing.T) *guestCallbacks {
 }
 
 // freePorts finds n distinct ports free on every address over both TCP and
-// UDP (slirp binds its redirections to all addresses).
+// UDP (slirp binds its redirections to all addresses), below the ephemeral
+// range (32768 on), so that no socket bound to port 0 (the server's, the
+// mounts') takes one before slirp binds it.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	var held []func()
-	defer func() {
-		for _, c := range held {
-			c()
-		}
-	}()
+	seen := map[int]bool{}
 	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100 {
+		if tries > 1000 {
 			t.Fatal("no free ports for the guest's redirections")
 		}
-		ln, err := net.Listen("tcp4", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", p))
-		if err != nil {
-			ln.Close()
+		p := 10000 + rand.IntN(22000)
+		if seen[p] {
 			continue
 		}
-		held = append(held, func() { ln.Close(); pc.Close() })
+		seen[p] = true
+		ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", p))
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
 		ports = append(ports, p)
 	}
 	return ports

@@ -21,22 +21,24 @@ else: raise SystemExit("no release from the host")' || fail "holding guest.lock"
 
 rounds=$(cat rounds)
 echo "--- $rounds rounds: the guest waits for wait.lock, which the Go client holds and then releases"
-python3 -c 'import fcntl,os,sys,time
+python3 -c 'import fcntl,os,socket,sys,time
 def waitfor(name):
     for i in range(2400):
         if os.path.exists(name): return
         time.sleep(0.05)
     raise SystemExit("no %s from the host" % name)
+# The host test times each grant by this connection (its clock, not ours):
+# one byte as soon as flock returns.
+s = socket.create_connection(("10.0.2.2", int(open("grant-port").read())))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 for i in range(1, int(sys.argv[1]) + 1):
     waitfor("go.%d" % i)
     f = open("wait.lock", "r+")
     open("waiting.%d" % i, "w").close()
     t0 = time.time()
     fcntl.flock(f, fcntl.LOCK_EX)    # blocked until the host unlocks
+    s.sendall(b"g")
     t = time.time()
-    with open("got.%d.tmp" % i, "w") as g:
-        g.write("%.6f\n" % t)
-    os.rename("got.%d.tmp" % i, "got.%d" % i)
     f.close()                        # the unlock
     open("released.%d" % i, "w").close()
     print("round %d: wait.lock granted after %.3f s of waiting" % (i, t - t0))
