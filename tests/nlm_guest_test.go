@@ -207,10 +207,19 @@ func TestLinuxClientNLMReclaim(t *testing.T) {
 	wantNLM(t, "B write reclaim.lock before the restart", b.lock(b.lk(fl, 1, 0, 1), true, false, false), nlm4.Denied)
 
 	e.restart()
+	restarted := time.Now()
+	// The guest's two locks come back (reclaims: nothing else is granted in
+	// the grace period).
+	for e.srv.LockStats().Records < 2 {
+		if time.Since(restarted) > grace { // a failure bound: reclaims come in the grace period
+			t.Fatalf("the guest did not reclaim its locks in the grace period: %+v", e.srv.LockStats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	reclaimed := time.Since(restarted)
 	wantNLM(t, "B write reclaim.lock in the grace period", b.lock(b.lk(fl, 1, 0, 1), true, false, false), nlm4.DeniedGracePeriod)
 	// The lock manager's grace lasts its whole bound when NLM hosts were
 	// recorded (they send no "reclaim done"): ask until it is over.
-	restarted := time.Now()
 	st := nlm4.DeniedGracePeriod
 	for st == nlm4.DeniedGracePeriod {
 		if time.Since(restarted) > 3*grace { // a failure bound
@@ -241,4 +250,5 @@ func TestLinuxClientNLMReclaim(t *testing.T) {
 	wantNLM(t, "B write reclaim-range.lock [15,16) once the guest let go", b.lock(b.lk(fr, 1, 15, 1), true, false, false), nlm4.Granted)
 	tr := guestDone(t, out)
 	t.Logf("guest transcript:\n%s", tr)
+	t.Logf("the guest's locks were back %v after the server's restart", reclaimed)
 }
