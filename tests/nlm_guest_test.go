@@ -185,8 +185,8 @@ func TestLinuxClientNLM(t *testing.T) {
 // fcntl range lock; the server restarts (same port and state); its SM_NOTIFY
 // reaches the guest's rpc.statd through slirp (guestCallbacks), the guest's
 // lockd reclaims both locks in the grace period, and after it a second client
-// (the Go NLM client) and a local process on the server are denied them; when
-// the guest lets go, they are free.
+// (the Go NLM client), an snfs mount and a local process on the server are
+// denied them; when the guest lets go, they are free.
 func TestLinuxClientNLMReclaim(t *testing.T) {
 	requireRoot(t)
 	guestRunner(t)
@@ -241,6 +241,19 @@ func TestLinuxClientNLMReclaim(t *testing.T) {
 		if _, err := localLock(t, e.path(l.f), unix.F_WRLCK, l.start, l.len); !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
 			t.Fatalf("a local process's lock of %s [%d,+%d) under the guest's reclaimed lock: %v, want EAGAIN", l.f, l.start, l.len, err)
 		}
+	}
+	// An snfs mount, mounted after the restart, is denied them too.
+	m := newSNFSMount(t, e, "M", "", time.Hour)
+	mf, mr := openRW(t, m.path("reclaim.lock")), openRW(t, m.path("reclaim-range.lock"))
+	if err := unix.Flock(int(mf.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("flock of reclaim.lock through an snfs mount under the guest's reclaimed lock: %v, want EWOULDBLOCK", err)
+	}
+	wantEAGAIN(t, "fcntl [12,13) of reclaim-range.lock through an snfs mount", setlk(mr, unix.F_WRLCK, 12, 1))
+	if err := setlk(mr, unix.F_WRLCK, 30, 1); err != nil {
+		t.Fatalf("fcntl [30,31) of reclaim-range.lock through an snfs mount, past the guest's lock: %v", err)
+	}
+	if err := setlk(mr, unix.F_UNLCK, 30, 1); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(e.path("release"), nil, 0o666); err != nil {
 		t.Fatal(err)
