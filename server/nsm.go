@@ -122,8 +122,8 @@ const nsmNotifyUDPWait = 2 * time.Second
 // notify sends one SM_NOTIFY to the status monitor of the host at ip: over
 // UDP, as rpc.statd's sm-notify does; if no answer comes, over TCP, which
 // rpc.statd also serves and which crosses what passes only connections (a
-// client behind slirp's port redirection, whose UDP redirection answers only
-// its first peer).
+// firewall that lets in TCP alone; a client behind slirp's port redirection,
+// whose UDP redirection loses answers when several calls come at once).
 func (n *nlmService) notify(ip string, args *nsm.StatChge) error {
 	ctx, cancel := context.WithTimeout(n.ctx, nsmNotifyUDPWait)
 	err := n.call(ctx, ip, "udp", nsm.Program, nsm.Version, nsm.ProcNotify, args, nil)
