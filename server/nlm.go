@@ -66,6 +66,7 @@ type nlmService struct {
 	ids     map[lockmgr.ClientID]*nlmHost // guarded by mu
 
 	nsm      *nsmState // nsm.go
+	addrs    nlmAddrs  // the clients' rpcbind answers (nlmaddr.go)
 	hostname string    // the mon_name of this server's SM_NOTIFY
 }
 
@@ -278,23 +279,6 @@ func (n *nlmService) clientAddr(ctx context.Context, ip, network string, prog, v
 		return "", fmt.Errorf("server: %s runs no program %d version %d over %s", ip, prog, vers, network)
 	}
 	return net.JoinHostPort(ip, strconv.Itoa(int(port))), nil
-}
-
-// call calls proc of prog/vers on the host at ip, found through its rpcbind.
-func (n *nlmService) call(ctx context.Context, ip, network string, prog, vers, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
-	addr, err := n.clientAddr(ctx, ip, network, prog, vers)
-	if err != nil {
-		return err
-	}
-	c, err := sunrpc.Dial(ctx, network, addr, prog, vers, sunrpc.WithTimeout(time.Second))
-	if err != nil {
-		return fmt.Errorf("server: calling %s: %w", addr, err)
-	}
-	defer c.Close()
-	if err := c.Call(ctx, proc, args, res); err != nil {
-		return fmt.Errorf("server: calling %s: %w", addr, err)
-	}
-	return nil
 }
 
 // nlmCallTimeout bounds one call to a client (a _RES or SM_NOTIFY).

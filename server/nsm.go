@@ -116,6 +116,29 @@ func (n *nsmState) forget(name, ip string) {
 // nsmNotifyTries bounds the SM_NOTIFY calls to one host after a restart.
 const nsmNotifyTries = 4
 
+// nsmNotifyUDPWait bounds the UDP part of one SM_NOTIFY try, before TCP.
+const nsmNotifyUDPWait = 2 * time.Second
+
+// notify sends one SM_NOTIFY to the status monitor of the host at ip: over
+// UDP, as rpc.statd's sm-notify does; if no answer comes, over TCP, which
+// rpc.statd also serves and which crosses what passes only connections (a
+// firewall that lets in TCP alone; a client behind slirp's port redirection,
+// whose UDP redirection loses answers when several calls come at once).
+func (n *nlmService) notify(ip string, args *nsm.StatChge) error {
+	ctx, cancel := context.WithTimeout(n.ctx, nsmNotifyUDPWait)
+	err := n.call(ctx, ip, "udp", nsm.Program, nsm.Version, nsm.ProcNotify, args, nil)
+	cancel()
+	if err == nil || n.ctx.Err() != nil {
+		return err
+	}
+	ctx, cancel = context.WithTimeout(n.ctx, nlmCallTimeout)
+	defer cancel()
+	if terr := n.call(ctx, ip, "tcp", nsm.Program, nsm.Version, nsm.ProcNotify, args, nil); terr != nil {
+		return fmt.Errorf("over UDP: %w; over TCP: %w", err, terr)
+	}
+	return nil
+}
+
 // notifyAll sends SM_NOTIFY to every host recorded before this start, each in
 // a goroutine of the service's, tried nsmNotifyTries times with a growing
 // pause; failures are logged.
@@ -127,9 +150,7 @@ func (n *nlmService) notifyAll() {
 			args := nsm.StatChge{MonName: n.hostname, State: n.nsm.state}
 			pause := time.Second
 			for try := 1; ; try++ {
-				ctx, cancel := context.WithTimeout(n.ctx, nlmCallTimeout)
-				err := n.call(ctx, r.ip, "udp", nsm.Program, nsm.Version, nsm.ProcNotify, &args, nil)
-				cancel()
+				err := n.notify(r.ip, &args)
 				if err == nil {
 					n.s.log.Info("NSM: SM_NOTIFY sent", "client", r.name, "addr", r.ip, "state", args.State)
 					return

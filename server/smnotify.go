@@ -34,6 +34,7 @@ func (s *Server) smNotify(ctx context.Context, c *sunrpc.Call, args *xdr.Reader,
 		s.nlm.nsm.forget(h.name, h.ip)
 	}
 	s.nlm.nsm.forget(a.MonName, ip) // recorded before a restart of this server
+	s.nlm.addrs.forget(ip)          // its lock manager's ports may have changed
 	s.log.Info("NSM SM_NOTIFY: a client restarted; its locks are released", "client", a.MonName, "state", a.State,
 		"addr", ip, "hosts", len(hs))
 	return nil

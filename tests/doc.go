@@ -2,7 +2,9 @@
 // loopback sockets and a real disk directory, driven by the Go client, by libnfs's
 // command-line tools, and by the stock Linux kernel NFS client in a User-Mode-Linux
 // guest (../shared/tools/linux-nfs-client). Tests that need root, libnfs-utils or the
-// guest say so and skip when it is missing; CI has all three.
+// guest say so and skip when it is missing; CI has all three. The guest's lock
+// tests (nlm_guest_*_test.go) let the server call the guest back (GRANTED,
+// SM_NOTIFY) through slirp port redirections read from $HOME/.slirprc.
 //
 // Some tests run `snfs serve` and `snfs mount` as real processes of a freshly
 // built binary (proc_harness_test.go, mount_recover_test.go) to kill them with
