@@ -232,6 +232,22 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 	return nil
 }
 
+// MayReclaim reports whether registration id may reclaim now (a LOCK with
+// reclaim TRUE): in the grace period, an expected client that has not sent
+// RECLAIM_DONE; else ErrNoGrace.
+func (d *Driver) MayReclaim(id snfs1.ClientID) error {
+	if _, err := d.Client(id); err != nil {
+		return err
+	}
+	g := &d.grace
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ex := g.expected[id]; !g.active.Load() || ex == nil || ex.back {
+		return ErrNoGrace
+	}
+	return nil
+}
+
 // ReclaimDone applies a RECLAIM_DONE of registration id: the client reclaimed
 // everything; grace ends when every expected client is back.
 func (d *Driver) ReclaimDone(id snfs1.ClientID) error {
