@@ -121,6 +121,9 @@ func TestMountSNFSLockServerRestart(t *testing.T) {
 	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
 		t.Fatalf("A write lock of late: %v", err)
 	}
+	if _, err := fa.WriteAt([]byte("late data"), 0); err != nil {
+		t.Fatal(err)
+	}
 	e.restart()
 	r.reclaimRelease(t)
 	wantEAGAIN(t, "B on late, reclaimed by A", setlk(fb, unix.F_WRLCK, 0, 0))

@@ -61,6 +61,9 @@ type locks struct {
 	// under - the session's, once the locks were reclaimed after a restart
 	// (lockreclaim.go); guarded by mu.
 	verf snfs1.Verifier
+	// lostNotify: files whose locks the reclaim found lost, whose kernel
+	// pages are yet to be dropped (serverRestarted); guarded by mu.
+	lostNotify []*Inode
 	// renewMu serializes the lock lease's renewals; renewed is when the
 	// last one answered was sent (guarded by renewMu).
 	renewMu sync.Mutex

@@ -45,7 +45,7 @@ type heldLocks struct {
 
 // noteHeld records that owner took a lock through f.
 func (fs *FS) noteHeld(f *File, owner uint64) {
-	l := &fs.sn.locks
+	l := fs.lockTable()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	verf := l.verf
@@ -64,7 +64,10 @@ func (fs *FS) noteHeld(f *File, owner uint64) {
 // dropHeld forgets owner's locks on i (it unlocked the whole file, or closed
 // it); with f non-nil, every owner's locks through f (its release).
 func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
-	l := &fs.sn.locks
+	l := fs.lockTable()
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f != nil {
@@ -90,7 +93,7 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // the mount; inside one the kernel holds the file, and the notification
 // would wait for it.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
-	l := &fs.sn.locks
+	l := fs.lockTable()
 	var inodes []*Inode
 	l.mu.Lock()
 	for f, h := range l.held {
@@ -118,21 +121,21 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 // lockCheck is called before f's reads and writes: ErrLockLost if f's lock
 // was lost, after renewing the lock lease if it is due.
 func (fs *FS) lockCheck(ctx context.Context, f *File) error {
-	if fs.sn == nil || fs.sn.locks.nheld.Load() == 0 {
+	l := fs.lockTable()
+	if l == nil || l.nheld.Load() == 0 {
 		return nil
 	}
-	l := &fs.sn.locks
 	lost, ok := l.heldState(f)
 	if !ok {
 		return nil
 	}
-	if !lost {
+	if !lost && fs.sn != nil {
 		// A server restart whose reclaim is over needs no round trip.
 		verf := l.lockVerf()
 		fs.locksLost("the server restarted", &verf, false)
 		lost, _ = l.heldState(f)
 	}
-	if !lost {
+	if !lost && fs.sn != nil {
 		if err := fs.renewLocks(ctx, f.i); err != nil {
 			return err
 		}
@@ -140,6 +143,17 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	}
 	if lost {
 		return ErrLockLost
+	}
+	return nil
+}
+
+// lockTable is the mode's lock state (nil without server locks).
+func (fs *FS) lockTable() *locks {
+	switch {
+	case fs.sn != nil:
+		return &fs.sn.locks
+	case fs.nl != nil:
+		return &fs.nl.locks
 	}
 	return nil
 }

@@ -151,6 +151,16 @@ func (l *locks) ownerLost(i *Inode, owner uint64) bool {
 	return marked
 }
 
+// takeLostNotify returns (and forgets) the files whose locks the reclaim
+// found lost.
+func (l *locks) takeLostNotify() []*Inode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	is := l.lostNotify
+	l.lostNotify = nil
+	return is
+}
+
 // reclaimLocks is the session's ReclaimLocks in snfs mode: every owner's
 // ranges, as LOCKs with reclaim TRUE through lock. An owner of a file whose
 // ranges are not all taken back has lost its locks of the file. The locks
@@ -188,7 +198,9 @@ func (fs *FS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a
 		fs.log.Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
 			"fileid", h.i.FileID, "owner", h.owner, "answer", why)
 		if l.ownerLost(h.i, h.owner) {
-			fs.notifyData(h.i)
+			l.mu.Lock()
+			l.lostNotify = append(l.lostNotify, h.i) // by OnServerRestart (serverRestarted)
+			l.mu.Unlock()
 		}
 	}
 	// What is still held (and not lost) was reclaimed: it is held under the
