@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"snfs/internal/faultproxy"
+	"snfs/mount/vfs"
 )
 
 // Locks reclaimed across a server restart (docs/protocol.md, "Server
@@ -149,6 +150,83 @@ func TestMountSNFSLockReclaimKilled(t *testing.T) {
 	s := newServeProc(t, "--grace", "20s")
 	a := startMount(t, s, "", "")
 	b := startMount(t, s, "", "")
+	r := reclaimHold(t, a.path, b.path)
+	s.restart()
+	r.reclaimRelease(t)
+}
+
+// nfsReclaimMount is an nfs mode mount of e's export whose NLM and NSM calls
+// go to addr (e's server, or a fault proxy in front of it), watching the
+// server's state number every 200 ms.
+func nfsReclaimMount(t *testing.T, e *env, name, addr string) *mount {
+	t.Helper()
+	cfg := vfs.NLMConfig{CallerName: name, Addr: addr, NSMAddr: addr, CallbackAddr: "127.0.0.1:0", Poll: 200 * time.Millisecond}
+	m := newMountConfig(t, e, vfs.Config{NLM: &cfg})
+	t.Cleanup(func() { m.v.Close() }) // before the unmount: the files are closed by then
+	return m
+}
+
+// TestMountNFSLockServerRestart: nfs mode, the server shut down and started
+// again (its NSM state number advances). A sees the new number and reclaims
+// its locks with NLM in the grace period: they exclude B. Then A, cut off
+// from the server's NLM and NSM over a second restart, comes back after the
+// grace period, in which B took the lock: A's reclaim is refused, and A's
+// process gets EIO on the descriptor that held it.
+func TestMountNFSLockServerRestart(t *testing.T) {
+	h := newNLMMountHost(t)
+	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: h.port}, 4*time.Second)
+	p, err := faultproxy.New(context.Background(), e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	a := nfsReclaimMount(t, e, "A", p.Addr())
+	b := nfsReclaimMount(t, e, "B", e.addr)
+	r := reclaimHold(t, a.path, b.path)
+	fa, fb := openRW(t, a.path("late")), openRW(t, b.path("late"))
+	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("A write lock of late: %v", err)
+	}
+	if _, err := fa.WriteAt([]byte("late data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	r.reclaimRelease(t)
+	wantEAGAIN(t, "B on late, reclaimed by A", setlk(fb, unix.F_WRLCK, 0, 0))
+
+	p.Partition(0)
+	t.Cleanup(p.Heal) // on a failure: before the closes and unmounts
+	e.restart()
+	// A is away for the whole grace period (4 s): B's request is granted
+	// once the period is over.
+	if err := setlk(fb, unix.F_WRLCK, 0, 0); err != nil {
+		t.Fatalf("B on late after the grace period A missed: %v", err)
+	}
+	p.Heal()
+	// A's watch finds the new state number within its poll; its reclaim is
+	// refused (B holds the lock).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err = fa.ReadAt(make([]byte, 1), 0)
+		if errors.Is(err, unix.EIO) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("A's read after its lock could not be reclaimed: %v, want EIO", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = fa.WriteAt([]byte("unprotected"), 0)
+	wantEIO(t, "A's write after its lock could not be reclaimed", err)
+}
+
+// TestMountNFSLockReclaimKilled: nfs mode through `snfs mount --mode=nfs`
+// (its NLM and NSM found on snfs serve's NFS port), the server killed with
+// SIGKILL and started again: A's locks are reclaimed.
+func TestMountNFSLockReclaimKilled(t *testing.T) {
+	s := newServeProc(t, "--grace", "8s")
+	a := startMount(t, s, "", "", "--mode=nfs")
+	b := startMount(t, s, "", "", "--mode=nfs")
 	r := reclaimHold(t, a.path, b.path)
 	s.restart()
 	r.reclaimRelease(t)

@@ -68,9 +68,17 @@ func nlmConfig(ctx context.Context, log *slog.Logger, f mountFlags, host, nfsAdd
 
 // nsmAddr is where the server's status monitor (NSM) answers, whose state
 // number tells the mount that the server restarted (docs/mount.md, "Locks
-// after a server restart"): where the server's rpcbind says, or beside its
-// NLM (snfs serve answers NSM on its NFS port); "" if nowhere.
+// after a server restart"): beside its NLM if it answers there (snfs serve
+// answers NSM on the port of its NLM), else where the server's rpcbind says
+// (rpc.statd beside knfsd or nfs-ganesha); "" if nowhere.
 func nsmAddr(ctx context.Context, log *slog.Logger, host string, rpcbindPort int, nlmAddr string) string {
+	if c, err := sunrpc.Dial(ctx, "tcp", nlmAddr, nsm.Program, nsm.Version); err == nil {
+		ok := c.Call(ctx, nsm.ProcNull, nil, nil) == nil
+		c.Close()
+		if ok {
+			return nlmAddr
+		}
+	}
 	if rpcbindPort == 0 {
 		rpcbindPort = 111
 	}
@@ -80,13 +88,6 @@ func nsmAddr(ctx context.Context, log *slog.Logger, host string, rpcbindPort int
 		pm.Close()
 		if err == nil && port != 0 {
 			return net.JoinHostPort(host, strconv.Itoa(int(port)))
-		}
-	}
-	if c, err := sunrpc.Dial(ctx, "tcp", nlmAddr, nsm.Program, nsm.Version); err == nil {
-		ok := c.Call(ctx, nsm.ProcNull, nil, nil) == nil
-		c.Close()
-		if ok {
-			return nlmAddr
 		}
 	}
 	log.Warn("the server's status monitor (NSM) was not found: locks are not reclaimed after a server restart")
