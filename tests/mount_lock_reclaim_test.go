@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -221,12 +222,13 @@ func TestMountNFSLockServerRestart(t *testing.T) {
 }
 
 // TestMountNFSLockReclaimKilled: nfs mode through `snfs mount --mode=nfs`
-// (its NLM and NSM found on snfs serve's NFS port), the server killed with
-// SIGKILL and started again: A's locks are reclaimed.
+// (its NLM at snfs serve's NFS port, and the NSM found beside it), the
+// server killed with SIGKILL and started again: A's locks are reclaimed.
 func TestMountNFSLockReclaimKilled(t *testing.T) {
 	s := newServeProc(t, "--grace", "8s")
-	a := startMount(t, s, "", "", "--mode=nfs")
-	b := startMount(t, s, "", "", "--mode=nfs")
+	nlm := fmt.Sprintf("--nlm-port=%d", s.nfsPort) // not a system rpcbind's lock manager
+	a := startMount(t, s, "", "", "--mode=nfs", nlm)
+	b := startMount(t, s, "", "", "--mode=nfs", nlm)
 	r := reclaimHold(t, a.path, b.path)
 	s.restart()
 	r.reclaimRelease(t)
