@@ -101,7 +101,8 @@ func (r *reclaimFiles) reclaimRelease(t *testing.T) {
 }
 
 // TestMountSNFSLockServerRestart: snfs mode, the server shut down and
-// started again. A's locks are reclaimed and exclude B; then A, partitioned
+// started again. A's locks are reclaimed and exclude B, whose request made in
+// the grace period is refused once it ends; then A, partitioned
 // from the server over a second restart, comes back after the grace period:
 // its reclaim is refused (SNFS_ERR_NOGRACE), B has taken the lock meanwhile,
 // and A's process gets EIO on the descriptor that held it.
@@ -126,7 +127,21 @@ func TestMountSNFSLockServerRestart(t *testing.T) {
 	if _, err := fa.WriteAt([]byte("late data"), 0); err != nil {
 		t.Fatal(err)
 	}
+	// Another client known before the restart comes back late: the grace
+	// period lasts until it has reclaimed, a second after the restart.
+	g := dialGrace(t, e, "late", nil)
+	g.holding.Store(true)
 	e.restart()
+	back := time.AfterFunc(time.Second, func() { close(g.hold) })
+	t.Cleanup(func() { back.Stop() })
+	select {
+	case <-e.srv.GraceOver():
+		t.Fatal("the grace period ended before B's request")
+	default:
+	}
+	// B's request in the grace period waits it out (LOCK_GRACE) and is then
+	// refused: A reclaimed the lock in the grace period.
+	wantEAGAIN(t, "B write [0,1) in the grace period", setlk(r.fb, unix.F_WRLCK, 0, 1))
 	r.reclaimRelease(t)
 	wantEAGAIN(t, "B on late, reclaimed by A", setlk(fb, unix.F_WRLCK, 0, 0))
 
