@@ -233,8 +233,9 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 }
 
 // MayReclaim reports whether registration id may reclaim now (a LOCK with
-// reclaim TRUE): in the grace period, an expected client that has not sent
-// RECLAIM_DONE; else ErrNoGrace.
+// reclaim TRUE): in the grace period, a client known before the restart, as
+// for RECLAIM (one whose connection broke after its RECLAIM_DONE sends it all
+// again); else ErrNoGrace.
 func (d *Driver) MayReclaim(id snfs1.ClientID) error {
 	if _, err := d.Client(id); err != nil {
 		return err
@@ -242,7 +243,7 @@ func (d *Driver) MayReclaim(id snfs1.ClientID) error {
 	g := &d.grace
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if ex := g.expected[id]; !g.active.Load() || ex == nil || ex.back {
+	if !g.active.Load() || g.expected[id] == nil {
 		return ErrNoGrace
 	}
 	return nil
