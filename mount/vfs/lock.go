@@ -282,6 +282,9 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 		return nil
 	}
 	fs.dropHeld(i, nil, owner)
+	// Not reclaimed after a server restart even if the unlock below fails:
+	// the owner has let its locks of the file go.
+	fs.sn.locks.dropRanges(i, owner)
 	if !fs.sn.locks.hasOwner(i, owner) {
 		return nil
 	}
@@ -292,7 +295,6 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {
 		fs.sn.locks.forgetOwner(i, owner)
-		fs.sn.locks.dropRanges(i, owner)
 	}
 	return err
 }

@@ -361,6 +361,9 @@ func (fs *FS) nlmGrantedHeld(f *File, owner uint64, kind LockKind, off, n uint64
 func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	nl := fs.nl
 	fs.dropHeld(i, nil, owner)
+	// Not reclaimed after a server restart even if the unlock below fails:
+	// the owner has let its locks of the file go.
+	nl.locks.dropRanges(i, owner)
 	if nl.c == nil || !nl.locks.hasOwner(i, owner) {
 		return nil
 	}
@@ -375,7 +378,6 @@ func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error 
 		return nlmErr("UNLOCK", st)
 	}
 	nl.locks.forgetOwner(i, owner)
-	nl.locks.dropRanges(i, owner)
 	return nil
 }
 
