@@ -88,6 +88,19 @@ func (c *NLM) Lock(ctx context.Context, l nlm4.Lock, excl, block bool, state int
 	return res.Stat, nil
 }
 
+// Reclaim is NLM4 LOCK with reclaim TRUE and without block: a lock this
+// host held before the server restarted, sent again in the server's grace
+// period.
+func (c *NLM) Reclaim(ctx context.Context, l nlm4.Lock, excl bool) (nlm4.Stat, error) {
+	l.CallerName = c.CallerName
+	var res nlm4.Res
+	a := nlm4.LockArgs{Cookie: c.nextCookie(), Exclusive: excl, Lock: l, Reclaim: true}
+	if err := c.rpc.Call(ctx, nlm4.ProcLock, &a, &res); err != nil {
+		return 0, fmt.Errorf("client: NLM LOCK (reclaim): %w", err)
+	}
+	return res.Stat, nil
+}
+
 // Unlock is NLM4 UNLOCK.
 func (c *NLM) Unlock(ctx context.Context, l nlm4.Lock) (nlm4.Stat, error) {
 	l.CallerName = c.CallerName

@@ -53,6 +53,7 @@ type peerReclaim struct {
 	items  []snfs1.ReclaimItem
 	opens  int // OPENs, OPEN_NAMEs and CLOSEs seen before it
 	status snfs1.Status
+	lock   *snfs1.LockArgs // a LOCK's arguments
 }
 
 type peerClient struct {
@@ -115,6 +116,22 @@ func newTestPeer(t *testing.T) *testPeer {
 				return sunrpc.ErrGarbageArgs
 			}
 			return p.reclaimCall(call, "RECLAIM_DONE", a.Client, nil, res)
+		}},
+		snfs1.ProcLock: {Name: "LOCK", Handler: func(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
+			var a snfs1.LockArgs
+			if err := a.Decode(args); err != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			a.File = append(nfs3.FH(nil), a.File...)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			r := peerReclaim{proc: "LOCK", client: a.Client, conn: call.Conn.ID(), opens: len(p.opens), lock: &a}
+			if p.noGrace && a.Reclaim {
+				r.status = snfs1.ErrNoGrace
+			}
+			p.reclaims = append(p.reclaims, r)
+			(&snfs1.LockRes{Status: r.status, Stat: snfs1.LockGranted}).Encode(res)
+			return nil
 		}},
 		snfs1.ProcUnregister: {Name: "UNREGISTER", Handler: func(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
 			var a snfs1.ClientArgs

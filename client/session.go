@@ -49,6 +49,16 @@ type SessionConfig struct {
 	// connect hook: it must not call the session. Nil reclaims nothing (the
 	// session still sends RECLAIM_DONE, so the server need not wait for it).
 	Reclaim func(ctx context.Context) []snfs1.ReclaimItem
+	// ReclaimLocks, if set, re-sends the locks this client holds after a
+	// server restart (docs/protocol.md, "LOCK" and "Server restart"), in the
+	// same reclaim, before the RECLAIMs: it calls lock once per lock (a LOCK
+	// with reclaim TRUE and without block, on the reclaiming connection;
+	// lock fills in the client id) and learns from each answer whether the
+	// server took it. verf is the new server verifier. An error from lock
+	// (the connection broke) returned by ReclaimLocks leaves the reclaim
+	// due, as a failed RECLAIM does: it runs again on the next connection.
+	// It runs inside the connect hook: it must not call the session.
+	ReclaimLocks func(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error
 	// OnServerRestart is called after the reclaim that follows a server restart
 	// (see Reclaim). refused is true when the server did not take the reclaim
 	// (SNFS_ERR_NOGRACE: its grace period was over, or it did not know this
@@ -79,6 +89,7 @@ type Session struct {
 	log       *slog.Logger
 	onRestart func(refused bool)
 	reclaim   func(ctx context.Context) []snfs1.ReclaimItem
+	reclaimLk func(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error
 	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
 	obs       sunrpc.Observer // may be nil
 
@@ -104,7 +115,7 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer}
+		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reclaimLk: cfg.ReclaimLocks, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer}
 	host, herr := os.Hostname()
 	if s.name == "" {
 		if herr != nil {
@@ -274,12 +285,31 @@ func (s *Session) registeredAs(res *snfs1.RegisterRes, conn uint64) (reclaim boo
 	return reclaim
 }
 
-// reclaimAll sends what Reclaim reports in RECLAIM calls of at most
-// snfs1.ReclaimMax items, then RECLAIM_DONE, through call, and then starts
-// OnServerRestart. A call that fails leaves the reclaim due, for the next
-// connection (the server ignores items it already has from this client).
+// reclaimAll sends the locks ReclaimLocks holds (LOCK with reclaim TRUE),
+// what Reclaim reports in RECLAIM calls of at most snfs1.ReclaimMax items,
+// then RECLAIM_DONE, through call, and then starts OnServerRestart. A call
+// that fails leaves the reclaim due, for the next connection (the server
+// ignores items it already has from this client, and a lock reclaimed again
+// by its owner replaces itself).
 func (s *Session) reclaimAll(ctx context.Context, id snfs1.ClientID,
 	call func(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error) error {
+	// The locks go first: a RECLAIM of a file with dirty data takes a lease
+	// on it, which the server's open for a lock would break with a
+	// callback to this client, in the middle of its reclaim.
+	if s.reclaimLk != nil {
+		verf := s.ServerVerifier()
+		err := s.reclaimLk(ctx, verf, func(a *snfs1.LockArgs) (*snfs1.LockRes, error) {
+			a.Client, a.Reclaim, a.Block = id, true, false
+			var res snfs1.LockRes
+			if err := call(ctx, snfs1.ProcLock, a, &res); err != nil {
+				return nil, fmt.Errorf("snfs LOCK (reclaim): %w", err)
+			}
+			return &res, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	var items []snfs1.ReclaimItem
 	if s.reclaim != nil {
 		items = s.reclaim(ctx)

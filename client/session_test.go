@@ -509,6 +509,62 @@ func TestSessionReclaim(t *testing.T) {
 	}
 }
 
+// After a server restart the session sends the locks ReclaimLocks holds
+// first - LOCKs with reclaim TRUE and without block, on the new connection,
+// with the new client id - then the RECLAIMs and RECLAIM_DONE; ReclaimLocks
+// sees each answer and the new server verifier.
+func TestSessionReclaimLocks(t *testing.T) {
+	p := newTestPeer(t)
+	restarted := make(chan bool, 4)
+	var answers atomic.Int32
+	var verf atomic.Value
+	s := dialSession(t, p, client.SessionConfig{Name: "rl",
+		Reclaim: func(context.Context) []snfs1.ReclaimItem { return reclaimItems(1) },
+		ReclaimLocks: func(ctx context.Context, v snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
+			verf.Store(v)
+			for o := uint64(1); o <= 2; o++ {
+				res, err := lock(&snfs1.LockArgs{File: fileFH, Owner: o, Type: snfs1.LockWrite, Offset: o, Length: 1, Block: true})
+				if err != nil {
+					return err
+				}
+				if res.Status == nfs3.OK && res.Stat == snfs1.LockGranted {
+					answers.Add(1)
+				}
+			}
+			return nil
+		},
+		OnServerRestart: func(refused bool) { restarted <- refused }})
+	ctx := testCtx(t)
+	p.restartKeeping()
+	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+		t.Fatal(err)
+	}
+	if refused := <-restarted; refused {
+		t.Fatal("OnServerRestart(true)")
+	}
+	log := p.reclaimLog()
+	regs, _, _, _ := p.snapshot()
+	want := []string{"LOCK", "LOCK", "RECLAIM", "RECLAIM_DONE"}
+	if len(log) != len(want) {
+		t.Fatalf("%d calls %+v; want %v", len(log), log, want)
+	}
+	for i, r := range log {
+		if r.proc != want[i] || r.client != s.ClientID() || r.conn != regs[len(regs)-1].conn || r.opens != 0 {
+			t.Errorf("call %d: %s client %d conn %d after %d opens; want %s of client %d on the new connection %d before the OPEN",
+				i, r.proc, r.client, r.conn, r.opens, want[i], s.ClientID(), regs[len(regs)-1].conn)
+		}
+		if l := r.lock; l != nil && (!l.Reclaim || l.Block || l.Owner != uint64(i+1) || l.Offset != uint64(i+1)) {
+			t.Errorf("LOCK %d: %+v; want a reclaim of owner %d without block", i, *l, i+1)
+		}
+	}
+	if n := answers.Load(); n != 2 {
+		t.Errorf("ReclaimLocks saw %d grants; want 2", n)
+	}
+	if v, _ := verf.Load().(snfs1.Verifier); v != s.ServerVerifier() {
+		t.Errorf("ReclaimLocks got verifier %x; want the new %x", v, s.ServerVerifier())
+	}
+}
+
 // A server that answers NOGRACE refused the reclaim: the session stops
 // sending, sends no RECLAIM_DONE, and reports OnServerRestart(true).
 func TestSessionReclaimRefused(t *testing.T) {

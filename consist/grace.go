@@ -232,6 +232,23 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 	return nil
 }
 
+// MayReclaim reports whether registration id may reclaim now (a LOCK with
+// reclaim TRUE): in the grace period, a client known before the restart, as
+// for RECLAIM (one whose connection broke after its RECLAIM_DONE sends it all
+// again); else ErrNoGrace.
+func (d *Driver) MayReclaim(id snfs1.ClientID) error {
+	if _, err := d.Client(id); err != nil {
+		return err
+	}
+	g := &d.grace
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active.Load() || g.expected[id] == nil {
+		return ErrNoGrace
+	}
+	return nil
+}
+
 // ReclaimDone applies a RECLAIM_DONE of registration id: the client reclaimed
 // everything; grace ends when every expected client is back.
 func (d *Driver) ReclaimDone(id snfs1.ClientID) error {

@@ -13,11 +13,16 @@ import (
 // waits: a blocking request that conflicts is answered LOCK_BLOCKED, and
 // CB_GRANTED brings the grant. A conflict probes the holders' callback paths
 // (lock leases, locklease.go); a client whose locks were revoked is told
-// once (SNFS_ERR_FENCED).
+// once (SNFS_ERR_FENCED). A reclaim (docs/protocol.md, "Server restart")
+// is taken only from a client that may still reclaim in the grace period
+// (SNFS_ERR_NOGRACE otherwise), and never waits.
 func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.LockArgs, res *snfs1.LockRes) {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
 		err = s.locksRevoked(mid)
+	}
+	if err == nil && a.Reclaim {
+		err = s.consist.MayReclaim(a.Client) // SNFS_ERR_NOGRACE: its grace is over
 	}
 	if err == nil {
 		err = s.mayLock(r)

@@ -104,7 +104,7 @@ type LockArgs struct {
 	Offset  uint64
 	Length  uint64
 	Block   bool // wait: answered LOCK_BLOCKED, granted by CB_GRANTED
-	Reclaim bool // reserved for reclaims in the grace period
+	Reclaim bool // a lock held before the server restarted, sent again in its grace period
 }
 
 // Encode implements xdr.Encoder.

@@ -26,8 +26,9 @@ import (
 // Lock leases and lost locks (docs/protocol.md, "Lock leases"; docs/mount.md,
 // "Lost locks"): a mount whose callback path is silent past the callback
 // timeout loses its locks to a waiter of another mount, and its process's
-// next I/O through the descriptor that held them fails with EIO; a server
-// restart loses every lock, with the same outcome.
+// next I/O through the descriptor that held them fails with EIO; a lock not
+// reclaimed after a server restart has the same outcome
+// (mount_lock_reclaim_test.go).
 
 // lockLeaseMount mounts e's export in snfs mode through addr (a fault proxy,
 // or e.addr), without FUSE passthrough: every read and write of the test
@@ -126,34 +127,6 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	if _, err := fa.WriteAt([]byte("A again"), 0); err != nil {
 		t.Fatalf("A writes under its new lock: %v", err)
 	}
-}
-
-// TestMountSNFSLockServerRestart: the server's locks do not survive a
-// restart and are not reclaimed: a mount that held one finds it lost (EIO on
-// the descriptor's next read or write), and another mount takes it.
-func TestMountSNFSLockServerRestart(t *testing.T) {
-	e := newEnv(t, "rw,no_root_squash")
-	a := lockLeaseMount(t, e, "A", e.addr)
-	b := lockLeaseMount(t, e, "B", e.addr)
-	fa := openRW(t, a.path("db"))
-	fb := openRW(t, b.path("db"))
-	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
-		t.Fatalf("A write lock: %v", err)
-	}
-	if _, err := fa.WriteAt([]byte("A"), 0); err != nil {
-		t.Fatal(err)
-	}
-	wantEAGAIN(t, "B while A holds the lock", setlk(fb, unix.F_WRLCK, 0, 0))
-	e.restart()
-	// B's request waits out the grace period (LOCK_GRACE), then is granted:
-	// A's lock went with the server.
-	if err := setlk(fb, unix.F_WRLCK, 0, 0); err != nil {
-		t.Fatalf("B after the restart: %v", err)
-	}
-	_, err := fa.WriteAt([]byte("unprotected"), 0)
-	wantEIO(t, "A's write after the restart lost its lock", err)
-	_, err = fa.ReadAt(make([]byte, 1), 0)
-	wantEIO(t, "A's read after the restart lost its lock", err)
 }
 
 // gatedLockChild is a lock child (TestMountSNFSLockGatedChild) that says

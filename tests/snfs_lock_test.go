@@ -282,3 +282,22 @@ func TestSNFSLockDeadlock(t *testing.T) {
 		t.Fatalf("CB_GRANTED %+v", g)
 	}
 }
+
+// TestSNFSLockReclaimNoGrace: a LOCK with reclaim TRUE is taken only from a
+// client that may still reclaim (docs/protocol.md, "Server restart"):
+// outside a grace period it is answered SNFS_ERR_NOGRACE and nothing is
+// locked, so a client that came back too late learns its lock is lost
+// instead of getting it back over another client's changes.
+func TestSNFSLockReclaimNoGrace(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	fh := e.create(e.nfs, e.root, "db", 0o644)
+	a, b := newProtoClient(t, e, "lock-a"), newProtoClient(t, e, "lock-b")
+	var res snfs1.LockRes
+	err := a.rpc.Call(ctx, snfs1.ProcLock, &snfs1.LockArgs{Client: a.clientID(), File: fh, Owner: 1, Type: snfs1.LockWrite,
+		Reclaim: true}, &res)
+	if err != nil || res.Status != snfs1.ErrNoGrace {
+		t.Fatalf("LOCK reclaim outside the grace period: %v %v %v, want SNFS_ERR_NOGRACE", err, res.Status, res.Stat)
+	}
+	wantLock(t, "B write after A's refused reclaim", b.lock(fh, 1, snfs1.LockWrite, 0, 0, false), snfs1.LockGranted)
+}

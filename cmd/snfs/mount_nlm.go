@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"snfs/client"
 	"snfs/mount/vfs"
 	"snfs/nlm4"
+	"snfs/nsm"
+	"snfs/portmap"
 	"snfs/sunrpc"
 )
 
@@ -57,7 +60,38 @@ func nlmConfig(ctx context.Context, log *slog.Logger, f mountFlags, host, nfsAdd
 		}
 		cfg.Addr = addr
 	}
+	if cfg.Addr != "" {
+		cfg.NSMAddr = nsmAddr(ctx, log, host, f.rpcbindPort, cfg.Addr)
+	}
 	return cfg, nil
+}
+
+// nsmAddr is where the server's status monitor (NSM) answers, whose state
+// number tells the mount that the server restarted (docs/mount.md, "Locks
+// after a server restart"): beside its NLM if it answers there (snfs serve
+// answers NSM on the port of its NLM), else where the server's rpcbind says
+// (rpc.statd beside knfsd or nfs-ganesha); "" if nowhere.
+func nsmAddr(ctx context.Context, log *slog.Logger, host string, rpcbindPort int, nlmAddr string) string {
+	if c, err := sunrpc.Dial(ctx, "tcp", nlmAddr, nsm.Program, nsm.Version); err == nil {
+		ok := c.Call(ctx, nsm.ProcNull, nil, nil) == nil
+		c.Close()
+		if ok {
+			return nlmAddr
+		}
+	}
+	if rpcbindPort == 0 {
+		rpcbindPort = 111
+	}
+	if pm, err := sunrpc.Dial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(rpcbindPort)), portmap.Program, portmap.Version,
+		sunrpc.WithTimeout(5*time.Second)); err == nil {
+		port, err := portmap.GetPort(ctx, pm, nsm.Program, nsm.Version, portmap.ProtoTCP)
+		pm.Close()
+		if err == nil && port != 0 {
+			return net.JoinHostPort(host, strconv.Itoa(int(port)))
+		}
+	}
+	log.Warn("the server's status monitor (NSM) was not found: locks are not reclaimed after a server restart")
+	return ""
 }
 
 // nlmAt reports whether an NLM v4 answers NULL at addr.

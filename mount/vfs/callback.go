@@ -273,6 +273,12 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 func (fs *FS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
+	// The kernel's pages of files whose locks were not reclaimed go, so
+	// that their next read reaches the mount (and its EIO): here, not in
+	// the reclaim, which may run under a read or write holding the file.
+	for _, i := range fs.sn.locks.takeLostNotify() {
+		fs.notifyData(i)
+	}
 	if !refused {
 		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {

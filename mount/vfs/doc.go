@@ -42,7 +42,10 @@
 //     CANCEL, FREE_ALL at start; a blocked LOCK granted by the server's
 //     GRANTED (or GRANTED_MSG) to this mount's callback service (nlmcb.go),
 //     or by sending it again every poll interval; write-back before and cache
-//     invalidation after each grant, as in snfs mode.
+//     invalidation after each grant, as in snfs mode. After a server restart,
+//     seen as a new NSM state number (SM_STAT, nlmreclaim.go, its goroutine
+//     stopped by Close), the locks held (lockreclaim.go keeps each owner's
+//     ranges) are reclaimed; those refused are lost (EIO, locklost.go).
 //
 // Every call is made with the AUTH_SYS identity of the process that caused it
 // (writes flushed later: of the last writer), so the server decides

@@ -258,9 +258,7 @@ func (fs *FS) Fsync(ctx context.Context, f *File) error {
 // mapping written after close) is written back, and a file removed while open
 // loses its hidden name at its last release.
 func (fs *FS) Release(ctx context.Context, f *File) error {
-	if fs.sn != nil {
-		fs.dropHeld(f.i, f, 0)
-	}
+	fs.dropHeld(f.i, f, 0)
 	if f.sn.mode != 0 {
 		return fs.snfsRelease(ctx, f)
 	}

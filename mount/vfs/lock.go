@@ -54,6 +54,16 @@ type locks struct {
 	// held: the descriptors that took locks (locklost.go); guarded by mu.
 	held  map[*File]*heldLocks
 	nheld atomic.Int64 // len(held), read without mu by every read and write
+	// ranges: what each owner holds on each file, for its reclaim after a
+	// server restart (lockreclaim.go); guarded by mu.
+	ranges map[*Inode]map[uint64][]heldSpan
+	// verf: in snfs mode, the server verifier the locks held are held
+	// under - the session's, once the locks were reclaimed after a restart
+	// (lockreclaim.go); guarded by mu.
+	verf snfs1.Verifier
+	// lostNotify: files whose locks the reclaim found lost, whose kernel
+	// pages are yet to be dropped (serverRestarted); guarded by mu.
+	lostNotify []*Inode
 	// renewMu serializes the lock lease's renewals; renewed is when the
 	// last one answered was sent (guarded by renewMu).
 	renewMu sync.Mutex
@@ -142,6 +152,9 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 			fs.locksLost("the server revoked this client's locks", nil, true)
 			err = nil
 		}
+		if err == nil {
+			fs.sn.locks.noteRange(i, owner, off, n, false, true)
+		}
 		if err == nil && off == 0 && n == 0 {
 			fs.sn.locks.forgetOwner(i, owner)
 			fs.dropHeld(i, nil, owner)
@@ -180,8 +193,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	}
 	switch res.Stat {
 	case snfs1.LockGranted:
-		fs.noteHeld(f, owner)
-		fs.lockGranted(i)
+		fs.snfsGranted(f, owner, kind, off, n)
 		return nil
 	case snfs1.LockDenied:
 		return syscall.EAGAIN
@@ -193,14 +205,12 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	}
 	select {
 	case <-w.granted:
-		fs.noteHeld(f, owner)
-		fs.lockGranted(i)
+		fs.snfsGranted(f, owner, kind, off, n)
 		return nil
 	case <-ctx.Done():
 	}
 	if !fs.sn.locks.giveUp(w) {
-		fs.noteHeld(f, owner)
-		fs.lockGranted(i) // the grant came first: the lock is held
+		fs.snfsGranted(f, owner, kind, off, n) // the grant came first: the lock is held
 		return nil
 	}
 	cctx, cancel := fs.stopCtx(fs.sn.sess.CallbackTimeout())
@@ -209,6 +219,13 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 	return syscall.EINTR
+}
+
+// snfsGranted records owner's lock of kind on (off, n) granted through f.
+func (fs *FS) snfsGranted(f *File, owner uint64, kind LockKind, off, n uint64) {
+	fs.noteHeld(f, owner)
+	fs.sn.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
+	fs.lockGranted(f.i)
 }
 
 // lockCallErr is the error of a failed LOCK or LOCKT: a server without the
@@ -265,6 +282,9 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 		return nil
 	}
 	fs.dropHeld(i, nil, owner)
+	// Not reclaimed after a server restart even if the unlock below fails:
+	// the owner has let its locks of the file go.
+	fs.sn.locks.dropRanges(i, owner)
 	if !fs.sn.locks.hasOwner(i, owner) {
 		return nil
 	}
@@ -314,6 +334,12 @@ func (l *locks) forgetOwner(i *Inode, owner uint64) {
 	if len(l.owners[i]) == 0 {
 		delete(l.owners, i)
 	}
+}
+
+func (l *locks) dropRanges(i *Inode, owner uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropRangesLocked(i, owner)
 }
 
 func (l *locks) hasOwner(i *Inode, owner uint64) bool {

@@ -13,8 +13,8 @@ import (
 
 // Lost locks (docs/mount.md, "Lost locks"; docs/protocol.md, "Lock leases"):
 // the server revokes the locks of a client whose callback path stays dead past
-// the callback timeout, and a server restart loses every lock (they are not
-// reclaimed). A descriptor through which a lock was taken then fails its
+// the callback timeout, and a server restart loses the locks the mount could
+// not reclaim in its grace period (lockreclaim.go). A descriptor through which a lock was taken then fails its
 // reads and writes with EIO, as the Linux NFS client fails the I/O of a lost
 // lock, instead of going on unprotected; it works again once its owners have
 // unlocked the whole file (or closed it).
@@ -22,10 +22,11 @@ import (
 // The mount learns of a loss by renewing its lock lease: before the I/O of a
 // descriptor that holds locks, if the last renewal was sent more than half a
 // callback timeout ago, it sends LOCKT; SNFS_ERR_FENCED means the server
-// revoked this client's locks, and a server verifier other than the one the
-// lock was granted under means the server restarted (checked at every I/O
-// against the session's verifier, which the session updates as soon as it
-// registers again after a restart). A LOCK or LOCKU answered SNFS_ERR_FENCED
+// revoked this client's locks. After a server restart the reclaim marks the
+// locks it could not take back lost, and then moves the others to the new
+// server verifier (locks.verf); a descriptor whose locks were granted under
+// another verifier than that one (granted by the old server, but recorded
+// after the reclaim looked) lost them too (checked at every I/O). A LOCK or LOCKU answered SNFS_ERR_FENCED
 // tells the same as a renewal's. The server revokes only after a probe went
 // unanswered for a whole callback timeout, and a renewal answered within half
 // of it vouches for the locks until then.
@@ -44,10 +45,10 @@ type heldLocks struct {
 
 // noteHeld records that owner took a lock through f.
 func (fs *FS) noteHeld(f *File, owner uint64) {
-	l := &fs.sn.locks
-	verf := fs.sn.sess.ServerVerifier()
+	l := fs.lockTable()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	verf := l.verf
 	if l.held == nil {
 		l.held = map[*File]*heldLocks{}
 	}
@@ -63,7 +64,10 @@ func (fs *FS) noteHeld(f *File, owner uint64) {
 // dropHeld forgets owner's locks on i (it unlocked the whole file, or closed
 // it); with f non-nil, every owner's locks through f (its release).
 func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
-	l := &fs.sn.locks
+	l := fs.lockTable()
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f != nil {
@@ -89,7 +93,7 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // the mount; inside one the kernel holds the file, and the notification
 // would wait for it.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
-	l := &fs.sn.locks
+	l := fs.lockTable()
 	var inodes []*Inode
 	l.mu.Lock()
 	for f, h := range l.held {
@@ -98,6 +102,9 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 		}
 		h.lost = true
 		inodes = append(inodes, f.i)
+		for o := range h.owners {
+			l.dropRangesLocked(f.i, o) // nothing to reclaim
+		}
 	}
 	l.mu.Unlock()
 	if len(inodes) == 0 {
@@ -114,21 +121,21 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 // lockCheck is called before f's reads and writes: ErrLockLost if f's lock
 // was lost, after renewing the lock lease if it is due.
 func (fs *FS) lockCheck(ctx context.Context, f *File) error {
-	if fs.sn == nil || fs.sn.locks.nheld.Load() == 0 {
+	l := fs.lockTable()
+	if l == nil || l.nheld.Load() == 0 {
 		return nil
 	}
-	l := &fs.sn.locks
 	lost, ok := l.heldState(f)
 	if !ok {
 		return nil
 	}
-	if !lost {
-		// A server restart the session has seen needs no round trip.
-		verf := fs.sn.sess.ServerVerifier()
+	if !lost && fs.sn != nil {
+		// A server restart whose reclaim is over needs no round trip.
+		verf := l.lockVerf()
 		fs.locksLost("the server restarted", &verf, false)
 		lost, _ = l.heldState(f)
 	}
-	if !lost {
+	if !lost && fs.sn != nil {
 		if err := fs.renewLocks(ctx, f.i); err != nil {
 			return err
 		}
@@ -138,6 +145,24 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		return ErrLockLost
 	}
 	return nil
+}
+
+// lockTable is the mode's lock state (nil without server locks).
+func (fs *FS) lockTable() *locks {
+	switch {
+	case fs.sn != nil:
+		return &fs.sn.locks
+	case fs.nl != nil:
+		return &fs.nl.locks
+	}
+	return nil
+}
+
+// lockVerf is the server verifier the locks held are held under.
+func (l *locks) lockVerf() snfs1.Verifier {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.verf
 }
 
 func (l *locks) heldState(f *File) (lost, ok bool) {
@@ -169,7 +194,7 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode) error {
 	case err != nil:
 		return fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
-	verf := fs.sn.sess.ServerVerifier()
+	verf := l.lockVerf()
 	fs.locksLost("the server restarted", &verf, false)
 	l.renewed = start
 	return nil

@@ -55,6 +55,11 @@ type NLMConfig struct {
 	RPCBind string
 	// Poll is how often a blocked LOCK is sent again; 0: 5 s.
 	Poll time.Duration
+	// NSMAddr is the server's status monitor (NSM v1 over TCP), whose
+	// SM_STAT state number tells the mount that the server restarted, so
+	// that it reclaims its locks (nlmreclaim.go); "": locks are not
+	// reclaimed.
+	NSMAddr string
 	// PeerDir is where this host's mounts list their callback services by
 	// caller_name, so that the one rpcbind lists passes other mounts'
 	// GRANTED calls on (nlmcb.go); "": none.
@@ -69,6 +74,7 @@ type nlmFS struct {
 	locks    locks // the waiting requests and the owners with locks
 	notify   atomic.Pointer[Notifier]
 	cb       *nlmCallback // nlmcb.go
+	watch    *nlmWatch    // the server's restarts (nlmreclaim.go)
 	// life ends at Close: the context of CANCELs and of GRANTED_RES calls.
 	life      context.Context
 	endLife   context.CancelFunc
@@ -113,6 +119,7 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 		fs.nl = nil
 		return err
 	}
+	fs.startNLMWatch(ctx)
 	return nil
 }
 
@@ -125,6 +132,7 @@ func (fs *FS) closeNLM() {
 		return
 	}
 	fs.nl.endLife()
+	fs.stopNLMWatch()
 	fs.nl.cb.stop()
 	fs.nl.c.Close()
 }
@@ -185,12 +193,17 @@ func nlmErr(proc string, st nlm4.Stat) error {
 }
 
 // nlmGraceRetry sends a TEST or LOCK again while the server answers
-// NLM4_DENIED_GRACE_PERIOD, until ctx ends (graceRetry's rule).
-func nlmGraceRetry(ctx context.Context, call func() (nlm4.Stat, error)) (nlm4.Stat, error) {
+// NLM4_DENIED_GRACE_PERIOD, until ctx ends (graceRetry's rule). That answer,
+// or a failed call, may mean the server restarted: the watch looks at once
+// (nlmreclaim.go).
+func (nl *nlmFS) nlmGraceRetry(ctx context.Context, call func() (nlm4.Stat, error)) (nlm4.Stat, error) {
 	var st nlm4.Stat
 	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
 		var err error
 		st, err = call()
+		if err != nil || st == nlm4.DeniedGracePeriod {
+			nl.watch.kickNow()
+		}
 		if err == nil && st == nlm4.DeniedGracePeriod {
 			return snfs1.LockGrace, nil
 		}
@@ -199,13 +212,23 @@ func nlmGraceRetry(ctx context.Context, call func() (nlm4.Stat, error)) (nlm4.St
 	return st, err
 }
 
+// rlock holds off a reclaim (nlmreclaim.go) while a lock request's call and
+// its bookkeeping run.
+func (nl *nlmFS) rlock() func() {
+	if nl.watch == nil {
+		return func() {}
+	}
+	nl.watch.mu.RLock()
+	return nl.watch.mu.RUnlock
+}
+
 func (fs *FS) nlmGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
 	nl := fs.nl
 	if nl.c == nil {
 		return nil, errNoNLM
 	}
 	var res *nlm4.TestRes
-	_, err := nlmGraceRetry(ctx, func() (nlm4.Stat, error) {
+	_, err := nl.nlmGraceRetry(ctx, func() (nlm4.Stat, error) {
 		var err error
 		if res, err = nl.c.Test(ctx, nl.lock(i, owner, off, n), kind == WriteLock); err != nil {
 			return 0, err
@@ -238,15 +261,20 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 	}
 	l := nl.lock(i, owner, off, n)
 	if kind == Unlock {
+		unlock := nl.rlock()
+		defer unlock()
 		st, err := nl.c.Unlock(ctx, l)
 		if err != nil {
+			nl.watch.kickNow()
 			return err
 		}
 		if st != nlm4.Granted {
 			return nlmErr("UNLOCK", st)
 		}
+		nl.locks.noteRange(i, owner, off, n, false, true)
 		if off == 0 && n == 0 {
 			nl.locks.forgetOwner(i, owner)
+			fs.dropHeld(i, nil, owner)
 		}
 		return nil
 	}
@@ -260,7 +288,15 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		defer nl.locks.dropWait(key, w)
 	}
 	for {
-		st, err := nlmGraceRetry(ctx, func() (nlm4.Stat, error) { return nl.c.Lock(ctx, l, excl, wait, 0) })
+		st, err := nl.nlmGraceRetry(ctx, func() (nlm4.Stat, error) {
+			unlock := nl.rlock()
+			defer unlock()
+			st, err := nl.c.Lock(ctx, l, excl, wait, 0)
+			if err == nil && st == nlm4.Granted {
+				fs.nlmHeld(f, owner, kind, off, n) // with the answer: before a reclaim looks
+			}
+			return st, err
+		})
 		fs.log.Debug("NLM LOCK", "fileid", i.FileID, "owner", owner, "exclusive", excl, "offset", off, "len", n, "block", wait, "stat", st, "err", err)
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) || ctx.Err() != nil {
@@ -284,7 +320,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		select {
 		case <-w.granted:
 			t.Stop()
-			fs.lockGranted(i)
+			fs.nlmGrantedHeld(f, owner, kind, off, n)
 			return nil
 		case <-t.C:
 			continue // the same LOCK again: granted now if the server could not call back
@@ -292,7 +328,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 			t.Stop()
 		}
 		if !nl.locks.giveUp(w) {
-			fs.lockGranted(i) // the grant came first: the lock is held
+			fs.nlmGrantedHeld(f, owner, kind, off, n) // the grant came first: the lock is held
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(nl.life, 10*time.Second)
@@ -304,15 +340,38 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 	}
 }
 
+// nlmHeld records owner's lock of kind on (off, n) granted through f (for
+// its reclaim, and its loss).
+func (fs *FS) nlmHeld(f *File, owner uint64, kind LockKind, off, n uint64) {
+	fs.noteHeld(f, owner)
+	fs.nl.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
+}
+
+// nlmGrantedHeld records a blocked lock granted by the server's GRANTED
+// call, and drops what was cached of the file.
+func (fs *FS) nlmGrantedHeld(f *File, owner uint64, kind LockKind, off, n uint64) {
+	unlock := fs.nl.rlock()
+	fs.nlmHeld(f, owner, kind, off, n)
+	unlock()
+	fs.lockGranted(f.i)
+}
+
 // nlmUnlockOwner releases owner's locks on i (FLUSH, RELEASE): an UNLOCK of
 // the whole file, sent only if owner took a lock on i.
 func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	nl := fs.nl
+	fs.dropHeld(i, nil, owner)
+	// Not reclaimed after a server restart even if the unlock below fails:
+	// the owner has let its locks of the file go.
+	nl.locks.dropRanges(i, owner)
 	if nl.c == nil || !nl.locks.hasOwner(i, owner) {
 		return nil
 	}
+	unlock := nl.rlock()
+	defer unlock()
 	st, err := nl.c.Unlock(ctx, nl.lock(i, owner, 0, 0))
 	if err != nil {
+		nl.watch.kickNow()
 		return err
 	}
 	if st != nlm4.Granted && st != nlm4.StaleFH {

@@ -270,6 +270,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
 		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
+	fs.sn.locks.verf = cfg.Session.ServerVerifier()
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}

@@ -88,7 +88,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
 		NotRespondingAfter: cfg.NotRespondingAfter})
 	if err != nil {
 		cache.Close()
@@ -155,6 +155,17 @@ func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 	select {
 	case <-h.ready:
 		return h.fs.reclaimItems(ctx)
+	default:
+		return nil
+	}
+}
+
+// reclaimLocks re-sends this client's locks after a server restart (none
+// before the FS exists).
+func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
+	select {
+	case <-h.ready:
+		return h.fs.reclaimLocks(ctx, verf, lock)
 	default:
 		return nil
 	}

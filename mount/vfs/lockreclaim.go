@@ -1,0 +1,220 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"snfs/snfs1"
+)
+
+// Lock reclaim (docs/protocol.md, "Server restart"; docs/mount.md, "Locks
+// after a server restart"): the mount keeps the byte ranges each lock owner
+// holds on each file, as the server's lock manager does, and after a server
+// restart sends them all again with reclaim = TRUE in the server's grace
+// period - in snfs mode inside the session's reclaim, before RECLAIM_DONE; in
+// nfs mode as NLM reclaims once the server's NSM state number changed
+// (nlmreclaim.go). A lock the server does not take back (its grace period was
+// over, another client holds it) is lost: the descriptors through which its
+// owner locked the file fail their I/O with EIO (locklost.go), and the owner's
+// ranges are forgotten.
+
+// heldSpan is a range [start, end] (end inclusive) an owner holds, of one
+// type.
+type heldSpan struct {
+	start, end uint64
+	write      bool
+}
+
+// spanOf is the range of a lock request's (off, n): n 0, or a length past
+// 2^64-1, runs to the end.
+func spanOf(off, n uint64, write bool) heldSpan {
+	end := uint64(math.MaxUint64)
+	if n != 0 && n-1 <= math.MaxUint64-off {
+		end = off + n - 1
+	}
+	return heldSpan{off, end, write}
+}
+
+// offLen is s as a lock request's offset and length.
+func (s heldSpan) offLen() (off, n uint64) {
+	if s.end == math.MaxUint64 {
+		return s.start, 0
+	}
+	return s.start, s.end - s.start + 1
+}
+
+// setSpan returns spans with r set (unlock: removed), POSIX semantics for one
+// owner: r replaces what it covers, a span it cuts is split, and adjacent
+// spans of one type are merged. spans is sorted and disjoint, and so is the
+// result (a new slice).
+func setSpan(spans []heldSpan, r heldSpan, unlock bool) []heldSpan {
+	out := make([]heldSpan, 0, len(spans)+2)
+	placed := unlock
+	for _, s := range spans {
+		if !placed && r.start <= s.start {
+			out = append(out, r)
+			placed = true
+		}
+		if s.end < r.start || r.end < s.start {
+			out = append(out, s)
+			continue
+		}
+		if s.start < r.start {
+			out = append(out, heldSpan{s.start, r.start - 1, s.write})
+		}
+		if s.end > r.end {
+			if !placed {
+				out = append(out, r)
+				placed = true
+			}
+			out = append(out, heldSpan{r.end + 1, s.end, s.write})
+		}
+	}
+	if !placed {
+		out = append(out, r)
+	}
+	merged := out[:0]
+	for _, s := range out {
+		if n := len(merged); n > 0 && merged[n-1].write == s.write && merged[n-1].end != math.MaxUint64 && merged[n-1].end+1 == s.start {
+			merged[n-1].end = s.end
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// noteRange records that owner's request on (off, n) of i was carried out:
+// a lock granted (write or read), or an unlock.
+func (l *locks) noteRange(i *Inode, owner uint64, off, n uint64, write, unlock bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ranges == nil {
+		l.ranges = map[*Inode]map[uint64][]heldSpan{}
+	}
+	byOwner := l.ranges[i]
+	spans := setSpan(byOwner[owner], spanOf(off, n, write), unlock)
+	if len(spans) == 0 {
+		l.dropRangesLocked(i, owner)
+		return
+	}
+	if byOwner == nil {
+		byOwner = map[uint64][]heldSpan{}
+		l.ranges[i] = byOwner
+	}
+	byOwner[owner] = spans
+}
+
+// dropRangesLocked forgets owner's ranges on i. l.mu held.
+func (l *locks) dropRangesLocked(i *Inode, owner uint64) {
+	delete(l.ranges[i], owner)
+	if len(l.ranges[i]) == 0 {
+		delete(l.ranges, i)
+	}
+}
+
+// heldRanges is what the owners hold: one entry per (file, owner).
+type heldRanges struct {
+	i     *Inode
+	owner uint64
+	spans []heldSpan
+}
+
+// snapshotRanges returns every owner's ranges (to reclaim them).
+func (l *locks) snapshotRanges() []heldRanges {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []heldRanges
+	for i, byOwner := range l.ranges {
+		for o, spans := range byOwner {
+			out = append(out, heldRanges{i, o, append([]heldSpan(nil), spans...)})
+		}
+	}
+	return out
+}
+
+// ownerLost marks the descriptors through which owner locked i lost and
+// forgets owner's ranges on i: the server did not take them back. It returns
+// whether a descriptor was marked.
+func (l *locks) ownerLost(i *Inode, owner uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropRangesLocked(i, owner)
+	marked := false
+	for f, h := range l.held {
+		if f.i == i && h.owners[owner] && !h.lost {
+			h.lost = true
+			marked = true
+		}
+	}
+	return marked
+}
+
+// takeLostNotify returns (and forgets) the files whose locks the reclaim
+// found lost.
+func (l *locks) takeLostNotify() []*Inode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	is := l.lostNotify
+	l.lostNotify = nil
+	return is
+}
+
+// reclaimLocks is the session's ReclaimLocks in snfs mode: every owner's
+// ranges, as LOCKs with reclaim TRUE through lock. An owner of a file whose
+// ranges are not all taken back has lost its locks of the file. The locks
+// reclaimed are then the ones held under verf.
+func (fs *FS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
+	l := &fs.sn.locks
+	held := l.snapshotRanges()
+	lost := 0
+	for _, h := range held {
+		why := ""
+		for _, s := range h.spans {
+			off, n := s.offLen()
+			typ := snfs1.LockRead
+			if s.write {
+				typ = snfs1.LockWrite
+			}
+			res, err := lock(&snfs1.LockArgs{File: h.i.FH, Owner: h.owner, Type: typ, Offset: off, Length: n})
+			if err != nil {
+				return err // the connection broke: the whole reclaim runs again
+			}
+			switch {
+			case res.Status != 0:
+				why = fmt.Sprint(res.Status)
+			case res.Stat != snfs1.LockGranted:
+				why = fmt.Sprint(res.Stat)
+			default:
+				continue
+			}
+			break
+		}
+		if why == "" {
+			continue
+		}
+		lost++
+		fs.log.Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
+			"fileid", h.i.FileID, "owner", h.owner, "answer", why)
+		if l.ownerLost(h.i, h.owner) {
+			l.mu.Lock()
+			l.lostNotify = append(l.lostNotify, h.i) // by OnServerRestart (serverRestarted)
+			l.mu.Unlock()
+		}
+	}
+	// What is still held (and not lost) was reclaimed: it is held under the
+	// new verifier from now on.
+	l.mu.Lock()
+	for _, h := range l.held {
+		if !h.lost {
+			h.verf = verf
+		}
+	}
+	l.verf = verf
+	l.mu.Unlock()
+	if len(held) > 0 {
+		fs.log.Info("locks reclaimed after the server restarted", "owners", len(held)-lost, "lost", lost)
+	}
+	return nil
+}
