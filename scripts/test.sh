@@ -9,6 +9,10 @@ export PATH="$PATH:/usr/local/go/bin"
 # at the deadline and fails with a bare "context deadline exceeded" and no crasher
 # (golang/go#75804, fixed only in Go 1.27).
 FUZZTIME=${FUZZTIME:-50000x}
+# The long end-to-end suites (tests/: fsx at full length, crash cycles, the
+# Linux guest, nfs-ganesha's fsx, pjdfstest) run only when this is set; a
+# plain `go test ./...` leaves them out to end within Go's default timeout.
+export SNFS_LONG=1
 
 echo "== go vet"
 go vet ./...

@@ -84,6 +84,7 @@ func TestLibnfsList(t *testing.T) {
 // guestRunner finds ../shared/tools/linux-nfs-client/run.sh beside the repository.
 func guestRunner(t *testing.T) string {
 	t.Helper()
+	requireLong(t)
 	if runtime.GOOS != "linux" {
 		t.Skip("the Linux guest runs on Linux only")
 	}

@@ -115,6 +115,7 @@ func TestLargeSparseFile(t *testing.T) {
 // TestBigDirectory pages through 100,000 entries with small READDIR and READDIRPLUS
 // replies while other entries are being added, and sees each original name exactly once.
 func TestBigDirectory(t *testing.T) {
+	requireLong(t)
 	requireRoot(t)
 	if testing.Short() {
 		t.Skip("-short")

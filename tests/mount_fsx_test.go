@@ -80,8 +80,14 @@ func fsxOps(t *testing.T) int {
 		}
 		return n
 	}
+	if !longRun() {
+		return fsxShortOps
+	}
 	return fsxDefaultOps
 }
+
+// fsxShortOps: fsx's length outside a long run (longRun).
+const fsxShortOps = 2000
 
 func fsxSeed(t *testing.T, def uint64) uint64 {
 	if s := os.Getenv("SNFS_FSX_SEED"); s != "" {

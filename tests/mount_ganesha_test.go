@@ -297,6 +297,7 @@ func TestMountGaneshaCases(t *testing.T) {
 // compares the exported file, read from ganesha's backing directory, with
 // the model.
 func TestMountGaneshaFsx(t *testing.T) {
+	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
@@ -311,6 +312,7 @@ func TestMountGaneshaFsx(t *testing.T) {
 // closes the file on the first mount, and the file read through the second
 // (opened after that close) and the export directory must hold the model.
 func TestMountGaneshaFsxTwoMounts(t *testing.T) {
+	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
 	bin := snfsBinary(t)
@@ -327,6 +329,7 @@ func TestMountGaneshaFsxTwoMounts(t *testing.T) {
 // yet committed must be written again). The checks (after fsync) compare the
 // export directory with the model.
 func TestMountGaneshaFsxServerRestart(t *testing.T) {
+	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")

@@ -28,6 +28,21 @@ func requireInCI(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// longRun: the long end-to-end suites run (fsx at full length, crash
+// cycles, the Linux guest, nfs-ganesha's fsx, pjdfstest, big directories).
+// scripts/test.sh sets SNFS_LONG=1 and CI runs everything; a plain
+// `go test ./...` runs the rest, and fsx for a short while, so that it ends
+// within Go's default timeout.
+func longRun() bool { return os.Getenv("SNFS_LONG") != "" || os.Getenv("CI") != "" }
+
+// requireLong skips a long end-to-end test outside a long run (longRun).
+func requireLong(t testing.TB) {
+	t.Helper()
+	if !longRun() {
+		t.Skip("a long end-to-end test: runs with SNFS_LONG=1 (scripts/test.sh and CI set it)")
+	}
+}
+
 // lockedBuffer collects a process's log while the test reads it.
 type lockedBuffer struct {
 	mu  sync.Mutex
