@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +43,29 @@ type heldLocks struct {
 	owners map[uint64]bool
 	verf   snfs1.Verifier
 	lost   bool
+	// pids: the processes that took the locks (NoteLockPid); ptIno, once
+	// lost, the inode number of the descriptor's passthrough cache file (0:
+	// none). The watch refuses those processes' accesses to that file.
+	pids  map[uint32]bool
+	ptIno uint64
+}
+
+// NoteLockPid records that process pid took the lock f just got (the bridge
+// calls it after a granted SETLK or SETLKW): if the lock is lost, that
+// process's passthrough reads and writes of the file are refused.
+func (fs *FS) NoteLockPid(f *File, pid uint32) {
+	if fs.sn == nil || pid == 0 {
+		return
+	}
+	l := &fs.sn.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[f]; h != nil {
+		if h.pids == nil {
+			h.pids = map[uint32]bool{}
+		}
+		h.pids[pid] = true
+	}
 }
 
 // noteHeld records that owner took a lock through f.
@@ -87,7 +113,8 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // verifier (the server restarted). Outside a read or write (notify), the
 // kernel's pages of their files are dropped, so that their next read reaches
 // the mount; inside one the kernel holds the file, and the notification
-// would wait for it.
+// would wait for it. A passthrough descriptor's cache file is watched from
+// now on (lostWatchLocked), whatever notify.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 	l := &fs.sn.locks
 	var inodes []*Inode
@@ -97,6 +124,7 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 			continue
 		}
 		h.lost = true
+		fs.lostWatchLocked(f, h)
 		inodes = append(inodes, f.i)
 	}
 	l.mu.Unlock()
@@ -129,7 +157,7 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		lost, _ = l.heldState(f)
 	}
 	if !lost {
-		if err := fs.renewLocks(ctx, f.i); err != nil {
+		if err := fs.renewLocks(ctx, f.i, false); err != nil {
 			return err
 		}
 		lost, _ = l.heldState(f)
@@ -138,6 +166,74 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		return ErrLockLost
 	}
 	return nil
+}
+
+// lostWatchLocked: f's lock was lost; if the kernel reads and writes f's
+// file itself (passthrough), its cache file is watched (its ignore mark
+// removed: pinned.go), so that every access of it raises an event, which
+// pinHandler.Pre refuses for the processes that took f's locks
+// (lockLostAccess). Under l.mu: f is still open (its release drops it from
+// held, under l.mu, before closing f.sn.pt).
+func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
+	if f.sn.pt == nil || fs.sn.pin.w == nil {
+		return
+	}
+	st, err := f.sn.pt.Stat()
+	if err == nil {
+		err = fs.sn.pin.w.Watch(f.sn.pt)
+	}
+	if err != nil {
+		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)
+		return
+	}
+	h.ptIno = fileIno(st)
+}
+
+// lockLostAccess tells whether thread tid's access of the cache file ino
+// must be refused: its process took a lock, since lost, through a
+// passthrough descriptor of the file that has not unlocked the whole file
+// nor closed. Called by the watch for each access of a watched file.
+func (fs *FS) lockLostAccess(ino uint64, tid int32) bool {
+	l := &fs.sn.locks
+	if l.nheld.Load() == 0 {
+		return false
+	}
+	var pids []uint32
+	l.mu.Lock()
+	for _, h := range l.held {
+		if h.lost && h.ptIno == ino {
+			for p := range h.pids {
+				pids = append(pids, p)
+			}
+		}
+	}
+	l.mu.Unlock()
+	if len(pids) == 0 {
+		return false
+	}
+	tgid := tgidOf(tid)
+	for _, p := range pids {
+		if p == tgid {
+			return true
+		}
+	}
+	return false
+}
+
+// tgidOf is the process of thread tid (the watch reports threads), 0 if
+// it is gone.
+func tgidOf(tid int32) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			return uint32(n)
+		}
+	}
+	return 0
 }
 
 func (l *locks) heldState(f *File) (lost, ok bool) {
@@ -151,8 +247,10 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 }
 
 // renewLocks renews this client's lock lease if the last renewal was sent
-// more than half a callback timeout ago: a LOCKT of i (one at a time).
-func (fs *FS) renewLocks(ctx context.Context, i *Inode) error {
+// more than half a callback timeout ago: a LOCKT of i (one at a time). With
+// notify, a loss it learns drops the kernel's pages of the files (see
+// locksLost).
+func (fs *FS) renewLocks(ctx context.Context, i *Inode, notify bool) error {
 	l := &fs.sn.locks
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
@@ -163,14 +261,54 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode) error {
 	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		fs.locksLost("the server revoked this client's locks", nil, false)
+		fs.locksLost("the server revoked this client's locks", nil, notify)
 	case errors.Is(err, nfs3.ErrStale):
 		return nil // the file is gone on the server: its I/O says so
 	case err != nil:
 		return fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
 	verf := fs.sn.sess.ServerVerifier()
-	fs.locksLost("the server restarted", &verf, false)
+	fs.locksLost("the server restarted", &verf, notify)
 	l.renewed = start
+	return nil
+}
+
+// lockLeaseLoop renews the lock lease while this client holds locks, every
+// quarter of a callback timeout (a renewal goes when the last is half a
+// callback timeout old), until the FS closes: reads the kernel serves from
+// its pages, and reads and writes it makes to passthrough cache files, never
+// reach the mount, so without it a lost lock would go unnoticed while the
+// process reads and writes unprotected. What the loop learns drops the
+// kernel's pages and watches the passthrough files (locksLost).
+func (fs *FS) lockLeaseLoop() {
+	defer close(fs.sn.leaseDone)
+	for {
+		t := time.NewTimer(max(fs.sn.sess.CallbackTimeout()/4, 10*time.Millisecond))
+		select {
+		case <-fs.sn.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if i := fs.sn.locks.anyHeld(); i != nil {
+			if err := fs.renewLocks(fs.sn.life, i, true); err != nil && fs.sn.life.Err() == nil {
+				fs.log.Debug("lock lease", "err", err)
+			}
+		}
+	}
+}
+
+// anyHeld is the file of a descriptor that holds locks not lost, or nil.
+func (l *locks) anyHeld() *Inode {
+	if l.nheld.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for f, h := range l.held {
+		if !h.lost {
+			return f.i
+		}
+	}
 	return nil
 }
