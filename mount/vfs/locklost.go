@@ -116,6 +116,17 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // would wait for it. A passthrough descriptor's cache file is watched from
 // now on (lostWatchLocked), whatever notify.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
+	inodes := fs.markLost(why, verf)
+	if notify {
+		for _, i := range inodes {
+			fs.notifyData(i)
+		}
+	}
+}
+
+// markLost is locksLost without the notifications: it returns the files of
+// the descriptors it marked.
+func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
 	l := &fs.sn.locks
 	var inodes []*Inode
 	l.mu.Lock()
@@ -128,15 +139,10 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 		inodes = append(inodes, f.i)
 	}
 	l.mu.Unlock()
-	if len(inodes) == 0 {
-		return
+	if len(inodes) > 0 {
+		fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
 	}
-	fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
-	for _, i := range inodes {
-		if notify {
-			fs.notifyData(i)
-		}
-	}
+	return inodes
 }
 
 // lockCheck is called before f's reads and writes: ErrLockLost if f's lock
@@ -157,7 +163,7 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		lost, _ = l.heldState(f)
 	}
 	if !lost {
-		if err := fs.renewLocks(ctx, f.i, false); err != nil {
+		if _, err := fs.renewLocks(ctx, f.i); err != nil {
 			return err
 		}
 		lost, _ = l.heldState(f)
@@ -247,30 +253,33 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 }
 
 // renewLocks renews this client's lock lease if the last renewal was sent
-// more than half a callback timeout ago: a LOCKT of i (one at a time). With
-// notify, a loss it learns drops the kernel's pages of the files (see
-// locksLost).
-func (fs *FS) renewLocks(ctx context.Context, i *Inode, notify bool) error {
+// more than half a callback timeout ago: a LOCKT of i (one at a time). It
+// returns the files of the descriptors whose loss it learned, whose kernel
+// pages the caller drops when it is outside a read or write (locksLost):
+// not here, under renewMu, which a read the kernel holds the file for may
+// be waiting for.
+func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
 	l := &fs.sn.locks
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
 	if time.Since(l.renewed) < fs.sn.sess.CallbackTimeout()/2 {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
+	var lost []*Inode
 	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		fs.locksLost("the server revoked this client's locks", nil, notify)
+		lost = fs.markLost("the server revoked this client's locks", nil)
 	case errors.Is(err, nfs3.ErrStale):
-		return nil // the file is gone on the server: its I/O says so
+		return nil, nil // the file is gone on the server: its I/O says so
 	case err != nil:
-		return fmt.Errorf("vfs: renewing the lock lease: %w", err)
+		return nil, fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
 	verf := fs.sn.sess.ServerVerifier()
-	fs.locksLost("the server restarted", &verf, notify)
+	lost = append(lost, fs.markLost("the server restarted", &verf)...)
 	l.renewed = start
-	return nil
+	return lost, nil
 }
 
 // lockLeaseLoop renews the lock lease while this client holds locks, every
@@ -278,8 +287,9 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode, notify bool) error {
 // callback timeout old), until the FS closes: reads the kernel serves from
 // its pages, and reads and writes it makes to passthrough cache files, never
 // reach the mount, so without it a lost lock would go unnoticed while the
-// process reads and writes unprotected. What the loop learns drops the
-// kernel's pages and watches the passthrough files (locksLost).
+// process reads and writes unprotected. A loss the loop learns drops the
+// kernel's pages of the files and watches their passthrough files
+// (locksLost).
 func (fs *FS) lockLeaseLoop() {
 	defer close(fs.sn.leaseDone)
 	for {
@@ -290,10 +300,16 @@ func (fs *FS) lockLeaseLoop() {
 			return
 		case <-t.C:
 		}
-		if i := fs.sn.locks.anyHeld(); i != nil {
-			if err := fs.renewLocks(fs.sn.life, i, true); err != nil && fs.sn.life.Err() == nil {
-				fs.log.Debug("lock lease", "err", err)
-			}
+		i := fs.sn.locks.anyHeld()
+		if i == nil {
+			continue
+		}
+		lost, err := fs.renewLocks(fs.sn.life, i)
+		if err != nil && fs.sn.life.Err() == nil {
+			fs.log.Debug("lock lease", "err", err)
+		}
+		for _, i := range lost {
+			fs.notifyData(i)
 		}
 	}
 }
