@@ -43,16 +43,18 @@ type heldLocks struct {
 	owners map[uint64]bool
 	verf   snfs1.Verifier
 	lost   bool
-	// pids: the processes that took the locks (NoteLockPid); ptIno, once
+	// pids: the threads that took the locks (NoteLockPid), their processes
+	// once lost (lostWatchLocked); ptIno, once
 	// lost, the inode number of the descriptor's passthrough cache file (0:
 	// none). The watch refuses those processes' accesses to that file.
 	pids  map[uint32]bool
 	ptIno uint64
 }
 
-// NoteLockPid records that process pid took the lock f just got (the bridge
-// calls it after a granted SETLK or SETLKW): if the lock is lost, that
-// process's passthrough reads and writes of the file are refused.
+// NoteLockPid records that thread pid (FUSE's request pid) took the lock f
+// just got (the bridge calls it after a granted SETLK or SETLKW): if the lock
+// is lost, the passthrough reads and writes of the file by its process are
+// refused.
 func (fs *FS) NoteLockPid(f *File, pid uint32) {
 	if fs.sn == nil || pid == 0 {
 		return
@@ -193,6 +195,16 @@ func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
 		return
 	}
 	h.ptIno = fileIno(st)
+	// FUSE names the thread that locked: its process is the one to stop
+	// (a thread gone since stays as it was; it matches no access).
+	procs := map[uint32]bool{}
+	for p := range h.pids {
+		if g := tgidOf(int32(p)); g != 0 {
+			p = g
+		}
+		procs[p] = true
+	}
+	h.pids = procs
 }
 
 // lockLostAccess tells whether thread tid's access of the cache file ino
