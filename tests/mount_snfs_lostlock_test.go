@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -52,7 +53,7 @@ func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount 
 // A writes it) and, once A is partitioned, waits for an exclusive flock,
 // which the server grants when A's probe has gone unanswered past the
 // callback timeout. The partition then heals. It returns fa and db's bytes.
-func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount, fa *os.File)) (*snfsMount, *os.File, []byte) {
+func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*snfsMount, *os.File, []byte) {
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
@@ -80,6 +81,9 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount, fa *o
 	if n := a.v.SNFSStats().PassthroughOpens.Load() - opens; pt != (n == 1) {
 		t.Fatalf("A's open passed through %d times, want passthrough %v", n, pt)
 	}
+	if before != nil {
+		before(a)
+	}
 	if err := setlk(fa, typ, 0, 0); err != nil {
 		t.Fatalf("A locks: %v", err)
 	}
@@ -89,8 +93,8 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount, fa *o
 	if _, err := fa.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("A reads under its lock: %v", err)
 	}
-	if before != nil {
-		before(a, fa)
+	if n := residentPages(t, fa, len(want)); !pt && n != (len(want)+4095)/4096 {
+		t.Fatalf("%d of db's pages in the kernel's cache after A's read, want all", n)
 	}
 	c := startGatedChild(t, "TestMountSNFSLostLockFlockChild", b.path("db"))
 	c.expect(t, "ready")
@@ -101,6 +105,26 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount, fa *o
 	c.expect(t, "locked") // A's lock was revoked
 	p.Heal()
 	return a, fa, want
+}
+
+// residentPages counts f's pages in the kernel's page cache (mincore of a
+// mapping: mapping the file reads nothing).
+func residentPages(t *testing.T, f *os.File, size int) int {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (size+4095)/4096)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(size), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }
 
 // awaitLost reads through fa until its read fails with EIO: the mount learns
@@ -141,7 +165,7 @@ func readByChild(t *testing.T, path string) []byte {
 // file (no locks) reads, and the unlock of the whole file ends the loss.
 func TestMountSNFSLockLostPageCache(t *testing.T) {
 	var ga *os.File
-	a, fa, want := lostLockSetup(t, false, false, func(a *snfsMount, fa *os.File) {
+	a, fa, want := lostLockSetup(t, false, false, func(a *snfsMount) {
 		var err error
 		if ga, err = os.Open(a.path("db")); err != nil {
 			t.Fatal(err)
