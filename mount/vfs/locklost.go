@@ -32,6 +32,14 @@ import (
 // tells the same as a renewal's. The server revokes only after a probe went
 // unanswered for a whole callback timeout, and a renewal answered within half
 // of it vouches for the locks until then.
+//
+// I/O that never reaches the mount: a loop (lockLeaseLoop) renews the lease
+// while descriptors hold locks, so that a loss is learned without it; then
+// the kernel's pages of the files are dropped (their next read reaches the
+// mount), and a passthrough descriptor's cache file is watched (pinned.go's
+// watch), whose events refuse with EIO the accesses of the processes that
+// took the lost locks (all passthrough opens of an inode share one backing
+// file: the process, not the descriptor, is what the event tells).
 
 // ErrLockLost: the descriptor's lock was lost (revoked by the server, or a
 // server restart); its I/O fails with EIO.
