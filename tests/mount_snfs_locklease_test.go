@@ -139,7 +139,13 @@ type gatedLockChild struct {
 
 func startGatedLockChild(t *testing.T, path string) *gatedLockChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSLockGatedChild$", "-test.v")
+	return startGatedChild(t, "TestMountSNFSLockGatedChild", path)
+}
+
+// startGatedChild runs the gated child whose body is the test run.
+func startGatedChild(t *testing.T, run, path string) *gatedLockChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNFS_LOCK_CHILD="+path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -104,7 +104,15 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	off, l := lockRange(lk)
 	wctx, cancel := n.interruptible(ctx)
 	defer cancel()
-	return lockErrno(n.b.v.Setlk(wctx, f, owner, lockKind(lk.Typ), off, l, wait))
+	kind := lockKind(lk.Typ)
+	if err := n.b.v.Setlk(wctx, f, owner, kind, off, l, wait); err != nil {
+		return lockErrno(err)
+	}
+	if fc, ok := ctx.(*fuse.Context); ok && kind != vfs.Unlock {
+		// The process whose passthrough I/O stops if the lock is lost.
+		n.b.v.NoteLockPid(f, fc.Caller.Pid)
+	}
+	return 0
 }
 
 // interruptible is the context of a lock call: the mount's life, ended also

@@ -15,6 +15,10 @@
 // returns); ranges are whole pages. Writes through a shared mapping raise no
 // event.
 //
+// A permission event is allowed unless the handler's Pre refuses it: the
+// access then fails with the errno Pre gave (FAN_DENY_ERRNO), which the
+// mount uses to fail the passthrough I/O of a process whose lock was lost.
+//
 // It must not: decide anything about caching or the protocol (its handler
 // does), do I/O on the files it watches through the watched mount (the
 // mount's own reads and writes use the normal path, or they would wait on

@@ -15,10 +15,13 @@ import (
 // Handler is told about accesses to files not ignored. Pre is called before
 // an access of [off, off+n) (a read or a write, not yet known) and may do
 // I/O on the file through the normal path before the access goes on; Read
-// and Wrote then say which it was, for the thread tid. Calls are made one at
-// a time, from the event loop or from Drain.
+// and Wrote then say which it was, for the thread tid. Pre may instead
+// refuse the access: a non-zero errno fails it with that error (EIO,
+// EPERM, ENOSPC or EDQUOT: the kernel's FAN_DENY_ERRNO takes no other), and
+// neither Read nor Wrote follows. Calls are made one at a time, from the
+// event loop or from Drain.
 type Handler interface {
-	Pre(ino uint64, tid int32, off, n uint64)
+	Pre(ino uint64, tid int32, off, n uint64) unix.Errno
 	Read(ino uint64, tid int32)
 	Wrote(ino uint64, tid int32)
 }
@@ -177,13 +180,15 @@ func (w *Watcher) readAll() error {
 }
 
 // handle tells the handler about one event and answers a permission event
-// (always allowed: the handler acts before the answer).
+// (allowed unless the handler's Pre refused it: the handler acts before the
+// answer).
 func (w *Watcher) handle(m *unix.FanotifyEventMetadata, info []byte) {
 	if m.Fd < 0 {
 		return // FAN_NOFD: a queue overflow (the caller would have to rescan)
 	}
 	fd := int(m.Fd)
 	defer unix.Close(fd)
+	var deny unix.Errno
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
 		switch {
@@ -199,7 +204,7 @@ func (w *Watcher) handle(m *unix.FanotifyEventMetadata, info []byte) {
 				}
 				info = info[l:]
 			}
-			w.h.Pre(st.Ino, m.Pid, o, c)
+			deny = w.h.Pre(st.Ino, m.Pid, o, c)
 		case m.Mask&unix.FAN_ACCESS_PERM != 0:
 			w.h.Read(st.Ino, m.Pid)
 		case m.Mask&unix.FAN_MODIFY != 0:
@@ -208,6 +213,10 @@ func (w *Watcher) handle(m *unix.FanotifyEventMetadata, info []byte) {
 	}
 	if m.Mask&(unix.FAN_PRE_ACCESS|unix.FAN_ACCESS_PERM) != 0 {
 		r := unix.FanotifyResponse{Fd: m.Fd, Response: unix.FAN_ALLOW}
+		if deny != 0 {
+			// FAN_DENY_ERRNO (Linux 6.14+, pre-content groups).
+			r.Response = unix.FAN_DENY | (uint32(deny)&unix.FAN_ERRNO_MASK)<<unix.FAN_ERRNO_SHIFT
+		}
 		unix.Write(w.fan, (*[unsafe.Sizeof(r)]byte)(unsafe.Pointer(&r))[:])
 	}
 }

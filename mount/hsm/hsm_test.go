@@ -7,19 +7,23 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type rec struct {
-	mu  sync.Mutex
-	log []string
-	pre [][2]uint64
+	mu   sync.Mutex
+	log  []string
+	pre  [][2]uint64
+	deny unix.Errno // Pre's answer
 }
 
-func (r *rec) Pre(ino uint64, tid int32, off, n uint64) {
+func (r *rec) Pre(ino uint64, tid int32, off, n uint64) unix.Errno {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log = append(r.log, "pre")
 	r.pre = append(r.pre, [2]uint64{off, n})
+	return r.deny
 }
 func (r *rec) Read(ino uint64, tid int32)  { r.add("read") }
 func (r *rec) Wrote(ino uint64, tid int32) { r.add("wrote") }
@@ -113,5 +117,27 @@ func TestWatcher(t *testing.T) {
 	}
 	if _, err := w.OpenFile("/etc/passwd", syscall.O_RDONLY); err == nil {
 		t.Fatal("OpenFile of a path outside the directory worked")
+	}
+
+	// A refused access fails with Pre's errno, and is neither a read nor a
+	// write; the next one allowed goes on.
+	r.mu.Lock()
+	r.deny = unix.EIO
+	r.mu.Unlock()
+	if _, err := f.ReadAt(buf, 0); !errors.Is(err, unix.EIO) {
+		t.Fatalf("a refused read: %v, want EIO", err)
+	}
+	if _, err := f.WriteAt([]byte("refused"), 0); !errors.Is(err, unix.EIO) {
+		t.Fatalf("a refused write: %v, want EIO", err)
+	}
+	w.Drain()
+	if l, _ := r.take(); len(l) != 2 || l[0] != "pre" || l[1] != "pre" {
+		t.Fatalf("refused accesses: events %v, want two pre events only", l)
+	}
+	r.mu.Lock()
+	r.deny = 0
+	r.mu.Unlock()
+	if _, err := f.ReadAt(buf, 0); err != nil || string(buf[:3]) != "own" {
+		t.Fatalf("a read after the refusals: %v %q, want the bytes written before them", err, buf[:3])
 	}
 }

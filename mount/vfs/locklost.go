@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +33,14 @@ import (
 // tells the same as a renewal's. The server revokes only after a probe went
 // unanswered for a whole callback timeout, and a renewal answered within half
 // of it vouches for the locks until then.
+//
+// I/O that never reaches the mount: a loop (lockLeaseLoop) renews the lease
+// while descriptors hold locks, so that a loss is learned without it; then
+// the kernel's pages of the files are dropped (their next read reaches the
+// mount), and a passthrough descriptor's cache file is watched (pinned.go's
+// watch), whose events refuse with EIO the accesses of the processes that
+// took the lost locks (all passthrough opens of an inode share one backing
+// file: the process, not the descriptor, is what the event tells).
 
 // ErrLockLost: the descriptor's lock was lost (revoked by the server, or a
 // server restart); its I/O fails with EIO.
@@ -41,6 +52,31 @@ type heldLocks struct {
 	owners map[uint64]bool
 	verf   snfs1.Verifier
 	lost   bool
+	// pids: the threads that took the locks (NoteLockPid), their processes
+	// once lost (lostWatchLocked); ptIno, once
+	// lost, the inode number of the descriptor's passthrough cache file (0:
+	// none). The watch refuses those processes' accesses to that file.
+	pids  map[uint32]bool
+	ptIno uint64
+}
+
+// NoteLockPid records that thread pid (FUSE's request pid) took the lock f
+// just got (the bridge calls it after a granted SETLK or SETLKW): if the lock
+// is lost, the passthrough reads and writes of the file by its process are
+// refused.
+func (fs *FS) NoteLockPid(f *File, pid uint32) {
+	if fs.sn == nil || pid == 0 {
+		return
+	}
+	l := &fs.sn.locks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[f]; h != nil {
+		if h.pids == nil {
+			h.pids = map[uint32]bool{}
+		}
+		h.pids[pid] = true
+	}
 }
 
 // noteHeld records that owner took a lock through f.
@@ -91,8 +127,20 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // verifier (the server restarted). Outside a read or write (notify), the
 // kernel's pages of their files are dropped, so that their next read reaches
 // the mount; inside one the kernel holds the file, and the notification
-// would wait for it.
+// would wait for it. A passthrough descriptor's cache file is watched from
+// now on (lostWatchLocked), whatever notify.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
+	inodes := fs.markLost(why, verf)
+	if notify {
+		for _, i := range inodes {
+			fs.notifyData(i)
+		}
+	}
+}
+
+// markLost is locksLost without the notifications: it returns the files of
+// the descriptors it marked.
+func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
 	l := fs.lockTable()
 	var inodes []*Inode
 	l.mu.Lock()
@@ -101,21 +149,17 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 			continue
 		}
 		h.lost = true
+		fs.lostWatchLocked(f, h)
 		inodes = append(inodes, f.i)
 		for o := range h.owners {
 			l.dropRangesLocked(f.i, o) // nothing to reclaim
 		}
 	}
 	l.mu.Unlock()
-	if len(inodes) == 0 {
-		return
+	if len(inodes) > 0 {
+		fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
 	}
-	fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
-	for _, i := range inodes {
-		if notify {
-			fs.notifyData(i)
-		}
-	}
+	return inodes
 }
 
 // lockCheck is called before f's reads and writes: ErrLockLost if f's lock
@@ -136,7 +180,7 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		lost, _ = l.heldState(f)
 	}
 	if !lost && fs.sn != nil {
-		if err := fs.renewLocks(ctx, f.i); err != nil {
+		if _, err := fs.renewLocks(ctx, f.i); err != nil {
 			return err
 		}
 		lost, _ = l.heldState(f)
@@ -165,6 +209,84 @@ func (l *locks) lockVerf() snfs1.Verifier {
 	return l.verf
 }
 
+// lostWatchLocked: f's lock was lost; if the kernel reads and writes f's
+// file itself (passthrough), its cache file is watched (its ignore mark
+// removed: pinned.go), so that every access of it raises an event, which
+// pinHandler.Pre refuses for the processes that took f's locks
+// (lockLostAccess). Under l.mu: f is still open (its release drops it from
+// held, under l.mu, before closing f.sn.pt).
+func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
+	if f.sn.pt == nil || fs.sn.pin.w == nil {
+		return
+	}
+	st, err := f.sn.pt.Stat()
+	if err == nil {
+		err = fs.sn.pin.w.Watch(f.sn.pt)
+	}
+	if err != nil {
+		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)
+		return
+	}
+	h.ptIno = fileIno(st)
+	// FUSE names the thread that locked: its process is the one to stop
+	// (a thread gone since stays as it was; it matches no access).
+	procs := map[uint32]bool{}
+	for p := range h.pids {
+		if g := tgidOf(int32(p)); g != 0 {
+			p = g
+		}
+		procs[p] = true
+	}
+	h.pids = procs
+}
+
+// lockLostAccess tells whether thread tid's access of the cache file ino
+// must be refused: its process took a lock, since lost, through a
+// passthrough descriptor of the file that has not unlocked the whole file
+// nor closed. Called by the watch for each access of a watched file.
+func (fs *FS) lockLostAccess(ino uint64, tid int32) bool {
+	l := &fs.sn.locks
+	if l.nheld.Load() == 0 {
+		return false
+	}
+	var pids []uint32
+	l.mu.Lock()
+	for _, h := range l.held {
+		if h.lost && h.ptIno == ino {
+			for p := range h.pids {
+				pids = append(pids, p)
+			}
+		}
+	}
+	l.mu.Unlock()
+	if len(pids) == 0 {
+		return false
+	}
+	tgid := tgidOf(tid)
+	for _, p := range pids {
+		if p == tgid {
+			return true
+		}
+	}
+	return false
+}
+
+// tgidOf is the process of thread tid (the watch reports threads), 0 if
+// it is gone.
+func tgidOf(tid int32) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			return uint32(n)
+		}
+	}
+	return 0
+}
+
 func (l *locks) heldState(f *File) (lost, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -176,26 +298,78 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 }
 
 // renewLocks renews this client's lock lease if the last renewal was sent
-// more than half a callback timeout ago: a LOCKT of i (one at a time).
-func (fs *FS) renewLocks(ctx context.Context, i *Inode) error {
+// more than half a callback timeout ago: a LOCKT of i (one at a time). It
+// returns the files of the descriptors whose loss it learned, whose kernel
+// pages the caller drops when it is outside a read or write (locksLost):
+// not here, under renewMu, which a read the kernel holds the file for may
+// be waiting for.
+func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
 	l := &fs.sn.locks
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
 	if time.Since(l.renewed) < fs.sn.sess.CallbackTimeout()/2 {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
+	var lost []*Inode
 	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		fs.locksLost("the server revoked this client's locks", nil, false)
+		lost = fs.markLost("the server revoked this client's locks", nil)
 	case errors.Is(err, nfs3.ErrStale):
-		return nil // the file is gone on the server: its I/O says so
+		return nil, nil // the file is gone on the server: its I/O says so
 	case err != nil:
-		return fmt.Errorf("vfs: renewing the lock lease: %w", err)
+		return nil, fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
 	verf := l.lockVerf()
-	fs.locksLost("the server restarted", &verf, false)
+	lost = append(lost, fs.markLost("the server restarted", &verf)...)
 	l.renewed = start
+	return lost, nil
+}
+
+// lockLeaseLoop renews the lock lease while this client holds locks, every
+// quarter of a callback timeout (a renewal goes when the last is half a
+// callback timeout old), until the FS closes: reads the kernel serves from
+// its pages, and reads and writes it makes to passthrough cache files, never
+// reach the mount, so without it a lost lock would go unnoticed while the
+// process reads and writes unprotected. A loss the loop learns drops the
+// kernel's pages of the files and watches their passthrough files
+// (locksLost).
+func (fs *FS) lockLeaseLoop() {
+	defer close(fs.sn.leaseDone)
+	for {
+		t := time.NewTimer(max(fs.sn.sess.CallbackTimeout()/4, 10*time.Millisecond))
+		select {
+		case <-fs.sn.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		i := fs.sn.locks.anyHeld()
+		if i == nil {
+			continue
+		}
+		lost, err := fs.renewLocks(fs.sn.life, i)
+		if err != nil && fs.sn.life.Err() == nil {
+			fs.log.Debug("lock lease", "err", err)
+		}
+		for _, i := range lost {
+			fs.notifyData(i)
+		}
+	}
+}
+
+// anyHeld is the file of a descriptor that holds locks not lost, or nil.
+func (l *locks) anyHeld() *Inode {
+	if l.nheld.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for f, h := range l.held {
+		if !h.lost {
+			return f.i
+		}
+	}
 	return nil
 }

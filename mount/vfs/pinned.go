@@ -412,17 +412,21 @@ func fileIno(st os.FileInfo) uint64 {
 	return 0
 }
 
-// Pre: an access of [off, off+n) by thread tid is about to run.
-func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
+// Pre: an access of [off, off+n) by thread tid is about to run. An access
+// by a process whose lock on the file was lost is refused (locklost.go).
+func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
+	if h.fs.lockLostAccess(ino, tid) {
+		return syscall.EIO
+	}
 	pf := h.file(ino)
 	if pf == nil {
-		return
+		return 0
 	}
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
 	r := span{off, n}
 	if pf.gone {
-		return
+		return 0
 	}
 	if pf.entered {
 		ctx, cancel := h.fs.stopCtx(time.Minute) // the application waits
@@ -435,6 +439,7 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) {
 		}
 	}
 	pf.pre[tid] = r
+	return 0
 }
 
 // Read: tid's access was a read.

@@ -124,7 +124,9 @@ type snfsFS struct {
 
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once
+	// leaseDone closes when lockLeaseLoop returns (locklost.go).
+	leaseDone chan struct{}
+	once      sync.Once
 	// life ends when stop closes (Close): the parent of work no request
 	// carries (stopCtx).
 	life    context.Context
@@ -268,7 +270,8 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 		cfg.CacheTTL = time.Hour
 	}
 	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
-		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
+		leaseDone: make(chan struct{})}
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	fs.sn.locks.verf = cfg.Session.ServerVerifier()
 	if cfg.handler != nil {
@@ -282,6 +285,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 		}
 	}
 	go fs.writeBackLoop()
+	go fs.lockLeaseLoop()
 	return nil
 }
 
@@ -301,6 +305,7 @@ func (fs *FS) Close() error {
 		close(fs.sn.stop)
 		fs.sn.endLife()
 		<-fs.sn.done
+		<-fs.sn.leaseDone
 		fs.stopWatch()
 		err = fs.sn.cache.Close()
 		if fs.sn.cfg.owned {
