@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"snfs/state"
 	"syscall"
 	"time"
 
@@ -16,11 +17,11 @@ import (
 // snfs mode data path: open, read, write, flush, fsync, release and
 // truncate of files cached in the cache directory or written through.
 
-func openModeOf(flags int) snfs1.OpenMode {
+func openModeOf(flags int) state.Mode {
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		return snfs1.Read
+		return state.Read
 	}
-	return snfs1.Write
+	return state.Write
 }
 
 // snfsOpen is Open in snfs mode.
@@ -47,7 +48,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == snfs1.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
 	if flags&syscall.O_TRUNC != 0 {
 		fs.whileCaching(i, func() error {
 			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
@@ -65,7 +66,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 
 // snfsOpenProto sends the OPEN and applies its answer: the version rule to
 // the cache directory and the kernel's pages, caching or write-through.
-func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.OpenMode) (keep, direct bool, err error) {
+func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
 	i.sn.openMu.Lock()
 	i.mu.Lock()
 	i.sn.opening++
@@ -551,7 +552,7 @@ func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl t
 	}
 	done, err = fs.whileCaching(i, func() error {
 		i.mu.Lock()
-		writer := i.sn.opens[snfs1.Write] > 0
+		writer := i.sn.opens[state.Write] > 0
 		i.mu.Unlock()
 		if !writer {
 			return errNotLocal
