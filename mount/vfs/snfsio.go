@@ -355,12 +355,21 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	if cached {
 		return n, err
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err // interrupted before any of the data was taken
+	}
 	i.mu.Lock()
 	i.w.dirty.write(off, data)
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
 	i.mu.Unlock()
-	err = i.flush(ctx, false)
+	// Once taken, the data is sent before the write returns, whatever
+	// interrupts it (ctx's cancellation is dropped, not its values): a
+	// write-through reports done only when the server has the data (other
+	// clients read through), and an interrupted one could only report
+	// EINTR with its data still queued for the server. The call still ends
+	// when the mount closes its client.
+	err = i.flush(context.WithoutCancel(ctx), false)
 	// The cache directory's clean data of the file (from while it was
 	// cached, or written back since caching stopped) is older than this
 	// write, and still labelled with a version the next OPEN may answer as

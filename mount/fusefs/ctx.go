@@ -1,0 +1,81 @@
+package fusefs
+
+import (
+	"context"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Which context a request is served with (docs/mount.md, "Interrupted
+// requests").
+//
+// The kernel sends FUSE_INTERRUPT for a request whose calling thread got a
+// signal while waiting for it; go-fuse then closes the request's Cancel
+// channel (the fuse.Context a node method gets). Answering EINTR lets the
+// process run its handler or die: a process blocked on a server that does not
+// answer is otherwise stuck, even SIGKILL waits once the request was sent.
+//
+// Two kinds of request:
+//
+//   - Requests that only read (LOOKUP, GETATTR, READ, READLINK, ACCESS,
+//     STATFS, READDIR, GETXATTR, LISTXATTR) and WRITE, whose every step the
+//     vfs can abandon (it takes none of the data before it has room for it:
+//     vfs.FS.Write) are served with reqCtx: cancelled on interrupt. Nothing
+//     is half applied: a cancelled READ installs nothing in the cache, a
+//     cancelled flush keeps its data dirty, a cancelled write-back is an
+//     interrupted one (wbMoving), which the vfs already survives for a
+//     broken connection.
+//   - Requests that change the server's state (CREATE, MKDIR, REMOVE,
+//     RENAME, SETATTR, LINK, SYMLINK, MKNOD, an OPEN or CLOSE of the snfs
+//     protocol, APPEND, ALLOCATE, SETXATTR, REMOVEXATTR) and FLUSH, FSYNC
+//     (a fenced write-back is reintegrated) and RELEASE are not abandoned
+//     once begun: after EINTR the application (Go's
+//     os package among them) tries again with a new request, not the
+//     server's duplicate request cache's, so an exclusive create or a MKDIR
+//     done once would fail EEXIST, an APPEND would land twice, an OPEN
+//     abandoned would leave the server counting an open the client does not
+//     have. They check the request's context before they start (begun) and
+//     then run with the mount's, as a hard mount's calls do.
+//
+// Lock waits keep their own (lock.go, interruptible): a SETLKW interrupted is
+// cancelled on the server.
+
+// reqCtx is the context of a request that may be abandoned: the mount's life,
+// ended also when the kernel interrupts the request. Cancel it when the
+// request is done (it ends the goroutine that watches the interrupt).
+func (b *bridge) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	fc, ok := ctx.(*fuse.Context)
+	if !ok || fc.Cancel == nil {
+		return b.life, func() {}
+	}
+	select {
+	case <-fc.Cancel: // interrupted before it began
+		rctx, cancel := context.WithCancel(b.life)
+		cancel()
+		return rctx, cancel
+	default:
+	}
+	rctx, cancel := context.WithCancel(b.life)
+	go func() { // ends with the request (cancel) or its interrupt
+		select {
+		case <-fc.Cancel:
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	return rctx, cancel
+}
+
+// begun is the context of a request that must not be abandoned once begun
+// (see above): the mount's life, or an error (EINTR) if the kernel
+// interrupted the request before it began.
+func (b *bridge) begun(ctx context.Context) (context.Context, error) {
+	if fc, ok := ctx.(*fuse.Context); ok && fc.Cancel != nil {
+		select {
+		case <-fc.Cancel:
+			return nil, context.Canceled
+		default:
+		}
+	}
+	return b.life, nil
+}
