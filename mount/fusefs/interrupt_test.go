@@ -226,30 +226,35 @@ func TestInterruptedWriteDeadServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := bytes.Repeat([]byte{'a'}, limit) // buffered: the limit reached
-	if n, err := unix.Pwrite(fd, first, 0); err != nil || n != len(first) {
+	fail := func(format string, args ...any) {
+		t.Helper()
+		m.proxy.Heal() // the close sends the file's data
 		unix.Close(fd)
-		t.Fatalf("first write: %d, %v", n, err)
+		t.Fatalf(format, args...)
+	}
+	first := bytes.Repeat([]byte{'a'}, limit) // the limit reached
+	if n, err := unix.Pwrite(fd, first, 0); err != nil || n != len(first) {
+		fail("first write: %d, %v", n, err)
 	}
 
+	// A write of the limit's size: whether the dirty data is sent before or
+	// after taking it, it waits for the server.
 	m.proxy.Partition(0)
-	lost := bytes.Repeat([]byte{'x'}, 4096)
-	_, err, ok, late := signalledCall(t, 10*time.Second, func() (int, error) { return unix.Pwrite(fd, lost, 2*limit) })
+	lost := bytes.Repeat([]byte{'x'}, limit)
+	n, err, ok, late := signalledCall(t, 10*time.Second, func() (int, error) { return unix.Pwrite(fd, lost, 2*limit) })
 	if !ok {
 		m.proxy.Heal()
-		unix.Close(fd)
-		t.Fatalf("write waiting for a server not answering: not interrupted by signals for 10 s (after the server answered: %v)", <-late)
+		err := <-late
+		fail("write waiting for a server not answering: not interrupted by signals for 10 s (after the server answered: %v)", err)
 	}
 	if err != unix.EINTR {
-		unix.Close(fd)
-		t.Fatalf("interrupted write: %v; want EINTR", err)
+		fail("interrupted write: %d, %v; want EINTR", n, err)
 	}
 
 	m.proxy.Heal()
 	second := bytes.Repeat([]byte{'b'}, 100)
 	if n, err := unix.Pwrite(fd, second, limit); err != nil || n != len(second) {
-		unix.Close(fd)
-		t.Fatalf("write after the server answers again: %d, %v", n, err)
+		fail("write after the server answers again: %d, %v", n, err)
 	}
 	if err := unix.Close(fd); err != nil {
 		t.Fatalf("close: %v", err)
@@ -259,6 +264,6 @@ func TestInterruptedWriteDeadServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := append(append([]byte(nil), first...), second...); !bytes.Equal(got, want) {
-		t.Fatalf("the server's file: %d bytes (%q...); want %d bytes of the writes before and after, none of the interrupted one's", len(got), got[len(got)-min(len(got), 8):], len(want))
+		t.Fatalf("the server's file: %d bytes (ending %q); want %d bytes of the writes before and after, none of the interrupted one's", len(got), got[len(got)-min(len(got), 8):], len(want))
 	}
 }
