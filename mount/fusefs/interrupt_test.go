@@ -44,10 +44,11 @@ func diskTempDir(t *testing.T, pattern string) string {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newTestMount serves a fresh directory and mounts it with cfg (NFS, Root and
-// Logger filled in); everything is unmounted and stopped when the test ends,
-// failed or not.
-func newTestMount(t *testing.T, cfg vfs.Config) *testMount {
+// newTestMount serves a fresh directory and mounts it in mode ("nfs" with cfg,
+// its NFS, Root and Logger filled in; "snfs": the protocol's session, cfg
+// unused); everything is unmounted and stopped when the test ends, failed or
+// not.
+func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the server switches to each caller's identity, the mount uses mount(2) (CI runs as root)")
@@ -100,22 +101,35 @@ func newTestMount(t *testing.T, cfg vfs.Config) *testMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	nfs, err := client.DialNFS(ctx, "tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NFS, cfg.Root, cfg.Logger = nfs, res.FH, quietLogger()
-	v, err := vfs.New(ctx, cfg)
-	if err != nil {
-		nfs.Close()
-		t.Fatal(err)
-	}
 	dir := diskTempDir(t, "snfs-mnt-")
+	var v *vfs.FS
+	var nfs *client.NFS
+	if mode == "snfs" {
+		v, err = vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: p.Addr(), Export: export, Name: "A:" + dir,
+			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: quietLogger()})
+	} else if nfs, err = client.DialNFS(ctx, "tcp", p.Addr()); err == nil {
+		cfg.NFS, cfg.Root, cfg.Logger = nfs, res.FH, quietLogger()
+		if v, err = vfs.New(ctx, cfg); err != nil {
+			nfs.Close()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFS := func() {
+		if mode == "snfs" {
+			if err := v.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		} else {
+			nfs.Close()
+		}
+	}
 	life, stop := context.WithCancel(context.Background())
 	fsrv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: p.Addr() + ":" + export})
 	if err != nil {
 		stop()
-		nfs.Close()
+		closeFS()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -129,7 +143,7 @@ func newTestMount(t *testing.T, cfg vfs.Config) *testMount {
 		}
 		scancel()
 		stop()
-		nfs.Close()
+		closeFS()
 	})
 	return &testMount{export: export, dir: dir, proxy: p}
 }
@@ -180,36 +194,42 @@ func signalledCall(t *testing.T, wait time.Duration, call func() (int, error)) (
 // TestInterruptedReadDeadServer: a read(2) blocked on a server that does not
 // answer returns EINTR when the process gets a signal (the FUSE interrupt
 // reaches the request), and the mount keeps working once the server answers
-// again. The file is opened O_DIRECT so that the read is the reader's own
+// again; both modes (snfs: the file is cached, not yet read: the read fills
+// the cache from the server). The file is opened O_DIRECT so that the read is the reader's own
 // FUSE request (a read through the page cache waits on the kernel's
 // read-ahead, which no signal but SIGKILL interrupts, whatever the mount does).
 func TestInterruptedReadDeadServer(t *testing.T) {
-	m := newTestMount(t, vfs.Config{})
-	want := bytes.Repeat([]byte("snfs"), 2048)
-	if err := os.WriteFile(filepath.Join(m.export, "f"), want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(filepath.Join(m.dir, "f"), unix.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 4096)
+	for _, mode := range []string{"nfs", "snfs"} {
+		t.Run(mode, func(t *testing.T) {
+			m := newTestMount(t, mode, vfs.Config{})
+			want := bytes.Repeat([]byte("snfs"), 2048)
+			if err := os.WriteFile(filepath.Join(m.export, "f"), want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := unix.Open(filepath.Join(m.dir, "f"), unix.O_RDONLY|unix.O_DIRECT, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			buf := make([]byte, 4096)
 
-	m.proxy.Partition(0)
-	_, err, ok, late := signalledCall(t, 10*time.Second, func() (int, error) { return unix.Pread(fd, buf, 0) })
-	if !ok {
-		m.proxy.Heal()
-		t.Fatalf("read blocked on a server not answering: not interrupted by signals for 10 s (after the server answered: %v)", <-late)
-	}
-	if err != unix.EINTR {
-		t.Fatalf("interrupted read: %v; want EINTR", err)
-	}
+			m.proxy.Partition(0)
+			_, err, ok, late := signalledCall(t, 10*time.Second, func() (int, error) { return unix.Pread(fd, buf, 0) })
+			if !ok {
+				m.proxy.Heal()
+				t.Fatalf("read blocked on a server not answering: not interrupted by signals for 10 s (after the server answered: %v)", <-late)
+			}
+			if err != unix.EINTR {
+				m.proxy.Heal()
+				t.Fatalf("interrupted read: %v; want EINTR", err)
+			}
 
-	m.proxy.Heal()
-	n, err := unix.Pread(fd, buf, 0)
-	if err != nil || !bytes.Equal(buf[:n], want[:4096]) {
-		t.Fatalf("read after the server answers again: %d bytes, %v", n, err)
+			m.proxy.Heal()
+			n, err := unix.Pread(fd, buf, 0)
+			if err != nil || !bytes.Equal(buf[:n], want[:4096]) {
+				t.Fatalf("read after the server answers again: %d bytes, %v", n, err)
+			}
+		})
 	}
 }
 
@@ -221,7 +241,7 @@ func TestInterruptedReadDeadServer(t *testing.T) {
 // interrupted write's bytes.
 func TestInterruptedWriteDeadServer(t *testing.T) {
 	const limit = 64 << 10
-	m := newTestMount(t, vfs.Config{DirtyLimit: limit})
+	m := newTestMount(t, "nfs", vfs.Config{DirtyLimit: limit})
 	fd, err := unix.Open(filepath.Join(m.dir, "f"), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
