@@ -16,9 +16,11 @@ import (
 // WRITE and COMMIT on the session's NFS client: the server serves them while
 // the callback is out), drop its cached data and stop caching
 // (mode.Invalidates), or give the file back (state.Relinquish). It answers only
-// once the work is done: state.OK, state.TreatAsClosed (every open of the file was a
-// delayed close: the client must send no CLOSE for them and must OPEN again),
-// or state.Stale (it holds nothing of the file).
+// once the work is done: state.OK, state.TreatAsClosed (every open of the file
+// was a delayed close: the client must send no CLOSE for them and must OPEN
+// again), state.Stale (it holds nothing of the file) or state.Pinned; never
+// state.Failed, the server's own verdict, which the server refuses as an
+// answer (and so fences the client for the file).
 //
 // The FUSE client implements it. Callback runs on a goroutine of the session's
 // connection, concurrently with other callbacks and with the client's own
