@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -41,29 +43,85 @@ import (
 // cancelled on the server.
 
 // reqCtx is the context of a request that may be abandoned: the mount's life,
-// ended also when the kernel interrupts the request. Cancel it when the
-// request is done (it ends the goroutine that watches the interrupt).
-func (b *bridge) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+// ended also when the kernel interrupts the request. Call the returned
+// function when the request is done.
+func (b *bridge) reqCtx(ctx context.Context) (context.Context, func()) {
 	fc, ok := ctx.(*fuse.Context)
 	if !ok || fc.Cancel == nil {
 		return b.life, func() {}
 	}
+	c := &reqContext{life: b.life, intr: fc.Cancel}
+	return c, c.end
+}
+
+// reqContext is reqCtx's context. Its Done channel, and the goroutine that
+// closes it on the interrupt, are made only when something waits on it (an
+// RPC): a request answered from the caches (a cached read, attributes still
+// valid) costs neither.
+type reqContext struct {
+	life context.Context
+	intr <-chan struct{} // closed by go-fuse on the kernel's interrupt
+
+	mu    sync.Mutex
+	ctx   context.Context // life's child, cancelled on intr; made at the first Done
+	stop  context.CancelFunc
+	ended bool
+}
+
+func (c *reqContext) Deadline() (time.Time, bool) { return c.life.Deadline() }
+func (c *reqContext) Value(key any) any           { return c.life.Value(key) }
+
+func (c *reqContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		if c.ended { // a use after the request: nothing left to interrupt
+			return c.life.Done()
+		}
+		c.ctx, c.stop = context.WithCancel(c.life)
+		select {
+		case <-c.intr: // interrupted already: Done is closed from the start
+			c.stop()
+		default:
+			ctx, intr, stop := c.ctx, c.intr, c.stop
+			go func() { // ends with the request (end) or its interrupt
+				select {
+				case <-intr:
+					stop()
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+	return c.ctx.Done()
+}
+
+// Err agrees with Done: before Done is made, an interrupt already received is
+// Canceled (and Done, made later, is closed from the start).
+func (c *reqContext) Err() error {
+	c.mu.Lock()
+	ctx := c.ctx
+	c.mu.Unlock()
+	if ctx != nil {
+		return ctx.Err()
+	}
 	select {
-	case <-fc.Cancel: // interrupted before it began
-		rctx, cancel := context.WithCancel(b.life)
-		cancel()
-		return rctx, cancel
+	case <-c.intr:
+		return context.Canceled
 	default:
 	}
-	rctx, cancel := context.WithCancel(b.life)
-	go func() { // ends with the request (cancel) or its interrupt
-		select {
-		case <-fc.Cancel:
-			cancel()
-		case <-rctx.Done():
-		}
-	}()
-	return rctx, cancel
+	return c.life.Err()
+}
+
+// end is called when the request is done: it ends the watching goroutine.
+func (c *reqContext) end() {
+	c.mu.Lock()
+	c.ended = true
+	stop := c.stop
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // begun is the context of a request that must not be abandoned once begun
