@@ -287,3 +287,33 @@ func TestInterruptedWriteDeadServer(t *testing.T) {
 		t.Fatalf("the server's file: %d bytes (ending %q); want %d bytes of the writes before and after, none of the interrupted one's", len(got), got[len(got)-min(len(got), 8):], len(want))
 	}
 }
+
+// TestInterruptedSetattrFinishes: a request that changes the server's state
+// is not abandoned once begun: an fchmod(2) (a SETATTR; on an open file, so
+// no lookup, which a signal may interrupt, comes first) waiting for a server
+// that does not answer goes on waiting through the process's signals and
+// succeeds once the server answers (abandoned, the application would not know
+// whether the server applied it).
+func TestInterruptedSetattrFinishes(t *testing.T) {
+	m := newTestMount(t, "nfs", vfs.Config{})
+	if err := os.WriteFile(filepath.Join(m.export, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(filepath.Join(m.dir, "f"), unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m.proxy.Partition(0)
+	_, err, ok, late := signalledCall(t, time.Second, func() (int, error) { return 0, unix.Fchmod(fd, 0o600) })
+	m.proxy.Heal()
+	if ok {
+		t.Fatalf("fchmod returned during the partition, under signals: %v", err)
+	}
+	if err := <-late; err != nil {
+		t.Fatalf("fchmod after the server answered again: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(m.export, "f")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the server's file: %v, %v; want mode 0600", fi, err)
+	}
+}
