@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"snfs/state"
 
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -14,10 +15,12 @@ import (
 // "CALLBACK"): write the file's dirty data back (mode.WritesBack, with NFSv3
 // WRITE and COMMIT on the session's NFS client: the server serves them while
 // the callback is out), drop its cached data and stop caching
-// (mode.Invalidates), or give the file back (CBRelinquish). It answers only
-// once the work is done: CBOK, CBTreatAsClosed (every open of the file was a
-// delayed close: the client must send no CLOSE for them and must OPEN again),
-// or CBStale (it holds nothing of the file).
+// (mode.Invalidates), or give the file back (state.Relinquish). It answers only
+// once the work is done: state.OK, state.TreatAsClosed (every open of the file
+// was a delayed close: the client must send no CLOSE for them and must OPEN
+// again), state.Stale (it holds nothing of the file) or state.Pinned; never
+// state.Failed, the server's own verdict, which the server refuses as an
+// answer (and so fences the client for the file).
 //
 // The FUSE client implements it. Callback runs on a goroutine of the session's
 // connection, concurrently with other callbacks and with the client's own
@@ -26,7 +29,7 @@ import (
 // when the connection the callback came on goes away. The answer must come
 // within Session.CallbackTimeout, or the server fences the client for the file.
 type CallbackHandler interface {
-	Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus
+	Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome
 }
 
 // callbackProgram is SNFS_CB as a session serves it on its connection: CB_NULL
@@ -38,7 +41,7 @@ func callbackProgram(h CallbackHandler) *sunrpc.Program {
 		if err := a.Decode(args); err != nil {
 			return fmt.Errorf("snfs CB_CALLBACK: %w: %w", sunrpc.ErrGarbageArgs, err)
 		}
-		st := snfs1.CBStale
+		st := state.Stale
 		if h != nil {
 			// a.File aliases the request buffer, reused once this returns: the
 			// handler gets a copy it may keep.

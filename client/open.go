@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"snfs/state"
 	"time"
 
 	"snfs/nfs3"
@@ -25,7 +26,7 @@ const (
 // still calling other clients back) is retried, each time as a new request,
 // after 20 ms, doubling to at most 1 s, until ctx ends; SNFS_ERR_STALE_CLIENTID
 // registers again and retries once with the new client id.
-func (s *Session) Open(ctx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenOK, error) {
+func (s *Session) Open(ctx context.Context, fh nfs3.FH, mode state.Mode) (*snfs1.OpenOK, error) {
 	var res snfs1.OpenRes
 	err := s.retry(ctx, "OPEN", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.OpenRes{}
@@ -42,7 +43,7 @@ func (s *Session) Open(ctx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*s
 // in dir and OPEN of the regular file it names, in one round trip. It never
 // creates (NFS3ERR_NOENT). It returns the file's handle; errors and retries
 // are as Open's.
-func (s *Session) OpenName(ctx context.Context, dir nfs3.FH, name string, mode snfs1.OpenMode) (nfs3.FH, *snfs1.OpenOK, error) {
+func (s *Session) OpenName(ctx context.Context, dir nfs3.FH, name string, mode state.Mode) (nfs3.FH, *snfs1.OpenOK, error) {
 	var res snfs1.OpenNameRes
 	err := s.retry(ctx, "OPEN_NAME", dir, name, func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.OpenNameRes{}
@@ -62,7 +63,7 @@ func (s *Session) OpenName(ctx context.Context, dir nfs3.FH, name string, mode s
 // file's attributes (nil if the server sent none). Errors and retries are as
 // Open's; SNFS_ERR_FENCED means the server had already forgotten the client's
 // opens of the file.
-func (s *Session) Close(ctx context.Context, fh nfs3.FH, mode snfs1.OpenMode, dirty bool) (*nfs3.Fattr, error) {
+func (s *Session) Close(ctx context.Context, fh nfs3.FH, mode state.Mode, dirty bool) (*nfs3.Fattr, error) {
 	var res snfs1.CloseRes
 	err := s.retry(ctx, "CLOSE", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.CloseRes{}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"snfs/state"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ type testPeer struct {
 	jukebox   int                             // OPENs still to answer JUKEBOX; guarded by mu
 	status    map[string]snfs1.Status         // fh -> status every call on it gets; guarded by mu
 	writer    map[string]snfs1.ClientID       // fh -> its WRITE opener; guarded by mu
-	cbAnswers []snfs1.CallbackStatus          // answers to the callbacks OPENs sent; guarded by mu
+	cbAnswers []state.Outcome                 // answers to the callbacks OPENs sent; guarded by mu
 	reclaims  []peerReclaim                   // every RECLAIM, RECLAIM_DONE, UNREGISTER; guarded by mu
 	noGrace   bool                            // answer RECLAIM and RECLAIM_DONE with NOGRACE; guarded by mu
 	dropAt    int                             // close the connection instead of answering the dropAt'th RECLAIM (1-based; 0: never); guarded by mu
@@ -72,7 +73,7 @@ type peerOpen struct {
 	proc   string
 	xid    uint32
 	client snfs1.ClientID
-	mode   snfs1.OpenMode
+	mode   state.Mode
 	dirty  bool
 	status snfs1.Status
 }
@@ -205,20 +206,20 @@ func (p *testPeer) check(call *sunrpc.Call, id snfs1.ClientID, fh nfs3.FH, open 
 
 // openFile does an OPEN's work: a READ open of a file another client opened
 // for writing calls that client back (WRITEBACK) and waits for its answer.
-func (p *testPeer) openFile(ctx context.Context, id snfs1.ClientID, fh nfs3.FH, mode snfs1.OpenMode) {
+func (p *testPeer) openFile(ctx context.Context, id snfs1.ClientID, fh nfs3.FH, mode state.Mode) {
 	p.mu.Lock()
 	w, ok := p.writer[string(fh)]
-	if mode == snfs1.Write {
+	if mode == state.Write {
 		p.writer[string(fh)] = id
 	}
 	conn := p.conns[w]
 	p.mu.Unlock()
-	if mode != snfs1.Read || !ok || w == id || conn == nil {
+	if mode != state.Read || !ok || w == id || conn == nil {
 		return
 	}
 	var res snfs1.CallbackRes
 	err := conn.Call(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, sunrpc.OpaqueAuth{},
-		&snfs1.CallbackArgs{File: fh, Mode: snfs1.CBWriteback, Attr: peerAttr}, &res)
+		&snfs1.CallbackArgs{File: fh, Mode: state.Writeback, Attr: peerAttr}, &res)
 	if err != nil {
 		p.t.Errorf("peer: callback to client %d: %v", w, err)
 		return
@@ -321,7 +322,7 @@ func (p *testPeer) reclaimLog() []peerReclaim {
 
 // callBack sends CB_CALLBACK (or, with args nil, CB_NULL) to client id on its
 // callback path and returns its answer.
-func (p *testPeer) callBack(ctx context.Context, id snfs1.ClientID, args xdr.Encoder) (snfs1.CallbackStatus, error) {
+func (p *testPeer) callBack(ctx context.Context, id snfs1.ClientID, args xdr.Encoder) (state.Outcome, error) {
 	p.mu.Lock()
 	conn := p.conns[id]
 	p.mu.Unlock()
@@ -378,9 +379,9 @@ func (p *testPeer) restartKeeping() {
 	p.dropConns()
 }
 
-func (p *testPeer) snapshot() (regs []peerRegister, opens []peerOpen, nulls []uint64, cb []snfs1.CallbackStatus) {
+func (p *testPeer) snapshot() (regs []peerRegister, opens []peerOpen, nulls []uint64, cb []state.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]peerRegister(nil), p.registers...), append([]peerOpen(nil), p.opens...),
-		append([]uint64(nil), p.nulls...), append([]snfs1.CallbackStatus(nil), p.cbAnswers...)
+		append([]uint64(nil), p.nulls...), append([]state.Outcome(nil), p.cbAnswers...)
 }

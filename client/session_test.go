@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"snfs/state"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,21 +21,21 @@ import (
 // cbCall is one callback a recordingHandler served.
 type cbCall struct {
 	fh   nfs3.FH
-	mode snfs1.CallbackMode
+	mode state.CallbackMode
 	attr *nfs3.Fattr
 }
 
 // recordingHandler answers every callback with answer and reports it on calls.
 type recordingHandler struct {
-	answer snfs1.CallbackStatus
+	answer state.Outcome
 	calls  chan cbCall
 }
 
-func newRecorder(answer snfs1.CallbackStatus) *recordingHandler {
+func newRecorder(answer state.Outcome) *recordingHandler {
 	return &recordingHandler{answer: answer, calls: make(chan cbCall, 16)}
 }
 
-func (h *recordingHandler) Callback(_ context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
+func (h *recordingHandler) Callback(_ context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	h.calls <- cbCall{fh, mode, attr}
 	return h.answer
 }
@@ -123,21 +124,21 @@ func TestSessionOpenClose(t *testing.T) {
 	p := newTestPeer(t)
 	s := dialSession(t, p, client.SessionConfig{Name: "oc"})
 	ctx := testCtx(t)
-	ok, err := s.Open(ctx, fileFH, snfs1.Write)
+	ok, err := s.Open(ctx, fileFH, state.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ok.CacheVersion != 9 || ok.OldCacheVersion != 8 || !ok.CacheEnabled || ok.Attr == nil || ok.Attr.Size != 42 {
 		t.Errorf("OPEN result %+v", ok)
 	}
-	fh, ok, err := s.OpenName(ctx, nfs3.FH("dir"), "name", snfs1.Read)
+	fh, ok, err := s.OpenName(ctx, nfs3.FH("dir"), "name", state.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(fh) != "dirname" || ok.CacheVersion != 9 {
 		t.Errorf("OPEN_NAME: fh %q, result %+v", fh, ok)
 	}
-	attr, err := s.Close(ctx, fileFH, snfs1.Write, true)
+	attr, err := s.Close(ctx, fileFH, state.Write, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +148,9 @@ func TestSessionOpenClose(t *testing.T) {
 	_, opens, _, _ := p.snapshot()
 	want := []struct {
 		proc  string
-		mode  snfs1.OpenMode
+		mode  state.Mode
 		dirty bool
-	}{{"OPEN", snfs1.Write, false}, {"OPEN_NAME", snfs1.Read, false}, {"CLOSE", snfs1.Write, true}}
+	}{{"OPEN", state.Write, false}, {"OPEN_NAME", state.Read, false}, {"CLOSE", state.Write, true}}
 	if len(opens) != len(want) {
 		t.Fatalf("peer saw %d calls, want %d", len(opens), len(want))
 	}
@@ -169,7 +170,7 @@ func TestSessionOpenJukebox(t *testing.T) {
 	p.jukebox = 2
 	p.mu.Unlock()
 	start := time.Now()
-	if _, err := s.Open(testCtx(t), fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(testCtx(t), fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 60*time.Millisecond {
@@ -192,7 +193,7 @@ func TestSessionJukeboxUntilContextEnds(t *testing.T) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := s.Open(ctx, fileFH, snfs1.Read)
+	_, err := s.Open(ctx, fileFH, state.Read)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, nfs3.ErrJukebox) {
 		t.Fatalf("OPEN answered JUKEBOX until the deadline: err %v; want one that is both", err)
 	}
@@ -210,7 +211,7 @@ func TestSessionStaleClientID(t *testing.T) {
 	ctx := testCtx(t)
 	old := s.ClientID()
 	p.forget()
-	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	regs, opens, _, _ := p.snapshot()
@@ -229,7 +230,7 @@ func TestSessionStaleClientID(t *testing.T) {
 	p.mu.Lock()
 	p.status[string(fileFH)] = snfs1.ErrStaleClientID
 	p.mu.Unlock()
-	_, err := s.Close(ctx, fileFH, snfs1.Read, false)
+	_, err := s.Close(ctx, fileFH, state.Read, false)
 	if !errors.Is(err, snfs1.ErrStaleClientID) {
 		t.Fatalf("CLOSE: %v; want SNFS_ERR_STALE_CLIENTID", err)
 	}
@@ -251,7 +252,7 @@ func TestSessionStatusErrors(t *testing.T) {
 	p.status[string(dir)+"x"] = nfs3.ErrNoEnt // the peer's handle for dir/x
 	p.mu.Unlock()
 
-	_, err := s.Open(ctx, dir, snfs1.Read)
+	_, err := s.Open(ctx, dir, state.Read)
 	var se *client.StatusError
 	if !errors.Is(err, nfs3.ErrIsDir) || !errors.As(err, &se) || se.Proc != "OPEN" || !bytes.Equal(se.File, dir) {
 		t.Errorf("OPEN of a directory: %v (%+v)", err, se)
@@ -259,13 +260,13 @@ func TestSessionStatusErrors(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "OPEN fh 612d6469…6e646c65") || !strings.Contains(msg, "NFS3ERR_ISDIR") {
 		t.Errorf("message %q: want the procedure, the short handle and the status", msg)
 	}
-	_, err = s.Close(ctx, fenced, snfs1.Write, false)
+	_, err = s.Close(ctx, fenced, state.Write, false)
 	var st nfs3.Status
 	if !errors.Is(err, snfs1.ErrFenced) || !errors.As(err, &st) || st != snfs1.ErrFenced ||
 		!strings.Contains(err.Error(), "SNFS_ERR_FENCED") {
 		t.Errorf("CLOSE of a fenced file: %v", err)
 	}
-	_, _, err = s.OpenName(ctx, dir, "x", snfs1.Read)
+	_, _, err = s.OpenName(ctx, dir, "x", state.Read)
 	if !errors.Is(err, nfs3.ErrNoEnt) || !errors.As(err, &se) || se.Proc != "OPEN_NAME" || se.Name != "x" ||
 		!strings.Contains(err.Error(), `OPEN_NAME fh 612d6469…6e646c65 "x": NFS3ERR_NOENT`) {
 		t.Errorf("OPEN_NAME of a missing name: %v", err)
@@ -277,25 +278,25 @@ func TestSessionStatusErrors(t *testing.T) {
 // the server.
 func TestSessionCallback(t *testing.T) {
 	p := newTestPeer(t)
-	h := newRecorder(snfs1.CBTreatAsClosed)
+	h := newRecorder(state.TreatAsClosed)
 	a := dialSession(t, p, client.SessionConfig{Name: "writer", Handler: h})
 	b := dialSession(t, p, client.SessionConfig{Name: "reader"})
 	ctx := testCtx(t)
-	if _, err := a.Open(ctx, fileFH, snfs1.Write); err != nil {
+	if _, err := a.Open(ctx, fileFH, state.Write); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := b.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case c := <-h.calls:
-		if !bytes.Equal(c.fh, fileFH) || c.mode != snfs1.CBWriteback || c.attr == nil || c.attr.Size != 42 {
+		if !bytes.Equal(c.fh, fileFH) || c.mode != state.Writeback || c.attr == nil || c.attr.Size != 42 {
 			t.Errorf("callback %+v; want WRITEBACK of the file with its attributes", c)
 		}
 	default:
 		t.Fatal("the reader's OPEN returned before the writer was called back")
 	}
-	if _, _, _, cb := p.snapshot(); len(cb) != 1 || cb[0] != snfs1.CBTreatAsClosed {
+	if _, _, _, cb := p.snapshot(); len(cb) != 1 || cb[0] != state.TreatAsClosed {
 		t.Errorf("the peer got callback answers %v; want the handler's CB_TREAT_AS_CLOSED", cb)
 	}
 }
@@ -309,8 +310,8 @@ func TestSessionCallbackProgram(t *testing.T) {
 	if _, err := p.callBack(ctx, s.ClientID(), nil); err != nil {
 		t.Errorf("CB_NULL: %v", err)
 	}
-	st, err := p.callBack(ctx, s.ClientID(), &snfs1.CallbackArgs{File: fileFH, Mode: snfs1.CBInvalidate})
-	if err != nil || st != snfs1.CBStale {
+	st, err := p.callBack(ctx, s.ClientID(), &snfs1.CallbackArgs{File: fileFH, Mode: state.Invalidate})
+	if err != nil || st != state.Stale {
 		t.Errorf("CB_CALLBACK without a handler: %v, %v; want CB_STALE", st, err)
 	}
 	_, err = p.callBack(ctx, s.ClientID(), &snfs1.CallbackArgs{File: fileFH, Mode: 9})
@@ -325,13 +326,13 @@ func TestSessionCallbackProgram(t *testing.T) {
 // callbacks reach the handler there.
 func TestSessionReconnect(t *testing.T) {
 	p := newTestPeer(t)
-	h := newRecorder(snfs1.CBOK)
+	h := newRecorder(state.OK)
 	restarted := make(chan struct{}, 1)
 	s := dialSession(t, p, client.SessionConfig{Name: "re", Handler: h, OnServerRestart: func(bool) { restarted <- struct{}{} }})
 	ctx := testCtx(t)
 	id := s.ClientID()
 	p.dropConns()
-	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	regs, opens, _, _ := p.snapshot()
@@ -344,11 +345,11 @@ func TestSessionReconnect(t *testing.T) {
 	if len(opens) != 1 || opens[0].client != id || opens[0].status != nfs3.OK {
 		t.Errorf("OPENs %+v", opens)
 	}
-	st, err := p.callBack(ctx, id, &snfs1.CallbackArgs{File: fileFH, Mode: snfs1.CBWritebackInvalidate})
-	if err != nil || st != snfs1.CBOK {
+	st, err := p.callBack(ctx, id, &snfs1.CallbackArgs{File: fileFH, Mode: state.WritebackInvalidate})
+	if err != nil || st != state.OK {
 		t.Fatalf("callback on the new connection: %v, %v", st, err)
 	}
-	if c := <-h.calls; c.mode != snfs1.CBWritebackInvalidate {
+	if c := <-h.calls; c.mode != state.WritebackInvalidate {
 		t.Errorf("callback %+v", c)
 	}
 	select {
@@ -372,7 +373,7 @@ func TestSessionServerRestart(t *testing.T) {
 	ctx := testCtx(t)
 	old, oldID := s.ServerVerifier(), s.ClientID()
 	p.restart()
-	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -403,7 +404,7 @@ func TestSessionStaleClientIDConcurrent(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := s.Open(ctx, fileFH, snfs1.Read)
+			_, err := s.Open(ctx, fileFH, state.Read)
 			errs <- err
 		}()
 	}
@@ -423,7 +424,7 @@ func TestSessionDisconnect(t *testing.T) {
 	if err := s.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Open(testCtx(t), fileFH, snfs1.Read); !errors.Is(err, sunrpc.ErrClientClosed) {
+	if _, err := s.Open(testCtx(t), fileFH, state.Read); !errors.Is(err, sunrpc.ErrClientClosed) {
 		t.Errorf("OPEN after Disconnect: %v; want sunrpc.ErrClientClosed", err)
 	}
 }
@@ -457,7 +458,7 @@ func TestSessionReclaim(t *testing.T) {
 		t.Fatal("Reclaim ran at the first REGISTER")
 	}
 	p.restartKeeping()
-	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -536,7 +537,7 @@ func TestSessionReclaimLocks(t *testing.T) {
 		OnServerRestart: func(refused bool) { restarted <- refused }})
 	ctx := testCtx(t)
 	p.restartKeeping()
-	if _, err := s.Open(ctx, fileFH, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fileFH, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	if refused := <-restarted; refused {

@@ -68,12 +68,12 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			// metrics after it must find the round trip counted.
 			timed.Store(true)
 			d.met.callbackSent(cb.Mode, time.Since(start), nil)
-			report(outcomeOf(res.Status))
+			report(res.Status) // the decoder accepts only answers (OK to state.MaxAnswer)
 		}
 		var err error
 		for {
 			err = conn.CallRouted(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
-				&snfs1.CallbackArgs{File: cb.Handle, Mode: snfs1.CallbackMode(cb.Mode), Attr: attr}, &res, routed)
+				&snfs1.CallbackArgs{File: cb.Handle, Mode: cb.Mode, Attr: attr}, &res, routed)
 			if err == nil || !errors.Is(err, sunrpc.ErrConnClosed) {
 				break
 			}
@@ -94,21 +94,6 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			d.log.Info("callback failed", "client", d.clientName(cb.Client), "mode", cb.Mode, "err", err)
 		}
 	}()
-}
-
-// outcomeOf is the table's outcome for a client's answer.
-func outcomeOf(st snfs1.CallbackStatus) state.Outcome {
-	switch st {
-	case snfs1.CBOK:
-		return state.OK
-	case snfs1.CBTreatAsClosed:
-		return state.TreatAsClosed
-	case snfs1.CBStale:
-		return state.Stale
-	case snfs1.CBPinned:
-		return state.Pinned
-	}
-	return state.Failed // not decodable: the decoder refuses it first
 }
 
 // releaseAfter gives the sender slot back after dl, or when the returned

@@ -136,8 +136,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for mode := state.Writeback; mode <= state.Relinquish; mode++ {
 		ch <- prometheus.MustNewConstMetric(m.callbacks, prometheus.CounterValue, float64(st.Callbacks[mode]), mode.String())
 	}
-	for o := state.OK; o <= state.Pinned; o++ {
-		ch <- prometheus.MustNewConstMetric(m.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o.String())
+	for o, n := range st.Outcomes { // every outcome, whatever their order
+		ch <- prometheus.MustNewConstMetric(m.outcomes, prometheus.CounterValue, float64(n), state.Outcome(o).String())
 	}
 	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,
 		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,

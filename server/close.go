@@ -13,7 +13,7 @@ import (
 func (s *Server) close(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.CloseArgs, res *snfs1.CloseRes) {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
-		err = s.consist.Close(mid, a.File, tableMode(a.Mode), a.Dirty)
+		err = s.consist.Close(mid, a.File, a.Mode, a.Dirty)
 	}
 	if err != nil {
 		res.Status = statusOf(err)

@@ -37,7 +37,7 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 // answered: ok makes the result of a granted OPEN, failed an empty one (for its
 // status). Attributes are read after the callbacks (they reflect what was
 // written back): looked up again by handle after a wait, r's otherwise.
-func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode snfs1.OpenMode,
+func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode state.Mode,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
 	// A local process's change completed before this OPEN must give it a new
@@ -46,7 +46,7 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 	s.store.DrainChanges()
 	change := s.changeAttr(r, fh)
 	_, err := later(c, w, nil, func(done func(error)) {
-		s.consist.Open(mid, fh, tableMode(mode), change, func(rep state.OpenReply, err error) {
+		s.consist.Open(mid, fh, mode, change, func(rep state.OpenReply, err error) {
 			reply = rep
 			done(err)
 		})

@@ -72,17 +72,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }
 
-// tableMode is an open mode as the table knows it.
-func tableMode(m snfs1.OpenMode) state.Mode {
-	if m == snfs1.Write {
-		return state.Write
-	}
-	return state.Read
-}
-
 // mayOpen checks that the caller may open r in mode: a regular file, readable
 // or writable by the caller, writable export for WRITE.
-func (s *Server) mayOpen(r *req, mode snfs1.OpenMode) error {
+func (s *Server) mayOpen(r *req, mode state.Mode) error {
 	switch r.node.Stat.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
 	case syscall.S_IFDIR:
@@ -90,7 +82,7 @@ func (s *Server) mayOpen(r *req, mode snfs1.OpenMode) error {
 	default:
 		return nfs3.ErrInval
 	}
-	write := mode == snfs1.Write
+	write := mode == state.Write
 	if write && r.opts.ReadOnly {
 		return errROFS
 	}

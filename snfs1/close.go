@@ -2,6 +2,7 @@ package snfs1
 
 import (
 	"snfs/nfs3"
+	"snfs/state"
 	"snfs/xdr"
 )
 
@@ -9,7 +10,7 @@ import (
 type CloseArgs struct {
 	Client ClientID
 	File   nfs3.FH
-	Mode   OpenMode
+	Mode   state.Mode
 	// Dirty is true while the client still holds dirty data of the file that it
 	// has not written back (delayed write-back); false states it holds none.
 	Dirty bool

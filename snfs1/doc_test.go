@@ -2,6 +2,7 @@ package snfs1
 
 import (
 	"encoding/binary"
+	"snfs/state"
 
 	"os"
 	"regexp"
@@ -46,15 +47,15 @@ func TestDocNumbers(t *testing.T) {
 		"SNFS_NAMELEN": NameLen, "SNFS_VERIFIERSIZE": VerfSize, "SNFS_RECLAIM_MAX": ReclaimMax, "SNFS_APPEND_MAX": AppendMax,
 		"SNFS1_OK": 0, "SNFS_ERR_STALE_CLIENTID": uint64(ErrStaleClientID), "SNFS_ERR_FENCED": uint64(ErrFenced),
 		"SNFS_ERR_NOGRACE": uint64(ErrNoGrace),
-		"OPEN_READ":        uint64(Read), "OPEN_WRITE": uint64(Write),
-		"CB_WRITEBACK": uint64(CBWriteback), "CB_INVALIDATE": uint64(CBInvalidate),
-		"CB_WRITEBACK_INVALIDATE": uint64(CBWritebackInvalidate), "CB_RELINQUISH": uint64(CBRelinquish),
-		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
+		"OPEN_READ":        uint64(state.Read), "OPEN_WRITE": uint64(state.Write),
+		"CB_WRITEBACK": uint64(state.Writeback), "CB_INVALIDATE": uint64(state.Invalidate),
+		"CB_WRITEBACK_INVALIDATE": uint64(state.WritebackInvalidate), "CB_RELINQUISH": uint64(state.Relinquish),
+		"CB_OK": uint64(state.OK), "CB_TREAT_AS_CLOSED": uint64(state.TreatAsClosed), "CB_STALE": uint64(state.Stale),
 		"ALLOC_ALLOCATE": uint64(Allocate), "ALLOC_KEEP_SIZE": uint64(AllocateKeepSize), "ALLOC_DEALLOCATE": uint64(Deallocate),
 		"SNFS_XATTR_NAMEMAX": XattrNameMax, "SNFS_XATTR_SIZEMAX": XattrSizeMax, "SNFS_XATTR_LISTMAX": XattrListMax,
 		"SNFS_ERR_NOXATTR": uint64(ErrNoXattr), "SNFS_ERR_XATTR2BIG": uint64(ErrXattr2Big),
 		"SETXATTR1_EITHER": uint64(XattrEither), "SETXATTR1_CREATE": uint64(XattrCreate), "SETXATTR1_REPLACE": uint64(XattrReplace),
-		"CB_PINNED":        uint64(CBPinned),
+		"CB_PINNED":        uint64(state.Pinned),
 		"SNFSCBPROC1_NULL": CBProcNull, "SNFSCBPROC1_CALLBACK": CBProcCallback, "SNFSCBPROC1_GRANTED": CBProcGranted,
 		"LOCK_READ": uint64(LockRead), "LOCK_WRITE": uint64(LockWrite),
 		"LOCK_GRANTED": uint64(LockGranted), "LOCK_DENIED": uint64(LockDenied), "LOCK_BLOCKED": uint64(LockBlocked),
@@ -83,12 +84,12 @@ func TestDocNumbers(t *testing.T) {
 		}
 	}
 	// Every cbstat1 value the decoder accepts is named.
-	for s := CBOK; ; s++ {
+	for s := state.OK; ; s++ {
 		var res CallbackRes
 		if res.Decode(readerOf(uint32(s))) != nil {
 			break
 		}
-		if !strings.Contains(xdrText, s.String()) {
+		if !strings.Contains(xdrText, "CB_"+s.String()) {
 			t.Errorf("cbstat1 %d (%s) decodes but docs/protocol.md section 3 does not name it", s, s)
 		}
 	}

@@ -2,6 +2,7 @@ package snfs1
 
 import (
 	"reflect"
+	"snfs/state"
 	"testing"
 
 	"snfs/nfs3"
@@ -58,29 +59,29 @@ func FuzzRegisterRes(f *testing.F) {
 		&RegisterRes{Status: nfs3.ErrServerFault})
 }
 func FuzzOpenArgs(f *testing.F) {
-	fuzzDecoder(f, &OpenArgs{Client: 3, File: testFH, Mode: Write})
+	fuzzDecoder(f, &OpenArgs{Client: 3, File: testFH, Mode: state.Write})
 }
 func FuzzOpenRes(f *testing.F) {
 	fuzzDecoder(f, &OpenRes{OpenOK: fuzzOK}, &OpenRes{Status: ErrStaleClientID})
 }
 func FuzzOpenNameArgs(f *testing.F) {
-	fuzzDecoder(f, &OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "f.c"}, Mode: Read})
+	fuzzDecoder(f, &OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "f.c"}, Mode: state.Read})
 }
 func FuzzOpenNameRes(f *testing.F) {
 	fuzzDecoder(f, &OpenNameRes{File: testFH, OpenOK: fuzzOK}, &OpenNameRes{Status: nfs3.ErrNoEnt})
 }
 func FuzzCloseArgs(f *testing.F) {
-	fuzzDecoder(f, &CloseArgs{Client: 3, File: testFH, Mode: Write, Dirty: true})
+	fuzzDecoder(f, &CloseArgs{Client: 3, File: testFH, Mode: state.Write, Dirty: true})
 }
 func FuzzCloseRes(f *testing.F) {
 	fuzzDecoder(f, &CloseRes{Attr: testAttr}, &CloseRes{Status: ErrFenced})
 }
 func FuzzCallbackArgs(f *testing.F) {
-	fuzzDecoder(f, &CallbackArgs{File: testFH, Mode: CBWritebackInvalidate, Attr: testAttr},
-		&CallbackArgs{File: testFH, Mode: CBRelinquish})
+	fuzzDecoder(f, &CallbackArgs{File: testFH, Mode: state.WritebackInvalidate, Attr: testAttr},
+		&CallbackArgs{File: testFH, Mode: state.Relinquish})
 }
 func FuzzCallbackRes(f *testing.F) {
-	fuzzDecoder(f, &CallbackRes{Status: CBTreatAsClosed})
+	fuzzDecoder(f, &CallbackRes{Status: state.TreatAsClosed})
 }
 func FuzzReclaimArgs(f *testing.F) {
 	fuzzDecoder(f, &ReclaimArgs{Client: 3, Items: []ReclaimItem{

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"snfs/nfs3"
+	"snfs/state"
 	"snfs/xdr"
 )
 
@@ -13,7 +14,7 @@ var errEmptyName = errors.New("snfs1: empty client name")
 type OpenArgs struct {
 	Client ClientID
 	File   nfs3.FH
-	Mode   OpenMode
+	Mode   state.Mode
 }
 
 // Encode implements xdr.Encoder.

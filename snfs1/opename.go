@@ -2,6 +2,7 @@ package snfs1
 
 import (
 	"snfs/nfs3"
+	"snfs/state"
 	"snfs/xdr"
 )
 
@@ -11,7 +12,7 @@ import (
 type OpenNameArgs struct {
 	Client ClientID
 	Where  nfs3.DirOpArgs
-	Mode   OpenMode
+	Mode   state.Mode
 }
 
 // Encode implements xdr.Encoder.

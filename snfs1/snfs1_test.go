@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"reflect"
+	"snfs/state"
 	"strings"
 	"testing"
 
@@ -77,25 +78,26 @@ func roundTrips() map[string]struct {
 		"RegisterArgs/one byte":     {&RegisterArgs{Name: []byte("x")}, regA},
 		"RegisterArgs/NameLen":      {&RegisterArgs{Name: bytes.Repeat([]byte("n"), NameLen), ClientVerf: testVerf}, regA},
 		"RegisterRes":               {&RegisterRes{Client: 1<<63 + 5, ServerVerf: testVerf, CallbackTimeoutMs: 5000}, regR},
-		"OpenArgs/read":             {&OpenArgs{Client: 9, File: testFH, Mode: Read}, openA},
-		"OpenArgs/write":            {&OpenArgs{Client: 9, File: bytes.Repeat([]byte{0xaa}, nfs3.FHSize), Mode: Write}, openA},
+		"OpenArgs/read":             {&OpenArgs{Client: 9, File: testFH, Mode: state.Read}, openA},
+		"OpenArgs/write":            {&OpenArgs{Client: 9, File: bytes.Repeat([]byte{0xaa}, nfs3.FHSize), Mode: state.Write}, openA},
 		"OpenRes":                   {&OpenRes{OpenOK: ok}, openR},
 		"OpenRes/no attr":           {&OpenRes{OpenOK: OpenOK{CacheVersion: 2, OldCacheVersion: 2}}, openR},
-		"OpenNameArgs/read":         {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "file.c"}, Mode: Read}, onA},
-		"OpenNameArgs/write":        {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "abc"}, Mode: Write}, onA},
+		"OpenNameArgs/read":         {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "file.c"}, Mode: state.Read}, onA},
+		"OpenNameArgs/write":        {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: "abc"}, Mode: state.Write}, onA},
 		"OpenNameRes":               {&OpenNameRes{File: nfs3.FH{9, 9, 9}, OpenOK: ok}, onR},
 		"OpenNameRes/no attr":       {&OpenNameRes{File: testFH, OpenOK: OpenOK{CacheVersion: 5, OldCacheVersion: 4}}, onR},
-		"CloseArgs/read clean":      {&CloseArgs{Client: 1, File: testFH, Mode: Read}, clA},
-		"CloseArgs/write dirty":     {&CloseArgs{Client: 1, File: testFH, Mode: Write, Dirty: true}, clA},
+		"CloseArgs/read clean":      {&CloseArgs{Client: 1, File: testFH, Mode: state.Read}, clA},
+		"CloseArgs/write dirty":     {&CloseArgs{Client: 1, File: testFH, Mode: state.Write, Dirty: true}, clA},
 		"CloseRes":                  {&CloseRes{Attr: testAttr}, clR},
 		"CloseRes/no attr":          {&CloseRes{}, clR},
-		"CallbackArgs/writeback":    {&CallbackArgs{File: testFH, Mode: CBWriteback, Attr: testAttr}, cbA},
-		"CallbackArgs/invalidate":   {&CallbackArgs{File: testFH, Mode: CBInvalidate}, cbA},
-		"CallbackArgs/wb+inval":     {&CallbackArgs{File: testFH, Mode: CBWritebackInvalidate, Attr: testAttr}, cbA},
-		"CallbackArgs/relinquish":   {&CallbackArgs{File: testFH, Mode: CBRelinquish}, cbA},
-		"CallbackRes/ok":            {&CallbackRes{Status: CBOK}, cbR},
-		"CallbackRes/treat closed":  {&CallbackRes{Status: CBTreatAsClosed}, cbR},
-		"CallbackRes/stale":         {&CallbackRes{Status: CBStale}, cbR},
+		"CallbackArgs/writeback":    {&CallbackArgs{File: testFH, Mode: state.Writeback, Attr: testAttr}, cbA},
+		"CallbackArgs/invalidate":   {&CallbackArgs{File: testFH, Mode: state.Invalidate}, cbA},
+		"CallbackArgs/wb+inval":     {&CallbackArgs{File: testFH, Mode: state.WritebackInvalidate, Attr: testAttr}, cbA},
+		"CallbackArgs/relinquish":   {&CallbackArgs{File: testFH, Mode: state.Relinquish}, cbA},
+		"CallbackRes/ok":            {&CallbackRes{Status: state.OK}, cbR},
+		"CallbackRes/treat closed":  {&CallbackRes{Status: state.TreatAsClosed}, cbR},
+		"CallbackRes/stale":         {&CallbackRes{Status: state.Stale}, cbR},
+		"CallbackRes/pinned":        {&CallbackRes{Status: state.Pinned}, cbR},
 		"RegisterRes/failure":       {&RegisterRes{Status: nfs3.ErrServerFault}, regR},
 		"OpenRes/stale client":      {&OpenRes{Status: ErrStaleClientID}, openR},
 		"OpenNameRes/noent":         {&OpenNameRes{Status: nfs3.ErrNoEnt}, onR},
@@ -131,7 +133,7 @@ func roundTrips() map[string]struct {
 		"AllocateRes":               {&AllocateRes{Attr: testAttr}, alR},
 		"AllocateRes/no attr":       {&AllocateRes{}, alR},
 		"AllocateRes/nospc":         {&AllocateRes{Status: nfs3.ErrNoSpc}, alR},
-		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: Read}, onA},
+		"OpenNameArgs/max name len": {&OpenNameArgs{Client: 3, Where: nfs3.DirOpArgs{Dir: testFH, Name: strings.Repeat("a", nfs3.MaxPath)}, Mode: state.Read}, onA},
 	}
 }
 
@@ -219,20 +221,20 @@ func TestWire(t *testing.T) {
 			"00000005 686f737461000000 0102030405060708"},
 		{&RegisterRes{Client: 0x1122334455667788, ServerVerf: Verifier{8, 7, 6, 5, 4, 3, 2, 1}, CallbackTimeoutMs: 5000},
 			"00000000 1122334455667788 0807060504030201 00001388"},
-		{&OpenArgs{Client: 2, File: fh, Mode: Write},
+		{&OpenArgs{Client: 2, File: fh, Mode: state.Write},
 			"0000000000000002 00000003 aabbcc00 00000002"},
 		{&OpenRes{OpenOK: OpenOK{CacheVersion: 0x10, OldCacheVersion: 0x0f, CacheEnabled: true}},
 			"00000000 0000000000000010 000000000000000f 00000001 00000000"},
-		{&OpenNameArgs{Client: 2, Where: nfs3.DirOpArgs{Dir: fh, Name: "ab"}, Mode: Read},
+		{&OpenNameArgs{Client: 2, Where: nfs3.DirOpArgs{Dir: fh, Name: "ab"}, Mode: state.Read},
 			"0000000000000002 00000003 aabbcc00 00000002 61620000 00000001"},
 		{&OpenNameRes{File: fh, OpenOK: OpenOK{CacheVersion: 1, OldCacheVersion: 1}},
 			"00000000 00000003 aabbcc00 0000000000000001 0000000000000001 00000000 00000000"},
-		{&CloseArgs{Client: 2, File: fh, Mode: Write, Dirty: true},
+		{&CloseArgs{Client: 2, File: fh, Mode: state.Write, Dirty: true},
 			"0000000000000002 00000003 aabbcc00 00000002 00000001"},
 		{&CloseRes{}, "00000000 00000000"},
 		{&CloseRes{Status: ErrStaleClientID}, "00002774"},
-		{&CallbackArgs{File: fh, Mode: CBRelinquish}, "00000003 aabbcc00 00000004 00000000"},
-		{&CallbackRes{Status: CBTreatAsClosed}, "00000001"},
+		{&CallbackArgs{File: fh, Mode: state.Relinquish}, "00000003 aabbcc00 00000004 00000000"},
+		{&CallbackRes{Status: state.TreatAsClosed}, "00000001"},
 		{&ReclaimArgs{Client: 2, Items: []ReclaimItem{{File: fh, Readers: 1, Writers: 2, Caching: true, Version: 0x10}}},
 			"0000000000000002 00000001 00000003 aabbcc00 00000001 00000002 00000001 00000000 0000000000000010"},
 		{&ClientArgs{Client: 2}, "0000000000000002"},
@@ -282,17 +284,17 @@ func TestDecodeBounds(t *testing.T) {
 		{"RegisterArgs/short verifier", func() codec { return new(RegisterArgs) },
 			w(func(w *xdr.Writer) { w.Opaque([]byte("a")); w.Uint32(0) })},
 		{"OpenArgs/handle longer than FHSize", func() codec { return new(OpenArgs) },
-			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(Read)) })},
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(state.Read)) })},
 		{"CloseArgs/handle longer than FHSize", func() codec { return new(CloseArgs) },
-			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(Read)); w.Bool(false) })},
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.Uint32(uint32(state.Read)); w.Bool(false) })},
 		{"OpenNameArgs/dir handle longer than FHSize", func() codec { return new(OpenNameArgs) },
-			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.String("a"); w.Uint32(uint32(Read)) })},
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(bigFH); w.String("a"); w.Uint32(uint32(state.Read)) })},
 		{"OpenNameArgs/name longer than MaxPath", func() codec { return new(OpenNameArgs) },
 			w(func(w *xdr.Writer) {
 				w.Uint64(1)
 				w.Opaque(testFH)
 				w.Opaque(long(nfs3.MaxPath + 1))
-				w.Uint32(uint32(Read))
+				w.Uint32(uint32(state.Read))
 			})},
 		{"OpenNameRes/handle longer than FHSize", func() codec { return new(OpenNameRes) },
 			w(func(w *xdr.Writer) {
@@ -301,13 +303,13 @@ func TestDecodeBounds(t *testing.T) {
 				(&OpenOK{}).encode(w)
 			})},
 		{"CallbackArgs/handle longer than FHSize", func() codec { return new(CallbackArgs) },
-			w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(CBWriteback)); w.Bool(false) })},
+			w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(state.Writeback)); w.Bool(false) })},
 		{"CallbackArgs/huge handle length", func() codec { return new(CallbackArgs) },
 			w(func(w *xdr.Writer) { w.Uint32(0xffffffff) })},
 		{"OpenRes/bad bool", func() codec { return new(OpenRes) },
 			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint64(1); w.Uint64(1); w.Uint32(2); w.Bool(false) })},
 		{"CloseArgs/bad bool", func() codec { return new(CloseArgs) },
-			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(uint32(Write)); w.Uint32(7) })},
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Opaque(testFH); w.Uint32(uint32(state.Write)); w.Uint32(7) })},
 		{"CloseRes/bad post_op_attr bool", func() codec { return new(CloseRes) },
 			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint32(2) })},
 		{"ReclaimArgs/more than ReclaimMax items", func() codec { return new(ReclaimArgs) },
@@ -340,7 +342,9 @@ func TestDecodeBounds(t *testing.T) {
 				w.Uint64(1)
 			})},
 	}
-	for _, m := range []uint32{0, 3, 4, 0xffffffff} {
+	// 0x101 and 0x102 would be Read and Write if narrowed to state.Mode (8
+	// bits) before the check.
+	for _, m := range []uint32{0, 3, 4, 0x101, 0x102, 0xffffffff} {
 		cases = append(cases,
 			struct {
 				name string
@@ -375,7 +379,7 @@ func TestDecodeBounds(t *testing.T) {
 		in   []byte
 	}{"AllocateArgs/handle longer than FHSize", func() codec { return new(AllocateArgs) },
 		w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(Allocate)); w.Uint64(0); w.Uint64(1) })})
-	for _, m := range []uint32{0, 5, 0xffffffff} {
+	for _, m := range []uint32{0, 5, 0x101, 0x104, 0xffffffff} {
 		cases = append(cases, struct {
 			name string
 			new  func() codec
@@ -383,7 +387,9 @@ func TestDecodeBounds(t *testing.T) {
 		}{"CallbackArgs/bad callback mode", func() codec { return new(CallbackArgs) },
 			w(func(w *xdr.Writer) { w.Opaque(testFH); w.Uint32(m); w.Bool(false) })})
 	}
-	for _, s := range []uint32{4, 5, 0xffffffff} {
+	// 4 is state.Failed, the server's own verdict, never an answer; 0x100
+	// and 0x103 would be OK and Pinned if narrowed to 8 bits first.
+	for _, s := range []uint32{4, 5, 0x100, 0x103, 0xffffffff} {
 		cases = append(cases, struct {
 			name string
 			new  func() codec
@@ -428,33 +434,13 @@ func TestDecodeCopies(t *testing.T) {
 	onr := new(OpenNameRes)
 	check("OpenNameRes.File", onr, encode(&OpenNameRes{File: testFH}), func() []byte { return onr.File })
 	cba := new(CallbackArgs)
-	check("CallbackArgs.File", cba, encode(&CallbackArgs{File: testFH, Mode: CBInvalidate}), func() []byte { return cba.File })
+	check("CallbackArgs.File", cba, encode(&CallbackArgs{File: testFH, Mode: state.Invalidate}), func() []byte { return cba.File })
 }
 
 func TestModeHelpers(t *testing.T) {
-	for _, c := range []struct {
-		m         CallbackMode
-		wb, inval bool
-		name      string
-	}{
-		{CBWriteback, true, false, "WRITEBACK"},
-		{CBInvalidate, false, true, "INVALIDATE"},
-		{CBWritebackInvalidate, true, true, "WRITEBACK_INVALIDATE"},
-		{CBRelinquish, true, false, "RELINQUISH"},
-	} {
-		if c.m.WritesBack() != c.wb || c.m.Invalidates() != c.inval || c.m.String() != c.name {
-			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint32(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())
-		}
-	}
 	if StatusName(ErrStaleClientID) != "SNFS_ERR_STALE_CLIENTID" || StatusName(ErrFenced) != "SNFS_ERR_FENCED" ||
 		StatusName(ErrNoGrace) != "SNFS_ERR_NOGRACE" {
 		t.Error("StatusName")
-	}
-	if Read.String() != "READ" || Write.String() != "WRITE" || OpenMode(9).String() != "openmode1(9)" {
-		t.Error("OpenMode.String")
-	}
-	if CBOK.String() != "CB_OK" || CBTreatAsClosed.String() != "CB_TREAT_AS_CLOSED" || CBStale.String() != "CB_STALE" {
-		t.Error("CallbackStatus.String")
 	}
 	if ProcNames[ProcOpenName] != "OPEN_NAME" || ProcNames[ProcReclaim] != "RECLAIM" ||
 		ProcNames[ProcReclaimDone] != "RECLAIM_DONE" || ProcNames[ProcUnregister] != "UNREGISTER" || CBProcNames[CBProcCallback] != "CB_CALLBACK" {

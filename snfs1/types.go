@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"snfs/nfs3"
+	"snfs/state"
 	"snfs/xdr"
 )
 
@@ -106,95 +107,39 @@ type Verifier [VerfSize]byte
 
 func (v *Verifier) decode(r *xdr.Reader) { copy(v[:], r.FixedOpaque(VerfSize)) }
 
-// OpenMode is openmode1.
-type OpenMode uint32
+// The protocol's openmode1, cbmode1 and cbstat1 are state's Mode,
+// CallbackMode and Outcome: state owns the vocabulary (what a mode asks, what
+// an answer means), this package encodes it. Their values are the wire
+// values; the decoders below refuse any other.
 
-// Open modes.
-const (
-	Read  OpenMode = 1
-	Write OpenMode = 2
-)
-
-func (m OpenMode) String() string {
-	switch m {
-	case Read:
-		return "READ"
-	case Write:
-		return "WRITE"
-	}
-	return fmt.Sprintf("openmode1(%d)", uint32(m))
-}
-
-func decodeMode(r *xdr.Reader) OpenMode {
-	m := OpenMode(r.Uint32())
-	if r.Err() == nil && m != Read && m != Write {
+// decodeMode decodes an openmode1 (state.Read or state.Write). It checks
+// the 32-bit value before narrowing it, so a value out of range cannot wrap
+// onto a valid one.
+func decodeMode(r *xdr.Reader) state.Mode {
+	m := r.Uint32()
+	if r.Err() == nil && m != uint32(state.Read) && m != uint32(state.Write) {
 		r.SetErr(fmt.Errorf("snfs1: open mode %d", m))
 	}
-	return m
+	return state.Mode(m)
 }
 
-// CallbackMode is cbmode1: what a CALLBACK asks of the client.
-type CallbackMode uint32
-
-// Callback modes (the paper's SNFS_CBWRITE, SNFS_CBINVAL, SNFS_WRINVAL, and
-// section 6.2's relinquish).
-const (
-	CBWriteback           CallbackMode = 1
-	CBInvalidate          CallbackMode = 2
-	CBWritebackInvalidate CallbackMode = 3
-	CBRelinquish          CallbackMode = 4
-)
-
-func (m CallbackMode) String() string {
-	switch m {
-	case CBWriteback:
-		return "WRITEBACK"
-	case CBInvalidate:
-		return "INVALIDATE"
-	case CBWritebackInvalidate:
-		return "WRITEBACK_INVALIDATE"
-	case CBRelinquish:
-		return "RELINQUISH"
+// decodeCallbackMode decodes a cbmode1 (state.Writeback to state.Relinquish).
+func decodeCallbackMode(r *xdr.Reader) state.CallbackMode {
+	m := r.Uint32()
+	if r.Err() == nil && (m < uint32(state.Writeback) || m > uint32(state.Relinquish)) {
+		r.SetErr(fmt.Errorf("snfs1: callback mode %d", m))
 	}
-	return fmt.Sprintf("cbmode1(%d)", uint32(m))
+	return state.CallbackMode(m)
 }
 
-// WritesBack reports whether the mode asks for dirty data to be written back.
-func (m CallbackMode) WritesBack() bool { return m != CBInvalidate }
-
-// Invalidates reports whether the mode asks the client to drop its cached data
-// and stop caching.
-func (m CallbackMode) Invalidates() bool {
-	return m == CBInvalidate || m == CBWritebackInvalidate
-}
-
-// CallbackStatus is cbstat1: the client's answer to a CALLBACK.
-type CallbackStatus uint32
-
-// Callback answers.
-const (
-	CBOK            CallbackStatus = 0 // done; the client keeps its opens
-	CBTreatAsClosed CallbackStatus = 1 // done, and every open of the file is a delayed close
-	CBStale         CallbackStatus = 2 // the client holds nothing of the file
-	// CBPinned: done (dirty data written back), but the client's kernel
-	// writes into its cache of the file itself while its write opens last:
-	// it stays the file's dirty holder, and other clients' requests wait
-	// for its write-backs (protocol.md, section 10.1).
-	CBPinned CallbackStatus = 3
-)
-
-func (s CallbackStatus) String() string {
-	switch s {
-	case CBOK:
-		return "CB_OK"
-	case CBTreatAsClosed:
-		return "CB_TREAT_AS_CLOSED"
-	case CBStale:
-		return "CB_STALE"
-	case CBPinned:
-		return "CB_PINNED"
+// decodeAnswer decodes a cbstat1: a client's answer, state.OK to
+// state.MaxAnswer (state.Failed is the server's own verdict, never sent).
+func decodeAnswer(r *xdr.Reader) state.Outcome {
+	s := r.Uint32()
+	if r.Err() == nil && s > uint32(state.MaxAnswer) {
+		r.SetErr(fmt.Errorf("snfs1: callback status %d", s))
 	}
-	return fmt.Sprintf("cbstat1(%d)", uint32(s))
+	return state.Outcome(s)
 }
 
 func decodeStatus(r *xdr.Reader) Status { return Status(r.Uint32()) }

@@ -29,7 +29,9 @@ type ClientID uint32
 // The machine answers a parked request later by an action carrying its ReqID.
 type ReqID uint64
 
-// Mode is the mode of an OPEN or CLOSE (the paper's writeMode).
+// Mode is the mode of an OPEN or CLOSE (the paper's writeMode). It is also
+// the protocol's openmode1: snfs1 encodes these values on the wire as they
+// are, so they must not change.
 type Mode uint8
 
 // Modes.
@@ -74,7 +76,8 @@ func (s State) String() string {
 
 // CallbackMode is what a callback asks of a client. The first three are the
 // paper's SNFS_CBWRITE, SNFS_CBINVAL and SNFS_WRINVAL (with their values);
-// Relinquish is the mode section 6.2 calls for.
+// Relinquish is the mode section 6.2 calls for. It is also the protocol's
+// cbmode1: snfs1 encodes these values on the wire as they are.
 type CallbackMode uint8
 
 // Callback modes.
@@ -100,28 +103,45 @@ func (c CallbackMode) String() string {
 	return fmt.Sprintf("CallbackMode(%d)", uint8(c))
 }
 
-// Outcome is how a callback ended.
+// WritesBack reports whether the mode asks for dirty data to be written back.
+func (c CallbackMode) WritesBack() bool { return c != Invalidate }
+
+// Invalidates reports whether the mode asks the client to drop its cached data
+// and stop caching.
+func (c CallbackMode) Invalidates() bool {
+	return c == Invalidate || c == WritebackInvalidate
+}
+
+// Outcome is how a callback ended. OK, TreatAsClosed, Stale and Pinned are
+// also the protocol's cbstat1, the client's answer: snfs1 encodes these values
+// on the wire as they are, so they must not change. Failed is never on the
+// wire (snfs1's decoder refuses it).
 type Outcome uint8
 
-// Outcomes. OK, TreatAsClosed and Stale are the client's answers; Failed is a
-// transport error or no answer (the driver reports it, or Tick finds the deadline
-// passed).
+// Outcomes. OK, TreatAsClosed, Stale and Pinned are the client's answers;
+// Failed is a transport error or no answer (the driver reports it, or Tick
+// finds the deadline passed).
 const (
 	OK            Outcome = iota // the work the mode asked for is done; the client keeps its opens
 	TreatAsClosed                // done, and every open the client has on the file is a delayed close: treat them as closed
 	Stale                        // the client holds nothing of the file (no opens, no cached blocks)
-	Failed                       // no valid answer: the client is fenced for the file
 	// Pinned: dirty blocks written back, but the client cannot stop writing
 	// into its cache (its kernel writes there itself, FUSE passthrough): it
 	// stays the file's dirty holder while it has the file open for writing,
 	// and every other client's request on the file waits until it has
-	// answered a write-back asked after the request arrived.
+	// answered a write-back asked after the request arrived
+	// (docs/protocol.md, section 10.1).
 	Pinned
+	Failed // no valid answer: the client is fenced for the file
 	numOutcomes
 )
 
+// MaxAnswer is the largest Outcome a client may answer (the last one on the
+// wire).
+const MaxAnswer = Pinned
+
 func (o Outcome) String() string {
-	return [...]string{"OK", "TREAT_AS_CLOSED", "STALE", "FAILED", "PINNED", "?"}[min(o, numOutcomes)]
+	return [...]string{"OK", "TREAT_AS_CLOSED", "STALE", "PINNED", "FAILED", "?"}[min(o, numOutcomes)]
 }
 
 // AccessKind is a plain NFSv3 request that reads or changes a file (section 6.1).

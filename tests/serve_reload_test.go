@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"snfs/state"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -274,14 +275,14 @@ func TestServeReloadSNFSOpen(t *testing.T) {
 	var fh nfs3.FH
 	for { // caching is enabled once the server's CB_NULL was answered
 		var okr *snfs1.OpenOK
-		fh, okr, err = sa.OpenName(cctx, rootA, "f", snfs1.Read)
+		fh, okr, err = sa.OpenName(cctx, rootA, "f", state.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if okr.CacheEnabled {
 			break
 		}
-		if _, err := sa.Close(cctx, fh, snfs1.Read, false); err != nil {
+		if _, err := sa.Close(cctx, fh, state.Read, false); err != nil {
 			t.Fatal(err)
 		}
 		if cctx.Err() != nil {
@@ -293,7 +294,7 @@ func TestServeReloadSNFSOpen(t *testing.T) {
 	s.hup(t, file, "# a is gone\n")
 	select {
 	case mode := <-cbA:
-		if mode != snfs1.CBInvalidate {
+		if mode != state.Invalidate {
 			t.Fatalf("callback %v after the export was removed, want INVALIDATE", mode)
 		}
 	case <-time.After(20 * time.Second):
@@ -301,16 +302,16 @@ func TestServeReloadSNFSOpen(t *testing.T) {
 	}
 	ga, err := sa.NFS().Getattr(cctx, fh)
 	want(t, "GETATTR of the open file after the reload", ga.Status, err, nfs3.ErrStale)
-	if _, err := sa.Open(cctx, fh, snfs1.Read); !isStatus(err, nfs3.ErrStale) {
+	if _, err := sa.Open(cctx, fh, state.Read); !isStatus(err, nfs3.ErrStale) {
 		t.Fatalf("OPEN of a removed export's file: %v, want NFS3ERR_STALE", err)
 	}
-	if _, err := sa.Close(cctx, fh, snfs1.Read, false); err != nil {
+	if _, err := sa.Close(cctx, fh, state.Read, false); err != nil {
 		t.Fatalf("CLOSE of a removed export's file: %v, want it accepted", err)
 	}
 
 	s.hup(t, file, line)
 	sb := dial("reload-b", nil)
-	fhB, _, err := sb.OpenName(cctx, rootA, "f", snfs1.Write)
+	fhB, _, err := sb.OpenName(cctx, rootA, "f", state.Write)
 	if err != nil {
 		t.Fatalf("OPEN for writing once the export is back: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"snfs/state"
 	"syscall"
 	"testing"
 
@@ -165,16 +166,16 @@ func TestSNFSAllocateCallsBack(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	a := newProtoClient(t, e, "client-a")
-	a.openCaching(fh, snfs1.Write)
-	a.close(fh, snfs1.Write, true)                 // delayed write-back: the data is only in A
+	a.openCaching(fh, state.Write)
+	a.close(fh, state.Write, true)                 // delayed write-back: the data is only in A
 	cached := bytes.Repeat([]byte("cached"), 2000) // 12000 bytes
-	a.setAnswer(func(args *snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.setAnswer(func(args *snfs1.CallbackArgs) state.Outcome {
 		var res nfs3.WriteRes
 		err := a.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Count: uint32(len(cached)), Stable: nfs3.FileSync, Data: cached}, &res)
 		if err != nil || res.Status != nfs3.OK {
 			t.Errorf("write-back during the callback: %v %v", err, res.Status)
 		}
-		return snfs1.CBOK
+		return state.OK
 	})
 	res, err := e.nfs.Allocate(ctx, fh, snfs1.Allocate, 0, 8192)
 	ok(t, "ALLOCATE", res.Status, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"snfs/state"
 	"testing"
 	"time"
 
@@ -36,13 +37,13 @@ func (x *rawRes) Decode(r *xdr.Reader) error {
 // fh; it returns once b's OPEN succeeded.
 func fenceA(t *testing.T, a, b *protoClient, fh nfs3.FH) {
 	t.Helper()
-	a.openCaching(fh, snfs1.Write)
+	a.openCaching(fh, state.Write)
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
-	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus { <-block; return snfs1.CBOK })
+	a.setAnswer(func(*snfs1.CallbackArgs) state.Outcome { <-block; return state.OK })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := b.open(fh, snfs1.Write)
+		res, err := b.open(fh, state.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestSNFSFencedCalls(t *testing.T) {
 	a.mu.Lock()
 	id := a.id
 	a.mu.Unlock()
-	if err := a.rpc.Call(ctx, snfs1.ProcClose, &snfs1.CloseArgs{Client: id, File: fh, Mode: snfs1.Write}, &cres); err != nil || cres.Status != snfs1.ErrFenced {
+	if err := a.rpc.Call(ctx, snfs1.ProcClose, &snfs1.CloseArgs{Client: id, File: fh, Mode: state.Write}, &cres); err != nil || cres.Status != snfs1.ErrFenced {
 		t.Errorf("the fenced client's CLOSE: %v %v, want SNFS_ERR_FENCED", err, cres.Status)
 	}
 	var gres nfs3.GetattrRes
@@ -121,8 +122,8 @@ func TestSNFSFencedCalls(t *testing.T) {
 		t.Errorf("COMMIT on a connection with no REGISTER: %v %v, want OK (a plain client's)", err, pres.Status)
 	}
 
-	b.close(fh, snfs1.Write, false)
-	res, err := a.open(fh, snfs1.Write)
+	b.close(fh, state.Write, false)
+	res, err := a.open(fh, state.Write)
 	ok(t, "OPEN again by the fenced client", res.Status, err)
 	var commit nfs3.CommitRes
 	if err := a.nfs().Call(ctx, nfs3.ProcCommit, &nfs3.CommitArgs{File: fh}, &commit); err != nil || commit.Status != nfs3.OK {
@@ -183,12 +184,12 @@ func TestSNFSOpenAfterProbeAnswer(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no CB_NULL probe after REGISTER")
 		}
-		res, err := p.open(fh, snfs1.Read)
+		res, err := p.open(fh, state.Read)
 		ok(t, "OPEN", res.Status, err)
 		if !res.CacheEnabled {
 			t.Fatalf("client %d: OPEN sent after the answer to CB_NULL refused caching", i)
 		}
-		p.close(fh, snfs1.Read, false)
+		p.close(fh, state.Read, false)
 		p.rpc.Close()
 	}
 }
@@ -204,23 +205,23 @@ func TestSNFSLateProbeAnswer(t *testing.T) {
 	fh := e.create(e.nfs, e.root, "late-probe", 0o644)
 	answered := make(chan struct{}, 1)
 	p := newProtoClientNull(t, e, "late-prober", nullAnswerer(2500*time.Millisecond, answered))
-	res, err := p.open(fh, snfs1.Read)
+	res, err := p.open(fh, state.Read)
 	ok(t, "OPEN before the answer", res.Status, err)
 	if res.CacheEnabled {
 		t.Fatal("OPEN granted caching before the client answered CB_NULL")
 	}
-	p.close(fh, snfs1.Read, false)
+	p.close(fh, state.Read, false)
 	select {
 	case <-answered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the client did not answer its probe")
 	}
-	res, err = p.open(fh, snfs1.Read)
+	res, err = p.open(fh, state.Read)
 	ok(t, "OPEN after the late answer", res.Status, err)
 	if !res.CacheEnabled {
 		t.Fatal("OPEN sent after the late answer to CB_NULL refused caching")
 	}
-	p.close(fh, snfs1.Read, false)
+	p.close(fh, state.Read, false)
 }
 
 // TestSNFSLateTreatAsClosed is the model checker's seed 38070 on a real
@@ -245,27 +246,27 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	b := verifiedProtoClient(t, e, "late-b")
 	c := verifiedProtoClient(t, e, "late-c")
 
-	a.openCaching(fh, snfs1.Read)
+	a.openCaching(fh, state.Read)
 	release := make(chan struct{})
 	called := make(chan struct{}, 1)
-	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.setAnswer(func(*snfs1.CallbackArgs) state.Outcome {
 		called <- struct{}{}
 		<-release
-		return snfs1.CBTreatAsClosed
+		return state.TreatAsClosed
 	})
 	recalled := time.Now()
 	opened := make(chan *snfs1.OpenRes, 1)
 	go func() {
 		cx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		res, _, err := b.openJukeboxRetry(cx, fh, snfs1.Write)
+		res, _, err := b.openJukeboxRetry(cx, fh, state.Write)
 		if err != nil {
 			t.Error(err)
 		}
 		opened <- res
 	}()
 	<-called
-	a.close(fh, snfs1.Read, false) // A holds nothing of f while its callback is out
+	a.close(fh, state.Read, false) // A holds nothing of f while its callback is out
 	if res := <-opened; res == nil || res.Status != nfs3.OK {
 		t.Fatalf("B's OPEN: %+v", res)
 	}
@@ -273,19 +274,19 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	// within 200 ms); A, holding nothing, is not fenced.
 	time.Sleep(time.Until(recalled.Add(2600 * time.Millisecond)))
 	reopened := time.Now()             // A's OPEN recalls B's cache: a new back-off
-	res, err := a.open(fh, snfs1.Read) // and no CLOSE: a delayed close
+	res, err := a.open(fh, state.Read) // and no CLOSE: a delayed close
 	ok(t, "A's OPEN again", res.Status, err)
 	close(release) // the late CB_TREAT_AS_CLOSED, within the server's second CallbackTimeout
 	time.Sleep(200 * time.Millisecond)
-	b.close(fh, snfs1.Write, false)
+	b.close(fh, state.Write, false)
 
 	time.Sleep(time.Until(reopened.Add(2300 * time.Millisecond))) // the recall back-off
-	res, err = c.open(fh, snfs1.Write)
+	res, err = c.open(fh, state.Write)
 	ok(t, "C's OPEN", res.Status, err)
 	if !res.CacheEnabled {
 		t.Fatal("C may not cache f: the server still counts the open A handed back with its late CB_TREAT_AS_CLOSED")
 	}
-	c.close(fh, snfs1.Write, false)
+	c.close(fh, state.Write, false)
 }
 
 // TestSNFSSmallTableBound: a table of 8 entries (--table-entries 8) admits 8
@@ -298,7 +299,7 @@ func TestSNFSSmallTableBound(t *testing.T) {
 	p := newProtoClient(t, e, "many-opens")
 	for i := range 9 {
 		fh := e.create(e.nfs, e.root, fmt.Sprintf("f%d", i), 0o644)
-		res, err := p.open(fh, snfs1.Read)
+		res, err := p.open(fh, state.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,20 +324,20 @@ func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
 	fh := snfsCreate(t, e, "retried")
 	a := verifiedProtoClient(t, e, "slow-a")
 	b := verifiedProtoClient(t, e, "retrying-b")
-	a.openCaching(fh, snfs1.Read)
-	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.openCaching(fh, state.Read)
+	a.setAnswer(func(*snfs1.CallbackArgs) state.Outcome {
 		time.Sleep(1300 * time.Millisecond) // past the jukebox bound (1 s)
-		return snfs1.CBOK
+		return state.OK
 	})
-	res, err := b.open(fh, snfs1.Write)
+	res, err := b.open(fh, state.Write)
 	if err != nil || res.Status != nfs3.ErrJukebox {
 		t.Fatalf("B's first OPEN: %v %v, want NFS3ERR_JUKEBOX while A writes back", err, res.Status)
 	}
-	a.close(fh, snfs1.Read, false)
+	a.close(fh, state.Read, false)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		time.Sleep(100 * time.Millisecond)
-		if res, err = b.open(fh, snfs1.Write); err != nil {
+		if res, err = b.open(fh, state.Write); err != nil {
 			t.Fatal(err)
 		}
 		if res.Status != nfs3.ErrJukebox || time.Now().After(deadline) {
@@ -347,7 +348,7 @@ func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
 	if !res.CacheEnabled {
 		t.Fatal("B's retried OPEN, the open that caused the recall, was refused caching by the recall back-off")
 	}
-	b.close(fh, snfs1.Write, false)
+	b.close(fh, state.Write, false)
 }
 
 // TestSNFSLastWriterAnswers: a last writer with no open left (CLOSED_DIRTY)
@@ -362,29 +363,29 @@ func TestSNFSLastWriterAnswers(t *testing.T) {
 	a := verifiedProtoClient(t, e, "writer-a")
 	b := verifiedProtoClient(t, e, "reader-b")
 	c := verifiedProtoClient(t, e, "writer-c")
-	for _, answer := range []snfs1.CallbackStatus{snfs1.CBOK, snfs1.CBTreatAsClosed, snfs1.CBStale} {
+	for _, answer := range []state.Outcome{state.OK, state.TreatAsClosed, state.Stale} {
 		fh := snfsCreate(t, e, "last-"+answer.String())
-		wr := a.openCaching(fh, snfs1.Write)
-		a.close(fh, snfs1.Write, true) // CLOSED_DIRTY: A is the last writer
+		wr := a.openCaching(fh, state.Write)
+		a.close(fh, state.Write, true) // CLOSED_DIRTY: A is the last writer
 		before := len(a.got())
-		a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus { return answer })
-		rd := b.openOrFatal(t, fh, snfs1.Read)
+		a.setAnswer(func(*snfs1.CallbackArgs) state.Outcome { return answer })
+		rd := b.openOrFatal(t, fh, state.Read)
 		cbs := a.got()[before:]
-		if len(cbs) != 1 || cbs[0].Mode != snfs1.CBWriteback {
+		if len(cbs) != 1 || cbs[0].Mode != state.Writeback {
 			t.Fatalf("%v: A's callbacks for B's OPEN: %+v, want one CB_WRITEBACK", answer, cbs)
 		}
 		if !rd.CacheEnabled || rd.CacheVersion != wr.CacheVersion || rd.OldCacheVersion != wr.CacheVersion {
 			t.Fatalf("%v: B's OPEN %+v, want caching at A's version %d", answer, rd.OpenOK, wr.CacheVersion)
 		}
-		b.close(fh, snfs1.Read, false)
-		wc := c.openOrFatal(t, fh, snfs1.Write)
+		b.close(fh, state.Read, false)
+		wc := c.openOrFatal(t, fh, state.Write)
 		if n := len(a.got()) - before; n != 1 {
 			t.Fatalf("%v: A was called back again after answering (%d callbacks): its last-writer record stayed", answer, n)
 		}
 		if !wc.CacheEnabled {
 			t.Fatalf("%v: C's OPEN for writing refused caching: %+v", answer, wc.OpenOK)
 		}
-		c.close(fh, snfs1.Write, false)
+		c.close(fh, state.Write, false)
 		a.setAnswer(nil)
 	}
 }
@@ -399,22 +400,22 @@ func TestSNFSCloseDirtyNoOpen(t *testing.T) {
 	fh := snfsCreate(t, e, "no-open")
 	a := verifiedProtoClient(t, e, "closer-a")
 	b := verifiedProtoClient(t, e, "opener-b")
-	a.close(fh, snfs1.Write, true) // never opened
-	b.openOrFatal(t, fh, snfs1.Read)
-	b.close(fh, snfs1.Read, false)
+	a.close(fh, state.Write, true) // never opened
+	b.openOrFatal(t, fh, state.Read)
+	b.close(fh, state.Read, false)
 	if cbs := a.got(); len(cbs) != 0 {
 		t.Fatalf("a client that never opened the file was called back: %+v", cbs)
 	}
 	// With a read open: a CLOSE of a write open it does not have, dirty.
-	a.openCaching(fh, snfs1.Read)
-	a.close(fh, snfs1.Write, true)
-	b.openOrFatal(t, fh, snfs1.Write)
+	a.openCaching(fh, state.Read)
+	a.close(fh, state.Write, true)
+	b.openOrFatal(t, fh, state.Write)
 	cbs := a.got()
-	if len(cbs) != 1 || cbs[0].Mode != snfs1.CBInvalidate {
+	if len(cbs) != 1 || cbs[0].Mode != state.Invalidate {
 		t.Fatalf("A's callbacks: %+v, want one CB_INVALIDATE: its read open was kept, and it is no last writer", cbs)
 	}
-	b.close(fh, snfs1.Write, false)
-	a.close(fh, snfs1.Read, false)
+	b.close(fh, state.Write, false)
+	a.close(fh, state.Read, false)
 }
 
 // TestSNFSDiscovery: on one connection a client may call SNFS NULL (to learn
@@ -451,7 +452,7 @@ func TestSNFSDiscovery(t *testing.T) {
 		t.Fatal("no CB_NULL probe on the connection that registered after NULL")
 	}
 	var res snfs1.OpenRes
-	err = c.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: reg.Client, File: fh, Mode: snfs1.Read}, &res)
+	err = c.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: reg.Client, File: fh, Mode: state.Read}, &res)
 	ok(t, "OPEN", res.Status, err)
 	if !res.CacheEnabled {
 		t.Fatal("OPEN after the probe was answered refused caching")
@@ -469,12 +470,12 @@ func TestSNFSVersionAfterReclaim(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	rd, wr, other := snfsCreate(t, e, "reclaimed-read"), snfsCreate(t, e, "reclaimed-write"), snfsCreate(t, e, "not-reclaimed")
 	g := dialGrace(t, e, "reclaimer", make(cbRecorder, 16))
-	g.openItems(t, snfs1.Read, rd)
-	g.openItems(t, snfs1.Write, wr)
+	g.openItems(t, state.Read, rd)
+	g.openItems(t, state.Write, wr)
 	vr, vw := g.items[0].Version, g.items[1].Version
 	q := verifiedProtoClient(t, e, "before")
-	vo := q.openOrFatal(t, other, snfs1.Write).CacheVersion
-	q.close(other, snfs1.Write, false)
+	vo := q.openOrFatal(t, other, state.Write).CacheVersion
+	q.close(other, state.Write, false)
 	var ures snfs1.UnregisterRes
 	err := q.rpc.Call(ctx, snfs1.ProcUnregister, &snfs1.UnregisterArgs{Client: q.id}, &ures)
 	ok(t, "UNREGISTER", ures.Status, err) // so that grace waits only for g
@@ -488,15 +489,15 @@ func TestSNFSVersionAfterReclaim(t *testing.T) {
 		t.Fatalf("grace: %+v", r)
 	}
 	p := verifiedProtoClient(t, e, "after")
-	res := p.openOrFatal(t, rd, snfs1.Read)
+	res := p.openOrFatal(t, rd, state.Read)
 	if res.CacheVersion != vr || res.OldCacheVersion != vr {
 		t.Errorf("OPEN for reading of a reclaimed file: versions %d, %d; want the reclaimed %d twice", res.CacheVersion, res.OldCacheVersion, vr)
 	}
-	res = p.openOrFatal(t, wr, snfs1.Write)
+	res = p.openOrFatal(t, wr, state.Write)
 	if res.CacheVersion <= highest || res.OldCacheVersion != vw {
 		t.Errorf("OPEN_WRITE of a reclaimed file: versions %d, %d; want a fresh one above %d, and the reclaimed %d", res.CacheVersion, res.OldCacheVersion, highest, vw)
 	}
-	res = p.openOrFatal(t, other, snfs1.Read)
+	res = p.openOrFatal(t, other, state.Read)
 	if res.CacheVersion <= highest || res.OldCacheVersion != res.CacheVersion {
 		t.Errorf("OPEN of a file nobody reclaimed: versions %d, %d; want a fresh one above %d, twice", res.CacheVersion, res.OldCacheVersion, highest)
 	}

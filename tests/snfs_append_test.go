@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"snfs/state"
 	"sort"
 	"sync"
 	"testing"
@@ -146,15 +147,15 @@ func TestSNFSAppendCallsBack(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	a := newProtoClient(t, e, "client-a")
-	a.openCaching(fh, snfs1.Write)
-	a.close(fh, snfs1.Write, true) // delayed write-back: "cached" is only in A
-	a.setAnswer(func(args *snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.openCaching(fh, state.Write)
+	a.close(fh, state.Write, true) // delayed write-back: "cached" is only in A
+	a.setAnswer(func(args *snfs1.CallbackArgs) state.Outcome {
 		var res nfs3.WriteRes
 		err := a.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Count: 6, Stable: nfs3.FileSync, Data: []byte("cached")}, &res)
 		if err != nil || res.Status != nfs3.OK {
 			t.Errorf("write-back during the callback: %v %v", err, res.Status)
 		}
-		return snfs1.CBOK
+		return state.OK
 	})
 	res, err := e.nfs.Append(ctx, fh, []byte("+appended"), nfs3.Unstable)
 	ok(t, "APPEND", res.Status, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"snfs/state"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ type cachedWriter struct {
 	fh nfs3.FH
 
 	mu    sync.Mutex
-	modes []snfs1.CallbackMode // every callback, in order
+	modes []state.CallbackMode // every callback, in order
 	// initial is the file's size and modification time on the server's disk
 	// before A wrote anything, seen the same as each callback arrived: stat,
 	// not a read, since an open of the file on the server machine is a local
@@ -59,8 +60,8 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 	if w.initial, err = statStamp(file); err != nil {
 		t.Fatal(err)
 	}
-	w.openCaching(fh, snfs1.Write)
-	w.setAnswer(func(a *snfs1.CallbackArgs) snfs1.CallbackStatus {
+	w.openCaching(fh, state.Write)
+	w.setAnswer(func(a *snfs1.CallbackArgs) state.Outcome {
 		seen, err := statStamp(file)
 		w.mu.Lock()
 		if err != nil {
@@ -71,7 +72,7 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 		first := w.wroteBack.IsZero()
 		w.mu.Unlock()
 		if !bytes.Equal(a.File, fh) || !a.Mode.WritesBack() || !first {
-			return snfs1.CBOK // once written back, A holds no dirty data
+			return state.OK // once written back, A holds no dirty data
 		}
 		var res nfs3.WriteRes
 		err = w.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Offset: 0, Count: uint32(len(dirty)), Stable: nfs3.FileSync, Data: dirty}, &res)
@@ -79,10 +80,10 @@ func newCachedWriter(t *testing.T, e *env, name string, fh nfs3.FH, file string,
 		defer w.mu.Unlock()
 		if err != nil || res.Status != nfs3.OK || res.Count != uint32(len(dirty)) {
 			w.errs = append(w.errs, fmt.Errorf("A's write-back during the callback: %v %v (count %d)", err, res.Status, res.Count))
-			return snfs1.CBOK
+			return state.OK
 		}
 		w.wroteBack = time.Now()
-		return snfs1.CBOK
+		return state.OK
 	})
 	return w
 }
@@ -103,11 +104,11 @@ func (w *cachedWriter) checkCalledBack(t *testing.T, end time.Time) (writebacks 
 	}
 	n := len(w.modes)
 	for _, m := range w.modes[:max(n-1, 0)] {
-		if m == snfs1.CBWriteback {
+		if m == state.Writeback {
 			writebacks++
 		}
 	}
-	if n == 0 || w.modes[n-1] != snfs1.CBWritebackInvalidate || writebacks != n-1 {
+	if n == 0 || w.modes[n-1] != state.WritebackInvalidate || writebacks != n-1 {
 		t.Errorf("A's callbacks: %v, want WRITEBACKs, then exactly one WRITEBACK_INVALIDATE", w.modes)
 	}
 	if len(w.seen) > 0 && w.seen[0] != w.initial {
@@ -219,15 +220,15 @@ func TestCoexistLibnfsWrite(t *testing.T) {
 	// caching until the hold has expired. The hold runs from the plain client's
 	// last access, which is after start: an OPEN sent before start+hold must
 	// find it.
-	a.close(fh, snfs1.Write, false)
+	a.close(fh, state.Write, false)
 	time.Sleep(300 * time.Millisecond) // past the recall back-off
 	deadline := end.Add(hold + 5*time.Second)
 	denied := 0
 	for {
 		sent := time.Now()
-		res, err := a.open(fh, snfs1.Write)
+		res, err := a.open(fh, state.Write)
 		ok(t, "A OPEN", res.Status, err)
-		a.close(fh, snfs1.Write, false)
+		a.close(fh, state.Write, false)
 		if res.CacheEnabled {
 			if sent.Before(start.Add(hold)) {
 				t.Fatalf("A's OPEN got caching %v after the plain write began, within the plain hold (%v)", sent.Sub(start), hold)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"os"
+	"snfs/state"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,7 +128,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	for i := range others {
 		others[i] = newProtoClient(t, e, "opener-"+string(rune('c'+i)))
 	}
-	a.openCaching(fh, snfs1.Write)
+	a.openCaching(fh, state.Write)
 
 	cx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -137,9 +138,9 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	go func() { sent.Wait(); close(allSent) }()
 
 	var wrote atomic.Bool
-	a.setAnswer(func(args *snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.setAnswer(func(args *snfs1.CallbackArgs) state.Outcome {
 		if !args.Mode.WritesBack() || wrote.Swap(true) {
-			return snfs1.CBOK
+			return state.OK
 		}
 		select { // let the OPENs reach the server and park
 		case <-allSent:
@@ -176,7 +177,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 		} else if cres.Verf != verf {
 			t.Errorf("the write verifier changed during the write-back")
 		}
-		return snfs1.CBOK
+		return state.OK
 	})
 
 	start := time.Now()
@@ -187,7 +188,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	}
 	bres := make(chan result, 1)
 	go func() {
-		r, j, err := b.openJukeboxRetry(cx, fh, snfs1.Read)
+		r, j, err := b.openJukeboxRetry(cx, fh, state.Read)
 		bres <- result{r, j, err}
 	}()
 	var owg sync.WaitGroup
@@ -198,7 +199,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 			go func() {
 				defer owg.Done()
 				sent.Done()
-				if _, _, err := o.openJukeboxRetry(cx, fh, snfs1.Read); err != nil {
+				if _, _, err := o.openJukeboxRetry(cx, fh, state.Read); err != nil {
 					if oerrs.Add(1) == 1 {
 						t.Errorf("an extra OPEN: %v", err)
 					}
@@ -215,7 +216,7 @@ func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
 	if !wrote.Load() {
 		t.Fatalf("A was never asked to write back: callbacks %+v", a.got())
 	}
-	if cbs := a.got(); len(cbs) != 1 || cbs[0].Mode != snfs1.CBWritebackInvalidate {
+	if cbs := a.got(); len(cbs) != 1 || cbs[0].Mode != state.WritebackInvalidate {
 		t.Errorf("A's callbacks: %+v, want one WRITEBACK_INVALIDATE", cbs)
 	}
 	if r.res.CacheEnabled {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"snfs/state"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func graceMetric(t *testing.T, reg *metrics.Registry, name, key, val string) flo
 
 // openItems opens each file through g (mode) and records them as g's reclaim
 // items, with the version the OPEN returned.
-func (g *graceClient) openItems(t *testing.T, mode snfs1.OpenMode, fhs ...nfs3.FH) {
+func (g *graceClient) openItems(t *testing.T, mode state.Mode, fhs ...nfs3.FH) {
 	t.Helper()
 	cx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -134,7 +135,7 @@ func (g *graceClient) openItems(t *testing.T, mode snfs1.OpenMode, fhs ...nfs3.F
 			t.Fatal(err)
 		}
 		it := snfs1.ReclaimItem{File: fh, Caching: ok.CacheEnabled, Version: ok.CacheVersion}
-		if mode == snfs1.Write {
+		if mode == state.Write {
 			it.Writers = 1
 		} else {
 			it.Readers = 1
@@ -154,7 +155,7 @@ func TestSNFSGraceAllReclaimed(t *testing.T) {
 	for i, name := range []string{"grace-a", "grace-b", "grace-c"} {
 		g := dialGrace(t, e, name, nil)
 		for j := 0; j <= i; j++ {
-			g.openItems(t, snfs1.Read, snfsCreate(t, e, name+string(rune('0'+j))))
+			g.openItems(t, state.Read, snfsCreate(t, e, name+string(rune('0'+j))))
 			total++
 		}
 		gs = append(gs, g)
@@ -188,7 +189,7 @@ func TestSNFSGraceAllReclaimed(t *testing.T) {
 	for _, g := range gs {
 		for _, it := range g.items {
 			cx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			if _, err := g.Close(cx, it.File, snfs1.Read, false); err != nil {
+			if _, err := g.Close(cx, it.File, state.Read, false); err != nil {
 				t.Errorf("%s: CLOSE of a reclaimed open: %v", g.Name(), err)
 			}
 			cancel()
@@ -204,8 +205,8 @@ func TestSNFSGraceTimeout(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "timeout-a", nil)
 	b := dialGrace(t, e, "timeout-b", nil)
-	a.openItems(t, snfs1.Read, snfsCreate(t, e, "ta"))
-	b.openItems(t, snfs1.Write, snfsCreate(t, e, "tb"))
+	a.openItems(t, state.Read, snfsCreate(t, e, "ta"))
+	b.openItems(t, state.Write, snfsCreate(t, e, "tb"))
 	b.Disconnect() // gone for good, without UNREGISTER (a crash)
 	reg := restartGrace(e, time.Second)
 	if a.comeBack(t) {
@@ -238,7 +239,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	fh := snfsCreate(t, e, "ng")
 	a := dialGrace(t, e, "nograce-a", nil)
 	late := dialGrace(t, e, "nograce-late", nil)
-	late.openItems(t, snfs1.Write, fh)
+	late.openItems(t, state.Write, fh)
 	late.holding.Store(true) // it reconnects at once, but reclaims only after the grace period
 	restartGrace(e, 2*time.Second)
 	// During grace, from a stranger.
@@ -265,7 +266,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	}
 	// The refused client's open was not reclaimed: a writer may open.
 	b := newProtoClient(t, e, "nograce-b")
-	if res := b.openOrFatal(t, fh, snfs1.Write); res.Status != nfs3.OK {
+	if res := b.openOrFatal(t, fh, state.Write); res.Status != nfs3.OK {
 		t.Fatal(res.Status)
 	}
 }
@@ -295,7 +296,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 	cbA := make(cbRecorder, 16)
 	a := dialGrace(t, e, "conflict-a", cbA)
 	c := dialGrace(t, e, "conflict-c", nil)
-	a.openItems(t, snfs1.Read, fh)
+	a.openItems(t, state.Read, fh)
 	a.items[0].Caching = true // as a reader that caches: the table must call it back
 	c.holding.Store(true)     // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
@@ -303,7 +304,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 		t.Fatal("a's reclaim refused")
 	}
 	w := newProtoClient(t, e, "conflict-writer")
-	res, err := w.open(fh, snfs1.Write)
+	res, err := w.open(fh, state.Write)
 	if err != nil || res.Status != nfs3.ErrJukebox {
 		t.Fatalf("OPEN for writing during grace: %v %v; want NFS3ERR_JUKEBOX", res.Status, err)
 	}
@@ -319,7 +320,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 	if rep := waitGrace(t, e); rep.Reason != consist.GraceAllReclaimed {
 		t.Fatalf("grace report %+v", rep)
 	}
-	if res := w.openOrFatal(t, fh, snfs1.Write); res.Status != nfs3.OK {
+	if res := w.openOrFatal(t, fh, state.Write); res.Status != nfs3.OK {
 		t.Fatal(res.Status)
 	}
 	select {
@@ -342,7 +343,7 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	mine, other := snfsCreate(t, e, "mine"), snfsCreate(t, e, "other")
 	a := dialGrace(t, e, "plain-grace-a", nil)
 	c := dialGrace(t, e, "plain-grace-c", nil)
-	a.openItems(t, snfs1.Write, mine)
+	a.openItems(t, state.Write, mine)
 	a.items[0].Dirty = true
 	c.holding.Store(true) // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
@@ -388,10 +389,10 @@ func TestSNFSUnregister(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "unreg-a", nil)
-	a.openItems(t, snfs1.Read, snfsCreate(t, e, "u"))
+	a.openItems(t, state.Read, snfsCreate(t, e, "u"))
 	cx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.Close(cx, a.items[0].File, snfs1.Read, false); err != nil {
+	if _, err := a.Close(cx, a.items[0].File, state.Read, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Unregister(cx); err != nil {
@@ -413,8 +414,8 @@ func TestSNFSGraceIdleClientsReclaim(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "idle-a", nil)
 	b := dialGrace(t, e, "idle-b", nil)
-	a.openItems(t, snfs1.Read, snfsCreate(t, e, "ia"))
-	b.openItems(t, snfs1.Write, snfsCreate(t, e, "ib"))
+	a.openItems(t, state.Read, snfsCreate(t, e, "ia"))
+	b.openItems(t, state.Write, snfsCreate(t, e, "ib"))
 	restartGrace(e, time.Hour)
 	rep := waitGrace(t, e)
 	if rep.Reason != consist.GraceAllReclaimed || rep.Expected != 2 || rep.Reclaimed != 2 || rep.Items != 2 {

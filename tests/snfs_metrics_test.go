@@ -1,12 +1,12 @@
 package tests
 
 import (
+	"snfs/state"
 	"strconv"
 	"testing"
 
 	"snfs/metrics"
 	"snfs/server"
-	"snfs/snfs1"
 )
 
 // TestSNFSMetrics: with a metrics registry, the state table's families are
@@ -21,9 +21,9 @@ func TestSNFSMetrics(t *testing.T) {
 	fh := snfsCreate(t, e, "metered")
 	a := newProtoClient(t, e, "metrics-a")
 	b := newProtoClient(t, e, "metrics-b")
-	a.openCaching(fh, snfs1.Write)
-	rb := b.openOrFatal(t, fh, snfs1.Read)
-	if cbs := a.got(); len(cbs) != 1 || cbs[0].Mode != snfs1.CBWritebackInvalidate {
+	a.openCaching(fh, state.Write)
+	rb := b.openOrFatal(t, fh, state.Read)
+	if cbs := a.got(); len(cbs) != 1 || cbs[0].Mode != state.WritebackInvalidate {
 		t.Fatalf("A's callbacks: %+v, want one WRITEBACK_INVALIDATE", cbs)
 	}
 	if rb.CacheEnabled {
@@ -109,8 +109,8 @@ func TestSNFSMetrics(t *testing.T) {
 			}
 		}
 	}
-	a.close(fh, snfs1.Write, false)
-	b.close(fh, snfs1.Read, false)
+	a.close(fh, state.Write, false)
+	b.close(fh, state.Read, false)
 }
 
 // metricExpect is a condition on a metric's value.

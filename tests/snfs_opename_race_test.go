@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"snfs/state"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"snfs/metrics"
 	"snfs/nfs3"
 	"snfs/server"
-	"snfs/snfs1"
 )
 
 // TestSNFSOpenNameReplaced: OPEN_NAME of a name that another client keeps
@@ -81,7 +81,7 @@ func testOpenNameReplaced(t *testing.T, by string) {
 	}()
 	stale := 0
 	for i := 0; i < rounds; i++ {
-		fh, _, err := a.OpenName(ctx, e.root, "f", snfs1.Read)
+		fh, _, err := a.OpenName(ctx, e.root, "f", state.Read)
 		if err != nil {
 			stale++
 			if stale < 5 {
@@ -90,7 +90,7 @@ func testOpenNameReplaced(t *testing.T, by string) {
 			continue
 		}
 		// The file may be gone by now: its CLOSE may answer STALE.
-		a.Close(ctx, fh, snfs1.Read, false)
+		a.Close(ctx, fh, state.Read, false)
 	}
 	close(stop)
 	wg.Wait()
@@ -138,9 +138,9 @@ func TestSNFSCloseGone(t *testing.T) {
 		if err := os.WriteFile(e.path("f"), []byte("old"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mode := snfs1.Read
+		mode := state.Read
 		if i >= 2 {
-			mode = snfs1.Write
+			mode = state.Write
 		}
 		fh, _, err := a.OpenName(ctx, e.root, "f", mode)
 		if err != nil {

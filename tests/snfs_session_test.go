@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"snfs/state"
 	"testing"
 	"time"
 
@@ -14,11 +15,11 @@ import (
 )
 
 // cbRecorder is a CallbackHandler that answers CB_OK and reports each callback.
-type cbRecorder chan snfs1.CallbackMode
+type cbRecorder chan state.CallbackMode
 
-func (r cbRecorder) Callback(_ context.Context, _ nfs3.FH, mode snfs1.CallbackMode, _ *nfs3.Fattr) snfs1.CallbackStatus {
+func (r cbRecorder) Callback(_ context.Context, _ nfs3.FH, mode state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
 	r <- mode
-	return snfs1.CBOK
+	return state.OK
 }
 
 // dialSNFS opens a session to e's server, skipping the test while the server
@@ -60,14 +61,14 @@ func TestSNFSSessionWriteback(t *testing.T) {
 	for {
 		var ok *snfs1.OpenOK
 		var err error
-		fh, ok, err = a.OpenName(ctx, e.root, "f", snfs1.Write)
+		fh, ok, err = a.OpenName(ctx, e.root, "f", state.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ok.CacheEnabled {
 			break
 		}
-		if _, err := a.Close(ctx, fh, snfs1.Write, false); err != nil {
+		if _, err := a.Close(ctx, fh, state.Write, false); err != nil {
 			t.Fatal(err)
 		}
 		if ctx.Err() != nil {
@@ -75,21 +76,21 @@ func TestSNFSSessionWriteback(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := b.Open(ctx, fh, snfs1.Read); err != nil {
+	if _, err := b.Open(ctx, fh, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case mode := <-cbA:
-		if mode != snfs1.CBWriteback && mode != snfs1.CBWritebackInvalidate {
+		if mode != state.Writeback && mode != state.WritebackInvalidate {
 			t.Errorf("A was called back with %v; want WRITEBACK or WRITEBACK_INVALIDATE", mode)
 		}
 	default:
 		t.Fatal("B's OPEN returned before A was called back")
 	}
-	if _, err := b.Close(ctx, fh, snfs1.Read, false); err != nil {
+	if _, err := b.Close(ctx, fh, state.Read, false); err != nil {
 		t.Error(err)
 	}
-	if _, err := a.Close(ctx, fh, snfs1.Write, false); err != nil {
+	if _, err := a.Close(ctx, fh, state.Write, false); err != nil {
 		t.Error(err)
 	}
 }
@@ -115,13 +116,13 @@ func TestSNFSSessionServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Disconnect()
-	fh, _, err := s.OpenName(ctx, e.root, "f", snfs1.Read)
+	fh, _, err := s.OpenName(ctx, e.root, "f", state.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := s.ServerVerifier()
 	e.restart()
-	if _, err := s.Open(ctx, fh, snfs1.Read); err != nil {
+	if _, err := s.Open(ctx, fh, state.Read); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -132,7 +133,7 @@ func TestSNFSSessionServerRestart(t *testing.T) {
 	if s.ServerVerifier() == old {
 		t.Errorf("server verifier %x unchanged after a restart", old)
 	}
-	if _, err := s.Close(ctx, fh, snfs1.Read, false); err != nil {
+	if _, err := s.Close(ctx, fh, state.Read, false); err != nil {
 		t.Error(err)
 	}
 }

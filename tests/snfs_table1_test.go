@@ -27,7 +27,7 @@ func snfsCreate(t *testing.T, e *env, name string) nfs3.FH {
 // openJukeboxRetry OPENs fh until the answer is not NFS3ERR_JUKEBOX or cx ends; it
 // returns the reply and how many JUKEBOX answers came first. It never fails the
 // test itself, so any goroutine may call it.
-func (p *protoClient) openJukeboxRetry(cx context.Context, fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenRes, int, error) {
+func (p *protoClient) openJukeboxRetry(cx context.Context, fh nfs3.FH, mode state.Mode) (*snfs1.OpenRes, int, error) {
 	jukeboxes := 0
 	for {
 		p.mu.Lock()
@@ -54,7 +54,7 @@ func (p *protoClient) openJukeboxRetry(cx context.Context, fh nfs3.FH, mode snfs
 }
 
 // openOrFatal is openJukeboxRetry bounded by 30 s, failing t on any error.
-func (p *protoClient) openOrFatal(t *testing.T, fh nfs3.FH, mode snfs1.OpenMode) *snfs1.OpenRes {
+func (p *protoClient) openOrFatal(t *testing.T, fh nfs3.FH, mode state.Mode) *snfs1.OpenRes {
 	t.Helper()
 	cx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -72,16 +72,16 @@ func verifiedProtoClient(t *testing.T, e *env, name string) *protoClient {
 	t.Helper()
 	p := newProtoClient(t, e, name)
 	scratch := snfsCreate(t, e, name+"-scratch")
-	p.openCaching(scratch, snfs1.Read)
-	p.close(scratch, snfs1.Read, false)
+	p.openCaching(scratch, state.Read)
+	p.close(scratch, state.Read, false)
 	return p
 }
 
-func table1WireMode(m state.Mode) snfs1.OpenMode {
+func table1WireMode(m state.Mode) state.Mode {
 	if m == state.Write {
-		return snfs1.Write
+		return state.Write
 	}
-	return snfs1.Read
+	return state.Read
 }
 
 func sortRowCallbacks(cbs []state.RowCallback) []state.RowCallback {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"snfs/state"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ type protoClient struct {
 	t      *testing.T
 	rpc    *sunrpc.Client
 	id     snfs1.ClientID
-	answer func(args *snfs1.CallbackArgs) snfs1.CallbackStatus // guarded by mu
+	answer func(args *snfs1.CallbackArgs) state.Outcome // guarded by mu
 
 	mu        sync.Mutex
 	callbacks []snfs1.CallbackArgs // guarded by mu
@@ -54,7 +55,7 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 			p.callbacks = append(p.callbacks, a)
 			answer := p.answer
 			p.mu.Unlock()
-			res := snfs1.CallbackRes{Status: snfs1.CBOK}
+			res := snfs1.CallbackRes{Status: state.OK}
 			if answer != nil {
 				res.Status = answer(&a)
 			}
@@ -99,7 +100,7 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 
 func (p *protoClient) nfs() *sunrpc.Client { return p.rpc.Program(nfs3.Program, nfs3.Version) }
 
-func (p *protoClient) open(fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenRes, error) {
+func (p *protoClient) open(fh nfs3.FH, mode state.Mode) (*snfs1.OpenRes, error) {
 	p.mu.Lock()
 	id := p.id
 	p.mu.Unlock()
@@ -111,7 +112,7 @@ func (p *protoClient) open(fh nfs3.FH, mode snfs1.OpenMode) (*snfs1.OpenRes, err
 // openCaching opens fh and retries (closing again) until caching is granted:
 // the server grants it only once the client's callback path has answered its
 // probe, which runs right after REGISTER.
-func (p *protoClient) openCaching(fh nfs3.FH, mode snfs1.OpenMode) *snfs1.OpenRes {
+func (p *protoClient) openCaching(fh nfs3.FH, mode state.Mode) *snfs1.OpenRes {
 	p.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -128,7 +129,7 @@ func (p *protoClient) openCaching(fh nfs3.FH, mode snfs1.OpenMode) *snfs1.OpenRe
 	}
 }
 
-func (p *protoClient) close(fh nfs3.FH, mode snfs1.OpenMode, dirty bool) {
+func (p *protoClient) close(fh nfs3.FH, mode state.Mode, dirty bool) {
 	p.t.Helper()
 	p.mu.Lock()
 	id := p.id
@@ -138,7 +139,7 @@ func (p *protoClient) close(fh nfs3.FH, mode snfs1.OpenMode, dirty bool) {
 	ok(p.t, "CLOSE", res.Status, err)
 }
 
-func (p *protoClient) setAnswer(f func(*snfs1.CallbackArgs) snfs1.CallbackStatus) {
+func (p *protoClient) setAnswer(f func(*snfs1.CallbackArgs) state.Outcome) {
 	p.mu.Lock()
 	p.answer = f
 	p.mu.Unlock()
@@ -161,23 +162,23 @@ func TestSNFSWriteSharing(t *testing.T) {
 	a := newProtoClient(t, e, "client-a")
 	b := newProtoClient(t, e, "client-b")
 
-	ra := a.openCaching(fh, snfs1.Write)
+	ra := a.openCaching(fh, state.Write)
 	if ra.CacheVersion == 0 {
 		t.Fatalf("an open must carry a version: %+v", ra.OpenOK)
 	}
 	// A's delayed write, which the callback makes it write back.
-	a.setAnswer(func(args *snfs1.CallbackArgs) snfs1.CallbackStatus {
+	a.setAnswer(func(args *snfs1.CallbackArgs) state.Outcome {
 		var res nfs3.WriteRes
 		err := a.nfs().Call(ctx, nfs3.ProcWrite, &nfs3.WriteArgs{File: fh, Count: 5, Stable: nfs3.FileSync, Data: []byte("hello")}, &res)
 		if err != nil || res.Status != nfs3.OK {
 			t.Errorf("write-back during the callback: %v %v", err, res.Status)
 		}
-		return snfs1.CBOK
+		return state.OK
 	})
-	rb, err := b.open(fh, snfs1.Read)
+	rb, err := b.open(fh, state.Read)
 	ok(t, "B OPEN", rb.Status, err)
 	cbs := a.got()
-	if len(cbs) != 1 || cbs[0].Mode != snfs1.CBWritebackInvalidate {
+	if len(cbs) != 1 || cbs[0].Mode != state.WritebackInvalidate {
 		t.Fatalf("A's callbacks: %+v, want one WRITEBACK_INVALIDATE", cbs)
 	}
 	if rb.CacheEnabled {
@@ -189,15 +190,15 @@ func TestSNFSWriteSharing(t *testing.T) {
 	if data, _ := os.ReadFile(e.path("shared")); string(data) != "hello" {
 		t.Fatalf("file holds %q after the write-back", data)
 	}
-	a.close(fh, snfs1.Write, false)
-	b.close(fh, snfs1.Read, false)
+	a.close(fh, state.Write, false)
+	b.close(fh, state.Read, false)
 
 	time.Sleep(2100 * time.Millisecond) // the recall back-off
-	r2 := b.openCaching(fh, snfs1.Read)
+	r2 := b.openCaching(fh, state.Read)
 	if r2.CacheVersion != r2.OldCacheVersion || r2.CacheVersion < ra.CacheVersion {
 		t.Fatalf("a read open returns the current version twice: %+v after %+v", r2.OpenOK, ra.OpenOK)
 	}
-	b.close(fh, snfs1.Read, false)
+	b.close(fh, state.Read, false)
 }
 
 // TestSNFSUnresponsiveClient: a client that never answers its callback makes
@@ -211,15 +212,15 @@ func TestSNFSUnresponsiveClient(t *testing.T) {
 	fh := e.create(e.nfs, e.root, "silent", 0o644)
 	a := newProtoClient(t, e, "silent-a")
 	b := newProtoClient(t, e, "opener-b")
-	a.openCaching(fh, snfs1.Write)
+	a.openCaching(fh, state.Write)
 	block := make(chan struct{})
 	defer close(block)
-	a.setAnswer(func(*snfs1.CallbackArgs) snfs1.CallbackStatus { <-block; return snfs1.CBOK })
+	a.setAnswer(func(*snfs1.CallbackArgs) state.Outcome { <-block; return state.OK })
 
 	start := time.Now()
 	jukeboxes := 0
 	for {
-		res, err := b.open(fh, snfs1.Write)
+		res, err := b.open(fh, state.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,8 +243,8 @@ func TestSNFSUnresponsiveClient(t *testing.T) {
 	if err != nil || wres.Status != snfs1.ErrFenced {
 		t.Fatalf("the fenced client's WRITE: %v %v, want SNFS_ERR_FENCED", err, wres.Status)
 	}
-	b.close(fh, snfs1.Write, false)
-	res, err := a.open(fh, snfs1.Read)
+	b.close(fh, state.Write, false)
+	res, err := a.open(fh, state.Read)
 	ok(t, "OPEN again by the fenced client", res.Status, err)
 }
 
@@ -255,7 +256,7 @@ func TestSNFSStaleClientID(t *testing.T) {
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	a := newProtoClient(t, e, "client-a")
 	var res snfs1.OpenRes
-	err := a.rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: 99999, File: fh, Mode: snfs1.Read}, &res)
+	err := a.rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: 99999, File: fh, Mode: state.Read}, &res)
 	if err != nil || res.Status != snfs1.ErrStaleClientID {
 		t.Fatalf("OPEN with an unknown id: %v %v", err, res.Status)
 	}

@@ -3,12 +3,12 @@ package tests
 import (
 	"context"
 	"fmt"
+	"snfs/state"
 	"testing"
 	"time"
 
 	"snfs/nfs3"
 	"snfs/server"
-	"snfs/snfs1"
 )
 
 // TestSNFSVersionsDurable: versions are never reissued, across a restart of the
@@ -29,13 +29,13 @@ func TestSNFSVersionsDurable(t *testing.T) {
 	var maxBefore uint64
 	for round := 0; round < 2; round++ {
 		for _, fh := range fhs {
-			res := a.openOrFatal(t, fh, snfs1.Write)
+			res := a.openOrFatal(t, fh, state.Write)
 			if res.CacheVersion == 0 || issued[res.CacheVersion] {
 				t.Fatalf("OPEN for writing: version %d is not fresh (issued so far: %v)", res.CacheVersion, issued)
 			}
 			issued[res.CacheVersion] = true
 			maxBefore = max(maxBefore, res.CacheVersion)
-			a.close(fh, snfs1.Write, true)
+			a.close(fh, state.Write, true)
 		}
 	}
 
@@ -44,9 +44,9 @@ func TestSNFSVersionsDurable(t *testing.T) {
 	// The old registration belongs to the old instance: register anew.
 	b := newProtoClient(t, e, "versions-b")
 	for i, fh := range fhs {
-		mode := snfs1.Write
+		mode := state.Write
 		if i%2 == 1 {
-			mode = snfs1.Read // a new entry takes a fresh version for a read open too
+			mode = state.Read // a new entry takes a fresh version for a read open too
 		}
 		res := b.openOrFatal(t, fh, mode)
 		if res.CacheVersion <= maxBefore {
@@ -70,17 +70,17 @@ func TestSNFSPlainWriteDropsVersion(t *testing.T) {
 	a := newProtoClient(t, e, "plain-a")
 	cx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, mode := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
+	for _, mode := range []state.Mode{state.Read, state.Write} {
 		t.Run(mode.String(), func(t *testing.T) {
 			fh := snfsCreate(t, e, "plain-"+mode.String())
-			r1 := a.openOrFatal(t, fh, snfs1.Write)
-			a.close(fh, snfs1.Write, false)
+			r1 := a.openOrFatal(t, fh, state.Write)
+			a.close(fh, state.Write, false)
 			// The version stays while nobody else changes the file.
-			r2 := a.openOrFatal(t, fh, snfs1.Read)
+			r2 := a.openOrFatal(t, fh, state.Read)
 			if r2.CacheVersion != r1.CacheVersion || r2.OldCacheVersion != r1.CacheVersion {
 				t.Fatalf("a read open after the write open: versions %d/%d, want %d twice", r2.CacheVersion, r2.OldCacheVersion, r1.CacheVersion)
 			}
-			a.close(fh, snfs1.Read, false)
+			a.close(fh, state.Read, false)
 
 			wres, err := e.nfs.Write(cx, fh, 0, []byte("plain"), nfs3.FileSync)
 			ok(t, "plain WRITE", wres.Status, err)

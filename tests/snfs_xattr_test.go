@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"snfs/state"
 	"syscall"
 	"testing"
 	"time"
@@ -264,7 +265,7 @@ func TestSNFSXattrCallsBack(t *testing.T) {
 		if err := unix.Setxattr(e.path(change), "user.tag", []byte("before"), 0); err != nil {
 			t.Fatal(err)
 		}
-		b.openCaching(fh, snfs1.Read)
+		b.openCaching(fh, state.Read)
 		n := len(b.got())
 		if change == "SETXATTR" {
 			_, st := setX(t, e.nfs, fh, "user.tag", "v", snfs1.XattrEither)
@@ -276,13 +277,13 @@ func TestSNFSXattrCallsBack(t *testing.T) {
 		if len(got) <= n || !got[n].Mode.Invalidates() || !bytes.Equal(got[n].File, fh) {
 			t.Fatalf("%s of a file B caches: B's callbacks %+v", change, got[n:])
 		}
-		b.close(fh, snfs1.Read, false)
-		res, err := b.open(fh, snfs1.Read)
+		b.close(fh, state.Read, false)
+		res, err := b.open(fh, state.Read)
 		ok(t, "OPEN after "+change, res.Status, err)
 		if res.CacheEnabled {
 			t.Fatalf("OPEN right after %s by a client that holds the file as a plain writer: caching granted", change)
 		}
-		b.close(fh, snfs1.Read, false)
+		b.close(fh, state.Read, false)
 	}
 }
 

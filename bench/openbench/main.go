@@ -42,6 +42,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"snfs/bench/internal/stats"
+	"snfs/state"
 	"sort"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ var (
 	hotByID   = map[uint64]*hot{} // by fileid, in case a callback's handle differs
 	armed     chan *hot
 	disarmed  chan *hot
-	openMode  snfs1.OpenMode
+	openMode  state.Mode
 	startTime = time.Now()
 )
 
@@ -137,7 +138,7 @@ func (c *cl) callback(_ context.Context, _ *sunrpc.Call, r *xdr.Reader, w *xdr.W
 	} else {
 		c.cbUnknown.Add(1)
 	}
-	res := snfs1.CallbackRes{Status: snfs1.CBOK}
+	res := snfs1.CallbackRes{Status: state.OK}
 	res.Encode(w)
 	return nil
 }
@@ -175,7 +176,7 @@ func binaryPut(b []byte, v uint64) {
 	}
 }
 
-func (c *cl) open(fh nfs3.FH, m snfs1.OpenMode) (*snfs1.OpenRes, error) {
+func (c *cl) open(fh nfs3.FH, m state.Mode) (*snfs1.OpenRes, error) {
 	var res snfs1.OpenRes
 	err := c.rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: snfs1.ClientID(c.id.Load()), File: fh, Mode: m}, &res)
 	if err == nil && res.Status != nfs3.OK {
@@ -184,7 +185,7 @@ func (c *cl) open(fh nfs3.FH, m snfs1.OpenMode) (*snfs1.OpenRes, error) {
 	return &res, err
 }
 
-func (c *cl) close(fh nfs3.FH, m snfs1.OpenMode) error {
+func (c *cl) close(fh nfs3.FH, m state.Mode) error {
 	var res snfs1.CloseRes
 	err := c.rpc.Call(ctx, snfs1.ProcClose, &snfs1.CloseArgs{Client: snfs1.ClientID(c.id.Load()), File: fh, Mode: m}, &res)
 	if err == nil && res.Status != nfs3.OK {
@@ -245,7 +246,7 @@ func (c *cl) mkdir(dir nfs3.FH, name string) nfs3.FH {
 func arm() {
 	for h := range disarmed {
 		if h.held {
-			if err := h.holder.close(h.fh, snfs1.Write); err != nil {
+			if err := h.holder.close(h.fh, state.Write); err != nil {
 				die("holder CLOSE: %v", err)
 			}
 			h.held = false
@@ -254,7 +255,7 @@ func arm() {
 			time.AfterFunc(wait, func() { disarmed <- h })
 			continue
 		}
-		res, err := h.holder.open(h.fh, snfs1.Write)
+		res, err := h.holder.open(h.fh, state.Write)
 		rearms.Add(1)
 		if err == nil && res.CacheEnabled {
 			h.held = true
@@ -263,7 +264,7 @@ func arm() {
 		}
 		rearmFails.Add(1)
 		if err == nil {
-			if err := h.holder.close(h.fh, snfs1.Write); err != nil {
+			if err := h.holder.close(h.fh, state.Write); err != nil {
 				die("holder CLOSE: %v", err)
 			}
 		} else if !errors.Is(err, nfs3.ErrJukebox) {
@@ -353,7 +354,7 @@ func run(cs []*cl, kind string, d time.Duration) *result {
 					} else {
 						n0 := h.cbs.Load()
 						t0 := time.Now()
-						res, err := c.open(h.fh, snfs1.Read)
+						res, err := c.open(h.fh, state.Read)
 						t1 := time.Now()
 						if errors.Is(err, nfs3.ErrJukebox) {
 							l.jukebox++
@@ -375,7 +376,7 @@ func run(cs []*cl, kind string, d time.Duration) *result {
 						if res.CacheEnabled {
 							l.confCached++ // a write-shared open must not cache
 						}
-						if err := c.close(h.fh, snfs1.Read); err != nil {
+						if err := c.close(h.fh, state.Read); err != nil {
 							die("CLOSE after conflicting OPEN: %v", err)
 						}
 						l.pairs++
@@ -515,9 +516,9 @@ func main() {
 	flag.Parse()
 	switch *mode {
 	case "read":
-		openMode = snfs1.Read
+		openMode = state.Read
 	case "write":
-		openMode = snfs1.Write
+		openMode = state.Write
 	default:
 		die("-mode: read or write")
 	}
@@ -607,11 +608,11 @@ func main() {
 	// Wait for every client's callback path to be verified (caching granted).
 	for _, c := range cs {
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			res, err := c.open(c.files[0], snfs1.Read)
+			res, err := c.open(c.files[0], state.Read)
 			if err != nil {
 				die("OPEN: %v", err)
 			}
-			c.close(c.files[0], snfs1.Read)
+			c.close(c.files[0], state.Read)
 			if res.CacheEnabled {
 				break
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"snfs/bench/internal/stats"
+	"snfs/state"
 	"sync"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"snfs/metrics"
 	"snfs/nfs3"
 	"snfs/server"
-	"snfs/snfs1"
 )
 
 // openSide is one in-process server and its clients.
@@ -104,10 +104,10 @@ func (o *openSide) phase(d time.Duration) float64 {
 					break
 				}
 				fh := o.fhs[i][j%len(o.fhs[i])]
-				if _, err := s.Open(ctx, fh, snfs1.Read); err != nil {
+				if _, err := s.Open(ctx, fh, state.Read); err != nil {
 					die("%s OPEN: %v", o.name, err)
 				}
-				if _, err := s.Close(ctx, fh, snfs1.Read, false); err != nil {
+				if _, err := s.Close(ctx, fh, state.Read, false); err != nil {
 					die("%s CLOSE: %v", o.name, err)
 				}
 				n++

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"snfs/bench/internal/stats"
+	"snfs/state"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -216,7 +217,7 @@ func recoverOne(export, logFile string, c, f int) *recRow {
 		go func() {
 			defer wg.Done()
 			for _, fh := range fhs[i*f/c : (i+1)*f/c] { // F/C each, the remainder spread
-				ok, err := rc.s.Open(ctx, fh, snfs1.Read)
+				ok, err := rc.s.Open(ctx, fh, state.Read)
 				if err != nil {
 					die("client %d OPEN: %v", i, err)
 				}

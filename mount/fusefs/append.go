@@ -57,20 +57,27 @@ func (r *ptRaw) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) 
 		return r.writev(cancel, in, data)
 	}
 	if len(data) == 1 {
-		return r.append(f, in, data[0])
+		return r.append(cancel, f, in, data[0])
 	}
 	// One append, one write: the pieces joined.
-	return r.append(f, in, bytes.Join(data, nil))
+	return r.append(cancel, f, in, bytes.Join(data, nil))
 }
 
 func (r *ptRaw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	if f := r.appendOf(in); f != nil {
-		return r.append(f, in, data)
+		return r.append(cancel, f, in, data)
 	}
 	return r.writev(cancel, in, [][]byte{data})
 }
 
-func (r *ptRaw) append(f *vfs.File, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+// append is not abandoned once begun (ctx.go): an APPEND done again lands
+// twice. An interrupt before it begins is EINTR.
+func (r *ptRaw) append(cancel <-chan struct{}, f *vfs.File, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	select {
+	case <-cancel:
+		return 0, fuse.EINTR
+	default:
+	}
 	at, k, err := r.v.Append(r.life, f, data)
 	if k > 0 && at != in.Offset {
 		r.srv.InodeNotify(in.NodeId, 0, 0)

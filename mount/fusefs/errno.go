@@ -16,6 +16,11 @@ func errnoOf(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
+	// First: a call abandoned because the request was interrupted (ctx.go)
+	// may also carry the last NFS status it retried on (jukebox, grace).
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return syscall.EINTR
+	}
 	var st nfs3.Status
 	if errors.As(err, &st) {
 		switch st {
@@ -79,8 +84,6 @@ func errnoOf(err error) syscall.Errno {
 		return syscall.EINVAL
 	case errors.Is(err, vfs.ErrBusy):
 		return syscall.EBUSY
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return syscall.EINTR
 	case errors.Is(err, sunrpc.ErrClientClosed):
 		return syscall.EIO
 	}

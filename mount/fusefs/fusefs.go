@@ -7,11 +7,10 @@
 // when the vfs says the file is unchanged since they were cached; an opendir
 // keeps and fills the kernel's cached listing (FOPEN_CACHE_DIR) likewise.
 //
-// Requests are served with the mount's own context, not the request's: an
-// interrupted system call (Go's runtime interrupts threads with SIGURG all the
-// time) must not abandon an RPC halfway and have the application retry a
-// non-idempotent one. Calls end when the server answers or the mount closes
-// (a "hard" mount).
+// A request is served with its own context, cancelled when the kernel
+// interrupts it (a signal to the waiting process), where abandoning it
+// halfway leaves nothing half applied; a request that changes the server's
+// state is checked before it begins and then finishes (ctx.go).
 package fusefs
 
 import (
@@ -240,7 +239,9 @@ func vnode(in *fs.Inode) *vfs.Inode {
 func (n *node) OnForget() { n.b.v.Forget(n.vi) }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, err := n.b.v.Lookup(n.b.life, n.vi, n.cred(ctx), name)
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	e, err := n.b.v.Lookup(rctx, n.vi, n.cred(ctx), name)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -248,7 +249,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	a, ttl, err := n.b.v.Getattr(n.b.life, n.vi, n.cred(ctx))
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	a, ttl, err := n.b.v.Getattr(rctx, n.vi, n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -285,7 +288,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 		s.Mtime = &t
 	}
-	a, ttl, err := n.b.v.Setattr(n.b.life, n.vi, n.cred(ctx), s)
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	a, ttl, err := n.b.v.Setattr(bctx, n.vi, n.cred(ctx), s)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -306,7 +313,11 @@ func fileOf(fh fs.FileHandle) (*vfs.File, bool) {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	f, keep, err := n.b.v.Open(n.b.life, n.vi, n.cred(ctx), int(flags))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, 0, errnoOf(err)
+	}
+	f, keep, err := n.b.v.Open(bctx, n.vi, n.cred(ctx), int(flags))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
@@ -333,7 +344,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	e, f, err := n.b.v.Create(n.b.life, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, nil, 0, errnoOf(err)
+	}
+	e, f, err := n.b.v.Create(bctx, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
@@ -350,7 +365,9 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	k, err := n.b.v.Read(n.b.life, f, uint64(off), dest)
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	k, err := n.b.v.Read(rctx, f, uint64(off), dest)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -362,11 +379,18 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	k, err := n.b.v.Write(n.b.life, f, uint64(off), data)
+	// Interruptible: the vfs takes none of the data before it has room for
+	// it (nfs mode waits for a flush first), and a write-through (snfs
+	// mode) finishes once its data is taken (vfs.FS.Write).
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	k, err := n.b.v.Write(rctx, f, uint64(off), data)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
 	if n.b.pt.killsSetID(ctx) {
+		// The data is taken: the bits go whatever the interrupt (a
+		// step that changes the server's state, ctx.go).
 		if err := n.b.v.ClearSetID(n.b.life, f); err != nil {
 			return 0, errnoOf(err)
 		}
@@ -379,6 +403,8 @@ func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if !ok {
 		return 0
 	}
+	// close(2) is not abandoned (ctx.go): in snfs mode it may be the
+	// protocol's CLOSE, and the kernel closes the file whatever the answer.
 	err := n.b.v.Flush(n.b.life, f)
 	n.releaseLocks(ctx) // after the write-back: the next holder sees the data
 	return errnoOf(err)
@@ -389,7 +415,13 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	if !ok {
 		return 0 // a directory: its changes are the server's
 	}
-	return errnoOf(n.b.v.Fsync(n.b.life, f))
+	// Not abandoned once begun (ctx.go): in snfs mode a write-back the
+	// server fenced is reintegrated, which keeps the data under a new name.
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(n.b.v.Fsync(bctx, f))
 }
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
@@ -398,6 +430,8 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 		return 0
 	}
 	n.releaseLocks(ctx)
+	// The kernel does not wait for RELEASE, nor can it be interrupted; it
+	// is the protocol's CLOSE in snfs mode, done with the mount's context.
 	return errnoOf(n.b.v.Release(n.b.life, f))
 }
 
@@ -406,15 +440,23 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 // ALLOCATE). The kernel updates its own size after a mode-0 allocation and
 // drops its pages of a punched range.
 func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
 	f, ok := fileOf(fh)
 	if !ok {
 		return syscall.EBADF
 	}
-	return errnoOf(n.b.v.Allocate(n.b.life, f, off, size, mode))
+	return errnoOf(n.b.v.Allocate(bctx, f, off, size, mode))
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, err := n.b.v.Mkdir(n.b.life, n.vi, n.cred(ctx), name, mode)
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	e, err := n.b.v.Mkdir(bctx, n.vi, n.cred(ctx), name, mode)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -422,6 +464,10 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
 	var t nfs3.FType
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO:
@@ -433,18 +479,18 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case syscall.S_IFBLK:
 		t = nfs3.TypeBlk
 	case syscall.S_IFREG, 0:
-		e, f, err := n.b.v.Create(n.b.life, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
+		e, f, err := n.b.v.Create(bctx, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
 		if err != nil {
 			return nil, errnoOf(err)
 		}
-		n.b.v.Release(n.b.life, f)
+		n.b.v.Release(bctx, f)
 		return n.child(ctx, e, out), 0
 	default:
 		return nil, syscall.EINVAL
 	}
 	major := (dev >> 8) & 0xfff
 	minor := dev&0xff | (dev>>12)&^0xff
-	e, err := n.b.v.Mknod(n.b.life, n.vi, n.cred(ctx), name, t, mode, major, minor)
+	e, err := n.b.v.Mknod(bctx, n.vi, n.cred(ctx), name, t, mode, major, minor)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -452,7 +498,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, err := n.b.v.Symlink(n.b.life, n.vi, n.cred(ctx), name, target)
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	e, err := n.b.v.Symlink(bctx, n.vi, n.cred(ctx), name, target)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -460,7 +510,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	s, err := n.b.v.Readlink(n.b.life, n.vi, n.cred(ctx))
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	s, err := n.b.v.Readlink(rctx, n.vi, n.cred(ctx))
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -468,11 +520,15 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
 	t := vnode(target.EmbeddedInode())
 	if t == nil {
 		return nil, syscall.EXDEV
 	}
-	e, err := n.b.v.Link(n.b.life, t, n.vi, n.cred(ctx), name)
+	e, err := n.b.v.Link(bctx, t, n.vi, n.cred(ctx), name)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -480,14 +536,26 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return errnoOf(n.b.v.Remove(n.b.life, n.vi, n.cred(ctx), name, vnode(n.GetChild(name))))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(n.b.v.Remove(bctx, n.vi, n.cred(ctx), name, vnode(n.GetChild(name))))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return errnoOf(n.b.v.Rmdir(n.b.life, n.vi, n.cred(ctx), name))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(n.b.v.Rmdir(bctx, n.vi, n.cred(ctx), name))
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
 	to := vnode(newParent.EmbeddedInode())
 	if to == nil {
 		return syscall.EXDEV
@@ -498,11 +566,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	target := vnode(newParent.EmbeddedInode().GetChild(newName))
 	moved := vnode(n.GetChild(name))
-	return errnoOf(n.b.v.Rename(n.b.life, n.vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
+	return errnoOf(n.b.v.Rename(bctx, n.vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	res, err := n.b.v.Statfs(n.b.life, n.cred(ctx))
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	res, err := n.b.v.Statfs(rctx, n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -514,6 +584,8 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 }
 
 func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
 	var want uint32
 	dir := n.vi.Type == nfs3.TypeDir
 	if mask&4 != 0 { // R_OK
@@ -535,7 +607,7 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	if want == 0 {
 		return 0
 	}
-	ok, err := n.b.v.Access(n.b.life, n.vi, n.cred(ctx), want)
+	ok, err := n.b.v.Access(rctx, n.vi, n.cred(ctx), want)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -566,7 +638,9 @@ var (
 )
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ents, cached, err := n.b.v.OpenDirCached(n.b.life, n.vi, n.cred(ctx))
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	ents, cached, err := n.b.v.OpenDirCached(rctx, n.vi, n.cred(ctx))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
@@ -580,6 +654,8 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 }
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
+	rctx, cancel := d.n.b.reqCtx(ctx)
+	defer cancel()
 	if d.loaded {
 		return 0
 	}
@@ -587,7 +663,7 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	if d.kept {
 		read = d.n.b.v.ListedDir // the kernel let go of the listing it was told to keep
 	}
-	ents, err := read(d.n.b.life, d.n.vi, d.n.cred(ctx))
+	ents, err := read(rctx, d.n.vi, d.n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}

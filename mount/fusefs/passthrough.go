@@ -138,6 +138,17 @@ func (r *ptRaw) writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) 
 	r.mu.Lock()
 	r.kill[key] = struct{}{}
 	r.mu.Unlock()
+	// The key is also the write's cancel channel: closed on the kernel's
+	// interrupt, as go-fuse would close the request's (ctx.go).
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // ends with the write (done)
+		select {
+		case <-cancel:
+			close(key)
+		case <-done:
+		}
+	}()
 	n, st := r.RawFileSystem.Writev(key, in, data)
 	r.mu.Lock()
 	delete(r.kill, key)

@@ -22,7 +22,9 @@ var (
 )
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	v, err := n.b.v.GetXattr(n.b.life, n.vi, n.cred(ctx), attr)
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	v, err := n.b.v.GetXattr(rctx, n.vi, n.cred(ctx), attr)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -33,15 +35,25 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return errnoOf(n.b.v.SetXattr(n.b.life, n.vi, n.cred(ctx), attr, data, flags))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(n.b.v.SetXattr(bctx, n.vi, n.cred(ctx), attr, data, flags))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	return errnoOf(n.b.v.RemoveXattr(n.b.life, n.vi, n.cred(ctx), attr))
+	bctx, err := n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(n.b.v.RemoveXattr(bctx, n.vi, n.cred(ctx), attr))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	names, err := n.b.v.ListXattrs(n.b.life, n.vi, n.cred(ctx))
+	rctx, cancel := n.b.reqCtx(ctx)
+	defer cancel()
+	names, err := n.b.v.ListXattrs(rctx, n.vi, n.cred(ctx))
 	if err != nil {
 		return 0, errnoOf(err)
 	}

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"snfs/state"
 	"syscall"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 
 // Callback serves the server's callbacks (client.CallbackHandler): the work
 // first, then the answer.
-func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
+func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
 	i := fs.lookupInode(fh)
@@ -45,7 +46,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	if !held {
 		fs.sn.stats.CallbacksStale.Add(1)
 		fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
-		return snfs1.CBStale
+		return state.Stale
 	}
 	if i != nil {
 		fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
@@ -66,7 +67,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 			i.mu.Lock()
 			i.sn.invals++
 			i.mu.Unlock()
-			return snfs1.CBPinned
+			return state.Pinned
 		}
 		if mode.Invalidates() {
 			// An append into the cache file in progress ends before the
@@ -119,17 +120,17 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 		fs.pinEntered(entering)
 		if entering.holder {
 			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
-			return snfs1.CBPinned
+			return state.Pinned
 		}
 	}
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st
 	}
 	if i == nil {
-		if mode == snfs1.CBRelinquish {
-			return snfs1.CBTreatAsClosed
+		if mode == state.Relinquish {
+			return state.TreatAsClosed
 		}
-		return snfs1.CBOK
+		return state.OK
 	}
 	// No open here, none coming, nothing left to write back: every open the
 	// server may still count for this client is gone (treat as closed). This
@@ -139,16 +140,16 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode,
 	cf = i.cacheFileOrNil()
 	dirty := cf != nil && cf.NeedsWriteBack()
 	i.mu.Lock()
-	idle := i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0 &&
+	idle := i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0 &&
 		i.sn.dc.count() == 0 && !i.w.pending() && !dirty
 	if idle {
 		i.sn.caching = false // used again only after an OPEN
 	}
 	i.mu.Unlock()
 	if idle {
-		return snfs1.CBTreatAsClosed
+		return state.TreatAsClosed
 	}
-	return snfs1.CBOK
+	return state.OK
 }
 
 // linksOf is i's link count as last seen (0 if i is nil).
@@ -165,14 +166,14 @@ func linksOf(i *Inode) uint32 {
 // writing with the protocol.
 func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
 	i := e.Inode
-	_, direct, err := fs.snfsOpenProto(ctx, i, c, snfs1.Write)
+	_, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
 		i.mu.Lock()
 		i.opens--
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags), sn: snfsFile{mode: snfs1.Write, direct: direct}}
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags), sn: snfsFile{mode: state.Write, direct: direct}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}
@@ -237,8 +238,8 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 			continue
 		}
 		i.mu.Lock()
-		r := i.sn.opens[snfs1.Read] + i.sn.dc.n[snfs1.Read]
-		w := i.sn.opens[snfs1.Write] + i.sn.dc.n[snfs1.Write]
+		r := i.sn.opens[state.Read] + i.sn.dc.n[state.Read]
+		w := i.sn.opens[state.Write] + i.sn.dc.n[state.Write]
 		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
 		pinned := i.sn.pt.pinned != nil && i.sn.pt.writers > 0
 		i.mu.Unlock()

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"errors"
+	"snfs/state"
 	"sync"
 	"time"
 
@@ -26,12 +27,12 @@ import (
 
 // delayedOpens is an inode's kept opens; guarded by the Inode's mu.
 type delayedOpens struct {
-	n        [3]int    // kept protocol opens, by snfs1.OpenMode
+	n        [3]int    // kept protocol opens, by state.Mode
 	deadline time.Time // when they are CLOSEd
 	timer    *time.Timer
 }
 
-func (d *delayedOpens) count() int { return d.n[snfs1.Read] + d.n[snfs1.Write] }
+func (d *delayedOpens) count() int { return d.n[state.Read] + d.n[state.Write] }
 
 // delayedSet is the FS's inodes with kept opens.
 type delayedSet struct {
@@ -43,14 +44,14 @@ type delayedSet struct {
 // heldLocked is the number of protocol opens this client holds of i: the
 // applications' and the kept ones.
 func (i *Inode) snfsHeldLocked() int {
-	return i.sn.opens[snfs1.Read] + i.sn.opens[snfs1.Write] + i.sn.dc.count()
+	return i.sn.opens[state.Read] + i.sn.opens[state.Write] + i.sn.dc.count()
 }
 
 // reuseDelayed takes over a kept open of i for an application open of mode,
 // if there is one the mode may use and the file is still cached. It returns
 // the protocol mode of the open taken over and whether the kernel may keep
 // its pages.
-func (fs *FS) reuseDelayed(i *Inode, mode snfs1.OpenMode) (taken snfs1.OpenMode, keep, ok bool) {
+func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, ok bool) {
 	if fs.sn == nil || fs.sn.cfg.CloseDelay <= 0 {
 		return 0, false, false
 	}
@@ -64,8 +65,8 @@ func (fs *FS) reuseDelayed(i *Inode, mode snfs1.OpenMode) (taken snfs1.OpenMode,
 	switch {
 	case i.sn.dc.n[mode] > 0:
 		taken = mode
-	case mode == snfs1.Read && i.sn.dc.n[snfs1.Write] > 0:
-		taken = snfs1.Write
+	case mode == state.Read && i.sn.dc.n[state.Write] > 0:
+		taken = state.Write
 	default:
 		i.mu.Unlock()
 		return 0, false, false
@@ -99,7 +100,7 @@ func (s *delayedSet) remove(i *Inode) {
 // instead of CLOSEing it, when delayed close is on, the file is cached here
 // and no application has it open. Called with i.sn.openMu held; the release's
 // counts are already decremented.
-func (fs *FS) delayClose(i *Inode, mode snfs1.OpenMode) bool {
+func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
 	d := fs.sn.cfg.CloseDelay
 	if d <= 0 {
 		return false
@@ -169,7 +170,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	if !dirty {
 		fs.recordWrittenBack()
 	}
-	for _, m := range []snfs1.OpenMode{snfs1.Read, snfs1.Write} {
+	for _, m := range []state.Mode{state.Read, state.Write} {
 		for range n[m] {
 			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 				fs.log.Warn("delayed CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -215,12 +216,12 @@ func (fs *FS) closeAllDelayed() {
 // only kept opens hold: everything is written back, the kept opens are
 // forgotten (the server treats them as closed) and caching stops. ok is
 // false when the callback is not for such a file.
-func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackStatus, ok bool) {
+func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, ok bool) {
 	if i == nil {
 		return 0, false
 	}
 	i.mu.Lock()
-	only := i.sn.dc.count() > 0 && i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] == 0 && i.sn.opening == 0
+	only := i.sn.dc.count() > 0 && i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0
 	i.mu.Unlock()
 	if !only {
 		return 0, false
@@ -245,7 +246,7 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackS
 	}
 	i.mu.Lock()
 	// Checked again: an application open may have taken a kept open over.
-	if i.sn.dc.count() == 0 || i.sn.opens[snfs1.Read]+i.sn.opens[snfs1.Write] != 0 || i.sn.opening != 0 {
+	if i.sn.dc.count() == 0 || i.sn.opens[state.Read]+i.sn.opens[state.Write] != 0 || i.sn.opening != 0 {
 		i.mu.Unlock()
 		return 0, false
 	}
@@ -260,5 +261,5 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st snfs1.CallbackS
 	fs.sn.delayed.remove(i)
 	fs.sn.stats.TreatedAsClosed.Add(1)
 	fs.notifyAttr(i)
-	return snfs1.CBTreatAsClosed, true
+	return state.TreatAsClosed, true
 }

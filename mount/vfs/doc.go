@@ -26,6 +26,13 @@
 //     (pre, post) pairs are chained), so the client's own writes do not
 //     invalidate its own cached data at the next open.
 //   - NFS3ERR_JUKEBOX is retried with back-off until the context ends.
+//   - A context that ends (the FUSE request was interrupted) leaves nothing
+//     half applied in Read and Write: a READ installs nothing, a flush
+//     cancelled keeps its data dirty, a write waiting for a flush takes none
+//     of its data (file.go, buffered), a write-through takes its data and
+//     then finishes without the cancellation (snfsio.go). Calls that change
+//     the server's state get a context that is not cancelled halfway
+//     (mount/fusefs, ctx.go).
 //   - Listings use READDIRPLUS (READDIR if the server does not support it),
 //     and their attributes and handles answer the kernel's lookups.
 //   - O_APPEND writes are placed by the mount (append.go): at the size last

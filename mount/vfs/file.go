@@ -213,15 +213,17 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 // the file's size as this client knows it (the server's last reported size
 // with this client's unwritten data applied), decided under the same lock
 // as the write; it returns where the data went.
+//
+// When the file's dirty data has reached the limit, it is sent first, before
+// this write's data is taken: a flush that ctx cancels (the application got
+// a signal: a FUSE interrupt) then returns the error with none of this
+// write's data taken, so a write that reports EINTR wrote nothing (the data
+// sent but not acknowledged stays dirty, the flush's own rule). Taking the
+// data first and flushing after would leave an interrupted write's data
+// queued for the server while the application was told it failed.
 func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, atEnd bool) (uint64, int, error) {
 	i := f.i
 	i.mu.Lock()
-	if atEnd {
-		off = i.reportLocked().Size
-	}
-	i.w.dirty.write(off, data)
-	i.w.cred = f.cred
-	i.w.mtime = time.Now()
 	dirty := i.w.dirty.bytes()
 	unstable := 0
 	for _, s := range i.w.unstable {
@@ -235,6 +237,17 @@ func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, at
 			return off, 0, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return off, 0, err // interrupted: nothing taken
+	}
+	i.mu.Lock()
+	if atEnd {
+		off = i.reportLocked().Size
+	}
+	i.w.dirty.write(off, data)
+	i.w.cred = f.cred
+	i.w.mtime = time.Now()
+	i.mu.Unlock()
 	return off, len(data), nil
 }
 

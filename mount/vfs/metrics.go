@@ -1,10 +1,9 @@
 package vfs
 
 import (
+	"snfs/state"
 	"sync/atomic"
 	"time"
-
-	"snfs/snfs1"
 )
 
 // cacheStats are the snfs-mode counters behind the mount's metrics that
@@ -24,12 +23,12 @@ type cacheStats struct {
 	// XattrHits counts the extended-attribute reads (GetXattr, ListXattrs)
 	// served from the cache of a cached file (xattr.go).
 	XattrHits atomic.Uint64
-	callbacks [snfs1.CBRelinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
+	callbacks [state.Relinquish + 1]atomic.Uint64 // by mode; 0: unknown modes
 }
 
 // callback counts one callback of mode.
-func (c *cacheStats) callback(mode snfs1.CallbackMode) {
-	if mode > snfs1.CBRelinquish {
+func (c *cacheStats) callback(mode state.CallbackMode) {
+	if mode > state.Relinquish {
 		mode = 0
 	}
 	c.callbacks[mode].Add(1)
@@ -45,11 +44,11 @@ func (c *cacheStats) cacheRead(try, n int) {
 }
 
 // CallbackModes lists the callback modes counted (CallbacksByMode's keys).
-var CallbackModes = []snfs1.CallbackMode{snfs1.CBWriteback, snfs1.CBInvalidate, snfs1.CBWritebackInvalidate, snfs1.CBRelinquish}
+var CallbackModes = []state.CallbackMode{state.Writeback, state.Invalidate, state.WritebackInvalidate, state.Relinquish}
 
 // CallbacksByMode returns the callbacks received with mode.
-func (c *cacheStats) CallbacksByMode(mode snfs1.CallbackMode) uint64 {
-	if mode > snfs1.CBRelinquish {
+func (c *cacheStats) CallbacksByMode(mode state.CallbackMode) uint64 {
+	if mode > state.Relinquish {
 		mode = 0
 	}
 	return c.callbacks[mode].Load()

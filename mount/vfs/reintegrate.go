@@ -9,12 +9,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"snfs/state"
 	"strings"
 	"time"
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
-	"snfs/snfs1"
 )
 
 // Reintegration (Coda's, docs/mount.md "Recovery"): dirty data this client
@@ -219,7 +219,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		return nil // another reintegration (or a write-back) did it
 	}
 	start := fs.attrStart()
-	ok, err := fs.sn.sess.Open(ctx, fh, snfs1.Write)
+	ok, err := fs.sn.sess.Open(ctx, fh, state.Write)
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, Cred{}, 0o644); cerr != nil {
@@ -236,7 +236,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		if !dirty {
 			fs.recordWrittenBack()
 		}
-		if _, err := fs.sn.sess.Close(ctx, fh, snfs1.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
+		if _, err := fs.sn.sess.Close(ctx, fh, state.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
 			fs.log.Warn("reintegration CLOSE", "path", fs.pathOfFH(fh, cf), "err", err)
 		}
 	}

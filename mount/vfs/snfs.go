@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"snfs/state"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,7 +160,7 @@ type snfsInode struct {
 	caching bool           // the latest OPEN allowed caching and no callback took it away
 	version uint64         // cache_version of the latest OPEN
 	kernVer uint64         // version the kernel's pages belong to; 0: none valid
-	opens   [3]int         // protocol opens held, by snfs1.OpenMode
+	opens   [3]int         // protocol opens held, by state.Mode
 	opening int            // OPENs in flight
 	mtime   time.Time      // last local write while caching
 	cred    Cred           // the last writer: write-back is done as it
@@ -190,7 +191,7 @@ type snfsInode struct {
 
 // snfsFile is an open's snfs-mode state.
 type snfsFile struct {
-	mode     snfs1.OpenMode // 0: not an snfs open
+	mode     state.Mode     // 0: not an snfs open
 	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
 	cachedIO bool           // counted in passthroughState.cached
 	appendIO bool           // counted in passthroughState.appenders
@@ -350,7 +351,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 		return
 	}
 	fs.recordWrittenBack()
-	if _, err := fs.sn.sess.Close(ctx, i.FH, snfs1.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+	if _, err := fs.sn.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }

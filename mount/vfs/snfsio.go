@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"snfs/state"
 	"syscall"
 	"time"
 
@@ -16,11 +17,11 @@ import (
 // snfs mode data path: open, read, write, flush, fsync, release and
 // truncate of files cached in the cache directory or written through.
 
-func openModeOf(flags int) snfs1.OpenMode {
+func openModeOf(flags int) state.Mode {
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		return snfs1.Read
+		return state.Read
 	}
-	return snfs1.Write
+	return state.Write
 }
 
 // snfsOpen is Open in snfs mode.
@@ -47,7 +48,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == snfs1.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
 	if flags&syscall.O_TRUNC != 0 {
 		fs.whileCaching(i, func() error {
 			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
@@ -65,7 +66,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 
 // snfsOpenProto sends the OPEN and applies its answer: the version rule to
 // the cache directory and the kernel's pages, caching or write-through.
-func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode snfs1.OpenMode) (keep, direct bool, err error) {
+func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
 	i.sn.openMu.Lock()
 	i.mu.Lock()
 	i.sn.opening++
@@ -354,12 +355,21 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	if cached {
 		return n, err
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err // interrupted before any of the data was taken
+	}
 	i.mu.Lock()
 	i.w.dirty.write(off, data)
 	i.w.cred = f.cred
 	i.w.mtime = time.Now()
 	i.mu.Unlock()
-	err = i.flush(ctx, false)
+	// Once taken, the data is sent before the write returns, whatever
+	// interrupts it (ctx's cancellation is dropped, not its values): a
+	// write-through reports done only when the server has the data (other
+	// clients read through), and an interrupted one could only report
+	// EINTR with its data still queued for the server. The call still ends
+	// when the mount closes its client.
+	err = i.flush(context.WithoutCancel(ctx), false)
 	// The cache directory's clean data of the file (from while it was
 	// cached, or written back since caching stopped) is older than this
 	// write, and still labelled with a version the next OPEN may answer as
@@ -551,7 +561,7 @@ func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl t
 	}
 	done, err = fs.whileCaching(i, func() error {
 		i.mu.Lock()
-		writer := i.sn.opens[snfs1.Write] > 0
+		writer := i.sn.opens[state.Write] > 0
 		i.mu.Unlock()
 		if !writer {
 			return errNotLocal

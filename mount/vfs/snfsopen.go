@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"snfs/state"
 	"sync"
 	"time"
 
@@ -182,11 +183,11 @@ func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.Grant
 	}
 }
 
-func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
+func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	select {
 	case <-h.ready:
 		return h.fs.Callback(ctx, fh, mode, attr)
 	case <-ctx.Done():
-		return snfs1.CBStale
+		return state.Stale
 	}
 }
