@@ -26,7 +26,7 @@ func (a *CallbackArgs) Encode(w *xdr.Writer) {
 func (a *CallbackArgs) Decode(r *xdr.Reader) error {
 	a.File = append(nfs3.FH(nil), nfs3.DecodeFH(r)...)
 	a.Mode = CallbackMode(r.Uint32())
-	if r.Err() == nil && (a.Mode < CBWriteback || a.Mode > CBRelinquish) {
+	if r.Err() == nil && (a.Mode < CBWriteback || a.Mode > CBRecallLocks) {
 		r.SetErr(fmt.Errorf("snfs1: callback mode %d", a.Mode))
 	}
 	a.Attr = nfs3.DecodePostOpAttr(r)

@@ -49,6 +49,7 @@ func TestDocNumbers(t *testing.T) {
 		"OPEN_READ":        uint64(Read), "OPEN_WRITE": uint64(Write),
 		"CB_WRITEBACK": uint64(CBWriteback), "CB_INVALIDATE": uint64(CBInvalidate),
 		"CB_WRITEBACK_INVALIDATE": uint64(CBWritebackInvalidate), "CB_RELINQUISH": uint64(CBRelinquish),
+		"CB_RECALL_LOCKS": uint64(CBRecallLocks),
 		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
 		"ALLOC_ALLOCATE": uint64(Allocate), "ALLOC_KEEP_SIZE": uint64(AllocateKeepSize), "ALLOC_DEALLOCATE": uint64(Deallocate),
 		"SNFS_XATTR_NAMEMAX": XattrNameMax, "SNFS_XATTR_SIZEMAX": XattrSizeMax, "SNFS_XATTR_LISTMAX": XattrListMax,

@@ -138,6 +138,10 @@ type LockRes struct {
 	Status Status
 	Stat   LockStat   // when OK
 	Holder LockHolder // when OK and LOCK_DENIED
+	// Delegated, when OK and LOCK_GRANTED: the client may serve this file's
+	// locks itself until CB_CALLBACK with CB_RECALL_LOCKS (docs/protocol.md,
+	// "Lock delegation"). Always FALSE from LOCKT.
+	Delegated bool
 }
 
 // SetStatus sets the status of a failure result.
@@ -148,8 +152,11 @@ func (x *LockRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))
 	if x.Status == 0 {
 		w.Uint32(uint32(x.Stat))
-		if x.Stat == LockDenied {
+		switch x.Stat {
+		case LockDenied:
 			x.Holder.encode(w)
+		case LockGranted:
+			w.Bool(x.Delegated)
 		}
 	}
 }
@@ -161,8 +168,11 @@ func (x *LockRes) Decode(r *xdr.Reader) error {
 		if r.Err() == nil && x.Stat > LockNoLocks {
 			r.SetErr(fmt.Errorf("snfs1: lock status %d", x.Stat))
 		}
-		if x.Stat == LockDenied {
+		switch x.Stat {
+		case LockDenied:
 			x.Holder.decode(r)
+		case LockGranted:
+			x.Delegated = r.Bool()
 		}
 	}
 	return r.Err()

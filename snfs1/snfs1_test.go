@@ -93,6 +93,7 @@ func roundTrips() map[string]struct {
 		"CallbackArgs/invalidate":   {&CallbackArgs{File: testFH, Mode: CBInvalidate}, cbA},
 		"CallbackArgs/wb+inval":     {&CallbackArgs{File: testFH, Mode: CBWritebackInvalidate, Attr: testAttr}, cbA},
 		"CallbackArgs/relinquish":   {&CallbackArgs{File: testFH, Mode: CBRelinquish}, cbA},
+		"CallbackArgs/recall locks": {&CallbackArgs{File: testFH, Mode: CBRecallLocks}, cbA},
 		"CallbackRes/ok":            {&CallbackRes{Status: CBOK}, cbR},
 		"CallbackRes/treat closed":  {&CallbackRes{Status: CBTreatAsClosed}, cbR},
 		"CallbackRes/stale":         {&CallbackRes{Status: CBStale}, cbR},
@@ -375,7 +376,7 @@ func TestDecodeBounds(t *testing.T) {
 		in   []byte
 	}{"AllocateArgs/handle longer than FHSize", func() codec { return new(AllocateArgs) },
 		w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(Allocate)); w.Uint64(0); w.Uint64(1) })})
-	for _, m := range []uint32{0, 5, 0xffffffff} {
+	for _, m := range []uint32{0, 6, 0xffffffff} {
 		cases = append(cases, struct {
 			name string
 			new  func() codec
@@ -441,6 +442,7 @@ func TestModeHelpers(t *testing.T) {
 		{CBInvalidate, false, true, "INVALIDATE"},
 		{CBWritebackInvalidate, true, true, "WRITEBACK_INVALIDATE"},
 		{CBRelinquish, true, false, "RELINQUISH"},
+		{CBRecallLocks, false, false, "RECALL_LOCKS"},
 	} {
 		if c.m.WritesBack() != c.wb || c.m.Invalidates() != c.inval || c.m.String() != c.name {
 			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint32(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())

@@ -143,6 +143,9 @@ const (
 	CBInvalidate          CallbackMode = 2
 	CBWritebackInvalidate CallbackMode = 3
 	CBRelinquish          CallbackMode = 4
+	// CBRecallLocks: give back a lock delegation (docs/protocol.md, "Lock
+	// delegation"): send the locks held locally as LOCKs, then answer.
+	CBRecallLocks CallbackMode = 5
 )
 
 func (m CallbackMode) String() string {
@@ -155,12 +158,14 @@ func (m CallbackMode) String() string {
 		return "WRITEBACK_INVALIDATE"
 	case CBRelinquish:
 		return "RELINQUISH"
+	case CBRecallLocks:
+		return "RECALL_LOCKS"
 	}
 	return fmt.Sprintf("cbmode1(%d)", uint32(m))
 }
 
 // WritesBack reports whether the mode asks for dirty data to be written back.
-func (m CallbackMode) WritesBack() bool { return m != CBInvalidate }
+func (m CallbackMode) WritesBack() bool { return m != CBInvalidate && m != CBRecallLocks }
 
 // Invalidates reports whether the mode asks the client to drop its cached data
 // and stop caching.
