@@ -29,7 +29,7 @@ func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Lock
 	s.syncLockGrace()
 	k := lockmgr.FileKey(a.File)
 	var g grant
-	if !a.Reclaim {
+	if a.Delegate && !a.Reclaim {
 		g = s.delegs.prepare(k, mid, a.File) // lock delegation (lockdeleg.go)
 	}
 	lr := s.locks.Lock(lockmgr.LockArgs{File: k, Owner: snfsOwner(mid, a.Owner),

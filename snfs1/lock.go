@@ -105,6 +105,10 @@ type LockArgs struct {
 	Length  uint64
 	Block   bool // wait: answered LOCK_BLOCKED, granted by CB_GRANTED
 	Reclaim bool // reserved for reclaims in the grace period
+	// Delegate: the client asks for the file's lock delegation with this
+	// lock (docs/protocol.md, "Lock delegation"): it sends it only with no
+	// other lock request of the file in flight or waiting.
+	Delegate bool
 }
 
 // Encode implements xdr.Encoder.
@@ -117,6 +121,7 @@ func (a *LockArgs) Encode(w *xdr.Writer) {
 	w.Uint64(a.Length)
 	w.Bool(a.Block)
 	w.Bool(a.Reclaim)
+	w.Bool(a.Delegate)
 }
 
 // Decode implements xdr.Decoder.
@@ -129,6 +134,7 @@ func (a *LockArgs) Decode(r *xdr.Reader) error {
 	a.Length = r.Uint64()
 	a.Block = r.Bool()
 	a.Reclaim = r.Bool()
+	a.Delegate = r.Bool()
 	return r.Err()
 }
 

@@ -20,6 +20,9 @@ import (
 func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode snfs1.CallbackMode, attr *nfs3.Fattr) snfs1.CallbackStatus {
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
+	if mode == snfs1.CBRecallLocks {
+		return fs.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+	}
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {

@@ -51,6 +51,16 @@ type locks struct {
 	mu      sync.Mutex
 	waiting map[waitKey][]*lockWait    // guarded by mu
 	owners  map[*Inode]map[uint64]bool // guarded by mu
+	// Lock delegation (lockdeleg.go), guarded by mu: the delegated files,
+	// the lock requests of each file at the server, whether one of them asks
+	// for the delegation, and cond (on mu), broadcast when an asking request
+	// or a recall ends.
+	delegs   map[*Inode]*inodeDeleg
+	inflight map[*Inode]int
+	asking   map[*Inode]bool
+	cond     *sync.Cond
+	// delegOff: never ask for delegations (the mount's option).
+	delegOff bool
 	// held: the descriptors that took locks (locklost.go); guarded by mu.
 	held  map[*File]*heldLocks
 	nheld atomic.Int64 // len(held), read without mu by every read and write
@@ -89,6 +99,9 @@ func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, 
 	}
 	if fs.sn == nil {
 		return nil, syscall.ENOSYS
+	}
+	if h, ok := fs.delegGetlk(i, owner, kind, off, n); ok {
+		return h, nil
 	}
 	var res *snfs1.LockRes
 	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
@@ -132,6 +145,23 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		return syscall.ENOSYS
 	}
 	i := f.i
+	l := &fs.sn.locks
+	var ask bool
+	for {
+		handled, err := fs.delegSetlk(ctx, f, owner, kind, off, n, wait)
+		if handled {
+			return err
+		}
+		l.mu.Lock()
+		if l.delegWaitLocked(i) == nil {
+			ask = l.serverBegin(i, kind != Unlock && !l.delegOff)
+			l.mu.Unlock()
+			break
+		}
+		l.mu.Unlock()
+	}
+	delegated := false
+	defer func() { fs.serverEnd(i, ask, delegated, owner, kind, off, n) }()
 	if err := fs.Fsync(ctx, f); err != nil {
 		return err
 	}
@@ -162,7 +192,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	for try := 0; try < 2; try++ {
 		err = graceRetry(ctx, func() (snfs1.LockStat, error) {
 			var err error
-			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait, Delegate: ask})
 			if err != nil {
 				return 0, err
 			}
@@ -180,6 +210,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	}
 	switch res.Stat {
 	case snfs1.LockGranted:
+		delegated = ask && res.Delegated
 		fs.noteHeld(f, owner)
 		fs.lockGranted(i)
 		return nil
@@ -268,6 +299,9 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	if !fs.sn.locks.hasOwner(i, owner) {
 		return nil
 	}
+	if fs.delegUnlockOwner(i, owner) {
+		return nil // the owner stays known: a recall unlocks what the server held for it
+	}
 	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
 	if errors.Is(err, snfs1.ErrFenced) {
 		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
@@ -298,6 +332,10 @@ func (fs *FS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedSt
 func (l *locks) noteOwner(i *Inode, owner uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.noteOwnerLocked(i, owner)
+}
+
+func (l *locks) noteOwnerLocked(i *Inode, owner uint64) {
 	if l.owners == nil {
 		l.owners = map[*Inode]map[uint64]bool{}
 	}

@@ -90,6 +90,7 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // would wait for it.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 	l := &fs.sn.locks
+	l.dropDelegs(verf)
 	var inodes []*Inode
 	l.mu.Lock()
 	for f, h := range l.held {
