@@ -160,8 +160,13 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		}
 		l.mu.Unlock()
 	}
-	delegated := false
-	defer func() { fs.serverEnd(i, ask, delegated, owner, kind, off, n) }()
+	// The request is at the server until its answer (not while a blocked
+	// one waits for CB_GRANTED).
+	var endOnce sync.Once
+	end := func(delegated bool) {
+		endOnce.Do(func() { fs.serverEnd(i, ask, delegated, owner, kind, off, n) })
+	}
+	defer end(false)
 	if err := fs.Fsync(ctx, f); err != nil {
 		return err
 	}
@@ -208,9 +213,9 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	if err != nil {
 		return lockCallErr(err)
 	}
+	end(ask && res.Stat == snfs1.LockGranted && res.Delegated)
 	switch res.Stat {
 	case snfs1.LockGranted:
-		delegated = ask && res.Delegated
 		fs.noteHeld(f, owner)
 		fs.lockGranted(i)
 		return nil

@@ -329,22 +329,12 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 		owners[o] = true
 		byOwner[o] = append(byOwner[o], h)
 	}
-	lost := false
+	// First what the owners no longer hold goes (what the server held for
+	// them when the delegation came), then what they hold is taken: the
+	// other way round an owner's new lock could meet another owner's old
+	// one. Nobody else can take a lock of the file meanwhile: the server
+	// holds every other request about it until this callback is answered.
 	for o := range owners {
-		for _, h := range byOwner[o] {
-			typ := snfs1.LockRead
-			if h.Type == lockmgr.Write {
-				typ = snfs1.LockWrite
-			}
-			res, err := fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: o, Type: typ,
-				Offset: h.Range.Offset(), Length: h.Range.Length()})
-			if err != nil || res.Stat != snfs1.LockGranted {
-				fs.log.Warn("lock delegation recall: a lock could not be handed back", "fileid", i.FileID, "err", err)
-				lost = true
-			}
-		}
-		// The ranges o does not hold: what the server held for it when the
-		// delegation came goes.
 		var start uint64
 		gaps := [][2]uint64{}
 		toEnd := false
@@ -366,6 +356,19 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 				!errors.Is(err, nfs3.ErrStale) {
 				fs.log.Warn("lock delegation recall: an unlock failed", "fileid", i.FileID, "err", err)
 			}
+		}
+	}
+	lost := false
+	for _, h := range held {
+		typ := snfs1.LockRead
+		if h.Type == lockmgr.Write {
+			typ = snfs1.LockWrite
+		}
+		res, err := fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: ownerOf(h.Owner), Type: typ,
+			Offset: h.Range.Offset(), Length: h.Range.Length()})
+		if err != nil || res.Stat != snfs1.LockGranted {
+			fs.log.Warn("lock delegation recall: a lock could not be handed back", "fileid", i.FileID, "err", err)
+			lost = true
 		}
 	}
 	l.mu.Lock()
