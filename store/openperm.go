@@ -67,6 +67,7 @@ func (s *Store) NewOpenGate(onOpen func(fh []byte, allow func())) (*OpenGate, er
 		unix.Close(g.fan)
 		return nil, fmt.Errorf("%w: eventfd: %w", ErrNoOpenGate, err)
 	}
+	s.gated.Add(1)
 	go g.loop()
 	return g, nil
 }
@@ -140,6 +141,7 @@ func (g *OpenGate) Close() {
 	g.mu.Unlock()
 	unix.Close(g.fan)
 	unix.Close(g.stop)
+	g.s.gated.Add(-1)
 }
 
 func (g *OpenGate) loop() {

@@ -47,6 +47,10 @@ const (
 
 // Store resolves handles and performs file operations. Safe for concurrent use.
 type Store struct {
+	// gated: an open gate (openperm.go) is live: an open of a regular file
+	// may wait for its FAN_OPEN_PERM answer, which a raw system call (no
+	// entersyscall) would wait for with the scheduler unable to stop it.
+	gated atomic.Int32
 	key   []byte    // HMAC key for handles
 	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
