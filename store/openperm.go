@@ -40,8 +40,9 @@ type OpenGate struct {
 	buf    []byte
 	done   chan struct{}
 
-	mu     sync.Mutex
-	marked map[devIno]*gateMark // guarded by mu
+	mu         sync.Mutex
+	marked     map[devIno]*gateMark // guarded by mu
+	markedKeys map[string]int       // by the store's kernel key; guarded by mu
 }
 
 type devIno struct{ dev, ino uint64 }
@@ -57,7 +58,7 @@ type gateMark struct {
 // goroutine, without blocking the caller (the gate's goroutine).
 func (s *Store) NewOpenGate(onOpen func(fh []byte, allow func())) (*OpenGate, error) {
 	g := &OpenGate{s: s, fan: -1, stop: -1, onOpen: onOpen, self: int32(os.Getpid()), buf: make([]byte, 4096),
-		done: make(chan struct{}), marked: map[devIno]*gateMark{}}
+		done: make(chan struct{}), marked: map[devIno]*gateMark{}, markedKeys: map[string]int{}}
 	var err error
 	if g.fan, err = unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK,
 		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC); err != nil {
@@ -68,6 +69,7 @@ func (s *Store) NewOpenGate(onOpen func(fh []byte, allow func())) (*OpenGate, er
 		return nil, fmt.Errorf("%w: eventfd: %w", ErrNoOpenGate, err)
 	}
 	s.gated.Add(1)
+	s.gate.Store(g)
 	go g.loop()
 	return g, nil
 }
@@ -105,11 +107,26 @@ func (g *OpenGate) Mark(fh []byte) error {
 		return fmt.Errorf("%w: fanotify_mark: %w", ErrNoOpenGate, err)
 	}
 	g.marked[k] = &gateMark{fh: append([]byte(nil), fh...), n: n, count: 1}
+	g.markedKeys[n.Key()]++
+	// A kernel lease on the file (the consistency protocol's) would be broken
+	// by the gate's own event descriptors: the gate stands in for it.
+	g.s.leases.makeVirtual(n.Key())
 	return nil
 }
 
 // Unmark ends one Mark of fh.
 func (g *OpenGate) Unmark(fh []byte) {
+	if broken := g.unmark(fh); broken != nil {
+		// Opened elsewhere while the gate stood in for the lease: as a break.
+		if fn := g.s.leases.onBreak.Load(); fn != nil {
+			(*fn)(broken, true)
+		} else {
+			g.s.Unlease(broken)
+		}
+	}
+}
+
+func (g *OpenGate) unmark(fh []byte) (broken []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for k, m := range g.marked {
@@ -117,13 +134,22 @@ func (g *OpenGate) Unmark(fh []byte) {
 			continue
 		}
 		if m.count--; m.count > 0 {
-			return
+			return nil
 		}
+		key := m.n.Key()
+		if g.markedKeys[key]--; g.markedKeys[key] <= 0 {
+			delete(g.markedKeys, key)
+		}
+		b, isBroken := g.s.leases.makeReal(key)
 		unix.FanotifyMark(g.fan, unix.FAN_MARK_REMOVE, unix.FAN_OPEN_PERM, m.n.io(), "")
 		m.n.Release()
 		delete(g.marked, k)
-		return
+		if isBroken {
+			return b
+		}
+		return nil
 	}
+	return nil
 }
 
 // Close stops the gate: its marks go, and the opens it still holds are
@@ -141,6 +167,7 @@ func (g *OpenGate) Close() {
 	g.mu.Unlock()
 	unix.Close(g.fan)
 	unix.Close(g.stop)
+	g.s.gate.Store(nil)
 	g.s.gated.Add(-1)
 }
 
@@ -192,12 +219,13 @@ func (g *OpenGate) handle(m unix.FanotifyEventMetadata) {
 		return
 	}
 	var fh []byte
+	var key string
 	if m.Pid != g.self {
 		var st unix.Stat_t
 		if unix.Fstat(int(m.Fd), &st) == nil {
 			g.mu.Lock()
 			if mk := g.marked[devIno{st.Dev, st.Ino}]; mk != nil {
-				fh = mk.fh
+				fh, key = mk.fh, mk.n.Key()
 			}
 			g.mu.Unlock()
 		}
@@ -212,7 +240,15 @@ func (g *OpenGate) handle(m unix.FanotifyEventMetadata) {
 		return
 	}
 	var once sync.Once
-	g.onOpen(fh, func() { once.Do(allow) })
+	g.onOpen(fh, func() {
+		once.Do(func() {
+			// Then the lease the gate stands in for: the open waits for the
+			// clients' write-back as with a kernel lease.
+			if !g.s.virtualBreak(key, allow) {
+				allow()
+			}
+		})
+	})
 }
 
 // OpenElsewhere reports whether the regular file fh names is open other than
@@ -235,7 +271,7 @@ func (s *Store) OpenElsewhere(fh []byte) (bool, error) {
 	l := &s.leases
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls := l.held[n.Key()]; ls != nil {
+	if ls := l.held[n.Key()]; ls != nil && !ls.virtual {
 		return ls.breaking, nil
 	}
 	fd := uintptr(n.io())

@@ -51,6 +51,7 @@ type Store struct {
 	// may wait for its FAN_OPEN_PERM answer, which a raw system call (no
 	// entersyscall) would wait for with the scheduler unable to stop it.
 	gated atomic.Int32
+	gate  atomic.Pointer[OpenGate] // the live open gate, if any
 	key   []byte    // HMAC key for handles
 	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
