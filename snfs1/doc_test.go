@@ -50,7 +50,7 @@ func TestDocNumbers(t *testing.T) {
 		"CB_WRITEBACK": uint64(CBWriteback), "CB_INVALIDATE": uint64(CBInvalidate),
 		"CB_WRITEBACK_INVALIDATE": uint64(CBWritebackInvalidate), "CB_RELINQUISH": uint64(CBRelinquish),
 		"CB_RECALL_LOCKS": uint64(CBRecallLocks),
-		"CB_OK": uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
+		"CB_OK":           uint64(CBOK), "CB_TREAT_AS_CLOSED": uint64(CBTreatAsClosed), "CB_STALE": uint64(CBStale),
 		"ALLOC_ALLOCATE": uint64(Allocate), "ALLOC_KEEP_SIZE": uint64(AllocateKeepSize), "ALLOC_DEALLOCATE": uint64(Deallocate),
 		"SNFS_XATTR_NAMEMAX": XattrNameMax, "SNFS_XATTR_SIZEMAX": XattrSizeMax, "SNFS_XATTR_LISTMAX": XattrListMax,
 		"SNFS_ERR_NOXATTR": uint64(ErrNoXattr), "SNFS_ERR_XATTR2BIG": uint64(ErrXattr2Big),

@@ -52,8 +52,8 @@ type Store struct {
 	// entersyscall) would wait for with the scheduler unable to stop it.
 	gated atomic.Int32
 	gate  atomic.Pointer[OpenGate] // the live open gate, if any
-	key   []byte    // HMAC key for handles
-	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
+	key   []byte                   // HMAC key for handles
+	macs  sync.Pool                // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
 	// bg does deferred work after the replies (background.go).
 	bg *background
