@@ -329,6 +329,7 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 		owners[o] = true
 		byOwner[o] = append(byOwner[o], h)
 	}
+	fenced := false // the server revoked this client's locks (all of them)
 	// First what the owners no longer hold goes (what the server held for
 	// them when the delegation came), then what they hold is taken: the
 	// other way round an owner's new lock could meet another owner's old
@@ -352,8 +353,10 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 			gaps = append(gaps, [2]uint64{start, 0})
 		}
 		for _, g := range gaps {
-			if err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: o, Offset: g[0], Length: g[1]}); err != nil &&
-				!errors.Is(err, nfs3.ErrStale) {
+			err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: o, Offset: g[0], Length: g[1]})
+			if errors.Is(err, snfs1.ErrFenced) {
+				fenced = true
+			} else if err != nil && !errors.Is(err, nfs3.ErrStale) {
 				fs.log.Warn("lock delegation recall: an unlock failed", "fileid", i.FileID, "err", err)
 			}
 		}
@@ -366,7 +369,9 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 		}
 		res, err := fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: ownerOf(h.Owner), Type: typ,
 			Offset: h.Range.Offset(), Length: h.Range.Length()})
-		if err != nil || res.Stat != snfs1.LockGranted {
+		if errors.Is(err, snfs1.ErrFenced) {
+			fenced = true
+		} else if err != nil || res.Stat != snfs1.LockGranted {
 			fs.log.Warn("lock delegation recall: a lock could not be handed back", "fileid", i.FileID, "err", err)
 			lost = true
 		}
@@ -379,8 +384,11 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) snfs1.CallbackStatus 
 	close(d.done)
 	l.cond.Broadcast()
 	l.mu.Unlock()
-	if lost {
-		fs.locksLost("a recalled lock delegation's lock was refused", nil, false)
+	switch {
+	case fenced:
+		fs.locksLost("the server revoked this client's locks", nil, false)
+	case lost:
+		fs.inodeLocksLost(i)
 	}
 	return snfs1.CBOK
 }
@@ -404,4 +412,18 @@ func (l *locks) dropDelegs(verf *snfs1.Verifier) {
 	if l.cond != nil {
 		l.cond.Broadcast()
 	}
+}
+
+// inodeLocksLost marks the locks of i's descriptors lost (a recalled lock
+// could not be handed back): their I/O fails with EIO until they unlock.
+func (fs *FS) inodeLocksLost(i *Inode) {
+	l := &fs.sn.locks
+	l.mu.Lock()
+	for f, h := range l.held {
+		if f.i == i {
+			h.lost = true
+		}
+	}
+	l.mu.Unlock()
+	fs.log.Warn("file locks lost: a recalled lock delegation's lock was refused", "fileid", i.FileID)
 }
