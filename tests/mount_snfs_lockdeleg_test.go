@@ -277,6 +277,20 @@ func TestMountSNFSLockDelegation(t *testing.T) {
 	wantNLM(t, "NLM write [3,4), blocking", n.lock(n.lk(fh, 1, 3, 1), true, true, false), nlm4.Blocked)
 	a3.want("unlock 0 0", "ok")
 	h.waitGranted("the NLM waiter after A's unlock")
+
+	// A local process that opened the file before A's lock keeps the
+	// delegation from being granted (it could lock without a new open).
+	os.WriteFile(e.path("pre"), nil, 0o666)
+	p := startLocker(t, "P", e.path("pre"))
+	p.want("open", "ok")
+	a4 := startLocker(t, "A4", a.path("pre"))
+	a4.want("open", "ok")
+	g, r := delegations(a)
+	a4.want("lock w 0 10", "ok")
+	wantDelegations(t, a, g, r)
+	p.want("lock w 5 1", "eagain")
+	a4.want("unlock 0 10", "ok")
+	p.want("lock w 5 1", "ok")
 }
 
 // TestMountSNFSLockDelegationWait: a blocked F_SETLKW is granted when the
