@@ -352,6 +352,30 @@ func TestMountSNFSLockDelegationWait(t *testing.T) {
 	}
 	l.want("lock r 5 1", "eagain")
 	l.want("lock r 6 1", "ok")
+
+	// A process holding a delegated lock is killed: its locks go (FLUSH with
+	// its lock owner, served in the mount).
+	os.WriteFile(e.path("db3"), nil, 0o666)
+	k, k2 := startLocker(t, "K", a.path("db3")), startLocker(t, "K2", a.path("db3"))
+	k.want("open", "ok")
+	k2.want("open", "ok")
+	g, r = delegations(a)
+	k.want("lock w 0 0", "ok")
+	wantDelegations(t, a, g+1, r)
+	k2.want("lock w 0 1", "eagain")
+	k.cmd.Process.Signal(syscall.SIGKILL)
+	k.cmd.Wait()
+	for try := 0; ; try++ {
+		ans := k2.do("lock w 0 1")
+		if ans == "ok" {
+			break
+		}
+		if try == 500 {
+			t.Fatalf("K2 after K was killed: %q", ans)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantDelegations(t, a, g+1, r)
 }
 
 // TestMountSNFSLockDelegationModel: a seeded random sequence of locks,
