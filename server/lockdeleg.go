@@ -215,11 +215,13 @@ func (l *lockDelegs) end(k lockmgr.FileKey, d *lockDeleg) {
 	marked := d.marked
 	d.marked = false
 	l.mu.Unlock()
-	if marked {
-		l.gate.Unmark(d.fh)
-	}
+	// The waiters first: a local open goes on through the lease the gate
+	// stands in for (store.OpenGate) while the mark is still placed.
 	for _, w := range ws {
 		w()
+	}
+	if marked {
+		l.gate.Unmark(d.fh)
 	}
 }
 

@@ -133,6 +133,7 @@ func (l *locker) want(cmd, want string) {
 }
 
 // TestLockDelegLocker is the locker's body. Commands: "open", "close",
+// "write TEXT" (at offset 0), "read N" (from offset 0: the bytes read),
 // "lock r|w START LEN" (F_SETLK: ok or eagain), "wait r|w START LEN"
 // (F_SETLKW), "unlock START LEN", "test r|w START LEN" (F_GETLK: none, or
 // the holder's "r|w START LEN").
@@ -159,6 +160,16 @@ func TestLockDelegLocker(t *testing.T) {
 			f, err = os.OpenFile(path, os.O_RDWR, 0)
 		case "close":
 			err = f.Close()
+		case "write":
+			_, err = f.WriteAt([]byte(w[1]), 0)
+		case "read":
+			b := make([]byte, num(1))
+			var n int
+			n, err = f.ReadAt(b, 0)
+			ans = string(b[:n])
+			if n > 0 {
+				err = nil
+			}
 		case "lock", "wait":
 			fl := unix.Flock_t{Type: typ(), Start: num(2), Len: num(3)}
 			cmd := unix.F_SETLK
@@ -244,10 +255,14 @@ func TestMountSNFSLockDelegation(t *testing.T) {
 	a2.want("lock w 0 10", "ok")
 	a2.want("unlock 0 5", "ok")
 	a2.want("lock r 100 1", "ok")
+	a2.want("write hello", "ok") // cached by A, not yet written back
 	wantDelegations(t, a, 2, 1)
 	l := startLocker(t, "L", e.path("local"))
 	l.want("open", "ok")
 	wantDelegations(t, a, 2, 2)
+	// The open waited for A's write-back too (section 14.1: the gate stands
+	// in for the lease while it holds the file).
+	l.want("read 5", "hello")
 	l.want("lock w 5 1", "eagain")
 	l.want("lock w 100 1", "eagain")
 	l.want("lock r 100 1", "ok")
