@@ -260,8 +260,9 @@ func (l *lockDelegs) prepare(k lockmgr.FileKey, c state.ClientID, fh []byte) gra
 	}
 	l.mu.Lock()
 	if d := l.files[k]; d != nil {
+		stands := d.holder == c && !d.pending && !d.recalling
 		l.mu.Unlock()
-		if d.holder == c && !d.pending && !d.recalling {
+		if stands {
 			return grant{d: d}
 		}
 		return grant{}
