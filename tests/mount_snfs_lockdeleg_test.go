@@ -517,9 +517,36 @@ func TestMountSNFSLockDelegationModel(t *testing.T) {
 		}
 	}
 	g, r := delegations(a)
-	t.Logf("A: %d delegations, %d recalled", g, r)
-	if g == 0 || r == 0 {
-		t.Fatalf("A was granted %d delegations and had %d recalled: the sequence did not exercise them", g, r)
+	t.Logf("A: %d delegations, %d recalled in the sequence", g, r)
+	// Then once for certain: everyone lets go and B and the local process
+	// close; A's lock is delegated once B's close has reached the server (a
+	// bounded wait), and B's open recalls it.
+	wantNLM(t, "final unlock", n.unlock(n.lk(fh, 1, 0, 0)), nlm4.Granted)
+	for _, y := range actors[:4] {
+		if y.name == "B1" || y.name == "L" {
+			if y.open {
+				y.l.want("close", "ok")
+			}
+			continue
+		}
+		y.l.want("unlock 0 0", "ok")
+	}
+	a1, b1 := actors[0].l, actors[2].l
+	for try := 0; ; try++ {
+		a1.want("lock w 0 1", "ok")
+		if g2, _ := delegations(a); g2 > g {
+			break
+		}
+		a1.want("unlock 0 1", "ok")
+		if try == 500 {
+			t.Fatal("A's lock was never delegated with B and the local process gone")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b1.want("open", "ok")
+	b1.want("lock r 0 1", "eagain")
+	if _, r2 := delegations(a); r2 <= r {
+		t.Fatalf("B's open did not recall A's delegation (%d recalls, %d before)", r2, r)
 	}
 }
 
