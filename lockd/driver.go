@@ -248,6 +248,13 @@ func (d *Driver) Holders(k lockmgr.FileKey) []lockmgr.Lock {
 	return d.m.Holders(k)
 }
 
+// Waiters returns the requests waiting on k, in arrival order.
+func (d *Driver) Waiters(k lockmgr.FileKey) []lockmgr.LockArgs {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m.Waiters(k)
+}
+
 // Count returns how many records client c holds (for tests).
 func (d *Driver) Count(c lockmgr.ClientID) int {
 	d.mu.Lock()

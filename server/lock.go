@@ -32,9 +32,15 @@ func (s *Server) lock(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Lock
 		return
 	}
 	s.syncLockGrace()
-	lr := s.locks.Lock(lockmgr.LockArgs{File: lockmgr.FileKey(a.File), Owner: snfsOwner(mid, a.Owner),
+	k := lockmgr.FileKey(a.File)
+	var g grant
+	if a.Delegate && !a.Reclaim {
+		g = s.delegs.prepare(k, mid, a.File) // lock delegation (lockdeleg.go)
+	}
+	lr := s.locks.Lock(lockmgr.LockArgs{File: k, Owner: snfsOwner(mid, a.Owner),
 		Type: lockType(a.Type), Range: lockRange(a.Offset, a.Length), Block: a.Block, Reclaim: a.Reclaim})
 	lockResult(lr, res)
+	res.Delegated = s.delegs.finish(k, mid, g, lr.Verdict == lockmgr.Granted)
 	if (lr.Verdict == lockmgr.Denied && !lr.Local) || lr.Verdict == lockmgr.Blocked {
 		s.probeLockHolders(mid, lockmgr.FileKey(a.File), lockType(a.Type), lockRange(a.Offset, a.Length)) // lock leases (locklease.go)
 	}

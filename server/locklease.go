@@ -76,8 +76,9 @@ func (s *Server) locksRevoked(c state.ClientID) error {
 func (s *Server) lockProbing(c state.ClientID) bool {
 	l := &s.lockLease
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.probing[c]
+	probing := l.probing[c]
+	l.mu.Unlock()
+	return probing || s.delegs.recalling(c) // a lock delegation's recall (lockdeleg.go)
 }
 
 // probeLockHolders probes the snfs clients other than c whose locks on file
@@ -127,9 +128,16 @@ func (s *Server) probeLockHolder(c state.ClientID) {
 		}
 		s.log.Warn("lock holder's callback path is dead past the callback timeout: its locks are revoked",
 			"client", c, "err", err)
-		l.mu.Lock()
-		l.revoked[c] = true
-		l.mu.Unlock()
-		s.locks.ClientGone(lockmgr.ClientID(c))
+		s.revokeLocks(c)
 	}()
+}
+
+// revokeLocks releases every lock and waiting request of client c and
+// fences it for its locks (it is told once).
+func (s *Server) revokeLocks(c state.ClientID) {
+	l := &s.lockLease
+	l.mu.Lock()
+	l.revoked[c] = true
+	l.mu.Unlock()
+	s.locks.ClientGone(lockmgr.ClientID(c))
 }

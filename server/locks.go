@@ -43,6 +43,7 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 	s.lockLease.init()
 	s.consist.OnClientGone(func(c state.ClientID) {
 		s.locks.ClientGone(lockmgr.ClientID(c))
+		s.delegs.clientGone(c)
 		s.lockLease.forget(c)
 	})
 }

@@ -44,6 +44,11 @@ type op[A, R any] struct {
 	// before the handler runs; when protocol clients must be called back first,
 	// the reply is deferred and the handler runs once they have answered.
 	Access func(s *Server, c *sunrpc.Call, r *req, a *A) []fileAccess
+	// Gate, if set (and Access is not), may hold the handler back: it calls
+	// proceed at once or later, from another goroutine (a lock delegation
+	// recalled first: lockdeleg.go); the reply is deferred meanwhile, and
+	// leave runs once the handler has.
+	Gate func(s *Server, c *sunrpc.Call, a *A, proceed func(leave func()))
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer).
 	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
@@ -87,6 +92,9 @@ func nfsProc[A, R any, PA interface {
 				PR(&res).Encode(w)
 				return nil
 			}
+			if o.Gate != nil && o.Access == nil {
+				return gated[A, PA](s, c, w, r, &a, raw, o.Gate, run)
+			}
 			if o.Access == nil || !s.consist.Active() {
 				defer r.release()
 				return run(&a, w)
@@ -118,6 +126,38 @@ func nfsProc[A, R any, PA interface {
 			})
 			return err
 		}}
+}
+
+// gated runs a handler through its op's Gate: now, or once the gate lets it
+// proceed, with the arguments decoded again from a copy of raw.
+func gated[A any, PA interface {
+	*A
+	xdr.Decoder
+}](s *Server, c *sunrpc.Call, w *xdr.Writer, r *req, a *A, raw []byte,
+	gate func(*Server, *sunrpc.Call, *A, func(func())), run func(*A, *xdr.Writer) error) error {
+	var leave func()
+	keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
+	_, err := later(c, w, keep, func(done func(error)) {
+		gate(s, c, a, func(lv func()) {
+			leave = lv
+			done(nil)
+		})
+	}, func(w *xdr.Writer, err error, deferred bool) error {
+		defer r.release()
+		defer leave()
+		switch {
+		case w == nil:
+			return nil
+		case !deferred:
+			return run(a, w)
+		}
+		a2, err := reDecode[A, PA](raw)
+		if err != nil {
+			return sunrpc.ErrGarbageArgs
+		}
+		return run(a2, w)
+	})
+	return err
 }
 
 // encodeFailure encodes R with only its status set, statusOf(err).

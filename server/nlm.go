@@ -214,19 +214,68 @@ func nlmProc[A, R any, PA interface {
 	nlm4.Result
 }](s *Server, name string, msg bool, resProc uint32, h func(c *sunrpc.Call, a *A, res *R)) sunrpc.Proc {
 	return sunrpc.Proc{Name: name, Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+		raw := args.Rest()
 		var a A
 		if PA(&a).Decode(args) != nil {
 			return sunrpc.ErrGarbageArgs
 		}
-		var res R
-		h(c, &a, &res)
-		if !msg {
-			PR(&res).Encode(w)
+		run := func(a *A, w *xdr.Writer) error {
+			var res R
+			h(c, a, &res)
+			if !msg {
+				PR(&res).Encode(w)
+				return nil
+			}
+			s.nlm.callBack(c, resProc, PR(&res))
 			return nil
 		}
-		s.nlm.callBack(c, resProc, PR(&res))
-		return nil
+		fh, ok := nlmFHOf(&a)
+		if !ok || !s.delegs.on() {
+			return run(&a, w)
+		}
+		// Every NLM request about a delegated file recalls the delegation
+		// first (lockdeleg.go); the reply is deferred meanwhile.
+		k := lockmgr.FileKey(fh)
+		var leave func()
+		keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
+		_, err := later(c, w, keep, func(done func(error)) {
+			s.delegs.admit(k, 0, func(lv func()) {
+				leave = lv
+				done(nil)
+			})
+		}, func(w *xdr.Writer, err error, deferred bool) error {
+			defer leave()
+			switch {
+			case w == nil:
+				return nil
+			case !deferred:
+				return run(&a, w)
+			}
+			a2, err := reDecode[A, PA](raw)
+			if err != nil {
+				return sunrpc.ErrGarbageArgs
+			}
+			return run(a2, w)
+		})
+		return err
 	}}
+}
+
+// nlmFHOf is the file an NLM request is about.
+func nlmFHOf(a any) (nfs3.FH, bool) {
+	switch a := a.(type) {
+	case *nlm4.TestArgs:
+		return a.Lock.FH, true
+	case *nlm4.LockArgs:
+		return a.Lock.FH, true
+	case *nlm4.CancArgs:
+		return a.Lock.FH, true
+	case *nlm4.UnlockArgs:
+		return a.Lock.FH, true
+	case *nlm4.ShareArgs:
+		return a.Share.FH, true
+	}
+	return nil, false
 }
 
 // nlmProgram is the NLM v4 procedure table (RFC 1813 Appendix II; XNFS

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"snfs/lockmgr"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
@@ -46,9 +47,14 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 	s.store.DrainChanges()
 	change := s.changeAttr(r, fh)
 	_, err := later(c, w, nil, func(done func(error)) {
-		s.consist.Open(mid, fh, mode, change, func(rep state.OpenReply, err error) {
-			reply = rep
-			done(err)
+		// Another client's lock delegation of the file is recalled first
+		// (lockdeleg.go).
+		s.delegs.admit(lockmgr.FileKey(fh), mid, func(leave func()) {
+			s.consist.Open(mid, fh, mode, change, func(rep state.OpenReply, err error) {
+				reply = rep
+				leave()
+				done(err)
+			})
 		})
 	}, func(w *xdr.Writer, err error, deferred bool) error {
 		switch {

@@ -48,6 +48,10 @@ type Config struct {
 	// MaxLocksPerClient bounds each client's lock records (lockmgr.Config);
 	// 0: the lock manager's default.
 	MaxLocksPerClient int
+	// LockDelegation lets the one snfs client using a file serve its locks
+	// itself until another user comes (docs/protocol.md, "Lock
+	// delegation"). Needs root (fanotify permission events); off by default.
+	LockDelegation bool
 
 	// SpinPoll is sunrpc.Server.SpinPoll: how long a busy TCP connection polls
 	// for its next call before parking (0: the default, negative: never).
@@ -105,7 +109,8 @@ type Server struct {
 	locks   *lockd.Driver   // the lock manager (locks.go)
 	nlm     *nlmService     // NLM and NSM (nlm.go, nsm.go)
 
-	lockLease lockLease // probes of lock holders, revoked clients (locklease.go)
+	lockLease lockLease  // probes of lock holders, revoked clients (locklease.go)
+	delegs    lockDelegs // lock delegations (lockdeleg.go)
 
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
 
@@ -179,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.newLocks(cfg, cc.Grace)
+	s.newLockDelegs(cfg.LockDelegation)
 	drc, err := s.openReplies(cfg)
 	if err != nil {
 		s.locks.Stop()
@@ -297,6 +303,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.nlm.stop()
 	s.lockLease.stop()
+	s.delegs.stop()
 	s.locks.Stop()
 	s.consist.Stop()
 	for _, e := range s.table().list {

@@ -3,6 +3,7 @@ package server
 import (
 	"syscall"
 
+	"snfs/lockmgr"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
@@ -63,9 +64,15 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 			Check: allocateCheck, FH: func(a *snfs1.AllocateArgs) nfs3.FH { return a.File }, Write: true,
 			Handler: s.allocateProc, Access: allocateAccess}),
 		snfs1.ProcLock: nfsProc(s, op[snfs1.LockArgs, snfs1.LockRes]{Name: "LOCK", Cache: nonIdempotent,
-			FH: func(a *snfs1.LockArgs) nfs3.FH { return a.File }, Handler: s.lock}),
+			FH: func(a *snfs1.LockArgs) nfs3.FH { return a.File }, Handler: s.lock,
+			Gate: func(s *Server, c *sunrpc.Call, a *snfs1.LockArgs, proceed func(func())) {
+				s.delegs.admit(lockmgr.FileKey(a.File), s.delegCaller(a.Client), proceed)
+			}}),
 		snfs1.ProcLockT: nfsProc(s, op[snfs1.LockTArgs, snfs1.LockRes]{Name: "LOCKT", Cache: idempotent,
-			FH: func(a *snfs1.LockTArgs) nfs3.FH { return a.File }, Handler: s.lockt}),
+			FH: func(a *snfs1.LockTArgs) nfs3.FH { return a.File }, Handler: s.lockt,
+			Gate: func(s *Server, c *sunrpc.Call, a *snfs1.LockTArgs, proceed func(func())) {
+				s.delegs.admit(lockmgr.FileKey(a.File), s.delegCaller(a.Client), proceed)
+			}}),
 		snfs1.ProcLockU: nfsProc(s, op[snfs1.LockUArgs, snfs1.StatusRes]{Name: "LOCKU", Cache: nonIdempotent,
 			FH: func(a *snfs1.LockUArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.locku}),
 	}

@@ -130,7 +130,7 @@ func FuzzLockArgs(f *testing.F) {
 }
 func FuzzLockRes(f *testing.F) {
 	fuzzDecoder(f, &LockRes{Stat: LockDenied, Holder: LockHolder{Type: LockRead, Offset: 4, Local: true}},
-		&LockRes{Stat: LockBlocked}, &LockRes{Status: nfs3.ErrStale})
+		&LockRes{Stat: LockBlocked}, &LockRes{Status: nfs3.ErrStale}, &LockRes{Stat: LockGranted, Delegated: true})
 }
 func FuzzLockTArgs(f *testing.F) {
 	fuzzDecoder(f, &LockTArgs{Client: 3, File: testFH, Owner: 7, Type: LockRead, Length: 10})

@@ -105,6 +105,10 @@ type LockArgs struct {
 	Length  uint64
 	Block   bool // wait: answered LOCK_BLOCKED, granted by CB_GRANTED
 	Reclaim bool // a lock held before the server restarted, sent again in its grace period
+	// Delegate: the client asks for the file's lock delegation with this
+	// lock (docs/protocol.md, "Lock delegation"): it sends it only with no
+	// other lock request of the file in flight or waiting.
+	Delegate bool
 }
 
 // Encode implements xdr.Encoder.
@@ -117,6 +121,7 @@ func (a *LockArgs) Encode(w *xdr.Writer) {
 	w.Uint64(a.Length)
 	w.Bool(a.Block)
 	w.Bool(a.Reclaim)
+	w.Bool(a.Delegate)
 }
 
 // Decode implements xdr.Decoder.
@@ -129,6 +134,7 @@ func (a *LockArgs) Decode(r *xdr.Reader) error {
 	a.Length = r.Uint64()
 	a.Block = r.Bool()
 	a.Reclaim = r.Bool()
+	a.Delegate = r.Bool()
 	return r.Err()
 }
 
@@ -138,6 +144,10 @@ type LockRes struct {
 	Status Status
 	Stat   LockStat   // when OK
 	Holder LockHolder // when OK and LOCK_DENIED
+	// Delegated, when OK and LOCK_GRANTED: the client may serve this file's
+	// locks itself until CB_CALLBACK with CB_RECALL_LOCKS (docs/protocol.md,
+	// "Lock delegation"). Always FALSE from LOCKT.
+	Delegated bool
 }
 
 // SetStatus sets the status of a failure result.
@@ -148,8 +158,11 @@ func (x *LockRes) Encode(w *xdr.Writer) {
 	w.Uint32(uint32(x.Status))
 	if x.Status == 0 {
 		w.Uint32(uint32(x.Stat))
-		if x.Stat == LockDenied {
+		switch x.Stat {
+		case LockDenied:
 			x.Holder.encode(w)
+		case LockGranted:
+			w.Bool(x.Delegated)
 		}
 	}
 }
@@ -161,8 +174,11 @@ func (x *LockRes) Decode(r *xdr.Reader) error {
 		if r.Err() == nil && x.Stat > LockNoLocks {
 			r.SetErr(fmt.Errorf("snfs1: lock status %d", x.Stat))
 		}
-		if x.Stat == LockDenied {
+		switch x.Stat {
+		case LockDenied:
 			x.Holder.decode(r)
+		case LockGranted:
+			x.Delegated = r.Bool()
 		}
 	}
 	return r.Err()

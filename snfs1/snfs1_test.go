@@ -94,6 +94,7 @@ func roundTrips() map[string]struct {
 		"CallbackArgs/invalidate":   {&CallbackArgs{File: testFH, Mode: state.Invalidate}, cbA},
 		"CallbackArgs/wb+inval":     {&CallbackArgs{File: testFH, Mode: state.WritebackInvalidate, Attr: testAttr}, cbA},
 		"CallbackArgs/relinquish":   {&CallbackArgs{File: testFH, Mode: state.Relinquish}, cbA},
+		"CallbackArgs/recall locks": {&CallbackArgs{File: testFH, Mode: state.RecallLocks}, cbA},
 		"CallbackRes/ok":            {&CallbackRes{Status: state.OK}, cbR},
 		"CallbackRes/treat closed":  {&CallbackRes{Status: state.TreatAsClosed}, cbR},
 		"CallbackRes/stale":         {&CallbackRes{Status: state.Stale}, cbR},
@@ -379,7 +380,7 @@ func TestDecodeBounds(t *testing.T) {
 		in   []byte
 	}{"AllocateArgs/handle longer than FHSize", func() codec { return new(AllocateArgs) },
 		w(func(w *xdr.Writer) { w.Opaque(bigFH); w.Uint32(uint32(Allocate)); w.Uint64(0); w.Uint64(1) })})
-	for _, m := range []uint32{0, 5, 0x101, 0x104, 0xffffffff} {
+	for _, m := range []uint32{0, 6, 0x101, 0x104, 0xffffffff} {
 		cases = append(cases, struct {
 			name string
 			new  func() codec

@@ -123,10 +123,10 @@ func decodeMode(r *xdr.Reader) state.Mode {
 	return state.Mode(m)
 }
 
-// decodeCallbackMode decodes a cbmode1 (state.Writeback to state.Relinquish).
+// decodeCallbackMode decodes a cbmode1 (state.Writeback to state.RecallLocks).
 func decodeCallbackMode(r *xdr.Reader) state.CallbackMode {
 	m := r.Uint32()
-	if r.Err() == nil && (m < uint32(state.Writeback) || m > uint32(state.Relinquish)) {
+	if r.Err() == nil && (m < uint32(state.Writeback) || m > uint32(state.RecallLocks)) {
 		r.SetErr(fmt.Errorf("snfs1: callback mode %d", m))
 	}
 	return state.CallbackMode(m)

@@ -86,7 +86,11 @@ const (
 	Invalidate          CallbackMode = 2 // drop cached blocks and stop caching
 	WritebackInvalidate CallbackMode = 3 // both
 	Relinquish          CallbackMode = 4 // write back, and close the file if only a delayed close keeps it open
-	numCallbackModes    CallbackMode = 5
+	// RecallLocks: give back a lock delegation (docs/protocol.md, "Lock
+	// delegation"): send the locks held locally as LOCKs, then answer. Not
+	// a mode of the table's: the server's lock code sends it.
+	RecallLocks      CallbackMode = 5
+	numCallbackModes CallbackMode = 6
 )
 
 func (c CallbackMode) String() string {
@@ -99,12 +103,14 @@ func (c CallbackMode) String() string {
 		return "WRITEBACK_INVALIDATE"
 	case Relinquish:
 		return "RELINQUISH"
+	case RecallLocks:
+		return "RECALL_LOCKS"
 	}
 	return fmt.Sprintf("CallbackMode(%d)", uint8(c))
 }
 
 // WritesBack reports whether the mode asks for dirty data to be written back.
-func (c CallbackMode) WritesBack() bool { return c != Invalidate }
+func (c CallbackMode) WritesBack() bool { return c != Invalidate && c != RecallLocks }
 
 // Invalidates reports whether the mode asks the client to drop its cached data
 // and stop caching.

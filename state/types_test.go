@@ -14,6 +14,7 @@ func TestVocabulary(t *testing.T) {
 		{Invalidate, false, true, "INVALIDATE"},
 		{WritebackInvalidate, true, true, "WRITEBACK_INVALIDATE"},
 		{Relinquish, true, false, "RELINQUISH"},
+		{RecallLocks, false, false, "RECALL_LOCKS"},
 	} {
 		if c.m.WritesBack() != c.wb || c.m.Invalidates() != c.inval || c.m.String() != c.name {
 			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint8(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())

@@ -27,11 +27,11 @@ func (s *Store) OpenIO(n *Node) error {
 	var err error
 	switch n.Stat.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		fd, err = openFile(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC)
+		fd, err = openFileGated(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, s.gated.Load() > 0)
 		if err == nil {
 			e.ioRW = true
 		} else {
-			fd, err = openFile(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC)
+			fd, err = openFileGated(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, s.gated.Load() > 0)
 		}
 	case unix.S_IFDIR:
 		fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -50,7 +50,14 @@ func (s *Store) OpenIO(n *Node) error {
 // broken (up to /proc/sys/fs/lease-break-time), turns into EWOULDBLOCK, and
 // that open is made again on the scheduler's syscall path. O_NONBLOCK does not
 // change reads and writes of a regular file, so the descriptor keeps it.
-func openFile(path string, flags int) (int, error) {
+func openFile(path string, flags int) (int, error) { return openFileGated(path, flags, false) }
+
+// openFileGated is openFile, with gated (an open gate is live: the open may
+// wait for it) through the scheduler's system call path only.
+func openFileGated(path string, flags int, gated bool) (int, error) {
+	if gated {
+		return unix.Open(path, flags, 0)
+	}
 	fd, err := rawsys.Open(path, flags|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		fd, err = unix.Open(path, flags, 0)

@@ -58,6 +58,11 @@ type leases struct {
 type lease struct {
 	n        *Node // kept resolved: its I/O descriptor holds the lease
 	breaking bool  // reported broken, not yet released
+	// virtual: the file is held by the open gate (openperm.go), which
+	// stands in for the kernel's lease: another process's open is reported
+	// as a break, and goes on once released (released, then).
+	virtual  bool
+	released []func()
 }
 
 func (l *leases) start() {
@@ -89,7 +94,7 @@ func (l *leases) scan() {
 	var bs []broken
 	l.mu.Lock()
 	for _, ls := range l.held {
-		if ls.breaking {
+		if ls.breaking || ls.virtual {
 			continue
 		}
 		t, err := unix.FcntlInt(uintptr(ls.n.io()), unix.F_GETLEASE, 0)
@@ -155,6 +160,21 @@ func (s *Store) Lease(fh []byte) error {
 		n.Release()
 		return err
 	}
+	if g := s.gate.Load(); g != nil {
+		g.mu.Lock() // the gate's marks do not change meanwhile (order: g.mu, then l.mu)
+		defer g.mu.Unlock()
+		if g.markedKeys[n.Key()] > 0 {
+			l := &s.leases
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.held[n.Key()] != nil {
+				n.Release()
+				return nil
+			}
+			l.held[n.Key()] = &lease{n: n, virtual: true}
+			return nil
+		}
+	}
 	l := &s.leases
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -196,8 +216,70 @@ func (s *Store) Unlease(fh []byte) {
 	if ls == nil {
 		return
 	}
-	unix.FcntlInt(uintptr(ls.n.io()), unix.F_SETLEASE, unix.F_UNLCK)
+	if !ls.virtual {
+		unix.FcntlInt(uintptr(ls.n.io()), unix.F_SETLEASE, unix.F_UNLCK)
+	}
 	ls.n.Release()
+	for _, fn := range ls.released {
+		fn()
+	}
+}
+
+// virtualBreak reports another process's open of a file whose lease is
+// virtual (openperm.go) as its break, and has allow called once it is
+// released; false: no virtual lease is held on key (allow now).
+func (s *Store) virtualBreak(key string, allow func()) bool {
+	l := &s.leases
+	l.mu.Lock()
+	ls := l.held[key]
+	if ls == nil || !ls.virtual {
+		l.mu.Unlock()
+		return false
+	}
+	ls.released = append(ls.released, allow)
+	first := !ls.breaking
+	ls.breaking = true
+	fh := ls.n.Handle
+	l.mu.Unlock()
+	if first {
+		if fn := l.onBreak.Load(); fn != nil {
+			(*fn)(fh, true) // the open's mode is not known: as a write
+		} else {
+			s.Unlease(fh)
+		}
+	}
+	return true
+}
+
+// makeVirtual turns a kernel lease held on key into a virtual one (the file
+// is being marked by the open gate). Called with the gate's mu held.
+func (l *leases) makeVirtual(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls := l.held[key]; ls != nil && !ls.virtual && !ls.breaking {
+		unix.FcntlInt(uintptr(ls.n.io()), unix.F_SETLEASE, unix.F_UNLCK)
+		ls.virtual = true
+	}
+}
+
+// makeReal turns a virtual lease on key back into a kernel lease (the gate's
+// mark is going); it reports false if the file is open elsewhere by now:
+// the caller reports a break. Called with the gate's mu held.
+func (l *leases) makeReal(key string) (fh []byte, broken bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.held[key]
+	if ls == nil || !ls.virtual || ls.breaking {
+		return nil, false
+	}
+	fd := uintptr(ls.n.io())
+	unix.FcntlInt(fd, unix.F_SETSIG, int(leaseSignal))
+	if _, err := unix.FcntlInt(fd, unix.F_SETLEASE, unix.F_WRLCK); err == nil {
+		ls.virtual = false
+		return nil, false
+	}
+	ls.breaking = true
+	return ls.n.Handle, true
 }
 
 // Leased reports whether the store holds a lease on the file fh names (for

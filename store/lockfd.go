@@ -15,9 +15,13 @@ func (s *Store) OpenDescriptionNow(n *Node) (int, error) {
 	if n.Stat.Mode&unix.S_IFMT != unix.S_IFREG {
 		return -1, opErr("open for locks", unix.EINVAL)
 	}
-	fd, err := rawsys.Open(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	open := rawsys.Open
+	if s.gated.Load() > 0 {
+		open = unix.Open // an open gate's answer may be waited for (openperm.go)
+	}
+	fd, err := open(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
-		fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		fd, err = open(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		return -1, opErr("open for locks", err)
@@ -34,9 +38,9 @@ func (s *Store) OpenDescription(n *Node) (int, error) {
 	if n.Stat.Mode&unix.S_IFMT != unix.S_IFREG {
 		return -1, opErr("open for locks", unix.EINVAL)
 	}
-	fd, err := openFile(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC)
+	fd, err := openFileGated(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, s.gated.Load() > 0)
 	if err != nil {
-		fd, err = openFile(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC)
+		fd, err = openFileGated(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, s.gated.Load() > 0)
 	}
 	if err != nil {
 		return -1, opErr("open for locks", err)

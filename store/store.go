@@ -47,8 +47,13 @@ const (
 
 // Store resolves handles and performs file operations. Safe for concurrent use.
 type Store struct {
-	key   []byte    // HMAC key for handles
-	macs  sync.Pool // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
+	// gated: an open gate (openperm.go) is live: an open of a regular file
+	// may wait for its FAN_OPEN_PERM answer, which a raw system call (no
+	// entersyscall) would wait for with the scheduler unable to stop it.
+	gated atomic.Int32
+	gate  atomic.Pointer[OpenGate] // the live open gate, if any
+	key   []byte                   // HMAC key for handles
+	macs  sync.Pool                // of hash.Hash (HMAC-SHA256 under key): resolving a handle is hot
 	cache *fdCache
 	// bg does deferred work after the replies (background.go).
 	bg *background

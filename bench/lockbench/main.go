@@ -27,7 +27,9 @@
 //
 //   - getattr: -ops fstat calls through A.
 //   - lock: -ops pairs of F_SETLK (write lock of the first byte) and F_UNLCK
-//     through A on the open file: LOCK and LOCKU.
+//     through A on the open file: LOCK and LOCKU. With -delegation, on a
+//     second file only A has open, whose locks the server delegates to A
+//     (the getattr and grant phases keep the shared file).
 //   - grant: -trials times: A takes the write lock, B's F_SETLKW on the same
 //     byte waits (its LOCK answered LOCK_BLOCKED), A unlocks, and the time
 //     from A's F_UNLCK returning to B's F_SETLKW returning is taken; then B
@@ -61,6 +63,7 @@ func main() {
 	flag.IntVar(&cfg.ops, "ops", 400, "operations per getattr or lock phase at delay 0 (fewer at larger delays: -budget)")
 	flag.DurationVar(&cfg.budget, "budget", 2*time.Second, "at a delay, at most about this long per getattr or lock phase")
 	flag.IntVar(&cfg.trials, "trials", 30, "blocked lock grants per repetition")
+	flag.BoolVar(&cfg.deleg, "delegation", false, "the server delegates locks (--lock-delegation; needs root), and the lock+unlock phase locks a file only A has open")
 	flag.BoolVar(&cfg.bFirst, "b-first", false, "B opens the file before A (A's open then goes through the mount; default: A first, a passthrough write open that B's open pins)")
 	out := flag.String("out", "", "write the Markdown results here (default: stdout only)")
 	command := flag.String("command", "", "the command that ran this, for the results file")
@@ -110,6 +113,10 @@ type config struct {
 	budget time.Duration
 	trials int
 	bFirst bool // B opens the file first
+	// deleg: the server delegates locks (server.Config.LockDelegation), and
+	// the lock phase locks a second file only A has open (the one case a
+	// delegation serves: docs/protocol.md, "Lock delegation").
+	deleg bool
 }
 
 // run serves a fresh export in this process and measures every delay.
@@ -128,7 +135,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) ([]delayResult, er
 		return nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(server.Config{StateDir: state, Logger: quiet,
+	srv, err := server.New(server.Config{StateDir: state, Logger: quiet, LockDelegation: cfg.deleg,
 		Exports: []server.ExportConfig{{Path: export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}})
 	if err != nil {
 		return nil, err

@@ -102,3 +102,37 @@ func TestLockbenchBFirst(t *testing.T) {
 		t.Errorf("per lock+unlock: %v, want A LOCK 1, A LOCKU 1", l)
 	}
 }
+
+// TestLockbenchDelegation: with -delegation, the lock phase's file is A's
+// alone and its locks are delegated: a lock+unlock sends nothing (after the
+// warm-up's first LOCK), while fstat is still one GETATTR.
+func TestLockbenchDelegation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: FUSE mounts, fanotify permission events (CI runs as root)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("needs /dev/fuse (CI has it): ", err)
+	}
+	work, err := os.MkdirTemp("/var/tmp", "snfs-lockbench-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	cfg := config{work: work, delays: []time.Duration{0}, reps: 1, ops: 10, trials: 2, deleg: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := run(ctx, cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res[0].reps[0]
+	if g := x.getattr.calls; g["A GETATTR"] != 1 {
+		t.Errorf("per fstat through A: %v, want A GETATTR 1", g)
+	}
+	if l := x.lock.calls; l["A LOCK"] != 0 || l["A LOCKU"] != 0 {
+		t.Errorf("per delegated lock+unlock: %v, want no LOCK or LOCKU", l)
+	}
+	if gr := x.grant.calls; gr["B LOCK"] != 1 {
+		t.Errorf("per blocked-lock trial: %v, want B LOCK 1 (the shared file is not delegated)", gr)
+	}
+}

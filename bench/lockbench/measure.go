@@ -86,6 +86,7 @@ type benchMount struct {
 	srv  *fuse.Server
 	obs  *calls
 	file *os.File
+	solo *os.File // -delegation: a file only this mount has open
 }
 
 func mountSNFS(ctx context.Context, addr, export, name, dir, cacheDir string) (*benchMount, error) {
@@ -182,6 +183,12 @@ func measureDelay(ctx context.Context, cfg config, serverAddr, export, tag strin
 	if _, err := a.file.WriteAt([]byte("lockbench"), 0); err != nil {
 		return res, err
 	}
+	if cfg.deleg {
+		if a.solo, err = os.OpenFile(filepath.Join(a.dir, "solo-"+tag), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+			return res, err
+		}
+		defer a.solo.Close()
+	}
 	n := cfg.ops
 	if d > 0 {
 		n = min(n, max(20, int(cfg.budget/(4*d))))
@@ -252,12 +259,16 @@ func setlk(f *os.File, cmd int, typ int16) error {
 func lockPhase(m, b *benchMount, n int) (phase, error) {
 	before := counts(m, b)
 	lat := make([]time.Duration, n)
+	f := m.file
+	if m.solo != nil {
+		f = m.solo
+	}
 	for i := range lat {
 		t0 := time.Now()
-		if err := setlk(m.file, unix.F_SETLK, unix.F_WRLCK); err != nil {
+		if err := setlk(f, unix.F_SETLK, unix.F_WRLCK); err != nil {
 			return phase{}, fmt.Errorf("F_SETLK: %w", err)
 		}
-		if err := setlk(m.file, unix.F_SETLK, unix.F_UNLCK); err != nil {
+		if err := setlk(f, unix.F_SETLK, unix.F_UNLCK); err != nil {
 			return phase{}, fmt.Errorf("F_UNLCK: %w", err)
 		}
 		lat[i] = time.Since(t0)

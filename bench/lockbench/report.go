@@ -44,6 +44,11 @@ func report(cfg config, res []delayResult, command, note string) string {
 		"delaying every chunk by the given time each way. One file open read-write through both mounts (write-shared:\n"+
 		"not cached), %s. %d repetitions per delay, the getattr and lock phases alternating in order; medians of each phase,\n"+
 		"then the median over repetitions of each repetition's ratio.\n\n", opened(cfg), cfg.reps)
+	if cfg.deleg {
+		w("-delegation: the server delegates locks (`--lock-delegation`, docs/protocol.md \"Lock delegation\"); the lock+unlock\n" +
+			"phase locks a second file that only A has open (read-write), so its locks are delegated to A after the first LOCK;\n" +
+			"the GETATTR and blocked-lock phases keep the shared file (its fstat is a GETATTR: not cached).\n\n")
+	}
 	w("## Uncontended lock+unlock against one GETATTR\n\n")
 	w("GETATTR: `fstat` through A (the kernel asks the mount, the mount asks the server). lock+unlock: `fcntl(F_SETLK, F_WRLCK)`\n" +
 		"then `fcntl(F_SETLK, F_UNLCK)` of one byte through A.\n\n")

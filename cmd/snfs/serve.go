@@ -47,6 +47,7 @@ func serve(args []string) error {
 	plainHold := fs.Duration("plain-hold", 60*time.Second, "consistency protocol: how long a plain NFSv3 client's access counts as an open (no shorter than its attribute cache timeout)")
 	tableEntries := fs.Int("table-entries", 1<<20, "consistency protocol: bound on the files the state table tracks (docs/protocol.md section 15)")
 	grace := fs.Duration("grace", server.DefaultGrace, "consistency protocol: bound on the grace period after a restart, while the clients known before it reclaim their state (0: none)")
+	lockDeleg := fs.Bool("lock-delegation", false, "snfs protocol: let the one client using a file serve its locks itself until another user comes (docs/protocol.md 4.18; needs root)")
 	dirs, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -123,7 +124,8 @@ func serve(args []string) error {
 	reg := metrics.New() // every procedure's series appears (at zero) when its program is registered
 	srv, err := server.New(server.Config{StateDir: *stateDir, Exports: exports, Logger: log, Observer: reg,
 		Metrics: reg, WriteGather: mode, GatherMaxWait: *gatherWait, SpinPoll: *spinPoll,
-		Table: state.Config{CallbackTimeout: *cbTimeout, PlainHold: *plainHold, MaxEntries: *tableEntries}, Grace: *grace})
+		Table: state.Config{CallbackTimeout: *cbTimeout, PlainHold: *plainHold, MaxEntries: *tableEntries}, Grace: *grace,
+		LockDelegation: *lockDeleg})
 	if err != nil {
 		return err
 	}

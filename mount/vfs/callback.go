@@ -21,6 +21,9 @@ import (
 func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
+	if mode == state.RecallLocks {
+		return fs.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+	}
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {

@@ -51,6 +51,16 @@ type locks struct {
 	mu      sync.Mutex
 	waiting map[waitKey][]*lockWait    // guarded by mu
 	owners  map[*Inode]map[uint64]bool // guarded by mu
+	// Lock delegation (lockdeleg.go), guarded by mu: the delegated files,
+	// the lock requests of each file at the server, whether one of them asks
+	// for the delegation, and cond (on mu), broadcast when an asking request
+	// or a recall ends.
+	delegs   map[*Inode]*inodeDeleg
+	inflight map[*Inode]int
+	asking   map[*Inode]bool
+	cond     *sync.Cond
+	// delegOff: never ask for delegations (the mount's option).
+	delegOff bool
 	// held: the descriptors that took locks (locklost.go); guarded by mu.
 	held  map[*File]*heldLocks
 	nheld atomic.Int64 // len(held), read without mu by every read and write
@@ -100,6 +110,9 @@ func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, 
 	if fs.sn == nil {
 		return nil, syscall.ENOSYS
 	}
+	if h, ok := fs.delegGetlk(i, owner, kind, off, n); ok {
+		return h, nil
+	}
 	var res *snfs1.LockRes
 	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
 		var err error
@@ -142,6 +155,28 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		return syscall.ENOSYS
 	}
 	i := f.i
+	l := &fs.sn.locks
+	var ask bool
+	for {
+		handled, err := fs.delegSetlk(ctx, f, owner, kind, off, n, wait)
+		if handled {
+			return err
+		}
+		l.mu.Lock()
+		if l.delegWaitLocked(i) == nil {
+			ask = l.serverBegin(i, kind != Unlock && !l.delegOff)
+			l.mu.Unlock()
+			break
+		}
+		l.mu.Unlock()
+	}
+	// The request is at the server until its answer (not while a blocked
+	// one waits for CB_GRANTED).
+	var endOnce sync.Once
+	end := func(delegated bool) {
+		endOnce.Do(func() { fs.serverEnd(i, ask, delegated, owner, kind, off, n) })
+	}
+	defer end(false)
 	if err := fs.Fsync(ctx, f); err != nil {
 		return err
 	}
@@ -175,7 +210,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	for try := 0; try < 2; try++ {
 		err = graceRetry(ctx, func() (snfs1.LockStat, error) {
 			var err error
-			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait})
+			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait, Delegate: ask})
 			if err != nil {
 				return 0, err
 			}
@@ -191,6 +226,7 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 	if err != nil {
 		return lockCallErr(err)
 	}
+	end(ask && res.Stat == snfs1.LockGranted && res.Delegated)
 	switch res.Stat {
 	case snfs1.LockGranted:
 		fs.snfsGranted(f, owner, kind, off, n)
@@ -288,6 +324,9 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	if !fs.sn.locks.hasOwner(i, owner) {
 		return nil
 	}
+	if fs.delegUnlockOwner(i, owner) {
+		return nil // the owner stays known: a recall unlocks what the server held for it
+	}
 	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
 	if errors.Is(err, snfs1.ErrFenced) {
 		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
@@ -318,6 +357,10 @@ func (fs *FS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedSt
 func (l *locks) noteOwner(i *Inode, owner uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.noteOwnerLocked(i, owner)
+}
+
+func (l *locks) noteOwnerLocked(i *Inode, owner uint64) {
 	if l.owners == nil {
 		l.owners = map[*Inode]map[uint64]bool{}
 	}

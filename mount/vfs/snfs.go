@@ -81,6 +81,8 @@ type SNFSStats struct {
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
 	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
 	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
+	LockDelegations atomic.Uint64 // lock delegations granted (lockdeleg.go)
+	LockRecalls     atomic.Uint64 // lock delegations recalled
 }
 
 type snfsFS struct {
