@@ -444,7 +444,10 @@ func TestMountNFSLockMountKilled(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	bin := snfsBinary(t)
 	spec, ports := "127.0.0.1:"+e.cfg.Exports[0].Path, portArgs(e.port(), e.port())
-	m := startProcMount(t, bin, spec, append(ports, "--mode=nfs")...)
+	// The server's NLM at its NFS port, not whatever lock manager a system
+	// rpcbind on this host lists.
+	ports = append(ports, "--mode=nfs", fmt.Sprintf("--nlm-port=%d", e.port()))
+	m := startProcMount(t, bin, spec, ports...)
 	f, err := os.OpenFile(m.path("db"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +468,7 @@ func TestMountNFSLockMountKilled(t *testing.T) {
 	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err == nil {
 		t.Fatal("the killed mount's lock went by itself")
 	}
-	startProcMountAt(t, bin, spec, m.dir, append(ports, "--mode=nfs")...)
+	startProcMountAt(t, bin, spec, m.dir, ports...)
 	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 1); err != nil {
 		t.Fatalf("a local lock after the mount started again: %v", err)
 	}
