@@ -92,7 +92,12 @@ func sqliteCounter(t *testing.T, dbs ...string) {
 				"SELECT 'per mount', m, count(*), min(k), max(k) FROM log GROUP BY m;\n"+
 				"SELECT 'missing after', a.m, a.k FROM log a WHERE a.k < "+strconv.Itoa(n-1)+
 				" AND NOT EXISTS (SELECT 1 FROM log b WHERE b.m = a.m AND b.k = a.k + 1) LIMIT 20;\n")
-			t.Fatalf("through %s: %q, want %q (count of %d x %d increments, integrity ok); the transactions' log:\n%s\njournals seen before the check: %q", p, out, want, len(dbs), n, lost, journals)
+			var others []string // does every mount see the same?
+			for _, q := range dbs {
+				o, _ := run(q, "SELECT n FROM c;\n")
+				others = append(others, q+": "+strings.TrimSpace(o))
+			}
+			t.Fatalf("through %s: %q, want %q (count of %d x %d increments, integrity ok); the transactions' log:\n%s\njournals seen before the check: %q; counts through each mount: %q", p, out, want, len(dbs), n, lost, journals, others)
 		}
 	}
 }
