@@ -92,8 +92,15 @@ func (i *Inode) setAttrLocked(a *nfs3.Fattr, now time.Time) {
 	i.attrAt = now
 }
 
-// invalidateLocked makes the next Getattr ask the server.
-func (i *Inode) invalidateLocked() { i.attrAt = time.Time{} }
+// invalidateLocked makes the next Getattr ask the server. It counts as a
+// change for postOpLocked: a call sent before it (a GETATTR, the kernel's
+// readahead READ) and answered after it must not refill the cache with
+// attributes older than the reason for the invalidation (a lock grant: the
+// holder's writes since).
+func (i *Inode) invalidateLocked() {
+	i.attrAt = time.Time{}
+	i.modGen = i.fs.attrGen.Add(1)
+}
 
 // Invalidate makes the next Getattr ask the server.
 func (i *Inode) Invalidate() {

@@ -45,3 +45,34 @@ func TestStalePostOpAttributesDropped(t *testing.T) {
 		t.Fatalf("size %#x, fetched at %v: a GETATTR sent before an invalidating change refilled the cache", i.attr.Size, i.attrAt)
 	}
 }
+
+// A lock grant drops the cached attributes for good: a GETATTR (or a READ of
+// the kernel's readahead) sent before the grant and answered after it carries
+// attributes from before the lock holder's last writes, and must not refill
+// the cache, or the size and mtime SQLite checks under its lock are stale.
+func TestPostOpAttributesBeforeLockGrantDropped(t *testing.T) {
+	fs := &FS{cfg: Config{AcRegMin: 3 * time.Second, AcRegMax: 60 * time.Second}, nl: &nlmFS{}}
+	now := time.Now()
+	i := &Inode{fs: fs, Type: nfs3.TypeReg}
+	old := nfs3.Fattr{Type: nfs3.TypeReg, Size: 8192, Mtime: nfs3.Time{Sec: 10}, Ctime: nfs3.Time{Sec: 10}}
+	i.postOpLocked(&old, fs.attrStart(), now)
+
+	getattrStart := fs.attrStart() // a GETATTR is sent
+	fs.lockGranted(i)              // the lock is granted (the holder wrote since)
+	i.mu.Lock()
+	i.postOpLocked(&old, getattrStart, now) // the GETATTR's reply
+	fetched := i.attrAt
+	i.mu.Unlock()
+	if !fetched.IsZero() {
+		t.Fatalf("attributes fetched at %v: a GETATTR sent before a lock grant refilled the cache after it", fetched)
+	}
+	// A call sent after the grant is taken.
+	newer := old
+	newer.Size, newer.Mtime, newer.Ctime = 12288, nfs3.Time{Sec: 11}, nfs3.Time{Sec: 11}
+	i.mu.Lock()
+	i.postOpLocked(&newer, fs.attrStart(), now)
+	i.mu.Unlock()
+	if i.attr.Size != newer.Size || i.attrAt.IsZero() {
+		t.Fatalf("size %d: attributes of a GETATTR sent after the grant were dropped", i.attr.Size)
+	}
+}

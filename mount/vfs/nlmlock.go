@@ -300,6 +300,12 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		fs.log.Debug("NLM LOCK", "fileid", i.FileID, "owner", owner, "exclusive", excl, "offset", off, "len", n, "block", wait, "stat", st, "err", err)
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) || ctx.Err() != nil {
+				if wait {
+					// Interrupted before the answer: the server may have
+					// queued the request already (its BLOCKED reply in
+					// flight), and it would wait there until granted.
+					nl.cancelWait(i, l, excl)
+				}
 				return syscall.EINTR
 			}
 			return err
@@ -331,12 +337,19 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 			fs.nlmGrantedHeld(f, owner, kind, off, n) // the grant came first: the lock is held
 			return nil
 		}
-		cctx, cancel := context.WithTimeout(nl.life, 10*time.Second)
-		if _, err := nl.c.Cancel(cctx, l, excl); err != nil {
-			fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
-		}
-		cancel()
+		nl.cancelWait(i, l, excl)
 		return syscall.EINTR
+	}
+}
+
+// cancelWait sends CANCEL for a blocking LOCK given up (its process
+// interrupted or killed) before the FUSE request is answered, so that the
+// server holds no waiter for it once the process is gone.
+func (nl *nlmFS) cancelWait(i *Inode, l nlm4.Lock, excl bool) {
+	ctx, cancel := context.WithTimeout(nl.life, 10*time.Second)
+	defer cancel()
+	if _, err := nl.c.Cancel(ctx, l, excl); err != nil {
+		i.fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 }
 
