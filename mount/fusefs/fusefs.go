@@ -219,8 +219,23 @@ func (n *node) child(ctx context.Context, e vfs.Entry, out *fuse.EntryOut) *fs.I
 	out.SetAttrTimeout(e.AttrTTL)
 	ch := &node{b: n.b, vi: e.Inode}
 	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: e.Inode.FileID, Gen: e.Inode.Gen})
-	e.Inode.SetNode(in)
+	// go-fuse keeps the node it already has for this StableAttr and drops
+	// in: the node the kernel knows stays the one notified (a notification
+	// for in would be refused with ENOENT, and a lock grant would leave the
+	// kernel's stale pages in place).
+	if old, ok := e.Inode.Node().(*fs.Inode); !ok || old.Forgotten() {
+		e.Inode.SetNode(in)
+	}
 	return in
+}
+
+// known records n's inode as the node of its vfs inode that notifications
+// name: the kernel calls only nodes it knows, so this repairs the record if
+// a lookup raced with the FORGET of the node recorded before.
+func (n *node) known() {
+	if in := n.EmbeddedInode(); n.vi.Node() != in {
+		n.vi.SetNode(in)
+	}
 }
 
 func (n *node) cred(ctx context.Context) vfs.Cred { return n.b.creds.of(ctx) }
@@ -313,6 +328,7 @@ func fileOf(fh fs.FileHandle) (*vfs.File, bool) {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.known()
 	bctx, err := n.b.begun(ctx)
 	if err != nil {
 		return nil, 0, errnoOf(err)

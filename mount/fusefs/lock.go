@@ -97,6 +97,7 @@ func (n *node) Setlkw(ctx context.Context, fh fs.FileHandle, owner uint64, lk *f
 }
 
 func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, wait bool) syscall.Errno {
+	n.known() // its grant drops the kernel's pages of this node
 	f, ok := fileOf(fh)
 	if !ok {
 		return syscall.EBADF
