@@ -36,11 +36,19 @@ import (
 //     server's duplicate request cache's, so an exclusive create or a MKDIR
 //     done once would fail EEXIST, an APPEND would land twice, an OPEN
 //     abandoned would leave the server counting an open the client does not
-//     have. They check the request's context before they start (begun) and
-//     then run with the mount's, as a hard mount's calls do.
+//     have. They run with the mount's context (begun), as a hard
+//     mount's calls do.
 //
 // Lock waits keep their own (lock.go, interruptible): a SETLKW interrupted is
 // cancelled on the server.
+//
+// An interrupt ends a request only once the request has waited
+// interruptGrace: any signal sends one (Go's runtime preempts with SIGURG, C
+// programs have handlers with SA_RESTART, which FUSE's EINTR does not
+// restart), and an application that never expected EINTR from a file system
+// should not get it for a lookup or read that a server answering normally
+// would have served a moment later. A request still waiting after the grace
+// is waiting for a server that does not answer: then the interrupt ends it.
 
 // reqCtx is the context of a request that may be abandoned: the mount's life,
 // ended also when the kernel interrupts the request. Call the returned
@@ -50,17 +58,23 @@ func (b *bridge) reqCtx(ctx context.Context) (context.Context, func()) {
 	if !ok || fc.Cancel == nil {
 		return b.life, func() {}
 	}
-	c := &reqContext{life: b.life, intr: fc.Cancel}
+	c := &reqContext{life: b.life, intr: fc.Cancel, start: time.Now(), grace: b.intrGrace}
 	return c, c.end
 }
+
+// interruptGrace is how long a request waits before an interrupt ends it
+// (see above).
+const interruptGrace = time.Second
 
 // reqContext is reqCtx's context. Its Done channel, and the goroutine that
 // closes it on the interrupt, are made only when something waits on it (an
 // RPC): a request answered from the caches (a cached read, attributes still
 // valid) costs neither.
 type reqContext struct {
-	life context.Context
-	intr <-chan struct{} // closed by go-fuse on the kernel's interrupt
+	life  context.Context
+	intr  <-chan struct{} // closed by go-fuse on the kernel's interrupt
+	start time.Time       // when the request began
+	grace time.Duration   // an interrupt ends the request only from start+grace
 
 	mu    sync.Mutex
 	ctx   context.Context // life's child, cancelled on intr; made at the first Done
@@ -79,36 +93,56 @@ func (c *reqContext) Done() <-chan struct{} {
 			return c.life.Done()
 		}
 		c.ctx, c.stop = context.WithCancel(c.life)
-		select {
-		case <-c.intr: // interrupted already: Done is closed from the start
+		if c.interruptedLocked() { // Done is closed from the start
 			c.stop()
-		default:
-			ctx, intr, stop := c.ctx, c.intr, c.stop
+		} else {
+			ctx, intr, stop, at := c.ctx, c.intr, c.stop, c.start.Add(c.grace)
 			go func() { // ends with the request (end) or its interrupt
 				select {
 				case <-intr:
-					stop()
 				case <-ctx.Done():
+					return
 				}
+				if d := time.Until(at); d > 0 {
+					t := time.NewTimer(d)
+					defer t.Stop()
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+				stop()
 			}()
 		}
 	}
 	return c.ctx.Done()
 }
 
-// Err agrees with Done: before Done is made, an interrupt already received is
-// Canceled (and Done, made later, is closed from the start).
+// interruptedLocked: the kernel interrupted the request and its grace has
+// passed. c.mu held.
+func (c *reqContext) interruptedLocked() bool {
+	select {
+	case <-c.intr:
+		return time.Since(c.start) >= c.grace
+	default:
+		return false
+	}
+}
+
+// Err agrees with Done: before Done is made, an interrupt already received
+// past the grace is Canceled (and Done, made later, is closed from the
+// start).
 func (c *reqContext) Err() error {
 	c.mu.Lock()
 	ctx := c.ctx
+	interrupted := ctx == nil && c.interruptedLocked()
 	c.mu.Unlock()
 	if ctx != nil {
 		return ctx.Err()
 	}
-	select {
-	case <-c.intr:
+	if interrupted {
 		return context.Canceled
-	default:
 	}
 	return c.life.Err()
 }
@@ -125,15 +159,9 @@ func (c *reqContext) end() {
 }
 
 // begun is the context of a request that must not be abandoned once begun
-// (see above): the mount's life, or an error (EINTR) if the kernel
-// interrupted the request before it began.
+// (see above): the mount's life. An interrupt that came before it began is
+// not honoured either: the request began at once, well within
+// interruptGrace.
 func (b *bridge) begun(ctx context.Context) (context.Context, error) {
-	if fc, ok := ctx.(*fuse.Context); ok && fc.Cancel != nil {
-		select {
-		case <-fc.Cancel:
-			return nil, context.Canceled
-		default:
-		}
-	}
 	return b.life, nil
 }

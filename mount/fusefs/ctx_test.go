@@ -80,3 +80,56 @@ func TestReqContext(t *testing.T) {
 		t.Fatalf("life ended: Err %v", ctx.Err())
 	}
 }
+
+// TestReqContextGrace: an interrupt ends a request only once the request has
+// waited the grace (a signal unrelated to a server that does not answer
+// must not fail a request served a moment later).
+func TestReqContextGrace(t *testing.T) {
+	life, stop := context.WithCancel(context.Background())
+	defer stop()
+	const grace = 300 * time.Millisecond
+	b := &bridge{life: life, intrGrace: grace}
+
+	// Interrupted at once, Done asked for afterwards: closed only at the grace.
+	intr := make(chan struct{})
+	start := time.Now()
+	ctx, end := b.reqCtx(&fuse.Context{Cancel: intr})
+	close(intr)
+	if ctx.Err() != nil {
+		t.Fatalf("interrupted within the grace: Err %v, want nil", ctx.Err())
+	}
+	<-ctx.Done()
+	if waited := time.Since(start); waited < grace {
+		t.Fatalf("Done closed after %v, before the grace %v", waited, grace)
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("after the grace: Err %v, want Canceled", ctx.Err())
+	}
+	end()
+
+	// A request that ends within the grace is not cancelled.
+	intr = make(chan struct{})
+	ctx, end = b.reqCtx(&fuse.Context{Cancel: intr})
+	done := ctx.Done()
+	close(intr)
+	end() // the request was answered
+	<-done
+	if ctx.Err() == nil {
+		t.Fatal("ended request: Err nil")
+	}
+
+	// Interrupted after the grace: Done closed from the start.
+	intr = make(chan struct{})
+	ctx, end = b.reqCtx(&fuse.Context{Cancel: intr})
+	defer end()
+	time.Sleep(grace)
+	close(intr)
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("interrupted past the grace: Err %v, want Canceled", ctx.Err())
+	}
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("interrupted past the grace: Done not closed")
+	}
+}

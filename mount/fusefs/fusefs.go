@@ -51,13 +51,16 @@ type bridge struct {
 	creds creds
 	life  context.Context
 	pt    *ptRaw // registers passthrough backing files (passthrough.go)
+	// intrGrace: how long a request must have waited before the kernel's
+	// interrupt ends it (ctx.go); 0 in unit tests of the context alone.
+	intrGrace time.Duration
 }
 
 // Mount mounts v at dir (as root with mount(2) directly, else through
 // fusermount3). The caller serves until Wait returns and unmounts with
 // Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
-	b := &bridge{v: v, life: life}
+	b := &bridge{v: v, life: life, intrGrace: interruptGrace}
 	rootInode := v.Root()
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)
