@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -111,5 +112,40 @@ func inBothModes(t *testing.T, test func(t *testing.T, mnt, export string)) {
 	t.Run("snfs", func(t *testing.T) {
 		e := newEnv(t, "rw,no_root_squash")
 		test(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
+	})
+}
+
+// TestMountRmdirAfterUnlinkOpen: a directory whose file was removed while
+// open can be removed as soon as the file is closed, although the kernel's
+// RELEASE (which removes the hidden name) comes after close(2) has returned
+// (pjdfstest unlink/14.t failed for this in CI).
+func TestMountRmdirAfterUnlinkOpen(t *testing.T) {
+	inBothModes(t, func(t *testing.T, mnt, export string) {
+		for n := 0; n < 40; n++ {
+			d := filepath.Join(mnt, fmt.Sprintf("d%d", n))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(d, "f")
+			f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte("Hello, World!"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 13)
+			if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "Hello, World!" {
+				t.Fatalf("read after unlink: %q, %v", buf, err)
+			}
+			f.Close()
+			if err := os.Remove(d); err != nil {
+				t.Fatalf("round %d: rmdir right after the last close: %v", n, err)
+			}
+		}
+		noHidden(t, export)
 	})
 }

@@ -318,6 +318,8 @@ func (fs *FS) removeHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, n
 	}
 	i.invalidateLocked()
 	i.mu.Unlock()
+	fs.countHidden(dir, -1)
+	fs.hiddenGone.Add(1)
 }
 
 func (fs *FS) lookupInode(fh nfs3.FH) *Inode {

@@ -328,6 +328,9 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 		child.nlinkDrop++ // until removeHidden
 	}
 	child.mu.Unlock()
+	if !closed {
+		fs.countHidden(dir.FH, 1)
+	}
 	if closed {
 		var rres *nfs3.WccRes
 		err := fs.do(ctx, func() (nfs3.Status, error) {
@@ -381,6 +384,7 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 	if err := fs.refuseChange(); err != nil {
 		return err
 	}
+	gone := fs.hiddenGone.Load()
 	var res *nfs3.WccRes
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -390,7 +394,77 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
+	if err == nfs3.ErrNotEmpty && fs.waitHiddenGone(ctx, dir, c, name, gone) {
+		res = nil
+		err = fs.do(ctx, func() (nfs3.Status, error) {
+			var err error
+			res, err = fs.client(c).Rmdir(ctx, dir.FH, name)
+			return status(res, err)
+		})
+		if res != nil {
+			fs.dirWcc(dir, &res.Wcc)
+		}
+	}
 	return err
+}
+
+// hiddenReleaseWait bounds how long an RMDIR refused as not empty waits for
+// the hidden names of files removed while open to go.
+const hiddenReleaseWait = 2 * time.Second
+
+// countHidden adds n to the hidden names pending removal in dir.
+func (fs *FS) countHidden(dir nfs3.FH, n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.hidden == nil {
+		fs.hidden = make(map[string]int)
+	}
+	fs.hidden[string(dir)] += n
+	if fs.hidden[string(dir)] == 0 {
+		delete(fs.hidden, string(dir))
+	}
+}
+
+// waitHiddenGone is for an RMDIR of dir/name the server refused as not
+// empty: if the directory holds hidden names of files removed while open, it
+// waits (bounded) until their last release has removed them and answers
+// whether the RMDIR is worth sending again. The kernel sends RELEASE after
+// close(2) has returned, so "unlink an open file, close it, rmdir its
+// directory" would otherwise fail for a moment (pjdfstest unlink/14.t).
+// gone is fs.hiddenGone from before the refused RMDIR: a hidden name removed
+// since may have been the one that made the directory not empty.
+func (fs *FS) waitHiddenGone(ctx context.Context, dir *Inode, c Cred, name string, gone uint64) bool {
+	var res *nfs3.LookupRes
+	if err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		res, err = fs.client(c).Lookup(ctx, dir.FH, name)
+		return status(res, err)
+	}); err != nil {
+		return false
+	}
+	key := string(res.Object)
+	pending := func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.hidden[key] > 0
+	}
+	if !pending() {
+		return fs.hiddenGone.Load() != gone
+	}
+	deadline := time.NewTimer(hiddenReleaseWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for pending() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
 }
 
 // Rename moves from/name to to/newName; target, if known, is the object

@@ -73,7 +73,14 @@ type FS struct {
 	inodes  map[string]*Inode      // by file handle
 	clients map[string]*client.NFS // by Cred.key
 	silly   uint64
-	root    *Inode
+	// hidden counts, by directory handle, the silly-renamed names in that
+	// directory whose removal (at the file's last release) has not ended;
+	// it may dip below zero for a moment (Rmdir waits while it is above).
+	hidden map[string]int
+	root   *Inode
+	// hiddenGone counts the hidden names removed (Rmdir: was one removed
+	// while its RMDIR was on the wire?).
+	hiddenGone atomic.Uint64
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
