@@ -1,0 +1,68 @@
+// Package clientfile is the client side of the Spritely NFS consistency
+// protocol (docs/protocol.md) for one file, as a pure state machine: the
+// mirror of package state, which is the server's table. One File holds what a
+// client knows of one regular file: whether it may cache it and at which
+// version, its protocol opens by mode (the applications' and the delayed
+// closes kept after the last release), the OPENs in flight, whether its cache
+// holds data not written back (dirty) and whether a write-back is moving it,
+// the callbacks that took caching away (an epoch), and the kernel's
+// passthrough opens and pinned mode (docs/protocol.md 10.1).
+//
+// It models what the FUSE client (mount/vfs: snfsio.go, snfsopen.go,
+// delayclose.go, callback.go, writeback.go, passthrough.go, pinned.go,
+// reintegrate.go) does today; it does not change it. The integration plan is
+// in the report of issue 25 item 2; until then mount/vfs keeps its own copy
+// of these rules, and the model checker in package state drives this one
+// against the server's table (state/model_client_test.go).
+//
+// # What it must not do
+//
+// No I/O, no goroutines, no timers, no logging, no locks of its own: the
+// caller holds the file's lock around every call and carries out the actions
+// it returns, in order, after (or while) releasing it. Time comes in as an
+// argument (the delayed close's deadline). It does not know RPC, XDR, the
+// cache directory's format or the kernel: "write back" and "invalidate the
+// cache" are actions, and what the driver learned doing them comes back as
+// the next event. It imports only package state, for the vocabulary the
+// protocol shares (Mode, CallbackMode, Outcome, OpenReply).
+//
+// # Events and actions
+//
+// Every method is one event; the actions it returns are to be carried out
+// in order. Several protocol exchanges take the driver's I/O in the middle,
+// so they are two events with a token between them (the token carries what
+// the first one saw: the invalidation epoch at the OPEN's sending, say):
+//
+//   - OpenBegin (an application open) -> ActReuse (a delayed close taken
+//     over: no OPEN) or ActSendOpen; OpenAnswered (the OPEN's answer
+//     arrives: the open is counted, a refusal of caching takes effect at
+//     once) -> ActCache (flush what was written through, settle the
+//     attributes, relabel the cache) or the write-through plan (ActWriteBack,
+//     ActInvalidateCache, ActNotifyData); OpenCached (the cache is relabelled)
+//     -> whether caching goes on, and whether the kernel keeps its pages.
+//   - Release (an application's last close of one open) -> a delayed close
+//     (ActArmTimer) or ActSendClose; then, with no open left, caching ends
+//     (ActInvalidateAttr, ActNotifyAttr). TimerFired and CloseAllDelayed
+//     (unmount) send the kept CLOSEs. IdleClean (the write-back loop wrote
+//     back an idle file) sends the CLOSE with dirty = FALSE and no open.
+//   - CacheWriteBegin / CacheWriteEnd bracket a write into the cache (dirty
+//     from its beginning); WriteBackBegin / WriteBackDone bracket a
+//     write-back, which clears dirty only if no cache write began or ended
+//     meanwhile.
+//   - CallbackBegin (CB_CALLBACK arrives) -> an immediate answer (ActAnswer:
+//     CB_STALE, CB_PINNED) or the work (ActStopCaching, ActPinEnter,
+//     ActWriteBack, ActInvalidateCache); CallbackEnd (the work is done) ->
+//     ActAnswer with the outcome docs/protocol.md 5.1 and 10 ask for.
+//   - ServerRestarted (reclaimed or refused), Fenced, Removed (the file's
+//     last link went while unopened, or at its last close), PassthroughOpen
+//     / PassthroughClose; ReclaimItem reports the file for RECLAIM.
+//
+// # The lock
+//
+// One mutex per inode guards a File (the plan: it replaces the snfs part of
+// Inode.mu, and with it openMu's and flushMu's bookkeeping). The lock is
+// held only while a method runs, never across a call to the server or to the
+// cache directory. Locks the driver keeps for I/O ordering (flushMu: one
+// write-back at a time; cacheW: cache writes against a callback's stop;
+// appendMu) are taken before it, never while it is held.
+package clientfile

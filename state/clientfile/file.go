@@ -1,0 +1,517 @@
+package clientfile
+
+import (
+	"fmt"
+	"time"
+
+	"snfs/state"
+)
+
+// Config configures a File.
+type Config struct {
+	// CloseDelay is how long the protocol open of an application's last
+	// release of a cached file is kept before its CLOSE is sent (delayed
+	// close, docs/protocol.md 10); 0: no delayed close.
+	CloseDelay time.Duration
+}
+
+// ActionKind is what the driver must do.
+type ActionKind uint8
+
+// Action kinds.
+const (
+	// ActSendOpen: send OPEN(Mode), then call OpenAnswered with the token.
+	ActSendOpen ActionKind = iota + 1
+	// ActReuse: an application open took over a delayed close of Mode: no
+	// OPEN is sent (Keep: the kernel's pages are valid).
+	ActReuse
+	// ActSendClose: send CLOSE(Mode, Dirty).
+	ActSendClose
+	// ActArmTimer: call TimerFired at At (a delayed close's deadline).
+	ActArmTimer
+	// ActStopTimer: the delayed close's timer is of no use any more.
+	ActStopTimer
+	// ActCache: the OPEN's answer allows caching: write back what was
+	// written through, settle the attributes, relabel the cache with
+	// Version (keeping what the version rule keeps), then call OpenCached.
+	ActCache
+	// ActStopCaching: stop serving the file from the cache, once the
+	// cache writes in progress have ended (the driver's cacheW, held
+	// exclusively).
+	ActStopCaching
+	// ActWriteBack: write the dirty data back (what was written through
+	// first), as WriteBackBegin / WriteBackDone.
+	ActWriteBack
+	// ActInvalidateCache: drop the clean data of the cache directory.
+	ActInvalidateCache
+	// ActInvalidateAttr: the cached attributes must be fetched again.
+	ActInvalidateAttr
+	// ActNotifyData: drop the kernel's pages and attributes.
+	ActNotifyData
+	// ActNotifyAttr: drop the kernel's attributes.
+	ActNotifyAttr
+	// ActPinSync: the pinned holder sends what its kernel wrote since.
+	ActPinSync
+	// ActPinEnter: start the pinned mode (the kernel's accesses of the
+	// cache file are watched from now); the write-back that follows ends
+	// the entry.
+	ActPinEnter
+	// ActReintegrate: the server forgot this client's dirty record (fenced,
+	// reclaim refused): write the dirty data back if the server's file is
+	// unchanged, else keep it as a conflict copy.
+	ActReintegrate
+	// ActAnswer: answer the callback with Outcome.
+	ActAnswer
+)
+
+var actionNames = [...]string{"?", "send-open", "reuse", "send-close", "arm-timer", "stop-timer", "cache",
+	"stop-caching", "write-back", "invalidate-cache", "invalidate-attr", "notify-data", "notify-attr",
+	"pin-sync", "pin-enter", "reintegrate", "answer"}
+
+func (k ActionKind) String() string {
+	if int(k) < len(actionNames) {
+		return actionNames[k]
+	}
+	return fmt.Sprintf("ActionKind(%d)", uint8(k))
+}
+
+// Action is one thing the driver must do.
+type Action struct {
+	Kind    ActionKind
+	Mode    state.Mode    // ActSendOpen, ActReuse, ActSendClose
+	Dirty   bool          // ActSendClose
+	Keep    bool          // ActReuse
+	At      time.Time     // ActArmTimer
+	Version uint64        // ActCache
+	Outcome state.Outcome // ActAnswer
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case ActSendOpen, ActReuse:
+		return fmt.Sprintf("%v(%v)", a.Kind, a.Mode)
+	case ActSendClose:
+		return fmt.Sprintf("%v(%v, dirty %v)", a.Kind, a.Mode, a.Dirty)
+	case ActCache:
+		return fmt.Sprintf("%v(%d)", a.Kind, a.Version)
+	case ActAnswer:
+		return fmt.Sprintf("%v(%v)", a.Kind, a.Outcome)
+	}
+	return a.Kind.String()
+}
+
+// pinPhase is the pinned mode's progress (docs/protocol.md 10.1).
+type pinPhase uint8
+
+const (
+	pinNone     pinPhase = iota
+	pinEntering          // ActPinEnter done, its write-back not yet
+	pinEntered
+)
+
+// File is one file's client-side state. The zero value is not usable: New.
+type File struct {
+	cfg Config
+
+	caching bool   // the latest OPEN allowed caching and no callback took it away
+	version uint64 // cache_version of the latest OPEN
+	kernVer uint64 // the version the kernel's pages belong to; 0: none valid
+	hasData bool   // the cache directory holds a file for it (cachedir.File)
+
+	opens   [3]int // the applications' protocol opens, by state.Mode
+	kept    [3]int // delayed closes, by state.Mode
+	opening int    // OPENs in flight
+	// deadline is when the kept opens are CLOSEd; timer whether a timer is
+	// armed for it (one at a time).
+	deadline time.Time
+	timer    bool
+	// invals counts the callbacks (and refused reclaims) that took
+	// caching away: an OPEN whose answer is applied after one that came
+	// while it was in flight does not cache.
+	invals uint64
+
+	dirty    bool   // the cache holds data not written back
+	writeSeq uint64 // counts cache writes' beginnings and ends
+	writing  int    // cache writes in progress
+	wbMoving bool   // a write-back began and has not finished
+
+	pt     [3]int // passthrough opens, by state.Mode
+	pin    pinPhase
+	holder bool // the pinned mode was entered with writers: CB_PINNED
+}
+
+// New returns a File nobody opened.
+func New(cfg Config) *File { return &File{cfg: cfg} }
+
+// Caching reports whether the file's data is served from the cache.
+func (f *File) Caching() bool { return f.caching && f.hasData }
+
+// Version is the cache_version of the latest OPEN.
+func (f *File) Version() uint64 { return f.version }
+
+// Dirty reports whether the cache holds data not written back.
+func (f *File) Dirty() bool { return f.dirty }
+
+// Opens returns the applications' protocol opens of mode.
+func (f *File) Opens(m state.Mode) int { return f.opens[m] }
+
+// Kept returns the delayed closes of mode.
+func (f *File) Kept(m state.Mode) int { return f.kept[m] }
+
+// Opening reports the OPENs in flight.
+func (f *File) Opening() int { return f.opening }
+
+// Held is the number of protocol opens the server counts for this client
+// once every OPEN in flight is answered: the applications' and the kept ones.
+func (f *File) Held() int {
+	return f.opens[state.Read] + f.opens[state.Write] + f.kept[state.Read] + f.kept[state.Write]
+}
+
+// Busy reports whether the inode must be kept (its state is needed).
+func (f *File) Busy() bool { return f.Held() > 0 || f.opening > 0 || f.hasData && f.dirty }
+
+// Pinned reports whether this client is the file's pinned holder.
+func (f *File) Pinned() bool { return f.pin == pinEntered && f.holder && f.pt[state.Write] > 0 }
+
+// WriteBackMoving reports whether a write-back began and has not finished
+// (the server's file may show some of its WRITEs).
+func (f *File) WriteBackMoving() bool { return f.wbMoving }
+
+// Valid is the client's version rule (docs/protocol.md 9): data cached at
+// version v is valid after an OPEN answered r.
+func Valid(v uint64, r state.OpenReply) bool {
+	return v != 0 && (v == r.Version || v == r.OldVersion)
+}
+
+// CacheAttached records that the cache directory holds a file for this one
+// (the first snfs open gets it).
+func (f *File) CacheAttached() { f.hasData = true }
+
+func (f *File) apps() int { return f.opens[state.Read] + f.opens[state.Write] }
+
+func (f *File) keptN() int { return f.kept[state.Read] + f.kept[state.Write] }
+
+// Open is the token of an application open between OpenBegin and its end.
+type Open struct {
+	Mode   state.Mode
+	Reused bool // a delayed close was taken over: nothing to send
+	invals uint64
+	was    bool // caching when the answer arrived
+}
+
+// OpenBegin is an application open of mode: it takes a delayed close over
+// (ActReuse: a read open may take a kept write open) while the file is
+// cached, or asks for an OPEN (ActSendOpen; OpenAnswered follows).
+func (f *File) OpenBegin(mode state.Mode) (Open, []Action) {
+	if f.cfg.CloseDelay > 0 && f.Caching() && f.keptN() > 0 {
+		taken := state.Mode(0)
+		switch {
+		case f.kept[mode] > 0:
+			taken = mode
+		case mode == state.Read && f.kept[state.Write] > 0:
+			taken = state.Write
+		}
+		if taken != 0 {
+			f.kept[taken]--
+			f.opens[taken]++
+			var acts []Action
+			if f.keptN() == 0 && f.timer {
+				f.timer = false
+				acts = append(acts, Action{Kind: ActStopTimer})
+			}
+			keep := f.kernVer != 0 && f.kernVer == f.version
+			return Open{Mode: taken, Reused: true}, append(acts, Action{Kind: ActReuse, Mode: taken, Keep: keep})
+		}
+	}
+	f.opening++
+	return Open{Mode: mode, invals: f.invals}, []Action{{Kind: ActSendOpen, Mode: mode}}
+}
+
+// NeedsStop reports whether applying this OPEN answer stops caching, so
+// that the driver holds its cache-write lock exclusively around
+// OpenAnswered (an answer refusing caching takes effect as it arrives,
+// docs/protocol.md 4.2).
+func NeedsStop(r state.OpenReply, err error) bool { return err == nil && !r.CacheEnabled }
+
+// OpenAnswered applies the OPEN's answer (err: it failed, JUKEBOX after the
+// session's retries included, and counts nothing). The open is counted; an
+// answer refusing caching stops it at once. An answer allowing it leads to
+// ActCache, unless a callback took caching away while the OPEN was in flight
+// (the answer may be the grant it revoked: docs/protocol.md 5.1); otherwise
+// to the write-through plan: dirty data written back first, the cache's
+// clean data dropped, the kernel's pages too if they were cached.
+func (f *File) OpenAnswered(o *Open, r state.OpenReply, err error) []Action {
+	f.opening--
+	if err != nil {
+		return nil
+	}
+	f.opens[o.Mode]++
+	f.hasData = true // the driver gets the cache file next
+	o.was = f.caching
+	if !r.CacheEnabled {
+		f.caching = false
+	}
+	if r.CacheEnabled && f.invals == o.invals {
+		return []Action{{Kind: ActCache, Version: r.Version}}
+	}
+	return f.writeThrough(o, r)
+}
+
+func (f *File) writeThrough(o *Open, r state.OpenReply) []Action {
+	var acts []Action
+	if f.dirty {
+		acts = append(acts, Action{Kind: ActWriteBack})
+	}
+	acts = append(acts, Action{Kind: ActInvalidateCache})
+	f.caching, f.version, f.kernVer = false, r.Version, 0
+	if o.was {
+		acts = append(acts, Action{Kind: ActNotifyData})
+	}
+	return acts
+}
+
+// OpenCached ends an ActCache: settled reports whether the driver got
+// attributes no write-back of its own overtook (if not, this open writes
+// through). It caches unless a callback took caching away meanwhile; keep
+// reports whether the kernel's pages stay valid.
+func (f *File) OpenCached(o *Open, r state.OpenReply, settled bool) (keep bool, acts []Action) {
+	if settled && f.invals == o.invals {
+		f.caching, f.version = true, r.Version
+		keep = Valid(f.kernVer, r)
+		f.kernVer = r.Version
+		return keep, nil
+	}
+	return false, f.writeThrough(o, r)
+}
+
+// Release is an application's last close of one open of mode (the protocol
+// mode of its open, that of a taken-over delayed close included). The
+// driver has made the cache durable and sent what was written through.
+// removed: the file lost its last link while open (its silly name goes now,
+// and its cached data with it: Removed follows). The open is kept as a
+// delayed close when that is on, the file is cached and no other open
+// (application or in flight) remains; otherwise CLOSE is sent, with dirty
+// as the cache is.
+func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
+	if f.opens[mode] > 0 {
+		f.opens[mode]--
+	}
+	if !removed && f.cfg.CloseDelay > 0 && f.caching && f.apps() == 0 && f.opening == 0 {
+		f.kept[mode]++
+		f.deadline = now.Add(f.cfg.CloseDelay)
+		if !f.timer {
+			f.timer = true
+			return []Action{{Kind: ActArmTimer, At: f.deadline}}
+		}
+		return nil
+	}
+	return append([]Action{{Kind: ActSendClose, Mode: mode, Dirty: f.dirty}}, f.closedAll()...)
+}
+
+// closedAll: with no open held and none in flight, the server no longer
+// calls this client back about the file: caching ends, and the kernel's
+// attributes are good only as long as nfs mode's.
+func (f *File) closedAll() []Action {
+	if f.Held() != 0 || f.opening != 0 {
+		return nil
+	}
+	f.caching = false
+	return []Action{{Kind: ActInvalidateAttr}, {Kind: ActNotifyAttr}}
+}
+
+// TimerFired: the delayed close's timer went off at now. Before the
+// deadline (a later release moved it) the timer is armed again; at it, the
+// kept opens are CLOSEd.
+func (f *File) TimerFired(now time.Time) []Action {
+	f.timer = false
+	if f.keptN() == 0 {
+		return nil
+	}
+	if now.Before(f.deadline) {
+		f.timer = true
+		return []Action{{Kind: ActArmTimer, At: f.deadline}}
+	}
+	return f.closeKept()
+}
+
+// CloseAllDelayed CLOSEs the kept opens now (unmount).
+func (f *File) CloseAllDelayed() []Action {
+	if f.keptN() == 0 {
+		return nil
+	}
+	var acts []Action
+	if f.timer {
+		f.timer = false
+		acts = append(acts, Action{Kind: ActStopTimer})
+	}
+	return append(acts, f.closeKept()...)
+}
+
+func (f *File) closeKept() []Action {
+	var acts []Action
+	for _, m := range []state.Mode{state.Read, state.Write} {
+		for range f.kept[m] {
+			acts = append(acts, Action{Kind: ActSendClose, Mode: m, Dirty: f.dirty})
+		}
+		f.kept[m] = 0
+	}
+	return append(acts, f.closedAll()...)
+}
+
+// IdleClean: the write-back loop wrote this file back. With no open held or
+// in flight, a CLOSE with dirty = FALSE and no open to close tells the
+// server it need not call this client back for it (docs/protocol.md 4.4).
+func (f *File) IdleClean() []Action {
+	if f.Held() != 0 || f.opening != 0 || !f.hasData || f.dirty {
+		return nil
+	}
+	return []Action{{Kind: ActSendClose, Mode: state.Write, Dirty: false}}
+}
+
+// CacheWriteBegin is an application write (or a local truncation): it goes
+// into the cache, dirty from now, if the file is cached (the driver holds
+// its cache-write lock shared until CacheWriteEnd); else it goes through the
+// server (false).
+func (f *File) CacheWriteBegin() bool {
+	if !f.Caching() {
+		return false
+	}
+	f.writing++
+	f.writeSeq++
+	f.dirty = true
+	return true
+}
+
+// CacheWriteEnd ends a CacheWriteBegin that returned true.
+func (f *File) CacheWriteEnd() {
+	f.writing--
+	f.writeSeq++
+}
+
+// WriteBack is the token of a write-back.
+type WriteBack struct{ seq uint64 }
+
+// WriteBackBegin starts a write-back of the dirty data (the driver holds
+// flushMu: one at a time). ok is false when there is nothing to write back.
+func (f *File) WriteBackBegin() (WriteBack, bool) {
+	if !f.dirty || !f.hasData {
+		return WriteBack{}, false
+	}
+	f.wbMoving = true
+	return WriteBack{seq: f.writeSeq}, true
+}
+
+// WriteBackResult is how a write-back ended.
+type WriteBackResult uint8
+
+// Write-back results.
+const (
+	WBDone    WriteBackResult = iota // written and committed
+	WBKept                           // a transport error, a cancellation: the data stays dirty
+	WBDropped                        // the server refused it (ENOSPC, EIO...): the data is lost, its error kept for the next fsync or close
+	WBFenced                         // SNFS_ERR_FENCED: kept and reintegrated (Fenced follows)
+)
+
+// WriteBackDone ends a write-back. Dirty clears only if no cache write began
+// or ended since it began.
+func (f *File) WriteBackDone(wb WriteBack, res WriteBackResult) []Action {
+	switch res {
+	case WBDone:
+		f.wbMoving = false
+		if f.writeSeq == wb.seq && f.writing == 0 {
+			f.dirty = false
+		}
+	case WBDropped:
+		f.dirty, f.hasData, f.kernVer, f.wbMoving = false, false, 0, false
+		return []Action{{Kind: ActInvalidateAttr}, {Kind: ActNotifyData}}
+	case WBFenced:
+		return f.Fenced()
+	}
+	return nil
+}
+
+// Fenced: the server answered SNFS_ERR_FENCED (it forgot this client's opens
+// and dirty record of the file): clean data is dropped, dirty data
+// reintegrated (which OPENs the file again). The opens are kept (what the
+// client does today; see the report of issue 25 item 2).
+func (f *File) Fenced() []Action {
+	f.caching, f.kernVer = false, 0
+	acts := []Action{{Kind: ActInvalidateAttr}, {Kind: ActInvalidateCache}, {Kind: ActNotifyData}}
+	if f.dirty && f.hasData {
+		acts = append(acts, Action{Kind: ActReintegrate})
+	}
+	return acts
+}
+
+// Removed: the file's last link is gone and no application has it open (or
+// its last one closed): its cached data, dirty included, is dropped without
+// a write-back.
+func (f *File) Removed() {
+	f.hasData, f.caching, f.kernVer, f.wbMoving, f.dirty = false, false, 0, false, false
+}
+
+// ServerRestarted: the server restarted and this client reclaimed its state
+// (refused false: caches stay valid, opens stay open, dirty data is written
+// back now) or not (refused: nothing of it is known to the server; caching
+// stops, delayed closes are forgotten, dirty data is reintegrated; open
+// files go on, written through).
+func (f *File) ServerRestarted(refused bool) []Action {
+	if !refused {
+		if f.dirty {
+			return []Action{{Kind: ActWriteBack}}
+		}
+		return nil
+	}
+	was := f.caching || f.kernVer != 0
+	f.caching, f.kernVer = false, 0
+	f.invals++
+	f.kept = [3]int{}
+	var acts []Action
+	if f.timer {
+		f.timer = false
+		acts = append(acts, Action{Kind: ActStopTimer})
+	}
+	if was {
+		acts = append(acts, Action{Kind: ActInvalidateAttr})
+	}
+	if f.hasData {
+		acts = append(acts, Action{Kind: ActInvalidateCache})
+	}
+	if was {
+		acts = append(acts, Action{Kind: ActNotifyData})
+	}
+	if f.dirty && f.hasData {
+		acts = append(acts, Action{Kind: ActReintegrate})
+	}
+	return acts
+}
+
+// ReclaimItem is the file's RECLAIM item (docs/protocol.md 4.5); ok is false
+// when it holds nothing worth reporting. A pinned holder (or one entering)
+// reports itself caching and dirty: the next conflicting OPEN pins it again.
+func (f *File) ReclaimItem() (readers, writers int, caching, dirty bool, version uint64, ok bool) {
+	readers = f.opens[state.Read] + f.kept[state.Read]
+	writers = f.opens[state.Write] + f.kept[state.Write]
+	caching, dirty = f.caching && f.hasData, f.dirty && f.hasData
+	if f.pin != pinNone && f.pt[state.Write] > 0 {
+		caching, dirty = true, true
+	}
+	if readers+writers == 0 && !dirty {
+		return 0, 0, false, false, 0, false
+	}
+	return readers, writers, caching, dirty, f.version, true
+}
+
+// PassthroughOpen records an open whose I/O the kernel does on the cache
+// file itself (FUSE passthrough), watched so that it can be pinned.
+func (f *File) PassthroughOpen(mode state.Mode) { f.pt[mode]++ }
+
+// PassthroughClose ends one; the last ends the pinned mode.
+func (f *File) PassthroughClose(mode state.Mode) {
+	if f.pt[mode] > 0 {
+		f.pt[mode]--
+	}
+	if f.pt[state.Read]+f.pt[state.Write] == 0 {
+		f.pin, f.holder = pinNone, false
+	}
+}
