@@ -250,7 +250,9 @@ var cases = []struct {
 			return acts
 		},
 		[]ActionKind{ActWriteBack, ActWriteBack, ActStopTimer, ActInvalidateAttr, ActNotifyAttr, ActAnswer},
-		func(f *File) error { return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false)) }},
+		func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false))
+		}},
 	{"5.1", "CB_RELINQUISH with an application open: CB_OK, opens kept", Config{CloseDelay: delay},
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
@@ -356,7 +358,9 @@ var cases = []struct {
 			return f.ServerRestarted(true)
 		},
 		[]ActionKind{ActStopTimer, ActInvalidateAttr, ActInvalidateCache, ActNotifyData, ActReintegrate},
-		func(f *File) error { return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false)) }},
+		func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false))
+		}},
 	{"7.1", "a reclaimed restart: dirty data is written back now", Config{},
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
