@@ -64,6 +64,9 @@ type bOpen struct {
 	tok    clientfile.Open
 	answer *state.OpenReply // nil: parked at the server
 	failed bool             // answered JUKEBOX (or refused)
+	// applied: OpenAnswered ran and asked for ActCache; OpenCached (after
+	// the driver's I/O: settling the attributes, relabelling) is to come.
+	applied bool
 }
 
 // bCallback is a callback delivered to a client.
@@ -197,12 +200,12 @@ func (w *bWorld) maybeApply(c, f int, o *bOpen) {
 	w.apply(c, f, o)
 }
 
-// apply is the client driver applying an OPEN's answer.
+// apply is the client driver applying an OPEN's answer: OpenAnswered, and
+// now or in a later step (cached) OpenCached.
 func (w *bWorld) apply(c, f int, o *bOpen) {
 	s := w.cl[c][f]
-	i := slices.Index(s.opens, o)
-	s.opens = slices.Delete(s.opens, i, i+1)
 	if o.failed {
+		s.opens = slices.DeleteFunc(s.opens, func(x *bOpen) bool { return x == o })
 		w.logf("%d: OPEN of f%d failed", c, f)
 		s.f.OpenAnswered(&o.tok, state.OpenReply{}, fmt.Errorf("jukebox"))
 		return
@@ -210,18 +213,40 @@ func (w *bWorld) apply(c, f int, o *bOpen) {
 	r := *o.answer
 	acts := s.f.OpenAnswered(&o.tok, r, nil)
 	w.logf("%d applies its OPEN of f%d for %v: %+v -> %v", c, f, o.tok.Mode, r, acts)
-	s.handles = append(s.handles, o.tok.Mode)
 	w.do(c, f, acts)
-	if slices.ContainsFunc(acts, func(a clientfile.Action) bool { return a.Kind == clientfile.ActCache }) {
-		// The cache is relabelled: what the version rule keeps is kept
-		// (dirty data is the client's own whatever the rule says).
-		if s.valid && !clientfile.Valid(s.label, r) && !s.f.Dirty() {
-			s.valid = false
-		}
-		s.label = r.Version
-		_, more := s.f.OpenCached(&o.tok, r, true)
-		w.do(c, f, more)
+	if !slices.ContainsFunc(acts, func(a clientfile.Action) bool { return a.Kind == clientfile.ActCache }) {
+		s.opens = slices.DeleteFunc(s.opens, func(x *bOpen) bool { return x == o })
+		s.handles = append(s.handles, o.tok.Mode)
+		return
 	}
+	o.applied = true
+	if w.r.IntN(2) == 0 {
+		w.cached(c, f, o)
+	}
+}
+
+// cached ends an OPEN that allowed caching: the cache is relabelled (what
+// the version rule keeps is kept; dirty data is the client's own whatever
+// the rule says), then OpenCached.
+func (w *bWorld) cached(c, f int, o *bOpen) {
+	s := w.cl[c][f]
+	s.opens = slices.DeleteFunc(s.opens, func(x *bOpen) bool { return x == o })
+	r := *o.answer
+	if s.valid && !clientfile.Valid(s.label, r) && !s.f.Dirty() {
+		s.valid = false
+	}
+	s.label = r.Version
+	_, more := s.f.OpenCached(&o.tok, r, true)
+	w.logf("%d: its OPEN of f%d cached: caching %v %v", c, f, s.f.Caching(), more)
+	w.do(c, f, more)
+	s.handles = append(s.handles, o.tok.Mode)
+}
+
+// protoBusy reports whether an OPEN of f by c is in flight: the client's
+// openMu serializes its OPENs, CLOSEs and delayed-close take-overs of a
+// file with it (an OPEN's answer applied, its caching not yet, does not).
+func (w *bWorld) protoBusy(c, f int) bool {
+	return slices.ContainsFunc(w.cl[c][f].opens, func(o *bOpen) bool { return !o.applied })
 }
 
 // do carries out a client's actions (but ActCache, handled by apply, and
@@ -276,6 +301,9 @@ func (w *bWorld) access(c, f int, k state.AccessKind) {
 
 func (w *bWorld) open(c, f int, mode state.Mode) {
 	s := w.cl[c][f]
+	if w.protoBusy(c, f) {
+		return
+	}
 	tok, acts := s.f.OpenBegin(mode)
 	if tok.Reused {
 		w.logf("%d opens f%d for %v: takes a delayed %v close over", c, f, mode, tok.Mode)
@@ -470,7 +498,7 @@ func (w *bWorld) step() {
 	case 0, 1:
 		w.open(c, f, state.Mode(1+w.r.IntN(2)))
 	case 2:
-		if len(s.handles) > 0 {
+		if len(s.handles) > 0 && !w.protoBusy(c, f) {
 			w.release(c, f)
 		}
 	case 3:
@@ -483,6 +511,10 @@ func (w *bWorld) step() {
 		}
 	case 5:
 		for _, o := range s.opens {
+			if o.applied {
+				w.cached(c, f, o)
+				break
+			}
 			if o.answer != nil {
 				w.apply(c, f, o)
 				break
@@ -537,7 +569,7 @@ func (w *bWorld) check() {
 			}
 			r, wr := s.f.Opens(state.Read)+s.f.Kept(state.Read), s.f.Opens(state.Write)+s.f.Kept(state.Write)
 			for _, o := range s.opens {
-				if o.answer != nil {
+				if o.answer != nil && !o.applied {
 					if o.tok.Mode == state.Write {
 						wr++
 					} else {
@@ -576,6 +608,11 @@ func (w *bWorld) drain() {
 			for f := range bFiles {
 				s := w.cl[c][f]
 				for _, o := range s.opens {
+					if o.applied {
+						w.cached(c, f, o)
+						busy = true
+						break
+					}
 					if o.answer != nil {
 						w.apply(c, f, o)
 						busy = true
@@ -584,7 +621,7 @@ func (w *bWorld) drain() {
 				}
 				if w.serveOne(c, f) {
 					busy = true
-				} else if len(s.handles) > 0 {
+				} else if len(s.handles) > 0 && !w.protoBusy(c, f) {
 					w.release(c, f)
 					busy = true
 				}
@@ -616,7 +653,9 @@ func (w *bWorld) drain() {
 			if len(s.opens) == 0 && !busy {
 				break
 			}
-			if len(s.opens) > 0 && s.opens[0].answer != nil {
+			if len(s.opens) > 0 && s.opens[0].applied {
+				w.cached(reader, f, s.opens[0])
+			} else if len(s.opens) > 0 && s.opens[0].answer != nil {
 				w.apply(reader, f, s.opens[0])
 			} else if !busy {
 				w.advance(100 * time.Millisecond)
