@@ -86,6 +86,9 @@ type bClient struct {
 	opens   []*bOpen
 	calls   []*bCallback
 	timerAt time.Time // zero: no timer armed
+	// wb is the delayed write-back loop's write-back in progress: its
+	// WRITEs are sent, its end (COMMIT, marking clean) is to come.
+	wb *clientfile.WriteBack
 }
 
 type bWorld struct {
@@ -276,17 +279,38 @@ func (w *bWorld) do(c, f int, acts []clientfile.Action) {
 	}
 }
 
-// writeBack sends the dirty value (a covered WRITE and COMMIT).
+// writeBack sends the dirty value (a covered WRITE and COMMIT), after the
+// write-back in progress if there is one (flushMu: one at a time).
 func (w *bWorld) writeBack(c, f int) {
+	w.writeBackEnd(c, f)
+	if w.writeBackBegin(c, f) {
+		w.writeBackEnd(c, f)
+	}
+}
+
+func (w *bWorld) writeBackBegin(c, f int) bool {
 	s := w.cl[c][f]
 	wb, ok := s.f.WriteBackBegin()
 	if !ok {
-		return
+		return false
 	}
 	w.access(c, f, state.AccessWrite)
 	w.server[f] = s.val
 	w.logf("  %d writes f%d = %d back", c, f, s.val)
-	w.do(c, f, s.f.WriteBackDone(wb, clientfile.WBDone))
+	s.wb = &wb
+	return true
+}
+
+func (w *bWorld) writeBackEnd(c, f int) {
+	s := w.cl[c][f]
+	if s.wb == nil {
+		return
+	}
+	wb := *s.wb
+	s.wb = nil
+	acts := s.f.WriteBackDone(wb, clientfile.WBDone)
+	w.logf("  %d: write-back of f%d done (dirty %v)", c, f, s.f.Dirty())
+	w.do(c, f, acts)
 }
 
 // access is a protocol client's READ or WRITE of a file it holds: covered.
@@ -456,7 +480,7 @@ func (w *bWorld) advance(d time.Duration) {
 func (w *bWorld) quiet() bool {
 	for c := range w.cl {
 		for f := range bFiles {
-			if len(w.cl[c][f].opens)+len(w.cl[c][f].calls) > 0 {
+			if len(w.cl[c][f].opens)+len(w.cl[c][f].calls) > 0 || w.cl[c][f].wb != nil {
 				return false
 			}
 		}
@@ -531,11 +555,13 @@ func (w *bWorld) step() {
 		}
 	case 8:
 		w.advance([...]time.Duration{100 * time.Millisecond, 700 * time.Millisecond, 1500 * time.Millisecond}[w.r.IntN(3)])
-	case 9: // the delayed write-back loop
-		if s.f.Dirty() {
-			w.logf("%d: delayed write-back of f%d", c, f)
-			w.writeBack(c, f)
+	case 9: // the delayed write-back loop: its start, or its end
+		if s.wb != nil {
+			w.writeBackEnd(c, f)
 			w.do(c, f, s.f.IdleClean())
+		} else if s.f.Dirty() {
+			w.logf("%d: delayed write-back of f%d", c, f)
+			w.writeBackBegin(c, f)
 		}
 	case 10:
 		if w.r.IntN(8) == 0 && w.quiet() {
@@ -618,6 +644,10 @@ func (w *bWorld) drain() {
 						busy = true
 						break
 					}
+				}
+				if s.wb != nil {
+					w.writeBackEnd(c, f)
+					busy = true
 				}
 				if w.serveOne(c, f) {
 					busy = true
