@@ -153,6 +153,18 @@ var cases = []struct {
 			return acts
 		},
 		[]ActionKind{ActInvalidateCache}, func(f *File) error { return want("caching", f.Caching(), false) }},
+	{"4.2", "a refusal of caching revokes an earlier OPEN's grant not yet applied", Config{},
+		func(t *testing.T, f *File) []Action {
+			first, _ := f.OpenBegin(state.Read)
+			f.OpenAnswered(&first, grant, nil) // ActCache: the driver settles attributes, relabels
+			second, _ := f.OpenBegin(state.Write)
+			f.OpenAnswered(&second, noCache, nil)
+			_, acts := f.OpenCached(&first, grant, true)
+			return acts
+		},
+		[]ActionKind{ActInvalidateCache}, func(f *File) error {
+			return errors.Join(want("caching", f.Caching(), false), want("held", f.Held(), 2))
+		}},
 	{"5.1", "an OPEN in flight: never CB_STALE, never CB_TREAT_AS_CLOSED", Config{CloseDelay: delay},
 		func(t *testing.T, f *File) []Action {
 			f.OpenBegin(state.Read)
