@@ -522,3 +522,24 @@ func (f *File) PassthroughClose(mode state.Mode) {
 		f.pin, f.holder = pinNone, false
 	}
 }
+
+// Invals is the invalidation epoch: it moves whenever caching was taken
+// away (a callback that invalidates, the pinned holder's callbacks, a
+// refusal of caching, a refused reclaim). Caches keyed by it (the file's
+// extended attributes) are valid only while it stays.
+func (f *File) Invals() uint64 { return f.invals }
+
+// Reintegrated: the reintegration's own OPEN (for writing) relabelled the
+// cache with version and wrote the dirty data back (WriteBackBegin /
+// WriteBackDone around it); its CLOSE follows, outside this machine's
+// counts, as today.
+func (f *File) Reintegrated(version uint64) {
+	f.hasData, f.version = true, version
+}
+
+// Dropped: the cache file is gone (its data saved as a conflict copy, or
+// lost): nothing of the file is cached any more.
+func (f *File) Dropped() []Action {
+	f.hasData, f.caching, f.kernVer, f.dirty = false, false, 0, false
+	return []Action{{Kind: ActNotifyData}}
+}

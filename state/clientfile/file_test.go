@@ -380,6 +380,35 @@ var cases = []struct {
 			return f.ServerRestarted(false)
 		},
 		[]ActionKind{ActWriteBack}, func(f *File) error { return want("caching", f.Caching(), true) }},
+	{"13", "reintegration relabels the cache with its OPEN's version; a conflict copy drops the cache", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			f.Fenced()
+			f.Reintegrated(12)
+			if f.Version() != 12 || f.Caching() {
+				t.Fatalf("after reintegration: version %d caching %v", f.Version(), f.Caching())
+			}
+			return f.Dropped()
+		},
+		[]ActionKind{ActNotifyData}, func(f *File) error {
+			return errors.Join(want("dirty", f.Dirty(), false), want("busy", f.Busy(), true))
+		}},
+	{"5.1", "the invalidation epoch moves with every callback that invalidates", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			before := f.Invals()
+			serve(f, state.Writeback, true)
+			if f.Invals() != before {
+				t.Fatal("CB_WRITEBACK moved the epoch")
+			}
+			serve(f, state.Invalidate, true)
+			if f.Invals() == before {
+				t.Fatal("CB_INVALIDATE did not move the epoch")
+			}
+			return nil
+		},
+		nil, nil},
 	{"13", "SNFS_ERR_FENCED on a write-back: clean data dropped, dirty data reintegrated", Config{},
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
