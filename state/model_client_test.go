@@ -74,6 +74,10 @@ type bCallback struct {
 	cb    state.Callback
 	begun bool
 	tok   clientfile.Callback
+	// work is what CallbackBegin asked for from its write-back on, done
+	// in a later step: the applications go on meanwhile (caching stopped
+	// already for a callback that invalidates).
+	work []clientfile.Action
 }
 
 // bClient is one client's file: its machine and its cache.
@@ -379,6 +383,7 @@ func (w *bWorld) read(c, f int) {
 		s.val, s.valid, s.label = w.server[f], true, s.f.Version()
 		val = s.val
 	default:
+		w.do(c, f, s.f.Through())
 		w.access(c, f, state.AccessRead)
 		val = w.server[f]
 	}
@@ -398,9 +403,7 @@ func (w *bWorld) write(c, f int) {
 		w.logf("%d writes f%d = %d into its cache", c, f, w.nextVal)
 		return
 	}
-	if s.f.Dirty() {
-		w.writeBack(c, f) // the cache's older dirty data goes first
-	}
+	w.do(c, f, s.f.Through()) // the cache's older dirty data goes first
 	w.access(c, f, state.AccessWrite)
 	w.server[f] = w.nextVal
 	s.valid = false // the cache's clean data is older than this write
@@ -413,15 +416,33 @@ func (w *bWorld) callbackBegin(c, f int, bc *bCallback) {
 	tok, acts := s.f.CallbackBegin(bc.cb.Mode, s.valid || s.f.Dirty(), false)
 	bc.begun, bc.tok = true, tok
 	w.logf("%d begins %v on f%d: %v", c, bc.cb.Mode, f, acts)
-	w.do(c, f, acts)
 	if n := len(acts); n > 0 && acts[n-1].Kind == clientfile.ActAnswer {
+		w.do(c, f, acts)
 		w.answer(c, f, bc, acts[n-1].Outcome)
+		return
 	}
+	i := slices.IndexFunc(acts, func(a clientfile.Action) bool { return a.Kind == clientfile.ActWriteBack })
+	if i < 0 {
+		i = len(acts)
+	}
+	w.do(c, f, acts[:i])
+	bc.work = acts[i:]
+}
+
+// callbackWork does the rest of a begun callback's work.
+func (w *bWorld) callbackWork(c, f int, bc *bCallback) {
+	w.logf("%d works on %v on f%d: %v", c, bc.cb.Mode, f, bc.work)
+	work := bc.work
+	bc.work = nil
+	w.do(c, f, work)
 }
 
 // callbackEnd finishes a begun callback and answers it.
 func (w *bWorld) callbackEnd(c, f int, bc *bCallback) {
 	s := w.cl[c][f]
+	if len(bc.work) > 0 {
+		w.callbackWork(c, f, bc)
+	}
 	for range 4 {
 		acts := s.f.CallbackEnd(&bc.tok, false, false)
 		w.logf("%d ends %v on f%d: %v", c, bc.cb.Mode, f, acts)
@@ -547,9 +568,12 @@ func (w *bWorld) step() {
 	case 6, 7:
 		if len(s.calls) > 0 {
 			bc := s.calls[w.r.IntN(len(s.calls))]
-			if !bc.begun {
+			switch {
+			case !bc.begun:
 				w.callbackBegin(c, f, bc)
-			} else {
+			case len(bc.work) > 0:
+				w.callbackWork(c, f, bc)
+			default:
 				w.callbackEnd(c, f, bc)
 			}
 		}

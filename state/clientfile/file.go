@@ -543,3 +543,16 @@ func (f *File) Dropped() []Action {
 	f.hasData, f.caching, f.kernVer, f.dirty = false, false, 0, false
 	return []Action{{Kind: ActNotifyData}}
 }
+
+// Through is a read or write that goes through the server (the file is not
+// cached): the cache's dirty data, written while it was cached, is older
+// than it and goes first (the driver's writeBackFirst, under flushMu, which
+// also waits for a write-back in progress). Without it a read through
+// returns the server's older bytes, and a late write-back overwrites a newer
+// write made through.
+func (f *File) Through() []Action {
+	if f.dirty && f.hasData {
+		return []Action{{Kind: ActWriteBack}}
+	}
+	return nil
+}

@@ -409,6 +409,14 @@ var cases = []struct {
 			return nil
 		},
 		nil, nil},
+	{"5.1", "a read or write through the server after caching stopped writes the older dirty data back first", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			f.CallbackBegin(state.WritebackInvalidate, true, false) // stopped; its write-back not yet done
+			return f.Through()
+		},
+		[]ActionKind{ActWriteBack}, nil},
 	{"13", "SNFS_ERR_FENCED on a write-back: clean data dropped, dirty data reintegrated", Config{},
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
