@@ -693,6 +693,17 @@ func (w *bWorld) drain() {
 	if !w.quiet() {
 		w.fail("messages still in flight after draining")
 	}
+	if w.r.IntN(2) == 0 {
+		// Unmount: the kept opens are CLOSEd now.
+		for c := 1; c <= bClients; c++ {
+			for f := range bFiles {
+				acts := w.cl[c][f].f.CloseAllDelayed()
+				w.logf("%d unmounts f%d: %v", c, f, acts)
+				w.do(c, f, acts)
+				w.check()
+			}
+		}
+	}
 	w.advance(w.delay + time.Second)
 	w.check()
 	const reader = bClients + 1
