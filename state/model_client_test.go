@@ -93,6 +93,20 @@ type bClient struct {
 	// wb is the delayed write-back loop's write-back in progress: its
 	// WRITEs are sent, its end (COMMIT, marking clean) is to come.
 	wb *clientfile.WriteBack
+	// pt: its one application open (for writing) passes through: the
+	// kernel reads and writes the cache file itself, cached or not (the
+	// pinned mode, docs/protocol.md 10.1). No other open of the file is
+	// made meanwhile.
+	pt bool
+	// parked is a READ or WRITE of the file waiting at the server behind
+	// another client's pinned holding; the applications wait with it.
+	parked *bAccess
+}
+
+// bAccess is a covered READ or WRITE parked at the server.
+type bAccess struct {
+	req  state.ReqID
+	kind state.AccessKind
 }
 
 type bWorld struct {
@@ -105,6 +119,7 @@ type bWorld struct {
 	nextReq state.ReqID
 	nextVal int
 	mark    uint64 // versions durably reserved
+	pt      bool   // passthrough write opens (and so pinned holders) in this run
 	server  [bFiles]int
 	latest  [bFiles]int
 	cl      [bClients + 2][bFiles]*bClient
@@ -121,6 +136,7 @@ func newBWorld(t testing.TB, seed uint64) *bWorld {
 	if seed%2 == 1 {
 		w.delay = 2 * time.Second
 	}
+	w.pt = seed%4 >= 2
 	for c := range w.cl {
 		for f := range bFiles {
 			w.cl[c][f] = &bClient{f: clientfile.New(clientfile.Config{CloseDelay: w.delay})}
@@ -164,8 +180,12 @@ func (w *bWorld) absorb(acts []state.Action) {
 			w.mark = a.Through
 			w.absorb(w.m.VersionsReserved(w.now, a.Through, nil))
 		case state.ActLease:
+		case state.ActProceed:
+			w.proceed(a)
 		case state.ActReply, state.ActJukebox, state.ActRefuse, state.ActAbandon:
-			w.answered(a)
+			if !w.accessAnswered(a) {
+				w.answered(a)
+			}
 		default:
 			w.fail("unexpected server action %+v", a)
 		}
@@ -247,6 +267,11 @@ func (w *bWorld) cached(c, f int, o *bOpen) {
 	w.logf("%d: its OPEN of f%d cached: caching %v %v", c, f, s.f.Caching(), more)
 	w.do(c, f, more)
 	s.handles = append(s.handles, o.tok.Mode)
+	if w.pt && o.tok.Mode == state.Write && s.f.Caching() && len(s.handles) == 1 && len(s.opens) == 0 && w.r.IntN(2) == 0 {
+		s.pt = true
+		s.f.PassthroughOpen(state.Write)
+		w.logf("  its open passes through")
+	}
 }
 
 // protoBusy reports whether an OPEN of f by c is in flight: the client's
@@ -269,7 +294,7 @@ func (w *bWorld) do(c, f int, acts []clientfile.Action) {
 			s.timerAt = a.At
 		case clientfile.ActStopTimer:
 			s.timerAt = time.Time{}
-		case clientfile.ActWriteBack:
+		case clientfile.ActWriteBack, clientfile.ActPinSync:
 			w.writeBack(c, f)
 		case clientfile.ActInvalidateCache:
 			if s.f.Dirty() {
@@ -317,19 +342,82 @@ func (w *bWorld) writeBackEnd(c, f int) {
 	w.do(c, f, acts)
 }
 
-// access is a protocol client's READ or WRITE of a file it holds: covered.
+// access is a protocol client's READ or WRITE of a file it holds: covered,
+// it proceeds at once.
 func (w *bWorld) access(c, f int, k state.AccessKind) {
-	w.nextReq++
-	v, acts := w.m.PlainAccess(w.now, w.nextReq, state.AccessArgs{File: bFile(f), Handle: []byte{byte(f)}, Client: state.ClientID(c), Kind: k})
-	if v != state.Proceed || len(acts) != 0 {
+	if w.tryAccess(c, f, k) {
 		fi, _ := w.m.Lookup(w.now, bFile(f))
+		w.fail("%v by %d of f%d not covered: it waits (%+v)", k, c, f, fi)
+	}
+}
+
+// tryAccess is access that may wait behind another client's pinned
+// holding (docs/protocol.md 10.1): then it reports true, and the
+// application's read or write is finished by proceed.
+func (w *bWorld) tryAccess(c, f int, k state.AccessKind) (parked bool) {
+	w.nextReq++
+	req := w.nextReq
+	v, acts := w.m.PlainAccess(w.now, req, state.AccessArgs{File: bFile(f), Handle: []byte{byte(f)}, Client: state.ClientID(c), Kind: k})
+	if v == state.Proceed && len(acts) == 0 {
+		return false
+	}
+	fi, _ := w.m.Lookup(w.now, bFile(f))
+	if v != state.Wait || !slices.ContainsFunc(fi.Holders, func(h state.HolderInfo) bool { return int(h.Client) != c && h.Pinned }) {
 		w.fail("%v by %d of f%d not covered: %v %+v (%+v)", k, c, f, v, acts, fi)
 	}
+	w.logf("  %v by %d of f%d waits behind a pinned holder (req %d)", k, c, f, req)
+	w.cl[c][f].parked = &bAccess{req: req, kind: k}
+	w.absorb(acts)
+	return true
+}
+
+// proceed finishes a parked READ or WRITE: the pinned holder has written
+// back what it wrote before the request came, so the server has the latest.
+func (w *bWorld) proceed(a state.Action) {
+	for c := range w.cl {
+		for f := range bFiles {
+			s := w.cl[c][f]
+			if s.parked == nil || s.parked.req != a.Req {
+				continue
+			}
+			k := s.parked.kind
+			s.parked = nil
+			w.logf("  -> proceed %v by %d of f%d", k, c, f)
+			if k == state.AccessRead {
+				w.logf("%d reads f%d: %d (after waiting)", c, f, w.server[f])
+				if w.server[f] != w.latest[f] {
+					w.fail("stale read: %d read f%d = %d after waiting behind the pinned holder, latest %d", c, f, w.server[f], w.latest[f])
+				}
+				return
+			}
+			w.nextVal++
+			w.server[f], w.latest[f] = w.nextVal, w.nextVal
+			s.valid = false
+			w.logf("%d writes f%d = %d through (after waiting)", c, f, w.nextVal)
+			return
+		}
+	}
+	w.fail("proceed of unknown request %d", a.Req)
+}
+
+// accessAnswered handles JUKEBOX (or a refusal) of a parked READ or WRITE:
+// the application's call fails (a write changes nothing).
+func (w *bWorld) accessAnswered(a state.Action) bool {
+	for c := range w.cl {
+		for f := range bFiles {
+			if s := w.cl[c][f]; s.parked != nil && s.parked.req == a.Req {
+				w.logf("  -> %v to %d's parked %v of f%d", a.Kind, c, s.parked.kind, f)
+				s.parked = nil
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (w *bWorld) open(c, f int, mode state.Mode) {
 	s := w.cl[c][f]
-	if w.protoBusy(c, f) {
+	if w.protoBusy(c, f) || s.pt || s.parked != nil {
 		return
 	}
 	tok, acts := s.f.OpenBegin(mode)
@@ -367,6 +455,10 @@ func (w *bWorld) release(c, f int) {
 	i := w.r.IntN(len(s.handles))
 	mode := s.handles[i]
 	s.handles = slices.Delete(s.handles, i, i+1)
+	if s.pt {
+		s.pt = false
+		w.do(c, f, s.f.PassthroughClose(state.Write))
+	}
 	acts := s.f.Release(w.now, mode, false)
 	w.logf("%d releases f%d (%v): %v", c, f, mode, acts)
 	w.do(c, f, acts)
@@ -376,6 +468,13 @@ func (w *bWorld) read(c, f int) {
 	s := w.cl[c][f]
 	val := 0
 	switch {
+	case s.pt && !s.f.Caching():
+		// The pinned holder (or one entering): its kernel reads the cache
+		// file, refreshed from the server where it has sent everything.
+		val = w.server[f]
+		if s.f.Dirty() {
+			val = s.val
+		}
 	case s.f.Caching() && s.valid:
 		val = s.val
 	case s.f.Caching():
@@ -384,7 +483,9 @@ func (w *bWorld) read(c, f int) {
 		val = s.val
 	default:
 		w.do(c, f, s.f.Through())
-		w.access(c, f, state.AccessRead)
+		if w.tryAccess(c, f, state.AccessRead) {
+			return
+		}
 		val = w.server[f]
 	}
 	w.logf("%d reads f%d: %d (cached %v)", c, f, val, s.f.Caching())
@@ -395,16 +496,29 @@ func (w *bWorld) read(c, f int) {
 
 func (w *bWorld) write(c, f int) {
 	s := w.cl[c][f]
-	w.nextVal++
-	w.latest[f] = w.nextVal
+	if s.pt {
+		// The kernel writes the cache file itself, cached or not.
+		w.nextVal++
+		w.latest[f] = w.nextVal
+		s.val, s.valid = w.nextVal, true
+		s.f.ExternalWrite()
+		w.logf("%d writes f%d = %d through passthrough (pinned %v)", c, f, w.nextVal, s.f.Pinned())
+		return
+	}
 	if s.f.CacheWriteBegin() {
+		w.nextVal++
+		w.latest[f] = w.nextVal
 		s.val, s.valid = w.nextVal, true
 		s.f.CacheWriteEnd()
 		w.logf("%d writes f%d = %d into its cache", c, f, w.nextVal)
 		return
 	}
 	w.do(c, f, s.f.Through()) // the cache's older dirty data goes first
-	w.access(c, f, state.AccessWrite)
+	if w.tryAccess(c, f, state.AccessWrite) {
+		return // the value is written when it proceeds
+	}
+	w.nextVal++
+	w.latest[f] = w.nextVal
 	w.server[f] = w.nextVal
 	s.valid = false // the cache's clean data is older than this write
 	w.logf("%d writes f%d = %d through", c, f, w.nextVal)
@@ -472,6 +586,10 @@ func (w *bWorld) answer(c, f int, bc *bCallback, out state.Outcome) {
 			w.fail("%d answered CB_STALE on f%d holding something", c, f)
 		}
 	case state.OK:
+	case state.Pinned:
+		if !s.pt {
+			w.fail("%d answered CB_PINNED on f%d with no passthrough open for writing", c, f)
+		}
 	default:
 		w.fail("%d answered %v on f%d", c, out, f)
 	}
@@ -501,7 +619,7 @@ func (w *bWorld) advance(d time.Duration) {
 func (w *bWorld) quiet() bool {
 	for c := range w.cl {
 		for f := range bFiles {
-			if len(w.cl[c][f].opens)+len(w.cl[c][f].calls) > 0 || w.cl[c][f].wb != nil {
+			if len(w.cl[c][f].opens)+len(w.cl[c][f].calls) > 0 || w.cl[c][f].wb != nil || w.cl[c][f].parked != nil {
 				return false
 			}
 		}
@@ -543,15 +661,15 @@ func (w *bWorld) step() {
 	case 0, 1:
 		w.open(c, f, state.Mode(1+w.r.IntN(2)))
 	case 2:
-		if len(s.handles) > 0 && !w.protoBusy(c, f) {
+		if len(s.handles) > 0 && !w.protoBusy(c, f) && s.parked == nil {
 			w.release(c, f)
 		}
 	case 3:
-		if len(s.handles) > 0 {
+		if len(s.handles) > 0 && s.parked == nil {
 			w.read(c, f)
 		}
 	case 4:
-		if slices.Contains(s.handles, state.Write) {
+		if slices.Contains(s.handles, state.Write) && s.parked == nil {
 			w.write(c, f)
 		}
 	case 5:
@@ -633,6 +751,9 @@ func (w *bWorld) check() {
 			if s.f.Dirty() && !h.Dirty {
 				w.fail("f%d: %d is dirty, the server does not know: %+v", f, c, fi)
 			}
+			if h.Pinned && !s.f.Pinned() {
+				w.fail("f%d: the server has %d pinned, the client is not: %+v", f, c, fi)
+			}
 			if s.f.Caching() && s.f.Held() > 0 && !h.Caching {
 				w.fail("f%d: %d caches an open file, the server does not know: %+v", f, c, fi)
 			}
@@ -675,7 +796,7 @@ func (w *bWorld) drain() {
 				}
 				if w.serveOne(c, f) {
 					busy = true
-				} else if len(s.handles) > 0 && !w.protoBusy(c, f) {
+				} else if len(s.handles) > 0 && !w.protoBusy(c, f) && s.parked == nil {
 					w.release(c, f)
 					busy = true
 				}

@@ -513,14 +513,29 @@ func (f *File) ReclaimItem() (readers, writers int, caching, dirty bool, version
 // file itself (FUSE passthrough), watched so that it can be pinned.
 func (f *File) PassthroughOpen(mode state.Mode) { f.pt[mode]++ }
 
-// PassthroughClose ends one; the last ends the pinned mode.
-func (f *File) PassthroughClose(mode state.Mode) {
+// PassthroughClose ends one; the last ends the pinned mode. What the kernel
+// wrote through a write open goes to the server first (the driver's
+// snfsNoteExternal, before the release's CLOSE) when the file is pinned
+// (ActPinSync: its last CLOSE for writing ends the pinned state,
+// docs/protocol.md 10.1) or not cached (ActWriteBack: write-shared, it is
+// not kept); a cached file keeps it as dirty data.
+func (f *File) PassthroughClose(mode state.Mode) []Action {
+	var acts []Action
+	if mode == state.Write {
+		switch {
+		case f.pin == pinEntered:
+			acts = append(acts, Action{Kind: ActPinSync})
+		case !f.caching && f.dirty && f.hasData:
+			acts = append(acts, Action{Kind: ActWriteBack}, Action{Kind: ActInvalidateCache})
+		}
+	}
 	if f.pt[mode] > 0 {
 		f.pt[mode]--
 	}
 	if f.pt[state.Read]+f.pt[state.Write] == 0 {
 		f.pin, f.holder = pinNone, false
 	}
+	return acts
 }
 
 // Invals is the invalidation epoch: it moves whenever caching was taken
@@ -555,4 +570,12 @@ func (f *File) Through() []Action {
 		return []Action{{Kind: ActWriteBack}}
 	}
 	return nil
+}
+
+// ExternalWrite: the kernel wrote into the cache file through a passthrough
+// open (the driver noticed it: snfsNoteExternal), cached or not: in the
+// pinned mode it goes on writing there. The cache is dirty.
+func (f *File) ExternalWrite() {
+	f.writeSeq++
+	f.dirty = true
 }

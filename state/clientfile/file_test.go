@@ -344,10 +344,33 @@ var cases = []struct {
 			opened(t, f, state.Write, grantW)
 			f.PassthroughOpen(state.Write)
 			serve(f, state.WritebackInvalidate, true)
-			f.PassthroughClose(state.Write)
+			write(f) // (through the mount: the kernel's are ExternalWrite)
+			f.ExternalWrite()
+			if acts := f.PassthroughClose(state.Write); !has(acts, ActPinSync) {
+				t.Fatalf("last passthrough close of the pinned holder: %v, want its writes sent", acts)
+			}
 			return serve(f, state.Writeback, true)
 		},
 		[]ActionKind{ActWriteBack, ActAnswer}, func(f *File) error { return want("pinned", f.Pinned(), false) }},
+	{"10.1", "a passthrough writer that closes during its pinned entry: what it wrote after the write-back goes before the answer", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			f.PassthroughOpen(state.Write)
+			cb, _ := f.CallbackBegin(state.WritebackInvalidate, true, false)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBDone)
+			f.ExternalWrite() // the kernel, after the entry's write-back
+			f.PassthroughClose(state.Write)
+			f.Release(t0, state.Write, false)
+			acts := f.CallbackEnd(&cb, false, false)
+			if !slices.Equal(kinds(acts), []ActionKind{ActWriteBack}) {
+				t.Fatalf("end: %v, want a write-back before the answer", acts)
+			}
+			wb, _ = f.WriteBackBegin()
+			f.WriteBackDone(wb, WBDone)
+			return f.CallbackEnd(&cb, false, false)
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error { return want("dirty", f.Dirty(), false) }},
 	{"4.5", "RECLAIM reports opens with delayed closes, and a pinned holder as caching and dirty", Config{CloseDelay: delay},
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
