@@ -78,6 +78,7 @@ type bCallback struct {
 	// in a later step: the applications go on meanwhile (caching stopped
 	// already for a callback that invalidates).
 	work []clientfile.Action
+	pt   bool // the client had a passthrough write open when it began
 }
 
 // bClient is one client's file: its machine and its cache.
@@ -528,7 +529,7 @@ func (w *bWorld) write(c, f int) {
 func (w *bWorld) callbackBegin(c, f int, bc *bCallback) {
 	s := w.cl[c][f]
 	tok, acts := s.f.CallbackBegin(bc.cb.Mode, s.valid || s.f.Dirty(), false)
-	bc.begun, bc.tok = true, tok
+	bc.begun, bc.tok, bc.pt = true, tok, s.pt
 	w.logf("%d begins %v on f%d: %v", c, bc.cb.Mode, f, acts)
 	if n := len(acts); n > 0 && acts[n-1].Kind == clientfile.ActAnswer {
 		w.do(c, f, acts)
@@ -587,8 +588,13 @@ func (w *bWorld) answer(c, f int, bc *bCallback, out state.Outcome) {
 		}
 	case state.OK:
 	case state.Pinned:
-		if !s.pt {
+		if !bc.pt {
 			w.fail("%d answered CB_PINNED on f%d with no passthrough open for writing", c, f)
+		}
+		if !s.pt && s.f.Dirty() {
+			// Without a write open the server takes it as CB_OK and
+			// forgets the dirty record.
+			w.fail("%d answered CB_PINNED on f%d, its passthrough open closed, dirty", c, f)
 		}
 	default:
 		w.fail("%d answered %v on f%d", c, out, f)

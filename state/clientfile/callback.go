@@ -8,7 +8,6 @@ type Callback struct {
 	Mode      state.CallbackMode
 	entering  bool // this callback started the pinned mode
 	delayedWB bool // the delayed-close write-back was asked for
-	againWB   bool // the write-back of what passthrough wrote during the work was asked for
 }
 
 // CallbackBegin serves CB_CALLBACK of mode (docs/protocol.md 5.1). cacheHolds:
@@ -73,20 +72,15 @@ func (f *File) CallbackEnd(cb *Callback, wbFailed, writeThrough bool) []Action {
 		cb.entering = false
 		if f.pin == pinEntering { // not ended meanwhile by the last passthrough close
 			f.pin = pinEntered
+			// CB_PINNED only while the kernel still writes: the mount
+			// today answers it whenever the entry began with writers,
+			// and the server then records a new write open made
+			// meanwhile as a pinned holder it is not (see the report of
+			// issue 25 item 2).
 			if f.holder && f.pt[state.Write] > 0 {
 				return []Action{{Kind: ActAnswer, Outcome: state.Pinned}}
 			}
 		}
-	}
-	if cb.Mode.Invalidates() && f.dirty && !cb.againWB {
-		// Written since the write-back although caching stopped first: by
-		// the kernel, through a passthrough open that closed before it
-		// could be pinned. The answer clears the server's dirty record
-		// (an invalidating mode: docs/protocol.md 5.1), so it goes now.
-		// The mount lacks this today (it answers CB_PINNED, which the
-		// server then takes as CB_OK): see the report of issue 25 item 2.
-		cb.againWB = true
-		return []Action{{Kind: ActWriteBack}}
 	}
 	only := f.keptN() > 0 && f.apps() == 0 && f.opening == 0
 	if only && !cb.delayedWB {
