@@ -53,9 +53,29 @@
 //     CB_STALE, CB_PINNED) or the work (ActStopCaching, ActPinEnter,
 //     ActWriteBack, ActInvalidateCache); CallbackEnd (the work is done) ->
 //     ActAnswer with the outcome docs/protocol.md 5.1 and 10 ask for.
-//   - ServerRestarted (reclaimed or refused), Fenced, Removed (the file's
-//     last link went while unopened, or at its last close), PassthroughOpen
-//     / PassthroughClose; ReclaimItem reports the file for RECLAIM.
+//   - Through (a read or write through the server: the cache's older dirty
+//     data goes first), ExternalWrite (the kernel wrote the cache file
+//     through passthrough), PassthroughOpen / PassthroughClose (the last
+//     sends what the kernel wrote, and ends the pinned mode).
+//   - ServerRestarted (reclaimed or refused), ReclaimItem (the file's
+//     RECLAIM item), Fenced, Reintegrated, Dropped (the cache file is
+//     gone), Removed (the file's last link went while unopened, or at its
+//     last close).
+//
+// # Where it differs from the mount today
+//
+// Two rules differ from mount/vfs as it is, each a race the both-ends
+// model found (the report of issue 25 item 2 has the traces); the wiring
+// brings them to the mount:
+//
+//   - An OPEN answer refusing caching moves the invalidation epoch, so an
+//     earlier OPEN of the file whose grant is still being applied (between
+//     ActCache and OpenCached) does not turn caching back on after it
+//     (docs/protocol.md 4.2). The mount's snfsOpenProto only stops caching.
+//   - CB_PINNED is answered only while a passthrough writer remains: the
+//     mount answers it whenever the pinned entry began with writers, and
+//     if they closed and a new write open came meanwhile the server then
+//     records a pinned holder that is not one.
 //
 // # The lock
 //
