@@ -295,7 +295,8 @@ func (f *File) OpenCached(o *Open, r state.OpenReply, settled bool) (keep bool, 
 // mode of its open, that of a taken-over delayed close included). The
 // driver has made the cache durable and sent what was written through.
 // removed: the file lost its last link while open (its silly name goes now,
-// and its cached data with it: Removed follows). The open is kept as a
+// and its cached data with it: the driver calls Removed first, so the
+// CLOSE says clean, as cancelWriteBack does today). The open is kept as a
 // delayed close when that is on, the file is cached and no other open
 // (application or in flight) remains; otherwise CLOSE is sent, with dirty
 // as the cache is.
