@@ -514,3 +514,12 @@ func TestModelBothEnds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzModelBothEnds explores seeds and run lengths beyond TestModelBothEnds's.
+func FuzzModelBothEnds(f *testing.F) {
+	f.Add(uint64(4), uint16(300))
+	f.Add(uint64(18), uint16(300))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		runBWorld(t, seed, int(steps%2000))
+	})
+}
