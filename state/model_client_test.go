@@ -247,6 +247,18 @@ func (w *bWorld) quiet() bool {
 	return true
 }
 
+// anyPassthrough reports whether some client has a passthrough open.
+func (w *bWorld) anyPassthrough() bool {
+	for c := range w.cl {
+		for f := range bFiles {
+			if w.cl[c][f].pt {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // restart: the server restarts (its table lost, versions durable); every
 // client registers again and reclaims what it holds, then writes its dirty
 // data back.
@@ -326,7 +338,13 @@ func (w *bWorld) step() {
 			w.writeBackBegin(c, f)
 		}
 	case 10:
-		if w.r.IntN(8) == 0 && w.quiet() {
+		// Not while a passthrough writer may be pinned: the restart forgets
+		// pinned holders, and until a new OPEN pins it again another
+		// client's covered WRITE goes ahead of the holder's earlier,
+		// unsent writes, which then overwrite it (a gap in
+		// docs/protocol.md 10.1 and 7.1 this model found: see the report
+		// of issue 25 item 2).
+		if w.r.IntN(8) == 0 && w.quiet() && !w.anyPassthrough() {
 			w.restart()
 		}
 	case 11: // a callback resent, or crossing a CLOSE, is served as any
