@@ -79,10 +79,24 @@
 //
 // # The lock
 //
-// One mutex per inode guards a File (the plan: it replaces the snfs part of
-// Inode.mu, and with it openMu's and flushMu's bookkeeping). The lock is
-// held only while a method runs, never across a call to the server or to the
-// cache directory. Locks the driver keeps for I/O ordering (flushMu: one
-// write-back at a time; cacheW: cache writes against a callback's stop;
-// appendMu) are taken before it, never while it is held.
+// One mutex per inode guards a File: the inode's state lock (today's
+// Inode.mu, which already guards the snfs fields this machine replaces:
+// snfsInode's caching, version, kernVer, opens, opening, dc.n and
+// dc.deadline, invals, wbMoving, the passthrough counts and pinned phase,
+// and the dirty flag kept beside cachedir's record). It is held only while
+// a method runs, never across a call to the server, the cache directory or
+// the kernel. The locks the driver keeps to order its I/O are taken before
+// it, never while it is held, in this order:
+//
+//	openMu    one OPEN or CLOSE of the file on the wire at a time (held
+//	          across the RPC; the machine's OPEN-in-flight rules assume it)
+//	appendMu  one cached append's size read and write at a time
+//	cacheW    cache writes (shared) against a callback's stop (exclusive)
+//	flushMu   one write-back at a time (held across the WRITEs and COMMIT)
+//	mu        the state lock: this machine and the attributes
+//	nameMu    the name, a leaf
+//
+// (delayedSet.mu sits between openMu and mu; the FS's dirty map after mu.)
+// A callback takes no openMu: its answer must never wait for the file's
+// own OPEN (docs/protocol.md 11).
 package clientfile
