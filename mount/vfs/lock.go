@@ -224,6 +224,13 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		fs.locksLost("the server revoked this client's locks", nil, true)
 	}
 	if err != nil {
+		if wait && ctx.Err() != nil {
+			// Interrupted before the answer: the server may have queued
+			// the request already (its BLOCKED reply in flight), and it
+			// would wait there until granted, for a process that is gone.
+			fs.cancelWait(i, owner, typ, off, n)
+			return syscall.EINTR
+		}
 		return lockCallErr(err)
 	}
 	end(ask && res.Stat == snfs1.LockGranted && res.Delegated)
@@ -249,12 +256,19 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 		fs.snfsGranted(f, owner, kind, off, n) // the grant came first: the lock is held
 		return nil
 	}
+	fs.cancelWait(i, owner, typ, off, n)
+	return syscall.EINTR
+}
+
+// cancelWait withdraws owner's blocking LOCK on (off, n) given up (its
+// process interrupted or killed) before the FUSE request is answered, so that
+// the server holds no waiter for it once the process is gone.
+func (fs *FS) cancelWait(i *Inode, owner uint64, typ snfs1.LockType, off, n uint64) {
 	cctx, cancel := fs.stopCtx(fs.sn.sess.CallbackTimeout())
 	defer cancel()
 	if err := fs.sn.sess.LockU(cctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n, Cancel: true, Type: typ}); err != nil {
 		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
-	return syscall.EINTR
 }
 
 // snfsGranted records owner's lock of kind on (off, n) granted through f.
