@@ -60,14 +60,7 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return err
 	}
-	var res *snfs1.AllocateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = fs.client(f.cred).Allocate(ctx, i.FH, am, off, length); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.AllocateRes, error) { return fs.client(f.cred).Allocate(ctx, i.FH, am, off, length) })
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
 		if fs.sn.noAllocate.CompareAndSwap(false, true) {

@@ -171,16 +171,9 @@ func (fs *FS) sendAppend(ctx context.Context, f *File, data []byte) (*snfs1.Appe
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return nil, err
 	}
-	var res *snfs1.AppendRes
 	c := fs.client(f.cred)
 	fs.stats.Writes.Add(1)
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = c.Append(ctx, i.FH, data, nfs3.Unstable); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.AppendRes, error) { return c.Append(ctx, i.FH, data, nfs3.Unstable) })
 	if err != nil {
 		return nil, err
 	}

@@ -56,11 +56,7 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 	want := accessBits(flags)
 	var res *nfs3.AccessRes
 	start := fs.attrStart()
-	err = fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Access(ctx, i.FH, want)
-		return status(res, err)
-	})
+	res, err = rpc(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.client(c).Access(ctx, i.FH, want) })
 	if err != nil {
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
@@ -163,14 +159,9 @@ func (fs *FS) readServer(ctx context.Context, f *File, off uint64, buf []byte) (
 	c := fs.client(f.cred)
 	got := 0
 	for got < len(buf) {
-		var res *nfs3.ReadRes
 		n := min(len(buf)-got, int(fs.rsize))
 		start := fs.attrStart()
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
-			return status(res, err)
-		})
+		res, err := rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, i.FH, off+uint64(got), uint32(n)) })
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
 			i.postOpLocked(res.Attr, start, time.Now())
@@ -301,12 +292,8 @@ func (fs *FS) Release(ctx context.Context, f *File) error {
 // close: the link it stood for is now gone on the server too, so the link
 // count i reports is the server's again.
 func (fs *FS) removeHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, name string) {
-	var res *nfs3.WccRes
-	if rerr := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Remove(ctx, dir, name)
-		return status(res, err)
-	}); rerr != nil {
+	res, rerr := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir, name) })
+	if rerr != nil {
 		fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
 	}
 	if d := fs.lookupInode(dir); d != nil && res != nil {

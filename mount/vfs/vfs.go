@@ -13,6 +13,7 @@ import (
 
 	"snfs/client"
 	"snfs/nfs3"
+	"snfs/snfs1"
 )
 
 // Cred is the identity a call is made with (AUTH_SYS).
@@ -120,12 +121,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
 		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
 	root := Cred{}
-	var info *nfs3.FsinfoRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		info, err = fs.client(root).Fsinfo(ctx, cfg.Root)
-		return status(info, err)
-	})
+	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
 	if err != nil {
 		return nil, fmt.Errorf("FSINFO: %w", err)
 	}
@@ -184,12 +180,21 @@ func (fs *FS) client(c Cred) *client.NFS {
 	return n
 }
 
-// status turns a call's result into (status, transport error) for do.
-func status[R any](res *R, err error) (nfs3.Status, error) {
-	if err != nil {
-		return 0, err
-	}
-	return statusOf(res), nil
+// rpc sends one call (send) as do does, until the answer is not
+// NFS3ERR_JUKEBOX, and returns the last reply with its transport error or
+// its status as an error (nil for NFS3_OK). The reply of a failed call is
+// returned too (nil after a transport error): its wcc_data and post-op
+// attributes still describe the file.
+func rpc[R any](ctx context.Context, fs *FS, send func() (*R, error)) (*R, error) {
+	var res *R
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = send(); err != nil {
+			return 0, err
+		}
+		return statusOf(res), nil
+	})
+	return res, err
 }
 
 func statusOf(res any) nfs3.Status {
@@ -221,6 +226,16 @@ func statusOf(res any) nfs3.Status {
 	case *nfs3.FsinfoRes:
 		return r.Status
 	case *nfs3.CommitRes:
+		return r.Status
+	case *snfs1.AppendRes:
+		return r.Status
+	case *snfs1.AllocateRes:
+		return r.Status
+	case *snfs1.GetXattrRes:
+		return r.Status
+	case *snfs1.ListXattrsRes:
+		return r.Status
+	case *snfs1.XattrChangeRes:
 		return r.Status
 	}
 	panic(fmt.Sprintf("vfs: status of %T", res))
@@ -261,12 +276,7 @@ func (fs *FS) do(ctx context.Context, call func() (nfs3.Status, error)) error {
 }
 
 func (fs *FS) getattr(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, error) {
-	var res *nfs3.GetattrRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Getattr(ctx, fh)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.client(c).Getattr(ctx, fh) })
 	if err != nil {
 		return nil, err
 	}

@@ -120,14 +120,7 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 	}
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
-	var res *snfs1.GetXattrRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = fs.client(c).GetXattr(ctx, i.FH, name); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
@@ -164,13 +157,8 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 	var names []string
 	cookie := uint64(0)
 	for {
-		var res *snfs1.ListXattrsRes
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			if res, err = fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax); err != nil {
-				return 0, err
-			}
-			return res.Status, nil
+		res, err := rpc(ctx, fs, func() (*snfs1.ListXattrsRes, error) {
+			return fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
 		})
 		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
 			// The names changed between two replies: from the start.
@@ -232,14 +220,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 	i.sn.xattrGen++
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
-	var res *snfs1.XattrChangeRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = call(); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, call)
 	if err != nil {
 		i.mu.Lock()
 		i.sn.xattrGen++
