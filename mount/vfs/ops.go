@@ -127,8 +127,25 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
 func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
+}
+
+// Create is FS.Create in nfs mode.
+func (o nfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := o.fs.createCore(ctx, dir, c, name, mode, excl, flags)
+	if err != nil {
 		return Entry{}, nil, err
+	}
+	f := &File{i: e.Inode, cred: c, write: true, append: isAppend(flags)}
+	f.sn.direct = f.append
+	return e, f, nil
+}
+
+// createCore sends the CREATE of Create and counts the new file's open (its
+// File is the mode's to make).
+func (fs *FS) createCore(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
 	}
 	how := nfs3.Unchecked
 	if excl {
@@ -148,23 +165,18 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
-		return Entry{}, nil, err
+		return Entry{}, err
 	}
 	e, err := fs.created(ctx, dir, c, name, res)
 	if err != nil {
-		return Entry{}, nil, err
+		return Entry{}, err
 	}
 	i := e.Inode
 	i.mu.Lock()
 	i.cached, i.cachedOK, i.pairs = changeOf(&i.attr), true, nil
 	i.opens++
 	i.mu.Unlock()
-	if fs.sn != nil {
-		return fs.snfsCreated(ctx, e, c, flags)
-	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags)}
-	f.sn.direct = f.append
-	return e, f, nil
+	return e, nil
 }
 
 // Mkdir makes a directory.

@@ -85,8 +85,9 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
-	sn *snfsFS // snfs mode; nil in nfs mode
-	nl *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
+	ops Ops     // the mode's file operations (mode.go), set in New
+	sn  *snfsFS // snfs mode; nil in nfs mode
+	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -136,7 +137,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
 	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
+	fs.ops = nfsOps{fs}
 	if cfg.SNFS != nil {
+		fs.ops = snfsOps{fs}
 		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
 			return nil, err
 		}
