@@ -313,7 +313,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if err != nil {
 		return errnoOf(err)
 	}
-	a, ttl, err := n.b.v.Setattr(bctx, n.vi, n.cred(ctx), s)
+	a, ttl, err := n.b.ops.Setattr(bctx, n.vi, n.cred(ctx), s)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -470,7 +470,7 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64,
 	if !ok {
 		return syscall.EBADF
 	}
-	return errnoOf(n.b.v.Allocate(bctx, f, off, size, mode))
+	return errnoOf(n.b.ops.Allocate(bctx, f, off, size, mode))
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

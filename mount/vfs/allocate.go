@@ -43,8 +43,14 @@ var allocModes = map[uint32]snfs1.AllocMode{
 
 // Allocate is fallocate(2) of length bytes at off of f's file, with mode.
 func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return fs.ops.Allocate(ctx, f, off, length, mode)
+}
+
+// snfsAllocate is Allocate in snfs mode (nfs mode has none: NFSv3 has no
+// ALLOCATE).
+func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
 	am, ok := allocModes[mode]
-	if fs.sn == nil || !ok || fs.sn.noAllocate.Load() {
+	if !ok || fs.sn.noAllocate.Load() {
 		return ErrNotSupported
 	}
 	i := f.i

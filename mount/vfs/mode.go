@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"context"
+	"syscall"
+	"time"
 
 	"snfs/nfs3"
 )
@@ -26,6 +28,15 @@ type Ops interface {
 	Flush(ctx context.Context, f *File) error
 	Fsync(ctx context.Context, f *File) error
 	Release(ctx context.Context, f *File) error
+	Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error)
+	Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error)
+	Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error
+	UnlockOwner(ctx context.Context, i *Inode, owner uint64) error
+	Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error
+	GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error)
+	ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error)
+	SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error
+	RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -122,4 +133,118 @@ func (o snfsOps) Release(ctx context.Context, f *File) error {
 		return o.fs.releaseCore(ctx, f)
 	}
 	return o.fs.snfsRelease(ctx, f)
+}
+
+// Setattr is FS.Setattr in snfs mode: a size change of a file this client
+// caches for writing is made in the cache (snfsSetattrLocal); otherwise the
+// pending write-back goes first (it would change the size or mtime set
+// here), and the change the server took is applied to the cache.
+func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	fs := o.fs
+	if err := fs.refuseChange(); err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
+		return a, ttl, err
+	}
+	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+	}
+	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
+		fs.snfsOwnChange(i, w)
+		fs.snfsSized(i, s.Size) // only a size the server took
+	})
+}
+
+// Getlk is FS.Getlk in nfs mode: the server's NLM (Config.NLM), or none
+// (the kernel keeps the locks: ENOSYS).
+func (o nfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	if o.fs.nl == nil {
+		return nil, syscall.ENOSYS
+	}
+	return o.fs.nlmGetlk(ctx, i, owner, kind, off, n)
+}
+
+// Setlk is FS.Setlk in nfs mode (as Getlk).
+func (o nfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	if o.fs.nl == nil {
+		return syscall.ENOSYS
+	}
+	return o.fs.nlmSetlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// UnlockOwner is FS.UnlockOwner in nfs mode (as Getlk; nothing to do for
+// the kernel's own locks).
+func (o nfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	if o.fs.nl == nil {
+		return nil
+	}
+	return o.fs.nlmUnlockOwner(ctx, i, owner)
+}
+
+// Getlk is FS.Getlk in snfs mode: the protocol's LOCKT, or this client's
+// lock delegation (lock.go).
+func (o snfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	return o.fs.snfsGetlk(ctx, i, owner, kind, off, n)
+}
+
+// Setlk is FS.Setlk in snfs mode (lock.go).
+func (o snfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	return o.fs.snfsSetlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
+func (o snfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	return o.fs.snfsUnlockOwner(ctx, i, owner)
+}
+
+// Allocate is FS.Allocate in nfs mode: NFSv3 has no ALLOCATE.
+func (nfsOps) Allocate(context.Context, *File, uint64, uint64, uint32) error { return ErrNotSupported }
+
+// Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
+func (o snfsOps) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return o.fs.snfsAllocate(ctx, f, off, length, mode)
+}
+
+// Extended attributes: NFSv3 has none; snfs mode's are the protocol's
+// (xattr.go).
+
+// GetXattr is FS.GetXattr in nfs mode.
+func (nfsOps) GetXattr(context.Context, *Inode, Cred, string) ([]byte, error) {
+	return nil, ErrNotSupported
+}
+
+// ListXattrs is FS.ListXattrs in nfs mode.
+func (nfsOps) ListXattrs(context.Context, *Inode, Cred) ([]string, error) {
+	return nil, ErrNotSupported
+}
+
+// SetXattr is FS.SetXattr in nfs mode.
+func (nfsOps) SetXattr(context.Context, *Inode, Cred, string, []byte, uint32) error {
+	return ErrNotSupported
+}
+
+// RemoveXattr is FS.RemoveXattr in nfs mode.
+func (nfsOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return ErrNotSupported }
+
+// GetXattr is FS.GetXattr in snfs mode.
+func (o snfsOps) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return o.fs.getXattr(ctx, i, c, name)
+}
+
+// ListXattrs is FS.ListXattrs in snfs mode.
+func (o snfsOps) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	return o.fs.listXattrs(ctx, i, c)
+}
+
+// SetXattr is FS.SetXattr in snfs mode.
+func (o snfsOps) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return o.fs.setXattr(ctx, i, c, name, value, flags)
+}
+
+// RemoveXattr is FS.RemoveXattr in snfs mode.
+func (o snfsOps) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return o.fs.removeXattr(ctx, i, c, name)
 }

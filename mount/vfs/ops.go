@@ -469,19 +469,20 @@ type SetAttr struct {
 // Setattr changes i's attributes. A size change first waits for any
 // write-back in progress, then drops unwritten data beyond the new size.
 func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Setattr(ctx, i, c, s)
+}
+
+// Setattr is FS.Setattr in nfs mode.
+func (o nfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	if err := o.fs.refuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
-		return a, ttl, err
-	}
-	if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
-		// Pending write-back first: it would change the size or mtime
-		// set here.
-		if err := fs.writeBackInode(ctx, i); err != nil {
-			return nfs3.Fattr{}, 0, err
-		}
-	}
+	return o.fs.setattrCore(ctx, i, c, s, nil)
+}
+
+// setattrCore sends the SETATTR of Setattr; taken (if not nil) is called
+// with its wcc_data when the server made the change.
+func (fs *FS) setattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, taken func(*nfs3.WccData)) (nfs3.Fattr, time.Duration, error) {
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
 		switch {
@@ -519,11 +520,8 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
 		return fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
 	})
-	if err == nil {
-		fs.snfsOwnChange(i, &res.Wcc)
-		if fs.sn != nil {
-			fs.snfsSized(i, s.Size) // only a size the server took
-		}
+	if err == nil && taken != nil {
+		taken(&res.Wcc)
 	}
 	now := time.Now()
 	i.mu.Lock()

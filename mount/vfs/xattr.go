@@ -95,7 +95,7 @@ func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
 
 // checkXattr: only the user namespace goes to the server.
 func (fs *FS) checkXattr(name string) error {
-	if fs.sn == nil || !strings.HasPrefix(name, snfs1.XattrPrefix) {
+	if !strings.HasPrefix(name, snfs1.XattrPrefix) {
 		return ErrNotSupported
 	}
 	return nil
@@ -103,6 +103,11 @@ func (fs *FS) checkXattr(name string) error {
 
 // GetXattr returns the value of i's attribute name.
 func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return fs.ops.GetXattr(ctx, i, c, name)
+}
+
+// getXattr is GetXattr in snfs mode.
+func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
@@ -142,9 +147,11 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 
 // ListXattrs returns the names of i's user attributes.
 func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	if fs.sn == nil {
-		return nil, ErrNotSupported
-	}
+	return fs.ops.ListXattrs(ctx, i, c)
+}
+
+// listXattrs is ListXattrs in snfs mode.
+func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
 	if xc := i.xattrsLocked(); xc != nil && xc.listed {
 		names := xc.names
@@ -180,6 +187,11 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 
 // SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
 func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return fs.ops.SetXattr(ctx, i, c, name, value, flags)
+}
+
+// setXattr is SetXattr in snfs mode.
+func (fs *FS) setXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
 	if err := fs.checkXattr(name); err != nil {
 		return err
 	}
@@ -197,6 +209,11 @@ func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value
 
 // RemoveXattr removes i's attribute name.
 func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return fs.ops.RemoveXattr(ctx, i, c, name)
+}
+
+// removeXattr is RemoveXattr in snfs mode.
+func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) error {
 	if err := fs.checkXattr(name); err != nil {
 		return err
 	}
