@@ -37,6 +37,16 @@ type Ops interface {
 	ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error)
 	SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error
 	RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error
+
+	// What the core asks of the mode inside its own operations.
+
+	// beforeThrough runs before i's data goes through the server (a flush
+	// of written data, with i.flushMu held): snfs mode writes back the
+	// cache directory's older dirty data first (writeBackFirst).
+	beforeThrough(ctx context.Context, i *Inode) error
+	// removed: child (nil if unknown) lost a link by REMOVE or a RENAME
+	// over it; nlink is its link count before (snfsRemoved).
+	removed(child *Inode, nlink uint32)
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -248,3 +258,11 @@ func (o snfsOps) SetXattr(ctx context.Context, i *Inode, c Cred, name string, va
 func (o snfsOps) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
 	return o.fs.removeXattr(ctx, i, c, name)
 }
+
+func (nfsOps) beforeThrough(context.Context, *Inode) error { return nil }
+func (nfsOps) removed(*Inode, uint32)                      {}
+
+func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
+	return o.fs.writeBackFirst(ctx, i)
+}
+func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }

@@ -309,7 +309,7 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 			fs.dirWcc(dir, &rres.Wcc)
 		}
 		if err == nil {
-			fs.snfsRemoved(child, 0)
+			fs.ops.removed(child, 0)
 		}
 		return true, err
 	}
@@ -336,7 +336,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		child.Invalidate() // nlink and ctime changed
 	}
 	if err == nil {
-		fs.snfsRemoved(child, nlink)
+		fs.ops.removed(child, nlink)
 	}
 	return err
 }
@@ -450,7 +450,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		target.Invalidate()
 	}
 	if err == nil && target != nil && !(from == to && name == newName) {
-		fs.snfsRemoved(target, nlink)
+		fs.ops.removed(target, nlink)
 	}
 	if err == nil {
 		fs.named(to, newName, moved)

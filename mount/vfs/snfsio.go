@@ -512,7 +512,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 // it); nlink is its link count before. Its last link: pending write-back is
 // cancelled.
 func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
-	if fs.sn == nil || child == nil || child.isDir() || nlink > 1 {
+	if child == nil || child.isDir() || nlink > 1 {
 		return
 	}
 	child.mu.Lock()

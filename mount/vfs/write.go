@@ -105,7 +105,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	// snfs mode: the cache directory's dirty data is older than this.
-	if err := i.fs.writeBackFirst(ctx, i); err != nil {
+	if err := i.fs.ops.beforeThrough(ctx, i); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {

@@ -156,9 +156,6 @@ func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	if fs.sn == nil {
-		return nil
-	}
 	cf := i.cacheFileOrNil()
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
