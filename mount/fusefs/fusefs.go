@@ -1,16 +1,3 @@
-// Package fusefs is the bridge between go-fuse's fs API and package vfs: one
-// node per NFS file handle, FUSE requests translated to vfs calls, vfs errors
-// turned into errno values in one place (errno.go), and the kernel's caches
-// (entries, attributes, pages) driven by the vfs's decisions: entry and
-// attribute timeouts are the remaining lifetimes of the vfs's cached
-// attributes, and an open keeps the kernel's pages (FOPEN_KEEP_CACHE) only
-// when the vfs says the file is unchanged since they were cached; an opendir
-// keeps and fills the kernel's cached listing (FOPEN_CACHE_DIR) likewise.
-//
-// A request is served with its own context, cancelled when the kernel
-// interrupts it (a signal to the waiting process), where abandoning it
-// halfway leaves nothing half applied; a request that changes the server's
-// state is checked before it begins and then finishes (ctx.go).
 package fusefs
 
 import (

@@ -7,6 +7,10 @@
 // manager (--mode=snfs, further down). Package mount puts a mount together
 // (connections, MNT, this package's FS, fusefs); package cachedir keeps snfs
 // mode's cache directory (write-behind of passthrough writers included).
+// The operations whose meaning depends on the mode are two implementations
+// of Ops (mode.go), the core's and the cache manager's, one chosen in New;
+// fusefs takes it at Mount, and the core asks it for what snfs mode does
+// inside the core's own operations (Ops.beforeThrough, Ops.removed).
 //
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback

@@ -47,6 +47,10 @@ type Ops interface {
 	// removed: child (nil if unknown) lost a link by REMOVE or a RENAME
 	// over it; nlink is its link count before (snfsRemoved).
 	removed(child *Inode, nlink uint32)
+
+	// The FS's end: Sync and Close in the mode.
+	sync(ctx context.Context) error
+	close() error
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -266,3 +270,26 @@ func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
 	return o.fs.writeBackFirst(ctx, i)
 }
 func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }
+
+// sync writes back every file's unwritten data.
+func (o nfsOps) sync(ctx context.Context) error { return o.fs.syncCore(ctx) }
+
+// close ends nfs mode's lock service (Config.NLM), if any.
+func (o nfsOps) close() error {
+	if o.fs.nl != nil {
+		o.fs.nl.closeOnce.Do(o.fs.closeNLM)
+	}
+	return nil
+}
+
+// sync writes back the cache directory's dirty files, then what the core
+// holds in memory.
+func (o snfsOps) sync(ctx context.Context) error {
+	if err := o.fs.snfsSync(ctx); err != nil {
+		return err
+	}
+	return o.fs.syncCore(ctx)
+}
+
+// close ends snfs mode (snfs.go).
+func (o snfsOps) close() error { return o.fs.closeSNFS() }

@@ -295,13 +295,10 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 // Close stops the write-back goroutine and closes the cache directory (snfs
 // mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
 // ended. Call Sync first to write everything back.
-func (fs *FS) Close() error {
-	if fs.nl != nil {
-		fs.nl.closeOnce.Do(fs.closeNLM)
-	}
-	if fs.sn == nil {
-		return nil
-	}
+func (fs *FS) Close() error { return fs.ops.close() }
+
+// closeSNFS is Close in snfs mode.
+func (fs *FS) closeSNFS() error {
 	var err error
 	fs.sn.once.Do(func() {
 		fs.closeAllDelayed()

@@ -328,12 +328,11 @@ func (fs *FS) Forget(i *Inode) {
 }
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).
-func (fs *FS) Sync(ctx context.Context) error {
-	if fs.sn != nil {
-		if err := fs.snfsSync(ctx); err != nil {
-			return err
-		}
-	}
+func (fs *FS) Sync(ctx context.Context) error { return fs.ops.sync(ctx) }
+
+// syncCore is Sync in nfs mode: every file's unwritten data is written back
+// and committed (in snfs mode, after the cache directory's).
+func (fs *FS) syncCore(ctx context.Context) error {
 	// i.mu is not taken under fs.mu: a log line naming a file's path takes
 	// fs.mu (paths.go) while its caller may hold i.mu.
 	fs.mu.Lock()
