@@ -48,6 +48,16 @@ type Ops interface {
 	// over it; nlink is its link count before (snfsRemoved).
 	removed(child *Inode, nlink uint32)
 
+	// What the core's inode asks of the mode, with i.mu held (a hook
+	// takes no Inode lock; snfs mode's busyLocked takes fs.sn.mu, which
+	// comes after i.mu, as everywhere): the attributes' lifetime while the
+	// mode decides it (ok false: the core's adaptive timeouts), the
+	// reported attributes with the mode's pending changes laid over, and
+	// whether the inode must outlive the kernel's FORGET.
+	attrTTLLocked(i *Inode) (d time.Duration, ok bool)
+	adjustLocked(i *Inode, a *nfs3.Fattr)
+	busyLocked(i *Inode) bool
+
 	// The FS's end: Sync and Close in the mode.
 	sync(ctx context.Context) error
 	close() error
@@ -293,3 +303,11 @@ func (o snfsOps) sync(ctx context.Context) error {
 
 // close ends snfs mode (snfs.go).
 func (o snfsOps) close() error { return o.fs.closeSNFS() }
+
+func (nfsOps) attrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
+func (nfsOps) adjustLocked(*Inode, *nfs3.Fattr)           {}
+func (nfsOps) busyLocked(*Inode) bool                     { return false }
+
+func (snfsOps) attrTTLLocked(i *Inode) (time.Duration, bool) { return i.snfsTTL() }
+func (snfsOps) adjustLocked(i *Inode, a *nfs3.Fattr)         { i.snfsAdjustLocked(a) }
+func (snfsOps) busyLocked(i *Inode) bool                     { return i.snfsBusyLocked() }

@@ -121,6 +121,12 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
 		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
+	// The mode, before any inode exists (its hooks are asked about every
+	// inode; snfs mode's find nothing held until startSNFS has run).
+	fs.ops = nfsOps{fs}
+	if cfg.SNFS != nil {
+		fs.ops = snfsOps{fs}
+	}
 	root := Cred{}
 	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
 	if err != nil {
@@ -137,9 +143,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
 	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
-	fs.ops = nfsOps{fs}
 	if cfg.SNFS != nil {
-		fs.ops = snfsOps{fs}
 		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
 			return nil, err
 		}
@@ -315,7 +319,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 // kernel forgot it, it is not open and holds no unwritten data).
 func (fs *FS) Forget(i *Inode) {
 	i.mu.Lock()
-	busy := i.opens > 0 || i.w.pending() || i.snfsBusyLocked()
+	busy := i.opens > 0 || i.w.pending() || i.fs.ops.busyLocked(i)
 	i.mu.Unlock()
 	if busy || i == fs.root {
 		return
