@@ -28,6 +28,9 @@ import (
 // server may be holding that OPEN until this callback is answered). ctx ends
 // when the connection the callback came on goes away. The answer must come
 // within Session.CallbackTimeout, or the server fences the client for the file.
+//
+// attr is what the CALLBACK carried: nothing from snfs serve, and nothing to
+// rely on from any server (docs/protocol.md section 5.1).
 type CallbackHandler interface {
 	Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome
 }

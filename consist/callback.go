@@ -48,7 +48,6 @@ func (d *Driver) sendCallback(cb state.Callback) {
 			d.log.Info("callback not sent: the client has no connection", "client", d.clientName(cb.Client), "mode", cb.Mode)
 			return
 		}
-		var attr = d.attrOf(cb.Handle)
 		ctx, cancel := context.WithTimeout(d.ctx, 2*d.cbTimeout)
 		defer cancel()
 		d.m.CallbackSent(time.Now(), cb)
@@ -73,7 +72,9 @@ func (d *Driver) sendCallback(cb state.Callback) {
 		var err error
 		for {
 			err = conn.CallRouted(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcCallback, noAuth,
-				&snfs1.CallbackArgs{File: cb.Handle, Mode: cb.Mode, Attr: attr}, &res, routed)
+				// No attributes (docs/protocol.md section 5.1): read
+				// now, they may be stale by the time the client acts.
+				&snfs1.CallbackArgs{File: cb.Handle, Mode: cb.Mode}, &res, routed)
 			if err == nil || !errors.Is(err, sunrpc.ErrConnClosed) {
 				break
 			}

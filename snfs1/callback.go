@@ -11,7 +11,7 @@ import (
 type CallbackArgs struct {
 	File nfs3.FH
 	Mode state.CallbackMode
-	Attr *nfs3.Fattr // the server's attributes of the file (post_op_attr)
+	Attr *nfs3.Fattr // post_op_attr; snfs serve sends none (docs/protocol.md section 5.1)
 }
 
 // Encode implements xdr.Encoder.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"snfs/client"
+	snfsmount "snfs/mount"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -19,7 +19,6 @@ type mount struct {
 	dir string
 	v   *vfs.FS
 	srv *fuse.Server
-	nfs *client.NFS
 }
 
 func requireFUSE(t testing.TB) {
@@ -47,36 +46,30 @@ func newMountConfig(t *testing.T, e *env, cfg vfs.Config) *mount {
 	life, cancel := context.WithCancel(context.Background())
 	ctx, stop := context.WithTimeout(life, 10*time.Second)
 	defer stop()
-	nfs, err := client.DialNFS(ctx, "tcp", e.addr)
+	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.NFS, Addr: e.addr, Export: e.cfg.Exports[0].Path,
+		Dir: dir, Logger: quietLogger(), NFSConfig: cfg})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	cfg.NFS, cfg.Root, cfg.Logger = nfs, e.root, quietLogger()
-	v, err := vfs.New(ctx, cfg)
+	srv, err := mt.Serve(life, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
 	if err != nil {
 		cancel()
-		nfs.Close()
+		mt.Close()
 		t.Fatal(err)
 	}
-	srv, err := fusefs.Mount(life, dir, v, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
-	if err != nil {
-		cancel()
-		nfs.Close()
-		t.Fatal(err)
-	}
-	m := &mount{dir: dir, v: v, srv: srv, nfs: nfs}
+	m := &mount{dir: dir, v: mt.FS, srv: srv}
 	t.Cleanup(func() {
-		if err := fusefs.Unmount(dir, srv, 10*time.Second); err != nil {
+		if err := mt.Unmount(10 * time.Second); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
 		sctx, scancel := context.WithTimeout(life, 10*time.Second)
-		if err := v.Sync(sctx); err != nil {
+		if err := mt.Finish(sctx); err != nil {
 			t.Errorf("sync after unmount: %v", err)
 		}
 		scancel()
 		cancel()
-		nfs.Close()
+		mt.Close()
 	})
 	return m
 }

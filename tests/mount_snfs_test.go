@@ -19,6 +19,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"snfs/metrics"
+	snfsmount "snfs/mount"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/server"
@@ -59,17 +60,17 @@ func newSNFSMountAt(t *testing.T, e *env, name, dir, cacheDir string, delay time
 func mountSNFS(addr, export, name, dir, cacheDir string, delay time.Duration) (*snfsMount, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: addr, Export: export, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: delay, Logger: quietLogger()})
+	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: addr, Export: export, Dir: dir,
+		Name: name + ":" + dir, CacheDir: cacheDir, WriteBackDelay: delay, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
+	srv, err := mt.Serve(context.Background(), fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
 	if err != nil {
-		v.Close()
+		mt.Close()
 		return nil, err
 	}
-	return &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}, nil
+	return &snfsMount{dir: dir, cacheDir: cacheDir, v: mt.FS, srv: srv}, nil
 }
 
 func (m *snfsMount) unmount(t *testing.T) {

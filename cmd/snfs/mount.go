@@ -15,13 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"snfs/client"
 	"snfs/metrics"
 
+	"snfs/mount"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
-	"snfs/mount3"
-	"snfs/sunrpc"
 )
 
 // readyFDEnv names the descriptor through which a daemonized `snfs mount`
@@ -374,54 +372,44 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	defer stop()
 
 	nfsAddr := net.JoinHostPort(host, strconv.Itoa(f.nfsPort))
-	if f.mode == "auto" {
-		ok, err := vfs.ProbeSNFS(ctx, nfsAddr)
-		if err != nil {
-			return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
-		}
-		f.mode = "nfs"
-		if ok {
-			f.mode = "snfs"
-		}
-		log.Info("--mode=auto", "chose", f.mode)
+	mode, err := mount.ChooseMode(ctx, log, mount.Mode(f.mode), nfsAddr)
+	if err != nil {
+		return err
 	}
 	// Always counted: every mount serves its metrics on its stats socket
 	// (snfs stat MOUNTPOINT), and at --metrics ADDR if given.
 	reg := metrics.NewClient()
-	dialOpts := []sunrpc.DialOption{client.WithObserver(reg)}
-	if f.mode == "snfs" {
-		return runSNFSMount(life, ctx, log, f, host, export, dir, nfsAddr, reg)
-	}
-	nfs, err := client.DialNFS(ctx, "tcp", nfsAddr, append(dialOpts, client.LogServerState(log, nfsAddr, 0))...)
-	if err != nil {
-		return fmt.Errorf("connect to NFS at %s: %w", nfsAddr, err)
-	}
-	defer nfs.Close()
-	// MOUNT on the NFS connection when they share a port (snfs serve can).
-	mnt := &client.Mounter{Client: nfs.Program(mount3.Program, mount3.Version)}
-	if f.mountPort != f.nfsPort {
-		mAddr := net.JoinHostPort(host, strconv.Itoa(f.mountPort))
-		if mnt, err = client.DialMount(ctx, "tcp", mAddr, dialOpts...); err != nil {
-			return fmt.Errorf("connect to MOUNT at %s: %w", mAddr, err)
+	cfg := mount.Config{Mode: mode, Addr: nfsAddr, Export: export, Dir: dir, Logger: log, Observer: reg, ReadOnly: f.readOnly}
+	fo := fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec, AllowOther: f.allowOther}
+	lost := "what was written but not yet flushed by a close or fsync is lost"
+	var cacheDir string
+	fresh := false
+	if mode == mount.SNFS {
+		if cacheDir, fresh, err = snfsConfig(&cfg, f, host, export, dir); err != nil {
+			return err
 		}
-		defer mnt.Close()
+		fo.Passthrough = f.passthrough
+		lost = "dirty files stay in the cache directory " + cacheDir + " and are written back by the next mount with it"
+	} else {
+		if f.mountPort != f.nfsPort {
+			cfg.MountAddr = net.JoinHostPort(host, strconv.Itoa(f.mountPort))
+		}
+		cfg.NFSLocks = func(ctx context.Context) (*vfs.NLMConfig, error) { return nlmConfig(ctx, log, f, host, nfsAddr, dir) }
 	}
-	res, err := mnt.Mnt(ctx, export)
+	m, err := mount.Open(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("MNT %s: %w", export, err)
-	}
-	if res.Status != 0 {
-		return fmt.Errorf("MNT %s: %w", export, res.Status)
-	}
-	vcfg := vfs.Config{NFS: nfs, Root: res.FH, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
-	if vcfg.NLM, err = nlmConfig(ctx, log, f, host, nfsAddr, dir); err != nil {
+		if mode == mount.SNFS {
+			if fresh {
+				dropFreshCacheDir(cacheDir)
+			}
+			return explainCacheBusy(err, cacheDir)
+		}
 		return err
 	}
-	v, err := vfs.New(ctx, vcfg)
-	if err != nil {
-		return err
+	defer m.Close()
+	if mode == mount.SNFS {
+		clientMetrics(reg, m.FS)
 	}
-	defer v.Close()
 	if f.metrics != "" {
 		stopMetrics, err := serveMetrics(f.metrics, reg, log)
 		if err != nil {
@@ -431,34 +419,37 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	}
 	serving, stopServing := context.WithCancel(life)
 	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, NoExec: f.noExec, AllowOther: f.allowOther})
+	srv, err := m.Serve(serving, fo)
 	if err != nil {
 		return err
 	}
 	defer writePidFile(dir)()
 	defer serveStatsSocket(dir, reg, log)()
-	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", f.mode)
+	if mode == mount.SNFS {
+		writeCacheDirFile(dir, cacheDir)
+		log.Info("mounted", "export", host+":"+export, "on", dir, "mode", string(mode), "cache_dir", cacheDir)
+	} else {
+		log.Info("mounted", "export", host+":"+export, "on", dir, "mode", string(mode))
+	}
 	ready(nil)
 
 	end := newMountEnd(log, dir)
 	end.serve(srv, stopServing)
-	// Whatever is still unwritten (a shared mapping written after its
-	// file's last close) goes now.
-	sctx, sstop := end.writeBackContext(life, "what was written but not yet flushed by a close or fsync is lost")
+	// Whatever is still unwritten goes now: in nfs mode a shared mapping
+	// written after its file's last close, in snfs mode the cache
+	// directory's dirty files.
+	sctx, sstop := end.writeBackContext(life, lost)
 	defer sstop()
-	if err := v.Sync(sctx); err != nil {
-		log.Error("write-back at unmount", "err", err)
-		return fmt.Errorf("write-back at unmount: %w", err)
+	ferr := m.Finish(sctx)
+	if ferr != nil {
+		log.Error("write-back at unmount", "err", ferr)
 	}
-	// UMNT only informs the server's mount list (RFC 1813 section 5.2.3):
-	// bounded as snfs mode's is, so that a server gone by now does not
-	// keep the process (and the snfs umount waiting for it) for the whole
-	// write-back bound.
-	uctx, ucancel := context.WithTimeout(sctx, umntTimeout)
-	if err := mnt.Umnt(uctx, export); err != nil {
-		log.Warn("UMNT", "err", err)
+	if err := m.Close(); err != nil {
+		log.Warn("close", "err", err)
 	}
-	ucancel()
+	if ferr != nil {
+		return fmt.Errorf("write-back at unmount: %w", ferr)
+	}
 	log.Info("unmounted", "on", dir)
 	return nil
 }

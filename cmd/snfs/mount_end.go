@@ -18,7 +18,6 @@ import (
 const (
 	unmountTimeout   = 30 * time.Second
 	writeBackTimeout = 5 * time.Minute
-	umntTimeout      = 5 * time.Second // UMNT after the write-back (nfs mode; vfs's Close in snfs mode)
 )
 
 // mountEnd is how a mount process ends: unmounted from outside (snfs

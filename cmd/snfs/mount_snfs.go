@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"snfs/metrics"
-	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
+	"snfs/mount"
 )
 
 // defaultCacheDir is /var/cache/snfs/<hash of SERVER:/EXPORT>; for a user
@@ -57,74 +53,27 @@ func parseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
-// runSNFSMount is runMount in snfs mode.
-func runSNFSMount(life, ctx context.Context, log *slog.Logger, f mountFlags, host, export, dir, nfsAddr string, reg *metrics.Client) error {
+// snfsConfig fills in cfg's snfs mode settings from the flags: the cache
+// directory (given or the default), its size bound, the delays, the session's
+// name (HOSTNAME:MOUNTPOINT). fresh tells whether the cache directory holds no
+// index yet (a failed first mount removes what it made: dropFreshCacheDir).
+func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cacheDir string, fresh bool, err error) {
 	size, err := parseSize(f.cacheSize)
 	if err != nil {
-		return fmt.Errorf("--cache-size: %w", err)
+		return "", false, fmt.Errorf("--cache-size: %w", err)
 	}
-	cacheDir := f.cacheDir
+	cacheDir = f.cacheDir
 	if cacheDir == "" {
 		cacheDir = defaultCacheDir(host, export)
 	}
 	hostname, err := os.Hostname()
 	if err != nil {
-		return err
+		return "", false, err
 	}
-	cfg := vfs.SNFSMountConfig{Addr: nfsAddr, Export: export, Name: hostname + ":" + dir,
-		CacheDir: cacheDir, CacheSize: size, WriteBackDelay: f.writebackDelay,
-		CloseDelay: f.closeDelay, Logger: log, MountPoint: dir, ReadOnly: f.readOnly}
-	cfg.Observer = reg
+	cfg.Name, cfg.CacheDir, cfg.CacheSize = hostname+":"+dir, cacheDir, size
+	cfg.WriteBackDelay, cfg.CloseDelay = f.writebackDelay, f.closeDelay
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
-	fresh := errors.Is(statErr, fs.ErrNotExist)
-	v, err := vfs.OpenSNFS(ctx, cfg)
-	if err != nil {
-		if fresh {
-			dropFreshCacheDir(cacheDir)
-		}
-		return explainCacheBusy(err, cacheDir)
-	}
-	clientMetrics(reg, v)
-	if f.metrics != "" {
-		stopMetrics, err := serveMetrics(f.metrics, reg, log)
-		if err != nil {
-			v.Close()
-			return err
-		}
-		defer stopMetrics()
-	}
-	serving, stopServing := context.WithCancel(life)
-	defer stopServing()
-	srv, err := fusefs.Mount(serving, dir, v, fusefs.Options{FsName: host + ":" + export, Debug: f.debug, AllowOther: f.allowOther,
-		Passthrough: f.passthrough, NoExec: f.noExec})
-	if err != nil {
-		v.Close()
-		return err
-	}
-	defer writePidFile(dir)()
-	defer serveStatsSocket(dir, reg, log)()
-	writeCacheDirFile(dir, cacheDir)
-	log.Info("mounted", "export", host+":"+export, "on", dir, "mode", "snfs", "cache_dir", cacheDir)
-	ready(nil)
-
-	end := newMountEnd(log, dir)
-	end.serve(srv, stopServing)
-	// Unmount writes everything back.
-	sctx, sstop := end.writeBackContext(life, "dirty files stay in the cache directory "+cacheDir+
-		" and are written back by the next mount with it")
-	defer sstop()
-	serr := v.Sync(sctx)
-	if serr != nil {
-		log.Error("write-back at unmount", "err", serr)
-	}
-	if err := v.Close(); err != nil {
-		log.Warn("close", "err", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("write-back at unmount: %w", serr)
-	}
-	log.Info("unmounted", "on", dir)
-	return nil
+	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }
 
 // dropFreshCacheDir removes what a failed first mount made in its cache

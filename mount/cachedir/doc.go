@@ -22,13 +22,18 @@
 // write-back, which is what makes a temp file deleted in time free.
 // Pinning (passthrough.go): a data file the kernel reads or writes directly
 // (FUSE passthrough) is never evicted or hole-punched, and writes made to it
-// behind the cache's back are taken in by NoteExternal.
+// behind the cache's back are taken in by NoteExternal. Write-behind: the
+// disk writes of what it writes are started every few MiB (File.WriteAt), and
+// those of data files written behind its back (passthrough writers) every few
+// milliseconds by a WriteBehind (writebehind.go), so that a close's
+// fdatasync has little left to wait for.
 //
 // It must not: know FUSE, NFS or RPC (the mount reads what is missing, writes
 // back what Dirty returns and reports the result with MarkClean), decide when
-// to write back (the mount's delay policy does), or start goroutines: every
-// call does its work in the caller, eviction included, and concurrent Syncs
-// share index commits (groupCommit) rather than waiting on a timer.
+// to write back (the mount's delay policy does), or start goroutines other
+// than a WriteBehind's (its owner stops it with Close): every call does its
+// work in the caller, eviction included, and concurrent Syncs share index
+// commits (groupCommit) rather than waiting on a timer.
 //
 // Concurrency: a File's RWMutex guards its state and is held across its data
 // file I/O and, for Sync and retractions, the index commit; reads of one file

@@ -50,7 +50,7 @@ type File struct {
 	pins         int     // opens the kernel reads the data file for directly (passthrough.go)
 	ext          int     // of them, opens that may write it (passthrough.go)
 	extSeen      extStat // the data file at the last look for external writes
-	behind       int64   // bytes written since the last write-behind kick (writeBehind)
+	behind       int64   // bytes written since the last write-behind kick (writeBehindEvery)
 }
 
 // writeBehindEvery is how many bytes written to a data file start their

@@ -78,7 +78,7 @@ func (r *ptRaw) append(cancel <-chan struct{}, f *vfs.File, in *fuse.WriteIn, da
 		return 0, fuse.EINTR
 	default:
 	}
-	at, k, err := r.v.Append(r.life, f, data)
+	at, k, err := r.ops.Append(r.life, f, data)
 	if k > 0 && at != in.Offset {
 		r.srv.InodeNotify(in.NodeId, 0, 0)
 	}

@@ -1,16 +1,3 @@
-// Package fusefs is the bridge between go-fuse's fs API and package vfs: one
-// node per NFS file handle, FUSE requests translated to vfs calls, vfs errors
-// turned into errno values in one place (errno.go), and the kernel's caches
-// (entries, attributes, pages) driven by the vfs's decisions: entry and
-// attribute timeouts are the remaining lifetimes of the vfs's cached
-// attributes, and an open keeps the kernel's pages (FOPEN_KEEP_CACHE) only
-// when the vfs says the file is unchanged since they were cached; an opendir
-// keeps and fills the kernel's cached listing (FOPEN_CACHE_DIR) likewise.
-//
-// A request is served with its own context, cancelled when the kernel
-// interrupts it (a signal to the waiting process), where abandoning it
-// halfway leaves nothing half applied; a request that changes the server's
-// state is checked before it begins and then finishes (ctx.go).
 package fusefs
 
 import (
@@ -47,7 +34,10 @@ type Options struct {
 
 // bridge is what all nodes of one mount share.
 type bridge struct {
-	v     *vfs.FS
+	v *vfs.FS
+	// ops: the mode's file operations (vfs.Ops: the NFSv3 core's or the
+	// snfs cache manager's), chosen once, at Mount.
+	ops   vfs.Ops
 	creds creds
 	life  context.Context
 	pt    *ptRaw // registers passthrough backing files (passthrough.go)
@@ -60,7 +50,7 @@ type bridge struct {
 // fusermount3). The caller serves until Wait returns and unmounts with
 // Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
-	b := &bridge{v: v, life: life, intrGrace: interruptGrace}
+	b := &bridge{v: v, ops: v.Ops(), life: life, intrGrace: interruptGrace}
 	rootInode := v.Root()
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)
@@ -120,7 +110,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
-	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, life)
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, life)
 	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -310,7 +300,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if err != nil {
 		return errnoOf(err)
 	}
-	a, ttl, err := n.b.v.Setattr(bctx, n.vi, n.cred(ctx), s)
+	a, ttl, err := n.b.ops.Setattr(bctx, n.vi, n.cred(ctx), s)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -336,12 +326,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	f, keep, err := n.b.v.Open(bctx, n.vi, n.cred(ctx), int(flags))
+	f, keep, err := n.b.ops.Open(bctx, n.vi, n.cred(ctx), int(flags))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
 	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
-		n.b.v.Release(n.b.life, f)
+		n.b.ops.Release(n.b.life, f)
 		return nil, 0, syscall.EIO
 	}
 	n.b.pt.noteAppend(ctx, f)
@@ -367,12 +357,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	e, f, err := n.b.v.Create(bctx, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
+	e, f, err := n.b.ops.Create(bctx, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
 	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
-		n.b.v.Release(n.b.life, f)
+		n.b.ops.Release(n.b.life, f)
 		return nil, nil, 0, syscall.EIO
 	}
 	n.b.pt.noteAppend(ctx, f)
@@ -386,7 +376,7 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 	}
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	k, err := n.b.v.Read(rctx, f, uint64(off), dest)
+	k, err := n.b.ops.Read(rctx, f, uint64(off), dest)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -403,7 +393,7 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 	// mode) finishes once its data is taken (vfs.FS.Write).
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	k, err := n.b.v.Write(rctx, f, uint64(off), data)
+	k, err := n.b.ops.Write(rctx, f, uint64(off), data)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -424,7 +414,7 @@ func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	}
 	// close(2) is not abandoned (ctx.go): in snfs mode it may be the
 	// protocol's CLOSE, and the kernel closes the file whatever the answer.
-	err := n.b.v.Flush(n.b.life, f)
+	err := n.b.ops.Flush(n.b.life, f)
 	n.releaseLocks(ctx) // after the write-back: the next holder sees the data
 	return errnoOf(err)
 }
@@ -440,7 +430,7 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 	if err != nil {
 		return errnoOf(err)
 	}
-	return errnoOf(n.b.v.Fsync(bctx, f))
+	return errnoOf(n.b.ops.Fsync(bctx, f))
 }
 
 func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
@@ -451,7 +441,7 @@ func (n *node) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	n.releaseLocks(ctx)
 	// The kernel does not wait for RELEASE, nor can it be interrupted; it
 	// is the protocol's CLOSE in snfs mode, done with the mount's context.
-	return errnoOf(n.b.v.Release(n.b.life, f))
+	return errnoOf(n.b.ops.Release(n.b.life, f))
 }
 
 // Allocate is fallocate(2): in snfs mode the server's (SNFS ALLOCATE); in
@@ -467,7 +457,7 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64,
 	if !ok {
 		return syscall.EBADF
 	}
-	return errnoOf(n.b.v.Allocate(bctx, f, off, size, mode))
+	return errnoOf(n.b.ops.Allocate(bctx, f, off, size, mode))
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -498,11 +488,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case syscall.S_IFBLK:
 		t = nfs3.TypeBlk
 	case syscall.S_IFREG, 0:
-		e, f, err := n.b.v.Create(bctx, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
+		e, f, err := n.b.ops.Create(bctx, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
 		if err != nil {
 			return nil, errnoOf(err)
 		}
-		n.b.v.Release(bctx, f)
+		n.b.ops.Release(bctx, f)
 		return n.child(ctx, e, out), 0
 	default:
 		return nil, syscall.EINVAL

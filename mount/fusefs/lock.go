@@ -64,7 +64,7 @@ func (n *node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	off, l := lockRange(lk)
 	wctx, cancel := n.interruptible(ctx)
 	defer cancel()
-	h, err := n.b.v.Getlk(wctx, n.vi, owner, lockKind(lk.Typ), off, l)
+	h, err := n.b.ops.Getlk(wctx, n.vi, owner, lockKind(lk.Typ), off, l)
 	if err != nil {
 		return lockErrno(err)
 	}
@@ -106,7 +106,7 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	wctx, cancel := n.interruptible(ctx)
 	defer cancel()
 	kind := lockKind(lk.Typ)
-	if err := n.b.v.Setlk(wctx, f, owner, kind, off, l, wait); err != nil {
+	if err := n.b.ops.Setlk(wctx, f, owner, kind, off, l, wait); err != nil {
 		return lockErrno(err)
 	}
 	if fc, ok := ctx.(*fuse.Context); ok && kind != vfs.Unlock {
@@ -166,7 +166,7 @@ func (r *ptRaw) lockOwnerOf(ctx context.Context) (uint64, bool) {
 // releaseLocks releases the locks of the owner of a FLUSH or RELEASE.
 func (n *node) releaseLocks(ctx context.Context) {
 	if owner, ok := n.b.pt.lockOwnerOf(ctx); ok {
-		if err := n.b.v.UnlockOwner(n.b.life, n.vi, owner); err != nil {
+		if err := n.b.ops.UnlockOwner(n.b.life, n.vi, owner); err != nil {
 			slog.Warn("releasing the locks of a closed file", "fileid", n.vi.FileID, "err", err)
 		}
 	}

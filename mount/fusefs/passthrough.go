@@ -25,6 +25,7 @@ type ptRaw struct {
 	fuse.RawFileSystem
 	srv  *fuse.Server // set before serving
 	v    *vfs.FS
+	ops  vfs.Ops         // the bridge's (appends, append.go)
 	life context.Context // the mount's: appends are served with it (append.go)
 
 	mu      sync.Mutex
@@ -47,8 +48,8 @@ type backingRef struct {
 	refs int
 }
 
-func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, life context.Context) *ptRaw {
-	return &ptRaw{RawFileSystem: raw, v: v, life: life, slots: map[<-chan struct{}]*ptSlot{},
+func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, ops vfs.Ops, life context.Context) *ptRaw {
+	return &ptRaw{RawFileSystem: raw, v: v, ops: ops, life: life, slots: map[<-chan struct{}]*ptSlot{},
 		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{},
 		kill: map[<-chan struct{}]struct{}{}, lockCalls: map[<-chan struct{}]lockCall{}}
 }

@@ -43,8 +43,14 @@ var allocModes = map[uint32]snfs1.AllocMode{
 
 // Allocate is fallocate(2) of length bytes at off of f's file, with mode.
 func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return fs.ops.Allocate(ctx, f, off, length, mode)
+}
+
+// snfsAllocate is Allocate in snfs mode (nfs mode has none: NFSv3 has no
+// ALLOCATE).
+func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
 	am, ok := allocModes[mode]
-	if fs.sn == nil || !ok || fs.sn.noAllocate.Load() {
+	if !ok || fs.sn.noAllocate.Load() {
 		return ErrNotSupported
 	}
 	i := f.i
@@ -60,14 +66,7 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return err
 	}
-	var res *snfs1.AllocateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = fs.client(f.cred).Allocate(ctx, i.FH, am, off, length); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.AllocateRes, error) { return fs.client(f.cred).Allocate(ctx, i.FH, am, off, length) })
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
 		if fs.sn.noAllocate.CompareAndSwap(false, true) {

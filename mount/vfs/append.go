@@ -37,12 +37,20 @@ import (
 // Append writes data at the end of f's file (an O_APPEND open's write) and
 // returns where it went and how much of data was taken.
 func (fs *FS) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Append(ctx, f, data)
+}
+
+// Append is FS.Append in nfs mode.
+func (o nfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := o.fs.refuseChange(); err != nil {
 		return 0, 0, err
 	}
-	if f.sn.mode != 0 {
-		return fs.snfsAppend(ctx, f, data)
-	}
+	return o.fs.appendCore(ctx, f, data)
+}
+
+// appendCore is nfs mode's append (also snfs mode's by a file the protocol
+// did not open).
+func (fs *FS) appendCore(ctx context.Context, f *File, data []byte) (uint64, int, error) {
 	if err := fs.revalidateSize(ctx, f); err != nil {
 		return 0, 0, err
 	}
@@ -171,16 +179,9 @@ func (fs *FS) sendAppend(ctx context.Context, f *File, data []byte) (*snfs1.Appe
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return nil, err
 	}
-	var res *snfs1.AppendRes
 	c := fs.client(f.cred)
 	fs.stats.Writes.Add(1)
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = c.Append(ctx, i.FH, data, nfs3.Unstable); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.AppendRes, error) { return c.Append(ctx, i.FH, data, nfs3.Unstable) })
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,26 @@
 // does between the system calls and the wire, without any FUSE types (package
 // fusefs is the bridge to go-fuse; it translates, this package decides).
 //
-// This first slice implements plain NFSv3 mode (--mode=nfs) with close-to-open
-// consistency as the Linux NFS client does it:
+// It implements both modes of the mount: plain NFSv3 (--mode=nfs, the core
+// below, which snfs mode builds on) and the snfs consistency protocol's cache
+// manager (--mode=snfs, further down). Package mount puts a mount together
+// (connections, MNT, this package's FS, fusefs); package cachedir keeps snfs
+// mode's cache directory (write-behind of passthrough writers included).
+// The operations whose meaning depends on the mode are two implementations
+// of Ops (mode.go), the core's and the cache manager's, one chosen in New;
+// fusefs takes it at Mount, and the core asks it for what snfs mode does
+// inside the core's own operations (Ops.beforeThrough, Ops.removed).
+//
+// It owns: every decision between a system call and the wire (what to send,
+// what to cache and for how long, when to write back, what a callback
+// invalidates), the goroutines named below (each stopped by Close).
+//
+// It must not: import go-fuse (fusefs translates), frame RPC (package
+// client does), touch the cache directory's files other than
+// through cachedir, or map errors to errno (fusefs does, in one place).
+//
+// The plain NFSv3 core keeps close-to-open consistency as the Linux NFS
+// client does it:
 //
 //   - Attribute cache per file handle with adaptive timeouts (acregmin 3 s,
 //     acregmax 60 s, acdirmin 30 s, acdirmax 60 s): a timeout starts at the
@@ -75,6 +93,6 @@
 // the user namespace through the protocol's GETXATTR and its kin, cached with
 // a cached file's data (xattr.go).
 //
-// Not done: byte-range locks (the kernel keeps them local to
-// this mount), extended attributes in nfs mode (NFSv3 has none).
+// Not done: extended attributes in nfs mode (NFSv3 has none); without
+// Config.NLM, nfs mode's locks are the kernel's, local to this mount.
 package vfs

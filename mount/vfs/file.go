@@ -45,22 +45,21 @@ func accessBits(flags int) uint32 {
 // keep the pages it has: only when the change attributes are those the cached
 // data belongs to (or this client holds unwritten data of its own).
 func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	return fs.ops.Open(ctx, i, c, flags)
+}
+
+// Open is FS.Open in nfs mode.
+func (o nfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	fs := o.fs
 	if changesFile(flags) {
 		if err := fs.refuseChange(); err != nil {
 			return nil, false, err
 		}
 	}
-	if fs.sn != nil && i.Type == nfs3.TypeReg {
-		return fs.snfsOpen(ctx, i, c, flags)
-	}
 	want := accessBits(flags)
 	var res *nfs3.AccessRes
 	start := fs.attrStart()
-	err = fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Access(ctx, i.FH, want)
-		return status(res, err)
-	})
+	res, err = rpc(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.client(c).Access(ctx, i.FH, want) })
 	if err != nil {
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
@@ -95,12 +94,21 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 // Read reads into buf at off: from the server, with this client's unwritten
 // bytes laid over. It returns fewer bytes only at the end of the file.
 func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	return fs.ops.Read(ctx, f, off, buf)
+}
+
+// Read is FS.Read in nfs mode.
+func (o nfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	fs := o.fs
 	if err := fs.lockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
-	if f.sn.mode != 0 {
-		return fs.snfsRead(ctx, f, off, buf)
-	}
+	return fs.readCore(ctx, f, off, buf)
+}
+
+// readCore is nfs mode's read of an open file (also snfs mode's of a file
+// the protocol did not open).
+func (fs *FS) readCore(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	i.mu.Lock()
 	size := i.reportLocked().Size
@@ -163,14 +171,9 @@ func (fs *FS) readServer(ctx context.Context, f *File, off uint64, buf []byte) (
 	c := fs.client(f.cred)
 	got := 0
 	for got < len(buf) {
-		var res *nfs3.ReadRes
 		n := min(len(buf)-got, int(fs.rsize))
 		start := fs.attrStart()
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Read(ctx, i.FH, off+uint64(got), uint32(n))
-			return status(res, err)
-		})
+		res, err := rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, i.FH, off+uint64(got), uint32(n)) })
 		if res != nil && res.Attr != nil {
 			i.mu.Lock()
 			i.postOpLocked(res.Attr, start, time.Now())
@@ -196,17 +199,25 @@ const unstableFactor = 4
 // close, fsync, or once more than the dirty limit waits (then without a
 // COMMIT, until unstableFactor times the limit is uncommitted).
 func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Write(ctx, f, off, data)
+}
+
+// Write is FS.Write in nfs mode.
+func (o nfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := o.fs.writeCheck(ctx, f); err != nil {
 		return 0, err
 	}
-	if err := fs.lockCheck(ctx, f); err != nil {
-		return 0, err // its lock was lost (locklost.go)
-	}
-	if f.sn.mode != 0 {
-		return fs.snfsWrite(ctx, f, off, data)
-	}
-	_, n, err := fs.buffered(ctx, f, off, data, false)
+	_, n, err := o.fs.buffered(ctx, f, off, data, false)
 	return n, err
+}
+
+// writeCheck refuses a write on a read-only mount or by an open whose lock
+// was lost (locklost.go).
+func (fs *FS) writeCheck(ctx context.Context, f *File) error {
+	if err := fs.refuseChange(); err != nil {
+		return err
+	}
+	return fs.lockCheck(ctx, f)
 }
 
 // buffered takes data into the file's dirty data, at off or, if atEnd, at
@@ -252,29 +263,31 @@ func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, at
 }
 
 // Flush is close(2): everything written is sent and committed (close-to-open).
-func (fs *FS) Flush(ctx context.Context, f *File) error {
-	if f.sn.mode != 0 {
-		return fs.snfsFlush(ctx, f)
-	}
-	return f.i.flush(ctx, true)
-}
+func (fs *FS) Flush(ctx context.Context, f *File) error { return fs.ops.Flush(ctx, f) }
+
+// Flush is FS.Flush in nfs mode.
+func (o nfsOps) Flush(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
 
 // Fsync writes back and commits the file's data.
-func (fs *FS) Fsync(ctx context.Context, f *File) error {
-	if f.sn.mode != 0 {
-		return fs.snfsFsync(ctx, f)
-	}
-	return f.i.flush(ctx, true)
-}
+func (fs *FS) Fsync(ctx context.Context, f *File) error { return fs.ops.Fsync(ctx, f) }
+
+// Fsync is FS.Fsync in nfs mode.
+func (o nfsOps) Fsync(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
 
 // Release is the last close of one open: data still unwritten (from a shared
 // mapping written after close) is written back, and a file removed while open
 // loses its hidden name at its last release.
-func (fs *FS) Release(ctx context.Context, f *File) error {
-	fs.dropHeld(f.i, f, 0)
-	if f.sn.mode != 0 {
-		return fs.snfsRelease(ctx, f)
-	}
+func (fs *FS) Release(ctx context.Context, f *File) error { return fs.ops.Release(ctx, f) }
+
+// Release is FS.Release in nfs mode.
+func (o nfsOps) Release(ctx context.Context, f *File) error {
+	o.fs.dropHeld(f.i, f, 0)
+	return o.fs.releaseCore(ctx, f)
+}
+
+// releaseCore is nfs mode's release of an open file (also snfs mode's of a
+// file the protocol did not open).
+func (fs *FS) releaseCore(ctx context.Context, f *File) error {
 	i := f.i
 	var err error
 	i.mu.Lock()
@@ -301,12 +314,8 @@ func (fs *FS) Release(ctx context.Context, f *File) error {
 // close: the link it stood for is now gone on the server too, so the link
 // count i reports is the server's again.
 func (fs *FS) removeHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, name string) {
-	var res *nfs3.WccRes
-	if rerr := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Remove(ctx, dir, name)
-		return status(res, err)
-	}); rerr != nil {
+	res, rerr := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir, name) })
+	if rerr != nil {
 		fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
 	}
 	if d := fs.lookupInode(dir); d != nil && res != nil {

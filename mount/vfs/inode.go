@@ -111,7 +111,7 @@ func (i *Inode) Invalidate() {
 
 // ttlLocked is how much longer the cached attributes are good for.
 func (i *Inode) ttlLocked(now time.Time) time.Duration {
-	if d, ok := i.snfsTTL(); ok {
+	if d, ok := i.fs.ops.attrTTLLocked(i); ok {
 		return d
 	}
 	if i.attrAt.IsZero() {
@@ -147,7 +147,7 @@ func (i *Inode) reportLocked() nfs3.Fattr {
 			a.Nlink = 0
 		}
 	}
-	i.snfsAdjustLocked(&a)
+	i.fs.ops.adjustLocked(i, &a)
 	return a
 }
 

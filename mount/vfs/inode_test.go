@@ -14,6 +14,7 @@ import (
 // the old size back and the next fstat reported it.
 func TestStalePostOpAttributesDropped(t *testing.T) {
 	fs := &FS{cfg: Config{AcRegMin: 3 * time.Second, AcRegMax: 60 * time.Second}}
+	fs.ops = nfsOps{fs}
 	now := time.Now()
 	i := &Inode{fs: fs, Type: nfs3.TypeReg}
 	old := nfs3.Fattr{Type: nfs3.TypeReg, Size: 0x33a78, Mtime: nfs3.Time{Sec: 10}, Ctime: nfs3.Time{Sec: 10}}
@@ -52,6 +53,7 @@ func TestStalePostOpAttributesDropped(t *testing.T) {
 // the cache, or the size and mtime SQLite checks under its lock are stale.
 func TestPostOpAttributesBeforeLockGrantDropped(t *testing.T) {
 	fs := &FS{cfg: Config{AcRegMin: 3 * time.Second, AcRegMax: 60 * time.Second}, nl: &nlmFS{}}
+	fs.ops = nfsOps{fs}
 	now := time.Now()
 	i := &Inode{fs: fs, Type: nfs3.TypeReg}
 	old := nfs3.Fattr{Type: nfs3.TypeReg, Size: 8192, Mtime: nfs3.Time{Sec: 10}, Ctime: nfs3.Time{Sec: 10}}

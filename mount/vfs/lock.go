@@ -104,12 +104,11 @@ func protoLockType(k LockKind) snfs1.LockType {
 // Getlk is GETLK: the lock that would stop owner's lock of kind on (off, n),
 // or nil.
 func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
-	if fs.nl != nil {
-		return fs.nlmGetlk(ctx, i, owner, kind, off, n)
-	}
-	if fs.sn == nil {
-		return nil, syscall.ENOSYS
-	}
+	return fs.ops.Getlk(ctx, i, owner, kind, off, n)
+}
+
+// snfsGetlk is Getlk in snfs mode.
+func (fs *FS) snfsGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
 	if h, ok := fs.delegGetlk(i, owner, kind, off, n); ok {
 		return h, nil
 	}
@@ -148,12 +147,11 @@ func holderOf(h snfs1.LockHolder) *LockHolder {
 // ends (the process was interrupted: EINTR, and the request is withdrawn on
 // the server). f's dirty data is written back first.
 func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
-	if fs.nl != nil {
-		return fs.nlmSetlk(ctx, f, owner, kind, off, n, wait)
-	}
-	if fs.sn == nil {
-		return syscall.ENOSYS
-	}
+	return fs.ops.Setlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// snfsSetlk is Setlk in snfs mode.
+func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
 	i := f.i
 	l := &fs.sn.locks
 	var ask bool
@@ -325,12 +323,11 @@ func (fs *FS) lockGranted(i *Inode) {
 // descriptor of the file, or died; RELEASE of an open with flock locks). It
 // sends nothing unless owner took a lock on i.
 func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
-	if fs.nl != nil {
-		return fs.nlmUnlockOwner(ctx, i, owner)
-	}
-	if fs.sn == nil {
-		return nil
-	}
+	return fs.ops.UnlockOwner(ctx, i, owner)
+}
+
+// snfsUnlockOwner is UnlockOwner in snfs mode.
+func (fs *FS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	fs.dropHeld(i, nil, owner)
 	// Not reclaimed after a server restart even if the unlock below fails:
 	// the owner has let its locks of the file go.

@@ -87,13 +87,8 @@ func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr, start uint64) {
 
 // Lookup finds name in dir.
 func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
-	var res *nfs3.LookupRes
 	start := fs.attrStart()
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Lookup(ctx, dir.FH, name)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirPostOp(dir, res.DirAttr, start)
 	}
@@ -132,8 +127,25 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
 func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
+}
+
+// Create is FS.Create in nfs mode.
+func (o nfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := o.fs.createCore(ctx, dir, c, name, mode, excl, flags)
+	if err != nil {
 		return Entry{}, nil, err
+	}
+	f := &File{i: e.Inode, cred: c, write: true, append: isAppend(flags)}
+	f.sn.direct = f.append
+	return e, f, nil
+}
+
+// createCore sends the CREATE of Create and counts the new file's open (its
+// File is the mode's to make).
+func (fs *FS) createCore(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, error) {
+	if err := fs.refuseChange(); err != nil {
+		return Entry{}, err
 	}
 	how := nfs3.Unchecked
 	if excl {
@@ -148,33 +160,23 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 		var zero uint64
 		args.Attr.Size = &zero
 	}
-	var res *nfs3.CreateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Create(ctx, args)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Create(ctx, args) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
-		return Entry{}, nil, err
+		return Entry{}, err
 	}
 	e, err := fs.created(ctx, dir, c, name, res)
 	if err != nil {
-		return Entry{}, nil, err
+		return Entry{}, err
 	}
 	i := e.Inode
 	i.mu.Lock()
 	i.cached, i.cachedOK, i.pairs = changeOf(&i.attr), true, nil
 	i.opens++
 	i.mu.Unlock()
-	if fs.sn != nil {
-		return fs.snfsCreated(ctx, e, c, flags)
-	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags)}
-	f.sn.direct = f.append
-	return e, f, nil
+	return e, nil
 }
 
 // Mkdir makes a directory.
@@ -183,12 +185,7 @@ func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode u
 		return Entry{}, err
 	}
 	m := mode & 0o7777
-	var res *nfs3.CreateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m})
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m}) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -203,12 +200,7 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 	if err := fs.refuseChange(); err != nil {
 		return Entry{}, err
 	}
-	var res *nfs3.CreateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{})
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{}) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -226,12 +218,7 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 	m := mode & 0o7777
 	args := &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Type: typ, Attr: nfs3.Sattr{Mode: &m},
 		Spec: nfs3.SpecData{Major: major, Minor: minor}}
-	var res *nfs3.CreateRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Mknod(ctx, args)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Mknod(ctx, args) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -243,13 +230,8 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 
 // Readlink reads a symbolic link.
 func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
-	var res *nfs3.ReadlinkRes
 	start := fs.attrStart()
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Readlink(ctx, i.FH)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.client(c).Readlink(ctx, i.FH) })
 	if res != nil && res.Attr != nil {
 		i.mu.Lock()
 		i.postOpLocked(res.Attr, start, time.Now())
@@ -266,12 +248,7 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 	if err := fs.refuseChange(); err != nil {
 		return Entry{}, err
 	}
-	var res *nfs3.LinkRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Link(ctx, i.FH, dir.FH, name)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.LinkRes, error) { return fs.client(c).Link(ctx, i.FH, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.LinkWcc)
 		i.mu.Lock()
@@ -306,12 +283,7 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 	fs.silly++
 	hidden := fmt.Sprintf(".snfs%016x%04x", child.FileID, fs.silly&0xffff)
 	fs.mu.Unlock()
-	var res *nfs3.RenameRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Rename(ctx, dir.FH, name, dir.FH, hidden)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.client(c).Rename(ctx, dir.FH, name, dir.FH, hidden) })
 	if res != nil {
 		fs.dirWcc(dir, &res.FromWcc)
 	}
@@ -332,17 +304,12 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 		fs.countHidden(dir.FH, 1)
 	}
 	if closed {
-		var rres *nfs3.WccRes
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			rres, err = fs.client(c).Remove(ctx, dir.FH, hidden)
-			return status(rres, err)
-		})
+		rres, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir.FH, hidden) })
 		if rres != nil {
 			fs.dirWcc(dir, &rres.Wcc)
 		}
 		if err == nil {
-			fs.snfsRemoved(child, 0)
+			fs.ops.removed(child, 0)
 		}
 		return true, err
 	}
@@ -361,12 +328,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		}
 	}
 	nlink := linksOf(child)
-	var res *nfs3.WccRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Remove(ctx, dir.FH, name)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
@@ -374,7 +336,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		child.Invalidate() // nlink and ctime changed
 	}
 	if err == nil {
-		fs.snfsRemoved(child, nlink)
+		fs.ops.removed(child, nlink)
 	}
 	return err
 }
@@ -385,22 +347,13 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 		return err
 	}
 	gone := fs.hiddenGone.Load()
-	var res *nfs3.WccRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Rmdir(ctx, dir.FH, name)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Rmdir(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
 	if err == nfs3.ErrNotEmpty && fs.waitHiddenGone(ctx, dir, c, name, gone) {
 		res = nil
-		err = fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = fs.client(c).Rmdir(ctx, dir.FH, name)
-			return status(res, err)
-		})
+		res, err = rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Rmdir(ctx, dir.FH, name) })
 		if res != nil {
 			fs.dirWcc(dir, &res.Wcc)
 		}
@@ -434,12 +387,8 @@ func (fs *FS) countHidden(dir nfs3.FH, n int) {
 // gone is fs.hiddenGone from before the refused RMDIR: a hidden name removed
 // since may have been the one that made the directory not empty.
 func (fs *FS) waitHiddenGone(ctx context.Context, dir *Inode, c Cred, name string, gone uint64) bool {
-	var res *nfs3.LookupRes
-	if err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Lookup(ctx, dir.FH, name)
-		return status(res, err)
-	}); err != nil {
+	res, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, dir.FH, name) })
+	if err != nil {
 		return false
 	}
 	key := string(res.Object)
@@ -479,12 +428,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		return err
 	}
 	if noReplace {
-		var res *nfs3.LookupRes
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = fs.client(c).Lookup(ctx, to.FH, newName)
-			return status(res, err)
-		})
+		_, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, to.FH, newName) })
 		if err == nil {
 			return nfs3.ErrExist
 		} else if err != nfs3.ErrNoEnt {
@@ -497,12 +441,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 			return err
 		}
 	}
-	var res *nfs3.RenameRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Rename(ctx, from.FH, name, to.FH, newName)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.client(c).Rename(ctx, from.FH, name, to.FH, newName) })
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
 		fs.dirWcc(to, &res.ToWcc)
@@ -511,7 +450,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		target.Invalidate()
 	}
 	if err == nil && target != nil && !(from == to && name == newName) {
-		fs.snfsRemoved(target, nlink)
+		fs.ops.removed(target, nlink)
 	}
 	if err == nil {
 		fs.named(to, newName, moved)
@@ -530,19 +469,20 @@ type SetAttr struct {
 // Setattr changes i's attributes. A size change first waits for any
 // write-back in progress, then drops unwritten data beyond the new size.
 func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
-	if err := fs.refuseChange(); err != nil {
+	return fs.ops.Setattr(ctx, i, c, s)
+}
+
+// Setattr is FS.Setattr in nfs mode.
+func (o nfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	if err := o.fs.refuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
-		return a, ttl, err
-	}
-	if fs.sn != nil && (s.Size != nil || s.Atime != nil || s.Mtime != nil) {
-		// Pending write-back first: it would change the size or mtime
-		// set here.
-		if err := fs.writeBackInode(ctx, i); err != nil {
-			return nfs3.Fattr{}, 0, err
-		}
-	}
+	return o.fs.setattrCore(ctx, i, c, s, nil)
+}
+
+// setattrCore sends the SETATTR of Setattr; taken (if not nil) is called
+// with its wcc_data when the server made the change.
+func (fs *FS) setattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, taken func(*nfs3.WccData)) (nfs3.Fattr, time.Duration, error) {
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
 		switch {
@@ -577,17 +517,11 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 		m := *s.Mode & 0o7777
 		sa.Mode = &m
 	}
-	var res *nfs3.WccRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
-		return status(res, err)
+	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
+		return fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
 	})
-	if err == nil {
-		fs.snfsOwnChange(i, &res.Wcc)
-		if fs.sn != nil {
-			fs.snfsSized(i, s.Size) // only a size the server took
-		}
+	if err == nil && taken != nil {
+		taken(&res.Wcc)
 	}
 	now := time.Now()
 	i.mu.Lock()
@@ -621,13 +555,8 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 			return false, err
 		}
 	}
-	var res *nfs3.AccessRes
 	start := fs.attrStart()
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Access(ctx, i.FH, want)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.client(c).Access(ctx, i.FH, want) })
 	if res != nil && res.Attr != nil {
 		i.mu.Lock()
 		i.postOpLocked(res.Attr, start, time.Now())
@@ -641,12 +570,7 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 
 // Statfs is FSSTAT.
 func (fs *FS) Statfs(ctx context.Context, c Cred) (*nfs3.FsstatRes, error) {
-	var res *nfs3.FsstatRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Fsstat(ctx, fs.root.FH)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.FsstatRes, error) { return fs.client(c).Fsstat(ctx, fs.root.FH) })
 	return res, err
 }
 
@@ -757,25 +681,23 @@ func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, er
 
 // ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
 func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
-	var all []nfs3.Entry
-	start := fs.attrStart()
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		all, err = fs.client(c).ReadDirAll(ctx, dir.FH, true)
-		if st, ok := err.(nfs3.Status); ok {
-			return st, nil
-		}
-		return 0, err
-	})
-	if err == nfs3.ErrNotSupp {
-		err = fs.do(ctx, func() (nfs3.Status, error) {
+	// ReadDirAll returns a status as its error (its replies are many).
+	list := func(plus bool) ([]nfs3.Entry, error) {
+		var all []nfs3.Entry
+		err := fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
-			all, err = fs.client(c).ReadDirAll(ctx, dir.FH, false)
+			all, err = fs.client(c).ReadDirAll(ctx, dir.FH, plus)
 			if st, ok := err.(nfs3.Status); ok {
 				return st, nil
 			}
 			return 0, err
 		})
+		return all, err
+	}
+	start := fs.attrStart()
+	all, err := list(true)
+	if err == nfs3.ErrNotSupp {
+		all, err = list(false)
 	}
 	if err != nil {
 		return nil, err

@@ -253,7 +253,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
 	if write {
-		fs.sn.pin.wb.add(fd)
+		fs.sn.pin.wb.Add(fd)
 	}
 	fs.sn.stats.PassthroughOpens.Add(1)
 	return true
@@ -369,7 +369,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
 	f.sn.direct = false
 	if write && fs.sn.pin.wb != nil {
-		fs.sn.pin.wb.add(fd)
+		fs.sn.pin.wb.Add(fd)
 	}
 	fs.sn.stats.PassthroughOpens.Add(1)
 	return true, nil
@@ -521,7 +521,7 @@ func (fs *FS) snfsIOEnd(f *File) {
 	if f.sn.pt != nil {
 		if f.sn.ptWrite {
 			if fs.sn.pin.wb != nil {
-				fs.sn.pin.wb.remove(f.sn.pt)
+				fs.sn.pin.wb.Remove(f.sn.pt)
 			}
 			f.sn.ptCF.EndExternal()
 		}

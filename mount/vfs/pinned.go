@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/mount/cachedir"
 	"snfs/mount/hsm"
 	"snfs/nfs3"
 )
@@ -52,8 +53,8 @@ import (
 
 // pinState is the FS's watch of passthrough cache files.
 type pinState struct {
-	w  *hsm.Watcher // nil: write opens do not pass through
-	wb *writeBehind // with w: the disk writes of passthrough writers' cache files (writebehind.go)
+	w  *hsm.Watcher          // nil: write opens do not pass through
+	wb *cachedir.WriteBehind // with w: the disk writes of passthrough writers' cache files
 
 	mu    sync.Mutex
 	byIno map[uint64]*pinnedFile // the pinned files, by their cache file's inode number
@@ -101,14 +102,14 @@ func (fs *FS) startWatch() {
 	}
 	fs.sn.pin.byIno = map[uint64]*pinnedFile{}
 	fs.sn.pin.w = w
-	fs.sn.pin.wb = newWriteBehind()
+	fs.sn.pin.wb = cachedir.NewWriteBehind()
 }
 
 // stopWatch ends the watch (at Close, after the last open).
 func (fs *FS) stopWatch() {
 	if fs.sn.pin.w != nil {
 		fs.sn.pin.w.Close()
-		fs.sn.pin.wb.close()
+		fs.sn.pin.wb.Close()
 	}
 }
 

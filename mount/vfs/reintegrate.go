@@ -330,11 +330,10 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 	nc := fs.client(c)
 	var res *nfs3.CreateRes
 	for n := 2; ; n++ {
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: cname},
+		var err error
+		res, err = rpc(ctx, fs, func() (*nfs3.CreateRes, error) {
+			return nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: cname},
 				Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
-			return status(res, err)
 		})
 		if errors.Is(err, nfs3.ErrExist) && n < 100 {
 			cname = fmt.Sprintf("%s.snfs-conflict-%s-%d-%d", name, host, time.Now().Unix(), n)
@@ -361,12 +360,7 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 		unknown += u
 		data := buf[:n]
 		for len(data) > 0 {
-			var wr *nfs3.WriteRes
-			err := fs.do(ctx, func() (nfs3.Status, error) {
-				var err error
-				wr, err = nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync)
-				return status(wr, err)
-			})
+			wr, err := rpc(ctx, fs, func() (*nfs3.WriteRes, error) { return nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync) })
 			if err != nil {
 				return fmt.Errorf("WRITE %q: %w", cname, err)
 			}
@@ -380,9 +374,8 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 	if cs := cf.Size(); cs > size {
 		// A size past the last byte the cache holds (a truncation up).
 		sz := uint64(cs)
-		if err := fs.do(ctx, func() (nfs3.Status, error) {
-			r, err := nc.Setattr(ctx, &nfs3.SetattrArgs{Object: res.Object, New: nfs3.Sattr{Size: &sz}})
-			return status(r, err)
+		if _, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
+			return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: res.Object, New: nfs3.Sattr{Size: &sz}})
 		}); err != nil {
 			return fmt.Errorf("SETATTR %q: %w", cname, err)
 		}
@@ -449,12 +442,7 @@ func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred
 	if !ok || moving {
 		return nil
 	}
-	var res *nfs3.GetattrRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Getattr(ctx, i.FH)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.client(c).Getattr(ctx, i.FH) })
 	if err != nil {
 		return fmt.Errorf("GETATTR before write-back: %w", err)
 	}

@@ -65,11 +65,7 @@ func (fs *FS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File, wb
 				return false, nil // a change the cache cannot show: not provably held
 			}
 			var res *nfs3.ReadRes
-			err = fs.do(ctx, func() (nfs3.Status, error) {
-				var err error
-				res, err = c.Read(ctx, fh, uint64(off), uint32(n))
-				return status(res, err)
-			})
+			res, err = rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, fh, uint64(off), uint32(n)) })
 			if err != nil {
 				return false, fmt.Errorf("READ: %w", err)
 			}

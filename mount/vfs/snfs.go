@@ -295,13 +295,10 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 // Close stops the write-back goroutine and closes the cache directory (snfs
 // mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
 // ended. Call Sync first to write everything back.
-func (fs *FS) Close() error {
-	if fs.nl != nil {
-		fs.nl.closeOnce.Do(fs.closeNLM)
-	}
-	if fs.sn == nil {
-		return nil
-	}
+func (fs *FS) Close() error { return fs.ops.close() }
+
+// closeSNFS is Close in snfs mode.
+func (fs *FS) closeSNFS() error {
 	var err error
 	fs.sn.once.Do(func() {
 		fs.closeAllDelayed()
@@ -415,7 +412,7 @@ func (i *Inode) snfsCaching() bool {
 // long while cached (the server calls back before it changes), none while
 // write-shared. ok is false when nfs mode's adaptive timeouts apply.
 func (i *Inode) snfsTTL() (time.Duration, bool) {
-	if i.fs.sn == nil || i.snfsHeldLocked() == 0 {
+	if i.snfsHeldLocked() == 0 {
 		return 0, false
 	}
 	if i.sn.caching && !i.attrAt.IsZero() {
@@ -427,11 +424,9 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 // snfsAdjustLocked lays the cache directory's pending changes over the
 // reported attributes: the local size and mtime are the newer ones.
 func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
-	if i.fs.sn != nil {
-		defer i.snfsPassthroughAttrLocked(a)
-	}
+	defer i.snfsPassthroughAttrLocked(a)
 	cf := i.sn.cf
-	if i.fs.sn == nil || cf == nil || !cf.NeedsWriteBack() {
+	if cf == nil || !cf.NeedsWriteBack() {
 		return
 	}
 	a.Size = uint64(cf.Size())
@@ -444,6 +439,6 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func (i *Inode) snfsBusyLocked() bool {
-	return i.fs.sn != nil && (i.snfsHeldLocked() > 0 || i.sn.opening > 0 ||
-		i.sn.cf != nil && i.fs.isDirty(i))
+	return i.snfsHeldLocked() > 0 || i.sn.opening > 0 ||
+		i.sn.cf != nil && i.fs.isDirty(i)
 }

@@ -264,13 +264,8 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 	for _, r := range miss.Ranges {
 		for got := int64(0); got < r.Len; {
 			n := min(r.Len-got, int64(fs.rsize))
-			var res *nfs3.ReadRes
 			start := fs.attrStart()
-			err := fs.do(ctx, func() (nfs3.Status, error) {
-				var err error
-				res, err = nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n))
-				return status(res, err)
-			})
+			res, err := rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n)) })
 			if res != nil && res.Attr != nil {
 				i.mu.Lock()
 				i.postOpLocked(res.Attr, start, time.Now())
@@ -517,7 +512,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 // it); nlink is its link count before. Its last link: pending write-back is
 // cancelled.
 func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
-	if fs.sn == nil || child == nil || child.isDir() || nlink > 1 {
+	if child == nil || child.isDir() || nlink > 1 {
 		return
 	}
 	child.mu.Lock()

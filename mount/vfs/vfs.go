@@ -13,6 +13,7 @@ import (
 
 	"snfs/client"
 	"snfs/nfs3"
+	"snfs/snfs1"
 )
 
 // Cred is the identity a call is made with (AUTH_SYS).
@@ -84,8 +85,9 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
-	sn *snfsFS // snfs mode; nil in nfs mode
-	nl *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
+	ops Ops     // the mode's file operations (mode.go), set in New
+	sn  *snfsFS // snfs mode; nil in nfs mode
+	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -119,13 +121,14 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
 		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
+	// The mode, before any inode exists (its hooks are asked about every
+	// inode; snfs mode's find nothing held until startSNFS has run).
+	fs.ops = nfsOps{fs}
+	if cfg.SNFS != nil {
+		fs.ops = snfsOps{fs}
+	}
 	root := Cred{}
-	var info *nfs3.FsinfoRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		info, err = fs.client(root).Fsinfo(ctx, cfg.Root)
-		return status(info, err)
-	})
+	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
 	if err != nil {
 		return nil, fmt.Errorf("FSINFO: %w", err)
 	}
@@ -184,12 +187,21 @@ func (fs *FS) client(c Cred) *client.NFS {
 	return n
 }
 
-// status turns a call's result into (status, transport error) for do.
-func status[R any](res *R, err error) (nfs3.Status, error) {
-	if err != nil {
-		return 0, err
-	}
-	return statusOf(res), nil
+// rpc sends one call (send) as do does, until the answer is not
+// NFS3ERR_JUKEBOX, and returns the last reply with its transport error or
+// its status as an error (nil for NFS3_OK). The reply of a failed call is
+// returned too (nil after a transport error): its wcc_data and post-op
+// attributes still describe the file.
+func rpc[R any](ctx context.Context, fs *FS, send func() (*R, error)) (*R, error) {
+	var res *R
+	err := fs.do(ctx, func() (nfs3.Status, error) {
+		var err error
+		if res, err = send(); err != nil {
+			return 0, err
+		}
+		return statusOf(res), nil
+	})
+	return res, err
 }
 
 func statusOf(res any) nfs3.Status {
@@ -221,6 +233,16 @@ func statusOf(res any) nfs3.Status {
 	case *nfs3.FsinfoRes:
 		return r.Status
 	case *nfs3.CommitRes:
+		return r.Status
+	case *snfs1.AppendRes:
+		return r.Status
+	case *snfs1.AllocateRes:
+		return r.Status
+	case *snfs1.GetXattrRes:
+		return r.Status
+	case *snfs1.ListXattrsRes:
+		return r.Status
+	case *snfs1.XattrChangeRes:
 		return r.Status
 	}
 	panic(fmt.Sprintf("vfs: status of %T", res))
@@ -261,12 +283,7 @@ func (fs *FS) do(ctx context.Context, call func() (nfs3.Status, error)) error {
 }
 
 func (fs *FS) getattr(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, error) {
-	var res *nfs3.GetattrRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		res, err = fs.client(c).Getattr(ctx, fh)
-		return status(res, err)
-	})
+	res, err := rpc(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.client(c).Getattr(ctx, fh) })
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +319,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 // kernel forgot it, it is not open and holds no unwritten data).
 func (fs *FS) Forget(i *Inode) {
 	i.mu.Lock()
-	busy := i.opens > 0 || i.w.pending() || i.snfsBusyLocked()
+	busy := i.opens > 0 || i.w.pending() || i.fs.ops.busyLocked(i)
 	i.mu.Unlock()
 	if busy || i == fs.root {
 		return
@@ -315,12 +332,11 @@ func (fs *FS) Forget(i *Inode) {
 }
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).
-func (fs *FS) Sync(ctx context.Context) error {
-	if fs.sn != nil {
-		if err := fs.snfsSync(ctx); err != nil {
-			return err
-		}
-	}
+func (fs *FS) Sync(ctx context.Context) error { return fs.ops.sync(ctx) }
+
+// syncCore is Sync in nfs mode: every file's unwritten data is written back
+// and committed (in snfs mode, after the cache directory's).
+func (fs *FS) syncCore(ctx context.Context) error {
 	// i.mu is not taken under fs.mu: a log line naming a file's path takes
 	// fs.mu (paths.go) while its caller may hold i.mu.
 	fs.mu.Lock()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
+	"snfs/client"
 	"snfs/nfs3"
 )
 
@@ -103,7 +105,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	// snfs mode: the cache directory's dirty data is older than this.
-	if err := i.fs.writeBackFirst(ctx, i); err != nil {
+	if err := i.fs.ops.beforeThrough(ctx, i); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
@@ -140,11 +142,7 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 
 		var res *nfs3.CommitRes
 		i.fs.stats.Commits.Add(1)
-		err = i.fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = i.fs.client(cred).Commit(ctx, i.FH, 0, 0)
-			return status(res, err)
-		})
+		res, err = rpc(ctx, i.fs, func() (*nfs3.CommitRes, error) { return i.fs.client(cred).Commit(ctx, i.FH, 0, 0) })
 		i.mu.Lock()
 		if res != nil {
 			i.wccLocked(&res.Wcc, time.Now())
@@ -184,42 +182,79 @@ func (i *Inode) flush(ctx context.Context, commit bool) error {
 }
 
 // send writes batch in wsize pieces, maxInFlight at a time, and returns the
-// pieces the server holds UNSTABLE.
+// pieces the server holds UNSTABLE (with their data, to send again if the
+// COMMIT's verifier differs).
 func (i *Inode) send(ctx context.Context, cred Cred, batch extents) ([]sentRun, error) {
-	var pieces []extent
+	var pieces []piece
 	ws := uint64(i.fs.wsize)
 	for _, e := range batch {
 		for off := uint64(0); off < uint64(len(e.data)); off += ws {
-			pieces = append(pieces, extent{e.off + off, e.data[off:min(off+ws, uint64(len(e.data)))]})
+			pieces = append(pieces, piece{off: e.off + off, data: e.data[off:min(off+ws, uint64(len(e.data)))]})
 		}
 	}
-	if len(pieces) == 0 {
-		return nil, nil
-	}
+	sent, _, err := i.sendPieces(ctx, i.fs.client(cred), pieces, nil, true)
+	return sent, err
+}
+
+// piece is one WRITE's worth of a file (at most wsize): its data, or, when
+// data is nil, n bytes at off to read when its turn comes (a cache file's,
+// writeback.go), so that no more than maxInFlight pieces are in memory.
+type piece struct {
+	off  uint64
+	n    int
+	data []byte
+}
+
+// sendPieces writes the pieces UNSTABLE, maxInFlight at a time, and returns
+// the runs the server holds UNSTABLE, the bytes sent and the first error. A
+// piece without data is read with readAt first (io.EOF: the file was cut
+// since, the rest is gone). keep false drops the runs' data: whoever sends
+// them again reads them again.
+func (i *Inode) sendPieces(ctx context.Context, c *client.NFS, pieces []piece,
+	readAt func([]byte, int64) (int, error), keep bool) ([]sentRun, uint64, error) {
 	var (
 		mu    sync.Mutex
-		sent  []sentRun
+		runs  []sentRun
+		bytes uint64
 		first error
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, maxInFlight)
 	)
-	c := i.fs.client(cred)
 	for _, p := range pieces {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			runs, err := i.writeAll(ctx, c, p, nfs3.Unstable)
+			data, err := p.data, error(nil)
+			if data == nil {
+				buf := make([]byte, p.n)
+				var k int
+				k, err = readAt(buf, int64(p.off))
+				if err == io.EOF {
+					err = nil
+				}
+				data = buf[:k]
+			}
+			var sent []sentRun
+			if err == nil && len(data) > 0 {
+				sent, err = i.writeAll(ctx, c, extent{p.off, data}, nfs3.Unstable)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
 				first = err
 			}
-			sent = append(sent, runs...)
+			for _, s := range sent {
+				if !keep {
+					s.data = nil
+				}
+				runs = append(runs, s)
+			}
+			bytes += uint64(len(data))
 		}()
 	}
 	wg.Wait()
-	return sent, first
+	return runs, bytes, first
 }
 
 // writeAll writes one piece as how asks, continuing after short writes; it
@@ -229,13 +264,8 @@ func (i *Inode) writeAll(ctx context.Context, c interface {
 }, p extent, how nfs3.StableHow) ([]sentRun, error) {
 	var runs []sentRun
 	for len(p.data) > 0 {
-		var res *nfs3.WriteRes
 		i.fs.stats.Writes.Add(1)
-		err := i.fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Write(ctx, i.FH, p.off, p.data, how)
-			return status(res, err)
-		})
+		res, err := rpc(ctx, i.fs, func() (*nfs3.WriteRes, error) { return c.Write(ctx, i.FH, p.off, p.data, how) })
 		if res != nil {
 			i.mu.Lock()
 			i.wccLocked(&res.Wcc, time.Now())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
 
 	"snfs/client"
@@ -158,9 +156,6 @@ func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	if fs.sn == nil {
-		return nil
-	}
 	cf := i.cacheFileOrNil()
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
@@ -219,11 +214,8 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 	var synced *nfs3.Fattr // the server's attributes after the last call
 	setSize := func(size int64) error {
 		sz := uint64(size)
-		var res *nfs3.WccRes
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			res, err = c.Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: nfs3.Sattr{Size: &sz}})
-			return status(res, err)
+		res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
+			return c.Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: nfs3.Sattr{Size: &sz}})
 		})
 		if res != nil {
 			i.mu.Lock()
@@ -256,13 +248,8 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 			}
 		}
 		if len(runs) > 0 {
-			var res *nfs3.CommitRes
 			fs.stats.Commits.Add(1)
-			err := fs.do(ctx, func() (nfs3.Status, error) {
-				var err error
-				res, err = c.Commit(ctx, i.FH, 0, 0)
-				return status(res, err)
-			})
+			res, err := rpc(ctx, fs, func() (*nfs3.CommitRes, error) { return c.Commit(ctx, i.FH, 0, 0) })
 			if res != nil {
 				i.mu.Lock()
 				i.wccLocked(&res.Wcc, time.Now())
@@ -303,49 +290,18 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 	return nil
 }
 
-// sendRanges writes the ranges, read from the cache file, in wsize pieces,
-// maxInFlight at a time; it returns the pieces the server holds UNSTABLE
-// (their data is not kept) and the bytes sent.
+// sendRanges writes the ranges, read from the cache file, in wsize pieces
+// (sendPieces); it returns the pieces the server holds UNSTABLE (their data
+// is not kept: the cache file has it) and the bytes sent.
 func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]sentRun, uint64, error) {
-	var (
-		mu    sync.Mutex
-		runs  []sentRun
-		bytes uint64
-		first error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, maxInFlight)
-	)
+	var pieces []piece
 	ws := int64(fs.wsize)
 	for _, r := range ranges {
 		for off := r.Off; off < r.End(); off += ws {
-			n := min(ws, r.End()-off)
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				buf := make([]byte, n)
-				k, err := cf.ReadAt(buf, off)
-				if err == io.EOF {
-					err = nil // truncated since: the rest is gone
-				}
-				var sent []sentRun
-				if err == nil && k > 0 {
-					sent, err = i.writeAll(ctx, c, extent{uint64(off), buf[:k]}, nfs3.Unstable)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && first == nil {
-					first = err
-				}
-				for _, s := range sent {
-					runs = append(runs, sentRun{extent{s.off, nil}, s.verf})
-				}
-				bytes += uint64(k)
-			}()
+			pieces = append(pieces, piece{off: uint64(off), n: int(min(ws, r.End()-off))})
 		}
 	}
-	wg.Wait()
-	return runs, bytes, first
+	return i.sendPieces(ctx, c, pieces, cf.ReadAt, false)
 }
 
 // snfsSync writes back every dirty file (unmount, syncfs).

@@ -95,7 +95,7 @@ func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
 
 // checkXattr: only the user namespace goes to the server.
 func (fs *FS) checkXattr(name string) error {
-	if fs.sn == nil || !strings.HasPrefix(name, snfs1.XattrPrefix) {
+	if !strings.HasPrefix(name, snfs1.XattrPrefix) {
 		return ErrNotSupported
 	}
 	return nil
@@ -103,6 +103,11 @@ func (fs *FS) checkXattr(name string) error {
 
 // GetXattr returns the value of i's attribute name.
 func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return fs.ops.GetXattr(ctx, i, c, name)
+}
+
+// getXattr is GetXattr in snfs mode.
+func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
@@ -120,14 +125,7 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 	}
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
-	var res *snfs1.GetXattrRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = fs.client(c).GetXattr(ctx, i.FH, name); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
@@ -149,9 +147,11 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 
 // ListXattrs returns the names of i's user attributes.
 func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	if fs.sn == nil {
-		return nil, ErrNotSupported
-	}
+	return fs.ops.ListXattrs(ctx, i, c)
+}
+
+// listXattrs is ListXattrs in snfs mode.
+func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
 	if xc := i.xattrsLocked(); xc != nil && xc.listed {
 		names := xc.names
@@ -164,13 +164,8 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 	var names []string
 	cookie := uint64(0)
 	for {
-		var res *snfs1.ListXattrsRes
-		err := fs.do(ctx, func() (nfs3.Status, error) {
-			var err error
-			if res, err = fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax); err != nil {
-				return 0, err
-			}
-			return res.Status, nil
+		res, err := rpc(ctx, fs, func() (*snfs1.ListXattrsRes, error) {
+			return fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
 		})
 		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
 			// The names changed between two replies: from the start.
@@ -192,6 +187,11 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 
 // SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
 func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return fs.ops.SetXattr(ctx, i, c, name, value, flags)
+}
+
+// setXattr is SetXattr in snfs mode.
+func (fs *FS) setXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
 	if err := fs.checkXattr(name); err != nil {
 		return err
 	}
@@ -209,6 +209,11 @@ func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value
 
 // RemoveXattr removes i's attribute name.
 func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return fs.ops.RemoveXattr(ctx, i, c, name)
+}
+
+// removeXattr is RemoveXattr in snfs mode.
+func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) error {
 	if err := fs.checkXattr(name); err != nil {
 		return err
 	}
@@ -232,14 +237,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 	i.sn.xattrGen++
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
-	var res *snfs1.XattrChangeRes
-	err := fs.do(ctx, func() (nfs3.Status, error) {
-		var err error
-		if res, err = call(); err != nil {
-			return 0, err
-		}
-		return res.Status, nil
-	})
+	res, err := rpc(ctx, fs, call)
 	if err != nil {
 		i.mu.Lock()
 		i.sn.xattrGen++

@@ -1,4 +1,4 @@
-package vfs
+package cachedir
 
 import (
 	"os"
@@ -8,20 +8,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Write-behind of passthrough writers. A close must make what the kernel
-// wrote durable in the cache file before it returns (snfsFlush: fdatasync);
+// Write-behind of writers this package does not see (FUSE passthrough: the
+// kernel writes the data file itself). A close must make what the kernel
+// wrote durable in the cache file before it returns (the mount's fdatasync);
 // on a machine with much memory the kernel's own write-back starts late, so
 // the close would write everything itself. The mount does not see a
-// passthrough open's writes (cachedir starts the disk writes of the writes
-// it sees every few MiB), so while passthrough writers are open it starts
+// passthrough open's writes (File.WriteAt starts the disk writes of the
+// writes it sees every writeBehindEvery bytes), so while such writers are
+// open WriteBehind starts
 // their cache files' disk writes (sync_file_range SYNC_FILE_RANGE_WRITE,
 // which does not wait for them) every writeBehindTick: at the close, only
 // what was written since is left to go.
 const writeBehindTick = 5 * time.Millisecond
 
-// writeBehind is the set of cache files passthrough writers write, and the
-// goroutine that kicks their disk writes while the set is not empty.
-type writeBehind struct {
+// WriteBehind is the set of data files written by writers outside this
+// package, and the goroutine that kicks their disk writes while the set is
+// not empty; its owner stops it with Close.
+type WriteBehind struct {
 	mu    sync.Mutex
 	files map[*os.File]int // descriptors of cache files with passthrough writers: how many writers
 	wake  chan struct{}    // a file was added to an empty set
@@ -29,15 +32,16 @@ type writeBehind struct {
 	done  chan struct{}
 }
 
-func newWriteBehind() *writeBehind {
-	wb := &writeBehind{files: map[*os.File]int{}, wake: make(chan struct{}, 1),
+// NewWriteBehind starts a WriteBehind's goroutine.
+func NewWriteBehind() *WriteBehind {
+	wb := &WriteBehind{files: map[*os.File]int{}, wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go wb.loop()
 	return wb
 }
 
-// add counts a passthrough writer of fd's file (fd stays open until remove).
-func (wb *writeBehind) add(fd *os.File) {
+// Add counts a passthrough writer of fd's file (fd stays open until Remove).
+func (wb *WriteBehind) Add(fd *os.File) {
 	wb.mu.Lock()
 	wb.files[fd]++
 	first := len(wb.files) == 1 && wb.files[fd] == 1
@@ -50,8 +54,8 @@ func (wb *writeBehind) add(fd *os.File) {
 	}
 }
 
-// remove ends one add; fd may be closed when it returns.
-func (wb *writeBehind) remove(fd *os.File) {
+// Remove ends one Add; fd may be closed when it returns.
+func (wb *WriteBehind) Remove(fd *os.File) {
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	if wb.files[fd]--; wb.files[fd] <= 0 {
@@ -59,12 +63,13 @@ func (wb *writeBehind) remove(fd *os.File) {
 	}
 }
 
-func (wb *writeBehind) close() {
+// Close stops the goroutine and waits for it.
+func (wb *WriteBehind) Close() {
 	close(wb.stop)
 	<-wb.done
 }
 
-func (wb *writeBehind) loop() {
+func (wb *WriteBehind) loop() {
 	defer close(wb.done)
 	t := time.NewTicker(writeBehindTick)
 	defer t.Stop()

@@ -1,0 +1,313 @@
+package vfs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// Ops are the operations on files whose meaning depends on the mount's mode:
+// the plain NFSv3 core's (close-to-open, writes buffered in memory and sent
+// with UNSTABLE WRITEs and a COMMIT) or the snfs cache manager's (the
+// protocol's OPEN and CLOSE, the cache directory, delayed write-back and
+// close, passthrough). One of them is chosen when the FS is made (New: snfs
+// mode if Config.SNFS is set) and never changes; fusefs takes it once, at
+// Mount (FS.Ops), and the FS's own methods of the same names go through it.
+//
+// In snfs mode a file the protocol does not open (not a regular file) is
+// the core's: its File says which (File.sn.mode), so the cache manager's
+// operations hand such files to the core's.
+type Ops interface {
+	Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error)
+	Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error)
+	Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error)
+	Write(ctx context.Context, f *File, off uint64, data []byte) (int, error)
+	Append(ctx context.Context, f *File, data []byte) (uint64, int, error)
+	Flush(ctx context.Context, f *File) error
+	Fsync(ctx context.Context, f *File) error
+	Release(ctx context.Context, f *File) error
+	Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error)
+	Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error)
+	Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error
+	UnlockOwner(ctx context.Context, i *Inode, owner uint64) error
+	Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error
+	GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error)
+	ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error)
+	SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error
+	RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error
+
+	// What the core asks of the mode inside its own operations.
+
+	// beforeThrough runs before i's data goes through the server (a flush
+	// of written data, with i.flushMu held): snfs mode writes back the
+	// cache directory's older dirty data first (writeBackFirst).
+	beforeThrough(ctx context.Context, i *Inode) error
+	// removed: child (nil if unknown) lost a link by REMOVE or a RENAME
+	// over it; nlink is its link count before (snfsRemoved).
+	removed(child *Inode, nlink uint32)
+
+	// What the core's inode asks of the mode, with i.mu held (a hook
+	// takes no Inode lock; snfs mode's busyLocked takes fs.sn.mu, which
+	// comes after i.mu, as everywhere): the attributes' lifetime while the
+	// mode decides it (ok false: the core's adaptive timeouts), the
+	// reported attributes with the mode's pending changes laid over, and
+	// whether the inode must outlive the kernel's FORGET.
+	attrTTLLocked(i *Inode) (d time.Duration, ok bool)
+	adjustLocked(i *Inode, a *nfs3.Fattr)
+	busyLocked(i *Inode) bool
+
+	// The FS's end: Sync and Close in the mode.
+	sync(ctx context.Context) error
+	close() error
+}
+
+// Ops returns the mode's operations (chosen in New).
+func (fs *FS) Ops() Ops { return fs.ops }
+
+// nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, append.go).
+type nfsOps struct{ fs *FS }
+
+// snfsOps is the snfs cache manager's Ops (snfsio.go, callback.go,
+// append.go): the protocol's opens of regular files; anything else is the
+// core's.
+type snfsOps struct{ fs *FS }
+
+// core is the core's Ops on the same FS.
+func (o snfsOps) core() nfsOps { return nfsOps(o) }
+
+// Open is FS.Open in snfs mode.
+func (o snfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+	if i.Type != nfs3.TypeReg {
+		return o.core().Open(ctx, i, c, flags)
+	}
+	if changesFile(flags) {
+		if err := o.fs.refuseChange(); err != nil {
+			return nil, false, err
+		}
+	}
+	return o.fs.snfsOpen(ctx, i, c, flags)
+}
+
+// Create is FS.Create in snfs mode: the new file is opened for writing
+// with the protocol.
+func (o snfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := o.fs.createCore(ctx, dir, c, name, mode, excl, flags)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	return o.fs.snfsCreated(ctx, e, c, flags)
+}
+
+// Read is FS.Read in snfs mode.
+func (o snfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	if err := o.fs.lockCheck(ctx, f); err != nil {
+		return 0, err // its lock was lost (locklost.go)
+	}
+	if f.sn.mode == 0 {
+		return o.fs.readCore(ctx, f, off, buf)
+	}
+	return o.fs.snfsRead(ctx, f, off, buf)
+}
+
+// Write is FS.Write in snfs mode.
+func (o snfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := o.fs.writeCheck(ctx, f); err != nil {
+		return 0, err
+	}
+	if f.sn.mode == 0 {
+		_, n, err := o.fs.buffered(ctx, f, off, data, false)
+		return n, err
+	}
+	return o.fs.snfsWrite(ctx, f, off, data)
+}
+
+// Append is FS.Append in snfs mode.
+func (o snfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := o.fs.refuseChange(); err != nil {
+		return 0, 0, err
+	}
+	if f.sn.mode == 0 {
+		return o.fs.appendCore(ctx, f, data)
+	}
+	return o.fs.snfsAppend(ctx, f, data)
+}
+
+// Flush is FS.Flush in snfs mode.
+func (o snfsOps) Flush(ctx context.Context, f *File) error {
+	if f.sn.mode == 0 {
+		return f.i.flush(ctx, true)
+	}
+	return o.fs.snfsFlush(ctx, f)
+}
+
+// Fsync is FS.Fsync in snfs mode.
+func (o snfsOps) Fsync(ctx context.Context, f *File) error {
+	if f.sn.mode == 0 {
+		return f.i.flush(ctx, true)
+	}
+	return o.fs.snfsFsync(ctx, f)
+}
+
+// Release is FS.Release in snfs mode.
+func (o snfsOps) Release(ctx context.Context, f *File) error {
+	o.fs.dropHeld(f.i, f, 0)
+	if f.sn.mode == 0 {
+		return o.fs.releaseCore(ctx, f)
+	}
+	return o.fs.snfsRelease(ctx, f)
+}
+
+// Setattr is FS.Setattr in snfs mode: a size change of a file this client
+// caches for writing is made in the cache (snfsSetattrLocal); otherwise the
+// pending write-back goes first (it would change the size or mtime set
+// here), and the change the server took is applied to the cache.
+func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	fs := o.fs
+	if err := fs.refuseChange(); err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
+		return a, ttl, err
+	}
+	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+	}
+	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
+		fs.snfsOwnChange(i, w)
+		fs.snfsSized(i, s.Size) // only a size the server took
+	})
+}
+
+// Getlk is FS.Getlk in nfs mode: the server's NLM (Config.NLM), or none
+// (the kernel keeps the locks: ENOSYS).
+func (o nfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	if o.fs.nl == nil {
+		return nil, syscall.ENOSYS
+	}
+	return o.fs.nlmGetlk(ctx, i, owner, kind, off, n)
+}
+
+// Setlk is FS.Setlk in nfs mode (as Getlk).
+func (o nfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	if o.fs.nl == nil {
+		return syscall.ENOSYS
+	}
+	return o.fs.nlmSetlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// UnlockOwner is FS.UnlockOwner in nfs mode (as Getlk; nothing to do for
+// the kernel's own locks).
+func (o nfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	if o.fs.nl == nil {
+		return nil
+	}
+	return o.fs.nlmUnlockOwner(ctx, i, owner)
+}
+
+// Getlk is FS.Getlk in snfs mode: the protocol's LOCKT, or this client's
+// lock delegation (lock.go).
+func (o snfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	return o.fs.snfsGetlk(ctx, i, owner, kind, off, n)
+}
+
+// Setlk is FS.Setlk in snfs mode (lock.go).
+func (o snfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	return o.fs.snfsSetlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
+func (o snfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	return o.fs.snfsUnlockOwner(ctx, i, owner)
+}
+
+// Allocate is FS.Allocate in nfs mode: NFSv3 has no ALLOCATE.
+func (nfsOps) Allocate(context.Context, *File, uint64, uint64, uint32) error { return ErrNotSupported }
+
+// Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
+func (o snfsOps) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return o.fs.snfsAllocate(ctx, f, off, length, mode)
+}
+
+// Extended attributes: NFSv3 has none; snfs mode's are the protocol's
+// (xattr.go).
+
+// GetXattr is FS.GetXattr in nfs mode.
+func (nfsOps) GetXattr(context.Context, *Inode, Cred, string) ([]byte, error) {
+	return nil, ErrNotSupported
+}
+
+// ListXattrs is FS.ListXattrs in nfs mode.
+func (nfsOps) ListXattrs(context.Context, *Inode, Cred) ([]string, error) {
+	return nil, ErrNotSupported
+}
+
+// SetXattr is FS.SetXattr in nfs mode.
+func (nfsOps) SetXattr(context.Context, *Inode, Cred, string, []byte, uint32) error {
+	return ErrNotSupported
+}
+
+// RemoveXattr is FS.RemoveXattr in nfs mode.
+func (nfsOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return ErrNotSupported }
+
+// GetXattr is FS.GetXattr in snfs mode.
+func (o snfsOps) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return o.fs.getXattr(ctx, i, c, name)
+}
+
+// ListXattrs is FS.ListXattrs in snfs mode.
+func (o snfsOps) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	return o.fs.listXattrs(ctx, i, c)
+}
+
+// SetXattr is FS.SetXattr in snfs mode.
+func (o snfsOps) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return o.fs.setXattr(ctx, i, c, name, value, flags)
+}
+
+// RemoveXattr is FS.RemoveXattr in snfs mode.
+func (o snfsOps) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return o.fs.removeXattr(ctx, i, c, name)
+}
+
+func (nfsOps) beforeThrough(context.Context, *Inode) error { return nil }
+func (nfsOps) removed(*Inode, uint32)                      {}
+
+func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
+	return o.fs.writeBackFirst(ctx, i)
+}
+func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }
+
+// sync writes back every file's unwritten data.
+func (o nfsOps) sync(ctx context.Context) error { return o.fs.syncCore(ctx) }
+
+// close ends nfs mode's lock service (Config.NLM), if any.
+func (o nfsOps) close() error {
+	if o.fs.nl != nil {
+		o.fs.nl.closeOnce.Do(o.fs.closeNLM)
+	}
+	return nil
+}
+
+// sync writes back the cache directory's dirty files, then what the core
+// holds in memory.
+func (o snfsOps) sync(ctx context.Context) error {
+	if err := o.fs.snfsSync(ctx); err != nil {
+		return err
+	}
+	return o.fs.syncCore(ctx)
+}
+
+// close ends snfs mode (snfs.go).
+func (o snfsOps) close() error { return o.fs.closeSNFS() }
+
+func (nfsOps) attrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
+func (nfsOps) adjustLocked(*Inode, *nfs3.Fattr)           {}
+func (nfsOps) busyLocked(*Inode) bool                     { return false }
+
+func (snfsOps) attrTTLLocked(i *Inode) (time.Duration, bool) { return i.snfsTTL() }
+func (snfsOps) adjustLocked(i *Inode, a *nfs3.Fattr)         { i.snfsAdjustLocked(a) }
+func (snfsOps) busyLocked(i *Inode) bool                     { return i.snfsBusyLocked() }
