@@ -250,8 +250,27 @@ func runProcesses(owned func(path string) bool, descendants bool) []int {
 // cmdlineNames reports whether pid's arguments name a path that owned
 // accepts.
 func cmdlineNames(pid int, owned func(path string) bool) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
+	// Reading another process's command line takes its memory map's lock,
+	// which a thread of it stuck in a FUSE page fault (another run's hung
+	// mount) holds: the read is given up after a while rather than hanging
+	// the cleanup (the goroutine left in it ends when the read does).
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		done <- result{b, err}
+	}()
+	var b []byte
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return false
+		}
+		b = r.b
+	case <-time.After(2 * time.Second):
 		return false
 	}
 	for _, arg := range strings.Split(string(b), "\x00") {
