@@ -348,6 +348,20 @@ func (d *Dirs) ChangedAll(now time.Time) []Action {
 	return out
 }
 
+// ChangedWhere breaks every promise on a directory whose handle match
+// accepts (the directories of an export the server stopped serving).
+func (d *Dirs) ChangedWhere(now time.Time, match func(handle []byte) bool) []Action {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Action
+	for _, e := range d.dirs {
+		if match(e.handle) {
+			d.breakEntry(now, e, 0, 0, false, &out)
+		}
+	}
+	return out
+}
+
 // CallbackSent reports that a break was written: its deadline starts now.
 func (d *Dirs) CallbackSent(now time.Time, cb Callback) {
 	d.mu.Lock()
@@ -492,6 +506,10 @@ func (d *Dirs) ClientGone(now time.Time, c ClientID) []Action {
 	}
 	return out
 }
+
+// Active reports whether any promise or listing exists (Changed has nothing
+// to do otherwise).
+func (d *Dirs) Active() bool { return d.some.Load() }
 
 // Holds reports whether c holds a promise on dir that is not being broken.
 func (d *Dirs) Holds(c ClientID, dir FileID) bool {
