@@ -18,10 +18,11 @@ import (
 
 // BeginList records table client c's promise on the directory fh before
 // the directory is read. ok false: no promise (bounds, or a break still out);
-// the listing is answered without one. EndList must follow with tok.
+// the listing is answered without one; also while c's callback path has not
+// answered a probe. EndList must follow with tok.
 func (d *Driver) BeginList(c state.ClientID, fh []byte) (tok uint64, ok bool) {
-	if d.ctx.Err() != nil {
-		return 0, false
+	if d.ctx.Err() != nil || !d.m.PathVerified(c) {
+		return 0, false // a break would wait for a path not known to work
 	}
 	return d.dirs.BeginList(time.Now(), c, state.FileIDOf(fh), fh)
 }

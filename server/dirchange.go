@@ -3,6 +3,7 @@ package server
 import (
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state"
 	"snfs/store"
 	"snfs/sunrpc"
 	"snfs/xdr"
@@ -42,6 +43,10 @@ func (s *Server) afterBreaks(c *sunrpc.Call, w *xdr.Writer, deferred bool, fhs [
 	})
 	return err
 }
+
+// DirStats returns the directory promises' counters (docs/protocol.md
+// section 20).
+func (s *Server) DirStats() state.DirStats { return s.consist.DirStats() }
 
 // handleIn returns the handle of what name names in the directory r, or nil.
 func (s *Server) handleIn(r *req, name string) []byte {

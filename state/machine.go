@@ -130,6 +130,15 @@ func (m *Machine) CallbackPathVerified(now time.Time, c ClientID, ok bool) {
 	m.cmu.Unlock()
 }
 
+// PathVerified reports whether c's callback path answered a probe since its
+// last failure (caching, and directory promises, are granted only then).
+func (m *Machine) PathVerified(c ClientID) bool {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	cl := m.clients[c]
+	return cl != nil && cl.verified
+}
+
 // probeLocked asks for a probe of c's callback path unless one is out. cmu held.
 func (m *Machine) probeLocked(c ClientID, cl *client, out *[]Action) {
 	if cl.probing {
