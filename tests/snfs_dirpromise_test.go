@@ -3,13 +3,16 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
 	"snfs/client"
 	"snfs/nfs3"
+	"snfs/server"
 	"snfs/state"
 )
 
@@ -207,4 +210,207 @@ func TestDirPromiseBrokenBeforeChange(t *testing.T) {
 	if err != nil || !res.Promised {
 		t.Fatalf("LISTDIR after the own change: %v, promised %v", err, res != nil && res.Promised)
 	}
+}
+
+// waitBreaks waits (bounded) until every handle of want was called back,
+// and returns how long it took.
+func waitBreaks(t *testing.T, b *dirBreaks, what string, want ...nfs3.FH) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got []nfs3.FH
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		got = append(got, b.all()...)
+		missing := 0
+		for _, fh := range want {
+			if !has(got, fh) {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return time.Since(start)
+		}
+		select {
+		case <-b.ch:
+		case <-deadline.C:
+			t.Fatalf("%s: %d of %d promises not broken after 10 s", what, missing, len(want))
+		}
+	}
+}
+
+// local runs a command on the server machine: another process than the
+// in-process server, whose own changes the change notifier does not report.
+func local(name string, args ...string) func() error {
+	return func() error {
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+		}
+		return nil
+	}
+}
+
+// TestDirPromiseLocalProcess: a process on the server machine renames a file
+// from one directory to another, creates one, and changes a listed file's
+// mode in the export: the holder's promises are broken promptly (the server
+// sees local changes through its change notifier, drained every 100 ms).
+func TestDirPromiseLocalProcess(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	for _, d := range []string{"d", "e"} {
+		if err := os.Mkdir(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	holder := newDirBreaks()
+	a := dialSNFS(t, e, "dirpromise-local", holder)
+	D, E := e.lookup(e.root, "d"), e.lookup(e.root, "e")
+	for _, step := range []struct {
+		what string
+		dirs []nfs3.FH
+		do   func() error
+	}{
+		{"rename(2) across directories", []nfs3.FH{D, E}, local("mv", e.path("d/f"), e.path("e/f"))},
+		{"creat(2)", []nfs3.FH{E}, local("touch", e.path("e/g"))},
+		{"chmod(2) of a listed file", []nfs3.FH{E}, local("chmod", "600", e.path("e/f"))},
+		{"unlink(2)", []nfs3.FH{E}, local("rm", e.path("e/g"))},
+	} {
+		for _, dir := range step.dirs {
+			promise(t, a, dir)
+		}
+		holder.all()
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		took := waitBreaks(t, holder, step.what, step.dirs...)
+		t.Logf("%s: promises broken %v after the change", step.what, took)
+	}
+}
+
+// TestDirPromiseBound: a client holds at most Dirs.MaxPerClient promises; a
+// LISTDIR past the bound is answered without one, and DIR_RELEASE makes room.
+func TestDirPromiseBound(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	e.restartWith(func(c *server.Config) { c.Dirs.MaxPerClient = 3 })
+	var dirs []nfs3.FH
+	for _, d := range []string{"a", "b", "c", "d"} {
+		if err := os.Mkdir(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, e.lookup(e.root, d))
+	}
+	a := dialSNFS(t, e, "dirpromise-bound", newDirBreaks())
+	b := dialSNFS(t, e, "dirpromise-bound-b", newDirBreaks())
+	for _, d := range dirs[:3] {
+		promise(t, a, d)
+	}
+	res, err := a.ListDir(ctx, dirs[3], 0, [nfs3.CookieVerfSize]byte{}, 4096, 32768)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Promised {
+		t.Fatal("a fourth promise granted past the bound of 3")
+	}
+	if st := e.srv.DirStats(); st.Promises != 3 || st.Refusals == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	promise(t, b, dirs[3]) // the bound is per client
+	if err := a.DirRelease(ctx, []nfs3.FH{dirs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.ListDir(ctx, dirs[3], 0, [nfs3.CookieVerfSize]byte{}, 4096, 32768); err != nil || !res.Promised {
+		t.Fatalf("no promise after DIR_RELEASE: %v", err)
+	}
+	if st := e.srv.DirStats(); st.Promises != 4 || st.Releases != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestDirPromiseRestart: promises are not kept across a server restart (the
+// new server_verf voids them at the client); after it, a new LISTDIR gets a
+// promise, and a change is answered only once that one is broken.
+func TestDirPromiseRestart(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	holder := newDirBreaks()
+	a := dialSNFS(t, e, "dirpromise-restart", holder)
+	D := e.lookup(e.root, "d")
+	promise(t, a, D)
+	verf := a.ServerVerifier()
+	e.restart()
+	if st := e.srv.DirStats(); st.Promises != 0 {
+		t.Fatalf("promises after a restart: %+v", st)
+	}
+	promise(t, a, D) // reconnects, registers again (new server_verf)
+	if a.ServerVerifier() == verf {
+		t.Fatal("the session did not see the restart")
+	}
+	holder.all()
+	mode := uint32(0o644)
+	r, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "n"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	ok(t, "CREATE after the restart", r.Status, err)
+	if !holder.take(D) {
+		t.Fatal("CREATE answered before the promise granted after the restart was broken")
+	}
+}
+
+// stuckHolder answers no callback until released.
+type stuckHolder struct {
+	release chan struct{}
+	called  chan struct{}
+}
+
+func (s *stuckHolder) Callback(ctx context.Context, _ nfs3.FH, _ state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
+	select {
+	case s.called <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	return state.OK
+}
+
+// TestDirPromiseUnansweredBreak: a holder that does not answer its break
+// holds a change up to the callback deadline, not longer and not for ever:
+// the change is then answered (it was made; it cannot be refused), and the
+// promise is gone (the holder's lease has run out by then).
+func TestDirPromiseUnansweredBreak(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	const timeout = 700 * time.Millisecond
+	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = timeout })
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	h := &stuckHolder{release: make(chan struct{}), called: make(chan struct{}, 1)}
+	a := dialSNFS(t, e, "dirpromise-stuck", h)
+	t.Cleanup(func() { close(h.release) }) // before the session's Disconnect (cleanups run last first)
+	D := e.lookup(e.root, "d")
+	promise(t, a, D)
+	start := time.Now()
+	mode := uint32(0o644)
+	r, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "n"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	ok(t, "CREATE", r.Status, err)
+	took := time.Since(start)
+	select {
+	case <-h.called:
+	default:
+		t.Fatal("no break was sent")
+	}
+	if took < timeout {
+		t.Fatalf("CREATE answered after %v, before the break's deadline %v", took, timeout)
+	}
+	if st := e.srv.DirStats(); st.Timeouts != 1 || st.Promises != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Logf("CREATE answered %v after it was sent (callback deadline %v)", took, timeout)
 }
