@@ -114,7 +114,17 @@ func (d *Driver) doDirs(acts []state.Action) {
 		case state.ActCallback:
 			cb := a.Callback
 			d.sendCallbackTo(cb, func(now time.Time) { d.dirs.CallbackSent(now, cb) },
-				func(now time.Time, o state.Outcome) { d.doDirs(d.dirs.CallbackDone(now, cb, o)) })
+				func(now time.Time, o state.Outcome) {
+					if o == state.Failed {
+						d.do(d.m.PathFailed(now, cb.Client))
+					}
+					d.doDirs(d.dirs.CallbackDone(now, cb, o))
+				})
+		case state.ActFence:
+			// No file is fenced; the client's lease has lapsed, and its
+			// callback path is probed again before anything more is granted.
+			d.log.Info("directory promise break not answered in time", "client", d.clientName(a.Client))
+			d.do(d.m.PathFailed(time.Now(), a.Client))
 		case state.ActProceed:
 			d.answer(a.Req, state.OpenReply{}, nil)
 		}

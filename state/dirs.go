@@ -448,7 +448,8 @@ func (e *dirEntry) hasCall() bool {
 
 // Tick ends the breaks past their deadline (CallbackTimeout from sending, or
 // QueueTimeout plus CallbackTimeout from asking when never reported sent): the
-// changes waiting for them go on.
+// changes waiting for them go on, and an ActFence says whose callback path
+// failed (no file is fenced: the driver has the path probed again).
 func (d *Dirs) Tick(now time.Time) []Action {
 	t := d.t(now)
 	d.mu.Lock()
@@ -470,6 +471,7 @@ func (d *Dirs) Tick(now time.Time) []Action {
 			}
 			if t >= deadline {
 				d.n.timeouts.Add(1)
+				out = append(out, Action{Kind: ActFence, Client: c, File: key})
 				d.dropLocked(e, c, p, &out)
 			}
 		}

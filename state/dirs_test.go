@@ -13,6 +13,8 @@ type dirHarness struct {
 	now     time.Time
 	calls   []Callback
 	proceed map[ReqID]bool
+	// timedOut lists the clients whose breaks passed their deadline.
+	timedOut []ClientID
 }
 
 func newDirHarness(t *testing.T, cfg DirConfig) *dirHarness {
@@ -28,6 +30,8 @@ func (h *dirHarness) absorb(acts []Action) {
 			}
 			h.calls = append(h.calls, a.Callback)
 			h.d.CallbackSent(h.now, a.Callback)
+		case ActFence:
+			h.timedOut = append(h.timedOut, a.Client)
 		case ActProceed:
 			if h.proceed[a.Req] {
 				h.t.Fatalf("request %d answered twice", a.Req)
@@ -225,7 +229,7 @@ func TestDirsTable(t *testing.T) {
 			}
 			h.now = h.now.Add(time.Millisecond)
 			h.absorb(h.d.Tick(h.now))
-			if !h.proceed[7] || h.d.Holds(A, D) || h.d.Stats().Timeouts != 1 {
+			if !h.proceed[7] || h.d.Holds(A, D) || h.d.Stats().Timeouts != 1 || len(h.timedOut) != 1 || h.timedOut[0] != A {
 				t.Fatal("not answered at the deadline")
 			}
 			h.calls = nil
