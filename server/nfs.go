@@ -100,8 +100,10 @@ func nfsProc[A, R any, PA interface {
 				}
 				var res R
 				o.Handler(ctx, c, r, a, &res)
-				if after != nil {
-					if fhs := after(&res); len(fhs) > 0 && s.consist.DirsActive() {
+				// Checked after the change: a promise recorded later is
+				// recorded before its directory is read, so it reads the change.
+				if after != nil && s.consist.DirsActive() {
+					if fhs := after(&res); len(fhs) > 0 {
 						return s.afterBreaks(c, w, deferred, fhs, func(w *xdr.Writer) error {
 							PR(&res).Encode(w)
 							return nil

@@ -13,6 +13,7 @@ import (
 	"snfs/client"
 	"snfs/nfs3"
 	"snfs/server"
+	"snfs/snfs1"
 	"snfs/state"
 )
 
@@ -27,11 +28,16 @@ type dirBreaks struct {
 	mu  sync.Mutex
 	got []nfs3.FH
 	ch  chan struct{} // a token per callback
+	// delay is how long it takes to drop the cache before it records the
+	// callback and answers: a reply not waiting for the answer would come
+	// first.
+	delay time.Duration
 }
 
 func newDirBreaks() *dirBreaks { return &dirBreaks{ch: make(chan struct{}, 1024)} }
 
 func (b *dirBreaks) Callback(_ context.Context, fh nfs3.FH, mode state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
+	time.Sleep(b.delay)
 	b.mu.Lock()
 	if mode == state.Invalidate {
 		b.got = append(b.got, fh)
@@ -413,4 +419,56 @@ func TestDirPromiseUnansweredBreak(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	t.Logf("CREATE answered %v after it was sent (callback deadline %v)", took, timeout)
+}
+
+// TestDirPromiseAfterFileCallbacks: a plain REMOVE of a file another session
+// caches for writing waits first for that session's callback (section 14),
+// then removes, then waits for the directory's promise to be broken: the
+// holder has its break, and the cacher its callback, before the reply.
+func TestDirPromiseAfterFileCallbacks(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	holder := newDirBreaks()
+	holder.delay = 200 * time.Millisecond
+	a := dialSNFS(t, e, "dirpromise-after-a", holder)
+	cacher := newDirBreaks()
+	b := dialSNFS(t, e, "dirpromise-after-b", cacher)
+	D := e.lookup(e.root, "d")
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var fh nfs3.FH
+	for { // until B's callback path is verified and it may cache
+		var okRes *snfs1.OpenOK
+		var err error
+		fh, okRes, err = b.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	promise(t, a, D)
+	holder.all()
+	for len(cacher.ch) > 0 {
+		<-cacher.ch
+	}
+	r, err := e.nfs.Remove(ctx, D, "f")
+	ok(t, "REMOVE", r.Status, err)
+	if len(cacher.ch) == 0 {
+		t.Error("REMOVE answered before the caching session was called back")
+	}
+	if !holder.take(D) {
+		t.Error("REMOVE answered before the directory promise was broken")
+	}
 }
