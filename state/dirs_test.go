@@ -306,3 +306,10 @@ func TestDirsListedCensus(t *testing.T) {
 		t.Fatalf("left: %+v listedIn %d dirs %d", st, len(h.d.listedIn), len(h.d.dirs))
 	}
 }
+
+// promiseOf0 reports whether cb is the break out of a promise still held.
+func (d *Dirs) promiseOf0(cb Callback) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.promiseOf(cb) != nil
+}
