@@ -25,6 +25,13 @@ var noAuth = sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone}
 // without its sender slot, and hands a late answer to the table, which
 // applies the ones that are safe to apply (state.Machine.CallbackDone).
 func (d *Driver) sendCallback(cb state.Callback) {
+	d.sendCallbackTo(cb, func(now time.Time) { d.m.CallbackSent(now, cb) },
+		func(now time.Time, o state.Outcome) { d.do(d.m.CallbackDone(now, cb, o)) })
+}
+
+// sendCallbackTo is sendCallback for the table whose callback cb is: sent
+// reports it written, done how it ended (exactly once).
+func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done func(time.Time, state.Outcome)) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -34,7 +41,7 @@ func (d *Driver) sendCallback(cb state.Callback) {
 				if d.tracing() {
 					d.trace("table: callback done", cb.Handle, "client", d.clientName(cb.Client), "mode", cb.Mode, "outcome", outcome)
 				}
-				d.do(d.m.CallbackDone(time.Now(), cb, outcome))
+				done(time.Now(), outcome)
 			})
 		}
 		defer report(state.Failed)
@@ -50,7 +57,7 @@ func (d *Driver) sendCallback(cb state.Callback) {
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, 2*d.cbTimeout)
 		defer cancel()
-		d.m.CallbackSent(time.Now(), cb)
+		sent(time.Now())
 		start := time.Now()
 		late := time.AfterFunc(d.cbTimeout, func() { d.met.timeouts.Inc() })
 		defer late.Stop()

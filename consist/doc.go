@@ -17,6 +17,10 @@
 // callback timeout and hands late answers to the table. A probe waits for its
 // answer as long as the client keeps that callback path.
 //
+// It also drives the directory promises' table (state.Dirs, dirs.go): breaks
+// are sent as callbacks are, and a change's reply waits until its breaks
+// have ended (DirChanged), as a parked request does.
+//
 // It must not: decide anything the table decides (cacheability, which
 // callbacks, fencing, versions), decode NFS or SNFS requests (package server
 // does, and calls Open, Close, Access), touch exported files, or hold a server

@@ -50,6 +50,9 @@ type Config struct {
 	// callbacks and probes being sent at once (default 256).
 	TickEvery  time.Duration
 	MaxSenders int
+	// Dirs bounds the directory promises (docs/protocol.md section 20);
+	// its timings are Table's.
+	Dirs state.DirConfig
 	// Leases holds a lease on each file a client may hold dirty blocks of
 	// (lease.go); nil: none are held.
 	Leases Leaser
@@ -58,6 +61,7 @@ type Config struct {
 // Driver is the server side of the consistency protocol around a state table.
 type Driver struct {
 	m         *state.Machine
+	dirs      *state.Dirs // directory promises (dirs.go)
 	log       *slog.Logger
 	rec       *records
 	verf      snfs1.Verifier
@@ -137,6 +141,9 @@ func New(cfg Config) (*Driver, error) {
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
 		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
+	dc := cfg.Dirs
+	dc.CallbackTimeout, dc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
+	d.dirs = state.NewDirs(dc, time.Now())
 	rand.Read(d.verf[:])
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
@@ -189,6 +196,7 @@ func (d *Driver) sweep(every time.Duration) {
 			return
 		case now := <-t.C:
 			d.do(d.m.Tick(now))
+			d.doDirs(d.dirs.Tick(now))
 			d.rearmLeases()
 		}
 	}
@@ -342,6 +350,7 @@ func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
 	if !d.active.Load() || d.ctx.Err() != nil {
 		return
 	}
+	d.doDirs(d.dirs.ChangedWhere(time.Now(), match))
 	d.do(d.m.ChangedWhere(time.Now(), match))
 }
 
@@ -438,6 +447,7 @@ func (d *Driver) Changed(fh []byte) {
 	if !d.active.Load() || d.ctx.Err() != nil {
 		return
 	}
+	d.localDirChange(fh)
 	if fh == nil {
 		d.log.Warn("file change notifications were lost: every client's cache is called back")
 		d.do(d.m.ChangedAll(time.Now()))

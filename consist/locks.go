@@ -3,6 +3,7 @@ package consist
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"snfs/snfs1"
 	"snfs/state"
@@ -16,6 +17,7 @@ import (
 func (d *Driver) OnClientGone(fn func(state.ClientID)) { d.gone = fn }
 
 func (d *Driver) clientGone(c state.ClientID) {
+	d.doDirs(d.dirs.ClientGone(time.Now(), c))
 	if d.gone != nil {
 		d.gone(c)
 	}

@@ -28,6 +28,7 @@ type metrics struct {
 	leaseBreaks   prometheus.Counter
 
 	entries   *prometheus.Desc
+	promises  *prometheus.Desc
 	callbacks *prometheus.Desc
 	outcomes  *prometheus.Desc
 	counters  map[string]*prometheus.Desc
@@ -60,7 +61,8 @@ func newMetrics(d *Driver) *metrics {
 			Help: "File leases that could not be taken (the file open elsewhere, a file system without leases)."}),
 		leaseBreaks: prometheus.NewCounter(prometheus.CounterOpts{Name: "snfs_server_consist_lease_breaks_total",
 			Help: "File leases broken by a local process's open on the server machine."}),
-		entries: prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
+		entries:  prometheus.NewDesc("snfs_server_consist_entries", "State table entries, by state.", []string{"state"}, nil),
+		promises: prometheus.NewDesc("snfs_server_consist_dir_promises", "Directory promises held by clients.", nil, nil),
 		callbacks: prometheus.NewDesc("snfs_server_consist_callbacks_total", "Callbacks the table asked for, by mode.",
 			[]string{"mode"}, nil),
 		outcomes: prometheus.NewDesc("snfs_server_consist_callback_outcomes_total", "Callbacks ended, by outcome.",
@@ -81,6 +83,11 @@ func newMetrics(d *Driver) *metrics {
 		{"reclaim_callbacks", "Write-back and relinquish callbacks sent to make room in the table."},
 		{"probes", "Callback path probes (CB_NULL)."},
 		{"local_changes", "Changes made by local processes on the server machine to files in the table."},
+		{"dir_grants", "LISTDIRs answered with a directory promise."},
+		{"dir_refusals", "LISTDIRs answered without a directory promise (bounds, or a break still out)."},
+		{"dir_breaks", "Directory promises broken (CALLBACK INVALIDATE of a directory)."},
+		{"dir_waits", "Changes whose reply waited for directory promises to be broken."},
+		{"dir_timeouts", "Directory promise breaks that ended at their deadline, unanswered."},
 	} {
 		m.counters[c[0]] = prometheus.NewDesc("snfs_server_consist_"+c[0]+"_total", c[1], nil, nil)
 	}
@@ -109,6 +116,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.leasesRefused.Describe(ch)
 	m.leaseBreaks.Describe(ch)
 	ch <- m.entries
+	ch <- m.promises
 	ch <- m.callbacks
 	ch <- m.outcomes
 	for _, d := range m.counters {
@@ -130,6 +138,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.leasesRefused.Collect(ch)
 	m.leaseBreaks.Collect(ch)
 	st := m.d.m.Stats(time.Now())
+	ds := m.d.dirs.Stats()
+	ch <- prometheus.MustNewConstMetric(m.promises, prometheus.GaugeValue, float64(ds.Promises))
 	for s, n := range st.ByState {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())
 	}
@@ -141,7 +151,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range map[string]uint64{"fencings": st.Fencings, "opens": st.Opens, "closes": st.Closes,
 		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,
-		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes, "local_changes": st.Changes} {
+		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes, "local_changes": st.Changes,
+		"dir_grants": ds.Grants, "dir_refusals": ds.Refusals, "dir_breaks": ds.Breaks, "dir_waits": ds.Waits,
+		"dir_timeouts": ds.Timeouts} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}
 }

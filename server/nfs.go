@@ -49,6 +49,11 @@ type op[A, R any] struct {
 	// recalled first: lockdeleg.go); the reply is deferred meanwhile, and
 	// leave runs once the handler has.
 	Gate func(s *Server, c *sunrpc.Call, a *A, proceed func(leave func()))
+	// Changes, for a change, runs before the handler and returns what names
+	// the objects the call changed once it has run (dirchange.go): their
+	// directory promises are broken, and the reply waits for the breaks
+	// (docs/protocol.md section 20). Handler rows only.
+	Changes func(s *Server, c *sunrpc.Call, r *req, a *A) func(res *R) [][]byte
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer).
 	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
@@ -83,12 +88,28 @@ func nfsProc[A, R any, PA interface {
 			// On an async export the change itself is not durable when it is
 			// answered: neither need its saved reply be.
 			c.SaveLater = r.opts.Async
-			run := func(a *A, w *xdr.Writer) error {
+			// run runs the handler; deferred: the reply was deferred (to wait
+			// for callbacks) and is being written now.
+			run := func(a *A, w *xdr.Writer, deferred bool) error {
 				if o.Reply != nil {
 					return o.Reply(ctx, c, r, a, w)
 				}
+				var after func(*R) [][]byte
+				if o.Changes != nil && s.consist.Active() {
+					after = o.Changes(s, c, r, a)
+				}
 				var res R
 				o.Handler(ctx, c, r, a, &res)
+				// Checked after the change: a promise recorded later is
+				// recorded before its directory is read, so it reads the change.
+				if after != nil && s.consist.DirsActive() {
+					if fhs := after(&res); len(fhs) > 0 {
+						return s.afterBreaks(c, w, deferred, fhs, func(w *xdr.Writer) error {
+							PR(&res).Encode(w)
+							return nil
+						})
+					}
+				}
 				PR(&res).Encode(w)
 				return nil
 			}
@@ -97,7 +118,7 @@ func nfsProc[A, R any, PA interface {
 			}
 			if o.Access == nil || !s.consist.Active() {
 				defer r.release()
-				return run(&a, w)
+				return run(&a, w, false)
 			}
 			accs := o.Access(s, c, r, &a)
 			keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
@@ -111,7 +132,7 @@ func nfsProc[A, R any, PA interface {
 				case err != nil:
 					return encodeFailure[R, PR](w, err)
 				case !deferred:
-					return run(&a, w)
+					return run(&a, w, false)
 				}
 				a2, err := reDecode[A, PA](raw)
 				if err != nil {
@@ -122,7 +143,7 @@ func nfsProc[A, R any, PA interface {
 				if err := r.node.Refresh(); err != nil {
 					return encodeFailure[R, PR](w, err)
 				}
-				return run(a2, w)
+				return run(a2, w, true)
 			})
 			return err
 		}}
@@ -134,7 +155,7 @@ func gated[A any, PA interface {
 	*A
 	xdr.Decoder
 }](s *Server, c *sunrpc.Call, w *xdr.Writer, r *req, a *A, raw []byte,
-	gate func(*Server, *sunrpc.Call, *A, func(func())), run func(*A, *xdr.Writer) error) error {
+	gate func(*Server, *sunrpc.Call, *A, func(func())), run func(*A, *xdr.Writer, bool) error) error {
 	var leave func()
 	keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
 	_, err := later(c, w, keep, func(done func(error)) {
@@ -149,13 +170,13 @@ func gated[A any, PA interface {
 		case w == nil:
 			return nil
 		case !deferred:
-			return run(a, w)
+			return run(a, w, false)
 		}
 		a2, err := reDecode[A, PA](raw)
 		if err != nil {
 			return sunrpc.ErrGarbageArgs
 		}
-		return run(a2, w)
+		return run(a2, w, true)
 	})
 	return err
 }
@@ -226,7 +247,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr, Access: getattrAccess}),
 		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess}),
+			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess, Changes: setattrChanges}),
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup}),
 		nfs3.ProcAccess: nfsProc(s, op[nfs3.AccessArgs, nfs3.AccessRes]{Name: "ACCESS", Cache: idempotent, Inline: always,
@@ -236,24 +257,24 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcRead: nfsProc(s, op[nfs3.ReadArgs, nfs3.ReadRes]{Name: "READ", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.ReadArgs) nfs3.FH { return a.File }, Reply: s.read, MaxReply: maxIO + 4096, Access: readAccess}),
 		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
-			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess}),
+			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess, Changes: writeChanges}),
 		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess}),
+			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess, Changes: createRowChanges}),
 		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir}),
+			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir, Changes: mkdirChanges}),
 		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink}),
+			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink, Changes: symlinkChanges}),
 		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod}),
+			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod, Changes: mknodChanges}),
 		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess}),
+			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess, Changes: removeChanges}),
 		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir}),
+			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir, Changes: rmdirChanges}),
 		// RENAME's and LINK's second handle is resolved by the handler.
 		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess}),
+			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess, Changes: renameChanges}),
 		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link}),
+			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link, Changes: linkChanges}),
 		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.ReaddirArgs) nfs3.FH { return a.Dir }, Handler: s.readdir}),
 		nfs3.ProcReaddirplus: nfsProc(s, op[nfs3.ReaddirplusArgs, nfs3.ReaddirRes]{Name: "READDIRPLUS", Cache: idempotent, Inline: always,

@@ -64,6 +64,9 @@ type Config struct {
 	// Table is the consistency protocol's state table: its bound and timings
 	// (callback timeout, plain-access hold, ...; zero fields take the defaults).
 	Table state.Config
+	// Dirs bounds the directory promises (docs/protocol.md section 20); zero
+	// fields take state.DirConfig's defaults, its timings are Table's.
+	Dirs state.DirConfig
 
 	// Grace bounds the grace period after a restart, while the protocol
 	// clients known before it reclaim their state (docs/protocol.md, "Grace
@@ -162,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
-	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Logger: cfg.Logger, Attr: s.handleAttr,
+	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Dirs: cfg.Dirs, Logger: cfg.Logger, Attr: s.handleAttr,
 		Leases: storeLeases{st}}
 	if cc.Grace == 0 {
 		cc.Grace = DefaultGrace

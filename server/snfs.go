@@ -49,7 +49,7 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
 		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
-			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess}),
+			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess, Changes: appendChanges}),
 		snfs1.ProcGetXattr: nfsProc(s, op[snfs1.GetXattrArgs, snfs1.GetXattrRes]{Name: "GETXATTR", Cache: idempotent,
 			MaxReply: snfs1.XattrSizeMax + 64, FH: func(a *snfs1.GetXattrArgs) nfs3.FH { return a.File }, Handler: s.getXattr}),
 		snfs1.ProcSetXattr: nfsProc(s, op[snfs1.SetXattrArgs, snfs1.SetXattrRes]{Name: "SETXATTR", Cache: nonIdempotentSaved,
@@ -62,7 +62,7 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 			Access: xattrAccess(func(a *snfs1.RemoveXattrArgs) []byte { return a.File })}),
 		snfs1.ProcAllocate: nfsProc(s, op[snfs1.AllocateArgs, snfs1.AllocateRes]{Name: "ALLOCATE", Cache: nonIdempotentSaved,
 			Check: allocateCheck, FH: func(a *snfs1.AllocateArgs) nfs3.FH { return a.File }, Write: true,
-			Handler: s.allocateProc, Access: allocateAccess}),
+			Handler: s.allocateProc, Access: allocateAccess, Changes: allocateChanges}),
 		snfs1.ProcLock: nfsProc(s, op[snfs1.LockArgs, snfs1.LockRes]{Name: "LOCK", Cache: nonIdempotent,
 			FH: func(a *snfs1.LockArgs) nfs3.FH { return a.File }, Handler: s.lock,
 			Gate: func(s *Server, c *sunrpc.Call, a *snfs1.LockArgs, proceed func(func())) {
@@ -75,6 +75,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 			}}),
 		snfs1.ProcLockU: nfsProc(s, op[snfs1.LockUArgs, snfs1.StatusRes]{Name: "LOCKU", Cache: nonIdempotent,
 			FH: func(a *snfs1.LockUArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.locku}),
+		snfs1.ProcListDir: nfsProc(s, op[snfs1.ListDirArgs, snfs1.ListDirRes]{Name: "LISTDIR", Cache: idempotent, Inline: sunrpc.Always,
+			FH: func(a *snfs1.ListDirArgs) nfs3.FH { return a.Dir }, Handler: s.listDirProc}),
+		snfs1.ProcDirRelease: {Name: "DIR_RELEASE", Handler: s.dirRelease, Inline: sunrpc.Always},
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -41,7 +41,12 @@ const (
 	ProcLock  = 14
 	ProcLockT = 15
 	ProcLockU = 16
-	NumProcs  = 17
+	// LISTDIR and DIR_RELEASE: directory promises (docs/protocol.md,
+	// "Directory promises"), an extension of version 1: a server without
+	// them answers PROC_UNAVAIL.
+	ProcListDir    = 17
+	ProcDirRelease = 18
+	NumProcs       = 19
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -58,7 +63,8 @@ const (
 var (
 	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
 		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE",
-		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU"}
+		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU",
+		ProcListDir: "LISTDIR", ProcDirRelease: "DIR_RELEASE"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 

@@ -176,6 +176,16 @@
 // version) without callbacks, for the recovery protocol (Sprite's: the clients
 // together know the state). The grace period around it belongs to the driver.
 //
+// # Directory promises
+//
+// Dirs (dirs.go) is a second, independent table: the directory promises of
+// docs/protocol.md section 20 (a LISTDIR's promise, broken by a CALLBACK
+// INVALIDATE with the directory's handle before a change to the directory is
+// answered). It shares the action vocabulary (ActCallback, ActProceed,
+// ActFence for a break past its deadline) but no state with Machine: a
+// directory never has an entry here, and no file's state depends on a
+// promise.
+//
 // # Metrics
 //
 // Stats returns counters (callbacks by mode and outcome, timeouts, fencings,

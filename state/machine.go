@@ -130,6 +130,25 @@ func (m *Machine) CallbackPathVerified(now time.Time, c ClientID, ok bool) {
 	m.cmu.Unlock()
 }
 
+// PathVerified reports whether c's callback path answered a probe since its
+// last failure (caching, and directory promises, are granted only then).
+func (m *Machine) PathVerified(c ClientID) bool {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	cl := m.clients[c]
+	return cl != nil && cl.verified
+}
+
+// PathFailed marks c's callback path unverified after a callback outside
+// the table failed (a directory promise's break, state.Dirs): no caching is
+// granted to c until a probe (the ActProbe returned, unless one is out)
+// answers.
+func (m *Machine) PathFailed(now time.Time, c ClientID) []Action {
+	var out []Action
+	m.pathFailed(c, &out)
+	return out
+}
+
 // probeLocked asks for a probe of c's callback path unless one is out. cmu held.
 func (m *Machine) probeLocked(c ClientID, cl *client, out *[]Action) {
 	if cl.probing {
