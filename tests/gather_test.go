@@ -111,6 +111,7 @@ func pattern(off, n int) []byte {
 // TestGatherConcurrentCorrectness: 16 writers on one file and 16 on separate files,
 // random offsets and sizes, FILE_SYNC and DATA_SYNC mixed; every byte reads back.
 func TestGatherConcurrentCorrectness(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	for _, mode := range []gather.Mode{gather.Adaptive, gather.On, gather.Off} {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newGatherEnv(t, mode, nil)
@@ -173,6 +174,7 @@ func TestGatherConcurrentCorrectness(t *testing.T) {
 // TestGatherOrdering: no stable WRITE reply arrives before a flush that covered its
 // data has returned; and gathering actually batches concurrent writers.
 func TestGatherOrdering(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -210,6 +212,7 @@ func TestGatherOrdering(t *testing.T) {
 // TestGatherFlushFailure: a failed flush fails every write it covered and changes
 // the write verifier; writes reported OK were covered by a successful flush.
 func TestGatherFlushFailure(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 2 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -265,6 +268,7 @@ func TestGatherFlushFailure(t *testing.T) {
 // TestGatherDuplicate: the same xid retransmitted while the write is being gathered
 // is not executed twice and both copies get the same reply.
 func TestGatherDuplicate(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 300 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -299,6 +303,7 @@ func TestGatherDuplicate(t *testing.T) {
 // TestGatherLoneWriter: a client with one write in flight at a time is never
 // delayed: the server's own recorded gathering wait stays zero.
 func TestGatherLoneWriter(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	e := newGatherEnv(t, gather.Adaptive, nil)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	for i := 0; i < 300; i++ {
@@ -321,6 +326,7 @@ func TestGatherLoneWriter(t *testing.T) {
 
 // TestGatherCommits: concurrent COMMITs of one file share flushes.
 func TestGatherCommits(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 20 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -350,6 +356,7 @@ func TestGatherCommits(t *testing.T) {
 // gets NFS3ERR_JUKEBOX instead of holding a worker; the JUKEBOX reply is not cached,
 // so the client's retry with the same xid is executed and succeeds.
 func TestJukeboxOnStalledFlush(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	requireRoot(t)
 	d := &durability{delay: 700 * time.Millisecond}
 	dir := diskTempDir(t, "snfs-jukebox-")

@@ -47,6 +47,7 @@ func inoOf(t *testing.T, path string) uint64 {
 // LINK flushes the file's link count and the directory; an async export flushes
 // neither.
 func TestSyncMetadataCommits(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, opts := range []string{"rw,no_root_squash", "rw,no_root_squash,async"} {
 		t.Run(opts, func(t *testing.T) {

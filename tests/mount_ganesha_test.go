@@ -236,6 +236,7 @@ var knownGaneshaFailures = map[string]string{
 // --mode=nfs` of ganesha: one ganesha and one mount, each case in its own
 // fresh directory of the mount.
 func TestMountGaneshaPosix(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
@@ -266,6 +267,7 @@ func TestMountGaneshaPosix(t *testing.T) {
 // links and symlinks, times, permissions as a non-root user) on a `snfs
 // mount --mode=nfs` of ganesha, each in its own directory of one mount.
 func TestMountGaneshaCases(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
@@ -297,6 +299,7 @@ func TestMountGaneshaCases(t *testing.T) {
 // compares the exported file, read from ganesha's backing directory, with
 // the model.
 func TestMountGaneshaFsx(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -312,6 +315,7 @@ func TestMountGaneshaFsx(t *testing.T) {
 // closes the file on the first mount, and the file read through the second
 // (opened after that close) and the export directory must hold the model.
 func TestMountGaneshaFsxTwoMounts(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -329,6 +333,7 @@ func TestMountGaneshaFsxTwoMounts(t *testing.T) {
 // yet committed must be written again). The checks (after fsync) compare the
 // export directory with the model.
 func TestMountGaneshaFsxServerRestart(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -348,6 +353,7 @@ func TestMountGaneshaFsxServerRestart(t *testing.T) {
 // serve`; the mount's log line "mounted ... mode=M" says which, and a file
 // written through the mount reaches the server.
 func TestMountAutoMode(t *testing.T) {
+	// Serial (no t.Parallel): ganesha registers through the host's /run/rpcbind.sock.
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	check := func(t *testing.T, m *procMount, wantMode, export string) {

@@ -107,6 +107,7 @@ func (r *reclaimFiles) reclaimRelease(t *testing.T) {
 // its reclaim is refused (SNFS_ERR_NOGRACE), B has taken the lock meanwhile,
 // and A's process gets EIO on the descriptor that held it.
 func TestMountSNFSLockServerRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Grace = 3 * time.Second
 	e.restart()
@@ -163,6 +164,7 @@ func TestMountSNFSLockServerRestart(t *testing.T) {
 // TestMountSNFSLockReclaimKilled: snfs mode through `snfs mount`, the
 // server killed with SIGKILL and started again: A's locks are reclaimed.
 func TestMountSNFSLockReclaimKilled(t *testing.T) {
+	t.Parallel()
 	s := newServeProc(t, "--grace", "20s")
 	a := startMount(t, s, "", "")
 	b := startMount(t, s, "", "")
@@ -189,6 +191,7 @@ func nfsReclaimMount(t *testing.T, e *env, name, addr string) *mount {
 // grace period, in which B took the lock: A's reclaim is refused, and A's
 // process gets EIO on the descriptor that held it.
 func TestMountNFSLockServerRestart(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: h.port}, 4*time.Second)
 	p, err := faultproxy.New(context.Background(), e.addr)
@@ -240,6 +243,7 @@ func TestMountNFSLockServerRestart(t *testing.T) {
 // (its NLM at snfs serve's NFS port, and the NSM found beside it), the
 // server killed with SIGKILL and started again: A's locks are reclaimed.
 func TestMountNFSLockReclaimKilled(t *testing.T) {
+	t.Parallel()
 	s := newServeProc(t, "--grace", "8s")
 	nlm := fmt.Sprintf("--nlm-port=%d", s.nfsPort) // not a system rpcbind's lock manager
 	a := startMount(t, s, "", "", "--mode=nfs", nlm)

@@ -90,6 +90,7 @@ func (m *mount) path(name string) string { return filepath.Join(m.dir, name) }
 // and an snfs mode mount meet them; flock excludes across mounts and ends at
 // the last close.
 func TestMountNFSLockRanges(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -170,6 +171,7 @@ func TestMountNFSLockRanges(t *testing.T) {
 // (B polls only every hour); kill -9 of the holder releases it; a waiter
 // killed while it waits leaves nothing behind.
 func TestMountNFSLockWait(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -223,6 +225,7 @@ func TestMountNFSLockWait(t *testing.T) {
 // (not in the host's rpcbind) still gets its blocked lock, by sending the
 // LOCK again every poll interval (as Linux's client does every 30 s).
 func TestMountNFSLockPoll(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -246,6 +249,7 @@ func TestMountNFSLockPoll(t *testing.T) {
 // fcntl locks through NLM, the data written back before each unlock and the
 // cache dropped at each grant.
 func TestMountNFSSQLite(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -258,6 +262,7 @@ func TestMountNFSSQLite(t *testing.T) {
 // leaves its locks on the server; the mount started again with the same
 // caller_name (`snfs mount` uses HOST:MOUNTPOINT) frees them with FREE_ALL.
 func TestMountNFSLockFreeAll(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	fh := e.create(e.nfs, e.root, "db", 0o666)
@@ -360,6 +365,7 @@ func (r *setRPCBind) nlmPort() int { return int(r.get(nlm4.Program, nlm4.Version
 // mount leaves a live listing alone; a listing whose port does not answer (a
 // mount that died) is replaced; a mount's Close removes its own listing only.
 func TestMountNFSLockRegister(t *testing.T) {
+	t.Parallel()
 	r := newSetRPCBind(t)
 	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: r.port}, 0)
 	rpcbind := fmt.Sprintf("127.0.0.1:%d", r.port)
@@ -413,6 +419,7 @@ func TestMountNFSLockRegister(t *testing.T) {
 // (NLMConfig.PeerDir), so the waiting mount, which polls only once an hour,
 // gets its lock at once.
 func TestMountNFSLockPeers(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	peers := diskTempDir(t, "snfs-nlm-peers-")
@@ -442,6 +449,7 @@ func TestMountNFSLockPeers(t *testing.T) {
 // started again on the same mount point (the same caller_name) frees it
 // (FREE_ALL). Through the binary: it finds snfs serve's NLM on the NFS port.
 func TestMountNFSLockMountKilled(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newEnv(t, "rw,no_root_squash")
 	bin := snfsBinary(t)

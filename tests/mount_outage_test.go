@@ -24,6 +24,7 @@ import (
 // server answers again; nothing of the kind while the server answers. Both
 // modes (nfs: the NFS client's connection; snfs: the session's).
 func TestMountServerNotResponding(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
 			requireFUSE(t)

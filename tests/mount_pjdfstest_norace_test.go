@@ -65,6 +65,7 @@ func buildPjdfstest(t *testing.T) string {
 // TestMountPjdfstest runs pjdfstest (as root) in a mount of each mode and
 // fails on every failed subtest not in knownPjdfstestFailures.
 func TestMountPjdfstest(t *testing.T) {
+	t.Parallel()
 	requireLong(t)
 	requireFUSE(t)
 	tests := buildPjdfstest(t)

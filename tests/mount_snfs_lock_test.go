@@ -47,6 +47,7 @@ func wantEAGAIN(t *testing.T, what string, err error) {
 // F_GETLK through B reports A's lock; a local process on the server meets
 // them and they meet its; flock excludes across mounts too.
 func TestMountSNFSLockRanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -175,6 +176,7 @@ func (c *lockChild) kill() {
 
 // TestMountSNFSLockChild is the lock child's body.
 func TestMountSNFSLockChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCK_CHILD")
 	if path == "" {
 		t.Skip("the lock child of TestMountSNFSLockWait")
@@ -208,6 +210,7 @@ func waitWaiters(t *testing.T, e *env, n int) {
 // is granted once A unlocks (CB_GRANTED); kill -9 of the holder releases it;
 // a waiter killed while it waits leaves nothing behind.
 func TestMountSNFSLockWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -260,6 +263,7 @@ func TestMountSNFSLockWait(t *testing.T) {
 // until the mount starts again (a new boot verifier ends the old
 // registration); then the lock is gone.
 func TestMountSNFSLockMountKilled(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newEnv(t, "rw,no_root_squash")
 	dir := diskTempDir(t, "snfs-mnt-")
@@ -313,6 +317,7 @@ func TestMountSNFSLockMountKilled(t *testing.T) {
 // back first (the data written before it is the server's when the lock is
 // held), and a lock granted through another mount reads it.
 func TestMountSNFSLockWritesBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)

@@ -68,6 +68,7 @@ func wantEIO(t *testing.T, what string, err error) {
 // partition heals, A's process gets EIO writing and reading through the
 // descriptor that held the lock; once it unlocks, its I/O works again.
 func TestMountSNFSLockRevoked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
@@ -180,6 +181,7 @@ func (c *gatedLockChild) go_() { fmt.Fprintln(c.in, "go") }
 
 // TestMountSNFSLockGatedChild is the gated lock child's body.
 func TestMountSNFSLockGatedChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCK_CHILD")
 	if path == "" {
 		t.Skip("the lock child of TestMountSNFSLockRevoked")
@@ -208,6 +210,7 @@ func TestMountSNFSLockGatedChild(t *testing.T) {
 // holder's next lock procedure is answered SNFS_ERR_FENCED, once. A holder
 // that answers keeps its lock.
 func TestSNFSLockLeaseRevoked(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second

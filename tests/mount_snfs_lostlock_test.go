@@ -164,6 +164,7 @@ func readByChild(t *testing.T, path string) []byte {
 // fails with EIO though the pages were cached, another descriptor of the
 // file (no locks) reads, and the unlock of the whole file ends the loss.
 func TestMountSNFSLockLostPageCache(t *testing.T) {
+	t.Parallel()
 	var ga *os.File
 	a, fa, want := lostLockSetup(t, false, false, func(a *snfsMount) {
 		var err error
@@ -194,6 +195,7 @@ func TestMountSNFSLockLostPageCache(t *testing.T) {
 // kernel makes them to the cache file itself; another process reads the
 // file; the unlock of the whole file ends the loss.
 func TestMountSNFSLockLostPassthrough(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, write := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
@@ -227,6 +229,7 @@ func TestMountSNFSLockLostPassthrough(t *testing.T) {
 // TestMountSNFSLostLockFlockChild is the gated flock child's body: it opens
 // its file for reading and takes an exclusive flock when told.
 func TestMountSNFSLostLockFlockChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCK_CHILD")
 	if path == "" {
 		t.Skip("the flock child of TestMountSNFSLockLost*")

@@ -184,6 +184,7 @@ func waitLog(t *testing.T, m *procMount, want ...string) {
 // reopening writes it back, the server runs out of space, and the fsync
 // returns ENOSPC; the log says so.
 func TestMountSNFSWriteBackENOSPC(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newSmallEnv(t)
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()),
@@ -207,6 +208,7 @@ func TestMountSNFSWriteBackENOSPC(t *testing.T) {
 // the file (a reopen) returns ENOSPC. If the delayed write-back already ran
 // while the file was being written, the first close returns it.
 func TestMountSNFSDelayedWriteBackENOSPC(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newSmallEnv(t)
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()),
@@ -234,6 +236,7 @@ func TestMountSNFSDelayedWriteBackENOSPC(t *testing.T) {
 // ENOSPC. 64 MiB on the empty export: a write (a flush at the dirty limit)
 // or, at the latest, the close returns ENOSPC.
 func TestMountNFSWriteENOSPC(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	t.Run("close", func(t *testing.T) {

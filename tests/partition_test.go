@@ -40,6 +40,7 @@ func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Prox
 // partition). A notices nothing: no error, its open file, cached and dirty
 // data survive, and the server did not fence it; B reads A's bytes.
 func TestPartitionShort(t *testing.T) {
+	t.Parallel()
 	const cbt = 6 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 
@@ -107,6 +108,7 @@ func TestPartitionShort(t *testing.T) {
 // bytes, and A's version is kept beside it as NAME.snfs-conflict-* and
 // listed by `snfs conflicts`.
 func TestPartitionLongConflict(t *testing.T) {
+	t.Parallel()
 	const cbt = 2 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 
@@ -173,6 +175,7 @@ func TestPartitionLongConflict(t *testing.T) {
 // sends the callback again on A's new connection instead of failing it, so
 // A is not fenced and B, whose OPEN caused the callback, reads A's bytes.
 func TestPartitionShortReset(t *testing.T) {
+	t.Parallel()
 	const cbt = 6 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 

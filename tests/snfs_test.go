@@ -156,6 +156,7 @@ func (p *protoClient) got() []snfs1.CallbackArgs {
 // OPEN returns, and neither may cache while both have it open (WRITE_SHARED).
 // After both close, a fresh OPEN may cache again, with a new version.
 func TestSNFSWriteSharing(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "shared", 0o644)
@@ -206,6 +207,7 @@ func TestSNFSWriteSharing(t *testing.T) {
 // passes, the opener's OPEN succeeds and the silent client is fenced: its
 // requests on the file fail with SNFS_ERR_FENCED until it opens the file again.
 func TestSNFSUnresponsiveClient(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = 2 * time.Second })
@@ -251,6 +253,7 @@ func TestSNFSUnresponsiveClient(t *testing.T) {
 // TestSNFSStaleClientID: an id the server does not know is refused with
 // SNFS_ERR_STALE_CLIENTID.
 func TestSNFSStaleClientID(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
