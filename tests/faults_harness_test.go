@@ -50,27 +50,6 @@ func snfsBinary(t testing.TB) string {
 	return faultsBin.path
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago (UDP
-// too, as the server binds both).
-func freePort(t testing.TB) int {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		ln.Close()
-		if err == nil {
-			pc.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 // srvProc is one `snfs serve` process over one export; restarts keep the
 // export, state directory and ports.
 //

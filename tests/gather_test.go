@@ -84,17 +84,12 @@ func readAll(path string) []byte {
 func newGatherEnv(t *testing.T, mode gather.Mode, d *durability) *env {
 	t.Helper()
 	requireRoot(t)
-	dir := diskTempDir(t, "snfs-gather-")
-	o, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), WriteGather: mode, GatherMaxWait: 2 * time.Millisecond}
-	if d != nil {
-		e.cfg.Sync = d.hook
-	}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
-	return e
+	return newEnvWith(t, "rw,no_root_squash", func(c *server.Config) {
+		c.WriteGather, c.GatherMaxWait = mode, 2*time.Millisecond
+		if d != nil {
+			c.Sync = d.hook
+		}
+	})
 }
 
 // pattern is the content every writer writes at absolute offset o, so that any
@@ -359,13 +354,7 @@ func TestJukeboxOnStalledFlush(t *testing.T) {
 	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	requireRoot(t)
 	d := &durability{delay: 700 * time.Millisecond}
-	dir := diskTempDir(t, "snfs-jukebox-")
-	o, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash,async")
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), Sync: d.hook, JukeboxAfter: 100 * time.Millisecond}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
+	e := newEnvWith(t, "rw,no_root_squash,async", func(c *server.Config) { c.Sync, c.JukeboxAfter = d.hook, 100*time.Millisecond })
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	d.setPath(e.path("f"))
 	leader := make(chan *nfs3.WriteRes, 1)

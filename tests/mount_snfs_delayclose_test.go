@@ -184,7 +184,7 @@ func TestMountSNFSDelayedCloseCallback(t *testing.T) {
 
 // TestMountSNFSPosixDelayedClose is TestMountSNFSPosix with delayed close on.
 func TestMountSNFSPosixDelayedClose(t *testing.T) {
-	t.Parallel()
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {

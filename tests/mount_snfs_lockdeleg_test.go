@@ -31,17 +31,7 @@ func newDelegEnv(t *testing.T) (*env, *nlmHostSide) {
 	t.Helper()
 	requireRoot(t)
 	h := newNLMHostSide(t)
-	dir := diskTempDir(t, "snfs-export-")
-	os.Chmod(dir, 0o777)
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), ClientRPCBindPort: h.pmapPort, LockDelegation: true}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.ClientRPCBindPort, c.LockDelegation = h.pmapPort, true })
 	return e, h
 }
 

@@ -15,8 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"snfs/internal/faultproxy"
-	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
@@ -35,23 +33,7 @@ import (
 // reaches the mount.
 func lockLeaseMount(t *testing.T, e *env, name, addr string) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return lostLockMount(t, e, name, addr, false)
 }
 
 func wantEIO(t *testing.T, what string, err error) {

@@ -25,7 +25,8 @@ import (
 // the descriptor through which it was taken fails them with EIO, while
 // descriptors without locks go on; an unlock of the whole file ends it.
 
-// lostLockMount is lockLeaseMount with FUSE passthrough as pt says.
+// lostLockMount mounts e's export in snfs mode through addr (a fault proxy,
+// or e.addr), with FUSE passthrough as pt says.
 func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount {
 	t.Helper()
 	requireFUSE(t)

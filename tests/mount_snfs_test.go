@@ -342,7 +342,7 @@ func TestMountSNFSCrash(t *testing.T) {
 // mode, each case in a fresh export and mount (known failures as in nfs
 // mode, TestMountPosix, but fallocate's: snfs mode has it, SNFS ALLOCATE).
 func TestMountSNFSPosix(t *testing.T) {
-	t.Parallel()
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
