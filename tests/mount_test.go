@@ -101,7 +101,7 @@ func TestMountRenameOverOpen(t *testing.T) {
 }
 
 // testMountRenameOverOpen is TestMountRenameOverOpen on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountRenameOverOpen(t *testing.T, mnt, export string) {
 	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("old contents"), 0o644)
@@ -136,7 +136,7 @@ func TestMountUnlinkOpen(t *testing.T) {
 }
 
 // testMountUnlinkOpen is TestMountUnlinkOpen on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountUnlinkOpen(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "victim")
 	want := randBytes(3, 300000)
@@ -180,7 +180,7 @@ func TestMountTruncateExtend(t *testing.T) {
 }
 
 // testMountTruncateExtend is TestMountTruncateExtend on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountTruncateExtend(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "t")
 	data := randBytes(5, 10000)
@@ -220,7 +220,7 @@ func TestMountSparse(t *testing.T) {
 }
 
 // testMountSparse is TestMountSparse on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountSparse(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "sparse")
 	f, err := os.Create(p)
@@ -265,7 +265,7 @@ func TestMountLinksSymlinks(t *testing.T) {
 }
 
 // testMountLinksSymlinks is TestMountLinksSymlinks on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountLinksSymlinks(t *testing.T, mnt, export string) {
 	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("one"), 0o644)
@@ -313,7 +313,7 @@ func TestMountTimes(t *testing.T) {
 }
 
 // testMountTimes is TestMountTimes on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountTimes(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "t")
 	os.WriteFile(p, []byte("x"), 0o644)
@@ -347,7 +347,7 @@ func TestMountPermissions(t *testing.T) {
 }
 
 // testMountPermissions is TestMountPermissions on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountPermissions(t *testing.T, mnt, export string) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux)")
