@@ -71,6 +71,7 @@ func TestMountPjdfstest(t *testing.T) {
 	tests := buildPjdfstest(t)
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // one mount and one export each
 			e := newEnv(t, "rw,no_root_squash")
 			var mnt string
 			if mode == "snfs" {
