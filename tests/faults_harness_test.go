@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"snfs/internal/faultproxy"
 )
 
 // This file starts `snfs serve` and `snfs mount` as real processes of a
@@ -48,6 +51,17 @@ func snfsBinary(t testing.TB) string {
 		t.Fatal(faultsBin.err)
 	}
 	return faultsBin.path
+}
+
+// newProxy starts a fault-injecting proxy to addr, closed when the test ends.
+func newProxy(t *testing.T, addr string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // srvProc is one `snfs serve` process over one export; restarts keep the

@@ -98,40 +98,7 @@ func TestMountNFSLockRanges(t *testing.T) {
 	fa := openRW(t, a.path("db"))
 	fb := openRW(t, b.path("db"))
 
-	if err := setlk(fa, unix.F_WRLCK, 0, 10); err != nil {
-		t.Fatalf("A write lock [0,10): %v", err)
-	}
-	wantEAGAIN(t, "B write lock [5,6)", setlk(fb, unix.F_WRLCK, 5, 1))
-	wantEAGAIN(t, "B read lock [9,10)", setlk(fb, unix.F_RDLCK, 9, 1))
-	fl := unix.Flock_t{Type: unix.F_RDLCK, Start: 0, Len: 0}
-	if err := unix.FcntlFlock(fb.Fd(), unix.F_GETLK, &fl); err != nil {
-		t.Fatal(err)
-	}
-	if fl.Type != unix.F_WRLCK || fl.Start != 0 || fl.Len != 10 || fl.Pid != 0 {
-		t.Fatalf("F_GETLK through B: %+v, want A's write lock [0,10) with pid 0", fl)
-	}
-	if err := setlk(fb, unix.F_WRLCK, 10, 10); err != nil {
-		t.Fatalf("B write lock [10,20) beside A's: %v", err)
-	}
-	if fl := localTest(t, e.path("db"), unix.F_RDLCK, 12, 1); fl.Type != unix.F_WRLCK || fl.Start != 10 || fl.Len != 10 {
-		t.Fatalf("F_OFD_GETLK on the server: %+v, want B's write lock [10,20)", fl)
-	}
-	if _, err := localLock(t, e.path("db"), unix.F_RDLCK, 0, 1); err == nil {
-		t.Fatal("a local process took a read lock under A's write lock")
-	}
-	// Unlocking a sub-range splits A's lock.
-	if err := setlk(fa, unix.F_UNLCK, 0, 5); err != nil {
-		t.Fatal(err)
-	}
-	if err := setlk(fb, unix.F_RDLCK, 0, 5); err != nil {
-		t.Fatalf("B read lock [0,5) after A's partial unlock: %v", err)
-	}
-	wantEAGAIN(t, "B write lock [5,6) after A's partial unlock", setlk(fb, unix.F_WRLCK, 5, 1))
-	// A local lock excludes the mounts.
-	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 100, 10); err != nil {
-		t.Fatal(err)
-	}
-	wantEAGAIN(t, "A write lock under a local process's", setlk(fa, unix.F_WRLCK, 105, 1))
+	checkTwoMountLocks(t, e, fa, fb)
 
 	// An snfs mode mount and an nfs mode mount exclude each other.
 	s := newSNFSMount(t, e, "S", "", time.Hour)

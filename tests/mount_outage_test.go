@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"snfs/client"
-	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -29,11 +28,7 @@ func TestMountServerNotResponding(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			requireFUSE(t)
 			e := newEnv(t, "rw,no_root_squash")
-			p, err := faultproxy.New(context.Background(), e.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
+			p := newProxy(t, e.addr)
 			logBuf := &lockedBuffer{}
 			log := slog.New(slog.NewTextHandler(logBuf, nil))
 			dir := outageMount(t, e, mode, p.Addr(), log)

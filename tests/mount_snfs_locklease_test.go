@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"snfs/internal/faultproxy"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
@@ -54,11 +53,7 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := lockLeaseMount(t, e, "A", p.Addr())
 	b := lockLeaseMount(t, e, "B", e.addr)
 	fa := openRW(t, a.path("db"))
@@ -89,7 +84,7 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	}
 	p.Heal()
 
-	_, err = fa.WriteAt([]byte("unprotected"), 0)
+	_, err := fa.WriteAt([]byte("unprotected"), 0)
 	wantEIO(t, "A's write after its lock was revoked", err)
 	_, err = fa.ReadAt(make([]byte, 4), 0)
 	wantEIO(t, "A's read after its lock was revoked", err)

@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -58,11 +57,7 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := lostLockMount(t, e, "A", p.Addr(), pt)
 	b := lostLockMount(t, e, "B", e.addr, pt)
 	want := randBytes(24, 3*4096+100)

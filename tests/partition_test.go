@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,11 +23,7 @@ func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Prox
 	t.Helper()
 	requireFUSE(t)
 	s := newServeProc(t, "--callback-timeout", cbt.String())
-	p, err := faultproxy.New(context.Background(), s.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, s.addr())
 	a := newMountProc(t, s, p.Port(), time.Hour)
 	b := newMountProc(t, s, s.nfsPort, time.Hour)
 	return s, p, a, b
