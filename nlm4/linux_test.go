@@ -12,6 +12,7 @@ import (
 
 	"snfs/nfs3"
 	"snfs/xdr"
+	"snfs/xdr/xdrtest"
 )
 
 // TestLinuxCapturedCalls decodes the NLM calls a real Linux kernel client sent
@@ -81,7 +82,7 @@ func TestLinuxCapturedCalls(t *testing.T) {
 		if !reflect.DeepEqual(got, want[n]) {
 			t.Errorf("call %d (%s):\n got %+v\nwant %+v", n, proc, got, want[n])
 		}
-		if e := encode(got.(xdr.Encoder)); !bytes.Equal(e, b) {
+		if e := xdrtest.Encode(got.(xdr.Encoder)); !bytes.Equal(e, b) {
 			t.Errorf("call %d (%s) re-encodes to %x", n, proc, e)
 		}
 		n++

@@ -11,12 +11,10 @@ import (
 
 	"snfs/nfs3"
 	"snfs/xdr"
+	"snfs/xdr/xdrtest"
 )
 
-type codec interface {
-	xdr.Encoder
-	xdr.Decoder
-}
+type codec = xdrtest.Codec
 
 var (
 	testFH     = nfs3.FH{1, 2, 3, 4, 5, 6, 7, 8}
@@ -25,21 +23,6 @@ var (
 		Offset: 1 << 40, Len: 4096}
 	testHolder = Holder{Exclusive: true, Svid: -7, OH: []byte("99@other"), Offset: 10, Len: 0}
 )
-
-func encode(v xdr.Encoder) []byte {
-	var w xdr.Writer
-	v.Encode(&w)
-	return w.Bytes()
-}
-
-func hexBytes(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // roundTrips are one value of every argument and result type, in the shapes
 // that matter: every status, the bounds, offsets past 2^63, empty netobjs.
@@ -102,27 +85,7 @@ func roundTrips() map[string]struct {
 func TestRoundTrip(t *testing.T) {
 	for name, c := range roundTrips() {
 		t.Run(name, func(t *testing.T) {
-			b := encode(c.v)
-			if len(b)%4 != 0 {
-				t.Fatalf("encoding of %d bytes is not a multiple of 4", len(b))
-			}
-			got := c.new()
-			r := xdr.NewReader(b)
-			if err := got.Decode(r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if r.Remaining() != 0 {
-				t.Fatalf("%d bytes left over", r.Remaining())
-			}
-			if !reflect.DeepEqual(got, c.v) {
-				t.Fatalf("decoded %+v, want %+v", got, c.v)
-			}
-			// Every strict prefix is short: an error, never a panic.
-			for n := 0; n < len(b); n++ {
-				if err := c.new().Decode(xdr.NewReader(b[:n])); err == nil {
-					t.Fatalf("prefix of %d of %d bytes decodes", n, len(b))
-				}
-			}
+			xdrtest.RoundTrip(t, c.v, c.new)
 		})
 	}
 }
@@ -135,7 +98,7 @@ func TestRoundTrip(t *testing.T) {
 // owner handle and the owner id as svid, a whole-file range (offset 0, length
 // 0: how the client sends flock() and lockf(F_LOCK, 0)), and its NSM state.
 func TestLinuxLockCall(t *testing.T) {
-	body := hexBytes(t, `
+	body := xdrtest.HexBytes(t, `
 		00000004 07000000
 		00000001
 		00000001
@@ -165,8 +128,8 @@ func TestLinuxLockCall(t *testing.T) {
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("decoded\n%+v\nwant\n%+v", a, want)
 	}
-	if !bytes.Equal(encode(&a), body) {
-		t.Fatalf("re-encodes to %x", encode(&a))
+	if !bytes.Equal(xdrtest.Encode(&a), body) {
+		t.Fatalf("re-encodes to %x", xdrtest.Encode(&a))
 	}
 	// The decoded netobjs alias the call: a lock manager keeping one copies it.
 	if &a.Lock.OH[0] != &body[64] {
@@ -199,7 +162,7 @@ func TestWire(t *testing.T) {
 		{&ShareRes{Cookie: []byte{}, Stat: DeniedNoLocks, Sequence: 0}, "00000000 00000002 00000000"},
 		{&Notify{Name: "host", State: 9}, "00000004 686f7374 00000009"},
 	} {
-		if got := hex.EncodeToString(encode(c.v)); got != strings.Join(strings.Fields(c.want), "") {
+		if got := hex.EncodeToString(xdrtest.Encode(c.v)); got != strings.Join(strings.Fields(c.want), "") {
 			t.Errorf("%T %+v:\n got %s\nwant %s", c.v, c.v, got, strings.Join(strings.Fields(c.want), ""))
 		}
 	}
@@ -258,7 +221,7 @@ func TestSetStatus(t *testing.T) {
 		{&ShareRes{Cookie: []byte{1}}, "00000001 01000000 00000004 00000000"},
 	} {
 		c.x.SetStatus(DeniedGracePeriod)
-		if got := hex.EncodeToString(encode(c.x)); got != strings.Join(strings.Fields(c.want), "") {
+		if got := hex.EncodeToString(xdrtest.Encode(c.x)); got != strings.Join(strings.Fields(c.want), "") {
 			t.Errorf("%T: %s", c.x, got)
 		}
 	}
@@ -298,7 +261,7 @@ func TestBounds(t *testing.T) {
 		{"reclaim 2", new(LockArgs), "00000000 00000000 00000000 " + okLock + " 00000002 00000000", xdr.ErrBadBool},
 		{"holder exclusive 2", new(TestRes), "00000000 00000001 00000002", xdr.ErrBadBool},
 	} {
-		b := hexBytes(t, c.in)
+		b := xdrtest.HexBytes(t, c.in)
 		if err := c.v.Decode(xdr.NewReader(b)); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
@@ -313,7 +276,7 @@ func TestBounds(t *testing.T) {
 // TestAllocBytesSees: TestBounds's measure sees a string's copy (a control:
 // a valid name of MaxStrLen bytes is copied into a string).
 func TestAllocBytesSees(t *testing.T) {
-	b := encode(&Notify{Name: strings.Repeat("n", MaxStrLen)})
+	b := xdrtest.Encode(&Notify{Name: strings.Repeat("n", MaxStrLen)})
 	var n Notify
 	if got := allocBytes(func() { n.Decode(xdr.NewReader(b)) }); got < MaxStrLen {
 		t.Fatalf("decoding a %d-byte name allocates %d bytes", MaxStrLen, got)

@@ -9,29 +9,12 @@ import (
 	"testing"
 
 	"snfs/xdr"
+	"snfs/xdr/xdrtest"
 )
 
-type codec interface {
-	xdr.Encoder
-	xdr.Decoder
-}
+type codec = xdrtest.Codec
 
 var testPriv = [PrivSize]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-
-func encode(v xdr.Encoder) []byte {
-	var w xdr.Writer
-	v.Encode(&w)
-	return w.Bytes()
-}
-
-func hexBytes(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func roundTrips() map[string]struct {
 	v   codec
@@ -68,26 +51,7 @@ func roundTrips() map[string]struct {
 func TestRoundTrip(t *testing.T) {
 	for name, c := range roundTrips() {
 		t.Run(name, func(t *testing.T) {
-			b := encode(c.v)
-			if len(b)%4 != 0 {
-				t.Fatalf("encoding of %d bytes is not a multiple of 4", len(b))
-			}
-			got := c.new()
-			r := xdr.NewReader(b)
-			if err := got.Decode(r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if r.Remaining() != 0 {
-				t.Fatalf("%d bytes left over", r.Remaining())
-			}
-			if !reflect.DeepEqual(got, c.v) {
-				t.Fatalf("decoded %+v, want %+v", got, c.v)
-			}
-			for n := 0; n < len(b); n++ {
-				if err := c.new().Decode(xdr.NewReader(b[:n])); err == nil {
-					t.Fatalf("prefix of %d of %d bytes decodes", n, len(b))
-				}
-			}
+			xdrtest.RoundTrip(t, c.v, c.new)
 		})
 	}
 }
@@ -98,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 // nsm_use_hostnames is set), its own node name, NLM program
 // 100021 version 3 procedure 16 to call back, and 16 private bytes.
 func TestLinuxMonCall(t *testing.T) {
-	body := hexBytes(t, `
+	body := xdrtest.HexBytes(t, `
 		00000008 31302e30 2e322e32
 		00000005 67756573 74000000
 		000186b5 00000003 00000010
@@ -112,8 +76,8 @@ func TestLinuxMonCall(t *testing.T) {
 	if r.Remaining() != 0 || !reflect.DeepEqual(m, want) {
 		t.Fatalf("decoded %+v (%d bytes left), want %+v", m, r.Remaining(), want)
 	}
-	if !bytes.Equal(encode(&m), body) {
-		t.Fatalf("re-encodes to %x", encode(&m))
+	if !bytes.Equal(xdrtest.Encode(&m), body) {
+		t.Fatalf("re-encodes to %x", xdrtest.Encode(&m))
 	}
 }
 
@@ -130,7 +94,7 @@ func TestWire(t *testing.T) {
 		{&Status{MonName: "ab", State: -1, Priv: testPriv}, "00000002 61620000 ffffffff 0102030405060708090a0b0c0d0e0f10"},
 		{&MonID{MonName: "a", MyID: MyID{MyName: "b", MyProg: 1, MyVers: 2, MyProc: 3}}, "00000001 61000000 00000001 62000000 00000001 00000002 00000003"},
 	} {
-		if got, want := hex.EncodeToString(encode(c.v)), strings.Join(strings.Fields(c.want), ""); got != want {
+		if got, want := hex.EncodeToString(xdrtest.Encode(c.v)), strings.Join(strings.Fields(c.want), ""); got != want {
 			t.Errorf("%T %+v:\n got %s\nwant %s", c.v, c.v, got, want)
 		}
 	}
@@ -175,7 +139,7 @@ func TestBounds(t *testing.T) {
 		{"priv short", new(Status), "00000001 61000000 00000001 0102030405060708090a0b0c0d0e0f", xdr.ErrShort},
 		{"mon priv short", new(Mon), "00000001 61000000 00000001 62000000 00000001 00000002 00000003 01020304", xdr.ErrShort},
 	} {
-		b := hexBytes(t, c.in)
+		b := xdrtest.HexBytes(t, c.in)
 		if err := c.v.Decode(xdr.NewReader(b)); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}

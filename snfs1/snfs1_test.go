@@ -10,12 +10,10 @@ import (
 
 	"snfs/nfs3"
 	"snfs/xdr"
+	"snfs/xdr/xdrtest"
 )
 
-type codec interface {
-	xdr.Encoder
-	xdr.Decoder
-}
+type codec = xdrtest.Codec
 
 var (
 	testFH   = nfs3.FH{1, 2, 3, 4, 5, 6, 7, 8}
@@ -23,12 +21,6 @@ var (
 		FSID: 7, FileID: 42, Atime: nfs3.Time{Sec: 1, Nsec: 2}, Mtime: nfs3.Time{Sec: 3, Nsec: 4}, Ctime: nfs3.Time{Sec: 5, Nsec: 6}}
 	testVerf = Verifier{0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3}
 )
-
-func encode(v xdr.Encoder) []byte {
-	var w xdr.Writer
-	v.Encode(&w)
-	return w.Bytes()
-}
 
 // roundTrips are one value of every type, in the shapes that matter: with and
 // without attributes, every mode, status and callback answer.
@@ -141,27 +133,7 @@ func roundTrips() map[string]struct {
 func TestRoundTrip(t *testing.T) {
 	for name, c := range roundTrips() {
 		t.Run(name, func(t *testing.T) {
-			b := encode(c.v)
-			if len(b)%4 != 0 {
-				t.Fatalf("encoding of %d bytes is not a multiple of 4", len(b))
-			}
-			got := c.new()
-			r := xdr.NewReader(b)
-			if err := got.Decode(r); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if r.Remaining() != 0 {
-				t.Fatalf("%d bytes left over", r.Remaining())
-			}
-			if !reflect.DeepEqual(got, c.v) {
-				t.Fatalf("decoded %+v, want %+v", got, c.v)
-			}
-			// Every strict prefix is short: an error, never a panic.
-			for n := 0; n < len(b); n++ {
-				if err := c.new().Decode(xdr.NewReader(b[:n])); err == nil {
-					t.Fatalf("prefix of %d of %d bytes decodes", n, len(b))
-				}
-			}
+			xdrtest.RoundTrip(t, c.v, c.new)
 		})
 	}
 }
@@ -182,7 +154,7 @@ func TestFailureCarriesOnlyStatus(t *testing.T) {
 			{&OpenNameRes{Status: s, File: testFH, OpenOK: ok}, &OpenNameRes{Status: s}, func() codec { return new(OpenNameRes) }},
 			{&CloseRes{Status: s, Attr: testAttr}, &CloseRes{Status: s}, func() codec { return new(CloseRes) }},
 		} {
-			b := encode(c.full)
+			b := xdrtest.Encode(c.full)
 			if len(b) != 4 {
 				t.Fatalf("%T with status %v encodes to %d bytes, want 4", c.full, StatusName(s), len(b))
 			}
@@ -205,7 +177,7 @@ func TestSetStatus(t *testing.T) {
 	}{new(RegisterRes), new(OpenRes), new(OpenNameRes), new(CloseRes), new(StatusRes), new(AppendRes),
 		new(GetXattrRes), new(XattrChangeRes), new(ListXattrsRes), new(AllocateRes)} {
 		x.SetStatus(ErrFenced)
-		if b := encode(x); hex.EncodeToString(b) != "00002775" {
+		if b := xdrtest.Encode(x); hex.EncodeToString(b) != "00002775" {
 			t.Fatalf("%T: %x", x, b)
 		}
 	}
@@ -259,7 +231,7 @@ func TestWire(t *testing.T) {
 		{&AllocateRes{}, "00000000 00000000"},
 		{&AllocateRes{Status: nfs3.ErrNoSpc}, "0000001c"},
 	} {
-		if got, want := hex.EncodeToString(encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
+		if got, want := hex.EncodeToString(xdrtest.Encode(c.v)), strings.ReplaceAll(c.want, " ", ""); got != want {
 			t.Errorf("%T:\n got %s\nwant %s", c.v, got, want)
 		}
 	}
@@ -430,12 +402,12 @@ func TestDecodeCopies(t *testing.T) {
 		}
 	}
 	ra := new(RegisterArgs)
-	check("RegisterArgs.Name", ra, encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.Name })
-	check("RegisterArgs.ClientVerf", ra, encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.ClientVerf[:] })
+	check("RegisterArgs.Name", ra, xdrtest.Encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.Name })
+	check("RegisterArgs.ClientVerf", ra, xdrtest.Encode(&RegisterArgs{Name: []byte("abc"), ClientVerf: testVerf}), func() []byte { return ra.ClientVerf[:] })
 	onr := new(OpenNameRes)
-	check("OpenNameRes.File", onr, encode(&OpenNameRes{File: testFH}), func() []byte { return onr.File })
+	check("OpenNameRes.File", onr, xdrtest.Encode(&OpenNameRes{File: testFH}), func() []byte { return onr.File })
 	cba := new(CallbackArgs)
-	check("CallbackArgs.File", cba, encode(&CallbackArgs{File: testFH, Mode: state.Invalidate}), func() []byte { return cba.File })
+	check("CallbackArgs.File", cba, xdrtest.Encode(&CallbackArgs{File: testFH, Mode: state.Invalidate}), func() []byte { return cba.File })
 }
 
 func TestModeHelpers(t *testing.T) {

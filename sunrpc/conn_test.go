@@ -22,23 +22,37 @@ const (
 	twNull     = 0
 	twEcho     = 1 // sleeps arg ms, returns arg
 	twCallback = 2 // calls the caller back (cbProg proc 1) with arg, returns the answer
-	twWait     = 3 // waits for its context to end, reports on canceled
+	twWait     = 3 // says it started on started, waits for its context to end, reports on canceled
 	twBig      = 4 // returns 1 MiB
 	twBind     = 5 // remembers the caller's connection under arg
 	twSameXID  = 6 // calls back with the xid of the call it serves
 	twSleep    = 7 // sleeps 500 ms
-	twDefer    = 8 // defers its reply (arg+1) to another goroutine, arg ms later; arg 0: drops it
+	twDefer    = 8 // defers its reply (arg+1) to another goroutine, says so on deferred, replies when release is closed; arg 0: drops it
 )
 
 type twoWay struct {
-	s        *Server
-	addr     string
-	canceled chan error // twWait: the context's error when it ended
-	cbErr    chan error // twCallback: callback failures
+	s           *Server
+	addr        string
+	started     chan struct{} // twWait: a call began
+	canceled    chan error    // twWait: the context's error when it ended
+	deferred    chan struct{} // twDefer: a call deferred its reply
+	release     chan struct{} // twDefer: closed, the deferred replies are sent
+	releaseOnce sync.Once
+	cbErr       chan error // twCallback: callback failures
 
 	mu    sync.Mutex
 	bound map[uint32]*Conn // guarded by mu
 	binds int              // guarded by mu
+}
+
+// waitFor waits (at most 10 s) for what a handler reports on ch.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited 10 s for %s", what)
+	}
 }
 
 func (tw *twoWay) conn(name uint32) *Conn {
@@ -49,7 +63,8 @@ func (tw *twoWay) conn(name uint32) *Conn {
 
 func newTwoWay(t *testing.T, s *Server) *twoWay {
 	t.Helper()
-	tw := &twoWay{s: s, canceled: make(chan error, 16), cbErr: make(chan error, 16), bound: map[uint32]*Conn{}}
+	tw := &twoWay{s: s, started: make(chan struct{}, 16), canceled: make(chan error, 16), cbErr: make(chan error, 16),
+		deferred: make(chan struct{}, 16), release: make(chan struct{}), bound: map[uint32]*Conn{}}
 	callback := func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
 		v := a.Uint32()
 		var res u32res
@@ -83,6 +98,7 @@ func newTwoWay(t *testing.T, s *Server) *twoWay {
 		}},
 		twCallback: {Name: "CALLBACK", Handler: callback},
 		twWait: {Name: "WAIT", Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			tw.started <- struct{}{}
 			<-ctx.Done()
 			tw.canceled <- ctx.Err()
 			return nil
@@ -107,13 +123,15 @@ func newTwoWay(t *testing.T, s *Server) *twoWay {
 		twDefer: {Name: "DEFER", Cache: true, Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
 			v := a.Uint32()
 			d := c.Defer()
-			time.AfterFunc(time.Duration(v)*time.Millisecond, func() {
-				if v == 0 {
-					d.Drop()
-					return
-				}
+			if v == 0 {
+				d.Drop()
+				return nil
+			}
+			tw.deferred <- struct{}{}
+			go func() {
+				<-tw.release
 				d.Reply(func(w *xdr.Writer) error { w.Uint32(v + 1); return nil })
-			})
+			}()
 			return nil
 		}},
 	}}})
@@ -130,8 +148,14 @@ func newTwoWay(t *testing.T, s *Server) *twoWay {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
+	// Before the shutdown (cleanups run last first): a test that failed
+	// before releasing its deferred replies leaves no goroutine waiting.
+	t.Cleanup(tw.releaseDeferred)
 	return tw
 }
+
+// releaseDeferred lets the DEFER calls' replies go (once).
+func (tw *twoWay) releaseDeferred() { tw.releaseOnce.Do(func() { close(tw.release) }) }
 
 // callbackProgram answers cbProg proc 1 with its argument + 1000.
 func callbackProgram() *Program {
@@ -266,7 +290,7 @@ func TestHandlerCanceledOnDisconnect(t *testing.T) {
 	tw := newTwoWay(t, &Server{})
 	nc, _ := rawConn(t, tw.addr)
 	nc.Write(encodeCallMsg(1, testProg, 3, twWait, nullVerf, nil))
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, tw.started, "the WAIT call to start")
 	nc.Close()
 	select {
 	case err := <-tw.canceled:
@@ -280,7 +304,7 @@ func TestHandlerCanceledOnDisconnect(t *testing.T) {
 	c := dialTwoWay(t, tw.addr)
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), twWait, nil, nil) }()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, tw.started, "the WAIT call to start")
 	if err := tw.s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +492,9 @@ func TestDeferredReplies(t *testing.T) {
 			late.Add(1)
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // the eight are deferred, holding no worker
+	for range 8 { // the eight are deferred, holding no worker
+		waitFor(t, tw.deferred, "the DEFER calls to defer")
+	}
 	var res u32res
 	if err := c.Call(ctx, twEcho, u32(1), &res); err != nil || res.v != 1 {
 		t.Fatalf("echo with every deferred call outstanding: %v", err)
@@ -476,6 +502,7 @@ func TestDeferredReplies(t *testing.T) {
 	if n := late.Load(); n != 0 {
 		t.Fatalf("%d deferred calls answered before their time", n)
 	}
+	tw.releaseDeferred()
 	wg.Wait()
 
 	// A dropped call gets no reply: the caller's own timeout ends it.

@@ -29,6 +29,7 @@ func requireTool(t *testing.T, name string) string {
 
 // TestLibnfsCopy: nfs-cp a 100 MiB random file in and out; SHA-256 must match.
 func TestLibnfsCopy(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	cp := requireTool(t, "nfs-cp")
 	e := newEnv(t, "rw,no_root_squash")
@@ -58,6 +59,7 @@ func TestLibnfsCopy(t *testing.T) {
 
 // TestLibnfsList: nfs-ls a directory of 10,000 files; each name once.
 func TestLibnfsList(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	ls := requireTool(t, "nfs-ls")
 	e := newEnv(t, "rw,no_root_squash")
@@ -122,6 +124,7 @@ func runGuest(t *testing.T, e *env, script string) string {
 // TestLinuxClientOps: the stock Linux kernel NFSv3 client creates, writes, reads,
 // renames, links, chmods, truncates and removes; lists 2,000 files; moves 64 MiB.
 func TestLinuxClientOps(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	runGuest(t, e, "ops.sh")
@@ -141,6 +144,7 @@ func TestLinuxClientOps(t *testing.T) {
 // TestLinuxClientNonRoot: as uid 1000 in the guest, files are owned by 1000, and
 // root's files are protected with EACCES.
 func TestLinuxClientNonRoot(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	runGuest(t, e, "nonroot.sh")

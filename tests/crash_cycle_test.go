@@ -46,6 +46,7 @@ import (
 // acknowledged); failures are errors the application saw, logged, not
 // counted as loss.
 func TestCrashCycles(t *testing.T) {
+	t.Parallel()
 	requireLong(t)
 	requireFUSE(t)
 	cycles := 50

@@ -49,6 +49,7 @@ import (
 // mount kills) and the workload's choices; how many operations run while the
 // server restarts, and so which ones come after, is timing.
 func TestCrashCyclesMountsAndServer(t *testing.T) {
+	t.Parallel()
 	requireLong(t)
 	requireFUSE(t)
 	cycles := 24

@@ -11,4 +11,13 @@
 // SIGKILL or to put snfs/internal/faultproxy between a mount and the server:
 // the partition tests (partition_test.go) and the crash cycles
 // (crash_cycle_test.go; SNFS_CRASH_CYCLES, SNFS_CRASH_SEED).
+//
+// Every test calls t.Parallel first unless it uses something of the whole
+// machine or process, and then says why it is serial: the Linux guest and the
+// host's port 111, ganesha (the host's /run/rpcbind.sock), /dev/fuse's mode,
+// /etc/fuse.conf or helpers under /sbin, the process's heap or open
+// descriptors (posixtest's FdLeak), or a duration it bounds. Go runs all
+// serial tests first, then the parallel ones, -parallel at a time
+// (scripts/test.sh sets it). A parallel test keeps to its own env, export,
+// mounts and processes (diskTempDir, newEnv, freePort).
 package tests

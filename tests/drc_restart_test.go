@@ -113,6 +113,7 @@ func copyDir(t *testing.T, src string) string {
 // on an async export, whose replies are sent before they are saved: the
 // shutdown saves them.
 func TestDRCReplayAfterRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, how := range []string{"kill", "shutdown", "async-shutdown"} {
 		t.Run(how, func(t *testing.T) {
@@ -171,6 +172,7 @@ func TestDRCReplayAfterRestart(t *testing.T) {
 // first, and a retransmission of a call whose reply was dropped is executed
 // again.
 func TestDRCSavedBounded(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.SavedReplies = 3

@@ -13,6 +13,7 @@ import (
 
 // TestRestart: handles stay valid across a server restart; the verifier changes.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	f := e.create(e.nfs, e.root, "f", 0o644)
@@ -40,6 +41,7 @@ func TestRestart(t *testing.T) {
 // TestDRCReplay resends REMOVE, RENAME and EXCLUSIVE CREATE with the same xid after
 // the reply: the reply is identical, not NOENT or EXIST.
 func TestDRCReplay(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	c := e.nfs
@@ -85,6 +87,7 @@ func TestDRCReplay(t *testing.T) {
 
 // TestLargeSparseFile writes beyond 4 GiB and reads back, hole included.
 func TestLargeSparseFile(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	f := e.create(e.nfs, e.root, "sparse", 0o644)
@@ -115,6 +118,7 @@ func TestLargeSparseFile(t *testing.T) {
 // TestBigDirectory pages through 100,000 entries with small READDIR and READDIRPLUS
 // replies while other entries are being added, and sees each original name exactly once.
 func TestBigDirectory(t *testing.T) {
+	t.Parallel()
 	requireLong(t)
 	requireRoot(t)
 	if testing.Short() {
@@ -205,6 +209,7 @@ func TestBigDirectory(t *testing.T) {
 // the inode number, with a new generation) gets the new file's handle from
 // READDIRPLUS, never the old one's.
 func TestReaddirplusAfterReplace(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	os.WriteFile(e.path("x"), []byte("old"), 0o644)

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"snfs/internal/faultproxy"
 )
 
 // This file starts `snfs serve` and `snfs mount` as real processes of a
@@ -50,25 +53,15 @@ func snfsBinary(t testing.TB) string {
 	return faultsBin.path
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago (UDP
-// too, as the server binds both).
-func freePort(t testing.TB) int {
+// newProxy starts a fault-injecting proxy to addr, closed when the test ends.
+func newProxy(t *testing.T, addr string) *faultproxy.Proxy {
 	t.Helper()
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		ln.Close()
-		if err == nil {
-			pc.Close()
-			return p
-		}
+	p, err := faultproxy.New(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // srvProc is one `snfs serve` process over one export; restarts keep the

@@ -84,17 +84,12 @@ func readAll(path string) []byte {
 func newGatherEnv(t *testing.T, mode gather.Mode, d *durability) *env {
 	t.Helper()
 	requireRoot(t)
-	dir := diskTempDir(t, "snfs-gather-")
-	o, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), WriteGather: mode, GatherMaxWait: 2 * time.Millisecond}
-	if d != nil {
-		e.cfg.Sync = d.hook
-	}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
-	return e
+	return newEnvWith(t, "rw,no_root_squash", func(c *server.Config) {
+		c.WriteGather, c.GatherMaxWait = mode, 2*time.Millisecond
+		if d != nil {
+			c.Sync = d.hook
+		}
+	})
 }
 
 // pattern is the content every writer writes at absolute offset o, so that any
@@ -111,6 +106,7 @@ func pattern(off, n int) []byte {
 // TestGatherConcurrentCorrectness: 16 writers on one file and 16 on separate files,
 // random offsets and sizes, FILE_SYNC and DATA_SYNC mixed; every byte reads back.
 func TestGatherConcurrentCorrectness(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	for _, mode := range []gather.Mode{gather.Adaptive, gather.On, gather.Off} {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newGatherEnv(t, mode, nil)
@@ -173,6 +169,7 @@ func TestGatherConcurrentCorrectness(t *testing.T) {
 // TestGatherOrdering: no stable WRITE reply arrives before a flush that covered its
 // data has returned; and gathering actually batches concurrent writers.
 func TestGatherOrdering(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -210,6 +207,7 @@ func TestGatherOrdering(t *testing.T) {
 // TestGatherFlushFailure: a failed flush fails every write it covered and changes
 // the write verifier; writes reported OK were covered by a successful flush.
 func TestGatherFlushFailure(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 2 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -265,6 +263,7 @@ func TestGatherFlushFailure(t *testing.T) {
 // TestGatherDuplicate: the same xid retransmitted while the write is being gathered
 // is not executed twice and both copies get the same reply.
 func TestGatherDuplicate(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 300 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -299,6 +298,7 @@ func TestGatherDuplicate(t *testing.T) {
 // TestGatherLoneWriter: a client with one write in flight at a time is never
 // delayed: the server's own recorded gathering wait stays zero.
 func TestGatherLoneWriter(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	e := newGatherEnv(t, gather.Adaptive, nil)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	for i := 0; i < 300; i++ {
@@ -321,6 +321,7 @@ func TestGatherLoneWriter(t *testing.T) {
 
 // TestGatherCommits: concurrent COMMITs of one file share flushes.
 func TestGatherCommits(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	d := &durability{delay: 20 * time.Millisecond}
 	e := newGatherEnv(t, gather.Adaptive, d)
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -350,15 +351,10 @@ func TestGatherCommits(t *testing.T) {
 // gets NFS3ERR_JUKEBOX instead of holding a worker; the JUKEBOX reply is not cached,
 // so the client's retry with the same xid is executed and succeeds.
 func TestJukeboxOnStalledFlush(t *testing.T) {
+	// Serial (no t.Parallel): it counts how writes arriving together were batched.
 	requireRoot(t)
 	d := &durability{delay: 700 * time.Millisecond}
-	dir := diskTempDir(t, "snfs-jukebox-")
-	o, _ := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash,async")
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), Sync: d.hook, JukeboxAfter: 100 * time.Millisecond}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
+	e := newEnvWith(t, "rw,no_root_squash,async", func(c *server.Config) { c.Sync, c.JukeboxAfter = d.hook, 100*time.Millisecond })
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	d.setPath(e.path("f"))
 	leader := make(chan *nfs3.WriteRes, 1)

@@ -90,20 +90,37 @@ func requireRoot(t testing.TB) {
 // newEnv serves a fresh directory with the given export options to every client.
 func newEnv(t *testing.T, opts string) *env {
 	t.Helper()
+	return newEnvWith(t, opts, nil)
+}
+
+// newEnvWith is newEnv with the server's configuration changed by tweak (if
+// not nil) before the server starts: a sync hook, the NLM clients' rpcbind,
+// lock delegation, timeouts.
+func newEnvWith(t *testing.T, opts string, tweak func(*server.Config)) *env {
+	t.Helper()
 	dir := diskTempDir(t, "snfs-export-")
 	os.Chmod(dir, 0o777)
 	o, err := server.ParseOptions(server.DefaultOptions, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnvConfig(t, dir, []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}})
+	return newEnvConfigWith(t, dir, []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}, tweak)
 }
 
 func newEnvConfig(t *testing.T, dir string, exports []server.ExportConfig) *env {
 	t.Helper()
+	return newEnvConfigWith(t, dir, exports, nil)
+}
+
+// newEnvConfigWith is newEnvConfig with tweak, as in newEnvWith.
+func newEnvConfigWith(t *testing.T, dir string, exports []server.ExportConfig, tweak func(*server.Config)) *env {
+	t.Helper()
 	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
 	e.cfg = server.Config{StateDir: e.stateDir, Exports: exports,
 		Logger: quietLogger()}
+	if tweak != nil {
+		tweak(&e.cfg)
+	}
 	e.start("127.0.0.1:0")
 	t.Cleanup(e.stop)
 	return e
@@ -115,18 +132,23 @@ func (e *env) start(addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if addr == "127.0.0.1:0" { // a port no other test takes while e is down (ports_test.go)
+		addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
 	var ln net.Listener
+	var pc net.PacketConn
 	for i := 0; ; i++ { // the port of a restarted server may linger briefly
 		ln, err = net.Listen("tcp", addr)
+		if err == nil {
+			if pc, err = net.ListenPacket("udp", addr); err != nil {
+				ln.Close()
+			}
+		}
 		if err == nil || i > 50 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

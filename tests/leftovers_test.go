@@ -294,6 +294,7 @@ func procName(pid int) string {
 // descriptor still held) is detached without hanging, and a detached
 // process naming the directory is killed.
 func TestLeftoverCleanup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newSNFSMountOpts(t, e, "A", time.Hour, 0, false)
 	if err := os.WriteFile(m.path("f"), []byte("x"), 0o644); err != nil {

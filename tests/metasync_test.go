@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,22 +46,14 @@ func inoOf(t *testing.T, path string) uint64 {
 // LINK flushes the file's link count and the directory; an async export flushes
 // neither.
 func TestSyncMetadataCommits(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, opts := range []string{"rw,no_root_squash", "rw,no_root_squash,async"} {
 		t.Run(opts, func(t *testing.T) {
 			log := &syncLog{}
-			dir := diskTempDir(t, "snfs-metasync-")
-			os.Chmod(dir, 0o777)
-			o, err := server.ParseOptions(server.DefaultOptions, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-			e.cfg = server.Config{StateDir: e.stateDir, Logger: quietLogger(), Sync: log.hook,
-				Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}}
-			e.start("127.0.0.1:0")
-			t.Cleanup(e.stop)
-			async := o.Async
+			e := newEnvWith(t, opts, func(c *server.Config) { c.Sync = log.hook })
+			dir := e.dir
+			async := e.cfg.Exports[0].Clients[0].Opts.Async
 			root := inoOf(t, dir)
 			check := func(op string, want ...uint64) {
 				t.Helper()

@@ -45,6 +45,7 @@ func runFallocate(t *testing.T, args ...string) (int, string) {
 // both mounts read as zeros; an allocation beyond the server's free space
 // fails at the call with ENOSPC.
 func TestMountSNFSAllocate(t *testing.T) {
+	t.Parallel()
 	e := newSmallEnv(t) // 32 MiB of ext4
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -116,6 +117,7 @@ func TestMountSNFSAllocate(t *testing.T) {
 // the server's file is A's data extended by the allocation, the whole range
 // reserved, and A reads the same, with the extension as zeros.
 func TestMountSNFSAllocateDirty(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	data := randBytes(5, 300000)
@@ -158,6 +160,7 @@ func TestMountSNFSAllocateDirty(t *testing.T) {
 // TestMountNFSAllocate: NFSv3 has no ALLOCATE: fallocate on an nfs-mode mount
 // fails with EOPNOTSUPP, as on a Linux NFSv3 mount, and changes nothing.
 func TestMountNFSAllocate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newMount(t, e)
 	if err := os.WriteFile(filepath.Join(m.dir, "f"), []byte("abc"), 0o644); err != nil {
@@ -181,6 +184,7 @@ var fsxPunchWeights = fsx.Weights{Read: 25, Write: 25, MapRead: 10, MapWrite: 10
 // truncations, while the file is cached dirty; each check compares the
 // export directory, after an fsync, with the model.
 func TestMountFsxSNFSPunch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	dir, _ := fsxMount(t, e, fsxSNFS, "A", 0)
 	cfg := fsxConfig(filepath.Join(dir, "fsx.dat"), fsxOps(t)/2, fsxSeed(t, 9))
@@ -192,6 +196,7 @@ func TestMountFsxSNFSPunch(t *testing.T) {
 // punched: the second mount, opening after each check's close, reads the
 // holes the first punched in its cached file.
 func TestMountFsxSNFSPunchTwoMounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a, _ := fsxMount(t, e, fsxSNFS, "A", 0)
 	b, _ := fsxMount(t, e, fsxSNFS, "B", 0)
@@ -208,6 +213,7 @@ func TestMountFsxSNFSPunchTwoMounts(t *testing.T) {
 // and extends the file; both read the server's file, zeros in the hole and
 // past the old end, at once.
 func TestMountSNFSAllocateShared(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)

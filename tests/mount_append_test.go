@@ -140,6 +140,7 @@ func testAppendSequential(t *testing.T, a, b, export string) {
 
 // TestMountAppendTwoMounts: sequential appends from two nfs-mode mounts.
 func TestMountAppendTwoMounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a, b := newMount(t, e), newMount(t, e)
 	testAppendSequential(t, a.dir, b.dir, e.path("w"))
@@ -149,6 +150,7 @@ func TestMountAppendTwoMounts(t *testing.T) {
 // append's open calls the other mount back (its dirty appends are written
 // back first), or, when the other keeps the file open, both write through.
 func TestMountSNFSAppendTwoMounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -180,6 +182,7 @@ func TestMountSNFSAppendTwoMounts(t *testing.T) {
 // through its old descriptor lands at that size, not at the size B's kernel
 // still has.
 func TestMountAppendAfterLearnedSize(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a, b := newMount(t, e), newMount(t, e)
 	pa, pb := filepath.Join(a.dir, "log"), filepath.Join(b.dir, "log")
@@ -291,6 +294,7 @@ func appendLines(p string, f *os.File, w byte, lines int, perOpen bool) error {
 // append 200 lines each at once: atomic appends across clients, as on a
 // local disk (every line kept, each whole), on the mounts and on the server.
 func TestMountSNFSAppendConcurrent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -312,6 +316,7 @@ func TestMountSNFSAppendConcurrent(t *testing.T) {
 // not cache), without which a mount appended into its cache while another
 // appended through the server.
 func TestMountSNFSAppendOpenPerLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -321,6 +326,7 @@ func TestMountSNFSAppendOpenPerLine(t *testing.T) {
 // TestMountAppendConcurrentOneMount: nfs mode, four writers on one mount:
 // one client's appends never overwrite each other.
 func TestMountAppendConcurrentOneMount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newMount(t, e)
 	testAppendConcurrent(t, []string{a.dir, a.dir, a.dir, a.dir}, 200, false, e.dir)
@@ -330,6 +336,7 @@ func TestMountAppendConcurrentOneMount(t *testing.T) {
 // descriptor's writes go where the kernel puts them again (its offset), and
 // set again, to the end.
 func TestMountAppendFlagCleared(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newMount(t, e)
 	p := filepath.Join(a.dir, "f")
@@ -371,6 +378,7 @@ func TestMountAppendFlagCleared(t *testing.T) {
 // file's end behind the mount's back), so an append after its write lands
 // after it. A read open passes through as before once the appender is gone.
 func TestMountSNFSAppendWithWriter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	p := a.path("f")

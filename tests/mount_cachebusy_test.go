@@ -14,6 +14,7 @@ import (
 // cachedir's "index.db is locked: another mount uses this cache directory:
 // timeout", naming neither the other mount nor --cache-dir.
 func TestMountCacheDirBusy(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

@@ -82,6 +82,7 @@ func cliMountDir(t *testing.T, pattern string) string {
 // against / ("the mount process exited without saying why", or a mount on
 // /mnt for `mnt`), and `snfs umount` then said "invalid argument".
 func TestMountRelativeMountPoint(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")
@@ -134,6 +135,7 @@ func TestMountRelativeMountPoint(t *testing.T) {
 // the way to ask for it, as sshfs and rclone do; --allow-non-empty and -o
 // nonempty ask for it. Before, both mounted silently, stacking mounts.
 func TestMountRefusesToHide(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")
@@ -194,6 +196,7 @@ func TestMountRefusesToHide(t *testing.T) {
 // next mount there detaches it, says so, and mounts. Before, the new mount
 // was stacked on the dead one, which stayed in the mount table.
 func TestMountCleansDeadMount(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

@@ -17,6 +17,7 @@ import (
 // GETATTR does, or the plain client sees the old size and reads nothing
 // (close-to-open broken between the two kinds of client).
 func TestMountNFSReadsAfterSNFSWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMountDelayed(t, e, "A", time.Hour, 0)
 	b := newMount(t, e)

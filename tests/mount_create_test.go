@@ -40,4 +40,7 @@ func testCreateTruncExisting(t *testing.T, mnt, export string) {
 	}
 }
 
-func TestMountCreateTruncExisting(t *testing.T) { inBothModes(t, testCreateTruncExisting) }
+func TestMountCreateTruncExisting(t *testing.T) {
+	t.Parallel()
+	inBothModes(t, testCreateTruncExisting)
+}

@@ -43,6 +43,7 @@ func wantNames(t *testing.T, what, dir string, want ...string) {
 // removed at its release and, once the attributes expired, another client's
 // change, are all seen by the next listing and the ones after it.
 func TestMountDirListingCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -123,6 +124,7 @@ func TestMountDirListingCache(t *testing.T) {
 // listing the kernel caches is seen by every listing once the directory's
 // attributes have expired.
 func TestMountDirListingForeign(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	os.Mkdir(e.path("d"), 0o755)
 	os.WriteFile(e.path("d/a"), nil, 0o644)

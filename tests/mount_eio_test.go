@@ -43,6 +43,7 @@ func newEIOEnv(t *testing.T) (*env, *atomic.Bool) {
 // directory); the fsync that writes it back while the server's flushes fail
 // returns EIO; the next fsync, once they work, writes it back whole.
 func TestMountSNFSWriteBackEIO(t *testing.T) {
+	t.Parallel()
 	e, failing := newEIOEnv(t)
 	m := newSNFSMount(t, e, "A", "", time.Hour)
 	want := randBytes(71, 300000)
@@ -67,6 +68,7 @@ func TestMountSNFSWriteBackEIO(t *testing.T) {
 // while the server's flushes fail (the application is told: the data is
 // not kept for a later try, as the Linux client does not keep it either).
 func TestMountNFSWriteEIO(t *testing.T) {
+	t.Parallel()
 	e, failing := newEIOEnv(t)
 	m := newMount(t, e)
 	failing.Store(true)

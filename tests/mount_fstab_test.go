@@ -85,6 +85,7 @@ func useMount(t *testing.T, bin, dir, export, name string) {
 // a real one (with mount(8)'s generic options and -n -v) mounts in snfs mode
 // in the background, logging to the log-file; snfs umount writes back.
 func TestMountHelper(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	helper := filepath.Join(filepath.Dir(bin), "mount.snfs")
@@ -129,6 +130,7 @@ func TestMountHelper(t *testing.T) {
 // and `mount -t fuse.snfs` (the type /proc/mounts lists), read-write and
 // read-only, then `mount -T FSTAB DIR` with fstab lines of both types.
 func TestMountFstab(t *testing.T) {
+	// Serial (no t.Parallel): it installs helpers under /sbin.
 	requireFUSE(t)
 	if _, err := exec.LookPath("mount"); err != nil {
 		requireInCI(t, "mount(8) not installed (util-linux)")

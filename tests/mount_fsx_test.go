@@ -274,12 +274,18 @@ func fsxMount(t *testing.T, e *env, m fsxMode, name string, dirtyLimit int) (str
 // TestMountFsx: the random tester on a mount, each check comparing the file
 // as the server stores it (read from the export directory) with the model,
 // after an fsync: what the client says is written is what the server has.
-func TestMountFsx(t *testing.T) { testMountFsx(t, fsxNFS, 1) }
+func TestMountFsx(t *testing.T) {
+	t.Parallel()
+	testMountFsx(t, fsxNFS, 1)
+}
 
 // TestMountFsxSNFS: TestMountFsx on an snfs-mode mount. Its close does not
 // write back (delayed write-back), its fsync does: the checks' fsync makes the
 // export directory hold the model.
-func TestMountFsxSNFS(t *testing.T) { testMountFsx(t, fsxSNFS, 4) }
+func TestMountFsxSNFS(t *testing.T) {
+	t.Parallel()
+	testMountFsx(t, fsxSNFS, 4)
+}
 
 func testMountFsx(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
@@ -294,11 +300,17 @@ func testMountFsx(t *testing.T, mode fsxMode, seed uint64) {
 // opened O_APPEND mixed in (fsx.OpAppend): each must land at the file's end
 // as the model has it, after truncations, writes and mapped writes through
 // the other descriptor (the mount places appends itself: mount/vfs/append.go).
-func TestMountFsxAppend(t *testing.T) { testMountFsxAppend(t, fsxNFS, 7) }
+func TestMountFsxAppend(t *testing.T) {
+	t.Parallel()
+	testMountFsxAppend(t, fsxNFS, 7)
+}
 
 // TestMountFsxSNFSAppend: TestMountFsxAppend on an snfs-mode mount (the file
 // is cached: appends go at the cache file's end).
-func TestMountFsxSNFSAppend(t *testing.T) { testMountFsxAppend(t, fsxSNFS, 8) }
+func TestMountFsxSNFSAppend(t *testing.T) {
+	t.Parallel()
+	testMountFsxAppend(t, fsxSNFS, 8)
+}
 
 func testMountFsxAppend(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
@@ -318,7 +330,10 @@ func testMountFsxAppend(t *testing.T, mode fsxMode, seed uint64) {
 // server goes away; the COMMIT after the restart has a new verifier and the
 // client must write that data again. The checks (after fsync) read the export
 // directory: no acknowledged byte may be missing.
-func TestMountFsxServerRestart(t *testing.T) { testMountFsxServerRestart(t, fsxNFS, 2) }
+func TestMountFsxServerRestart(t *testing.T) {
+	t.Parallel()
+	testMountFsxServerRestart(t, fsxNFS, 2)
+}
 
 // TestMountFsxSNFSServerRestart: TestMountFsxServerRestart on an snfs-mode
 // mount. At each restart the file is open and has dirty data in the cache
@@ -326,7 +341,10 @@ func TestMountFsxServerRestart(t *testing.T) { testMountFsxServerRestart(t, fsxN
 // write that data back to the new server instance and write through until
 // the file is closed, then cache it again from its next OPEN. No byte an
 // fsync acknowledged may be missing from the export directory.
-func TestMountFsxSNFSServerRestart(t *testing.T) { testMountFsxServerRestart(t, fsxSNFS, 5) }
+func TestMountFsxSNFSServerRestart(t *testing.T) {
+	t.Parallel()
+	testMountFsxServerRestart(t, fsxSNFS, 5)
+}
 
 func testMountFsxServerRestart(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")
@@ -366,7 +384,10 @@ func testMountFsxServerRestart(t *testing.T, mode fsxMode, seed uint64) {
 // the file's pages of the previous check cached: the open must drop them).
 // The export directory is compared too. Checks are more frequent here (every
 // ops/100): they are the point.
-func TestMountFsxTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxNFS, 3) }
+func TestMountFsxTwoMounts(t *testing.T) {
+	t.Parallel()
+	testMountFsxTwoMounts(t, fsxNFS, 3)
+}
 
 // TestMountFsxSNFSTwoMounts: TestMountFsxTwoMounts on two snfs-mode mounts,
 // sequential sharing: the first mount's close does not write back; the
@@ -375,7 +396,10 @@ func TestMountFsxTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxNFS, 3) }
 // own cached copy of the previous check (the first's OPEN for writing called
 // it back). The second mount is compared first, then the export directory
 // (which has the data only because of that callback).
-func TestMountFsxSNFSTwoMounts(t *testing.T) { testMountFsxTwoMounts(t, fsxSNFS, 6) }
+func TestMountFsxSNFSTwoMounts(t *testing.T) {
+	t.Parallel()
+	testMountFsxTwoMounts(t, fsxSNFS, 6)
+}
 
 func testMountFsxTwoMounts(t *testing.T, mode fsxMode, seed uint64) {
 	e := newEnv(t, "rw,no_root_squash")

@@ -236,6 +236,8 @@ var knownGaneshaFailures = map[string]string{
 // --mode=nfs` of ganesha: one ganesha and one mount, each case in its own
 // fresh directory of the mount.
 func TestMountGaneshaPosix(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open
+	// descriptors (and one ganesha at a time: TestMountGanesha).
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
@@ -261,11 +263,32 @@ func TestMountGaneshaPosix(t *testing.T) {
 	}
 }
 
-// TestMountGaneshaCases runs the mount tests of mount_test.go (rename over
+// TestMountGanesha runs `snfs mount` against nfs-ganesha, one ganesha at a
+// time: start.sh shares the host's /run/rpcbind.sock (its rpcbind, in a
+// private network namespace, when none answers there) and /var/run/ganesha.
+// The parts run in order as subtests, the whole in parallel with the other
+// tests (TestMountGaneshaPosix is serial: they never overlap).
+func TestMountGanesha(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"Cases", testMountGaneshaCases},
+		{"Fsx", testMountGaneshaFsx},
+		{"FsxTwoMounts", testMountGaneshaFsxTwoMounts},
+		{"FsxServerRestart", testMountGaneshaFsxServerRestart},
+		{"AutoMode", testMountAutoMode},
+	} {
+		t.Run(c.name, c.run)
+	}
+}
+
+// testMountGaneshaCases runs the mount tests of mount_test.go (rename over
 // an open file, unlink of an open file, truncate and extend, sparse files,
 // links and symlinks, times, permissions as a non-root user) on a `snfs
 // mount --mode=nfs` of ganesha, each in its own directory of one mount.
-func TestMountGaneshaCases(t *testing.T) {
+func testMountGaneshaCases(t *testing.T) {
 	requireFUSE(t)
 	g := startGanesha(t)
 	m := mountGanesha(t, snfsBinary(t), g, "--mode=nfs")
@@ -291,12 +314,12 @@ func TestMountGaneshaCases(t *testing.T) {
 	}
 }
 
-// TestMountGaneshaFsx: the fsx-style tester on a `snfs mount --mode=nfs` of
+// testMountGaneshaFsx: the fsx-style tester on a `snfs mount --mode=nfs` of
 // ganesha (SNFS_FSX_OPS operations; 20,000 by default under the race
 // detector). Each check fsyncs (a COMMIT: ganesha fsyncs the file) and
 // compares the exported file, read from ganesha's backing directory, with
 // the model.
-func TestMountGaneshaFsx(t *testing.T) {
+func testMountGaneshaFsx(t *testing.T) {
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -307,11 +330,11 @@ func TestMountGaneshaFsx(t *testing.T) {
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }
 
-// TestMountGaneshaFsxTwoMounts: close-to-open between two `snfs mount
+// testMountGaneshaFsxTwoMounts: close-to-open between two `snfs mount
 // --mode=nfs` processes on one ganesha export: at every check the tester
 // closes the file on the first mount, and the file read through the second
 // (opened after that close) and the export directory must hold the model.
-func TestMountGaneshaFsxTwoMounts(t *testing.T) {
+func testMountGaneshaFsxTwoMounts(t *testing.T) {
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -324,11 +347,11 @@ func TestMountGaneshaFsxTwoMounts(t *testing.T) {
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
 }
 
-// TestMountGaneshaFsxServerRestart: the tester while ganesha is restarted
+// testMountGaneshaFsxServerRestart: the tester while ganesha is restarted
 // every ops/10 operations (a new write verifier each time: UNSTABLE data not
 // yet committed must be written again). The checks (after fsync) compare the
 // export directory with the model.
-func TestMountGaneshaFsxServerRestart(t *testing.T) {
+func testMountGaneshaFsxServerRestart(t *testing.T) {
 	requireLong(t)
 	requireFUSE(t)
 	g := startGanesha(t)
@@ -343,11 +366,11 @@ func TestMountGaneshaFsxServerRestart(t *testing.T) {
 	}
 }
 
-// TestMountAutoMode: --mode=auto picks plain NFSv3 against ganesha (it
+// testMountAutoMode: --mode=auto picks plain NFSv3 against ganesha (it
 // answers PROG_UNAVAIL to the snfs program) and snfs mode against `snfs
 // serve`; the mount's log line "mounted ... mode=M" says which, and a file
 // written through the mount reaches the server.
-func TestMountAutoMode(t *testing.T) {
+func testMountAutoMode(t *testing.T) {
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	check := func(t *testing.T, m *procMount, wantMode, export string) {

@@ -100,7 +100,10 @@ func testRemoveOpenLinks(t *testing.T, mnt, export string) {
 	}
 }
 
-func TestMountRemoveOpenLinks(t *testing.T) { inBothModes(t, testRemoveOpenLinks) }
+func TestMountRemoveOpenLinks(t *testing.T) {
+	t.Parallel()
+	inBothModes(t, testRemoveOpenLinks)
+}
 
 // inBothModes runs test against a fresh export mounted in nfs mode, then in
 // snfs mode (an hour's write-back delay).
@@ -120,6 +123,7 @@ func inBothModes(t *testing.T, test func(t *testing.T, mnt, export string)) {
 // RELEASE (which removes the hidden name) comes after close(2) has returned
 // (pjdfstest unlink/14.t failed for this in CI).
 func TestMountRmdirAfterUnlinkOpen(t *testing.T) {
+	t.Parallel()
 	inBothModes(t, func(t *testing.T, mnt, export string) {
 		for n := 0; n < 40; n++ {
 			d := filepath.Join(mnt, fmt.Sprintf("d%d", n))

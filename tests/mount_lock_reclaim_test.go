@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"snfs/internal/faultproxy"
 	"snfs/mount/vfs"
 )
 
@@ -107,14 +105,11 @@ func (r *reclaimFiles) reclaimRelease(t *testing.T) {
 // its reclaim is refused (SNFS_ERR_NOGRACE), B has taken the lock meanwhile,
 // and A's process gets EIO on the descriptor that held it.
 func TestMountSNFSLockServerRestart(t *testing.T) {
+	// Serial (no t.Parallel): A must reclaim within a 3 s grace period.
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Grace = 3 * time.Second
 	e.restart()
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := lockLeaseMount(t, e, "A", p.Addr())
 	b := lockLeaseMount(t, e, "B", e.addr)
 	r := reclaimHold(t, a.path, b.path)
@@ -154,7 +149,7 @@ func TestMountSNFSLockServerRestart(t *testing.T) {
 		t.Fatalf("B on late after the grace period A missed: %v", err)
 	}
 	p.Heal()
-	_, err = fa.WriteAt([]byte("unprotected"), 0)
+	_, err := fa.WriteAt([]byte("unprotected"), 0)
 	wantEIO(t, "A's write after its lock could not be reclaimed", err)
 	_, err = fa.ReadAt(make([]byte, 1), 0)
 	wantEIO(t, "A's read after its lock could not be reclaimed", err)
@@ -163,6 +158,7 @@ func TestMountSNFSLockServerRestart(t *testing.T) {
 // TestMountSNFSLockReclaimKilled: snfs mode through `snfs mount`, the
 // server killed with SIGKILL and started again: A's locks are reclaimed.
 func TestMountSNFSLockReclaimKilled(t *testing.T) {
+	t.Parallel()
 	s := newServeProc(t, "--grace", "20s")
 	a := startMount(t, s, "", "")
 	b := startMount(t, s, "", "")
@@ -189,13 +185,10 @@ func nfsReclaimMount(t *testing.T, e *env, name, addr string) *mount {
 // grace period, in which B took the lock: A's reclaim is refused, and A's
 // process gets EIO on the descriptor that held it.
 func TestMountNFSLockServerRestart(t *testing.T) {
+	// Serial (no t.Parallel): A must reclaim within a 4 s grace period.
 	h := newNLMMountHost(t)
 	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: h.port}, 4*time.Second)
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := nfsReclaimMount(t, e, "A", p.Addr())
 	b := nfsReclaimMount(t, e, "B", e.addr)
 	r := reclaimHold(t, a.path, b.path)
@@ -223,7 +216,7 @@ func TestMountNFSLockServerRestart(t *testing.T) {
 	// refused (B holds the lock).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, err = fa.ReadAt(make([]byte, 1), 0)
+		_, err := fa.ReadAt(make([]byte, 1), 0)
 		if errors.Is(err, unix.EIO) {
 			break
 		}
@@ -232,7 +225,7 @@ func TestMountNFSLockServerRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_, err = fa.WriteAt([]byte("unprotected"), 0)
+	_, err := fa.WriteAt([]byte("unprotected"), 0)
 	wantEIO(t, "A's write after its lock could not be reclaimed", err)
 }
 
@@ -240,6 +233,7 @@ func TestMountNFSLockServerRestart(t *testing.T) {
 // (its NLM at snfs serve's NFS port, and the NSM found beside it), the
 // server killed with SIGKILL and started again: A's locks are reclaimed.
 func TestMountNFSLockReclaimKilled(t *testing.T) {
+	t.Parallel()
 	s := newServeProc(t, "--grace", "8s")
 	nlm := fmt.Sprintf("--nlm-port=%d", s.nfsPort) // not a system rpcbind's lock manager
 	a := startMount(t, s, "", "", "--mode=nfs", nlm)

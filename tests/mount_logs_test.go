@@ -19,6 +19,7 @@ import (
 // "dial tcp ...: dial tcp ...") and says what to check, in every mode,
 // detached (the message comes back from the mount process) or not.
 func TestMountRefusedMessage(t *testing.T) {
+	t.Parallel()
 	port := freePort(t) // free: nothing listens there
 	dir := diskTempDir(t, "snfs-mnt-")
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -62,6 +63,7 @@ func TestMountRefusedMessage(t *testing.T) {
 // (standard error is the stream JOURNAL_STREAM names) it logs there instead,
 // and makes no file.
 func TestMountDetachedLog(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")
@@ -146,6 +148,7 @@ func TestMountDetachedLog(t *testing.T) {
 // the mount, directories included (a restarted mount has looked nothing up:
 // it learns them from the server), not only by file id.
 func TestMountSNFSRecoveryLogPaths(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
 	if err := os.MkdirAll(s.path("src/lib"), 0o755); err != nil {
@@ -208,6 +211,7 @@ func mountLogIn(cacheDir, mountPoint string) string {
 // lines only (one file for both mixed their lines, and one's rotation lost
 // the other's).
 func TestMountDetachedLogPerMount(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

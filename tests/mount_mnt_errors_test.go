@@ -18,6 +18,7 @@ import (
 // ("MNT /srv/typo: MNT3ERR_NOENT"). An snfs-mode mount that fails so leaves
 // no cache directory behind (before, its index and data directory stayed).
 func TestMountRefusedExport(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

@@ -90,6 +90,7 @@ func (m *mount) path(name string) string { return filepath.Join(m.dir, name) }
 // and an snfs mode mount meet them; flock excludes across mounts and ends at
 // the last close.
 func TestMountNFSLockRanges(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -97,40 +98,7 @@ func TestMountNFSLockRanges(t *testing.T) {
 	fa := openRW(t, a.path("db"))
 	fb := openRW(t, b.path("db"))
 
-	if err := setlk(fa, unix.F_WRLCK, 0, 10); err != nil {
-		t.Fatalf("A write lock [0,10): %v", err)
-	}
-	wantEAGAIN(t, "B write lock [5,6)", setlk(fb, unix.F_WRLCK, 5, 1))
-	wantEAGAIN(t, "B read lock [9,10)", setlk(fb, unix.F_RDLCK, 9, 1))
-	fl := unix.Flock_t{Type: unix.F_RDLCK, Start: 0, Len: 0}
-	if err := unix.FcntlFlock(fb.Fd(), unix.F_GETLK, &fl); err != nil {
-		t.Fatal(err)
-	}
-	if fl.Type != unix.F_WRLCK || fl.Start != 0 || fl.Len != 10 || fl.Pid != 0 {
-		t.Fatalf("F_GETLK through B: %+v, want A's write lock [0,10) with pid 0", fl)
-	}
-	if err := setlk(fb, unix.F_WRLCK, 10, 10); err != nil {
-		t.Fatalf("B write lock [10,20) beside A's: %v", err)
-	}
-	if fl := localTest(t, e.path("db"), unix.F_RDLCK, 12, 1); fl.Type != unix.F_WRLCK || fl.Start != 10 || fl.Len != 10 {
-		t.Fatalf("F_OFD_GETLK on the server: %+v, want B's write lock [10,20)", fl)
-	}
-	if _, err := localLock(t, e.path("db"), unix.F_RDLCK, 0, 1); err == nil {
-		t.Fatal("a local process took a read lock under A's write lock")
-	}
-	// Unlocking a sub-range splits A's lock.
-	if err := setlk(fa, unix.F_UNLCK, 0, 5); err != nil {
-		t.Fatal(err)
-	}
-	if err := setlk(fb, unix.F_RDLCK, 0, 5); err != nil {
-		t.Fatalf("B read lock [0,5) after A's partial unlock: %v", err)
-	}
-	wantEAGAIN(t, "B write lock [5,6) after A's partial unlock", setlk(fb, unix.F_WRLCK, 5, 1))
-	// A local lock excludes the mounts.
-	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 100, 10); err != nil {
-		t.Fatal(err)
-	}
-	wantEAGAIN(t, "A write lock under a local process's", setlk(fa, unix.F_WRLCK, 105, 1))
+	checkTwoMountLocks(t, e, fa, fb)
 
 	// An snfs mode mount and an nfs mode mount exclude each other.
 	s := newSNFSMount(t, e, "S", "", time.Hour)
@@ -170,6 +138,7 @@ func TestMountNFSLockRanges(t *testing.T) {
 // (B polls only every hour); kill -9 of the holder releases it; a waiter
 // killed while it waits leaves nothing behind.
 func TestMountNFSLockWait(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -223,6 +192,7 @@ func TestMountNFSLockWait(t *testing.T) {
 // (not in the host's rpcbind) still gets its blocked lock, by sending the
 // LOCK again every poll interval (as Linux's client does every 30 s).
 func TestMountNFSLockPoll(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -246,6 +216,7 @@ func TestMountNFSLockPoll(t *testing.T) {
 // fcntl locks through NLM, the data written back before each unlock and the
 // cache dropped at each grant.
 func TestMountNFSSQLite(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)
@@ -258,6 +229,7 @@ func TestMountNFSSQLite(t *testing.T) {
 // leaves its locks on the server; the mount started again with the same
 // caller_name (`snfs mount` uses HOST:MOUNTPOINT) frees them with FREE_ALL.
 func TestMountNFSLockFreeAll(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	fh := e.create(e.nfs, e.root, "db", 0o666)
@@ -360,6 +332,7 @@ func (r *setRPCBind) nlmPort() int { return int(r.get(nlm4.Program, nlm4.Version
 // mount leaves a live listing alone; a listing whose port does not answer (a
 // mount that died) is replaced; a mount's Close removes its own listing only.
 func TestMountNFSLockRegister(t *testing.T) {
+	t.Parallel()
 	r := newSetRPCBind(t)
 	e := newNLMEnv(t, &nlmHostSide{t: t, pmapPort: r.port}, 0)
 	rpcbind := fmt.Sprintf("127.0.0.1:%d", r.port)
@@ -413,6 +386,7 @@ func TestMountNFSLockRegister(t *testing.T) {
 // (NLMConfig.PeerDir), so the waiting mount, which polls only once an hour,
 // gets its lock at once.
 func TestMountNFSLockPeers(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	peers := diskTempDir(t, "snfs-nlm-peers-")
@@ -442,6 +416,7 @@ func TestMountNFSLockPeers(t *testing.T) {
 // started again on the same mount point (the same caller_name) frees it
 // (FREE_ALL). Through the binary: it finds snfs serve's NLM on the NFS port.
 func TestMountNFSLockMountKilled(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newEnv(t, "rw,no_root_squash")
 	bin := snfsBinary(t)

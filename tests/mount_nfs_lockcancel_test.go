@@ -87,6 +87,7 @@ func (g *replyGate) addr() string { return g.ln.Addr().String() }
 // leaves no waiting request at the server: the mount sends CANCEL for a LOCK
 // it gave up, answered or not.
 func TestMountNFSLockWaitKilledBeforeBlocked(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)

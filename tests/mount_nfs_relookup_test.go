@@ -18,6 +18,7 @@ import (
 // the SQLite counter through two nfs mode mounts lost transactions
 // (TestMountNFSSQLite).
 func TestMountNFSLockGrantAfterRelookup(t *testing.T) {
+	t.Parallel()
 	h := newNLMMountHost(t)
 	e := newNLMMountEnv(t, h)
 	a := newNLMMount(t, e, h, false, time.Hour)

@@ -10,6 +10,7 @@ import (
 // mount checks it before any call to the server. Before, both said
 // "lstat PATH: no such file or directory".
 func TestMountPointMissing(t *testing.T) {
+	t.Parallel()
 	bin := snfsBinary(t)
 	parent := cliMountDir(t, "snfs-nodir-")
 	missing := filepath.Join(parent, "mnt")

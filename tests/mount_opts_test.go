@@ -42,6 +42,7 @@ func runSnfs(t *testing.T, bin, argv0, dir string, args ...string) (int, string)
 // before anything is mounted. (suid and dev are accepted: the mount stays
 // nosuid,nodev, and fuse3's mount.fuse3 adds them to every mount.)
 func TestMountOptions(t *testing.T) {
+	t.Parallel()
 	bin := snfsBinary(t)
 	dir := diskTempDir(t, "snfs-opts-")
 	const spec = "127.0.0.1:/srv/share"
@@ -78,6 +79,7 @@ func TestMountOptions(t *testing.T) {
 // its absolute path and says so; again, it says they are there; a stale link
 // is replaced, a file that is not a link is refused; --remove removes them.
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	bin := snfsBinary(t)
 	d := diskTempDir(t, "snfs-install-")
 	helpers := []string{filepath.Join(d, "mount.snfs"), filepath.Join(d, "mount.fuse.snfs")}
@@ -136,6 +138,7 @@ func TestInstall(t *testing.T) {
 // /usr/local/sbin (a link, removed when the test ends) that mounts, read-write
 // and read-only, still nosuid,nodev.
 func TestMountFuse3(t *testing.T) {
+	// Serial (no t.Parallel): it installs helpers under /sbin.
 	requireFUSE(t)
 	if _, err := os.Stat("/sbin/mount.fuse3"); err != nil {
 		requireInCI(t, "fuse3's mount.fuse3 not installed")

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"snfs/client"
-	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -24,15 +23,12 @@ import (
 // server answers again; nothing of the kind while the server answers. Both
 // modes (nfs: the NFS client's connection; snfs: the session's).
 func TestMountServerNotResponding(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
 			requireFUSE(t)
 			e := newEnv(t, "rw,no_root_squash")
-			p, err := faultproxy.New(context.Background(), e.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
+			p := newProxy(t, e.addr)
 			logBuf := &lockedBuffer{}
 			log := slog.New(slog.NewTextHandler(logBuf, nil))
 			dir := outageMount(t, e, mode, p.Addr(), log)

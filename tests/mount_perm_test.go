@@ -50,6 +50,7 @@ func openClose(path string, flags int) error {
 // cached, and the creator of a file with mode 0 may still use the descriptor
 // its creating open returned (pjdfstest open/06, open/07, link/06).
 func TestMountModeBits(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, "rw,no_root_squash")

@@ -65,11 +65,13 @@ func buildPjdfstest(t *testing.T) string {
 // TestMountPjdfstest runs pjdfstest (as root) in a mount of each mode and
 // fails on every failed subtest not in knownPjdfstestFailures.
 func TestMountPjdfstest(t *testing.T) {
+	t.Parallel()
 	requireLong(t)
 	requireFUSE(t)
 	tests := buildPjdfstest(t)
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // one mount and one export each
 			e := newEnv(t, "rw,no_root_squash")
 			var mnt string
 			if mode == "snfs" {

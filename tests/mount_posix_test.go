@@ -35,6 +35,7 @@ func knownSNFSFailure(name string) (string, bool) {
 // TestMountPosix runs go-fuse's POSIX suite against a mount of `snfs serve`,
 // each case in a fresh export and mount.
 func TestMountPosix(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {

@@ -16,6 +16,7 @@ import (
 // changed the file while this client held unsent data), and the server
 // keeps every byte.
 func TestMountSNFSRecoverWrittenBack(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
 	a := startMount(t, s, "", "", "--writeback-delay", "500ms", "--close-delay", "0")
@@ -97,6 +98,7 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 // before the server was told the file was clean (the CLOSE, the callback's
 // answer), so no copy is made, and the server keeps the other client's bytes.
 func TestMountSNFSRecoverAfterOthersChange(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
 	a := startMount(t, s, "", "", "--close-delay", "0")

@@ -46,6 +46,7 @@ func writeDurable(t *testing.T, p string, data []byte) {
 // not written back: an hour's delay) is killed with SIGKILL; a new mount
 // with the same cache directory writes the data back before it serves.
 func TestMountSNFSRecoverKilled(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
 	a := startMount(t, s, "", "")
@@ -92,6 +93,7 @@ func nfsRetry(t *testing.T, what string, call func() (nfs3.Status, error)) {
 // saves its own version as NAME.snfs-conflict-HOST-UNIXTIME beside it, counts
 // and records the conflict, and `snfs conflicts` lists it.
 func TestMountSNFSRecoverConflict(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
 	old := randBytes(62, 50000)
@@ -163,6 +165,7 @@ func statusOrZero[R any](res *R, err error) (nfs3.Status, error) {
 // closed with dirty data. The mount reclaims them: no byte is lost, and the
 // cached file is read afterwards with no READ (its cache stayed valid).
 func TestMountSNFSServerRestartReclaim(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t, "--grace", "30s")
 	cached := randBytes(71, 2<<20+17)
@@ -323,6 +326,7 @@ func nfsRewrite(t *testing.T, s *srvProc, name string, data []byte) {
 // at unmount (file f). Both times the other client's bytes stay on the
 // server and the mount's are saved beside them; nothing is lost.
 func TestMountSNFSFencedConflict(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t, "--callback-timeout", "1s")
 	oldH := randBytes(85, 30000)
@@ -430,6 +434,7 @@ func nfsReadAll(t *testing.T, s *srvProc, name string) []byte {
 // fenced and reintegrates its dirty data at once (the file is unchanged: it
 // is written back), and reads its cached file again from the server.
 func TestMountSNFSServerRestartRefused(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t, "--grace", "0")
 	cached := randBytes(91, 1<<20)

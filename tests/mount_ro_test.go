@@ -77,6 +77,7 @@ func consistEntries(t *testing.T, reg *metrics.Registry) map[string]float64 {
 // each fails with EROFS, the export is unchanged, and the server got no
 // changing call; reads work.
 func TestMountReadOnly(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	for _, mode := range []string{"nfs", "snfs"} {

@@ -14,6 +14,7 @@ import (
 // used to try a SETATTR of the mode as the writer, which the server refused
 // (EPERM from write(2)).
 func TestMountSetIDClearedOnWrite(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		mode  string
 		flags int

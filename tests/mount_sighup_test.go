@@ -18,6 +18,7 @@ import (
 // both modes. Before, SIGHUP's default action ended the process at once,
 // leaving a dead mount ("transport endpoint is not connected").
 func TestMountForegroundSIGHUP(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

@@ -57,6 +57,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // TestMountSNFSDelayedClose: open, close, open, close of one file within the
 // close delay costs one OPEN and, once the delay has passed, one CLOSE.
 func TestMountSNFSDelayedClose(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -103,6 +104,7 @@ func TestMountSNFSDelayedClose(t *testing.T) {
 
 // TestMountSNFSDelayedCloseUnmount: unmount sends the pending CLOSE.
 func TestMountSNFSDelayedCloseUnmount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -130,6 +132,7 @@ func TestMountSNFSDelayedCloseUnmount(t *testing.T) {
 // CB_TREAT_AS_CLOSED, and B's OPEN is granted caching (B's write stays in
 // B's cache, not on the server).
 func TestMountSNFSDelayedCloseCallback(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -181,6 +184,7 @@ func TestMountSNFSDelayedCloseCallback(t *testing.T) {
 
 // TestMountSNFSPosixDelayedClose is TestMountSNFSPosix with delayed close on.
 func TestMountSNFSPosixDelayedClose(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
@@ -203,6 +207,7 @@ func TestMountSNFSPosixDelayedClose(t *testing.T) {
 // delayed close on (its reopens take over delayed closes), each check
 // comparing, after an fsync, the export's file with the model.
 func TestMountSNFSFsxDelayedClose(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newSNFSMountDelayed(t, e, "fsx", time.Hour, 2*time.Second)
 	ops := fsxOps(t)

@@ -34,6 +34,7 @@ import (
 // the model, and every check the export directory after an fsync. With and
 // without FUSE passthrough; the default mix and one with more mapped writes.
 func TestMountFsxSNFSSharedReader(t *testing.T) {
+	t.Parallel()
 	ops := fsxOps(t) / 4
 	mapMix := fsx.Weights{Read: 15, Write: 15, MapRead: 10, MapWrite: 30, Truncate: 10, Fsync: 3}
 	for _, c := range []struct {
@@ -194,6 +195,7 @@ func plainReadAll(e *env, name string) ([]byte, error) {
 // the plain client's read after that. With and without msync (the tester's
 // failure had one).
 func TestMountSNFSPinnedMappedStore(t *testing.T) {
+	t.Parallel()
 	for _, msync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("msync=%v", msync), func(t *testing.T) {
 			e := newEnv(t, "rw,no_root_squash")
@@ -295,6 +297,7 @@ func firstDiff(got, want []byte, base int) string {
 // counters across its pages, the plain READ, then the storer stopped, A's
 // fsync, and the server's file compared with the mapping.
 func TestMountSNFSPinnedEntryStores(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)

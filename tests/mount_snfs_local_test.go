@@ -48,6 +48,7 @@ func localRead(t *testing.T, path string) []byte {
 // is rewritten in the export by a local process (100,000 × A replaced by
 // 150,000 × C): the mount's next open reads the new bytes.
 func TestMountSNFSLocalChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	old := bytes.Repeat([]byte("A"), 100000)
@@ -68,6 +69,7 @@ func TestMountSNFSLocalChange(t *testing.T) {
 // mount across the change: the server calls the mount back (INVALIDATE) and
 // a read on the same descriptor sees the new bytes without a reopen.
 func TestMountSNFSLocalChangeOpen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	old := bytes.Repeat([]byte("A"), 100000)
@@ -102,6 +104,7 @@ func TestMountSNFSLocalChangeOpen(t *testing.T) {
 // unmounted; a local process rewrites it; the mount, mounted again on the
 // same cache directory, reads the new bytes.
 func TestMountSNFSLocalChangeRemount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
@@ -146,6 +149,7 @@ func counterValue(t *testing.T, reg *metrics.Registry, name string) float64 {
 // changes: no file is counted changed outside the protocol, and no INVALIDATE
 // is sent; a local process's write is.
 func TestMountSNFSOwnWritesNotLocal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -188,6 +192,7 @@ func TestMountSNFSOwnWritesNotLocal(t *testing.T) {
 // a local process (cat), gives the mount's bytes: the local open broke the
 // server's lease, the mount wrote back, then the open went on.
 func TestMountSNFSLocalReadDirty(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	want := randBytes(71, 150000)
@@ -258,6 +263,7 @@ func exportStamp(t *testing.T, path string) [2]int64 {
 // deadline, no longer; the client is fenced and the open reads what the
 // server has.
 func TestMountSNFSLocalReadSilentClient(t *testing.T) {
+	// Serial (no t.Parallel): it bounds a duration.
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) {
@@ -314,6 +320,7 @@ func TestMountSNFSLocalReadSilentClient(t *testing.T) {
 // the mount reads the new bytes (the file has no entry in the new table: its
 // next OPEN takes a fresh version).
 func TestMountSNFSLocalChangeServerDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	old := bytes.Repeat([]byte("A"), 100000)
@@ -344,6 +351,7 @@ func TestMountSNFSLocalChangeServerDown(t *testing.T) {
 // local rewrite gives a new version all the same. A rewrite of the same size
 // within one tick of the clock is what this cannot see.
 func TestMountSNFSLocalChangeNoNotifier(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.NoChangeNotifier = true })
 	a := newSNFSMount(t, e, "A", "", time.Hour)

@@ -31,17 +31,7 @@ func newDelegEnv(t *testing.T) (*env, *nlmHostSide) {
 	t.Helper()
 	requireRoot(t)
 	h := newNLMHostSide(t)
-	dir := diskTempDir(t, "snfs-export-")
-	os.Chmod(dir, 0o777)
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), ClientRPCBindPort: h.pmapPort, LockDelegation: true}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.ClientRPCBindPort, c.LockDelegation = h.pmapPort, true })
 	return e, h
 }
 
@@ -138,6 +128,7 @@ func (l *locker) want(cmd, want string) {
 // (F_SETLKW), "unlock START LEN", "test r|w START LEN" (F_GETLK: none, or
 // the holder's "r|w START LEN").
 func TestLockDelegLocker(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCKER")
 	if path == "" {
 		t.Skip("the locker process of the lock delegation tests")
@@ -221,6 +212,7 @@ func wantDelegations(t *testing.T, m *snfsMount, granted, recalled uint64) {
 // once they come, exactly as A's locks held then: ranges A unlocked while it
 // held the delegation are free, those it locked are held.
 func TestMountSNFSLockDelegation(t *testing.T) {
+	t.Parallel()
 	e, h := newDelegEnv(t)
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -312,6 +304,7 @@ func TestMountSNFSLockDelegation(t *testing.T) {
 // holder unlocks, whether it waits in the delegated mount (another process
 // of A) or on the server (B's, after the recall its open made).
 func TestMountSNFSLockDelegationWait(t *testing.T) {
+	t.Parallel()
 	e, _ := newDelegEnv(t)
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -399,6 +392,7 @@ func TestMountSNFSLockDelegationWait(t *testing.T) {
 // exclusive and shared byte ranges. Delegations come and go as B and the
 // local process open and close the file.
 func TestMountSNFSLockDelegationModel(t *testing.T) {
+	t.Parallel()
 	e, _ := newDelegEnv(t)
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)

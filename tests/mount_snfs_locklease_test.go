@@ -14,9 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"snfs/internal/faultproxy"
-	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
@@ -35,23 +32,7 @@ import (
 // reaches the mount.
 func lockLeaseMount(t *testing.T, e *env, name, addr string) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return lostLockMount(t, e, name, addr, false)
 }
 
 func wantEIO(t *testing.T, what string, err error) {
@@ -68,14 +49,11 @@ func wantEIO(t *testing.T, what string, err error) {
 // partition heals, A's process gets EIO writing and reading through the
 // descriptor that held the lock; once it unlocks, its I/O works again.
 func TestMountSNFSLockRevoked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := lockLeaseMount(t, e, "A", p.Addr())
 	b := lockLeaseMount(t, e, "B", e.addr)
 	fa := openRW(t, a.path("db"))
@@ -106,7 +84,7 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	}
 	p.Heal()
 
-	_, err = fa.WriteAt([]byte("unprotected"), 0)
+	_, err := fa.WriteAt([]byte("unprotected"), 0)
 	wantEIO(t, "A's write after its lock was revoked", err)
 	_, err = fa.ReadAt(make([]byte, 4), 0)
 	wantEIO(t, "A's read after its lock was revoked", err)
@@ -180,6 +158,7 @@ func (c *gatedLockChild) go_() { fmt.Fprintln(c.in, "go") }
 
 // TestMountSNFSLockGatedChild is the gated lock child's body.
 func TestMountSNFSLockGatedChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCK_CHILD")
 	if path == "" {
 		t.Skip("the lock child of TestMountSNFSLockRevoked")
@@ -208,6 +187,7 @@ func TestMountSNFSLockGatedChild(t *testing.T) {
 // holder's next lock procedure is answered SNFS_ERR_FENCED, once. A holder
 // that answers keeps its lock.
 func TestSNFSLockLeaseRevoked(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second

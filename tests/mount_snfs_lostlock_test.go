@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"snfs/internal/faultproxy"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -25,7 +24,8 @@ import (
 // the descriptor through which it was taken fails them with EIO, while
 // descriptors without locks go on; an unlock of the whole file ends it.
 
-// lostLockMount is lockLeaseMount with FUSE passthrough as pt says.
+// lostLockMount mounts e's export in snfs mode through addr (a fault proxy,
+// or e.addr), with FUSE passthrough as pt says.
 func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount {
 	t.Helper()
 	requireFUSE(t)
@@ -57,11 +57,7 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
-	p, err := faultproxy.New(context.Background(), e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, e.addr)
 	a := lostLockMount(t, e, "A", p.Addr(), pt)
 	b := lostLockMount(t, e, "B", e.addr, pt)
 	want := randBytes(24, 3*4096+100)
@@ -164,6 +160,7 @@ func readByChild(t *testing.T, path string) []byte {
 // fails with EIO though the pages were cached, another descriptor of the
 // file (no locks) reads, and the unlock of the whole file ends the loss.
 func TestMountSNFSLockLostPageCache(t *testing.T) {
+	t.Parallel()
 	var ga *os.File
 	a, fa, want := lostLockSetup(t, false, false, func(a *snfsMount) {
 		var err error
@@ -194,6 +191,7 @@ func TestMountSNFSLockLostPageCache(t *testing.T) {
 // kernel makes them to the cache file itself; another process reads the
 // file; the unlock of the whole file ends the loss.
 func TestMountSNFSLockLostPassthrough(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, write := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
@@ -227,6 +225,7 @@ func TestMountSNFSLockLostPassthrough(t *testing.T) {
 // TestMountSNFSLostLockFlockChild is the gated flock child's body: it opens
 // its file for reading and takes an exclusive flock when told.
 func TestMountSNFSLostLockFlockChild(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("SNFS_LOCK_CHILD")
 	if path == "" {
 		t.Skip("the flock child of TestMountSNFSLockLost*")

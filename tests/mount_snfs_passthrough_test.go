@@ -40,6 +40,7 @@ func readsOf(m *snfsMount) (reads, pt uint64) {
 // server at fsync; a file not held whole is read through the daemon (no
 // fetch of the whole file at open) and passes through at the next open.
 func TestMountSNFSPassthrough(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
@@ -137,6 +138,7 @@ func TestMountSNFSPassthrough(t *testing.T) {
 // B's later writes are in the next read of that open (its reads are watched
 // and refreshed from the server, pinned.go) and of later opens.
 func TestMountSNFSPassthroughSharing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -267,6 +269,7 @@ func writeThroughPassthrough(t *testing.T, dir, name string, off int64, data []b
 // (the size grows too) is reported by stat, reaches the server after fsync,
 // and after close and unmount.
 func TestMountSNFSPassthroughWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
@@ -304,6 +307,7 @@ func TestMountSNFSPassthroughWrite(t *testing.T) {
 // passthrough open, closes it and is killed (SIGKILL) before any write-back;
 // a new mount with the same cache directory writes the data back.
 func TestMountSNFSPassthroughCrash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	dir, cacheDir, kill := startMountChild(t, e)
 	base := randBytes(61, 200000)
@@ -332,6 +336,7 @@ func TestMountSNFSPassthroughCrash(t *testing.T) {
 // passthrough reader, checked against a model through the reader, stat and
 // the server (after fsync and after unmount).
 func TestMountSNFSPassthroughRandom(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
@@ -426,6 +431,7 @@ func TestMountSNFSPassthroughRandom(t *testing.T) {
 // mapped reads and writes go from the kernel to the cache file; its checks
 // (after fsync) compare the export directory with the model.
 func TestMountFsxSNFSPassthrough(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, m)
@@ -455,6 +461,7 @@ func TestMountFsxSNFSPassthrough(t *testing.T) {
 // so what A writes after is in B's next read too, before and after A's fsync
 // and close.
 func TestMountSNFSPassthroughWriterShared(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -519,6 +526,7 @@ func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 // read, and every byte B writes (through the server) in A's next read
 // through the same passthrough open; at the end the server holds the model.
 func TestMountSNFSPassthroughPinned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)

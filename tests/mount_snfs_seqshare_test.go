@@ -68,6 +68,7 @@ func describeRead(got, prev []byte) string {
 // close); once both are done, A opens f again and must read B's new version
 // whole. With the defaults, with no delayed close, and without passthrough.
 func TestMountSNFSSeqShareOverlap(t *testing.T) {
+	t.Parallel()
 	// SNFS_SEQSHARE_STEPS and SNFS_SEQSHARE_SEED explore further.
 	steps, seed := 200, uint64(22)
 	if testing.Short() {

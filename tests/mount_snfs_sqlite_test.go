@@ -17,6 +17,7 @@ import (
 // (SQLite's fcntl locks through the mounts, the data through their caches):
 // the final count is exact and PRAGMA integrity_check is ok.
 func TestMountSNFSSQLite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)

@@ -97,6 +97,7 @@ func (m *snfsMount) path(name string) string { return filepath.Join(m.dir, name)
 // only in A's cache (the export does not have it). B opens and reads it: the
 // server called A back, A wrote it back, B reads A's bytes.
 func TestMountSNFSSequentialSharing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -132,6 +133,7 @@ func TestMountSNFSSequentialSharing(t *testing.T) {
 // TestMountSNFSWriteSharing: A has the file open writing, B open reading:
 // every byte A writes is visible to B's next read.
 func TestMountSNFSWriteSharing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -178,6 +180,7 @@ func TestMountSNFSWriteSharing(t *testing.T) {
 // TestMountSNFSTempFiles: 1,000 files created, written (64 KiB) and deleted
 // within the write-back delay cost no WRITE RPC.
 func TestMountSNFSTempFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -227,6 +230,7 @@ func TestMountSNFSTempFiles(t *testing.T) {
 // TestMountSNFSDelayedWriteBack: with a short delay, a closed file reaches
 // the server by itself; fsync writes back at once; unmount writes back.
 func TestMountSNFSDelayedWriteBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", 300*time.Millisecond)
 	want := randBytes(21, 100000)
@@ -267,6 +271,7 @@ func TestMountSNFSDelayedWriteBack(t *testing.T) {
 // TestMountSNFSChild is not a test: it is the mount process of
 // TestMountSNFSCrash (run with SNFS_MOUNT_CHILD set).
 func TestMountSNFSChild(t *testing.T) {
+	t.Parallel()
 	args := os.Getenv("SNFS_MOUNT_CHILD")
 	if args == "" {
 		t.Skip("the mount process of TestMountSNFSCrash")
@@ -285,6 +290,7 @@ func TestMountSNFSChild(t *testing.T) {
 // (SIGKILL) before its write-back; a new mount with the same cache directory
 // writes the data back.
 func TestMountSNFSCrash(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	e := newEnv(t, "rw,no_root_squash")
 	dir := diskTempDir(t, "snfs-mnt-")
@@ -337,6 +343,7 @@ func TestMountSNFSCrash(t *testing.T) {
 // mode, each case in a fresh export and mount (known failures as in nfs
 // mode, TestMountPosix, but fallocate's: snfs mode has it, SNFS ALLOCATE).
 func TestMountSNFSPosix(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
@@ -381,6 +388,7 @@ func serverCalls(t *testing.T, reg *metrics.Registry, proc string) float64 {
 // TestMountSNFSWarmRemount: a file cached by a mount is read after a remount
 // with the same cache directory from the cache directory: no READ.
 func TestMountSNFSWarmRemount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
@@ -412,6 +420,7 @@ func TestMountSNFSWarmRemount(t *testing.T) {
 // a restarted server (which lost the client's records) without waiting for
 // the delay, and the file is read correctly through the mount afterwards.
 func TestMountSNFSServerRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	want := randBytes(51, 200000)

@@ -18,6 +18,7 @@ import (
 // root expired (about 30 s), both failed with "lstat DIR: stale file handle":
 // the mount could only be removed with umount(8).
 func TestUmountStaleRoot(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")

@@ -18,6 +18,7 @@ import (
 // is still in the cache directory, and the next mount with it writes it back
 // once the server is up again: nothing acknowledged is lost.
 func TestMountStopServerGone(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	for _, mode := range []string{"snfs", "nfs"} {
 		t.Run(mode, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 // dangling one too) keeps their times, and `touch -h` sets them (both
 // modes). Both failed with EOPNOTSUPP ("preserving times for 'link'").
 func TestMountSymlinkTimes(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{"cp", "touch"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skip("needs " + bin + " (coreutils)")

@@ -48,6 +48,7 @@ func noHidden(t *testing.T, dir string) {
 // and the transfer size) and reads them back through the mount and directly
 // from the export: close wrote everything.
 func TestMountWriteReadBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newMount(t, e)
 	for k, n := range []int{0, 1, 4095, 4097, 1 << 20, 3<<20 + 17, 20<<20 + 5} {
@@ -94,12 +95,13 @@ func TestMountWriteReadBack(t *testing.T) {
 // TestMountRenameOverOpen: a file open here and renamed over stays readable
 // (hidden under a .snfs name until its last close).
 func TestMountRenameOverOpen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountRenameOverOpen(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountRenameOverOpen is TestMountRenameOverOpen on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountRenameOverOpen(t *testing.T, mnt, export string) {
 	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("old contents"), 0o644)
@@ -128,12 +130,13 @@ func testMountRenameOverOpen(t *testing.T, mnt, export string) {
 // TestMountUnlinkOpen: an unlinked open file stays readable and writable;
 // nothing is left after the last close.
 func TestMountUnlinkOpen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountUnlinkOpen(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountUnlinkOpen is TestMountUnlinkOpen on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountUnlinkOpen(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "victim")
 	want := randBytes(3, 300000)
@@ -171,12 +174,13 @@ func testMountUnlinkOpen(t *testing.T, mnt, export string) {
 // TestMountTruncateExtend: shrinking drops data (unwritten data too),
 // extending reads zeros; the export agrees.
 func TestMountTruncateExtend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountTruncateExtend(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountTruncateExtend is TestMountTruncateExtend on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountTruncateExtend(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "t")
 	data := randBytes(5, 10000)
@@ -210,12 +214,13 @@ func testMountTruncateExtend(t *testing.T, mnt, export string) {
 // TestMountSparse: a file written at 0 and far beyond reads zeros in the hole
 // and has the size of its end, through the mount and on the export.
 func TestMountSparse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountSparse(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountSparse is TestMountSparse on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountSparse(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "sparse")
 	f, err := os.Create(p)
@@ -254,12 +259,13 @@ func testMountSparse(t *testing.T, mnt, export string) {
 
 // TestMountLinksSymlinks: hard links share data and count, symlinks resolve.
 func TestMountLinksSymlinks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountLinksSymlinks(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountLinksSymlinks is TestMountLinksSymlinks on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountLinksSymlinks(t *testing.T, mnt, export string) {
 	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
 	os.WriteFile(a, []byte("one"), 0o644)
@@ -301,12 +307,13 @@ func testMountLinksSymlinks(t *testing.T, mnt, export string) {
 
 // TestMountTimes: utimes sets atime and mtime as given; a write moves mtime.
 func TestMountTimes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountTimes(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountTimes is TestMountTimes on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountTimes(t *testing.T, mnt, export string) {
 	p := filepath.Join(mnt, "t")
 	os.WriteFile(p, []byte("x"), 0o644)
@@ -334,12 +341,13 @@ func testMountTimes(t *testing.T, mnt, export string) {
 // TestMountPermissions: a non-root process (uid 65534, in a child process made
 // with setpriv) is refused what the modes refuse, and owns what it creates.
 func TestMountPermissions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	testMountPermissions(t, newMount(t, e).dir, e.dir)
 }
 
 // testMountPermissions is TestMountPermissions on mount point mnt of export directory export
-// (also run against nfs-ganesha: TestMountGaneshaCases).
+// (also run against nfs-ganesha: TestMountGanesha/Cases).
 func testMountPermissions(t *testing.T, mnt, export string) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux)")
@@ -383,6 +391,7 @@ func testMountPermissions(t *testing.T, mnt, export string) {
 // closed, including a rewrite of a file the other has cached (same size, so
 // only mtime/ctime tell).
 func TestMountCloseToOpen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m1, m2 := newMount(t, e), newMount(t, e)
 	p1, p2 := filepath.Join(m1.dir, "shared"), filepath.Join(m2.dir, "shared")
@@ -427,6 +436,7 @@ func TestMountCloseToOpen(t *testing.T) {
 // TestMountVerifierChange: data written UNSTABLE before a server restart is
 // rewritten after the COMMIT shows the new verifier; nothing is lost.
 func TestMountVerifierChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newMount(t, e)
 	p := filepath.Join(m.dir, "f")

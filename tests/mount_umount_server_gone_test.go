@@ -14,6 +14,7 @@ import (
 // Before, the UMNT was retried for the whole write-back bound (5 minutes),
 // and snfs umount waited for it until its own --timeout.
 func TestUmountServerGone(t *testing.T) {
+	// Serial (no t.Parallel): it bounds a duration.
 	requireFUSE(t)
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")

@@ -21,6 +21,7 @@ import (
 // dropped: the mount was nobody's alone and root got EACCES. The test sets
 // /etc/fuse.conf and /dev/fuse's mode and puts both back.
 func TestMountUserAllowOther(t *testing.T) {
+	// Serial (no t.Parallel): it changes /dev/fuse's mode and /etc/fuse.conf.
 	requireFUSE(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		requireInCI(t, "setpriv not installed (util-linux)")

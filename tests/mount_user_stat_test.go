@@ -20,6 +20,7 @@ import (
 // snfs stat says so. Before, the last two said "its mount process is older
 // than snfs stat MOUNTPOINT; remount it", which remounting did not cure.
 func TestStatUserMount(t *testing.T) {
+	// Serial (no t.Parallel): it changes /dev/fuse's mode.
 	requireFUSE(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		requireInCI(t, "setpriv not installed (util-linux)")

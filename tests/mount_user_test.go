@@ -54,6 +54,7 @@ func nobodyDir(t *testing.T, pattern string) string {
 // `exec: "/bin/fusermount": stat ...` (no fuse3), or fusermount3 refused
 // allow_other.
 func TestMountAsUser(t *testing.T) {
+	// Serial (no t.Parallel): it changes /dev/fuse's mode.
 	requireFUSE(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		requireInCI(t, "setpriv not installed (util-linux)")

@@ -109,6 +109,7 @@ func localSetxattrChild() bool {
 // a while, as a WRITE does; CREATE/REPLACE, the other namespaces and sizes answer as a
 // local file system; cp --preserve=xattr keeps them both ways.
 func TestMountSNFSXattr(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
@@ -291,6 +292,7 @@ func TestMountSNFSXattr(t *testing.T) {
 // TestMountNFSXattrNotSupported: an nfs-mode mount has no extended
 // attributes (NFSv3 has none): EOPNOTSUPP, as Linux's NFSv3 client answers.
 func TestMountNFSXattrNotSupported(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	m := newMount(t, e)
 	p := filepath.Join(m.dir, "f")
@@ -312,6 +314,7 @@ func TestMountNFSXattrNotSupported(t *testing.T) {
 // of one inode, so the race of an answer with a change is rare here:
 // mount/vfs's TestXattrAnswerRacingChange makes it happen.
 func TestMountSNFSXattrConcurrentChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	if err := os.WriteFile(a.path("f"), []byte("data"), 0o644); err != nil {

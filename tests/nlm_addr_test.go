@@ -66,6 +66,7 @@ func grantedServer(t *testing.T, granted chan nlm4.Lock) (port int, stop func())
 // has moved to another port (the kept one refuses), the server asks the
 // rpcbind again and the grant still arrives.
 func TestNLMGrantedAddrKept(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	granted := make(chan nlm4.Lock, 4)
 	port, stop := grantedServer(t, granted)

@@ -95,17 +95,7 @@ func freePorts(t *testing.T, n int) []int {
 // bound.
 func newGuestLockEnv(t *testing.T, g *guestCallbacks, grace time.Duration) *env {
 	t.Helper()
-	dir := diskTempDir(t, "snfs-export-")
-	os.Chmod(dir, 0o777)
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), ClientRPCBindPort: g.rpcbind, Grace: grace}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.ClientRPCBindPort, c.Grace = g.rpcbind, grace })
 	if err := os.WriteFile(e.path("guest-ports"), fmt.Appendf(nil, "%d %d\n", g.lockd, g.statd), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 // each mount and on the server. N is sqliteCounter's (SNFS_SQLITE_TXNS; the
 // issue's long run: 1000).
 func TestLinuxClientSQLite(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest and the host's port 111.
 	requireRoot(t)
 	guestRunner(t)
 	requireGuestLockTools(t, "sqlite3")

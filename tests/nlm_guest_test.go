@@ -80,6 +80,7 @@ func hostRPCBind(t *testing.T, port int) {
 // comes 30 s after its blocked LOCK. The time from the unlock to the guest's
 // process holding the lock (its byte on a connection to the test) is logged.
 func TestLinuxClientNLM(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest and the host's port 111.
 	requireRoot(t)
 	guestRunner(t)
 	requireGuestLockTools(t)
@@ -188,6 +189,7 @@ func TestLinuxClientNLM(t *testing.T) {
 // (the Go NLM client), an snfs mount and a local process on the server are
 // denied them; when the guest lets go, they are free.
 func TestLinuxClientNLMReclaim(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest and the host's port 111.
 	requireRoot(t)
 	guestRunner(t)
 	requireGuestLockTools(t)

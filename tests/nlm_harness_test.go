@@ -2,8 +2,8 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -92,11 +92,12 @@ func newNLMHostSide(t *testing.T) *nlmHostSide {
 // serveBoth serves s on 127.0.0.1 over TCP and UDP on one port until the test
 // ends.
 func serveBoth(t *testing.T, s *sunrpc.Server) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // free for TCP and UDP
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,18 +117,7 @@ func serveBoth(t *testing.T, s *sunrpc.Server) int {
 // newNLMEnv is newEnv with the server finding its NLM clients' rpcbind at h's.
 func newNLMEnv(t *testing.T, h *nlmHostSide, grace time.Duration) *env {
 	t.Helper()
-	dir := diskTempDir(t, "snfs-export-")
-	os.Chmod(dir, 0o777)
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: dir, stateDir: diskTempDir(t, "snfs-state-")}
-	e.cfg = server.Config{StateDir: e.stateDir, Exports: []server.ExportConfig{{Path: dir, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}},
-		Logger: quietLogger(), ClientRPCBindPort: h.pmapPort, Grace: grace}
-	e.start("127.0.0.1:0")
-	t.Cleanup(e.stop)
-	return e
+	return newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.ClientRPCBindPort, c.Grace = h.pmapPort, grace })
 }
 
 // nlmClient is one client host's lock manager calling the server, as Linux's

@@ -19,6 +19,7 @@ import (
 // Linux guest) still gets the server's SM_NOTIFY after a restart: the server
 // tries UDP, then TCP.
 func TestNLMNotifyOverTCP(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
 	notified := make(chan nsm.StatChge, 4)
 	sm := &sunrpc.Server{Logger: quietLogger()}

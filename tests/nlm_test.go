@@ -27,6 +27,7 @@ import (
 // (svid, oh, range); an NLM lock, an snfs client's lock and a local process's
 // lock on the backing file exclude one another both ways; UNLOCK splits.
 func TestNLMExclusion(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)
@@ -111,6 +112,7 @@ func nfs3FH(b []byte) []byte { return append([]byte{}, b...) }
 // lock is then held. CANCEL withdraws a waiter: no GRANTED comes for it. A
 // GRANTED the client refuses is backed out.
 func TestNLMBlockedGranted(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)
@@ -154,6 +156,7 @@ func TestNLMBlockedGranted(t *testing.T) {
 // TestNLMMsgForms: the _MSG calls are answered by calls to the host's _RES
 // procedures, with the call's cookie and the same results.
 func TestNLMMsgForms(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)
@@ -205,6 +208,7 @@ func TestNLMMsgForms(t *testing.T) {
 
 // TestNLMShare: SHARE reservations deny by the DOS rules; UNSHARE lifts them.
 func TestNLMShare(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)
@@ -227,6 +231,7 @@ func TestNLMShare(t *testing.T) {
 // status monitor (the host restarted), release everything that host held and
 // grant what waited for it; the other host's locks stay.
 func TestNLMClientRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)
@@ -271,6 +276,7 @@ func TestNLMClientRestart(t *testing.T) {
 // another host's LOCK and TEST are NLM4_DENIED_GRACE_PERIOD, the reclaim is
 // granted, and after the grace period the reclaimed lock still excludes.
 func TestNLMServerRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 3*time.Second)
@@ -347,6 +353,7 @@ func nsmRecords(t *testing.T, e *env) []string {
 // TestNLMBound: a host past its bound of lock records is answered
 // NLM4_DENIED_NOLOCKS; releasing a record makes room again.
 func TestNLMBound(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	h := newNLMHostSide(t)
 	e := newNLMEnv(t, h, 0)

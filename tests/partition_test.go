@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,11 +23,7 @@ func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Prox
 	t.Helper()
 	requireFUSE(t)
 	s := newServeProc(t, "--callback-timeout", cbt.String())
-	p, err := faultproxy.New(context.Background(), s.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := newProxy(t, s.addr())
 	a := newMountProc(t, s, p.Port(), time.Hour)
 	b := newMountProc(t, s, s.nfsPort, time.Hour)
 	return s, p, a, b
@@ -40,6 +35,7 @@ func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Prox
 // partition). A notices nothing: no error, its open file, cached and dirty
 // data survive, and the server did not fence it; B reads A's bytes.
 func TestPartitionShort(t *testing.T) {
+	t.Parallel()
 	const cbt = 6 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 
@@ -107,6 +103,7 @@ func TestPartitionShort(t *testing.T) {
 // bytes, and A's version is kept beside it as NAME.snfs-conflict-* and
 // listed by `snfs conflicts`.
 func TestPartitionLongConflict(t *testing.T) {
+	t.Parallel()
 	const cbt = 2 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 
@@ -173,6 +170,7 @@ func TestPartitionLongConflict(t *testing.T) {
 // sends the callback again on A's new connection instead of failing it, so
 // A is not fenced and B, whose OPEN caused the callback, reads A's bytes.
 func TestPartitionShortReset(t *testing.T) {
+	t.Parallel()
 	const cbt = 6 * time.Second
 	s, p, a, b := partitionSetup(t, cbt)
 

@@ -94,6 +94,7 @@ func shortTest(p string) string {
 // TestParseProve: the summary of pjdfstest on an snfs-mode mount before
 // issue 22's fixes (71 failed subtests) and a file that died.
 func TestParseProve(t *testing.T) {
+	t.Parallel()
 	failed, total, err := parseProve(proveSample)
 	if err != nil {
 		t.Fatal(err)

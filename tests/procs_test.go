@@ -12,6 +12,7 @@ import (
 // TestProcedures walks through all 22 NFSv3 procedures on one export, checking
 // results against the local file system underneath.
 func TestProcedures(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	c := e.nfs
@@ -205,6 +206,7 @@ func TestProcedures(t *testing.T) {
 
 // TestCreateModes covers UNCHECKED, GUARDED and EXCLUSIVE create.
 func TestCreateModes(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	c := e.nfs

@@ -57,6 +57,7 @@ func mntFromPort(t *testing.T, addr string, port int, path string) (mount3.Statu
 // knfsd), and serves a privileged port; an export without it (the default,
 // "insecure") serves any port.
 func TestSecureExport(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	sec := diskTempDir(t, "snfs-secure-")
 	insec := diskTempDir(t, "snfs-insecure-")

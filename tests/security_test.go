@@ -17,6 +17,7 @@ import (
 // TestIdentity: operations run with the caller's AUTH_SYS identity, so ownership
 // and permission answers are the local file system's own.
 func TestIdentity(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,root_squash")
 	u := e.as(1000, 1000)
@@ -74,6 +75,7 @@ func TestIdentity(t *testing.T) {
 // TestHandles: handles are opaque, at most 64 bytes, unforgeable, stale once the
 // object is gone, and never resolve symlinks or leave the export.
 func TestHandles(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	c := e.nfs
@@ -107,6 +109,7 @@ func TestHandles(t *testing.T) {
 // TestExportRules: a client outside the export's networks gets MNT3ERR_ACCES, and
 // NFS3ERR_ACCES for every handle it presents; ro exports refuse changes.
 func TestExportRules(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	open := diskTempDir(t, "snfs-open-")
 	closed := diskTempDir(t, "snfs-closed-")
@@ -201,6 +204,7 @@ func rootHandleOf(t *testing.T, e *env, path string) nfs3.FH {
 
 // TestAuthNone: AUTH_NONE callers are the anonymous user.
 func TestAuthNone(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	c := &client.NFS{Client: e.nfs.WithAuth(noneAuth)}
@@ -216,6 +220,7 @@ func TestAuthNone(t *testing.T) {
 // for one caller does not let another caller, who may not read the directory,
 // continue the listing.
 func TestReaddirStreamPermission(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,root_squash")
 	os.Mkdir(e.path("priv"), 0o700)

@@ -92,6 +92,7 @@ func reloadDirs(t *testing.T, names ...string) map[string]string {
 // valid again; the server stays up through all of it and ends cleanly on
 // SIGTERM.
 func TestServeReloadExports(t *testing.T) {
+	t.Parallel()
 	dirs := reloadDirs(t, "a", "b", "c", "d")
 	a, b, c, d := dirs["a"], dirs["b"], dirs["c"], dirs["d"]
 	for _, dir := range []string{a, b, c, d} {
@@ -243,6 +244,7 @@ func TestServeReloadExports(t *testing.T) {
 // table, so that once the export is back another client's OPEN for writing
 // calls nobody back.
 func TestServeReloadSNFSOpen(t *testing.T) {
+	t.Parallel()
 	dirs := reloadDirs(t, "a")
 	a := dirs["a"]
 	if err := os.WriteFile(filepath.Join(a, "f"), []byte("data"), 0o666); err != nil {
@@ -339,6 +341,7 @@ func isStatus(err error, st nfs3.Status) bool {
 // the next call gets the new exports' answer. Run with -race for the swap of
 // the export table and options.
 func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	dirs := reloadDirs(t, "x")
 	x := dirs["x"]
@@ -459,6 +462,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // written back when the export is removed reaches the server before the
 // removal; the mount unmounts cleanly.
 func TestServeReloadSNFSMount(t *testing.T) {
+	t.Parallel()
 	dirs := reloadDirs(t, "a", "b")
 	a, b := dirs["a"], dirs["b"]
 	file := filepath.Join(diskTempDir(t, "snfs-exports-"), "exports")
@@ -538,6 +542,7 @@ func TestServeReloadSNFSMount(t *testing.T) {
 // reload: the file system can be unmounted at once (exportfs -u; umount), the
 // server holds nothing of it, and goes on serving its other export.
 func TestServeReloadUnmount(t *testing.T) {
+	t.Parallel()
 	dirs := reloadDirs(t, "fs")
 	fsDir := dirs["fs"]
 	if err := syscall.Mount("snfs-test", fsDir, "tmpfs", 0, "size=16m,mode=0777"); err != nil {

@@ -66,6 +66,7 @@ func fillUp(t *testing.T, path string) {
 // NFS3ERR_NOSPC; an ALLOCATE beyond the free space gets NFS3ERR_NOSPC at the
 // call.
 func TestSNFSAllocate(t *testing.T) {
+	t.Parallel()
 	e := newSmallEnv(t) // 32 MiB of ext4
 	fh := e.create(e.nfs, e.root, "f", 0o644)
 	const mib = 1 << 20
@@ -126,6 +127,7 @@ func TestSNFSAllocate(t *testing.T) {
 // TestSNFSAllocateErrors: the argument and file-type errors of fallocate(2),
 // and the read-only export's; a failure changes nothing.
 func TestSNFSAllocateErrors(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -162,6 +164,7 @@ func TestSNFSAllocateErrors(t *testing.T) {
 // back) before the allocation, so the size the allocation sets is past the
 // data written back, and the data stays.
 func TestSNFSAllocateCallsBack(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -195,6 +198,7 @@ func TestSNFSAllocateCallsBack(t *testing.T) {
 // was then) is answered from the saved reply, not executed again: the data
 // written into the hole since stays.
 func TestSNFSAllocateReplayAfterRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)

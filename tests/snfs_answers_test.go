@@ -65,6 +65,7 @@ func fenceA(t *testing.T, a, b *protoClient, fh nfs3.FH) {
 // the fenced protocol client's (section 14: calls are tied to a protocol
 // client by the connection of its REGISTER). A new OPEN ends the fence.
 func TestSNFSFencedCalls(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = time.Second })
@@ -136,6 +137,7 @@ func TestSNFSFencedCalls(t *testing.T) {
 // restart does not wait its grace period for a client that never comes back
 // (section 4.7); it used to leave it behind (clients_lost=1, writes stalled).
 func TestSNFSFailedMountUnregisters(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	_, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
@@ -173,6 +175,7 @@ func nullAnswerer(delay time.Duration, answered chan<- struct{}) sunrpc.Handler 
 // reads the next call on the connection; it used to apply it on another
 // goroutine, and 1 to 5 OPENs in 20 were refused caching.
 func TestSNFSOpenAfterProbeAnswer(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "probed", 0o644)
@@ -199,6 +202,7 @@ func TestSNFSOpenAfterProbeAnswer(t *testing.T) {
 // until then, and caching for the OPENs it sends after its answer. The late
 // answer used to be dropped, so that OPEN was refused caching too.
 func TestSNFSLateProbeAnswer(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = time.Second })
@@ -233,6 +237,7 @@ func TestSNFSLateProbeAnswer(t *testing.T) {
 // it (it says what A holds: no open). It used to drop it and count A's open
 // for ever: f stayed write-shared, and nobody could cache it again.
 func TestSNFSLateTreatAsClosed(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) {
@@ -293,6 +298,7 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 // open files, and answers the 9th OPEN NFS3ERR_JUKEBOX (section 15). It was
 // split into 8 parts of one entry, each bounded on its own, and admitted 5.
 func TestSNFSSmallTableBound(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Table.MaxEntries = 8 })
@@ -319,6 +325,7 @@ func TestSNFSSmallTableBound(t *testing.T) {
 // to be refused caching for the back-off's 2 s - a penalty for the other
 // client's slow write-back.
 func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := snfsCreate(t, e, "retried")
@@ -358,6 +365,7 @@ func TestSNFSRetriedOpenExemptFromBackoff(t *testing.T) {
 // nothing else (section 5.1): the next opener calls it back no more, and the
 // version is the one its write open took.
 func TestSNFSLastWriterAnswers(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := verifiedProtoClient(t, e, "writer-a")
@@ -395,6 +403,7 @@ func TestSNFSLastWriterAnswers(t *testing.T) {
 // it does not make its client a last writer (only a caching OPEN_WRITE or a
 // RECLAIM does), so nobody calls it back for data.
 func TestSNFSCloseDirtyNoOpen(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := snfsCreate(t, e, "no-open")
@@ -423,6 +432,7 @@ func TestSNFSCloseDirtyNoOpen(t *testing.T) {
 // (section 2); the calls before REGISTER are a plain client's, and REGISTER
 // makes that connection its callback path: the CB_NULL probe comes on it.
 func TestSNFSDiscovery(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := snfsCreate(t, e, "discovered")
@@ -466,6 +476,7 @@ func TestSNFSDiscovery(t *testing.T) {
 // the reclaimed one as old_cache_version. A file nobody reclaimed gets a fresh
 // version at its next OPEN, returned in both fields.
 func TestSNFSVersionAfterReclaim(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	rd, wr, other := snfsCreate(t, e, "reclaimed-read"), snfsCreate(t, e, "reclaimed-write"), snfsCreate(t, e, "not-reclaimed")

@@ -27,6 +27,7 @@ func appendRec(w, k int) []byte {
 // every record is where its reply says, whole, and the file holds nothing
 // else.
 func TestSNFSAppend(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "log", 0o644)
@@ -123,6 +124,7 @@ func TestSNFSAppend(t *testing.T) {
 // TestSNFSAppendErrors: an APPEND of a directory is NFS3ERR_ISDIR; on a
 // read-only export NFS3ERR_ROFS; a failure carries only its status.
 func TestSNFSAppendErrors(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	res, err := e.nfs.Append(ctx, e.root, []byte("x"), nfs3.Unstable)
@@ -143,6 +145,7 @@ func TestSNFSAppendErrors(t *testing.T) {
 // invalidate) before the APPEND is placed, so the append lands after the
 // data written back.
 func TestSNFSAppendCallsBack(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)

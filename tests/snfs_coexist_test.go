@@ -199,6 +199,7 @@ func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []by
 // PlainHold (4 s here): every OPEN of A's sent before that could have expired
 // gets no caching, and caching comes back once it has.
 func TestCoexistLibnfsWrite(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	requireTool(t, "nfs-cat") // libnfs-utils, as a marker that libnfs is there
 	bin := requireLibnfsOp(t)
@@ -254,6 +255,7 @@ func TestCoexistLibnfsWrite(t *testing.T) {
 // client's 100 'B' alone. Had A's write-back been applied after the truncation
 // or the write, the file would be 8 KiB long.
 func TestCoexistLibnfsTruncate(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	requireTool(t, "nfs-cat")
 	bin := requireLibnfsOp(t)
@@ -273,6 +275,7 @@ func TestCoexistLibnfsTruncate(t *testing.T) {
 // back before the plain READ is served. Served first, the READ would return
 // the 12 KiB of '0' on the disk.
 func TestCoexistLibnfsRead(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	cat := requireTool(t, "nfs-cat")
 	e := newEnv(t, "rw,no_root_squash")
@@ -296,6 +299,7 @@ func TestCoexistLibnfsRead(t *testing.T) {
 // answered, so it prints all 20 KiB. Answered first, it would report 12 KiB
 // and nfs-cat would stop there.
 func TestCoexistLibnfsReadGrown(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	cat := requireTool(t, "nfs-cat")
 	e := newEnv(t, "rw,no_root_squash")
@@ -327,6 +331,7 @@ func TestCoexistLibnfsReadGrown(t *testing.T) {
 // 4096 '0', "TAIL". Applied in the other order, A's write-back would have
 // covered the 'G's. The guest checks the same content through its own mount.
 func TestCoexistLinuxClient(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
 	guestRunner(t)
 	e := newEnv(t, "rw,no_root_squash")
@@ -346,6 +351,7 @@ func TestCoexistLinuxClient(t *testing.T) {
 // size: A must be called back before, and the file must end empty. Applied
 // first, the truncation would be covered by A's later write-back (8 KiB).
 func TestCoexistCreateUnchecked(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	_, a := setupCoexist(t, e, "f")

@@ -24,6 +24,7 @@ import (
 // stable WRITEs to six files on six connections, each held in its flush by a
 // blocking Sync, must not all be executing together.
 func TestServerMaxInFlight(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	const calls, bound = 6, 2
@@ -104,6 +105,7 @@ func TestServerMaxInFlight(t *testing.T) {
 // callback timed out, and the writer would be fenced (its WRITEs refused)
 // rather than the stall hidden by JUKEBOX answers freeing workers.
 func TestSNFSCallbackWritebackNoDeadlock(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 30 * time.Second

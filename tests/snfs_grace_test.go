@@ -148,6 +148,7 @@ func (g *graceClient) openItems(t *testing.T, mode state.Mode, fhs ...nfs3.FH) {
 // with a long bound, each reconnects and reclaims, and the grace period ends
 // because all are back, not at its bound.
 func TestSNFSGraceAllReclaimed(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	var total int
@@ -201,6 +202,7 @@ func TestSNFSGraceAllReclaimed(t *testing.T) {
 // ends at its bound (reason timeout), and that client's record is deleted, so
 // the next restart waits for the other one only.
 func TestSNFSGraceTimeout(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "timeout-a", nil)
@@ -234,6 +236,7 @@ func TestSNFSGraceTimeout(t *testing.T) {
 // SNFS_ERR_NOGRACE; a session that comes back after the grace period learns
 // its reclaim was refused (OnServerRestart(true)).
 func TestSNFSGraceNoGrace(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := snfsCreate(t, e, "ng")
@@ -290,6 +293,7 @@ func reclaimRaw(t *testing.T, p *protoClient, fh nfs3.FH) snfs1.Status {
 // JUKEBOX. Once C is back the grace period ends, the OPEN succeeds, and A,
 // whose reclaimed state is real, is called back to stop caching.
 func TestSNFSGraceConflictingOpen(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := snfsCreate(t, e, "conflict")
@@ -338,6 +342,7 @@ func TestSNFSGraceConflictingOpen(t *testing.T) {
 // write-back of a file it reclaimed goes through; after grace the plain WRITE
 // succeeds.
 func TestSNFSGracePlainAccess(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	mine, other := snfsCreate(t, e, "mine"), snfsCreate(t, e, "other")
@@ -386,6 +391,7 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 // TestSNFSUnregister: a client that unregisters is forgotten durably: the
 // next restart has no grace period for it.
 func TestSNFSUnregister(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "unreg-a", nil)
@@ -410,6 +416,7 @@ func TestSNFSUnregister(t *testing.T) {
 // its connection breaks, not at its next call), so the grace period ends
 // because all are back, long before its bound.
 func TestSNFSGraceIdleClientsReclaim(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := dialGrace(t, e, "idle-a", nil)

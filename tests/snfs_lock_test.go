@@ -105,6 +105,7 @@ func (p *protoClient) noGrant(what string) {
 // type; LOCKT names the holder; a local process on the server meets the
 // clients' locks and they meet its.
 func TestSNFSLockExclusion(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -152,6 +153,7 @@ func TestSNFSLockExclusion(t *testing.T) {
 // granted by CB_GRANTED when the holder unlocks; a cancelled waiter and an
 // unwanted grant leave nothing held.
 func TestSNFSLockBlocked(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -180,6 +182,7 @@ func TestSNFSLockBlocked(t *testing.T) {
 // TestSNFSLockGrantUnwanted: a client that answers CB_GRANTED with
 // GRANTED_UNWANTED (its process went away) does not keep the lock.
 func TestSNFSLockGrantUnwanted(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -204,6 +207,7 @@ func TestSNFSLockGrantUnwanted(t *testing.T) {
 
 // TestSNFSLockUnregister: a client's locks go when its registration ends.
 func TestSNFSLockUnregister(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -224,6 +228,7 @@ func TestSNFSLockUnregister(t *testing.T) {
 // protocol's: after a restart with a client recorded, a LOCK is answered
 // LOCK_GRACE until that client is back, then granted.
 func TestSNFSLockGrace(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -245,6 +250,7 @@ func TestSNFSLockGrace(t *testing.T) {
 // lock it; one who may only read it can take any lock (flock's exclusive lock
 // on a read-only descriptor).
 func TestSNFSLockAccess(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	secret := e.create(e.nfs, e.root, "secret", 0o600)
@@ -269,6 +275,7 @@ func TestSNFSLockAccess(t *testing.T) {
 // TestSNFSLockDeadlock: two clients' owners each holding what the other waits
 // for: the request that would close the cycle is answered LOCK_DEADLOCK.
 func TestSNFSLockDeadlock(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)
@@ -289,6 +296,7 @@ func TestSNFSLockDeadlock(t *testing.T) {
 // locked, so a client that came back too late learns its lock is lost
 // instead of getting it back over another client's changes.
 func TestSNFSLockReclaimNoGrace(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "db", 0o644)

@@ -14,6 +14,7 @@ import (
 // called back) the census shows the file WRITE_SHARED, the callback is counted
 // by mode and timed, its outcome counted, and the OPENs and probes counted.
 func TestSNFSMetrics(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()

@@ -20,6 +20,7 @@ import (
 // server looked up may be replaced before it is opened, and then the name is
 // looked up again.
 func TestSNFSOpenNameReplaced(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, by := range []string{"local", "nfs"} {
 		t.Run(by, func(t *testing.T) { testOpenNameReplaced(t, by) })
@@ -127,6 +128,7 @@ func openEntries(t *testing.T, reg *metrics.Registry) map[string]float64 {
 // file is gone, but its entry in the state table is not (it was refused
 // NFS3ERR_STALE and stayed in the table for good).
 func TestSNFSCloseGone(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()

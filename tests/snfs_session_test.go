@@ -44,6 +44,7 @@ func dialSNFS(t *testing.T, e *env, name string, h client.CallbackHandler) *clie
 // B's OPEN for reading calls A back (write back, perhaps invalidate) before it
 // returns.
 func TestSNFSSessionWriteback(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.WriteFile(e.path("f"), []byte("data"), 0o644); err != nil {
@@ -98,6 +99,7 @@ func TestSNFSSessionWriteback(t *testing.T) {
 // TestSNFSSessionServerRestart: after the server restarts, the session's next
 // call reconnects and registers again, and OnServerRestart runs.
 func TestSNFSSessionServerRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.WriteFile(e.path("f"), []byte("data"), 0o644); err != nil {

@@ -199,6 +199,7 @@ func (md *table1Model) do(s state.Step) (state.OpenReply, []state.RowCallback) {
 // OPENs 10 s before NFS3ERR_JUKEBOX (retried anyway) so a loaded machine does
 // not fence anyone.
 func TestSNFSTable1(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	tc := state.Config{RecallBackoff: time.Minute, CallbackTimeout: 20 * time.Second, JukeboxAfter: 10 * time.Second}

@@ -156,8 +156,11 @@ func (p *protoClient) got() []snfs1.CallbackArgs {
 // OPEN returns, and neither may cache while both have it open (WRITE_SHARED).
 // After both close, a fresh OPEN may cache again, with a new version.
 func TestSNFSWriteSharing(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
+	// A short recall back-off: the wait for it below is that long.
+	const backoff = 100 * time.Millisecond
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.RecallBackoff = backoff })
 	fh := e.create(e.nfs, e.root, "shared", 0o644)
 	a := newProtoClient(t, e, "client-a")
 	b := newProtoClient(t, e, "client-b")
@@ -193,7 +196,7 @@ func TestSNFSWriteSharing(t *testing.T) {
 	a.close(fh, state.Write, false)
 	b.close(fh, state.Read, false)
 
-	time.Sleep(2100 * time.Millisecond) // the recall back-off
+	time.Sleep(backoff + 50*time.Millisecond) // past the recall back-off
 	r2 := b.openCaching(fh, state.Read)
 	if r2.CacheVersion != r2.OldCacheVersion || r2.CacheVersion < ra.CacheVersion {
 		t.Fatalf("a read open returns the current version twice: %+v after %+v", r2.OpenOK, ra.OpenOK)
@@ -206,6 +209,7 @@ func TestSNFSWriteSharing(t *testing.T) {
 // passes, the opener's OPEN succeeds and the silent client is fenced: its
 // requests on the file fail with SNFS_ERR_FENCED until it opens the file again.
 func TestSNFSUnresponsiveClient(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Table.CallbackTimeout = 2 * time.Second })
@@ -251,6 +255,7 @@ func TestSNFSUnresponsiveClient(t *testing.T) {
 // TestSNFSStaleClientID: an id the server does not know is refused with
 // SNFS_ERR_STALE_CLIENTID.
 func TestSNFSStaleClientID(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)

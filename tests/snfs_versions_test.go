@@ -17,6 +17,7 @@ import (
 // old version of a write open after the restart is not one issued before it
 // (the server lost the files' versions: nothing cached before is known valid).
 func TestSNFSVersionsDurable(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	const files = 4
@@ -65,6 +66,7 @@ func TestSNFSVersionsDurable(t *testing.T) {
 // reading or for writing, takes a fresh version and returns it twice, so no
 // protocol client's cached data survives the change.
 func TestSNFSPlainWriteDropsVersion(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := newProtoClient(t, e, "plain-a")

@@ -84,6 +84,7 @@ func listAllX(t *testing.T, c *client.NFS, fh nfs3.FH, maxCount uint32) []string
 // protocol, each seen on the exported file; CREATE and REPLACE; the other
 // namespaces; sizes; symlinks; permissions as the kernel's for a local user.
 func TestSNFSXattr(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	u := e.as(1000, 1000)
@@ -214,6 +215,7 @@ func nfsTimeOf(t nfs3.Time) int64 { return int64(t.Sec)*1e9 + int64(t.Nsec) }
 // TestSNFSListXattrsPaging: LISTXATTRS returns every name once, sorted,
 // whatever the page size, and answers TOOSMALL and BAD_COOKIE.
 func TestSNFSListXattrsPaging(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -257,6 +259,7 @@ func TestSNFSListXattrsPaging(t *testing.T) {
 // plain hold lasts: no OPEN answered before the change is applied caches
 // the attributes from before it.
 func TestSNFSXattrCallsBack(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	b := newProtoClient(t, e, "reader-b")
@@ -292,6 +295,7 @@ func TestSNFSXattrCallsBack(t *testing.T) {
 // first execution's reply, saved before it was sent, not a second
 // execution's EXIST or NOXATTR.
 func TestSNFSXattrReplayAfterRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	fh := e.create(e.nfs, e.root, "f", 0o644)
@@ -336,6 +340,7 @@ func TestSNFSXattrReplayAfterRestart(t *testing.T) {
 // TestSNFSXattrReadOnlyExport: on a read-only export the attributes are
 // read, never changed (ROFS).
 func TestSNFSXattrReadOnlyExport(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "ro,no_root_squash")
 	if err := os.WriteFile(e.path("f"), nil, 0o644); err != nil {

@@ -76,6 +76,7 @@ func serverHeap() uint64 {
 // each complete promptly, the server's memory stays bounded, and it returns to
 // its idle level once those connections go.
 func TestStalledClientCannotStallOthers(t *testing.T) {
+	// Serial (no t.Parallel): it measures the process's heap.
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.WriteFile(e.path("big"), make([]byte, 4<<20), 0o644); err != nil {

@@ -12,6 +12,7 @@ import (
 // TestUDPLargeRequests: over UDP a READ or READDIR asking for more than a datagram
 // holds gets a short reply (not silence), and the client can continue.
 func TestUDPLargeRequests(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB

@@ -26,6 +26,7 @@ import (
 // snfs mode) directly: each fails with ROFS, the server gets no changing
 // call, and reads work.
 func TestVFSReadOnly(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
@@ -128,6 +129,7 @@ func TestVFSReadOnly(t *testing.T) {
 // it to the server), before it sends anything; a read-write one then writes
 // it back.
 func TestVFSReadOnlyDirtyCache(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
