@@ -109,13 +109,13 @@ func FuzzGrantedRes(f *testing.F) {
 	xdrtest.FuzzDecoder(f, &GrantedRes{Status: GrantedUnwanted})
 }
 func FuzzListDirArgs(f *testing.F) {
-	fuzzDecoder(f, &ListDirArgs{Client: 3, ReaddirplusArgs: nfs3.ReaddirplusArgs{Dir: testFH, Cookie: 9, DirCount: 512, MaxCount: 4096}})
+	xdrtest.FuzzDecoder(f, &ListDirArgs{Client: 3, ReaddirplusArgs: nfs3.ReaddirplusArgs{Dir: testFH, Cookie: 9, DirCount: 512, MaxCount: 4096}})
 }
 func FuzzListDirRes(f *testing.F) {
-	fuzzDecoder(f, &ListDirRes{Promised: true, Dir: nfs3.ReaddirRes{Plus: true, DirAttr: testAttr, EOF: true,
+	xdrtest.FuzzDecoder(f, &ListDirRes{Promised: true, Dir: nfs3.ReaddirRes{Plus: true, DirAttr: testAttr, EOF: true,
 		Entries: []nfs3.Entry{{FileID: 5, Name: "a", Cookie: 1, Attr: testAttr, Handle: testFH}}}},
 		&ListDirRes{Status: ErrStaleClientID, Dir: nfs3.ReaddirRes{Plus: true}})
 }
 func FuzzDirReleaseArgs(f *testing.F) {
-	fuzzDecoder(f, &DirReleaseArgs{Client: 3, Dirs: []nfs3.FH{testFH, testFH}}, &DirReleaseArgs{Client: 1, Dirs: []nfs3.FH{}})
+	xdrtest.FuzzDecoder(f, &DirReleaseArgs{Client: 3, Dirs: []nfs3.FH{testFH, testFH}}, &DirReleaseArgs{Client: 1, Dirs: []nfs3.FH{}})
 }
