@@ -175,7 +175,8 @@ type snfsInode struct {
 	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
 	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
 	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
-	// invals counts the callbacks (and refused reclaims) that took caching
+	// invals counts the callbacks (refused reclaims, OPEN answers refusing
+	// caching) that took caching
 	// away: an OPEN whose answer is applied after one that came while it
 	// was in flight does not cache (snfsOpenProto).
 	invals uint64

@@ -108,7 +108,11 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	wasCaching := i.sn.caching
 	kv := i.sn.kernVer
 	if stop {
+		// The refusal revokes an earlier OPEN's grant still being applied
+		// too (docs/protocol.md 4.2): that OPEN released openMu before it
+		// set caching, and must see the epoch moved, as after a callback.
 		i.sn.caching = false
+		i.sn.invals++
 	}
 	i.mu.Unlock()
 	if stop {

@@ -1,0 +1,63 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"syscall"
+	"testing"
+)
+
+// TestOpenRefusalRevokesEarlierGrant: an OPEN answered cache_enabled = FALSE
+// while an earlier OPEN of the same file, answered with caching, is still
+// being applied revokes that grant too (docs/protocol.md 4.2): the server
+// stopped counting this client as caching when it sent the refusal, so it
+// will not call this client back, and the earlier OPEN must not turn caching
+// back on after it (found by the client's model check, state/clientfile:
+// caching was left on and later reads could be stale). The refusal here is
+// the server's recall back-off: B's dirty copy is recalled for A's
+// OPEN_WRITE, which is granted (its own conflict is exempt); A's OPEN_READ,
+// sent in the first one's window, is not exempt and is refused, with no
+// callback to A.
+func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
+	ctx := context.Background()
+	a, b, ia, ib := twoSNFS(t, 0, []byte("old"))
+	// B writes without writing back and closes: the server records B
+	// dirty, and A's OPEN_WRITE recalls it.
+	g, _, err := b.Open(ctx, ib, Cred{}, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := bytes.Repeat([]byte("newer, B's, dirty; "), 100)
+	if _, err := b.Write(ctx, g, 0, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var second *File
+	var secondErr error
+	done := false
+	a.sn.afterOpen = func(in *Inode) {
+		if in != ia || done {
+			return
+		}
+		done = true
+		second, _, secondErr = a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
+	}
+	w, _, err := a.Open(ctx, ia, Cred{}, syscall.O_WRONLY)
+	a.sn.afterOpen = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx, w)
+	if secondErr != nil {
+		t.Fatal(secondErr)
+	}
+	defer a.Release(ctx, second)
+	if !second.sn.direct {
+		t.Fatal("the second OPEN was granted caching; the test needs it refused (the recall back-off)")
+	}
+	if ia.snfsCaching() {
+		t.Error("caching after an OPEN the server answered without it: the first OPEN's grant was applied after the refusal")
+	}
+}
