@@ -89,6 +89,14 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.stopCachingFor(i)
 		}
 	}
+	// unsent: the write-back did not reach the server's stable storage (a
+	// transport error, the connection's end) and the data is kept here.
+	// No answer then says done (docs/protocol.md 5.1): CB_OK would have the
+	// server drop this client's dirty record while it still holds the data,
+	// and others would read the old copy. The callback fails instead (an RPC
+	// error), the server fences this client for the file, and the kept data
+	// is reintegrated (section 13).
+	unsent := false
 	if (mode.WritesBack() || entering != nil) && i != nil {
 		i.mu.Lock()
 		pending := i.w.pending()
@@ -96,10 +104,18 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		if pending {
 			if err := i.flush(ctx, true); err != nil {
 				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+				i.mu.Lock()
+				unsent = i.w.pending()
+				i.mu.Unlock()
 			}
 		}
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+			// An error the server gave (the data dropped, writeback.go) is
+			// reported to the application; only data still held fails it.
+			if c := i.cacheFileOrNil(); c != nil && c.NeedsWriteBack() {
+				unsent = true
+			}
 		}
 		fs.recordWrittenBack() // before the answer (writeback.go)
 	}
@@ -125,6 +141,10 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
 			return state.Pinned
 		}
+	}
+	if unsent {
+		fs.sn.stats.CallbacksFailed.Add(1)
+		return state.Failed
 	}
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st

@@ -3,6 +3,9 @@ package vfs
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"snfs/state"
 	"syscall"
 	"testing"
 )
@@ -59,5 +62,40 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 	}
 	if ia.snfsCaching() {
 		t.Error("caching after an OPEN the server answered without it: the first OPEN's grant was applied after the refusal")
+	}
+}
+
+// TestCallbackWriteBackFailedNotOK: a callback whose write-back did not
+// reach the server (here its context ended: the connection it came on went
+// away) is not answered as done. CB_OK says the data is on the server's
+// stable storage (docs/protocol.md 5.1): the server would drop this client's
+// dirty record while it still held the data, and others would read the old
+// copy. The callback fails instead (the server fences the client) and the
+// data stays dirty here, written back later.
+func TestCallbackWriteBackFailedNotOK(t *testing.T) {
+	v, export, e, f := restartTestFile(t)
+	i := e.Inode
+	want := bytes.Repeat([]byte("dirty, only in the cache directory; "), 200)
+	if _, err := v.Write(context.Background(), f, 0, want); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, mode := range []state.CallbackMode{state.Writeback, state.Relinquish, state.WritebackInvalidate} {
+		if st := v.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
+			t.Errorf("%v callback whose write-back failed: answered %v", mode, st)
+		}
+		if cf := i.cacheFileOrNil(); cf == nil || !cf.NeedsWriteBack() {
+			t.Fatalf("%v callback whose write-back failed dropped the dirty data", mode)
+		}
+	}
+	if err := v.Fsync(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Release(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(export, "f")); !bytes.Equal(got, want) {
+		t.Errorf("the server's file after the kept data's write-back: %d bytes; want %d", len(got), len(want))
 	}
 }
