@@ -3,8 +3,14 @@ package vfs
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
 	"os"
 	"path/filepath"
+	"snfs/mount/cachedir"
 	"snfs/state"
 	"syscall"
 	"testing"
@@ -97,5 +103,74 @@ func TestCallbackWriteBackFailedNotOK(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(export, "f")); !bytes.Equal(got, want) {
 		t.Errorf("the server's file after the kept data's write-back: %d bytes; want %d", len(got), len(want))
+	}
+}
+
+// TestOpenFailedAfterAnswerClosed: an OPEN the server answered, whose
+// application then fails (here the cache directory is closed under it, as by
+// an unmount racing the open), fails the application's open; the open the
+// server counted is CLOSEd, not left counted at both ends for ever (found by
+// the client's model check, state/clientfile). Seen from another client: a
+// writer alone on the file again may cache it.
+func TestOpenFailedAfterAnswerClosed(t *testing.T) {
+	addr, exp := testServer(t)
+	ctx := context.Background()
+	open := func(name string) *FS {
+		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: name,
+			CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a, b := open("A"), open("B")
+	defer func() {
+		if err := b.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+		// A's cache directory is closed already: its Close says so.
+		if err := a.Close(); err != nil && !errors.Is(err, cachedir.ErrClosed) {
+			t.Error(err)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(exp, "f"), []byte("the server's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ea, err := a.Lookup(ctx, a.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ia := ea.Inode
+	a.sn.afterOpen = func(in *Inode) {
+		if in == ia {
+			a.sn.cache.Close()
+		}
+	}
+	if g, _, err := a.Open(ctx, ia, Cred{}, syscall.O_RDONLY); err == nil {
+		a.Release(ctx, g)
+		t.Fatal("A's open succeeded with its cache directory closed")
+	}
+	a.sn.afterOpen = nil
+	ia.mu.Lock()
+	counted := ia.sn.opens[state.Read] + ia.sn.opens[state.Write]
+	ia.mu.Unlock()
+	if counted != 0 {
+		t.Errorf("A counts %d protocol opens after its open failed", counted)
+	}
+	eb, err := b.Lookup(ctx, b.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := b.Open(ctx, eb.Inode, Cred{}, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx, w)
+	if w.sn.direct {
+		t.Error("B's OPEN_WRITE was refused caching: the server still counts A's failed open")
 	}
 }
