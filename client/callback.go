@@ -18,9 +18,10 @@ import (
 // (mode.Invalidates), or give the file back (state.Relinquish). It answers only
 // once the work is done: state.OK, state.TreatAsClosed (every open of the file
 // was a delayed close: the client must send no CLOSE for them and must OPEN
-// again), state.Stale (it holds nothing of the file) or state.Pinned; never
-// state.Failed, the server's own verdict, which the server refuses as an
-// answer (and so fences the client for the file).
+// again), state.Stale (it holds nothing of the file) or state.Pinned; or
+// state.Failed when the work could not be done (a write-back that did not
+// reach the server): the callback is then answered with an RPC error
+// (SYSTEM_ERR), and the server fences the client for the file.
 //
 // The FUSE client implements it. Callback runs on a goroutine of the session's
 // connection, concurrently with other callbacks and with the client's own
@@ -49,6 +50,13 @@ func callbackProgram(h CallbackHandler) *sunrpc.Program {
 			// a.File aliases the request buffer, reused once this returns: the
 			// handler gets a copy it may keep.
 			st = h.Callback(ctx, append(nfs3.FH(nil), a.File...), a.Mode, a.Attr)
+		}
+		if st > state.MaxAnswer {
+			// The handler could not do the work (its write-back did not
+			// reach the server): the callback fails with an RPC error and
+			// the server fences this client for the file (docs/protocol.md
+			// 5.1), rather than an answer saying done.
+			return fmt.Errorf("snfs CB_CALLBACK: %v: %w", st, sunrpc.ErrSystem)
 		}
 		(&snfs1.CallbackRes{Status: st}).Encode(res)
 		return nil

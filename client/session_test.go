@@ -656,3 +656,18 @@ func TestSessionUnregister(t *testing.T) {
 		t.Errorf("calls %+v", log)
 	}
 }
+
+// A handler that could not do the callback's work (state.Failed: its
+// write-back did not reach the server) fails the call with SYSTEM_ERR, the
+// RPC error docs/protocol.md 5.1 says fences the client for the file, rather
+// than an answer saying done.
+func TestSessionCallbackFailed(t *testing.T) {
+	p := newTestPeer(t)
+	s := dialSession(t, p, client.SessionConfig{Name: "failing", Handler: newRecorder(state.Failed)})
+	ctx := testCtx(t)
+	st, err := p.callBack(ctx, s.ClientID(), &snfs1.CallbackArgs{File: fileFH, Mode: state.Writeback})
+	var re *sunrpc.RPCError
+	if !errors.As(err, &re) || re.Accept != sunrpc.SystemErr {
+		t.Errorf("CB_CALLBACK the handler failed: %v, %v; want SYSTEM_ERR", st, err)
+	}
+}

@@ -89,6 +89,14 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.stopCachingFor(i)
 		}
 	}
+	// unsent: the write-back did not reach the server's stable storage (a
+	// transport error, the connection's end) and the data is kept here.
+	// No answer then says done (docs/protocol.md 5.1): CB_OK would have the
+	// server drop this client's dirty record while it still holds the data,
+	// and others would read the old copy. The callback fails instead (an RPC
+	// error), the server fences this client for the file, and the kept data
+	// is reintegrated (section 13).
+	unsent := false
 	if (mode.WritesBack() || entering != nil) && i != nil {
 		i.mu.Lock()
 		pending := i.w.pending()
@@ -96,10 +104,18 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		if pending {
 			if err := i.flush(ctx, true); err != nil {
 				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+				i.mu.Lock()
+				unsent = i.w.pending()
+				i.mu.Unlock()
 			}
 		}
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+			// An error the server gave (the data dropped, writeback.go) is
+			// reported to the application; only data still held fails it.
+			if c := i.cacheFileOrNil(); c != nil && c.NeedsWriteBack() {
+				unsent = true
+			}
 		}
 		fs.recordWrittenBack() // before the answer (writeback.go)
 	}
@@ -125,6 +141,10 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
 			return state.Pinned
 		}
+	}
+	if unsent {
+		fs.sn.stats.CallbacksFailed.Add(1)
+		return state.Failed
 	}
 	if st, ok := fs.delayedCallback(ctx, i); ok {
 		return st
@@ -290,11 +310,71 @@ func (fs *FS) serverRestarted(refused bool) {
 		}
 		return
 	}
-	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data")
+	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
+	held := fs.appOpens()
 	for _, i := range fs.stopCaching() {
 		if cf := i.cacheFileOrNil(); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
 				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			}
+		}
+	}
+	for _, h := range held {
+		fs.reopen(ctx, h.i, h.n)
+	}
+	fs.log.Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
+}
+
+// heldOpens is an inode's application opens at the server, by mode.
+type heldOpens struct {
+	i *Inode
+	n [3]int
+}
+
+// appOpens is every file's protocol opens for applications (kept ones, which
+// the server forgot with the rest, are not used again), as a refused reclaim
+// finds them: the opens counted before the restart, not those of OPENs the
+// new server answers from here.
+func (fs *FS) appOpens() []heldOpens {
+	fs.mu.Lock()
+	all := make([]*Inode, 0, len(fs.inodes))
+	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	fs.mu.Unlock()
+	var held []heldOpens
+	for _, i := range all {
+		i.mu.Lock()
+		n := i.sn.opens
+		i.mu.Unlock()
+		if n[state.Read]+n[state.Write] > 0 {
+			held = append(held, heldOpens{i, n})
+		}
+	}
+	return held
+}
+
+// reopen OPENs i again at a server that refused the reclaim, once for each
+// application open still counted here of the ones it forgot (was): the
+// protocol treats the files as fenced, and a fenced client OPENs again before
+// it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
+// were written through with no open at the server: another client was
+// granted caching and read its stale copy, and each later CLOSE was one the
+// server did not count. The opens stay write-through (the file was
+// invalidated by stopCaching; a client may always do less than the server
+// allows); an OPEN refused counts nothing, and the application's later
+// CLOSE is answered as a stale one.
+func (fs *FS) reopen(ctx context.Context, i *Inode, was [3]int) {
+	i.sn.openMu.Lock()
+	defer i.sn.openMu.Unlock()
+	i.mu.Lock()
+	now := i.sn.opens
+	i.mu.Unlock()
+	for _, m := range []state.Mode{state.Read, state.Write} {
+		for k := 0; k < min(was[m], now[m]); k++ {
+			if _, err := fs.sn.sess.Open(ctx, i.FH, m); err != nil {
+				fs.log.Warn("OPEN again after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
+				break
 			}
 		}
 	}

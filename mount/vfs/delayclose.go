@@ -232,13 +232,19 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	if pending {
 		if err := i.flush(ctx, true); err != nil {
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-			return 0, false
+			// Not answered as done while the data is held here (Callback).
+			fs.sn.stats.CallbacksFailed.Add(1)
+			return state.Failed, true
 		}
 	}
 	err := fs.writeBackInode(ctx, i)
 	fs.recordWrittenBack() // before the answer (writeback.go)
 	if err != nil {
 		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+			fs.sn.stats.CallbacksFailed.Add(1)
+			return state.Failed, true // the data kept (Callback)
+		}
 		return 0, false
 	}
 	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {

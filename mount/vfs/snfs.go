@@ -72,6 +72,7 @@ type SNFSStats struct {
 	Cancelled       atomic.Uint64 // files whose pending write-back a delete or truncation dropped
 	Callbacks       atomic.Uint64
 	CallbacksStale  atomic.Uint64
+	CallbacksFailed atomic.Uint64 // callbacks failed (an RPC error) because their write-back did not reach the server
 	WriteBackErrors atomic.Uint64
 	cacheStats                    // metrics.go: callbacks by mode, cache hits
 	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
@@ -175,8 +176,8 @@ type snfsInode struct {
 	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
 	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
 	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
-	// invals counts the callbacks (and refused reclaims) that took caching
-	// away: an OPEN whose answer is applied after one that came while it
+	// invals counts the callbacks (refused reclaims, OPEN answers refusing
+	// caching) that took caching away: an OPEN whose answer is applied after one that came while it
 	// was in flight does not cache (snfsOpenProto).
 	invals uint64
 	// cacheW (not under mu) is held shared by each change made in the cache

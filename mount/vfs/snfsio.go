@@ -108,7 +108,11 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	wasCaching := i.sn.caching
 	kv := i.sn.kernVer
 	if stop {
+		// The refusal revokes an earlier OPEN's grant still being applied
+		// too (docs/protocol.md 4.2): that OPEN released openMu before it
+		// set caching, and must see the epoch moved, as after a callback.
 		i.sn.caching = false
+		i.sn.invals++
 	}
 	i.mu.Unlock()
 	if stop {
@@ -122,6 +126,9 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
 	cf, err := fs.cacheFile(i)
 	if err != nil {
+		// The application's open fails: the open the server counted is
+		// given back, here and there, or it would stay counted for ever.
+		fs.snfsOpenUndo(ctx, i, mode)
 		return false, false, err
 	}
 	// The version rule below may resize or invalidate the cache file: what
@@ -190,6 +197,30 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		fs.notifyData(i)
 	}
 	return false, true, nil
+}
+
+// snfsOpenUndo gives back an open snfsOpenProto counted (the OPEN was
+// answered) when the application's open fails after all: the count here goes
+// down and the server gets its CLOSE (docs/protocol.md 4.2: each successful
+// OPEN is matched by one CLOSE). Nothing was written under that open, so the
+// CLOSE says dirty only if the cache directory holds dirty data of the file
+// (other opens').
+func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
+	i.sn.openMu.Lock()
+	i.mu.Lock()
+	i.sn.opens[mode]--
+	i.mu.Unlock()
+	dirty := false
+	if cf := i.cacheFileOrNil(); cf != nil {
+		dirty = cf.NeedsWriteBack()
+	}
+	_, err := fs.sn.sess.Close(ctx, i.FH, mode, dirty)
+	i.sn.openMu.Unlock()
+	fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
+	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+		fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+	}
+	fs.snfsClosedAll(i)
 }
 
 // settleOpenAttr returns attributes of i that no write-back of this client's
