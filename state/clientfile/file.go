@@ -253,8 +253,8 @@ func (f *File) OpenAnswered(o *Open, r state.OpenReply, err error) []Action {
 		// OPEN whose answer allowed caching, still between ActCache and
 		// OpenCached, must not turn caching back on after it (the server
 		// stopped counting this client as caching when it sent this
-		// answer). The mount's snfsOpenProto lacks this today: see the
-		// report of issue 25 item 2 (found by state's both-ends model).
+		// answer). Found by state's both-ends model; the mount does the
+		// same (mount/vfs TestOpenRefusalRevokesEarlierGrant).
 		f.caching = false
 		f.invals++
 	}
