@@ -237,7 +237,7 @@ func TestSNFSLateProbeAnswer(t *testing.T) {
 // it (it says what A holds: no open). It used to drop it and count A's open
 // for ever: f stayed write-shared, and nobody could cache it again.
 func TestSNFSLateTreatAsClosed(t *testing.T) {
-	t.Parallel()
+	// Serial (no t.Parallel): its late answer is timed against a 2 s callback timeout by sleeps.
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) {

@@ -199,7 +199,7 @@ func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []by
 // PlainHold (4 s here): every OPEN of A's sent before that could have expired
 // gets no caching, and caching comes back once it has.
 func TestCoexistLibnfsWrite(t *testing.T) {
-	t.Parallel()
+	// Serial (no t.Parallel): an OPEN must go out within a 4 s plain hold.
 	requireRoot(t)
 	requireTool(t, "nfs-cat") // libnfs-utils, as a marker that libnfs is there
 	bin := requireLibnfsOp(t)

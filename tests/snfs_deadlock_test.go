@@ -73,7 +73,15 @@ func TestServerMaxInFlight(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Long enough for every call to reach its flush if nothing bounds them.
+	// The bound is reached first (else the check below holds trivially)...
+	for deadline := time.Now().Add(30 * time.Second); in.Load() < bound; {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d calls reached their flush; want %d", in.Load(), bound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// ...then long enough for every call to reach its flush if nothing bounds them.
 	for deadline := time.Now().Add(2 * time.Second); in.Load() <= bound && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}

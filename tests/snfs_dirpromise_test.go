@@ -346,6 +346,7 @@ func TestDirPromiseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := newDirBreaks()
+	holder.delay = 200 * time.Millisecond // a CREATE not waiting for the break is answered first
 	a := dialSNFS(t, e, "dirpromise-restart", holder)
 	D := e.lookup(e.root, "d")
 	promise(t, a, D)

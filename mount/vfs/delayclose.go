@@ -232,9 +232,15 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	if pending {
 		if err := i.flush(ctx, true); err != nil {
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-			// Not answered as done while the data is held here (Callback).
-			fs.sn.stats.CallbacksFailed.Add(1)
-			return state.Failed, true
+			// Not answered as done while the data is held here (Callback);
+			// data the server refused is dropped and reported already.
+			i.mu.Lock()
+			unsent := i.w.pending()
+			i.mu.Unlock()
+			if unsent {
+				fs.sn.stats.CallbacksFailed.Add(1)
+				return state.Failed, true
+			}
 		}
 	}
 	err := fs.writeBackInode(ctx, i)

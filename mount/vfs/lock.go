@@ -226,6 +226,12 @@ func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKin
 			// Interrupted before the answer: the server may have queued
 			// the request already (its BLOCKED reply in flight), and it
 			// would wait there until granted, for a process that is gone.
+			// A CB_GRANTED answered before the reply means the lock is
+			// held: it is recorded as granted, as below.
+			if !fs.sn.locks.giveUp(w) {
+				fs.snfsGranted(f, owner, kind, off, n)
+				return nil
+			}
 			fs.cancelWait(i, owner, typ, off, n)
 			return syscall.EINTR
 		}
