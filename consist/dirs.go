@@ -43,6 +43,15 @@ func (d *Driver) EndList(tok uint64, listed [][]byte) bool {
 	return ok
 }
 
+// FailList ends the listing tok whose read failed: a promise it made is
+// taken back (the client, answered an error, never learns of it).
+func (d *Driver) FailList(tok uint64) {
+	if tok == 0 {
+		return
+	}
+	d.doDirs(d.dirs.FailList(time.Now(), tok))
+}
+
 // DirsActive reports whether any directory promise or listing exists: a
 // change needs no more work than this check otherwise.
 func (d *Driver) DirsActive() bool { return d.dirs.Active() }

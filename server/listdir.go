@@ -39,10 +39,11 @@ func (s *Server) listDirProc(ctx context.Context, c *sunrpc.Call, r *req, a *snf
 			}
 		}
 	}
-	promised := s.consist.EndList(tok, listed) // ends the listing, failed or not
 	if res.Dir.Status != nfs3.OK {
+		s.consist.FailList(tok) // a promise the client never learns of is taken back
 		res.Status = res.Dir.Status
 		return
 	}
+	promised := s.consist.EndList(tok, listed)
 	res.Promised = promised
 }

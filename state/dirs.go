@@ -119,6 +119,7 @@ type listing struct {
 	dir      FileID
 	changed  map[FileID]struct{}
 	overflow bool
+	created  bool // BeginList made the promise (FailList takes it back)
 }
 
 type dirCounters struct {
@@ -154,12 +155,13 @@ func (d *Dirs) t(now time.Time) int64 { return int64(now.Sub(d.epoch)) }
 // directory is read. ok false: no promise (c's bound or the table's is
 // reached, or a break of c's promise on dir is still out): the listing may
 // be returned, but not cached. tok names the listing for EndList, which must
-// follow (also when ok is false or the read fails).
+// follow (also when ok is false), or FailList when the read fails.
 func (d *Dirs) BeginList(now time.Time, c ClientID, dir FileID, handle []byte) (tok uint64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.dirs[dir]
 	var p *promise
+	created := false
 	if e != nil {
 		p = e.holders[c]
 	}
@@ -171,6 +173,7 @@ func (d *Dirs) BeginList(now time.Time, c ClientID, dir FileID, handle []byte) (
 	case d.per[c] >= d.cfg.MaxPerClient || d.total >= d.cfg.MaxPromises:
 		ok = false
 	default:
+		created = true
 		if e == nil {
 			e = &dirEntry{key: dir, handle: append([]byte(nil), handle...), holders: map[ClientID]*promise{}}
 			d.dirs[dir] = e
@@ -185,7 +188,7 @@ func (d *Dirs) BeginList(now time.Time, c ClientID, dir FileID, handle []byte) (
 		return 0, false
 	}
 	d.tok++
-	d.lists[d.tok] = &listing{client: c, dir: dir}
+	d.lists[d.tok] = &listing{client: c, dir: dir, created: created}
 	d.some.Store(true)
 	return d.tok, true
 }
@@ -251,6 +254,33 @@ func (d *Dirs) EndList(now time.Time, tok uint64, listed []FileID) (bool, []Acti
 	}
 	d.n.grants.Add(1)
 	return true, nil
+}
+
+// FailList ends the listing tok whose read failed: the client is answered an
+// error and never learns of a promise, so one this listing made is taken back
+// (else it would count against the client's bound, and changes would wait
+// for its breaks, until one broke it). A promise held from an earlier
+// listing stays.
+func (d *Dirs) FailList(now time.Time, tok uint64) []Action {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.lists[tok]
+	if l == nil {
+		return nil
+	}
+	delete(d.lists, tok)
+	defer func() { d.some.Store(d.total > 0 || len(d.lists) > 0) }()
+	e := d.dirs[l.dir]
+	if e == nil || !l.created {
+		return nil
+	}
+	p := e.holders[l.client]
+	if p == nil || p.call != nil || len(p.listed) > 0 {
+		return nil // broken meanwhile (its callback is out), or listed since by another listing
+	}
+	var out []Action
+	d.dropLocked(e, l.client, p, &out)
+	return out
 }
 
 // Changed applies a change made by client by (0 with self false: nobody's

@@ -313,3 +313,29 @@ func (d *Dirs) promiseOf0(cb Callback) bool {
 	defer d.mu.Unlock()
 	return d.promiseOf(cb) != nil
 }
+
+// TestDirsFailList: a listing whose read failed takes back the promise it
+// made (the client never learns of it), and leaves one held from before.
+func TestDirsFailList(t *testing.T) {
+	d := NewDirs(DirConfig{}, time.Unix(100, 0))
+	now := time.Unix(101, 0)
+	tok, ok := d.BeginList(now, 1, fid(7), []byte{7})
+	if !ok {
+		t.Fatal("no promise")
+	}
+	if acts := d.FailList(now, tok); len(acts) != 0 {
+		t.Fatalf("actions %v", acts)
+	}
+	if st := d.Stats(); st.Promises != 0 || d.Active() {
+		t.Fatalf("after a failed first listing: %+v, active %v", st, d.Active())
+	}
+	tok, _ = d.BeginList(now, 1, fid(7), []byte{7})
+	if ok, _ := d.EndList(now, tok, []FileID{fid(8)}); !ok {
+		t.Fatal("not promised")
+	}
+	tok, _ = d.BeginList(now, 1, fid(7), []byte{7})
+	d.FailList(now, tok)
+	if st := d.Stats(); st.Promises != 1 {
+		t.Fatalf("a failed listing took back the promise held from before: %+v", st)
+	}
+}
