@@ -311,7 +311,7 @@ func (fs *FS) serverRestarted(refused bool) {
 		return
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
-	held := fs.appOpens()
+	held := fs.forgetOpens()
 	for _, i := range fs.stopCaching() {
 		if cf := i.cacheFileOrNil(); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
@@ -319,63 +319,71 @@ func (fs *FS) serverRestarted(refused bool) {
 			}
 		}
 	}
-	for _, h := range held {
-		fs.reopen(ctx, h.i, h.n)
+	fs.sn.beforeReopen.run(nil)
+	for _, i := range held {
+		fs.reopen(ctx, i)
 	}
 	fs.log.Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
+	fs.sn.afterReopen.run(nil)
 }
 
-// heldOpens is an inode's application opens at the server, by mode.
-type heldOpens struct {
-	i *Inode
-	n [3]int
-}
-
-// appOpens is every file's protocol opens for applications (kept ones, which
-// the server forgot with the rest, are not used again), as a refused reclaim
-// finds them: the opens counted before the restart, not those of OPENs the
-// new server answers from here.
-func (fs *FS) appOpens() []heldOpens {
+// forgetOpens records every file's protocol opens for applications as
+// forgotten by the server (i.sn.forgot; kept opens, forgotten too, are not
+// used again: stopCaching) and returns the files with some. Only the opens
+// counted now are: an OPEN still in flight is counted when the new server
+// answers it, and that server counts it. A release of a forgotten open sends
+// no CLOSE (snfsRelease), so that an application closing and opening a file
+// again while the reintegration runs leaves the server counting exactly the
+// opens this client will close. Taken under mu, not openMu: an OPEN holding
+// openMu is one the new server answers.
+func (fs *FS) forgetOpens() []*Inode {
 	fs.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
 		all = append(all, i)
 	}
 	fs.mu.Unlock()
-	var held []heldOpens
+	var held []*Inode
 	for _, i := range all {
 		i.mu.Lock()
-		n := i.sn.opens
+		i.sn.forgot = i.sn.opens
+		n := i.sn.forgot[state.Read] + i.sn.forgot[state.Write]
 		i.mu.Unlock()
-		if n[state.Read]+n[state.Write] > 0 {
-			held = append(held, heldOpens{i, n})
+		if n > 0 {
+			held = append(held, i)
 		}
 	}
 	return held
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each
-// application open still counted here of the ones it forgot (was): the
+// forgotten application open not released since (i.sn.forgot): the
 // protocol treats the files as fenced, and a fenced client OPENs again before
 // it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
 // were written through with no open at the server: another client was
 // granted caching and read its stale copy, and each later CLOSE was one the
 // server did not count. The opens stay write-through (the file was
 // invalidated by stopCaching; a client may always do less than the server
-// allows); an OPEN refused counts nothing, and the application's later
-// CLOSE is answered as a stale one.
-func (fs *FS) reopen(ctx context.Context, i *Inode, was [3]int) {
+// allows). An OPEN refused counts nothing: the opens not OPENed again stay
+// forgotten, and their releases send no CLOSE.
+func (fs *FS) reopen(ctx context.Context, i *Inode) {
 	i.sn.openMu.Lock()
 	defer i.sn.openMu.Unlock()
-	i.mu.Lock()
-	now := i.sn.opens
-	i.mu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
-		for k := 0; k < min(was[m], now[m]); k++ {
+		for {
+			i.mu.Lock()
+			left := i.sn.forgot[m] > 0
+			i.mu.Unlock()
+			if !left {
+				break
+			}
 			if _, err := fs.sn.sess.Open(ctx, i.FH, m); err != nil {
 				fs.log.Warn("OPEN again after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
 				break
 			}
+			i.mu.Lock()
+			i.sn.forgot[m]--
+			i.mu.Unlock()
 		}
 	}
 }

@@ -125,6 +125,11 @@ type snfsFS struct {
 	// xattrAnswered, set only by tests, runs as a GETXATTR's answer arrives,
 	// before it is cached (a change of the attribute racing it: xattr.go).
 	xattrAnswered testHook
+	// beforeReopen, set only by tests, runs in a refused reclaim's handler
+	// after the reintegration, before the forgotten opens are OPENed again
+	// (an application closing and opening a file meanwhile); afterReopen
+	// runs as the handler ends. Both are called with a nil Inode.
+	beforeReopen, afterReopen testHook
 
 	stop chan struct{}
 	done chan struct{}
@@ -168,6 +173,11 @@ type snfsInode struct {
 	mtime   time.Time      // last local write while caching
 	cred    Cred           // the last writer: write-back is done as it
 	wbErr   error          // a write-back error not yet reported
+	// forgot is the part of opens a server that refused this client's
+	// reclaim forgot, by state.Mode (serverRestarted): not yet OPENed again
+	// (reopen) nor released (snfsRelease, which sends no CLOSE for them).
+	// Written under mu, by the release and reopen with openMu held too.
+	forgot [3]int
 	// wbMoving: a write-back of the dirty data began and has not finished:
 	// the server's file may show some of its WRITEs (an interruption: a
 	// server crash, a broken connection), so its size and mtime may have

@@ -209,6 +209,9 @@ func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	i.sn.openMu.Lock()
 	i.mu.Lock()
 	i.sn.opens[mode]--
+	// Never more forgotten opens than opens (serverRestarted may have
+	// counted this one).
+	i.sn.forgot[mode] = min(i.sn.forgot[mode], i.sn.opens[mode])
 	i.mu.Unlock()
 	dirty := false
 	if cf := i.cacheFileOrNil(); cf != nil {
@@ -477,6 +480,14 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i.mu.Lock()
 	i.opens--
 	i.sn.opens[f.sn.mode]--
+	// An open a server that refused the reclaim forgot, not yet OPENed
+	// again (serverRestarted): that server counts none, so no CLOSE, and
+	// none kept for later either. Opens of one mode are alike to the
+	// server: releasing any of them gives up one forgotten one.
+	forgot := i.sn.forgot[f.sn.mode] > 0
+	if forgot {
+		i.sn.forgot[f.sn.mode]--
+	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
 	if last {
@@ -485,6 +496,15 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i.mu.Unlock()
 	if last && name != "" {
 		fs.cancelWriteBack(i)
+	}
+	if forgot {
+		i.sn.openMu.Unlock()
+		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", f.sn.mode)
+		fs.snfsClosedAll(i)
+		if last && name != "" {
+			fs.removeHidden(ctx, f.cred, i, dir, name)
+		}
+		return errors.Join(errs...)
 	}
 	dirty := false
 	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {

@@ -1,0 +1,198 @@
+package vfs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"snfs/server"
+	"snfs/state"
+)
+
+// restartableServer serves export with `snfs serve`'s server on 127.0.0.1
+// with no grace period and no recall back-off (every reclaim after a restart is refused); restart
+// shuts it down and serves again on the same address and state directory.
+type restartableServer struct {
+	t             *testing.T
+	addr          string
+	export, state string
+	srv           *server.Server
+	done          chan error
+}
+
+func newRestartableServer(t *testing.T) *restartableServer {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the server switches to each caller's identity")
+	}
+	tmp := func(pattern string) string {
+		d, err := os.MkdirTemp("/var/tmp", pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	s := &restartableServer{t: t, export: tmp("vfs-export-"), state: tmp("vfs-state-")}
+	os.Chmod(s.export, 0o777)
+	s.start("127.0.0.1:0")
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *restartableServer) start(addr string) {
+	t := s.t
+	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// No recall back-off: an OPEN after a recall may be granted caching at
+	// once (the tests look at the opens counted, not the back-off).
+	srv, err := server.New(server.Config{StateDir: s.state, Logger: quiet, Grace: -1,
+		Table:   state.Config{RecallBackoff: time.Nanosecond},
+		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr, s.srv, s.done = ln.Addr().String(), srv, make(chan error, 1)
+	go func() { s.done <- srv.Serve(ln, pc) }()
+}
+
+func (s *restartableServer) stop() {
+	if s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.t.Errorf("shutdown: %v", err)
+	}
+	<-s.done
+	s.srv = nil
+}
+
+func (s *restartableServer) restart() {
+	s.stop()
+	s.start(s.addr)
+}
+
+// TestRefusedReclaimReleaseOfForgottenOpen: an application has a file open
+// when the server restarts and refuses this client's reclaim; while the
+// reintegration runs, it closes the file (the new server never counted that
+// open: no CLOSE) and opens it again (the new server counts that OPEN). The
+// refused reclaim's handler must then OPEN nothing again: the forgotten open
+// is gone. It used to OPEN once more (it compared the opens counted before
+// and after, one each), and the server counted an open of this client's for
+// ever (review F1). Seen from another client, B: A's opens are not cached (B
+// has the file open for writing meanwhile), so no callback to A repairs the
+// count; after A's last close, B, alone on the file, OPENs it for writing
+// again and is refused caching while the server counts A's open.
+func TestRefusedReclaimReleaseOfForgottenOpen(t *testing.T) {
+	s := newRestartableServer(t)
+	ctx := context.Background()
+	open := func(name string) *FS {
+		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
+			CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := v.Sync(ctx); err != nil {
+				t.Error(err)
+			}
+			if err := v.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		return v
+	}
+	if err := os.WriteFile(filepath.Join(s.export, "f"), []byte("the server's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := open("A")
+	ea, err := a.Lookup(ctx, a.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ia := ea.Inode
+	f, _, err := a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g *File
+	hookErr := make(chan error, 1)
+	// A's session may see the restart on its own (a callback connection, a
+	// lease): the hook waits for B's open for writing.
+	bWrites := make(chan struct{})
+	a.sn.beforeReopen.set(func(*Inode) {
+		<-bWrites
+		if err := a.Release(ctx, f); err != nil {
+			hookErr <- err
+			return
+		}
+		var err error
+		g, _, err = a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
+		hookErr <- err
+	})
+	reopened := make(chan struct{})
+	a.sn.afterReopen.set(func(*Inode) { close(reopened) })
+	t.Cleanup(func() { a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
+	s.restart()
+	b := open("B")
+	eb, err := b.Lookup(ctx, b.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := b.Open(ctx, eb.Inode, Cred{}, syscall.O_RDWR)
+	if err != nil {
+		close(bWrites)
+		t.Fatal(err)
+	}
+	close(bWrites)
+	// A call: A's reconnect shows the restart, and the refused reclaim's
+	// handler runs.
+	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reopened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refused reclaim's handler did not end within 30 s")
+	}
+	if err := <-hookErr; err != nil {
+		t.Fatal(err)
+	}
+	if !g.sn.direct {
+		t.Fatal("A's open while B writes the file was granted caching; the test needs it write-shared")
+	}
+	if err := b.Release(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err = b.Open(ctx, eb.Inode, Cred{}, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx, w)
+	if w.sn.direct {
+		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server still counts an open of A's, which A closed")
+	}
+}
