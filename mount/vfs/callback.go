@@ -261,6 +261,9 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 			continue
 		}
 		i.mu.Lock()
+		// The applications' opens reported: the ones a refusal makes
+		// forgotten (forgetOpens).
+		i.sn.reclaimed = i.sn.opens
 		r := i.sn.opens[state.Read] + i.sn.dc.n[state.Read]
 		w := i.sn.opens[state.Write] + i.sn.dc.n[state.Write]
 		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
@@ -304,6 +307,7 @@ func (fs *FS) serverRestarted(refused bool) {
 		fs.notifyData(i)
 	}
 	if !refused {
+		fs.forgetReclaimed()
 		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.log.Error("write-back after a server restart", "err", err)
@@ -311,6 +315,7 @@ func (fs *FS) serverRestarted(refused bool) {
 		return
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
+	fs.sn.beforeForget.run(nil)
 	held := fs.forgetOpens()
 	for _, i := range fs.stopCaching() {
 		if cf := i.cacheFileOrNil(); cf != nil {
@@ -327,26 +332,23 @@ func (fs *FS) serverRestarted(refused bool) {
 	fs.sn.afterReopen.run(nil)
 }
 
-// forgetOpens records every file's protocol opens for applications as
-// forgotten by the server (i.sn.forgot; kept opens, forgotten too, are not
-// used again: stopCaching) and returns the files with some. Only the opens
-// counted now are: an OPEN still in flight is counted when the new server
-// answers it, and that server counts it. A release of a forgotten open sends
-// no CLOSE (snfsRelease), so that an application closing and opening a file
-// again while the reintegration runs leaves the server counting exactly the
-// opens this client will close. Taken under mu, not openMu: an OPEN holding
-// openMu is one the new server answers.
+// forgetOpens records the applications' protocol opens the reclaim reported
+// and none has released since (i.sn.reclaimed) as forgotten by the server
+// (i.sn.forgot; kept opens, forgotten too, are not used again: stopCaching)
+// and returns the files with some. The opens counted since the reclaim are
+// not: their OPENs were answered by the new server (the reclaim runs on the
+// new connection before any other call), which counts them. A release of a
+// forgotten open sends no CLOSE (snfsRelease), so that an application closing
+// and opening a file again while the reintegration runs leaves the server
+// counting exactly the opens this client will close.
 func (fs *FS) forgetOpens() []*Inode {
-	fs.mu.Lock()
-	all := make([]*Inode, 0, len(fs.inodes))
-	for _, i := range fs.inodes {
-		all = append(all, i)
-	}
-	fs.mu.Unlock()
 	var held []*Inode
-	for _, i := range all {
+	for _, i := range fs.allInodes() {
 		i.mu.Lock()
-		i.sn.forgot = i.sn.opens
+		for _, m := range []state.Mode{state.Read, state.Write} {
+			i.sn.forgot[m] = min(i.sn.reclaimed[m], i.sn.opens[m])
+		}
+		i.sn.reclaimed = [3]int{}
 		n := i.sn.forgot[state.Read] + i.sn.forgot[state.Write]
 		i.mu.Unlock()
 		if n > 0 {
@@ -354,6 +356,26 @@ func (fs *FS) forgetOpens() []*Inode {
 		}
 	}
 	return held
+}
+
+// forgetReclaimed: the reclaim was taken; the opens it reported are the
+// server's again.
+func (fs *FS) forgetReclaimed() {
+	for _, i := range fs.allInodes() {
+		i.mu.Lock()
+		i.sn.reclaimed = [3]int{}
+		i.mu.Unlock()
+	}
+}
+
+func (fs *FS) allInodes() []*Inode {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	all := make([]*Inode, 0, len(fs.inodes))
+	for _, i := range fs.inodes {
+		all = append(all, i)
+	}
+	return all
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each

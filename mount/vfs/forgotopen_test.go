@@ -98,11 +98,30 @@ func (s *restartableServer) restart() {
 // refused reclaim's handler must then OPEN nothing again: the forgotten open
 // is gone. It used to OPEN once more (it compared the opens counted before
 // and after, one each), and the server counted an open of this client's for
-// ever (review F1). Seen from another client, B: A's opens are not cached (B
-// has the file open for writing meanwhile), so no callback to A repairs the
-// count; after A's last close, B, alone on the file, OPENs it for writing
-// again and is refused caching while the server counts A's open.
+// ever (review F1).
 func TestRefusedReclaimReleaseOfForgottenOpen(t *testing.T) {
+	refusedReclaimOpens(t, false)
+}
+
+// TestRefusedReclaimOpenBeforeHandler: an OPEN the new server answers after
+// the reclaim but before the refused reclaim's handler runs is not one the
+// server forgot: the handler OPENs again only the open the reclaim reported.
+// It used to count every open held as it started, and OPENed this one a
+// second time (review F1, the other window).
+func TestRefusedReclaimOpenBeforeHandler(t *testing.T) {
+	refusedReclaimOpens(t, true)
+}
+
+// refusedReclaimOpens runs A's opens of a file across a restart of the
+// server that refuses A's reclaim: A has the file open (f) before; in the
+// handler, before the forgotten opens are counted (early) it opens the file
+// again (g), else before they are OPENed again it closes f and opens g. Then
+// A closes all, and the server must count no open of A's. Seen from another
+// client, B: A's opens are not cached (B has the file open for writing
+// meanwhile), so no callback to A repairs a count; after A's last close, B,
+// alone on the file, OPENs it for writing again and is refused caching while
+// the server counts an open of A's.
+func refusedReclaimOpens(t *testing.T, early bool) {
 	s := newRestartableServer(t)
 	ctx := context.Background()
 	open := func(name string) *FS {
@@ -140,19 +159,27 @@ func TestRefusedReclaimReleaseOfForgottenOpen(t *testing.T) {
 	// A's session may see the restart on its own (a callback connection, a
 	// lease): the hook waits for B's open for writing.
 	bWrites := make(chan struct{})
-	a.sn.beforeReopen.set(func(*Inode) {
+	hook := func(*Inode) {
 		<-bWrites
-		if err := a.Release(ctx, f); err != nil {
-			hookErr <- err
-			return
+		if !early {
+			if err := a.Release(ctx, f); err != nil {
+				hookErr <- err
+				return
+			}
+			f = nil
 		}
 		var err error
 		g, _, err = a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
 		hookErr <- err
-	})
+	}
+	if early {
+		a.sn.beforeForget.set(hook)
+	} else {
+		a.sn.beforeReopen.set(hook)
+	}
 	reopened := make(chan struct{})
 	a.sn.afterReopen.set(func(*Inode) { close(reopened) })
-	t.Cleanup(func() { a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
+	t.Cleanup(func() { a.sn.beforeForget.set(nil); a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
 	s.restart()
 	b := open("B")
 	eb, err := b.Lookup(ctx, b.Root(), Cred{}, "f")
@@ -184,8 +211,12 @@ func TestRefusedReclaimReleaseOfForgottenOpen(t *testing.T) {
 	if err := b.Release(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Release(ctx, g); err != nil {
-		t.Fatal(err)
+	for _, h := range []*File{f, g} {
+		if h != nil {
+			if err := a.Release(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	w, _, err = b.Open(ctx, eb.Inode, Cred{}, syscall.O_RDWR)
 	if err != nil {

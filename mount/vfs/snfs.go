@@ -127,9 +127,11 @@ type snfsFS struct {
 	xattrAnswered testHook
 	// beforeReopen, set only by tests, runs in a refused reclaim's handler
 	// after the reintegration, before the forgotten opens are OPENed again
-	// (an application closing and opening a file meanwhile); afterReopen
-	// runs as the handler ends. Both are called with a nil Inode.
-	beforeReopen, afterReopen testHook
+	// (an application closing and opening a file meanwhile); beforeForget
+	// runs as the handler starts, before the forgotten opens are counted
+	// (an OPEN the new server answers before), afterReopen as the handler
+	// ends. All are called with a nil Inode.
+	beforeForget, beforeReopen, afterReopen testHook
 
 	stop chan struct{}
 	done chan struct{}
@@ -178,6 +180,10 @@ type snfsInode struct {
 	// (reopen) nor released (snfsRelease, which sends no CLOSE for them).
 	// Written under mu, by the release and reopen with openMu held too.
 	forgot [3]int
+	// reclaimed is the part of opens the latest reclaim reported
+	// (reclaimItems) not released since: forgotten if the server refuses
+	// the reclaim (forgetOpens), zeroed when it takes it.
+	reclaimed [3]int
 	// wbMoving: a write-back of the dirty data began and has not finished:
 	// the server's file may show some of its WRITEs (an interruption: a
 	// server crash, a broken connection), so its size and mtime may have

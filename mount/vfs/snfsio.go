@@ -212,6 +212,7 @@ func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	// Never more forgotten opens than opens (serverRestarted may have
 	// counted this one).
 	i.sn.forgot[mode] = min(i.sn.forgot[mode], i.sn.opens[mode])
+	i.sn.reclaimed[mode] = min(i.sn.reclaimed[mode], i.sn.opens[mode])
 	i.mu.Unlock()
 	dirty := false
 	if cf := i.cacheFileOrNil(); cf != nil {
@@ -487,6 +488,12 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	forgot := i.sn.forgot[f.sn.mode] > 0
 	if forgot {
 		i.sn.forgot[f.sn.mode]--
+	}
+	// One the latest reclaim reported, released before the server's verdict
+	// on it: CLOSEd (the server counts it if it took the reclaim), and no
+	// longer forgotten if it refused it.
+	if i.sn.reclaimed[f.sn.mode] > 0 {
+		i.sn.reclaimed[f.sn.mode]--
 	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
