@@ -337,7 +337,10 @@ func (fs *FS) serverRestarted(refused bool) {
 // (i.sn.forgot; kept opens, forgotten too, are not used again: stopCaching)
 // and returns the files with some. The opens counted since the reclaim are
 // not: their OPENs were answered by the new server (the reclaim runs on the
-// new connection before any other call), which counts them. A release of a
+// new connection before any other call; not so a reclaim after a REGISTER
+// again on the same connection, client.Session.reregister, where an OPEN
+// answered while the reclaim is built is reported, and forgotten, as one
+// the old server counted), which counts them. A release of a
 // forgotten open sends no CLOSE (snfsRelease), so that an application closing
 // and opening a file again while the reintegration runs leaves the server
 // counting exactly the opens this client will close.
