@@ -222,9 +222,10 @@ func (d *Driver) ClientGone(c lockmgr.ClientID) {
 // StartGrace starts a grace period of length g (only reclaims are granted).
 func (d *Driver) StartGrace(g time.Duration) {
 	d.mu.Lock()
-	d.inGrace.Store(true)
-	d.m.StartGrace(time.Now(), g)
+	d.inGrace.Store(g > 0)
+	grants := d.exec(d.m.StartGrace(time.Now(), g), 0, nil)
 	d.mu.Unlock()
+	d.send(grants)
 }
 
 // EndGrace ends the grace period now: the waiters that can go are granted.

@@ -92,11 +92,18 @@ func (m *Machine) InGrace(now time.Time) bool {
 }
 
 // StartGrace starts (or extends or shortens) the grace period: until now+d
-// only reclaims are granted, and waiters are not granted.
-func (m *Machine) StartGrace(now time.Time, d time.Duration) {
+// only reclaims are granted, and waiters are not granted. A grace period
+// shortened to end by now (d <= 0) grants at once what it held back, as
+// EndGrace does, rather than leaving it to the next Tick.
+func (m *Machine) StartGrace(now time.Time, d time.Duration) []Action {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.graceEnd = now.Add(d)
-	m.mu.Unlock()
+	if m.inGrace(now) || !m.graceHeld {
+		return nil
+	}
+	m.graceHeld = false
+	return m.runAll(now, nil)
 }
 
 // EndGrace ends the grace period and grants the waiters that can go.

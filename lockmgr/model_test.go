@@ -565,10 +565,9 @@ func runModel(t testing.TB, rng intSource, steps int, sweepAll bool) {
 				d := time.Duration(rng.IntN(1000)) * time.Millisecond
 				ops = append(ops, fmt.Sprintf("grace %v", d))
 				md.graceEnd = h.now.Add(d)
-				h.m.StartGrace(h.now, d)
-				// A grace period shortened to end now ends by time: the
-				// driver's Tick grants what it held back (machine.go).
-				h.do(h.m.Tick(h.now))
+				// A grace period shortened to end now grants what it held
+				// back in StartGrace's own actions (no Tick here).
+				h.do(h.m.StartGrace(h.now, d))
 			} else {
 				ops = append(ops, "end grace")
 				md.graceEnd = time.Time{}
