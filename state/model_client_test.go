@@ -338,13 +338,10 @@ func (w *bWorld) step() {
 			w.writeBackBegin(c, f)
 		}
 	case 10:
-		// Not while a passthrough writer may be pinned: the restart forgets
-		// pinned holders, and until a new OPEN pins it again another
-		// client's covered WRITE goes ahead of the holder's earlier,
-		// unsent writes, which then overwrite it (a gap in
-		// docs/protocol.md 10.1 and 7.1 this model found: see the report
-		// of issue 25 item 2).
-		if w.r.IntN(8) == 0 && w.quiet() && !w.anyPassthrough() {
+		// Passthrough writers included: a reclaimed caching writer that
+		// shares the file is pinned again at once (state/reclaim.go repin,
+		// docs/protocol.md 10.1).
+		if w.r.IntN(8) == 0 && w.quiet() {
 			w.restart()
 		}
 	case 11: // a callback resent, or crossing a CLOSE, is served as any

@@ -105,3 +105,57 @@ func TestPinnedWithoutWriteOpen(t *testing.T) {
 		t.Fatalf("after a Pinned answer with no write open: %+v, want ONE_READER (A clean)", fi)
 	}
 }
+
+// TestPinnedHolderReclaimed: after a server restart, a caching writer that
+// reclaims beside another client's reclaimed open was pinned before it (no
+// other way to be a caching writer there), so it is pinned again at once,
+// whichever report comes first: the other client's covered WRITE waits for
+// its write-back instead of going ahead of what its kernel wrote and has not
+// sent (docs/protocol.md 10.1).
+func TestPinnedHolderReclaimed(t *testing.T) {
+	const a, b = 1, 2
+	for _, holderFirst := range []bool{true, false} {
+		h := newHarness(t, Config{})
+		h.register(a, b)
+		f := fid(1)
+		holder := ReclaimArgs{File: f, Handle: f[:], Client: a, Writers: 1, Caching: true, Dirty: true, Version: 5}
+		other := ReclaimArgs{File: f, Handle: f[:], Client: b, Writers: 1, Version: 5}
+		if holderFirst {
+			h.m.Reclaim(h.now, holder)
+			h.m.Reclaim(h.now, other)
+		} else {
+			h.m.Reclaim(h.now, other)
+			h.m.Reclaim(h.now, holder)
+		}
+		if fi := h.info(f); fi.Holders[0].Client != a && fi.Holders[1].Client != a {
+			t.Fatalf("%+v", fi)
+		}
+		for _, hd := range h.info(f).Holders {
+			if hd.Client == a && (!hd.Pinned || hd.Caching || !hd.Dirty) {
+				t.Fatalf("holder first %v: A reclaimed as %+v, want pinned, dirty, not caching", holderFirst, hd)
+			}
+		}
+		rq, v := h.access(b, f, AccessWrite)
+		if v != Wait {
+			t.Fatalf("holder first %v: B's covered WRITE: %v, want it to wait for A's write-back", holderFirst, v)
+		}
+		cbs := h.take()
+		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
+			t.Fatalf("holder first %v: callbacks %+v, want WRITEBACK to A", holderFirst, cbs)
+		}
+		h.answer(cbs[0], Pinned)
+		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+			t.Fatalf("holder first %v: B's WRITE after A's write-back: %+v, %v", holderFirst, act, ok)
+		}
+		// A holder that was not pinned after all says so: CB_OK ends it.
+		rq, _ = h.access(b, f, AccessRead)
+		cbs = h.take()
+		h.answer(cbs[0], OK)
+		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+			t.Fatalf("holder first %v: B's READ: %+v, %v", holderFirst, act, ok)
+		}
+		if _, v := h.access(b, f, AccessRead); v != Proceed {
+			t.Fatalf("holder first %v: B's READ after A answered OK: %v, want proceed", holderFirst, v)
+		}
+	}
+}

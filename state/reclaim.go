@@ -106,6 +106,7 @@ func (m *Machine) Reclaim(now time.Time, a ReclaimArgs) {
 	if a.Dirty || a.Caching && a.Writers > 0 {
 		h.flags |= fDirty
 	}
+	repin(e)
 	if a.Version > e.version {
 		e.version = a.Version
 	}
@@ -116,4 +117,29 @@ func (m *Machine) Reclaim(now time.Time, a ReclaimArgs) {
 	m.vmu.Unlock()
 	s.touch(e, t)
 	e.settle(t)
+}
+
+// repin records as pinned every reclaimed caching writer of e that shares the
+// file with another client's open. Before the restart such a writer could
+// only have been a pinned holder (Table 1 takes caching from a writer that
+// another client opens beside, unless it answered CB_PINNED), which reports
+// itself caching and dirty (docs/protocol.md 4.5, 10.1). Recording it pinned at
+// once closes the window in which the other client's covered READs and WRITEs
+// would be served ahead of what the holder's kernel wrote into its cache and
+// has not sent; a holder that was not pinned after all answers the first
+// CB_WRITEBACK with CB_OK and is pinned no more (CallbackDone). Reports arrive
+// in any order, so each one looks at the whole entry.
+func repin(e *entry) {
+	for i := range e.holders {
+		h := &e.holders[i]
+		if h.writers == 0 || h.flags&fCaching == 0 || h.flags&fFenced != 0 {
+			continue
+		}
+		for j := range e.holders {
+			if o := &e.holders[j]; j != i && o.opens() && o.flags&fFenced == 0 {
+				h.flags = h.flags&^fCaching | fDirty | fPinned
+				break
+			}
+		}
+	}
 }
