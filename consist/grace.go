@@ -51,9 +51,10 @@ type grace struct {
 	start    time.Time
 	expected map[snfs1.ClientID]*expected // guarded by mu
 	byName   map[string]snfs1.ClientID    // guarded by mu
-	// reclaimed are the files each client reclaimed: its NFS calls on them
-	// (its write-back) go through during grace. Guarded by mu.
-	reclaimed map[state.ClientID]map[state.FileID]struct{}
+	// reclaimed are the files each client reclaimed, true for those it
+	// reclaimed caching: its NFS calls on those (its write-back) go through
+	// during grace. Guarded by mu.
+	reclaimed map[state.ClientID]map[state.FileID]bool
 	report    GraceReport // guarded by mu
 }
 
@@ -80,7 +81,7 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	}
 	g.expected = make(map[snfs1.ClientID]*expected, len(recs))
 	g.byName = make(map[string]snfs1.ClientID, len(recs))
-	g.reclaimed = map[state.ClientID]map[state.FileID]struct{}{}
+	g.reclaimed = map[state.ClientID]map[state.FileID]bool{}
 	for name, r := range recs {
 		g.expected[r.id] = &expected{name: name}
 		g.byName[name] = r.id
@@ -205,7 +206,7 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 	}
 	set := g.reclaimed[mid]
 	if set == nil {
-		set = map[state.FileID]struct{}{}
+		set = map[state.FileID]bool{}
 		g.reclaimed[mid] = set
 		g.report.Reclaimed++
 	}
@@ -217,7 +218,7 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 		if _, dup := set[f]; dup {
 			continue
 		}
-		set[f] = struct{}{}
+		set[f] = it.Caching
 		if d.tracing() {
 			d.trace("table: RECLAIM item", it.File, "client", d.clientName(mid), "readers", it.Readers, "writers", it.Writers,
 				"caching", it.Caching, "dirty", it.Dirty)
@@ -271,7 +272,13 @@ func (d *Driver) ReclaimDone(id snfs1.ClientID) error {
 }
 
 // graceAccess decides a plain access by table client c of file f during
-// grace: only an expected client's access to a file it reclaimed goes on.
+// grace: only an expected client's access to a file it reclaimed caching goes
+// on (its write-back, its reads of what it caches). A caching client's cache
+// is the file's newest copy (Table 1), or it is the pinned holder whose
+// kernel-written bytes others must not go ahead of; a client that reclaimed
+// an open without caching may be sharing the file with such a holder that
+// has not reclaimed yet, so its READs and WRITEs wait for the end of grace
+// (docs/protocol.md 7.1, 10.1).
 func (d *Driver) graceAccess(c state.ClientID, f state.FileID) error {
 	g := &d.grace
 	g.mu.Lock()
@@ -279,7 +286,7 @@ func (d *Driver) graceAccess(c state.ClientID, f state.FileID) error {
 	if !g.active.Load() {
 		return nil
 	}
-	if _, ok := g.reclaimed[c][f]; ok {
+	if g.reclaimed[c][f] {
 		return nil
 	}
 	return ErrGrace
