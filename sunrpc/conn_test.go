@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -351,8 +352,27 @@ func TestReconnectRebinds(t *testing.T) {
 // flood pipelines copies of call on a new connection and never reads a reply,
 // until its writes fail (the server dropped it: the result) or for at most d;
 // then it closes the connection.
+//
+// Its receive buffer is set small before it connects, so that the replies it
+// never reads fill it (and the server's send buffer, which cannot grow behind
+// a small window) after a few thousand calls, not a few hundred thousand: a
+// race-instrumented server on a loaded machine answers too few null calls in d
+// to fill the buffers a default socket autotunes to.
 func flood(t *testing.T, addr string, call []byte, d time.Duration) <-chan error {
-	nc, _ := rawConn(t, addr)
+	dl := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := dl.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
 	out := make(chan error, 1)
 	batch := make([]byte, 0, 64*len(call))
 	for range 64 {
@@ -397,8 +417,8 @@ func TestStalledClientsCannotStallOthers(t *testing.T) {
 	idle := heapAlloc()
 
 	floods := []<-chan error{
-		flood(t, tw.addr, encodeCallMsg(1, testProg, 3, twNull, nullVerf, nil), 30*time.Second),
-		flood(t, tw.addr, encodeCallMsg(2, testProg, 3, twBig, nullVerf, nil), 30*time.Second),
+		flood(t, tw.addr, encodeCallMsg(1, testProg, 3, twNull, nullVerf, nil), time.Minute),
+		flood(t, tw.addr, encodeCallMsg(2, testProg, 3, twBig, nullVerf, nil), time.Minute),
 	}
 	sleepy := flood(t, tw.addr, encodeCallMsg(3, testProg, 3, twSleep, nullVerf, nil), 3*time.Second)
 	time.Sleep(500 * time.Millisecond)
@@ -426,7 +446,7 @@ func TestStalledClientsCannotStallOthers(t *testing.T) {
 			if err == nil {
 				t.Errorf("flood %d was never dropped", i)
 			}
-		case <-time.After(40 * time.Second):
+		case <-time.After(70 * time.Second):
 			t.Fatalf("flood %d still running", i)
 		}
 	}
