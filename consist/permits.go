@@ -77,10 +77,10 @@ func (d *Driver) PermitsActive() bool { return d.permits.Active() }
 // the directories dirs: every other client's permit on them is recalled,
 // and proceed is called once every recall has ended (answered, released,
 // or revoked at its deadline): at once when there is none, else later from
-// another goroutine. err is ErrGone when the driver stops.
-func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(error)) {
+// another goroutine (waited true). err is ErrGone when the driver stops.
+func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(waited bool, err error)) {
 	if d.ctx.Err() != nil || !d.permits.Active() {
-		proceed(nil)
+		proceed(false, nil)
 		return
 	}
 	ids := make([]state.FileID, 0, len(dirs))
@@ -92,12 +92,12 @@ func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(error)
 	req := state.ReqID(d.reqs.Add(1))
 	v, acts := d.permits.Changed(time.Now(), req, c, true, ids)
 	if v == state.Wait {
-		d.park(req, func(_ state.OpenReply, err error) { proceed(err) })
+		d.park(req, func(_ state.OpenReply, err error) { proceed(true, err) })
 		d.doPermits(acts)
 		return
 	}
 	d.doPermits(acts)
-	proceed(nil)
+	proceed(false, nil)
 }
 
 // HoldsPermit reports whether table client c holds the permit id on the
@@ -105,6 +105,11 @@ func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(error)
 // its recall).
 func (d *Driver) HoldsPermit(c state.ClientID, fh []byte, id uint64) bool {
 	return d.permits.Holds(c, state.FileIDOf(fh), id)
+}
+
+// HoldsPermitID is HoldsPermit by the directory's FileID.
+func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bool {
+	return d.permits.Holds(c, dir, id)
 }
 
 // GrantNewPermit gives table client c a permit on the directory fh it has

@@ -173,11 +173,18 @@ func (p *Permits) Abort(now time.Time, dir FileID, id uint64) {
 // GrantNew gives client c a permit on the directory dir that c has just
 // made under the permit of its parent (a reintegrated MKDIR): nobody else
 // can have changed or cached it yet, so nothing is broken. It returns the
-// permit's id, 0 when a bound is reached or dir has a permit already.
+// permit's id (c's own if it holds one on dir already), 0 when a bound is
+// reached or another client holds dir's permit.
 func (p *Permits) GrantNew(now time.Time, c ClientID, dir FileID, handle []byte) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dirs[dir] != nil || p.per[c] >= p.cfg.MaxPerClient || len(p.dirs) >= p.cfg.MaxPermits {
+	if e := p.dirs[dir]; e != nil {
+		if e.holder == c && !e.pending {
+			return e.id // made again by a resent batch: the permit it got then
+		}
+		return 0
+	}
+	if p.per[c] >= p.cfg.MaxPerClient || len(p.dirs) >= p.cfg.MaxPermits {
 		return 0
 	}
 	p.n.grants.Add(1)
