@@ -98,8 +98,8 @@ func getPermit(t *testing.T, s *client.Session, dir nfs3.FH) snfs1.PermitRef {
 	}
 }
 
-// names lists the directory dir through the plain client.
-func names(t *testing.T, e *env, dir nfs3.FH) []string {
+// plainNames lists the directory dir through the plain client.
+func plainNames(t *testing.T, e *env, dir nfs3.FH) []string {
 	t.Helper()
 	var out []string
 	cookie, verf := uint64(0), [nfs3.CookieVerfSize]byte{}
@@ -214,7 +214,7 @@ func TestSNFSPermitPlainCreateWaits(t *testing.T) {
 	}
 	r, err = e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "y"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
 	ok(t, "plain CREATE after the recall", r.Status, err)
-	if got := fmt.Sprint(names(t, e, D)); got != "[x1 x2 x3 y]" {
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[x1 x2 x3 y]" {
 		t.Fatalf("the plain client lists %s", got)
 	}
 	// The permit is gone: the holder's reintegration under it is refused.
@@ -367,7 +367,7 @@ func TestSNFSPermitBatch(t *testing.T) {
 	if rpcs != 2 {
 		t.Fatalf("%d REINTEGRATEs", rpcs)
 	}
-	got := names(t, e, D)
+	got := plainNames(t, e, D)
 	if len(got) != n/2 || got[0] != "f0003" || got[len(got)-1] != "sub" {
 		t.Fatalf("%d names, %v ... %v", len(got), got[:2], got[len(got)-2:])
 	}
@@ -380,8 +380,8 @@ func TestSNFSPermitBatch(t *testing.T) {
 		}
 	}
 	sub := e.lookup(D, "sub")
-	if !bytes.Equal(sub, handles["sub"]) || fmt.Sprint(names(t, e, sub)) != "[inner moved]" {
-		t.Fatalf("sub holds %v", names(t, e, sub))
+	if !bytes.Equal(sub, handles["sub"]) || fmt.Sprint(plainNames(t, e, sub)) != "[inner moved]" {
+		t.Fatalf("sub holds %v", plainNames(t, e, sub))
 	}
 	if st, err := os.Stat(e.path("d/f0003")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("SETATTR by provisional handle: %v %v", st.Mode(), err)
@@ -418,7 +418,7 @@ func TestSNFSPermitResend(t *testing.T) {
 		if res.Failed() != nil || res.Applied != 14 || len(res.Results) != len(log) {
 			t.Fatalf("%s: %+v", what, res)
 		}
-		if got := fmt.Sprint(names(t, e, D)); got != "[a c]" {
+		if got := fmt.Sprint(plainNames(t, e, D)); got != "[a c]" {
 			t.Fatalf("%s: the directory holds %s", what, got)
 		}
 		// The create of "a" at LSN 13 is answered with the file "a" names.
@@ -478,7 +478,7 @@ func TestSNFSPermitFailureMidBatch(t *testing.T) {
 	if f == nil || f.LSN != 2 || f.Status != nfs3.ErrExist || len(res.Results) != 2 || res.Applied != 1 {
 		t.Fatalf("%+v", res)
 	}
-	if got := fmt.Sprint(names(t, e, D)); got != "[one taken]" {
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[one taken]" {
 		t.Fatalf("the directory holds %s", got)
 	}
 	// A record in a directory without a permit fails SNFS_ERR_NOPERMIT.
@@ -489,7 +489,7 @@ func TestSNFSPermitFailureMidBatch(t *testing.T) {
 	if err != nil || res.Failed() == nil || res.Failed().LSN != 4 || res.Failed().Status != snfs1.ErrNoPermit || res.Applied != 3 {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if got := fmt.Sprint(names(t, e, E)); got != "[]" {
+	if got := fmt.Sprint(plainNames(t, e, E)); got != "[]" {
 		t.Fatalf("e holds %s", got)
 	}
 }
