@@ -134,7 +134,7 @@ func nfsProc[A, R any, PA interface {
 			if o.Access != nil && s.consist.Active() {
 				accs = o.Access(s, c, r, &a)
 			}
-			recalled := false // the call waited for a permit's recall
+			recalled := false                                    // the call waited for a permit's recall
 			keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
 			_, err = later(c, w, keep, func(done func(error)) {
 				if pdirs == nil {
