@@ -3,6 +3,7 @@ package consist
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,10 +149,13 @@ func New(cfg Config) (*Driver, error) {
 	dc := cfg.Dirs
 	dc.CallbackTimeout, dc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
 	d.dirs = state.NewDirs(dc, time.Now())
+	rand.Read(d.verf[:])
 	pc := cfg.Permits
 	pc.CallbackTimeout, pc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
+	// Permit ids of this start: a random base in the high half (the server
+	// verifier's bits), counted up from there.
+	pc.IDBase = binary.BigEndian.Uint64(d.verf[:]) &^ (1<<32 - 1)
 	d.permits = state.NewPermits(pc, time.Now())
-	rand.Read(d.verf[:])
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	recs, err := rec.all()

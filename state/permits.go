@@ -58,6 +58,10 @@ type PermitConfig struct {
 	// CallbackTimeout).
 	CallbackTimeout time.Duration
 	QueueTimeout    time.Duration
+	// IDBase is added to every permit id: the driver makes it differ from
+	// one server start to the next, so that a permit of an earlier start
+	// never names one of this start's.
+	IDBase uint64
 }
 
 func (c *PermitConfig) defaults() {
@@ -139,7 +143,7 @@ func (p *Permits) Acquire(now time.Time, c ClientID, dir FileID, handle []byte) 
 
 func (p *Permits) addLocked(c ClientID, dir FileID, handle []byte) *permit {
 	p.ids++
-	e := &permit{key: dir, handle: append([]byte(nil), handle...), holder: c, id: p.ids}
+	e := &permit{key: dir, handle: append([]byte(nil), handle...), holder: c, id: p.cfg.IDBase + p.ids}
 	p.dirs[dir] = e
 	p.per[c]++
 	p.some.Store(true)
