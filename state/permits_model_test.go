@@ -70,7 +70,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 	for d := range server {
 		server[d] = map[int]bool{}
 	}
-	held := map[[2]int]*modelPermit{} // (client, dir)
+	held := map[[2]int]*modelPermit{}  // (client, dir)
 	due := make([]map[int]bool, nDirs) // name -> exists, as the holder's application was told, reintegrated
 	for d := range due {
 		due[d] = map[int]bool{}
