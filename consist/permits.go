@@ -107,6 +107,12 @@ func (d *Driver) HoldsPermit(c state.ClientID, fh []byte, id uint64) bool {
 	return d.permits.Holds(c, state.FileIDOf(fh), id)
 }
 
+// PermitHeldByOther reports whether a client other than c holds (or is
+// being granted) the permit on the directory fh.
+func (d *Driver) PermitHeldByOther(c state.ClientID, fh []byte) bool {
+	return d.permits.HeldByOther(c, state.FileIDOf(fh))
+}
+
 // HoldsPermitID is HoldsPermit by the directory's FileID.
 func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bool {
 	return d.permits.Holds(c, dir, id)

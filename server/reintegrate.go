@@ -212,7 +212,9 @@ func (b *batch) dir(o snfs1.ObjRef) (nfs3.FH, error) {
 func (b *batch) permitted(fh nfs3.FH) bool {
 	id := state.FileIDOf(fh)
 	if b.made[id] {
-		return true
+		// Made by this batch; another client may have got its permit if
+		// the maker got none (a bound).
+		return !b.s.consist.PermitHeldByOther(b.mid, fh)
 	}
 	p, ok := b.permits[id]
 	return ok && b.s.consist.HoldsPermit(b.mid, fh, p)
