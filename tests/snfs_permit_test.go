@@ -531,3 +531,95 @@ func TestSNFSPermitRevoked(t *testing.T) {
 	}
 	t.Logf("CREATE answered %v after it was sent (callback deadline %v)", took, timeout)
 }
+
+// TestSNFSPermitReintegrateWaitsForCallbacks: a record that removes a file
+// another session caches for writing waits for that session's callback
+// (section 14's rule, as a REMOVE would), and the batch goes on after it:
+// the records before and after it are applied, and the reply comes once the
+// cacher has answered.
+func TestSNFSPermitReintegrateWaitsForCallbacks(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	cacher := newDirBreaks()
+	cacher.delay = 200 * time.Millisecond
+	b := dialSNFS(t, e, "permit-cb-b", cacher)
+	a := dialSNFS(t, e, "permit-cb-a", newPermitHolder())
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for { // until B's callback path is verified and it may cache
+		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p := getPermit(t, a, D)
+	for len(cacher.ch) > 0 {
+		<-cacher.ch
+	}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "g", 1),
+		{LSN: 2, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		createRec(3, snfs1.ObjRef{FH: D}, "h", 2),
+	})
+	if err != nil || res.Failed() != nil || len(res.Results) != 3 || res.Applied != 3 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if len(cacher.ch) == 0 {
+		t.Fatal("REINTEGRATE answered before the caching session was called back")
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[g h]" {
+		t.Fatalf("the directory holds %s", got)
+	}
+}
+
+// TestSNFSPermitGrantWaitsForBreak: a promise holder that does not answer
+// its break holds GET_PERMIT up to the break's deadline, not longer: the
+// permit is then granted.
+func TestSNFSPermitGrantWaitsForBreak(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	const timeout = 700 * time.Millisecond
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.CallbackTimeout = timeout })
+	for _, d := range []string{"d", "x"} {
+		if err := os.Mkdir(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	D, X := e.lookup(e.root, "d"), e.lookup(e.root, "x")
+	h := &stuckHolder{release: make(chan struct{}), called: make(chan struct{}, 1)}
+	b := dialSNFS(t, e, "permit-grant-stuck-b", h)
+	t.Cleanup(func() { close(h.release) }) // before the session's Disconnect
+	a := dialSNFS(t, e, "permit-grant-stuck-a", newPermitHolder())
+	getPermit(t, a, X) // until A's callback path is verified (nobody to break in x)
+	promise(t, b, D)
+	start := time.Now()
+	id, granted, err := a.GetPermit(ctx, D)
+	took := time.Since(start)
+	if err != nil || !granted || id == 0 {
+		t.Fatalf("GET_PERMIT: %d %v %v", id, granted, err)
+	}
+	select {
+	case <-h.called:
+	default:
+		t.Fatal("no break was sent")
+	}
+	if took < timeout {
+		t.Fatalf("GET_PERMIT answered after %v, before the break's deadline %v", took, timeout)
+	}
+	t.Logf("GET_PERMIT answered %v after it was sent (callback deadline %v)", took, timeout)
+}
