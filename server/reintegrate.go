@@ -30,10 +30,13 @@ import (
 // A record that removes or truncates a regular file another client caches
 // waits for that client's callbacks first, as the NFSv3 procedure would
 // (plain access, section 14): the reply is deferred meanwhile and the batch
-// goes on from the callbacks' answer. The last applied LSN is committed
-// after the records' changes (each made durable as its procedure makes it)
-// and before the reply, and the reply waits for the directory promises the
-// changes broke (section 20.3).
+// goes on from the callbacks' answer. The batch's highest LSN is committed
+// as pending before its first record, the last applied LSN after the
+// records' changes (each made durable as its procedure makes it) and before
+// the reply; a resent batch's records between the two (the server crashed
+// while applying it) are checked for their effect before being applied
+// (present). The reply waits for the directory promises the changes broke
+// (section 20.3).
 func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
 	var a snfs1.ReintegrateArgs
 	if a.Decode(args) != nil {
@@ -44,11 +47,20 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 	if err != nil {
 		return fail(err)
 	}
-	last, err := s.consist.LastLSN(mid)
+	last, pending, err := s.consist.LastLSN(mid)
 	if err != nil {
 		return fail(err)
 	}
-	b := &batch{s: s, ctx: ctx, c: c, mid: mid, last: last, applied: last,
+	// A batch whose application began and did not end (the server crashed):
+	// its records after last may have been applied.
+	maybe := max(pending, last)
+	if n := len(a.Records); n > 0 && a.Records[n-1].LSN > last {
+		if err := s.consist.BeginLSN(mid, last, max(a.Records[n-1].LSN, pending)); err != nil {
+			return fail(err)
+		}
+		pending = max(a.Records[n-1].LSN, pending)
+	}
+	b := &batch{s: s, ctx: ctx, c: c, mid: mid, last: last, maybe: maybe, applied: last,
 		permits: map[state.FileID]uint64{}, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
 	for _, p := range a.Permits {
 		b.permits[state.FileIDOf(p.Dir)] = p.Permit
@@ -67,7 +79,7 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 			return nil
 		}
 		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
-		if b.applied > b.last {
+		if b.applied > b.last || pending > b.last {
 			if err := s.consist.SetLastLSN(mid, b.applied); err != nil {
 				// Applied but not recorded: a resend would apply them again.
 				s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
@@ -108,6 +120,7 @@ type batch struct {
 	mid     state.ClientID
 	recs    []snfs1.CMLRecord
 	last    uint64                  // the client's last applied LSN before the batch
+	maybe   uint64                  // records after last up to maybe may have been applied (a crash)
 	applied uint64                  // the last LSN applied (or found applied)
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch
@@ -169,9 +182,12 @@ func (b *batch) run(i int, finish func()) {
 func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
 	res := snfs1.CMLResult{LSN: rec.LSN}
 	if err == nil {
-		if rec.LSN <= b.last {
+		switch {
+		case rec.LSN <= b.last:
 			b.again(rec, &res)
-		} else {
+		case rec.LSN <= b.maybe && b.present(rec):
+			b.again(rec, &res) // applied before the crash
+		default:
 			err = b.apply(rec, &res)
 		}
 	}
@@ -426,6 +442,34 @@ func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, 
 		b.made[state.FileIDOf(obj)] = true
 		res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
 	}
+}
+
+// present reports whether a record of a batch interrupted by a crash was
+// applied: its effect is there (a name it made exists, one it removed does
+// not, a renamed one is at its new name). A SETATTR is applied again (it
+// has no guard: the same attributes once more).
+func (b *batch) present(rec *snfs1.CMLRecord) bool {
+	in := func(o snfs1.ObjRef, name string) bool {
+		fh, err := b.ref(o)
+		if err != nil {
+			return false
+		}
+		r, err := b.s.resolve(b.c, fh)
+		if err != nil {
+			return false
+		}
+		defer r.release()
+		return b.s.handleIn(r, name) != nil
+	}
+	switch rec.Op {
+	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink, snfs1.CMLLink:
+		return in(rec.Dir, rec.Name)
+	case snfs1.CMLUnlink, snfs1.CMLRmdir:
+		return !in(rec.Dir, rec.Name)
+	case snfs1.CMLRename:
+		return !in(rec.Dir, rec.Name) && in(rec.ToDir, rec.ToName)
+	}
+	return false
 }
 
 // again answers a record applied before (its LSN at or below the last
