@@ -24,7 +24,15 @@ func (d *Driver) BeginList(c state.ClientID, fh []byte) (tok uint64, ok bool) {
 	if d.ctx.Err() != nil || !d.m.PathVerified(c) {
 		return 0, false // a break would wait for a path not known to work
 	}
-	return d.dirs.BeginList(time.Now(), c, state.FileIDOf(fh), fh)
+	dir := state.FileIDOf(fh)
+	tok, ok = d.dirs.BeginList(time.Now(), c, dir, fh)
+	// Checked after the promise is recorded: a permit granted since broke
+	// it (GetPermit's breaks), one granted before is seen here.
+	if ok && d.permits.HeldByOther(c, dir) {
+		d.doDirs(d.dirs.FailList(time.Now(), tok))
+		return 0, false // another client's permit: its changes are not the server's yet
+	}
+	return tok, ok
 }
 
 // EndList ends the listing tok: listed are the handles it returned, whose

@@ -3,6 +3,7 @@ package consist
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,9 @@ type Config struct {
 	// Dirs bounds the directory promises (docs/protocol.md section 20);
 	// its timings are Table's.
 	Dirs state.DirConfig
+	// Permits bounds the write-back permits (docs/protocol.md section 21);
+	// its timings are Table's.
+	Permits state.PermitConfig
 	// Leases holds a lease on each file a client may hold dirty blocks of
 	// (lease.go); nil: none are held.
 	Leases Leaser
@@ -61,7 +65,8 @@ type Config struct {
 // Driver is the server side of the consistency protocol around a state table.
 type Driver struct {
 	m         *state.Machine
-	dirs      *state.Dirs // directory promises (dirs.go)
+	dirs      *state.Dirs    // directory promises (dirs.go)
+	permits   *state.Permits // write-back permits (permits.go)
 	log       *slog.Logger
 	rec       *records
 	verf      snfs1.Verifier
@@ -145,6 +150,12 @@ func New(cfg Config) (*Driver, error) {
 	dc.CallbackTimeout, dc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
 	d.dirs = state.NewDirs(dc, time.Now())
 	rand.Read(d.verf[:])
+	pc := cfg.Permits
+	pc.CallbackTimeout, pc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
+	// Permit ids of this start: a random base in the high half (the server
+	// verifier's bits), counted up from there.
+	pc.IDBase = binary.BigEndian.Uint64(d.verf[:]) &^ (1<<32 - 1)
+	d.permits = state.NewPermits(pc, time.Now())
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	recs, err := rec.all()
@@ -197,6 +208,7 @@ func (d *Driver) sweep(every time.Duration) {
 		case now := <-t.C:
 			d.do(d.m.Tick(now))
 			d.doDirs(d.dirs.Tick(now))
+			d.doPermits(d.permits.Tick(now))
 			d.rearmLeases()
 		}
 	}
@@ -351,6 +363,7 @@ func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
 		return
 	}
 	d.doDirs(d.dirs.ChangedWhere(time.Now(), match))
+	d.doPermits(d.permits.ChangedAll(time.Now())) // rare (an export removed): every permit, not only the export's
 	d.do(d.m.ChangedWhere(time.Now(), match))
 }
 
@@ -448,6 +461,7 @@ func (d *Driver) Changed(fh []byte) {
 		return
 	}
 	d.localDirChange(fh)
+	d.localPermitChange(fh)
 	if fh == nil {
 		d.log.Warn("file change notifications were lost: every client's cache is called back")
 		d.do(d.m.ChangedAll(time.Now()))

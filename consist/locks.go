@@ -18,6 +18,7 @@ func (d *Driver) OnClientGone(fn func(state.ClientID)) { d.gone = fn }
 
 func (d *Driver) clientGone(c state.ClientID) {
 	d.doDirs(d.dirs.ClientGone(time.Now(), c))
+	d.doPermits(d.permits.ClientGone(time.Now(), c))
 	if d.gone != nil {
 		d.gone(c)
 	}

@@ -88,6 +88,11 @@ func newMetrics(d *Driver) *metrics {
 		{"dir_breaks", "Directory promises broken (CALLBACK INVALIDATE of a directory)."},
 		{"dir_waits", "Changes whose reply waited for directory promises to be broken."},
 		{"dir_timeouts", "Directory promise breaks that ended at their deadline, unanswered."},
+		{"permit_grants", "Write-back permits granted (GET_PERMIT, and directories made under a permit)."},
+		{"permit_refusals", "GET_PERMITs refused (held by another client, recalled, bounds)."},
+		{"permit_recalls", "Write-back permits recalled (CALLBACK RECALL_PERMIT)."},
+		{"permit_revocations", "Write-back permit recalls that failed or ended at their deadline."},
+		{"permit_waits", "Changes held back until a write-back permit's recall ended."},
 	} {
 		m.counters[c[0]] = prometheus.NewDesc("snfs_server_consist_"+c[0]+"_total", c[1], nil, nil)
 	}
@@ -139,6 +144,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.leaseBreaks.Collect(ch)
 	st := m.d.m.Stats(time.Now())
 	ds := m.d.dirs.Stats()
+	ps := m.d.permits.Stats()
 	ch <- prometheus.MustNewConstMetric(m.promises, prometheus.GaugeValue, float64(ds.Promises))
 	for s, n := range st.ByState {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(n), state.State(s).String())
@@ -153,7 +159,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		"accesses": st.Accesses, "waits": st.Waits, "refused": st.Refused, "table_full": st.TableFull,
 		"reclaim_callbacks": st.ReclaimCallbacks, "probes": st.Probes, "local_changes": st.Changes,
 		"dir_grants": ds.Grants, "dir_refusals": ds.Refusals, "dir_breaks": ds.Breaks, "dir_waits": ds.Waits,
-		"dir_timeouts": ds.Timeouts} {
+		"dir_timeouts": ds.Timeouts, "permit_grants": ps.Grants, "permit_refusals": ps.Refusals, "permit_recalls": ps.Recalls,
+		"permit_revocations": ps.Revocations, "permit_waits": ps.Waits} {
 		ch <- prometheus.MustNewConstMetric(m.counters[name], prometheus.CounterValue, float64(v))
 	}
 }

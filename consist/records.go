@@ -26,10 +26,11 @@ import (
 type records struct {
 	db *bolt.DB // nil: in memory
 
-	mu   sync.Mutex        // guards the in-memory records
-	mem  map[string]record // name -> record; guarded by mu
-	next uint64            // next client id; guarded by mu
-	mark uint64            // version mark; guarded by mu
+	mu   sync.Mutex           // guards the in-memory records
+	mem  map[string]record    // name -> record; guarded by mu
+	next uint64               // next client id; guarded by mu
+	mark uint64               // version mark; guarded by mu
+	lsns map[string][2]uint64 // name -> last applied LSN, pending LSN (lsn.go), in memory; guarded by mu
 }
 
 var (
@@ -37,6 +38,7 @@ var (
 	bucketMeta    = []byte("meta")
 	keyNextClient = []byte("next-client")
 	keyVersions   = []byte("versions")
+	bucketCML     = []byte("cml") // name -> last applied LSN (8): REINTEGRATE's (lsn.go)
 )
 
 // batchDelay bounds how long a REGISTER waits for others to share its commit.
@@ -76,7 +78,7 @@ func openRecords(dir string) (*records, error) {
 	}
 	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketClients, bucketMeta} {
+		for _, b := range [][]byte{bucketClients, bucketMeta, bucketCML} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -231,6 +233,7 @@ func (r *records) unregister(ids map[string]snfs1.ClientID) error {
 		for name, id := range ids {
 			if rec, ok := r.mem[name]; ok && rec.id == id {
 				delete(r.mem, name)
+				delete(r.lsns, name)
 			}
 		}
 		return nil
@@ -240,6 +243,11 @@ func (r *records) unregister(ids map[string]snfs1.ClientID) error {
 		for name, id := range ids {
 			if rec, ok := decodeRecord(cb.Get([]byte(name))); ok && rec.id == id {
 				if err := cb.Delete([]byte(name)); err != nil {
+					return err
+				}
+				// Unregistered, the client has nothing left to reintegrate:
+				// its LSNs may start again.
+				if err := tx.Bucket(bucketCML).Delete([]byte(name)); err != nil {
 					return err
 				}
 			}

@@ -180,3 +180,7 @@ func allocateChanges(s *Server, c *sunrpc.Call, r *req, a *snfs1.AllocateArgs) f
 		return [][]byte{a.File}
 	}
 }
+
+// PermitStats returns the write-back permits' counters (docs/protocol.md
+// section 21).
+func (s *Server) PermitStats() state.PermitStats { return s.consist.PermitStats() }

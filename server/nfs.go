@@ -54,6 +54,12 @@ type op[A, R any] struct {
 	// directory promises are broken, and the reply waits for the breaks
 	// (docs/protocol.md section 20). Handler rows only.
 	Changes func(s *Server, c *sunrpc.Call, r *req, a *A) func(res *R) [][]byte
+	// Dirs, for a change, names the directories whose entries (or, for a
+	// directory, own attributes) it may change: another client's
+	// write-back permit on one of them is recalled and the call waits,
+	// before its Access and its handler, until the recall has ended
+	// (docs/protocol.md section 21.3; permitgate.go).
+	Dirs func(a *A) []nfs3.FH
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer).
 	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
@@ -116,14 +122,26 @@ func nfsProc[A, R any, PA interface {
 			if o.Gate != nil && o.Access == nil {
 				return gated[A, PA](s, c, w, r, &a, raw, o.Gate, run)
 			}
-			if o.Access == nil || !s.consist.Active() {
+			var pdirs []nfs3.FH
+			if o.Dirs != nil && s.consist.PermitsActive() {
+				pdirs = o.Dirs(&a)
+			}
+			if pdirs == nil && (o.Access == nil || !s.consist.Active()) {
 				defer r.release()
 				return run(&a, w, false)
 			}
-			accs := o.Access(s, c, r, &a)
+			var accs []fileAccess
+			if o.Access != nil && s.consist.Active() {
+				accs = o.Access(s, c, r, &a)
+			}
+			recalled := false                                    // the call waited for a permit's recall
 			keep := func() { raw = append([]byte(nil), raw...) } // the request buffer is reused once the handler returns
 			_, err = later(c, w, keep, func(done func(error)) {
-				s.admit(s.consist.Caller(c), accs, done)
+				if pdirs == nil {
+					s.admit(s.consist.Caller(c), accs, done)
+					return
+				}
+				s.permitGate(c, pdirs, accs, &recalled, done)
 			}, func(w *xdr.Writer, err error, deferred bool) error {
 				defer r.release()
 				switch {
@@ -142,6 +160,13 @@ func nfsProc[A, R any, PA interface {
 				// changed the attributes resolved before.
 				if err := r.node.Refresh(); err != nil {
 					return encodeFailure[R, PR](w, err)
+				}
+				if recalled && o.Access != nil {
+					// The holder's reintegration may have made the files
+					// this call removes or truncates.
+					if err := s.admitMore(c, accs, o.Access(s, c, r, a2)); err != nil {
+						return encodeFailure[R, PR](w, err)
+					}
 				}
 				return run(a2, w, true)
 			})
@@ -247,7 +272,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcGetattr: nfsProc(s, op[nfs3.FHArgs, nfs3.GetattrRes]{Name: "GETATTR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.getattr, Access: getattrAccess}),
 		nfs3.ProcSetattr: nfsProc(s, op[nfs3.SetattrArgs, nfs3.WccRes]{Name: "SETATTR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess, Changes: setattrChanges}),
+			FH: func(a *nfs3.SetattrArgs) nfs3.FH { return a.Object }, Write: true, Handler: s.setattr, Access: setattrAccess, Changes: setattrChanges, Dirs: func(a *nfs3.SetattrArgs) []nfs3.FH { return []nfs3.FH{a.Object} }}),
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup}),
 		nfs3.ProcAccess: nfsProc(s, op[nfs3.AccessArgs, nfs3.AccessRes]{Name: "ACCESS", Cache: idempotent, Inline: always,
@@ -259,22 +284,22 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcWrite: nfsProc(s, op[nfs3.WriteArgs, nfs3.WriteRes]{Name: "WRITE", Cache: nonIdempotent, Inline: inlineWrite,
 			FH: func(a *nfs3.WriteArgs) nfs3.FH { return a.File }, Write: true, Handler: s.write, Access: writeAccess, Changes: writeChanges}),
 		nfs3.ProcCreate: nfsProc(s, op[nfs3.CreateArgs, nfs3.CreateRes]{Name: "CREATE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess, Changes: createRowChanges}),
+			FH: func(a *nfs3.CreateArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.create, Access: createAccess, Changes: createRowChanges, Dirs: func(a *nfs3.CreateArgs) []nfs3.FH { return []nfs3.FH{a.Where.Dir} }}),
 		nfs3.ProcMkdir: nfsProc(s, op[nfs3.MkdirArgs, nfs3.CreateRes]{Name: "MKDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir, Changes: mkdirChanges}),
+			FH: func(a *nfs3.MkdirArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mkdir, Changes: mkdirChanges, Dirs: func(a *nfs3.MkdirArgs) []nfs3.FH { return []nfs3.FH{a.Where.Dir} }}),
 		nfs3.ProcSymlink: nfsProc(s, op[nfs3.SymlinkArgs, nfs3.CreateRes]{Name: "SYMLINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink, Changes: symlinkChanges}),
+			FH: func(a *nfs3.SymlinkArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.symlink, Changes: symlinkChanges, Dirs: func(a *nfs3.SymlinkArgs) []nfs3.FH { return []nfs3.FH{a.Where.Dir} }}),
 		nfs3.ProcMknod: nfsProc(s, op[nfs3.MknodArgs, nfs3.CreateRes]{Name: "MKNOD", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod, Changes: mknodChanges}),
+			Check: checkMknodType, FH: func(a *nfs3.MknodArgs) nfs3.FH { return a.Where.Dir }, Write: true, Handler: s.mknod, Changes: mknodChanges, Dirs: func(a *nfs3.MknodArgs) []nfs3.FH { return []nfs3.FH{a.Where.Dir} }}),
 		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess, Changes: removeChanges}),
+			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess, Changes: removeChanges, Dirs: func(a *nfs3.DirOpArgs) []nfs3.FH { return []nfs3.FH{a.Dir} }}),
 		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir, Changes: rmdirChanges}),
+			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir, Changes: rmdirChanges, Dirs: func(a *nfs3.DirOpArgs) []nfs3.FH { return []nfs3.FH{a.Dir} }}),
 		// RENAME's and LINK's second handle is resolved by the handler.
 		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess, Changes: renameChanges}),
+			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess, Changes: renameChanges, Dirs: func(a *nfs3.RenameArgs) []nfs3.FH { return []nfs3.FH{a.From.Dir, a.To.Dir} }}),
 		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link, Changes: linkChanges}),
+			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link, Changes: linkChanges, Dirs: func(a *nfs3.LinkArgs) []nfs3.FH { return []nfs3.FH{a.Link.Dir} }}),
 		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.ReaddirArgs) nfs3.FH { return a.Dir }, Handler: s.readdir}),
 		nfs3.ProcReaddirplus: nfsProc(s, op[nfs3.ReaddirplusArgs, nfs3.ReaddirRes]{Name: "READDIRPLUS", Cache: idempotent, Inline: always,

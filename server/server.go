@@ -67,6 +67,9 @@ type Config struct {
 	// Dirs bounds the directory promises (docs/protocol.md section 20); zero
 	// fields take state.DirConfig's defaults, its timings are Table's.
 	Dirs state.DirConfig
+	// Permits bounds the write-back permits (docs/protocol.md section 21);
+	// zero fields take state.PermitConfig's defaults.
+	Permits state.PermitConfig
 
 	// Grace bounds the grace period after a restart, while the protocol
 	// clients known before it reclaim their state (docs/protocol.md, "Grace
@@ -165,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	if err := st.AttrCacheError(); err != nil {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
-	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Dirs: cfg.Dirs, Logger: cfg.Logger, Attr: s.handleAttr,
+	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Dirs: cfg.Dirs, Permits: cfg.Permits, Logger: cfg.Logger, Attr: s.handleAttr,
 		Leases: storeLeases{st}}
 	if cc.Grace == 0 {
 		cc.Grace = DefaultGrace

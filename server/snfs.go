@@ -32,6 +32,14 @@ import (
 // what was written into its range since (the flush it already waits for makes
 // the saving cheap, and the call is rare).
 //
+// GET_PERMIT (getpermit.go) defers its reply while other clients' directory
+// promises are broken; its reply is cached in memory only (permits do not
+// survive a restart). PERMIT_RELEASE may let changes held back by a recall
+// go on, so it does not run inline. REINTEGRATE (reintegrate.go) applies up
+// to snfs1.ReintegrateMax records; its reply is saved like a namespace
+// change's, and its records are idempotent by LSN besides (a resend with a
+// new xid, after the client restarted, applies nothing twice either).
+//
 // LOCK, LOCKT and LOCKU (lock.go, lockt.go, locku.go) never wait: a blocked
 // LOCK is answered LOCK_BLOCKED and granted by CB_GRANTED. The replies of LOCK
 // and LOCKU are cached in memory only: locks do not survive a restart.
@@ -78,6 +86,11 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcListDir: nfsProc(s, op[snfs1.ListDirArgs, snfs1.ListDirRes]{Name: "LISTDIR", Cache: idempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.ListDirArgs) nfs3.FH { return a.Dir }, Handler: s.listDirProc}),
 		snfs1.ProcDirRelease: {Name: "DIR_RELEASE", Handler: s.dirRelease, Inline: sunrpc.Always},
+		snfs1.ProcGetPermit: nfsProc(s, op[snfs1.GetPermitArgs, snfs1.GetPermitRes]{Name: "GET_PERMIT", Cache: nonIdempotent,
+			FH: func(a *snfs1.GetPermitArgs) nfs3.FH { return a.Dir }, Write: true, Reply: s.getPermit}),
+		snfs1.ProcPermitRelease: {Name: "PERMIT_RELEASE", Handler: s.permitRelease},
+		snfs1.ProcReintegrate: {Name: "REINTEGRATE", Handler: s.reintegrate, Cache: true, Persist: true,
+			MaxReply: snfs1.ReintegrateMax*reintegrateResultMax + 64},
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -45,8 +45,11 @@ func TestDocNumbers(t *testing.T) {
 	want := map[string]uint64{
 		"SNFS_PROGRAM": Program, "SNFS_V1": Version, "SNFS_CB_PROGRAM": CBProgram, "SNFS_CB_V1": CBVersion,
 		"SNFS_NAMELEN": NameLen, "SNFS_VERIFIERSIZE": VerfSize, "SNFS_RECLAIM_MAX": ReclaimMax, "SNFS_APPEND_MAX": AppendMax,
-		"SNFS_DIR_RELEASE_MAX": DirReleaseMax,
-		"SNFS1_OK":             0, "SNFS_ERR_STALE_CLIENTID": uint64(ErrStaleClientID), "SNFS_ERR_FENCED": uint64(ErrFenced),
+		"SNFS_DIR_RELEASE_MAX": DirReleaseMax, "SNFS_PERMIT_RELEASE_MAX": PermitReleaseMax, "SNFS_REINTEGRATE_MAX": ReintegrateMax,
+		"SNFS_ERR_NOPERMIT": uint64(ErrNoPermit), "CB_RECALL_PERMIT": uint64(state.RecallPermit),
+		"CML_CREATE": uint64(CMLCreate), "CML_MKDIR": uint64(CMLMkdir), "CML_SYMLINK": uint64(CMLSymlink), "CML_LINK": uint64(CMLLink),
+		"CML_UNLINK": uint64(CMLUnlink), "CML_RMDIR": uint64(CMLRmdir), "CML_RENAME": uint64(CMLRename), "CML_SETATTR": uint64(CMLSetattr),
+		"SNFS1_OK": 0, "SNFS_ERR_STALE_CLIENTID": uint64(ErrStaleClientID), "SNFS_ERR_FENCED": uint64(ErrFenced),
 		"SNFS_ERR_NOGRACE": uint64(ErrNoGrace),
 		"OPEN_READ":        uint64(state.Read), "OPEN_WRITE": uint64(state.Write),
 		"CB_WRITEBACK": uint64(state.Writeback), "CB_INVALIDATE": uint64(state.Invalidate),

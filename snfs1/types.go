@@ -46,7 +46,13 @@ const (
 	// them answers PROC_UNAVAIL.
 	ProcListDir    = 17
 	ProcDirRelease = 18
-	NumProcs       = 19
+	// GET_PERMIT, PERMIT_RELEASE and REINTEGRATE: write-back permits and
+	// the client modification log (docs/protocol.md, "Write-back
+	// permits"), an extension of version 1 like LISTDIR.
+	ProcGetPermit     = 19
+	ProcPermitRelease = 20
+	ProcReintegrate   = 21
+	NumProcs          = 22
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -64,7 +70,8 @@ var (
 	ProcNames = [NumProcs]string{"NULL", "REGISTER", "OPEN", "OPEN_NAME", "CLOSE", "RECLAIM", "RECLAIM_DONE", "UNREGISTER", "APPEND",
 		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE",
 		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU",
-		ProcListDir: "LISTDIR", ProcDirRelease: "DIR_RELEASE"}
+		ProcListDir: "LISTDIR", ProcDirRelease: "DIR_RELEASE",
+		ProcGetPermit: "GET_PERMIT", ProcPermitRelease: "PERMIT_RELEASE", ProcReintegrate: "REINTEGRATE"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 
@@ -86,6 +93,11 @@ const (
 	// the server did not know before it restarted: nothing was reclaimed, and
 	// every item must be treated as fenced.
 	ErrNoGrace Status = 10102
+	// ErrNoPermit: a REINTEGRATE record touches a directory the client holds
+	// no write-back permit on (never had one, released it, or lost it to a
+	// recall it did not answer in time): that record and the ones after it
+	// are not applied (docs/protocol.md, "REINTEGRATE").
+	ErrNoPermit Status = 10103
 )
 
 // StatusName names a Status, this protocol's own included.
@@ -97,6 +109,8 @@ func StatusName(s Status) string {
 		return "SNFS_ERR_FENCED"
 	case ErrNoGrace:
 		return "SNFS_ERR_NOGRACE"
+	case ErrNoPermit:
+		return "SNFS_ERR_NOPERMIT"
 	case ErrNoXattr:
 		return "SNFS_ERR_NOXATTR"
 	case ErrXattr2Big:
@@ -129,10 +143,10 @@ func decodeMode(r *xdr.Reader) state.Mode {
 	return state.Mode(m)
 }
 
-// decodeCallbackMode decodes a cbmode1 (state.Writeback to state.RecallLocks).
+// decodeCallbackMode decodes a cbmode1 (state.Writeback to state.RecallPermit).
 func decodeCallbackMode(r *xdr.Reader) state.CallbackMode {
 	m := r.Uint32()
-	if r.Err() == nil && (m < uint32(state.Writeback) || m > uint32(state.RecallLocks)) {
+	if r.Err() == nil && (m < uint32(state.Writeback) || m > uint32(state.RecallPermit)) {
 		r.SetErr(fmt.Errorf("snfs1: callback mode %d", m))
 	}
 	return state.CallbackMode(m)

@@ -89,8 +89,13 @@ const (
 	// RecallLocks: give back a lock delegation (docs/protocol.md, "Lock
 	// delegation"): send the locks held locally as LOCKs, then answer. Not
 	// a mode of the table's: the server's lock code sends it.
-	RecallLocks      CallbackMode = 5
-	numCallbackModes CallbackMode = 6
+	RecallLocks CallbackMode = 5
+	// RecallPermit: give back a write-back permit on a directory
+	// (docs/protocol.md, "Write-back permits"): reintegrate the directory's
+	// logged changes, then answer. Not a mode of the table's: Permits
+	// sends it.
+	RecallPermit     CallbackMode = 6
+	numCallbackModes CallbackMode = 7
 )
 
 func (c CallbackMode) String() string {
@@ -105,12 +110,16 @@ func (c CallbackMode) String() string {
 		return "RELINQUISH"
 	case RecallLocks:
 		return "RECALL_LOCKS"
+	case RecallPermit:
+		return "RECALL_PERMIT"
 	}
 	return fmt.Sprintf("CallbackMode(%d)", uint8(c))
 }
 
 // WritesBack reports whether the mode asks for dirty data to be written back.
-func (c CallbackMode) WritesBack() bool { return c != Invalidate && c != RecallLocks }
+func (c CallbackMode) WritesBack() bool {
+	return c != Invalidate && c != RecallLocks && c != RecallPermit
+}
 
 // Invalidates reports whether the mode asks the client to drop its cached data
 // and stop caching.

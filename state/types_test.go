@@ -15,6 +15,7 @@ func TestVocabulary(t *testing.T) {
 		{WritebackInvalidate, true, true, "WRITEBACK_INVALIDATE"},
 		{Relinquish, true, false, "RELINQUISH"},
 		{RecallLocks, false, false, "RECALL_LOCKS"},
+		{RecallPermit, false, false, "RECALL_PERMIT"},
 	} {
 		if c.m.WritesBack() != c.wb || c.m.Invalidates() != c.inval || c.m.String() != c.name {
 			t.Errorf("%d: WritesBack %v Invalidates %v String %q", uint8(c.m), c.m.WritesBack(), c.m.Invalidates(), c.m.String())

@@ -1,0 +1,169 @@
+package consist
+
+import (
+	"time"
+
+	"snfs/state"
+)
+
+// Write-back permits (docs/protocol.md section 21): the driver of
+// state.Permits. GET_PERMIT records a pending permit, breaks every other
+// client's directory promise on the directory (Dirs.Changed, waiting for the
+// breaks to end) and then grants it; a change of the directory by anyone but
+// the holder is held back (PermitGate) until the recall it sends has ended;
+// a local process's change (Changed) recalls at once, without waiting.
+// Recalls are CALLBACKs with CB_RECALL_PERMIT, sent like every callback
+// (bounded senders, deadline from sending) and timed out by the sweeper.
+
+// GetPermit asks for table client c's permit on the directory fh. done is
+// called exactly once, at once or later from another goroutine: with the
+// permit's id and granted true, or granted false (held by another client,
+// a bound, c's callback path not verified, or a change of the directory
+// while the grant broke promises); err is ErrGone when the driver stops.
+func (d *Driver) GetPermit(c state.ClientID, fh []byte, done func(id uint64, granted bool, err error)) {
+	if d.ctx.Err() != nil {
+		done(0, false, ErrGone)
+		return
+	}
+	if !d.m.PathVerified(c) {
+		done(0, false, nil) // a recall would go to a path not known to work
+		return
+	}
+	dir := state.FileIDOf(fh)
+	now := time.Now()
+	id, fresh, ok := d.permits.Acquire(now, c, dir, fh)
+	if !ok || !fresh {
+		done(id, ok, nil)
+		return
+	}
+	req := state.ReqID(d.reqs.Add(1))
+	v, acts := d.dirs.Changed(now, req, c, true, []state.FileID{dir})
+	finish := func(_ state.OpenReply, err error) {
+		if err != nil {
+			d.permits.Abort(time.Now(), dir, id)
+			done(0, false, err)
+			return
+		}
+		done(id, d.permits.Granted(time.Now(), dir, id), nil)
+	}
+	if v == state.Wait {
+		d.park(req, finish)
+		d.doDirs(acts)
+		return
+	}
+	d.doDirs(acts)
+	finish(state.OpenReply{}, nil)
+}
+
+// PermitRef names a permit: its directory's handle and its id.
+type PermitRef struct {
+	Dir []byte
+	ID  uint64
+}
+
+// PermitRelease gives back table client c's permits refs: the changes
+// waiting for their recalls go on.
+func (d *Driver) PermitRelease(c state.ClientID, refs []PermitRef) {
+	for _, r := range refs {
+		d.doPermits(d.permits.Release(time.Now(), c, state.FileIDOf(r.Dir), r.ID))
+	}
+}
+
+// PermitsActive reports whether any permit exists: a change needs no more
+// work than this check otherwise.
+func (d *Driver) PermitsActive() bool { return d.permits.Active() }
+
+// PermitGate holds back a change that table client c is about to make to
+// the directories dirs: every other client's permit on them is recalled,
+// and proceed is called once every recall has ended (answered, released,
+// or revoked at its deadline): at once when there is none, else later from
+// another goroutine (waited true). err is ErrGone when the driver stops.
+func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(waited bool, err error)) {
+	if d.ctx.Err() != nil || !d.permits.Active() {
+		proceed(false, nil)
+		return
+	}
+	ids := make([]state.FileID, 0, len(dirs))
+	for _, fh := range dirs {
+		if fh != nil {
+			ids = append(ids, state.FileIDOf(fh))
+		}
+	}
+	req := state.ReqID(d.reqs.Add(1))
+	v, acts := d.permits.Changed(time.Now(), req, c, true, ids)
+	if v == state.Wait {
+		d.park(req, func(_ state.OpenReply, err error) { proceed(true, err) })
+		d.doPermits(acts)
+		return
+	}
+	d.doPermits(acts)
+	proceed(false, nil)
+}
+
+// HoldsPermit reports whether table client c holds the permit id on the
+// directory fh (a recalled one included: the holder reintegrates during
+// its recall).
+func (d *Driver) HoldsPermit(c state.ClientID, fh []byte, id uint64) bool {
+	return d.permits.Holds(c, state.FileIDOf(fh), id)
+}
+
+// PermitHeldByOther reports whether a client other than c holds (or is
+// being granted) the permit on the directory fh.
+func (d *Driver) PermitHeldByOther(c state.ClientID, fh []byte) bool {
+	return d.permits.HeldByOther(c, state.FileIDOf(fh))
+}
+
+// HoldsPermitID is HoldsPermit by the directory's FileID.
+func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bool {
+	return d.permits.Holds(c, dir, id)
+}
+
+// GrantNewPermit gives table client c a permit on the directory fh it has
+// just made under its parent's permit; 0 when a bound is reached.
+func (d *Driver) GrantNewPermit(c state.ClientID, fh []byte) uint64 {
+	return d.permits.GrantNew(time.Now(), c, state.FileIDOf(fh), fh)
+}
+
+// PermitStats returns the permit table's counters.
+func (d *Driver) PermitStats() state.PermitStats { return d.permits.Stats() }
+
+// localPermitChange recalls the permits on the directory fh (nil: every
+// permit) that a local process changed: at once, nothing waits.
+func (d *Driver) localPermitChange(fh []byte) {
+	if !d.permits.Active() {
+		return
+	}
+	if fh == nil {
+		d.doPermits(d.permits.ChangedAll(time.Now()))
+		return
+	}
+	_, acts := d.permits.Changed(time.Now(), 0, 0, false, []state.FileID{state.FileIDOf(fh)})
+	if len(acts) > 0 && d.tracing() {
+		d.trace("permits: recalled for a local process's change", fh)
+	}
+	d.doPermits(acts)
+}
+
+// doPermits carries out the permit table's actions: recalls, revocations,
+// and answers to parked changes.
+func (d *Driver) doPermits(acts []state.Action) {
+	for _, a := range acts {
+		switch a.Kind {
+		case state.ActCallback:
+			cb := a.Callback
+			d.sendCallbackTo(cb, func(now time.Time) { d.permits.CallbackSent(now, cb) },
+				func(now time.Time, o state.Outcome) {
+					if o == state.Failed {
+						d.log.Info("write-back permit revoked: its recall failed", "client", d.clientName(cb.Client))
+						d.do(d.m.PathFailed(now, cb.Client))
+					}
+					d.doPermits(d.permits.CallbackDone(now, cb, o))
+				})
+		case state.ActFence:
+			d.log.Info("write-back permit revoked: its recall was not answered in time", "client", d.clientName(a.Client))
+			d.do(d.m.PathFailed(time.Now(), a.Client))
+		case state.ActProceed:
+			d.answer(a.Req, state.OpenReply{}, nil)
+		}
+	}
+}

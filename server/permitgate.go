@@ -1,0 +1,65 @@
+package server
+
+import (
+	"snfs/nfs3"
+	"snfs/sunrpc"
+)
+
+// Write-back permits (docs/protocol.md section 21.3): a change of a
+// directory whose permit another client holds waits, before anything else,
+// for the permit's recall to end - the holder reintegrates its logged
+// changes of the directory first - and then goes through the plain-access
+// rule (section 14) and its handler as any change does. The change is made
+// after the holder's: a name the holder created exists when a plain client's
+// CREATE runs.
+
+// permitGate recalls the permits on dirs held by clients other than the
+// caller, then admits accs (the call's plain accesses); done is called once
+// both are through. *recalled is set when the call waited for a recall.
+func (s *Server) permitGate(c *sunrpc.Call, dirs []nfs3.FH, accs []fileAccess, recalled *bool, done func(error)) {
+	caller := s.consist.Caller(c)
+	fhs := make([][]byte, len(dirs))
+	for i, fh := range dirs {
+		fhs[i] = fh
+	}
+	s.consist.PermitGate(caller, fhs, func(waited bool, err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		*recalled = waited // read by the reply's finish, which done orders after this
+		s.admit(caller, accs, done)
+	})
+}
+
+// admitMore admits, waiting on the calling goroutine (a deferred reply's,
+// consist's), the accesses of now that before did not name: what a call
+// that waited for a recall finds to remove or truncate once the holder's
+// changes are in. It waits no longer than the callbacks' deadline or the
+// driver's stop.
+func (s *Server) admitMore(c *sunrpc.Call, before, now []fileAccess) error {
+	var more []fileAccess
+	for _, n := range now {
+		seen := false
+		for _, b := range before {
+			if string(b.fh) == string(n.fh) && b.kind == n.kind {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			more = append(more, n)
+		}
+	}
+	if len(more) == 0 {
+		return nil
+	}
+	ch := make(chan error, 1)
+	s.admit(s.consist.Caller(c), more, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return err
+	case <-s.consist.Done():
+		return nil
+	}
+}

@@ -1,0 +1,504 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/sunrpc"
+	"snfs/xdr"
+)
+
+// reintegrate is REINTEGRATE (docs/protocol.md section 21.3; Coda's
+// reintegration of the client modification log): a batch of log records
+// applied in order, each as the NFSv3 procedure it stands for (CREATE
+// GUARDED, MKDIR, SYMLINK, LINK, REMOVE, RMDIR, RENAME, SETATTR), with the
+// caller's credentials and the export's rights, by the handlers those
+// procedures use. A record is applied only if its LSN is above the client's
+// last applied one (consist's durable record): one at or below it was
+// applied before, by this batch sent earlier, and is answered again (its
+// object looked up by name) without being applied twice. Every directory a
+// record changes must be under a permit the batch names and the client
+// holds (a recalled one included: the holder reintegrates during its
+// recall), or made earlier in the batch; else the record fails
+// SNFS_ERR_NOPERMIT. The batch stops at the first record that fails; the
+// reply lists every record up to it.
+//
+// A record that removes or truncates a regular file another client caches
+// waits for that client's callbacks first, as the NFSv3 procedure would
+// (plain access, section 14): the reply is deferred meanwhile and the batch
+// goes on from the callbacks' answer. The batch's highest LSN is committed
+// as pending before its first record, the last applied LSN after the
+// records' changes (each made durable as its procedure makes it) and before
+// the reply; a resent batch's records between the two (the server crashed
+// while applying it) are checked for their effect before being applied
+// (present). The reply waits for the directory promises the changes broke
+// (section 20.3).
+func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
+	var a snfs1.ReintegrateArgs
+	if a.Decode(args) != nil {
+		return sunrpc.ErrGarbageArgs
+	}
+	fail := func(err error) error { return failReintegrate(w, err) }
+	mid, err := s.consist.Client(a.Client)
+	if err != nil {
+		return fail(err)
+	}
+	last, pending, err := s.consist.LastLSN(mid)
+	if err != nil {
+		return fail(err)
+	}
+	// A batch whose application began and did not end (the server crashed):
+	// its records after last may have been applied.
+	maybe := max(pending, last)
+	if n := len(a.Records); n > 0 && a.Records[n-1].LSN > last {
+		if err := s.consist.BeginLSN(mid, last, max(a.Records[n-1].LSN, pending)); err != nil {
+			return fail(err)
+		}
+		pending = max(a.Records[n-1].LSN, pending)
+	}
+	b := &batch{s: s, ctx: ctx, c: c, mid: mid, last: last, maybe: maybe, applied: last,
+		permits: map[state.FileID]uint64{}, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
+	for _, p := range a.Permits {
+		b.permits[state.FileIDOf(p.Dir)] = p.Permit
+	}
+	// The records outlive the request buffer when the batch waits for
+	// callbacks: their handles are copied (names are strings already).
+	b.recs = a.Records
+	for i := range b.recs {
+		r := &b.recs[i]
+		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
+	}
+	_, err = later(c, w, nil, func(done func(error)) {
+		b.run(0, func() { done(nil) })
+	}, func(w *xdr.Writer, _ error, deferred bool) error {
+		if w == nil {
+			return nil
+		}
+		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
+		if b.applied > b.last || pending > b.last {
+			if err := s.consist.SetLastLSN(mid, b.applied); err != nil {
+				// Applied but not recorded: a resend would apply them again.
+				s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
+				return failReintegrate(w, err)
+			}
+		}
+		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
+		if len(b.changed) > 0 && s.consist.DirsActive() {
+			return s.afterBreaks(c, w, deferred, b.changed, encode)
+		}
+		return encode(w)
+	})
+	return err
+}
+
+// failReintegrate encodes the failure of the whole call.
+func failReintegrate(w *xdr.Writer, err error) error {
+	(&snfs1.ReintegrateRes{Status: statusOf(err)}).Encode(w)
+	return nil
+}
+
+func copyFH(fh nfs3.FH) nfs3.FH {
+	if fh == nil {
+		return nil
+	}
+	return append(nfs3.FH(nil), fh...)
+}
+
+// reintegrateResultMax bounds one encoded cmlres1: LSN, status, a handle,
+// attributes and a permit id.
+const reintegrateResultMax = 8 + 4 + 4 + 4 + nfs3.FHSize + 4 + 84 + 8
+
+// batch is one REINTEGRATE being applied.
+type batch struct {
+	s       *Server
+	ctx     context.Context
+	c       *sunrpc.Call
+	mid     state.ClientID
+	recs    []snfs1.CMLRecord
+	last    uint64                  // the client's last applied LSN before the batch
+	maybe   uint64                  // records after last up to maybe may have been applied (a crash)
+	applied uint64                  // the last LSN applied (or found applied)
+	permits map[state.FileID]uint64 // directory -> the permit id the batch names
+	made    map[state.FileID]bool   // directories made by the batch
+	prov    map[uint64]nfs3.FH      // provisional id -> real handle
+	results []snfs1.CMLResult       // one per record, up to the first failure
+	changed [][]byte                // what the records changed: promises to break
+	mu      sync.Mutex              // guards the hand-over in run between admit's answer and run
+}
+
+// run applies records from i on, then calls finish. A record that must
+// wait for callbacks continues the batch from their answer, on the
+// goroutine that delivers it.
+func (b *batch) run(i int, finish func()) {
+	for ; i < len(b.recs); i++ {
+		rec := &b.recs[i]
+		var accs []fileAccess
+		if rec.LSN > b.last {
+			accs = b.accesses(rec)
+		}
+		if len(accs) == 0 {
+			if !b.step(rec, nil) {
+				break
+			}
+			continue
+		}
+		inline, ready := true, false
+		var aerr error
+		next := i
+		b.s.admit(b.mid, accs, func(err error) {
+			b.mu.Lock()
+			if inline {
+				ready, aerr = true, err
+				b.mu.Unlock()
+				return
+			}
+			b.mu.Unlock()
+			if !b.step(rec, err) {
+				finish()
+				return
+			}
+			b.run(next+1, finish)
+		})
+		b.mu.Lock()
+		inline = false
+		r := ready
+		b.mu.Unlock()
+		if !r {
+			return // the callbacks' answer goes on
+		}
+		if !b.step(rec, aerr) {
+			break
+		}
+	}
+	finish()
+}
+
+// step applies one record (admitted: err is the plain-access verdict) and
+// records its result; it reports whether the batch goes on.
+func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
+	res := snfs1.CMLResult{LSN: rec.LSN}
+	if err == nil {
+		switch {
+		case rec.LSN <= b.last:
+			b.again(rec, &res)
+		case rec.LSN <= b.maybe && b.present(rec):
+			b.again(rec, &res) // applied before the crash
+		default:
+			err = b.apply(rec, &res)
+		}
+	}
+	if err != nil {
+		res = snfs1.CMLResult{LSN: rec.LSN, Status: statusOf(err)}
+	}
+	b.results = append(b.results, res)
+	if res.Status != nfs3.OK {
+		return false
+	}
+	b.applied = max(b.applied, rec.LSN)
+	return true
+}
+
+// ref resolves an object reference to a handle.
+func (b *batch) ref(o snfs1.ObjRef) (nfs3.FH, error) {
+	if o.Prov == 0 {
+		return o.FH, nil
+	}
+	if fh, ok := b.prov[o.Prov]; ok {
+		return fh, nil
+	}
+	return nil, nfs3.ErrBadHandle
+}
+
+// dir resolves a record's directory and checks the batch may change it.
+func (b *batch) dir(o snfs1.ObjRef) (nfs3.FH, error) {
+	fh, err := b.ref(o)
+	if err != nil {
+		return nil, err
+	}
+	if !b.permitted(fh) {
+		return nil, snfs1.ErrNoPermit
+	}
+	return fh, nil
+}
+
+func (b *batch) permitted(fh nfs3.FH) bool {
+	id := state.FileIDOf(fh)
+	if b.made[id] {
+		// Made by this batch; another client may have got its permit if
+		// the maker got none (a bound).
+		return !b.s.consist.PermitHeldByOther(b.mid, fh)
+	}
+	p, ok := b.permits[id]
+	return ok && b.s.consist.HoldsPermit(b.mid, fh, p)
+}
+
+// accesses returns the regular files a record removes or truncates, for
+// the plain-access rule (nil when its references do not resolve: apply
+// then fails).
+func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
+	if !b.s.consist.Active() {
+		return nil
+	}
+	switch rec.Op {
+	case snfs1.CMLUnlink, snfs1.CMLRename:
+		fh, err := b.ref(rec.Dir)
+		if err != nil {
+			return nil
+		}
+		r, err := b.s.resolveWrite(b.c, fh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		if rec.Op == snfs1.CMLUnlink {
+			return removeAccess(b.s, b.c, r, &nfs3.DirOpArgs{Dir: fh, Name: rec.Name})
+		}
+		to, err := b.ref(rec.ToDir)
+		if err != nil {
+			return nil
+		}
+		return renameAccess(b.s, b.c, r, &nfs3.RenameArgs{From: nfs3.DirOpArgs{Dir: fh, Name: rec.Name}, To: nfs3.DirOpArgs{Dir: to, Name: rec.ToName}})
+	case snfs1.CMLSetattr:
+		if rec.Attr.Size == nil {
+			return nil
+		}
+		fh, err := b.ref(rec.Obj)
+		if err != nil {
+			return nil
+		}
+		r, err := b.s.resolveWrite(b.c, fh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		return regularAccess(r, fh, state.AccessSetattrSize)
+	}
+	return nil
+}
+
+// apply applies one record through its NFSv3 procedure's handler.
+func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
+	s, ctx, c := b.s, b.ctx, b.c
+	switch rec.Op {
+	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+		dfh, err := b.dir(rec.Dir)
+		if err != nil {
+			return err
+		}
+		r, err := s.resolveWrite(c, dfh)
+		if err != nil {
+			return err
+		}
+		defer r.release()
+		where := nfs3.DirOpArgs{Dir: dfh, Name: rec.Name}
+		var cr nfs3.CreateRes
+		switch rec.Op {
+		case snfs1.CMLCreate:
+			s.create(ctx, c, r, &nfs3.CreateArgs{Where: where, Mode: nfs3.Guarded, Attr: rec.Attr}, &cr)
+		case snfs1.CMLMkdir:
+			s.mkdir(ctx, c, r, &nfs3.MkdirArgs{Where: where, Attr: rec.Attr}, &cr)
+		default:
+			s.symlink(ctx, c, r, &nfs3.SymlinkArgs{Where: where, Attr: rec.Attr, Path: rec.Target}, &cr)
+		}
+		if cr.Status != nfs3.OK {
+			return cr.Status
+		}
+		b.made1(rec, dfh, cr.Object, cr.Attr, res)
+		b.changed = append(b.changed, dfh, cr.Object)
+		return nil
+	case snfs1.CMLLink:
+		ffh, err := b.ref(rec.Obj)
+		if err != nil {
+			return err
+		}
+		dfh, err := b.dir(rec.Dir)
+		if err != nil {
+			return err
+		}
+		r, err := s.resolveWrite(c, ffh)
+		if err != nil {
+			return err
+		}
+		defer r.release()
+		var lr nfs3.LinkRes
+		s.link(ctx, c, r, &nfs3.LinkArgs{File: ffh, Link: nfs3.DirOpArgs{Dir: dfh, Name: rec.Name}}, &lr)
+		if lr.Status != nfs3.OK {
+			return lr.Status
+		}
+		res.Attr = lr.Attr
+		b.changed = append(b.changed, dfh, ffh)
+		return nil
+	case snfs1.CMLUnlink, snfs1.CMLRmdir:
+		dfh, err := b.dir(rec.Dir)
+		if err != nil {
+			return err
+		}
+		r, err := s.resolveWrite(c, dfh)
+		if err != nil {
+			return err
+		}
+		defer r.release()
+		a := &nfs3.DirOpArgs{Dir: dfh, Name: rec.Name}
+		obj := s.handleIn(r, rec.Name) // promises listing it (a hard link's), or on it (a directory's)
+		var wr nfs3.WccRes
+		if rec.Op == snfs1.CMLUnlink {
+			s.remove(ctx, c, r, a, &wr)
+		} else {
+			if err := checkRmdirName(a); err != nil {
+				return err
+			}
+			s.rmdir(ctx, c, r, a, &wr)
+		}
+		if wr.Status != nfs3.OK {
+			return wr.Status
+		}
+		b.changed = append(b.changed, dfh, obj)
+		return nil
+	case snfs1.CMLRename:
+		from, err := b.dir(rec.Dir)
+		if err != nil {
+			return err
+		}
+		to, err := b.dir(rec.ToDir)
+		if err != nil {
+			return err
+		}
+		r, err := s.resolveWrite(c, from)
+		if err != nil {
+			return err
+		}
+		defer r.release()
+		moved := s.handleIn(r, rec.Name)
+		var replaced []byte
+		if tr, err := s.resolve(c, to); err == nil {
+			replaced = s.handleIn(tr, rec.ToName)
+			tr.release()
+		}
+		var rr nfs3.RenameRes
+		s.rename(ctx, c, r, &nfs3.RenameArgs{From: nfs3.DirOpArgs{Dir: from, Name: rec.Name}, To: nfs3.DirOpArgs{Dir: to, Name: rec.ToName}}, &rr)
+		if rr.Status != nfs3.OK {
+			return rr.Status
+		}
+		b.changed = append(b.changed, from, to, moved, replaced)
+		return nil
+	case snfs1.CMLSetattr:
+		fh, err := b.ref(rec.Obj)
+		if err != nil {
+			return err
+		}
+		r, err := s.resolveWrite(c, fh)
+		if err != nil {
+			return err
+		}
+		defer r.release()
+		// A directory's own attributes are part of its listing: its permit
+		// is needed. Another object's change touches no directory's entries,
+		// but the batch must hold some permit (or have made the object).
+		if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			if !b.permitted(fh) {
+				return snfs1.ErrNoPermit
+			}
+		} else if rec.Obj.Prov == 0 && !b.anyPermit() {
+			return snfs1.ErrNoPermit
+		}
+		var wr nfs3.WccRes
+		s.setattr(ctx, c, r, &nfs3.SetattrArgs{Object: fh, New: rec.Attr}, &wr)
+		if wr.Status != nfs3.OK {
+			return wr.Status
+		}
+		res.Attr = wr.Wcc.After
+		b.changed = append(b.changed, fh)
+		return nil
+	}
+	return nfs3.ErrNotSupp
+}
+
+// anyPermit reports whether the client holds some permit the batch names.
+func (b *batch) anyPermit() bool {
+	if len(b.made) > 0 {
+		return true
+	}
+	for id, p := range b.permits {
+		if b.s.consist.HoldsPermitID(b.mid, id, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// made1 records what a CREATE, MKDIR or SYMLINK made: its provisional id's
+// handle, the result, and for a directory the permit its maker now holds.
+func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult) {
+	obj = copyFH(obj)
+	res.Obj, res.Attr = obj, attr
+	if rec.New != 0 && obj != nil {
+		b.prov[rec.New] = obj
+	}
+	if rec.Op == snfs1.CMLMkdir && obj != nil {
+		b.made[state.FileIDOf(obj)] = true
+		res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
+	}
+}
+
+// present reports whether a record of a batch interrupted by a crash was
+// applied: its effect is there (a name it made exists, one it removed does
+// not, a renamed one is at its new name). A SETATTR is applied again (it
+// has no guard: the same attributes once more).
+func (b *batch) present(rec *snfs1.CMLRecord) bool {
+	in := func(o snfs1.ObjRef, name string) bool {
+		fh, err := b.ref(o)
+		if err != nil {
+			return false
+		}
+		r, err := b.s.resolve(b.c, fh)
+		if err != nil {
+			return false
+		}
+		defer r.release()
+		return b.s.handleIn(r, name) != nil
+	}
+	switch rec.Op {
+	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink, snfs1.CMLLink:
+		return in(rec.Dir, rec.Name)
+	case snfs1.CMLUnlink, snfs1.CMLRmdir:
+		return !in(rec.Dir, rec.Name)
+	case snfs1.CMLRename:
+		return !in(rec.Dir, rec.Name) && in(rec.ToDir, rec.ToName)
+	}
+	return false
+}
+
+// again answers a record applied before (its LSN at or below the last
+// applied): a record that made an object is answered with the object its
+// name now names, if any, so that the client learns the real handles of a
+// batch whose first reply it never got.
+func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
+	switch rec.Op {
+	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+	default:
+		return
+	}
+	dfh, err := b.ref(rec.Dir)
+	if err != nil {
+		return
+	}
+	r, err := b.s.resolve(b.c, dfh)
+	if err != nil {
+		return
+	}
+	defer r.release()
+	obj := b.s.handleIn(r, rec.Name)
+	if obj == nil {
+		return
+	}
+	var attr *nfs3.Fattr
+	if or, err := b.s.resolve(b.c, obj); err == nil {
+		attr = or.attr()
+		or.release()
+	}
+	b.made1(rec, dfh, obj, attr, res)
+}
