@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func randBytes(seed uint64, n int) []byte {
@@ -447,6 +449,18 @@ func TestMountVerifierChange(t *testing.T) {
 	}
 	if _, err := f.Write(want[:10<<20]); err != nil {
 		t.Fatal(err)
+	}
+	// The kernel's write-back cache may still hold the pages: have it hand
+	// them to the mount (FUSE WRITEs, no FSYNC) and wait, so that the mount
+	// has sent what passed its dirty limit, UNSTABLE, before the restart.
+	// On a busy machine the restart came first, every WRITE went to the new
+	// server, and there was nothing to rewrite.
+	if err := unix.SyncFileRange(int(f.Fd()), 0, 0,
+		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
+		t.Fatal(err)
+	}
+	if m.v.Stats().Writes.Load() == 0 {
+		t.Fatal("no WRITE sent before the restart with 10 MiB written (the dirty limit is 8 MiB)")
 	}
 	e.restart()
 	if _, err := f.Write(want[10<<20:]); err != nil {
