@@ -16,16 +16,33 @@ type Inode struct {
 	FileID uint64
 	Gen    uint64 // a hash of the handle: tells a reused inode number apart
 
-	flushMu  sync.Mutex // one write-back at a time
-	appendMu sync.Mutex // snfs mode, cached: one append's size read and write at a time (append.go)
+	// An inode's locks are taken in this order, each only after those
+	// above it (state/clientfile/doc.go): sn.openMu, appendMu, sn.cacheW,
+	// flushMu, mu, nameMu. None is held across the kernel's notifications.
+
+	// flushMu: one write-back at a time, held across its WRITEs and COMMIT.
+	// Taken after sn.openMu, appendMu and sn.cacheW (a cached append or
+	// write waits for a write-back, not the other way), before mu.
+	flushMu sync.Mutex
+	// appendMu: snfs mode, cached: one append's size read and write at a
+	// time (append.go). Taken after sn.openMu, before sn.cacheW, flushMu
+	// and mu.
+	appendMu sync.Mutex
 
 	// nameMu guards dir and name only, and is a leaf: nothing is locked
 	// while it is held, so a log line may name a file's path (paths.go)
-	// whatever locks its caller holds (i.mu in a write-back, say).
+	// whatever locks its caller holds (i.mu in a write-back, say): taken
+	// last, after any of the inode's other locks.
 	nameMu sync.Mutex
 	dir    nfs3.FH // the directory it was last seen in, and its name there (paths.go)
 	name   string
 
+	// mu guards the fields below (and sn's, snfs.go), held only while
+	// they are read or changed, never across a call to the server, the
+	// cache directory or the kernel. Taken after sn.openMu, appendMu,
+	// sn.cacheW and flushMu; before nameMu, FS.mu, and the snfs mode's
+	// FS-wide locks that come after it (snfsFS.mu, delayedSet.mu is
+	// taken before it).
 	mu       sync.Mutex
 	attr     nfs3.Fattr    // the server's, as last seen
 	attrAt   time.Time     // when attr was fetched; zero: must be fetched again

@@ -102,6 +102,7 @@ type snfsFS struct {
 	noAllocate atomic.Bool
 	locks      locks // byte-range locks (lock.go)
 
+	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
 	// write-backs ended and not yet committed to the index (writeback.go)
@@ -189,9 +190,13 @@ type snfsInode struct {
 	// server crash, a broken connection), so its size and mtime may have
 	// left the cache's base because of this client (checkBase).
 	wbMoving bool
-	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
-	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
-	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
+	// openMu serializes this file's OPEN/CLOSE calls (not its
+	// callbacks: a callback takes no openMu), held across the RPC. The
+	// first of the inode's locks: taken before appendMu, cacheW, flushMu,
+	// delayedSet.mu and mu (Inode's doc).
+	openMu sync.Mutex
+	dc     delayedOpens     // protocol opens kept after the last release (delayclose.go)
+	pt     passthroughState // the kernel's I/O modes of the opens (passthrough.go)
 	// invals counts the callbacks (refused reclaims, OPEN answers refusing
 	// caching) that took caching away: an OPEN whose answer is applied after one that came while it
 	// was in flight does not cache (snfsOpenProto).
@@ -200,6 +205,7 @@ type snfsInode struct {
 	// directory because the file is cached (a write, a local truncation),
 	// from the check of caching to the change recorded dirty, and
 	// exclusively by a callback as it stops caching (whileCaching).
+	// Taken after openMu and appendMu, before flushMu and mu.
 	cacheW sync.RWMutex
 	// xattrs are the file's extended attributes while it is cached
 	// (xattr.go); xattrGen counts the starts and ends of this client's

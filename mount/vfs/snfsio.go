@@ -150,7 +150,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		}
 		// The cache file's base and size come from attributes no write-back
 		// of this file overtook; none runs until they are applied.
-		if a := fs.settleOpenAttr(ctx, c, i, ok.Attr, start); a != nil {
+		settled := fs.settleOpenAttr(ctx, c, i, ok.Attr, start, func(a *nfs3.Fattr) {
 			fs.recordInSync(i, cf, a)
 			if valid(cf.Version()) {
 				err = cf.Relabel(ok.CacheVersion)
@@ -158,7 +158,8 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 			if err == nil {
 				err = cf.SetVersion(ok.CacheVersion, int64(a.Size))
 			}
-			i.flushMu.Unlock()
+		})
+		if settled {
 			if err != nil {
 				fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
@@ -173,7 +174,6 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 			// A callback took caching away while this answer was applied.
 			i.mu.Unlock()
 		} else {
-			i.flushMu.Unlock()
 			// The file's size is not known for sure (its own writes kept moving
 			// it, or GETATTR failed): this open does not cache (a client may
 			// always do less than the server allows).
@@ -235,20 +235,24 @@ func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 // cache file clean at its end; the OPEN's older size taken after that would
 // cut the cache file the write-back just wrote back (and its base would make
 // the next write-back see a change by another client). Such attributes are
-// read again, after the write-back ends. It returns with i.flushMu held, so
-// that no write-back starts before the caller has applied them; nil if none
-// settled (the caller does not cache).
-func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64) *nfs3.Fattr {
+// read again, after the write-back ends. The settled attributes are given to
+// apply with i.flushMu held, so that no write-back starts before they are
+// applied; the lock is released before settleOpenAttr returns. It reports
+// whether any settled (false: apply did not run, the caller does not cache).
+func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64, apply func(a *nfs3.Fattr)) bool {
 	for try := 0; ; try++ {
 		i.flushMu.Lock()
 		i.mu.Lock()
 		fresh := a != nil && i.modGen <= start
 		i.mu.Unlock()
 		if fresh {
-			return a
+			apply(a)
+			i.flushMu.Unlock()
+			return true
 		}
 		if try == 3 {
-			return nil
+			i.flushMu.Unlock()
+			return false
 		}
 		i.flushMu.Unlock()
 		start = fs.attrStart()
