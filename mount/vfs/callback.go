@@ -175,16 +175,6 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	return state.OK
 }
 
-// linksOf is i's link count as last seen (0 if i is nil).
-func linksOf(i *Inode) uint32 {
-	if i == nil {
-		return 0
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.attr.Nlink
-}
-
 // snfsCreated finishes Create in snfs mode: the new file is opened for
 // writing with the protocol.
 func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
@@ -196,7 +186,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags), sn: snfsFile{mode: state.Write, direct: direct}}
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags), direct: direct, sn: snfsFile{mode: state.Write}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}

@@ -64,6 +64,7 @@ type Inode struct {
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr
 	w         wstate
+	node      any       // the bridge's node (SetNode), for notifications
 	sn        snfsInode // snfs mode (snfs.go)
 }
 

@@ -58,7 +58,13 @@ type Ops interface {
 	adjustLocked(i *Inode, a *nfs3.Fattr)
 	busyLocked(i *Inode) bool
 
-	// The FS's end: Sync and Close in the mode.
+	// clearSetID sends a set-ID file's data just written by f to the
+	// server, as its writer (ClearSetID, setid.go, has checked the bits).
+	clearSetID(ctx context.Context, f *File) error
+
+	// The FS's start (New, once the root's attributes are in), Sync and
+	// Close in the mode.
+	start(ctx context.Context) error
 	sync(ctx context.Context) error
 	close() error
 }
@@ -280,6 +286,33 @@ func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
 	return o.fs.writeBackFirst(ctx, i)
 }
 func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }
+
+// clearSetID writes f's file's buffered data through, as its writer.
+func (o nfsOps) clearSetID(ctx context.Context, f *File) error { return f.i.flush(ctx, false) }
+
+// clearSetID writes a cached file back (as the last writer: this one,
+// snfsWrite); a write-through was sent already; a file the protocol does
+// not open is the core's.
+func (o snfsOps) clearSetID(ctx context.Context, f *File) error {
+	if f.sn.mode == 0 {
+		return o.core().clearSetID(ctx, f)
+	}
+	if f.i.snfsCaching() {
+		return o.fs.writeBackInode(ctx, f.i)
+	}
+	return nil
+}
+
+// start starts nfs mode's lock service (Config.NLM), if any.
+func (o nfsOps) start(ctx context.Context) error {
+	if o.fs.cfg.NLM == nil {
+		return nil
+	}
+	return o.fs.startNLM(ctx, *o.fs.cfg.NLM)
+}
+
+// start starts snfs mode (snfs.go).
+func (o snfsOps) start(ctx context.Context) error { return o.fs.startSNFS(ctx, *o.fs.cfg.SNFS) }
 
 // sync writes back every file's unwritten data.
 func (o nfsOps) sync(ctx context.Context) error { return o.fs.syncCore(ctx) }

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,8 +70,7 @@ type nlmFS struct {
 	cfg      NLMConfig
 	c        *client.NLM
 	instance [8]byte
-	locks    locks // the waiting requests and the owners with locks
-	notify   atomic.Pointer[Notifier]
+	locks    locks        // the waiting requests and the owners with locks
 	cb       *nlmCallback // nlmcb.go
 	watch    *nlmWatch    // the server's restarts (nlmreclaim.go)
 	// life ends at Close: the context of CANCELs and of GRANTED_RES calls.

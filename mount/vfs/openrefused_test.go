@@ -63,7 +63,7 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 		t.Fatal(secondErr)
 	}
 	defer a.Release(ctx, second)
-	if !second.sn.direct {
+	if !second.direct {
 		t.Fatal("the second OPEN was granted caching; the test needs it refused (the recall back-off)")
 	}
 	if ia.snfsCaching() {
@@ -170,7 +170,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.sn.direct {
+	if w.direct {
 		t.Error("B's OPEN_WRITE was refused caching: the server still counts A's failed open")
 	}
 }

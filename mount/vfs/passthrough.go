@@ -142,7 +142,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			}
 			i.mu.Unlock()
 			if !join {
-				f.sn.direct = true
+				f.direct = true
 				return nil
 			}
 			if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -150,7 +150,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			}
 		}
 	}
-	if f.sn.direct {
+	if f.direct {
 		return nil
 	}
 	if fs.sn.passthrough.Load() && fs.snfsPassthrough(f, flags) {
@@ -367,7 +367,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	}
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
-	f.sn.direct = false
+	f.direct = false
 	if write && fs.sn.pin.wb != nil {
 		fs.sn.pin.wb.Add(fd)
 	}

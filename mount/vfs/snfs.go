@@ -56,15 +56,6 @@ type SNFSConfig struct {
 	export  string   // for UMNT at Close, when owned
 }
 
-// Notifier drops the kernel's caches of an inode (package fusefs implements
-// it with go-fuse's notifications).
-type Notifier interface {
-	// InvalidateData drops the kernel's cached pages and attributes of i.
-	InvalidateData(i *Inode)
-	// InvalidateAttr drops the kernel's cached attributes of i.
-	InvalidateAttr(i *Inode)
-}
-
 // SNFSStats counts snfs-mode events.
 type SNFSStats struct {
 	WriteBacks      atomic.Uint64 // files written back (delay, fsync, callback, unmount)
@@ -87,11 +78,10 @@ type SNFSStats struct {
 }
 
 type snfsFS struct {
-	cfg    SNFSConfig
-	sess   *client.Session
-	cache  *cachedir.Cache
-	notify atomic.Pointer[Notifier]
-	stats  SNFSStats
+	cfg   SNFSConfig
+	sess  *client.Session
+	cache *cachedir.Cache
+	stats SNFSStats
 	// passthrough: read opens of complete cached files are handed to the
 	// kernel (passthrough.go); set once the kernel agreed.
 	passthrough atomic.Bool
@@ -166,7 +156,6 @@ func (h *testHook) run(i *Inode) {
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
-	node    any            // the bridge's node (SetNode), for notifications
 	cf      *cachedir.File // nil until first opened in snfs mode
 	caching bool           // the latest OPEN allowed caching and no callback took it away
 	version uint64         // cache_version of the latest OPEN
@@ -217,41 +206,11 @@ type snfsInode struct {
 // snfsFile is an open's snfs-mode state.
 type snfsFile struct {
 	mode     state.Mode     // 0: not an snfs open
-	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
 	cachedIO bool           // counted in passthroughState.cached
 	appendIO bool           // counted in passthroughState.appenders
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
 	ptCF     *cachedir.File // the cache file pt pins
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
-}
-
-// Direct reports whether the kernel must not cache this open's pages
-// (FOPEN_DIRECT_IO): the file is write-shared, or other opens of it pass
-// through (snfs mode).
-func (f *File) Direct() bool { return f.sn.direct }
-
-// SetNode records the bridge's node of i (for Notifier).
-func (i *Inode) SetNode(n any) {
-	i.mu.Lock()
-	i.sn.node = n
-	i.mu.Unlock()
-}
-
-// Node is what SetNode recorded.
-func (i *Inode) Node() any {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.sn.node
-}
-
-// SetNotifier sets how the kernel's caches are invalidated (once mounted).
-func (fs *FS) SetNotifier(n Notifier) {
-	if fs.sn != nil {
-		fs.sn.notify.Store(&n)
-	}
-	if fs.nl != nil {
-		fs.nl.notify.Store(&n)
-	}
 }
 
 // SNFS reports whether the FS runs in snfs mode.
@@ -263,24 +222,6 @@ func (fs *FS) SNFSStats() *SNFSStats {
 		return nil
 	}
 	return &fs.sn.stats
-}
-
-func (fs *FS) notifyData(i *Inode) {
-	if fs.nl != nil {
-		if n := fs.nl.notify.Load(); n != nil {
-			(*n).InvalidateData(i)
-		}
-		return
-	}
-	if n := fs.sn.notify.Load(); n != nil {
-		(*n).InvalidateData(i)
-	}
-}
-
-func (fs *FS) notifyAttr(i *Inode) {
-	if n := fs.sn.notify.Load(); n != nil {
-		(*n).InvalidateAttr(i)
-	}
 }
 
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,

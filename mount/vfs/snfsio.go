@@ -48,7 +48,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, sn: snfsFile{mode: pmode}}
 	if flags&syscall.O_TRUNC != 0 {
 		fs.whileCaching(i, func() error {
 			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {

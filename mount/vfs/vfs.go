@@ -85,6 +85,9 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
+	// notify drops the kernel's caches (SetNotifier, notify.go).
+	notify atomic.Pointer[Notifier]
+
 	ops Ops     // the mode's file operations (mode.go), set in New
 	sn  *snfsFS // snfs mode; nil in nfs mode
 	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
@@ -143,14 +146,8 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
 	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
-	if cfg.SNFS != nil {
-		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
-			return nil, err
-		}
-	} else if cfg.NLM != nil {
-		if err := fs.startNLM(ctx, *cfg.NLM); err != nil {
-			return nil, err
-		}
+	if err := fs.ops.start(ctx); err != nil {
+		return nil, err
 	}
 	return fs, nil
 }
