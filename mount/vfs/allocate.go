@@ -87,7 +87,7 @@ func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mod
 	} else {
 		i.invalidateLocked()
 	}
-	cf, pf, caching := i.sn.cf, i.sn.pt.pinned, i.sn.caching
+	cf, pf, caching := snOf(i).cf, snOf(i).pt.pinned, snOf(i).caching
 	i.mu.Unlock()
 	punch, keep := am == snfs1.Deallocate, am != snfs1.Allocate
 	if cf != nil && !caching && cf.Holds() {
@@ -134,7 +134,7 @@ func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
 	} else {
 		i.modifiedLocked(a, time.Now())
 	}
-	cf, pf := i.sn.cf, i.sn.pt.pinned
+	cf, pf := snOf(i).cf, snOf(i).pt.pinned
 	i.mu.Unlock()
 	defer fs.notifyAttr(i)
 	if err != nil || am != snfs1.Allocate {

@@ -100,7 +100,7 @@ func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int
 			// Recorded dirty before a callback can stop caching
 			// (whileCaching): its write-back then takes these bytes.
 			i.mu.Lock()
-			i.sn.cred, i.sn.mtime = f.cred, time.Now()
+			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}

@@ -38,11 +38,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		// An OPEN in flight is held: its answer may have come before this
 		// callback, which then concerns it (CB_STALE would have the server
 		// drop the open it counted, and its writer's dirty record).
-		held = held || i.snfsHeldLocked() > 0 || i.sn.opening > 0 || i.sn.caching || i.w.pending()
+		held = held || i.snfsHeldLocked() > 0 || snOf(i).opening > 0 || snOf(i).caching || i.w.pending()
 		if mode.Invalidates() {
 			// Counted before anything else: an OPEN in flight whose answer
 			// is applied after this does not cache (snfsOpenProto).
-			i.sn.invals++
+			snOf(i).invals++
 		}
 		i.mu.Unlock()
 	}
@@ -57,7 +57,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	var entering *pinnedFile
 	if i != nil {
 		i.mu.Lock()
-		writers := i.sn.pt.writers
+		writers := snOf(i).pt.writers
 		i.mu.Unlock()
 		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
 			// The pinned holder (pinned.go): what the kernel wrote so far
@@ -68,7 +68,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			// The server counts this client as not caching the file: an
 			// OPEN in flight does not cache on its answer either.
 			i.mu.Lock()
-			i.sn.invals++
+			snOf(i).invals++
 			i.mu.Unlock()
 			return state.Pinned
 		}
@@ -122,7 +122,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	if mode.Invalidates() {
 		if i != nil {
 			i.mu.Lock()
-			i.sn.caching, i.sn.kernVer = false, 0
+			snOf(i).caching, snOf(i).kernVer = false, 0
 			i.invalidateLocked()
 			i.mu.Unlock()
 		}
@@ -163,10 +163,10 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	cf = i.cacheFileOrNil()
 	dirty := cf != nil && cf.NeedsWriteBack()
 	i.mu.Lock()
-	idle := i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0 &&
-		i.sn.dc.count() == 0 && !i.w.pending() && !dirty
+	idle := snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0 &&
+		snOf(i).dc.count() == 0 && !i.w.pending() && !dirty
 	if idle {
-		i.sn.caching = false // used again only after an OPEN
+		snOf(i).caching = false // used again only after an OPEN
 	}
 	i.mu.Unlock()
 	if idle {
@@ -225,7 +225,7 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	// growing the file before a mapped write, say) left stores past its
 	// end faulting (SIGBUS) and fstat reporting the old size.
 	i.mu.Lock()
-	pf := i.sn.pt.pinned
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if pf != nil {
 		fs.pinSized(pf, *size)
@@ -253,11 +253,11 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		i.mu.Lock()
 		// The applications' opens reported: the ones a refusal makes
 		// forgotten (forgetOpens).
-		i.sn.reclaimed = i.sn.opens
-		r := i.sn.opens[state.Read] + i.sn.dc.n[state.Read]
-		w := i.sn.opens[state.Write] + i.sn.dc.n[state.Write]
-		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
-		pinned := i.sn.pt.pinned != nil && i.sn.pt.writers > 0
+		snOf(i).reclaimed = snOf(i).opens
+		r := snOf(i).opens[state.Read] + snOf(i).dc.n[state.Read]
+		w := snOf(i).opens[state.Write] + snOf(i).dc.n[state.Write]
+		caching, version, cf := snOf(i).caching, snOf(i).version, snOf(i).cf
+		pinned := snOf(i).pt.pinned != nil && snOf(i).pt.writers > 0
 		i.mu.Unlock()
 		dirty := cf != nil && cf.NeedsWriteBack()
 		if pinned {
@@ -339,10 +339,10 @@ func (fs *FS) forgetOpens() []*Inode {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
 		for _, m := range []state.Mode{state.Read, state.Write} {
-			i.sn.forgot[m] = min(i.sn.reclaimed[m], i.sn.opens[m])
+			snOf(i).forgot[m] = min(snOf(i).reclaimed[m], snOf(i).opens[m])
 		}
-		i.sn.reclaimed = [3]int{}
-		n := i.sn.forgot[state.Read] + i.sn.forgot[state.Write]
+		snOf(i).reclaimed = [3]int{}
+		n := snOf(i).forgot[state.Read] + snOf(i).forgot[state.Write]
 		i.mu.Unlock()
 		if n > 0 {
 			held = append(held, i)
@@ -356,7 +356,7 @@ func (fs *FS) forgetOpens() []*Inode {
 func (fs *FS) forgetReclaimed() {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
-		i.sn.reclaimed = [3]int{}
+		snOf(i).reclaimed = [3]int{}
 		i.mu.Unlock()
 	}
 }
@@ -382,12 +382,12 @@ func (fs *FS) allInodes() []*Inode {
 // allows). An OPEN refused counts nothing: the opens not OPENed again stay
 // forgotten, and their releases send no CLOSE.
 func (fs *FS) reopen(ctx context.Context, i *Inode) {
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for {
 			i.mu.Lock()
-			left := i.sn.forgot[m] > 0
+			left := snOf(i).forgot[m] > 0
 			i.mu.Unlock()
 			if !left {
 				break
@@ -397,7 +397,7 @@ func (fs *FS) reopen(ctx context.Context, i *Inode) {
 				break
 			}
 			i.mu.Lock()
-			i.sn.forgot[m]--
+			snOf(i).forgot[m]--
 			i.mu.Unlock()
 		}
 	}
@@ -418,15 +418,15 @@ func (fs *FS) stopCaching() (dirty []*Inode) {
 	fs.mu.Unlock()
 	for _, i := range all {
 		i.mu.Lock()
-		was := i.sn.caching || i.sn.kernVer != 0
-		i.sn.caching, i.sn.kernVer = false, 0
-		i.sn.invals++
+		was := snOf(i).caching || snOf(i).kernVer != 0
+		snOf(i).caching, snOf(i).kernVer = false, 0
+		snOf(i).invals++
 		// The server forgot the kept opens: nothing to CLOSE for them.
-		i.sn.dc.n = [3]int{}
+		snOf(i).dc.n = [3]int{}
 		if was {
 			i.invalidateLocked()
 		}
-		cf := i.sn.cf
+		cf := snOf(i).cf
 		i.mu.Unlock()
 		if cf != nil {
 			if cf.NeedsWriteBack() {

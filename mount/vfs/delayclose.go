@@ -44,7 +44,7 @@ type delayedSet struct {
 // heldLocked is the number of protocol opens this client holds of i: the
 // applications' and the kept ones.
 func (i *Inode) snfsHeldLocked() int {
-	return i.sn.opens[state.Read] + i.sn.opens[state.Write] + i.sn.dc.count()
+	return snOf(i).opens[state.Read] + snOf(i).opens[state.Write] + snOf(i).dc.count()
 }
 
 // reuseDelayed takes over a kept open of i for an application open of mode,
@@ -55,29 +55,29 @@ func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, o
 	if fs.sn == nil || fs.sn.cfg.CloseDelay <= 0 {
 		return 0, false, false
 	}
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	if !i.sn.caching || i.sn.cf == nil || i.sn.dc.count() == 0 {
+	if !snOf(i).caching || snOf(i).cf == nil || snOf(i).dc.count() == 0 {
 		i.mu.Unlock()
 		return 0, false, false
 	}
 	switch {
-	case i.sn.dc.n[mode] > 0:
+	case snOf(i).dc.n[mode] > 0:
 		taken = mode
-	case mode == state.Read && i.sn.dc.n[state.Write] > 0:
+	case mode == state.Read && snOf(i).dc.n[state.Write] > 0:
 		taken = state.Write
 	default:
 		i.mu.Unlock()
 		return 0, false, false
 	}
-	i.sn.dc.n[taken]--
-	i.sn.opens[taken]++
-	if i.sn.dc.count() == 0 && i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	snOf(i).dc.n[taken]--
+	snOf(i).opens[taken]++
+	if snOf(i).dc.count() == 0 && snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	keep = i.sn.kernVer != 0 && i.sn.kernVer == i.sn.version
+	keep = snOf(i).kernVer != 0 && snOf(i).kernVer == snOf(i).version
 	i.mu.Unlock()
 	fs.sn.delayed.remove(i)
 	fs.sn.stats.DelayedReopens.Add(1)
@@ -89,7 +89,7 @@ func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, o
 func (s *delayedSet) remove(i *Inode) {
 	s.mu.Lock()
 	i.mu.Lock()
-	if i.sn.dc.count() == 0 {
+	if snOf(i).dc.count() == 0 {
 		delete(s.inodes, i)
 	}
 	i.mu.Unlock()
@@ -112,13 +112,13 @@ func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if !i.sn.caching || i.opens != 0 || i.sn.opening != 0 {
+	if !snOf(i).caching || i.opens != 0 || snOf(i).opening != 0 {
 		return false
 	}
-	i.sn.dc.n[mode]++
-	i.sn.dc.deadline = time.Now().Add(d)
-	if i.sn.dc.timer == nil {
-		i.sn.dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
+	snOf(i).dc.n[mode]++
+	snOf(i).dc.deadline = time.Now().Add(d)
+	if snOf(i).dc.timer == nil {
+		snOf(i).dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
 	}
 	if fs.sn.delayed.inodes == nil {
 		fs.sn.delayed.inodes = map[*Inode]struct{}{}
@@ -131,31 +131,31 @@ func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
 // closeDelayed CLOSEs i's kept opens once their window has passed (now, if
 // force).
 func (fs *FS) closeDelayed(i *Inode, force bool) {
-	i.sn.openMu.Lock()
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	if i.sn.dc.count() == 0 {
+	if snOf(i).dc.count() == 0 {
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return
 	}
-	if wait := time.Until(i.sn.dc.deadline); !force && wait > 0 {
+	if wait := time.Until(snOf(i).dc.deadline); !force && wait > 0 {
 		// Released again since the timer was set: wait for the new deadline.
-		if i.sn.dc.timer != nil {
-			i.sn.dc.timer.Reset(wait)
+		if snOf(i).dc.timer != nil {
+			snOf(i).dc.timer.Reset(wait)
 		} else {
-			i.sn.dc.timer = time.AfterFunc(wait, func() { fs.closeDelayed(i, false) })
+			snOf(i).dc.timer = time.AfterFunc(wait, func() { fs.closeDelayed(i, false) })
 		}
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return
 	}
-	n := i.sn.dc.n
-	i.sn.dc.n = [3]int{}
-	if i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	n := snOf(i).dc.n
+	snOf(i).dc.n = [3]int{}
+	if snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	fs.sn.delayed.remove(i)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -177,7 +177,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 			}
 		}
 	}
-	i.sn.openMu.Unlock()
+	snOf(i).openMu.Unlock()
 	fs.snfsClosedAll(i)
 }
 
@@ -186,9 +186,9 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 // as long as nfs mode's.
 func (fs *FS) snfsClosedAll(i *Inode) {
 	i.mu.Lock()
-	closed := i.snfsHeldLocked() == 0 && i.sn.opening == 0
+	closed := i.snfsHeldLocked() == 0 && snOf(i).opening == 0
 	if closed {
-		i.sn.caching = false
+		snOf(i).caching = false
 		i.invalidateLocked()
 	}
 	i.mu.Unlock()
@@ -221,7 +221,7 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 		return 0, false
 	}
 	i.mu.Lock()
-	only := i.sn.dc.count() > 0 && i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0
+	only := snOf(i).dc.count() > 0 && snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0
 	i.mu.Unlock()
 	if !only {
 		return 0, false
@@ -258,16 +258,16 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	}
 	i.mu.Lock()
 	// Checked again: an application open may have taken a kept open over.
-	if i.sn.dc.count() == 0 || i.sn.opens[state.Read]+i.sn.opens[state.Write] != 0 || i.sn.opening != 0 {
+	if snOf(i).dc.count() == 0 || snOf(i).opens[state.Read]+snOf(i).opens[state.Write] != 0 || snOf(i).opening != 0 {
 		i.mu.Unlock()
 		return 0, false
 	}
-	i.sn.dc.n = [3]int{}
-	if i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	snOf(i).dc.n = [3]int{}
+	if snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	i.sn.caching = false
+	snOf(i).caching = false
 	i.invalidateLocked()
 	i.mu.Unlock()
 	fs.sn.delayed.remove(i)

@@ -64,8 +64,10 @@ type Inode struct {
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr
 	w         wstate
-	node      any       // the bridge's node (SetNode), for notifications
-	sn        snfsInode // snfs mode (snfs.go)
+	node      any // the bridge's node (SetNode), for notifications
+	// ext is the mode's own state of the inode, set as it is made
+	// (Ops.newInode): nil in nfs mode, snfs mode's *snfsInode (snfs.go).
+	ext any
 }
 
 // change is what tells one version of a file's data from another.

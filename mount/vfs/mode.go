@@ -62,6 +62,10 @@ type Ops interface {
 	// server, as its writer (ClearSetID, setid.go, has checked the bits).
 	clearSetID(ctx context.Context, f *File) error
 
+	// newInode fills a new inode's slot for the mode's own state
+	// (Inode.ext), before the inode is known to anyone.
+	newInode(i *Inode)
+
 	// The FS's start (New, once the root's attributes are in), Sync and
 	// Close in the mode.
 	start(ctx context.Context) error
@@ -302,6 +306,10 @@ func (o snfsOps) clearSetID(ctx context.Context, f *File) error {
 	}
 	return nil
 }
+
+func (nfsOps) newInode(*Inode) {}
+
+func (snfsOps) newInode(i *Inode) { i.ext = &snfsInode{} }
 
 // start starts nfs mode's lock service (Config.NLM), if any.
 func (o nfsOps) start(ctx context.Context) error {

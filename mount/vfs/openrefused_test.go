@@ -156,7 +156,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 	}
 	a.sn.afterOpen = nil
 	ia.mu.Lock()
-	counted := ia.sn.opens[state.Read] + ia.sn.opens[state.Write]
+	counted := snOf(ia).opens[state.Read] + snOf(ia).opens[state.Write]
 	ia.mu.Unlock()
 	if counted != 0 {
 		t.Errorf("A counts %d protocol opens after its open failed", counted)

@@ -120,7 +120,7 @@ func (f *File) PassthroughFile() *os.File { return f.sn.pt }
 func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i := f.i
 	i.mu.Lock()
-	join := i.sn.pt.opens > 0
+	join := snOf(i).pt.opens > 0
 	i.mu.Unlock()
 	if join {
 		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -135,9 +135,9 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		// of its pages.
 		for {
 			i.mu.Lock()
-			join = i.sn.pt.opens > 0
+			join = snOf(i).pt.opens > 0
 			if !join {
-				i.sn.pt.appenders++
+				snOf(i).pt.appenders++
 				f.sn.appendIO = true
 			}
 			i.mu.Unlock()
@@ -157,10 +157,10 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		return nil
 	}
 	i.mu.Lock()
-	join = i.sn.pt.opens > 0
+	join = snOf(i).pt.opens > 0
 	if !join {
 		f.sn.cachedIO = true
-		i.sn.pt.cached++
+		snOf(i).pt.cached++
 	}
 	i.mu.Unlock()
 	if join {
@@ -172,7 +172,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		// And those ended too: a cached-page open after all.
 		i.mu.Lock()
 		f.sn.cachedIO = true
-		i.sn.pt.cached++
+		snOf(i).pt.cached++
 		i.mu.Unlock()
 	}
 	return nil
@@ -198,10 +198,10 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
-		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0 && i.sn.pt.appenders == 0
+		return snOf(i).caching && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && snOf(i).pt.opens == 0 && snOf(i).pt.appenders == 0
 	}
 	i.mu.Lock()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	ok := allowed(cf)
 	i.mu.Unlock()
 	if !ok {
@@ -243,12 +243,12 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		fd.Close()
 		return false
 	}
-	i.sn.pt.cf = cf
-	i.sn.pt.opens++
-	i.sn.pt.watched = watched
+	snOf(i).pt.cf = cf
+	snOf(i).pt.opens++
+	snOf(i).pt.watched = watched
 	if write {
-		i.sn.pt.writers++
-		i.sn.cred = f.cred
+		snOf(i).pt.writers++
+		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
@@ -277,7 +277,7 @@ func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.Fil
 	defer tick.Stop()
 	for {
 		i.mu.Lock()
-		ended := i.sn.pt.cf != cf
+		ended := snOf(i).pt.cf != cf
 		i.mu.Unlock()
 		if ended {
 			return nil
@@ -301,8 +301,8 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
-	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
-	pf := i.sn.pt.pinned
+	cf, caching := snOf(i).pt.cf, snOf(i).caching && snOf(i).cf == snOf(i).pt.cf
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
@@ -351,7 +351,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		}
 	}
 	i.mu.Lock()
-	if i.sn.pt.cf != cf {
+	if snOf(i).pt.cf != cf {
 		i.mu.Unlock()
 		if write {
 			cf.EndExternal()
@@ -360,10 +360,10 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		fd.Close()
 		return false, nil
 	}
-	i.sn.pt.opens++
+	snOf(i).pt.opens++
 	if write {
-		i.sn.pt.writers++
-		i.sn.cred = f.cred
+		snOf(i).pt.writers++
+		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
 	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
@@ -388,7 +388,7 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 		return err
 	}
 	i.mu.Lock()
-	cf, caching := i.sn.pt.cf, i.sn.caching
+	cf, caching := snOf(i).pt.cf, snOf(i).caching
 	i.mu.Unlock()
 	if caching || cf == nil {
 		return nil
@@ -413,7 +413,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, nil
 	}
 	i.mu.Lock()
-	cf, writers := i.sn.pt.cf, i.sn.pt.writers
+	cf, writers := snOf(i).pt.cf, snOf(i).pt.writers
 	i.mu.Unlock()
 	if cf == nil || writers == 0 {
 		return false, nil
@@ -426,7 +426,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, err
 	}
 	i.mu.Lock()
-	i.sn.mtime = time.Now()
+	snOf(i).mtime = time.Now()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
@@ -466,17 +466,17 @@ func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.sn.pt.opens == 0 || i.sn.pt.cf == nil {
+	if snOf(i).pt.opens == 0 || snOf(i).pt.cf == nil {
 		return nil, nil
 	}
-	if i.sn.pt.fd == nil {
-		fd, err := i.sn.pt.cf.OpenData()
+	if snOf(i).pt.fd == nil {
+		fd, err := snOf(i).pt.cf.OpenData()
 		if err != nil {
 			return nil, err
 		}
-		i.sn.pt.fd = fd
+		snOf(i).pt.fd = fd
 	}
-	return i.sn.pt.fd, nil
+	return snOf(i).pt.fd, nil
 }
 
 // snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
@@ -487,28 +487,28 @@ func (fs *FS) snfsIOEnd(f *File) {
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
 	i.mu.Lock()
 	if f.sn.appendIO {
-		i.sn.pt.appenders--
+		snOf(i).pt.appenders--
 		f.sn.appendIO = false
 	}
 	if f.sn.cachedIO {
-		i.sn.pt.cached--
+		snOf(i).pt.cached--
 		f.sn.cachedIO = false
-		if i.sn.pt.cached == 0 && i.sn.caching && fs.sn.passthrough.Load() {
-			cf = i.sn.cf
+		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.sn.passthrough.Load() {
+			cf = snOf(i).cf
 		}
 	}
 	if f.sn.pt != nil {
-		i.sn.pt.opens--
+		snOf(i).pt.opens--
 		if f.sn.ptWrite {
-			i.sn.pt.writers--
+			snOf(i).pt.writers--
 		}
-		if i.sn.pt.opens == 0 {
-			wfd, pf = i.sn.pt.fd, i.sn.pt.pinned
-			if i.sn.pt.watched {
+		if snOf(i).pt.opens == 0 {
+			wfd, pf = snOf(i).pt.fd, snOf(i).pt.pinned
+			if snOf(i).pt.watched {
 				// Under i's lock: a new first open's mark comes after.
 				fs.unwatch(f.sn.pt)
 			}
-			i.sn.pt.cf, i.sn.pt.fd, i.sn.pt.pinned, i.sn.pt.watched = nil, nil, nil, false
+			snOf(i).pt.cf, snOf(i).pt.fd, snOf(i).pt.pinned, snOf(i).pt.watched = nil, nil, nil, false
 		}
 	}
 	i.mu.Unlock()
@@ -543,10 +543,10 @@ func (fs *FS) snfsIOEnd(f *File) {
 // passthrough opens write over a: the kernel's writes are newer than the
 // cache's bookkeeping.
 func (i *Inode) snfsPassthroughAttrLocked(a *nfs3.Fattr) {
-	if i.sn.pt.writers == 0 || i.sn.pt.cf == nil {
+	if snOf(i).pt.writers == 0 || snOf(i).pt.cf == nil {
 		return
 	}
-	size, mtime, ok := i.sn.pt.cf.DataSize()
+	size, mtime, ok := snOf(i).pt.cf.DataSize()
 	if !ok {
 		return
 	}

@@ -139,7 +139,7 @@ func (fs *FS) unwatch(fd *os.File) {
 // pinnedOf returns i's pinned file once its entry is done, or nil.
 func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 	i.mu.Lock()
-	pf := i.sn.pt.pinned
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if pf == nil {
 		return nil
@@ -160,7 +160,7 @@ func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 // another client's writes. It returns nil otherwise.
 func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	i.mu.Lock()
-	cf, writers, watched, pf, cred := i.sn.pt.cf, i.sn.pt.writers, i.sn.pt.watched, i.sn.pt.pinned, i.sn.cred
+	cf, writers, watched, pf, cred := snOf(i).pt.cf, snOf(i).pt.writers, snOf(i).pt.watched, snOf(i).pt.pinned, snOf(i).cred
 	i.mu.Unlock()
 	if pf != nil || !watched || cf == nil {
 		return nil
@@ -181,12 +181,12 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 	fs.sn.pin.byIno[pf.ino] = pf
 	fs.sn.pin.mu.Unlock()
 	i.mu.Lock()
-	if i.sn.pt.cf != cf || i.sn.pt.pinned != nil {
+	if snOf(i).pt.cf != cf || snOf(i).pt.pinned != nil {
 		i.mu.Unlock()
 		fs.pinForget(pf)
 		return nil
 	}
-	i.sn.pt.pinned = pf
+	snOf(i).pt.pinned = pf
 	i.mu.Unlock()
 	// From here on the kernel's accesses stop for the handler (which only
 	// records them until pinEntered). Under pf.mu: pf is published, so a
@@ -313,7 +313,7 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		if errors.As(err, &st) {
 			fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			i.mu.Lock()
-			i.sn.wbErr = err
+			snOf(i).wbErr = err
 			i.mu.Unlock()
 			return nil
 		}

@@ -131,7 +131,7 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 		return cf
 	}
 	i.mu.Lock()
-	moving := i.sn.wbMoving
+	moving := snOf(i).wbMoving
 	i.mu.Unlock()
 	if moving {
 		// A write-back of this client's that began and did not finish
@@ -147,7 +147,7 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	fs.log.Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
 		fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
-	cred := i.sn.cred
+	cred := snOf(i).cred
 	i.mu.Unlock()
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at OPEN)", cred, a.Mode&0o7777); err != nil {
 		// Kept dirty: written back later over the other client's change
@@ -185,8 +185,8 @@ func (fs *FS) fenced(ctx context.Context, i *Inode) error {
 	fs.sn.stats.Fenced.Add(1)
 	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
-	cf := i.sn.cf
-	i.sn.caching, i.sn.kernVer = false, 0
+	cf := snOf(i).cf
+	snOf(i).caching, snOf(i).kernVer = false, 0
 	i.invalidateLocked()
 	i.mu.Unlock()
 	if cf != nil {
@@ -256,7 +256,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		defer i.flushMu.Unlock()
 	}
 	i.mu.Lock()
-	cred := i.sn.cred
+	cred := snOf(i).cred
 	i.mu.Unlock()
 	if !unchanged(cf, a) {
 		own, err := fs.reconcile(ctx, i, cf, a, ok.OldCacheVersion, reason)
@@ -283,7 +283,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		cf.SetVersion(ok.CacheVersion, int64(a.Size))
 	}
 	i.mu.Lock()
-	i.sn.cf, i.sn.version = cf, ok.CacheVersion
+	snOf(i).cf, snOf(i).version = cf, ok.CacheVersion
 	i.mu.Unlock()
 	fs.markDirty(i)
 	err = fs.writeBackInodeLocked(ctx, i)
@@ -298,8 +298,8 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 	if i := fs.lookupInode(fh); i != nil {
 		i.mu.Lock()
-		if i.sn.cf == cf {
-			i.sn.cf, i.sn.caching, i.sn.kernVer = nil, false, 0
+		if snOf(i).cf == cf {
+			snOf(i).cf, snOf(i).caching, snOf(i).kernVer = nil, false, 0
 		}
 		i.mu.Unlock()
 		fs.markClean(i)
@@ -437,7 +437,7 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
 	b, ok := cf.Base()
 	i.mu.Lock()
-	moving := i.sn.wbMoving
+	moving := snOf(i).wbMoving
 	i.mu.Unlock()
 	if !ok || moving {
 		return nil
@@ -460,7 +460,7 @@ func (fs *FS) changedUnder(ctx context.Context, i *Inode) error {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
-	cf, cred := i.sn.cf, i.sn.cred
+	cf, cred := snOf(i).cf, snOf(i).cred
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil

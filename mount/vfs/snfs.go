@@ -153,6 +153,9 @@ func (h *testHook) run(i *Inode) {
 	}
 }
 
+// snOf is i's snfs-mode state (Inode.ext, made by snfsOps.newInode).
+func snOf(i *Inode) *snfsInode { return i.ext.(*snfsInode) }
+
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
@@ -304,11 +307,11 @@ func (fs *FS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
 // section 4.4) when no application has it open, so that the next opener
 // elsewhere needs no callback.
 func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	idle := i.snfsHeldLocked() == 0 && i.sn.opening == 0
-	cf := i.sn.cf
+	idle := i.snfsHeldLocked() == 0 && snOf(i).opening == 0
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
@@ -323,7 +326,7 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 // first time (or after it was removed).
 func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
 	i.mu.Lock()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if cf != nil {
 		return cf, nil
@@ -333,10 +336,10 @@ func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
 		return nil, err
 	}
 	i.mu.Lock()
-	if i.sn.cf == nil {
-		i.sn.cf = cf
+	if snOf(i).cf == nil {
+		snOf(i).cf = cf
 	}
-	cf = i.sn.cf
+	cf = snOf(i).cf
 	i.mu.Unlock()
 	return cf, nil
 }
@@ -347,8 +350,8 @@ func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
 // which runs after (Callback). ok reports whether fn ran; if not, the change
 // goes through the server.
 func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
-	i.sn.cacheW.RLock()
-	defer i.sn.cacheW.RUnlock()
+	snOf(i).cacheW.RLock()
+	defer snOf(i).cacheW.RUnlock()
 	if !i.snfsCaching() {
 		return false, nil
 	}
@@ -358,18 +361,18 @@ func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 // stopCachingFor stops serving i from the cache directory, once the changes
 // in progress there are done (whileCaching): a callback's first step.
 func (fs *FS) stopCachingFor(i *Inode) {
-	i.sn.cacheW.Lock()
+	snOf(i).cacheW.Lock()
 	i.mu.Lock()
-	i.sn.caching, i.sn.kernVer = false, 0
+	snOf(i).caching, snOf(i).kernVer = false, 0
 	i.mu.Unlock()
-	i.sn.cacheW.Unlock()
+	snOf(i).cacheW.Unlock()
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.
 func (i *Inode) snfsCaching() bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.sn.caching && i.sn.cf != nil
+	return snOf(i).caching && snOf(i).cf != nil
 }
 
 // snfsTTL is the attribute lifetime in snfs mode while the file is open here:
@@ -379,7 +382,7 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 	if i.snfsHeldLocked() == 0 {
 		return 0, false
 	}
-	if i.sn.caching && !i.attrAt.IsZero() {
+	if snOf(i).caching && !i.attrAt.IsZero() {
 		return i.fs.sn.cfg.CacheTTL, true
 	}
 	return 0, true
@@ -389,13 +392,13 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 // reported attributes: the local size and mtime are the newer ones.
 func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 	defer i.snfsPassthroughAttrLocked(a)
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	if cf == nil || !cf.NeedsWriteBack() {
 		return
 	}
 	a.Size = uint64(cf.Size())
-	if !i.sn.mtime.IsZero() {
-		if t := nfsTime(i.sn.mtime); timeAfter(t, a.Mtime) {
+	if !snOf(i).mtime.IsZero() {
+		if t := nfsTime(snOf(i).mtime); timeAfter(t, a.Mtime) {
 			a.Mtime, a.Ctime = t, t
 		}
 	}
@@ -403,6 +406,6 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func (i *Inode) snfsBusyLocked() bool {
-	return i.snfsHeldLocked() > 0 || i.sn.opening > 0 ||
-		i.sn.cf != nil && i.fs.isDirty(i)
+	return i.snfsHeldLocked() > 0 || snOf(i).opening > 0 ||
+		snOf(i).cf != nil && i.fs.isDirty(i)
 }

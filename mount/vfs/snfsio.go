@@ -67,10 +67,10 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 // snfsOpenProto sends the OPEN and applies its answer: the version rule to
 // the cache directory and the kernel's pages, caching or write-through.
 func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
-	i.sn.openMu.Lock()
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	i.sn.opening++
-	invals := i.sn.invals
+	snOf(i).opening++
+	invals := snOf(i).invals
 	i.mu.Unlock()
 	start := fs.attrStart()
 	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
@@ -83,16 +83,16 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	// directory now, not after a write-back or a GETATTR.
 	stop := err == nil && !ok.CacheEnabled
 	if stop {
-		i.sn.cacheW.Lock()
+		snOf(i).cacheW.Lock()
 	}
 	i.mu.Lock()
-	i.sn.opening--
+	snOf(i).opening--
 	if err != nil {
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return false, false, err
 	}
-	i.sn.opens[mode]++
+	snOf(i).opens[mode]++
 	// A callback that took caching away while this OPEN was in flight may
 	// have been sent after the server answered it (the answer's grant is
 	// what it revokes: the callbacks are served on their own goroutines,
@@ -100,25 +100,25 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	// server then answered after it, knowing). Which, this client cannot
 	// tell: this open does not cache (a client may always do less than the
 	// server allows).
-	revoked := i.sn.invals != invals
+	revoked := snOf(i).invals != invals
 	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "revoked", revoked)
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
 	i.postOpLocked(ok.Attr, start, time.Now())
-	wasCaching := i.sn.caching
-	kv := i.sn.kernVer
+	wasCaching := snOf(i).caching
+	kv := snOf(i).kernVer
 	if stop {
 		// The refusal revokes an earlier OPEN's grant still being applied
 		// too (docs/protocol.md 4.2): that OPEN released openMu before it
 		// set caching, and must see the epoch moved, as after a callback.
-		i.sn.caching = false
-		i.sn.invals++
+		snOf(i).caching = false
+		snOf(i).invals++
 	}
 	i.mu.Unlock()
 	if stop {
-		i.sn.cacheW.Unlock()
+		snOf(i).cacheW.Unlock()
 	}
-	i.sn.openMu.Unlock()
+	snOf(i).openMu.Unlock()
 	if fs.sn.afterOpen != nil {
 		fs.sn.afterOpen(i)
 	}
@@ -164,10 +164,10 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 				fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 			i.mu.Lock()
-			if i.sn.invals == invals {
-				i.sn.caching, i.sn.version = true, ok.CacheVersion
+			if snOf(i).invals == invals {
+				snOf(i).caching, snOf(i).version = true, ok.CacheVersion
 				keep = valid(kv)
-				i.sn.kernVer = ok.CacheVersion
+				snOf(i).kernVer = ok.CacheVersion
 				i.mu.Unlock()
 				return keep, false, nil
 			}
@@ -191,7 +191,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	i.mu.Lock()
-	i.sn.caching, i.sn.version, i.sn.kernVer = false, ok.CacheVersion, 0
+	snOf(i).caching, snOf(i).version, snOf(i).kernVer = false, ok.CacheVersion, 0
 	i.mu.Unlock()
 	if wasCaching {
 		fs.notifyData(i)
@@ -206,20 +206,20 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 // CLOSE says dirty only if the cache directory holds dirty data of the file
 // (other opens').
 func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
-	i.sn.openMu.Lock()
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	i.sn.opens[mode]--
+	snOf(i).opens[mode]--
 	// Never more forgotten opens than opens (serverRestarted may have
 	// counted this one).
-	i.sn.forgot[mode] = min(i.sn.forgot[mode], i.sn.opens[mode])
-	i.sn.reclaimed[mode] = min(i.sn.reclaimed[mode], i.sn.opens[mode])
+	snOf(i).forgot[mode] = min(snOf(i).forgot[mode], snOf(i).opens[mode])
+	snOf(i).reclaimed[mode] = min(snOf(i).reclaimed[mode], snOf(i).opens[mode])
 	i.mu.Unlock()
 	dirty := false
 	if cf := i.cacheFileOrNil(); cf != nil {
 		dirty = cf.NeedsWriteBack()
 	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, mode, dirty)
-	i.sn.openMu.Unlock()
+	snOf(i).openMu.Unlock()
 	fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -377,7 +377,7 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.mu.Lock()
-			i.sn.cred, i.sn.mtime = f.cred, time.Now()
+			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}
@@ -425,8 +425,8 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 func (i *Inode) takeWbErr() error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	err := i.sn.wbErr
-	i.sn.wbErr = nil
+	err := snOf(i).wbErr
+	snOf(i).wbErr = nil
 	return err
 }
 
@@ -437,7 +437,7 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
@@ -481,23 +481,23 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
 	}
-	i.sn.openMu.Lock()
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	i.opens--
-	i.sn.opens[f.sn.mode]--
+	snOf(i).opens[f.sn.mode]--
 	// An open a server that refused the reclaim forgot, not yet OPENed
 	// again (serverRestarted): that server counts none, so no CLOSE, and
 	// none kept for later either. Opens of one mode are alike to the
 	// server: releasing any of them gives up one forgotten one.
-	forgot := i.sn.forgot[f.sn.mode] > 0
+	forgot := snOf(i).forgot[f.sn.mode] > 0
 	if forgot {
-		i.sn.forgot[f.sn.mode]--
+		snOf(i).forgot[f.sn.mode]--
 	}
 	// One the latest reclaim reported, released before the server's verdict
 	// on it: CLOSEd (the server counts it if it took the reclaim), and no
 	// longer forgotten if it refused it.
-	if i.sn.reclaimed[f.sn.mode] > 0 {
-		i.sn.reclaimed[f.sn.mode]--
+	if snOf(i).reclaimed[f.sn.mode] > 0 {
+		snOf(i).reclaimed[f.sn.mode]--
 	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
@@ -509,7 +509,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		fs.cancelWriteBack(i)
 	}
 	if forgot {
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", f.sn.mode)
 		fs.snfsClosedAll(i)
 		if last && name != "" {
@@ -525,14 +525,14 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		dirty = cf.NeedsWriteBack()
 	}
 	if name == "" && fs.delayClose(i, f.sn.mode) {
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return errors.Join(errs...)
 	}
 	if !dirty {
 		fs.recordWrittenBack()
 	}
 	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
-	i.sn.openMu.Unlock()
+	snOf(i).openMu.Unlock()
 	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -547,7 +547,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 func (i *Inode) cacheFileOrNil() *cachedir.File {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.sn.cf
+	return snOf(i).cf
 }
 
 // cancelWriteBack drops i's cached data, dirty included, without writing it
@@ -556,8 +556,8 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
-	cf := i.sn.cf
-	i.sn.cf, i.sn.caching, i.sn.kernVer, i.sn.wbMoving = nil, false, 0, false
+	cf := snOf(i).cf
+	snOf(i).cf, snOf(i).caching, snOf(i).kernVer, snOf(i).wbMoving = nil, false, 0, false
 	i.mu.Unlock()
 	if fs.isDirty(i) {
 		fs.sn.stats.Cancelled.Add(1)
@@ -601,7 +601,7 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 		return err
 	}
 	i.mu.Lock()
-	i.sn.cred, i.sn.mtime = c, time.Now()
+	snOf(i).cred, snOf(i).mtime = c, time.Now()
 	i.mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
 		fs.sn.stats.Cancelled.Add(1)
@@ -618,7 +618,7 @@ func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl t
 	}
 	done, err = fs.whileCaching(i, func() error {
 		i.mu.Lock()
-		writer := i.sn.opens[state.Write] > 0
+		writer := snOf(i).opens[state.Write] > 0
 		i.mu.Unlock()
 		if !writer {
 			return errNotLocal

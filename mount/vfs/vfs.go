@@ -303,6 +303,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	i, ok := fs.inodes[k]
 	if !ok {
 		i = &Inode{fs: fs, FH: append(nfs3.FH(nil), fh...), Type: a.Type, FileID: a.FileID, Gen: fhHash(fh)}
+		fs.ops.newInode(i)
 		fs.inodes[k] = i
 	}
 	fs.mu.Unlock()

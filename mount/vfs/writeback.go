@@ -170,7 +170,7 @@ func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
 // writeBackInodeLocked is writeBackInode with i.flushMu held.
 func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
-	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
+	cf, cred, version := snOf(i).cf, snOf(i).cred, snOf(i).version
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		if cf != nil {
@@ -195,8 +195,8 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	fs.sn.stats.WriteBackErrors.Add(1)
 	fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	i.mu.Lock()
-	i.sn.wbErr = err
-	i.sn.cf, i.sn.kernVer, i.sn.wbMoving = nil, 0, false
+	snOf(i).wbErr = err
+	snOf(i).cf, snOf(i).kernVer, snOf(i).wbMoving = nil, 0, false
 	i.invalidateLocked()
 	i.mu.Unlock()
 	fs.markClean(i)
@@ -229,7 +229,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		return nil
 	}
 	i.mu.Lock()
-	i.sn.wbMoving = true // until cf's new base is set below
+	snOf(i).wbMoving = true // until cf's new base is set below
 	i.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if wb.Truncated {
@@ -285,7 +285,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 	}
 	fs.noteWrittenBack(cf)
 	i.mu.Lock()
-	i.sn.wbMoving = false
+	snOf(i).wbMoving = false
 	i.mu.Unlock()
 	return nil
 }

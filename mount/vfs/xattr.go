@@ -42,10 +42,10 @@ type xattrCache struct {
 // xattrKey is what makes a cache valid: the file cached, at a version, with
 // no invalidating callback since; ok is false when it is not cached.
 func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
-	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !i.sn.caching || i.sn.cf == nil || i.snfsHeldLocked() == 0 {
+	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || i.snfsHeldLocked() == 0 {
 		return 0, 0, false
 	}
-	return i.sn.version, i.sn.invals, true
+	return snOf(i).version, snOf(i).invals, true
 }
 
 // xattrsLocked returns i's cache if it is valid, making an empty one when the
@@ -53,14 +53,14 @@ func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
 func (i *Inode) xattrsLocked() *xattrCache {
 	v, n, ok := i.xattrKeyLocked()
 	if !ok {
-		i.sn.xattrs = nil
+		snOf(i).xattrs = nil
 		return nil
 	}
-	if c := i.sn.xattrs; c != nil && c.version == v && c.invals == n {
+	if c := snOf(i).xattrs; c != nil && c.version == v && c.invals == n {
 		return c
 	}
-	i.sn.xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
-	return i.sn.xattrs
+	snOf(i).xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
+	return snOf(i).xattrs
 }
 
 // xattrTag is what a call's answer may be cached under: the cache's key and
@@ -72,7 +72,7 @@ type xattrTag struct {
 
 func (i *Inode) xattrTagLocked() xattrTag {
 	v, n, ok := i.xattrKeyLocked()
-	return xattrTag{v, n, i.sn.xattrGen, ok}
+	return xattrTag{v, n, snOf(i).xattrGen, ok}
 }
 
 // xattrFill runs fill on i's cache if it is still the one valid at t
@@ -85,7 +85,7 @@ func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.sn.xattrGen != t.gen {
+	if snOf(i).xattrGen != t.gen {
 		return
 	}
 	if c := i.xattrsLocked(); c != nil && c.version == t.version && c.invals == t.invals {
@@ -228,19 +228,19 @@ func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) er
 // asked for again.
 func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
 	i.mu.Lock()
-	if xc := i.sn.xattrs; xc != nil {
+	if xc := snOf(i).xattrs; xc != nil {
 		// Whatever the answer, the cached value and list may be wrong now.
 		delete(xc.values, name)
 		xc.listed = false
 	}
 	// Answers to calls sent before this change are not cached (xattrFill).
-	i.sn.xattrGen++
+	snOf(i).xattrGen++
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
 	res, err := rpc(ctx, fs, call)
 	if err != nil {
 		i.mu.Lock()
-		i.sn.xattrGen++
+		snOf(i).xattrGen++
 		i.mu.Unlock()
 		return xattrErr(proc, err)
 	}
@@ -252,7 +252,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 	// them in either order.
 	i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = after })
 	i.mu.Lock()
-	i.sn.xattrGen++
+	snOf(i).xattrGen++
 	i.mu.Unlock()
 	return nil
 }

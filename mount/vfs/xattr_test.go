@@ -31,7 +31,7 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 	}
 	// The change cached user.v: drop it, so that the read goes to the server.
 	ia.mu.Lock()
-	delete(ia.sn.xattrs.values, "user.v")
+	delete(snOf(ia).xattrs.values, "user.v")
 	ia.mu.Unlock()
 	done := false
 	a.sn.xattrAnswered.set(func(i *Inode) {
