@@ -186,7 +186,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags), direct: direct, sn: snfsFile{mode: state.Write}}
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: state.Write}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}

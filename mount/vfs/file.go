@@ -20,7 +20,10 @@ type File struct {
 	// direct: the kernel must not cache this open's pages: O_APPEND, or
 	// (snfs mode) write-shared, or other opens pass through.
 	direct bool
-	sn     snfsFile // snfs mode (snfs.go)
+	// ext is the mode's own state of the open: snfs mode's *snfsFile
+	// (snfs.go) for an open of the protocol; nil for the core's opens (nfs
+	// mode's, and snfs mode's of what the protocol does not open).
+	ext any
 }
 
 // Direct reports whether the kernel must not cache this open's pages

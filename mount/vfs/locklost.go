@@ -217,12 +217,12 @@ func (l *locks) lockVerf() snfs1.Verifier {
 // (lockLostAccess). Under l.mu: f is still open (its release drops it from
 // held, under l.mu, before closing f.sn.pt).
 func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
-	if f.sn.pt == nil || fs.sn.pin.w == nil {
+	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.sn.pin.w == nil {
 		return
 	}
-	st, err := f.sn.pt.Stat()
+	st, err := fsnOf(f).pt.Stat()
 	if err == nil {
-		err = fs.sn.pin.w.Watch(f.sn.pt)
+		err = fs.sn.pin.w.Watch(fsnOf(f).pt)
 	}
 	if err != nil {
 		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)

@@ -17,7 +17,7 @@ import (
 // Mount (FS.Ops), and the FS's own methods of the same names go through it.
 //
 // In snfs mode a file the protocol does not open (not a regular file) is
-// the core's: its File says which (File.sn.mode), so the cache manager's
+// the core's: its File says which (snfsOpened), so the cache manager's
 // operations hand such files to the core's.
 type Ops interface {
 	Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error)
@@ -115,7 +115,7 @@ func (o snfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int
 	if err := o.fs.lockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return o.fs.readCore(ctx, f, off, buf)
 	}
 	return o.fs.snfsRead(ctx, f, off, buf)
@@ -126,7 +126,7 @@ func (o snfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (i
 	if err := o.fs.writeCheck(ctx, f); err != nil {
 		return 0, err
 	}
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		_, n, err := o.fs.buffered(ctx, f, off, data, false)
 		return n, err
 	}
@@ -138,7 +138,7 @@ func (o snfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int,
 	if err := o.fs.refuseChange(); err != nil {
 		return 0, 0, err
 	}
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return o.fs.appendCore(ctx, f, data)
 	}
 	return o.fs.snfsAppend(ctx, f, data)
@@ -146,7 +146,7 @@ func (o snfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int,
 
 // Flush is FS.Flush in snfs mode.
 func (o snfsOps) Flush(ctx context.Context, f *File) error {
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
 	return o.fs.snfsFlush(ctx, f)
@@ -154,7 +154,7 @@ func (o snfsOps) Flush(ctx context.Context, f *File) error {
 
 // Fsync is FS.Fsync in snfs mode.
 func (o snfsOps) Fsync(ctx context.Context, f *File) error {
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
 	return o.fs.snfsFsync(ctx, f)
@@ -163,7 +163,7 @@ func (o snfsOps) Fsync(ctx context.Context, f *File) error {
 // Release is FS.Release in snfs mode.
 func (o snfsOps) Release(ctx context.Context, f *File) error {
 	o.fs.dropHeld(f.i, f, 0)
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return o.fs.releaseCore(ctx, f)
 	}
 	return o.fs.snfsRelease(ctx, f)
@@ -298,7 +298,7 @@ func (o nfsOps) clearSetID(ctx context.Context, f *File) error { return f.i.flus
 // snfsWrite); a write-through was sent already; a file the protocol does
 // not open is the core's.
 func (o snfsOps) clearSetID(ctx context.Context, f *File) error {
-	if f.sn.mode == 0 {
+	if !snfsOpened(f) {
 		return o.core().clearSetID(ctx, f)
 	}
 	if f.i.snfsCaching() {

@@ -113,7 +113,12 @@ func (fs *FS) EnablePassthrough() {
 
 // PassthroughFile is the descriptor the kernel should do this open's I/O on
 // (FUSE passthrough), or nil.
-func (f *File) PassthroughFile() *os.File { return f.sn.pt }
+func (f *File) PassthroughFile() *os.File {
+	if !snfsOpened(f) {
+		return nil
+	}
+	return fsnOf(f).pt
+}
 
 // snfsIOMode decides how the kernel does this open's I/O: passthrough, its
 // page cache, or direct (through the mount every time).
@@ -138,7 +143,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			join = snOf(i).pt.opens > 0
 			if !join {
 				snOf(i).pt.appenders++
-				f.sn.appendIO = true
+				fsnOf(f).appendIO = true
 			}
 			i.mu.Unlock()
 			if !join {
@@ -159,7 +164,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i.mu.Lock()
 	join = snOf(i).pt.opens > 0
 	if !join {
-		f.sn.cachedIO = true
+		fsnOf(f).cachedIO = true
 		snOf(i).pt.cached++
 	}
 	i.mu.Unlock()
@@ -171,7 +176,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		}
 		// And those ended too: a cached-page open after all.
 		i.mu.Lock()
-		f.sn.cachedIO = true
+		fsnOf(f).cachedIO = true
 		snOf(i).pt.cached++
 		i.mu.Unlock()
 	}
@@ -251,7 +256,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
-	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	if write {
 		fs.sn.pin.wb.Add(fd)
 	}
@@ -366,7 +371,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
-	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	f.direct = false
 	if write && fs.sn.pin.wb != nil {
 		fs.sn.pin.wb.Add(fd)
@@ -486,27 +491,27 @@ func (fs *FS) snfsIOEnd(f *File) {
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
 	i.mu.Lock()
-	if f.sn.appendIO {
+	if fsnOf(f).appendIO {
 		snOf(i).pt.appenders--
-		f.sn.appendIO = false
+		fsnOf(f).appendIO = false
 	}
-	if f.sn.cachedIO {
+	if fsnOf(f).cachedIO {
 		snOf(i).pt.cached--
-		f.sn.cachedIO = false
+		fsnOf(f).cachedIO = false
 		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.sn.passthrough.Load() {
 			cf = snOf(i).cf
 		}
 	}
-	if f.sn.pt != nil {
+	if fsnOf(f).pt != nil {
 		snOf(i).pt.opens--
-		if f.sn.ptWrite {
+		if fsnOf(f).ptWrite {
 			snOf(i).pt.writers--
 		}
 		if snOf(i).pt.opens == 0 {
 			wfd, pf = snOf(i).pt.fd, snOf(i).pt.pinned
 			if snOf(i).pt.watched {
 				// Under i's lock: a new first open's mark comes after.
-				fs.unwatch(f.sn.pt)
+				fs.unwatch(fsnOf(f).pt)
 			}
 			snOf(i).pt.cf, snOf(i).pt.fd, snOf(i).pt.pinned, snOf(i).pt.watched = nil, nil, nil, false
 		}
@@ -518,16 +523,16 @@ func (fs *FS) snfsIOEnd(f *File) {
 	if wfd != nil {
 		wfd.Close()
 	}
-	if f.sn.pt != nil {
-		if f.sn.ptWrite {
+	if fsnOf(f).pt != nil {
+		if fsnOf(f).ptWrite {
 			if fs.sn.pin.wb != nil {
-				fs.sn.pin.wb.Remove(f.sn.pt)
+				fs.sn.pin.wb.Remove(fsnOf(f).pt)
 			}
-			f.sn.ptCF.EndExternal()
+			fsnOf(f).ptCF.EndExternal()
 		}
-		f.sn.ptCF.Unpin()
-		f.sn.pt.Close()
-		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
+		fsnOf(f).ptCF.Unpin()
+		fsnOf(f).pt.Close()
+		fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = nil, nil, false
 	}
 	if cf != nil && cf.Missing() == nil {
 		// The last open through the page cache of a file the cache directory

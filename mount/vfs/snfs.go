@@ -156,6 +156,17 @@ func (h *testHook) run(i *Inode) {
 // snOf is i's snfs-mode state (Inode.ext, made by snfsOps.newInode).
 func snOf(i *Inode) *snfsInode { return i.ext.(*snfsInode) }
 
+// fsnOf is f's snfs-mode state (File.ext) if f is an open of the protocol
+// (snfsOpened).
+func fsnOf(f *File) *snfsFile { return f.ext.(*snfsFile) }
+
+// snfsOpened reports whether f is an open of the protocol (snfs mode, a
+// regular file): the core's opens have no snfs-mode state.
+func snfsOpened(f *File) bool {
+	_, ok := f.ext.(*snfsFile)
+	return ok
+}
+
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
@@ -208,7 +219,7 @@ type snfsInode struct {
 
 // snfsFile is an open's snfs-mode state.
 type snfsFile struct {
-	mode     state.Mode     // 0: not an snfs open
+	mode     state.Mode     // the protocol mode of the open
 	cachedIO bool           // counted in passthroughState.cached
 	appendIO bool           // counted in passthroughState.appenders
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file

@@ -48,7 +48,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, sn: snfsFile{mode: pmode}}
+	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: pmode}}
 	if flags&syscall.O_TRUNC != 0 {
 		fs.whileCaching(i, func() error {
 			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
@@ -471,7 +471,7 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
 	var errs []error
-	if f.sn.ptWrite {
+	if fsnOf(f).ptWrite {
 		errs = append(errs, fs.snfsNoteExternal(ctx, i))
 	}
 	fs.snfsIOEnd(f)
@@ -484,20 +484,20 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	i.opens--
-	snOf(i).opens[f.sn.mode]--
+	snOf(i).opens[fsnOf(f).mode]--
 	// An open a server that refused the reclaim forgot, not yet OPENed
 	// again (serverRestarted): that server counts none, so no CLOSE, and
 	// none kept for later either. Opens of one mode are alike to the
 	// server: releasing any of them gives up one forgotten one.
-	forgot := snOf(i).forgot[f.sn.mode] > 0
+	forgot := snOf(i).forgot[fsnOf(f).mode] > 0
 	if forgot {
-		snOf(i).forgot[f.sn.mode]--
+		snOf(i).forgot[fsnOf(f).mode]--
 	}
 	// One the latest reclaim reported, released before the server's verdict
 	// on it: CLOSEd (the server counts it if it took the reclaim), and no
 	// longer forgotten if it refused it.
-	if snOf(i).reclaimed[f.sn.mode] > 0 {
-		snOf(i).reclaimed[f.sn.mode]--
+	if snOf(i).reclaimed[fsnOf(f).mode] > 0 {
+		snOf(i).reclaimed[fsnOf(f).mode]--
 	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
@@ -510,7 +510,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	if forgot {
 		snOf(i).openMu.Unlock()
-		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", f.sn.mode)
+		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode)
 		fs.snfsClosedAll(i)
 		if last && name != "" {
 			fs.removeHidden(ctx, f.cred, i, dir, name)
@@ -524,16 +524,16 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		}
 		dirty = cf.NeedsWriteBack()
 	}
-	if name == "" && fs.delayClose(i, f.sn.mode) {
+	if name == "" && fs.delayClose(i, fsnOf(f).mode) {
 		snOf(i).openMu.Unlock()
 		return errors.Join(errs...)
 	}
 	if !dirty {
 		fs.recordWrittenBack()
 	}
-	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
+	_, err := fs.sn.sess.Close(ctx, i.FH, fsnOf(f).mode, dirty)
 	snOf(i).openMu.Unlock()
-	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)
+	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
