@@ -22,7 +22,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
 	if mode == state.RecallLocks {
-		return fs.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+		return fs.sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
 	}
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
@@ -62,7 +62,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
 			// The pinned holder (pinned.go): what the kernel wrote so far
 			// goes now; its opens go on writing.
-			if err := fs.pinSync(ctx, pf, false); err != nil {
+			if err := fs.sn.pinSync(ctx, pf, false); err != nil {
 				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 			}
 			// The server counts this client as not caching the file: an
@@ -79,7 +79,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			// earlier ones, at the end of file another client sees too.
 			i.appendMu.Lock()
 			defer i.appendMu.Unlock()
-			entering = fs.pinEnter(i)
+			entering = fs.sn.pinEnter(i)
 			// Caching stops before the write-back: a write into the cache
 			// directory after the write-back took the dirty data would be
 			// left behind it, unknown to the server once this is answered
@@ -117,7 +117,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 				unsent = true
 			}
 		}
-		fs.recordWrittenBack() // before the answer (writeback.go)
+		fs.sn.recordWrittenBack() // before the answer (writeback.go)
 	}
 	if mode.Invalidates() {
 		if i != nil {
@@ -136,7 +136,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		}
 	}
 	if entering != nil {
-		fs.pinEntered(entering)
+		fs.sn.pinEntered(entering)
 		if entering.holder {
 			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
 			return state.Pinned
@@ -146,7 +146,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		fs.sn.stats.CallbacksFailed.Add(1)
 		return state.Failed
 	}
-	if st, ok := fs.delayedCallback(ctx, i); ok {
+	if st, ok := fs.sn.delayedCallback(ctx, i); ok {
 		return st
 	}
 	if i == nil {
@@ -177,7 +177,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 
 // snfsCreated finishes Create in snfs mode: the new file is opened for
 // writing with the protocol.
-func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
+func (fs *snfsFS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
 	i := e.Inode
 	_, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
@@ -202,7 +202,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 }
 
 // snfsSetattr is a local size change (snfsSetattrLocal).
-func (fs *FS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Duration, error) {
+func (fs *snfsFS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Duration, error) {
 	if err := fs.snfsTruncate(i, c, size); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
@@ -212,7 +212,7 @@ func (fs *FS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Durat
 }
 
 // snfsSized brings the cache file to a size set on the server.
-func (fs *FS) snfsSized(i *Inode, size *uint64) {
+func (fs *snfsFS) snfsSized(i *Inode, size *uint64) {
 	if size == nil {
 		return
 	}
@@ -238,13 +238,13 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 // or dirty data, whether it is cached and the version its cache holds. It
 // runs in the session's connect hook: it takes only the inodes' and the
 // cache's locks, never one held across a call to the server.
-func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
-	fs.mu.Lock()
+func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.FS.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
 		all = append(all, i)
 	}
-	fs.mu.Unlock()
+	fs.FS.mu.Unlock()
 	var items []snfs1.ReclaimItem
 	for _, i := range all {
 		if i.Type != nfs3.TypeReg {
@@ -272,7 +272,7 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
 			Caching: caching && cf != nil, Dirty: dirty, Version: version})
 	}
-	fs.sn.stats.Reclaimed.Add(uint64(len(items)))
+	fs.stats.Reclaimed.Add(uint64(len(items)))
 	return items
 }
 
@@ -287,13 +287,13 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 // fenced: clean cached data is dropped (the kernel's pages and attributes
 // too; files are cached again from their next OPEN) and dirty data is
 // reintegrated (reintegrate.go). Files open here go on, written through.
-func (fs *FS) serverRestarted(refused bool) {
+func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
 	// the reclaim, which may run under a read or write holding the file.
-	for _, i := range fs.sn.locks.takeLostNotify() {
+	for _, i := range fs.locks.takeLostNotify() {
 		fs.notifyData(i)
 	}
 	if !refused {
@@ -305,7 +305,7 @@ func (fs *FS) serverRestarted(refused bool) {
 		return
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
-	fs.sn.beforeForget.run(nil)
+	fs.beforeForget.run(nil)
 	held := fs.forgetOpens()
 	for _, i := range fs.stopCaching() {
 		if cf := i.cacheFileOrNil(); cf != nil {
@@ -314,12 +314,12 @@ func (fs *FS) serverRestarted(refused bool) {
 			}
 		}
 	}
-	fs.sn.beforeReopen.run(nil)
+	fs.beforeReopen.run(nil)
 	for _, i := range held {
 		fs.reopen(ctx, i)
 	}
 	fs.log.Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
-	fs.sn.afterReopen.run(nil)
+	fs.afterReopen.run(nil)
 }
 
 // forgetOpens records the applications' protocol opens the reclaim reported
@@ -381,7 +381,7 @@ func (fs *FS) allInodes() []*Inode {
 // invalidated by stopCaching; a client may always do less than the server
 // allows). An OPEN refused counts nothing: the opens not OPENed again stay
 // forgotten, and their releases send no CLOSE.
-func (fs *FS) reopen(ctx context.Context, i *Inode) {
+func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
@@ -392,7 +392,7 @@ func (fs *FS) reopen(ctx context.Context, i *Inode) {
 			if !left {
 				break
 			}
-			if _, err := fs.sn.sess.Open(ctx, i.FH, m); err != nil {
+			if _, err := fs.sess.Open(ctx, i.FH, m); err != nil {
 				fs.log.Warn("OPEN again after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
 				break
 			}

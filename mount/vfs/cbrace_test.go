@@ -182,7 +182,7 @@ func TestCallbackRacingOpenAnswerReader(t *testing.T) {
 	if got := openRead(t, a, ia); !bytes.Equal(got, old) {
 		t.Fatalf("A's first read: %d bytes; want %d", len(got), len(old))
 	}
-	a.closeDelayed(ia, true)
+	a.sn.closeDelayed(ia, true)
 	var fb *File
 	duringAnswer(t, a, ia, func() {
 		var err error

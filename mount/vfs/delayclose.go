@@ -51,8 +51,8 @@ func (i *Inode) snfsHeldLocked() int {
 // if there is one the mode may use and the file is still cached. It returns
 // the protocol mode of the open taken over and whether the kernel may keep
 // its pages.
-func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, ok bool) {
-	if fs.sn == nil || fs.sn.cfg.CloseDelay <= 0 {
+func (fs *snfsFS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, ok bool) {
+	if fs.cfg.CloseDelay <= 0 {
 		return 0, false, false
 	}
 	snOf(i).openMu.Lock()
@@ -79,8 +79,8 @@ func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, o
 	}
 	keep = snOf(i).kernVer != 0 && snOf(i).kernVer == snOf(i).version
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
-	fs.sn.stats.DelayedReopens.Add(1)
+	fs.delayed.remove(i)
+	fs.stats.DelayedReopens.Add(1)
 	return taken, keep, true
 }
 
@@ -100,14 +100,14 @@ func (s *delayedSet) remove(i *Inode) {
 // instead of CLOSEing it, when delayed close is on, the file is cached here
 // and no application has it open. Called with i.sn.openMu held; the release's
 // counts are already decremented.
-func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
-	d := fs.sn.cfg.CloseDelay
+func (fs *snfsFS) delayClose(i *Inode, mode state.Mode) bool {
+	d := fs.cfg.CloseDelay
 	if d <= 0 {
 		return false
 	}
-	fs.sn.delayed.mu.Lock()
-	defer fs.sn.delayed.mu.Unlock()
-	if fs.sn.delayed.closed {
+	fs.delayed.mu.Lock()
+	defer fs.delayed.mu.Unlock()
+	if fs.delayed.closed {
 		return false
 	}
 	i.mu.Lock()
@@ -120,17 +120,17 @@ func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
 	if snOf(i).dc.timer == nil {
 		snOf(i).dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
 	}
-	if fs.sn.delayed.inodes == nil {
-		fs.sn.delayed.inodes = map[*Inode]struct{}{}
+	if fs.delayed.inodes == nil {
+		fs.delayed.inodes = map[*Inode]struct{}{}
 	}
-	fs.sn.delayed.inodes[i] = struct{}{}
-	fs.sn.stats.DelayedCloses.Add(1)
+	fs.delayed.inodes[i] = struct{}{}
+	fs.stats.DelayedCloses.Add(1)
 	return true
 }
 
 // closeDelayed CLOSEs i's kept opens once their window has passed (now, if
 // force).
-func (fs *FS) closeDelayed(i *Inode, force bool) {
+func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	if snOf(i).dc.count() == 0 {
@@ -157,7 +157,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	}
 	cf := snOf(i).cf
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
+	fs.delayed.remove(i)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dirty := false
@@ -172,7 +172,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	}
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for range n[m] {
-			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			if _, err := fs.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 				fs.log.Warn("delayed CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
@@ -184,7 +184,7 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 // snfsClosedAll: if this client holds no open of i any more, the server no
 // longer calls it back about the file: the kernel's attributes are good only
 // as long as nfs mode's.
-func (fs *FS) snfsClosedAll(i *Inode) {
+func (fs *snfsFS) snfsClosedAll(i *Inode) {
 	i.mu.Lock()
 	closed := i.snfsHeldLocked() == 0 && snOf(i).opening == 0
 	if closed {
@@ -198,8 +198,8 @@ func (fs *FS) snfsClosedAll(i *Inode) {
 }
 
 // closeAllDelayed CLOSEs every kept open now and stops delaying (Close).
-func (fs *FS) closeAllDelayed() {
-	s := &fs.sn.delayed
+func (fs *snfsFS) closeAllDelayed() {
+	s := &fs.delayed
 	s.mu.Lock()
 	s.closed = true
 	all := make([]*Inode, 0, len(s.inodes))
@@ -216,7 +216,7 @@ func (fs *FS) closeAllDelayed() {
 // only kept opens hold: everything is written back, the kept opens are
 // forgotten (the server treats them as closed) and caching stops. ok is
 // false when the callback is not for such a file.
-func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, ok bool) {
+func (fs *snfsFS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, ok bool) {
 	if i == nil {
 		return 0, false
 	}
@@ -238,7 +238,7 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 			unsent := i.w.pending()
 			i.mu.Unlock()
 			if unsent {
-				fs.sn.stats.CallbacksFailed.Add(1)
+				fs.stats.CallbacksFailed.Add(1)
 				return state.Failed, true
 			}
 		}
@@ -248,7 +248,7 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	if err != nil {
 		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
-			fs.sn.stats.CallbacksFailed.Add(1)
+			fs.stats.CallbacksFailed.Add(1)
 			return state.Failed, true // the data kept (Callback)
 		}
 		return 0, false
@@ -270,8 +270,8 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	snOf(i).caching = false
 	i.invalidateLocked()
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
-	fs.sn.stats.TreatedAsClosed.Add(1)
+	fs.delayed.remove(i)
+	fs.stats.TreatedAsClosed.Add(1)
 	fs.notifyAttr(i)
 	return state.TreatAsClosed, true
 }

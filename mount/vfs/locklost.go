@@ -181,7 +181,7 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 		lost, _ = l.heldState(f)
 	}
 	if !lost && fs.sn != nil {
-		if _, err := fs.renewLocks(ctx, f.i); err != nil {
+		if _, err := fs.sn.renewLocks(ctx, f.i); err != nil {
 			return err
 		}
 		lost, _ = l.heldState(f)
@@ -245,8 +245,8 @@ func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
 // must be refused: its process took a lock, since lost, through a
 // passthrough descriptor of the file that has not unlocked the whole file
 // nor closed. Called by the watch for each access of a watched file.
-func (fs *FS) lockLostAccess(ino uint64, tid int32) bool {
-	l := &fs.sn.locks
+func (fs *snfsFS) lockLostAccess(ino uint64, tid int32) bool {
+	l := &fs.locks
 	if l.nheld.Load() == 0 {
 		return false
 	}
@@ -304,16 +304,16 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 // pages the caller drops when it is outside a read or write (locksLost):
 // not here, under renewMu, which a read the kernel holds the file for may
 // be waiting for.
-func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
-	l := &fs.sn.locks
+func (fs *snfsFS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
+	l := &fs.locks
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
-	if time.Since(l.renewed) < fs.sn.sess.CallbackTimeout()/2 {
+	if time.Since(l.renewed) < fs.sess.CallbackTimeout()/2 {
 		return nil, nil
 	}
 	start := time.Now()
 	var lost []*Inode
-	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
+	_, err := fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
 		lost = fs.markLost("the server revoked this client's locks", nil)
@@ -336,22 +336,22 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
 // process reads and writes unprotected. A loss the loop learns drops the
 // kernel's pages of the files and watches their passthrough files
 // (locksLost).
-func (fs *FS) lockLeaseLoop() {
-	defer close(fs.sn.leaseDone)
+func (fs *snfsFS) lockLeaseLoop() {
+	defer close(fs.leaseDone)
 	for {
-		t := time.NewTimer(max(fs.sn.sess.CallbackTimeout()/4, 10*time.Millisecond))
+		t := time.NewTimer(max(fs.sess.CallbackTimeout()/4, 10*time.Millisecond))
 		select {
-		case <-fs.sn.stop:
+		case <-fs.stop:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		i := fs.sn.locks.anyHeld()
+		i := fs.locks.anyHeld()
 		if i == nil {
 			continue
 		}
-		lost, err := fs.renewLocks(fs.sn.life, i)
-		if err != nil && fs.sn.life.Err() == nil {
+		lost, err := fs.renewLocks(fs.life, i)
+		if err != nil && fs.life.Err() == nil {
 			fs.log.Debug("lock lease", "err", err)
 		}
 		for _, i := range lost {

@@ -61,7 +61,7 @@ func (fs *FS) DirtyBytes() int64 {
 		return 0
 	}
 	var n int64
-	for _, i := range fs.dirtyInodes(time.Time{}) {
+	for _, i := range fs.sn.dirtyInodes(time.Time{}) {
 		cf := i.cacheFileOrNil()
 		if cf == nil {
 			continue

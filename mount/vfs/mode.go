@@ -97,7 +97,7 @@ func (o snfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, 
 			return nil, false, err
 		}
 	}
-	return o.fs.snfsOpen(ctx, i, c, flags)
+	return o.fs.sn.snfsOpen(ctx, i, c, flags)
 }
 
 // Create is FS.Create in snfs mode: the new file is opened for writing
@@ -107,7 +107,7 @@ func (o snfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mo
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	return o.fs.snfsCreated(ctx, e, c, flags)
+	return o.fs.sn.snfsCreated(ctx, e, c, flags)
 }
 
 // Read is FS.Read in snfs mode.
@@ -118,7 +118,7 @@ func (o snfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int
 	if !snfsOpened(f) {
 		return o.fs.readCore(ctx, f, off, buf)
 	}
-	return o.fs.snfsRead(ctx, f, off, buf)
+	return o.fs.sn.snfsRead(ctx, f, off, buf)
 }
 
 // Write is FS.Write in snfs mode.
@@ -130,7 +130,7 @@ func (o snfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (i
 		_, n, err := o.fs.buffered(ctx, f, off, data, false)
 		return n, err
 	}
-	return o.fs.snfsWrite(ctx, f, off, data)
+	return o.fs.sn.snfsWrite(ctx, f, off, data)
 }
 
 // Append is FS.Append in snfs mode.
@@ -141,7 +141,7 @@ func (o snfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int,
 	if !snfsOpened(f) {
 		return o.fs.appendCore(ctx, f, data)
 	}
-	return o.fs.snfsAppend(ctx, f, data)
+	return o.fs.sn.snfsAppend(ctx, f, data)
 }
 
 // Flush is FS.Flush in snfs mode.
@@ -149,7 +149,7 @@ func (o snfsOps) Flush(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
-	return o.fs.snfsFlush(ctx, f)
+	return o.fs.sn.snfsFlush(ctx, f)
 }
 
 // Fsync is FS.Fsync in snfs mode.
@@ -157,7 +157,7 @@ func (o snfsOps) Fsync(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
-	return o.fs.snfsFsync(ctx, f)
+	return o.fs.sn.snfsFsync(ctx, f)
 }
 
 // Release is FS.Release in snfs mode.
@@ -166,7 +166,7 @@ func (o snfsOps) Release(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
 		return o.fs.releaseCore(ctx, f)
 	}
-	return o.fs.snfsRelease(ctx, f)
+	return o.fs.sn.snfsRelease(ctx, f)
 }
 
 // Setattr is FS.Setattr in snfs mode: a size change of a file this client
@@ -178,7 +178,7 @@ func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3
 	if err := fs.refuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
+	if a, ttl, done, err := fs.sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}
 	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
@@ -187,8 +187,8 @@ func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3
 		}
 	}
 	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
-		fs.snfsOwnChange(i, w)
-		fs.snfsSized(i, s.Size) // only a size the server took
+		fs.sn.snfsOwnChange(i, w)
+		fs.sn.snfsSized(i, s.Size) // only a size the server took
 	})
 }
 
@@ -221,17 +221,17 @@ func (o nfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 // Getlk is FS.Getlk in snfs mode: the protocol's LOCKT, or this client's
 // lock delegation (lock.go).
 func (o snfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
-	return o.fs.snfsGetlk(ctx, i, owner, kind, off, n)
+	return o.fs.sn.snfsGetlk(ctx, i, owner, kind, off, n)
 }
 
 // Setlk is FS.Setlk in snfs mode (lock.go).
 func (o snfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
-	return o.fs.snfsSetlk(ctx, f, owner, kind, off, n, wait)
+	return o.fs.sn.snfsSetlk(ctx, f, owner, kind, off, n, wait)
 }
 
 // UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
 func (o snfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
-	return o.fs.snfsUnlockOwner(ctx, i, owner)
+	return o.fs.sn.snfsUnlockOwner(ctx, i, owner)
 }
 
 // Allocate is FS.Allocate in nfs mode: NFSv3 has no ALLOCATE.
@@ -239,7 +239,7 @@ func (nfsOps) Allocate(context.Context, *File, uint64, uint64, uint32) error { r
 
 // Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
 func (o snfsOps) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
-	return o.fs.snfsAllocate(ctx, f, off, length, mode)
+	return o.fs.sn.snfsAllocate(ctx, f, off, length, mode)
 }
 
 // Extended attributes: NFSv3 has none; snfs mode's are the protocol's
@@ -265,12 +265,12 @@ func (nfsOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return 
 
 // GetXattr is FS.GetXattr in snfs mode.
 func (o snfsOps) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
-	return o.fs.getXattr(ctx, i, c, name)
+	return o.fs.sn.getXattr(ctx, i, c, name)
 }
 
 // ListXattrs is FS.ListXattrs in snfs mode.
 func (o snfsOps) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	return o.fs.listXattrs(ctx, i, c)
+	return o.fs.sn.listXattrs(ctx, i, c)
 }
 
 // SetXattr is FS.SetXattr in snfs mode.
@@ -289,7 +289,7 @@ func (nfsOps) removed(*Inode, uint32)                      {}
 func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
 	return o.fs.writeBackFirst(ctx, i)
 }
-func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }
+func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.sn.snfsRemoved(child, nlink) }
 
 // clearSetID writes f's file's buffered data through, as its writer.
 func (o nfsOps) clearSetID(ctx context.Context, f *File) error { return f.i.flush(ctx, false) }
@@ -336,14 +336,14 @@ func (o nfsOps) close() error {
 // sync writes back the cache directory's dirty files, then what the core
 // holds in memory.
 func (o snfsOps) sync(ctx context.Context) error {
-	if err := o.fs.snfsSync(ctx); err != nil {
+	if err := o.fs.sn.snfsSync(ctx); err != nil {
 		return err
 	}
 	return o.fs.syncCore(ctx)
 }
 
 // close ends snfs mode (snfs.go).
-func (o snfsOps) close() error { return o.fs.closeSNFS() }
+func (o snfsOps) close() error { return o.fs.sn.closeSNFS() }
 
 func (nfsOps) attrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
 func (nfsOps) adjustLocked(*Inode, *nfs3.Fattr)           {}

@@ -106,7 +106,7 @@ var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-s
 // bridge calls it once the kernel agreed to FUSE passthrough).
 func (fs *FS) EnablePassthrough() {
 	if fs.sn != nil && !fs.sn.passthrough.Load() {
-		fs.startWatch()
+		fs.sn.startWatch()
 		fs.sn.passthrough.Store(true)
 	}
 }
@@ -122,7 +122,7 @@ func (f *File) PassthroughFile() *os.File {
 
 // snfsIOMode decides how the kernel does this open's I/O: passthrough, its
 // page cache, or direct (through the mount every time).
-func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
+func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i := f.i
 	i.mu.Lock()
 	join := snOf(i).pt.opens > 0
@@ -158,7 +158,7 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	if f.direct {
 		return nil
 	}
-	if fs.sn.passthrough.Load() && fs.snfsPassthrough(f, flags) {
+	if fs.passthrough.Load() && fs.snfsPassthrough(f, flags) {
 		return nil
 	}
 	i.mu.Lock()
@@ -188,10 +188,10 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 // watched mount when there is one (pinned.go), for a read open too: a write
 // open that joins it later can then become the pinned holder's. Without the
 // watch, write opens do not pass through.
-func (fs *FS) snfsPassthrough(f *File, flags int) bool {
+func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	if write && fs.sn.pin.w == nil {
+	if write && fs.pin.w == nil {
 		return false
 	}
 	// A write to a set-ID file must reach the mount, which has the
@@ -214,7 +214,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	}
 	var fd *os.File
 	var err error
-	watched := fs.sn.pin.w != nil
+	watched := fs.pin.w != nil
 	if watched {
 		fd, ok, err = cf.PinWith(true, fs.openWatched)
 		if ok && write {
@@ -258,9 +258,9 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	i.mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	if write {
-		fs.sn.pin.wb.Add(fd)
+		fs.pin.wb.Add(fd)
 	}
-	fs.sn.stats.PassthroughOpens.Add(1)
+	fs.stats.PassthroughOpens.Add(1)
 	return true
 }
 
@@ -302,7 +302,7 @@ func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.Fil
 // the same file. The pinned file is first made whole and current: filled
 // from the server where the cache lacks bytes (the file is cached), or
 // replaced by the server's copy (write-shared: then only for reading).
-func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
+func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
@@ -373,10 +373,10 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 	i.mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	f.direct = false
-	if write && fs.sn.pin.wb != nil {
-		fs.sn.pin.wb.Add(fd)
+	if write && fs.pin.wb != nil {
+		fs.pin.wb.Add(fd)
 	}
-	fs.sn.stats.PassthroughOpens.Add(1)
+	fs.stats.PassthroughOpens.Add(1)
 	return true, nil
 }
 
@@ -384,7 +384,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 // behind the mount's back: all of it becomes dirty (and is written through
 // at once if the file is no longer cached). Call it before a close or an
 // fsync returns, and before a write-back.
-func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
+func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	if pf := fs.pinnedOf(i); pf != nil {
 		return fs.pinSync(ctx, pf, true)
 	}
@@ -411,7 +411,7 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 // snfsNoteExternalLocal is snfsNoteExternal's local part, for the cache
 // operations that must see the cache file as it is (a truncation, the
 // version rule at an OPEN): no write-through.
-func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
+func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 	if fs.pinnedOf(i) != nil {
 		// The kernel's writes are taken in one by one (pinned.go); the
 		// file as a whole holds other clients' older bytes.
@@ -439,7 +439,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 
 // snfsPinnedRefresh replaces the pinned file's bytes with the server's copy
 // (a write-shared file, not cached: the cache claims none of them).
-func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 	i := f.i
 	wfd, err := fs.pinnedFd(i)
 	if err != nil || wfd == nil {
@@ -485,7 +485,7 @@ func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
 }
 
 // snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
-func (fs *FS) snfsIOEnd(f *File) {
+func (fs *snfsFS) snfsIOEnd(f *File) {
 	i := f.i
 	var wfd *os.File
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
@@ -498,7 +498,7 @@ func (fs *FS) snfsIOEnd(f *File) {
 	if fsnOf(f).cachedIO {
 		snOf(i).pt.cached--
 		fsnOf(f).cachedIO = false
-		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.sn.passthrough.Load() {
+		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.passthrough.Load() {
 			cf = snOf(i).cf
 		}
 	}
@@ -525,8 +525,8 @@ func (fs *FS) snfsIOEnd(f *File) {
 	}
 	if fsnOf(f).pt != nil {
 		if fsnOf(f).ptWrite {
-			if fs.sn.pin.wb != nil {
-				fs.sn.pin.wb.Remove(fsnOf(f).pt)
+			if fs.pin.wb != nil {
+				fs.pin.wb.Remove(fsnOf(f).pt)
 			}
 			fsnOf(f).ptCF.EndExternal()
 		}

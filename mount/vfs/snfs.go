@@ -78,6 +78,10 @@ type SNFSStats struct {
 }
 
 type snfsFS struct {
+	// The core the cache manager runs on (snfs mode's methods are
+	// snfsFS's; the core's are promoted).
+	*FS
+
 	cfg   SNFSConfig
 	sess  *client.Session
 	cache *cachedir.Cache
@@ -250,7 +254,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = time.Hour
 	}
-	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
+	fs.sn = &snfsFS{FS: fs, cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
 		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
 		leaseDone: make(chan struct{})}
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
@@ -259,14 +263,14 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 		cfg.handler.set(fs)
 	}
 	if cfg.Recover {
-		if err := fs.recoverDirty(ctx); err != nil {
+		if err := fs.sn.recoverDirty(ctx); err != nil {
 			// What could not be written back stays dirty in the cache
 			// directory: the write-back goroutine tries again.
 			fs.log.Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
-	go fs.writeBackLoop()
-	go fs.lockLeaseLoop()
+	go fs.sn.writeBackLoop()
+	go fs.sn.lockLeaseLoop()
 	return nil
 }
 
@@ -276,31 +280,31 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 func (fs *FS) Close() error { return fs.ops.close() }
 
 // closeSNFS is Close in snfs mode.
-func (fs *FS) closeSNFS() error {
+func (fs *snfsFS) closeSNFS() error {
 	var err error
-	fs.sn.once.Do(func() {
+	fs.once.Do(func() {
 		fs.closeAllDelayed()
-		close(fs.sn.stop)
-		fs.sn.endLife()
-		<-fs.sn.done
-		<-fs.sn.leaseDone
+		close(fs.stop)
+		fs.endLife()
+		<-fs.done
+		<-fs.leaseDone
 		fs.stopWatch()
-		err = fs.sn.cache.Close()
-		if fs.sn.cfg.owned {
+		err = fs.cache.Close()
+		if fs.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			// A clean end (everything written back and CLOSEd): the server
 			// forgets this client and does not wait for it after a restart.
 			var re *sunrpc.RPCError
-			if uerr := fs.sn.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
+			if uerr := fs.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
 				fs.log.Debug("the server has no UNREGISTER", "err", uerr)
 			} else if uerr != nil {
 				fs.log.Warn("UNREGISTER", "err", uerr)
 			}
-			if uerr := fs.sn.sess.Mount().Umnt(ctx, fs.sn.cfg.export); uerr != nil {
+			if uerr := fs.sess.Mount().Umnt(ctx, fs.cfg.export); uerr != nil {
 				fs.log.Warn("UMNT", "err", uerr)
 			}
 			cancel()
-			err = errors.Join(err, fs.sn.sess.Disconnect())
+			err = errors.Join(err, fs.sess.Disconnect())
 		}
 	})
 	return err
@@ -309,15 +313,15 @@ func (fs *FS) closeSNFS() error {
 // stopCtx is a context for work no request carries (a callback's
 // aftermath, an access the watch stopped): it ends after d or when the FS
 // closes; cancel it when done.
-func (fs *FS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(fs.sn.life, d)
+func (fs *snfsFS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(fs.life, d)
 }
 
 // cleanClose tells the server that this client holds no dirty data of i any
 // more (CLOSE with dirty = FALSE and no open to close, docs/protocol.md
 // section 4.4) when no application has it open, so that the next opener
 // elsewhere needs no callback.
-func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
+func (fs *snfsFS) cleanClose(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
@@ -328,21 +332,21 @@ func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
 		return
 	}
 	fs.recordWrittenBack()
-	if _, err := fs.sn.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+	if _, err := fs.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }
 
 // cacheFile returns i's cache file, getting it from the cache directory the
 // first time (or after it was removed).
-func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
+func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 	i.mu.Lock()
 	cf := snOf(i).cf
 	i.mu.Unlock()
 	if cf != nil {
 		return cf, nil
 	}
-	cf, err := fs.sn.cache.File(i.FH)
+	cf, err := fs.cache.File(i.FH)
 	if err != nil {
 		return nil, err
 	}
@@ -418,5 +422,5 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 // snfsBusy: Forget must keep the inode (its state is needed).
 func (i *Inode) snfsBusyLocked() bool {
 	return i.snfsHeldLocked() > 0 || snOf(i).opening > 0 ||
-		snOf(i).cf != nil && i.fs.isDirty(i)
+		snOf(i).cf != nil && i.fs.sn.isDirty(i)
 }

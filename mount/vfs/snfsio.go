@@ -25,7 +25,7 @@ func openModeOf(flags int) state.Mode {
 }
 
 // snfsOpen is Open in snfs mode.
-func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
 	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
 		// OPEN_WRITE checks only write permission (docs/protocol.md 4.2).
 		ok, err := fs.Access(ctx, i, c, nfs3.AccessRead)
@@ -66,16 +66,16 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 
 // snfsOpenProto sends the OPEN and applies its answer: the version rule to
 // the cache directory and the kernel's pages, caching or write-through.
-func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
+func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	snOf(i).opening++
 	invals := snOf(i).invals
 	i.mu.Unlock()
 	start := fs.attrStart()
-	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
-	if err == nil && fs.sn.openAnswered != nil {
-		fs.sn.openAnswered(i)
+	ok, err := fs.sess.Open(ctx, i.FH, mode)
+	if err == nil && fs.openAnswered != nil {
+		fs.openAnswered(i)
 	}
 	// An answer refusing caching stops it at once, before the rest of it is
 	// applied: the server no longer calls this client back about the file,
@@ -119,8 +119,8 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		snOf(i).cacheW.Unlock()
 	}
 	snOf(i).openMu.Unlock()
-	if fs.sn.afterOpen != nil {
-		fs.sn.afterOpen(i)
+	if fs.afterOpen != nil {
+		fs.afterOpen(i)
 	}
 
 	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
@@ -205,7 +205,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 // OPEN is matched by one CLOSE). Nothing was written under that open, so the
 // CLOSE says dirty only if the cache directory holds dirty data of the file
 // (other opens').
-func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
+func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	snOf(i).opens[mode]--
@@ -218,7 +218,7 @@ func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	if cf := i.cacheFileOrNil(); cf != nil {
 		dirty = cf.NeedsWriteBack()
 	}
-	_, err := fs.sn.sess.Close(ctx, i.FH, mode, dirty)
+	_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
 	snOf(i).openMu.Unlock()
 	fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
@@ -270,9 +270,9 @@ func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fatt
 // snfsRead is Read of a file served from the cache directory: what is missing
 // is read from the server and installed (Fill). If the cache stops being
 // usable meanwhile (a callback invalidated it), the read goes to the server.
-func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
-	fs.sn.stats.Reads.Add(1)
+	fs.stats.Reads.Add(1)
 	for try := 0; try < 4 && i.snfsCaching(); try++ {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
@@ -280,7 +280,7 @@ func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (in
 		}
 		n, err := cf.ReadAt(buf, int64(off))
 		if err == nil || err == io.EOF {
-			fs.sn.stats.cacheRead(try, n)
+			fs.stats.cacheRead(try, n)
 			return n, nil
 		}
 		var miss *cachedir.MissingError
@@ -332,7 +332,7 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 // appends are seen. This client's own writes are sent and committed first:
 // laid over the server's bytes from memory, they would hide what another
 // client wrote over them, or cut, since.
-func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	i.mu.Lock()
 	pending := i.w.pending()
@@ -366,7 +366,7 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 
 // snfsWrite is Write in snfs mode: into the cache directory while caching,
 // else written through (sent now, committed at close or fsync).
-func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
 	i := f.i
 	var n int
 	cached, err := fs.whileCaching(i, func() error {
@@ -432,7 +432,7 @@ func (i *Inode) takeWbErr() error {
 
 // snfsFlush is close(2): write-through data is committed; cached dirty data
 // is made durable in the cache directory, not written back.
-func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsFlush(ctx context.Context, f *File) error {
 	i := f.i
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
@@ -452,7 +452,7 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 }
 
 // snfsFsync writes the file back now.
-func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
 	i := f.i
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
@@ -468,7 +468,7 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 // snfsRelease is the last close of one open: its CLOSE, saying whether dirty
 // data stays behind. A file removed while open loses its hidden name, and its
 // pending write-back with it.
-func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
 	var errs []error
 	if fsnOf(f).ptWrite {
@@ -531,7 +531,7 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	if !dirty {
 		fs.recordWrittenBack()
 	}
-	_, err := fs.sn.sess.Close(ctx, i.FH, fsnOf(f).mode, dirty)
+	_, err := fs.sess.Close(ctx, i.FH, fsnOf(f).mode, dirty)
 	snOf(i).openMu.Unlock()
 	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
@@ -552,7 +552,7 @@ func (i *Inode) cacheFileOrNil() *cachedir.File {
 
 // cancelWriteBack drops i's cached data, dirty included, without writing it
 // back: the file is gone (its last link removed) or empty.
-func (fs *FS) cancelWriteBack(i *Inode) {
+func (fs *snfsFS) cancelWriteBack(i *Inode) {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
@@ -560,7 +560,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 	snOf(i).cf, snOf(i).caching, snOf(i).kernVer, snOf(i).wbMoving = nil, false, 0, false
 	i.mu.Unlock()
 	if fs.isDirty(i) {
-		fs.sn.stats.Cancelled.Add(1)
+		fs.stats.Cancelled.Add(1)
 	}
 	fs.markClean(i)
 	if cf != nil {
@@ -573,7 +573,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 // snfsRemoved: name's object child lost a link by REMOVE (or a RENAME over
 // it); nlink is its link count before. Its last link: pending write-back is
 // cancelled.
-func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
+func (fs *snfsFS) snfsRemoved(child *Inode, nlink uint32) {
 	if child == nil || child.isDir() || nlink > 1 {
 		return
 	}
@@ -587,7 +587,7 @@ func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
 
 // snfsTruncate sets the size of a file cached here and open for writing,
 // locally: dirty data beyond it is never written back.
-func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
+func (fs *snfsFS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	cf, err := fs.cacheFile(i)
 	if err != nil {
 		return err
@@ -604,7 +604,7 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	snOf(i).cred, snOf(i).mtime = c, time.Now()
 	i.mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
-		fs.sn.stats.Cancelled.Add(1)
+		fs.stats.Cancelled.Add(1)
 	}
 	fs.markDirty(i)
 	return nil
@@ -612,8 +612,8 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 
 // snfsSetattrLocal does a Setattr of i locally if it is a size change of a
 // file cached here and open for writing (done reports it).
-func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
-	if fs.sn == nil || s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
+func (fs *snfsFS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
+	if s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
 		return nfs3.Fattr{}, 0, false, nil
 	}
 	done, err = fs.whileCaching(i, func() error {

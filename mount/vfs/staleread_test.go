@@ -146,7 +146,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want[200:], newer)
-	if err := v.snfsSync(ctx); err != nil {
+	if err := v.sn.snfsSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Fsync(ctx, f); err != nil {

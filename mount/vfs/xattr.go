@@ -107,7 +107,7 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 }
 
 // getXattr is GetXattr in snfs mode.
-func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 	if xc != nil {
 		if v, ok := xc.values[name]; ok {
 			i.mu.Unlock()
-			fs.sn.stats.XattrHits.Add(1)
+			fs.stats.XattrHits.Add(1)
 			if v == nil {
 				return nil, ErrNoXattr
 			}
@@ -125,11 +125,11 @@ func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 	}
 	tag := i.xattrTagLocked()
 	i.mu.Unlock()
-	res, err := rpc(ctx, fs, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
+	res, err := rpc(ctx, fs.FS, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
-	fs.sn.xattrAnswered.run(i)
+	fs.xattrAnswered.run(i)
 	// Only what any reader would get is cached: a refusal (EACCES) is
 	// the caller's own.
 	if err == nil || errors.Is(err, ErrNoXattr) {
@@ -151,12 +151,12 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 }
 
 // listXattrs is ListXattrs in snfs mode.
-func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
 	if xc := i.xattrsLocked(); xc != nil && xc.listed {
 		names := xc.names
 		i.mu.Unlock()
-		fs.sn.stats.XattrHits.Add(1)
+		fs.stats.XattrHits.Add(1)
 		return names, nil
 	}
 	tag := i.xattrTagLocked()
@@ -164,7 +164,7 @@ func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 	var names []string
 	cookie := uint64(0)
 	for {
-		res, err := rpc(ctx, fs, func() (*snfs1.ListXattrsRes, error) {
+		res, err := rpc(ctx, fs.FS, func() (*snfs1.ListXattrsRes, error) {
 			return fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
 		})
 		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
@@ -244,7 +244,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		i.mu.Unlock()
 		return xattrErr(proc, err)
 	}
-	fs.snfsOwnChange(i, &res.Wcc)
+	fs.sn.snfsOwnChange(i, &res.Wcc)
 	i.mu.Lock()
 	i.wccLocked(&res.Wcc, time.Now())
 	i.mu.Unlock()
