@@ -27,7 +27,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {
-		cf = i.cacheFileOrNil()
+		cf = cacheFileOrNil(i)
 	}
 	if cf == nil {
 		cf, _ = fs.sn.cache.File(fh)
@@ -38,7 +38,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		// An OPEN in flight is held: its answer may have come before this
 		// callback, which then concerns it (CB_STALE would have the server
 		// drop the open it counted, and its writer's dirty record).
-		held = held || i.snfsHeldLocked() > 0 || snOf(i).opening > 0 || snOf(i).caching || i.w.pending()
+		held = held || snfsHeldLocked(i) > 0 || snOf(i).opening > 0 || snOf(i).caching || i.w.pending()
 		if mode.Invalidates() {
 			// Counted before anything else: an OPEN in flight whose answer
 			// is applied after this does not cache (snfsOpenProto).
@@ -113,7 +113,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 			// An error the server gave (the data dropped, writeback.go) is
 			// reported to the application; only data still held fails it.
-			if c := i.cacheFileOrNil(); c != nil && c.NeedsWriteBack() {
+			if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
 				unsent = true
 			}
 		}
@@ -160,7 +160,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	// is also the answer to a callback sent again after a broken connection
 	// lost the first answer (a delayed close treated as closed): CB_OK would
 	// leave the server counting opens this client never CLOSEs.
-	cf = i.cacheFileOrNil()
+	cf = cacheFileOrNil(i)
 	dirty := cf != nil && cf.NeedsWriteBack()
 	i.mu.Lock()
 	idle := snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0 &&
@@ -216,7 +216,7 @@ func (fs *snfsFS) snfsSized(i *Inode, size *uint64) {
 	if size == nil {
 		return
 	}
-	if cf := i.cacheFileOrNil(); cf != nil && !cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && !cf.NeedsWriteBack() {
 		cf.SetVersion(cf.Version(), int64(*size))
 	}
 	// Also while a callback's entry into the pinned mode is in progress
@@ -308,7 +308,7 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	fs.beforeForget.run(nil)
 	held := fs.forgetOpens()
 	for _, i := range fs.stopCaching() {
-		if cf := i.cacheFileOrNil(); cf != nil {
+		if cf := cacheFileOrNil(i); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
 				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}

@@ -43,7 +43,7 @@ type delayedSet struct {
 
 // heldLocked is the number of protocol opens this client holds of i: the
 // applications' and the kept ones.
-func (i *Inode) snfsHeldLocked() int {
+func snfsHeldLocked(i *Inode) int {
 	return snOf(i).opens[state.Read] + snOf(i).opens[state.Write] + snOf(i).dc.count()
 }
 
@@ -186,7 +186,7 @@ func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 // as long as nfs mode's.
 func (fs *snfsFS) snfsClosedAll(i *Inode) {
 	i.mu.Lock()
-	closed := i.snfsHeldLocked() == 0 && snOf(i).opening == 0
+	closed := snfsHeldLocked(i) == 0 && snOf(i).opening == 0
 	if closed {
 		snOf(i).caching = false
 		i.invalidateLocked()
@@ -247,13 +247,13 @@ func (fs *snfsFS) delayedCallback(ctx context.Context, i *Inode) (st state.Outco
 	fs.recordWrittenBack() // before the answer (writeback.go)
 	if err != nil {
 		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-		if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+		if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 			fs.stats.CallbacksFailed.Add(1)
 			return state.Failed, true // the data kept (Callback)
 		}
 		return 0, false
 	}
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		return 0, false
 	}
 	i.mu.Lock()

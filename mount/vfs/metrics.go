@@ -62,7 +62,7 @@ func (fs *FS) DirtyBytes() int64 {
 	}
 	var n int64
 	for _, i := range fs.sn.dirtyInodes(time.Time{}) {
-		cf := i.cacheFileOrNil()
+		cf := cacheFileOrNil(i)
 		if cf == nil {
 			continue
 		}

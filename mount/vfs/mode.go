@@ -301,7 +301,7 @@ func (o snfsOps) clearSetID(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
 		return o.core().clearSetID(ctx, f)
 	}
-	if f.i.snfsCaching() {
+	if snfsCaching(f.i) {
 		return o.fs.writeBackInode(ctx, f.i)
 	}
 	return nil
@@ -349,6 +349,6 @@ func (nfsOps) attrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
 func (nfsOps) adjustLocked(*Inode, *nfs3.Fattr)           {}
 func (nfsOps) busyLocked(*Inode) bool                     { return false }
 
-func (snfsOps) attrTTLLocked(i *Inode) (time.Duration, bool) { return i.snfsTTL() }
-func (snfsOps) adjustLocked(i *Inode, a *nfs3.Fattr)         { i.snfsAdjustLocked(a) }
-func (snfsOps) busyLocked(i *Inode) bool                     { return i.snfsBusyLocked() }
+func (snfsOps) attrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
+func (snfsOps) adjustLocked(i *Inode, a *nfs3.Fattr)         { snfsAdjustLocked(i, a) }
+func (snfsOps) busyLocked(i *Inode) bool                     { return snfsBusyLocked(i) }

@@ -159,7 +159,7 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil || !cf.NeedsWriteBack() {
 		t.Fatal("the racing write is not in the cache file as dirty")
 	}

@@ -66,7 +66,7 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 	if !second.direct {
 		t.Fatal("the second OPEN was granted caching; the test needs it refused (the recall back-off)")
 	}
-	if ia.snfsCaching() {
+	if snfsCaching(ia) {
 		t.Error("caching after an OPEN the server answered without it: the first OPEN's grant was applied after the refusal")
 	}
 }
@@ -91,7 +91,7 @@ func TestCallbackWriteBackFailedNotOK(t *testing.T) {
 		if st := v.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
 			t.Errorf("%v callback whose write-back failed: answered %v", mode, st)
 		}
-		if cf := i.cacheFileOrNil(); cf == nil || !cf.NeedsWriteBack() {
+		if cf := cacheFileOrNil(i); cf == nil || !cf.NeedsWriteBack() {
 			t.Fatalf("%v callback whose write-back failed dropped the dirty data", mode)
 		}
 	}

@@ -547,7 +547,7 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 // snfsPassthroughAttrLocked lays the size and mtime of a cache file that
 // passthrough opens write over a: the kernel's writes are newer than the
 // cache's bookkeeping.
-func (i *Inode) snfsPassthroughAttrLocked(a *nfs3.Fattr) {
+func snfsPassthroughAttrLocked(i *Inode, a *nfs3.Fattr) {
 	if snOf(i).pt.writers == 0 || snOf(i).pt.cf == nil {
 		return
 	}

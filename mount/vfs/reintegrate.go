@@ -97,7 +97,7 @@ func (fs *snfsFS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
 	if w.After == nil {
 		return
 	}
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil {
 		return
 	}
@@ -123,7 +123,7 @@ func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a 
 	// progress: wait for it (it moves the base), and look again.
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
-	if i.cacheFileOrNil() != cf {
+	if cacheFileOrNil(i) != cf {
 		// Reintegrated meanwhile (a fenced write-back): start afresh.
 		if ncf, err := fs.cacheFile(i); err == nil {
 			return ncf

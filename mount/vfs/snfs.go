@@ -325,7 +325,7 @@ func (fs *snfsFS) cleanClose(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	idle := i.snfsHeldLocked() == 0 && snOf(i).opening == 0
+	idle := snfsHeldLocked(i) == 0 && snOf(i).opening == 0
 	cf := snOf(i).cf
 	i.mu.Unlock()
 	if !idle || cf == nil || cf.NeedsWriteBack() {
@@ -367,7 +367,7 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 	snOf(i).cacheW.RLock()
 	defer snOf(i).cacheW.RUnlock()
-	if !i.snfsCaching() {
+	if !snfsCaching(i) {
 		return false, nil
 	}
 	return true, fn()
@@ -384,7 +384,7 @@ func (fs *FS) stopCachingFor(i *Inode) {
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.
-func (i *Inode) snfsCaching() bool {
+func snfsCaching(i *Inode) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return snOf(i).caching && snOf(i).cf != nil
@@ -393,8 +393,8 @@ func (i *Inode) snfsCaching() bool {
 // snfsTTL is the attribute lifetime in snfs mode while the file is open here:
 // long while cached (the server calls back before it changes), none while
 // write-shared. ok is false when nfs mode's adaptive timeouts apply.
-func (i *Inode) snfsTTL() (time.Duration, bool) {
-	if i.snfsHeldLocked() == 0 {
+func snfsTTL(i *Inode) (time.Duration, bool) {
+	if snfsHeldLocked(i) == 0 {
 		return 0, false
 	}
 	if snOf(i).caching && !i.attrAt.IsZero() {
@@ -405,8 +405,8 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 
 // snfsAdjustLocked lays the cache directory's pending changes over the
 // reported attributes: the local size and mtime are the newer ones.
-func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
-	defer i.snfsPassthroughAttrLocked(a)
+func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
+	defer snfsPassthroughAttrLocked(i, a)
 	cf := snOf(i).cf
 	if cf == nil || !cf.NeedsWriteBack() {
 		return
@@ -420,7 +420,7 @@ func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
 }
 
 // snfsBusy: Forget must keep the inode (its state is needed).
-func (i *Inode) snfsBusyLocked() bool {
-	return i.snfsHeldLocked() > 0 || snOf(i).opening > 0 ||
+func snfsBusyLocked(i *Inode) bool {
+	return snfsHeldLocked(i) > 0 || snOf(i).opening > 0 ||
 		snOf(i).cf != nil && i.fs.sn.isDirty(i)
 }

@@ -215,7 +215,7 @@ func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	snOf(i).reclaimed[mode] = min(snOf(i).reclaimed[mode], snOf(i).opens[mode])
 	i.mu.Unlock()
 	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil {
+	if cf := cacheFileOrNil(i); cf != nil {
 		dirty = cf.NeedsWriteBack()
 	}
 	_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
@@ -273,7 +273,7 @@ func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fatt
 func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	fs.stats.Reads.Add(1)
-	for try := 0; try < 4 && i.snfsCaching(); try++ {
+	for try := 0; try < 4 && snfsCaching(i); try++ {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
 			break
@@ -346,7 +346,7 @@ func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf 
 	// also waits for a write-back in progress (serverRestarted's: the data
 	// needs write-back until it is done). Only then: reads need not wait for
 	// a write-through flush.
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		i.flushMu.Lock()
 		err := fs.writeBackFirst(ctx, i)
 		i.flushMu.Unlock()
@@ -410,7 +410,7 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byt
 	// valid: this client's writes under an open do not change the version
 	// (caching stopped by a server restart noticed after an OPEN of the new
 	// instance). Drop it; dirty data stays (flush wrote it back first).
-	if cf := i.cacheFileOrNil(); cf != nil && cf.Holds() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.Holds() {
 		if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
 			err = errors.Join(err, fmt.Errorf("cache directory: %w", ierr))
 		}
@@ -422,7 +422,7 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byt
 }
 
 // takeWbErr returns (and forgets) the write-back error not yet reported.
-func (i *Inode) takeWbErr() error {
+func takeWbErr(i *Inode) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	err := snOf(i).wbErr
@@ -447,7 +447,7 @@ func (fs *snfsFS) snfsFlush(ctx context.Context, f *File) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, i.takeWbErr())
+	errs = append(errs, takeWbErr(i))
 	return errors.Join(errs...)
 }
 
@@ -461,7 +461,7 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
 	}
-	errs = append(errs, fs.writeBackInode(ctx, i), i.takeWbErr())
+	errs = append(errs, fs.writeBackInode(ctx, i), takeWbErr(i))
 	return errors.Join(errs...)
 }
 
@@ -518,7 +518,7 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 		return errors.Join(errs...)
 	}
 	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
 		}
@@ -544,7 +544,7 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	return errors.Join(errs...)
 }
 
-func (i *Inode) cacheFileOrNil() *cachedir.File {
+func cacheFileOrNil(i *Inode) *cachedir.File {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return snOf(i).cf

@@ -122,7 +122,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !i.snfsCaching() {
+	if !snfsCaching(i) {
 		t.Fatal("the file is not cached")
 	}
 	want := make([]byte, size)
@@ -213,7 +213,7 @@ func TestServerRestartWriteThroughDropsCachedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !i.snfsCaching() {
+	if !snfsCaching(i) {
 		t.Fatal("not cached after the reopen")
 	}
 	buf := make([]byte, 4096)

@@ -153,12 +153,12 @@ func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
 	}
 	err := fs.sn.writeBackInodeLocked(ctx, i)
-	if cf := i.cacheFileOrNil(); err != nil && cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); err != nil && cf != nil && cf.NeedsWriteBack() {
 		return fmt.Errorf("write-back of cached data before going through the server: %w", err)
 	}
 	return nil

@@ -41,8 +41,8 @@ type xattrCache struct {
 
 // xattrKey is what makes a cache valid: the file cached, at a version, with
 // no invalidating callback since; ok is false when it is not cached.
-func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
-	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || i.snfsHeldLocked() == 0 {
+func xattrKeyLocked(i *Inode) (version, invals uint64, ok bool) {
+	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || snfsHeldLocked(i) == 0 {
 		return 0, 0, false
 	}
 	return snOf(i).version, snOf(i).invals, true
@@ -50,8 +50,8 @@ func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
 
 // xattrsLocked returns i's cache if it is valid, making an empty one when the
 // file is cached and the old one is not; nil when the file is not cached.
-func (i *Inode) xattrsLocked() *xattrCache {
-	v, n, ok := i.xattrKeyLocked()
+func xattrsLocked(i *Inode) *xattrCache {
+	v, n, ok := xattrKeyLocked(i)
 	if !ok {
 		snOf(i).xattrs = nil
 		return nil
@@ -70,8 +70,8 @@ type xattrTag struct {
 	ok                   bool // the file was cached
 }
 
-func (i *Inode) xattrTagLocked() xattrTag {
-	v, n, ok := i.xattrKeyLocked()
+func xattrTagLocked(i *Inode) xattrTag {
+	v, n, ok := xattrKeyLocked(i)
 	return xattrTag{v, n, snOf(i).xattrGen, ok}
 }
 
@@ -79,7 +79,7 @@ func (i *Inode) xattrTagLocked() xattrTag {
 // (nothing took caching away while the call was out) and no change of this
 // client began meanwhile (its answer may have been applied after the call's,
 // or not yet).
-func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
+func xattrFill(i *Inode, t xattrTag, fill func(c *xattrCache)) {
 	if !t.ok {
 		return
 	}
@@ -88,7 +88,7 @@ func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
 	if snOf(i).xattrGen != t.gen {
 		return
 	}
-	if c := i.xattrsLocked(); c != nil && c.version == t.version && c.invals == t.invals {
+	if c := xattrsLocked(i); c != nil && c.version == t.version && c.invals == t.invals {
 		fill(c)
 	}
 }
@@ -112,7 +112,7 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 		return nil, err
 	}
 	i.mu.Lock()
-	xc := i.xattrsLocked()
+	xc := xattrsLocked(i)
 	if xc != nil {
 		if v, ok := xc.values[name]; ok {
 			i.mu.Unlock()
@@ -123,7 +123,7 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 			return v, nil
 		}
 	}
-	tag := i.xattrTagLocked()
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
 	res, err := rpc(ctx, fs.FS, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
@@ -137,7 +137,7 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 		if err == nil && val == nil {
 			val = []byte{}
 		}
-		i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = val })
+		xattrFill(i, tag, func(xc *xattrCache) { xc.values[name] = val })
 	}
 	if err != nil {
 		return nil, err
@@ -153,13 +153,13 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 // listXattrs is ListXattrs in snfs mode.
 func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
-	if xc := i.xattrsLocked(); xc != nil && xc.listed {
+	if xc := xattrsLocked(i); xc != nil && xc.listed {
 		names := xc.names
 		i.mu.Unlock()
 		fs.stats.XattrHits.Add(1)
 		return names, nil
 	}
-	tag := i.xattrTagLocked()
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
 	var names []string
 	cookie := uint64(0)
@@ -181,7 +181,7 @@ func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, e
 		}
 		cookie = res.Cookie
 	}
-	i.xattrFill(tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
+	xattrFill(i, tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
 	return names, nil
 }
 
@@ -235,7 +235,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 	}
 	// Answers to calls sent before this change are not cached (xattrFill).
 	snOf(i).xattrGen++
-	tag := i.xattrTagLocked()
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
 	res, err := rpc(ctx, fs, call)
 	if err != nil {
@@ -250,7 +250,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 	i.mu.Unlock()
 	// Only if no other change began meanwhile: the server may have applied
 	// them in either order.
-	i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = after })
+	xattrFill(i, tag, func(xc *xattrCache) { xc.values[name] = after })
 	i.mu.Lock()
 	snOf(i).xattrGen++
 	i.mu.Unlock()

@@ -24,7 +24,7 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	ia.mu.Lock()
-	cached := ia.xattrsLocked() != nil
+	cached := xattrsLocked(ia) != nil
 	ia.mu.Unlock()
 	if !cached {
 		t.Fatal("the file open here is not cached: the test tests nothing")
