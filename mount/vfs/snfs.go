@@ -157,7 +157,7 @@ func (h *testHook) run(i *Inode) {
 	}
 }
 
-// snOf is i's snfs-mode state (Inode.ext, made by snfsOps.newInode).
+// snOf is i's snfs-mode state (Inode.ext, made by snfsFS.newInode).
 func snOf(i *Inode) *snfsInode { return i.ext.(*snfsInode) }
 
 // fsnOf is f's snfs-mode state (File.ext) if f is an open of the protocol
@@ -254,9 +254,10 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = time.Hour
 	}
-	fs.sn = &snfsFS{FS: fs, cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
-		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
-		leaseDone: make(chan struct{})}
+	sn := fs.sn // made in New, before any inode
+	sn.cfg, sn.sess, sn.cache = cfg, cfg.Session, cfg.Cache
+	sn.dirty, sn.unrecorded = map[*Inode]time.Time{}, map[*cachedir.File]struct{}{}
+	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	fs.sn.locks.verf = cfg.Session.ServerVerifier()
 	if cfg.handler != nil {

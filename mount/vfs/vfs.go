@@ -128,7 +128,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	// inode; snfs mode's find nothing held until startSNFS has run).
 	fs.ops = nfsOps{fs}
 	if cfg.SNFS != nil {
-		fs.ops = snfsOps{fs}
+		// The cache manager, started (startSNFS) once the root is known.
+		fs.sn = &snfsFS{FS: fs}
+		fs.ops = fs.sn
 	}
 	root := Cred{}
 	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
