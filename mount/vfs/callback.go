@@ -323,8 +323,8 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 }
 
 // forgetOpens records the applications' protocol opens the reclaim reported
-// and none has released since (i.sn.reclaimed) as forgotten by the server
-// (i.sn.forgot; kept opens, forgotten too, are not used again: stopCaching)
+// and none has released since (snOf(i).reclaimed) as forgotten by the server
+// (snOf(i).forgot; kept opens, forgotten too, are not used again: stopCaching)
 // and returns the files with some. The opens counted since the reclaim are
 // not: their OPENs were answered by the new server (the reclaim runs on the
 // new connection before any other call; not so a reclaim after a REGISTER
@@ -372,7 +372,7 @@ func (fs *FS) allInodes() []*Inode {
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each
-// forgotten application open not released since (i.sn.forgot): the
+// forgotten application open not released since (snOf(i).forgot): the
 // protocol treats the files as fenced, and a fenced client OPENs again before
 // it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
 // were written through with no open at the server: another client was

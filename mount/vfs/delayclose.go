@@ -98,7 +98,7 @@ func (s *delayedSet) remove(i *Inode) {
 
 // delayClose keeps the protocol open of mode that a release just gave up,
 // instead of CLOSEing it, when delayed close is on, the file is cached here
-// and no application has it open. Called with i.sn.openMu held; the release's
+// and no application has it open. Called with snOf(i).openMu held; the release's
 // counts are already decremented.
 func (fs *snfsFS) delayClose(i *Inode, mode state.Mode) bool {
 	d := fs.cfg.CloseDelay

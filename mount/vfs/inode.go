@@ -17,16 +17,16 @@ type Inode struct {
 	Gen    uint64 // a hash of the handle: tells a reused inode number apart
 
 	// An inode's locks are taken in this order, each only after those
-	// above it (state/clientfile/doc.go): sn.openMu, appendMu, sn.cacheW,
-	// flushMu, mu, nameMu. None is held across the kernel's notifications.
+	// above it (state/clientfile/doc.go): openMu (snfs mode's, in ext:
+	// snfsInode), appendMu, cacheW (snfs mode's, in ext), flushMu, mu,
+	// nameMu. None is held across the kernel's notifications.
 
 	// flushMu: one write-back at a time, held across its WRITEs and COMMIT.
-	// Taken after sn.openMu, appendMu and sn.cacheW (a cached append or
-	// write waits for a write-back, not the other way), before mu.
+	// Taken after openMu, appendMu and cacheW (a cached append or write
+	// waits for a write-back, not the other way), before mu.
 	flushMu sync.Mutex
 	// appendMu: snfs mode, cached: one append's size read and write at a
-	// time (append.go). Taken after sn.openMu, before sn.cacheW, flushMu
-	// and mu.
+	// time (append.go). Taken after openMu, before cacheW, flushMu and mu.
 	appendMu sync.Mutex
 
 	// nameMu guards dir and name only, and is a leaf: nothing is locked
@@ -37,12 +37,12 @@ type Inode struct {
 	dir    nfs3.FH // the directory it was last seen in, and its name there (paths.go)
 	name   string
 
-	// mu guards the fields below (and sn's, snfs.go), held only while
-	// they are read or changed, never across a call to the server, the
-	// cache directory or the kernel. Taken after sn.openMu, appendMu,
-	// sn.cacheW and flushMu; before nameMu, FS.mu, and the snfs mode's
-	// FS-wide locks that come after it (snfsFS.mu, delayedSet.mu is
-	// taken before it).
+	// mu guards the fields below (and most of ext's: snfsInode, snfs.go),
+	// held only while they are read or changed, never across a call to the
+	// server, the cache directory or the kernel. Taken after openMu,
+	// appendMu, cacheW and flushMu; before nameMu, FS.mu, and snfs mode's
+	// FS-wide locks that come after it (snfsFS.mu; delayedSet.mu is taken
+	// before it).
 	mu       sync.Mutex
 	attr     nfs3.Fattr    // the server's, as last seen
 	attrAt   time.Time     // when attr was fetched; zero: must be fetched again

@@ -215,7 +215,7 @@ func (l *locks) lockVerf() snfs1.Verifier {
 // removed: pinned.go), so that every access of it raises an event, which
 // pinHandler.Pre refuses for the processes that took f's locks
 // (lockLostAccess). Under l.mu: f is still open (its release drops it from
-// held, under l.mu, before closing f.sn.pt).
+// held, under l.mu, before closing fsnOf(f).pt).
 func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
 	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.sn.pin.w == nil {
 		return
