@@ -32,10 +32,10 @@
 //
 // What still crosses the line: FS.sn (the exported entry points fusefs and
 // package mount call in snfs mode only: Callback, Granted,
-// EnablePassthrough, NoteLockPid, DirtyBytes, SNFSStats; and the lock table
-// both modes share: lockTable, lockCheck, lostWatchLocked), Config.SNFS,
-// and the lock table itself (locks, lock.go), which nfs mode's NLM uses
-// too.
+// EnablePassthrough, NoteLockPid, DirtyBytes, SNFSStats, SNFS), Config.SNFS,
+// and the lock table (locks, lock.go: FS.lockTab, the mode's, set as it
+// starts), which nfs mode's NLM uses too but which holds snfs mode's lock
+// delegations and server verifier.
 //
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback

@@ -53,7 +53,7 @@ type heldLocks struct {
 	verf   snfs1.Verifier
 	lost   bool
 	// pids: the threads that took the locks (NoteLockPid), their processes
-	// once lost (lostWatchLocked); ptIno, once
+	// once lost (lockLostLocked); ptIno, once
 	// lost, the inode number of the descriptor's passthrough cache file (0:
 	// none). The watch refuses those processes' accesses to that file.
 	pids  map[uint32]bool
@@ -128,7 +128,7 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // kernel's pages of their files are dropped, so that their next read reaches
 // the mount; inside one the kernel holds the file, and the notification
 // would wait for it. A passthrough descriptor's cache file is watched from
-// now on (lostWatchLocked), whatever notify.
+// now on (lockLostLocked), whatever notify.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 	inodes := fs.markLost(why, verf)
 	if notify {
@@ -150,7 +150,7 @@ func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
 			continue
 		}
 		h.lost = true
-		fs.lostWatchLocked(f, h)
+		fs.ops.lockLostLocked(f, h)
 		inodes = append(inodes, f.i)
 		for o := range h.owners {
 			l.dropRangesLocked(f.i, o) // nothing to reclaim
@@ -174,17 +174,11 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	if !ok {
 		return nil
 	}
-	if !lost && fs.sn != nil {
-		// A server restart whose reclaim is over needs no round trip.
-		verf := l.lockVerf()
-		fs.locksLost("the server restarted", &verf, false)
-		lost, _ = l.heldState(f)
-	}
-	if !lost && fs.sn != nil {
-		if _, err := fs.sn.renewLocks(ctx, f.i); err != nil {
+	if !lost {
+		var err error
+		if lost, err = fs.ops.lockLease(ctx, f); err != nil {
 			return err
 		}
-		lost, _ = l.heldState(f)
 	}
 	if lost {
 		return ErrLockLost
@@ -192,16 +186,25 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	return nil
 }
 
-// lockTable is the mode's lock state (nil without server locks).
-func (fs *FS) lockTable() *locks {
-	switch {
-	case fs.sn != nil:
-		return &fs.sn.locks
-	case fs.nl != nil:
-		return &fs.nl.locks
+// lockLease is snfs mode's Ops.lockLease: f's lock, held, is found lost
+// after a server restart whose reclaim is over (no round trip), or else
+// after renewing the lock lease if it is due.
+func (fs *snfsFS) lockLease(ctx context.Context, f *File) (lost bool, err error) {
+	l := &fs.locks
+	verf := l.lockVerf()
+	fs.locksLost("the server restarted", &verf, false)
+	if lost, _ = l.heldState(f); lost {
+		return true, nil
 	}
-	return nil
+	if _, err := fs.renewLocks(ctx, f.i); err != nil {
+		return false, err
+	}
+	lost, _ = l.heldState(f)
+	return lost, nil
 }
+
+// lockTable is the mode's lock state (FS.lockTab; nil without server locks).
+func (fs *FS) lockTable() *locks { return fs.lockTab }
 
 // lockVerf is the server verifier the locks held are held under.
 func (l *locks) lockVerf() snfs1.Verifier {
@@ -210,19 +213,20 @@ func (l *locks) lockVerf() snfs1.Verifier {
 	return l.verf
 }
 
-// lostWatchLocked: f's lock was lost; if the kernel reads and writes f's
+// lockLostLocked: f's lock was lost; if the kernel reads and writes f's
 // file itself (passthrough), its cache file is watched (its ignore mark
 // removed: pinned.go), so that every access of it raises an event, which
 // pinHandler.Pre refuses for the processes that took f's locks
 // (lockLostAccess). Under l.mu: f is still open (its release drops it from
 // held, under l.mu, before closing fsnOf(f).pt).
-func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
-	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.sn.pin.w == nil {
+// It is snfs mode's Ops.lockLostLocked (nfs mode has no passthrough).
+func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
+	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.pin.w == nil {
 		return
 	}
 	st, err := fsnOf(f).pt.Stat()
 	if err == nil {
-		err = fs.sn.pin.w.Watch(fsnOf(f).pt)
+		err = fs.pin.w.Watch(fsnOf(f).pt)
 	}
 	if err != nil {
 		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)

@@ -62,6 +62,14 @@ type Ops interface {
 	// server, as its writer (ClearSetID, setid.go, has checked the bits).
 	clearSetID(ctx context.Context, f *File) error
 
+	// lockLease: f holds a lock the lock table does not know lost; is it
+	// (lockCheck, before f's reads and writes)? snfs mode checks the
+	// server's verifier and renews the lock lease; nfs mode's NLM has none.
+	lockLease(ctx context.Context, f *File) (lost bool, err error)
+	// lockLostLocked: f's lock was just marked lost (markLost, under the
+	// lock table's mu, f still open).
+	lockLostLocked(f *File, h *heldLocks)
+
 	// newInode fills a new inode's slot for the mode's own state
 	// (Inode.ext), before the inode is known to anyone.
 	newInode(i *Inode)
@@ -308,6 +316,9 @@ func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
 }
 
 func (nfsOps) newInode(*Inode) {}
+
+func (nfsOps) lockLease(context.Context, *File) (bool, error) { return false, nil }
+func (nfsOps) lockLostLocked(*File, *heldLocks)               {}
 
 func (*snfsFS) newInode(i *Inode) { i.ext = &snfsInode{} }
 

@@ -94,7 +94,7 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	nl := &nlmFS{cfg: cfg}
 	if cfg.Addr == "" {
-		fs.nl = nl
+		fs.nl, fs.lockTab = nl, &nl.locks
 		return nil
 	}
 	c, err := client.DialNLM(ctx, cfg.Addr, cfg.CallerName)
@@ -110,11 +110,11 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	rand.Read(nl.instance[:])
 	nl.life, nl.endLife = context.WithCancel(context.Background())
-	fs.nl = nl
+	fs.nl, fs.lockTab = nl, &nl.locks
 	if nl.cb, err = fs.startNLMCallback(ctx); err != nil {
 		nl.endLife()
 		c.Close()
-		fs.nl = nil
+		fs.nl, fs.lockTab = nil, nil
 		return err
 	}
 	fs.startNLMWatch(ctx)

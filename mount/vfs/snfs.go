@@ -260,6 +260,7 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	fs.sn.locks.verf = cfg.Session.ServerVerifier()
+	fs.lockTab = &fs.sn.locks
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}

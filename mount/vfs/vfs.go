@@ -85,6 +85,10 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
+	// lockTab is the lock table of the mode's server locks (snfs mode's,
+	// or nfs mode's NLM: set as the mode starts); nil without (lockTable).
+	lockTab *locks
+
 	// notify drops the kernel's caches (SetNotifier, notify.go).
 	notify atomic.Pointer[Notifier]
 
