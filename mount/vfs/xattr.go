@@ -42,7 +42,7 @@ type xattrCache struct {
 // xattrKey is what makes a cache valid: the file cached, at a version, with
 // no invalidating callback since; ok is false when it is not cached.
 func xattrKeyLocked(i *Inode) (version, invals uint64, ok bool) {
-	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || snfsHeldLocked(i) == 0 {
+	if i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || snfsHeldLocked(i) == 0 {
 		return 0, 0, false
 	}
 	return snOf(i).version, snOf(i).invals, true
