@@ -48,9 +48,9 @@ func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode ui
 
 // snfsAllocate is Allocate in snfs mode (nfs mode has none: NFSv3 has no
 // ALLOCATE).
-func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
 	am, ok := allocModes[mode]
-	if !ok || fs.sn.noAllocate.Load() {
+	if !ok || fs.noAllocate.Load() {
 		return ErrNotSupported
 	}
 	i := f.i
@@ -66,10 +66,10 @@ func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mod
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return err
 	}
-	res, err := rpc(ctx, fs, func() (*snfs1.AllocateRes, error) { return fs.client(f.cred).Allocate(ctx, i.FH, am, off, length) })
+	res, err := rpc(ctx, fs.FS, func() (*snfs1.AllocateRes, error) { return fs.client(f.cred).Allocate(ctx, i.FH, am, off, length) })
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
-		if fs.sn.noAllocate.CompareAndSwap(false, true) {
+		if fs.noAllocate.CompareAndSwap(false, true) {
 			fs.log.Warn("the server has no SNFS ALLOCATE: fallocate on this mount answers EOPNOTSUPP", "err", err)
 		}
 		return ErrNotSupported
@@ -87,7 +87,7 @@ func (fs *FS) snfsAllocate(ctx context.Context, f *File, off, length uint64, mod
 	} else {
 		i.invalidateLocked()
 	}
-	cf, pf, caching := i.sn.cf, i.sn.pt.pinned, i.sn.caching
+	cf, pf, caching := snOf(i).cf, snOf(i).pt.pinned, snOf(i).caching
 	i.mu.Unlock()
 	punch, keep := am == snfs1.Deallocate, am != snfs1.Allocate
 	if cf != nil && !caching && cf.Holds() {
@@ -134,7 +134,7 @@ func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
 	} else {
 		i.modifiedLocked(a, time.Now())
 	}
-	cf, pf := i.sn.cf, i.sn.pt.pinned
+	cf, pf := snOf(i).cf, snOf(i).pt.pinned
 	i.mu.Unlock()
 	defer fs.notifyAttr(i)
 	if err != nil || am != snfs1.Allocate {

@@ -82,7 +82,7 @@ func (fs *FS) revalidateSize(ctx context.Context, f *File) error {
 }
 
 // snfsAppend is Append in snfs mode.
-func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+func (fs *snfsFS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
 	i := f.i
 	// One append at a time: the size read and the write are one step, and a
 	// callback that stops caching waits for it (Callback).
@@ -100,7 +100,7 @@ func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int
 			// Recorded dirty before a callback can stop caching
 			// (whileCaching): its write-back then takes these bytes.
 			i.mu.Lock()
-			i.sn.cred, i.sn.mtime = f.cred, time.Now()
+			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}
@@ -117,7 +117,7 @@ func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int
 			return uint64(off), n, fmt.Errorf("cache directory: %w", err)
 		}
 	}
-	if fs.sn.noAppend.Load() {
+	if fs.noAppend.Load() {
 		return fs.appendThrough(ctx, f, data)
 	}
 	return fs.serverAppend(ctx, f, data)
@@ -126,7 +126,7 @@ func (fs *FS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int
 // serverAppend has the server place data at its end of file (SNFS APPEND,
 // UNSTABLE: committed at close or fsync like the file's other writes
 // through). This client's own unsent writes go first.
-func (fs *FS) serverAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+func (fs *snfsFS) serverAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
 	i := f.i
 	if err := i.flush(ctx, false); err != nil {
 		return 0, 0, err
@@ -137,7 +137,7 @@ func (fs *FS) serverAppend(ctx context.Context, f *File, data []byte) (uint64, i
 	res, err := fs.sendAppend(ctx, f, data)
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
-		if fs.sn.noAppend.CompareAndSwap(false, true) {
+		if fs.noAppend.CompareAndSwap(false, true) {
 			fs.log.Warn("the server has no SNFS APPEND: appends to write-shared files go at the size last seen", "err", err)
 		}
 		return fs.appendThrough(ctx, f, data)

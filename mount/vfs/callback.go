@@ -22,12 +22,12 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
 	if mode == state.RecallLocks {
-		return fs.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+		return fs.sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
 	}
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {
-		cf = i.cacheFileOrNil()
+		cf = cacheFileOrNil(i)
 	}
 	if cf == nil {
 		cf, _ = fs.sn.cache.File(fh)
@@ -38,11 +38,11 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		// An OPEN in flight is held: its answer may have come before this
 		// callback, which then concerns it (CB_STALE would have the server
 		// drop the open it counted, and its writer's dirty record).
-		held = held || i.snfsHeldLocked() > 0 || i.sn.opening > 0 || i.sn.caching || i.w.pending()
+		held = held || snfsHeldLocked(i) > 0 || snOf(i).opening > 0 || snOf(i).caching || i.w.pending()
 		if mode.Invalidates() {
 			// Counted before anything else: an OPEN in flight whose answer
 			// is applied after this does not cache (snfsOpenProto).
-			i.sn.invals++
+			snOf(i).invals++
 		}
 		i.mu.Unlock()
 	}
@@ -57,18 +57,18 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	var entering *pinnedFile
 	if i != nil {
 		i.mu.Lock()
-		writers := i.sn.pt.writers
+		writers := snOf(i).pt.writers
 		i.mu.Unlock()
 		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
 			// The pinned holder (pinned.go): what the kernel wrote so far
 			// goes now; its opens go on writing.
-			if err := fs.pinSync(ctx, pf, false); err != nil {
+			if err := fs.sn.pinSync(ctx, pf, false); err != nil {
 				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 			}
 			// The server counts this client as not caching the file: an
 			// OPEN in flight does not cache on its answer either.
 			i.mu.Lock()
-			i.sn.invals++
+			snOf(i).invals++
 			i.mu.Unlock()
 			return state.Pinned
 		}
@@ -79,7 +79,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			// earlier ones, at the end of file another client sees too.
 			i.appendMu.Lock()
 			defer i.appendMu.Unlock()
-			entering = fs.pinEnter(i)
+			entering = fs.sn.pinEnter(i)
 			// Caching stops before the write-back: a write into the cache
 			// directory after the write-back took the dirty data would be
 			// left behind it, unknown to the server once this is answered
@@ -113,16 +113,16 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 			// An error the server gave (the data dropped, writeback.go) is
 			// reported to the application; only data still held fails it.
-			if c := i.cacheFileOrNil(); c != nil && c.NeedsWriteBack() {
+			if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
 				unsent = true
 			}
 		}
-		fs.recordWrittenBack() // before the answer (writeback.go)
+		fs.sn.recordWrittenBack() // before the answer (writeback.go)
 	}
 	if mode.Invalidates() {
 		if i != nil {
 			i.mu.Lock()
-			i.sn.caching, i.sn.kernVer = false, 0
+			snOf(i).caching, snOf(i).kernVer = false, 0
 			i.invalidateLocked()
 			i.mu.Unlock()
 		}
@@ -136,7 +136,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		}
 	}
 	if entering != nil {
-		fs.pinEntered(entering)
+		fs.sn.pinEntered(entering)
 		if entering.holder {
 			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
 			return state.Pinned
@@ -146,7 +146,7 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 		fs.sn.stats.CallbacksFailed.Add(1)
 		return state.Failed
 	}
-	if st, ok := fs.delayedCallback(ctx, i); ok {
+	if st, ok := fs.sn.delayedCallback(ctx, i); ok {
 		return st
 	}
 	if i == nil {
@@ -160,13 +160,13 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	// is also the answer to a callback sent again after a broken connection
 	// lost the first answer (a delayed close treated as closed): CB_OK would
 	// leave the server counting opens this client never CLOSEs.
-	cf = i.cacheFileOrNil()
+	cf = cacheFileOrNil(i)
 	dirty := cf != nil && cf.NeedsWriteBack()
 	i.mu.Lock()
-	idle := i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0 &&
-		i.sn.dc.count() == 0 && !i.w.pending() && !dirty
+	idle := snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0 &&
+		snOf(i).dc.count() == 0 && !i.w.pending() && !dirty
 	if idle {
-		i.sn.caching = false // used again only after an OPEN
+		snOf(i).caching = false // used again only after an OPEN
 	}
 	i.mu.Unlock()
 	if idle {
@@ -175,19 +175,9 @@ func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode,
 	return state.OK
 }
 
-// linksOf is i's link count as last seen (0 if i is nil).
-func linksOf(i *Inode) uint32 {
-	if i == nil {
-		return 0
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.attr.Nlink
-}
-
 // snfsCreated finishes Create in snfs mode: the new file is opened for
 // writing with the protocol.
-func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
+func (fs *snfsFS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
 	i := e.Inode
 	_, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
@@ -196,7 +186,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 		i.mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags), sn: snfsFile{mode: state.Write, direct: direct}}
+	f := &File{i: i, cred: c, write: true, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: state.Write}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}
@@ -212,7 +202,7 @@ func (fs *FS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entr
 }
 
 // snfsSetattr is a local size change (snfsSetattrLocal).
-func (fs *FS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Duration, error) {
+func (fs *snfsFS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Duration, error) {
 	if err := fs.snfsTruncate(i, c, size); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
@@ -222,11 +212,11 @@ func (fs *FS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.Durat
 }
 
 // snfsSized brings the cache file to a size set on the server.
-func (fs *FS) snfsSized(i *Inode, size *uint64) {
+func (fs *snfsFS) snfsSized(i *Inode, size *uint64) {
 	if size == nil {
 		return
 	}
-	if cf := i.cacheFileOrNil(); cf != nil && !cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && !cf.NeedsWriteBack() {
 		cf.SetVersion(cf.Version(), int64(*size))
 	}
 	// Also while a callback's entry into the pinned mode is in progress
@@ -235,7 +225,7 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 	// growing the file before a mapped write, say) left stores past its
 	// end faulting (SIGBUS) and fstat reporting the old size.
 	i.mu.Lock()
-	pf := i.sn.pt.pinned
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if pf != nil {
 		fs.pinSized(pf, *size)
@@ -248,13 +238,13 @@ func (fs *FS) snfsSized(i *Inode, size *uint64) {
 // or dirty data, whether it is cached and the version its cache holds. It
 // runs in the session's connect hook: it takes only the inodes' and the
 // cache's locks, never one held across a call to the server.
-func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
-	fs.mu.Lock()
+func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.FS.mu.Lock()
 	all := make([]*Inode, 0, len(fs.inodes))
 	for _, i := range fs.inodes {
 		all = append(all, i)
 	}
-	fs.mu.Unlock()
+	fs.FS.mu.Unlock()
 	var items []snfs1.ReclaimItem
 	for _, i := range all {
 		if i.Type != nfs3.TypeReg {
@@ -263,11 +253,11 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		i.mu.Lock()
 		// The applications' opens reported: the ones a refusal makes
 		// forgotten (forgetOpens).
-		i.sn.reclaimed = i.sn.opens
-		r := i.sn.opens[state.Read] + i.sn.dc.n[state.Read]
-		w := i.sn.opens[state.Write] + i.sn.dc.n[state.Write]
-		caching, version, cf := i.sn.caching, i.sn.version, i.sn.cf
-		pinned := i.sn.pt.pinned != nil && i.sn.pt.writers > 0
+		snOf(i).reclaimed = snOf(i).opens
+		r := snOf(i).opens[state.Read] + snOf(i).dc.n[state.Read]
+		w := snOf(i).opens[state.Write] + snOf(i).dc.n[state.Write]
+		caching, version, cf := snOf(i).caching, snOf(i).version, snOf(i).cf
+		pinned := snOf(i).pt.pinned != nil && snOf(i).pt.writers > 0
 		i.mu.Unlock()
 		dirty := cf != nil && cf.NeedsWriteBack()
 		if pinned {
@@ -282,7 +272,7 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
 			Caching: caching && cf != nil, Dirty: dirty, Version: version})
 	}
-	fs.sn.stats.Reclaimed.Add(uint64(len(items)))
+	fs.stats.Reclaimed.Add(uint64(len(items)))
 	return items
 }
 
@@ -297,13 +287,13 @@ func (fs *FS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 // fenced: clean cached data is dropped (the kernel's pages and attributes
 // too; files are cached again from their next OPEN) and dirty data is
 // reintegrated (reintegrate.go). Files open here go on, written through.
-func (fs *FS) serverRestarted(refused bool) {
+func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
 	// the reclaim, which may run under a read or write holding the file.
-	for _, i := range fs.sn.locks.takeLostNotify() {
+	for _, i := range fs.locks.takeLostNotify() {
 		fs.notifyData(i)
 	}
 	if !refused {
@@ -315,26 +305,26 @@ func (fs *FS) serverRestarted(refused bool) {
 		return
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
-	fs.sn.beforeForget.run(nil)
+	fs.beforeForget.run(nil)
 	held := fs.forgetOpens()
 	for _, i := range fs.stopCaching() {
-		if cf := i.cacheFileOrNil(); cf != nil {
+		if cf := cacheFileOrNil(i); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
 				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 	}
-	fs.sn.beforeReopen.run(nil)
+	fs.beforeReopen.run(nil)
 	for _, i := range held {
 		fs.reopen(ctx, i)
 	}
 	fs.log.Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
-	fs.sn.afterReopen.run(nil)
+	fs.afterReopen.run(nil)
 }
 
 // forgetOpens records the applications' protocol opens the reclaim reported
-// and none has released since (i.sn.reclaimed) as forgotten by the server
-// (i.sn.forgot; kept opens, forgotten too, are not used again: stopCaching)
+// and none has released since (snOf(i).reclaimed) as forgotten by the server
+// (snOf(i).forgot; kept opens, forgotten too, are not used again: stopCaching)
 // and returns the files with some. The opens counted since the reclaim are
 // not: their OPENs were answered by the new server (the reclaim runs on the
 // new connection before any other call; not so a reclaim after a REGISTER
@@ -349,10 +339,10 @@ func (fs *FS) forgetOpens() []*Inode {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
 		for _, m := range []state.Mode{state.Read, state.Write} {
-			i.sn.forgot[m] = min(i.sn.reclaimed[m], i.sn.opens[m])
+			snOf(i).forgot[m] = min(snOf(i).reclaimed[m], snOf(i).opens[m])
 		}
-		i.sn.reclaimed = [3]int{}
-		n := i.sn.forgot[state.Read] + i.sn.forgot[state.Write]
+		snOf(i).reclaimed = [3]int{}
+		n := snOf(i).forgot[state.Read] + snOf(i).forgot[state.Write]
 		i.mu.Unlock()
 		if n > 0 {
 			held = append(held, i)
@@ -366,7 +356,7 @@ func (fs *FS) forgetOpens() []*Inode {
 func (fs *FS) forgetReclaimed() {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
-		i.sn.reclaimed = [3]int{}
+		snOf(i).reclaimed = [3]int{}
 		i.mu.Unlock()
 	}
 }
@@ -382,7 +372,7 @@ func (fs *FS) allInodes() []*Inode {
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each
-// forgotten application open not released since (i.sn.forgot): the
+// forgotten application open not released since (snOf(i).forgot): the
 // protocol treats the files as fenced, and a fenced client OPENs again before
 // it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
 // were written through with no open at the server: another client was
@@ -391,23 +381,23 @@ func (fs *FS) allInodes() []*Inode {
 // invalidated by stopCaching; a client may always do less than the server
 // allows). An OPEN refused counts nothing: the opens not OPENed again stay
 // forgotten, and their releases send no CLOSE.
-func (fs *FS) reopen(ctx context.Context, i *Inode) {
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for {
 			i.mu.Lock()
-			left := i.sn.forgot[m] > 0
+			left := snOf(i).forgot[m] > 0
 			i.mu.Unlock()
 			if !left {
 				break
 			}
-			if _, err := fs.sn.sess.Open(ctx, i.FH, m); err != nil {
+			if _, err := fs.sess.Open(ctx, i.FH, m); err != nil {
 				fs.log.Warn("OPEN again after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
 				break
 			}
 			i.mu.Lock()
-			i.sn.forgot[m]--
+			snOf(i).forgot[m]--
 			i.mu.Unlock()
 		}
 	}
@@ -428,15 +418,15 @@ func (fs *FS) stopCaching() (dirty []*Inode) {
 	fs.mu.Unlock()
 	for _, i := range all {
 		i.mu.Lock()
-		was := i.sn.caching || i.sn.kernVer != 0
-		i.sn.caching, i.sn.kernVer = false, 0
-		i.sn.invals++
+		was := snOf(i).caching || snOf(i).kernVer != 0
+		snOf(i).caching, snOf(i).kernVer = false, 0
+		snOf(i).invals++
 		// The server forgot the kept opens: nothing to CLOSE for them.
-		i.sn.dc.n = [3]int{}
+		snOf(i).dc.n = [3]int{}
 		if was {
 			i.invalidateLocked()
 		}
-		cf := i.sn.cf
+		cf := snOf(i).cf
 		i.mu.Unlock()
 		if cf != nil {
 			if cf.NeedsWriteBack() {

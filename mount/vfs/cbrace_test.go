@@ -155,7 +155,7 @@ func TestCallbackRacingOpenAnswerWriter(t *testing.T) {
 	if fa == nil {
 		t.Fatal("A's open did not run in B's window")
 	}
-	if ib.snfsCaching() {
+	if snfsCaching(ib) {
 		t.Error("B caches a file A opened while B's OPEN was being answered")
 	}
 	readAll(t, a, fa) // overlapping: any version
@@ -182,7 +182,7 @@ func TestCallbackRacingOpenAnswerReader(t *testing.T) {
 	if got := openRead(t, a, ia); !bytes.Equal(got, old) {
 		t.Fatalf("A's first read: %d bytes; want %d", len(got), len(old))
 	}
-	a.closeDelayed(ia, true)
+	a.sn.closeDelayed(ia, true)
 	var fb *File
 	duringAnswer(t, a, ia, func() {
 		var err error
@@ -197,7 +197,7 @@ func TestCallbackRacingOpenAnswerReader(t *testing.T) {
 	if fb == nil {
 		t.Fatal("B's open did not run in A's window")
 	}
-	if ia.snfsCaching() {
+	if snfsCaching(ia) {
 		t.Error("A caches a file B opened for writing while A's OPEN was being answered")
 	}
 	readAll(t, a, fa) // overlapping: any version
@@ -226,7 +226,7 @@ func TestWriteRacingCallbackWriteBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ib.snfsCaching() {
+	if !snfsCaching(ib) {
 		t.Fatal("B does not cache its only open")
 	}
 	var zero uint64
@@ -299,8 +299,8 @@ func TestOpenAnswerRefusingCachingStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Release(ctx, fa)
-	if got := readAll(t, a, fa); !bytes.Equal(got, old) || !ia.snfsCaching() {
-		t.Fatalf("A's first read: %d bytes, caching %v; want %d, caching", len(got), ia.snfsCaching(), len(old))
+	if got := readAll(t, a, fa); !bytes.Equal(got, old) || !snfsCaching(ia) {
+		t.Fatalf("A's first read: %d bytes, caching %v; want %d, caching", len(got), snfsCaching(ia), len(old))
 	}
 	fbr, _, err := b.Open(ctx, ib, Cred{}, syscall.O_RDONLY)
 	if err != nil {
@@ -361,7 +361,7 @@ func TestDirtyCloseCrossingWriteBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ib.snfsCaching() {
+	if !snfsCaching(ib) {
 		t.Fatal("B does not cache its only open")
 	}
 	var zero uint64

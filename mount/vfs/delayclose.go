@@ -43,44 +43,44 @@ type delayedSet struct {
 
 // heldLocked is the number of protocol opens this client holds of i: the
 // applications' and the kept ones.
-func (i *Inode) snfsHeldLocked() int {
-	return i.sn.opens[state.Read] + i.sn.opens[state.Write] + i.sn.dc.count()
+func snfsHeldLocked(i *Inode) int {
+	return snOf(i).opens[state.Read] + snOf(i).opens[state.Write] + snOf(i).dc.count()
 }
 
 // reuseDelayed takes over a kept open of i for an application open of mode,
 // if there is one the mode may use and the file is still cached. It returns
 // the protocol mode of the open taken over and whether the kernel may keep
 // its pages.
-func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, ok bool) {
-	if fs.sn == nil || fs.sn.cfg.CloseDelay <= 0 {
+func (fs *snfsFS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, ok bool) {
+	if fs.cfg.CloseDelay <= 0 {
 		return 0, false, false
 	}
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	if !i.sn.caching || i.sn.cf == nil || i.sn.dc.count() == 0 {
+	if !snOf(i).caching || snOf(i).cf == nil || snOf(i).dc.count() == 0 {
 		i.mu.Unlock()
 		return 0, false, false
 	}
 	switch {
-	case i.sn.dc.n[mode] > 0:
+	case snOf(i).dc.n[mode] > 0:
 		taken = mode
-	case mode == state.Read && i.sn.dc.n[state.Write] > 0:
+	case mode == state.Read && snOf(i).dc.n[state.Write] > 0:
 		taken = state.Write
 	default:
 		i.mu.Unlock()
 		return 0, false, false
 	}
-	i.sn.dc.n[taken]--
-	i.sn.opens[taken]++
-	if i.sn.dc.count() == 0 && i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	snOf(i).dc.n[taken]--
+	snOf(i).opens[taken]++
+	if snOf(i).dc.count() == 0 && snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	keep = i.sn.kernVer != 0 && i.sn.kernVer == i.sn.version
+	keep = snOf(i).kernVer != 0 && snOf(i).kernVer == snOf(i).version
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
-	fs.sn.stats.DelayedReopens.Add(1)
+	fs.delayed.remove(i)
+	fs.stats.DelayedReopens.Add(1)
 	return taken, keep, true
 }
 
@@ -89,7 +89,7 @@ func (fs *FS) reuseDelayed(i *Inode, mode state.Mode) (taken state.Mode, keep, o
 func (s *delayedSet) remove(i *Inode) {
 	s.mu.Lock()
 	i.mu.Lock()
-	if i.sn.dc.count() == 0 {
+	if snOf(i).dc.count() == 0 {
 		delete(s.inodes, i)
 	}
 	i.mu.Unlock()
@@ -98,66 +98,66 @@ func (s *delayedSet) remove(i *Inode) {
 
 // delayClose keeps the protocol open of mode that a release just gave up,
 // instead of CLOSEing it, when delayed close is on, the file is cached here
-// and no application has it open. Called with i.sn.openMu held; the release's
+// and no application has it open. Called with snOf(i).openMu held; the release's
 // counts are already decremented.
-func (fs *FS) delayClose(i *Inode, mode state.Mode) bool {
-	d := fs.sn.cfg.CloseDelay
+func (fs *snfsFS) delayClose(i *Inode, mode state.Mode) bool {
+	d := fs.cfg.CloseDelay
 	if d <= 0 {
 		return false
 	}
-	fs.sn.delayed.mu.Lock()
-	defer fs.sn.delayed.mu.Unlock()
-	if fs.sn.delayed.closed {
+	fs.delayed.mu.Lock()
+	defer fs.delayed.mu.Unlock()
+	if fs.delayed.closed {
 		return false
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if !i.sn.caching || i.opens != 0 || i.sn.opening != 0 {
+	if !snOf(i).caching || i.opens != 0 || snOf(i).opening != 0 {
 		return false
 	}
-	i.sn.dc.n[mode]++
-	i.sn.dc.deadline = time.Now().Add(d)
-	if i.sn.dc.timer == nil {
-		i.sn.dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
+	snOf(i).dc.n[mode]++
+	snOf(i).dc.deadline = time.Now().Add(d)
+	if snOf(i).dc.timer == nil {
+		snOf(i).dc.timer = time.AfterFunc(d, func() { fs.closeDelayed(i, false) })
 	}
-	if fs.sn.delayed.inodes == nil {
-		fs.sn.delayed.inodes = map[*Inode]struct{}{}
+	if fs.delayed.inodes == nil {
+		fs.delayed.inodes = map[*Inode]struct{}{}
 	}
-	fs.sn.delayed.inodes[i] = struct{}{}
-	fs.sn.stats.DelayedCloses.Add(1)
+	fs.delayed.inodes[i] = struct{}{}
+	fs.stats.DelayedCloses.Add(1)
 	return true
 }
 
 // closeDelayed CLOSEs i's kept opens once their window has passed (now, if
 // force).
-func (fs *FS) closeDelayed(i *Inode, force bool) {
-	i.sn.openMu.Lock()
+func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	if i.sn.dc.count() == 0 {
+	if snOf(i).dc.count() == 0 {
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return
 	}
-	if wait := time.Until(i.sn.dc.deadline); !force && wait > 0 {
+	if wait := time.Until(snOf(i).dc.deadline); !force && wait > 0 {
 		// Released again since the timer was set: wait for the new deadline.
-		if i.sn.dc.timer != nil {
-			i.sn.dc.timer.Reset(wait)
+		if snOf(i).dc.timer != nil {
+			snOf(i).dc.timer.Reset(wait)
 		} else {
-			i.sn.dc.timer = time.AfterFunc(wait, func() { fs.closeDelayed(i, false) })
+			snOf(i).dc.timer = time.AfterFunc(wait, func() { fs.closeDelayed(i, false) })
 		}
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return
 	}
-	n := i.sn.dc.n
-	i.sn.dc.n = [3]int{}
-	if i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	n := snOf(i).dc.n
+	snOf(i).dc.n = [3]int{}
+	if snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
+	fs.delayed.remove(i)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dirty := false
@@ -172,23 +172,23 @@ func (fs *FS) closeDelayed(i *Inode, force bool) {
 	}
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for range n[m] {
-			if _, err := fs.sn.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			if _, err := fs.sess.Close(ctx, i.FH, m, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 				fs.log.Warn("delayed CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 	}
-	i.sn.openMu.Unlock()
+	snOf(i).openMu.Unlock()
 	fs.snfsClosedAll(i)
 }
 
 // snfsClosedAll: if this client holds no open of i any more, the server no
 // longer calls it back about the file: the kernel's attributes are good only
 // as long as nfs mode's.
-func (fs *FS) snfsClosedAll(i *Inode) {
+func (fs *snfsFS) snfsClosedAll(i *Inode) {
 	i.mu.Lock()
-	closed := i.snfsHeldLocked() == 0 && i.sn.opening == 0
+	closed := snfsHeldLocked(i) == 0 && snOf(i).opening == 0
 	if closed {
-		i.sn.caching = false
+		snOf(i).caching = false
 		i.invalidateLocked()
 	}
 	i.mu.Unlock()
@@ -198,8 +198,8 @@ func (fs *FS) snfsClosedAll(i *Inode) {
 }
 
 // closeAllDelayed CLOSEs every kept open now and stops delaying (Close).
-func (fs *FS) closeAllDelayed() {
-	s := &fs.sn.delayed
+func (fs *snfsFS) closeAllDelayed() {
+	s := &fs.delayed
 	s.mu.Lock()
 	s.closed = true
 	all := make([]*Inode, 0, len(s.inodes))
@@ -216,12 +216,12 @@ func (fs *FS) closeAllDelayed() {
 // only kept opens hold: everything is written back, the kept opens are
 // forgotten (the server treats them as closed) and caching stops. ok is
 // false when the callback is not for such a file.
-func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, ok bool) {
+func (fs *snfsFS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, ok bool) {
 	if i == nil {
 		return 0, false
 	}
 	i.mu.Lock()
-	only := i.sn.dc.count() > 0 && i.sn.opens[state.Read]+i.sn.opens[state.Write] == 0 && i.sn.opening == 0
+	only := snOf(i).dc.count() > 0 && snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0
 	i.mu.Unlock()
 	if !only {
 		return 0, false
@@ -238,7 +238,7 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 			unsent := i.w.pending()
 			i.mu.Unlock()
 			if unsent {
-				fs.sn.stats.CallbacksFailed.Add(1)
+				fs.stats.CallbacksFailed.Add(1)
 				return state.Failed, true
 			}
 		}
@@ -247,31 +247,31 @@ func (fs *FS) delayedCallback(ctx context.Context, i *Inode) (st state.Outcome, 
 	fs.recordWrittenBack() // before the answer (writeback.go)
 	if err != nil {
 		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-		if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
-			fs.sn.stats.CallbacksFailed.Add(1)
+		if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
+			fs.stats.CallbacksFailed.Add(1)
 			return state.Failed, true // the data kept (Callback)
 		}
 		return 0, false
 	}
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		return 0, false
 	}
 	i.mu.Lock()
 	// Checked again: an application open may have taken a kept open over.
-	if i.sn.dc.count() == 0 || i.sn.opens[state.Read]+i.sn.opens[state.Write] != 0 || i.sn.opening != 0 {
+	if snOf(i).dc.count() == 0 || snOf(i).opens[state.Read]+snOf(i).opens[state.Write] != 0 || snOf(i).opening != 0 {
 		i.mu.Unlock()
 		return 0, false
 	}
-	i.sn.dc.n = [3]int{}
-	if i.sn.dc.timer != nil {
-		i.sn.dc.timer.Stop()
-		i.sn.dc.timer = nil
+	snOf(i).dc.n = [3]int{}
+	if snOf(i).dc.timer != nil {
+		snOf(i).dc.timer.Stop()
+		snOf(i).dc.timer = nil
 	}
-	i.sn.caching = false
+	snOf(i).caching = false
 	i.invalidateLocked()
 	i.mu.Unlock()
-	fs.sn.delayed.remove(i)
-	fs.sn.stats.TreatedAsClosed.Add(1)
+	fs.delayed.remove(i)
+	fs.stats.TreatedAsClosed.Add(1)
 	fs.notifyAttr(i)
 	return state.TreatAsClosed, true
 }

@@ -12,6 +12,31 @@
 // fusefs takes it at Mount, and the core asks it for what snfs mode does
 // inside the core's own operations (Ops.beforeThrough, Ops.removed).
 //
+// The package is one package in two layers, on the way to two (issue 25):
+//
+//   - The core, the plain NFSv3 client (vfs.go, inode.go, ops.go, file.go,
+//     write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
+//     nlm*.go, lockreclaim.go, the mode-neutral half of locklost.go, and
+//     nfsOps in mode.go). It knows snfs mode only through the hooks it
+//     calls: Ops (mode.go, the mode's operations and what the core asks of
+//     the mode inside its own: beforeThrough, removed, the attribute hooks,
+//     newInode, start, sync, close) and the extension slots Inode.ext and
+//     File.ext, which it never reads.
+//   - The cache manager (snfsFS: snfs.go, snfsopen.go, snfsio.go,
+//     callback.go, delayclose.go, writeback.go, reintegrate.go,
+//     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
+//     xattr.go, allocate.go, metrics.go, append.go's snfs half). It embeds
+//     the core's FS, is snfs mode's Ops itself, and keeps its per-inode
+//     state in Inode.ext (snOf) and its per-open state in File.ext (fsnOf,
+//     snfsOpened).
+//
+// What still crosses the line: FS.sn (the exported entry points fusefs and
+// package mount call in snfs mode only: Callback, Granted,
+// EnablePassthrough, NoteLockPid, DirtyBytes, SNFSStats, SNFS), Config.SNFS,
+// and the lock table (locks, lock.go: FS.lockTab, the mode's, set as it
+// starts), which nfs mode's NLM uses too but which holds snfs mode's lock
+// delegations and server verifier.
+//
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback
 // invalidates), the goroutines named below (each stopped by Close).

@@ -17,8 +17,18 @@ type File struct {
 	// append: opened O_APPEND for writing: its appends are placed by the
 	// mount (append.go), and its I/O is direct.
 	append bool
-	sn     snfsFile // snfs mode (snfs.go)
+	// direct: the kernel must not cache this open's pages: O_APPEND, or
+	// (snfs mode) write-shared, or other opens pass through.
+	direct bool
+	// ext is the mode's own state of the open: snfs mode's *snfsFile
+	// (snfs.go) for an open of the protocol; nil for the core's opens (nfs
+	// mode's, and snfs mode's of what the protocol does not open).
+	ext any
 }
+
+// Direct reports whether the kernel must not cache this open's pages
+// (FOPEN_DIRECT_IO).
+func (f *File) Direct() bool { return f.direct }
 
 // isAppend says whether an open with flags writes at the end of file only.
 func isAppend(flags int) bool {
@@ -87,7 +97,7 @@ func (o nfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File,
 	}
 	i.opens++
 	f = &File{i: i, cred: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, append: isAppend(flags)}
-	f.sn.direct = f.append
+	f.direct = f.append
 	return f, keepCache, nil
 }
 

@@ -205,7 +205,7 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 	if err := <-hookErr; err != nil {
 		t.Fatal(err)
 	}
-	if !g.sn.direct {
+	if !g.direct {
 		t.Fatal("A's open while B writes the file was granted caching; the test needs it write-shared")
 	}
 	if err := b.Release(ctx, w); err != nil {
@@ -223,7 +223,7 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.sn.direct {
+	if w.direct {
 		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server still counts an open of A's, which A closed")
 	}
 }

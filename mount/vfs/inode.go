@@ -16,16 +16,33 @@ type Inode struct {
 	FileID uint64
 	Gen    uint64 // a hash of the handle: tells a reused inode number apart
 
-	flushMu  sync.Mutex // one write-back at a time
-	appendMu sync.Mutex // snfs mode, cached: one append's size read and write at a time (append.go)
+	// An inode's locks are taken in this order, each only after those
+	// above it (state/clientfile/doc.go): openMu (snfs mode's, in ext:
+	// snfsInode), appendMu, cacheW (snfs mode's, in ext), flushMu, mu,
+	// nameMu. None is held across the kernel's notifications.
+
+	// flushMu: one write-back at a time, held across its WRITEs and COMMIT.
+	// Taken after openMu, appendMu and cacheW (a cached append or write
+	// waits for a write-back, not the other way), before mu.
+	flushMu sync.Mutex
+	// appendMu: snfs mode, cached: one append's size read and write at a
+	// time (append.go). Taken after openMu, before cacheW, flushMu and mu.
+	appendMu sync.Mutex
 
 	// nameMu guards dir and name only, and is a leaf: nothing is locked
 	// while it is held, so a log line may name a file's path (paths.go)
-	// whatever locks its caller holds (i.mu in a write-back, say).
+	// whatever locks its caller holds (i.mu in a write-back, say): taken
+	// last, after any of the inode's other locks.
 	nameMu sync.Mutex
 	dir    nfs3.FH // the directory it was last seen in, and its name there (paths.go)
 	name   string
 
+	// mu guards the fields below (and most of ext's: snfsInode, snfs.go),
+	// held only while they are read or changed, never across a call to the
+	// server, the cache directory or the kernel. Taken after openMu,
+	// appendMu, cacheW and flushMu; before nameMu, FS.mu, and snfs mode's
+	// FS-wide locks that come after it (snfsFS.mu; delayedSet.mu is taken
+	// before it).
 	mu       sync.Mutex
 	attr     nfs3.Fattr    // the server's, as last seen
 	attrAt   time.Time     // when attr was fetched; zero: must be fetched again
@@ -47,7 +64,10 @@ type Inode struct {
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	modGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) attr
 	w         wstate
-	sn        snfsInode // snfs mode (snfs.go)
+	node      any // the bridge's node (SetNode), for notifications
+	// ext is the mode's own state of the inode, set as it is made
+	// (Ops.newInode): nil in nfs mode, snfs mode's *snfsInode (snfs.go).
+	ext any
 }
 
 // change is what tells one version of a file's data from another.

@@ -108,14 +108,14 @@ func (fs *FS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, 
 }
 
 // snfsGetlk is Getlk in snfs mode.
-func (fs *FS) snfsGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+func (fs *snfsFS) snfsGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
 	if h, ok := fs.delegGetlk(i, owner, kind, off, n); ok {
 		return h, nil
 	}
 	var res *snfs1.LockRes
 	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
 		var err error
-		res, err = fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
+		res, err = fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
 		if err != nil {
 			return 0, err
 		}
@@ -151,9 +151,9 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 }
 
 // snfsSetlk is Setlk in snfs mode.
-func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
 	i := f.i
-	l := &fs.sn.locks
+	l := &fs.locks
 	var ask bool
 	for {
 		handled, err := fs.delegSetlk(ctx, f, owner, kind, off, n, wait)
@@ -179,36 +179,36 @@ func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKin
 		return err
 	}
 	if kind == Unlock {
-		err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
+		err := fs.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
 		if errors.Is(err, snfs1.ErrFenced) {
 			// The server revoked this client's locks: nothing is held.
 			fs.locksLost("the server revoked this client's locks", nil, true)
 			err = nil
 		}
 		if err == nil {
-			fs.sn.locks.noteRange(i, owner, off, n, false, true)
+			fs.locks.noteRange(i, owner, off, n, false, true)
 		}
 		if err == nil && off == 0 && n == 0 {
-			fs.sn.locks.forgetOwner(i, owner)
+			fs.locks.forgetOwner(i, owner)
 			fs.dropHeld(i, nil, owner)
 		}
 		return err
 	}
 	typ := protoLockType(kind)
-	fs.sn.locks.noteOwner(i, owner)
+	fs.locks.noteOwner(i, owner)
 	var w *lockWait
 	key := waitKey{string(i.FH), owner, typ, off, n}
 	if wait {
 		// Before the LOCK: its CB_GRANTED may come before its reply.
-		w = fs.sn.locks.addWait(key)
-		defer fs.sn.locks.dropWait(key, w)
+		w = fs.locks.addWait(key)
+		defer fs.locks.dropWait(key, w)
 	}
 	var res *snfs1.LockRes
 	var err error
 	for try := 0; try < 2; try++ {
 		err = graceRetry(ctx, func() (snfs1.LockStat, error) {
 			var err error
-			res, err = fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait, Delegate: ask})
+			res, err = fs.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait, Delegate: ask})
 			if err != nil {
 				return 0, err
 			}
@@ -228,7 +228,7 @@ func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKin
 			// would wait there until granted, for a process that is gone.
 			// A CB_GRANTED answered before the reply means the lock is
 			// held: it is recorded as granted, as below.
-			if !fs.sn.locks.giveUp(w) {
+			if !fs.locks.giveUp(w) {
 				fs.snfsGranted(f, owner, kind, off, n)
 				return nil
 			}
@@ -256,7 +256,7 @@ func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKin
 		return nil
 	case <-ctx.Done():
 	}
-	if !fs.sn.locks.giveUp(w) {
+	if !fs.locks.giveUp(w) {
 		fs.snfsGranted(f, owner, kind, off, n) // the grant came first: the lock is held
 		return nil
 	}
@@ -267,18 +267,18 @@ func (fs *FS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKin
 // cancelWait withdraws owner's blocking LOCK on (off, n) given up (its
 // process interrupted or killed) before the FUSE request is answered, so that
 // the server holds no waiter for it once the process is gone.
-func (fs *FS) cancelWait(i *Inode, owner uint64, typ snfs1.LockType, off, n uint64) {
-	cctx, cancel := fs.stopCtx(fs.sn.sess.CallbackTimeout())
+func (fs *snfsFS) cancelWait(i *Inode, owner uint64, typ snfs1.LockType, off, n uint64) {
+	cctx, cancel := fs.stopCtx(fs.sess.CallbackTimeout())
 	defer cancel()
-	if err := fs.sn.sess.LockU(cctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n, Cancel: true, Type: typ}); err != nil {
+	if err := fs.sess.LockU(cctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n, Cancel: true, Type: typ}); err != nil {
 		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 }
 
 // snfsGranted records owner's lock of kind on (off, n) granted through f.
-func (fs *FS) snfsGranted(f *File, owner uint64, kind LockKind, off, n uint64) {
+func (fs *snfsFS) snfsGranted(f *File, owner uint64, kind LockKind, off, n uint64) {
 	fs.noteHeld(f, owner)
-	fs.sn.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
+	fs.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
 	fs.lockGranted(f.i)
 }
 
@@ -333,24 +333,24 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 }
 
 // snfsUnlockOwner is UnlockOwner in snfs mode.
-func (fs *FS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+func (fs *snfsFS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	fs.dropHeld(i, nil, owner)
 	// Not reclaimed after a server restart even if the unlock below fails:
 	// the owner has let its locks of the file go.
-	fs.sn.locks.dropRanges(i, owner)
-	if !fs.sn.locks.hasOwner(i, owner) {
+	fs.locks.dropRanges(i, owner)
+	if !fs.locks.hasOwner(i, owner) {
 		return nil
 	}
 	if fs.delegUnlockOwner(i, owner) {
 		return nil // the owner stays known: a recall unlocks what the server held for it
 	}
-	err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
+	err := fs.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
 	if errors.Is(err, snfs1.ErrFenced) {
 		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
 		err = nil
 	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {
-		fs.sn.locks.forgetOwner(i, owner)
+		fs.locks.forgetOwner(i, owner)
 	}
 	return err
 }

@@ -107,8 +107,8 @@ func (l *locks) waitingOn(i *Inode) bool {
 
 // serverEnd ends a lock request of i to the server; with a delegation
 // granted by it, the local manager starts with its lock.
-func (fs *FS) serverEnd(i *Inode, ask, delegated bool, owner uint64, kind LockKind, off, n uint64) {
-	l := &fs.sn.locks
+func (fs *snfsFS) serverEnd(i *Inode, ask, delegated bool, owner uint64, kind LockKind, off, n uint64) {
+	l := &fs.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inflight[i]--; l.inflight[i] <= 0 {
@@ -124,7 +124,7 @@ func (fs *FS) serverEnd(i *Inode, ask, delegated bool, owner uint64, kind LockKi
 	if !delegated {
 		return
 	}
-	d := &inodeDeleg{m: lockmgr.New(lockmgr.Config{MaxPerClient: 1 << 30}, time.Now()), verf: fs.sn.sess.ServerVerifier(),
+	d := &inodeDeleg{m: lockmgr.New(lockmgr.Config{MaxPerClient: 1 << 30}, time.Now()), verf: fs.sess.ServerVerifier(),
 		done: make(chan struct{}), waits: map[lockmgr.ReqID]chan struct{}{}}
 	d.nextReq++
 	r, acts := d.m.Lock(time.Now(), lockmgr.LockArgs{Req: d.nextReq, File: delegFileKey, Owner: delegOwner(owner),
@@ -134,7 +134,7 @@ func (fs *FS) serverEnd(i *Inode, ask, delegated bool, owner uint64, kind LockKi
 		l.delegs = map[*Inode]*inodeDeleg{}
 	}
 	l.delegs[i] = d
-	fs.sn.stats.LockDelegations.Add(1)
+	fs.stats.LockDelegations.Add(1)
 }
 
 // exec carries out the local manager's actions: there is no backing file
@@ -166,9 +166,9 @@ func (d *inodeDeleg) exec(acts []lockmgr.Action, mine lockmgr.ReqID, res *lockmg
 
 // delegSetlk serves Setlk from i's delegation; handled false: i is not
 // delegated (the caller goes to the server, and may ask for it: ask).
-func (fs *FS) delegSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) (handled bool, err error) {
+func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) (handled bool, err error) {
 	i := f.i
-	l := &fs.sn.locks
+	l := &fs.locks
 	if kind != Unlock {
 		// The lease vouches for a local grant as for a held lock's I/O.
 		l.mu.Lock()
@@ -268,8 +268,8 @@ func (fs *FS) delegSetlk(ctx context.Context, f *File, owner uint64, kind LockKi
 }
 
 // delegGetlk serves Getlk from i's delegation.
-func (fs *FS) delegGetlk(i *Inode, owner uint64, kind LockKind, off, n uint64) (holder *LockHolder, handled bool) {
-	l := &fs.sn.locks
+func (fs *snfsFS) delegGetlk(i *Inode, owner uint64, kind LockKind, off, n uint64) (holder *LockHolder, handled bool) {
+	l := &fs.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := l.delegWaitLocked(i)
@@ -288,8 +288,8 @@ func (fs *FS) delegGetlk(i *Inode, owner uint64, kind LockKind, off, n uint64) (
 }
 
 // delegUnlockOwner serves UnlockOwner from i's delegation.
-func (fs *FS) delegUnlockOwner(i *Inode, owner uint64) bool {
-	l := &fs.sn.locks
+func (fs *snfsFS) delegUnlockOwner(i *Inode, owner uint64) bool {
+	l := &fs.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := l.delegWaitLocked(i)
@@ -304,12 +304,12 @@ func (fs *FS) delegUnlockOwner(i *Inode, owner uint64) bool {
 // recallLocks answers CB_RECALL_LOCKS for fh: the delegation's locks go to
 // the server as LOCKs (and the ranges its owners do not hold as LOCKUs)
 // before the answer. CBStale: the file is not delegated here.
-func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
+func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 	i := fs.lookupInode(fh)
 	if i == nil {
 		return state.Stale
 	}
-	l := &fs.sn.locks
+	l := &fs.locks
 	l.mu.Lock()
 	d := l.delegWaitLocked(i)
 	if d == nil {
@@ -323,7 +323,7 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 		owners[o] = true
 	}
 	l.mu.Unlock()
-	fs.sn.stats.LockRecalls.Add(1)
+	fs.stats.LockRecalls.Add(1)
 	byOwner := map[uint64][]lockmgr.Lock{}
 	for _, h := range held {
 		o := ownerOf(h.Owner)
@@ -354,7 +354,7 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 			gaps = append(gaps, [2]uint64{start, 0})
 		}
 		for _, g := range gaps {
-			err := fs.sn.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: o, Offset: g[0], Length: g[1]})
+			err := fs.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: o, Offset: g[0], Length: g[1]})
 			if errors.Is(err, snfs1.ErrFenced) {
 				fenced = true
 			} else if err != nil && !errors.Is(err, nfs3.ErrStale) {
@@ -373,7 +373,7 @@ func (fs *FS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 		if h.Type == lockmgr.Write {
 			typ = snfs1.LockWrite
 		}
-		res, err := fs.sn.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: ownerOf(h.Owner), Type: typ,
+		res, err := fs.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: ownerOf(h.Owner), Type: typ,
 			Offset: h.Range.Offset(), Length: h.Range.Length()})
 		if errors.Is(err, snfs1.ErrFenced) {
 			fenced = true
@@ -424,8 +424,8 @@ func (l *locks) dropDelegs(verf *snfs1.Verifier) {
 
 // inodeLocksLost marks the locks of i's descriptors lost (a recalled lock
 // could not be handed back): their I/O fails with EIO until they unlock.
-func (fs *FS) inodeLocksLost(i *Inode) {
-	l := &fs.sn.locks
+func (fs *snfsFS) inodeLocksLost(i *Inode) {
+	l := &fs.locks
 	l.mu.Lock()
 	for f, h := range l.held {
 		if f.i == i {

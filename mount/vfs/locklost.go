@@ -53,7 +53,7 @@ type heldLocks struct {
 	verf   snfs1.Verifier
 	lost   bool
 	// pids: the threads that took the locks (NoteLockPid), their processes
-	// once lost (lostWatchLocked); ptIno, once
+	// once lost (lockLostLocked); ptIno, once
 	// lost, the inode number of the descriptor's passthrough cache file (0:
 	// none). The watch refuses those processes' accesses to that file.
 	pids  map[uint32]bool
@@ -128,7 +128,7 @@ func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
 // kernel's pages of their files are dropped, so that their next read reaches
 // the mount; inside one the kernel holds the file, and the notification
 // would wait for it. A passthrough descriptor's cache file is watched from
-// now on (lostWatchLocked), whatever notify.
+// now on (lockLostLocked), whatever notify.
 func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 	inodes := fs.markLost(why, verf)
 	if notify {
@@ -150,7 +150,7 @@ func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
 			continue
 		}
 		h.lost = true
-		fs.lostWatchLocked(f, h)
+		fs.ops.lockLostLocked(f, h)
 		inodes = append(inodes, f.i)
 		for o := range h.owners {
 			l.dropRangesLocked(f.i, o) // nothing to reclaim
@@ -174,17 +174,11 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	if !ok {
 		return nil
 	}
-	if !lost && fs.sn != nil {
-		// A server restart whose reclaim is over needs no round trip.
-		verf := l.lockVerf()
-		fs.locksLost("the server restarted", &verf, false)
-		lost, _ = l.heldState(f)
-	}
-	if !lost && fs.sn != nil {
-		if _, err := fs.renewLocks(ctx, f.i); err != nil {
+	if !lost {
+		var err error
+		if lost, err = fs.ops.lockLease(ctx, f); err != nil {
 			return err
 		}
-		lost, _ = l.heldState(f)
 	}
 	if lost {
 		return ErrLockLost
@@ -192,16 +186,25 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	return nil
 }
 
-// lockTable is the mode's lock state (nil without server locks).
-func (fs *FS) lockTable() *locks {
-	switch {
-	case fs.sn != nil:
-		return &fs.sn.locks
-	case fs.nl != nil:
-		return &fs.nl.locks
+// lockLease is snfs mode's Ops.lockLease: f's lock, held, is found lost
+// after a server restart whose reclaim is over (no round trip), or else
+// after renewing the lock lease if it is due.
+func (fs *snfsFS) lockLease(ctx context.Context, f *File) (lost bool, err error) {
+	l := &fs.locks
+	verf := l.lockVerf()
+	fs.locksLost("the server restarted", &verf, false)
+	if lost, _ = l.heldState(f); lost {
+		return true, nil
 	}
-	return nil
+	if _, err := fs.renewLocks(ctx, f.i); err != nil {
+		return false, err
+	}
+	lost, _ = l.heldState(f)
+	return lost, nil
 }
+
+// lockTable is the mode's lock state (FS.lockTab; nil without server locks).
+func (fs *FS) lockTable() *locks { return fs.lockTab }
 
 // lockVerf is the server verifier the locks held are held under.
 func (l *locks) lockVerf() snfs1.Verifier {
@@ -210,19 +213,20 @@ func (l *locks) lockVerf() snfs1.Verifier {
 	return l.verf
 }
 
-// lostWatchLocked: f's lock was lost; if the kernel reads and writes f's
+// lockLostLocked: f's lock was lost; if the kernel reads and writes f's
 // file itself (passthrough), its cache file is watched (its ignore mark
 // removed: pinned.go), so that every access of it raises an event, which
 // pinHandler.Pre refuses for the processes that took f's locks
 // (lockLostAccess). Under l.mu: f is still open (its release drops it from
-// held, under l.mu, before closing f.sn.pt).
-func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
-	if f.sn.pt == nil || fs.sn.pin.w == nil {
+// held, under l.mu, before closing fsnOf(f).pt).
+// It is snfs mode's Ops.lockLostLocked (nfs mode has no passthrough).
+func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
+	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.pin.w == nil {
 		return
 	}
-	st, err := f.sn.pt.Stat()
+	st, err := fsnOf(f).pt.Stat()
 	if err == nil {
-		err = fs.sn.pin.w.Watch(f.sn.pt)
+		err = fs.pin.w.Watch(fsnOf(f).pt)
 	}
 	if err != nil {
 		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)
@@ -245,8 +249,8 @@ func (fs *FS) lostWatchLocked(f *File, h *heldLocks) {
 // must be refused: its process took a lock, since lost, through a
 // passthrough descriptor of the file that has not unlocked the whole file
 // nor closed. Called by the watch for each access of a watched file.
-func (fs *FS) lockLostAccess(ino uint64, tid int32) bool {
-	l := &fs.sn.locks
+func (fs *snfsFS) lockLostAccess(ino uint64, tid int32) bool {
+	l := &fs.locks
 	if l.nheld.Load() == 0 {
 		return false
 	}
@@ -304,16 +308,16 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 // pages the caller drops when it is outside a read or write (locksLost):
 // not here, under renewMu, which a read the kernel holds the file for may
 // be waiting for.
-func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
-	l := &fs.sn.locks
+func (fs *snfsFS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
+	l := &fs.locks
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
-	if time.Since(l.renewed) < fs.sn.sess.CallbackTimeout()/2 {
+	if time.Since(l.renewed) < fs.sess.CallbackTimeout()/2 {
 		return nil, nil
 	}
 	start := time.Now()
 	var lost []*Inode
-	_, err := fs.sn.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
+	_, err := fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
 		lost = fs.markLost("the server revoked this client's locks", nil)
@@ -336,22 +340,22 @@ func (fs *FS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
 // process reads and writes unprotected. A loss the loop learns drops the
 // kernel's pages of the files and watches their passthrough files
 // (locksLost).
-func (fs *FS) lockLeaseLoop() {
-	defer close(fs.sn.leaseDone)
+func (fs *snfsFS) lockLeaseLoop() {
+	defer close(fs.leaseDone)
 	for {
-		t := time.NewTimer(max(fs.sn.sess.CallbackTimeout()/4, 10*time.Millisecond))
+		t := time.NewTimer(max(fs.sess.CallbackTimeout()/4, 10*time.Millisecond))
 		select {
-		case <-fs.sn.stop:
+		case <-fs.stop:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		i := fs.sn.locks.anyHeld()
+		i := fs.locks.anyHeld()
 		if i == nil {
 			continue
 		}
-		lost, err := fs.renewLocks(fs.sn.life, i)
-		if err != nil && fs.sn.life.Err() == nil {
+		lost, err := fs.renewLocks(fs.life, i)
+		if err != nil && fs.life.Err() == nil {
 			fs.log.Debug("lock lease", "err", err)
 		}
 		for _, i := range lost {

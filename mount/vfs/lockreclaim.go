@@ -165,8 +165,8 @@ func (l *locks) takeLostNotify() []*Inode {
 // ranges, as LOCKs with reclaim TRUE through lock. An owner of a file whose
 // ranges are not all taken back has lost its locks of the file. The locks
 // reclaimed are then the ones held under verf.
-func (fs *FS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
-	l := &fs.sn.locks
+func (fs *snfsFS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
+	l := &fs.locks
 	held := l.snapshotRanges()
 	lost := 0
 	for _, h := range held {

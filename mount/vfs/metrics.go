@@ -61,8 +61,8 @@ func (fs *FS) DirtyBytes() int64 {
 		return 0
 	}
 	var n int64
-	for _, i := range fs.dirtyInodes(time.Time{}) {
-		cf := i.cacheFileOrNil()
+	for _, i := range fs.sn.dirtyInodes(time.Time{}) {
+		cf := cacheFileOrNil(i)
 		if cf == nil {
 			continue
 		}

@@ -17,7 +17,7 @@ import (
 // Mount (FS.Ops), and the FS's own methods of the same names go through it.
 //
 // In snfs mode a file the protocol does not open (not a regular file) is
-// the core's: its File says which (File.sn.mode), so the cache manager's
+// the core's: its File says which (snfsOpened), so the cache manager's
 // operations hand such files to the core's.
 type Ops interface {
 	Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error)
@@ -58,7 +58,25 @@ type Ops interface {
 	adjustLocked(i *Inode, a *nfs3.Fattr)
 	busyLocked(i *Inode) bool
 
-	// The FS's end: Sync and Close in the mode.
+	// clearSetID sends a set-ID file's data just written by f to the
+	// server, as its writer (ClearSetID, setid.go, has checked the bits).
+	clearSetID(ctx context.Context, f *File) error
+
+	// lockLease: f holds a lock the lock table does not know lost; is it
+	// (lockCheck, before f's reads and writes)? snfs mode checks the
+	// server's verifier and renews the lock lease; nfs mode's NLM has none.
+	lockLease(ctx context.Context, f *File) (lost bool, err error)
+	// lockLostLocked: f's lock was just marked lost (markLost, under the
+	// lock table's mu, f still open).
+	lockLostLocked(f *File, h *heldLocks)
+
+	// newInode fills a new inode's slot for the mode's own state
+	// (Inode.ext), before the inode is known to anyone.
+	newInode(i *Inode)
+
+	// The FS's start (New, once the root's attributes are in), Sync and
+	// Close in the mode.
+	start(ctx context.Context) error
 	sync(ctx context.Context) error
 	close() error
 }
@@ -69,106 +87,106 @@ func (fs *FS) Ops() Ops { return fs.ops }
 // nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, append.go).
 type nfsOps struct{ fs *FS }
 
-// snfsOps is the snfs cache manager's Ops (snfsio.go, callback.go,
-// append.go): the protocol's opens of regular files; anything else is the
-// core's.
-type snfsOps struct{ fs *FS }
+// The snfs cache manager's Ops are snfsFS's own methods (snfsio.go,
+// callback.go, append.go): the protocol's opens of regular files; anything
+// else is the core's.
+var _ Ops = (*snfsFS)(nil)
 
 // core is the core's Ops on the same FS.
-func (o snfsOps) core() nfsOps { return nfsOps(o) }
+func (sn *snfsFS) core() nfsOps { return nfsOps{sn.FS} }
 
 // Open is FS.Open in snfs mode.
-func (o snfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+func (sn *snfsFS) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
 	if i.Type != nfs3.TypeReg {
-		return o.core().Open(ctx, i, c, flags)
+		return sn.core().Open(ctx, i, c, flags)
 	}
 	if changesFile(flags) {
-		if err := o.fs.refuseChange(); err != nil {
+		if err := sn.FS.refuseChange(); err != nil {
 			return nil, false, err
 		}
 	}
-	return o.fs.snfsOpen(ctx, i, c, flags)
+	return sn.snfsOpen(ctx, i, c, flags)
 }
 
 // Create is FS.Create in snfs mode: the new file is opened for writing
 // with the protocol.
-func (o snfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	e, err := o.fs.createCore(ctx, dir, c, name, mode, excl, flags)
+func (sn *snfsFS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := sn.FS.createCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	return o.fs.snfsCreated(ctx, e, c, flags)
+	return sn.snfsCreated(ctx, e, c, flags)
 }
 
 // Read is FS.Read in snfs mode.
-func (o snfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	if err := o.fs.lockCheck(ctx, f); err != nil {
+func (sn *snfsFS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	if err := sn.FS.lockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
-	if f.sn.mode == 0 {
-		return o.fs.readCore(ctx, f, off, buf)
+	if !snfsOpened(f) {
+		return sn.FS.readCore(ctx, f, off, buf)
 	}
-	return o.fs.snfsRead(ctx, f, off, buf)
+	return sn.snfsRead(ctx, f, off, buf)
 }
 
 // Write is FS.Write in snfs mode.
-func (o snfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
-	if err := o.fs.writeCheck(ctx, f); err != nil {
+func (sn *snfsFS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := sn.FS.writeCheck(ctx, f); err != nil {
 		return 0, err
 	}
-	if f.sn.mode == 0 {
-		_, n, err := o.fs.buffered(ctx, f, off, data, false)
+	if !snfsOpened(f) {
+		_, n, err := sn.FS.buffered(ctx, f, off, data, false)
 		return n, err
 	}
-	return o.fs.snfsWrite(ctx, f, off, data)
+	return sn.snfsWrite(ctx, f, off, data)
 }
 
 // Append is FS.Append in snfs mode.
-func (o snfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	if err := o.fs.refuseChange(); err != nil {
+func (sn *snfsFS) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := sn.FS.refuseChange(); err != nil {
 		return 0, 0, err
 	}
-	if f.sn.mode == 0 {
-		return o.fs.appendCore(ctx, f, data)
+	if !snfsOpened(f) {
+		return sn.FS.appendCore(ctx, f, data)
 	}
-	return o.fs.snfsAppend(ctx, f, data)
+	return sn.snfsAppend(ctx, f, data)
 }
 
 // Flush is FS.Flush in snfs mode.
-func (o snfsOps) Flush(ctx context.Context, f *File) error {
-	if f.sn.mode == 0 {
+func (sn *snfsFS) Flush(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
-	return o.fs.snfsFlush(ctx, f)
+	return sn.snfsFlush(ctx, f)
 }
 
 // Fsync is FS.Fsync in snfs mode.
-func (o snfsOps) Fsync(ctx context.Context, f *File) error {
-	if f.sn.mode == 0 {
+func (sn *snfsFS) Fsync(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
 		return f.i.flush(ctx, true)
 	}
-	return o.fs.snfsFsync(ctx, f)
+	return sn.snfsFsync(ctx, f)
 }
 
 // Release is FS.Release in snfs mode.
-func (o snfsOps) Release(ctx context.Context, f *File) error {
-	o.fs.dropHeld(f.i, f, 0)
-	if f.sn.mode == 0 {
-		return o.fs.releaseCore(ctx, f)
+func (sn *snfsFS) Release(ctx context.Context, f *File) error {
+	sn.FS.dropHeld(f.i, f, 0)
+	if !snfsOpened(f) {
+		return sn.FS.releaseCore(ctx, f)
 	}
-	return o.fs.snfsRelease(ctx, f)
+	return sn.snfsRelease(ctx, f)
 }
 
 // Setattr is FS.Setattr in snfs mode: a size change of a file this client
 // caches for writing is made in the cache (snfsSetattrLocal); otherwise the
 // pending write-back goes first (it would change the size or mtime set
 // here), and the change the server took is applied to the cache.
-func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
-	fs := o.fs
+func (sn *snfsFS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	fs := sn.FS
 	if err := fs.refuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if a, ttl, done, err := fs.snfsSetattrLocal(i, c, s); done {
+	if a, ttl, done, err := fs.sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}
 	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
@@ -177,8 +195,8 @@ func (o snfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3
 		}
 	}
 	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
-		fs.snfsOwnChange(i, w)
-		fs.snfsSized(i, s.Size) // only a size the server took
+		fs.sn.snfsOwnChange(i, w)
+		fs.sn.snfsSized(i, s.Size) // only a size the server took
 	})
 }
 
@@ -210,26 +228,26 @@ func (o nfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 
 // Getlk is FS.Getlk in snfs mode: the protocol's LOCKT, or this client's
 // lock delegation (lock.go).
-func (o snfsOps) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
-	return o.fs.snfsGetlk(ctx, i, owner, kind, off, n)
+func (sn *snfsFS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	return sn.snfsGetlk(ctx, i, owner, kind, off, n)
 }
 
 // Setlk is FS.Setlk in snfs mode (lock.go).
-func (o snfsOps) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
-	return o.fs.snfsSetlk(ctx, f, owner, kind, off, n, wait)
+func (sn *snfsFS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	return sn.snfsSetlk(ctx, f, owner, kind, off, n, wait)
 }
 
 // UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
-func (o snfsOps) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
-	return o.fs.snfsUnlockOwner(ctx, i, owner)
+func (sn *snfsFS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	return sn.snfsUnlockOwner(ctx, i, owner)
 }
 
 // Allocate is FS.Allocate in nfs mode: NFSv3 has no ALLOCATE.
 func (nfsOps) Allocate(context.Context, *File, uint64, uint64, uint32) error { return ErrNotSupported }
 
 // Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
-func (o snfsOps) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
-	return o.fs.snfsAllocate(ctx, f, off, length, mode)
+func (sn *snfsFS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return sn.snfsAllocate(ctx, f, off, length, mode)
 }
 
 // Extended attributes: NFSv3 has none; snfs mode's are the protocol's
@@ -254,32 +272,66 @@ func (nfsOps) SetXattr(context.Context, *Inode, Cred, string, []byte, uint32) er
 func (nfsOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return ErrNotSupported }
 
 // GetXattr is FS.GetXattr in snfs mode.
-func (o snfsOps) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
-	return o.fs.getXattr(ctx, i, c, name)
+func (sn *snfsFS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return sn.getXattr(ctx, i, c, name)
 }
 
 // ListXattrs is FS.ListXattrs in snfs mode.
-func (o snfsOps) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	return o.fs.listXattrs(ctx, i, c)
+func (sn *snfsFS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	return sn.listXattrs(ctx, i, c)
 }
 
 // SetXattr is FS.SetXattr in snfs mode.
-func (o snfsOps) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
-	return o.fs.setXattr(ctx, i, c, name, value, flags)
+func (sn *snfsFS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return sn.FS.setXattr(ctx, i, c, name, value, flags)
 }
 
 // RemoveXattr is FS.RemoveXattr in snfs mode.
-func (o snfsOps) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
-	return o.fs.removeXattr(ctx, i, c, name)
+func (sn *snfsFS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return sn.FS.removeXattr(ctx, i, c, name)
 }
 
 func (nfsOps) beforeThrough(context.Context, *Inode) error { return nil }
 func (nfsOps) removed(*Inode, uint32)                      {}
 
-func (o snfsOps) beforeThrough(ctx context.Context, i *Inode) error {
-	return o.fs.writeBackFirst(ctx, i)
+func (sn *snfsFS) beforeThrough(ctx context.Context, i *Inode) error {
+	return sn.FS.writeBackFirst(ctx, i)
 }
-func (o snfsOps) removed(child *Inode, nlink uint32) { o.fs.snfsRemoved(child, nlink) }
+func (sn *snfsFS) removed(child *Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
+
+// clearSetID writes f's file's buffered data through, as its writer.
+func (o nfsOps) clearSetID(ctx context.Context, f *File) error { return f.i.flush(ctx, false) }
+
+// clearSetID writes a cached file back (as the last writer: this one,
+// snfsWrite); a write-through was sent already; a file the protocol does
+// not open is the core's.
+func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
+		return sn.core().clearSetID(ctx, f)
+	}
+	if snfsCaching(f.i) {
+		return sn.FS.writeBackInode(ctx, f.i)
+	}
+	return nil
+}
+
+func (nfsOps) newInode(*Inode) {}
+
+func (nfsOps) lockLease(context.Context, *File) (bool, error) { return false, nil }
+func (nfsOps) lockLostLocked(*File, *heldLocks)               {}
+
+func (*snfsFS) newInode(i *Inode) { i.ext = &snfsInode{} }
+
+// start starts nfs mode's lock service (Config.NLM), if any.
+func (o nfsOps) start(ctx context.Context) error {
+	if o.fs.cfg.NLM == nil {
+		return nil
+	}
+	return o.fs.startNLM(ctx, *o.fs.cfg.NLM)
+}
+
+// start starts snfs mode (snfs.go).
+func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, *sn.FS.cfg.SNFS) }
 
 // sync writes back every file's unwritten data.
 func (o nfsOps) sync(ctx context.Context) error { return o.fs.syncCore(ctx) }
@@ -294,20 +346,20 @@ func (o nfsOps) close() error {
 
 // sync writes back the cache directory's dirty files, then what the core
 // holds in memory.
-func (o snfsOps) sync(ctx context.Context) error {
-	if err := o.fs.snfsSync(ctx); err != nil {
+func (sn *snfsFS) sync(ctx context.Context) error {
+	if err := sn.snfsSync(ctx); err != nil {
 		return err
 	}
-	return o.fs.syncCore(ctx)
+	return sn.FS.syncCore(ctx)
 }
 
 // close ends snfs mode (snfs.go).
-func (o snfsOps) close() error { return o.fs.closeSNFS() }
+func (sn *snfsFS) close() error { return sn.closeSNFS() }
 
 func (nfsOps) attrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
 func (nfsOps) adjustLocked(*Inode, *nfs3.Fattr)           {}
 func (nfsOps) busyLocked(*Inode) bool                     { return false }
 
-func (snfsOps) attrTTLLocked(i *Inode) (time.Duration, bool) { return i.snfsTTL() }
-func (snfsOps) adjustLocked(i *Inode, a *nfs3.Fattr)         { i.snfsAdjustLocked(a) }
-func (snfsOps) busyLocked(i *Inode) bool                     { return i.snfsBusyLocked() }
+func (*snfsFS) attrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
+func (*snfsFS) adjustLocked(i *Inode, a *nfs3.Fattr)         { snfsAdjustLocked(i, a) }
+func (*snfsFS) busyLocked(i *Inode) bool                     { return snfsBusyLocked(i) }

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,8 +70,7 @@ type nlmFS struct {
 	cfg      NLMConfig
 	c        *client.NLM
 	instance [8]byte
-	locks    locks // the waiting requests and the owners with locks
-	notify   atomic.Pointer[Notifier]
+	locks    locks        // the waiting requests and the owners with locks
 	cb       *nlmCallback // nlmcb.go
 	watch    *nlmWatch    // the server's restarts (nlmreclaim.go)
 	// life ends at Close: the context of CANCELs and of GRANTED_RES calls.
@@ -96,7 +94,7 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	nl := &nlmFS{cfg: cfg}
 	if cfg.Addr == "" {
-		fs.nl = nl
+		fs.nl, fs.lockTab = nl, &nl.locks
 		return nil
 	}
 	c, err := client.DialNLM(ctx, cfg.Addr, cfg.CallerName)
@@ -112,11 +110,11 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	rand.Read(nl.instance[:])
 	nl.life, nl.endLife = context.WithCancel(context.Background())
-	fs.nl = nl
+	fs.nl, fs.lockTab = nl, &nl.locks
 	if nl.cb, err = fs.startNLMCallback(ctx); err != nil {
 		nl.endLife()
 		c.Close()
-		fs.nl = nil
+		fs.nl, fs.lockTab = nil, nil
 		return err
 	}
 	fs.startNLMWatch(ctx)

@@ -159,11 +159,11 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil || !cf.NeedsWriteBack() {
 		t.Fatal("the racing write is not in the cache file as dirty")
 	}
-	if !v.isDirty(i) {
+	if !v.sn.isDirty(i) {
 		t.Error("the file is not recorded dirty after a write that raced the write-back's end: its CLOSE would say clean")
 	}
 }

@@ -63,10 +63,10 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 		t.Fatal(secondErr)
 	}
 	defer a.Release(ctx, second)
-	if !second.sn.direct {
+	if !second.direct {
 		t.Fatal("the second OPEN was granted caching; the test needs it refused (the recall back-off)")
 	}
-	if ia.snfsCaching() {
+	if snfsCaching(ia) {
 		t.Error("caching after an OPEN the server answered without it: the first OPEN's grant was applied after the refusal")
 	}
 }
@@ -91,7 +91,7 @@ func TestCallbackWriteBackFailedNotOK(t *testing.T) {
 		if st := v.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
 			t.Errorf("%v callback whose write-back failed: answered %v", mode, st)
 		}
-		if cf := i.cacheFileOrNil(); cf == nil || !cf.NeedsWriteBack() {
+		if cf := cacheFileOrNil(i); cf == nil || !cf.NeedsWriteBack() {
 			t.Fatalf("%v callback whose write-back failed dropped the dirty data", mode)
 		}
 	}
@@ -156,7 +156,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 	}
 	a.sn.afterOpen = nil
 	ia.mu.Lock()
-	counted := ia.sn.opens[state.Read] + ia.sn.opens[state.Write]
+	counted := snOf(ia).opens[state.Read] + snOf(ia).opens[state.Write]
 	ia.mu.Unlock()
 	if counted != 0 {
 		t.Errorf("A counts %d protocol opens after its open failed", counted)
@@ -170,7 +170,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.sn.direct {
+	if w.direct {
 		t.Error("B's OPEN_WRITE was refused caching: the server still counts A's failed open")
 	}
 }

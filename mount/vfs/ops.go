@@ -137,7 +137,7 @@ func (o nfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mod
 		return Entry{}, nil, err
 	}
 	f := &File{i: e.Inode, cred: c, write: true, append: isAppend(flags)}
-	f.sn.direct = f.append
+	f.direct = f.append
 	return e, f, nil
 }
 
@@ -717,4 +717,14 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// linksOf is i's link count as last seen (0 if i is nil).
+func linksOf(i *Inode) uint32 {
+	if i == nil {
+		return 0
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.attr.Nlink
 }

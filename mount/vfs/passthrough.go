@@ -106,21 +106,26 @@ var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-s
 // bridge calls it once the kernel agreed to FUSE passthrough).
 func (fs *FS) EnablePassthrough() {
 	if fs.sn != nil && !fs.sn.passthrough.Load() {
-		fs.startWatch()
+		fs.sn.startWatch()
 		fs.sn.passthrough.Store(true)
 	}
 }
 
 // PassthroughFile is the descriptor the kernel should do this open's I/O on
 // (FUSE passthrough), or nil.
-func (f *File) PassthroughFile() *os.File { return f.sn.pt }
+func (f *File) PassthroughFile() *os.File {
+	if !snfsOpened(f) {
+		return nil
+	}
+	return fsnOf(f).pt
+}
 
 // snfsIOMode decides how the kernel does this open's I/O: passthrough, its
 // page cache, or direct (through the mount every time).
-func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
+func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i := f.i
 	i.mu.Lock()
-	join := i.sn.pt.opens > 0
+	join := snOf(i).pt.opens > 0
 	i.mu.Unlock()
 	if join {
 		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -135,14 +140,14 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		// of its pages.
 		for {
 			i.mu.Lock()
-			join = i.sn.pt.opens > 0
+			join = snOf(i).pt.opens > 0
 			if !join {
-				i.sn.pt.appenders++
-				f.sn.appendIO = true
+				snOf(i).pt.appenders++
+				fsnOf(f).appendIO = true
 			}
 			i.mu.Unlock()
 			if !join {
-				f.sn.direct = true
+				f.direct = true
 				return nil
 			}
 			if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -150,17 +155,17 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			}
 		}
 	}
-	if f.sn.direct {
+	if f.direct {
 		return nil
 	}
-	if fs.sn.passthrough.Load() && fs.snfsPassthrough(f, flags) {
+	if fs.passthrough.Load() && fs.snfsPassthrough(f, flags) {
 		return nil
 	}
 	i.mu.Lock()
-	join = i.sn.pt.opens > 0
+	join = snOf(i).pt.opens > 0
 	if !join {
-		f.sn.cachedIO = true
-		i.sn.pt.cached++
+		fsnOf(f).cachedIO = true
+		snOf(i).pt.cached++
 	}
 	i.mu.Unlock()
 	if join {
@@ -171,8 +176,8 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		}
 		// And those ended too: a cached-page open after all.
 		i.mu.Lock()
-		f.sn.cachedIO = true
-		i.sn.pt.cached++
+		fsnOf(f).cachedIO = true
+		snOf(i).pt.cached++
 		i.mu.Unlock()
 	}
 	return nil
@@ -183,10 +188,10 @@ func (fs *FS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 // watched mount when there is one (pinned.go), for a read open too: a write
 // open that joins it later can then become the pinned holder's. Without the
 // watch, write opens do not pass through.
-func (fs *FS) snfsPassthrough(f *File, flags int) bool {
+func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	if write && fs.sn.pin.w == nil {
+	if write && fs.pin.w == nil {
 		return false
 	}
 	// A write to a set-ID file must reach the mount, which has the
@@ -198,10 +203,10 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
-		return i.sn.caching && cf != nil && i.sn.cf == cf && i.sn.pt.cached == 0 && i.sn.pt.opens == 0 && i.sn.pt.appenders == 0
+		return snOf(i).caching && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && snOf(i).pt.opens == 0 && snOf(i).pt.appenders == 0
 	}
 	i.mu.Lock()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	ok := allowed(cf)
 	i.mu.Unlock()
 	if !ok {
@@ -209,7 +214,7 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 	}
 	var fd *os.File
 	var err error
-	watched := fs.sn.pin.w != nil
+	watched := fs.pin.w != nil
 	if watched {
 		fd, ok, err = cf.PinWith(true, fs.openWatched)
 		if ok && write {
@@ -243,19 +248,19 @@ func (fs *FS) snfsPassthrough(f *File, flags int) bool {
 		fd.Close()
 		return false
 	}
-	i.sn.pt.cf = cf
-	i.sn.pt.opens++
-	i.sn.pt.watched = watched
+	snOf(i).pt.cf = cf
+	snOf(i).pt.opens++
+	snOf(i).pt.watched = watched
 	if write {
-		i.sn.pt.writers++
-		i.sn.cred = f.cred
+		snOf(i).pt.writers++
+		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
-	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
+	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	if write {
-		fs.sn.pin.wb.Add(fd)
+		fs.pin.wb.Add(fd)
 	}
-	fs.sn.stats.PassthroughOpens.Add(1)
+	fs.stats.PassthroughOpens.Add(1)
 	return true
 }
 
@@ -277,7 +282,7 @@ func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.Fil
 	defer tick.Stop()
 	for {
 		i.mu.Lock()
-		ended := i.sn.pt.cf != cf
+		ended := snOf(i).pt.cf != cf
 		i.mu.Unlock()
 		if ended {
 			return nil
@@ -297,12 +302,12 @@ func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.Fil
 // the same file. The pinned file is first made whole and current: filled
 // from the server where the cache lacks bytes (the file is cached), or
 // replaced by the server's copy (write-shared: then only for reading).
-func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
+func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
-	cf, caching := i.sn.pt.cf, i.sn.caching && i.sn.cf == i.sn.pt.cf
-	pf := i.sn.pt.pinned
+	cf, caching := snOf(i).pt.cf, snOf(i).caching && snOf(i).cf == snOf(i).pt.cf
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if cf == nil {
 		return false, nil
@@ -351,7 +356,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		}
 	}
 	i.mu.Lock()
-	if i.sn.pt.cf != cf {
+	if snOf(i).pt.cf != cf {
 		i.mu.Unlock()
 		if write {
 			cf.EndExternal()
@@ -360,18 +365,18 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 		fd.Close()
 		return false, nil
 	}
-	i.sn.pt.opens++
+	snOf(i).pt.opens++
 	if write {
-		i.sn.pt.writers++
-		i.sn.cred = f.cred
+		snOf(i).pt.writers++
+		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
-	f.sn.pt, f.sn.ptCF, f.sn.ptWrite = fd, cf, write
-	f.sn.direct = false
-	if write && fs.sn.pin.wb != nil {
-		fs.sn.pin.wb.Add(fd)
+	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
+	f.direct = false
+	if write && fs.pin.wb != nil {
+		fs.pin.wb.Add(fd)
 	}
-	fs.sn.stats.PassthroughOpens.Add(1)
+	fs.stats.PassthroughOpens.Add(1)
 	return true, nil
 }
 
@@ -379,7 +384,7 @@ func (fs *FS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool
 // behind the mount's back: all of it becomes dirty (and is written through
 // at once if the file is no longer cached). Call it before a close or an
 // fsync returns, and before a write-back.
-func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
+func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	if pf := fs.pinnedOf(i); pf != nil {
 		return fs.pinSync(ctx, pf, true)
 	}
@@ -388,7 +393,7 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 		return err
 	}
 	i.mu.Lock()
-	cf, caching := i.sn.pt.cf, i.sn.caching
+	cf, caching := snOf(i).pt.cf, snOf(i).caching
 	i.mu.Unlock()
 	if caching || cf == nil {
 		return nil
@@ -406,14 +411,14 @@ func (fs *FS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 // snfsNoteExternalLocal is snfsNoteExternal's local part, for the cache
 // operations that must see the cache file as it is (a truncation, the
 // version rule at an OPEN): no write-through.
-func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
+func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 	if fs.pinnedOf(i) != nil {
 		// The kernel's writes are taken in one by one (pinned.go); the
 		// file as a whole holds other clients' older bytes.
 		return false, nil
 	}
 	i.mu.Lock()
-	cf, writers := i.sn.pt.cf, i.sn.pt.writers
+	cf, writers := snOf(i).pt.cf, snOf(i).pt.writers
 	i.mu.Unlock()
 	if cf == nil || writers == 0 {
 		return false, nil
@@ -426,7 +431,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, err
 	}
 	i.mu.Lock()
-	i.sn.mtime = time.Now()
+	snOf(i).mtime = time.Now()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
@@ -434,7 +439,7 @@ func (fs *FS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 
 // snfsPinnedRefresh replaces the pinned file's bytes with the server's copy
 // (a write-shared file, not cached: the cache claims none of them).
-func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 	i := f.i
 	wfd, err := fs.pinnedFd(i)
 	if err != nil || wfd == nil {
@@ -466,49 +471,49 @@ func (fs *FS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.sn.pt.opens == 0 || i.sn.pt.cf == nil {
+	if snOf(i).pt.opens == 0 || snOf(i).pt.cf == nil {
 		return nil, nil
 	}
-	if i.sn.pt.fd == nil {
-		fd, err := i.sn.pt.cf.OpenData()
+	if snOf(i).pt.fd == nil {
+		fd, err := snOf(i).pt.cf.OpenData()
 		if err != nil {
 			return nil, err
 		}
-		i.sn.pt.fd = fd
+		snOf(i).pt.fd = fd
 	}
-	return i.sn.pt.fd, nil
+	return snOf(i).pt.fd, nil
 }
 
 // snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
-func (fs *FS) snfsIOEnd(f *File) {
+func (fs *snfsFS) snfsIOEnd(f *File) {
 	i := f.i
 	var wfd *os.File
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
 	i.mu.Lock()
-	if f.sn.appendIO {
-		i.sn.pt.appenders--
-		f.sn.appendIO = false
+	if fsnOf(f).appendIO {
+		snOf(i).pt.appenders--
+		fsnOf(f).appendIO = false
 	}
-	if f.sn.cachedIO {
-		i.sn.pt.cached--
-		f.sn.cachedIO = false
-		if i.sn.pt.cached == 0 && i.sn.caching && fs.sn.passthrough.Load() {
-			cf = i.sn.cf
+	if fsnOf(f).cachedIO {
+		snOf(i).pt.cached--
+		fsnOf(f).cachedIO = false
+		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.passthrough.Load() {
+			cf = snOf(i).cf
 		}
 	}
-	if f.sn.pt != nil {
-		i.sn.pt.opens--
-		if f.sn.ptWrite {
-			i.sn.pt.writers--
+	if fsnOf(f).pt != nil {
+		snOf(i).pt.opens--
+		if fsnOf(f).ptWrite {
+			snOf(i).pt.writers--
 		}
-		if i.sn.pt.opens == 0 {
-			wfd, pf = i.sn.pt.fd, i.sn.pt.pinned
-			if i.sn.pt.watched {
+		if snOf(i).pt.opens == 0 {
+			wfd, pf = snOf(i).pt.fd, snOf(i).pt.pinned
+			if snOf(i).pt.watched {
 				// Under i's lock: a new first open's mark comes after.
-				fs.unwatch(f.sn.pt)
+				fs.unwatch(fsnOf(f).pt)
 			}
-			i.sn.pt.cf, i.sn.pt.fd, i.sn.pt.pinned, i.sn.pt.watched = nil, nil, nil, false
+			snOf(i).pt.cf, snOf(i).pt.fd, snOf(i).pt.pinned, snOf(i).pt.watched = nil, nil, nil, false
 		}
 	}
 	i.mu.Unlock()
@@ -518,16 +523,16 @@ func (fs *FS) snfsIOEnd(f *File) {
 	if wfd != nil {
 		wfd.Close()
 	}
-	if f.sn.pt != nil {
-		if f.sn.ptWrite {
-			if fs.sn.pin.wb != nil {
-				fs.sn.pin.wb.Remove(f.sn.pt)
+	if fsnOf(f).pt != nil {
+		if fsnOf(f).ptWrite {
+			if fs.pin.wb != nil {
+				fs.pin.wb.Remove(fsnOf(f).pt)
 			}
-			f.sn.ptCF.EndExternal()
+			fsnOf(f).ptCF.EndExternal()
 		}
-		f.sn.ptCF.Unpin()
-		f.sn.pt.Close()
-		f.sn.pt, f.sn.ptCF, f.sn.ptWrite = nil, nil, false
+		fsnOf(f).ptCF.Unpin()
+		fsnOf(f).pt.Close()
+		fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = nil, nil, false
 	}
 	if cf != nil && cf.Missing() == nil {
 		// The last open through the page cache of a file the cache directory
@@ -542,11 +547,11 @@ func (fs *FS) snfsIOEnd(f *File) {
 // snfsPassthroughAttrLocked lays the size and mtime of a cache file that
 // passthrough opens write over a: the kernel's writes are newer than the
 // cache's bookkeeping.
-func (i *Inode) snfsPassthroughAttrLocked(a *nfs3.Fattr) {
-	if i.sn.pt.writers == 0 || i.sn.pt.cf == nil {
+func snfsPassthroughAttrLocked(i *Inode, a *nfs3.Fattr) {
+	if snOf(i).pt.writers == 0 || snOf(i).pt.cf == nil {
 		return
 	}
-	size, mtime, ok := i.sn.pt.cf.DataSize()
+	size, mtime, ok := snOf(i).pt.cf.DataSize()
 	if !ok {
 		return
 	}

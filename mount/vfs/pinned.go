@@ -94,29 +94,29 @@ func (s span) end() uint64 {
 
 // startWatch opens the watch of the cache directory; without it write opens
 // do not pass through.
-func (fs *FS) startWatch() {
-	w, err := hsm.Open(fs.sn.cache.DataDir(), pinHandler{fs})
+func (fs *snfsFS) startWatch() {
+	w, err := hsm.Open(fs.cache.DataDir(), pinHandler{fs.FS})
 	if err != nil {
 		fs.log.Info("passthrough writes off", "err", err)
 		return
 	}
-	fs.sn.pin.byIno = map[uint64]*pinnedFile{}
-	fs.sn.pin.w = w
-	fs.sn.pin.wb = cachedir.NewWriteBehind()
+	fs.pin.byIno = map[uint64]*pinnedFile{}
+	fs.pin.w = w
+	fs.pin.wb = cachedir.NewWriteBehind()
 }
 
 // stopWatch ends the watch (at Close, after the last open).
-func (fs *FS) stopWatch() {
-	if fs.sn.pin.w != nil {
-		fs.sn.pin.w.Close()
-		fs.sn.pin.wb.Close()
+func (fs *snfsFS) stopWatch() {
+	if fs.pin.w != nil {
+		fs.pin.w.Close()
+		fs.pin.wb.Close()
 	}
 }
 
 // openWatched opens a cache file for passthrough through the watched mount,
 // its events ignored.
-func (fs *FS) openWatched(path string, flags int) (*os.File, error) {
-	w := fs.sn.pin.w
+func (fs *snfsFS) openWatched(path string, flags int) (*os.File, error) {
+	w := fs.pin.w
 	fd, err := w.OpenFile(path, flags)
 	if err != nil {
 		return nil, err
@@ -130,8 +130,8 @@ func (fs *FS) openWatched(path string, flags int) (*os.File, error) {
 
 // unwatch removes the ignore mark of fd's file (its last passthrough open
 // ends: the mark would keep the inode).
-func (fs *FS) unwatch(fd *os.File) {
-	if err := fs.sn.pin.w.Watch(fd); err != nil {
+func (fs *snfsFS) unwatch(fd *os.File) {
+	if err := fs.pin.w.Watch(fd); err != nil {
 		fs.log.Warn("passthrough: end of watch", "err", err)
 	}
 }
@@ -139,7 +139,7 @@ func (fs *FS) unwatch(fd *os.File) {
 // pinnedOf returns i's pinned file once its entry is done, or nil.
 func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 	i.mu.Lock()
-	pf := i.sn.pt.pinned
+	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if pf == nil {
 		return nil
@@ -158,9 +158,9 @@ func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 // client is to answer CB_PINNED (pf.holder); with readers only, their
 // accesses are refreshed from the server all the same, so that they see
 // another client's writes. It returns nil otherwise.
-func (fs *FS) pinEnter(i *Inode) *pinnedFile {
+func (fs *snfsFS) pinEnter(i *Inode) *pinnedFile {
 	i.mu.Lock()
-	cf, writers, watched, pf, cred := i.sn.pt.cf, i.sn.pt.writers, i.sn.pt.watched, i.sn.pt.pinned, i.sn.cred
+	cf, writers, watched, pf, cred := snOf(i).pt.cf, snOf(i).pt.writers, snOf(i).pt.watched, snOf(i).pt.pinned, snOf(i).cred
 	i.mu.Unlock()
 	if pf != nil || !watched || cf == nil {
 		return nil
@@ -177,23 +177,23 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 		return nil
 	}
 	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred, holder: writers > 0}
-	fs.sn.pin.mu.Lock()
-	fs.sn.pin.byIno[pf.ino] = pf
-	fs.sn.pin.mu.Unlock()
+	fs.pin.mu.Lock()
+	fs.pin.byIno[pf.ino] = pf
+	fs.pin.mu.Unlock()
 	i.mu.Lock()
-	if i.sn.pt.cf != cf || i.sn.pt.pinned != nil {
+	if snOf(i).pt.cf != cf || snOf(i).pt.pinned != nil {
 		i.mu.Unlock()
 		fs.pinForget(pf)
 		return nil
 	}
-	i.sn.pt.pinned = pf
+	snOf(i).pt.pinned = pf
 	i.mu.Unlock()
 	// From here on the kernel's accesses stop for the handler (which only
 	// records them until pinEntered). Under pf.mu: pf is published, so a
 	// release may forget it (pinForget) and close fd meanwhile.
 	pf.mu.Lock()
 	if !pf.gone {
-		if err := fs.sn.pin.w.Watch(fd); err != nil {
+		if err := fs.pin.w.Watch(fd); err != nil {
 			fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		// The pages as they are before the entry's write-back reads them
@@ -209,7 +209,7 @@ func (fs *FS) pinEnter(i *Inode) *pinnedFile {
 // (pinEnter): a store through a mapping may have landed in it after the
 // write-back's read, and the next scan or refresh (pinnedmap.go) must send
 // it, not take it for the server's.
-func (fs *FS) pinEntered(pf *pinnedFile) {
+func (fs *snfsFS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
 	before := pf.sums.sum
@@ -223,17 +223,17 @@ func (fs *FS) pinEntered(pf *pinnedFile) {
 	}
 	pf.mu.Unlock()
 	if pf.holder {
-		fs.sn.stats.Pinned.Add(1)
+		fs.stats.Pinned.Add(1)
 	}
 }
 
 // pinForget drops pf (the last passthrough open of its file ended).
-func (fs *FS) pinForget(pf *pinnedFile) {
-	fs.sn.pin.mu.Lock()
-	if fs.sn.pin.byIno[pf.ino] == pf {
-		delete(fs.sn.pin.byIno, pf.ino)
+func (fs *snfsFS) pinForget(pf *pinnedFile) {
+	fs.pin.mu.Lock()
+	if fs.pin.byIno[pf.ino] == pf {
+		delete(fs.pin.byIno, pf.ino)
 	}
-	fs.sn.pin.mu.Unlock()
+	fs.pin.mu.Unlock()
 	pf.mu.Lock()
 	pf.gone = true
 	pf.fd.Close()
@@ -243,8 +243,8 @@ func (fs *FS) pinForget(pf *pinnedFile) {
 // pinSync sends everything the kernel wrote to pf's file before the call
 // (a write-back, a close, an fsync of a pinned file); with full, writes
 // through shared mappings too (pinnedmap.go), as a close or an fsync must.
-func (fs *FS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
-	if err := fs.sn.pin.w.Drain(); err != nil {
+func (fs *snfsFS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
+	if err := fs.pin.w.Drain(); err != nil {
 		fs.log.Warn("passthrough: events", "err", err)
 	}
 	pf.mu.Lock()
@@ -282,7 +282,7 @@ func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
 func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 	for len(pf.landed) > 0 {
 		r := pf.landed[0]
-		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
+		if err := fs.sn.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
 		pf.landed = pf.landed[1:]
@@ -294,7 +294,7 @@ func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 // FILE_SYNC WRITEs, and records their page hashes. A range the server
 // refuses is dropped, its error kept for the next close or fsync, as a
 // write-back does.
-func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
+func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 	i := pf.i
 	c := fs.client(pf.cred)
 	buf := make([]byte, fs.wsize)
@@ -313,14 +313,14 @@ func (fs *FS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		if errors.As(err, &st) {
 			fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			i.mu.Lock()
-			i.sn.wbErr = err
+			snOf(i).wbErr = err
 			i.mu.Unlock()
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		fs.sn.stats.WriteBackBytes.Add(uint64(n))
+		fs.stats.WriteBackBytes.Add(uint64(n))
 		pf.sumLocked(off, buf[:n])
 		off += uint64(n)
 	}
@@ -416,7 +416,7 @@ func fileIno(st os.FileInfo) uint64 {
 // Pre: an access of [off, off+n) by thread tid is about to run. An access
 // by a process whose lock on the file was lost is refused (locklost.go).
 func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
-	if h.fs.lockLostAccess(ino, tid) {
+	if h.fs.sn.lockLostAccess(ino, tid) {
 		return syscall.EIO
 	}
 	pf := h.file(ino)
@@ -430,7 +430,7 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
 		return 0
 	}
 	if pf.entered {
-		ctx, cancel := h.fs.stopCtx(time.Minute) // the application waits
+		ctx, cancel := h.fs.sn.stopCtx(time.Minute) // the application waits
 		defer cancel()
 		if err := h.fs.pinFlushLocked(ctx, pf); err != nil {
 			h.fs.log.Warn("passthrough: sending writes", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)

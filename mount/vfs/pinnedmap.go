@@ -119,7 +119,7 @@ func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		}
 	})
 	for _, r := range changed {
-		if err := fs.pinSendLocked(ctx, pf, r); err != nil {
+		if err := fs.sn.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
 	}

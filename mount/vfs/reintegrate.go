@@ -93,11 +93,11 @@ func sameData(x, y cachedir.Base) bool {
 // snfsOwnChange: this client's own SETATTR of i succeeded with w. If it
 // changed the file the cache's base describes, the base follows (so that
 // the change is not taken for another client's).
-func (fs *FS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
-	if fs.sn == nil || w.After == nil {
+func (fs *snfsFS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
+	if w.After == nil {
 		return
 	}
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil {
 		return
 	}
@@ -115,7 +115,7 @@ func (fs *FS) snfsOwnChange(i *Inode, w *nfs3.WccData) {
 // without saying so), or this client's own write-back was cut off part way
 // (wbMoving). If the file changed otherwise, the dirty data is saved as a
 // conflict copy and dropped, and a fresh cache file is returned.
-func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr) *cachedir.File {
+func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr) *cachedir.File {
 	if a == nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
 		return cf
 	}
@@ -123,7 +123,7 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	// progress: wait for it (it moves the base), and look again.
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
-	if i.cacheFileOrNil() != cf {
+	if cacheFileOrNil(i) != cf {
 		// Reintegrated meanwhile (a fenced write-back): start afresh.
 		if ncf, err := fs.cacheFile(i); err == nil {
 			return ncf
@@ -131,7 +131,7 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 		return cf
 	}
 	i.mu.Lock()
-	moving := i.sn.wbMoving
+	moving := snOf(i).wbMoving
 	i.mu.Unlock()
 	if moving {
 		// A write-back of this client's that began and did not finish
@@ -143,11 +143,11 @@ func (fs *FS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	if err != nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
 		return cf
 	}
-	fs.sn.stats.Fenced.Add(1)
+	fs.stats.Fenced.Add(1)
 	fs.log.Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
 		fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
-	cred := i.sn.cred
+	cred := snOf(i).cred
 	i.mu.Unlock()
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at OPEN)", cred, a.Mode&0o7777); err != nil {
 		// Kept dirty: written back later over the other client's change
@@ -181,12 +181,12 @@ func (fs *FS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 // fenced: the server answered SNFS_ERR_FENCED for i (it forgot this client's
 // opens and dirty-data record of the file). Clean data is dropped, dirty
 // data kept and reintegrated (which OPENs the file again: unfenced).
-func (fs *FS) fenced(ctx context.Context, i *Inode) error {
-	fs.sn.stats.Fenced.Add(1)
+func (fs *snfsFS) fenced(ctx context.Context, i *Inode) error {
+	fs.stats.Fenced.Add(1)
 	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
-	cf := i.sn.cf
-	i.sn.caching, i.sn.kernVer = false, 0
+	cf := snOf(i).cf
+	snOf(i).caching, snOf(i).kernVer = false, 0
 	i.invalidateLocked()
 	i.mu.Unlock()
 	if cf != nil {
@@ -205,9 +205,9 @@ func (fs *FS) fenced(ctx context.Context, i *Inode) error {
 // unchanged since it was last in sync with the cache, and keeps it as a
 // conflict copy beside the file otherwise. It OPENs the file for writing
 // (which covers the WRITEs and unfences a fenced client) and CLOSEs it.
-func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, reason string) error {
-	fs.sn.reintegrating.Lock()
-	defer fs.sn.reintegrating.Unlock()
+func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, reason string) error {
+	fs.reintegrating.Lock()
+	defer fs.reintegrating.Unlock()
 	// No write-back of the file from here to the decision: the OPEN
 	// unfences, and a write-back then would go over another client's change.
 	locked := fs.lookupInode(fh)
@@ -219,7 +219,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		return nil // another reintegration (or a write-back) did it
 	}
 	start := fs.attrStart()
-	ok, err := fs.sn.sess.Open(ctx, fh, state.Write)
+	ok, err := fs.sess.Open(ctx, fh, state.Write)
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, Cred{}, 0o644); cerr != nil {
@@ -236,7 +236,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		if !dirty {
 			fs.recordWrittenBack()
 		}
-		if _, err := fs.sn.sess.Close(ctx, fh, state.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
+		if _, err := fs.sess.Close(ctx, fh, state.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
 			fs.log.Warn("reintegration CLOSE", "path", fs.pathOfFH(fh, cf), "err", err)
 		}
 	}
@@ -256,7 +256,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		defer i.flushMu.Unlock()
 	}
 	i.mu.Lock()
-	cred := i.sn.cred
+	cred := snOf(i).cred
 	i.mu.Unlock()
 	if !unchanged(cf, a) {
 		own, err := fs.reconcile(ctx, i, cf, a, ok.OldCacheVersion, reason)
@@ -283,7 +283,7 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 		cf.SetVersion(ok.CacheVersion, int64(a.Size))
 	}
 	i.mu.Lock()
-	i.sn.cf, i.sn.version = cf, ok.CacheVersion
+	snOf(i).cf, snOf(i).version = cf, ok.CacheVersion
 	i.mu.Unlock()
 	fs.markDirty(i)
 	err = fs.writeBackInodeLocked(ctx, i)
@@ -298,11 +298,11 @@ func (fs *FS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File, re
 func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 	if i := fs.lookupInode(fh); i != nil {
 		i.mu.Lock()
-		if i.sn.cf == cf {
-			i.sn.cf, i.sn.caching, i.sn.kernVer = nil, false, 0
+		if snOf(i).cf == cf {
+			snOf(i).cf, snOf(i).caching, snOf(i).kernVer = nil, false, 0
 		}
 		i.mu.Unlock()
-		fs.markClean(i)
+		fs.sn.markClean(i)
 		fs.notifyData(i)
 	}
 	if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
@@ -313,11 +313,11 @@ func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 // keepConflict saves cf's whole version of the file (the bytes the cache
 // holds; zeros where it holds none) as a new file beside it, named
 // NAME.snfs-conflict-HOST-UNIXTIME, and records the conflict.
-func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, reason string, c Cred, mode uint32) error {
+func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, reason string, c Cred, mode uint32) error {
 	parent, name := cf.Origin()
 	dir := nfs3.FH(parent)
 	if len(dir) == 0 {
-		dir = fs.cfg.Root // where the file was is not known: the export's root
+		dir = fs.FS.cfg.Root // where the file was is not known: the export's root
 	}
 	if name == "" {
 		name = "fh-" + hex.EncodeToString(fh)
@@ -325,13 +325,13 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 	if mode == 0 {
 		mode = 0o644
 	}
-	host, _, _ := strings.Cut(fs.sn.sess.Name(), ":")
+	host, _, _ := strings.Cut(fs.sess.Name(), ":")
 	cname := fmt.Sprintf("%s.snfs-conflict-%s-%d", name, host, time.Now().Unix())
 	nc := fs.client(c)
 	var res *nfs3.CreateRes
 	for n := 2; ; n++ {
 		var err error
-		res, err = rpc(ctx, fs, func() (*nfs3.CreateRes, error) {
+		res, err = rpc(ctx, fs.FS, func() (*nfs3.CreateRes, error) {
 			return nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: cname},
 				Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
 		})
@@ -360,7 +360,7 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 		unknown += u
 		data := buf[:n]
 		for len(data) > 0 {
-			wr, err := rpc(ctx, fs, func() (*nfs3.WriteRes, error) { return nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync) })
+			wr, err := rpc(ctx, fs.FS, func() (*nfs3.WriteRes, error) { return nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync) })
 			if err != nil {
 				return fmt.Errorf("WRITE %q: %w", cname, err)
 			}
@@ -374,20 +374,20 @@ func (fs *FS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.File, r
 	if cs := cf.Size(); cs > size {
 		// A size past the last byte the cache holds (a truncation up).
 		sz := uint64(cs)
-		if _, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
+		if _, err := rpc(ctx, fs.FS, func() (*nfs3.WccRes, error) {
 			return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: res.Object, New: nfs3.Sattr{Size: &sz}})
 		}); err != nil {
 			return fmt.Errorf("SETATTR %q: %w", cname, err)
 		}
 		size = cs
 	}
-	fs.sn.stats.Conflicts.Add(1)
+	fs.stats.Conflicts.Add(1)
 	fs.log.Warn("conflict: kept this client's version beside the server's", "path", fs.pathFrom(nil, dir, name),
 		"copy", fs.pathFrom(nil, dir, cname), "name", name, "conflict", cname,
 		"size", size, "unknown_bytes", unknown, "reason", reason)
 	rec := Conflict{Time: time.Now().UTC(), Name: name, DirFH: hex.EncodeToString(dir), Conflict: cname,
 		Size: size, Unknown: unknown, Reason: reason, FileFH: hex.EncodeToString(fh)}
-	if err := appendConflict(fs.sn.cfg.CacheDir, rec); err != nil {
+	if err := appendConflict(fs.cfg.CacheDir, rec); err != nil {
 		fs.log.Error("recording a conflict in the cache directory", "err", err)
 	}
 	return nil
@@ -437,7 +437,7 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
 	b, ok := cf.Base()
 	i.mu.Lock()
-	moving := i.sn.wbMoving
+	moving := snOf(i).wbMoving
 	i.mu.Unlock()
 	if !ok || moving {
 		return nil
@@ -454,13 +454,13 @@ func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred
 
 // changedUnder: checkBase found the server's file changed under i's dirty
 // data. The data is saved as a conflict copy and dropped.
-func (fs *FS) changedUnder(ctx context.Context, i *Inode) error {
-	fs.sn.reintegrating.Lock()
-	defer fs.sn.reintegrating.Unlock()
+func (fs *snfsFS) changedUnder(ctx context.Context, i *Inode) error {
+	fs.reintegrating.Lock()
+	defer fs.reintegrating.Unlock()
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
-	cf, cred := i.sn.cf, i.sn.cred
+	cf, cred := snOf(i).cf, snOf(i).cred
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
@@ -472,7 +472,7 @@ func (fs *FS) changedUnder(ctx context.Context, i *Inode) error {
 	if unchanged(cf, a) {
 		return nil // the next write-back goes through
 	}
-	fs.sn.stats.Fenced.Add(1)
+	fs.stats.Fenced.Add(1)
 	fs.log.Warn("write-back: the server's file changed under this client's dirty data (fenced meanwhile): saving ours beside it",
 		fs.pathAttr(i), "fileid", i.FileID)
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at write-back)", cred, a.Mode&0o7777); err != nil {

@@ -87,9 +87,9 @@ func (fs *FS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File, wb
 // base to a and returns true: the caller writes back what is left (nothing,
 // or the rest of a write-back cut off part way), and makes no conflict copy.
 // Called with i.flushMu held, so no write-back of i runs meanwhile.
-func (fs *FS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr, oldVersion uint64, reason string) (bool, error) {
+func (fs *snfsFS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr, oldVersion uint64, reason string) (bool, error) {
 	if ownChange(cf, oldVersion) {
-		fs.sn.stats.Reconciled.Add(1)
+		fs.stats.Reconciled.Add(1)
 		fs.log.Info("reintegration: the server's file changed only by this client's own write-back (same version): completing it",
 			fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
 		return true, cf.SetBase(baseOf(a))
@@ -111,7 +111,7 @@ func (fs *FS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs
 	if err := cf.Sync(); err != nil {
 		return false, fmt.Errorf("reintegration: %w", err)
 	}
-	fs.sn.stats.Reconciled.Add(1)
+	fs.stats.Reconciled.Add(1)
 	fs.log.Info("reintegration: the server's file already holds this client's data (written back before the restart): nothing to write, no conflict",
 		fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
 	return true, nil

@@ -26,12 +26,5 @@ func (fs *FS) ClearSetID(ctx context.Context, f *File) error {
 	if !setID {
 		return nil
 	}
-	if f.sn.mode == 0 {
-		return i.flush(ctx, false)
-	}
-	if i.snfsCaching() {
-		// The write-back goes as the last writer: this one (snfsWrite).
-		return fs.writeBackInode(ctx, i)
-	}
-	return nil
+	return fs.ops.clearSetID(ctx, f)
 }

@@ -56,15 +56,6 @@ type SNFSConfig struct {
 	export  string   // for UMNT at Close, when owned
 }
 
-// Notifier drops the kernel's caches of an inode (package fusefs implements
-// it with go-fuse's notifications).
-type Notifier interface {
-	// InvalidateData drops the kernel's cached pages and attributes of i.
-	InvalidateData(i *Inode)
-	// InvalidateAttr drops the kernel's cached attributes of i.
-	InvalidateAttr(i *Inode)
-}
-
 // SNFSStats counts snfs-mode events.
 type SNFSStats struct {
 	WriteBacks      atomic.Uint64 // files written back (delay, fsync, callback, unmount)
@@ -87,11 +78,14 @@ type SNFSStats struct {
 }
 
 type snfsFS struct {
-	cfg    SNFSConfig
-	sess   *client.Session
-	cache  *cachedir.Cache
-	notify atomic.Pointer[Notifier]
-	stats  SNFSStats
+	// The core the cache manager runs on (snfs mode's methods are
+	// snfsFS's; the core's are promoted).
+	*FS
+
+	cfg   SNFSConfig
+	sess  *client.Session
+	cache *cachedir.Cache
+	stats SNFSStats
 	// passthrough: read opens of complete cached files are handed to the
 	// kernel (passthrough.go); set once the kernel agreed.
 	passthrough atomic.Bool
@@ -102,6 +96,7 @@ type snfsFS struct {
 	noAllocate atomic.Bool
 	locks      locks // byte-range locks (lock.go)
 
+	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
 	dirty map[*Inode]time.Time // files with dirty data in the cache dir: since when
 	// write-backs ended and not yet committed to the index (writeback.go)
@@ -162,10 +157,23 @@ func (h *testHook) run(i *Inode) {
 	}
 }
 
+// snOf is i's snfs-mode state (Inode.ext, made by snfsFS.newInode).
+func snOf(i *Inode) *snfsInode { return i.ext.(*snfsInode) }
+
+// fsnOf is f's snfs-mode state (File.ext) if f is an open of the protocol
+// (snfsOpened).
+func fsnOf(f *File) *snfsFile { return f.ext.(*snfsFile) }
+
+// snfsOpened reports whether f is an open of the protocol (snfs mode, a
+// regular file): the core's opens have no snfs-mode state.
+func snfsOpened(f *File) bool {
+	_, ok := f.ext.(*snfsFile)
+	return ok
+}
+
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
-	node    any            // the bridge's node (SetNode), for notifications
 	cf      *cachedir.File // nil until first opened in snfs mode
 	caching bool           // the latest OPEN allowed caching and no callback took it away
 	version uint64         // cache_version of the latest OPEN
@@ -189,9 +197,13 @@ type snfsInode struct {
 	// server crash, a broken connection), so its size and mtime may have
 	// left the cache's base because of this client (checkBase).
 	wbMoving bool
-	openMu   sync.Mutex       // serializes this file's OPEN/CLOSE calls (not its callbacks)
-	dc       delayedOpens     // protocol opens kept after the last release (delayclose.go)
-	pt       passthroughState // the kernel's I/O modes of the opens (passthrough.go)
+	// openMu serializes this file's OPEN/CLOSE calls (not its
+	// callbacks: a callback takes no openMu), held across the RPC. The
+	// first of the inode's locks: taken before appendMu, cacheW, flushMu,
+	// delayedSet.mu and mu (Inode's doc).
+	openMu sync.Mutex
+	dc     delayedOpens     // protocol opens kept after the last release (delayclose.go)
+	pt     passthroughState // the kernel's I/O modes of the opens (passthrough.go)
 	// invals counts the callbacks (refused reclaims, OPEN answers refusing
 	// caching) that took caching away: an OPEN whose answer is applied after one that came while it
 	// was in flight does not cache (snfsOpenProto).
@@ -200,6 +212,7 @@ type snfsInode struct {
 	// directory because the file is cached (a write, a local truncation),
 	// from the check of caching to the change recorded dirty, and
 	// exclusively by a callback as it stops caching (whileCaching).
+	// Taken after openMu and appendMu, before flushMu and mu.
 	cacheW sync.RWMutex
 	// xattrs are the file's extended attributes while it is cached
 	// (xattr.go); xattrGen counts the starts and ends of this client's
@@ -210,42 +223,12 @@ type snfsInode struct {
 
 // snfsFile is an open's snfs-mode state.
 type snfsFile struct {
-	mode     state.Mode     // 0: not an snfs open
-	direct   bool           // the kernel must not cache pages: write-shared, or other opens pass through
+	mode     state.Mode     // the protocol mode of the open
 	cachedIO bool           // counted in passthroughState.cached
 	appendIO bool           // counted in passthroughState.appenders
 	pt       *os.File       // FUSE passthrough: the kernel reads this descriptor of the cache file
 	ptCF     *cachedir.File // the cache file pt pins
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
-}
-
-// Direct reports whether the kernel must not cache this open's pages
-// (FOPEN_DIRECT_IO): the file is write-shared, or other opens of it pass
-// through (snfs mode).
-func (f *File) Direct() bool { return f.sn.direct }
-
-// SetNode records the bridge's node of i (for Notifier).
-func (i *Inode) SetNode(n any) {
-	i.mu.Lock()
-	i.sn.node = n
-	i.mu.Unlock()
-}
-
-// Node is what SetNode recorded.
-func (i *Inode) Node() any {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.sn.node
-}
-
-// SetNotifier sets how the kernel's caches are invalidated (once mounted).
-func (fs *FS) SetNotifier(n Notifier) {
-	if fs.sn != nil {
-		fs.sn.notify.Store(&n)
-	}
-	if fs.nl != nil {
-		fs.nl.notify.Store(&n)
-	}
 }
 
 // SNFS reports whether the FS runs in snfs mode.
@@ -257,24 +240,6 @@ func (fs *FS) SNFSStats() *SNFSStats {
 		return nil
 	}
 	return &fs.sn.stats
-}
-
-func (fs *FS) notifyData(i *Inode) {
-	if fs.nl != nil {
-		if n := fs.nl.notify.Load(); n != nil {
-			(*n).InvalidateData(i)
-		}
-		return
-	}
-	if n := fs.sn.notify.Load(); n != nil {
-		(*n).InvalidateData(i)
-	}
-}
-
-func (fs *FS) notifyAttr(i *Inode) {
-	if n := fs.sn.notify.Load(); n != nil {
-		(*n).InvalidateAttr(i)
-	}
 }
 
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,
@@ -289,23 +254,25 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = time.Hour
 	}
-	fs.sn = &snfsFS{cfg: cfg, sess: cfg.Session, cache: cfg.Cache, dirty: map[*Inode]time.Time{},
-		unrecorded: map[*cachedir.File]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
-		leaseDone: make(chan struct{})}
+	sn := fs.sn // made in New, before any inode
+	sn.cfg, sn.sess, sn.cache = cfg, cfg.Session, cfg.Cache
+	sn.dirty, sn.unrecorded = map[*Inode]time.Time{}, map[*cachedir.File]struct{}{}
+	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
 	fs.sn.locks.verf = cfg.Session.ServerVerifier()
+	fs.lockTab = &fs.sn.locks
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}
 	if cfg.Recover {
-		if err := fs.recoverDirty(ctx); err != nil {
+		if err := fs.sn.recoverDirty(ctx); err != nil {
 			// What could not be written back stays dirty in the cache
 			// directory: the write-back goroutine tries again.
 			fs.log.Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
-	go fs.writeBackLoop()
-	go fs.lockLeaseLoop()
+	go fs.sn.writeBackLoop()
+	go fs.sn.lockLeaseLoop()
 	return nil
 }
 
@@ -315,31 +282,31 @@ func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
 func (fs *FS) Close() error { return fs.ops.close() }
 
 // closeSNFS is Close in snfs mode.
-func (fs *FS) closeSNFS() error {
+func (fs *snfsFS) closeSNFS() error {
 	var err error
-	fs.sn.once.Do(func() {
+	fs.once.Do(func() {
 		fs.closeAllDelayed()
-		close(fs.sn.stop)
-		fs.sn.endLife()
-		<-fs.sn.done
-		<-fs.sn.leaseDone
+		close(fs.stop)
+		fs.endLife()
+		<-fs.done
+		<-fs.leaseDone
 		fs.stopWatch()
-		err = fs.sn.cache.Close()
-		if fs.sn.cfg.owned {
+		err = fs.cache.Close()
+		if fs.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			// A clean end (everything written back and CLOSEd): the server
 			// forgets this client and does not wait for it after a restart.
 			var re *sunrpc.RPCError
-			if uerr := fs.sn.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
+			if uerr := fs.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
 				fs.log.Debug("the server has no UNREGISTER", "err", uerr)
 			} else if uerr != nil {
 				fs.log.Warn("UNREGISTER", "err", uerr)
 			}
-			if uerr := fs.sn.sess.Mount().Umnt(ctx, fs.sn.cfg.export); uerr != nil {
+			if uerr := fs.sess.Mount().Umnt(ctx, fs.cfg.export); uerr != nil {
 				fs.log.Warn("UMNT", "err", uerr)
 			}
 			cancel()
-			err = errors.Join(err, fs.sn.sess.Disconnect())
+			err = errors.Join(err, fs.sess.Disconnect())
 		}
 	})
 	return err
@@ -348,48 +315,48 @@ func (fs *FS) closeSNFS() error {
 // stopCtx is a context for work no request carries (a callback's
 // aftermath, an access the watch stopped): it ends after d or when the FS
 // closes; cancel it when done.
-func (fs *FS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(fs.sn.life, d)
+func (fs *snfsFS) stopCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(fs.life, d)
 }
 
 // cleanClose tells the server that this client holds no dirty data of i any
 // more (CLOSE with dirty = FALSE and no open to close, docs/protocol.md
 // section 4.4) when no application has it open, so that the next opener
 // elsewhere needs no callback.
-func (fs *FS) cleanClose(ctx context.Context, i *Inode) {
-	i.sn.openMu.Lock()
-	defer i.sn.openMu.Unlock()
+func (fs *snfsFS) cleanClose(ctx context.Context, i *Inode) {
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	idle := i.snfsHeldLocked() == 0 && i.sn.opening == 0
-	cf := i.sn.cf
+	idle := snfsHeldLocked(i) == 0 && snOf(i).opening == 0
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if !idle || cf == nil || cf.NeedsWriteBack() {
 		return
 	}
 	fs.recordWrittenBack()
-	if _, err := fs.sn.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+	if _, err := fs.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }
 
 // cacheFile returns i's cache file, getting it from the cache directory the
 // first time (or after it was removed).
-func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
+func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 	i.mu.Lock()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if cf != nil {
 		return cf, nil
 	}
-	cf, err := fs.sn.cache.File(i.FH)
+	cf, err := fs.cache.File(i.FH)
 	if err != nil {
 		return nil, err
 	}
 	i.mu.Lock()
-	if i.sn.cf == nil {
-		i.sn.cf = cf
+	if snOf(i).cf == nil {
+		snOf(i).cf = cf
 	}
-	cf = i.sn.cf
+	cf = snOf(i).cf
 	i.mu.Unlock()
 	return cf, nil
 }
@@ -400,9 +367,9 @@ func (fs *FS) cacheFile(i *Inode) (*cachedir.File, error) {
 // which runs after (Callback). ok reports whether fn ran; if not, the change
 // goes through the server.
 func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
-	i.sn.cacheW.RLock()
-	defer i.sn.cacheW.RUnlock()
-	if !i.snfsCaching() {
+	snOf(i).cacheW.RLock()
+	defer snOf(i).cacheW.RUnlock()
+	if !snfsCaching(i) {
 		return false, nil
 	}
 	return true, fn()
@@ -411,28 +378,28 @@ func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 // stopCachingFor stops serving i from the cache directory, once the changes
 // in progress there are done (whileCaching): a callback's first step.
 func (fs *FS) stopCachingFor(i *Inode) {
-	i.sn.cacheW.Lock()
+	snOf(i).cacheW.Lock()
 	i.mu.Lock()
-	i.sn.caching, i.sn.kernVer = false, 0
+	snOf(i).caching, snOf(i).kernVer = false, 0
 	i.mu.Unlock()
-	i.sn.cacheW.Unlock()
+	snOf(i).cacheW.Unlock()
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.
-func (i *Inode) snfsCaching() bool {
+func snfsCaching(i *Inode) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.sn.caching && i.sn.cf != nil
+	return snOf(i).caching && snOf(i).cf != nil
 }
 
 // snfsTTL is the attribute lifetime in snfs mode while the file is open here:
 // long while cached (the server calls back before it changes), none while
 // write-shared. ok is false when nfs mode's adaptive timeouts apply.
-func (i *Inode) snfsTTL() (time.Duration, bool) {
-	if i.snfsHeldLocked() == 0 {
+func snfsTTL(i *Inode) (time.Duration, bool) {
+	if snfsHeldLocked(i) == 0 {
 		return 0, false
 	}
-	if i.sn.caching && !i.attrAt.IsZero() {
+	if snOf(i).caching && !i.attrAt.IsZero() {
 		return i.fs.sn.cfg.CacheTTL, true
 	}
 	return 0, true
@@ -440,22 +407,22 @@ func (i *Inode) snfsTTL() (time.Duration, bool) {
 
 // snfsAdjustLocked lays the cache directory's pending changes over the
 // reported attributes: the local size and mtime are the newer ones.
-func (i *Inode) snfsAdjustLocked(a *nfs3.Fattr) {
-	defer i.snfsPassthroughAttrLocked(a)
-	cf := i.sn.cf
+func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
+	defer snfsPassthroughAttrLocked(i, a)
+	cf := snOf(i).cf
 	if cf == nil || !cf.NeedsWriteBack() {
 		return
 	}
 	a.Size = uint64(cf.Size())
-	if !i.sn.mtime.IsZero() {
-		if t := nfsTime(i.sn.mtime); timeAfter(t, a.Mtime) {
+	if !snOf(i).mtime.IsZero() {
+		if t := nfsTime(snOf(i).mtime); timeAfter(t, a.Mtime) {
 			a.Mtime, a.Ctime = t, t
 		}
 	}
 }
 
 // snfsBusy: Forget must keep the inode (its state is needed).
-func (i *Inode) snfsBusyLocked() bool {
-	return i.snfsHeldLocked() > 0 || i.sn.opening > 0 ||
-		i.sn.cf != nil && i.fs.isDirty(i)
+func snfsBusyLocked(i *Inode) bool {
+	return snfsHeldLocked(i) > 0 || snOf(i).opening > 0 ||
+		snOf(i).cf != nil && i.fs.sn.isDirty(i)
 }

@@ -25,7 +25,7 @@ func openModeOf(flags int) state.Mode {
 }
 
 // snfsOpen is Open in snfs mode.
-func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
 	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
 		// OPEN_WRITE checks only write permission (docs/protocol.md 4.2).
 		ok, err := fs.Access(ctx, i, c, nfs3.AccessRead)
@@ -48,7 +48,7 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 	i.mu.Lock()
 	i.opens++
 	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), sn: snfsFile{mode: pmode, direct: direct}}
+	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: pmode}}
 	if flags&syscall.O_TRUNC != 0 {
 		fs.whileCaching(i, func() error {
 			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
@@ -66,16 +66,16 @@ func (fs *FS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 
 // snfsOpenProto sends the OPEN and applies its answer: the version rule to
 // the cache directory and the kernel's pages, caching or write-through.
-func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
-	i.sn.openMu.Lock()
+func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	i.sn.opening++
-	invals := i.sn.invals
+	snOf(i).opening++
+	invals := snOf(i).invals
 	i.mu.Unlock()
 	start := fs.attrStart()
-	ok, err := fs.sn.sess.Open(ctx, i.FH, mode)
-	if err == nil && fs.sn.openAnswered != nil {
-		fs.sn.openAnswered(i)
+	ok, err := fs.sess.Open(ctx, i.FH, mode)
+	if err == nil && fs.openAnswered != nil {
+		fs.openAnswered(i)
 	}
 	// An answer refusing caching stops it at once, before the rest of it is
 	// applied: the server no longer calls this client back about the file,
@@ -83,16 +83,16 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	// directory now, not after a write-back or a GETATTR.
 	stop := err == nil && !ok.CacheEnabled
 	if stop {
-		i.sn.cacheW.Lock()
+		snOf(i).cacheW.Lock()
 	}
 	i.mu.Lock()
-	i.sn.opening--
+	snOf(i).opening--
 	if err != nil {
 		i.mu.Unlock()
-		i.sn.openMu.Unlock()
+		snOf(i).openMu.Unlock()
 		return false, false, err
 	}
-	i.sn.opens[mode]++
+	snOf(i).opens[mode]++
 	// A callback that took caching away while this OPEN was in flight may
 	// have been sent after the server answered it (the answer's grant is
 	// what it revokes: the callbacks are served on their own goroutines,
@@ -100,27 +100,27 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 	// server then answered after it, knowing). Which, this client cannot
 	// tell: this open does not cache (a client may always do less than the
 	// server allows).
-	revoked := i.sn.invals != invals
+	revoked := snOf(i).invals != invals
 	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "revoked", revoked)
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
 	i.postOpLocked(ok.Attr, start, time.Now())
-	wasCaching := i.sn.caching
-	kv := i.sn.kernVer
+	wasCaching := snOf(i).caching
+	kv := snOf(i).kernVer
 	if stop {
 		// The refusal revokes an earlier OPEN's grant still being applied
 		// too (docs/protocol.md 4.2): that OPEN released openMu before it
 		// set caching, and must see the epoch moved, as after a callback.
-		i.sn.caching = false
-		i.sn.invals++
+		snOf(i).caching = false
+		snOf(i).invals++
 	}
 	i.mu.Unlock()
 	if stop {
-		i.sn.cacheW.Unlock()
+		snOf(i).cacheW.Unlock()
 	}
-	i.sn.openMu.Unlock()
-	if fs.sn.afterOpen != nil {
-		fs.sn.afterOpen(i)
+	snOf(i).openMu.Unlock()
+	if fs.afterOpen != nil {
+		fs.afterOpen(i)
 	}
 
 	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
@@ -150,7 +150,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		}
 		// The cache file's base and size come from attributes no write-back
 		// of this file overtook; none runs until they are applied.
-		if a := fs.settleOpenAttr(ctx, c, i, ok.Attr, start); a != nil {
+		settled := fs.settleOpenAttr(ctx, c, i, ok.Attr, start, func(a *nfs3.Fattr) {
 			fs.recordInSync(i, cf, a)
 			if valid(cf.Version()) {
 				err = cf.Relabel(ok.CacheVersion)
@@ -158,22 +158,22 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 			if err == nil {
 				err = cf.SetVersion(ok.CacheVersion, int64(a.Size))
 			}
-			i.flushMu.Unlock()
+		})
+		if settled {
 			if err != nil {
 				fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			}
 			i.mu.Lock()
-			if i.sn.invals == invals {
-				i.sn.caching, i.sn.version = true, ok.CacheVersion
+			if snOf(i).invals == invals {
+				snOf(i).caching, snOf(i).version = true, ok.CacheVersion
 				keep = valid(kv)
-				i.sn.kernVer = ok.CacheVersion
+				snOf(i).kernVer = ok.CacheVersion
 				i.mu.Unlock()
 				return keep, false, nil
 			}
 			// A callback took caching away while this answer was applied.
 			i.mu.Unlock()
 		} else {
-			i.flushMu.Unlock()
 			// The file's size is not known for sure (its own writes kept moving
 			// it, or GETATTR failed): this open does not cache (a client may
 			// always do less than the server allows).
@@ -191,7 +191,7 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 		fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	i.mu.Lock()
-	i.sn.caching, i.sn.version, i.sn.kernVer = false, ok.CacheVersion, 0
+	snOf(i).caching, snOf(i).version, snOf(i).kernVer = false, ok.CacheVersion, 0
 	i.mu.Unlock()
 	if wasCaching {
 		fs.notifyData(i)
@@ -205,21 +205,21 @@ func (fs *FS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mo
 // OPEN is matched by one CLOSE). Nothing was written under that open, so the
 // CLOSE says dirty only if the cache directory holds dirty data of the file
 // (other opens').
-func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
-	i.sn.openMu.Lock()
+func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	i.sn.opens[mode]--
+	snOf(i).opens[mode]--
 	// Never more forgotten opens than opens (serverRestarted may have
 	// counted this one).
-	i.sn.forgot[mode] = min(i.sn.forgot[mode], i.sn.opens[mode])
-	i.sn.reclaimed[mode] = min(i.sn.reclaimed[mode], i.sn.opens[mode])
+	snOf(i).forgot[mode] = min(snOf(i).forgot[mode], snOf(i).opens[mode])
+	snOf(i).reclaimed[mode] = min(snOf(i).reclaimed[mode], snOf(i).opens[mode])
 	i.mu.Unlock()
 	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil {
+	if cf := cacheFileOrNil(i); cf != nil {
 		dirty = cf.NeedsWriteBack()
 	}
-	_, err := fs.sn.sess.Close(ctx, i.FH, mode, dirty)
-	i.sn.openMu.Unlock()
+	_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
+	snOf(i).openMu.Unlock()
 	fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -235,20 +235,24 @@ func (fs *FS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 // cache file clean at its end; the OPEN's older size taken after that would
 // cut the cache file the write-back just wrote back (and its base would make
 // the next write-back see a change by another client). Such attributes are
-// read again, after the write-back ends. It returns with i.flushMu held, so
-// that no write-back starts before the caller has applied them; nil if none
-// settled (the caller does not cache).
-func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64) *nfs3.Fattr {
+// read again, after the write-back ends. The settled attributes are given to
+// apply with i.flushMu held, so that no write-back starts before they are
+// applied; the lock is released before settleOpenAttr returns. It reports
+// whether any settled (false: apply did not run, the caller does not cache).
+func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64, apply func(a *nfs3.Fattr)) bool {
 	for try := 0; ; try++ {
 		i.flushMu.Lock()
 		i.mu.Lock()
 		fresh := a != nil && i.modGen <= start
 		i.mu.Unlock()
 		if fresh {
-			return a
+			apply(a)
+			i.flushMu.Unlock()
+			return true
 		}
 		if try == 3 {
-			return nil
+			i.flushMu.Unlock()
+			return false
 		}
 		i.flushMu.Unlock()
 		start = fs.attrStart()
@@ -266,17 +270,17 @@ func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fatt
 // snfsRead is Read of a file served from the cache directory: what is missing
 // is read from the server and installed (Fill). If the cache stops being
 // usable meanwhile (a callback invalidated it), the read goes to the server.
-func (fs *FS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
-	fs.sn.stats.Reads.Add(1)
-	for try := 0; try < 4 && i.snfsCaching(); try++ {
+	fs.stats.Reads.Add(1)
+	for try := 0; try < 4 && snfsCaching(i); try++ {
 		cf, err := fs.cacheFile(i)
 		if err != nil {
 			break
 		}
 		n, err := cf.ReadAt(buf, int64(off))
 		if err == nil || err == io.EOF {
-			fs.sn.stats.cacheRead(try, n)
+			fs.stats.cacheRead(try, n)
 			return n, nil
 		}
 		var miss *cachedir.MissingError
@@ -328,7 +332,7 @@ func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, mis
 // appends are seen. This client's own writes are sent and committed first:
 // laid over the server's bytes from memory, they would hide what another
 // client wrote over them, or cut, since.
-func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
 	i := f.i
 	i.mu.Lock()
 	pending := i.w.pending()
@@ -342,7 +346,7 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 	// also waits for a write-back in progress (serverRestarted's: the data
 	// needs write-back until it is done). Only then: reads need not wait for
 	// a write-through flush.
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		i.flushMu.Lock()
 		err := fs.writeBackFirst(ctx, i)
 		i.flushMu.Unlock()
@@ -362,7 +366,7 @@ func (fs *FS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []by
 
 // snfsWrite is Write in snfs mode: into the cache directory while caching,
 // else written through (sent now, committed at close or fsync).
-func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
 	i := f.i
 	var n int
 	cached, err := fs.whileCaching(i, func() error {
@@ -373,7 +377,7 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.mu.Lock()
-			i.sn.cred, i.sn.mtime = f.cred, time.Now()
+			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
 			i.mu.Unlock()
 			fs.markDirty(i)
 		}
@@ -406,7 +410,7 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 	// valid: this client's writes under an open do not change the version
 	// (caching stopped by a server restart noticed after an OPEN of the new
 	// instance). Drop it; dirty data stays (flush wrote it back first).
-	if cf := i.cacheFileOrNil(); cf != nil && cf.Holds() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.Holds() {
 		if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
 			err = errors.Join(err, fmt.Errorf("cache directory: %w", ierr))
 		}
@@ -418,22 +422,22 @@ func (fs *FS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (
 }
 
 // takeWbErr returns (and forgets) the write-back error not yet reported.
-func (i *Inode) takeWbErr() error {
+func takeWbErr(i *Inode) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	err := i.sn.wbErr
-	i.sn.wbErr = nil
+	err := snOf(i).wbErr
+	snOf(i).wbErr = nil
 	return err
 }
 
 // snfsFlush is close(2): write-through data is committed; cached dirty data
 // is made durable in the cache directory, not written back.
-func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsFlush(ctx context.Context, f *File) error {
 	i := f.i
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
 	pending := i.w.pending()
-	cf := i.sn.cf
+	cf := snOf(i).cf
 	i.mu.Unlock()
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
@@ -443,12 +447,12 @@ func (fs *FS) snfsFlush(ctx context.Context, f *File) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, i.takeWbErr())
+	errs = append(errs, takeWbErr(i))
 	return errors.Join(errs...)
 }
 
 // snfsFsync writes the file back now.
-func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
 	i := f.i
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
 	i.mu.Lock()
@@ -457,17 +461,17 @@ func (fs *FS) snfsFsync(ctx context.Context, f *File) error {
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
 	}
-	errs = append(errs, fs.writeBackInode(ctx, i), i.takeWbErr())
+	errs = append(errs, fs.writeBackInode(ctx, i), takeWbErr(i))
 	return errors.Join(errs...)
 }
 
 // snfsRelease is the last close of one open: its CLOSE, saying whether dirty
 // data stays behind. A file removed while open loses its hidden name, and its
 // pending write-back with it.
-func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
+func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
 	var errs []error
-	if f.sn.ptWrite {
+	if fsnOf(f).ptWrite {
 		errs = append(errs, fs.snfsNoteExternal(ctx, i))
 	}
 	fs.snfsIOEnd(f)
@@ -477,23 +481,23 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	if pending {
 		errs = append(errs, i.flush(ctx, true))
 	}
-	i.sn.openMu.Lock()
+	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	i.opens--
-	i.sn.opens[f.sn.mode]--
+	snOf(i).opens[fsnOf(f).mode]--
 	// An open a server that refused the reclaim forgot, not yet OPENed
 	// again (serverRestarted): that server counts none, so no CLOSE, and
 	// none kept for later either. Opens of one mode are alike to the
 	// server: releasing any of them gives up one forgotten one.
-	forgot := i.sn.forgot[f.sn.mode] > 0
+	forgot := snOf(i).forgot[fsnOf(f).mode] > 0
 	if forgot {
-		i.sn.forgot[f.sn.mode]--
+		snOf(i).forgot[fsnOf(f).mode]--
 	}
 	// One the latest reclaim reported, released before the server's verdict
 	// on it: CLOSEd (the server counts it if it took the reclaim), and no
 	// longer forgotten if it refused it.
-	if i.sn.reclaimed[f.sn.mode] > 0 {
-		i.sn.reclaimed[f.sn.mode]--
+	if snOf(i).reclaimed[fsnOf(f).mode] > 0 {
+		snOf(i).reclaimed[fsnOf(f).mode]--
 	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
@@ -505,8 +509,8 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		fs.cancelWriteBack(i)
 	}
 	if forgot {
-		i.sn.openMu.Unlock()
-		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", f.sn.mode)
+		snOf(i).openMu.Unlock()
+		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode)
 		fs.snfsClosedAll(i)
 		if last && name != "" {
 			fs.removeHidden(ctx, f.cred, i, dir, name)
@@ -514,22 +518,22 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 		return errors.Join(errs...)
 	}
 	dirty := false
-	if cf := i.cacheFileOrNil(); cf != nil && cf.NeedsWriteBack() {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
 		}
 		dirty = cf.NeedsWriteBack()
 	}
-	if name == "" && fs.delayClose(i, f.sn.mode) {
-		i.sn.openMu.Unlock()
+	if name == "" && fs.delayClose(i, fsnOf(f).mode) {
+		snOf(i).openMu.Unlock()
 		return errors.Join(errs...)
 	}
 	if !dirty {
 		fs.recordWrittenBack()
 	}
-	_, err := fs.sn.sess.Close(ctx, i.FH, f.sn.mode, dirty)
-	i.sn.openMu.Unlock()
-	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", f.sn.mode, "dirty", dirty, "err", err)
+	_, err := fs.sess.Close(ctx, i.FH, fsnOf(f).mode, dirty)
+	snOf(i).openMu.Unlock()
+	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode, "dirty", dirty, "err", err)
 	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 		fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
@@ -540,23 +544,23 @@ func (fs *FS) snfsRelease(ctx context.Context, f *File) error {
 	return errors.Join(errs...)
 }
 
-func (i *Inode) cacheFileOrNil() *cachedir.File {
+func cacheFileOrNil(i *Inode) *cachedir.File {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.sn.cf
+	return snOf(i).cf
 }
 
 // cancelWriteBack drops i's cached data, dirty included, without writing it
 // back: the file is gone (its last link removed) or empty.
-func (fs *FS) cancelWriteBack(i *Inode) {
+func (fs *snfsFS) cancelWriteBack(i *Inode) {
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
-	cf := i.sn.cf
-	i.sn.cf, i.sn.caching, i.sn.kernVer, i.sn.wbMoving = nil, false, 0, false
+	cf := snOf(i).cf
+	snOf(i).cf, snOf(i).caching, snOf(i).kernVer, snOf(i).wbMoving = nil, false, 0, false
 	i.mu.Unlock()
 	if fs.isDirty(i) {
-		fs.sn.stats.Cancelled.Add(1)
+		fs.stats.Cancelled.Add(1)
 	}
 	fs.markClean(i)
 	if cf != nil {
@@ -569,7 +573,7 @@ func (fs *FS) cancelWriteBack(i *Inode) {
 // snfsRemoved: name's object child lost a link by REMOVE (or a RENAME over
 // it); nlink is its link count before. Its last link: pending write-back is
 // cancelled.
-func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
+func (fs *snfsFS) snfsRemoved(child *Inode, nlink uint32) {
 	if child == nil || child.isDir() || nlink > 1 {
 		return
 	}
@@ -583,7 +587,7 @@ func (fs *FS) snfsRemoved(child *Inode, nlink uint32) {
 
 // snfsTruncate sets the size of a file cached here and open for writing,
 // locally: dirty data beyond it is never written back.
-func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
+func (fs *snfsFS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	cf, err := fs.cacheFile(i)
 	if err != nil {
 		return err
@@ -597,10 +601,10 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 		return err
 	}
 	i.mu.Lock()
-	i.sn.cred, i.sn.mtime = c, time.Now()
+	snOf(i).cred, snOf(i).mtime = c, time.Now()
 	i.mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
-		fs.sn.stats.Cancelled.Add(1)
+		fs.stats.Cancelled.Add(1)
 	}
 	fs.markDirty(i)
 	return nil
@@ -608,13 +612,13 @@ func (fs *FS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 
 // snfsSetattrLocal does a Setattr of i locally if it is a size change of a
 // file cached here and open for writing (done reports it).
-func (fs *FS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
-	if fs.sn == nil || s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
+func (fs *snfsFS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
+	if s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
 		return nfs3.Fattr{}, 0, false, nil
 	}
 	done, err = fs.whileCaching(i, func() error {
 		i.mu.Lock()
-		writer := i.sn.opens[state.Write] > 0
+		writer := snOf(i).opens[state.Write] > 0
 		i.mu.Unlock()
 		if !writer {
 			return errNotLocal

@@ -144,7 +144,7 @@ func (h *handler) set(fs *FS) {
 func (h *handler) serverRestarted(refused bool) {
 	select {
 	case <-h.ready:
-		h.fs.serverRestarted(refused)
+		h.fs.sn.serverRestarted(refused)
 	default:
 	}
 }
@@ -155,7 +155,7 @@ func (h *handler) serverRestarted(refused bool) {
 func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 	select {
 	case <-h.ready:
-		return h.fs.reclaimItems(ctx)
+		return h.fs.sn.reclaimItems(ctx)
 	default:
 		return nil
 	}
@@ -166,7 +166,7 @@ func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
 	select {
 	case <-h.ready:
-		return h.fs.reclaimLocks(ctx, verf, lock)
+		return h.fs.sn.reclaimLocks(ctx, verf, lock)
 	default:
 		return nil
 	}

@@ -122,7 +122,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !i.snfsCaching() {
+	if !snfsCaching(i) {
 		t.Fatal("the file is not cached")
 	}
 	want := make([]byte, size)
@@ -146,7 +146,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want[200:], newer)
-	if err := v.snfsSync(ctx); err != nil {
+	if err := v.sn.snfsSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Fsync(ctx, f); err != nil {
@@ -213,7 +213,7 @@ func TestServerRestartWriteThroughDropsCachedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !i.snfsCaching() {
+	if !snfsCaching(i) {
 		t.Fatal("not cached after the reopen")
 	}
 	buf := make([]byte, 4096)

@@ -85,6 +85,13 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
+	// lockTab is the lock table of the mode's server locks (snfs mode's,
+	// or nfs mode's NLM: set as the mode starts); nil without (lockTable).
+	lockTab *locks
+
+	// notify drops the kernel's caches (SetNotifier, notify.go).
+	notify atomic.Pointer[Notifier]
+
 	ops Ops     // the mode's file operations (mode.go), set in New
 	sn  *snfsFS // snfs mode; nil in nfs mode
 	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
@@ -125,7 +132,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	// inode; snfs mode's find nothing held until startSNFS has run).
 	fs.ops = nfsOps{fs}
 	if cfg.SNFS != nil {
-		fs.ops = snfsOps{fs}
+		// The cache manager, started (startSNFS) once the root is known.
+		fs.sn = &snfsFS{FS: fs}
+		fs.ops = fs.sn
 	}
 	root := Cred{}
 	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
@@ -143,14 +152,8 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
 	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
-	if cfg.SNFS != nil {
-		if err := fs.startSNFS(ctx, *cfg.SNFS); err != nil {
-			return nil, err
-		}
-	} else if cfg.NLM != nil {
-		if err := fs.startNLM(ctx, *cfg.NLM); err != nil {
-			return nil, err
-		}
+	if err := fs.ops.start(ctx); err != nil {
+		return nil, err
 	}
 	return fs, nil
 }
@@ -306,6 +309,7 @@ func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	i, ok := fs.inodes[k]
 	if !ok {
 		i = &Inode{fs: fs, FH: append(nfs3.FH(nil), fh...), Type: a.Type, FileID: a.FileID, Gen: fhHash(fh)}
+		fs.ops.newInode(i)
 		fs.inodes[k] = i
 	}
 	fs.mu.Unlock()

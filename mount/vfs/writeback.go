@@ -20,21 +20,21 @@ import (
 
 // writeBackLoop writes back the files whose oldest dirty data is older than
 // the delay.
-func (fs *FS) writeBackLoop() {
-	defer close(fs.sn.done)
-	delay := fs.sn.cfg.WriteBackDelay
+func (fs *snfsFS) writeBackLoop() {
+	defer close(fs.done)
+	delay := fs.cfg.WriteBackDelay
 	tick := min(max(delay/4, 10*time.Millisecond), time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-fs.sn.stop
+		<-fs.stop
 		cancel()
 	}()
 	for {
 		select {
-		case <-fs.sn.stop:
+		case <-fs.stop:
 			return
 		case <-t.C:
 		}
@@ -62,11 +62,11 @@ func (fs *FS) writeBackLoop() {
 }
 
 // dirtyInodes lists the files dirty since before cutoff (zero: all).
-func (fs *FS) dirtyInodes(cutoff time.Time) []*Inode {
-	fs.sn.mu.Lock()
-	defer fs.sn.mu.Unlock()
+func (fs *snfsFS) dirtyInodes(cutoff time.Time) []*Inode {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	var out []*Inode
-	for i, since := range fs.sn.dirty {
+	for i, since := range fs.dirty {
 		if cutoff.IsZero() || !since.After(cutoff) {
 			out = append(out, i)
 		}
@@ -74,18 +74,18 @@ func (fs *FS) dirtyInodes(cutoff time.Time) []*Inode {
 	return out
 }
 
-func (fs *FS) markDirty(i *Inode) {
-	fs.sn.mu.Lock()
-	if _, ok := fs.sn.dirty[i]; !ok {
-		fs.sn.dirty[i] = time.Now()
+func (fs *snfsFS) markDirty(i *Inode) {
+	fs.mu.Lock()
+	if _, ok := fs.dirty[i]; !ok {
+		fs.dirty[i] = time.Now()
 	}
-	fs.sn.mu.Unlock()
+	fs.mu.Unlock()
 }
 
-func (fs *FS) markClean(i *Inode) {
-	fs.sn.mu.Lock()
-	delete(fs.sn.dirty, i)
-	fs.sn.mu.Unlock()
+func (fs *snfsFS) markClean(i *Inode) {
+	fs.mu.Lock()
+	delete(fs.dirty, i)
+	fs.mu.Unlock()
 }
 
 // markCleanIf forgets i's dirty record if cf, its cache file, has nothing
@@ -95,19 +95,19 @@ func (fs *FS) markClean(i *Inode) {
 // Checking outside the lock lost such a write's record: the CLOSE then said
 // "not dirty", the server stopped calling this client back for the file, and
 // another client read the server's copy without the write.
-func (fs *FS) markCleanIf(i *Inode, cf *cachedir.File) {
-	fs.sn.beforeMarkClean.run(i)
-	fs.sn.mu.Lock()
-	defer fs.sn.mu.Unlock()
+func (fs *snfsFS) markCleanIf(i *Inode, cf *cachedir.File) {
+	fs.beforeMarkClean.run(i)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	if !cf.NeedsWriteBack() {
-		delete(fs.sn.dirty, i)
+		delete(fs.dirty, i)
 	}
 }
 
-func (fs *FS) isDirty(i *Inode) bool {
-	fs.sn.mu.Lock()
-	defer fs.sn.mu.Unlock()
-	_, ok := fs.sn.dirty[i]
+func (fs *snfsFS) isDirty(i *Inode) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	_, ok := fs.dirty[i]
 	return ok
 }
 
@@ -119,22 +119,19 @@ func (fs *FS) isDirty(i *Inode) bool {
 //
 // SNFS_ERR_FENCED keeps the data: it is reintegrated (reintegrate.go).
 func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
-	err := fs.writeBack(ctx, i)
+	err := fs.sn.writeBack(ctx, i)
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		return fs.fenced(ctx, i)
+		return fs.sn.fenced(ctx, i)
 	case errors.Is(err, errChangedUnder):
-		return fs.changedUnder(ctx, i)
+		return fs.sn.changedUnder(ctx, i)
 	}
 	return err
 }
 
 // writeBack is writeBackInode without the reintegration of a fenced file:
 // SNFS_ERR_FENCED is returned, the data kept.
-func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
-	if fs.sn == nil {
-		return nil
-	}
+func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 	if err := fs.snfsNoteExternal(ctx, i); err != nil {
 		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
@@ -156,21 +153,21 @@ func (fs *FS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	cf := i.cacheFileOrNil()
+	cf := cacheFileOrNil(i)
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
 	}
-	err := fs.writeBackInodeLocked(ctx, i)
-	if cf := i.cacheFileOrNil(); err != nil && cf != nil && cf.NeedsWriteBack() {
+	err := fs.sn.writeBackInodeLocked(ctx, i)
+	if cf := cacheFileOrNil(i); err != nil && cf != nil && cf.NeedsWriteBack() {
 		return fmt.Errorf("write-back of cached data before going through the server: %w", err)
 	}
 	return nil
 }
 
 // writeBackInodeLocked is writeBackInode with i.flushMu held.
-func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
+func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
-	cf, cred, version := i.sn.cf, i.sn.cred, i.sn.version
+	cf, cred, version := snOf(i).cf, snOf(i).cred, snOf(i).version
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		if cf != nil {
@@ -192,11 +189,11 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 		errors.Is(err, errChangedUnder) {
 		return err // transport, cancellation, fencing, a conflict: kept
 	}
-	fs.sn.stats.WriteBackErrors.Add(1)
+	fs.stats.WriteBackErrors.Add(1)
 	fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	i.mu.Lock()
-	i.sn.wbErr = err
-	i.sn.cf, i.sn.kernVer, i.sn.wbMoving = nil, 0, false
+	snOf(i).wbErr = err
+	snOf(i).cf, snOf(i).kernVer, snOf(i).wbMoving = nil, 0, false
 	i.invalidateLocked()
 	i.mu.Unlock()
 	fs.markClean(i)
@@ -208,13 +205,13 @@ func (fs *FS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 // writeBackFile sends cf's pending changes of i: the size cut first, then the
 // dirty ranges, then the final size, and a COMMIT; everything is sent again
 // if the COMMIT's verifier is not the WRITEs' (the server restarted).
-func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cred Cred, version uint64) error {
+func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cred Cred, version uint64) error {
 	wb := cf.Dirty()
 	c := fs.client(cred)
 	var synced *nfs3.Fattr // the server's attributes after the last call
 	setSize := func(size int64) error {
 		sz := uint64(size)
-		res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
+		res, err := rpc(ctx, fs.FS, func() (*nfs3.WccRes, error) {
 			return c.Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: nfs3.Sattr{Size: &sz}})
 		})
 		if res != nil {
@@ -229,7 +226,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		return nil
 	}
 	i.mu.Lock()
-	i.sn.wbMoving = true // until cf's new base is set below
+	snOf(i).wbMoving = true // until cf's new base is set below
 	i.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if wb.Truncated {
@@ -241,15 +238,15 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		if err != nil {
 			return err
 		}
-		fs.sn.stats.WriteBackBytes.Add(n)
+		fs.stats.WriteBackBytes.Add(n)
 		if wb.Truncated && wb.Size != wb.TruncTo {
 			if err := setSize(wb.Size); err != nil {
 				return err
 			}
 		}
 		if len(runs) > 0 {
-			fs.stats.Commits.Add(1)
-			res, err := rpc(ctx, fs, func() (*nfs3.CommitRes, error) { return c.Commit(ctx, i.FH, 0, 0) })
+			fs.FS.stats.Commits.Add(1)
+			res, err := rpc(ctx, fs.FS, func() (*nfs3.CommitRes, error) { return c.Commit(ctx, i.FH, 0, 0) })
 			if res != nil {
 				i.mu.Lock()
 				i.wccLocked(&res.Wcc, time.Now())
@@ -264,7 +261,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 				mismatch = mismatch || r.verf != res.Verf
 			}
 			if mismatch {
-				fs.stats.Rewrites.Add(1)
+				fs.FS.stats.Rewrites.Add(1)
 				fs.log.Warn("write verifier changed: rewriting the file's write-back", fs.pathAttr(i), "fileid", i.FileID)
 				if attempt >= maxRewrites {
 					return ErrVerifierChanged
@@ -274,7 +271,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 		}
 		break
 	}
-	fs.sn.stats.WriteBacks.Add(1)
+	fs.stats.WriteBacks.Add(1)
 	if err := cf.MarkClean(wb, version); err != nil && !errors.Is(err, cachedir.ErrStaleWriteBack) {
 		return err
 	}
@@ -285,7 +282,7 @@ func (fs *FS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cr
 	}
 	fs.noteWrittenBack(cf)
 	i.mu.Lock()
-	i.sn.wbMoving = false
+	snOf(i).wbMoving = false
 	i.mu.Unlock()
 	return nil
 }
@@ -305,7 +302,7 @@ func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cache
 }
 
 // snfsSync writes back every dirty file (unmount, syncfs).
-func (fs *FS) snfsSync(ctx context.Context) error {
+func (fs *snfsFS) snfsSync(ctx context.Context) error {
 	var errs []error
 	var done []*Inode
 	for _, i := range fs.dirtyInodes(time.Time{}) {
@@ -326,10 +323,10 @@ func (fs *FS) snfsSync(ctx context.Context) error {
 // cache directory (reintegrate.go): written back as root (the writer's
 // identity was not kept) if the server's file is unchanged since, kept as a
 // conflict copy otherwise.
-func (fs *FS) recoverDirty(ctx context.Context) error {
+func (fs *snfsFS) recoverDirty(ctx context.Context) error {
 	var errs []error
-	for _, h := range fs.sn.cache.DirtyFiles() {
-		cf, err := fs.sn.cache.File(h)
+	for _, h := range fs.cache.DirtyFiles() {
+		cf, err := fs.cache.File(h)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -362,10 +359,10 @@ func (fs *FS) recoverDirty(ctx context.Context) error {
 
 // noteWrittenBack records that cf's write-back ended and is to be
 // committed (recordWrittenBack).
-func (fs *FS) noteWrittenBack(cf *cachedir.File) {
-	fs.sn.mu.Lock()
-	fs.sn.unrecorded[cf] = struct{}{}
-	fs.sn.mu.Unlock()
+func (fs *snfsFS) noteWrittenBack(cf *cachedir.File) {
+	fs.mu.Lock()
+	fs.unrecorded[cf] = struct{}{}
+	fs.mu.Unlock()
 }
 
 // recordWrittenBack commits the ends of the write-backs noted so far. It
@@ -373,27 +370,27 @@ func (fs *FS) noteWrittenBack(cf *cachedir.File) {
 // committing (the calls are serialized): a caller about to tell the server
 // that a file is clean must not find the set empty while that file's end is
 // still on its way to the index. Ends it could not commit stay noted.
-func (fs *FS) recordWrittenBack() {
-	fs.sn.recordMu.Lock()
-	defer fs.sn.recordMu.Unlock()
-	fs.sn.mu.Lock()
-	files := make([]*cachedir.File, 0, len(fs.sn.unrecorded))
-	for cf := range fs.sn.unrecorded {
+func (fs *snfsFS) recordWrittenBack() {
+	fs.recordMu.Lock()
+	defer fs.recordMu.Unlock()
+	fs.mu.Lock()
+	files := make([]*cachedir.File, 0, len(fs.unrecorded))
+	for cf := range fs.unrecorded {
 		files = append(files, cf)
 	}
-	clear(fs.sn.unrecorded)
-	fs.sn.mu.Unlock()
+	clear(fs.unrecorded)
+	fs.mu.Unlock()
 	if len(files) == 0 {
 		return
 	}
-	err := fs.sn.cache.SyncFiles(files)
+	err := fs.cache.SyncFiles(files)
 	if err == nil || errors.Is(err, cachedir.ErrClosed) {
 		return
 	}
 	fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
-	fs.sn.mu.Lock()
+	fs.mu.Lock()
 	for _, cf := range files {
-		fs.sn.unrecorded[cf] = struct{}{}
+		fs.unrecorded[cf] = struct{}{}
 	}
-	fs.sn.mu.Unlock()
+	fs.mu.Unlock()
 }

@@ -41,26 +41,26 @@ type xattrCache struct {
 
 // xattrKey is what makes a cache valid: the file cached, at a version, with
 // no invalidating callback since; ok is false when it is not cached.
-func (i *Inode) xattrKeyLocked() (version, invals uint64, ok bool) {
-	if i.fs.sn == nil || i.Type != nfs3.TypeReg || !i.sn.caching || i.sn.cf == nil || i.snfsHeldLocked() == 0 {
+func xattrKeyLocked(i *Inode) (version, invals uint64, ok bool) {
+	if i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || snfsHeldLocked(i) == 0 {
 		return 0, 0, false
 	}
-	return i.sn.version, i.sn.invals, true
+	return snOf(i).version, snOf(i).invals, true
 }
 
 // xattrsLocked returns i's cache if it is valid, making an empty one when the
 // file is cached and the old one is not; nil when the file is not cached.
-func (i *Inode) xattrsLocked() *xattrCache {
-	v, n, ok := i.xattrKeyLocked()
+func xattrsLocked(i *Inode) *xattrCache {
+	v, n, ok := xattrKeyLocked(i)
 	if !ok {
-		i.sn.xattrs = nil
+		snOf(i).xattrs = nil
 		return nil
 	}
-	if c := i.sn.xattrs; c != nil && c.version == v && c.invals == n {
+	if c := snOf(i).xattrs; c != nil && c.version == v && c.invals == n {
 		return c
 	}
-	i.sn.xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
-	return i.sn.xattrs
+	snOf(i).xattrs = &xattrCache{version: v, invals: n, values: map[string][]byte{}}
+	return snOf(i).xattrs
 }
 
 // xattrTag is what a call's answer may be cached under: the cache's key and
@@ -70,25 +70,25 @@ type xattrTag struct {
 	ok                   bool // the file was cached
 }
 
-func (i *Inode) xattrTagLocked() xattrTag {
-	v, n, ok := i.xattrKeyLocked()
-	return xattrTag{v, n, i.sn.xattrGen, ok}
+func xattrTagLocked(i *Inode) xattrTag {
+	v, n, ok := xattrKeyLocked(i)
+	return xattrTag{v, n, snOf(i).xattrGen, ok}
 }
 
 // xattrFill runs fill on i's cache if it is still the one valid at t
 // (nothing took caching away while the call was out) and no change of this
 // client began meanwhile (its answer may have been applied after the call's,
 // or not yet).
-func (i *Inode) xattrFill(t xattrTag, fill func(c *xattrCache)) {
+func xattrFill(i *Inode, t xattrTag, fill func(c *xattrCache)) {
 	if !t.ok {
 		return
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.sn.xattrGen != t.gen {
+	if snOf(i).xattrGen != t.gen {
 		return
 	}
-	if c := i.xattrsLocked(); c != nil && c.version == t.version && c.invals == t.invals {
+	if c := xattrsLocked(i); c != nil && c.version == t.version && c.invals == t.invals {
 		fill(c)
 	}
 }
@@ -107,29 +107,29 @@ func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 }
 
 // getXattr is GetXattr in snfs mode.
-func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
 	i.mu.Lock()
-	xc := i.xattrsLocked()
+	xc := xattrsLocked(i)
 	if xc != nil {
 		if v, ok := xc.values[name]; ok {
 			i.mu.Unlock()
-			fs.sn.stats.XattrHits.Add(1)
+			fs.stats.XattrHits.Add(1)
 			if v == nil {
 				return nil, ErrNoXattr
 			}
 			return v, nil
 		}
 	}
-	tag := i.xattrTagLocked()
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
-	res, err := rpc(ctx, fs, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
+	res, err := rpc(ctx, fs.FS, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
-	fs.sn.xattrAnswered.run(i)
+	fs.xattrAnswered.run(i)
 	// Only what any reader would get is cached: a refusal (EACCES) is
 	// the caller's own.
 	if err == nil || errors.Is(err, ErrNoXattr) {
@@ -137,7 +137,7 @@ func (fs *FS) getXattr(ctx context.Context, i *Inode, c Cred, name string) ([]by
 		if err == nil && val == nil {
 			val = []byte{}
 		}
-		i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = val })
+		xattrFill(i, tag, func(xc *xattrCache) { xc.values[name] = val })
 	}
 	if err != nil {
 		return nil, err
@@ -151,20 +151,20 @@ func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 }
 
 // listXattrs is ListXattrs in snfs mode.
-func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
-	if xc := i.xattrsLocked(); xc != nil && xc.listed {
+	if xc := xattrsLocked(i); xc != nil && xc.listed {
 		names := xc.names
 		i.mu.Unlock()
-		fs.sn.stats.XattrHits.Add(1)
+		fs.stats.XattrHits.Add(1)
 		return names, nil
 	}
-	tag := i.xattrTagLocked()
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
 	var names []string
 	cookie := uint64(0)
 	for {
-		res, err := rpc(ctx, fs, func() (*snfs1.ListXattrsRes, error) {
+		res, err := rpc(ctx, fs.FS, func() (*snfs1.ListXattrsRes, error) {
 			return fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
 		})
 		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
@@ -181,7 +181,7 @@ func (fs *FS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error
 		}
 		cookie = res.Cookie
 	}
-	i.xattrFill(tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
+	xattrFill(i, tag, func(xc *xattrCache) { xc.names, xc.listed = names, true })
 	return names, nil
 }
 
@@ -228,31 +228,31 @@ func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) er
 // asked for again.
 func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
 	i.mu.Lock()
-	if xc := i.sn.xattrs; xc != nil {
+	if xc := snOf(i).xattrs; xc != nil {
 		// Whatever the answer, the cached value and list may be wrong now.
 		delete(xc.values, name)
 		xc.listed = false
 	}
 	// Answers to calls sent before this change are not cached (xattrFill).
-	i.sn.xattrGen++
-	tag := i.xattrTagLocked()
+	snOf(i).xattrGen++
+	tag := xattrTagLocked(i)
 	i.mu.Unlock()
 	res, err := rpc(ctx, fs, call)
 	if err != nil {
 		i.mu.Lock()
-		i.sn.xattrGen++
+		snOf(i).xattrGen++
 		i.mu.Unlock()
 		return xattrErr(proc, err)
 	}
-	fs.snfsOwnChange(i, &res.Wcc)
+	fs.sn.snfsOwnChange(i, &res.Wcc)
 	i.mu.Lock()
 	i.wccLocked(&res.Wcc, time.Now())
 	i.mu.Unlock()
 	// Only if no other change began meanwhile: the server may have applied
 	// them in either order.
-	i.xattrFill(tag, func(xc *xattrCache) { xc.values[name] = after })
+	xattrFill(i, tag, func(xc *xattrCache) { xc.values[name] = after })
 	i.mu.Lock()
-	i.sn.xattrGen++
+	snOf(i).xattrGen++
 	i.mu.Unlock()
 	return nil
 }

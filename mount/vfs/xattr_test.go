@@ -24,14 +24,14 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	ia.mu.Lock()
-	cached := ia.xattrsLocked() != nil
+	cached := xattrsLocked(ia) != nil
 	ia.mu.Unlock()
 	if !cached {
 		t.Fatal("the file open here is not cached: the test tests nothing")
 	}
 	// The change cached user.v: drop it, so that the read goes to the server.
 	ia.mu.Lock()
-	delete(ia.sn.xattrs.values, "user.v")
+	delete(snOf(ia).xattrs.values, "user.v")
 	ia.mu.Unlock()
 	done := false
 	a.sn.xattrAnswered.set(func(i *Inode) {
