@@ -310,8 +310,13 @@ func TestUDPRetransmit(t *testing.T) {
 
 func TestShutdownFinishesInFlight(t *testing.T) {
 	s := &Server{}
+	started := make(chan struct{}, 1)
 	s.Register(&Program{Name: "t", Number: testProg, Versions: map[uint32][]Proc{3: {
 		{Name: "SLOW", Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
 			time.Sleep(200 * time.Millisecond)
 			w.Uint32(9)
 			return nil
@@ -322,7 +327,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	var res u32res
 	go func() { done <- c.Call(context.Background(), 0, nil, &res) }()
-	time.Sleep(50 * time.Millisecond)
+	<-started // the call is in flight
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
