@@ -234,7 +234,12 @@ func TestDRC(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	time.Sleep(10 * time.Millisecond)
+	// The first call has reached the cache (its handler runs for 50 ms).
+	for deadline := time.Now().Add(10 * time.Second); !s.DRC.holds(xid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never reached the duplicate request cache")
+		}
+	}
 	// A second connection, as after a reconnect, sends the same call while it runs.
 	c2 := dial(t, "tcp", addr, 3, WithTimeout(200*time.Millisecond))
 	if err := c2.CallXID(ctx, xid, 2, u32(0), &b); err != nil {
@@ -252,6 +257,19 @@ func TestDRC(t *testing.T) {
 	if err := c.CallXID(ctx, xid, 2, u32(1), &a); err != nil || a.v != 2 {
 		t.Fatalf("different args: %v %d", err, a.v)
 	}
+}
+
+// holds reports whether the cache has an entry, in progress or done, for a
+// call with this xid.
+func (d *DRC) holds(xid uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.entries {
+		if k.XID == xid {
+			return true
+		}
+	}
+	return false
 }
 
 func TestDRCBounded(t *testing.T) {
