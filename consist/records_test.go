@@ -102,7 +102,14 @@ func TestOpenWritesNothing(t *testing.T) {
 	// The first version reserves a block of versions (one durable write, off
 	// the OPEN path); wait for it before counting.
 	open()
-	time.Sleep(300 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m, err := d.rec.versionMark(); err != nil || m > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first OPEN's block of versions was never made durable")
+		}
+	}
 	afterReg = d.rec.writes()
 	for i := 0; i < 100; i++ {
 		done := make(chan error, 1)

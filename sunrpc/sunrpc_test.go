@@ -234,7 +234,12 @@ func TestDRC(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	time.Sleep(10 * time.Millisecond)
+	// The first call has reached the cache (its handler runs for 50 ms).
+	for deadline := time.Now().Add(10 * time.Second); !s.DRC.holds(xid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never reached the duplicate request cache")
+		}
+	}
 	// A second connection, as after a reconnect, sends the same call while it runs.
 	c2 := dial(t, "tcp", addr, 3, WithTimeout(200*time.Millisecond))
 	if err := c2.CallXID(ctx, xid, 2, u32(0), &b); err != nil {
@@ -252,6 +257,19 @@ func TestDRC(t *testing.T) {
 	if err := c.CallXID(ctx, xid, 2, u32(1), &a); err != nil || a.v != 2 {
 		t.Fatalf("different args: %v %d", err, a.v)
 	}
+}
+
+// holds reports whether the cache has an entry, in progress or done, for a
+// call with this xid.
+func (d *DRC) holds(xid uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.entries {
+		if k.XID == xid {
+			return true
+		}
+	}
+	return false
 }
 
 func TestDRCBounded(t *testing.T) {
@@ -310,8 +328,13 @@ func TestUDPRetransmit(t *testing.T) {
 
 func TestShutdownFinishesInFlight(t *testing.T) {
 	s := &Server{}
+	started := make(chan struct{}, 1)
 	s.Register(&Program{Name: "t", Number: testProg, Versions: map[uint32][]Proc{3: {
 		{Name: "SLOW", Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
 			time.Sleep(200 * time.Millisecond)
 			w.Uint32(9)
 			return nil
@@ -322,7 +345,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	var res u32res
 	go func() { done <- c.Call(context.Background(), 0, nil, &res) }()
-	time.Sleep(50 * time.Millisecond)
+	<-started // the call is in flight
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -378,6 +378,7 @@ func (m *mntProc) launch(s *srvProc, nfsPort int, flags ...string) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w} // fd 3: "ok" once the mount is usable
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		t.Fatal(err)

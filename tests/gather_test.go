@@ -29,12 +29,24 @@ type durability struct {
 	flushes []flushRecord
 	failN   atomic.Int64 // fail this many next flushes
 	delay   time.Duration
+	began   atomic.Int64 // flushes of the file under test begun
 	// path names the file under test; set once it exists (setPath). Flushes of
 	// other objects, or before it is set, are passed through.
 	path atomic.Pointer[string]
 }
 
 func (d *durability) setPath(p string) { d.path.Store(&p) }
+
+// waitFlushing waits (bounded) until n flushes of the file under test have
+// begun.
+func (d *durability) waitFlushing(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); d.began.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d flushes began, want %d", d.began.Load(), n)
+		}
+	}
+}
 
 type flushRecord struct {
 	snapshot []byte
@@ -48,6 +60,7 @@ func (d *durability) hook(n *store.Node, dataOnly bool) error {
 		return store.SyncNode(n, dataOnly) // a directory flush, not under test
 	}
 	snap := readAll(*path)
+	d.began.Add(1)
 	time.Sleep(d.delay)
 	var err error
 	failed := false
@@ -273,7 +286,7 @@ func TestGatherDuplicate(t *testing.T) {
 	var first, second nfs3.WriteRes
 	done := make(chan error, 1)
 	go func() { done <- e.nfs.CallXID(ctx, xid, nfs3.ProcWrite, args, &first) }()
-	time.Sleep(50 * time.Millisecond) // first copy is now waiting for its flush
+	d.waitFlushing(t, 1) // the first copy is being flushed
 	c2, err := sunrpc.Dial(ctx, "tcp", e.addr, nfs3.Program, nfs3.Version, sunrpc.WithTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +378,7 @@ func TestJukeboxOnStalledFlush(t *testing.T) {
 		}
 		leader <- res
 	}()
-	time.Sleep(50 * time.Millisecond) // the first write is now flushing
+	d.waitFlushing(t, 1) // the first write is being flushed
 	args := &nfs3.WriteArgs{File: fh, Offset: 8, Count: 6, Stable: nfs3.FileSync, Data: []byte("second")}
 	xid := e.nfs.NextXID()
 	var res nfs3.WriteRes

@@ -60,10 +60,12 @@ type env struct {
 	root     nfs3.FH
 }
 
-// diskTempDir makes a directory on a disk file system (/var/tmp), not tmpfs.
+// diskTempDir makes a directory on a disk file system (/var/tmp), not tmpfs,
+// its name tagged with this run (runTag: what a later run's sweep of dead
+// runs' leftovers goes by).
 func diskTempDir(t testing.TB, pattern string) string {
 	t.Helper()
-	d, err := os.MkdirTemp("/var/tmp", pattern)
+	d, err := os.MkdirTemp("/var/tmp", pattern+runTag())
 	if err != nil {
 		t.Fatal(err)
 	}

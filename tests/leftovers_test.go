@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -35,6 +36,57 @@ import (
 //     descendants), are ended by PID. (Not a child subreaper: orphans it
 //     adopted would stay zombies, which look alive to the tests that check a
 //     mount process is gone.)
+
+//   - a run killed outright (SIGKILL: go test's own alarm a while after
+//     -timeout when the watchdog could not run, a cancelled CI job) runs no
+//     code at all: its children die with it (Pdeathsig, where a test starts
+//     a child that mounts or locks), and the next run starts by detaching
+//     the FUSE mounts, and ending the processes, of the directories of runs
+//     no longer running (sweepDeadRuns; diskTempDir tags each directory
+//     with its run's pid), reading /proc/self/mountinfo and /proc only:
+//     nothing looks at a mount point, which may hang.
+
+// runTag is what diskTempDir puts in a directory's name: "r", this
+// process's pid, "-".
+func runTag() string { return "r" + strconv.Itoa(os.Getpid()) + "-" }
+
+// runDirName matches the name of a directory diskTempDir made (under
+// /var/tmp), the pid of the run that made it in its first group.
+var runDirName = regexp.MustCompile(`^snfs-.*r([0-9]+)-[0-9]+$`)
+
+// deadRunPath reports whether path is at or under a directory that a test
+// run made which is no longer running (not this one; a pid used again by
+// another process counts as running: its leftovers are left, not another's
+// taken).
+func deadRunPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/var/tmp/")
+	if !ok {
+		return false
+	}
+	base, _, _ := strings.Cut(rest, "/")
+	m := runDirName.FindStringSubmatch(base)
+	if m == nil {
+		return false
+	}
+	pid, err := strconv.Atoi(m[1])
+	return err == nil && pid != os.Getpid() && !running(pid)
+}
+
+// running reports whether process pid exists and is not a zombie (a killed
+// run not yet reaped has left its mounts already).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	k := strings.LastIndexByte(s, ')')
+	return k < 0 || !strings.HasPrefix(s[k+1:], " Z")
+}
+
+// sweepDeadRuns detaches the mounts and ends the processes left by test
+// runs no longer running, and returns what it did.
+func sweepDeadRuns() []string { return cleanLeftovers(deadRunPath, false) }
 
 // runDirs are the directories this run made under /var/tmp (diskTempDir):
 // the only places where leftovers of this run can be mounted.
@@ -67,6 +119,9 @@ func startLeftoverGuard() (finish func() []string) {
 	// The watchdog needs -test.timeout, which m.Run would parse later.
 	if !flag.Parsed() {
 		flag.Parse()
+	}
+	for _, s := range sweepDeadRuns() {
+		fmt.Fprintln(os.Stderr, "snfs/tests: an earlier run's leftover: "+s)
 	}
 	var timer *time.Timer
 	if f := flag.Lookup("test.timeout"); f != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,7 +138,8 @@ func runFsxChild(t *testing.T, c fsxChildConfig, restart func()) fsxChildResult 
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFsxChild$", "-test.v",
 		"-test.timeout="+(c.Timeout+30*time.Second).String())
 	cmd.Env = append(os.Environ(), fsxChildEnv+"="+string(js))
-	cmd.ExtraFiles = []*os.File{childW, childR} // fd 3: to the parent, fd 4: from it
+	cmd.ExtraFiles = []*os.File{childW, childR}                        // fd 3: to the parent, fd 4: from it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 10 * time.Second

@@ -274,6 +274,7 @@ func TestMountSNFSLocalReadSilentClient(t *testing.T) {
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,30 +85,60 @@ func TestMountSNFSLockRanges(t *testing.T) {
 
 // lockChild is a process holding or waiting for a lock through a mount
 // (TestMountSNFSLockChild): it prints "locked" once it holds the lock, then
-// waits to be killed.
+// waits to be killed. A gated one (gatedChild) prints "ready" once it has
+// opened the file, and takes its lock ("waiting", then "locked") only when
+// told (go_).
 type lockChild struct {
 	cmd  *exec.Cmd
 	out  *bufio.Reader
+	in   io.WriteCloser
 	line chan string
 }
 
-func startLockChild(t *testing.T, path string) *lockChild {
+// A lockChildOption changes the child startLockChild runs.
+type lockChildOption func(*lockChildConfig)
+
+type lockChildConfig struct {
+	body  string // the test that is the child's body
+	gated bool
+}
+
+// gatedChild runs body, a gated child: it opens the file, says "ready", and
+// takes its lock when told.
+func gatedChild(body string) lockChildOption {
+	return func(c *lockChildConfig) { c.body, c.gated = body, true }
+}
+
+// startLockChild runs a lock child on path, in its own process (its locks
+// are its own; it can be killed), killed when the test ends or, by
+// Pdeathsig, when this process dies first.
+func startLockChild(t *testing.T, path string, opts ...lockChildOption) *lockChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSLockChild$", "-test.v")
+	cfg := lockChildConfig{body: "TestMountSNFSLockChild"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+cfg.body+"$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNFS_LOCK_CHILD="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	c := &lockChild{cmd: cmd, out: bufio.NewReader(out), line: make(chan string, 4)}
+	if cfg.gated {
+		if c.in, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &lockChild{cmd: cmd, out: bufio.NewReader(out), line: make(chan string, 4)}
 	go func() { // ends at the child's exit (EOF)
 		for {
 			s, err := c.out.ReadString('\n')
-			if s = strings.TrimSpace(s); s == "locked" || s == "waiting" {
+			if s = strings.TrimSpace(s); s == "locked" || s == "waiting" || s == "ready" {
 				c.line <- s
 			}
 			if err != nil {
@@ -119,6 +150,9 @@ func startLockChild(t *testing.T, path string) *lockChild {
 	t.Cleanup(func() { c.kill() })
 	return c
 }
+
+// go_ tells a gated child to take its lock.
+func (c *lockChild) go_() { fmt.Fprintln(c.in, "go") }
 
 func (c *lockChild) expect(t *testing.T, want string) {
 	t.Helper()
@@ -236,6 +270,7 @@ func TestMountSNFSLockMountKilled(t *testing.T) {
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,12 +1,6 @@
 package tests
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,35 +29,11 @@ func TestMountSNFSLockWaitKilledBeforeBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The child opens the file (its OPEN answered), then waits for a line
+	// The child opens the file (its OPEN answered), then waits to be told
 	// before its F_SETLKW, so that only the LOCK's reply is held.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSLockStdinChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "SNFS_LOCK_STDIN_CHILD="+bg.path("db"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := make(chan struct{})
-	kill := func() { cmd.Process.Signal(unix.SIGKILL); cmd.Wait(); close(killed) }
-	lines := bufio.NewReader(out)
-	for {
-		s, err := lines.ReadString('\n')
-		if err != nil {
-			kill()
-			t.Fatalf("gated child: %q, %v", s, err)
-		}
-		if strings.TrimSpace(s) == "opened" {
-			break
-		}
-	}
+	c := startGatedLockChild(t, bg.path("db"))
+	c.expect(t, "ready")
+	killed, killing := make(chan struct{}), false
 
 	g.hold.Lock()
 	held := true
@@ -73,10 +43,16 @@ func TestMountSNFSLockWaitKilledBeforeBlocked(t *testing.T) {
 			g.hold.Unlock()
 		}
 	}
-	defer func() { release(); <-killed }()
-	fmt.Fprintln(stdin, "lock")
+	defer func() {
+		release()
+		if killing {
+			<-killed
+		}
+	}()
+	c.go_()
 	waitWaiters(t, e, 1) // queued at the server; its BLOCKED reply is held
-	go kill()
+	killing = true
+	go func() { c.kill(); close(killed) }()
 	waitWaiters(t, e, 0)
 	release()
 	<-killed
@@ -86,26 +62,4 @@ func TestMountSNFSLockWaitKilledBeforeBlocked(t *testing.T) {
 	if _, err := localLock(t, e.path("db"), unix.F_WRLCK, 0, 0); err != nil {
 		t.Fatalf("a local lock after A's unlock: %v (the killed waiter holds it?)", err)
 	}
-}
-
-// TestMountSNFSLockStdinChild is the gated lock child's body.
-func TestMountSNFSLockStdinChild(t *testing.T) {
-	path := os.Getenv("SNFS_LOCK_STDIN_CHILD")
-	if path == "" {
-		t.Skip("the lock child of TestMountSNFSLockWaitKilledBeforeBlocked")
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("opened")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil && err != io.EOF {
-		t.Fatal(err)
-	}
-	fl := unix.Flock_t{Type: unix.F_WRLCK}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLKW, &fl); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("locked")
-	select {}
 }

@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +95,7 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	if _, err := fa.ReadAt(make([]byte, 1), 0); err != nil {
 		t.Fatalf("A reads after unlocking: %v", err)
 	}
-	c.lockChild.kill()
+	c.kill()
 	if err := setlk(fa, unix.F_WRLCK, 0, 0); err != nil {
 		t.Fatalf("A locks after B's holder died: %v", err)
 	}
@@ -107,54 +104,13 @@ func TestMountSNFSLockRevoked(t *testing.T) {
 	}
 }
 
-// gatedLockChild is a lock child (TestMountSNFSLockGatedChild) that says
-// "ready", and takes its lock (F_SETLKW of the whole file: "waiting", then
-// "locked") only when told (go_).
-type gatedLockChild struct {
-	lockChild
-	in io.WriteCloser
-}
-
-func startGatedLockChild(t *testing.T, path string) *gatedLockChild {
+// startGatedLockChild runs TestMountSNFSLockGatedChild: it says "ready",
+// and takes its lock (F_SETLKW of the whole file: "waiting", then "locked")
+// only when told (go_).
+func startGatedLockChild(t *testing.T, path string) *lockChild {
 	t.Helper()
-	return startGatedChild(t, "TestMountSNFSLockGatedChild", path)
+	return startLockChild(t, path, gatedChild("TestMountSNFSLockGatedChild"))
 }
-
-// startGatedChild runs the gated child whose body is the test run.
-func startGatedChild(t *testing.T, run, path string) *gatedLockChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.v")
-	cmd.Env = append(os.Environ(), "SNFS_LOCK_CHILD="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &gatedLockChild{lockChild: lockChild{cmd: cmd, out: bufio.NewReader(out), line: make(chan string, 4)}, in: in}
-	go func() { // ends at the child's exit (EOF)
-		for {
-			s, err := c.out.ReadString('\n')
-			if s = strings.TrimSpace(s); s == "locked" || s == "waiting" || s == "ready" {
-				c.line <- s
-			}
-			if err != nil {
-				close(c.line)
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { c.lockChild.kill() })
-	return c
-}
-
-func (c *gatedLockChild) go_() { fmt.Fprintln(c.in, "go") }
 
 // TestMountSNFSLockGatedChild is the gated lock child's body.
 func TestMountSNFSLockGatedChild(t *testing.T) {

@@ -92,7 +92,7 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	if n := residentPages(t, fa, len(want)); !pt && n != (len(want)+4095)/4096 {
 		t.Fatalf("%d of db's pages in the kernel's cache after A's read, want all", n)
 	}
-	c := startGatedChild(t, "TestMountSNFSLostLockFlockChild", b.path("db"))
+	c := startLockChild(t, b.path("db"), gatedChild("TestMountSNFSLostLockFlockChild"))
 	c.expect(t, "ready")
 	p.Partition(0)
 	t.Cleanup(p.Heal) // on a failure: before the closes and unmounts (last first)

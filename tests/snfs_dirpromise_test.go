@@ -100,13 +100,111 @@ func promise(t *testing.T, s *client.Session, dir nfs3.FH) []nfs3.Entry {
 	}
 }
 
-// TestDirPromiseBrokenBeforeChange: for each kind of change, by another
-// session (its NFSv3 calls on its registered connection) and by a plain
-// NFSv3 client, the holder is called back with the directory's handle before
-// the change's reply comes; the changer's own promise is kept.
-func TestDirPromiseBrokenBeforeChange(t *testing.T) {
+// A dirChange is a change to the export that breaks the promises held on
+// dirs: setup (if any) runs before the promises are taken, and names what do
+// changes.
+type dirChange struct {
+	what  string
+	dirs  []nfs3.FH
+	setup func() string
+	do    func(string) error
+}
+
+// nfsChanges are the NFSv3 procedures that change directory d (or d and e)
+// of e's export, made through c; who prefixes the names they create.
+func nfsChanges(e *env, c *client.NFS, who string, D, E nfs3.FH) []dirChange {
+	n := 0
+	name := func() string { n++; return who + "-" + string(rune('a'+n)) }
+	mode := uint32(0o644)
+	st := func(s nfs3.Status, err error) error {
+		if err == nil && s != nfs3.OK {
+			err = fmt.Errorf("status %v", s)
+		}
+		return err
+	}
+	return []dirChange{
+		{"CREATE", []nfs3.FH{D}, name, func(nm string) error {
+			r, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: nm}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+			return st(r.Status, err)
+		}},
+		{"MKDIR", []nfs3.FH{D}, name, func(nm string) error {
+			r, err := c.Mkdir(ctx, D, nm, nfs3.Sattr{Mode: &mode})
+			return st(r.Status, err)
+		}},
+		{"SYMLINK", []nfs3.FH{D}, name, func(nm string) error {
+			r, err := c.Symlink(ctx, D, nm, "target", nfs3.Sattr{})
+			return st(r.Status, err)
+		}},
+		{"MKNOD", []nfs3.FH{D}, name, func(nm string) error {
+			r, err := c.Mknod(ctx, &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: D, Name: nm}, Type: nfs3.TypeFifo, Attr: nfs3.Sattr{Mode: &mode}})
+			return st(r.Status, err)
+		}},
+		{"LINK", []nfs3.FH{D}, name, func(nm string) error {
+			r, err := c.Link(ctx, e.lookup(D, "f"), D, nm)
+			return st(r.Status, err)
+		}},
+		{"SETATTR of a listed file", []nfs3.FH{D}, name, func(string) error {
+			m := uint32(0o600)
+			r, err := c.Setattr(ctx, &nfs3.SetattrArgs{Object: e.lookup(D, "f"), New: nfs3.Sattr{Mode: &m}})
+			return st(r.Status, err)
+		}},
+		{"WRITE of a listed file", []nfs3.FH{D}, name, func(string) error {
+			r, err := c.Write(ctx, e.lookup(D, "f"), 0, []byte("yy"), nfs3.FileSync)
+			return st(r.Status, err)
+		}},
+		{"RENAME across directories", []nfs3.FH{D, E}, func() string {
+			nm := name()
+			os.WriteFile(e.path("d/"+nm), nil, 0o644)
+			return nm
+		}, func(nm string) error {
+			r, err := c.Rename(ctx, D, nm, E, nm)
+			return st(r.Status, err)
+		}},
+		{"REMOVE", []nfs3.FH{D}, func() string {
+			nm := name()
+			os.WriteFile(e.path("d/"+nm), nil, 0o644)
+			return nm
+		}, func(nm string) error {
+			r, err := c.Remove(ctx, D, nm)
+			return st(r.Status, err)
+		}},
+		{"RMDIR", []nfs3.FH{D}, func() string {
+			nm := name()
+			os.Mkdir(e.path("d/"+nm), 0o755)
+			return nm
+		}, func(nm string) error {
+			r, err := c.Rmdir(ctx, D, nm)
+			return st(r.Status, err)
+		}},
+	}
+}
+
+// localChanges are changes to directories d and e of e's export by
+// processes on the server machine: other processes than the in-process
+// server, whose own changes the change notifier does not report.
+func localChanges(e *env, D, E nfs3.FH) []dirChange {
+	local := func(name string, args ...string) func(string) error {
+		return func(string) error {
+			if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+			}
+			return nil
+		}
+	}
+	return []dirChange{
+		{"rename(2) across directories", []nfs3.FH{D, E}, nil, local("mv", e.path("d/f"), e.path("e/f"))},
+		{"creat(2)", []nfs3.FH{E}, nil, local("touch", e.path("e/g"))},
+		{"chmod(2) of a listed file", []nfs3.FH{E}, nil, local("chmod", "600", e.path("e/f"))},
+		{"unlink(2)", []nfs3.FH{E}, nil, local("rm", e.path("e/g"))},
+	}
+}
+
+// newDirPromiseEnv is an env whose export holds directories d and e and a
+// file d/f, with a session holder registered as name: the handles of d and e.
+func newDirPromiseEnv(t *testing.T, name string) (e *env, holder *dirBreaks, a *client.Session, D, E nfs3.FH) {
+	t.Helper()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
+	e = newEnv(t, "rw,no_root_squash")
 	for _, d := range []string{"d", "e"} {
 		if err := os.Mkdir(e.path(d), 0o777); err != nil {
 			t.Fatal(err)
@@ -115,98 +213,69 @@ func TestDirPromiseBrokenBeforeChange(t *testing.T) {
 	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	holder := newDirBreaks()
-	a := dialSNFS(t, e, "dirpromise-a", holder)
-	b := dialSNFS(t, e, "dirpromise-b", newDirBreaks())
-	D, E := e.lookup(e.root, "d"), e.lookup(e.root, "e")
-	mode := uint32(0o644)
-	for _, who := range []struct {
-		name string
-		nfs  *client.NFS
-	}{{"session", b.NFS()}, {"plain", e.nfs}} {
-		c := who.nfs
-		n := 0
-		name := func() string { n++; return who.name + "-" + string(rune('a'+n)) }
-		for _, op := range []struct {
-			what  string
-			dirs  []nfs3.FH // promises that must be broken
-			setup func() string
-			do    func(string) (nfs3.Status, error)
-		}{
-			{"CREATE", []nfs3.FH{D}, name, func(nm string) (nfs3.Status, error) {
-				r, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: nm}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
-				return r.Status, err
-			}},
-			{"MKDIR", []nfs3.FH{D}, name, func(nm string) (nfs3.Status, error) {
-				r, err := c.Mkdir(ctx, D, nm, nfs3.Sattr{Mode: &mode})
-				return r.Status, err
-			}},
-			{"SYMLINK", []nfs3.FH{D}, name, func(nm string) (nfs3.Status, error) {
-				r, err := c.Symlink(ctx, D, nm, "target", nfs3.Sattr{})
-				return r.Status, err
-			}},
-			{"MKNOD", []nfs3.FH{D}, name, func(nm string) (nfs3.Status, error) {
-				r, err := c.Mknod(ctx, &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: D, Name: nm}, Type: nfs3.TypeFifo, Attr: nfs3.Sattr{Mode: &mode}})
-				return r.Status, err
-			}},
-			{"LINK", []nfs3.FH{D}, name, func(nm string) (nfs3.Status, error) {
-				r, err := c.Link(ctx, e.lookup(D, "f"), D, nm)
-				return r.Status, err
-			}},
-			{"SETATTR of a listed file", []nfs3.FH{D}, name, func(string) (nfs3.Status, error) {
-				m := uint32(0o600)
-				r, err := c.Setattr(ctx, &nfs3.SetattrArgs{Object: e.lookup(D, "f"), New: nfs3.Sattr{Mode: &m}})
-				return r.Status, err
-			}},
-			{"WRITE of a listed file", []nfs3.FH{D}, name, func(string) (nfs3.Status, error) {
-				r, err := c.Write(ctx, e.lookup(D, "f"), 0, []byte("yy"), nfs3.FileSync)
-				return r.Status, err
-			}},
-			{"RENAME across directories", []nfs3.FH{D, E}, func() string {
-				nm := name()
-				os.WriteFile(e.path("d/"+nm), nil, 0o644)
-				return nm
-			}, func(nm string) (nfs3.Status, error) {
-				r, err := c.Rename(ctx, D, nm, E, nm)
-				return r.Status, err
-			}},
-			{"REMOVE", []nfs3.FH{D}, func() string {
-				nm := name()
-				os.WriteFile(e.path("d/"+nm), nil, 0o644)
-				return nm
-			}, func(nm string) (nfs3.Status, error) {
-				r, err := c.Remove(ctx, D, nm)
-				return r.Status, err
-			}},
-			{"RMDIR", []nfs3.FH{D}, func() string {
-				nm := name()
-				os.Mkdir(e.path("d/"+nm), 0o755)
-				return nm
-			}, func(nm string) (nfs3.Status, error) {
-				r, err := c.Rmdir(ctx, D, nm)
-				return r.Status, err
-			}},
-		} {
-			nm := op.setup()
-			for _, dir := range op.dirs {
-				promise(t, a, dir)
+	holder = newDirBreaks()
+	a = dialSNFS(t, e, name, holder)
+	return e, holder, a, e.lookup(e.root, "d"), e.lookup(e.root, "e")
+}
+
+// TestDirPromiseBroken: for each kind of change, by another session (its
+// NFSv3 calls on its registered connection), by a plain NFSv3 client and by
+// a process on the server machine, the holder is called back with the
+// handles of the directories changed: before the change's reply for the
+// first two; promptly after the change for a local process, which the server
+// sees through its change notifier (drained every 100 ms).
+func TestDirPromiseBroken(t *testing.T) {
+	t.Parallel()
+	for _, by := range []string{"session", "plain", "local"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			e, holder, a, D, E := newDirPromiseEnv(t, "dirpromise-"+by)
+			var changes []dirChange
+			switch by {
+			case "session":
+				changes = nfsChanges(e, dialSNFS(t, e, "dirpromise-changer", newDirBreaks()).NFS(), by, D, E)
+			case "plain":
+				changes = nfsChanges(e, e.nfs, by, D, E)
+			case "local":
+				changes = localChanges(e, D, E)
 			}
-			holder.take(nil)
-			st, err := op.do(nm)
-			ok(t, who.name+" "+op.what, st, err)
-			// The reply came: every break must have been answered already.
-			got := holder.all()
-			for _, dir := range op.dirs {
-				if !has(got, dir) {
-					t.Errorf("%s %s answered before the holder's promise on %x was broken", who.name, op.what, dir)
+			for _, c := range changes {
+				nm := ""
+				if c.setup != nil {
+					nm = c.setup()
+				}
+				for _, dir := range c.dirs {
+					promise(t, a, dir)
+				}
+				holder.all()
+				if err := c.do(nm); err != nil {
+					t.Fatalf("%s: %v", c.what, err)
+				}
+				if by == "local" {
+					took := waitBreaks(t, holder, c.what, c.dirs...)
+					t.Logf("%s: promises broken %v after the change", c.what, took)
+					continue
+				}
+				// The reply came: every break must have been answered already.
+				got := holder.all()
+				for _, dir := range c.dirs {
+					if !has(got, dir) {
+						t.Errorf("%s answered before the holder's promise on %x was broken", c.what, dir)
+					}
 				}
 			}
-		}
+		})
 	}
-	// The changer's own promise is kept: A creates in d through its own
-	// connection.
+}
+
+// TestDirPromiseOwnChange: the changer's own promise is kept: A creates in
+// d through its own connection.
+func TestDirPromiseOwnChange(t *testing.T) {
+	t.Parallel()
+	_, holder, a, D, _ := newDirPromiseEnv(t, "dirpromise-own")
 	promise(t, a, D)
 	holder.take(nil)
+	mode := uint32(0o644)
 	r, err := a.NFS().Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "own"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
 	ok(t, "own CREATE", r.Status, err)
 	if holder.take(D) {
@@ -245,60 +314,10 @@ func waitBreaks(t *testing.T, b *dirBreaks, what string, want ...nfs3.FH) time.D
 	}
 }
 
-// local runs a command on the server machine: another process than the
-// in-process server, whose own changes the change notifier does not report.
-func local(name string, args ...string) func() error {
-	return func() error {
-		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
-		}
-		return nil
-	}
-}
-
-// TestDirPromiseLocalProcess: a process on the server machine renames a file
-// from one directory to another, creates one, and changes a listed file's
-// mode in the export: the holder's promises are broken promptly (the server
-// sees local changes through its change notifier, drained every 100 ms).
-func TestDirPromiseLocalProcess(t *testing.T) {
-	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	for _, d := range []string{"d", "e"} {
-		if err := os.Mkdir(e.path(d), 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	holder := newDirBreaks()
-	a := dialSNFS(t, e, "dirpromise-local", holder)
-	D, E := e.lookup(e.root, "d"), e.lookup(e.root, "e")
-	for _, step := range []struct {
-		what string
-		dirs []nfs3.FH
-		do   func() error
-	}{
-		{"rename(2) across directories", []nfs3.FH{D, E}, local("mv", e.path("d/f"), e.path("e/f"))},
-		{"creat(2)", []nfs3.FH{E}, local("touch", e.path("e/g"))},
-		{"chmod(2) of a listed file", []nfs3.FH{E}, local("chmod", "600", e.path("e/f"))},
-		{"unlink(2)", []nfs3.FH{E}, local("rm", e.path("e/g"))},
-	} {
-		for _, dir := range step.dirs {
-			promise(t, a, dir)
-		}
-		holder.all()
-		if err := step.do(); err != nil {
-			t.Fatal(err)
-		}
-		took := waitBreaks(t, holder, step.what, step.dirs...)
-		t.Logf("%s: promises broken %v after the change", step.what, took)
-	}
-}
-
 // TestDirPromiseBound: a client holds at most Dirs.MaxPerClient promises; a
 // LISTDIR past the bound is answered without one, and DIR_RELEASE makes room.
 func TestDirPromiseBound(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	e.restartWith(func(c *server.Config) { c.Dirs.MaxPerClient = 3 })
@@ -340,6 +359,7 @@ func TestDirPromiseBound(t *testing.T) {
 // new server_verf voids them at the client); after it, a new LISTDIR gets a
 // promise, and a change is answered only once that one is broken.
 func TestDirPromiseRestart(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
@@ -391,6 +411,7 @@ func (s *stuckHolder) Callback(ctx context.Context, _ nfs3.FH, _ state.CallbackM
 // the change is then answered (it was made; it cannot be refused), and the
 // promise is gone (the holder's lease has run out by then).
 func TestDirPromiseUnansweredBreak(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	const timeout = 700 * time.Millisecond
@@ -427,6 +448,7 @@ func TestDirPromiseUnansweredBreak(t *testing.T) {
 // then removes, then waits for the directory's promise to be broken: the
 // holder has its break, and the cacher its callback, before the reply.
 func TestDirPromiseAfterFileCallbacks(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	if err := os.Mkdir(e.path("d"), 0o777); err != nil {

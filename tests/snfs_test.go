@@ -158,7 +158,7 @@ func (p *protoClient) got() []snfs1.CallbackArgs {
 func TestSNFSWriteSharing(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	// A short recall back-off: the wait for it below is that long.
+	// A short recall back-off: openCaching below waits it out.
 	const backoff = 100 * time.Millisecond
 	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.RecallBackoff = backoff })
 	fh := e.create(e.nfs, e.root, "shared", 0o644)
@@ -196,7 +196,8 @@ func TestSNFSWriteSharing(t *testing.T) {
 	a.close(fh, state.Write, false)
 	b.close(fh, state.Read, false)
 
-	time.Sleep(backoff + 50*time.Millisecond) // past the recall back-off
+	// openCaching opens again until the recall back-off has passed and the
+	// OPEN may cache.
 	r2 := b.openCaching(fh, state.Read)
 	if r2.CacheVersion != r2.OldCacheVersion || r2.CacheVersion < ra.CacheVersion {
 		t.Fatalf("a read open returns the current version twice: %+v after %+v", r2.OpenOK, ra.OpenOK)
