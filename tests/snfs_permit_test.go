@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -288,8 +289,8 @@ func TestSNFSPermitLocalProcess(t *testing.T) {
 	a := dialSNFS(t, e, "permit-local", h)
 	getPermit(t, a, D)
 	start := time.Now()
-	if err := local("touch", e.path("d/z"))(); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("touch", e.path("d/z")).CombinedOutput(); err != nil {
+		t.Fatalf("touch: %v: %s", err, out)
 	}
 	select {
 	case fh := <-h.recalled:
