@@ -72,6 +72,9 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		r := &b.recs[i]
 		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
 	}
+	if maybe > last {
+		b.maybe = b.crashPrefix()
+	}
 	_, err = later(c, w, nil, func(done func(error)) {
 		b.run(0, func() { done(nil) })
 	}, func(w *xdr.Writer, _ error, deferred bool) error {
@@ -120,7 +123,7 @@ type batch struct {
 	mid     state.ClientID
 	recs    []snfs1.CMLRecord
 	last    uint64                  // the client's last applied LSN before the batch
-	maybe   uint64                  // records after last up to maybe may have been applied (a crash)
+	maybe   uint64                  // records after last up to maybe were applied before a crash
 	applied uint64                  // the last LSN applied (or found applied)
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch
@@ -185,7 +188,7 @@ func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
 		switch {
 		case rec.LSN <= b.last:
 			b.again(rec, &res)
-		case rec.LSN <= b.maybe && b.present(rec):
+		case rec.LSN <= b.maybe:
 			b.again(rec, &res) // applied before the crash
 		default:
 			err = b.apply(rec, &res)
@@ -444,14 +447,35 @@ func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, 
 	}
 }
 
-// present reports whether a record of a batch interrupted by a crash was
-// applied: its effect is there (a name it made exists, one it removed does
-// not, a renamed one is at its new name). A SETATTR is applied again (it
-// has no guard: the same attributes once more).
-func (b *batch) present(rec *snfs1.CMLRecord) bool {
+// crashPrefix returns the LSN up to which a batch interrupted by a crash
+// (its records after last up to the pending LSN may have been applied) was
+// applied. The batch was applied in order, so what was applied is a prefix:
+// the records are checked from the last one back, and the first whose
+// effect is there (a name it made exists, one it removed does not, a
+// renamed one is at its new name) ends it. Checked from the end, a record's
+// effect is never mistaken for its own by a later record of the batch that
+// reused its name (a RENAME a->b then a CREATE a: forwards, the RENAME
+// would look not applied and move the new a over b). A SETATTR is never
+// taken as the end (it has no guard: it is applied again).
+func (b *batch) crashPrefix() uint64 {
+	for i := len(b.recs) - 1; i >= 0; i-- {
+		rec := &b.recs[i]
+		if rec.LSN <= b.last || rec.LSN > b.maybe {
+			continue
+		}
+		if b.present(i) {
+			return rec.LSN
+		}
+	}
+	return b.last
+}
+
+// present reports whether record i's effect is there.
+func (b *batch) present(i int) bool {
+	rec := &b.recs[i]
 	in := func(o snfs1.ObjRef, name string) bool {
-		fh, err := b.ref(o)
-		if err != nil {
+		fh := b.crashRef(o, i)
+		if fh == nil {
 			return false
 		}
 		r, err := b.s.resolve(b.c, fh)
@@ -470,6 +494,37 @@ func (b *batch) present(rec *snfs1.CMLRecord) bool {
 		return !in(rec.Dir, rec.Name) && in(rec.ToDir, rec.ToName)
 	}
 	return false
+}
+
+// crashRef resolves, for the check of record i, an object reference: a
+// provisional id by the name the record before i that made it gave it
+// (nil: unknown, or the name is gone).
+func (b *batch) crashRef(o snfs1.ObjRef, i int) nfs3.FH {
+	if o.Prov == 0 {
+		return o.FH
+	}
+	for j := i - 1; j >= 0; j-- {
+		m := &b.recs[j]
+		switch m.Op {
+		case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+		default:
+			continue
+		}
+		if m.New != o.Prov {
+			continue
+		}
+		dfh := b.crashRef(m.Dir, j)
+		if dfh == nil {
+			return nil
+		}
+		r, err := b.s.resolve(b.c, dfh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		return b.s.handleIn(r, m.Name)
+	}
+	return nil
 }
 
 // again answers a record applied before (its LSN at or below the last

@@ -699,3 +699,77 @@ func TestSNFSPermitCrashMidBatch(t *testing.T) {
 		t.Fatalf("a conflict after the batch: %v %+v", err, res)
 	}
 }
+
+// setPendingLSN rewrites the only client's LSN record as a crash in the
+// middle of a batch leaves it: last applied last, pending pending.
+func setPendingLSN(t *testing.T, e *env, last, pending uint64) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(e.stateDir, "consist.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("cml"))
+		var name []byte
+		b.ForEach(func(k, _ []byte) error { name = append([]byte(nil), k...); return nil })
+		if name == nil {
+			return fmt.Errorf("no LSN record")
+		}
+		return b.Put(name, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, last), pending))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSNFSPermitCrashMidBatchNameReused: a crash after a batch's RENAME
+// a->b and its later CREATE a were both applied (last applied LSN not yet
+// recorded). At the resend the RENAME's effect check must not be fooled by
+// the new a (a's name exists again): applying the RENAME a second time
+// would move the new, empty a over b and lose b's data.
+func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-reuse", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if err := os.WriteFile(e.path("d/a"), []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := e.addr
+	e.stop()
+	// The crash: the batch 2..3 (RENAME a->b, CREATE a) applied, LSN 1
+	// recorded, 3 pending.
+	if err := os.Rename(e.path("d/a"), e.path("d/b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/a"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setPendingLSN(t, e, 1, 3)
+	e.start(addr)
+	p = getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(3, snfs1.ObjRef{FH: D}, "a", 3),
+	}
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 3 || len(res.Results) != 2 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got, err := os.ReadFile(e.path("d/b")); err != nil || string(got) != "precious" {
+		t.Fatalf("b after the resend: %q %v (the RENAME applied twice)", got, err)
+	}
+	if !bytes.Equal(res.Results[1].Obj, e.lookup(D, "a")) {
+		t.Fatal("a: not answered with its handle")
+	}
+}
