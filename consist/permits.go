@@ -118,6 +118,12 @@ func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bo
 	return d.permits.Holds(c, dir, id)
 }
 
+// HeldPermit returns the id of the permit table client c holds on the
+// directory fh, 0 when it holds none.
+func (d *Driver) HeldPermit(c state.ClientID, fh []byte) uint64 {
+	return d.permits.HeldID(c, state.FileIDOf(fh))
+}
+
 // GrantNewPermit gives table client c a permit on the directory fh it has
 // just made under its parent's permit; 0 when a bound is reached.
 func (d *Driver) GrantNewPermit(c state.ClientID, fh []byte) uint64 {

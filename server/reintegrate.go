@@ -310,7 +310,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		if cr.Status != nfs3.OK {
 			return cr.Status
 		}
-		b.made1(rec, dfh, cr.Object, cr.Attr, res)
+		b.made1(rec, cr.Object, cr.Attr, res, true)
 		b.changed = append(b.changed, dfh, cr.Object)
 		return nil
 	case snfs1.CMLLink:
@@ -435,7 +435,12 @@ func (b *batch) anyPermit() bool {
 
 // made1 records what a CREATE, MKDIR or SYMLINK made: its provisional id's
 // handle, the result, and for a directory the permit its maker now holds.
-func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult) {
+// fresh: the record was applied now, and the new directory gets a permit
+// (nobody else can have a promise or a change of it yet); else (applied
+// before) it is answered with the permit its client still holds, if any: a
+// directory made before may be listed, promised and changed by others since,
+// and granting it a permit here would skip the grant's promise breaks.
+func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult, fresh bool) {
 	obj = copyFH(obj)
 	res.Obj, res.Attr = obj, attr
 	if rec.New != 0 && obj != nil {
@@ -443,7 +448,11 @@ func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, 
 	}
 	if rec.Op == snfs1.CMLMkdir && obj != nil {
 		b.made[state.FileIDOf(obj)] = true
-		res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
+		if fresh {
+			res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
+		} else {
+			res.Permit = b.s.consist.HeldPermit(b.mid, obj)
+		}
 	}
 }
 
@@ -555,5 +564,5 @@ func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 		attr = or.attr()
 		or.release()
 	}
-	b.made1(rec, dfh, obj, attr, res)
+	b.made1(rec, obj, attr, res, false)
 }

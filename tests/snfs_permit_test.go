@@ -773,3 +773,44 @@ func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
 		t.Fatal("a: not answered with its handle")
 	}
 }
+
+// TestSNFSPermitResentMkdirGrantsNothing: an MKDIR applied before and sent
+// again (its first reply lost) is answered with the permit its client still
+// holds on the new directory, and none once that permit is released: a
+// resend must not grant a permit without the grant's promise breaks (another
+// client would be refused the directory's permit, and its promise there
+// would stay while the resender logs changes).
+func TestSNFSPermitResentMkdirGrantsNothing(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-mkdir-a", newPermitHolder())
+	b := dialSNFS(t, e, "permit-mkdir-b", newPermitHolder())
+	p := getPermit(t, a, D)
+	mode := uint32(0o755)
+	mk := []snfs1.CMLRecord{{LSN: 1, Op: snfs1.CMLMkdir, Dir: snfs1.ObjRef{FH: D}, Name: "sub", Attr: nfs3.Sattr{Mode: &mode}, New: 1}}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, mk)
+	if err != nil || res.Failed() != nil || res.Results[0].Permit == 0 {
+		t.Fatalf("MKDIR: %v %+v", err, res)
+	}
+	sub := snfs1.PermitRef{Dir: res.Results[0].Obj, Permit: res.Results[0].Permit}
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, mk)
+	if err != nil || res.Failed() != nil || res.Results[0].Permit != sub.Permit {
+		t.Fatalf("MKDIR resent while its permit is held: %v %+v", err, res)
+	}
+	if err := a.PermitRelease(ctx, []snfs1.PermitRef{sub}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, mk)
+	if err != nil || res.Failed() != nil {
+		t.Fatalf("MKDIR resent after its permit's release: %v %+v", err, res)
+	}
+	if res.Results[0].Permit != 0 {
+		t.Fatalf("MKDIR resent after its permit's release granted permit %d", res.Results[0].Permit)
+	}
+	getPermit(t, b, sub.Dir)
+}
