@@ -47,48 +47,47 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 	if err != nil {
 		return fail(err)
 	}
-	last, pending, err := s.consist.LastLSN(mid)
-	if err != nil {
-		return fail(err)
-	}
-	// A batch whose application began and did not end (the server crashed):
-	// its records after last may have been applied.
-	maybe := max(pending, last)
-	if n := len(a.Records); n > 0 && a.Records[n-1].LSN > last {
-		if err := s.consist.BeginLSN(mid, last, max(a.Records[n-1].LSN, pending)); err != nil {
-			return fail(err)
-		}
-		pending = max(a.Records[n-1].LSN, pending)
-	}
-	b := &batch{s: s, ctx: ctx, c: c, mid: mid, last: last, maybe: maybe, applied: last,
-		permits: map[state.FileID]uint64{}, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
-	for _, p := range a.Permits {
-		b.permits[state.FileIDOf(p.Dir)] = p.Permit
-	}
-	// The records outlive the request buffer when the batch waits for
-	// callbacks: their handles are copied (names are strings already).
-	b.recs = a.Records
-	for i := range b.recs {
-		r := &b.recs[i]
+	// The records outlive the request buffer when the batch waits (for
+	// callbacks, or for the client's batch before it): their handles are
+	// copied (names are strings already).
+	recs := a.Records
+	for i := range recs {
+		r := &recs[i]
 		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
 	}
-	if maybe > last {
-		b.maybe = b.crashPrefix()
+	permits := map[state.FileID]uint64{}
+	for _, p := range a.Permits {
+		permits[state.FileIDOf(p.Dir)] = p.Permit
 	}
+	var b *batch
+	var callErr error // the whole call failed
 	_, err = later(c, w, nil, func(done func(error)) {
-		b.run(0, func() { done(nil) })
+		// One batch of a client at a time: a batch sent again while the
+		// first is still being applied (waiting for callbacks) reads the
+		// last applied LSN once the first has recorded it, and applies
+		// nothing twice.
+		s.reint.enter(mid, func() {
+			end := func(err error) {
+				callErr = err
+				done(nil)
+				s.reint.leave(mid)
+			}
+			nb, err := s.beginBatch(ctx, c, mid, recs, permits)
+			if err != nil {
+				end(err)
+				return
+			}
+			b = nb
+			b.run(0, func() { end(b.record()) })
+		})
 	}, func(w *xdr.Writer, _ error, deferred bool) error {
 		if w == nil {
 			return nil
 		}
-		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
-		if b.applied > b.last || pending > b.last {
-			if err := s.consist.SetLastLSN(mid, b.applied); err != nil {
-				// Applied but not recorded: a resend would apply them again.
-				s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
-				return failReintegrate(w, err)
-			}
+		if callErr != nil {
+			return failReintegrate(w, callErr)
 		}
+		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
 			return s.afterBreaks(c, w, deferred, b.changed, encode)
@@ -96,6 +95,86 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		return encode(w)
 	})
 	return err
+}
+
+// beginBatch reads the client's last applied LSN, records the batch's
+// highest as pending, and returns the batch to apply.
+func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.ClientID, recs []snfs1.CMLRecord, permits map[state.FileID]uint64) (*batch, error) {
+	last, pending, err := s.consist.LastLSN(mid)
+	if err != nil {
+		return nil, err
+	}
+	// A batch whose application began and did not end (the server crashed):
+	// its records after last may have been applied.
+	maybe := max(pending, last)
+	if n := len(recs); n > 0 && recs[n-1].LSN > last {
+		if err := s.consist.BeginLSN(mid, last, max(recs[n-1].LSN, pending)); err != nil {
+			return nil, err
+		}
+		pending = max(recs[n-1].LSN, pending)
+	}
+	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: maybe, pending: pending, applied: last,
+		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
+	if maybe > last {
+		b.maybe = b.crashPrefix()
+	}
+	return b, nil
+}
+
+// record commits the batch's last applied LSN (and the batch done) before
+// the reply.
+func (b *batch) record() error {
+	if b.applied <= b.last && b.pending <= b.last {
+		return nil
+	}
+	if err := b.s.consist.SetLastLSN(b.mid, b.applied); err != nil {
+		// Applied but not recorded: the pending LSN stays, a resend
+		// checks the records for their effect.
+		b.s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
+		return err
+	}
+	return nil
+}
+
+// reintQueues runs the REINTEGRATEs of each client one at a time, in the
+// order they arrive, without a waiting thread: a batch that finds another
+// of its client's being applied is queued, and started by the one before it
+// as it ends.
+type reintQueues struct {
+	mu sync.Mutex
+	q  map[state.ClientID][]func() // a client's queued batches; present while one runs
+}
+
+// enter runs start now if no batch of client c is being applied, else once
+// those before it have left.
+func (r *reintQueues) enter(c state.ClientID, start func()) {
+	r.mu.Lock()
+	if r.q == nil {
+		r.q = map[state.ClientID][]func(){}
+	}
+	if q, busy := r.q[c]; busy {
+		r.q[c] = append(q, start)
+		r.mu.Unlock()
+		return
+	}
+	r.q[c] = nil
+	r.mu.Unlock()
+	start()
+}
+
+// leave ends client c's running batch and starts its next one, if any.
+func (r *reintQueues) leave(c state.ClientID) {
+	r.mu.Lock()
+	q := r.q[c]
+	if len(q) == 0 {
+		delete(r.q, c)
+		r.mu.Unlock()
+		return
+	}
+	next := q[0]
+	r.q[c] = q[1:]
+	r.mu.Unlock()
+	next()
 }
 
 // failReintegrate encodes the failure of the whole call.
@@ -124,6 +203,7 @@ type batch struct {
 	recs    []snfs1.CMLRecord
 	last    uint64                  // the client's last applied LSN before the batch
 	maybe   uint64                  // records after last up to maybe were applied before a crash
+	pending uint64                  // the batch's pending LSN, recorded before its first record
 	applied uint64                  // the last LSN applied (or found applied)
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch

@@ -814,3 +814,71 @@ func TestSNFSPermitResentMkdirGrantsNothing(t *testing.T) {
 	}
 	getPermit(t, b, sub.Dir)
 }
+
+// TestSNFSPermitConcurrentResend: a batch sent again (a new call, not a
+// retransmission: the client reconnected) while the first is still waiting
+// for another client's callbacks must not apply its records a second time:
+// it is applied after the first, whose records it then finds applied. Run
+// side by side, the second read the same last applied LSN and failed its
+// CREATE with NFS3ERR_EXIST (a spurious conflict).
+func TestSNFSPermitConcurrentResend(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	cacher := newDirBreaks()
+	cacher.delay = 500 * time.Millisecond
+	b := dialSNFS(t, e, "permit-conc-b", cacher)
+	a := dialSNFS(t, e, "permit-conc-a", newPermitHolder())
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for { // until B's callback path is verified and it may cache
+		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		createRec(2, snfs1.ObjRef{FH: D}, "g", 1),
+	}
+	var wg sync.WaitGroup
+	results := make([]*snfs1.ReintegrateRes, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 1 {
+				time.Sleep(100 * time.Millisecond) // the first waits for B's callback
+			}
+			results[i], errs[i] = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+		}()
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil || results[i].Failed() != nil || results[i].Applied != 2 || len(results[i].Results) != 2 {
+			t.Fatalf("batch %d: %v %+v", i, errs[i], results[i])
+		}
+	}
+	if !bytes.Equal(results[1].Results[1].Obj, e.lookup(D, "g")) {
+		t.Fatal("the second batch: g not answered with its handle")
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[g]" {
+		t.Fatalf("the directory holds %s", got)
+	}
+}
