@@ -320,15 +320,16 @@ func (b *batch) permitted(fh nfs3.FH) bool {
 }
 
 // accesses returns the regular files a record removes or truncates, for
-// the plain-access rule (nil when its references do not resolve: apply
-// then fails).
+// the plain-access rule (nil when its references do not resolve or the
+// batch may not change them: apply then fails, and no other client is
+// called back for a change that is refused).
 func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 	if !b.s.consist.Active() {
 		return nil
 	}
 	switch rec.Op {
 	case snfs1.CMLUnlink, snfs1.CMLRename:
-		fh, err := b.ref(rec.Dir)
+		fh, err := b.dir(rec.Dir)
 		if err != nil {
 			return nil
 		}
@@ -340,7 +341,7 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 		if rec.Op == snfs1.CMLUnlink {
 			return removeAccess(b.s, b.c, r, &nfs3.DirOpArgs{Dir: fh, Name: rec.Name})
 		}
-		to, err := b.ref(rec.ToDir)
+		to, err := b.dir(rec.ToDir)
 		if err != nil {
 			return nil
 		}
@@ -358,6 +359,9 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 			return nil
 		}
 		defer r.release()
+		if !b.setattrPermitted(rec, fh, r) {
+			return nil
+		}
 		return regularAccess(r, fh, state.AccessSetattrSize)
 	}
 	return nil
@@ -481,11 +485,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		// A directory's own attributes are part of its listing: its permit
 		// is needed. Another object's change touches no directory's entries,
 		// but the batch must hold some permit (or have made the object).
-		if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			if !b.permitted(fh) {
-				return snfs1.ErrNoPermit
-			}
-		} else if rec.Obj.Prov == 0 && !b.anyPermit() {
+		if !b.setattrPermitted(rec, fh, r) {
 			return snfs1.ErrNoPermit
 		}
 		var wr nfs3.WccRes
@@ -498,6 +498,15 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		return nil
 	}
 	return nfs3.ErrNotSupp
+}
+
+// setattrPermitted reports whether the batch may apply the SETATTR rec of
+// the object fh (resolved as r).
+func (b *batch) setattrPermitted(rec *snfs1.CMLRecord, fh nfs3.FH, r *req) bool {
+	if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return b.permitted(fh)
+	}
+	return rec.Obj.Prov != 0 || b.anyPermit()
 }
 
 // anyPermit reports whether the client holds some permit the batch names.

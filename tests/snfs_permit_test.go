@@ -882,3 +882,50 @@ func TestSNFSPermitConcurrentResend(t *testing.T) {
 		t.Fatalf("the directory holds %s", got)
 	}
 }
+
+// TestSNFSPermitNoPermitNoCallback: an UNLINK record of a directory the
+// batch holds no permit for is refused SNFS_ERR_NOPERMIT before anything
+// else: another client caching the file is not called back for a removal
+// that never happens.
+func TestSNFSPermitNoPermitNoCallback(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	cacher := newDirBreaks()
+	b := dialSNFS(t, e, "permit-noperm-b", cacher)
+	a := dialSNFS(t, e, "permit-noperm-a", newPermitHolder())
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for { // until B's callback path is verified and it may cache
+		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for len(cacher.ch) > 0 {
+		<-cacher.ch
+	}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{{Dir: D, Permit: 12345}}, []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+	})
+	if err != nil || res.Failed() == nil || res.Failed().Status != snfs1.ErrNoPermit {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := len(cacher.ch); n != 0 {
+		t.Fatalf("the caching session was called back %d times for a refused record", n)
+	}
+}
