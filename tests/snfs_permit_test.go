@@ -929,3 +929,50 @@ func TestSNFSPermitNoPermitNoCallback(t *testing.T) {
 		t.Fatalf("the caching session was called back %d times for a refused record", n)
 	}
 }
+
+// TestSNFSPermitCrashMidBatchSetattrOnce: a crash after a batch's SETATTR
+// (size 0) of a file and its later CREATE were applied; after the restart
+// another client writes the file. The resend finds the CREATE applied, so
+// the SETATTR before it was too: it must not truncate the file again over
+// the later write.
+func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-setattr", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "f", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	F := res.Results[0].Obj
+	addr := e.addr
+	e.stop()
+	// The crash: the batch 2..3 (SETATTR f size 0, CREATE g) applied, LSN 1
+	// recorded, 3 pending.
+	if err := os.WriteFile(e.path("d/g"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setPendingLSN(t, e, 1, 3)
+	e.start(addr)
+	// Another writer, after the restart and before the resend.
+	if err := os.WriteFile(e.path("d/f"), []byte("later"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = getPermit(t, a, D)
+	zero := uint64(0)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		{LSN: 2, Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: F}, Attr: nfs3.Sattr{Size: &zero}},
+		createRec(3, snfs1.ObjRef{FH: D}, "g", 3),
+	})
+	if err != nil || res.Failed() != nil || res.Applied != 3 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got, err := os.ReadFile(e.path("d/f")); err != nil || string(got) != "later" {
+		t.Fatalf("f after the resend: %q %v (the SETATTR applied twice)", got, err)
+	}
+}
