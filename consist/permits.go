@@ -65,6 +65,9 @@ type PermitRef struct {
 // waiting for their recalls go on.
 func (d *Driver) PermitRelease(c state.ClientID, refs []PermitRef) {
 	for _, r := range refs {
+		if r.ID == 0 {
+			continue // no permit is 0 (state.Permits.Release takes 0 as any)
+		}
 		d.doPermits(d.permits.Release(time.Now(), c, state.FileIDOf(r.Dir), r.ID))
 	}
 }

@@ -976,3 +976,29 @@ func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
 		t.Fatalf("f after the resend: %q %v (the SETATTR applied twice)", got, err)
 	}
 }
+
+// TestSNFSPermitReleaseZeroIsNothing: PERMIT_RELEASE of id 0 (no permit
+// is ever 0) leaves the caller's permit alone, as any id it does not hold.
+func TestSNFSPermitReleaseZeroIsNothing(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-rel0-a", newPermitHolder())
+	b := dialSNFS(t, e, "permit-rel0-b", newPermitHolder())
+	p := getPermit(t, a, D)
+	if err := a.PermitRelease(ctx, []snfs1.PermitRef{{Dir: D, Permit: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
+	if err != nil || res.Failed() != nil {
+		t.Fatalf("the permit after a release of id 0: %v %+v", err, res)
+	}
+	getPermit(t, b, e.root) // b's callback path verified
+	if _, granted, err := b.GetPermit(ctx, D); err != nil || granted {
+		t.Fatalf("another client's GET_PERMIT: granted %v, %v", granted, err)
+	}
+}
