@@ -293,7 +293,58 @@ func (b *batch) ref(o snfs1.ObjRef) (nfs3.FH, error) {
 	if fh, ok := b.prov[o.Prov]; ok {
 		return fh, nil
 	}
+	if fh := b.applied1Ref(o.Prov, len(b.recs)); fh != nil {
+		b.prov[o.Prov] = fh
+		return fh, nil
+	}
 	return nil, nfs3.ErrBadHandle
+}
+
+// applied1Ref resolves a provisional id whose making record was applied
+// before (its reply lost, the batch sent again) and whose name a RENAME
+// applied before too moved: the name is followed through those RENAMEs
+// (nil: no such record, or the name is gone). Only records before index
+// before are looked at: a directory named by a provisional id is resolved
+// by records before its maker's, so that a record naming its own id as its
+// directory ends the search.
+func (b *batch) applied1Ref(id uint64, before int) nfs3.FH {
+	for j := range before {
+		m := &b.recs[j]
+		if m.LSN > b.maybe {
+			return nil
+		}
+		switch m.Op {
+		case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+		default:
+			continue
+		}
+		if m.New != id {
+			continue
+		}
+		dir, name := m.Dir, m.Name
+		for k := j + 1; k < len(b.recs) && b.recs[k].LSN <= b.maybe; k++ {
+			r := &b.recs[k]
+			if r.Op == snfs1.CMLRename && r.Name == name && r.Dir.Prov == dir.Prov && string(r.Dir.FH) == string(dir.FH) {
+				dir, name = r.ToDir, r.ToName
+			}
+		}
+		dfh := dir.FH
+		if dir.Prov != 0 {
+			if dfh = b.prov[dir.Prov]; dfh == nil {
+				dfh = b.applied1Ref(dir.Prov, j)
+			}
+		}
+		if dfh == nil {
+			return nil
+		}
+		r, err := b.s.resolve(b.c, dfh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		return copyFH(b.s.handleIn(r, name))
+	}
+	return nil
 }
 
 // dir resolves a record's directory and checks the batch may change it.

@@ -1002,3 +1002,64 @@ func TestSNFSPermitReleaseZeroIsNothing(t *testing.T) {
 		t.Fatalf("another client's GET_PERMIT: granted %v, %v", granted, err)
 	}
 }
+
+// TestSNFSPermitResendFollowsRename: a batch applied whose reply was lost
+// (CREATE a as provisional 1, RENAME a->b) is sent again with a record
+// appended that names the object by its provisional id: the id still names
+// the object, now at b (the client never learned its handle).
+func TestSNFSPermitResendFollowsRename(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-follow", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+	}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 2 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	mode := uint32(0o600)
+	batch = append(batch, snfs1.CMLRecord{LSN: 3, Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: 1}, Attr: nfs3.Sattr{Mode: &mode}})
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 3 {
+		t.Fatalf("the batch resent with a record more: %v %+v", err, res)
+	}
+	st, err := os.Stat(e.path("d/b"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("b: %v %v", st, err)
+	}
+}
+
+// TestSNFSPermitSelfNamedProvisional: a record naming, as its directory,
+// the provisional id it gives itself (applied before, so resolved by name)
+// is refused, not followed forever.
+func TestSNFSPermitSelfNamedProvisional(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-selfprov", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 0)})
+	if err != nil || res.Failed() != nil {
+		t.Fatalf("%v %+v", err, res)
+	}
+	mode := uint32(0o600)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{Prov: 9}, "a", 9),
+		{LSN: 2, Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: 9}, Attr: nfs3.Sattr{Mode: &mode}},
+	})
+	if err != nil || res.Failed() == nil || res.Failed().Status != nfs3.ErrBadHandle {
+		t.Fatalf("%v %+v", err, res)
+	}
+}
