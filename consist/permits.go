@@ -65,6 +65,9 @@ type PermitRef struct {
 // waiting for their recalls go on.
 func (d *Driver) PermitRelease(c state.ClientID, refs []PermitRef) {
 	for _, r := range refs {
+		if r.ID == 0 {
+			continue // no permit is 0 (state.Permits.Release takes 0 as any)
+		}
 		d.doPermits(d.permits.Release(time.Now(), c, state.FileIDOf(r.Dir), r.ID))
 	}
 }
@@ -116,6 +119,12 @@ func (d *Driver) PermitHeldByOther(c state.ClientID, fh []byte) bool {
 // HoldsPermitID is HoldsPermit by the directory's FileID.
 func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bool {
 	return d.permits.Holds(c, dir, id)
+}
+
+// HeldPermit returns the id of the permit table client c holds on the
+// directory fh, 0 when it holds none.
+func (d *Driver) HeldPermit(c state.ClientID, fh []byte) uint64 {
+	return d.permits.HeldID(c, state.FileIDOf(fh))
 }
 
 // GrantNewPermit gives table client c a permit on the directory fh it has

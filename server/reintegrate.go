@@ -47,45 +47,47 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 	if err != nil {
 		return fail(err)
 	}
-	last, pending, err := s.consist.LastLSN(mid)
-	if err != nil {
-		return fail(err)
-	}
-	// A batch whose application began and did not end (the server crashed):
-	// its records after last may have been applied.
-	maybe := max(pending, last)
-	if n := len(a.Records); n > 0 && a.Records[n-1].LSN > last {
-		if err := s.consist.BeginLSN(mid, last, max(a.Records[n-1].LSN, pending)); err != nil {
-			return fail(err)
-		}
-		pending = max(a.Records[n-1].LSN, pending)
-	}
-	b := &batch{s: s, ctx: ctx, c: c, mid: mid, last: last, maybe: maybe, applied: last,
-		permits: map[state.FileID]uint64{}, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
-	for _, p := range a.Permits {
-		b.permits[state.FileIDOf(p.Dir)] = p.Permit
-	}
-	// The records outlive the request buffer when the batch waits for
-	// callbacks: their handles are copied (names are strings already).
-	b.recs = a.Records
-	for i := range b.recs {
-		r := &b.recs[i]
+	// The records outlive the request buffer when the batch waits (for
+	// callbacks, or for the client's batch before it): their handles are
+	// copied (names are strings already).
+	recs := a.Records
+	for i := range recs {
+		r := &recs[i]
 		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
 	}
+	permits := map[state.FileID]uint64{}
+	for _, p := range a.Permits {
+		permits[state.FileIDOf(p.Dir)] = p.Permit
+	}
+	var b *batch
+	var callErr error // the whole call failed
 	_, err = later(c, w, nil, func(done func(error)) {
-		b.run(0, func() { done(nil) })
+		// One batch of a client at a time: a batch sent again while the
+		// first is still being applied (waiting for callbacks) reads the
+		// last applied LSN once the first has recorded it, and applies
+		// nothing twice.
+		s.reint.enter(mid, func() {
+			end := func(err error) {
+				callErr = err
+				done(nil)
+				s.reint.leave(mid)
+			}
+			nb, err := s.beginBatch(ctx, c, mid, recs, permits)
+			if err != nil {
+				end(err)
+				return
+			}
+			b = nb
+			b.run(0, func() { end(b.record()) })
+		})
 	}, func(w *xdr.Writer, _ error, deferred bool) error {
 		if w == nil {
 			return nil
 		}
-		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
-		if b.applied > b.last || pending > b.last {
-			if err := s.consist.SetLastLSN(mid, b.applied); err != nil {
-				// Applied but not recorded: a resend would apply them again.
-				s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
-				return failReintegrate(w, err)
-			}
+		if callErr != nil {
+			return failReintegrate(w, callErr)
 		}
+		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
 			return s.afterBreaks(c, w, deferred, b.changed, encode)
@@ -93,6 +95,86 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		return encode(w)
 	})
 	return err
+}
+
+// beginBatch reads the client's last applied LSN, records the batch's
+// highest as pending, and returns the batch to apply.
+func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.ClientID, recs []snfs1.CMLRecord, permits map[state.FileID]uint64) (*batch, error) {
+	last, pending, err := s.consist.LastLSN(mid)
+	if err != nil {
+		return nil, err
+	}
+	// A batch whose application began and did not end (the server crashed):
+	// its records after last may have been applied.
+	maybe := max(pending, last)
+	if n := len(recs); n > 0 && recs[n-1].LSN > last {
+		if err := s.consist.BeginLSN(mid, last, max(recs[n-1].LSN, pending)); err != nil {
+			return nil, err
+		}
+		pending = max(recs[n-1].LSN, pending)
+	}
+	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: maybe, pending: pending, applied: last,
+		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
+	if maybe > last {
+		b.maybe = b.crashPrefix()
+	}
+	return b, nil
+}
+
+// record commits the batch's last applied LSN (and the batch done) before
+// the reply.
+func (b *batch) record() error {
+	if b.applied <= b.last && b.pending <= b.last {
+		return nil
+	}
+	if err := b.s.consist.SetLastLSN(b.mid, b.applied); err != nil {
+		// Applied but not recorded: the pending LSN stays, a resend
+		// checks the records for their effect.
+		b.s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
+		return err
+	}
+	return nil
+}
+
+// reintQueues runs the REINTEGRATEs of each client one at a time, in the
+// order they arrive, without a waiting thread: a batch that finds another
+// of its client's being applied is queued, and started by the one before it
+// as it ends.
+type reintQueues struct {
+	mu sync.Mutex
+	q  map[state.ClientID][]func() // a client's queued batches; present while one runs
+}
+
+// enter runs start now if no batch of client c is being applied, else once
+// those before it have left.
+func (r *reintQueues) enter(c state.ClientID, start func()) {
+	r.mu.Lock()
+	if r.q == nil {
+		r.q = map[state.ClientID][]func(){}
+	}
+	if q, busy := r.q[c]; busy {
+		r.q[c] = append(q, start)
+		r.mu.Unlock()
+		return
+	}
+	r.q[c] = nil
+	r.mu.Unlock()
+	start()
+}
+
+// leave ends client c's running batch and starts its next one, if any.
+func (r *reintQueues) leave(c state.ClientID) {
+	r.mu.Lock()
+	q := r.q[c]
+	if len(q) == 0 {
+		delete(r.q, c)
+		r.mu.Unlock()
+		return
+	}
+	next := q[0]
+	r.q[c] = q[1:]
+	r.mu.Unlock()
+	next()
 }
 
 // failReintegrate encodes the failure of the whole call.
@@ -120,7 +202,8 @@ type batch struct {
 	mid     state.ClientID
 	recs    []snfs1.CMLRecord
 	last    uint64                  // the client's last applied LSN before the batch
-	maybe   uint64                  // records after last up to maybe may have been applied (a crash)
+	maybe   uint64                  // records after last up to maybe were applied before a crash
+	pending uint64                  // the batch's pending LSN, recorded before its first record
 	applied uint64                  // the last LSN applied (or found applied)
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch
@@ -185,7 +268,7 @@ func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
 		switch {
 		case rec.LSN <= b.last:
 			b.again(rec, &res)
-		case rec.LSN <= b.maybe && b.present(rec):
+		case rec.LSN <= b.maybe:
 			b.again(rec, &res) // applied before the crash
 		default:
 			err = b.apply(rec, &res)
@@ -210,7 +293,58 @@ func (b *batch) ref(o snfs1.ObjRef) (nfs3.FH, error) {
 	if fh, ok := b.prov[o.Prov]; ok {
 		return fh, nil
 	}
+	if fh := b.applied1Ref(o.Prov, len(b.recs)); fh != nil {
+		b.prov[o.Prov] = fh
+		return fh, nil
+	}
 	return nil, nfs3.ErrBadHandle
+}
+
+// applied1Ref resolves a provisional id whose making record was applied
+// before (its reply lost, the batch sent again) and whose name a RENAME
+// applied before too moved: the name is followed through those RENAMEs
+// (nil: no such record, or the name is gone). Only records before index
+// before are looked at: a directory named by a provisional id is resolved
+// by records before its maker's, so that a record naming its own id as its
+// directory ends the search.
+func (b *batch) applied1Ref(id uint64, before int) nfs3.FH {
+	for j := range before {
+		m := &b.recs[j]
+		if m.LSN > b.maybe {
+			return nil
+		}
+		switch m.Op {
+		case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+		default:
+			continue
+		}
+		if m.New != id {
+			continue
+		}
+		dir, name := m.Dir, m.Name
+		for k := j + 1; k < len(b.recs) && b.recs[k].LSN <= b.maybe; k++ {
+			r := &b.recs[k]
+			if r.Op == snfs1.CMLRename && r.Name == name && r.Dir.Prov == dir.Prov && string(r.Dir.FH) == string(dir.FH) {
+				dir, name = r.ToDir, r.ToName
+			}
+		}
+		dfh := dir.FH
+		if dir.Prov != 0 {
+			if dfh = b.prov[dir.Prov]; dfh == nil {
+				dfh = b.applied1Ref(dir.Prov, j)
+			}
+		}
+		if dfh == nil {
+			return nil
+		}
+		r, err := b.s.resolve(b.c, dfh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		return copyFH(b.s.handleIn(r, name))
+	}
+	return nil
 }
 
 // dir resolves a record's directory and checks the batch may change it.
@@ -237,15 +371,16 @@ func (b *batch) permitted(fh nfs3.FH) bool {
 }
 
 // accesses returns the regular files a record removes or truncates, for
-// the plain-access rule (nil when its references do not resolve: apply
-// then fails).
+// the plain-access rule (nil when its references do not resolve or the
+// batch may not change them: apply then fails, and no other client is
+// called back for a change that is refused).
 func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 	if !b.s.consist.Active() {
 		return nil
 	}
 	switch rec.Op {
 	case snfs1.CMLUnlink, snfs1.CMLRename:
-		fh, err := b.ref(rec.Dir)
+		fh, err := b.dir(rec.Dir)
 		if err != nil {
 			return nil
 		}
@@ -257,7 +392,7 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 		if rec.Op == snfs1.CMLUnlink {
 			return removeAccess(b.s, b.c, r, &nfs3.DirOpArgs{Dir: fh, Name: rec.Name})
 		}
-		to, err := b.ref(rec.ToDir)
+		to, err := b.dir(rec.ToDir)
 		if err != nil {
 			return nil
 		}
@@ -275,6 +410,9 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 			return nil
 		}
 		defer r.release()
+		if !b.setattrPermitted(rec, fh, r) {
+			return nil
+		}
 		return regularAccess(r, fh, state.AccessSetattrSize)
 	}
 	return nil
@@ -307,7 +445,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		if cr.Status != nfs3.OK {
 			return cr.Status
 		}
-		b.made1(rec, dfh, cr.Object, cr.Attr, res)
+		b.made1(rec, cr.Object, cr.Attr, res, true)
 		b.changed = append(b.changed, dfh, cr.Object)
 		return nil
 	case snfs1.CMLLink:
@@ -398,11 +536,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		// A directory's own attributes are part of its listing: its permit
 		// is needed. Another object's change touches no directory's entries,
 		// but the batch must hold some permit (or have made the object).
-		if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			if !b.permitted(fh) {
-				return snfs1.ErrNoPermit
-			}
-		} else if rec.Obj.Prov == 0 && !b.anyPermit() {
+		if !b.setattrPermitted(rec, fh, r) {
 			return snfs1.ErrNoPermit
 		}
 		var wr nfs3.WccRes
@@ -415,6 +549,15 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		return nil
 	}
 	return nfs3.ErrNotSupp
+}
+
+// setattrPermitted reports whether the batch may apply the SETATTR rec of
+// the object fh (resolved as r).
+func (b *batch) setattrPermitted(rec *snfs1.CMLRecord, fh nfs3.FH, r *req) bool {
+	if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return b.permitted(fh)
+	}
+	return rec.Obj.Prov != 0 || b.anyPermit()
 }
 
 // anyPermit reports whether the client holds some permit the batch names.
@@ -432,7 +575,12 @@ func (b *batch) anyPermit() bool {
 
 // made1 records what a CREATE, MKDIR or SYMLINK made: its provisional id's
 // handle, the result, and for a directory the permit its maker now holds.
-func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult) {
+// fresh: the record was applied now, and the new directory gets a permit
+// (nobody else can have a promise or a change of it yet); else (applied
+// before) it is answered with the permit its client still holds, if any: a
+// directory made before may be listed, promised and changed by others since,
+// and granting it a permit here would skip the grant's promise breaks.
+func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult, fresh bool) {
 	obj = copyFH(obj)
 	res.Obj, res.Attr = obj, attr
 	if rec.New != 0 && obj != nil {
@@ -440,18 +588,43 @@ func (b *batch) made1(rec *snfs1.CMLRecord, dfh, obj nfs3.FH, attr *nfs3.Fattr, 
 	}
 	if rec.Op == snfs1.CMLMkdir && obj != nil {
 		b.made[state.FileIDOf(obj)] = true
-		res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
+		if fresh {
+			res.Permit = b.s.consist.GrantNewPermit(b.mid, obj)
+		} else {
+			res.Permit = b.s.consist.HeldPermit(b.mid, obj)
+		}
 	}
 }
 
-// present reports whether a record of a batch interrupted by a crash was
-// applied: its effect is there (a name it made exists, one it removed does
-// not, a renamed one is at its new name). A SETATTR is applied again (it
-// has no guard: the same attributes once more).
-func (b *batch) present(rec *snfs1.CMLRecord) bool {
+// crashPrefix returns the LSN up to which a batch interrupted by a crash
+// (its records after last up to the pending LSN may have been applied) was
+// applied. The batch was applied in order, so what was applied is a prefix:
+// the records are checked from the last one back, and the first whose
+// effect is there (a name it made exists, one it removed does not, a
+// renamed one is at its new name) ends it. Checked from the end, a record's
+// effect is never mistaken for its own by a later record of the batch that
+// reused its name (a RENAME a->b then a CREATE a: forwards, the RENAME
+// would look not applied and move the new a over b). A SETATTR is never
+// taken as the end (it has no guard: it is applied again).
+func (b *batch) crashPrefix() uint64 {
+	for i := len(b.recs) - 1; i >= 0; i-- {
+		rec := &b.recs[i]
+		if rec.LSN <= b.last || rec.LSN > b.maybe {
+			continue
+		}
+		if b.present(i) {
+			return rec.LSN
+		}
+	}
+	return b.last
+}
+
+// present reports whether record i's effect is there.
+func (b *batch) present(i int) bool {
+	rec := &b.recs[i]
 	in := func(o snfs1.ObjRef, name string) bool {
-		fh, err := b.ref(o)
-		if err != nil {
+		fh := b.crashRef(o, i)
+		if fh == nil {
 			return false
 		}
 		r, err := b.s.resolve(b.c, fh)
@@ -470,6 +643,37 @@ func (b *batch) present(rec *snfs1.CMLRecord) bool {
 		return !in(rec.Dir, rec.Name) && in(rec.ToDir, rec.ToName)
 	}
 	return false
+}
+
+// crashRef resolves, for the check of record i, an object reference: a
+// provisional id by the name the record before i that made it gave it
+// (nil: unknown, or the name is gone).
+func (b *batch) crashRef(o snfs1.ObjRef, i int) nfs3.FH {
+	if o.Prov == 0 {
+		return o.FH
+	}
+	for j := i - 1; j >= 0; j-- {
+		m := &b.recs[j]
+		switch m.Op {
+		case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
+		default:
+			continue
+		}
+		if m.New != o.Prov {
+			continue
+		}
+		dfh := b.crashRef(m.Dir, j)
+		if dfh == nil {
+			return nil
+		}
+		r, err := b.s.resolve(b.c, dfh)
+		if err != nil {
+			return nil
+		}
+		defer r.release()
+		return b.s.handleIn(r, m.Name)
+	}
+	return nil
 }
 
 // again answers a record applied before (its LSN at or below the last
@@ -500,5 +704,5 @@ func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 		attr = or.attr()
 		or.release()
 	}
-	b.made1(rec, dfh, obj, attr, res)
+	b.made1(rec, obj, attr, res, false)
 }

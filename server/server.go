@@ -104,6 +104,7 @@ const DefaultGrace = 15 * time.Second
 
 // Server is the NFSv3 + MOUNT v3 service over one store.
 type Server struct {
+	reint   reintQueues // REINTEGRATEs of one client, one at a time (reintegrate.go)
 	log     *slog.Logger
 	store   *store.Store
 	metrics *metrics.Registry // may be nil

@@ -84,6 +84,16 @@ func TestPermitDecodeBounds(t *testing.T) {
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(0xffffffff) })},
 		{"ReintegrateArgs/LSNs out of order", func() codec { return new(ReintegrateArgs) },
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(2); rec(w, 5); rec(w, 5) })},
+		{"ReintegrateArgs/provisional id given twice", func() codec { return new(ReintegrateArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(0)
+				w.Uint32(2)
+				for lsn, name := range []string{"a", "b"} {
+					r := CMLRecord{LSN: uint64(lsn + 1), Op: CMLCreate, Dir: ObjRef{FH: testFH}, Name: name, New: 7}
+					r.encode(w)
+				}
+			})},
 		{"ReintegrateArgs/op 0", func() codec { return new(ReintegrateArgs) },
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(1); w.Uint64(1); w.Uint32(0) })},
 		{"ReintegrateArgs/op 9", func() codec { return new(ReintegrateArgs) },

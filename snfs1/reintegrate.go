@@ -187,6 +187,7 @@ func (a *ReintegrateArgs) Decode(r *xdr.Reader) error {
 		return r.Err()
 	}
 	a.Records = make([]CMLRecord, 0, min(n, 64))
+	var given map[uint64]bool // provisional ids given by the records so far
 	for i := range n {
 		var c CMLRecord
 		c.decode(r)
@@ -198,6 +199,19 @@ func (a *ReintegrateArgs) Decode(r *xdr.Reader) error {
 			r.SetErr(fmt.Errorf("snfs1: log record %d out of order (LSN %d after %d)", i, c.LSN, a.Records[i-1].LSN))
 			a.Records = nil
 			return r.Err()
+		}
+		if c.New != 0 {
+			// A provisional id names one object of the batch: given twice,
+			// a later reference to it would be ambiguous.
+			if given == nil {
+				given = map[uint64]bool{}
+			}
+			if given[c.New] {
+				r.SetErr(fmt.Errorf("snfs1: log record %d gives provisional id %d again", i, c.New))
+				a.Records = nil
+				return r.Err()
+			}
+			given[c.New] = true
 		}
 		a.Records = append(a.Records, c)
 	}

@@ -382,6 +382,20 @@ func (p *Permits) Holds(c ClientID, dir FileID, id uint64) bool {
 	return e != nil && e.holder == c && e.id == id && !e.pending
 }
 
+// HeldID returns the id of the permit c holds on dir (recalled or not), 0
+// when it holds none.
+func (p *Permits) HeldID(c ClientID, dir FileID) uint64 {
+	if !p.some.Load() {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.dirs[dir]; e != nil && e.holder == c && !e.pending {
+		return e.id
+	}
+	return 0
+}
+
 // HeldByOther reports whether a client other than c holds, or is being
 // granted, a permit on dir.
 func (p *Permits) HeldByOther(c ClientID, dir FileID) bool {
