@@ -10,7 +10,11 @@
 // The operations whose meaning depends on the mode are two implementations
 // of Ops (mode.go), the core's and the cache manager's, one chosen in New;
 // fusefs takes it at Mount, and the core asks it for what snfs mode does
-// inside the core's own operations (Ops.beforeThrough, Ops.removed).
+// inside the core's own operations (Ops.beforeThrough, Ops.removed). What
+// only snfs mode has (passthrough, lock pids, dirty bytes, its counters) is
+// SNFSMode (mode.go), the cache manager itself: fusefs and package mount
+// take it at mount time (FS.SNFS, nil in nfs mode) and call it only if they
+// have it, so no entry point asks the mode on each call.
 //
 // The package is one package in two layers, on the way to two (issue 25):
 //
@@ -30,9 +34,9 @@
 //     state in Inode.ext (snOf) and its per-open state in File.ext (fsnOf,
 //     snfsOpened).
 //
-// What still crosses the line: FS.sn (the exported entry points fusefs and
-// package mount call in snfs mode only: Callback, Granted,
-// EnablePassthrough, NoteLockPid, DirtyBytes, SNFSStats, SNFS), Config.SNFS,
+// What still crosses the line: FS.sn and FS.snfs (the core holds the
+// manager: the session's handler reaches Callback and Granted through it,
+// FS.SNFS hands it out; FS.SNFSStats is the tests' shorthand), Config.SNFS,
 // and the lock table (locks, lock.go: FS.lockTab, the mode's, set as it
 // starts), which nfs mode's NLM uses too but which holds snfs mode's lock
 // delegations and server verifier.

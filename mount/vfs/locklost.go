@@ -64,11 +64,11 @@ type heldLocks struct {
 // just got (the bridge calls it after a granted SETLK or SETLKW): if the lock
 // is lost, the passthrough reads and writes of the file by its process are
 // refused.
-func (fs *FS) NoteLockPid(f *File, pid uint32) {
-	if fs.sn == nil || pid == 0 {
+func (sn *snfsFS) NoteLockPid(f *File, pid uint32) {
+	if pid == 0 {
 		return
 	}
-	l := &fs.sn.locks
+	l := &sn.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h := l.held[f]; h != nil {

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"os"
 	"syscall"
 	"time"
 
@@ -79,10 +80,40 @@ type Ops interface {
 	start(ctx context.Context) error
 	sync(ctx context.Context) error
 	close() error
+
+	// serverLocks: do locks go to the server (FS.ServerLocks)?
+	serverLocks() bool
 }
 
 // Ops returns the mode's operations (chosen in New).
 func (fs *FS) Ops() Ops { return fs.ops }
+
+// SNFSMode is what of snfs mode's cache manager is called from outside the
+// package other than its Ops: the bridge (fusefs) and package mount take it
+// once, when they set up the mount (FS.SNFS: nil in nfs mode), and call it
+// only if they have it. The session's callbacks (Callback, Granted) reach
+// the manager through the session's handler (snfsopen.go).
+type SNFSMode interface {
+	// EnablePassthrough: the kernel agreed to FUSE passthrough (passthrough.go).
+	EnablePassthrough()
+	// PassthroughFile is the descriptor the kernel does f's I/O on, or nil.
+	PassthroughFile(f *File) *os.File
+	// NoteLockPid: thread pid took the lock f just got (locklost.go).
+	NoteLockPid(f *File, pid uint32)
+	// DirtyBytes is the data in the cache directory not yet written back.
+	DirtyBytes() int64
+	// SNFSStats are snfs mode's counters.
+	SNFSStats() *SNFSStats
+}
+
+var _ SNFSMode = (*snfsFS)(nil)
+
+// SNFS returns snfs mode's cache manager (nil in nfs mode), chosen in New.
+func (fs *FS) SNFS() SNFSMode { return fs.snfs }
+
+// SNFSStats returns snfs mode's counters; the tests' shorthand of
+// fs.SNFS().SNFSStats(), in snfs mode only.
+func (fs *FS) SNFSStats() *SNFSStats { return fs.snfs.SNFSStats() }
 
 // nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, append.go).
 type nfsOps struct{ fs *FS }
@@ -363,3 +394,7 @@ func (nfsOps) busyLocked(*Inode) bool                     { return false }
 func (*snfsFS) attrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
 func (*snfsFS) adjustLocked(i *Inode, a *nfs3.Fattr)         { snfsAdjustLocked(i, a) }
 func (*snfsFS) busyLocked(i *Inode) bool                     { return snfsBusyLocked(i) }
+
+// serverLocks: nfs mode's locks go to the server with NLM only.
+func (o nfsOps) serverLocks() bool { return o.fs.nl != nil }
+func (*snfsFS) serverLocks() bool  { return true }

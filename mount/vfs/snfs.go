@@ -231,16 +231,8 @@ type snfsFile struct {
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
 }
 
-// SNFS reports whether the FS runs in snfs mode.
-func (fs *FS) SNFS() bool { return fs.sn != nil }
-
-// SNFSStats returns the snfs-mode counters (nil in nfs mode).
-func (fs *FS) SNFSStats() *SNFSStats {
-	if fs.sn == nil {
-		return nil
-	}
-	return &fs.sn.stats
-}
+// SNFSStats returns snfs mode's counters.
+func (sn *snfsFS) SNFSStats() *SNFSStats { return &sn.stats }
 
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,
 // then the write-back goroutine (stopped by Close).

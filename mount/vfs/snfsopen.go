@@ -177,7 +177,7 @@ func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock fu
 func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
 	select {
 	case <-h.ready:
-		return h.fs.Granted(ctx, a)
+		return h.fs.sn.Granted(ctx, a)
 	default:
 		return snfs1.GrantedUnwanted
 	}
@@ -186,7 +186,7 @@ func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.Grant
 func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	select {
 	case <-h.ready:
-		return h.fs.Callback(ctx, fh, mode, attr)
+		return h.fs.sn.Callback(ctx, fh, mode, attr)
 	case <-ctx.Done():
 		return state.Stale
 	}

@@ -94,7 +94,9 @@ type FS struct {
 
 	ops Ops     // the mode's file operations (mode.go), set in New
 	sn  *snfsFS // snfs mode; nil in nfs mode
-	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
+	// snfs is sn as the bridge's SNFSMode (FS.SNFS); nil in nfs mode.
+	snfs SNFSMode
+	nl   *nlmFS // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -134,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.SNFS != nil {
 		// The cache manager, started (startSNFS) once the root is known.
 		fs.sn = &snfsFS{FS: fs}
-		fs.ops = fs.sn
+		fs.ops, fs.snfs = fs.sn, fs.sn
 	}
 	root := Cred{}
 	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
