@@ -36,10 +36,12 @@
 //
 // What still crosses the line: FS.sn and FS.snfs (the core holds the
 // manager: the session's handler reaches Callback and Granted through it,
-// FS.SNFS hands it out; FS.SNFSStats is the tests' shorthand), Config.SNFS,
-// and the lock table (locks, lock.go: FS.lockTab, the mode's, set as it
-// starts), which nfs mode's NLM uses too but which holds snfs mode's lock
-// delegations and server verifier.
+// FS.SNFS hands it out, FS.SNFSStats is the tests' shorthand; the core's
+// newFS takes the mode as a factory, snfsMode, which sets them, so the
+// core's Config has nothing of snfs mode), the unexported names of the core
+// the manager uses, and the lock table (locks, lock.go: FS.lockTab, the
+// mode's, set as it starts), which nfs mode's NLM uses too but which holds
+// snfs mode's lock delegations and server verifier.
 //
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback
@@ -105,7 +107,7 @@
 // (writes flushed later: of the last writer), so the server decides
 // permissions and owners, as with a kernel NFS mount.
 //
-// snfs mode (Config.SNFS, snfs.go; set up with OpenSNFS): the consistency
+// snfs mode (snfs.go; set up with OpenSNFS): the consistency
 // protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is

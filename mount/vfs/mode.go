@@ -13,8 +13,9 @@ import (
 // the plain NFSv3 core's (close-to-open, writes buffered in memory and sent
 // with UNSTABLE WRITEs and a COMMIT) or the snfs cache manager's (the
 // protocol's OPEN and CLOSE, the cache directory, delayed write-back and
-// close, passthrough). One of them is chosen when the FS is made (New: snfs
-// mode if Config.SNFS is set) and never changes; fusefs takes it once, at
+// close, passthrough). One of them is chosen when the FS is made (New: nfs
+// mode; OpenSNFS: snfs mode, the cache manager made by newFS's mode
+// factory, snfsMode) and never changes; fusefs takes it once, at
 // Mount (FS.Ops), and the FS's own methods of the same names go through it.
 //
 // In snfs mode a file the protocol does not open (not a regular file) is
@@ -362,7 +363,7 @@ func (o nfsOps) start(ctx context.Context) error {
 }
 
 // start starts snfs mode (snfs.go).
-func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, *sn.FS.cfg.SNFS) }
+func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, sn.given) }
 
 // sync writes back every file's unwritten data.
 func (o nfsOps) sync(ctx context.Context) error { return o.fs.syncCore(ctx) }
