@@ -20,19 +20,18 @@
 //
 //   - The core, the plain NFSv3 client (vfs.go, inode.go, ops.go, file.go,
 //     write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
-//     nlm*.go, lockreclaim.go, the mode-neutral half of locklost.go, and
-//     nfsOps in mode.go). It knows snfs mode only through the hooks it
-//     calls: Ops (mode.go, the mode's operations and what the core asks of
+//     nlm*.go, lockreclaim.go, locklost.go, append.go, and nfsOps in
+//     mode.go). It knows snfs mode only through the hooks it calls: Ops (mode.go, the mode's operations and what the core asks of
 //     the mode inside its own: beforeThrough, removed, the attribute hooks,
 //     newInode, start, sync, close) and the extension slots Inode.ext and
 //     File.ext, which it never reads.
 //   - The cache manager (snfsFS: snfs.go, snfsopen.go, snfsio.go,
 //     callback.go, delayclose.go, writeback.go, reintegrate.go,
 //     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
-//     xattr.go, allocate.go, metrics.go, append.go's snfs half). It embeds
-//     the core's FS, is snfs mode's Ops itself, and keeps its per-inode
-//     state in Inode.ext (snOf) and its per-open state in File.ext (fsnOf,
-//     snfsOpened).
+//     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go).
+//     It embeds the core's FS, is snfs mode's Ops itself, and keeps its
+//     per-inode state in Inode.ext (snOf) and its per-open state in
+//     File.ext (fsnOf, snfsOpened).
 //
 // What still crosses the line: FS.sn and FS.snfs (the core holds the
 // manager: the session's handler reaches Callback and Granted through it,
