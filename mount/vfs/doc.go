@@ -20,13 +20,14 @@
 //
 //   - The core, the plain NFSv3 client (vfs.go, inode.go, ops.go, file.go,
 //     write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
-//     nlm*.go, lockreclaim.go, locklost.go, append.go, and nfsOps in
-//     mode.go). It knows snfs mode only through the hooks it calls: Ops (mode.go, the mode's operations and what the core asks of
-//     the mode inside its own: beforeThrough, removed, the attribute hooks,
-//     newInode, start, sync, close) and the extension slots Inode.ext and
-//     File.ext, which it never reads.
-//   - The cache manager (snfsFS: snfs.go, snfsopen.go, snfsio.go,
-//     callback.go, delayclose.go, writeback.go, reintegrate.go,
+//     nlm*.go, lockreclaim.go, locklost.go, append.go, mode.go). It knows
+//     snfs mode only through the hooks it calls: Ops (mode.go, the mode's
+//     operations and what the core asks of the mode inside its own:
+//     beforeThrough, removed, the attribute hooks, newInode, start, sync,
+//     close) and the extension slots Inode.ext and File.ext, which it never
+//     reads.
+//   - The cache manager (snfsFS: snfs.go, snfsmode.go, snfsopen.go,
+//     snfsio.go, callback.go, delayclose.go, writeback.go, reintegrate.go,
 //     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
 //     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go).
 //     It embeds the core's FS, is snfs mode's Ops itself, and keeps its
