@@ -20,11 +20,12 @@ import (
 
 // clientMetrics registers v's snfs-mode counters (if any) in reg.
 func clientMetrics(reg *metrics.Client, v *vfs.FS) {
-	st := v.SNFSStats()
-	if st == nil {
+	sn := v.SNFS()
+	if sn == nil {
 		reg.Register(metrics.ClientSources{ListingsKept: v.Stats().ListingsKept.Load})
 		return
 	}
+	st := sn.SNFSStats()
 	cbs := map[string]func() uint64{}
 	for _, m := range vfs.CallbackModes {
 		cbs[m.String()] = func() uint64 { return st.CallbacksByMode(m) }
@@ -32,7 +33,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 	reg.Register(metrics.ClientSources{
 		WrittenBackBytes:    st.WriteBackBytes.Load,
 		WriteBacksCancelled: st.Cancelled.Load,
-		DirtyBytes:          v.DirtyBytes,
+		DirtyBytes:          sn.DirtyBytes,
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
 		XattrHits:           st.XattrHits.Load,

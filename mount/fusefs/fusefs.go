@@ -38,6 +38,7 @@ type bridge struct {
 	// ops: the mode's file operations (vfs.Ops: the NFSv3 core's or the
 	// snfs cache manager's), chosen once, at Mount.
 	ops   vfs.Ops
+	sn    vfs.SNFSMode // snfs mode's entry points outside Ops; nil in nfs mode
 	creds creds
 	life  context.Context
 	pt    *ptRaw // registers passthrough backing files (passthrough.go)
@@ -50,7 +51,7 @@ type bridge struct {
 // fusermount3). The caller serves until Wait returns and unmounts with
 // Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
-	b := &bridge{v: v, ops: v.Ops(), life: life, intrGrace: interruptGrace}
+	b := &bridge{v: v, ops: v.Ops(), sn: v.SNFS(), life: life, intrGrace: interruptGrace}
 	rootInode := v.Root()
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)
@@ -66,7 +67,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		MaxWrite:                 int(min(v.WriteSize(), preferredIOSize)),
 		MaxReadAhead:             1 << 20,
 		ExplicitDataCacheControl: true,
-		DisableXAttrs:            !v.SNFS(), // only the snfs protocol has them (xattr.go)
+		DisableXAttrs:            b.sn == nil, // only the snfs protocol has them (xattr.go)
 		Options:                  []string{"default_permissions"},
 		// A write-shared file is opened FOPEN_DIRECT_IO in snfs mode; without
 		// this (Linux 6.6+) the kernel refuses a shared mmap of it (ENODEV),
@@ -110,7 +111,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 		RootStableAttr:  &fs.StableAttr{Ino: rootInode.FileID, Gen: rootInode.Gen},
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
-	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, life)
+	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, b.sn, life)
 	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -122,8 +123,8 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	rootInode.SetNode(root.EmbeddedInode())
 	v.SetNotifier(notifier{})
-	if o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
-		v.EnablePassthrough()
+	if b.sn != nil && o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+		b.sn.EnablePassthrough()
 	}
 	return srv, nil
 }
@@ -330,7 +331,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
+	if passthroughFile(n.b.sn, f) != nil && !n.b.pt.claim(ctx, f) {
 		n.b.ops.Release(n.b.life, f)
 		return nil, 0, syscall.EIO
 	}
@@ -361,7 +362,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	if f.PassthroughFile() != nil && !n.b.pt.claim(ctx, f) {
+	if passthroughFile(n.b.sn, f) != nil && !n.b.pt.claim(ctx, f) {
 		n.b.ops.Release(n.b.life, f)
 		return nil, nil, 0, syscall.EIO
 	}

@@ -109,9 +109,9 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	if err := n.b.ops.Setlk(wctx, f, owner, kind, off, l, wait); err != nil {
 		return lockErrno(err)
 	}
-	if fc, ok := ctx.(*fuse.Context); ok && kind != vfs.Unlock {
+	if fc, ok := ctx.(*fuse.Context); ok && kind != vfs.Unlock && n.b.sn != nil {
 		// The process whose passthrough I/O stops if the lock is lost.
-		n.b.v.NoteLockPid(f, fc.Caller.Pid)
+		n.b.sn.NoteLockPid(f, fc.Caller.Pid)
 	}
 	return 0
 }

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"log"
+	"os"
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -26,6 +27,7 @@ type ptRaw struct {
 	srv  *fuse.Server // set before serving
 	v    *vfs.FS
 	ops  vfs.Ops         // the bridge's (appends, append.go)
+	sn   vfs.SNFSMode    // the bridge's: the passthrough descriptors (nil in nfs mode: no open is claimed)
 	life context.Context // the mount's: appends are served with it (append.go)
 
 	mu      sync.Mutex
@@ -48,8 +50,8 @@ type backingRef struct {
 	refs int
 }
 
-func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, ops vfs.Ops, life context.Context) *ptRaw {
-	return &ptRaw{RawFileSystem: raw, v: v, ops: ops, life: life, slots: map[<-chan struct{}]*ptSlot{},
+func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, ops vfs.Ops, sn vfs.SNFSMode, life context.Context) *ptRaw {
+	return &ptRaw{RawFileSystem: raw, v: v, ops: ops, sn: sn, life: life, slots: map[<-chan struct{}]*ptSlot{},
 		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{},
 		kill: map[<-chan struct{}]struct{}{}, lockCalls: map[<-chan struct{}]lockCall{}}
 }
@@ -108,7 +110,7 @@ func (r *ptRaw) passThrough(flags uint32, call func(key chan struct{}) fuse.Stat
 	nid := nodeID()
 	b := r.backing[nid]
 	if b == nil {
-		id, errno := r.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(s.f.PassthroughFile().Fd())})
+		id, errno := r.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(r.sn.PassthroughFile(s.f).Fd())})
 		if errno != 0 {
 			// The vfs open exists and the kernel will not release it: undo.
 			r.mu.Unlock()
@@ -200,4 +202,13 @@ func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	}
 	r.mu.Unlock()
 	r.RawFileSystem.Release(cancel, in)
+}
+
+// passthroughFile is the descriptor the kernel does f's I/O on (FUSE
+// passthrough), or nil: always nil in nfs mode (sn nil).
+func passthroughFile(sn vfs.SNFSMode, f *vfs.File) *os.File {
+	if sn == nil {
+		return nil
+	}
+	return sn.PassthroughFile(f)
 }

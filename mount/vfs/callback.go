@@ -18,7 +18,8 @@ import (
 
 // Callback serves the server's callbacks (client.CallbackHandler): the work
 // first, then the answer.
-func (fs *FS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
+func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
+	fs := sn.FS
 	fs.sn.stats.Callbacks.Add(1)
 	fs.sn.stats.callback(mode)
 	if mode == state.RecallLocks {

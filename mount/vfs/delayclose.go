@@ -15,7 +15,7 @@ import (
 // Delayed close (docs/protocol.md section 10, the Spritely NFS paper's
 // section 6.2). When the last application open of a file the server lets
 // this client cache is released, its protocol open is kept for
-// SNFSConfig.CloseDelay instead of being CLOSEd at once. An application open
+// snfsConfig.CloseDelay instead of being CLOSEd at once. An application open
 // of the file within that window takes the kept open over: no OPEN, and no
 // CLOSE for the kept one (the server always counts exactly the opens this
 // client will close). A read open may take over a kept write open (the server

@@ -10,32 +10,38 @@
 // The operations whose meaning depends on the mode are two implementations
 // of Ops (mode.go), the core's and the cache manager's, one chosen in New;
 // fusefs takes it at Mount, and the core asks it for what snfs mode does
-// inside the core's own operations (Ops.beforeThrough, Ops.removed).
+// inside the core's own operations (Ops.beforeThrough, Ops.removed). What
+// only snfs mode has (passthrough, lock pids, dirty bytes, its counters) is
+// SNFSMode (mode.go), the cache manager itself: fusefs and package mount
+// take it at mount time (FS.SNFS, nil in nfs mode) and call it only if they
+// have it, so no entry point asks the mode on each call.
 //
 // The package is one package in two layers, on the way to two (issue 25):
 //
 //   - The core, the plain NFSv3 client (vfs.go, inode.go, ops.go, file.go,
 //     write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
-//     nlm*.go, lockreclaim.go, the mode-neutral half of locklost.go, and
-//     nfsOps in mode.go). It knows snfs mode only through the hooks it
-//     calls: Ops (mode.go, the mode's operations and what the core asks of
-//     the mode inside its own: beforeThrough, removed, the attribute hooks,
-//     newInode, start, sync, close) and the extension slots Inode.ext and
-//     File.ext, which it never reads.
-//   - The cache manager (snfsFS: snfs.go, snfsopen.go, snfsio.go,
-//     callback.go, delayclose.go, writeback.go, reintegrate.go,
+//     nlm*.go, lockreclaim.go, locklost.go, append.go, mode.go). It knows
+//     snfs mode only through the hooks it calls: Ops (mode.go, the mode's
+//     operations and what the core asks of the mode inside its own:
+//     beforeThrough, removed, the attribute hooks, newInode, start, sync,
+//     close) and the extension slots Inode.ext and File.ext, which it never
+//     reads.
+//   - The cache manager (snfsFS: snfs.go, snfsmode.go, snfsopen.go,
+//     snfsio.go, callback.go, delayclose.go, writeback.go, reintegrate.go,
 //     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
-//     xattr.go, allocate.go, metrics.go, append.go's snfs half). It embeds
-//     the core's FS, is snfs mode's Ops itself, and keeps its per-inode
-//     state in Inode.ext (snOf) and its per-open state in File.ext (fsnOf,
-//     snfsOpened).
+//     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go).
+//     It embeds the core's FS, is snfs mode's Ops itself, and keeps its
+//     per-inode state in Inode.ext (snOf) and its per-open state in
+//     File.ext (fsnOf, snfsOpened).
 //
-// What still crosses the line: FS.sn (the exported entry points fusefs and
-// package mount call in snfs mode only: Callback, Granted,
-// EnablePassthrough, NoteLockPid, DirtyBytes, SNFSStats, SNFS), Config.SNFS,
-// and the lock table (locks, lock.go: FS.lockTab, the mode's, set as it
-// starts), which nfs mode's NLM uses too but which holds snfs mode's lock
-// delegations and server verifier.
+// What still crosses the line: FS.sn and FS.snfs (the core holds the
+// manager: the session's handler reaches Callback and Granted through it,
+// FS.SNFS hands it out, FS.SNFSStats is the tests' shorthand; the core's
+// newFS takes the mode as a factory, snfsMode, which sets them, so the
+// core's Config has nothing of snfs mode), the unexported names of the core
+// the manager uses, and the lock table (locks, lock.go: FS.lockTab, the
+// mode's, set as it starts), which nfs mode's NLM uses too but which holds
+// snfs mode's lock delegations and server verifier.
 //
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback
@@ -101,7 +107,7 @@
 // (writes flushed later: of the last writer), so the server decides
 // permissions and owners, as with a kernel NFS mount.
 //
-// snfs mode (Config.SNFS, snfs.go; set up with OpenSNFS): the consistency
+// snfs mode (snfs.go; set up with OpenSNFS): the consistency
 // protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is

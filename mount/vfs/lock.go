@@ -357,8 +357,8 @@ func (fs *snfsFS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) e
 
 // Granted serves CB_GRANTED (client.GrantHandler): the oldest request of the
 // lock that still waits takes it.
-func (fs *FS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
-	l := &fs.sn.locks
+func (sn *snfsFS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
+	l := &sn.locks
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, w := range l.waiting[waitKey{string(a.File), a.Owner, a.Type, a.Offset, a.Length}] {

@@ -2,15 +2,9 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
-	"snfs/nfs3"
 	"snfs/snfs1"
 )
 
@@ -58,25 +52,6 @@ type heldLocks struct {
 	// none). The watch refuses those processes' accesses to that file.
 	pids  map[uint32]bool
 	ptIno uint64
-}
-
-// NoteLockPid records that thread pid (FUSE's request pid) took the lock f
-// just got (the bridge calls it after a granted SETLK or SETLKW): if the lock
-// is lost, the passthrough reads and writes of the file by its process are
-// refused.
-func (fs *FS) NoteLockPid(f *File, pid uint32) {
-	if fs.sn == nil || pid == 0 {
-		return
-	}
-	l := &fs.sn.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[f]; h != nil {
-		if h.pids == nil {
-			h.pids = map[uint32]bool{}
-		}
-		h.pids[pid] = true
-	}
 }
 
 // noteHeld records that owner took a lock through f.
@@ -186,23 +161,6 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	return nil
 }
 
-// lockLease is snfs mode's Ops.lockLease: f's lock, held, is found lost
-// after a server restart whose reclaim is over (no round trip), or else
-// after renewing the lock lease if it is due.
-func (fs *snfsFS) lockLease(ctx context.Context, f *File) (lost bool, err error) {
-	l := &fs.locks
-	verf := l.lockVerf()
-	fs.locksLost("the server restarted", &verf, false)
-	if lost, _ = l.heldState(f); lost {
-		return true, nil
-	}
-	if _, err := fs.renewLocks(ctx, f.i); err != nil {
-		return false, err
-	}
-	lost, _ = l.heldState(f)
-	return lost, nil
-}
-
 // lockTable is the mode's lock state (FS.lockTab; nil without server locks).
 func (fs *FS) lockTable() *locks { return fs.lockTab }
 
@@ -213,85 +171,6 @@ func (l *locks) lockVerf() snfs1.Verifier {
 	return l.verf
 }
 
-// lockLostLocked: f's lock was lost; if the kernel reads and writes f's
-// file itself (passthrough), its cache file is watched (its ignore mark
-// removed: pinned.go), so that every access of it raises an event, which
-// pinHandler.Pre refuses for the processes that took f's locks
-// (lockLostAccess). Under l.mu: f is still open (its release drops it from
-// held, under l.mu, before closing fsnOf(f).pt).
-// It is snfs mode's Ops.lockLostLocked (nfs mode has no passthrough).
-func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
-	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.pin.w == nil {
-		return
-	}
-	st, err := fsnOf(f).pt.Stat()
-	if err == nil {
-		err = fs.pin.w.Watch(fsnOf(f).pt)
-	}
-	if err != nil {
-		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)
-		return
-	}
-	h.ptIno = fileIno(st)
-	// FUSE names the thread that locked: its process is the one to stop
-	// (a thread gone since stays as it was; it matches no access).
-	procs := map[uint32]bool{}
-	for p := range h.pids {
-		if g := tgidOf(int32(p)); g != 0 {
-			p = g
-		}
-		procs[p] = true
-	}
-	h.pids = procs
-}
-
-// lockLostAccess tells whether thread tid's access of the cache file ino
-// must be refused: its process took a lock, since lost, through a
-// passthrough descriptor of the file that has not unlocked the whole file
-// nor closed. Called by the watch for each access of a watched file.
-func (fs *snfsFS) lockLostAccess(ino uint64, tid int32) bool {
-	l := &fs.locks
-	if l.nheld.Load() == 0 {
-		return false
-	}
-	var pids []uint32
-	l.mu.Lock()
-	for _, h := range l.held {
-		if h.lost && h.ptIno == ino {
-			for p := range h.pids {
-				pids = append(pids, p)
-			}
-		}
-	}
-	l.mu.Unlock()
-	if len(pids) == 0 {
-		return false
-	}
-	tgid := tgidOf(tid)
-	for _, p := range pids {
-		if p == tgid {
-			return true
-		}
-	}
-	return false
-}
-
-// tgidOf is the process of thread tid (the watch reports threads), 0 if
-// it is gone.
-func tgidOf(tid int32) uint32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-			return uint32(n)
-		}
-	}
-	return 0
-}
-
 func (l *locks) heldState(f *File) (lost, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -300,68 +179,6 @@ func (l *locks) heldState(f *File) (lost, ok bool) {
 		return false, false
 	}
 	return h.lost, true
-}
-
-// renewLocks renews this client's lock lease if the last renewal was sent
-// more than half a callback timeout ago: a LOCKT of i (one at a time). It
-// returns the files of the descriptors whose loss it learned, whose kernel
-// pages the caller drops when it is outside a read or write (locksLost):
-// not here, under renewMu, which a read the kernel holds the file for may
-// be waiting for.
-func (fs *snfsFS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
-	l := &fs.locks
-	l.renewMu.Lock()
-	defer l.renewMu.Unlock()
-	if time.Since(l.renewed) < fs.sess.CallbackTimeout()/2 {
-		return nil, nil
-	}
-	start := time.Now()
-	var lost []*Inode
-	_, err := fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
-	switch {
-	case errors.Is(err, snfs1.ErrFenced):
-		lost = fs.markLost("the server revoked this client's locks", nil)
-	case errors.Is(err, nfs3.ErrStale):
-		return nil, nil // the file is gone on the server: its I/O says so
-	case err != nil:
-		return nil, fmt.Errorf("vfs: renewing the lock lease: %w", err)
-	}
-	verf := l.lockVerf()
-	lost = append(lost, fs.markLost("the server restarted", &verf)...)
-	l.renewed = start
-	return lost, nil
-}
-
-// lockLeaseLoop renews the lock lease while this client holds locks, every
-// quarter of a callback timeout (a renewal goes when the last is half a
-// callback timeout old), until the FS closes: reads the kernel serves from
-// its pages, and reads and writes it makes to passthrough cache files, never
-// reach the mount, so without it a lost lock would go unnoticed while the
-// process reads and writes unprotected. A loss the loop learns drops the
-// kernel's pages of the files and watches their passthrough files
-// (locksLost).
-func (fs *snfsFS) lockLeaseLoop() {
-	defer close(fs.leaseDone)
-	for {
-		t := time.NewTimer(max(fs.sess.CallbackTimeout()/4, 10*time.Millisecond))
-		select {
-		case <-fs.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		i := fs.locks.anyHeld()
-		if i == nil {
-			continue
-		}
-		lost, err := fs.renewLocks(fs.life, i)
-		if err != nil && fs.life.Err() == nil {
-			fs.log.Debug("lock lease", "err", err)
-		}
-		for _, i := range lost {
-			fs.notifyData(i)
-		}
-	}
 }
 
 // anyHeld is the file of a descriptor that holds locks not lost, or nil.

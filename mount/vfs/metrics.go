@@ -55,13 +55,10 @@ func (c *cacheStats) CallbacksByMode(mode state.CallbackMode) uint64 {
 }
 
 // DirtyBytes is the data in the cache directory not yet written back: the
-// dirty ranges of the files waiting for write-back (0 in nfs mode).
-func (fs *FS) DirtyBytes() int64 {
-	if fs.sn == nil {
-		return 0
-	}
+// dirty ranges of the files waiting for write-back.
+func (sn *snfsFS) DirtyBytes() int64 {
 	var n int64
-	for _, i := range fs.sn.dirtyInodes(time.Time{}) {
+	for _, i := range sn.dirtyInodes(time.Time{}) {
 		cf := cacheFileOrNil(i)
 		if cf == nil {
 			continue

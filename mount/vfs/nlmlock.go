@@ -146,7 +146,7 @@ func (fs *FS) NLMCallbackPort() int {
 
 // ServerLocks reports whether locks go to the server (snfs mode, or nfs mode
 // with NLM).
-func (fs *FS) ServerLocks() bool { return fs.sn != nil || fs.nl != nil }
+func (fs *FS) ServerLocks() bool { return fs.ops.serverLocks() }
 
 // oh is the NLM owner handle of the kernel's lock owner.
 func (nl *nlmFS) oh(owner uint64) []byte {

@@ -123,7 +123,7 @@ func TestCallbackAgainTreatAsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for try := 1; try <= 2; try++ {
-		if st := v.Callback(ctx, i.FH, state.Writeback, nil); st != state.TreatAsClosed {
+		if st := v.sn.Callback(ctx, i.FH, state.Writeback, nil); st != state.TreatAsClosed {
 			t.Errorf("callback %d to a client with no open of the file: %v; want CB_TREAT_AS_CLOSED", try, st)
 		}
 	}

@@ -88,7 +88,7 @@ func TestCallbackWriteBackFailedNotOK(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, mode := range []state.CallbackMode{state.Writeback, state.Relinquish, state.WritebackInvalidate} {
-		if st := v.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
+		if st := v.sn.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
 			t.Errorf("%v callback whose write-back failed: answered %v", mode, st)
 		}
 		if cf := cacheFileOrNil(i); cf == nil || !cf.NeedsWriteBack() {

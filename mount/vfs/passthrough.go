@@ -104,16 +104,16 @@ var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-s
 
 // EnablePassthrough lets snfs mode hand cache files to the kernel (the
 // bridge calls it once the kernel agreed to FUSE passthrough).
-func (fs *FS) EnablePassthrough() {
-	if fs.sn != nil && !fs.sn.passthrough.Load() {
-		fs.sn.startWatch()
-		fs.sn.passthrough.Store(true)
+func (sn *snfsFS) EnablePassthrough() {
+	if !sn.passthrough.Load() {
+		sn.startWatch()
+		sn.passthrough.Store(true)
 	}
 }
 
 // PassthroughFile is the descriptor the kernel should do this open's I/O on
 // (FUSE passthrough), or nil.
-func (f *File) PassthroughFile() *os.File {
+func (*snfsFS) PassthroughFile(f *File) *os.File {
 	if !snfsOpened(f) {
 		return nil
 	}

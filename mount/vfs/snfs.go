@@ -30,8 +30,8 @@ import (
 // written through to the server (one UNSTABLE WRITE per write, COMMIT at
 // close) and read from the server, with no cache.
 
-// SNFSConfig turns on snfs mode (Config.SNFS).
-type SNFSConfig struct {
+// snfsConfig configures snfs mode's cache manager (OpenSNFS makes it).
+type snfsConfig struct {
 	Session *client.Session // its NFS() must be Config.NFS
 	Cache   *cachedir.Cache // the cache directory; the FS closes it (Close)
 	// WriteBackDelay is how old a file's oldest dirty data gets before the
@@ -82,7 +82,10 @@ type snfsFS struct {
 	// snfsFS's; the core's are promoted).
 	*FS
 
-	cfg   SNFSConfig
+	cfg snfsConfig // as startSNFS completed it
+	// given is the configuration snfsMode was made with, which start
+	// hands to startSNFS.
+	given snfsConfig
 	sess  *client.Session
 	cache *cachedir.Cache
 	stats SNFSStats
@@ -231,20 +234,22 @@ type snfsFile struct {
 	ptWrite  bool           // pt is an open for writing (external writes, passthrough.go)
 }
 
-// SNFS reports whether the FS runs in snfs mode.
-func (fs *FS) SNFS() bool { return fs.sn != nil }
+// SNFSStats returns snfs mode's counters.
+func (sn *snfsFS) SNFSStats() *SNFSStats { return &sn.stats }
 
-// SNFSStats returns the snfs-mode counters (nil in nfs mode).
-func (fs *FS) SNFSStats() *SNFSStats {
-	if fs.sn == nil {
-		return nil
+// snfsMode is newFS's mode for snfs mode: the cache manager on fs, to be
+// started with cfg (startSNFS, the start hook) once the root is known.
+func snfsMode(cfg snfsConfig) func(*FS) Ops {
+	return func(fs *FS) Ops {
+		sn := &snfsFS{FS: fs, given: cfg}
+		fs.sn, fs.snfs = sn, sn
+		return sn
 	}
-	return &fs.sn.stats
 }
 
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,
 // then the write-back goroutine (stopped by Close).
-func (fs *FS) startSNFS(ctx context.Context, cfg SNFSConfig) error {
+func (fs *FS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	if cfg.Session == nil || cfg.Cache == nil {
 		return errors.New("vfs: snfs mode needs a session and a cache directory")
 	}

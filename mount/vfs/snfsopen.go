@@ -45,9 +45,9 @@ type SNFSMountConfig struct {
 	Name      string // the session's client name (hostname:mountpoint)
 	CacheDir  string
 	CacheSize int64 // bytes; <= 0: no limit
-	// WriteBackDelay and CacheTTL as in SNFSConfig.
+	// WriteBackDelay and CacheTTL as in snfsConfig.
 	WriteBackDelay, CacheTTL time.Duration
-	// CloseDelay as in SNFSConfig (0: no delayed close).
+	// CloseDelay as in snfsConfig (0: no delayed close).
 	CloseDelay time.Duration
 	Logger     *slog.Logger
 	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
@@ -115,10 +115,10 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*FS, error) {
 	if res.Status != 0 {
 		return fail(fmt.Errorf("MNT %s: %w", cfg.Export, res.Status))
 	}
-	v, err := New(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint,
-		SNFS: &SNFSConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
+	v, err := newFS(ctx, Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
+		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
-			Recover: true, handler: h, owned: true, export: cfg.Export}, ReadOnly: cfg.ReadOnly})
+			Recover: true, handler: h, owned: true, export: cfg.Export}))
 	if err != nil {
 		return fail(err)
 	}
@@ -177,7 +177,7 @@ func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock fu
 func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
 	select {
 	case <-h.ready:
-		return h.fs.Granted(ctx, a)
+		return h.fs.sn.Granted(ctx, a)
 	default:
 		return snfs1.GrantedUnwanted
 	}
@@ -186,7 +186,7 @@ func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.Grant
 func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	select {
 	case <-h.ready:
-		return h.fs.Callback(ctx, fh, mode, attr)
+		return h.fs.sn.Callback(ctx, fh, mode, attr)
 	case <-ctx.Done():
 		return state.Stale
 	}

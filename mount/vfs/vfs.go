@@ -46,8 +46,6 @@ type Config struct {
 	// MountPoint is where the export is mounted, for the paths of files in
 	// log messages; "" names them from the export's root ("/src/main.c").
 	MountPoint string
-	// SNFS, if set, runs the consistency protocol (snfs mode, snfs.go).
-	SNFS *SNFSConfig
 	// ReadOnly refuses every change with EROFS (readonly.go).
 	ReadOnly bool
 	// NLM, if set in nfs mode, sends locks to the server's NLM
@@ -94,7 +92,9 @@ type FS struct {
 
 	ops Ops     // the mode's file operations (mode.go), set in New
 	sn  *snfsFS // snfs mode; nil in nfs mode
-	nl  *nlmFS  // nfs mode with server locks (nlmlock.go); nil otherwise
+	// snfs is sn as the bridge's SNFSMode (FS.SNFS); nil in nfs mode.
+	snfs SNFSMode
+	nl   *nlmFS // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -105,9 +105,15 @@ var (
 	ErrInvalid      = errors.New("vfs: invalid argument")
 )
 
-// New makes an FS for an export: FSINFO gives the transfer sizes, GETATTR the
-// root's attributes.
-func New(ctx context.Context, cfg Config) (*FS, error) {
+// New makes an FS for an export in nfs mode: FSINFO gives the transfer
+// sizes, GETATTR the root's attributes. snfs mode's is made by OpenSNFS.
+func New(ctx context.Context, cfg Config) (*FS, error) { return newFS(ctx, cfg, nil) }
+
+// newFS is New in the mode that mode makes (nil: nfs mode, the core's
+// nfsOps): its Ops, made on the new FS before any inode exists (its hooks
+// are asked about every inode) and started (Ops.start) once the root is
+// known. snfs mode's is snfsMode (snfs.go).
+func newFS(ctx context.Context, cfg Config, mode func(*FS) Ops) (*FS, error) {
 	if cfg.AcRegMin == 0 {
 		cfg.AcRegMin = 3 * time.Second
 	}
@@ -128,13 +134,11 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
 		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
-	// The mode, before any inode exists (its hooks are asked about every
-	// inode; snfs mode's find nothing held until startSNFS has run).
+	// The mode, before any inode exists (snfs mode's hooks find nothing
+	// held until startSNFS has run).
 	fs.ops = nfsOps{fs}
-	if cfg.SNFS != nil {
-		// The cache manager, started (startSNFS) once the root is known.
-		fs.sn = &snfsFS{FS: fs}
-		fs.ops = fs.sn
+	if mode != nil {
+		fs.ops = mode(fs)
 	}
 	root := Cred{}
 	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })

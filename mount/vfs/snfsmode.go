@@ -1,0 +1,213 @@
+package vfs
+
+import (
+	"context"
+	"time"
+
+	"snfs/nfs3"
+)
+
+// snfs mode's Ops: the cache manager's own methods (mode.go has the
+// interface and the core's, nfsOps). A file the protocol does not open (not
+// a regular file) is the core's, so most of them hand such files to it.
+
+var _ SNFSMode = (*snfsFS)(nil)
+
+// The snfs cache manager's Ops are snfsFS's own methods (this file,
+// snfsio.go, callback.go, snfsappend.go): the protocol's opens of regular
+// files; anything else is the core's.
+var _ Ops = (*snfsFS)(nil)
+
+// core is the core's Ops on the same FS.
+func (sn *snfsFS) core() nfsOps { return nfsOps{sn.FS} }
+
+// Open is FS.Open in snfs mode.
+func (sn *snfsFS) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
+	if i.Type != nfs3.TypeReg {
+		return sn.core().Open(ctx, i, c, flags)
+	}
+	if changesFile(flags) {
+		if err := sn.FS.refuseChange(); err != nil {
+			return nil, false, err
+		}
+	}
+	return sn.snfsOpen(ctx, i, c, flags)
+}
+
+// Create is FS.Create in snfs mode: the new file is opened for writing
+// with the protocol.
+func (sn *snfsFS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := sn.FS.createCore(ctx, dir, c, name, mode, excl, flags)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	return sn.snfsCreated(ctx, e, c, flags)
+}
+
+// Read is FS.Read in snfs mode.
+func (sn *snfsFS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	if err := sn.FS.lockCheck(ctx, f); err != nil {
+		return 0, err // its lock was lost (locklost.go)
+	}
+	if !snfsOpened(f) {
+		return sn.FS.readCore(ctx, f, off, buf)
+	}
+	return sn.snfsRead(ctx, f, off, buf)
+}
+
+// Write is FS.Write in snfs mode.
+func (sn *snfsFS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := sn.FS.writeCheck(ctx, f); err != nil {
+		return 0, err
+	}
+	if !snfsOpened(f) {
+		_, n, err := sn.FS.buffered(ctx, f, off, data, false)
+		return n, err
+	}
+	return sn.snfsWrite(ctx, f, off, data)
+}
+
+// Append is FS.Append in snfs mode.
+func (sn *snfsFS) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := sn.FS.refuseChange(); err != nil {
+		return 0, 0, err
+	}
+	if !snfsOpened(f) {
+		return sn.FS.appendCore(ctx, f, data)
+	}
+	return sn.snfsAppend(ctx, f, data)
+}
+
+// Flush is FS.Flush in snfs mode.
+func (sn *snfsFS) Flush(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
+		return f.i.flush(ctx, true)
+	}
+	return sn.snfsFlush(ctx, f)
+}
+
+// Fsync is FS.Fsync in snfs mode.
+func (sn *snfsFS) Fsync(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
+		return f.i.flush(ctx, true)
+	}
+	return sn.snfsFsync(ctx, f)
+}
+
+// Release is FS.Release in snfs mode.
+func (sn *snfsFS) Release(ctx context.Context, f *File) error {
+	sn.FS.dropHeld(f.i, f, 0)
+	if !snfsOpened(f) {
+		return sn.FS.releaseCore(ctx, f)
+	}
+	return sn.snfsRelease(ctx, f)
+}
+
+// Setattr is FS.Setattr in snfs mode: a size change of a file this client
+// caches for writing is made in the cache (snfsSetattrLocal); otherwise the
+// pending write-back goes first (it would change the size or mtime set
+// here), and the change the server took is applied to the cache.
+func (sn *snfsFS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	fs := sn.FS
+	if err := fs.refuseChange(); err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	if a, ttl, done, err := fs.sn.snfsSetattrLocal(i, c, s); done {
+		return a, ttl, err
+	}
+	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
+		if err := fs.writeBackInode(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+	}
+	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
+		fs.sn.snfsOwnChange(i, w)
+		fs.sn.snfsSized(i, s.Size) // only a size the server took
+	})
+}
+
+// Getlk is FS.Getlk in snfs mode: the protocol's LOCKT, or this client's
+// lock delegation (lock.go).
+func (sn *snfsFS) Getlk(ctx context.Context, i *Inode, owner uint64, kind LockKind, off, n uint64) (*LockHolder, error) {
+	return sn.snfsGetlk(ctx, i, owner, kind, off, n)
+}
+
+// Setlk is FS.Setlk in snfs mode (lock.go).
+func (sn *snfsFS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
+	return sn.snfsSetlk(ctx, f, owner, kind, off, n, wait)
+}
+
+// UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
+func (sn *snfsFS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
+	return sn.snfsUnlockOwner(ctx, i, owner)
+}
+
+// Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
+func (sn *snfsFS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return sn.snfsAllocate(ctx, f, off, length, mode)
+}
+
+// GetXattr is FS.GetXattr in snfs mode.
+func (sn *snfsFS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return sn.getXattr(ctx, i, c, name)
+}
+
+// ListXattrs is FS.ListXattrs in snfs mode.
+func (sn *snfsFS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	return sn.listXattrs(ctx, i, c)
+}
+
+// SetXattr is FS.SetXattr in snfs mode.
+func (sn *snfsFS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return sn.FS.setXattr(ctx, i, c, name, value, flags)
+}
+
+// RemoveXattr is FS.RemoveXattr in snfs mode.
+func (sn *snfsFS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return sn.FS.removeXattr(ctx, i, c, name)
+}
+
+func (sn *snfsFS) beforeThrough(ctx context.Context, i *Inode) error {
+	return sn.FS.writeBackFirst(ctx, i)
+}
+
+func (sn *snfsFS) removed(child *Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
+
+// clearSetID writes a cached file back (as the last writer: this one,
+// snfsWrite); a write-through was sent already; a file the protocol does
+// not open is the core's.
+func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
+	if !snfsOpened(f) {
+		return sn.core().clearSetID(ctx, f)
+	}
+	if snfsCaching(f.i) {
+		return sn.FS.writeBackInode(ctx, f.i)
+	}
+	return nil
+}
+
+func (*snfsFS) newInode(i *Inode) { i.ext = &snfsInode{} }
+
+// start starts snfs mode (snfs.go).
+func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, sn.given) }
+
+// sync writes back the cache directory's dirty files, then what the core
+// holds in memory.
+func (sn *snfsFS) sync(ctx context.Context) error {
+	if err := sn.snfsSync(ctx); err != nil {
+		return err
+	}
+	return sn.FS.syncCore(ctx)
+}
+
+// close ends snfs mode (snfs.go).
+func (sn *snfsFS) close() error { return sn.closeSNFS() }
+
+func (*snfsFS) attrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
+
+func (*snfsFS) adjustLocked(i *Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
+
+func (*snfsFS) busyLocked(i *Inode) bool { return snfsBusyLocked(i) }
+
+// serverLocks: snfs mode's locks are the protocol's, always the server's.
+func (*snfsFS) serverLocks() bool { return true }
