@@ -25,6 +25,7 @@
 # Writes bench/results/mountbench2-<date>.md.
 #
 #   bash bench/mountbench2.sh (as root)   # REPS=3; PARTS="sort read meta"; DELAY=30s DELAY_INF=1h
+#   SNFS_BIN (a built snfs instead of building one), OUT (the result file): see bench/mountab.sh
 #   REPS=1 SORT_MIB=8 READ_MIB=16 NFILES=50 TREE=src/fmt bash bench/mountbench2.sh   # a quick check
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -170,7 +171,7 @@ rpc_table() {
 }
 verdict() { awk "BEGIN{print ($1) ? \"met\" : \"not met\"}"; }
 
-out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
+out=${OUT:-bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md}
 {
   echo "# snfs mount: sort, cached reads, metadata (issue 14)"
   echo
