@@ -27,7 +27,7 @@ DELAY=${DELAY:-30s}
 W=/var/tmp/snfs-mountbench
 IMG=${IMG:-4G}
 PORT=${PORT:-23049} MPORT=${MPORT:-23100}   # not the defaults: the machine is shared
-CONFIGS="local fuse nfs snfs"
+CONFIGS=${CONFIGS:-local fuse nfs snfs} # bench/mountab.sh leaves fuse out: it compares two snfs binaries
 PHASES="MakeDir Copy ScanDir ReadAll Make"
 . bench/mountlib.sh
 
@@ -99,7 +99,7 @@ out=${OUT:-bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md}
   echo "| phase | local | fuse (floor) | nfs mode | snfs mode | snfs/nfs | snfs/local | nfs/local | fuse/local |"
   echo "|---|---|---|---|---|---|---|---|---|"
   for ph in $PHASES total umount; do
-    l=${M[local,$ph]} f=${M[fuse,$ph]} n=${M[nfs,$ph]} s=${M[snfs,$ph]}
+    l=${M[local,$ph]} f=${M[fuse,$ph]:-0} n=${M[nfs,$ph]} s=${M[snfs,$ph]}
     name=$ph; [ $ph = total ] && name="**total (5 phases)**"; [ $ph = umount ] && name="unmount (not in total)"
     echo "| $name | $(f2 $l) | $(f2 $f) | $(f2 $n) | $(f2 $s) | $(ratio $s $n) | $(ratio $s $l) | $(ratio $n $l) | $(ratio $f $l) |"
   done

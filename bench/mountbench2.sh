@@ -39,7 +39,8 @@ W=/var/tmp/snfs-mountbench2
 DATA=${DATA:-/var/tmp/snfs-bench-data} # generated inputs, kept between runs
 IMG=${IMG:-8G}
 PORT=${PORT:-23051} MPORT=${MPORT:-23101} # not the defaults, nor mountbench.sh's: the machine is shared
-CONFIGS="local fuse nfs snfs"
+CONFIGS=${CONFIGS:-local fuse nfs snfs} # bench/mountab.sh leaves fuse out: it compares two snfs binaries
+SORT_CONFIGS=${SORT_CONFIGS:-local fuse fuse-dio fuse-durable nfs snfs snfs-inf}
 . bench/mountlib.sh
 
 # Inputs, generated deterministically once. The sort input: lines of base64 of
@@ -123,7 +124,7 @@ part_meta() { # cfg rep
 
 for i in $(seq "$REPS"); do
   for part in $PARTS; do
-    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs="local fuse fuse-dio fuse-durable nfs snfs snfs-inf"
+    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs=$SORT_CONFIGS
     order=$(rotate "$cfgs" $((i - 1)))
     echo "rep $i $part: $order" >&2
     for cfg in $order; do "part_$part" "$cfg" "$i"; done
