@@ -64,7 +64,7 @@ stop_mounts() {
 on_exit() { cleanup; stop_proxies; stop_mounts; }
 trap on_exit EXIT
 
-START=$(date +%s)
+START=$(date +%s) LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 setup_images
 (cd "$ROOT" && go build -o "$W/bin/delayproxy" ./bench/delayproxy)
 tar xzf "$SHARED/data/lua-5.4.8.tar.gz" -C "$W/src"
@@ -148,7 +148,7 @@ for i in $(seq "$maxr"); do
   for cfg in $order; do run_cfg "$cfg" "$i"; done
   done_rounds=$i
 done
-ELAPSED=$(($(date +%s) - START))
+ELAPSED=$(($(date +%s) - START)) LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # medR cfg phase: the median over rounds of the phase's calls.
 medR() { printf '%s\n' ${R[$1,$2]:-0} | median; }
@@ -160,7 +160,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
   echo
   echo "Command: \`DELAYS=\"$DELAYS\" ROUNDS=$ROUNDS$(for d in $DELAYS; do v="ROUNDS_${d//[^A-Za-z0-9_]/_}"; [ -n "${!v:-}" ] && printf ' %s=%s' "$v" "${!v}"; done) NFILES=$NFILES BUDGET=$BUDGET DELAY=$DELAY bash bench/coda.sh\`"
   echo "at commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)'), $(date -u '+%Y-%m-%d %H:%M') UTC, $ELAPSED s in all, $done_rounds rounds; $(nproc) cores, $(uname -r)."
-  echo "**The machine was shared**: 2 cores, other helpers building and testing at the same time; the local disk's figures and the rounds below show the noise."
+  echo "**The machine was shared**: 2 cores, other helpers building and testing at the same time (load average over 1, 5, 15 min: $LOAD_START at the start, $LOAD_END at the end); the local disk's figures and the rounds below show the noise."
   echo
   echo "Setup (bench/coda.sh, bench/mountlib.sh): the local disk and the export are each their own ext4 image (${IMG}, journaled, on /var/tmp, loop-mounted with direct I/O);"
   echo "snfs serve on 127.0.0.1:$PORT (\`rw,no_root_squash\`); each mount goes through bench/delayproxy (internal/faultproxy) adding the delay to each direction (round trip: twice the delay; delay 0 still through the proxy);"
