@@ -7,7 +7,7 @@
 # run of both: its A and B columns show the noise of the machine between runs.
 #
 #   bash bench/mountab.sh A B (as root)   # N=3 SCRIPTS="mountbench mountbench2" LABEL_A=A LABEL_B=B
-#   OUT=bench/results/x.md; CONFIGS (default "local nfs snfs": no FUSE floor, it does
+#   AGGREGATE_ONLY=1: only the tables, of the runs already in $RUNS; OUT=bench/results/x.md; CONFIGS (default "local nfs snfs": no FUSE floor, it does
 #   not depend on the binary), SORT_CONFIGS (default "local nfs snfs snfs-inf"), and
 #   mountbench2's PARTS, SORT_MIB, READ_MIB, NFILES, TREE pass through.
 #
@@ -23,8 +23,10 @@ export CONFIGS=${CONFIGS:-local nfs snfs}
 export SORT_CONFIGS=${SORT_CONFIGS:-local nfs snfs snfs-inf}
 OUT=${OUT:-bench/results/mountab-$(date -u +%Y%m%d-%H%M).md}
 RUNS=${RUNS:-/var/tmp/snfs-mountab} # every run's own result file, kept
-rm -rf "$RUNS"; mkdir -p "$RUNS"
 START=$(date +%s)
+# AGGREGATE_ONLY=1: no runs, the tables of the result files already in $RUNS
+# (e.g. of a run stopped before its last pass).
+if [ -n "${AGGREGATE_ONLY:-}" ]; then N=0 NRUNS="up to $(ls "$RUNS"/*-a-*.md | sed "s/.*-//; s/[.]md$//" | sort -n | tail -1)"; else rm -rf "$RUNS"; mkdir -p "$RUNS"; fi
 
 for k in $(seq "$N"); do
   order="a b"; [ $((k % 2)) = 0 ] && order="b a"
@@ -63,8 +65,9 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
   echo
   echo "Command: \`N=$N SCRIPTS=\"$SCRIPTS\" CONFIGS=\"$CONFIGS\" SORT_CONFIGS=\"$SORT_CONFIGS\"$(for v in PARTS SORT_MIB READ_MIB NFILES TREE; do [ -n "${!v:-}" ] && printf ' %s=%s' "$v" "${!v}"; done) LABEL_A=\"$LABEL_A\" LABEL_B=\"$LABEL_B\" bash bench/mountab.sh $1 $2\`"
   echo "on $(date -u '+%Y-%m-%d %H:%M') UTC, $ELAPSED s in all; $(nproc) cores, $(uname -r); **a shared machine** (other helpers building and testing at the same time)."
-  echo "A = $BIN_A ($LABEL_A), B = $BIN_B ($LABEL_B). Each script ran $N times with each binary (REPS=1 each, server and mount of that binary, a fresh image each run), the binaries alternating A B, B A, ...;"
-  echo "figures are medians over the $N runs, seconds; B/A < 1 is B faster. The local disk does not use the binary: its B/A is the noise between runs. RPCs: the server's calls of all procedures in the phase (median)."
+  [ -n "${AGGREGATE_ONLY:-}" ] && echo "Tables of the runs already in $RUNS (AGGREGATE_ONLY): $(for s in $SCRIPTS; do for x in a b; do printf '%s %s: %s runs; ' "$s" "$x" "$(ls "$RUNS/$s-$x-"*.md 2>/dev/null | wc -l)"; done; done)"
+  echo "A = $BIN_A ($LABEL_A), B = $BIN_B ($LABEL_B). Each script ran ${NRUNS:-$N} times with each binary (REPS=1 each, server and mount of that binary, a fresh image each run), the binaries alternating A B, B A, ...;"
+  echo "figures are medians over the ${NRUNS:-$N} runs, seconds; B/A < 1 is B faster. The local disk does not use the binary: its B/A is the noise between runs. RPCs: the server's calls of all procedures in the phase (median)."
   for s in $SCRIPTS; do
     echo
     echo "## $s"
