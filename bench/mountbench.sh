@@ -14,17 +14,20 @@
 # Writes bench/results/mountbench-<date>.md.
 #
 #   bash bench/mountbench.sh (as root)   # REPS=3 by default; DELAY (snfs --writeback-delay, default 30s)
+#   SNFS_BIN (a built snfs instead of building one), OUT (the result file): see bench/mountab.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+# ../shared of the repository (of the main checkout when this is a git worktree).
 SHARED=${SHARED:-$ROOT/../shared}
+[ -d "$SHARED" ] || SHARED=$(git -C "$ROOT" rev-parse --path-format=absolute --git-common-dir)/../../shared
 export PATH="$PATH:/usr/local/go/bin"
 REPS=${REPS:-3}
 DELAY=${DELAY:-30s}
 W=/var/tmp/snfs-mountbench
 IMG=${IMG:-4G}
 PORT=${PORT:-23049} MPORT=${MPORT:-23100}   # not the defaults: the machine is shared
-CONFIGS="local fuse nfs snfs"
+CONFIGS=${CONFIGS:-local fuse nfs snfs} # bench/mountab.sh leaves fuse out: it compares two snfs binaries
 PHASES="MakeDir Copy ScanDir ReadAll Make"
 . bench/mountlib.sh
 
@@ -82,7 +85,7 @@ verdict_phase=$(awk -v w="$worst" 'BEGIN{print (w <= 1.05) ? "met" : "not met"}'
 bound=$(ratio "${M[local,total]}" "${M[nfs,total]}")
 verdict_bound=$(awk -v b="$bound" 'BEGIN{print (b > 0.80) ? "out of reach in this run: even the local disk is less than 20% faster than nfs mode" : "within reach: the local disk is at least 20% faster than nfs mode"}')
 
-out="bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md"
+out=${OUT:-bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md}
 {
   echo "# snfs mount: Andrew benchmark on Lua 5.4.8"
   echo
@@ -96,7 +99,7 @@ out="bench/results/mountbench-$(date -u +%Y%m%d-%H%M).md"
   echo "| phase | local | fuse (floor) | nfs mode | snfs mode | snfs/nfs | snfs/local | nfs/local | fuse/local |"
   echo "|---|---|---|---|---|---|---|---|---|"
   for ph in $PHASES total umount; do
-    l=${M[local,$ph]} f=${M[fuse,$ph]} n=${M[nfs,$ph]} s=${M[snfs,$ph]}
+    l=${M[local,$ph]} f=${M[fuse,$ph]:-0} n=${M[nfs,$ph]} s=${M[snfs,$ph]}
     name=$ph; [ $ph = total ] && name="**total (5 phases)**"; [ $ph = umount ] && name="unmount (not in total)"
     echo "| $name | $(f2 $l) | $(f2 $f) | $(f2 $n) | $(f2 $s) | $(ratio $s $n) | $(ratio $s $l) | $(ratio $n $l) | $(ratio $f $l) |"
   done

@@ -25,6 +25,7 @@
 # Writes bench/results/mountbench2-<date>.md.
 #
 #   bash bench/mountbench2.sh (as root)   # REPS=3; PARTS="sort read meta"; DELAY=30s DELAY_INF=1h
+#   SNFS_BIN (a built snfs instead of building one), OUT (the result file): see bench/mountab.sh
 #   REPS=1 SORT_MIB=8 READ_MIB=16 NFILES=50 TREE=src/fmt bash bench/mountbench2.sh   # a quick check
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,8 @@ W=/var/tmp/snfs-mountbench2
 DATA=${DATA:-/var/tmp/snfs-bench-data} # generated inputs, kept between runs
 IMG=${IMG:-8G}
 PORT=${PORT:-23051} MPORT=${MPORT:-23101} # not the defaults, nor mountbench.sh's: the machine is shared
-CONFIGS="local fuse nfs snfs"
+CONFIGS=${CONFIGS:-local fuse nfs snfs} # bench/mountab.sh leaves fuse out: it compares two snfs binaries
+SORT_CONFIGS=${SORT_CONFIGS:-local fuse fuse-dio fuse-durable nfs snfs snfs-inf}
 . bench/mountlib.sh
 
 # Inputs, generated deterministically once. The sort input: lines of base64 of
@@ -122,7 +124,7 @@ part_meta() { # cfg rep
 
 for i in $(seq "$REPS"); do
   for part in $PARTS; do
-    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs="local fuse fuse-dio fuse-durable nfs snfs snfs-inf"
+    cfgs=$CONFIGS; [ "$part" = sort ] && cfgs=$SORT_CONFIGS
     order=$(rotate "$cfgs" $((i - 1)))
     echo "rep $i $part: $order" >&2
     for cfg in $order; do "part_$part" "$cfg" "$i"; done
@@ -170,7 +172,7 @@ rpc_table() {
 }
 verdict() { awk "BEGIN{print ($1) ? \"met\" : \"not met\"}"; }
 
-out="bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md"
+out=${OUT:-bench/results/mountbench2-$(date -u +%Y%m%d-%H%M).md}
 {
   echo "# snfs mount: sort, cached reads, metadata (issue 14)"
   echo

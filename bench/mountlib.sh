@@ -21,6 +21,12 @@
 #   nfs       snfs mount --mode=nfs  against snfs serve on 127.0.0.1 (export: its own ext4 image)
 #   snfs      snfs mount --mode=snfs, --writeback-delay $DELAY, cache directory on /var/tmp
 #   snfs-inf  the same with --writeback-delay $DELAY_INF (effectively infinite)
+# A configuration named nfs* or snfs* (snfs-inf* for the infinite delay), e.g.
+# nfs@1ms, is a mount of snfs serve too; the hooks cfg_bin, cfg_port and
+# cfg_mport (redefine them after sourcing) give its binary, the port it mounts
+# and the metrics port of the server it counts (default: $W/bin/snfs, $PORT, $MPORT).
+#
+# SNFS_BIN, when set, is the snfs binary used instead of one built from $ROOT.
 
 unmount_all() {
   local m d
@@ -43,7 +49,8 @@ setup_images() {
     truncate -s "$IMG" "$W/$d.img" && mkfs.ext4 -q -F "$W/$d.img"
     mount "$(losetup --direct-io=on -f --show "$W/$d.img")" "$W/$d"
   done
-  (cd "$ROOT" && go build -o "$W/bin/snfs" ./cmd/snfs && go build -o "$W/bin/fuseloop" ./bench/fuseloop)
+  if [ -n "${SNFS_BIN:-}" ]; then cp "$SNFS_BIN" "$W/bin/snfs"; else (cd "$ROOT" && go build -o "$W/bin/snfs" ./cmd/snfs); fi
+  (cd "$ROOT" && go build -o "$W/bin/fuseloop" ./bench/fuseloop)
 }
 
 SNFS_PID= FUSE_PID= FUSE_DIO_PID= FUSE_DUR_PID=
@@ -68,6 +75,11 @@ start_server() {
   echo "snfs serve did not start" >&2; cat "$W/serve.log" >&2; exit 1
 }
 
+# The hooks of the configurations nfs* and snfs* (see the header).
+cfg_bin() { echo "$W/bin/snfs"; }
+cfg_port() { echo "$PORT"; }
+cfg_mport() { echo "$MPORT"; }
+
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
 f2() { awk -v a="$1" 'BEGIN{printf "%.2f", a}'; }
@@ -76,8 +88,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (b > 0) printf "%.2f", a/b; else pri
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # rpcs prints "program/proc count" for every procedure of the server.
-rpcs() {
-  curl -sf "http://127.0.0.1:$MPORT/metrics" | awk '/^snfs_server_rpc_total\{/ {
+rpcs() { # [cfg]
+  curl -sf "http://127.0.0.1:$(cfg_mport "${1:-}")/metrics" | awk '/^snfs_server_rpc_total\{/ {
     p = $0; sub(/.*program="/, "", p); sub(/".*/, "", p)
     q = $0; sub(/.*proc="/, "", q); sub(/".*/, "", q)
     print p "/" q, $NF }' | LC_ALL=C sort
@@ -91,13 +103,13 @@ declare -A PROCS # every procedure called at least once
 phase() {
   local cfg=$1 ph=$2; shift 2
   local before="" after a b
-  case $cfg in nfs|snfs*) before=$(rpcs) ;; esac
+  case $cfg in nfs*|snfs*) before=$(rpcs "$cfg") ;; esac
   a=$(now)
   "$@" >/dev/null 2>>"$W/phases.log" || { echo "$cfg $ph failed: $*" >&2; tail -20 "$W/phases.log" >&2; exit 1; }
   b=$(now)
   T[$cfg,$ph]="${T[$cfg,$ph]:-} $(echo "$b - $a" | bc)"
   if [ -n "$before" ]; then
-    after=$(rpcs)
+    after=$(rpcs "$cfg")
     while read -r proc n; do
       [ "$n" != 0 ] && PROCS[$proc]=1
       C[$cfg,$ph,$proc]="${C[$cfg,$ph,$proc]:-} $n"
@@ -155,13 +167,14 @@ mount_cfg() {
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-durable" && break; sleep 0.1; done
       mountpoint -q "$W/mnt/fuse-durable" || { echo "fuseloop -durable did not mount" >&2; exit 1; }
       MNT="$W/mnt/fuse-durable" ;;
-    nfs|snfs|snfs-inf)
-      local extra=() mode=$cfg
+    nfs*|snfs*)
+      local extra=() mode=nfs port
       case $cfg in
-        snfs) extra=(--cache-dir "$cache" --writeback-delay "$DELAY") ;;
-        snfs-inf) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY_INF") ;;
+        snfs-inf*) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY_INF") ;;
+        snfs*) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY") ;;
       esac
-      "$W/bin/snfs" mount --nfs-port "$PORT" --mount-port "$PORT" --mode $mode ${SNFS_MOUNT_OPTS:-} "${extra[@]}" \
+      port=$(cfg_port "$cfg"); mkdir -p "$W/mnt/$cfg"
+      "$(cfg_bin "$cfg")" mount --nfs-port "$port" --mount-port "$port" --mode $mode ${SNFS_MOUNT_OPTS:-} "${extra[@]}" \
         "127.0.0.1:$W/export" "$W/mnt/$cfg" >>"$W/mount-$cfg.log" 2>&1
       MNT="$W/mnt/$cfg" ;;
   esac
@@ -173,6 +186,6 @@ umount_cfg() {
     fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
     fuse-dio) umount "$W/mnt/fuse-dio"; wait "$FUSE_DIO_PID" || true; FUSE_DIO_PID= ; sync -f "$W/fuse" ;;
     fuse-durable) umount "$W/mnt/fuse-durable"; wait "$FUSE_DUR_PID" || true; FUSE_DUR_PID= ; sync -f "$W/durable" ;;
-    *) "$W/bin/snfs" umount "$W/mnt/$1" ;;
+    *) "$(cfg_bin "$1")" umount "$W/mnt/$1" ;;
   esac
 }
