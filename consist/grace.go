@@ -13,8 +13,9 @@ import (
 
 var (
 	// ErrGrace: the server is in its grace period and this request is not a
-	// reclaim (nor a reclaiming client's access to a file it reclaimed): try
-	// again later (NFS3ERR_JUKEBOX).
+	// reclaim (nor a reclaiming client's access to a file it reclaimed
+	// caching, or dirty and closed: graceAccess): try again later
+	// (NFS3ERR_JUKEBOX).
 	ErrGrace = fmt.Errorf("consist: in the grace period after a restart: %w", ErrJukebox)
 	// ErrNoGrace: a RECLAIM or RECLAIM_DONE outside the grace period, or from a
 	// client this server did not know before it restarted (SNFS_ERR_NOGRACE).
@@ -51,9 +52,9 @@ type grace struct {
 	start    time.Time
 	expected map[snfs1.ClientID]*expected // guarded by mu
 	byName   map[string]snfs1.ClientID    // guarded by mu
-	// reclaimed are the files each client reclaimed, true for those it
-	// reclaimed caching: its NFS calls on those (its write-back) go through
-	// during grace. Guarded by mu.
+	// reclaimed are the files each client reclaimed, true for those whose
+	// NFS calls (its write-back) go through during grace (graceAccess).
+	// Guarded by mu.
 	reclaimed map[state.ClientID]map[state.FileID]bool
 	report    GraceReport // guarded by mu
 }
@@ -218,7 +219,10 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 		if _, dup := set[f]; dup {
 			continue
 		}
-		set[f] = it.Caching
+		// Its NFS calls on f go on during grace if it caches f, or holds
+		// it only dirty, closed (a closed last writer: nobody can have
+		// opened f beside it without calling it back first).
+		set[f] = it.Caching || it.Dirty && it.Readers == 0 && it.Writers == 0
 		if d.tracing() {
 			d.trace("table: RECLAIM item", it.File, "client", d.clientName(mid), "readers", it.Readers, "writers", it.Writers,
 				"caching", it.Caching, "dirty", it.Dirty)
@@ -272,12 +276,13 @@ func (d *Driver) ReclaimDone(id snfs1.ClientID) error {
 }
 
 // graceAccess decides a plain access by table client c of file f during
-// grace: only an expected client's access to a file it reclaimed caching goes
-// on (its write-back, its reads of what it caches). A caching client's cache
-// is the file's newest copy (Table 1), or it is the pinned holder whose
-// kernel-written bytes others must not go ahead of; a client that reclaimed
-// an open without caching may be sharing the file with such a holder that
-// has not reclaimed yet, so its READs and WRITEs wait for the end of grace
+// grace: only an expected client's access to a file it reclaimed caching, or
+// dirty with no open, goes on (its write-back, its reads of what it caches).
+// A caching client's cache is the file's newest copy (Table 1), or it is the
+// pinned holder whose kernel-written bytes others must not go ahead of; a
+// closed last writer shares the file with nobody; a client that reclaimed an
+// open without caching may be sharing the file with a pinned holder that has
+// not reclaimed yet, so its READs and WRITEs wait for the end of grace
 // (docs/protocol.md 7.1, 10.1).
 func (d *Driver) graceAccess(c state.ClientID, f state.FileID) error {
 	g := &d.grace

@@ -53,10 +53,10 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		m.fence(e, cb.Client, &out)
 	case h == nil:
 	case o == Pinned && h.writers > 0 && h.flags&fFenced == 0:
-		h.flags = h.flags&^fCaching | fDirty | fPinned
+		h.flags = h.flags&^(fCaching|fRepinned) | fDirty | fPinned
 		h.wbSeq = cb.Seq
 	case o == OK || o == Pinned: // Pinned without a write open: nothing keeps it writing
-		h.flags &^= fPinned
+		h.flags &^= fPinned | fRepinned
 		inval := mode&Invalidate != 0 && mode != Relinquish
 		if inval {
 			h.flags &^= fCaching
@@ -97,7 +97,7 @@ func (m *Machine) lateAnswer(s *shard, e *entry, t int64, cb Callback, o Outcome
 	}
 	m.n.lateAnswers.Add(1)
 	h.readers, h.writers = 0, 0
-	h.flags &^= fCaching | fDirty | fPinned
+	h.flags &^= fCaching | fDirty | fPinned | fRepinned
 	var out []Action
 	s.touch(e, t)
 	e.settle(t)

@@ -44,6 +44,7 @@ const (
 	fPlainWrite                   // its plain hold includes a change
 	fPinned                       // answered Pinned: a dirty writer others' requests wait behind (see pinnedBlock)
 	fOwed                         // owes an invalidation: the file changed outside the protocol (Changed)
+	fRepinned                     // pinned by a reclaim (repin), not by its own CB_PINNED: its next write-back also invalidates
 )
 
 // pending is what is in flight on a file.

@@ -62,7 +62,7 @@ func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
 			h.writers--
 		}
 		if h.writers == 0 {
-			h.flags &^= fPinned // its kernel writes into its cache no more
+			h.flags &^= fPinned | fRepinned // its kernel writes into its cache no more
 		}
 	} else if h.readers > 0 {
 		h.readers--
@@ -384,7 +384,14 @@ func (m *Machine) askWriteback(s *shard, e *entry, t int64, w *waiter, flag uint
 			continue
 		}
 		blocked = true
-		m.callback(s, e, t, h.client, Writeback, false, out)
+		mode := Writeback
+		if h.flags&fRepinned != 0 {
+			// Pinned by a reclaim, on the client's word that it caches:
+			// one that is not pinned at its end stops caching before it
+			// answers (or becomes pinned), so both ends agree.
+			mode = WritebackInvalidate
+		}
+		m.callback(s, e, t, h.client, mode, false, out)
 	}
 	return blocked
 }

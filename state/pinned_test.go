@@ -111,51 +111,88 @@ func TestPinnedWithoutWriteOpen(t *testing.T) {
 // other way to be a caching writer there), so it is pinned again at once,
 // whichever report comes first: the other client's covered WRITE waits for
 // its write-back instead of going ahead of what its kernel wrote and has not
-// sent (docs/protocol.md 10.1).
+// sent (docs/protocol.md 10.1). That first write-back also invalidates: a
+// holder that was not pinned after all stops caching and answers CB_OK, and
+// is then neither pinned nor caching; a pinned one answers CB_PINNED and is
+// asked plain write-backs from then on.
 func TestPinnedHolderReclaimed(t *testing.T) {
 	const a, b = 1, 2
 	for _, holderFirst := range []bool{true, false} {
-		h := newHarness(t, Config{})
-		h.register(a, b)
-		f := fid(1)
-		holder := ReclaimArgs{File: f, Handle: f[:], Client: a, Writers: 1, Caching: true, Dirty: true, Version: 5}
-		other := ReclaimArgs{File: f, Handle: f[:], Client: b, Writers: 1, Version: 5}
-		if holderFirst {
-			h.m.Reclaim(h.now, holder)
-			h.m.Reclaim(h.now, other)
-		} else {
-			h.m.Reclaim(h.now, other)
-			h.m.Reclaim(h.now, holder)
-		}
-		if fi := h.info(f); fi.Holders[0].Client != a && fi.Holders[1].Client != a {
-			t.Fatalf("%+v", fi)
-		}
-		for _, hd := range h.info(f).Holders {
-			if hd.Client == a && (!hd.Pinned || hd.Caching || !hd.Dirty) {
+		for _, answer := range []Outcome{Pinned, OK} {
+			h := newHarness(t, Config{})
+			h.register(a, b)
+			f := fid(1)
+			holder := ReclaimArgs{File: f, Handle: f[:], Client: a, Writers: 1, Caching: true, Dirty: true, Version: 5}
+			other := ReclaimArgs{File: f, Handle: f[:], Client: b, Writers: 1, Version: 5}
+			if holderFirst {
+				h.m.Reclaim(h.now, holder)
+				h.m.Reclaim(h.now, other)
+			} else {
+				h.m.Reclaim(h.now, other)
+				h.m.Reclaim(h.now, holder)
+			}
+			holderOf := func() HolderInfo {
+				for _, hd := range h.info(f).Holders {
+					if hd.Client == a {
+						return hd
+					}
+				}
+				t.Fatalf("A not a holder: %+v", h.info(f))
+				return HolderInfo{}
+			}
+			if hd := holderOf(); !hd.Pinned || hd.Caching || !hd.Dirty {
 				t.Fatalf("holder first %v: A reclaimed as %+v, want pinned, dirty, not caching", holderFirst, hd)
 			}
+			rq, v := h.access(b, f, AccessWrite)
+			if v != Wait {
+				t.Fatalf("holder first %v: B's covered WRITE: %v, want it to wait for A's write-back", holderFirst, v)
+			}
+			cbs := h.take()
+			if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != WritebackInvalidate {
+				t.Fatalf("holder first %v: callbacks %+v, want WRITEBACK_INVALIDATE to A", holderFirst, cbs)
+			}
+			h.answer(cbs[0], answer)
+			if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+				t.Fatalf("holder first %v: B's WRITE after A's write-back: %+v, %v", holderFirst, act, ok)
+			}
+			rq, v = h.access(b, f, AccessRead)
+			if answer == OK {
+				// Not pinned after all: it stopped caching, nothing waits.
+				if hd := holderOf(); hd.Pinned || hd.Caching {
+					t.Fatalf("holder first %v: A after CB_OK: %+v, want neither pinned nor caching", holderFirst, hd)
+				}
+				if v != Proceed {
+					t.Fatalf("holder first %v: B's READ after A answered OK: %v, want proceed", holderFirst, v)
+				}
+				continue
+			}
+			cbs = h.take()
+			if v != Wait || len(cbs) != 1 || cbs[0].Mode != Writeback {
+				t.Fatalf("holder first %v: B's next READ: %v, callbacks %+v; want a plain WRITEBACK to the pinned A", holderFirst, v, cbs)
+			}
+			h.answer(cbs[0], Pinned)
+			if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+				t.Fatalf("holder first %v: B's READ: %+v, %v", holderFirst, act, ok)
+			}
 		}
-		rq, v := h.access(b, f, AccessWrite)
-		if v != Wait {
-			t.Fatalf("holder first %v: B's covered WRITE: %v, want it to wait for A's write-back", holderFirst, v)
-		}
-		cbs := h.take()
-		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
-			t.Fatalf("holder first %v: callbacks %+v, want WRITEBACK to A", holderFirst, cbs)
-		}
-		h.answer(cbs[0], Pinned)
-		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
-			t.Fatalf("holder first %v: B's WRITE after A's write-back: %+v, %v", holderFirst, act, ok)
-		}
-		// A holder that was not pinned after all says so: CB_OK ends it.
-		rq, _ = h.access(b, f, AccessRead)
-		cbs = h.take()
-		h.answer(cbs[0], OK)
-		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
-			t.Fatalf("holder first %v: B's READ: %+v, %v", holderFirst, act, ok)
-		}
-		if _, v := h.access(b, f, AccessRead); v != Proceed {
-			t.Fatalf("holder first %v: B's READ after A answered OK: %v, want proceed", holderFirst, v)
+	}
+}
+
+// TestReclaimTwoCachingWriters: two clients that both report caching the
+// file for writing contradict each other (a fencing the restart forgot):
+// neither is pinned, whichever order they come in, since two pinned holders
+// would each wait for the other's write-back.
+func TestReclaimTwoCachingWriters(t *testing.T) {
+	const a, b, c = 1, 2, 3
+	h := newHarness(t, Config{})
+	h.register(a, b, c)
+	f := fid(1)
+	h.m.Reclaim(h.now, ReclaimArgs{File: f, Handle: f[:], Client: c, Readers: 1, Version: 5})
+	h.m.Reclaim(h.now, ReclaimArgs{File: f, Handle: f[:], Client: a, Writers: 1, Caching: true, Dirty: true, Version: 5})
+	h.m.Reclaim(h.now, ReclaimArgs{File: f, Handle: f[:], Client: b, Writers: 1, Caching: true, Dirty: true, Version: 5})
+	for _, hd := range h.info(f).Holders {
+		if hd.Pinned {
+			t.Fatalf("%+v: a holder pinned beside another caching writer", h.info(f))
 		}
 	}
 }

@@ -119,27 +119,46 @@ func (m *Machine) Reclaim(now time.Time, a ReclaimArgs) {
 	e.settle(t)
 }
 
-// repin records as pinned every reclaimed caching writer of e that shares the
+// repin records as pinned the reclaimed caching writer of e that shares the
 // file with another client's open. Before the restart such a writer could
 // only have been a pinned holder (Table 1 takes caching from a writer that
 // another client opens beside, unless it answered CB_PINNED), which reports
 // itself caching and dirty (docs/protocol.md 4.5, 10.1). Recording it pinned at
 // once closes the window in which the other client's covered READs and WRITEs
 // would be served ahead of what the holder's kernel wrote into its cache and
-// has not sent; a holder that was not pinned after all answers the first
-// CB_WRITEBACK with CB_OK and is pinned no more (CallbackDone). Reports arrive
-// in any order, so each one looks at the whole entry.
+// has not sent. Its first write-back callback also invalidates (fRepinned,
+// askWriteback): a holder that was not pinned after all stops caching and
+// answers CB_OK (then it is pinned no more: CallbackDone), so the two ends
+// agree. Reports arrive in any order, so each one looks at the whole entry.
+//
+// Two clients that both report caching the file for writing contradict each
+// other (one of them was fenced and the restart forgot it): neither is
+// pinned, since two pinned holders would each wait for the other's
+// write-back (section 11); they stay as reported.
 func repin(e *entry) {
+	var w *holder
+	n := 0
 	for i := range e.holders {
 		h := &e.holders[i]
-		if h.writers == 0 || h.flags&fCaching == 0 || h.flags&fFenced != 0 {
-			continue
+		if h.writers > 0 && h.flags&fFenced == 0 && h.flags&(fCaching|fRepinned) != 0 {
+			w, n = h, n+1
 		}
-		for j := range e.holders {
-			if o := &e.holders[j]; j != i && o.opens() && o.flags&fFenced == 0 {
-				h.flags = h.flags&^fCaching | fDirty | fPinned
-				break
+	}
+	if n > 1 {
+		for i := range e.holders {
+			if h := &e.holders[i]; h.flags&fRepinned != 0 {
+				h.flags = h.flags&^(fPinned|fRepinned) | fCaching
 			}
+		}
+		return
+	}
+	if n == 0 || w.flags&fRepinned != 0 {
+		return
+	}
+	for i := range e.holders {
+		if o := &e.holders[i]; o != w && o.opens() && o.flags&fFenced == 0 {
+			w.flags = w.flags&^fCaching | fDirty | fPinned | fRepinned
+			return
 		}
 	}
 }

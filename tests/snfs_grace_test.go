@@ -345,11 +345,16 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	mine, other := snfsCreate(t, e, "mine"), snfsCreate(t, e, "other")
+	mine, other, closed := snfsCreate(t, e, "mine"), snfsCreate(t, e, "other"), snfsCreate(t, e, "closed")
 	a := dialGrace(t, e, "plain-grace-a", nil)
 	c := dialGrace(t, e, "plain-grace-c", nil)
 	a.openItems(t, state.Write, mine)
-	a.items[0].Dirty = true
+	// a caches what it writes (its OPEN may have been answered before its
+	// callback path was verified, without caching): only a caching or closed
+	// dirty holder's write-back goes on during grace (docs/protocol.md 7.1).
+	a.items[0].Dirty, a.items[0].Caching = true, true
+	// and holds another file dirty, closed (its last writer): not caching.
+	a.items = append(a.items, snfs1.ReclaimItem{File: closed, Dirty: true, Version: a.items[0].Version})
 	c.holding.Store(true) // c reconnects at once but reclaims only when let: the grace period lasts
 	restartGrace(e, time.Hour)
 	if a.comeBack(t) {
@@ -371,6 +376,9 @@ func TestSNFSGracePlainAccess(t *testing.T) {
 	}
 	if st := write(a.NFS(), mine); st != nfs3.OK {
 		t.Errorf("a's write-back of the file it reclaimed, during grace: %v; want NFS3_OK", st)
+	}
+	if st := write(a.NFS(), closed); st != nfs3.OK {
+		t.Errorf("a's write-back of the file it reclaimed dirty and closed, during grace: %v; want NFS3_OK", st)
 	}
 	cres, err := e.nfs.Commit(ctx, mine, 0, 0)
 	if err != nil || cres.Status != nfs3.ErrJukebox {

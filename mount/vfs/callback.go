@@ -281,7 +281,8 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 // (reclaimItems). Taken (refused false): the server knows again every open,
 // cached and dirty file of this client: caches stay valid, opens stay open,
 // and dirty data is written back now (the server's grace period lets a
-// reclaiming client's write-back through), so that what the server's crash
+// reclaiming client's write-back of a file it caches, or holds dirty and
+// closed, through; others wait for its end), so that what the server's crash
 // put at risk is not left waiting for the delay. Refused (the server's grace
 // period was over, it did not know this client, or it has no crash
 // recovery): the server holds nothing of this client, as if every file were
