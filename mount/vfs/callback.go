@@ -253,10 +253,17 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		}
 		i.mu.Lock()
 		// The applications' opens reported: the ones a refusal makes
-		// forgotten (forgetOpens).
-		snOf(i).reclaimed = snOf(i).opens
-		r := snOf(i).opens[state.Read] + snOf(i).dc.n[state.Read]
-		w := snOf(i).opens[state.Write] + snOf(i).dc.n[state.Write]
+		// forgotten (forgetOpens). Not those an earlier refused reclaim
+		// made forgotten and no OPEN gave back (reopen failed): the server
+		// never counted them, a client reports only what it was granted,
+		// and their releases send no CLOSE.
+		rep := snOf(i).opens
+		for _, m := range []state.Mode{state.Read, state.Write} {
+			rep[m] = max(rep[m]-snOf(i).forgot[m], 0)
+		}
+		snOf(i).reclaimed = rep
+		r := rep[state.Read] + snOf(i).dc.n[state.Read]
+		w := rep[state.Write] + snOf(i).dc.n[state.Write]
 		caching, version, cf := snOf(i).caching, snOf(i).version, snOf(i).cf
 		pinned := snOf(i).pt.pinned != nil && snOf(i).pt.writers > 0
 		i.mu.Unlock()
@@ -341,7 +348,7 @@ func (fs *FS) forgetOpens() []*Inode {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
 		for _, m := range []state.Mode{state.Read, state.Write} {
-			snOf(i).forgot[m] = min(snOf(i).reclaimed[m], snOf(i).opens[m])
+			snOf(i).forgot[m] = min(snOf(i).forgot[m]+snOf(i).reclaimed[m], snOf(i).opens[m])
 		}
 		snOf(i).reclaimed = [3]int{}
 		n := snOf(i).forgot[state.Read] + snOf(i).forgot[state.Write]

@@ -22,6 +22,7 @@ type restartableServer struct {
 	t             *testing.T
 	addr          string
 	export, state string
+	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
 	srv           *server.Server
 	done          chan error
 }
@@ -55,7 +56,11 @@ func (s *restartableServer) start(addr string) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// No recall back-off: an OPEN after a recall may be granted caching at
 	// once (the tests look at the opens counted, not the back-off).
-	srv, err := server.New(server.Config{StateDir: s.state, Logger: quiet, Grace: -1,
+	grace := s.grace
+	if grace == 0 {
+		grace = -1
+	}
+	srv, err := server.New(server.Config{StateDir: s.state, Logger: quiet, Grace: grace,
 		Table:   state.Config{RecallBackoff: time.Nanosecond},
 		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}})
 	if err != nil {
@@ -225,5 +230,102 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 	defer b.Release(ctx, w)
 	if w.direct {
 		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server still counts an open of A's, which A closed")
+	}
+}
+
+// TestReclaimLeavesOutForgottenOpens: after a refused reclaim whose OPEN
+// again failed, an application's open stays forgotten (the new server never
+// counted it; its release sends no CLOSE). The next server restart's reclaim,
+// taken, must not report it: the server would count an open of this client's
+// that no CLOSE ever ends, and another client alone on the file would be
+// refused caching for ever. It used to be reported (reclaimItems counted
+// every open).
+func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
+	s := newRestartableServer(t)
+	ctx := context.Background()
+	open := func(name string) *FS {
+		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
+			CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := v.Sync(ctx); err != nil {
+				t.Error(err)
+			}
+			if err := v.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		return v
+	}
+	if err := os.WriteFile(filepath.Join(s.export, "f"), []byte("the server's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := open("A")
+	ea, err := a.Lookup(ctx, a.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ia := ea.Inode
+	f, _, err := a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The refused reclaim's OPEN again fails (as if refused): the hooks
+	// hide the forgotten open from reopen and put it back after.
+	var saved [3]int
+	a.sn.beforeReopen.set(func(*Inode) {
+		ia.mu.Lock()
+		saved, snOf(ia).forgot = snOf(ia).forgot, [3]int{}
+		ia.mu.Unlock()
+	})
+	reopened := make(chan struct{})
+	a.sn.afterReopen.set(func(*Inode) {
+		ia.mu.Lock()
+		snOf(ia).forgot = saved
+		ia.mu.Unlock()
+		close(reopened)
+	})
+	t.Cleanup(func() { a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
+	s.restart() // no grace: A's reclaim is refused
+	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reopened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refused reclaim's handler did not end within 30 s")
+	}
+	ia.mu.Lock()
+	forgot := snOf(ia).forgot[state.Read]
+	ia.mu.Unlock()
+	if forgot != 1 {
+		t.Fatalf("forgotten reads after the refused reclaim: %d, want 1", forgot)
+	}
+	a.sn.beforeReopen.set(nil)
+	a.sn.afterReopen.set(nil)
+	// The next restart has a grace period: A's reclaim is taken.
+	s.grace = 30 * time.Second
+	s.restart()
+	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	b := open("B")
+	eb, err := b.Lookup(ctx, b.Root(), Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := b.Open(ctx, eb.Inode, Cred{}, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx, w)
+	if w.direct {
+		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server counts an open A's reclaim reported but A never held there")
 	}
 }
