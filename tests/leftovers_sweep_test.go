@@ -32,8 +32,11 @@ func TestLeftoverSweep(t *testing.T) {
 		name    string
 		timeout time.Duration // the child's -test.timeout; 0: killed instead
 	}{{"killed", 0}, {"timeout", 20 * time.Second}} {
+		// One after the other: each child is a test binary that sweeps dead
+		// runs as it starts, so a child started while the killed one's
+		// leftovers await their check swept them first (a CI failure: "after
+		// the kill: mounts []").
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			args := []string{"-test.run=^TestLeftoverChild$", "-test.v"}
 			if tc.timeout > 0 {
 				args = append(args, "-test.timeout="+tc.timeout.String())
