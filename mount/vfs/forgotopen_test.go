@@ -91,6 +91,27 @@ func (s *restartableServer) stop() {
 	s.srv = nil
 }
 
+// mount opens an snfs-mode FS named name on s (delayed write-back off the
+// test's clock), synced and closed at the test's end.
+func (s *restartableServer) mount(name string) *FS {
+	t, ctx := s.t, context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return v
+}
+
 func (s *restartableServer) restart() {
 	s.stop()
 	s.start(s.addr)
@@ -129,23 +150,7 @@ func TestRefusedReclaimOpenBeforeHandler(t *testing.T) {
 func refusedReclaimOpens(t *testing.T, early bool) {
 	s := newRestartableServer(t)
 	ctx := context.Background()
-	open := func(name string) *FS {
-		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
-			CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := v.Sync(ctx); err != nil {
-				t.Error(err)
-			}
-			if err := v.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-		return v
-	}
+	open := func(name string) *FS { return s.mount(name) }
 	if err := os.WriteFile(filepath.Join(s.export, "f"), []byte("the server's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -243,23 +248,7 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 	s := newRestartableServer(t)
 	ctx := context.Background()
-	open := func(name string) *FS {
-		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
-			CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := v.Sync(ctx); err != nil {
-				t.Error(err)
-			}
-			if err := v.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-		return v
-	}
+	open := func(name string) *FS { return s.mount(name) }
 	if err := os.WriteFile(filepath.Join(s.export, "f"), []byte("the server's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
