@@ -2,7 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,11 @@ type mount struct {
 	dir string
 	v   *vfs.FS
 	srv *fuse.Server
+	// end unmounts, writes back and closes the mount, each step bounded by
+	// wait, and returns what went wrong (endMount); only the first call
+	// does anything (later ones return nothing). The test's cleanup calls
+	// it with 10 s and fails the test on what it returns.
+	end func(wait time.Duration) []error
 }
 
 func requireFUSE(t testing.TB) {
@@ -59,17 +66,56 @@ func newMountConfig(t *testing.T, e *env, cfg vfs.Config) *mount {
 		t.Fatal(err)
 	}
 	m := &mount{dir: dir, v: mt.FS, srv: srv}
+	var once sync.Once
+	m.end = func(wait time.Duration) (errs []error) {
+		once.Do(func() { errs = endMount(mt, life, cancel, wait) })
+		return errs
+	}
 	t.Cleanup(func() {
-		if err := mt.Unmount(10 * time.Second); err != nil {
-			t.Errorf("unmount: %v", err)
+		for _, err := range m.end(10 * time.Second) { // nothing if the test called it
+			t.Error(err)
 		}
-		sctx, scancel := context.WithTimeout(life, 10*time.Second)
-		if err := mt.Finish(sctx); err != nil {
-			t.Errorf("sync after unmount: %v", err)
-		}
-		scancel()
-		cancel()
-		mt.Close()
 	})
 	return m
+}
+
+// endMount unmounts mt (forced if a normal unmount does not work within
+// wait), writes back what it still holds (Finish, within wait) and closes it;
+// it returns what went wrong. Finish's flush of a file waits for one already
+// running, and a FUSE request's flush runs on the mount's life context with
+// no deadline: to a server that is gone for good, its WRITEs are retried for
+// ever (a CI run hung here: a close's FLUSH to a server whose restart had
+// failed). So when Finish is not back 2*wait after it started, life is
+// cancelled (ending every RPC of the mount) and Finish waited for once more;
+// either way the test is failed, not hung.
+func endMount(mt *snfsmount.Mount, life context.Context, cancel context.CancelFunc, wait time.Duration) []error {
+	defer cancel()
+	var errs []error
+	if err := mt.Unmount(wait); err != nil {
+		errs = append(errs, fmt.Errorf("unmount: %w", err))
+	}
+	sctx, scancel := context.WithTimeout(life, wait)
+	defer scancel()
+	done := make(chan error, 1)
+	go func() { done <- mt.Finish(sctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * wait):
+		errs = append(errs, fmt.Errorf("sync after unmount: not back %v after its %v deadline (a flush on the mount's life context to a server that is gone?): cancelling the mount's context", wait, wait))
+		cancel()
+		select {
+		case err = <-done:
+		case <-time.After(wait):
+			// Close would race with the Finish still running: the mount
+			// is left as it is, the test failed.
+			return append(errs, fmt.Errorf("sync after unmount: still running %v after the mount's context was cancelled: the mount is left open", wait))
+		}
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sync after unmount: %w", err))
+	}
+	cancel()
+	mt.Close()
+	return errs
 }
