@@ -48,12 +48,18 @@ func newMount(t *testing.T, e *env) *mount {
 // Logger are filled in).
 func newMountConfig(t *testing.T, e *env, cfg vfs.Config) *mount {
 	t.Helper()
+	return newMountAt(t, e, e.addr, cfg)
+}
+
+// newMountAt is newMountConfig reaching e's server at addr (a proxy's).
+func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
+	t.Helper()
 	requireFUSE(t)
 	dir := diskTempDir(t, "snfs-mnt-")
 	life, cancel := context.WithCancel(context.Background())
 	ctx, stop := context.WithTimeout(life, 10*time.Second)
 	defer stop()
-	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.NFS, Addr: e.addr, Export: e.cfg.Exports[0].Path,
+	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.NFS, Addr: addr, Export: e.cfg.Exports[0].Path,
 		Dir: dir, Logger: quietLogger(), NFSConfig: cfg})
 	if err != nil {
 		cancel()

@@ -7,9 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"snfs/mount/vfs"
+	"snfs/server"
+	"snfs/store"
 )
 
 func randBytes(seed uint64, n int) []byte {
@@ -444,29 +449,54 @@ func TestMountCloseToOpen(t *testing.T) {
 }
 
 // TestMountVerifierChange: data written UNSTABLE before a server restart is
-// rewritten after the COMMIT shows the new verifier; nothing is lost.
+// rewritten after the COMMIT shows the new verifier; nothing is lost. The
+// mount reaches the server through a fault proxy; the first COMMIT of the
+// file (sent after every WRITE it covers was answered, with the first
+// server's verifier) partitions the proxy and resets its connections there,
+// on the first server, so that its reply is lost; the server is restarted
+// and the partition healed: the mount sends the COMMIT again, to the new
+// server. (It was timing-dependent, and serial, when the restart was simply
+// made in the middle of the writes.)
 func TestMountVerifierChange(t *testing.T) {
-	// Not parallel: the rewrite it checks needs the restart to fall after
-	// the UNSTABLE WRITEs of the first 10 MiB were answered and before their
-	// COMMIT; among parallel tests on a loaded machine it often fell before
-	// they were sent (every WRITE then went to the new server: nothing to
-	// rewrite).
+	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
-	m := newMount(t, e)
-	p := filepath.Join(m.dir, "f")
+	p := newProxy(t, e.addr)
+	var first atomic.Bool
+	held := make(chan struct{})
+	e.restartWith(func(c *server.Config) {
+		c.Sync = func(n *store.Node, dataOnly bool) error {
+			// The file's CREATE is flushed too, empty.
+			if n.Stat.Mode&syscall.S_IFMT == syscall.S_IFREG && n.Stat.Size > 0 && first.CompareAndSwap(false, true) {
+				p.Partition(0) // new connections wait until Heal
+				p.Reset()      // this COMMIT's reply goes nowhere
+				close(held)
+			}
+			return store.SyncNode(n, dataOnly)
+		}
+	})
+	m := newMountAt(t, e, p.Addr(), vfs.Config{})
 	want := randBytes(11, 12<<20) // over the dirty limit: some is sent before close
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(want[:10<<20]); err != nil {
-		t.Fatal(err)
+	wrote := make(chan error, 1)
+	go func() {
+		f, err := os.Create(filepath.Join(m.dir, "f"))
+		if err == nil {
+			_, err = f.Write(want)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		wrote <- err
+	}()
+	select {
+	case <-held:
+	case err := <-wrote:
+		t.Fatalf("the file was written and closed (%v) with no COMMIT", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no COMMIT a minute after the writes began")
 	}
 	e.restart()
-	if _, err := f.Write(want[10<<20:]); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	p.Heal()
+	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
