@@ -152,7 +152,11 @@ func (e *env) start(addr string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatal(err)
+		// Named, so that whatever took the port is found (a restart in
+		// CI could not listen for 5 s; cause not known).
+		holders := portHolders(addrPort(addr))
+		srv.Shutdown(context.Background()) // never served: its store and goroutines
+		t.Fatalf("%v (the port: %s)", err, holders)
 	}
 	e.srv, e.addr, e.done = srv, ln.Addr().String(), make(chan error, 1)
 	go func() { e.done <- srv.Serve(ln, pc) }()
@@ -198,8 +202,10 @@ func (e *env) restart() {
 	e.start(addr)
 }
 
-func (e *env) port() int {
-	_, p, _ := net.SplitHostPort(e.addr)
+func (e *env) port() int { return addrPort(e.addr) }
+
+func addrPort(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
 	n, _ := strconv.Atoi(p)
 	return n
 }
