@@ -68,15 +68,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // frame is one decoded frame. Which fields it uses depends on kind.
 type frame struct {
 	kind    uint32
-	next    uint64             // checkpoint
-	at      int64              // op: Unix ns; plan: the oldest covered record's
-	rec     snfs1.CMLRecord    // op
-	hi      uint64             // plan
-	last    bool               // plan
-	recs    []snfs1.CMLRecord  // plan
-	applied uint64             // ack
-	handles []provHandle       // ack
-	lsn     uint64             // skip
+	next    uint64            // checkpoint
+	at      int64             // op: Unix ns; plan: the oldest covered record's
+	rec     snfs1.CMLRecord   // op
+	hi      uint64            // plan
+	last    bool              // plan
+	recs    []snfs1.CMLRecord // plan
+	applied uint64            // ack
+	handles []provHandle      // ack
+	lsn     uint64            // skip
 }
 
 // provHandle is one provisional id's real handle.

@@ -72,6 +72,7 @@ type Log struct {
 	// closed or switched meanwhile.
 	written, synced int64
 	syncing         bool
+	retired         []*os.File // segments switched from during a flush: closed when it ends
 
 	next    uint64             // the next LSN
 	pending []entry            // raw records not covered by the plan, LSN order
@@ -345,7 +346,11 @@ func (l *Log) newSegment(n int64) error {
 		return fmt.Errorf("cml: new segment: %w", err)
 	}
 	if l.f != nil {
-		l.f.Close()
+		if l.syncing {
+			l.retired = append(l.retired, l.f) // the flush running uses it
+		} else {
+			l.f.Close()
+		}
 	}
 	l.f, l.segNum, l.off, l.size = f, num, 0, size
 	l.segs = append(l.segs, num)
@@ -406,10 +411,9 @@ func (l *Log) write(b []byte) (int64, error) {
 	if l.off+int64(len(b)) > l.size {
 		// The frames of the full segment are flushed before any of the new
 		// one's can be acknowledged: a reader after a crash never finds a
-		// hole before an acknowledged frame.
-		for l.syncing {
-			l.cond.Wait()
-		}
+		// hole before an acknowledged frame. mu stays held (a flush running
+		// without it may flush the same file too): frames are written in
+		// LSN order, by one writer at a time.
 		if err := l.flushLocked(); err != nil {
 			return 0, err
 		}
@@ -461,6 +465,10 @@ func (l *Log) waitFlushed(pos int64) error {
 		err := unix.Fdatasync(int(f.Fd()))
 		l.mu.Lock()
 		l.syncing = false
+		for _, r := range l.retired {
+			r.Close()
+		}
+		l.retired = nil
 		if err != nil {
 			// Linux may drop the dirty pages of a failed flush: what was
 			// written cannot be known durable, ever. The log refuses
