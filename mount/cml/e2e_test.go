@@ -413,7 +413,7 @@ func e2eChild(addr string) {
 // again fails EXIST, an UNLINK again NOENT).
 func TestKillReintegrate(t *testing.T) {
 	ts := startServer(t)
-	for n, after := range []int{5, 160, 420} {
+	for n, after := range []int{5, 149, 160, 299, 420} {
 		t.Run(strconv.Itoa(after), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
