@@ -289,7 +289,7 @@ func TestReintegrateServer(t *testing.T) {
 	first := app(sa(pv(prov["f0009"]), nfs3.Sattr{Mode: u32(0o640)}))
 	_ = first
 	cs := &crashingSender{s: s, crashAt: 2}
-	if _, err := l.Reintegrate(ctx, cs, []snfs1.PermitRef{p}); err == nil || cs.calls != 2 {
+	if _, err := l.Reintegrate(ctx, cs, append([]snfs1.PermitRef{p}, res.Permits...)); err == nil || cs.calls != 2 {
 		t.Fatalf("the crashing client: %v after %d calls", err, cs.calls)
 	}
 	applied := names(t, filepath.Join(ts.dir, "d"))

@@ -54,10 +54,6 @@ type Log struct {
 	// reint makes reintegrations one at a time; it is held across their
 	// RPCs and taken before mu.
 	reint sync.Mutex
-	// permits learned from MKDIR results (directory handle -> id): the new
-	// directories' permits, named in later batches. Guarded by reint; not
-	// durable (a client's permits do not outlive its registration).
-	permits map[string]uint64
 
 	mu     sync.Mutex
 	cond   *sync.Cond // on mu: a flush ended
@@ -95,7 +91,7 @@ type entry struct {
 // was written: none of it was sent) is dropped. Writes go to a new segment,
 // never after a possibly torn tail.
 func Open(dir string, o Options) (*Log, error) {
-	l := &Log{dir: dir, now: o.Now, log: o.Logger, segBytes: o.SegmentBytes, handles: map[uint64]nfs3.FH{}, permits: map[string]uint64{}}
+	l := &Log{dir: dir, now: o.Now, log: o.Logger, segBytes: o.SegmentBytes, handles: map[uint64]nfs3.FH{}}
 	if l.now == nil {
 		l.now = time.Now
 	}

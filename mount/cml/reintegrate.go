@@ -24,7 +24,8 @@ type Result struct {
 	Batches   int    // REINTEGRATE calls answered
 	Applied   uint64 // the last LSN the server acknowledged (0: none)
 	// Permits the server granted on directories MKDIR records made: held
-	// by the client now (the log names them in its later batches itself).
+	// by the client now. The later batches of this call name them; the
+	// caller holds them from now on (and gives them to later calls).
 	Permits []snfs1.PermitRef
 }
 
@@ -54,7 +55,8 @@ var ErrLSNBehind = errors.New("cml: the server has applied LSNs beyond this log'
 // then the records appended before this call, optimised (Optimize) into a
 // plan written durably before any of it is sent. The plan goes in batches of
 // at most snfs1.ReintegrateMax records and snfs1.PermitReleaseMax permits,
-// in order, under permits (those given and those MKDIR records obtained);
+// in order, under permits (those given and those MKDIR records of its
+// earlier batches obtained: Result.Permits);
 // after each reply the real handles of the objects the batch made and the
 // acknowledged LSN are recorded durably, and only then are the acknowledged
 // records dropped. Records appended meanwhile wait for the next call. One
@@ -234,7 +236,7 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 		}
 		l.mu.Unlock()
 		substitute(batch, handles)
-		batch, perms := l.permitsFor(batch, given)
+		batch, perms := permitsFor(batch, given, res.Permits)
 		rep, err := s.Reintegrate(ctx, perms, batch)
 		if err != nil {
 			return fmt.Errorf("cml: REINTEGRATE of LSNs %d to %d: %w", batch[0].LSN, batch[len(batch)-1].LSN, err)
@@ -251,15 +253,13 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 // would need more than snfs1.PermitReleaseMax is cut short. Directories
 // without a permit are sent without one: the server refuses their records
 // SNFS_ERR_NOPERMIT, which tells the caller.
-func (l *Log) permitsFor(batch []snfs1.CMLRecord, given []snfs1.PermitRef) ([]snfs1.CMLRecord, []snfs1.PermitRef) {
+func permitsFor(batch []snfs1.CMLRecord, given, made []snfs1.PermitRef) ([]snfs1.CMLRecord, []snfs1.PermitRef) {
 	held := map[string]uint64{}
-	for _, p := range given {
+	for _, p := range made {
 		held[string(p.Dir)] = p.Permit
 	}
-	for d, id := range l.permits {
-		if _, ok := held[d]; !ok {
-			held[d] = id
-		}
+	for _, p := range given {
+		held[string(p.Dir)] = p.Permit
 	}
 	var out []snfs1.PermitRef
 	named := map[string]bool{}
@@ -322,7 +322,6 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 				f.handles = append(f.handles, provHandle{batch[i].New, append(nfs3.FH(nil), r.Obj...)})
 			}
 			if batch[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
-				l.permits[string(r.Obj)] = r.Permit
 				res.Permits = append(res.Permits, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
 			}
 		}
