@@ -76,6 +76,11 @@ type Log struct {
 	planAt  time.Time          // the oldest raw record the plan covers
 	planHi  uint64             // the highest raw LSN the plan covers
 	handles map[uint64]nfs3.FH // provisional id -> real handle, from replies
+	// maySent: the highest plan LSN a batch whose reply was not recorded
+	// may have carried (a batch sent before a crash, or whose call failed):
+	// the server may have applied up to it, so a reply whose last applied
+	// LSN is above the batch sent is not an LSN reused up to there.
+	maySent uint64
 	bytes   int64              // encoded size of pending and plan records
 }
 
@@ -180,6 +185,9 @@ func Open(dir string, o Options) (*Log, error) {
 		l.log.Warn("cml: dropping a plan whose writing a crash cut short (none of it was sent)", "hi", building.hi)
 	}
 	l.next = max(l.next, lastOp+1)
+	if len(l.plan) > 0 {
+		l.maySent = l.plan[len(l.plan)-1].LSN
+	}
 	l.segNum = l.segs[len(l.segs)-1]
 	if err := l.newSegment(0); err != nil {
 		return nil, err

@@ -87,10 +87,16 @@ func (t *mtree) resolve(r snfs1.ObjRef) (*mobj, error) {
 	return o, nil
 }
 
+// dir resolves a directory whose entries a record changes: the caller is
+// its owner, and the server refuses the change unless the owner may write
+// it (so a SETATTR of a directory's mode matters to the records after it).
 func (t *mtree) dir(r snfs1.ObjRef) (*mobj, error) {
 	d, err := t.resolve(r)
 	if err == nil && d.kind != 'd' {
 		err = fmt.Errorf("%w: not a directory", errModel)
+	}
+	if err == nil && d.mode&0o200 == 0 {
+		err = fmt.Errorf("%w: directory not writable", errModel)
 	}
 	return d, err
 }
@@ -349,7 +355,7 @@ func genLog(rng *rand.Rand, n int) []snfs1.CMLRecord {
 			}
 			switch rng.IntN(5) {
 			case 0:
-				m := uint32(rng.IntN(8)) << 3
+				m := uint32(rng.IntN(8))<<3 | uint32(rng.IntN(8))<<6
 				rec.Attr.Mode = &m
 			case 1:
 				s := uint64(rng.IntN(4))

@@ -239,6 +239,11 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 		batch, perms := permitsFor(batch, given, res.Permits)
 		rep, err := s.Reintegrate(ctx, perms, batch)
 		if err != nil {
+			l.mu.Lock()
+			if len(l.plan) > 0 {
+				l.maySent = max(l.maySent, l.plan[len(l.plan)-1].LSN)
+			}
+			l.mu.Unlock()
 			return fmt.Errorf("cml: REINTEGRATE of LSNs %d to %d: %w", batch[0].LSN, batch[len(batch)-1].LSN, err)
 		}
 		if err := l.takeReply(batch, rep, res); err != nil {
@@ -308,7 +313,10 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 	if !failed && ok < len(batch) {
 		return fmt.Errorf("cml: REINTEGRATE answered %d records of %d, none refused", ok, len(batch))
 	}
-	if rep.Applied > batch[len(batch)-1].LSN || (failed && rep.Applied >= batch[ok].LSN) {
+	l.mu.Lock()
+	maySent := l.maySent
+	l.mu.Unlock()
+	if rep.Applied > max(batch[len(batch)-1].LSN, maySent) || (failed && rep.Applied >= batch[ok].LSN) {
 		return fmt.Errorf("%w: last applied %d, batch up to %d", ErrLSNBehind, rep.Applied, batch[len(batch)-1].LSN)
 	}
 	if ok > 0 && rep.Applied < batch[ok-1].LSN {
