@@ -81,7 +81,7 @@ type Log struct {
 	// the server may have applied up to it, so a reply whose last applied
 	// LSN is above the batch sent is not an LSN reused up to there.
 	maySent uint64
-	bytes   int64              // encoded size of pending and plan records
+	bytes   int64 // encoded size of pending and plan records
 }
 
 // entry is a raw record and when it was appended.
