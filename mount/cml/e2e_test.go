@@ -480,3 +480,77 @@ func TestKillReintegrate(t *testing.T) {
 		})
 	}
 }
+
+// TestReintegrateConflict: a record in a directory without a permit stops
+// the batch (SNFS_ERR_NOPERMIT) after the records before it are recorded;
+// with the permit the call goes on from there; a record that meets another
+// client's change (a name made on the server meanwhile: EXIST) is returned,
+// skipped durably, and the records after it are sent.
+func TestReintegrateConflict(t *testing.T) {
+	ts := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, d := range []string{"d", "e"} {
+		if err := os.Mkdir(filepath.Join(ts.dir, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	D, E := ts.lookup(t, ts.root, "d"), ts.lookup(t, ts.root, "e")
+	s, err := dialSession(ctx, ts.addr, "cml-conflict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Disconnect()
+	pd, err := getPermit(ctx, s, D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(testDir(t), DirName)
+	l := openLog(t, logDir, Options{})
+	var lsns []uint64
+	for _, r := range []snfs1.CMLRecord{createIn(snfs1.ObjRef{FH: D}, "one"), createIn(snfs1.ObjRef{FH: E}, "x"),
+		createIn(snfs1.ObjRef{FH: D}, "taken"), createIn(snfs1.ObjRef{FH: D}, "two")} {
+		lsn, err := l.Append(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lsns = append(lsns, lsn)
+	}
+	if err := os.WriteFile(filepath.Join(ts.dir, "d/taken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Reintegrate(ctx, s, []snfs1.PermitRef{pd})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Record.LSN != lsns[1] || ce.Status != snfs1.ErrNoPermit || l.Len() != 3 {
+		t.Fatalf("without e's permit: %v, log %+v", err, l.Stats())
+	}
+	pe, err := getPermit(ctx, s, E)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Reintegrate(ctx, s, []snfs1.PermitRef{pd, pe})
+	if !errors.As(err, &ce) || ce.Record.LSN != lsns[2] || ce.Status != nfs3.ErrExist || l.Len() != 2 {
+		t.Fatalf("the name made meanwhile: %v, log %+v", err, l.Stats())
+	}
+	if err := l.Skip(lsns[3]); err == nil {
+		t.Fatal("a record that is not the next one was skipped")
+	}
+	if err := l.Skip(lsns[2]); err != nil {
+		t.Fatal(err)
+	}
+	// The skip is durable: the reopened log goes on after it.
+	l.Close()
+	l = openLog(t, logDir, Options{})
+	if recs := l.Records(); len(recs) != 1 || recs[0].LSN != lsns[3] {
+		t.Fatalf("reopened after the skip: %v", lsnsOf(recs))
+	}
+	if _, err := l.Reintegrate(ctx, s, []snfs1.PermitRef{pd, pe}); err != nil || l.Len() != 0 {
+		t.Fatalf("after the skip: %v, log %+v", err, l.Stats())
+	}
+	if got := fmt.Sprint(names(t, filepath.Join(ts.dir, "d")), names(t, filepath.Join(ts.dir, "e"))); got != "[one taken two] [x]" {
+		t.Fatalf("the server holds %s", got)
+	}
+	if _, ok := l.Handle(lsns[2]); ok {
+		t.Fatal("the skipped create has a handle")
+	}
+}
