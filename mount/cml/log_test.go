@@ -447,3 +447,65 @@ func TestKillAppend(t *testing.T) {
 		})
 	}
 }
+
+// boundedServer is a fakeServer that checks each call's bounds and that
+// every directory a record changes is named with its permit.
+type boundedServer struct {
+	fakeServer
+	t       *testing.T
+	batches []int
+}
+
+func (b *boundedServer) Reintegrate(ctx context.Context, p []snfs1.PermitRef, recs []snfs1.CMLRecord) (*snfs1.ReintegrateRes, error) {
+	if len(recs) > snfs1.ReintegrateMax || len(p) > snfs1.PermitReleaseMax {
+		b.t.Errorf("a batch of %d records and %d permits", len(recs), len(p))
+	}
+	named := map[string]bool{}
+	for _, x := range p {
+		named[string(x.Dir)] = true
+	}
+	for _, r := range recs {
+		if !named[string(r.Dir.FH)] {
+			b.t.Errorf("LSN %d: its directory's permit is not named", r.LSN)
+		}
+	}
+	b.batches = append(b.batches, len(recs))
+	return b.fakeServer.Reintegrate(ctx, p, recs)
+}
+
+// TestBatchBounds: 2,500 records in 300 directories go in batches of at
+// most 1,024 records and 256 permits, each naming the permits of the
+// directories its records change, in order; the log is then empty and
+// compacted into one segment.
+func TestBatchBounds(t *testing.T) {
+	dir := testDir(t)
+	l := openLog(t, dir, Options{SegmentBytes: 64 << 10})
+	var permits []snfs1.PermitRef
+	for d := range 300 {
+		permits = append(permits, snfs1.PermitRef{Dir: nfs3.FH(fmt.Sprintf("dir%03d", d)), Permit: uint64(d + 1)})
+	}
+	for i := range 2500 {
+		// The first 1,000 records in 4 directories, the rest spread over 300.
+		d := i % 4
+		if i >= 1000 {
+			d = i % 300
+		}
+		if _, err := l.AppendLazy(createIn(snfs1.ObjRef{FH: permits[d].Dir}, fmt.Sprintf("f%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := &boundedServer{t: t}
+	res, err := l.Reintegrate(context.Background(), srv, permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 2500 || l.Len() != 0 || len(srv.batches) < 3 || srv.batches[0] != 1024 || srv.batches[1] != 256 {
+		t.Fatalf("%+v: batches %v", res, srv.batches)
+	}
+	if n := len(segments(t, dir)); n != 1 {
+		t.Fatalf("%d segments after compaction", n)
+	}
+	if st := openLog(t, dir, Options{}).Stats(); st.Records != 0 {
+		t.Fatalf("reopened: %+v", st)
+	}
+}
