@@ -160,6 +160,12 @@ func Open(dir string, o Options) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cml: %w", err)
 		}
+		// A plan is written with one write, into one segment: one not ended
+		// in the segment before was cut short by a crash.
+		if building != nil {
+			l.log.Warn("cml: dropping a plan whose writing a crash cut short (none of it was sent)", "hi", building.hi)
+			building = nil
+		}
 		off := 0
 		for {
 			f, next, ok := decodeFrame(b, off)

@@ -509,3 +509,48 @@ func TestBatchBounds(t *testing.T) {
 		t.Fatalf("reopened: %+v", st)
 	}
 }
+
+// failingServer fails every call, as a broken connection does.
+type failingServer struct{}
+
+func (failingServer) Reintegrate(context.Context, []snfs1.PermitRef, []snfs1.CMLRecord) (*snfs1.ReintegrateRes, error) {
+	return nil, fmt.Errorf("connection refused")
+}
+
+// TestTornPlanThenNewPlan: a plan of two chunks whose second a crash cut
+// short is dropped at the reopen, and the plan sealed again after it (in
+// the next segment, with the same highest LSN) is read back whole: the
+// torn plan's first chunk does not join it.
+func TestTornPlanThenNewPlan(t *testing.T) {
+	dir := testDir(t)
+	small := Options{SegmentBytes: 4096, Logger: quietLogger()}
+	l := openLog(t, dir, small)
+	for i := range 1100 {
+		if _, err := l.AppendLazy(createIn(dD, fmt.Sprintf("f%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Reintegrate(context.Background(), failingServer{}, nil); err == nil || l.Stats().Planned != 1100 {
+		t.Fatalf("%v %+v", err, l.Stats())
+	}
+	l.Close()
+	segs := segments(t, dir)
+	last := segs[len(segs)-1]
+	ends := frameEnds(t, last)
+	if len(ends) != 2 {
+		t.Fatalf("the plan's segment holds %d frames", len(ends))
+	}
+	damage(t, last, ends[0]+10, ends[1], false)
+	l = openLog(t, dir, small)
+	if st := l.Stats(); st.Records != 1100 || st.Planned != 0 {
+		t.Fatalf("after the torn plan: %+v", st)
+	}
+	if _, err := l.Reintegrate(context.Background(), failingServer{}, nil); err == nil {
+		t.Fatal("the failing server answered")
+	}
+	l.Close()
+	l = openLog(t, dir, small)
+	if st := l.Stats(); st.Records != 1100 || st.Planned != 1100 {
+		t.Fatalf("the plan sealed again: %+v", st)
+	}
+}
