@@ -372,13 +372,18 @@ func TestMain(m *testing.M) {
 }
 
 func crashChild(dir string) {
+	lazy := os.Getenv("SNFS_CML_CRASH_LAZY") != ""
 	l, err := Open(dir, Options{SegmentBytes: 16 << 10})
 	if err != nil {
 		fmt.Println("error", err)
 		return
 	}
 	for i := 0; ; i++ {
-		lsn, err := l.Append(createIn(dD, fmt.Sprintf("f%d", i)))
+		append := l.Append
+		if lazy {
+			append = l.AppendLazy
+		}
+		lsn, err := append(createIn(dD, fmt.Sprintf("f%d", i)))
 		if err != nil {
 			fmt.Println("error", err)
 			return
@@ -389,13 +394,22 @@ func crashChild(dir string) {
 
 // TestKillAppend kills an appending process with SIGKILL at several points
 // and reopens its log: every LSN whose Append returned is there, in order,
-// without a gap, and the next LSN is above them.
+// without a gap, and the next LSN is above them. AppendLazy's records too:
+// a killed process's writes are the kernel's (only a machine crash needs
+// the flush).
 func TestKillAppend(t *testing.T) {
-	for _, after := range []int{1, 50, 400} {
-		t.Run(strconv.Itoa(after), func(t *testing.T) {
+	for _, c := range []struct {
+		after int
+		lazy  bool
+	}{{1, false}, {50, false}, {400, false}, {1, true}, {3000, true}} {
+		after := c.after
+		t.Run(fmt.Sprintf("%d-lazy=%v", after, c.lazy), func(t *testing.T) {
 			dir := testDir(t)
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+			if c.lazy {
+				cmd.Env = append(cmd.Env, "SNFS_CML_CRASH_LAZY=1")
+			}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.StdoutPipe()
 			if err != nil {
