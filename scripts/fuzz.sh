@@ -13,7 +13,7 @@ mod=$(go list -m)
 cache=$(go env GOCACHE)/fuzz
 bins=$(mktemp -d /tmp/snfs-fuzz.XXXXXX)
 trap 'rm -rf "$bins"' EXIT
-for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./nlm4 ./nsm ./mount/cachedir ./drcstore ./lockmgr; do
+for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/attrcache ./state ./snfs1 ./nlm4 ./nsm ./mount/cachedir ./drcstore ./lockmgr ./mount/cml; do
   # lockmgr's FuzzModel runs a whole lock table per input: fewer, longer executions.
   fz=$FUZZTIME; [ "$pkg" = ./lockmgr ] && fz=${FUZZTIME_MODEL:-5000x}
   # One fuzz-instrumented test binary per package, built once and run for each
@@ -23,6 +23,9 @@ for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/att
   go test -c -fuzz=. -o "$bin" "$pkg"
   [ -x "$bin" ] || continue # a package without tests has no binary
   for target in $("$bin" -test.list '^Fuzz' | grep '^Fuzz' || true); do
+    # cml's FuzzOptimize replays each random log on an in-memory tree twice:
+    # slow executions, so the model's count.
+    [ "$target" = FuzzOptimize ] && fz=${FUZZTIME_MODEL:-5000x}
     # What `go test -fuzz` gives the binary: the package's directory (its
     # testdata/fuzz seeds, and where a failing input is written), go's fuzz
     # cache for the package, its default timeout.
