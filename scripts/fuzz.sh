@@ -25,12 +25,12 @@ for pkg in ./xdr ./sunrpc ./nfs3 ./mount3 ./portmap ./server ./store ./store/att
   for target in $("$bin" -test.list '^Fuzz' | grep '^Fuzz' || true); do
     # cml's FuzzOptimize replays each random log on an in-memory tree twice:
     # slow executions, so the model's count.
-    [ "$target" = FuzzOptimize ] && fz=${FUZZTIME_MODEL:-5000x}
+    tfz=$fz; [ "$target" = FuzzOptimize ] && tfz=${FUZZTIME_MODEL:-5000x}
     # What `go test -fuzz` gives the binary: the package's directory (its
     # testdata/fuzz seeds, and where a failing input is written), go's fuzz
     # cache for the package, its default timeout.
     (cd "$pkg" && "$bin" -test.paniconexit0 -test.timeout=10m -test.run='^$' -test.fuzz="^${target}\$" \
-      -test.fuzztime="$fz" -test.fuzzcachedir="$cache/$mod/${pkg#./}") >"$bins/log" 2>&1 ||
+      -test.fuzztime="$tfz" -test.fuzzcachedir="$cache/$mod/${pkg#./}") >"$bins/log" 2>&1 ||
       { cat "$bins/log"; echo "fuzz target $target failed"; exit 1; }
     echo "ok   fuzz $pkg $target"
   done
