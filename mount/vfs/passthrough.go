@@ -10,6 +10,7 @@ import (
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
+	"snfs/state"
 )
 
 // FUSE passthrough in snfs mode (Linux 6.9+). An application open for
@@ -203,7 +204,7 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
-		return snOf(i).caching && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && snOf(i).pt.opens == 0 && snOf(i).pt.appenders == 0
+		return stOf(i).Caching() && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && snOf(i).pt.opens == 0 && snOf(i).pt.appenders == 0
 	}
 	i.mu.Lock()
 	cf := snOf(i).cf
@@ -251,6 +252,10 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 	snOf(i).pt.cf = cf
 	snOf(i).pt.opens++
 	snOf(i).pt.watched = watched
+	if watched {
+		// Watched: it can be pinned (clientfile's passthrough opens).
+		stOf(i).PassthroughOpen(openModeOf(flags))
+	}
 	if write {
 		snOf(i).pt.writers++
 		snOf(i).cred = f.cred
@@ -306,7 +311,7 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
-	cf, caching := snOf(i).pt.cf, snOf(i).caching && snOf(i).cf == snOf(i).pt.cf
+	cf, caching := snOf(i).pt.cf, stOf(i).Caching() && snOf(i).cf == snOf(i).pt.cf
 	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if cf == nil {
@@ -366,6 +371,9 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 		return false, nil
 	}
 	snOf(i).pt.opens++
+	if snOf(i).pt.watched {
+		stOf(i).PassthroughOpen(openModeOf(flags))
+	}
 	if write {
 		snOf(i).pt.writers++
 		snOf(i).cred = f.cred
@@ -393,7 +401,7 @@ func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 		return err
 	}
 	i.mu.Lock()
-	cf, caching := snOf(i).pt.cf, snOf(i).caching
+	cf, caching := snOf(i).pt.cf, stOf(i).Caching()
 	i.mu.Unlock()
 	if caching || cf == nil {
 		return nil
@@ -432,6 +440,7 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 	}
 	i.mu.Lock()
 	snOf(i).mtime = time.Now()
+	stOf(i).ExternalWrite()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
@@ -498,11 +507,20 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 	if fsnOf(f).cachedIO {
 		snOf(i).pt.cached--
 		fsnOf(f).cachedIO = false
-		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.passthrough.Load() {
+		if snOf(i).pt.cached == 0 && stOf(i).Caching() && fs.passthrough.Load() {
 			cf = snOf(i).cf
 		}
 	}
 	if fsnOf(f).pt != nil {
+		if snOf(i).pt.watched {
+			// What the kernel wrote went first (snfsRelease's
+			// snfsNoteExternal: the actions' ActPinSync or ActWriteBack).
+			m := state.Read
+			if fsnOf(f).ptWrite {
+				m = state.Write
+			}
+			stOf(i).PassthroughClose(m)
+		}
 		snOf(i).pt.opens--
 		if fsnOf(f).ptWrite {
 			snOf(i).pt.writers--

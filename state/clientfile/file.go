@@ -187,6 +187,16 @@ func Valid(v uint64, r state.OpenReply) bool {
 // (the first snfs open gets it).
 func (f *File) CacheAttached() { f.hasData = true }
 
+// CacheFoundDirty: the cache file the driver attached holds data not written
+// back that no event of this File put there (an earlier mount's, kept by a
+// reintegration that failed): the cache is dirty, so that a CLOSE or a
+// callback's answer never says clean over it (docs/protocol.md 4.4, 5.1).
+func (f *File) CacheFoundDirty() {
+	f.hasData = true
+	f.writeSeq++
+	f.dirty = true
+}
+
 func (f *File) apps() int { return f.opens[state.Read] + f.opens[state.Write] }
 
 func (f *File) keptN() int { return f.kept[state.Read] + f.kept[state.Write] }

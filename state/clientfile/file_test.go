@@ -449,6 +449,69 @@ var cases = []struct {
 		},
 		[]ActionKind{ActInvalidateAttr, ActInvalidateCache, ActNotifyData, ActReintegrate},
 		func(f *File) error { return want("caching", f.Caching(), false) }},
+	{"5.1", "a write-back that left the data here fails the callback: no CB_OK", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			cb, _ := f.CallbackBegin(state.Writeback, true, false)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBKept)
+			acts := f.CallbackEnd(&cb, true, false)
+			if out := answer(acts); out != state.Failed {
+				t.Fatalf("answered %v, want a failure", out)
+			}
+			return acts
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("dirty", f.Dirty(), true), want("held", f.Held(), 1))
+		}},
+	{"5.1", "a write-back that left the data of a file only delayed closes hold: no CB_TREAT_AS_CLOSED, the kept opens stay", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			f.Release(t0, state.Write, false)
+			cb, _ := f.CallbackBegin(state.Relinquish, true, false)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBKept)
+			acts := f.CallbackEnd(&cb, true, false)
+			if out := answer(acts); out != state.Failed {
+				t.Fatalf("answered %v, want a failure", out)
+			}
+			return acts
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("kept", f.Kept(state.Write), 1), want("dirty", f.Dirty(), true))
+		}},
+	{"10.1", "a pinned entry the driver could not start: the callback goes on without it, no CB_PINNED", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			f.PassthroughOpen(state.Write)
+			cb, acts := f.CallbackBegin(state.WritebackInvalidate, true, false)
+			if !has(acts, ActPinEnter) || !has(acts, ActWriteBack) {
+				t.Fatalf("callback: %v", acts)
+			}
+			f.PinEnterFailed(&cb)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBDone)
+			return f.CallbackEnd(&cb, false, false)
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("pinned", f.Pinned(), false), want("caching", f.Caching(), false))
+		}},
+	{"4.4", "a cache file found holding unwritten data (an earlier mount's): CLOSE says dirty", Config{},
+		func(t *testing.T, f *File) []Action {
+			f.CacheFoundDirty()
+			if acts := f.IdleClean(); len(acts) != 0 {
+				t.Fatalf("idle clean CLOSE over unwritten data: %v", acts)
+			}
+			opened(t, f, state.Read, grant)
+			acts := f.Release(t0, state.Read, false)
+			if !acts[0].Dirty {
+				t.Fatalf("CLOSE %v, want dirty", acts[0])
+			}
+			return acts
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error { return want("busy", f.Busy(), true) }},
 }
 
 func want[T comparable](what string, got, want T) error {
