@@ -250,22 +250,10 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		}
 		i.mu.Lock()
 		dirtyLocked(i)
-		// The machine's item (kept opens included; a pinned holder as a
-		// caching, dirty writer: the next conflicting OPEN pins it again,
-		// protocol.md section 10.1), less the applications' opens an
-		// earlier refused reclaim made forgotten and no OPEN gave back
-		// (reopen failed): the server never counted them, a client reports
-		// only what it was granted, and their releases send no CLOSE. The
-		// applications' opens reported are the ones a refusal makes
-		// forgotten (forgetOpens).
+		// Kept opens included; a pinned holder as a caching, dirty writer
+		// (protocol.md section 10.1); not the opens an earlier refused
+		// reclaim made forgotten.
 		r, w, caching, dirty, version, ok := stOf(i).ReclaimItem()
-		var rep [3]int
-		for _, m := range []state.Mode{state.Read, state.Write} {
-			rep[m] = max(stOf(i).Opens(m)-snOf(i).forgot[m], 0)
-		}
-		snOf(i).reclaimed = rep
-		r -= stOf(i).Opens(state.Read) - rep[state.Read]
-		w -= stOf(i).Opens(state.Write) - rep[state.Write]
 		i.mu.Unlock()
 		if !ok || r+w == 0 && !dirty {
 			continue
@@ -300,7 +288,11 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 		fs.notifyData(i)
 	}
 	if !refused {
-		fs.forgetReclaimed()
+		for _, i := range fs.allInodes() {
+			i.mu.Lock()
+			stOf(i).ServerRestarted(false) // its write-back: snfsSync's
+			i.mu.Unlock()
+		}
 		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.log.Error("write-back after a server restart", "err", err)
@@ -309,8 +301,8 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
 	fs.beforeForget.run(nil)
-	held := fs.forgetOpens()
-	for _, i := range fs.stopCaching() {
+	dirty, held := fs.stopCaching()
+	for _, i := range dirty {
 		if cf := cacheFileOrNil(i); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
 				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -325,45 +317,6 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	fs.afterReopen.run(nil)
 }
 
-// forgetOpens records the applications' protocol opens the reclaim reported
-// and none has released since (snOf(i).reclaimed) as forgotten by the server
-// (snOf(i).forgot; kept opens, forgotten too, are not used again: stopCaching)
-// and returns the files with some. The opens counted since the reclaim are
-// not: their OPENs were answered by the new server (the reclaim runs on the
-// new connection before any other call; not so a reclaim after a REGISTER
-// again on the same connection, client.Session.reregister, where an OPEN
-// answered while the reclaim is built is reported, and forgotten, as one
-// the old server counted), which counts them. A release of a
-// forgotten open sends no CLOSE (snfsRelease), so that an application closing
-// and opening a file again while the reintegration runs leaves the server
-// counting exactly the opens this client will close.
-func (fs *FS) forgetOpens() []*Inode {
-	var held []*Inode
-	for _, i := range fs.allInodes() {
-		i.mu.Lock()
-		for _, m := range []state.Mode{state.Read, state.Write} {
-			snOf(i).forgot[m] = min(snOf(i).forgot[m]+snOf(i).reclaimed[m], stOf(i).Opens(m))
-		}
-		snOf(i).reclaimed = [3]int{}
-		n := snOf(i).forgot[state.Read] + snOf(i).forgot[state.Write]
-		i.mu.Unlock()
-		if n > 0 {
-			held = append(held, i)
-		}
-	}
-	return held
-}
-
-// forgetReclaimed: the reclaim was taken; the opens it reported are the
-// server's again.
-func (fs *FS) forgetReclaimed() {
-	for _, i := range fs.allInodes() {
-		i.mu.Lock()
-		snOf(i).reclaimed = [3]int{}
-		i.mu.Unlock()
-	}
-}
-
 func (fs *FS) allInodes() []*Inode {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -375,22 +328,23 @@ func (fs *FS) allInodes() []*Inode {
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each
-// forgotten application open not released since (snOf(i).forgot): the
-// protocol treats the files as fenced, and a fenced client OPENs again before
-// it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
-// were written through with no open at the server: another client was
-// granted caching and read its stale copy, and each later CLOSE was one the
-// server did not count. The opens stay write-through (the file was
-// invalidated by stopCaching; a client may always do less than the server
-// allows). An OPEN refused counts nothing: the opens not OPENed again stay
-// forgotten, and their releases send no CLOSE.
+// forgotten application open not released since (the machine's Forgotten,
+// Reopened): the protocol treats the files as fenced, and a fenced client
+// OPENs again before it uses a file (docs/protocol.md 4.5, 7.1). Without
+// it, the open files were written through with no open at the server:
+// another client was granted caching and read its stale copy, and each
+// later CLOSE was one the server did not count. The opens stay
+// write-through (the file was invalidated by stopCaching; a client may
+// always do less than the server allows). An OPEN refused counts nothing:
+// the opens not OPENed again stay forgotten, and their releases send no
+// CLOSE.
 func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for {
 			i.mu.Lock()
-			left := snOf(i).forgot[m] > 0
+			left := stOf(i).Forgotten(m) > 0
 			i.mu.Unlock()
 			if !left {
 				break
@@ -400,7 +354,7 @@ func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 				break
 			}
 			i.mu.Lock()
-			snOf(i).forgot[m]--
+			stOf(i).Reopened(m)
 			i.mu.Unlock()
 		}
 	}
@@ -409,20 +363,35 @@ func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 // stopCaching is a refused reclaim's first step (clientfile's
 // ServerRestarted(true)): no file is cached any more (the kernel's pages and
 // attributes go too, and the clean data of the cache directory), the kept
-// opens are forgotten (the server has none), and the files with dirty data
-// are returned for reintegration, which runs while applications go on
-// using their open files: until it has run, reads and writes through the
-// server write the dirty data back first (writeBackFirst).
-func (fs *snfsFS) stopCaching() (dirty []*Inode) {
+// opens are forgotten (the server has none), the applications' opens the
+// reclaim reported and none has released since are forgotten (returned in
+// held, to be OPENed again: reopen), and the files with dirty data are
+// returned for reintegration, which runs while applications go on using
+// their open files: until it has run, reads and writes through the server
+// write the dirty data back first (writeBackFirst). The opens counted since
+// the reclaim are not forgotten: their OPENs were answered by the new server
+// (the reclaim runs on the new connection before any other call; not so a
+// reclaim after a REGISTER again on the same connection,
+// client.Session.reregister, where an OPEN answered while the reclaim is
+// built is reported, and forgotten, as one the old server counted), which
+// counts them. A release of a forgotten open sends no CLOSE (the machine's
+// Release), so that an application closing and opening a file again while
+// the reintegration runs leaves the server counting exactly the opens this
+// client will close.
+func (fs *snfsFS) stopCaching() (dirty, held []*Inode) {
 	for _, i := range fs.allInodes() {
 		i.mu.Lock()
 		dirtyLocked(i)
 		acts := fs.applyLocked(i, stOf(i).ServerRestarted(true))
 		cf := snOf(i).cf
+		forgot := stOf(i).Forgotten(state.Read)+stOf(i).Forgotten(state.Write) > 0
 		i.mu.Unlock()
 		fs.delayed.remove(i)
 		if hasAct(acts, clientfile.ActReintegrate) {
 			dirty = append(dirty, i)
+		}
+		if forgot {
+			held = append(held, i)
 		}
 		for _, a := range acts {
 			switch a.Kind {
@@ -433,5 +402,5 @@ func (fs *snfsFS) stopCaching() (dirty []*Inode) {
 			}
 		}
 	}
-	return dirty
+	return dirty, held
 }

@@ -195,15 +195,6 @@ type snfsInode struct {
 	mtime   time.Time // last local write while caching
 	cred    Cred      // the last writer: write-back is done as it
 	wbErr   error     // a write-back error not yet reported
-	// forgot is the part of the opens a server that refused this client's
-	// reclaim forgot, by state.Mode (serverRestarted): not yet OPENed again
-	// (reopen) nor released (snfsRelease, which sends no CLOSE for them).
-	// Written under mu, by the release and reopen with openMu held too.
-	forgot [3]int
-	// reclaimed is the part of the opens the latest reclaim reported
-	// (reclaimItems) not released since: forgotten if the server refuses
-	// the reclaim (forgetOpens), zeroed when it takes it.
-	reclaimed [3]int
 	// openMu serializes this file's OPEN/CLOSE calls (not its
 	// callbacks: a callback takes no openMu), held across the RPC. The
 	// first of the inode's locks: taken before appendMu, cacheW, flushMu,

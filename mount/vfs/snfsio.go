@@ -198,13 +198,8 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	// Released as an open whose file is gone: never kept as a delayed close.
 	dirtyLocked(i)
-	acts := fs.applyLocked(i, stOf(i).Release(time.Now(), mode, true))
-	// Never more forgotten opens than opens (serverRestarted may have
-	// counted this one).
-	snOf(i).forgot[mode] = min(snOf(i).forgot[mode], stOf(i).Opens(mode))
-	snOf(i).reclaimed[mode] = min(snOf(i).reclaimed[mode], stOf(i).Opens(mode))
+	acts := fs.applyLocked(i, stOf(i).OpenUndone(mode))
 	i.mu.Unlock()
 	for _, a := range acts {
 		if a.Kind != clientfile.ActSendClose {
@@ -485,27 +480,13 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	if last {
 		i.sillyDir, i.sillyName = nil, ""
 	}
-	// An open a server that refused the reclaim forgot, not yet OPENed
-	// again (serverRestarted): that server counts none, so no CLOSE, and
-	// none kept for later either. Opens of one mode are alike to the
-	// server: releasing any of them gives up one forgotten one.
-	forgot := snOf(i).forgot[mode] > 0
-	if forgot {
-		snOf(i).forgot[mode]--
-	}
-	// One the latest reclaim reported, released before the server's verdict
-	// on it: CLOSEd (the server counts it if it took the reclaim), and no
-	// longer forgotten if it refused it.
-	if snOf(i).reclaimed[mode] > 0 {
-		snOf(i).reclaimed[mode]--
-	}
 	i.mu.Unlock()
 	removed := last && name != ""
 	if removed {
 		fs.cancelWriteBack(i)
 	}
 	cf := cacheFileOrNil(i)
-	if !forgot && cf != nil && cf.NeedsWriteBack() {
+	if cf != nil && cf.NeedsWriteBack() {
 		// Durable here before the CLOSE says where the data is.
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
@@ -516,8 +497,10 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	i.mu.Lock()
 	dirtyLocked(i)
 	kept := stOf(i).Kept(mode)
-	// A forgotten open is never kept: the server does not count it.
-	acts := stOf(i).Release(time.Now(), mode, removed || forgot)
+	// An open a server that refused the reclaim forgot, not yet OPENed
+	// again, is given up with no CLOSE (the machine's Release).
+	forgot := stOf(i).Forgotten(mode) > 0
+	acts := stOf(i).Release(time.Now(), mode, removed)
 	if fs.delayed.closed && stOf(i).Kept(mode) > kept {
 		acts = append(acts, stOf(i).CloseAllDelayed()...)
 	}
@@ -538,10 +521,6 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 		if a.Kind != clientfile.ActSendClose {
 			continue
 		}
-		if forgot {
-			fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", mode)
-			continue
-		}
 		dirty := a.Dirty
 		if !dirty {
 			fs.recordWrittenBack()
@@ -553,6 +532,9 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 		}
 	}
 	snOf(i).openMu.Unlock()
+	if forgot {
+		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", mode)
+	}
 	fs.notify(i, acts)
 	if removed {
 		fs.removeHidden(ctx, f.cred, i, dir, name)

@@ -512,6 +512,65 @@ var cases = []struct {
 			return acts
 		},
 		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error { return want("busy", f.Busy(), true) }},
+	{"7.1", "a refused reclaim forgets the applications' opens it reported: their releases send no CLOSE", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			if _, w, _, _, _, ok := f.ReclaimItem(); !ok || w != 1 {
+				t.Fatalf("reclaim item: %d writers, ok %v", w, ok)
+			}
+			f.ServerRestarted(true)
+			if n := f.Forgotten(state.Write); n != 1 {
+				t.Fatalf("forgotten write opens: %d, want 1", n)
+			}
+			return f.Release(t0, state.Write, false)
+		},
+		[]ActionKind{ActInvalidateAttr, ActNotifyAttr}, func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("forgotten", f.Forgotten(state.Write), 0))
+		}},
+	{"7.1", "an open OPENed again after a refused reclaim is the server's again: CLOSEd at its release", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			f.ServerRestarted(true)
+			f.Reopened(state.Read)
+			return f.Release(t0, state.Read, false)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, nil},
+	{"7.1", "an open answered by the new server before the refusal is not forgotten", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			opened(t, f, state.Read, grant) // on the new connection, before the refusal
+			f.ServerRestarted(true)
+			if n := f.Forgotten(state.Read); n != 1 {
+				t.Fatalf("forgotten read opens: %d, want 1", n)
+			}
+			f.Release(t0, state.Read, false) // the forgotten one (opens of a mode are alike)
+			return f.Release(t0, state.Read, false)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, nil},
+	{"4.5", "a reclaim leaves out the opens an earlier refused reclaim made forgotten and no OPEN gave back", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			f.ServerRestarted(true)
+			f.Reopened(state.Read) // the write open's OPEN failed: still forgotten
+			r, w, _, _, _, ok := f.ReclaimItem()
+			if !ok || r != 1 || w != 0 {
+				t.Fatalf("reclaim item: %d readers %d writers, ok %v; want 1, 0", r, w, ok)
+			}
+			return nil
+		},
+		nil, nil},
+	{"4.2", "an open whose application failed after its OPEN's answer is CLOSEd, never kept", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			return f.OpenUndone(state.Read)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("kept", f.Kept(state.Read), 0))
+		}},
 }
 
 func want[T comparable](what string, got, want T) error {
