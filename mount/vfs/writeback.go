@@ -154,8 +154,11 @@ func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	cf := cacheFileOrNil(i)
-	if cf == nil || !cf.NeedsWriteBack() {
+	i.mu.Lock()
+	dirtyLocked(i)
+	first := hasAct(stOf(i).Through(), clientfile.ActWriteBack) && snOf(i).cf != nil
+	i.mu.Unlock()
+	if !first {
 		return nil
 	}
 	err := fs.sn.writeBackInodeLocked(ctx, i)
