@@ -11,6 +11,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/state"
+	"snfs/state/clientfile"
 )
 
 // FUSE passthrough in snfs mode (Linux 6.9+). An application open for
@@ -401,15 +402,14 @@ func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	if err != nil || !changed {
 		return err
 	}
+	// Write-shared: what this client wrote goes to the server now; the
+	// bytes do not stay cached (the machine's ExternalTaken).
 	i.mu.Lock()
-	cf, caching := snOf(i).pt.cf, stOf(i).Caching()
+	cf, acts := snOf(i).pt.cf, stOf(i).ExternalTaken()
 	i.mu.Unlock()
-	if caching || cf == nil {
+	if cf == nil || !hasAct(acts, clientfile.ActWriteBack) {
 		return nil
 	}
-	// Write-shared: what this client wrote goes to the server now; the
-	// bytes do not stay cached (data kept while not caching is not valid
-	// for a later OPEN).
 	err = fs.writeBackInode(ctx, i)
 	if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
 		err = errors.Join(err, ierr)

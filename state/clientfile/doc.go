@@ -59,8 +59,9 @@
 //     (state.Failed: an RPC error) when a write-back left data here.
 //   - Through (a read or write through the server: the cache's older dirty
 //     data goes first), ExternalWrite (the kernel wrote the cache file
-//     through passthrough), PassthroughOpen / PassthroughClose (the last
-//     sends what the kernel wrote, and ends the pinned mode).
+//     through passthrough) and ExternalTaken (what it wrote was taken in: a
+//     file not cached sends it now), PassthroughOpen / PassthroughClose (the
+//     last sends what the kernel wrote, and ends the pinned mode).
 //   - ReclaimItem (the file's RECLAIM item; it records the applications'
 //     opens it reports), ServerRestarted (reclaimed or refused: a refusal
 //     forgets those opens, whose releases send no CLOSE until Reopened),

@@ -654,6 +654,19 @@ func (f *File) Through() []Action {
 	return nil
 }
 
+// ExternalTaken: the driver took in what the kernel wrote through
+// passthrough (after ExternalWrite) at a close, an fsync or before a
+// write-back. A file not cached any more (write-shared, or caching taken
+// away by a callback) sends it to the server now, and it does not stay
+// cached: data kept while not caching is not valid for a later OPEN
+// (docs/protocol.md 9, 10.1). A cached file keeps it as dirty data.
+func (f *File) ExternalTaken() []Action {
+	if f.caching || !f.hasData || !f.dirty {
+		return nil
+	}
+	return []Action{{Kind: ActWriteBack}, {Kind: ActInvalidateCache}}
+}
+
 // ExternalWrite: the kernel wrote into the cache file through a passthrough
 // open (the driver noticed it: snfsNoteExternal), cached or not: in the
 // pinned mode it goes on writing there. The cache is dirty.

@@ -571,6 +571,22 @@ var cases = []struct {
 		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error {
 			return errors.Join(want("held", f.Held(), 0), want("kept", f.Kept(state.Read), 0))
 		}},
+	{"10.1", "the kernel's passthrough writes to a file no longer cached go to the server when taken in, and do not stay cached", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			f.PassthroughOpen(state.Write)
+			if acts := f.ExternalTaken(); len(acts) != 0 {
+				t.Fatalf("nothing written yet: %v", acts)
+			}
+			f.ExternalWrite()
+			if acts := f.ExternalTaken(); len(acts) != 0 {
+				t.Fatalf("cached: the kernel's writes stay dirty, %v", acts)
+			}
+			opened(t, f, state.Read, noCache) // write-shared from here
+			f.ExternalWrite()
+			return f.ExternalTaken()
+		},
+		[]ActionKind{ActWriteBack, ActInvalidateCache}, nil},
 }
 
 func want[T comparable](what string, got, want T) error {
