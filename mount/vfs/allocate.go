@@ -87,7 +87,7 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 	} else {
 		i.invalidateLocked()
 	}
-	cf, pf, caching := snOf(i).cf, snOf(i).pt.pinned, snOf(i).caching
+	cf, pf, caching := snOf(i).cf, snOf(i).pt.pinned, stOf(i).Caching()
 	i.mu.Unlock()
 	punch, keep := am == snfs1.Deallocate, am != snfs1.Allocate
 	if cf != nil && !caching && cf.Holds() {

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"snfs/state"
 	"syscall"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state/clientfile"
 )
 
 // snfs mode callbacks (docs/protocol.md section 11): each becomes cache
@@ -17,7 +17,8 @@ import (
 // answered; and what a server restart changes.
 
 // Callback serves the server's callbacks (client.CallbackHandler): the work
-// first, then the answer.
+// first, then the answer, as the file's machine asks (clientfile's
+// CallbackBegin and CallbackEnd).
 func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
 	fs.sn.stats.Callbacks.Add(1)
@@ -33,154 +34,150 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	if cf == nil {
 		cf, _ = fs.sn.cache.File(fh)
 	}
-	held := cf != nil && cf.Holds()
-	if i != nil {
-		i.mu.Lock()
-		// An OPEN in flight is held: its answer may have come before this
-		// callback, which then concerns it (CB_STALE would have the server
-		// drop the open it counted, and its writer's dirty record).
-		held = held || snfsHeldLocked(i) > 0 || snOf(i).opening > 0 || snOf(i).caching || i.w.pending()
-		if mode.Invalidates() {
-			// Counted before anything else: an OPEN in flight whose answer
-			// is applied after this does not cache (snfsOpenProto).
-			snOf(i).invals++
+	cacheHolds := cf != nil && cf.Holds()
+	if i == nil {
+		// No inode, no opens: the cache directory's data only.
+		out := clientfile.UnknownCallback(mode, cacheHolds)
+		if out == state.Stale {
+			fs.sn.stats.CallbacksStale.Add(1)
+			fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
+		} else if mode.Invalidates() {
+			fs.sn.invalidateCache(cf)
 		}
-		i.mu.Unlock()
+		return out
 	}
-	if !held {
+	i.mu.Lock()
+	dirtyLocked(i)
+	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.w.pending())
+	acts = fs.sn.timersLocked(i, acts)
+	i.mu.Unlock()
+	if len(acts) == 1 && acts[0].Kind == clientfile.ActAnswer && acts[0].Outcome == state.Stale {
 		fs.sn.stats.CallbacksStale.Add(1)
 		fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
 		return state.Stale
 	}
-	if i != nil {
-		fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
-	}
-	var entering *pinnedFile
-	if i != nil {
-		i.mu.Lock()
-		writers := snOf(i).pt.writers
-		i.mu.Unlock()
-		if pf := fs.pinnedOf(i); pf != nil && pf.holder && writers > 0 {
-			// The pinned holder (pinned.go): what the kernel wrote so far
-			// goes now; its opens go on writing.
-			if err := fs.sn.pinSync(ctx, pf, false); err != nil {
-				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
-			}
-			// The server counts this client as not caching the file: an
-			// OPEN in flight does not cache on its answer either.
-			i.mu.Lock()
-			snOf(i).invals++
-			i.mu.Unlock()
-			return state.Pinned
-		}
-		if mode.Invalidates() {
-			// An append into the cache file in progress ends before the
-			// write-back, and none starts until caching has stopped: the
-			// server places the later ones (append.go), after this client's
-			// earlier ones, at the end of file another client sees too.
+	fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
+	// An append into the cache file in progress ends before the write-back,
+	// and none starts until the callback is done: the server places the
+	// later ones (append.go), after this client's earlier ones, at the end
+	// of file another client sees too. Taken with the pinned entry or the
+	// stop of caching, whichever comes first.
+	appendHeld := false
+	holdAppends := func() {
+		if !appendHeld {
 			i.appendMu.Lock()
-			defer i.appendMu.Unlock()
-			entering = fs.sn.pinEnter(i)
-			// Caching stops before the write-back: a write into the cache
-			// directory after the write-back took the dirty data would be
-			// left behind it, unknown to the server once this is answered
-			// (another client then read the old version). From here, writes
-			// go through, after the cache directory's dirty data
-			// (writeBackFirst).
-			fs.stopCachingFor(i)
+			appendHeld = true
 		}
 	}
-	// unsent: the write-back did not reach the server's stable storage (a
-	// transport error, the connection's end) and the data is kept here.
-	// No answer then says done (docs/protocol.md 5.1): CB_OK would have the
-	// server drop this client's dirty record while it still holds the data,
-	// and others would read the old copy. The callback fails instead (an RPC
-	// error), the server fences this client for the file, and the kept data
-	// is reintegrated (section 13).
-	unsent := false
-	if (mode.WritesBack() || entering != nil) && i != nil {
-		i.mu.Lock()
-		pending := i.w.pending()
-		i.mu.Unlock()
-		if pending {
-			if err := i.flush(ctx, true); err != nil {
-				fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+	defer func() {
+		if appendHeld {
+			i.appendMu.Unlock()
+		}
+	}()
+	var entering *pinnedFile
+	for {
+		// unsent: a write-back did not reach the server's stable storage (a
+		// transport error, the connection's end) and the data is kept here:
+		// the machine answers a failure, never done (docs/protocol.md 5.1).
+		unsent := false
+		for _, a := range acts {
+			switch a.Kind {
+			case clientfile.ActAnswer:
+				switch a.Outcome {
+				case state.Failed:
+					fs.sn.stats.CallbacksFailed.Add(1)
+				case state.Pinned:
+					fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
+				}
+				return a.Outcome
+			case clientfile.ActPinSync:
+				// The pinned holder (pinned.go): what the kernel wrote so
+				// far goes now; its opens go on writing.
+				if pf := fs.pinnedOf(i); pf != nil {
+					if err := fs.sn.pinSync(ctx, pf, false); err != nil {
+						fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+					}
+				}
+			case clientfile.ActPinEnter:
+				holdAppends()
+				if entering = fs.sn.pinEnter(i); entering == nil {
+					i.mu.Lock()
+					stOf(i).PinEnterFailed(&cb)
+					i.mu.Unlock()
+				}
+			case clientfile.ActStopCaching:
+				// The machine stopped caching: a write into the cache
+				// directory after the write-back took the dirty data would
+				// be left behind it, unknown to the server once this is
+				// answered. The changes in progress end first (whileCaching);
+				// later ones go through, after the cache directory's dirty
+				// data (writeBackFirst).
+				holdAppends()
+				snOf(i).cacheW.Lock()
+				snOf(i).cacheW.Unlock()
+			case clientfile.ActWriteBack:
+				unsent = fs.sn.callbackWriteBack(ctx, i, mode) || unsent
+			case clientfile.ActInvalidateAttr:
 				i.mu.Lock()
-				unsent = i.w.pending()
+				i.invalidateLocked()
 				i.mu.Unlock()
+			case clientfile.ActInvalidateCache:
+				fs.sn.invalidateCache(cf)
+			case clientfile.ActNotifyData, clientfile.ActNotifyAttr:
+				fs.sn.notify(i, []clientfile.Action{a})
 			}
 		}
-		if err := fs.writeBackInode(ctx, i); err != nil {
-			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
-			// An error the server gave (the data dropped, writeback.go) is
-			// reported to the application; only data still held fails it.
-			if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
-				unsent = true
-			}
+		if entering != nil {
+			// The entry's write-back is done.
+			fs.sn.pinEntered(entering)
+			entering = nil
 		}
-		fs.sn.recordWrittenBack() // before the answer (writeback.go)
+		fs.sn.beforeCallbackEnd.run(i)
+		i.mu.Lock()
+		dirtyLocked(i)
+		kept := stOf(i).Kept(state.Read) + stOf(i).Kept(state.Write)
+		acts = stOf(i).CallbackEnd(&cb, unsent, i.w.pending())
+		acts = fs.sn.timersLocked(i, acts)
+		forgotten := kept > 0 && stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0
+		i.mu.Unlock()
+		if forgotten {
+			fs.sn.delayed.remove(i)
+			fs.sn.stats.TreatedAsClosed.Add(1)
+		}
 	}
-	if mode.Invalidates() {
-		if i != nil {
+}
+
+// callbackWriteBack is a callback's write-back of i: what was written
+// through first, then the cache directory's dirty data. It reports whether
+// data is still held here unsent (an error the server gave dropped the
+// data, writeback.go, and is reported to the application instead).
+func (fs *snfsFS) callbackWriteBack(ctx context.Context, i *Inode, mode state.CallbackMode) (unsent bool) {
+	i.mu.Lock()
+	pending := i.w.pending()
+	i.mu.Unlock()
+	if pending {
+		if err := i.flush(ctx, true); err != nil {
+			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 			i.mu.Lock()
-			snOf(i).caching, snOf(i).kernVer = false, 0
-			i.invalidateLocked()
+			unsent = i.w.pending()
 			i.mu.Unlock()
 		}
-		if cf != nil {
-			if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-				fs.log.Warn("cache directory: invalidate", "err", err)
-			}
-		}
-		if i != nil {
-			fs.notifyData(i)
+	}
+	if err := fs.writeBackInode(ctx, i); err != nil {
+		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+		if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
+			unsent = true
 		}
 	}
-	if entering != nil {
-		fs.sn.pinEntered(entering)
-		if entering.holder {
-			fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
-			return state.Pinned
-		}
-	}
-	if unsent {
-		fs.sn.stats.CallbacksFailed.Add(1)
-		return state.Failed
-	}
-	if st, ok := fs.sn.delayedCallback(ctx, i); ok {
-		return st
-	}
-	if i == nil {
-		if mode == state.Relinquish {
-			return state.TreatAsClosed
-		}
-		return state.OK
-	}
-	// No open here, none coming, nothing left to write back: every open the
-	// server may still count for this client is gone (treat as closed). This
-	// is also the answer to a callback sent again after a broken connection
-	// lost the first answer (a delayed close treated as closed): CB_OK would
-	// leave the server counting opens this client never CLOSEs.
-	cf = cacheFileOrNil(i)
-	dirty := cf != nil && cf.NeedsWriteBack()
-	i.mu.Lock()
-	idle := snOf(i).opens[state.Read]+snOf(i).opens[state.Write] == 0 && snOf(i).opening == 0 &&
-		snOf(i).dc.count() == 0 && !i.w.pending() && !dirty
-	if idle {
-		snOf(i).caching = false // used again only after an OPEN
-	}
-	i.mu.Unlock()
-	if idle {
-		return state.TreatAsClosed
-	}
-	return state.OK
+	fs.recordWrittenBack() // before the answer (writeback.go)
+	return unsent
 }
 
 // snfsCreated finishes Create in snfs mode: the new file is opened for
 // writing with the protocol.
 func (fs *snfsFS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (Entry, *File, error) {
 	i := e.Inode
-	_, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
+	_, _, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
 		i.mu.Lock()
 		i.opens--
@@ -252,33 +249,18 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 			continue
 		}
 		i.mu.Lock()
-		// The applications' opens reported: the ones a refusal makes
-		// forgotten (forgetOpens). Not those an earlier refused reclaim
-		// made forgotten and no OPEN gave back (reopen failed): the server
-		// never counted them, a client reports only what it was granted,
-		// and their releases send no CLOSE.
-		rep := snOf(i).opens
-		for _, m := range []state.Mode{state.Read, state.Write} {
-			rep[m] = max(rep[m]-snOf(i).forgot[m], 0)
-		}
-		snOf(i).reclaimed = rep
-		r := rep[state.Read] + snOf(i).dc.n[state.Read]
-		w := rep[state.Write] + snOf(i).dc.n[state.Write]
-		caching, version, cf := snOf(i).caching, snOf(i).version, snOf(i).cf
-		pinned := snOf(i).pt.pinned != nil && snOf(i).pt.writers > 0
+		dirtyLocked(i)
+		// Kept opens included; a pinned holder as a caching, dirty writer
+		// (protocol.md section 10.1); not the opens an earlier refused
+		// reclaim made forgotten.
+		r, w, caching, dirty, version, ok := stOf(i).ReclaimItem()
 		i.mu.Unlock()
-		dirty := cf != nil && cf.NeedsWriteBack()
-		if pinned {
-			// A pinned holder reclaims as a caching writer: the next
-			// conflicting OPEN pins it again (protocol.md section 10.1).
-			caching, dirty = true, true
-		}
-		if r+w == 0 && !dirty {
+		if !ok || r+w == 0 && !dirty {
 			continue
 		}
-		fs.log.Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching && cf != nil, "dirty", dirty)
+		fs.log.Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching, "dirty", dirty)
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
-			Caching: caching && cf != nil, Dirty: dirty, Version: version})
+			Caching: caching, Dirty: dirty, Version: version})
 	}
 	fs.stats.Reclaimed.Add(uint64(len(items)))
 	return items
@@ -306,7 +288,11 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 		fs.notifyData(i)
 	}
 	if !refused {
-		fs.forgetReclaimed()
+		for _, i := range fs.allInodes() {
+			i.mu.Lock()
+			stOf(i).ServerRestarted(false) // its write-back: snfsSync's
+			i.mu.Unlock()
+		}
 		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.log.Error("write-back after a server restart", "err", err)
@@ -315,8 +301,8 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	}
 	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
 	fs.beforeForget.run(nil)
-	held := fs.forgetOpens()
-	for _, i := range fs.stopCaching() {
+	dirty, held := fs.stopCaching()
+	for _, i := range dirty {
 		if cf := cacheFileOrNil(i); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
 				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
@@ -331,45 +317,6 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	fs.afterReopen.run(nil)
 }
 
-// forgetOpens records the applications' protocol opens the reclaim reported
-// and none has released since (snOf(i).reclaimed) as forgotten by the server
-// (snOf(i).forgot; kept opens, forgotten too, are not used again: stopCaching)
-// and returns the files with some. The opens counted since the reclaim are
-// not: their OPENs were answered by the new server (the reclaim runs on the
-// new connection before any other call; not so a reclaim after a REGISTER
-// again on the same connection, client.Session.reregister, where an OPEN
-// answered while the reclaim is built is reported, and forgotten, as one
-// the old server counted), which counts them. A release of a
-// forgotten open sends no CLOSE (snfsRelease), so that an application closing
-// and opening a file again while the reintegration runs leaves the server
-// counting exactly the opens this client will close.
-func (fs *FS) forgetOpens() []*Inode {
-	var held []*Inode
-	for _, i := range fs.allInodes() {
-		i.mu.Lock()
-		for _, m := range []state.Mode{state.Read, state.Write} {
-			snOf(i).forgot[m] = min(snOf(i).forgot[m]+snOf(i).reclaimed[m], snOf(i).opens[m])
-		}
-		snOf(i).reclaimed = [3]int{}
-		n := snOf(i).forgot[state.Read] + snOf(i).forgot[state.Write]
-		i.mu.Unlock()
-		if n > 0 {
-			held = append(held, i)
-		}
-	}
-	return held
-}
-
-// forgetReclaimed: the reclaim was taken; the opens it reported are the
-// server's again.
-func (fs *FS) forgetReclaimed() {
-	for _, i := range fs.allInodes() {
-		i.mu.Lock()
-		snOf(i).reclaimed = [3]int{}
-		i.mu.Unlock()
-	}
-}
-
 func (fs *FS) allInodes() []*Inode {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -381,22 +328,23 @@ func (fs *FS) allInodes() []*Inode {
 }
 
 // reopen OPENs i again at a server that refused the reclaim, once for each
-// forgotten application open not released since (snOf(i).forgot): the
-// protocol treats the files as fenced, and a fenced client OPENs again before
-// it uses a file (docs/protocol.md 4.5, 7.1). Without it, the open files
-// were written through with no open at the server: another client was
-// granted caching and read its stale copy, and each later CLOSE was one the
-// server did not count. The opens stay write-through (the file was
-// invalidated by stopCaching; a client may always do less than the server
-// allows). An OPEN refused counts nothing: the opens not OPENed again stay
-// forgotten, and their releases send no CLOSE.
+// forgotten application open not released since (the machine's Forgotten,
+// Reopened): the protocol treats the files as fenced, and a fenced client
+// OPENs again before it uses a file (docs/protocol.md 4.5, 7.1). Without
+// it, the open files were written through with no open at the server:
+// another client was granted caching and read its stale copy, and each
+// later CLOSE was one the server did not count. The opens stay
+// write-through (the file was invalidated by stopCaching; a client may
+// always do less than the server allows). An OPEN refused counts nothing:
+// the opens not OPENed again stay forgotten, and their releases send no
+// CLOSE.
 func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for {
 			i.mu.Lock()
-			left := snOf(i).forgot[m] > 0
+			left := stOf(i).Forgotten(m) > 0
 			i.mu.Unlock()
 			if !left {
 				break
@@ -406,48 +354,53 @@ func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 				break
 			}
 			i.mu.Lock()
-			snOf(i).forgot[m]--
+			stOf(i).Reopened(m)
 			i.mu.Unlock()
 		}
 	}
 }
 
-// stopCaching is a refused reclaim's first step: no file is cached any more
-// (the kernel's pages and attributes go too, and the clean data of the cache
-// directory), the kept opens are forgotten (the server has none), and the
-// files with dirty data are returned for reintegration, which runs while
-// applications go on using their open files: until it has run, reads and
-// writes through the server write the dirty data back first (writeBackFirst).
-func (fs *FS) stopCaching() (dirty []*Inode) {
-	fs.mu.Lock()
-	all := make([]*Inode, 0, len(fs.inodes))
-	for _, i := range fs.inodes {
-		all = append(all, i)
-	}
-	fs.mu.Unlock()
-	for _, i := range all {
+// stopCaching is a refused reclaim's first step (clientfile's
+// ServerRestarted(true)): no file is cached any more (the kernel's pages and
+// attributes go too, and the clean data of the cache directory), the kept
+// opens are forgotten (the server has none), the applications' opens the
+// reclaim reported and none has released since are forgotten (returned in
+// held, to be OPENed again: reopen), and the files with dirty data are
+// returned for reintegration, which runs while applications go on using
+// their open files: until it has run, reads and writes through the server
+// write the dirty data back first (writeBackFirst). The opens counted since
+// the reclaim are not forgotten: their OPENs were answered by the new server
+// (the reclaim runs on the new connection before any other call; not so a
+// reclaim after a REGISTER again on the same connection,
+// client.Session.reregister, where an OPEN answered while the reclaim is
+// built is reported, and forgotten, as one the old server counted), which
+// counts them. A release of a forgotten open sends no CLOSE (the machine's
+// Release), so that an application closing and opening a file again while
+// the reintegration runs leaves the server counting exactly the opens this
+// client will close.
+func (fs *snfsFS) stopCaching() (dirty, held []*Inode) {
+	for _, i := range fs.allInodes() {
 		i.mu.Lock()
-		was := snOf(i).caching || snOf(i).kernVer != 0
-		snOf(i).caching, snOf(i).kernVer = false, 0
-		snOf(i).invals++
-		// The server forgot the kept opens: nothing to CLOSE for them.
-		snOf(i).dc.n = [3]int{}
-		if was {
-			i.invalidateLocked()
-		}
+		dirtyLocked(i)
+		acts := fs.applyLocked(i, stOf(i).ServerRestarted(true))
 		cf := snOf(i).cf
+		forgot := stOf(i).Forgotten(state.Read)+stOf(i).Forgotten(state.Write) > 0
 		i.mu.Unlock()
-		if cf != nil {
-			if cf.NeedsWriteBack() {
-				dirty = append(dirty, i)
-			}
-			if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-				fs.log.Warn("cache directory: invalidate", "err", err)
-			}
+		fs.delayed.remove(i)
+		if hasAct(acts, clientfile.ActReintegrate) {
+			dirty = append(dirty, i)
 		}
-		if was {
-			fs.notifyData(i)
+		if forgot {
+			held = append(held, i)
+		}
+		for _, a := range acts {
+			switch a.Kind {
+			case clientfile.ActInvalidateCache:
+				fs.invalidateCache(cf)
+			case clientfile.ActNotifyData:
+				fs.notifyData(i)
+			}
 		}
 	}
-	return dirty
+	return dirty, held
 }

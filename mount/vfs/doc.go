@@ -29,10 +29,18 @@
 //   - The cache manager (snfsFS: snfs.go, snfsmode.go, snfsopen.go,
 //     snfsio.go, callback.go, delayclose.go, writeback.go, reintegrate.go,
 //     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
-//     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go).
-//     It embeds the core's FS, is snfs mode's Ops itself, and keeps its
-//     per-inode state in Inode.ext (snOf) and its per-open state in
-//     File.ext (fsnOf, snfsOpened).
+//     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go,
+//     filestate.go). It embeds the core's FS, is snfs mode's Ops itself, and
+//     keeps its per-inode state in Inode.ext (snOf) and its per-open state in
+//     File.ext (fsnOf, snfsOpened). A file's consistency state and the
+//     decisions on it (caching and version, the protocol opens, OPENs in
+//     flight and delayed closes, the invalidation epoch, dirty and the
+//     write-back in progress, the passthrough opens and the pinned phase,
+//     the opens a refused reclaim forgot) are the pure state machine
+//     state/clientfile's (snfsInode.st, stOf, filestate.go): the manager
+//     feeds it events under the inode's mu and carries out the actions it
+//     returns (the RPCs, the cache directory, the kernel's notifications,
+//     the delayed close's timer); it keeps no copy of those rules.
 //
 // What still crosses the line: FS.sn and FS.snfs (the core holds the
 // manager: the session's handler reaches Callback and Granted through it,

@@ -13,6 +13,7 @@ import (
 
 	"snfs/server"
 	"snfs/state"
+	"snfs/state/clientfile"
 )
 
 // restartableServer serves export with `snfs serve`'s server on 127.0.0.1
@@ -263,17 +264,20 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The refused reclaim's OPEN again fails (as if refused): the hooks
-	// hide the forgotten open from reopen and put it back after.
-	var saved [3]int
+	// hide the forgotten open from reopen (the file's machine as it was,
+	// saved, then told the open was OPENed again) and put it back after
+	// (nothing else happens to the file meanwhile).
+	var saved clientfile.File
 	a.sn.beforeReopen.set(func(*Inode) {
 		ia.mu.Lock()
-		saved, snOf(ia).forgot = snOf(ia).forgot, [3]int{}
+		saved = *stOf(ia)
+		stOf(ia).Reopened(state.Read)
 		ia.mu.Unlock()
 	})
 	reopened := make(chan struct{})
 	a.sn.afterReopen.set(func(*Inode) {
 		ia.mu.Lock()
-		snOf(ia).forgot = saved
+		*stOf(ia) = saved
 		ia.mu.Unlock()
 		close(reopened)
 	})
@@ -288,7 +292,7 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 		t.Fatal("the refused reclaim's handler did not end within 30 s")
 	}
 	ia.mu.Lock()
-	forgot := snOf(ia).forgot[state.Read]
+	forgot := stOf(ia).Forgotten(state.Read)
 	ia.mu.Unlock()
 	if forgot != 1 {
 		t.Fatalf("forgotten reads after the refused reclaim: %d, want 1", forgot)

@@ -37,9 +37,11 @@ type Inode struct {
 	dir    nfs3.FH // the directory it was last seen in, and its name there (paths.go)
 	name   string
 
-	// mu guards the fields below (and most of ext's: snfsInode, snfs.go),
-	// held only while they are read or changed, never across a call to the
-	// server, the cache directory or the kernel. Taken after openMu,
+	// mu guards the fields below (and most of ext's: snfsInode, snfs.go,
+	// among them snfs mode's state machine, state/clientfile's File), held
+	// only while they are read or changed, never across a call to the
+	// server or the kernel (a cache file's dirty record may be read under
+	// it, a leaf). Taken after openMu,
 	// appendMu, cacheW and flushMu; before nameMu, FS.mu, and snfs mode's
 	// FS-wide locks that come after it (snfsFS.mu; delayedSet.mu is taken
 	// before it).

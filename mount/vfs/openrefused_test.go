@@ -156,7 +156,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 	}
 	a.sn.afterOpen = nil
 	ia.mu.Lock()
-	counted := snOf(ia).opens[state.Read] + snOf(ia).opens[state.Write]
+	counted := stOf(ia).Opens(state.Read) + stOf(ia).Opens(state.Write)
 	ia.mu.Unlock()
 	if counted != 0 {
 		t.Errorf("A counts %d protocol opens after its open failed", counted)

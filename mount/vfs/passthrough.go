@@ -10,6 +10,8 @@ import (
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
+	"snfs/state"
+	"snfs/state/clientfile"
 )
 
 // FUSE passthrough in snfs mode (Linux 6.9+). An application open for
@@ -79,11 +81,13 @@ import (
 // passthroughState is an inode's kernel I/O mode bookkeeping; guarded by
 // the Inode's mu.
 type passthroughState struct {
-	cf      *cachedir.File // the pinned cache file the passthrough opens use; nil: none
-	fd      *os.File       // a descriptor of it for writes made through the mount while it is pinned
-	opens   int            // passthrough opens
-	writers int            // of them, opens for writing (cf is between BeginExternal and EndExternal)
-	cached  int            // opens the kernel caches pages for (neither direct nor passthrough)
+	// The passthrough opens by mode are the machine's (clientfile's
+	// PassthroughOpen, PassthroughClose; ptOpensLocked, ptWritersLocked):
+	// while a write open is among them, cf is between BeginExternal and
+	// EndExternal.
+	cf     *cachedir.File // the pinned cache file the passthrough opens use; nil: none
+	fd     *os.File       // a descriptor of it for writes made through the mount while it is pinned
+	cached int            // opens the kernel caches pages for (neither direct nor passthrough)
 	// appenders: O_APPEND opens through the mount (append.go). No open
 	// passes through first while there are some: the kernel's writes to
 	// the cache file would move its end behind the mount's back.
@@ -94,6 +98,14 @@ type passthroughState struct {
 	watched bool
 	pinned  *pinnedFile // this client is the file's pinned holder (pinned.go)
 }
+
+// ptOpensLocked is the number of i's passthrough opens.
+func ptOpensLocked(i *Inode) int {
+	return stOf(i).Passthrough(state.Read) + stOf(i).Passthrough(state.Write)
+}
+
+// ptWritersLocked is the number of i's passthrough opens for writing.
+func ptWritersLocked(i *Inode) int { return stOf(i).Passthrough(state.Write) }
 
 // ErrBusy: the open cannot be served now (the bridge answers EBUSY).
 var ErrBusy = errors.New("vfs: busy")
@@ -125,7 +137,7 @@ func (*snfsFS) PassthroughFile(f *File) *os.File {
 func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 	i := f.i
 	i.mu.Lock()
-	join := snOf(i).pt.opens > 0
+	join := ptOpensLocked(i) > 0
 	i.mu.Unlock()
 	if join {
 		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -140,7 +152,7 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		// of its pages.
 		for {
 			i.mu.Lock()
-			join = snOf(i).pt.opens > 0
+			join = ptOpensLocked(i) > 0
 			if !join {
 				snOf(i).pt.appenders++
 				fsnOf(f).appendIO = true
@@ -162,7 +174,7 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 		return nil
 	}
 	i.mu.Lock()
-	join = snOf(i).pt.opens > 0
+	join = ptOpensLocked(i) > 0
 	if !join {
 		fsnOf(f).cachedIO = true
 		snOf(i).pt.cached++
@@ -203,7 +215,7 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
-		return snOf(i).caching && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && snOf(i).pt.opens == 0 && snOf(i).pt.appenders == 0
+		return stOf(i).Caching() && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && ptOpensLocked(i) == 0 && snOf(i).pt.appenders == 0
 	}
 	i.mu.Lock()
 	cf := snOf(i).cf
@@ -249,10 +261,9 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 		return false
 	}
 	snOf(i).pt.cf = cf
-	snOf(i).pt.opens++
 	snOf(i).pt.watched = watched
+	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).pt.writers++
 		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
@@ -306,7 +317,7 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 	i := f.i
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	i.mu.Lock()
-	cf, caching := snOf(i).pt.cf, snOf(i).caching && snOf(i).cf == snOf(i).pt.cf
+	cf, caching := snOf(i).pt.cf, stOf(i).Caching() && snOf(i).cf == snOf(i).pt.cf
 	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
 	if cf == nil {
@@ -365,9 +376,8 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 		fd.Close()
 		return false, nil
 	}
-	snOf(i).pt.opens++
+	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).pt.writers++
 		snOf(i).cred = f.cred
 	}
 	i.mu.Unlock()
@@ -392,15 +402,14 @@ func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	if err != nil || !changed {
 		return err
 	}
+	// Write-shared: what this client wrote goes to the server now; the
+	// bytes do not stay cached (the machine's ExternalTaken).
 	i.mu.Lock()
-	cf, caching := snOf(i).pt.cf, snOf(i).caching
+	cf, acts := snOf(i).pt.cf, stOf(i).ExternalTaken()
 	i.mu.Unlock()
-	if caching || cf == nil {
+	if cf == nil || !hasAct(acts, clientfile.ActWriteBack) {
 		return nil
 	}
-	// Write-shared: what this client wrote goes to the server now; the
-	// bytes do not stay cached (data kept while not caching is not valid
-	// for a later OPEN).
 	err = fs.writeBackInode(ctx, i)
 	if ierr := cf.Invalidate(); ierr != nil && !errors.Is(ierr, cachedir.ErrRemoved) {
 		err = errors.Join(err, ierr)
@@ -418,7 +427,7 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		return false, nil
 	}
 	i.mu.Lock()
-	cf, writers := snOf(i).pt.cf, snOf(i).pt.writers
+	cf, writers := snOf(i).pt.cf, ptWritersLocked(i)
 	i.mu.Unlock()
 	if cf == nil || writers == 0 {
 		return false, nil
@@ -432,6 +441,7 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 	}
 	i.mu.Lock()
 	snOf(i).mtime = time.Now()
+	stOf(i).ExternalWrite()
 	i.mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
@@ -471,7 +481,7 @@ func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if snOf(i).pt.opens == 0 || snOf(i).pt.cf == nil {
+	if ptOpensLocked(i) == 0 || snOf(i).pt.cf == nil {
 		return nil, nil
 	}
 	if snOf(i).pt.fd == nil {
@@ -498,16 +508,19 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 	if fsnOf(f).cachedIO {
 		snOf(i).pt.cached--
 		fsnOf(f).cachedIO = false
-		if snOf(i).pt.cached == 0 && snOf(i).caching && fs.passthrough.Load() {
+		if snOf(i).pt.cached == 0 && stOf(i).Caching() && fs.passthrough.Load() {
 			cf = snOf(i).cf
 		}
 	}
 	if fsnOf(f).pt != nil {
-		snOf(i).pt.opens--
+		// What the kernel wrote went first (snfsRelease's
+		// snfsNoteExternal: the actions' ActPinSync or ActWriteBack).
+		m := state.Read
 		if fsnOf(f).ptWrite {
-			snOf(i).pt.writers--
+			m = state.Write
 		}
-		if snOf(i).pt.opens == 0 {
+		stOf(i).PassthroughClose(m)
+		if ptOpensLocked(i) == 0 {
 			wfd, pf = snOf(i).pt.fd, snOf(i).pt.pinned
 			if snOf(i).pt.watched {
 				// Under i's lock: a new first open's mark comes after.
@@ -548,7 +561,7 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 // passthrough opens write over a: the kernel's writes are newer than the
 // cache's bookkeeping.
 func snfsPassthroughAttrLocked(i *Inode, a *nfs3.Fattr) {
-	if snOf(i).pt.writers == 0 || snOf(i).pt.cf == nil {
+	if ptWritersLocked(i) == 0 || snOf(i).pt.cf == nil {
 		return
 	}
 	size, mtime, ok := snOf(i).pt.cf.DataSize()

@@ -160,7 +160,7 @@ func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
 // another client's writes. It returns nil otherwise.
 func (fs *snfsFS) pinEnter(i *Inode) *pinnedFile {
 	i.mu.Lock()
-	cf, writers, watched, pf, cred := snOf(i).pt.cf, snOf(i).pt.writers, snOf(i).pt.watched, snOf(i).pt.pinned, snOf(i).cred
+	cf, writers, watched, pf, cred := snOf(i).pt.cf, ptWritersLocked(i), snOf(i).pt.watched, snOf(i).pt.pinned, snOf(i).cred
 	i.mu.Unlock()
 	if pf != nil || !watched || cf == nil {
 		return nil

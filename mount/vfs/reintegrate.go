@@ -15,6 +15,7 @@ import (
 
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
+	"snfs/state/clientfile"
 )
 
 // Reintegration (Coda's, docs/mount.md "Recovery"): dirty data this client
@@ -131,7 +132,7 @@ func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a 
 		return cf
 	}
 	i.mu.Lock()
-	moving := snOf(i).wbMoving
+	moving := stOf(i).WriteBackMoving()
 	i.mu.Unlock()
 	if moving {
 		// A write-back of this client's that began and did not finish
@@ -186,16 +187,16 @@ func (fs *snfsFS) fenced(ctx context.Context, i *Inode) error {
 	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.pathAttr(i), "fileid", i.FileID)
 	i.mu.Lock()
 	cf := snOf(i).cf
-	snOf(i).caching, snOf(i).kernVer = false, 0
-	i.invalidateLocked()
+	dirtyLocked(i)
+	acts := fs.applyLocked(i, stOf(i).Fenced())
 	i.mu.Unlock()
-	if cf != nil {
-		if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: invalidate", "err", err)
+	for _, a := range acts {
+		if a.Kind == clientfile.ActInvalidateCache {
+			fs.invalidateCache(cf)
 		}
 	}
-	fs.notifyData(i)
-	if cf == nil || !cf.NeedsWriteBack() {
+	fs.notify(i, acts)
+	if cf == nil || !hasAct(acts, clientfile.ActReintegrate) {
 		return nil
 	}
 	return fs.reintegrate(ctx, i.FH, cf, "fenced")
@@ -283,7 +284,9 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 		cf.SetVersion(ok.CacheVersion, int64(a.Size))
 	}
 	i.mu.Lock()
-	snOf(i).cf, snOf(i).version = cf, ok.CacheVersion
+	snOf(i).cf = cf
+	stOf(i).Reintegrated(ok.CacheVersion)
+	dirtyLocked(i)
 	i.mu.Unlock()
 	fs.markDirty(i)
 	err = fs.writeBackInodeLocked(ctx, i)
@@ -298,12 +301,17 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 	if i := fs.lookupInode(fh); i != nil {
 		i.mu.Lock()
+		var acts []clientfile.Action
 		if snOf(i).cf == cf {
-			snOf(i).cf, snOf(i).caching, snOf(i).kernVer = nil, false, 0
+			snOf(i).cf = nil
+			acts = stOf(i).Dropped()
 		}
 		i.mu.Unlock()
 		fs.sn.markClean(i)
-		fs.notifyData(i)
+		if acts == nil {
+			fs.notifyData(i)
+		}
+		fs.sn.notify(i, acts)
 	}
 	if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 		fs.log.Warn("cache directory: remove", "err", err)
@@ -437,7 +445,7 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
 	b, ok := cf.Base()
 	i.mu.Lock()
-	moving := snOf(i).wbMoving
+	moving := stOf(i).WriteBackMoving()
 	i.mu.Unlock()
 	if !ok || moving {
 		return nil

@@ -13,6 +13,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state/clientfile"
 	"snfs/sunrpc"
 )
 
@@ -120,6 +121,10 @@ type snfsFS struct {
 	// application write racing a write-back's end, a callback's included:
 	// set and run on different goroutines).
 	beforeMarkClean testHook
+	// beforeCallbackEnd, set only by tests, runs in a callback before each
+	// CallbackEnd, once the work asked so far is done (an application
+	// closing its file during the callback, on the callback's goroutine).
+	beforeCallbackEnd testHook
 	// xattrAnswered, set only by tests, runs as a GETXATTR's answer arrives,
 	// before it is cached (a change of the attribute racing it: xattr.go).
 	xattrAnswered testHook
@@ -177,40 +182,25 @@ func snfsOpened(f *File) bool {
 // snfsInode is an inode's snfs-mode state; guarded by the Inode's mu unless
 // said otherwise.
 type snfsInode struct {
-	cf      *cachedir.File // nil until first opened in snfs mode
-	caching bool           // the latest OPEN allowed caching and no callback took it away
-	version uint64         // cache_version of the latest OPEN
-	kernVer uint64         // version the kernel's pages belong to; 0: none valid
-	opens   [3]int         // protocol opens held, by state.Mode
-	opening int            // OPENs in flight
-	mtime   time.Time      // last local write while caching
-	cred    Cred           // the last writer: write-back is done as it
-	wbErr   error          // a write-back error not yet reported
-	// forgot is the part of opens a server that refused this client's
-	// reclaim forgot, by state.Mode (serverRestarted): not yet OPENed again
-	// (reopen) nor released (snfsRelease, which sends no CLOSE for them).
-	// Written under mu, by the release and reopen with openMu held too.
-	forgot [3]int
-	// reclaimed is the part of opens the latest reclaim reported
-	// (reclaimItems) not released since: forgotten if the server refuses
-	// the reclaim (forgetOpens), zeroed when it takes it.
-	reclaimed [3]int
-	// wbMoving: a write-back of the dirty data began and has not finished:
-	// the server's file may show some of its WRITEs (an interruption: a
-	// server crash, a broken connection), so its size and mtime may have
-	// left the cache's base because of this client (checkBase).
-	wbMoving bool
+	cf *cachedir.File // nil until first opened in snfs mode
+	// st is the file's consistency state (state/clientfile, filestate.go):
+	// caching, version, the kernel's pages' version, the protocol opens by
+	// mode, the OPENs in flight, the delayed closes and their deadline, the
+	// invalidation epoch, dirty and write-back in progress, the passthrough
+	// opens and the pinned phase. Called with mu held, never across an RPC.
+	st *clientfile.File
+	// dcTimer runs the delayed close's timer (ActArmTimer); nil until first
+	// armed.
+	dcTimer *time.Timer
+	mtime   time.Time // last local write while caching
+	cred    Cred      // the last writer: write-back is done as it
+	wbErr   error     // a write-back error not yet reported
 	// openMu serializes this file's OPEN/CLOSE calls (not its
 	// callbacks: a callback takes no openMu), held across the RPC. The
 	// first of the inode's locks: taken before appendMu, cacheW, flushMu,
 	// delayedSet.mu and mu (Inode's doc).
 	openMu sync.Mutex
-	dc     delayedOpens     // protocol opens kept after the last release (delayclose.go)
 	pt     passthroughState // the kernel's I/O modes of the opens (passthrough.go)
-	// invals counts the callbacks (refused reclaims, OPEN answers refusing
-	// caching) that took caching away: an OPEN whose answer is applied after one that came while it
-	// was in flight does not cache (snfsOpenProto).
-	invals uint64
 	// cacheW (not under mu) is held shared by each change made in the cache
 	// directory because the file is cached (a write, a local truncation),
 	// from the check of caching to the change recorded dirty, and
@@ -327,15 +317,15 @@ func (fs *snfsFS) stopCtx(d time.Duration) (context.Context, context.CancelFunc)
 // cleanClose tells the server that this client holds no dirty data of i any
 // more (CLOSE with dirty = FALSE and no open to close, docs/protocol.md
 // section 4.4) when no application has it open, so that the next opener
-// elsewhere needs no callback.
+// elsewhere needs no callback (clientfile's IdleClean).
 func (fs *snfsFS) cleanClose(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
 	i.mu.Lock()
-	idle := snfsHeldLocked(i) == 0 && snOf(i).opening == 0
-	cf := snOf(i).cf
+	dirtyLocked(i)
+	acts := stOf(i).IdleClean()
 	i.mu.Unlock()
-	if !idle || cf == nil || cf.NeedsWriteBack() {
+	if !hasAct(acts, clientfile.ActSendClose) {
 		return
 	}
 	fs.recordWrittenBack()
@@ -357,9 +347,17 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	dirty := cf.NeedsWriteBack()
 	i.mu.Lock()
 	if snOf(i).cf == nil {
 		snOf(i).cf = cf
+		if dirty {
+			// Left by an earlier mount (a reintegration that failed): the
+			// machine knows the cache dirty from now.
+			stOf(i).CacheFoundDirty()
+		} else {
+			stOf(i).CacheAttached()
+		}
 	}
 	cf = snOf(i).cf
 	i.mu.Unlock()
@@ -370,41 +368,40 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 // before fn returns: a change fn makes in the cache directory (recorded
 // dirty by then) is in the write-back of the callback that stops caching,
 // which runs after (Callback). ok reports whether fn ran; if not, the change
-// goes through the server.
+// goes through the server. The machine counts the change from its beginning
+// (CacheWriteBegin: dirty, and a write-back ending meanwhile leaves it so).
 func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 	snOf(i).cacheW.RLock()
 	defer snOf(i).cacheW.RUnlock()
-	if !snfsCaching(i) {
+	i.mu.Lock()
+	ok = snOf(i).cf != nil && stOf(i).CacheWriteBegin()
+	i.mu.Unlock()
+	if !ok {
 		return false, nil
 	}
+	defer func() {
+		i.mu.Lock()
+		stOf(i).CacheWriteEnd()
+		i.mu.Unlock()
+	}()
 	return true, fn()
-}
-
-// stopCachingFor stops serving i from the cache directory, once the changes
-// in progress there are done (whileCaching): a callback's first step.
-func (fs *FS) stopCachingFor(i *Inode) {
-	snOf(i).cacheW.Lock()
-	i.mu.Lock()
-	snOf(i).caching, snOf(i).kernVer = false, 0
-	i.mu.Unlock()
-	snOf(i).cacheW.Unlock()
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.
 func snfsCaching(i *Inode) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return snOf(i).caching && snOf(i).cf != nil
+	return stOf(i).Caching() && snOf(i).cf != nil
 }
 
 // snfsTTL is the attribute lifetime in snfs mode while the file is open here:
 // long while cached (the server calls back before it changes), none while
 // write-shared. ok is false when nfs mode's adaptive timeouts apply.
 func snfsTTL(i *Inode) (time.Duration, bool) {
-	if snfsHeldLocked(i) == 0 {
+	if stOf(i).Held() == 0 {
 		return 0, false
 	}
-	if snOf(i).caching && !i.attrAt.IsZero() {
+	if stOf(i).Caching() && !i.attrAt.IsZero() {
 		return i.fs.sn.cfg.CacheTTL, true
 	}
 	return 0, true
@@ -428,6 +425,5 @@ func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func snfsBusyLocked(i *Inode) bool {
-	return snfsHeldLocked(i) > 0 || snOf(i).opening > 0 ||
-		snOf(i).cf != nil && i.fs.sn.isDirty(i)
+	return stOf(i).Busy() || snOf(i).cf != nil && i.fs.sn.isDirty(i)
 }

@@ -12,6 +12,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state/clientfile"
 )
 
 // snfs mode data path: open, read, write, flush, fsync, release and
@@ -37,12 +38,8 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*F
 		}
 	}
 	mode := openModeOf(flags)
-	pmode := mode
-	var keep, direct bool
-	var err error
-	if taken, k, ok := fs.reuseDelayed(i, mode); ok {
-		pmode, keep = taken, k // a delayed close taken over: no OPEN
-	} else if keep, direct, err = fs.snfsOpenProto(ctx, i, c, mode); err != nil {
+	pmode, keep, direct, err := fs.snfsOpenProto(ctx, i, c, mode)
+	if err != nil {
 		return nil, false, err
 	}
 	i.mu.Lock()
@@ -50,12 +47,9 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*F
 	i.mu.Unlock()
 	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: pmode}}
 	if flags&syscall.O_TRUNC != 0 {
-		fs.whileCaching(i, func() error {
-			if cf, err := fs.cacheFile(i); err == nil && cf.Size() != 0 {
-				fs.snfsTruncate(i, c, 0)
-			}
-			return nil
-		})
+		if cf := cacheFileOrNil(i); cf != nil && cf.Size() != 0 {
+			fs.whileCaching(i, func() error { return fs.snfsTruncate(i, c, 0) })
+		}
 	}
 	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
 		fs.snfsRelease(ctx, f)
@@ -64,56 +58,55 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*F
 	return f, keep, nil
 }
 
-// snfsOpenProto sends the OPEN and applies its answer: the version rule to
-// the cache directory and the kernel's pages, caching or write-through.
-func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (keep, direct bool, err error) {
+// snfsOpenProto is an application open's protocol open (clientfile's
+// OpenBegin): a delayed close taken over (pmode: its mode; no OPEN), or an
+// OPEN sent and its answer applied: the version rule to the cache directory
+// and the kernel's pages, caching or write-through.
+func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (pmode state.Mode, keep, direct bool, err error) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	snOf(i).opening++
-	invals := snOf(i).invals
+	o, acts := stOf(i).OpenBegin(mode)
+	acts = fs.applyLocked(i, acts)
 	i.mu.Unlock()
+	if o.Reused {
+		snOf(i).openMu.Unlock()
+		fs.delayed.remove(i)
+		fs.stats.DelayedReopens.Add(1)
+		for _, a := range acts {
+			if a.Kind == clientfile.ActReuse {
+				keep = a.Keep
+			}
+		}
+		return o.Mode, keep, false, nil
+	}
 	start := fs.attrStart()
 	ok, err := fs.sess.Open(ctx, i.FH, mode)
 	if err == nil && fs.openAnswered != nil {
 		fs.openAnswered(i)
 	}
+	r := replyOf(ok)
 	// An answer refusing caching stops it at once, before the rest of it is
 	// applied: the server no longer calls this client back about the file,
 	// so the other opens here must stop reading (and writing) the cache
-	// directory now, not after a write-back or a GETATTR.
-	stop := err == nil && !ok.CacheEnabled
+	// directory now, not after a write-back or a GETATTR. The refusal
+	// revokes an earlier OPEN's grant still being applied too
+	// (docs/protocol.md 4.2): that OPEN released openMu before it set
+	// caching, and sees the epoch moved, as after a callback.
+	stop := clientfile.NeedsStop(r, err)
 	if stop {
 		snOf(i).cacheW.Lock()
 	}
 	i.mu.Lock()
-	snOf(i).opening--
+	acts = stOf(i).OpenAnswered(&o, r, err)
 	if err != nil {
 		i.mu.Unlock()
 		snOf(i).openMu.Unlock()
-		return false, false, err
+		return mode, false, false, err
 	}
-	snOf(i).opens[mode]++
-	// A callback that took caching away while this OPEN was in flight may
-	// have been sent after the server answered it (the answer's grant is
-	// what it revokes: the callbacks are served on their own goroutines,
-	// and one can run before this answer is applied), or before (the
-	// server then answered after it, knowing). Which, this client cannot
-	// tell: this open does not cache (a client may always do less than the
-	// server allows).
-	revoked := snOf(i).invals != invals
-	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "revoked", revoked)
+	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
 	i.postOpLocked(ok.Attr, start, time.Now())
-	wasCaching := snOf(i).caching
-	kv := snOf(i).kernVer
-	if stop {
-		// The refusal revokes an earlier OPEN's grant still being applied
-		// too (docs/protocol.md 4.2): that OPEN released openMu before it
-		// set caching, and must see the epoch moved, as after a callback.
-		snOf(i).caching = false
-		snOf(i).invals++
-	}
 	i.mu.Unlock()
 	if stop {
 		snOf(i).cacheW.Unlock()
@@ -123,13 +116,12 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 		fs.afterOpen(i)
 	}
 
-	valid := func(v uint64) bool { return v != 0 && (v == ok.CacheVersion || v == ok.OldCacheVersion) }
 	cf, err := fs.cacheFile(i)
 	if err != nil {
 		// The application's open fails: the open the server counted is
 		// given back, here and there, or it would stay counted for ever.
 		fs.snfsOpenUndo(ctx, i, mode)
-		return false, false, err
+		return mode, false, false, err
 	}
 	// The version rule below may resize or invalidate the cache file: what
 	// joined passthrough writers wrote is taken in (dirty, kept) first.
@@ -137,7 +129,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
-	if ok.CacheEnabled && !revoked {
+	if hasAct(acts, clientfile.ActCache) {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.
 		i.mu.Lock()
@@ -152,79 +144,76 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 		// of this file overtook; none runs until they are applied.
 		settled := fs.settleOpenAttr(ctx, c, i, ok.Attr, start, func(a *nfs3.Fattr) {
 			fs.recordInSync(i, cf, a)
-			if valid(cf.Version()) {
+			if clientfile.Valid(cf.Version(), r) {
 				err = cf.Relabel(ok.CacheVersion)
 			}
 			if err == nil {
 				err = cf.SetVersion(ok.CacheVersion, int64(a.Size))
 			}
 		})
-		if settled {
-			if err != nil {
-				fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-			}
-			i.mu.Lock()
-			if snOf(i).invals == invals {
-				snOf(i).caching, snOf(i).version = true, ok.CacheVersion
-				keep = valid(kv)
-				snOf(i).kernVer = ok.CacheVersion
-				i.mu.Unlock()
-				return keep, false, nil
-			}
-			// A callback took caching away while this answer was applied.
-			i.mu.Unlock()
-		} else {
+		if settled && err != nil {
+			fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		}
+		if !settled {
 			// The file's size is not known for sure (its own writes kept moving
 			// it, or GETATTR failed): this open does not cache (a client may
 			// always do less than the server allows).
 			fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", fs.pathAttr(i), "fileid", i.FileID)
 		}
+		i.mu.Lock()
+		keep, acts = stOf(i).OpenCached(&o, r, settled)
+		i.mu.Unlock()
+		if len(acts) == 0 {
+			return mode, keep, false, nil
+		}
+		// A callback took caching away while this answer was applied, or
+		// the attributes did not settle: the write-through plan.
 	}
 	// Write-shared (or caching refused): no cache, write through. Dirty
 	// data a callback did not take (there should be none) goes first.
-	if cf.NeedsWriteBack() {
+	// (The cache directory's record is checked too: its dirty data is
+	// never dropped unwritten.)
+	if hasAct(acts, clientfile.ActWriteBack) || cf.NeedsWriteBack() {
 		if err := fs.writeBackInode(ctx, i); err != nil {
 			fs.log.Warn("write-back before write-through", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
-	if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-		fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+	for _, a := range acts {
+		switch a.Kind {
+		case clientfile.ActInvalidateCache:
+			fs.invalidateCache(cf)
+		case clientfile.ActNotifyData:
+			fs.notifyData(i)
+		}
 	}
-	i.mu.Lock()
-	snOf(i).caching, snOf(i).version, snOf(i).kernVer = false, ok.CacheVersion, 0
-	i.mu.Unlock()
-	if wasCaching {
-		fs.notifyData(i)
-	}
-	return false, true, nil
+	return mode, false, true, nil
 }
 
 // snfsOpenUndo gives back an open snfsOpenProto counted (the OPEN was
 // answered) when the application's open fails after all: the count here goes
 // down and the server gets its CLOSE (docs/protocol.md 4.2: each successful
-// OPEN is matched by one CLOSE). Nothing was written under that open, so the
-// CLOSE says dirty only if the cache directory holds dirty data of the file
-// (other opens').
+// OPEN is matched by one CLOSE), never a delayed one. Nothing was written
+// under that open, so the CLOSE says dirty only if the cache holds dirty
+// data of the file (other opens').
 func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
-	snOf(i).opens[mode]--
-	// Never more forgotten opens than opens (serverRestarted may have
-	// counted this one).
-	snOf(i).forgot[mode] = min(snOf(i).forgot[mode], snOf(i).opens[mode])
-	snOf(i).reclaimed[mode] = min(snOf(i).reclaimed[mode], snOf(i).opens[mode])
+	dirtyLocked(i)
+	acts := fs.applyLocked(i, stOf(i).OpenUndone(mode))
 	i.mu.Unlock()
-	dirty := false
-	if cf := cacheFileOrNil(i); cf != nil {
-		dirty = cf.NeedsWriteBack()
+	for _, a := range acts {
+		if a.Kind != clientfile.ActSendClose {
+			continue
+		}
+		dirty := a.Dirty
+		_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
+		fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
+		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		}
 	}
-	_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
 	snOf(i).openMu.Unlock()
-	fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
-	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-		fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-	}
-	fs.snfsClosedAll(i)
+	fs.notify(i, acts)
 }
 
 // settleOpenAttr returns attributes of i that no write-back of this client's
@@ -466,10 +455,12 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
 }
 
 // snfsRelease is the last close of one open: its CLOSE, saying whether dirty
-// data stays behind. A file removed while open loses its hidden name, and its
-// pending write-back with it.
+// data stays behind, or a delayed close (clientfile's Release). A file
+// removed while open loses its hidden name, and its pending write-back with
+// it.
 func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	i := f.i
+	mode := fsnOf(f).mode
 	var errs []error
 	if fsnOf(f).ptWrite {
 		errs = append(errs, fs.snfsNoteExternal(ctx, i))
@@ -484,61 +475,68 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	snOf(i).openMu.Lock()
 	i.mu.Lock()
 	i.opens--
-	snOf(i).opens[fsnOf(f).mode]--
-	// An open a server that refused the reclaim forgot, not yet OPENed
-	// again (serverRestarted): that server counts none, so no CLOSE, and
-	// none kept for later either. Opens of one mode are alike to the
-	// server: releasing any of them gives up one forgotten one.
-	forgot := snOf(i).forgot[fsnOf(f).mode] > 0
-	if forgot {
-		snOf(i).forgot[fsnOf(f).mode]--
-	}
-	// One the latest reclaim reported, released before the server's verdict
-	// on it: CLOSEd (the server counts it if it took the reclaim), and no
-	// longer forgotten if it refused it.
-	if snOf(i).reclaimed[fsnOf(f).mode] > 0 {
-		snOf(i).reclaimed[fsnOf(f).mode]--
-	}
 	last := i.opens == 0
 	dir, name := i.sillyDir, i.sillyName
 	if last {
 		i.sillyDir, i.sillyName = nil, ""
 	}
 	i.mu.Unlock()
-	if last && name != "" {
+	removed := last && name != ""
+	if removed {
 		fs.cancelWriteBack(i)
 	}
-	if forgot {
-		snOf(i).openMu.Unlock()
-		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode)
-		fs.snfsClosedAll(i)
-		if last && name != "" {
-			fs.removeHidden(ctx, f.cred, i, dir, name)
-		}
-		return errors.Join(errs...)
-	}
-	dirty := false
-	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
+	cf := cacheFileOrNil(i)
+	if cf != nil && cf.NeedsWriteBack() {
+		// Durable here before the CLOSE says where the data is.
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 			errs = append(errs, err)
 		}
-		dirty = cf.NeedsWriteBack()
 	}
-	if name == "" && fs.delayClose(i, fsnOf(f).mode) {
-		snOf(i).openMu.Unlock()
-		return errors.Join(errs...)
+	// delayed.mu: no open is kept once Close has CLOSEd the kept ones.
+	fs.delayed.mu.Lock()
+	i.mu.Lock()
+	dirtyLocked(i)
+	kept := stOf(i).Kept(mode)
+	// An open a server that refused the reclaim forgot, not yet OPENed
+	// again, is given up with no CLOSE (the machine's Release).
+	forgot := stOf(i).Forgotten(mode) > 0
+	acts := stOf(i).Release(time.Now(), mode, removed)
+	if fs.delayed.closed && stOf(i).Kept(mode) > kept {
+		acts = append(acts, stOf(i).CloseAllDelayed()...)
 	}
-	if !dirty {
-		fs.recordWrittenBack()
+	acts = fs.applyLocked(i, acts)
+	delayed := stOf(i).Kept(mode) > kept
+	if delayed {
+		if fs.delayed.inodes == nil {
+			fs.delayed.inodes = map[*Inode]struct{}{}
+		}
+		fs.delayed.inodes[i] = struct{}{}
 	}
-	_, err := fs.sess.Close(ctx, i.FH, fsnOf(f).mode, dirty)
+	i.mu.Unlock()
+	fs.delayed.mu.Unlock()
+	if delayed {
+		fs.stats.DelayedCloses.Add(1)
+	}
+	for _, a := range acts {
+		if a.Kind != clientfile.ActSendClose {
+			continue
+		}
+		dirty := a.Dirty
+		if !dirty {
+			fs.recordWrittenBack()
+		}
+		_, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty)
+		fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", a.Mode, "dirty", dirty, "err", err)
+		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		}
+	}
 	snOf(i).openMu.Unlock()
-	fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", fsnOf(f).mode, "dirty", dirty, "err", err)
-	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-		fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+	if forgot {
+		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", mode)
 	}
-	fs.snfsClosedAll(i)
-	if last && name != "" {
+	fs.notify(i, acts)
+	if removed {
 		fs.removeHidden(ctx, f.cred, i, dir, name)
 	}
 	return errors.Join(errs...)
@@ -557,7 +555,8 @@ func (fs *snfsFS) cancelWriteBack(i *Inode) {
 	defer i.flushMu.Unlock()
 	i.mu.Lock()
 	cf := snOf(i).cf
-	snOf(i).cf, snOf(i).caching, snOf(i).kernVer, snOf(i).wbMoving = nil, false, 0, false
+	snOf(i).cf = nil
+	stOf(i).Removed()
 	i.mu.Unlock()
 	if fs.isDirty(i) {
 		fs.stats.Cancelled.Add(1)
@@ -616,23 +615,17 @@ func (fs *snfsFS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, t
 	if s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
 		return nfs3.Fattr{}, 0, false, nil
 	}
+	// A cached file not open for writing here: to the server.
+	i.mu.Lock()
+	writer := stOf(i).Opens(state.Write) > 0
+	i.mu.Unlock()
+	if !writer {
+		return nfs3.Fattr{}, 0, false, nil
+	}
 	done, err = fs.whileCaching(i, func() error {
-		i.mu.Lock()
-		writer := snOf(i).opens[state.Write] > 0
-		i.mu.Unlock()
-		if !writer {
-			return errNotLocal
-		}
 		var err error
 		a, ttl, err = fs.snfsSetattr(i, c, *s.Size)
 		return err
 	})
-	if errors.Is(err, errNotLocal) {
-		return nfs3.Fattr{}, 0, false, nil
-	}
 	return a, ttl, done, err
 }
-
-// errNotLocal: a Setattr of a cached file not open for writing here goes to
-// the server.
-var errNotLocal = errors.New("vfs: not a local size change")

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"snfs/nfs3"
+	"snfs/state/clientfile"
 )
 
 // snfs mode's Ops: the cache manager's own methods (mode.go has the
@@ -186,7 +187,9 @@ func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
 	return nil
 }
 
-func (*snfsFS) newInode(i *Inode) { i.ext = &snfsInode{} }
+func (sn *snfsFS) newInode(i *Inode) {
+	i.ext = &snfsInode{st: clientfile.New(clientfile.Config{CloseDelay: sn.given.CloseDelay})}
+}
 
 // start starts snfs mode (snfs.go).
 func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, sn.given) }

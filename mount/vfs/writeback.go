@@ -10,6 +10,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state/clientfile"
 )
 
 // snfs mode write-back (docs/mount.md; Sprite section 4, Spritely NFS section 6.1):
@@ -153,8 +154,11 @@ func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
 func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
-	cf := cacheFileOrNil(i)
-	if cf == nil || !cf.NeedsWriteBack() {
+	i.mu.Lock()
+	dirtyLocked(i)
+	first := hasAct(stOf(i).Through(), clientfile.ActWriteBack) && snOf(i).cf != nil
+	i.mu.Unlock()
+	if !first {
 		return nil
 	}
 	err := fs.sn.writeBackInodeLocked(ctx, i)
@@ -164,10 +168,20 @@ func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
 	return nil
 }
 
-// writeBackInodeLocked is writeBackInode with i.flushMu held.
+// writeBackInodeLocked is writeBackInode with i.flushMu held. The machine
+// sees the write-back (WriteBackBegin, WriteBackDone): dirty clears only if
+// no cache write began or ended meanwhile, and a write-back that began and
+// did not end leaves it moving (checkBase).
 func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
-	cf, cred, version := snOf(i).cf, snOf(i).cred, snOf(i).version
+	cf, cred, version := snOf(i).cf, snOf(i).cred, stOf(i).Version()
+	if cf != nil && !cf.NeedsWriteBack() {
+		// Nothing to send: clean, unless a cache write is in progress
+		// (checked under mu, where each one begins and ends).
+		if wb, ok := stOf(i).WriteBackBegin(); ok {
+			stOf(i).WriteBackDone(wb, clientfile.WBDone)
+		}
+	}
 	i.mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		if cf != nil {
@@ -176,29 +190,40 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 		return nil
 	}
 	err := fs.checkBase(ctx, i, cf, cred)
+	var wb clientfile.WriteBack
+	began := false
 	if err == nil {
+		i.mu.Lock()
+		dirtyLocked(i)
+		wb, began = stOf(i).WriteBackBegin() // moving until its end is applied
+		i.mu.Unlock()
 		err = fs.writeBackFile(ctx, i, cf, cred, version)
 	}
 	fs.log.Debug("write-back", "fileid", i.FileID, "err", err)
 	if err == nil {
+		if began {
+			i.mu.Lock()
+			stOf(i).WriteBackDone(wb, clientfile.WBDone)
+			i.mu.Unlock()
+		}
 		fs.markCleanIf(i, cf)
 		return nil
 	}
 	var st nfs3.Status
 	if !errors.As(err, &st) && !errors.Is(err, ErrVerifierChanged) || errors.Is(err, snfs1.ErrFenced) ||
 		errors.Is(err, errChangedUnder) {
-		return err // transport, cancellation, fencing, a conflict: kept
+		return err // transport, cancellation, fencing, a conflict: kept (WBKept: nothing changes)
 	}
 	fs.stats.WriteBackErrors.Add(1)
 	fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
 	i.mu.Lock()
 	snOf(i).wbErr = err
-	snOf(i).cf, snOf(i).kernVer, snOf(i).wbMoving = nil, 0, false
-	i.invalidateLocked()
+	snOf(i).cf = nil
+	acts := fs.applyLocked(i, stOf(i).WriteBackDone(wb, clientfile.WBDropped))
 	i.mu.Unlock()
 	fs.markClean(i)
 	cf.Remove()
-	fs.notifyData(i)
+	fs.notify(i, acts)
 	return err
 }
 
@@ -225,9 +250,6 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 		synced = res.Wcc.After
 		return nil
 	}
-	i.mu.Lock()
-	snOf(i).wbMoving = true // until cf's new base is set below
-	i.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if wb.Truncated {
 			if err := setSize(wb.TruncTo); err != nil {
@@ -281,9 +303,6 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 		cf.SetBase(baseOf(synced))
 	}
 	fs.noteWrittenBack(cf)
-	i.mu.Lock()
-	snOf(i).wbMoving = false
-	i.mu.Unlock()
 	return nil
 }
 

@@ -42,10 +42,10 @@ type xattrCache struct {
 // xattrKey is what makes a cache valid: the file cached, at a version, with
 // no invalidating callback since; ok is false when it is not cached.
 func xattrKeyLocked(i *Inode) (version, invals uint64, ok bool) {
-	if i.Type != nfs3.TypeReg || !snOf(i).caching || snOf(i).cf == nil || snfsHeldLocked(i) == 0 {
+	if i.Type != nfs3.TypeReg || !stOf(i).Caching() || snOf(i).cf == nil || stOf(i).Held() == 0 {
 		return 0, 0, false
 	}
-	return snOf(i).version, snOf(i).invals, true
+	return stOf(i).Version(), stOf(i).Invals(), true
 }
 
 // xattrsLocked returns i's cache if it is valid, making an empty one when the

@@ -57,12 +57,15 @@ func (f *File) CallbackBegin(mode state.CallbackMode, cacheHolds, writeThrough b
 }
 
 // CallbackEnd continues a callback once the driver has done the actions
-// the last call returned: wbFailed reports a write-back among them that
-// failed, writeThrough data written through not yet sent. It returns
+// the last call returned: wbFailed reports a write-back among them that did
+// not reach the server while the data is still held here (a transport
+// error, a cancellation; not one the server refused, whose data is
+// dropped), writeThrough data written through not yet sent. It returns
 // ActAnswer last, or more work (a write-back) and then needs calling again.
 //
 // The answers (docs/protocol.md 5.1, 10): CB_PINNED from a client that just
-// entered the pinned mode with writers; CB_TREAT_AS_CLOSED for a file only
+// entered the pinned mode with writers; a failure (state.Failed: the driver
+// answers an RPC error) when a write-back left data here; CB_TREAT_AS_CLOSED for a file only
 // delayed closes hold, once everything is written back (the kept opens are
 // forgotten, never CLOSEd), and for a file with no open at all (kept, the
 // applications', in flight) and nothing left to write (a callback sent
@@ -81,6 +84,13 @@ func (f *File) CallbackEnd(cb *Callback, wbFailed, writeThrough bool) []Action {
 				return []Action{{Kind: ActAnswer, Outcome: state.Pinned}}
 			}
 		}
+	}
+	if wbFailed {
+		// The write-back did not reach the server's stable storage and the
+		// data is kept here: no answer may say done (docs/protocol.md 5.1).
+		// The callback fails (an RPC error): the server fences this client
+		// for the file, and the kept data is reintegrated (section 13).
+		return []Action{{Kind: ActAnswer, Outcome: state.Failed}}
 	}
 	only := f.keptN() > 0 && f.apps() == 0 && f.opening == 0
 	if only && !cb.delayedWB {
@@ -118,4 +128,15 @@ func UnknownCallback(mode state.CallbackMode, cacheHolds bool) state.Outcome {
 		return state.TreatAsClosed
 	}
 	return state.OK
+}
+
+// PinEnterFailed: the driver could not start the pinned mode an ActPinEnter
+// asked for (the cache file could not be watched): the callback goes on as
+// one without it (its write-back stays asked), and the kernel's passthrough
+// opens go on unwatched, as before the callback.
+func (f *File) PinEnterFailed(cb *Callback) {
+	if cb.entering {
+		cb.entering = false
+		f.pin, f.holder = pinNone, false
+	}
 }

@@ -5,15 +5,17 @@
 // version, its protocol opens by mode (the applications' and the delayed
 // closes kept after the last release), the OPENs in flight, whether its cache
 // holds data not written back (dirty) and whether a write-back is moving it,
-// the callbacks that took caching away (an epoch), and the kernel's
-// passthrough opens and pinned mode (docs/protocol.md 10.1).
+// the callbacks that took caching away (an epoch), the kernel's passthrough
+// opens and pinned mode (docs/protocol.md 10.1), and the opens a server that
+// refused this client's reclaim forgot (section 7.1).
 //
-// It models what the FUSE client (mount/vfs: snfsio.go, snfsopen.go,
-// delayclose.go, callback.go, writeback.go, passthrough.go, pinned.go,
-// reintegrate.go) does today; it does not change it. The integration plan is
-// in the report of issue 25 item 2; until then mount/vfs keeps its own copy
-// of these rules, and the model checker in package state drives this one
-// against the server's table (state/model_client_test.go).
+// It is the FUSE client's: mount/vfs's cache manager keeps one File per
+// inode (snfsInode.st, filestate.go) and makes its per-file consistency
+// decisions with it (snfsio.go, delayclose.go, callback.go, writeback.go,
+// passthrough.go, pinned.go, reintegrate.go drive it and carry out its
+// actions). The model checker in package state drives this same machine
+// against the server's table (state/model_client_test.go): one model, both
+// ends.
 //
 // # What it must not do
 //
@@ -51,42 +53,49 @@
 //     meanwhile.
 //   - CallbackBegin (CB_CALLBACK arrives) -> an immediate answer (ActAnswer:
 //     CB_STALE, CB_PINNED) or the work (ActStopCaching, ActPinEnter,
-//     ActWriteBack, ActInvalidateCache); CallbackEnd (the work is done) ->
-//     ActAnswer with the outcome docs/protocol.md 5.1 and 10 ask for.
+//     ActWriteBack, ActInvalidateCache); PinEnterFailed (the driver could
+//     not watch the file); CallbackEnd (the work is done) -> ActAnswer with
+//     the outcome docs/protocol.md 5.1 and 10 ask for, a failure
+//     (state.Failed: an RPC error) when a write-back left data here.
 //   - Through (a read or write through the server: the cache's older dirty
 //     data goes first), ExternalWrite (the kernel wrote the cache file
-//     through passthrough), PassthroughOpen / PassthroughClose (the last
-//     sends what the kernel wrote, and ends the pinned mode).
-//   - ServerRestarted (reclaimed or refused), ReclaimItem (the file's
-//     RECLAIM item), Fenced, Reintegrated, Dropped (the cache file is
-//     gone), Removed (the file's last link went while unopened, or at its
+//     through passthrough) and ExternalTaken (what it wrote was taken in: a
+//     file not cached sends it now), PassthroughOpen / PassthroughClose (the
+//     last sends what the kernel wrote, and ends the pinned mode).
+//   - ReclaimItem (the file's RECLAIM item; it records the applications'
+//     opens it reports), ServerRestarted (reclaimed or refused: a refusal
+//     forgets those opens, whose releases send no CLOSE until Reopened),
+//     OpenUndone (an application open failed after its OPEN's answer: its
+//     CLOSE), Fenced, Reintegrated, CacheFoundDirty (the cache file holds
+//     data no event put there: an earlier mount's), Dropped (the cache file
+//     is gone), Removed (the file's last link went while unopened, or at its
 //     last close).
 //
-// # Where it differs from the mount today
+// # Two rules the model found
 //
-// Two rules differ from mount/vfs as it is, each a race the both-ends
-// model found (the report of issue 25 item 2 has the traces); the wiring
-// brings them to the mount:
+// The both-ends model found two races in the mount as it was; both are the
+// mount's now, through this machine, each with a test in mount/vfs that
+// failed before:
 //
 //   - An OPEN answer refusing caching moves the invalidation epoch, so an
 //     earlier OPEN of the file whose grant is still being applied (between
 //     ActCache and OpenCached) does not turn caching back on after it
-//     (docs/protocol.md 4.2). The mount's snfsOpenProto only stops caching.
+//     (docs/protocol.md 4.2; TestOpenRefusalRevokesEarlierGrant).
 //   - CB_PINNED is answered only while a passthrough writer remains: the
-//     mount answers it whenever the pinned entry began with writers, and
-//     if they closed and a new write open came meanwhile the server then
-//     records a pinned holder that is not one.
+//     mount answered it whenever the pinned entry began with writers, and
+//     if they closed meanwhile (and a new write open came) the server then
+//     recorded a pinned holder that is not one (TestPinnedAnswerNeedsWriter).
 //
 // # The lock
 //
-// One mutex per inode guards a File: the inode's state lock (today's
-// Inode.mu, which already guards the snfs fields this machine replaces:
-// snfsInode's caching, version, kernVer, opens, opening, dc.n and
-// dc.deadline, invals, wbMoving, the passthrough counts and pinned phase,
-// and the dirty flag kept beside cachedir's record). It is held only while
-// a method runs, never across a call to the server, the cache directory or
-// the kernel. The locks the driver keeps to order its I/O are taken before
-// it, never while it is held, in this order:
+// One mutex per inode guards a File: the inode's state lock, Inode.mu. It is
+// held only while a method runs, never across a call to the server or the
+// kernel (the driver reads the cache directory's dirty record under it, a
+// leaf). The driver's own per-inode state beside it is what carries the
+// actions out: the cache file, the delayed close's timer, the passthrough
+// descriptors and the pinned file's watch (pinnedFile), the last writer and
+// its write-back error. The locks the driver keeps to order its I/O are
+// taken before it, never while it is held, in this order:
 //
 //	openMu    one OPEN or CLOSE of the file on the wire at a time (held
 //	          across the RPC; the machine's OPEN-in-flight rules assume it)

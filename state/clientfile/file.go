@@ -138,6 +138,14 @@ type File struct {
 	pt     [3]int // passthrough opens, by state.Mode
 	pin    pinPhase
 	holder bool // the pinned mode was entered with writers: CB_PINNED
+
+	// forgot is the part of opens a server that refused this client's
+	// reclaim forgot (ServerRestarted), by state.Mode: not yet OPENed again
+	// (Reopened) nor released (Release sends no CLOSE for them).
+	forgot [3]int
+	// reclaimed is the part of opens the latest ReclaimItem reported and no
+	// release gave up since: forgotten if the server refuses the reclaim.
+	reclaimed [3]int
 }
 
 // New returns a File nobody opened.
@@ -186,6 +194,16 @@ func Valid(v uint64, r state.OpenReply) bool {
 // CacheAttached records that the cache directory holds a file for this one
 // (the first snfs open gets it).
 func (f *File) CacheAttached() { f.hasData = true }
+
+// CacheFoundDirty: the cache file the driver attached holds data not written
+// back that no event of this File put there (an earlier mount's, kept by a
+// reintegration that failed): the cache is dirty, so that a CLOSE or a
+// callback's answer never says clean over it (docs/protocol.md 4.4, 5.1).
+func (f *File) CacheFoundDirty() {
+	f.hasData = true
+	f.writeSeq++
+	f.dirty = true
+}
 
 func (f *File) apps() int { return f.opens[state.Read] + f.opens[state.Write] }
 
@@ -291,6 +309,38 @@ func (f *File) OpenCached(o *Open, r state.OpenReply, settled bool) (keep bool, 
 	return false, f.writeThrough(o, r)
 }
 
+// Forgotten returns the applications' opens of mode a server that refused
+// this client's reclaim forgot and no OPEN gave back yet (Reopened).
+func (f *File) Forgotten(m state.Mode) int { return f.forgot[m] }
+
+// Passthrough returns the passthrough opens of mode.
+func (f *File) Passthrough(m state.Mode) int { return f.pt[m] }
+
+// Reopened: an OPEN of mode sent again after a refused reclaim was answered
+// (docs/protocol.md 4.5, 7.1: a fenced client OPENs again before it uses a
+// file): one forgotten open is the server's again, CLOSEd at its release.
+// Its answer's caching is not applied: the open stays written through (a
+// client may always do less than the server allows).
+func (f *File) Reopened(m state.Mode) {
+	if f.forgot[m] > 0 {
+		f.forgot[m]--
+	}
+}
+
+// OpenUndone gives back an open whose OPEN was answered when the
+// application's open fails after all (docs/protocol.md 4.2: each successful
+// OPEN is matched by one CLOSE): the server counts it, so it is CLOSEd, and
+// never kept as a delayed close; a forgotten open of its mode stays
+// forgotten (never more of them than opens).
+func (f *File) OpenUndone(mode state.Mode) []Action {
+	if f.opens[mode] > 0 {
+		f.opens[mode]--
+	}
+	f.forgot[mode] = min(f.forgot[mode], f.opens[mode])
+	f.reclaimed[mode] = min(f.reclaimed[mode], f.opens[mode])
+	return append([]Action{{Kind: ActSendClose, Mode: mode, Dirty: f.dirty}}, f.closedAll()...)
+}
+
 // Release is an application's last close of one open of mode (the protocol
 // mode of its open, that of a taken-over delayed close included). The
 // driver has made the cache durable and sent what was written through.
@@ -303,6 +353,19 @@ func (f *File) OpenCached(o *Open, r state.OpenReply, settled bool) (keep bool, 
 func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
 	if f.opens[mode] > 0 {
 		f.opens[mode]--
+	}
+	// One the latest reclaim reported, released before the server's verdict
+	// on it: CLOSEd (the server counts it if it took the reclaim), and not
+	// forgotten if it refuses it.
+	if f.reclaimed[mode] > 0 {
+		f.reclaimed[mode]--
+	}
+	if f.forgot[mode] > 0 {
+		// An open the server forgot (opens of one mode are alike to it:
+		// releasing any of them gives up one forgotten one): it counts
+		// none, so no CLOSE, and none kept for later either.
+		f.forgot[mode]--
+		return f.closedAll()
 	}
 	if !removed && f.cfg.CloseDelay > 0 && f.caching && f.apps() == 0 && f.opening == 0 {
 		f.kept[mode]++
@@ -462,13 +525,23 @@ func (f *File) Removed() {
 // (refused false: caches stay valid, opens stay open, dirty data is written
 // back now) or not (refused: nothing of it is known to the server; caching
 // stops, delayed closes are forgotten, dirty data is reintegrated; open
-// files go on, written through).
+// files go on, written through; the applications' opens the reclaim
+// reported are forgotten until the driver OPENs them again, Forgotten and
+// Reopened).
 func (f *File) ServerRestarted(refused bool) []Action {
+	rec := f.reclaimed
+	f.reclaimed = [3]int{}
 	if !refused {
 		if f.dirty {
 			return []Action{{Kind: ActWriteBack}}
 		}
 		return nil
+	}
+	// The applications' opens the reclaim reported and none has released
+	// since are forgotten; those counted since were answered by the new
+	// server, which counts them.
+	for _, m := range []state.Mode{state.Read, state.Write} {
+		f.forgot[m] = min(f.forgot[m]+rec[m], f.opens[m])
 	}
 	was := f.caching || f.kernVer != 0
 	f.caching, f.kernVer = false, 0
@@ -497,9 +570,17 @@ func (f *File) ServerRestarted(refused bool) []Action {
 // ReclaimItem is the file's RECLAIM item (docs/protocol.md 4.5); ok is false
 // when it holds nothing worth reporting. A pinned holder (or one entering)
 // reports itself caching and dirty: the next conflicting OPEN pins it again.
+// The applications' opens an earlier refused reclaim made forgotten and no
+// OPEN gave back are left out (the server never counted them, a client
+// reports only what it was granted, and their releases send no CLOSE); the
+// ones reported are those a refusal of this reclaim makes forgotten
+// (ServerRestarted).
 func (f *File) ReclaimItem() (readers, writers int, caching, dirty bool, version uint64, ok bool) {
-	readers = f.opens[state.Read] + f.kept[state.Read]
-	writers = f.opens[state.Write] + f.kept[state.Write]
+	for _, m := range []state.Mode{state.Read, state.Write} {
+		f.reclaimed[m] = max(f.opens[m]-f.forgot[m], 0)
+	}
+	readers = f.reclaimed[state.Read] + f.kept[state.Read]
+	writers = f.reclaimed[state.Write] + f.kept[state.Write]
 	caching, dirty = f.caching && f.hasData, f.dirty && f.hasData
 	if f.pin != pinNone && f.pt[state.Write] > 0 {
 		caching, dirty = true, true
@@ -571,6 +652,19 @@ func (f *File) Through() []Action {
 		return []Action{{Kind: ActWriteBack}}
 	}
 	return nil
+}
+
+// ExternalTaken: the driver took in what the kernel wrote through
+// passthrough (after ExternalWrite) at a close, an fsync or before a
+// write-back. A file not cached any more (write-shared, or caching taken
+// away by a callback) sends it to the server now, and it does not stay
+// cached: data kept while not caching is not valid for a later OPEN
+// (docs/protocol.md 9, 10.1). A cached file keeps it as dirty data.
+func (f *File) ExternalTaken() []Action {
+	if f.caching || !f.hasData || !f.dirty {
+		return nil
+	}
+	return []Action{{Kind: ActWriteBack}, {Kind: ActInvalidateCache}}
 }
 
 // ExternalWrite: the kernel wrote into the cache file through a passthrough

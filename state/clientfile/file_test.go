@@ -449,6 +449,144 @@ var cases = []struct {
 		},
 		[]ActionKind{ActInvalidateAttr, ActInvalidateCache, ActNotifyData, ActReintegrate},
 		func(f *File) error { return want("caching", f.Caching(), false) }},
+	{"5.1", "a write-back that left the data here fails the callback: no CB_OK", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			cb, _ := f.CallbackBegin(state.Writeback, true, false)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBKept)
+			acts := f.CallbackEnd(&cb, true, false)
+			if out := answer(acts); out != state.Failed {
+				t.Fatalf("answered %v, want a failure", out)
+			}
+			return acts
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("dirty", f.Dirty(), true), want("held", f.Held(), 1))
+		}},
+	{"5.1", "a write-back that left the data of a file only delayed closes hold: no CB_TREAT_AS_CLOSED, the kept opens stay", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			write(f)
+			f.Release(t0, state.Write, false)
+			cb, _ := f.CallbackBegin(state.Relinquish, true, false)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBKept)
+			acts := f.CallbackEnd(&cb, true, false)
+			if out := answer(acts); out != state.Failed {
+				t.Fatalf("answered %v, want a failure", out)
+			}
+			return acts
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("kept", f.Kept(state.Write), 1), want("dirty", f.Dirty(), true))
+		}},
+	{"10.1", "a pinned entry the driver could not start: the callback goes on without it, no CB_PINNED", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			f.PassthroughOpen(state.Write)
+			cb, acts := f.CallbackBegin(state.WritebackInvalidate, true, false)
+			if !has(acts, ActPinEnter) || !has(acts, ActWriteBack) {
+				t.Fatalf("callback: %v", acts)
+			}
+			f.PinEnterFailed(&cb)
+			wb, _ := f.WriteBackBegin()
+			f.WriteBackDone(wb, WBDone)
+			return f.CallbackEnd(&cb, false, false)
+		},
+		[]ActionKind{ActAnswer}, func(f *File) error {
+			return errors.Join(want("pinned", f.Pinned(), false), want("caching", f.Caching(), false))
+		}},
+	{"4.4", "a cache file found holding unwritten data (an earlier mount's): CLOSE says dirty", Config{},
+		func(t *testing.T, f *File) []Action {
+			f.CacheFoundDirty()
+			if acts := f.IdleClean(); len(acts) != 0 {
+				t.Fatalf("idle clean CLOSE over unwritten data: %v", acts)
+			}
+			opened(t, f, state.Read, grant)
+			acts := f.Release(t0, state.Read, false)
+			if !acts[0].Dirty {
+				t.Fatalf("CLOSE %v, want dirty", acts[0])
+			}
+			return acts
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error { return want("busy", f.Busy(), true) }},
+	{"7.1", "a refused reclaim forgets the applications' opens it reported: their releases send no CLOSE", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			if _, w, _, _, _, ok := f.ReclaimItem(); !ok || w != 1 {
+				t.Fatalf("reclaim item: %d writers, ok %v", w, ok)
+			}
+			f.ServerRestarted(true)
+			if n := f.Forgotten(state.Write); n != 1 {
+				t.Fatalf("forgotten write opens: %d, want 1", n)
+			}
+			return f.Release(t0, state.Write, false)
+		},
+		[]ActionKind{ActInvalidateAttr, ActNotifyAttr}, func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("forgotten", f.Forgotten(state.Write), 0))
+		}},
+	{"7.1", "an open OPENed again after a refused reclaim is the server's again: CLOSEd at its release", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			f.ServerRestarted(true)
+			f.Reopened(state.Read)
+			return f.Release(t0, state.Read, false)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, nil},
+	{"7.1", "an open answered by the new server before the refusal is not forgotten", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			opened(t, f, state.Read, grant) // on the new connection, before the refusal
+			f.ServerRestarted(true)
+			if n := f.Forgotten(state.Read); n != 1 {
+				t.Fatalf("forgotten read opens: %d, want 1", n)
+			}
+			f.Release(t0, state.Read, false) // the forgotten one (opens of a mode are alike)
+			return f.Release(t0, state.Read, false)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, nil},
+	{"4.5", "a reclaim leaves out the opens an earlier refused reclaim made forgotten and no OPEN gave back", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			opened(t, f, state.Read, grant)
+			f.ReclaimItem()
+			f.ServerRestarted(true)
+			f.Reopened(state.Read) // the write open's OPEN failed: still forgotten
+			r, w, _, _, _, ok := f.ReclaimItem()
+			if !ok || r != 1 || w != 0 {
+				t.Fatalf("reclaim item: %d readers %d writers, ok %v; want 1, 0", r, w, ok)
+			}
+			return nil
+		},
+		nil, nil},
+	{"4.2", "an open whose application failed after its OPEN's answer is CLOSEd, never kept", Config{CloseDelay: delay},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			return f.OpenUndone(state.Read)
+		},
+		[]ActionKind{ActSendClose, ActInvalidateAttr, ActNotifyAttr}, func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("kept", f.Kept(state.Read), 0))
+		}},
+	{"10.1", "the kernel's passthrough writes to a file no longer cached go to the server when taken in, and do not stay cached", Config{},
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			f.PassthroughOpen(state.Write)
+			if acts := f.ExternalTaken(); len(acts) != 0 {
+				t.Fatalf("nothing written yet: %v", acts)
+			}
+			f.ExternalWrite()
+			if acts := f.ExternalTaken(); len(acts) != 0 {
+				t.Fatalf("cached: the kernel's writes stay dirty, %v", acts)
+			}
+			opened(t, f, state.Read, noCache) // write-shared from here
+			f.ExternalWrite()
+			return f.ExternalTaken()
+		},
+		[]ActionKind{ActWriteBack, ActInvalidateCache}, nil},
 }
 
 func want[T comparable](what string, got, want T) error {
