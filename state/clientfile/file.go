@@ -214,7 +214,8 @@ type Open struct {
 	Mode   state.Mode
 	Reused bool // a delayed close was taken over: nothing to send
 	invals uint64
-	was    bool // caching when the answer arrived
+	was    bool   // caching when the answer arrived
+	kv     uint64 // the kernel's pages' version when the answer arrived
 }
 
 // OpenBegin is an application open of mode: it takes a delayed close over
@@ -265,7 +266,7 @@ func (f *File) OpenAnswered(o *Open, r state.OpenReply, err error) []Action {
 	}
 	f.opens[o.Mode]++
 	f.hasData = true // the driver gets the cache file next
-	o.was = f.caching
+	o.was, o.kv = f.caching, f.kernVer
 	if !r.CacheEnabled {
 		// The refusal revokes every grant not yet applied too: an earlier
 		// OPEN whose answer allowed caching, still between ActCache and
@@ -302,7 +303,12 @@ func (f *File) writeThrough(o *Open, r state.OpenReply) []Action {
 func (f *File) OpenCached(o *Open, r state.OpenReply, settled bool) (keep bool, acts []Action) {
 	if settled && f.invals == o.invals {
 		f.caching, f.version = true, r.Version
-		keep = Valid(f.kernVer, r)
+		// The pages are kept only if they were of this version when the
+		// answer arrived and still are: a concurrent open of the file may
+		// have relabelled them (moving kernVer to this version) between
+		// this open's answer and now, and its dropping of the older pages
+		// happens only after its own open returns (wrev's review).
+		keep = Valid(o.kv, r) && Valid(f.kernVer, r)
 		f.kernVer = r.Version
 		return keep, nil
 	}
