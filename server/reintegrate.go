@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
@@ -56,8 +57,10 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
 	}
 	permits := map[state.FileID]uint64{}
+	refs := make([]consist.PermitRef, 0, len(a.Permits))
 	for _, p := range a.Permits {
 		permits[state.FileIDOf(p.Dir)] = p.Permit
+		refs = append(refs, consist.PermitRef{Dir: copyFH(p.Dir), ID: p.Permit})
 	}
 	var b *batch
 	var callErr error // the whole call failed
@@ -67,8 +70,14 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		// last applied LSN once the first has recorded it, and applies
 		// nothing twice.
 		s.reint.enter(mid, func() {
+			// The permits the batch names do not end while it is
+			// applied (a recall's deadline passing while a record waits
+			// for a third client's callback, say): the changes held
+			// back by their recalls are made after the whole batch.
+			endPermits := s.consist.PermitBatch(mid, refs)
 			end := func(err error) {
 				callErr = err
+				endPermits()
 				done(nil)
 				s.reint.leave(mid)
 			}
