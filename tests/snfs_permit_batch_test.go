@@ -1,12 +1,18 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
@@ -100,4 +106,193 @@ func TestSNFSPermitRecallDeadlineWaitsForBatch(t *testing.T) {
 		t.Fatalf("stats %+v (the recall passed its deadline: a revocation, carried out at the batch's end)", st)
 	}
 	t.Logf("plain CREATE answered %v after it was sent (callback deadline %v)", took, timeout)
+}
+
+// setPendingLSNPre is setPendingLSN with the batch's pre-image: the object
+// each name held before the batch (nil: none).
+func setPendingLSNPre(t *testing.T, e *env, last, pending uint64, pre map[uint64]nfs3.FH) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(e.stateDir, "consist.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("cml"))
+		var name []byte
+		b.ForEach(func(k, _ []byte) error { name = append([]byte(nil), k...); return nil })
+		if name == nil {
+			return fmt.Errorf("no LSN record")
+		}
+		v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, last), pending)
+		for k, fh := range pre {
+			var id state.FileID
+			if fh != nil {
+				id = state.FileIDOf(fh)
+			}
+			v = append(binary.BigEndian.AppendUint64(v, k), id[:]...)
+		}
+		return b.Put(name, v)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSNFSPermitCrashMidBatchNameRemade: a batch that moves a name away and
+// makes it again (RENAME c->d, CREATE c, RENAME a->b, CREATE a), interrupted
+// by a crash after its first two records: at the resend, the check finds the
+// prefix applied by the objects the names hold against the batch's
+// pre-image - c holds a new object and d the old c: applied; a still holds
+// the old a: not applied - and applies the last two. The check by effect
+// from the end took CREATE a's name as its effect, answered all four, and
+// lost the RENAME a->b (found by TestCMLModel, seed 1).
+func TestSNFSPermitCrashMidBatchNameRemade(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-remade", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1), createRec(2, snfs1.ObjRef{FH: D}, "c", 2)})
+	if err != nil || res.Failed() != nil || res.Applied != 2 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	A, C := e.lookup(D, "a"), e.lookup(D, "c")
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	addr := e.addr
+	e.stop()
+	// The crash: RENAME c->d and CREATE c applied, then the server died.
+	if err := os.Rename(e.path("d/c"), e.path("d/d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/c"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setPendingLSNPre(t, e, 2, 6, map[uint64]nfs3.FH{key("a"): A, key("b"): nil, key("c"): C, key("d"): nil})
+	e.start(addr)
+	p = getPermit(t, a, D)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		{LSN: 3, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "c", ToDir: snfs1.ObjRef{FH: D}, ToName: "d"},
+		createRec(4, snfs1.ObjRef{FH: D}, "c", 3),
+		{LSN: 5, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(6, snfs1.ObjRef{FH: D}, "a", 4),
+	})
+	if err != nil || res.Failed() != nil || res.Applied != 6 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[a b c d]" {
+		t.Fatalf("the directory holds %s, want [a b c d] (a record taken as applied that was not)", got)
+	}
+	if !bytes.Equal(e.lookup(D, "b"), A) || !bytes.Equal(e.lookup(D, "d"), C) {
+		t.Fatal("b or d does not hold the object renamed to it")
+	}
+	if bytes.Equal(e.lookup(D, "a"), A) || bytes.Equal(e.lookup(D, "c"), C) {
+		t.Fatal("a or c still holds its old object")
+	}
+}
+
+// TestSNFSPermitPreImageRecorded: while a batch is being applied (its
+// second record waits for a third client's callback), the state database
+// holds the batch's pending LSN and its pre-image: the object each name the
+// batch changes held before it (a for the RENAME's source, none for its
+// target and for the CREATE's name, f for the UNLINK's), by consist.PreKey.
+// Once the batch is done, only the last applied LSN is left.
+func TestSNFSPermitPreImageRecorded(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"d/a", "d/f"} {
+		if err := os.WriteFile(e.path(f), []byte("x"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	D := e.lookup(e.root, "d")
+	A, F := e.lookup(D, "a"), e.lookup(D, "f")
+	cacher := newDirBreaks()
+	cacher.delay = 500 * time.Millisecond
+	c := dialSNFS(t, e, "permit-pre-cacher", cacher)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := dialSNFS(t, e, "permit-pre-holder", newPermitHolder())
+	p := getPermit(t, a, D)
+	type result struct {
+		res *snfs1.ReintegrateRes
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+			{LSN: 1, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+			{LSN: 2, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+			createRec(3, snfs1.ObjRef{FH: D}, "a", 1),
+		})
+		done <- result{res, err}
+	}()
+	// What a crash now would leave: a copy of the state database.
+	read := func() (last, pending uint64, pre map[uint64]state.FileID) {
+		data, err := os.ReadFile(filepath.Join(e.stateDir, "consist.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := filepath.Join(t.TempDir(), "copy.db")
+		if err := os.WriteFile(cp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(cp, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("cml")).ForEach(func(k, v []byte) error {
+				if len(v) >= 16 {
+					last, pending = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+					pre = map[uint64]state.FileID{}
+					for rest := v[16:]; len(rest) >= 24; rest = rest[24:] {
+						pre[binary.BigEndian.Uint64(rest)] = state.FileID(rest[8:24])
+					}
+				}
+				return nil
+			})
+		})
+		return last, pending, pre
+	}
+	var last, pending uint64
+	var pre map[uint64]state.FileID
+	for deadline := time.Now().Add(5 * time.Second); pending == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		last, pending, pre = read()
+	}
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	want := map[uint64]state.FileID{key("a"): state.FileIDOf(A), key("b"): {}, key("f"): state.FileIDOf(F)}
+	if last != 0 || pending != 3 || fmt.Sprint(pre) != fmt.Sprint(want) {
+		t.Fatalf("during the batch: last %d pending %d pre-image %v, want 0 3 %v", last, pending, pre, want)
+	}
+	r := <-done
+	if r.err != nil || r.res.Failed() != nil || r.res.Applied != 3 {
+		t.Fatalf("%v %+v", r.err, r.res)
+	}
+	if last, pending, pre = read(); last != 3 || pending != 0 || len(pre) != 0 {
+		t.Fatalf("after the batch: last %d pending %d pre-image %v", last, pending, pre)
+	}
 }
