@@ -53,6 +53,11 @@ func (m *cmlModel) sendBatch(c *cmlClient, k int) {
 	if len(m.crashed) > 0 && !m.crashed[c.id] {
 		return // the documented limit: held until the crashed batch is resent
 	}
+	// A client resends at least what it sent and got no reply to (section
+	// 21.3: the check after a crash needs the whole interrupted batch).
+	for k < len(c.log) && c.log[k].lsn <= c.resendTo {
+		k++
+	}
 	recs := append([]cmlRec(nil), c.log[:min(k, len(c.log))]...)
 	for _, r := range recs {
 		for _, nk := range r.names() {
@@ -401,9 +406,11 @@ func (m *cmlModel) reply(b *cmlBatch) {
 	}
 	c.inflight = nil
 	if m.r.IntN(8) == 0 {
+		c.resendTo = max(c.resendTo, b.recs[len(b.recs)-1].lsn)
 		m.logf("c%d's reply lost", c.id)
 		return // the log is sent again
 	}
+	c.resendTo = 0
 	done := 0
 	for _, r := range b.recs {
 		if r.lsn > b.applied {
