@@ -87,7 +87,17 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 				return
 			}
 			b = nb
-			b.run(0, func() { end(b.record()) })
+			flush := s.groupCommit(c)
+			b.run(0, func() {
+				if err := flush(); err != nil {
+					// Applied but not durable: the LSN is not recorded,
+					// the pending LSN stays (a resend checks the records).
+					s.log.Error("reintegration: the batch's flush failed", "err", err)
+					end(err)
+					return
+				}
+				end(b.record())
+			})
 		})
 	}, func(w *xdr.Writer, _ error, deferred bool) error {
 		if w == nil {

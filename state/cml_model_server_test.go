@@ -61,7 +61,7 @@ func (m *cmlModel) sendBatch(c *cmlClient, k int) {
 	recs := append([]cmlRec(nil), c.log[:min(k, len(c.log))]...)
 	for _, r := range recs {
 		for _, nk := range r.names() {
-			if m.inBatch(nk[0], nk[1], true) {
+			if m.inBatch(nk[0], nk[1]) {
 				return // the same limit: another batch being applied changes that name
 			}
 		}
