@@ -296,3 +296,39 @@ func TestSNFSPermitPreImageRecorded(t *testing.T) {
 		t.Fatalf("after the batch: last %d pending %d pre-image %v", last, pending, pre)
 	}
 }
+
+// TestSNFSPermitGroupCommit: on a sync export, a batch of creates is made
+// durable by one flush (a group commit, section 21.3) before its reply,
+// not by two per record as its CREATEs would each be; a batch of one
+// record keeps the flushes of its procedure (the file, then the directory).
+func TestSNFSPermitGroupCommit(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash,sync")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-group-commit", newPermitHolder())
+	p := getPermit(t, a, D)
+	var batch []snfs1.CMLRecord
+	for i := 1; i <= 8; i++ {
+		batch = append(batch, createRec(uint64(i), snfs1.ObjRef{FH: D}, fmt.Sprintf("f%d", i), uint64(i)))
+	}
+	before := e.srv.GatherStats(e.dir).Fsyncs
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 8 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 1 {
+		t.Fatalf("a batch of 8 creates issued %d flushes, want 1", n)
+	}
+	before = e.srv.GatherStats(e.dir).Fsyncs
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(9, snfs1.ObjRef{FH: D}, "g", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 9 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 2 {
+		t.Fatalf("a batch of one create issued %d flushes, want 2 (the file, then its directory)", n)
+	}
+}
