@@ -332,3 +332,47 @@ func TestSNFSPermitGroupCommit(t *testing.T) {
 		t.Fatalf("a batch of one create issued %d flushes, want 2 (the file, then its directory)", n)
 	}
 }
+
+// TestSNFSPermitCrashCheckLimit pins the limit of the check after a crash
+// (docs/protocol.md section 21.3, "What the check cannot tell"): a batch
+// CREATE a, CREATE b interrupted before either was applied, and a local
+// process that makes b before the resend. No prefix of the batch gives the
+// names as they are (b holds an object neither the pre-image nor the batch
+// explains), so the check falls back to the effect from the last record
+// back: CREATE b's name exists, the whole batch is taken as applied, b is
+// answered with the local process's object, and a is never made.
+func TestSNFSPermitCrashCheckLimit(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-limit", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "x", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	addr := e.addr
+	e.stop()
+	setPendingLSNPre(t, e, 1, 3, map[uint64]nfs3.FH{key("a"): nil, key("b"): nil})
+	if err := os.WriteFile(e.path("d/b"), []byte("local"), 0o644); err != nil { // the other's change
+		t.Fatal(err)
+	}
+	e.start(addr)
+	p = getPermit(t, a, D)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(2, snfs1.ObjRef{FH: D}, "a", 1), createRec(3, snfs1.ObjRef{FH: D}, "b", 2)})
+	if err != nil || res.Failed() != nil || res.Applied != 3 || len(res.Results) != 2 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[b x]" {
+		t.Fatalf("the directory holds %s; the limit as specified leaves [b x]", got)
+	}
+	if !bytes.Equal(res.Results[1].Obj, e.lookup(D, "b")) {
+		t.Fatal("b not answered with the object its name holds (the local process's)")
+	}
+}
