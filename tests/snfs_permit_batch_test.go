@@ -376,3 +376,126 @@ func TestSNFSPermitCrashCheckLimit(t *testing.T) {
 		t.Fatal("b not answered with the object its name holds (the local process's)")
 	}
 }
+
+// TestSNFSPermitCrashWhileWaiting: a real crash in the middle of a batch.
+// The batch UNLINK f, RENAME a->b, CREATE a waits at its first record for a
+// third client's callback; what a crash then leaves is taken (a copy of
+// the state database, with the pending LSN and the pre-image the server
+// wrote; the export as it was: nothing applied), the batch is let finish,
+// the server stopped, the export and database put back as the crash left
+// them, and the server started again. The holder's resend is checked
+// against the server's own pre-image: nothing was applied, all three are.
+// By effect from the last record back, CREATE a's name (the old a) looked
+// applied and the whole batch was answered without being applied.
+func TestSNFSPermitCrashWhileWaiting(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Grace = -1 })
+	for _, d := range []string{"d", "keep"} {
+		if err := os.Mkdir(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"d/a", "d/f"} {
+		if err := os.WriteFile(e.path(f), []byte(f), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(e.path("d/f"), e.path("keep/f")); err != nil { // f's inode, to put back
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	A := e.lookup(D, "a")
+	cacher := newDirBreaks()
+	cacher.delay = time.Second
+	c := dialSNFS(t, e, "permit-crash-wait-cacher", cacher)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := dialSNFS(t, e, "permit-crash-wait-holder", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(3, snfs1.ObjRef{FH: D}, "a", 1),
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+		if err == nil && (res.Failed() != nil || res.Applied != 3) {
+			err = fmt.Errorf("%+v", res)
+		}
+		done <- err
+	}()
+	dbPath := filepath.Join(e.stateDir, "consist.db")
+	var crashDB []byte
+	for deadline := time.Now().Add(5 * time.Second); crashDB == nil; time.Sleep(5 * time.Millisecond) {
+		data, err := os.ReadFile(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := filepath.Join(t.TempDir(), "copy.db")
+		if err := os.WriteFile(cp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(cp, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("cml")).ForEach(func(_, v []byte) error {
+				if len(v) > 16 && binary.BigEndian.Uint64(v[8:]) == 3 {
+					crashDB = data
+				}
+				return nil
+			})
+		})
+		db.Close()
+		if crashDB == nil && time.Now().After(deadline) {
+			t.Fatal("the batch's pending LSN never recorded")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the batch: %v", err)
+	}
+	addr := e.addr
+	e.stop()
+	// Put back what the crash left: nothing of the batch applied.
+	if err := os.Remove(e.path("d/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.path("d/b"), e.path("d/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(e.path("keep/f"), e.path("d/f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbPath, crashDB, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start(addr)
+	c.Disconnect() // its caching of f is gone with the restart
+	p = getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 3 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[a b]" {
+		t.Fatalf("the directory holds %s, want [a b]", got)
+	}
+	if !bytes.Equal(e.lookup(D, "b"), A) || bytes.Equal(e.lookup(D, "a"), A) {
+		t.Fatal("b does not hold the old a, or a is not a new object")
+	}
+}
