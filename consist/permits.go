@@ -121,6 +121,26 @@ func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bo
 	return d.permits.Holds(c, dir, id)
 }
 
+// PermitBatch counts a REINTEGRATE of table client c under each permit of
+// refs it holds as being applied: none of them ends (its recall answered,
+// failed or past its deadline, or a release) before the returned end is
+// called, when the batch has been applied; an end that came meanwhile is
+// carried out then (docs/protocol.md section 21.4). end must be called
+// exactly once.
+func (d *Driver) PermitBatch(c state.ClientID, refs []PermitRef) (end func()) {
+	var held []PermitRef
+	for _, r := range refs {
+		if r.ID != 0 && d.permits.BeginBatch(c, state.FileIDOf(r.Dir), r.ID) {
+			held = append(held, r)
+		}
+	}
+	return func() {
+		for _, r := range held {
+			d.doPermits(d.permits.EndBatch(time.Now(), c, state.FileIDOf(r.Dir), r.ID))
+		}
+	}
+}
+
 // HeldPermit returns the id of the permit table client c holds on the
 // directory fh, 0 when it holds none.
 func (d *Driver) HeldPermit(c state.ClientID, fh []byte) uint64 {

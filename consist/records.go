@@ -26,11 +26,11 @@ import (
 type records struct {
 	db *bolt.DB // nil: in memory
 
-	mu   sync.Mutex           // guards the in-memory records
-	mem  map[string]record    // name -> record; guarded by mu
-	next uint64               // next client id; guarded by mu
-	mark uint64               // version mark; guarded by mu
-	lsns map[string][2]uint64 // name -> last applied LSN, pending LSN (lsn.go), in memory; guarded by mu
+	mu   sync.Mutex        // guards the in-memory records
+	mem  map[string]record // name -> record; guarded by mu
+	next uint64            // next client id; guarded by mu
+	mark uint64            // version mark; guarded by mu
+	lsns map[string][]byte // name -> its "cml" value (lsn.go), in memory; guarded by mu
 }
 
 var (

@@ -81,7 +81,7 @@ func (s *Server) resolveMade(m *made) (*req, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.obj = &req{node: n, exp: m.dir.exp, opts: m.dir.opts, cred: m.dir.cred}
+		m.obj = &req{node: n, exp: m.dir.exp, opts: m.dir.opts, cred: m.dir.cred, commits: m.dir.commits}
 	}
 	return m.obj, nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
@@ -56,8 +57,10 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		r.Dir.FH, r.Obj.FH, r.ToDir.FH = copyFH(r.Dir.FH), copyFH(r.Obj.FH), copyFH(r.ToDir.FH)
 	}
 	permits := map[state.FileID]uint64{}
+	refs := make([]consist.PermitRef, 0, len(a.Permits))
 	for _, p := range a.Permits {
 		permits[state.FileIDOf(p.Dir)] = p.Permit
+		refs = append(refs, consist.PermitRef{Dir: copyFH(p.Dir), ID: p.Permit})
 	}
 	var b *batch
 	var callErr error // the whole call failed
@@ -67,8 +70,14 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		// last applied LSN once the first has recorded it, and applies
 		// nothing twice.
 		s.reint.enter(mid, func() {
+			// The permits the batch names do not end while it is
+			// applied (a recall's deadline passing while a record waits
+			// for a third client's callback, say): the changes held
+			// back by their recalls are made after the whole batch.
+			endPermits := s.consist.PermitBatch(mid, refs)
 			end := func(err error) {
 				callErr = err
+				endPermits()
 				done(nil)
 				s.reint.leave(mid)
 			}
@@ -78,7 +87,17 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 				return
 			}
 			b = nb
-			b.run(0, func() { end(b.record()) })
+			flush := s.groupCommit(c)
+			b.run(0, func() {
+				if err := flush(); err != nil {
+					// Applied but not durable: the LSN is not recorded,
+					// the pending LSN stays (a resend checks the records).
+					s.log.Error("reintegration: the batch's flush failed", "err", err)
+					end(err)
+					return
+				}
+				end(b.record())
+			})
 		})
 	}, func(w *xdr.Writer, _ error, deferred bool) error {
 		if w == nil {
@@ -97,26 +116,50 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 	return err
 }
 
-// beginBatch reads the client's last applied LSN, records the batch's
-// highest as pending, and returns the batch to apply.
+// beginBatch reads the client's last applied LSN, finds what of a batch a
+// crash interrupted was applied, records the batch's highest LSN as pending
+// with its pre-image, and returns the batch to apply.
 func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.ClientID, recs []snfs1.CMLRecord, permits map[state.FileID]uint64) (*batch, error) {
-	last, pending, err := s.consist.LastLSN(mid)
+	last, pending, pre, err := s.consist.LastLSN(mid)
 	if err != nil {
 		return nil, err
 	}
-	// A batch whose application began and did not end (the server crashed):
-	// its records after last may have been applied.
-	maybe := max(pending, last)
-	if n := len(recs); n > 0 && recs[n-1].LSN > last {
-		if err := s.consist.BeginLSN(mid, last, max(recs[n-1].LSN, pending)); err != nil {
+	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: last, applied: last,
+		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
+	if pending > last {
+		// A batch whose application began and did not end (the server
+		// crashed): its records after last may have been applied.
+		b.maybe = pending
+		b.maybe = b.crashPrefix(pre)
+	}
+	n := len(recs)
+	if n == 0 {
+		return b, nil
+	}
+	switch hi := recs[n-1].LSN; {
+	case hi > b.maybe:
+		// Records to apply: what the check found applied is the last
+		// applied from now on, and the pre-image is of the names now.
+		if err := s.consist.BeginLSN(mid, b.maybe, hi, b.preImage(b.maybe)); err != nil {
 			return nil, err
 		}
-		pending = max(recs[n-1].LSN, pending)
-	}
-	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: maybe, pending: pending, applied: last,
-		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
-	if maybe > last {
-		b.maybe = b.crashPrefix()
+		b.begun = true
+	case pending > hi && b.maybe == hi:
+		// All of it was applied before a crash that interrupted a longer
+		// batch: the rest of that batch stays to be checked, from the
+		// names as they are now.
+		for k, v := range b.preImage(b.last) {
+			if pre == nil {
+				break
+			}
+			pre[k] = v
+		}
+		if err := s.consist.BeginLSN(mid, hi, pending, pre); err != nil {
+			return nil, err
+		}
+		b.begun, b.keep = true, true
+	case pending > last:
+		b.begun = true // the check's finding is recorded, the batch done
 	}
 	return b, nil
 }
@@ -124,10 +167,10 @@ func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.Clien
 // record commits the batch's last applied LSN (and the batch done) before
 // the reply.
 func (b *batch) record() error {
-	if b.applied <= b.last && b.pending <= b.last {
+	if !b.begun {
 		return nil
 	}
-	if err := b.s.consist.SetLastLSN(b.mid, b.applied); err != nil {
+	if err := b.s.consist.SetLastLSN(b.mid, b.applied, b.keep); err != nil {
 		// Applied but not recorded: the pending LSN stays, a resend
 		// checks the records for their effect.
 		b.s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
@@ -203,7 +246,8 @@ type batch struct {
 	recs    []snfs1.CMLRecord
 	last    uint64                  // the client's last applied LSN before the batch
 	maybe   uint64                  // records after last up to maybe were applied before a crash
-	pending uint64                  // the batch's pending LSN, recorded before its first record
+	begun   bool                    // the batch's beginning was recorded (BeginLSN)
+	keep    bool                    // a crash-interrupted batch goes on past this one: its pending LSN stays
 	applied uint64                  // the last LSN applied (or found applied)
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch
@@ -594,86 +638,6 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 			res.Permit = b.s.consist.HeldPermit(b.mid, obj)
 		}
 	}
-}
-
-// crashPrefix returns the LSN up to which a batch interrupted by a crash
-// (its records after last up to the pending LSN may have been applied) was
-// applied. The batch was applied in order, so what was applied is a prefix:
-// the records are checked from the last one back, and the first whose
-// effect is there (a name it made exists, one it removed does not, a
-// renamed one is at its new name) ends it. Checked from the end, a record's
-// effect is never mistaken for its own by a later record of the batch that
-// reused its name (a RENAME a->b then a CREATE a: forwards, the RENAME
-// would look not applied and move the new a over b). A SETATTR is never
-// taken as the end (it has no guard: it is applied again).
-func (b *batch) crashPrefix() uint64 {
-	for i := len(b.recs) - 1; i >= 0; i-- {
-		rec := &b.recs[i]
-		if rec.LSN <= b.last || rec.LSN > b.maybe {
-			continue
-		}
-		if b.present(i) {
-			return rec.LSN
-		}
-	}
-	return b.last
-}
-
-// present reports whether record i's effect is there.
-func (b *batch) present(i int) bool {
-	rec := &b.recs[i]
-	in := func(o snfs1.ObjRef, name string) bool {
-		fh := b.crashRef(o, i)
-		if fh == nil {
-			return false
-		}
-		r, err := b.s.resolve(b.c, fh)
-		if err != nil {
-			return false
-		}
-		defer r.release()
-		return b.s.handleIn(r, name) != nil
-	}
-	switch rec.Op {
-	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink, snfs1.CMLLink:
-		return in(rec.Dir, rec.Name)
-	case snfs1.CMLUnlink, snfs1.CMLRmdir:
-		return !in(rec.Dir, rec.Name)
-	case snfs1.CMLRename:
-		return !in(rec.Dir, rec.Name) && in(rec.ToDir, rec.ToName)
-	}
-	return false
-}
-
-// crashRef resolves, for the check of record i, an object reference: a
-// provisional id by the name the record before i that made it gave it
-// (nil: unknown, or the name is gone).
-func (b *batch) crashRef(o snfs1.ObjRef, i int) nfs3.FH {
-	if o.Prov == 0 {
-		return o.FH
-	}
-	for j := i - 1; j >= 0; j-- {
-		m := &b.recs[j]
-		switch m.Op {
-		case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
-		default:
-			continue
-		}
-		if m.New != o.Prov {
-			continue
-		}
-		dfh := b.crashRef(m.Dir, j)
-		if dfh == nil {
-			return nil
-		}
-		r, err := b.s.resolve(b.c, dfh)
-		if err != nil {
-			return nil
-		}
-		defer r.release()
-		return b.s.handleIn(r, m.Name)
-	}
-	return nil
 }
 
 // again answers a record applied before (its LSN at or below the last

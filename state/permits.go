@@ -87,7 +87,23 @@ type permit struct {
 	id      uint64
 	pending bool     // being granted: other clients' promises are being broken
 	recall  *dirCall // non-nil: recalled, the callback out
+	// batches counts the holder's REINTEGRATEs under the permit being
+	// applied (BeginBatch): the permit does not end under them. An end
+	// that comes meanwhile (the recall answered, failed or past its
+	// deadline, a release) is kept in ending and carried out when the last
+	// batch ends (EndBatch).
+	batches int
+	ending  permitEnd
 }
+
+// permitEnd is how a permit ends once the batches under it are applied.
+type permitEnd uint8
+
+const (
+	endNone     permitEnd = iota
+	endReleased           // answered or released
+	endRevoked            // its recall failed or passed its deadline
+)
 
 type permitCounters struct {
 	grants, refusals, cancels, recalls, releases, revocations, waits atomic.Uint64
@@ -125,7 +141,7 @@ func (p *Permits) Acquire(now time.Time, c ClientID, dir FileID, handle []byte) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.dirs[dir]; e != nil {
-		if e.holder == c && !e.pending && e.recall == nil {
+		if e.holder == c && !e.pending && e.recall == nil && e.ending == endNone {
 			p.n.grants.Add(1)
 			return e.id, false, true
 		}
@@ -281,13 +297,71 @@ func (p *Permits) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 	if e == nil {
 		return nil
 	}
+	end := endReleased
 	if o == Failed {
+		end = endRevoked
+	}
+	var out []Action
+	p.endLocked(e, end, &out)
+	return out
+}
+
+// endLocked ends permit e as end says, or, while batches under it are being
+// applied, once the last of them ends (EndBatch): a batch begun under the
+// permit is applied whole under it, and the changes waiting for its recall
+// are made after it. A revocation is counted, and fenced, when carried out.
+func (p *Permits) endLocked(e *permit, end permitEnd, out *[]Action) {
+	if e.batches > 0 {
+		if e.ending == endNone || end == endRevoked {
+			e.ending = end
+		}
+		delete(p.recalling, e.key) // no deadline left to watch: the batch's end decides
+		return
+	}
+	if end == endRevoked {
 		p.n.revocations.Add(1)
+		*out = append(*out, Action{Kind: ActFence, Client: e.holder, File: e.key})
 	} else {
 		p.n.releases.Add(1)
 	}
+	p.dropLocked(e, out)
+}
+
+// BeginBatch reports whether c holds the permit id on dir and, if so,
+// counts a REINTEGRATE under it as being applied: until EndBatch, the
+// permit does not end (Holds stays true) - an answer to its recall, a
+// failure, its deadline or a release is carried out at EndBatch. The
+// changes waiting for the recall so wait for the batch; its time is bounded
+// by the callbacks of other clients its records wait for (each bounded by
+// CallbackTimeout) and the disk. docs/protocol.md section 21.4.
+func (p *Permits) BeginBatch(c ClientID, dir FileID, id uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.dirs[dir]
+	if e == nil || e.holder != c || e.id != id || e.pending {
+		return false
+	}
+	e.batches++
+	return true
+}
+
+// EndBatch ends a batch BeginBatch counted on c's permit id on dir, and
+// carries out an end of the permit that came meanwhile.
+func (p *Permits) EndBatch(now time.Time, c ClientID, dir FileID, id uint64) []Action {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.dirs[dir]
+	if e == nil || e.holder != c || e.id != id || e.batches == 0 {
+		return nil
+	}
+	e.batches--
+	if e.batches > 0 || e.ending == endNone {
+		return nil
+	}
 	var out []Action
-	p.dropLocked(e, &out)
+	end := e.ending
+	e.ending = endNone
+	p.endLocked(e, end, &out)
 	return out
 }
 
@@ -330,9 +404,7 @@ func (p *Permits) Tick(now time.Time) []Action {
 			deadline = e.recall.at + p.cbTimeout
 		}
 		if t >= deadline {
-			p.n.revocations.Add(1)
-			out = append(out, Action{Kind: ActFence, Client: e.holder, File: f})
-			p.dropLocked(e, &out)
+			p.endLocked(e, endRevoked, &out)
 		}
 	}
 	return out
@@ -349,9 +421,8 @@ func (p *Permits) Release(now time.Time, c ClientID, dir FileID, id uint64) []Ac
 	if e == nil || e.holder != c || e.pending || (id != 0 && e.id != id) {
 		return nil
 	}
-	p.n.releases.Add(1)
 	var out []Action
-	p.dropLocked(e, &out)
+	p.endLocked(e, endReleased, &out)
 	return out
 }
 

@@ -185,3 +185,50 @@ func TestPermitsReleaseAndBounds(t *testing.T) {
 		t.Fatalf("ChangedAll: %d recalls", len(h.calls))
 	}
 }
+
+// TestPermitsBatchHoldsEnd: a permit whose recall passes its deadline, or
+// is answered, or released, while a REINTEGRATE under it is being applied
+// (BeginBatch) ends only when that batch ends (EndBatch): Holds stays true
+// for the batch's records meanwhile and the change waiting for the recall
+// proceeds after the batch; a deadline passed is then a revocation.
+func TestPermitsBatchHoldsEnd(t *testing.T) {
+	for _, end := range []string{"deadline", "failed", "answered", "released"} {
+		h := newPermitHarness(t, PermitConfig{CallbackTimeout: time.Second})
+		dir := fid(1)
+		id := h.grant(1, dir)
+		if h.p.BeginBatch(2, dir, id) || h.p.BeginBatch(1, dir, id+1) {
+			t.Fatalf("%s: a batch counted under a permit its client does not hold", end)
+		}
+		if !h.p.BeginBatch(1, dir, id) {
+			t.Fatalf("%s: the holder's batch not counted", end)
+		}
+		if v := h.change(10, 2, dir); v != Wait || len(h.calls) != 1 {
+			t.Fatalf("%s: the change: %v, %d recalls", end, v, len(h.calls))
+		}
+		switch end {
+		case "deadline":
+			h.now = h.now.Add(2 * time.Second)
+			h.absorb(h.p.Tick(h.now))
+		case "failed":
+			h.absorb(h.p.CallbackDone(h.now, h.calls[0], Failed))
+		case "answered":
+			h.absorb(h.p.CallbackDone(h.now, h.calls[0], OK))
+		case "released":
+			h.absorb(h.p.Release(h.now, 1, dir, id))
+		}
+		if h.proceed[10] || !h.p.Holds(1, dir, id) || len(h.fenced) != 0 {
+			t.Fatalf("%s: the permit ended during its batch (proceed %v, holds %v, fenced %v)", end, h.proceed[10], h.p.Holds(1, dir, id), h.fenced)
+		}
+		if _, _, ok := h.p.Acquire(h.now, 1, dir, nil); ok {
+			t.Fatalf("%s: a permit ending granted again", end)
+		}
+		h.absorb(h.p.EndBatch(h.now, 1, dir, id))
+		if !h.proceed[10] || h.p.Holds(1, dir, id) {
+			t.Fatalf("%s: after the batch: proceed %v, holds %v", end, h.proceed[10], h.p.Holds(1, dir, id))
+		}
+		revoked := end == "deadline" || end == "failed"
+		if st := h.p.Stats(); (st.Revocations == 1) != revoked || (len(h.fenced) == 1) != revoked || st.Permits != 0 {
+			t.Fatalf("%s: stats %+v, fenced %v", end, st, h.fenced)
+		}
+	}
+}

@@ -1,0 +1,501 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"snfs/consist"
+	"snfs/nfs3"
+	"snfs/server"
+	"snfs/snfs1"
+	"snfs/state"
+)
+
+// TestSNFSPermitRecallDeadlineWaitsForBatch: a permit whose recall passes its
+// deadline while its holder's REINTEGRATE waits for a third client's slow
+// callback ends only when that batch has been applied (docs/protocol.md
+// section 21.4): every record of the batch is applied under the permit, and
+// the change held back by the recall is made after them - the plain
+// client's GUARDED CREATE of a name the batch created fails EXIST. Before,
+// the deadline revoked the permit in the middle of the batch: the plain
+// CREATE went first and the holder's records after the waiting one were
+// refused SNFS_ERR_NOPERMIT.
+func TestSNFSPermitRecallDeadlineWaitsForBatch(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	const timeout = time.Second
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.CallbackTimeout = timeout })
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	// The third client caches f for writing and answers its callback past
+	// its deadline: the holder's UNLINK of f waits for it that long.
+	cacher := newDirBreaks()
+	cacher.delay = 3 * timeout
+	c := dialSNFS(t, e, "permit-slow-third", cacher)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for { // until C's callback path is verified and it may cache
+		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The holder answers its recall after a delay, by a batch whose first
+	// record waits for C: the recall's deadline passes during the wait.
+	h := newPermitHolder()
+	h.delay = 600 * time.Millisecond
+	a := dialSNFS(t, e, "permit-slow-holder", h)
+	p := getPermit(t, a, D)
+	h.mu.Lock()
+	h.s, h.permit = a, p
+	h.log = []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		createRec(2, snfs1.ObjRef{FH: D}, "g", 1),
+	}
+	h.mu.Unlock()
+	mode := uint32(0o644)
+	start := time.Now()
+	r, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "g"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+	took := time.Since(start)
+	var results []snfs1.CMLResult
+	var herr error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h.mu.Lock()
+		results, herr = h.results, h.err
+		h.mu.Unlock()
+		if herr != nil || len(results) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(results) != 2 {
+		t.Errorf("the holder's batch answered %d records, want 2", len(results))
+	}
+	if herr != nil {
+		t.Fatalf("the holder's REINTEGRATE: %v", herr)
+	}
+	for _, res := range results {
+		if res.Status != nfs3.OK {
+			t.Errorf("record %d: %v (the permit ended in the middle of its batch)", res.LSN, res.Status)
+		}
+	}
+	want(t, "plain CREATE of the name the holder's batch created", r.Status, err, nfs3.ErrExist)
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[g]" {
+		t.Fatalf("the directory holds %s", got)
+	}
+	if st := e.srv.PermitStats(); st.Revocations != 1 || st.Permits != 0 {
+		t.Fatalf("stats %+v (the recall passed its deadline: a revocation, carried out at the batch's end)", st)
+	}
+	t.Logf("plain CREATE answered %v after it was sent (callback deadline %v)", took, timeout)
+}
+
+// setPendingLSNPre is setPendingLSN with the batch's pre-image: the object
+// each name held before the batch (nil: none).
+func setPendingLSNPre(t *testing.T, e *env, last, pending uint64, pre map[uint64]nfs3.FH) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(e.stateDir, "consist.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("cml"))
+		var name []byte
+		b.ForEach(func(k, _ []byte) error { name = append([]byte(nil), k...); return nil })
+		if name == nil {
+			return fmt.Errorf("no LSN record")
+		}
+		v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, last), pending)
+		for k, fh := range pre {
+			var id state.FileID
+			if fh != nil {
+				id = state.FileIDOf(fh)
+			}
+			v = append(binary.BigEndian.AppendUint64(v, k), id[:]...)
+		}
+		return b.Put(name, v)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSNFSPermitCrashMidBatchNameRemade: a batch that moves a name away and
+// makes it again (RENAME c->d, CREATE c, RENAME a->b, CREATE a), interrupted
+// by a crash after its first two records: at the resend, the check finds the
+// prefix applied by the objects the names hold against the batch's
+// pre-image - c holds a new object and d the old c: applied; a still holds
+// the old a: not applied - and applies the last two. The check by effect
+// from the end took CREATE a's name as its effect, answered all four, and
+// lost the RENAME a->b (found by TestCMLModel, seed 1).
+func TestSNFSPermitCrashMidBatchNameRemade(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-remade", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1), createRec(2, snfs1.ObjRef{FH: D}, "c", 2)})
+	if err != nil || res.Failed() != nil || res.Applied != 2 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	A, C := e.lookup(D, "a"), e.lookup(D, "c")
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	addr := e.addr
+	e.stop()
+	// The crash: RENAME c->d and CREATE c applied, then the server died.
+	if err := os.Rename(e.path("d/c"), e.path("d/d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/c"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setPendingLSNPre(t, e, 2, 6, map[uint64]nfs3.FH{key("a"): A, key("b"): nil, key("c"): C, key("d"): nil})
+	e.start(addr)
+	p = getPermit(t, a, D)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		{LSN: 3, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "c", ToDir: snfs1.ObjRef{FH: D}, ToName: "d"},
+		createRec(4, snfs1.ObjRef{FH: D}, "c", 3),
+		{LSN: 5, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(6, snfs1.ObjRef{FH: D}, "a", 4),
+	})
+	if err != nil || res.Failed() != nil || res.Applied != 6 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[a b c d]" {
+		t.Fatalf("the directory holds %s, want [a b c d] (a record taken as applied that was not)", got)
+	}
+	if !bytes.Equal(e.lookup(D, "b"), A) || !bytes.Equal(e.lookup(D, "d"), C) {
+		t.Fatal("b or d does not hold the object renamed to it")
+	}
+	if bytes.Equal(e.lookup(D, "a"), A) || bytes.Equal(e.lookup(D, "c"), C) {
+		t.Fatal("a or c still holds its old object")
+	}
+}
+
+// TestSNFSPermitPreImageRecorded: while a batch is being applied (its
+// second record waits for a third client's callback), the state database
+// holds the batch's pending LSN and its pre-image: the object each name the
+// batch changes held before it (a for the RENAME's source, none for its
+// target and for the CREATE's name, f for the UNLINK's), by consist.PreKey.
+// Once the batch is done, only the last applied LSN is left.
+func TestSNFSPermitPreImageRecorded(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"d/a", "d/f"} {
+		if err := os.WriteFile(e.path(f), []byte("x"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	D := e.lookup(e.root, "d")
+	A, F := e.lookup(D, "a"), e.lookup(D, "f")
+	cacher := newDirBreaks()
+	cacher.delay = 500 * time.Millisecond
+	c := dialSNFS(t, e, "permit-pre-cacher", cacher)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := dialSNFS(t, e, "permit-pre-holder", newPermitHolder())
+	p := getPermit(t, a, D)
+	type result struct {
+		res *snfs1.ReintegrateRes
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+			{LSN: 1, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+			{LSN: 2, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+			createRec(3, snfs1.ObjRef{FH: D}, "a", 1),
+		})
+		done <- result{res, err}
+	}()
+	// What a crash now would leave: a copy of the state database.
+	read := func() (last, pending uint64, pre map[uint64]state.FileID) {
+		data, err := os.ReadFile(filepath.Join(e.stateDir, "consist.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := filepath.Join(t.TempDir(), "copy.db")
+		if err := os.WriteFile(cp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(cp, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("cml")).ForEach(func(k, v []byte) error {
+				if len(v) >= 16 {
+					last, pending = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+					pre = map[uint64]state.FileID{}
+					for rest := v[16:]; len(rest) >= 24; rest = rest[24:] {
+						pre[binary.BigEndian.Uint64(rest)] = state.FileID(rest[8:24])
+					}
+				}
+				return nil
+			})
+		})
+		return last, pending, pre
+	}
+	var last, pending uint64
+	var pre map[uint64]state.FileID
+	for deadline := time.Now().Add(5 * time.Second); pending == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		last, pending, pre = read()
+	}
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	want := map[uint64]state.FileID{key("a"): state.FileIDOf(A), key("b"): {}, key("f"): state.FileIDOf(F)}
+	if last != 0 || pending != 3 || fmt.Sprint(pre) != fmt.Sprint(want) {
+		t.Fatalf("during the batch: last %d pending %d pre-image %v, want 0 3 %v", last, pending, pre, want)
+	}
+	r := <-done
+	if r.err != nil || r.res.Failed() != nil || r.res.Applied != 3 {
+		t.Fatalf("%v %+v", r.err, r.res)
+	}
+	if last, pending, pre = read(); last != 3 || pending != 0 || len(pre) != 0 {
+		t.Fatalf("after the batch: last %d pending %d pre-image %v", last, pending, pre)
+	}
+}
+
+// TestSNFSPermitGroupCommit: on a sync export, a batch of creates is made
+// durable by one flush (a group commit, section 21.3) before its reply,
+// not by two per record as its CREATEs would each be; a batch of one
+// record keeps the flushes of its procedure (the file, then the directory).
+func TestSNFSPermitGroupCommit(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash,sync")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-group-commit", newPermitHolder())
+	p := getPermit(t, a, D)
+	var batch []snfs1.CMLRecord
+	for i := 1; i <= 8; i++ {
+		batch = append(batch, createRec(uint64(i), snfs1.ObjRef{FH: D}, fmt.Sprintf("f%d", i), uint64(i)))
+	}
+	before := e.srv.GatherStats(e.dir).Fsyncs
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 8 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 1 {
+		t.Fatalf("a batch of 8 creates issued %d flushes, want 1", n)
+	}
+	before = e.srv.GatherStats(e.dir).Fsyncs
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(9, snfs1.ObjRef{FH: D}, "g", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 9 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 2 {
+		t.Fatalf("a batch of one create issued %d flushes, want 2 (the file, then its directory)", n)
+	}
+}
+
+// TestSNFSPermitCrashCheckLimit pins the limit of the check after a crash
+// (docs/protocol.md section 21.3, "What the check cannot tell"): a batch
+// CREATE a, CREATE b interrupted before either was applied, and a local
+// process that makes b before the resend. No prefix of the batch gives the
+// names as they are (b holds an object neither the pre-image nor the batch
+// explains), so the check falls back to the effect from the last record
+// back: CREATE b's name exists, the whole batch is taken as applied, b is
+// answered with the local process's object, and a is never made.
+func TestSNFSPermitCrashCheckLimit(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	a := dialSNFS(t, e, "permit-crash-limit", newPermitHolder())
+	p := getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "x", 1)})
+	if err != nil || res.Failed() != nil || res.Applied != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	addr := e.addr
+	e.stop()
+	setPendingLSNPre(t, e, 1, 3, map[uint64]nfs3.FH{key("a"): nil, key("b"): nil})
+	if err := os.WriteFile(e.path("d/b"), []byte("local"), 0o644); err != nil { // the other's change
+		t.Fatal(err)
+	}
+	e.start(addr)
+	p = getPermit(t, a, D)
+	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(2, snfs1.ObjRef{FH: D}, "a", 1), createRec(3, snfs1.ObjRef{FH: D}, "b", 2)})
+	if err != nil || res.Failed() != nil || res.Applied != 3 || len(res.Results) != 2 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[b x]" {
+		t.Fatalf("the directory holds %s; the limit as specified leaves [b x]", got)
+	}
+	if !bytes.Equal(res.Results[1].Obj, e.lookup(D, "b")) {
+		t.Fatal("b not answered with the object its name holds (the local process's)")
+	}
+}
+
+// TestSNFSPermitCrashWhileWaiting: a real crash in the middle of a batch.
+// The batch UNLINK f, RENAME a->b, CREATE a waits at its first record for a
+// third client's callback; what a crash then leaves is taken (a copy of
+// the state database, with the pending LSN and the pre-image the server
+// wrote; the export as it was: nothing applied), the batch is let finish,
+// the server stopped, the export and database put back as the crash left
+// them, and the server started again. The holder's resend is checked
+// against the server's own pre-image: nothing was applied, all three are.
+// By effect from the last record back, CREATE a's name (the old a) looked
+// applied and the whole batch was answered without being applied.
+func TestSNFSPermitCrashWhileWaiting(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Grace = -1 })
+	for _, d := range []string{"d", "keep"} {
+		if err := os.Mkdir(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"d/a", "d/f"} {
+		if err := os.WriteFile(e.path(f), []byte(f), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(e.path("d/f"), e.path("keep/f")); err != nil { // f's inode, to put back
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	A := e.lookup(D, "a")
+	cacher := newDirBreaks()
+	cacher.delay = time.Second
+	c := dialSNFS(t, e, "permit-crash-wait-cacher", cacher)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			break
+		}
+		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := dialSNFS(t, e, "permit-crash-wait-holder", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(3, snfs1.ObjRef{FH: D}, "a", 1),
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+		if err == nil && (res.Failed() != nil || res.Applied != 3) {
+			err = fmt.Errorf("%+v", res)
+		}
+		done <- err
+	}()
+	dbPath := filepath.Join(e.stateDir, "consist.db")
+	var crashDB []byte
+	for deadline := time.Now().Add(5 * time.Second); crashDB == nil; time.Sleep(5 * time.Millisecond) {
+		data, err := os.ReadFile(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := filepath.Join(t.TempDir(), "copy.db")
+		if err := os.WriteFile(cp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(cp, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("cml")).ForEach(func(_, v []byte) error {
+				if len(v) > 16 && binary.BigEndian.Uint64(v[8:]) == 3 {
+					crashDB = data
+				}
+				return nil
+			})
+		})
+		db.Close()
+		if crashDB == nil && time.Now().After(deadline) {
+			t.Fatal("the batch's pending LSN never recorded")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the batch: %v", err)
+	}
+	addr := e.addr
+	e.stop()
+	// Put back what the crash left: nothing of the batch applied.
+	if err := os.Remove(e.path("d/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.path("d/b"), e.path("d/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(e.path("keep/f"), e.path("d/f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbPath, crashDB, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start(addr)
+	c.Disconnect() // its caching of f is gone with the restart
+	p = getPermit(t, a, D)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || res.Failed() != nil || res.Applied != 3 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[a b]" {
+		t.Fatalf("the directory holds %s, want [a b]", got)
+	}
+	if !bytes.Equal(e.lookup(D, "b"), A) || bytes.Equal(e.lookup(D, "a"), A) {
+		t.Fatal("b does not hold the old a, or a is not a new object")
+	}
+}
