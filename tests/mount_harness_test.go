@@ -74,7 +74,7 @@ func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
 	m := &mount{dir: dir, v: mt.FS, srv: srv}
 	var once sync.Once
 	m.end = func(wait time.Duration) (errs []error) {
-		once.Do(func() { errs = endMount(mt, life, cancel, wait) })
+		once.Do(func() { errs = endMount(mt, dir, srv, life, cancel, wait) })
 		return errs
 	}
 	t.Cleanup(func() {
@@ -94,11 +94,12 @@ func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
 // failed). So when Finish is not back 2*wait after it started, life is
 // cancelled (ending every RPC of the mount) and Finish waited for once more;
 // either way the test is failed, not hung.
-func endMount(mt *snfsmount.Mount, life context.Context, cancel context.CancelFunc, wait time.Duration) []error {
+func endMount(mt *snfsmount.Mount, dir string, srv *fuse.Server, life context.Context, cancel context.CancelFunc, wait time.Duration) []error {
 	defer cancel()
 	var errs []error
+	busy := busyReport(dir, srv)
 	if err := mt.Unmount(wait); err != nil {
-		errs = append(errs, fmt.Errorf("unmount: %w", err))
+		errs = append(errs, unmountError(err, busy))
 	}
 	sctx, scancel := context.WithTimeout(life, wait)
 	defer scancel()
@@ -124,4 +125,13 @@ func endMount(mt *snfsmount.Mount, life context.Context, cancel context.CancelFu
 	cancel()
 	mt.Close()
 	return errs
+}
+
+// unmountError is an unmount's failure with what held the mount just before
+// (busyReport), if it was in use.
+func unmountError(err error, busy string) error {
+	if busy == "" {
+		return fmt.Errorf("unmount: %w (the mount was not in use just before)", err)
+	}
+	return fmt.Errorf("unmount: %w; just before, the mount was in use: %s", err, busy)
 }

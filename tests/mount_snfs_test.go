@@ -77,8 +77,9 @@ func (m *snfsMount) unmount(t *testing.T) {
 	if m.srv == nil {
 		return
 	}
+	busy := busyReport(m.dir, m.srv)
 	if err := fusefs.Unmount(m.dir, m.srv, 10*time.Second); err != nil {
-		t.Errorf("unmount: %v", err)
+		t.Error(unmountError(err, busy))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
