@@ -23,10 +23,7 @@ func TestSNFSOpenNameReplaced(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	for _, by := range []string{"local", "nfs"} {
-		t.Run(by, func(t *testing.T) {
-			t.Parallel() // each its own server
-			testOpenNameReplaced(t, by)
-		})
+		t.Run(by, func(t *testing.T) { testOpenNameReplaced(t, by) })
 	}
 }
 
