@@ -41,7 +41,7 @@ func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done fu
 				if d.tracing() {
 					d.trace("table: callback done", cb.Handle, "client", d.clientName(cb.Client), "mode", cb.Mode, "outcome", outcome)
 				}
-				done(time.Now(), outcome)
+				done(d.now(), outcome)
 			})
 		}
 		defer report(state.Failed)
@@ -57,9 +57,9 @@ func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done fu
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, 2*d.cbTimeout)
 		defer cancel()
-		sent(time.Now())
-		start := time.Now()
-		late := time.AfterFunc(d.cbTimeout, func() { d.met.timeouts.Inc() })
+		sent(d.now())
+		start := time.Now() // for the latency metric: real time
+		late := d.clock.AfterFunc(d.cbTimeout, func() { d.met.timeouts.Inc() })
 		defer late.Stop()
 		var res snfs1.CallbackRes
 		var timed atomic.Bool // the answer's round trip was counted (on the reader)
@@ -111,7 +111,7 @@ func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done fu
 func (d *Driver) releaseAfter(dl time.Duration) func() {
 	var once sync.Once
 	release := func() { once.Do(func() { <-d.senders }) }
-	t := time.AfterFunc(dl, release)
+	t := d.clock.AfterFunc(dl, release)
 	return func() {
 		t.Stop()
 		release()
@@ -166,7 +166,7 @@ func (d *Driver) sendProbe(c state.ClientID) {
 		defer d.wg.Done()
 		var once sync.Once
 		report := func(ok bool) {
-			once.Do(func() { d.m.CallbackPathVerified(time.Now(), c, ok) })
+			once.Do(func() { d.m.CallbackPathVerified(d.now(), c, ok) })
 		}
 		defer report(false)
 		if !d.acquireSender() {

@@ -3,7 +3,6 @@ package consist
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"snfs/snfs1"
 	"snfs/state"
@@ -51,7 +50,7 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 		d.unbindLocked(cl, conn)
 		d.mu.Unlock()
 	})
-	now := time.Now()
+	now := d.now()
 	if gone != 0 {
 		d.log.Info("client restarted: its previous registration is forgotten", "client", string(name))
 		d.do(d.m.ClientGone(now, gone))
@@ -89,7 +88,7 @@ func (d *Driver) Unregister(id snfs1.ClientID) error {
 	}
 	d.mu.Unlock()
 	d.log.Debug("client unregistered", "client", cl.name, "clientid", id)
-	d.do(d.m.ClientGone(time.Now(), cl.mid))
+	d.do(d.m.ClientGone(d.now(), cl.mid))
 	d.clientGone(cl.mid)
 	d.unregisteredInGrace(id)
 	return nil

@@ -25,11 +25,11 @@ func (d *Driver) BeginList(c state.ClientID, fh []byte) (tok uint64, ok bool) {
 		return 0, false // a break would wait for a path not known to work
 	}
 	dir := state.FileIDOf(fh)
-	tok, ok = d.dirs.BeginList(time.Now(), c, dir, fh)
+	tok, ok = d.dirs.BeginList(d.now(), c, dir, fh)
 	// Checked after the promise is recorded: a permit granted since broke
 	// it (GetPermit's breaks), one granted before is seen here.
 	if ok && d.permits.HeldByOther(c, dir) {
-		d.doDirs(d.dirs.FailList(time.Now(), tok))
+		d.doDirs(d.dirs.FailList(d.now(), tok))
 		return 0, false // another client's permit: its changes are not the server's yet
 	}
 	return tok, ok
@@ -46,7 +46,7 @@ func (d *Driver) EndList(tok uint64, listed [][]byte) bool {
 	for i, fh := range listed {
 		ids[i] = state.FileIDOf(fh)
 	}
-	ok, acts := d.dirs.EndList(time.Now(), tok, ids)
+	ok, acts := d.dirs.EndList(d.now(), tok, ids)
 	d.doDirs(acts)
 	return ok
 }
@@ -57,7 +57,7 @@ func (d *Driver) FailList(tok uint64) {
 	if tok == 0 {
 		return
 	}
-	d.doDirs(d.dirs.FailList(time.Now(), tok))
+	d.doDirs(d.dirs.FailList(d.now(), tok))
 }
 
 // DirsActive reports whether any directory promise or listing exists: a
@@ -82,7 +82,7 @@ func (d *Driver) DirChanged(c state.ClientID, changed [][]byte, done func()) {
 		}
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	v, acts := d.dirs.Changed(time.Now(), req, c, true, ids)
+	v, acts := d.dirs.Changed(d.now(), req, c, true, ids)
 	if v == state.Wait {
 		d.park(req, func(state.OpenReply, error) { done() })
 		d.doDirs(acts)
@@ -95,7 +95,7 @@ func (d *Driver) DirChanged(c state.ClientID, changed [][]byte, done func()) {
 // DirRelease gives back table client c's promises on the directories fhs.
 func (d *Driver) DirRelease(c state.ClientID, fhs [][]byte) {
 	for _, fh := range fhs {
-		d.dirs.Release(time.Now(), c, state.FileIDOf(fh))
+		d.dirs.Release(d.now(), c, state.FileIDOf(fh))
 	}
 }
 
@@ -113,10 +113,10 @@ func (d *Driver) DirStats() state.DirStats { return d.dirs.Stats() }
 // once; nothing waits (the change was not made through the server).
 func (d *Driver) localDirChange(fh []byte) {
 	if fh == nil {
-		d.doDirs(d.dirs.ChangedAll(time.Now()))
+		d.doDirs(d.dirs.ChangedAll(d.now()))
 		return
 	}
-	_, acts := d.dirs.Changed(time.Now(), 0, 0, false, []state.FileID{state.FileIDOf(fh)})
+	_, acts := d.dirs.Changed(d.now(), 0, 0, false, []state.FileID{state.FileIDOf(fh)})
 	if len(acts) > 0 && d.tracing() {
 		d.trace("dirs: changed by a local process", fh, "breaks", len(acts))
 	}
@@ -141,7 +141,7 @@ func (d *Driver) doDirs(acts []state.Action) {
 			// No file is fenced; the client's lease has lapsed, and its
 			// callback path is probed again before anything more is granted.
 			d.log.Info("directory promise break not answered in time", "client", d.clientName(a.Client))
-			d.do(d.m.PathFailed(time.Now(), a.Client))
+			d.do(d.m.PathFailed(d.now(), a.Client))
 		case state.ActProceed:
 			d.answer(a.Req, state.OpenReply{}, nil)
 		}

@@ -28,6 +28,11 @@
 // by whoever delivers the action (a callback's completion, the sweeper), and the
 // server defers the RPC reply meanwhile (sunrpc.Call.Defer).
 //
+// Time: the driver reads the time it gives the table, and arms its timers
+// (a sender slot's deadline, the grace bound, the sweeper's reading), from
+// Config.Clock (clock.go), so that a test moves it past a timeout instead of
+// waiting; latencies reported as metrics are real durations.
+//
 // Concurrency: the table serializes transitions per file. The Driver's mutex
 // guards its own maps only and is never held while calling the table or doing
 // I/O. Every goroutine it starts (sweeper, callback and probe senders,

@@ -47,6 +47,9 @@ type Config struct {
 	// Attr returns the current attributes of the file a handle names, for the
 	// CALLBACK arguments (nil, or a nil result: none).
 	Attr func(handle []byte) *nfs3.Fattr
+	// Clock is what the driver reads the time from and waits with (nil: the
+	// wall clock); tests move it forward (OffsetClock).
+	Clock Clock
 	// TickEvery is the sweeper's period (default 200 ms); MaxSenders bounds the
 	// callbacks and probes being sent at once (default 256).
 	TickEvery  time.Duration
@@ -65,6 +68,7 @@ type Config struct {
 // Driver is the server side of the consistency protocol around a state table.
 type Driver struct {
 	m         *state.Machine
+	clock     Clock          // what the time is read from (clock.go)
 	dirs      *state.Dirs    // directory promises (dirs.go)
 	permits   *state.Permits // write-back permits (permits.go)
 	log       *slog.Logger
@@ -127,6 +131,9 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.MaxSenders <= 0 {
 		cfg.MaxSenders = 256
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
 	rec, err := openRecords(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -141,21 +148,21 @@ func New(cfg Config) (*Driver, error) {
 	if tc.CallbackTimeout <= 0 {
 		tc.CallbackTimeout = 5 * time.Second
 	}
-	d := &Driver{m: state.New(tc, time.Now()), log: cfg.Logger, rec: rec, attr: cfg.Attr, leases: cfg.Leases,
+	d := &Driver{m: state.New(tc, cfg.Clock.Now()), clock: cfg.Clock, log: cfg.Logger, rec: rec, attr: cfg.Attr, leases: cfg.Leases,
 		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
 		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
 	dc := cfg.Dirs
 	dc.CallbackTimeout, dc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
-	d.dirs = state.NewDirs(dc, time.Now())
+	d.dirs = state.NewDirs(dc, d.now())
 	rand.Read(d.verf[:])
 	pc := cfg.Permits
 	pc.CallbackTimeout, pc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
 	// Permit ids of this start: a random base in the high half (the server
 	// verifier's bits), counted up from there.
 	pc.IDBase = binary.BigEndian.Uint64(d.verf[:]) &^ (1<<32 - 1)
-	d.permits = state.NewPermits(pc, time.Now())
+	d.permits = state.NewPermits(pc, d.now())
 	d.met = newMetrics(d)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	recs, err := rec.all()
@@ -163,7 +170,7 @@ func New(cfg Config) (*Driver, error) {
 		rec.close()
 		return nil, err
 	}
-	d.startGrace(time.Now(), recs, cfg.Grace)
+	d.startGrace(d.now(), recs, cfg.Grace)
 	d.wg.Add(1)
 	go d.sweep(cfg.TickEvery)
 	return d, nil
@@ -205,7 +212,8 @@ func (d *Driver) sweep(every time.Duration) {
 		select {
 		case <-d.ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
+			now := d.now()
 			d.do(d.m.Tick(now))
 			d.doDirs(d.dirs.Tick(now))
 			d.doPermits(d.permits.Tick(now))
@@ -255,7 +263,7 @@ func (d *Driver) reserve(through uint64) {
 		if err != nil {
 			d.log.Error("cannot make the version mark durable", "err", err)
 		}
-		d.do(d.m.VersionsReserved(time.Now(), through, err))
+		d.do(d.m.VersionsReserved(d.now(), through, err))
 	}()
 }
 
@@ -312,7 +320,7 @@ func (d *Driver) Open(c state.ClientID, fh []byte, mode state.Mode, change uint6
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	res, acts := d.m.Open(time.Now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode, Change: change})
+	res, acts := d.m.Open(d.now(), req, state.OpenArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Mode: mode, Change: change})
 	if d.tracing() {
 		d.trace("table: OPEN", fh, "client", d.clientName(c), "mode", mode, "verdict", res.Verdict, "caching", res.Reply.CacheEnabled)
 		if res.Verdict == state.Wait {
@@ -350,7 +358,7 @@ func (d *Driver) Close(c state.ClientID, fh []byte, mode state.Mode, dirty bool)
 	if d.tracing() {
 		d.trace("table: CLOSE", fh, "client", d.clientName(c), "mode", mode, "dirty", dirty)
 	}
-	d.do(d.m.Close(time.Now(), state.CloseArgs{File: f, Client: c, Mode: mode, Dirty: dirty}))
+	d.do(d.m.Close(d.now(), state.CloseArgs{File: f, Client: c, Mode: mode, Dirty: dirty}))
 	return nil
 }
 
@@ -362,9 +370,9 @@ func (d *Driver) ChangedWhere(match func(fh []byte) bool) {
 	if !d.active.Load() || d.ctx.Err() != nil {
 		return
 	}
-	d.doDirs(d.dirs.ChangedWhere(time.Now(), match))
-	d.doPermits(d.permits.ChangedAll(time.Now())) // rare (an export removed): every permit, not only the export's
-	d.do(d.m.ChangedWhere(time.Now(), match))
+	d.doDirs(d.dirs.ChangedWhere(d.now(), match))
+	d.doPermits(d.permits.ChangedAll(d.now())) // rare (an export removed): every permit, not only the export's
+	d.do(d.m.ChangedWhere(d.now(), match))
 }
 
 // WriteBackWhere calls back every client that may cache a file whose handle
@@ -381,7 +389,7 @@ func (d *Driver) WriteBackWhere(ctx context.Context, match func(fh []byte) bool)
 	// Each check scans the table: the wait between them grows, so that a
 	// client slow to write back costs a few scans, not one per tick.
 	wait := 5 * time.Millisecond
-	for d.m.UnsettledWhere(time.Now(), match) > 0 {
+	for d.m.UnsettledWhere(d.now(), match) > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -415,7 +423,7 @@ func (d *Driver) access(a state.AccessArgs, proceed func(error)) {
 		return
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	v, acts := d.m.PlainAccess(time.Now(), req, a)
+	v, acts := d.m.PlainAccess(d.now(), req, a)
 	if d.tracing() {
 		d.trace("table: access", fh, "client", d.clientName(c), "kind", kind, "verdict", v)
 		if v == state.Wait {
@@ -464,10 +472,10 @@ func (d *Driver) Changed(fh []byte) {
 	d.localPermitChange(fh)
 	if fh == nil {
 		d.log.Warn("file change notifications were lost: every client's cache is called back")
-		d.do(d.m.ChangedAll(time.Now()))
+		d.do(d.m.ChangedAll(d.now()))
 		return
 	}
-	acts := d.m.Changed(time.Now(), state.FileIDOf(fh))
+	acts := d.m.Changed(d.now(), state.FileIDOf(fh))
 	if len(acts) > 0 && d.tracing() {
 		d.trace("table: changed by a local process", fh, "actions", len(acts))
 	}

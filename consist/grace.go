@@ -94,10 +94,11 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		t := time.NewTimer(bound)
+		over := make(chan struct{})
+		t := d.clock.AfterFunc(bound, func() { close(over) })
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-over:
 			d.endGrace(GraceTimeout)
 		case <-g.done:
 		case <-d.ctx.Done():
@@ -116,7 +117,7 @@ func (d *Driver) endGrace(reason string) {
 		return
 	}
 	g.active.Store(false)
-	length := time.Since(g.start)
+	length := d.now().Sub(g.start)
 	g.report.Reason, g.report.Length = reason, length
 	missing := map[string]snfs1.ClientID{}
 	var names []string
@@ -211,7 +212,7 @@ func (d *Driver) Reclaim(id snfs1.ClientID, items []snfs1.ReclaimItem) error {
 		g.reclaimed[mid] = set
 		g.report.Reclaimed++
 	}
-	now := time.Now()
+	now := d.now()
 	n := 0
 	for i := range items {
 		it := &items[i]

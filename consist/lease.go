@@ -147,13 +147,13 @@ func (d *Driver) LeaseBroken(fh []byte, write bool) {
 	// A parked access is answered JUKEBOX after the table's JukeboxAfter while
 	// its callbacks are still out: it is made again (finding them out, it
 	// sends none) until they end, within the callbacks' own deadline.
-	deadline := time.Now().Add(2*d.cbTimeout + time.Second)
+	deadline := d.now().Add(2*d.cbTimeout + time.Second)
 	var try func()
 	try = func() {
 		start := time.Now()
 		d.localAccess(fh, kind, func(err error) {
 			if errors.Is(err, ErrJukebox) && time.Since(start) >= 10*time.Millisecond &&
-				time.Now().Before(deadline) && d.ctx.Err() == nil {
+				d.now().Before(deadline) && d.ctx.Err() == nil {
 				try()
 				return
 			}

@@ -3,7 +3,6 @@ package consist
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"snfs/snfs1"
 	"snfs/state"
@@ -17,8 +16,8 @@ import (
 func (d *Driver) OnClientGone(fn func(state.ClientID)) { d.gone = fn }
 
 func (d *Driver) clientGone(c state.ClientID) {
-	d.doDirs(d.dirs.ClientGone(time.Now(), c))
-	d.doPermits(d.permits.ClientGone(time.Now(), c))
+	d.doDirs(d.dirs.ClientGone(d.now(), c))
+	d.doPermits(d.permits.ClientGone(d.now(), c))
 	if d.gone != nil {
 		d.gone(c)
 	}

@@ -142,7 +142,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.leases.Collect(ch)
 	m.leasesRefused.Collect(ch)
 	m.leaseBreaks.Collect(ch)
-	st := m.d.m.Stats(time.Now())
+	st := m.d.m.Stats(m.d.now())
 	ds := m.d.dirs.Stats()
 	ps := m.d.permits.Stats()
 	ch <- prometheus.MustNewConstMetric(m.promises, prometheus.GaugeValue, float64(ds.Promises))

@@ -30,7 +30,7 @@ func (d *Driver) GetPermit(c state.ClientID, fh []byte, done func(id uint64, gra
 		return
 	}
 	dir := state.FileIDOf(fh)
-	now := time.Now()
+	now := d.now()
 	id, fresh, ok := d.permits.Acquire(now, c, dir, fh)
 	if !ok || !fresh {
 		done(id, ok, nil)
@@ -40,11 +40,11 @@ func (d *Driver) GetPermit(c state.ClientID, fh []byte, done func(id uint64, gra
 	v, acts := d.dirs.Changed(now, req, c, true, []state.FileID{dir})
 	finish := func(_ state.OpenReply, err error) {
 		if err != nil {
-			d.permits.Abort(time.Now(), dir, id)
+			d.permits.Abort(d.now(), dir, id)
 			done(0, false, err)
 			return
 		}
-		done(id, d.permits.Granted(time.Now(), dir, id), nil)
+		done(id, d.permits.Granted(d.now(), dir, id), nil)
 	}
 	if v == state.Wait {
 		d.park(req, finish)
@@ -68,7 +68,7 @@ func (d *Driver) PermitRelease(c state.ClientID, refs []PermitRef) {
 		if r.ID == 0 {
 			continue // no permit is 0 (state.Permits.Release takes 0 as any)
 		}
-		d.doPermits(d.permits.Release(time.Now(), c, state.FileIDOf(r.Dir), r.ID))
+		d.doPermits(d.permits.Release(d.now(), c, state.FileIDOf(r.Dir), r.ID))
 	}
 }
 
@@ -93,7 +93,7 @@ func (d *Driver) PermitGate(c state.ClientID, dirs [][]byte, proceed func(waited
 		}
 	}
 	req := state.ReqID(d.reqs.Add(1))
-	v, acts := d.permits.Changed(time.Now(), req, c, true, ids)
+	v, acts := d.permits.Changed(d.now(), req, c, true, ids)
 	if v == state.Wait {
 		d.park(req, func(_ state.OpenReply, err error) { proceed(true, err) })
 		d.doPermits(acts)
@@ -150,7 +150,7 @@ func (d *Driver) HeldPermit(c state.ClientID, fh []byte) uint64 {
 // GrantNewPermit gives table client c a permit on the directory fh it has
 // just made under its parent's permit; 0 when a bound is reached.
 func (d *Driver) GrantNewPermit(c state.ClientID, fh []byte) uint64 {
-	return d.permits.GrantNew(time.Now(), c, state.FileIDOf(fh), fh)
+	return d.permits.GrantNew(d.now(), c, state.FileIDOf(fh), fh)
 }
 
 // PermitStats returns the permit table's counters.
@@ -163,10 +163,10 @@ func (d *Driver) localPermitChange(fh []byte) {
 		return
 	}
 	if fh == nil {
-		d.doPermits(d.permits.ChangedAll(time.Now()))
+		d.doPermits(d.permits.ChangedAll(d.now()))
 		return
 	}
-	_, acts := d.permits.Changed(time.Now(), 0, 0, false, []state.FileID{state.FileIDOf(fh)})
+	_, acts := d.permits.Changed(d.now(), 0, 0, false, []state.FileID{state.FileIDOf(fh)})
 	if len(acts) > 0 && d.tracing() {
 		d.trace("permits: recalled for a local process's change", fh)
 	}
@@ -190,7 +190,7 @@ func (d *Driver) doPermits(acts []state.Action) {
 				})
 		case state.ActFence:
 			d.log.Info("write-back permit revoked: its recall was not answered in time", "client", d.clientName(a.Client))
-			d.do(d.m.PathFailed(time.Now(), a.Client))
+			d.do(d.m.PathFailed(d.now(), a.Client))
 		case state.ActProceed:
 			d.answer(a.Req, state.OpenReply{}, nil)
 		}

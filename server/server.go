@@ -61,6 +61,10 @@ type Config struct {
 	// flush failures and record when data became durable.
 	Sync func(n *store.Node, dataOnly bool) error
 
+	// Clock is the consistency protocol's clock (nil: the wall clock): tests
+	// move a consist.OffsetClock forward instead of waiting for a timeout.
+	Clock consist.Clock
+
 	// Table is the consistency protocol's state table: its bound and timings
 	// (callback timeout, plain-access hold, ...; zero fields take the defaults).
 	Table state.Config
@@ -179,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Info("READDIRPLUS attributes are read from the file system every time (no change notifier)", "err", err)
 	}
 	cc := consist.Config{StateDir: cfg.StateDir, Grace: cfg.Grace, Table: cfg.Table, Dirs: cfg.Dirs, Permits: cfg.Permits, Logger: cfg.Logger, Attr: s.handleAttr,
-		Leases: storeLeases{st}}
+		Leases: storeLeases{st}, Clock: cfg.Clock}
 	if cc.Grace == 0 {
 		cc.Grace = DefaultGrace
 	}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,30 @@ func TestMountCleanupServerGone(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("the close still blocked 10 s after the cleanup")
+	}
+}
+
+// TestMountBusyReport: a mount with a file open is reported in use, naming
+// the process and the descriptor; once it is closed, not in use (and the
+// probe leaves it mounted).
+func TestMountBusyReport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,no_root_squash")
+	m := newMount(t, e)
+	p := filepath.Join(m.dir, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := busyReport(m.dir, m.srv)
+	if want := fmt.Sprintf("pid %d (", os.Getpid()); !strings.Contains(got, want) || !strings.Contains(got, "fd ") || !strings.Contains(got, p) {
+		t.Errorf("with %s open: %q; want this process and its descriptor named", p, got)
+	}
+	f.Close()
+	if got := busyReport(m.dir, m.srv); got != "" {
+		t.Errorf("with nothing open: %q; want not in use", got)
+	}
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatalf("after the probes: %v", err)
 	}
 }

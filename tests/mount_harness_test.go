@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
 	m := &mount{dir: dir, v: mt.FS, srv: srv}
 	var once sync.Once
 	m.end = func(wait time.Duration) (errs []error) {
-		once.Do(func() { errs = endMount(mt, life, cancel, wait) })
+		once.Do(func() { errs = endMount(mt, dir, srv, life, cancel, wait) })
 		return errs
 	}
 	t.Cleanup(func() {
@@ -94,34 +95,61 @@ func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
 // failed). So when Finish is not back 2*wait after it started, life is
 // cancelled (ending every RPC of the mount) and Finish waited for once more;
 // either way the test is failed, not hung.
-func endMount(mt *snfsmount.Mount, life context.Context, cancel context.CancelFunc, wait time.Duration) []error {
+func endMount(mt *snfsmount.Mount, dir string, srv *fuse.Server, life context.Context, cancel context.CancelFunc, wait time.Duration) []error {
 	defer cancel()
 	var errs []error
+	busy := busyReport(dir, srv)
 	if err := mt.Unmount(wait); err != nil {
-		errs = append(errs, fmt.Errorf("unmount: %w", err))
+		errs = append(errs, unmountError(err, busy))
 	}
 	sctx, scancel := context.WithTimeout(life, wait)
 	defer scancel()
+	errs = append(errs, finishBounded("sync after unmount", func() error { return mt.Finish(sctx) }, wait, cancel)...)
+	if len(errs) > 0 && strings.Contains(errs[len(errs)-1].Error(), stillRunning) {
+		return errs // Close would race with the Finish still running
+	}
+	cancel()
+	mt.Close()
+	return errs
+}
+
+// unmountError is an unmount's failure with what held the mount just before
+// (busyReport), if it was in use.
+func unmountError(err error, busy string) error {
+	if busy == "" {
+		return fmt.Errorf("unmount: %w (the mount was not in use just before)", err)
+	}
+	return fmt.Errorf("unmount: %w; just before, the mount was in use: %s", err, busy)
+}
+
+const stillRunning = "still running"
+
+// finishBounded runs finish, a write-back bounded by wait through its context,
+// and returns what went wrong (what names it). A FUSE request's flush runs on
+// the mount's life context with no deadline, and finish waits for it: when
+// finish is not back 2*wait after it started, cancelLife (if not nil) ends the
+// mount's RPCs, and finish is waited for wait more; if it is still not back,
+// the last error says stillRunning and the caller leaves the mount as it is.
+func finishBounded(what string, finish func() error, wait time.Duration, cancelLife func()) []error {
 	done := make(chan error, 1)
-	go func() { done <- mt.Finish(sctx) }()
+	go func() { done <- finish() }()
+	var errs []error
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(2 * wait):
-		errs = append(errs, fmt.Errorf("sync after unmount: not back %v after its %v deadline (a flush on the mount's life context to a server that is gone?): cancelling the mount's context", wait, wait))
-		cancel()
+		errs = append(errs, fmt.Errorf("%s: not back %v after its %v deadline (a flush on the mount's life context to a server that is gone?): cancelling the mount's context", what, wait, wait))
+		if cancelLife != nil {
+			cancelLife()
+		}
 		select {
 		case err = <-done:
 		case <-time.After(wait):
-			// Close would race with the Finish still running: the mount
-			// is left as it is, the test failed.
-			return append(errs, fmt.Errorf("sync after unmount: still running %v after the mount's context was cancelled: the mount is left open", wait))
+			return append(errs, fmt.Errorf("%s: %s %v after that: the mount is left open", what, stillRunning, wait))
 		}
 	}
 	if err != nil {
-		errs = append(errs, fmt.Errorf("sync after unmount: %w", err))
+		errs = append(errs, fmt.Errorf("%s: %w", what, err))
 	}
-	cancel()
-	mt.Close()
 	return errs
 }

@@ -105,14 +105,16 @@ func TestMountRemoveOpenLinks(t *testing.T) {
 	inBothModes(t, testRemoveOpenLinks)
 }
 
-// inBothModes runs test against a fresh export mounted in nfs mode, then in
-// snfs mode (an hour's write-back delay).
+// inBothModes runs test against a fresh export mounted in nfs mode and, in
+// parallel, in snfs mode (an hour's write-back delay).
 func inBothModes(t *testing.T, test func(t *testing.T, mnt, export string)) {
 	t.Run("nfs", func(t *testing.T) {
+		t.Parallel() // each its own server and mount
 		e := newEnv(t, "rw,no_root_squash")
 		test(t, newMount(t, e).dir, e.dir)
 	})
 	t.Run("snfs", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t, "rw,no_root_squash")
 		test(t, newSNFSMount(t, e, "A", "", time.Hour).dir, e.dir)
 	})

@@ -26,6 +26,7 @@ func TestMountServerNotResponding(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"nfs", "snfs"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // each its own server, proxy and mount
 			requireFUSE(t)
 			e := newEnv(t, "rw,no_root_squash")
 			p := newProxy(t, e.addr)

@@ -50,6 +50,7 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 		{"passthrough=false,client", false, true, fsx.Weights{}, 23},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each its own server and mounts
 			e := newEnv(t, "rw,no_root_squash")
 			// Plain holds that end within the run: the tester's next OPEN
 			// (a reopen; no delayed close to take over with the Go client)

@@ -91,6 +91,7 @@ func TestMountSNFSSeqShareOverlap(t *testing.T) {
 		{"close-delay=0,passthrough=false", 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each its own server and mounts
 			e := newEnv(t, "rw,no_root_squash")
 			a := newSNFSMountOpts(t, e, "A", 30*time.Second, c.closeDelay, c.passthrough)
 			b := newSNFSMountOpts(t, e, "B", 30*time.Second, c.closeDelay, c.passthrough)

@@ -31,6 +31,9 @@ type snfsMount struct {
 	dir, cacheDir string
 	v             *vfs.FS
 	srv           *fuse.Server
+	// cancel ends the context the mount serves requests with (nil:
+	// context.Background()): the unmount's last resort (finishBounded).
+	cancel context.CancelFunc
 }
 
 // newSNFSMount mounts e's export in snfs mode with cache directory cacheDir
@@ -65,30 +68,41 @@ func mountSNFS(addr, export, name, dir, cacheDir string, delay time.Duration) (*
 	if err != nil {
 		return nil, err
 	}
-	srv, err := mt.Serve(context.Background(), fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
+	life, cancelLife := context.WithCancel(context.Background())
+	srv, err := mt.Serve(life, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
 	if err != nil {
+		cancelLife()
 		mt.Close()
 		return nil, err
 	}
-	return &snfsMount{dir: dir, cacheDir: cacheDir, v: mt.FS, srv: srv}, nil
+	return &snfsMount{dir: dir, cacheDir: cacheDir, v: mt.FS, srv: srv, cancel: cancelLife}, nil
 }
 
 func (m *snfsMount) unmount(t *testing.T) {
 	if m.srv == nil {
 		return
 	}
+	busy := busyReport(m.dir, m.srv)
 	if err := fusefs.Unmount(m.dir, m.srv, 10*time.Second); err != nil {
-		t.Errorf("unmount: %v", err)
+		t.Error(unmountError(err, busy))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	const wait = 20 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := m.v.Sync(ctx); err != nil {
-		t.Errorf("write-back at unmount: %v", err)
+	errs := finishBounded("write-back at unmount", func() error { return m.v.Sync(ctx) }, wait, m.cancel)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	m.srv = nil
+	if len(errs) > 0 && strings.Contains(errs[len(errs)-1].Error(), stillRunning) {
+		return // Close would race with the Sync still running
 	}
 	if err := m.v.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	m.srv = nil
+	if m.cancel != nil {
+		m.cancel()
+	}
 }
 
 func (m *snfsMount) path(name string) string { return filepath.Join(m.dir, name) }

@@ -22,6 +22,7 @@ func TestMountStopServerGone(t *testing.T) {
 	requireFUSE(t)
 	for _, mode := range []string{"snfs", "nfs"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // each its own server and mount processes
 			s := newServeProc(t)
 			if err := os.WriteFile(s.path("uncached"), []byte("on the server only"), 0o644); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"snfs/consist"
+	"snfs/metrics"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/server"
@@ -237,10 +238,15 @@ func TestSNFSLateProbeAnswer(t *testing.T) {
 // it (it says what A holds: no open). It used to drop it and count A's open
 // for ever: f stayed write-shared, and nobody could cache it again.
 func TestSNFSLateTreatAsClosed(t *testing.T) {
-	// Serial (no t.Parallel): its late answer is timed against a 2 s callback timeout by sleeps.
+	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
+	// The protocol's clock moves when the test says: the callback's timeout
+	// and the recall back-off pass at once, and only when the test has done
+	// what must come before (it was serial, timed by sleeps).
+	reg, clock := metrics.New(), new(consist.OffsetClock)
 	e.restartWith(func(c *server.Config) {
+		c.Metrics, c.Clock = reg, clock
 		c.Table.CallbackTimeout = 2 * time.Second
 		if os.Getenv("TRACE") != "" {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -259,7 +265,6 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 		<-release
 		return state.TreatAsClosed
 	})
-	recalled := time.Now()
 	opened := make(chan *snfs1.OpenRes, 1)
 	go func() {
 		cx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -275,17 +280,21 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	if res := <-opened; res == nil || res.Status != nfs3.OK {
 		t.Fatalf("B's OPEN: %+v", res)
 	}
-	// The callback times out (2 s after it was sent, seen by the sweeper
-	// within 200 ms); A, holding nothing, is not fenced.
-	time.Sleep(time.Until(recalled.Add(2600 * time.Millisecond)))
-	reopened := time.Now()             // A's OPEN recalls B's cache: a new back-off
-	res, err := a.open(fh, state.Read) // and no CLOSE: a delayed close
+	// The callback times out (2 s after it was sent, seen by the sweeper at
+	// its next tick); A, holding nothing, is not fenced.
+	clock.Advance(2600 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool {
+		return metricValue(t, reg, "snfs_server_consist_callback_outcomes_total", "outcome", "FAILED") >= 1
+	}) {
+		t.Fatal("the callback to A did not time out")
+	}
+	res, err := a.open(fh, state.Read) // A's OPEN recalls B's cache: a new back-off, and no CLOSE: a delayed close
 	ok(t, "A's OPEN again", res.Status, err)
 	close(release) // the late CB_TREAT_AS_CLOSED, within the server's second CallbackTimeout
 	time.Sleep(200 * time.Millisecond)
 	b.close(fh, state.Write, false)
 
-	time.Sleep(time.Until(reopened.Add(2300 * time.Millisecond))) // the recall back-off
+	clock.Advance(2300 * time.Millisecond) // the recall back-off
 	res, err = c.open(fh, state.Write)
 	ok(t, "C's OPEN", res.Status, err)
 	if !res.CacheEnabled {

@@ -79,6 +79,16 @@ func restartGrace(e *env, bound time.Duration) *metrics.Registry {
 	return reg
 }
 
+// restartGraceClock is restartGrace with the protocol's clock one the test
+// moves: a grace period that must time out ends when the test says (after
+// clock.Advance(bound)), not when a bound chosen long enough for a loaded
+// machine has passed.
+func restartGraceClock(e *env, bound time.Duration) (*metrics.Registry, *consist.OffsetClock) {
+	reg, clock := metrics.New(), new(consist.OffsetClock)
+	e.restartWith(func(c *server.Config) { c.Grace, c.Metrics, c.Clock = bound, reg, clock })
+	return reg, clock
+}
+
 // waitGrace waits for the end of the grace period (at most 30 s) and returns
 // its report.
 func waitGrace(t *testing.T, e *env) consist.GraceReport {
@@ -210,10 +220,11 @@ func TestSNFSGraceTimeout(t *testing.T) {
 	a.openItems(t, state.Read, snfsCreate(t, e, "ta"))
 	b.openItems(t, state.Write, snfsCreate(t, e, "tb"))
 	b.Disconnect() // gone for good, without UNREGISTER (a crash)
-	reg := restartGrace(e, time.Second)
+	reg, clock := restartGraceClock(e, time.Hour)
 	if a.comeBack(t) {
 		t.Fatal("a's reclaim refused")
 	}
+	clock.Advance(time.Hour)
 	rep := waitGrace(t, e)
 	if rep.Reason != consist.GraceTimeout || rep.Expected != 2 || rep.Back != 1 || rep.Items != 1 {
 		t.Fatalf("grace report %+v; want timeout, 2 expected, 1 back, 1 item", rep)
@@ -244,7 +255,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	late := dialGrace(t, e, "nograce-late", nil)
 	late.openItems(t, state.Write, fh)
 	late.holding.Store(true) // it reconnects at once, but reclaims only after the grace period
-	restartGrace(e, 2*time.Second)
+	_, clock := restartGraceClock(e, time.Hour)
 	// During grace, from a stranger.
 	stranger := newProtoClient(t, e, "nograce-stranger")
 	if st := reclaimRaw(t, stranger, fh); st != snfs1.ErrNoGrace {
@@ -256,6 +267,7 @@ func TestSNFSGraceNoGrace(t *testing.T) {
 	if a.comeBack(t) {
 		t.Fatal("a's reclaim refused")
 	}
+	clock.Advance(time.Hour)
 	if rep := waitGrace(t, e); rep.Reason != consist.GraceTimeout {
 		t.Fatalf("grace report %+v; want timeout (late never came back in time)", rep)
 	}
