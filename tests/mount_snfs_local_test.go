@@ -12,6 +12,7 @@ import (
 
 	"snfs/metrics"
 	"snfs/mount/fusefs"
+	"snfs/mount/vfs"
 	"snfs/server"
 )
 
@@ -95,7 +96,7 @@ func TestMountSNFSLocalChangeOpen(t *testing.T) {
 	}) {
 		t.Fatalf("the open file reads %s 10 s after the local rewrite; want 150000 × C", byteRuns(got))
 	}
-	if st := a.v.SNFSStats(); st.Callbacks.Load() == 0 {
+	if st := vfs.StatsOf(a.v); st.Callbacks.Load() == 0 {
 		t.Error("the mount was not called back")
 	}
 }
@@ -205,7 +206,7 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 	if got := localRead(t, e.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("cat on the server reads %d bytes; want the mount's %d", len(got), len(want))
 	}
-	if st := a.v.SNFSStats(); st.WriteBacks.Load() == 0 {
+	if st := vfs.StatsOf(a.v); st.WriteBacks.Load() == 0 {
 		t.Error("the mount did not write back")
 	}
 	// Again, the file open for writing in the mount while the local process

@@ -68,13 +68,13 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	if write {
 		flags, typ = os.O_RDWR, unix.F_WRLCK
 	}
-	opens := a.v.SNFSStats().PassthroughOpens.Load()
+	opens := vfs.StatsOf(a.v).PassthroughOpens.Load()
 	fa, err := os.OpenFile(a.path("db"), flags, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fa.Close() })
-	if n := a.v.SNFSStats().PassthroughOpens.Load() - opens; pt != (n == 1) {
+	if n := vfs.StatsOf(a.v).PassthroughOpens.Load() - opens; pt != (n == 1) {
 		t.Fatalf("A's open passed through %d times, want passthrough %v", n, pt)
 	}
 	if before != nil {

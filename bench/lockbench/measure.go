@@ -64,7 +64,7 @@ func counts(a, b *benchMount) map[string]int {
 		for k, v := range x.m.obs.snapshot() {
 			m[x.name+" "+k] = v
 		}
-		m[x.name+" callbacks"] = int(x.m.v.SNFSStats().Callbacks.Load())
+		m[x.name+" callbacks"] = int(vfs.StatsOf(x.m.v).Callbacks.Load())
 	}
 	return m
 }

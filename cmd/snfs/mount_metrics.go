@@ -20,7 +20,7 @@ import (
 
 // clientMetrics registers v's snfs-mode counters (if any) in reg.
 func clientMetrics(reg *metrics.Client, v *vfs.FS) {
-	sn := v.SNFS()
+	sn := vfs.SNFS(v)
 	if sn == nil {
 		reg.Register(metrics.ClientSources{ListingsKept: v.Stats().ListingsKept.Load})
 		return

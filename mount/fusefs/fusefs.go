@@ -51,7 +51,7 @@ type bridge struct {
 // fusermount3). The caller serves until Wait returns and unmounts with
 // Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
-	b := &bridge{v: v, ops: v.Ops(), sn: v.SNFS(), life: life, intrGrace: interruptGrace}
+	b := &bridge{v: v, ops: v.Ops(), sn: vfs.SNFS(v), life: life, intrGrace: interruptGrace}
 	rootInode := v.Root()
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)

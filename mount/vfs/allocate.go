@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -39,11 +38,6 @@ var allocModes = map[uint32]snfs1.AllocMode{
 	0:                        snfs1.Allocate,
 	unix.FALLOC_FL_KEEP_SIZE: snfs1.AllocateKeepSize,
 	unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE: snfs1.Deallocate,
-}
-
-// Allocate is fallocate(2) of length bytes at off of f's file, with mode.
-func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
-	return fs.ops.Allocate(ctx, f, off, length, mode)
 }
 
 // snfsAllocate is Allocate in snfs mode (nfs mode has none: NFSv3 has no
@@ -125,7 +119,8 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 // and the size over it, on ext4 as on a local disk). The file's attributes
 // are fetched again, and the size applied to the cache file (written back
 // before the call, so the server's size is the file's) and to the kernel.
-func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
+func (sn *snfsFS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
+	fs := sn.FS
 	i := f.i
 	a, err := fs.getattr(ctx, f.cred, i.FH)
 	i.mu.Lock()
@@ -144,7 +139,7 @@ func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
 		cf.SetVersion(cf.Version(), int64(a.Size))
 	}
 	if pf != nil {
-		fs.pinSized(pf, a.Size)
+		sn.pinSized(pf, a.Size)
 	}
 }
 
@@ -152,13 +147,14 @@ func (fs *FS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
 // which the kernel reads and writes directly: a hole is punched in it too,
 // an extension extends it (pinSized); the page sums follow, so that neither
 // is taken for the kernel's writes.
-func (fs *FS) pinAllocated(pf *pinnedFile, off, length uint64, am snfs1.AllocMode, a *nfs3.Fattr) {
+func (sn *snfsFS) pinAllocated(pf *pinnedFile, off, length uint64, am snfs1.AllocMode, a *nfs3.Fattr) {
+	fs := sn.FS
 	switch am {
 	case snfs1.AllocateKeepSize:
 		return
 	case snfs1.Allocate:
 		if a != nil {
-			fs.pinSized(pf, a.Size)
+			sn.pinSized(pf, a.Size)
 		}
 		return
 	}

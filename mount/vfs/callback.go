@@ -21,10 +21,10 @@ import (
 // CallbackBegin and CallbackEnd).
 func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
-	fs.sn.stats.Callbacks.Add(1)
-	fs.sn.stats.callback(mode)
+	sn.stats.Callbacks.Add(1)
+	sn.stats.callback(mode)
 	if mode == state.RecallLocks {
-		return fs.sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+		return sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
 	}
 	i := fs.lookupInode(fh)
 	var cf *cachedir.File
@@ -32,27 +32,27 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		cf = cacheFileOrNil(i)
 	}
 	if cf == nil {
-		cf, _ = fs.sn.cache.File(fh)
+		cf, _ = sn.cache.File(fh)
 	}
 	cacheHolds := cf != nil && cf.Holds()
 	if i == nil {
 		// No inode, no opens: the cache directory's data only.
 		out := clientfile.UnknownCallback(mode, cacheHolds)
 		if out == state.Stale {
-			fs.sn.stats.CallbacksStale.Add(1)
+			sn.stats.CallbacksStale.Add(1)
 			fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
 		} else if mode.Invalidates() {
-			fs.sn.invalidateCache(cf)
+			sn.invalidateCache(cf)
 		}
 		return out
 	}
 	i.mu.Lock()
 	dirtyLocked(i)
 	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.w.pending())
-	acts = fs.sn.timersLocked(i, acts)
+	acts = sn.timersLocked(i, acts)
 	i.mu.Unlock()
 	if len(acts) == 1 && acts[0].Kind == clientfile.ActAnswer && acts[0].Outcome == state.Stale {
-		fs.sn.stats.CallbacksStale.Add(1)
+		sn.stats.CallbacksStale.Add(1)
 		fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
 		return state.Stale
 	}
@@ -85,7 +85,7 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 			case clientfile.ActAnswer:
 				switch a.Outcome {
 				case state.Failed:
-					fs.sn.stats.CallbacksFailed.Add(1)
+					sn.stats.CallbacksFailed.Add(1)
 				case state.Pinned:
 					fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
 				}
@@ -93,14 +93,14 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 			case clientfile.ActPinSync:
 				// The pinned holder (pinned.go): what the kernel wrote so
 				// far goes now; its opens go on writing.
-				if pf := fs.pinnedOf(i); pf != nil {
-					if err := fs.sn.pinSync(ctx, pf, false); err != nil {
+				if pf := sn.pinnedOf(i); pf != nil {
+					if err := sn.pinSync(ctx, pf, false); err != nil {
 						fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 					}
 				}
 			case clientfile.ActPinEnter:
 				holdAppends()
-				if entering = fs.sn.pinEnter(i); entering == nil {
+				if entering = sn.pinEnter(i); entering == nil {
 					i.mu.Lock()
 					stOf(i).PinEnterFailed(&cb)
 					i.mu.Unlock()
@@ -116,33 +116,33 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 				snOf(i).cacheW.Lock()
 				snOf(i).cacheW.Unlock()
 			case clientfile.ActWriteBack:
-				unsent = fs.sn.callbackWriteBack(ctx, i, mode) || unsent
+				unsent = sn.callbackWriteBack(ctx, i, mode) || unsent
 			case clientfile.ActInvalidateAttr:
 				i.mu.Lock()
 				i.invalidateLocked()
 				i.mu.Unlock()
 			case clientfile.ActInvalidateCache:
-				fs.sn.invalidateCache(cf)
+				sn.invalidateCache(cf)
 			case clientfile.ActNotifyData, clientfile.ActNotifyAttr:
-				fs.sn.notify(i, []clientfile.Action{a})
+				sn.notify(i, []clientfile.Action{a})
 			}
 		}
 		if entering != nil {
 			// The entry's write-back is done.
-			fs.sn.pinEntered(entering)
+			sn.pinEntered(entering)
 			entering = nil
 		}
-		fs.sn.beforeCallbackEnd.run(i)
+		sn.beforeCallbackEnd.run(i)
 		i.mu.Lock()
 		dirtyLocked(i)
 		kept := stOf(i).Kept(state.Read) + stOf(i).Kept(state.Write)
 		acts = stOf(i).CallbackEnd(&cb, unsent, i.w.pending())
-		acts = fs.sn.timersLocked(i, acts)
+		acts = sn.timersLocked(i, acts)
 		forgotten := kept > 0 && stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0
 		i.mu.Unlock()
 		if forgotten {
-			fs.sn.delayed.remove(i)
-			fs.sn.stats.TreatedAsClosed.Add(1)
+			sn.delayed.remove(i)
+			sn.stats.TreatedAsClosed.Add(1)
 		}
 	}
 }
@@ -317,7 +317,8 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	fs.afterReopen.run(nil)
 }
 
-func (fs *FS) allInodes() []*Inode {
+func (sn *snfsFS) allInodes() []*Inode {
+	fs := sn.FS
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	all := make([]*Inode, 0, len(fs.inodes))

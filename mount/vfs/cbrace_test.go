@@ -69,13 +69,13 @@ func twoSNFS(t *testing.T, aDelay time.Duration, old []byte) (a, b *FS, ia, ib *
 // of i and its application.
 func duringAnswer(t *testing.T, v *FS, i *Inode, other func()) {
 	done := false
-	v.sn.openAnswered = func(in *Inode) {
+	mgrOf(v).openAnswered = func(in *Inode) {
 		if in == i && !done {
 			done = true
 			other()
 		}
 	}
-	t.Cleanup(func() { v.sn.openAnswered = nil })
+	t.Cleanup(func() { mgrOf(v).openAnswered = nil })
 }
 
 // rewriteOpen is the rest of B's rewrite after its open with O_TRUNC, as
@@ -182,7 +182,7 @@ func TestCallbackRacingOpenAnswerReader(t *testing.T) {
 	if got := openRead(t, a, ia); !bytes.Equal(got, old) {
 		t.Fatalf("A's first read: %d bytes; want %d", len(got), len(old))
 	}
-	a.sn.closeDelayed(ia, true)
+	mgrOf(a).closeDelayed(ia, true)
 	var fb *File
 	duringAnswer(t, a, ia, func() {
 		var err error
@@ -238,7 +238,7 @@ func TestWriteRacingCallbackWriteBack(t *testing.T) {
 	}
 	wrote := make(chan error, 1)
 	var started atomic.Bool
-	b.sn.beforeMarkClean.set(func(in *Inode) {
+	mgrOf(b).beforeMarkClean.set(func(in *Inode) {
 		if in != ib || !started.CompareAndSwap(false, true) {
 			return
 		}
@@ -254,7 +254,7 @@ func TestWriteRacingCallbackWriteBack(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	})
-	t.Cleanup(func() { b.sn.beforeMarkClean.set(nil) })
+	t.Cleanup(func() { mgrOf(b).beforeMarkClean.set(nil) })
 	fa, _, err := a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestOpenAnswerRefusingCachingStopsAtOnce(t *testing.T) {
 	}
 	defer b.Release(ctx, fbr)
 	var fbw *File
-	a.sn.afterOpen = func(in *Inode) {
+	mgrOf(a).afterOpen = func(in *Inode) {
 		if in != ia || fbw != nil {
 			return
 		}
@@ -329,7 +329,7 @@ func TestOpenAnswerRefusingCachingStopsAtOnce(t *testing.T) {
 		}
 	}
 	faw, _, err := a.Open(ctx, ia, Cred{}, syscall.O_WRONLY)
-	a.sn.afterOpen = nil
+	mgrOf(a).afterOpen = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestDirtyCloseCrossingWriteBack(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	var started atomic.Bool
-	b.sn.beforeMarkClean.set(func(in *Inode) {
+	mgrOf(b).beforeMarkClean.set(func(in *Inode) {
 		if in != ib || !started.CompareAndSwap(false, true) {
 			return
 		}
@@ -396,7 +396,7 @@ func TestDirtyCloseCrossingWriteBack(t *testing.T) {
 			t.Error("B's write and release waited for the callback's write-back")
 		}
 	})
-	t.Cleanup(func() { b.sn.beforeMarkClean.set(nil) })
+	t.Cleanup(func() { mgrOf(b).beforeMarkClean.set(nil) })
 	ia.Invalidate()
 	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
 		t.Fatal(err)

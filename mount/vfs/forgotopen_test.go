@@ -184,13 +184,13 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 		hookErr <- err
 	}
 	if early {
-		a.sn.beforeForget.set(hook)
+		mgrOf(a).beforeForget.set(hook)
 	} else {
-		a.sn.beforeReopen.set(hook)
+		mgrOf(a).beforeReopen.set(hook)
 	}
 	reopened := make(chan struct{})
-	a.sn.afterReopen.set(func(*Inode) { close(reopened) })
-	t.Cleanup(func() { a.sn.beforeForget.set(nil); a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
+	mgrOf(a).afterReopen.set(func(*Inode) { close(reopened) })
+	t.Cleanup(func() { mgrOf(a).beforeForget.set(nil); mgrOf(a).beforeReopen.set(nil); mgrOf(a).afterReopen.set(nil) })
 	s.restart()
 	b := open("B")
 	eb, err := b.Lookup(ctx, b.Root(), Cred{}, "f")
@@ -268,20 +268,20 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 	// saved, then told the open was OPENed again) and put it back after
 	// (nothing else happens to the file meanwhile).
 	var saved clientfile.File
-	a.sn.beforeReopen.set(func(*Inode) {
+	mgrOf(a).beforeReopen.set(func(*Inode) {
 		ia.mu.Lock()
 		saved = *stOf(ia)
 		stOf(ia).Reopened(state.Read)
 		ia.mu.Unlock()
 	})
 	reopened := make(chan struct{})
-	a.sn.afterReopen.set(func(*Inode) {
+	mgrOf(a).afterReopen.set(func(*Inode) {
 		ia.mu.Lock()
 		*stOf(ia) = saved
 		ia.mu.Unlock()
 		close(reopened)
 	})
-	t.Cleanup(func() { a.sn.beforeReopen.set(nil); a.sn.afterReopen.set(nil) })
+	t.Cleanup(func() { mgrOf(a).beforeReopen.set(nil); mgrOf(a).afterReopen.set(nil) })
 	s.restart() // no grace: A's reclaim is refused
 	if _, _, err := a.Getattr(ctx, ia, Cred{}); err != nil {
 		t.Fatal(err)
@@ -297,8 +297,8 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 	if forgot != 1 {
 		t.Fatalf("forgotten reads after the refused reclaim: %d, want 1", forgot)
 	}
-	a.sn.beforeReopen.set(nil)
-	a.sn.afterReopen.set(nil)
+	mgrOf(a).beforeReopen.set(nil)
+	mgrOf(a).afterReopen.set(nil)
 	// The next restart has a grace period: A's reclaim is taken.
 	s.grace = 30 * time.Second
 	s.restart()

@@ -71,7 +71,7 @@ func mgrType(k LockKind) lockmgr.LockType {
 // delegWaitLocked waits (mu held, released while waiting) while a request
 // asking for i's delegation is in flight or its recall is being answered.
 // It reports i's delegation, nil if none.
-func (l *locks) delegWaitLocked(i *Inode) *inodeDeleg {
+func (l *snfsLocks) delegWaitLocked(i *Inode) *inodeDeleg {
 	if l.cond == nil {
 		l.cond = sync.NewCond(&l.mu)
 	}
@@ -84,7 +84,7 @@ func (l *locks) delegWaitLocked(i *Inode) *inodeDeleg {
 // serverBegin counts a lock request of i going to the server, and reports
 // whether it may ask for the delegation (nothing else of i in flight or
 // waiting there). The caller ends it with serverEnd.
-func (l *locks) serverBegin(i *Inode, mayAsk bool) (ask bool) {
+func (l *snfsLocks) serverBegin(i *Inode, mayAsk bool) (ask bool) {
 	if l.inflight == nil {
 		l.inflight, l.asking = map[*Inode]int{}, map[*Inode]bool{}
 	}
@@ -96,7 +96,7 @@ func (l *locks) serverBegin(i *Inode, mayAsk bool) (ask bool) {
 	return ask
 }
 
-func (l *locks) waitingOn(i *Inode) bool {
+func (l *snfsLocks) waitingOn(i *Inode) bool {
 	for k, ws := range l.waiting {
 		if k.fh == string(i.FH) && len(ws) > 0 {
 			return true
@@ -405,7 +405,7 @@ func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 // locks), or with verf set those granted under another server verifier
 // (the server restarted): the server holds none of them. Local waiters go
 // to the server.
-func (l *locks) dropDelegs(verf *snfs1.Verifier) {
+func (l *snfsLocks) dropDelegs(verf *snfs1.Verifier) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, d := range l.delegs {
@@ -434,4 +434,24 @@ func (fs *snfsFS) inodeLocksLost(i *Inode) {
 	}
 	l.mu.Unlock()
 	fs.log.Warn("file locks lost: a recalled lock delegation's lock was refused", "fileid", i.FileID)
+}
+
+// snfsLocks is snfs mode's lock table: the core's (locks, whose mu guards
+// the fields below too) with the lock delegations and the lock lease.
+type snfsLocks struct {
+	locks
+	// Lock delegation (lockdeleg.go), guarded by mu: the delegated files,
+	// the lock requests of each file at the server, whether one of them asks
+	// for the delegation, and cond (on mu), broadcast when an asking request
+	// or a recall ends.
+	delegs   map[*Inode]*inodeDeleg
+	inflight map[*Inode]int
+	asking   map[*Inode]bool
+	cond     *sync.Cond
+	// delegOff: never ask for delegations (the mount's option).
+	delegOff bool
+	// renewMu serializes the lock lease's renewals; renewed is when the
+	// last one answered was sent (guarded by renewMu).
+	renewMu sync.Mutex
+	renewed time.Time
 }

@@ -117,7 +117,7 @@ func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
 // the descriptors it marked.
 func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
 	l := fs.lockTable()
-	l.dropDelegs(verf)
+	fs.ops.dropDelegations(verf)
 	var inodes []*Inode
 	l.mu.Lock()
 	for f, h := range l.held {

@@ -1,12 +1,6 @@
 package vfs
 
-import (
-	"context"
-	"fmt"
-	"math"
-
-	"snfs/snfs1"
-)
+import "math"
 
 // Lock reclaim (docs/protocol.md, "Server restart"; docs/mount.md, "Locks
 // after a server restart"): the mount keeps the byte ranges each lock owner
@@ -159,62 +153,4 @@ func (l *locks) takeLostNotify() []*Inode {
 	is := l.lostNotify
 	l.lostNotify = nil
 	return is
-}
-
-// reclaimLocks is the session's ReclaimLocks in snfs mode: every owner's
-// ranges, as LOCKs with reclaim TRUE through lock. An owner of a file whose
-// ranges are not all taken back has lost its locks of the file. The locks
-// reclaimed are then the ones held under verf.
-func (fs *snfsFS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
-	l := &fs.locks
-	held := l.snapshotRanges()
-	lost := 0
-	for _, h := range held {
-		why := ""
-		for _, s := range h.spans {
-			off, n := s.offLen()
-			typ := snfs1.LockRead
-			if s.write {
-				typ = snfs1.LockWrite
-			}
-			res, err := lock(&snfs1.LockArgs{File: h.i.FH, Owner: h.owner, Type: typ, Offset: off, Length: n})
-			if err != nil {
-				return err // the connection broke: the whole reclaim runs again
-			}
-			switch {
-			case res.Status != 0:
-				why = fmt.Sprint(res.Status)
-			case res.Stat != snfs1.LockGranted:
-				why = fmt.Sprint(res.Stat)
-			default:
-				continue
-			}
-			break
-		}
-		if why == "" {
-			continue
-		}
-		lost++
-		fs.log.Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
-			"fileid", h.i.FileID, "owner", h.owner, "answer", why)
-		if l.ownerLost(h.i, h.owner) {
-			l.mu.Lock()
-			l.lostNotify = append(l.lostNotify, h.i) // by OnServerRestart (serverRestarted)
-			l.mu.Unlock()
-		}
-	}
-	// What is still held (and not lost) was reclaimed: it is held under the
-	// new verifier from now on.
-	l.mu.Lock()
-	for _, h := range l.held {
-		if !h.lost {
-			h.verf = verf
-		}
-	}
-	l.verf = verf
-	l.mu.Unlock()
-	if len(held) > 0 {
-		fs.log.Info("locks reclaimed after the server restarted", "owners", len(held)-lost, "lost", lost)
-	}
-	return nil
 }

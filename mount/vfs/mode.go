@@ -2,11 +2,11 @@ package vfs
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"time"
 
 	"snfs/nfs3"
+	"snfs/snfs1"
 )
 
 // Ops are the operations on files whose meaning depends on the mount's mode:
@@ -72,6 +72,11 @@ type Ops interface {
 	// lock table's mu, f still open).
 	lockLostLocked(f *File, h *heldLocks)
 
+	// dropDelegations: the locks held were just found lost (markLost,
+	// before they are marked): snfs mode forgets its lock delegations, all
+	// or with verf set those granted under another server verifier.
+	dropDelegations(verf *snfs1.Verifier)
+
 	// newInode fills a new inode's slot for the mode's own state
 	// (Inode.ext), before the inode is known to anyone.
 	newInode(i *Inode)
@@ -88,31 +93,6 @@ type Ops interface {
 
 // Ops returns the mode's operations (chosen in New).
 func (fs *FS) Ops() Ops { return fs.ops }
-
-// SNFSMode is what of snfs mode's cache manager is called from outside the
-// package other than its Ops: the bridge (fusefs) and package mount take it
-// once, when they set up the mount (FS.SNFS: nil in nfs mode), and call it
-// only if they have it. The session's callbacks (Callback, Granted) reach
-// the manager through the session's handler (snfsopen.go).
-type SNFSMode interface {
-	// EnablePassthrough: the kernel agreed to FUSE passthrough (passthrough.go).
-	EnablePassthrough()
-	// PassthroughFile is the descriptor the kernel does f's I/O on, or nil.
-	PassthroughFile(f *File) *os.File
-	// NoteLockPid: thread pid took the lock f just got (snfslocklost.go).
-	NoteLockPid(f *File, pid uint32)
-	// DirtyBytes is the data in the cache directory not yet written back.
-	DirtyBytes() int64
-	// SNFSStats are snfs mode's counters.
-	SNFSStats() *SNFSStats
-}
-
-// SNFS returns snfs mode's cache manager (nil in nfs mode: New), made by OpenSNFS.
-func (fs *FS) SNFS() SNFSMode { return fs.snfs }
-
-// SNFSStats returns snfs mode's counters; the tests' shorthand of
-// fs.SNFS().SNFSStats(), in snfs mode only.
-func (fs *FS) SNFSStats() *SNFSStats { return fs.snfs.SNFSStats() }
 
 // nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, append.go).
 type nfsOps struct{ fs *FS }
@@ -173,7 +153,8 @@ func (nfsOps) removed(*Inode, uint32)                      {}
 // clearSetID writes f's file's buffered data through, as its writer.
 func (o nfsOps) clearSetID(ctx context.Context, f *File) error { return f.i.flush(ctx, false) }
 
-func (nfsOps) newInode(*Inode) {}
+func (nfsOps) newInode(*Inode)                 {}
+func (nfsOps) dropDelegations(*snfs1.Verifier) {}
 
 func (nfsOps) lockLease(context.Context, *File) (bool, error) { return false, nil }
 func (nfsOps) lockLostLocked(*File, *heldLocks)               {}

@@ -38,17 +38,17 @@ func TestOpenRacingOwnWriteBack(t *testing.T) {
 		t.Fatalf("the server's file before the write-back: %v, %v; want empty", fi, err)
 	}
 	var once sync.Once
-	v.sn.afterOpen = func(in *Inode) {
+	mgrOf(v).afterOpen = func(in *Inode) {
 		if in == i {
 			once.Do(func() {
-				if err := v.writeBackInode(ctx, i); err != nil {
+				if err := mgrOf(v).writeBackInode(ctx, i); err != nil {
 					t.Errorf("write-back: %v", err)
 				}
 			})
 		}
 	}
 	g, _, err := v.Open(ctx, i, Cred{}, syscall.O_RDONLY)
-	v.sn.afterOpen = nil
+	mgrOf(v).afterOpen = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCallbackAgainTreatAsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for try := 1; try <= 2; try++ {
-		if st := v.sn.Callback(ctx, i.FH, state.Writeback, nil); st != state.TreatAsClosed {
+		if st := mgrOf(v).Callback(ctx, i.FH, state.Writeback, nil); st != state.TreatAsClosed {
 			t.Errorf("callback %d to a client with no open of the file: %v; want CB_TREAT_AS_CLOSED", try, st)
 		}
 	}
@@ -145,7 +145,7 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	v.sn.beforeMarkClean.set(func(in *Inode) {
+	mgrOf(v).beforeMarkClean.set(func(in *Inode) {
 		if in == i {
 			once.Do(func() {
 				if _, err := v.Write(ctx, f, uint64(len(first)), []byte("written as the write-back ended")); err != nil {
@@ -154,8 +154,8 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 			})
 		}
 	})
-	err := v.writeBackInode(ctx, i)
-	v.sn.beforeMarkClean.set(nil)
+	err := mgrOf(v).writeBackInode(ctx, i)
+	mgrOf(v).beforeMarkClean.set(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestWriteRacingWriteBackEnd(t *testing.T) {
 	if cf == nil || !cf.NeedsWriteBack() {
 		t.Fatal("the racing write is not in the cache file as dirty")
 	}
-	if !v.sn.isDirty(i) {
+	if !mgrOf(v).isDirty(i) {
 		t.Error("the file is not recorded dirty after a write that raced the write-back's end: its CLOSE would say clean")
 	}
 }

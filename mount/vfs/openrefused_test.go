@@ -46,7 +46,7 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 	var second *File
 	var secondErr error
 	done := false
-	a.sn.afterOpen = func(in *Inode) {
+	mgrOf(a).afterOpen = func(in *Inode) {
 		if in != ia || done {
 			return
 		}
@@ -54,7 +54,7 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 		second, _, secondErr = a.Open(ctx, ia, Cred{}, syscall.O_RDONLY)
 	}
 	w, _, err := a.Open(ctx, ia, Cred{}, syscall.O_WRONLY)
-	a.sn.afterOpen = nil
+	mgrOf(a).afterOpen = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestCallbackWriteBackFailedNotOK(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, mode := range []state.CallbackMode{state.Writeback, state.Relinquish, state.WritebackInvalidate} {
-		if st := v.sn.Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
+		if st := mgrOf(v).Callback(ended, i.FH, mode, nil); st == state.OK || st == state.TreatAsClosed {
 			t.Errorf("%v callback whose write-back failed: answered %v", mode, st)
 		}
 		if cf := cacheFileOrNil(i); cf == nil || !cf.NeedsWriteBack() {
@@ -145,16 +145,16 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ia := ea.Inode
-	a.sn.afterOpen = func(in *Inode) {
+	mgrOf(a).afterOpen = func(in *Inode) {
 		if in == ia {
-			a.sn.cache.Close()
+			mgrOf(a).cache.Close()
 		}
 	}
 	if g, _, err := a.Open(ctx, ia, Cred{}, syscall.O_RDONLY); err == nil {
 		a.Release(ctx, g)
 		t.Fatal("A's open succeeded with its cache directory closed")
 	}
-	a.sn.afterOpen = nil
+	mgrOf(a).afterOpen = nil
 	ia.mu.Lock()
 	counted := stOf(ia).Opens(state.Read) + stOf(ia).Opens(state.Write)
 	ia.mu.Unlock()

@@ -728,3 +728,34 @@ func linksOf(i *Inode) uint32 {
 	defer i.mu.Unlock()
 	return i.attr.Nlink
 }
+
+// XattrCreate and XattrReplace are setxattr(2)'s flags.
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// GetXattr returns the value of i's attribute name.
+func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
+	return fs.ops.GetXattr(ctx, i, c, name)
+}
+
+// ListXattrs returns the names of i's user attributes.
+func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
+	return fs.ops.ListXattrs(ctx, i, c)
+}
+
+// SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
+func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	return fs.ops.SetXattr(ctx, i, c, name, value, flags)
+}
+
+// RemoveXattr removes i's attribute name.
+func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	return fs.ops.RemoveXattr(ctx, i, c, name)
+}
+
+// Allocate is fallocate(2) of length bytes at off of f's file, with mode.
+func (fs *FS) Allocate(ctx context.Context, f *File, off, length uint64, mode uint32) error {
+	return fs.ops.Allocate(ctx, f, off, length, mode)
+}

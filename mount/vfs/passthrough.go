@@ -286,7 +286,7 @@ const passthroughReleaseWait = 2 * time.Second
 // finds its own earlier open still counted for a moment; refusing at once
 // would fail that open. (The opens also outlast their cache file when a
 // failed write-back dropped it: the file is no longer the cache's.)
-func (fs *FS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.File) error {
+func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir.File) error {
 	deadline := time.NewTimer(passthroughReleaseWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -478,7 +478,7 @@ func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 
 // pinnedFd returns the descriptor for the mount's own writes to the pinned
 // file (nil if i has no passthrough opens).
-func (fs *FS) pinnedFd(i *Inode) (*os.File, error) {
+func (sn *snfsFS) pinnedFd(i *Inode) (*os.File, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if ptOpensLocked(i) == 0 || snOf(i).pt.cf == nil {

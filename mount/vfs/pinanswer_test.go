@@ -24,8 +24,8 @@ import (
 func TestPinnedAnswerNeedsWriter(t *testing.T) {
 	ctx := context.Background()
 	a, _, ia, _ := twoSNFS(t, 0, []byte("old"))
-	a.sn.EnablePassthrough()
-	if a.sn.pin.w == nil {
+	mgrOf(a).EnablePassthrough()
+	if mgrOf(a).pin.w == nil {
 		t.Fatal("no watch of passthrough cache files: the test needs fanotify pre-content events (Linux 6.14+, root)")
 	}
 	// A reads the file whole first: only a complete cache file passes
@@ -57,7 +57,7 @@ func TestPinnedAnswerNeedsWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var released atomic.Bool
-	a.sn.beforeCallbackEnd.set(func(i *Inode) {
+	mgrOf(a).beforeCallbackEnd.set(func(i *Inode) {
 		if i != ia || !released.CompareAndSwap(false, true) {
 			return
 		}
@@ -65,8 +65,8 @@ func TestPinnedAnswerNeedsWriter(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	out := a.sn.Callback(ctx, ia.FH, state.WritebackInvalidate, nil)
-	a.sn.beforeCallbackEnd.set(nil)
+	out := mgrOf(a).Callback(ctx, ia.FH, state.WritebackInvalidate, nil)
+	mgrOf(a).beforeCallbackEnd.set(nil)
 	if !released.Load() {
 		t.Fatal("the callback's hook did not run")
 	}

@@ -137,7 +137,7 @@ func (fs *snfsFS) unwatch(fd *os.File) {
 }
 
 // pinnedOf returns i's pinned file once its entry is done, or nil.
-func (fs *FS) pinnedOf(i *Inode) *pinnedFile {
+func (sn *snfsFS) pinnedOf(i *Inode) *pinnedFile {
 	i.mu.Lock()
 	pf := snOf(i).pt.pinned
 	i.mu.Unlock()
@@ -261,7 +261,8 @@ func (fs *snfsFS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error 
 // pinSized brings the cache file of a pinned file to a size this client set
 // on the server (its passthrough opens read the cache file; what they wrote
 // before was sent first, Setattr's write-back).
-func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
+func (sn *snfsFS) pinSized(pf *pinnedFile, size uint64) {
+	fs := sn.FS
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
 	if pf.gone {
@@ -279,10 +280,10 @@ func (fs *FS) pinSized(pf *pinnedFile, size uint64) {
 }
 
 // pinFlushLocked sends the landed ranges (FILE_SYNC).
-func (fs *FS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
+func (sn *snfsFS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 	for len(pf.landed) > 0 {
 		r := pf.landed[0]
-		if err := fs.sn.pinSendLocked(ctx, pf, r); err != nil {
+		if err := sn.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
 		pf.landed = pf.landed[1:]
@@ -334,8 +335,9 @@ func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) err
 // first (pinnedmap.go): the refresh would lay the server's older bytes over
 // them, and they would be lost, to this client's next read as to the
 // server.
-func (fs *FS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
-	if err := fs.pinScanLocked(ctx, pf, r); err != nil {
+func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
+	fs := sn.FS
+	if err := sn.pinScanLocked(ctx, pf, r); err != nil {
 		return fmt.Errorf("passthrough: sending mapped writes before a refresh: %w", err)
 	}
 	busy := append([]span(nil), pf.landed...)
@@ -400,9 +402,9 @@ func subtract(r span, busy []span) []span {
 type pinHandler struct{ fs *FS }
 
 func (h pinHandler) file(ino uint64) *pinnedFile {
-	h.fs.sn.pin.mu.Lock()
-	defer h.fs.sn.pin.mu.Unlock()
-	return h.fs.sn.pin.byIno[ino]
+	mgrOf(h.fs).pin.mu.Lock()
+	defer mgrOf(h.fs).pin.mu.Unlock()
+	return mgrOf(h.fs).pin.byIno[ino]
 }
 
 // fileIno is st's inode number.
@@ -416,7 +418,7 @@ func fileIno(st os.FileInfo) uint64 {
 // Pre: an access of [off, off+n) by thread tid is about to run. An access
 // by a process whose lock on the file was lost is refused (locklost.go).
 func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
-	if h.fs.sn.lockLostAccess(ino, tid) {
+	if mgrOf(h.fs).lockLostAccess(ino, tid) {
 		return syscall.EIO
 	}
 	pf := h.file(ino)
@@ -430,12 +432,12 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
 		return 0
 	}
 	if pf.entered {
-		ctx, cancel := h.fs.sn.stopCtx(time.Minute) // the application waits
+		ctx, cancel := mgrOf(h.fs).stopCtx(time.Minute) // the application waits
 		defer cancel()
-		if err := h.fs.pinFlushLocked(ctx, pf); err != nil {
+		if err := mgrOf(h.fs).pinFlushLocked(ctx, pf); err != nil {
 			h.fs.log.Warn("passthrough: sending writes", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
-		if err := h.fs.pinRefreshLocked(ctx, pf, tid, r); err != nil {
+		if err := mgrOf(h.fs).pinRefreshLocked(ctx, pf, tid, r); err != nil {
 			h.fs.log.Warn("passthrough: refresh", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
 	}

@@ -101,7 +101,8 @@ func (pf *pinnedFile) sumLocked(off uint64, data []byte) {
 
 // pinScanLocked sends the pages of the cache file that r overlaps whose hash
 // changed since they were last sent or refreshed.
-func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) error {
+func (sn *snfsFS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) error {
+	fs := sn.FS
 	pf.sums.init()
 	st, err := pf.fd.Stat()
 	if err != nil {
@@ -119,7 +120,7 @@ func (fs *FS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) error {
 		}
 	})
 	for _, r := range changed {
-		if err := fs.sn.pinSendLocked(ctx, pf, r); err != nil {
+		if err := sn.pinSendLocked(ctx, pf, r); err != nil {
 			return err
 		}
 	}

@@ -156,7 +156,7 @@ func TestReintegrateOwnChangesNoConflict(t *testing.T) {
 	if got, _ := os.ReadFile(copies[0]); !bytes.Equal(got, ours) {
 		t.Errorf("h's conflict copy has %d bytes; want this client's %d", len(got), len(ours))
 	}
-	st := v2.SNFSStats()
+	st := StatsOf(v2)
 	if c, r := st.Conflicts.Load(), st.Reconciled.Load(); c != 1 || r != 2 {
 		t.Errorf("conflicts %d, reconciled %d; want 1 and 2 (f by version, g by its bytes)", c, r)
 	}

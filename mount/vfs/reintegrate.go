@@ -167,7 +167,7 @@ func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a 
 // server's change attributes as the base of cf (unless cf holds data not
 // yet written back: those are newer than the server's, and the base they
 // were written over stays) and where the file is.
-func (fs *FS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
+func (sn *snfsFS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 	if a != nil && !cf.NeedsWriteBack() {
 		cf.SetBase(baseOf(a))
 	}
@@ -298,7 +298,8 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 }
 
 // dropCached removes cf from the cache (after its data was saved or lost).
-func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
+func (sn *snfsFS) dropCached(fh nfs3.FH, cf *cachedir.File) {
+	fs := sn.FS
 	if i := fs.lookupInode(fh); i != nil {
 		i.mu.Lock()
 		var acts []clientfile.Action
@@ -307,11 +308,11 @@ func (fs *FS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 			acts = stOf(i).Dropped()
 		}
 		i.mu.Unlock()
-		fs.sn.markClean(i)
+		sn.markClean(i)
 		if acts == nil {
 			fs.notifyData(i)
 		}
-		fs.sn.notify(i, acts)
+		sn.notify(i, acts)
 	}
 	if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
 		fs.log.Warn("cache directory: remove", "err", err)
@@ -442,7 +443,8 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 // (SNFS_ERR_FENCED), and reintegration then checks the base strictly
 // (fenced); one the server forgot in a restart of its own is not seen (this
 // client reclaims the file as its last writer). Called with i.flushMu held.
-func (fs *FS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
+func (sn *snfsFS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
+	fs := sn.FS
 	b, ok := cf.Base()
 	i.mu.Lock()
 	moving := stOf(i).WriteBackMoving()

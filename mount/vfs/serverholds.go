@@ -41,7 +41,8 @@ func ownChange(cf *cachedir.File, oldVersion uint64) bool {
 // server's file so, and wb can be marked clean (MarkClean keeps what was
 // written since Dirty dirty). It reads those ranges from the server (root's
 // identity, as reintegration writes) in rsize pieces.
-func (fs *FS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File, wb cachedir.WriteBack, a *nfs3.Fattr) (bool, error) {
+func (sn *snfsFS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File, wb cachedir.WriteBack, a *nfs3.Fattr) (bool, error) {
+	fs := sn.FS
 	if a == nil || int64(a.Size) != wb.Size {
 		return false, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"snfs/state"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state"
 	"snfs/state/clientfile"
 	"snfs/sunrpc"
 )
@@ -98,7 +98,7 @@ type snfsFS struct {
 	noAppend atomic.Bool
 	// noAllocate: the server answered ALLOCATE with PROC_UNAVAIL (allocate.go).
 	noAllocate atomic.Bool
-	locks      locks // byte-range locks (lock.go)
+	locks      snfsLocks // byte-range locks (lock.go)
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
@@ -232,14 +232,14 @@ func (sn *snfsFS) SNFSStats() *SNFSStats { return &sn.stats }
 func snfsMode(cfg snfsConfig) func(*FS) Ops {
 	return func(fs *FS) Ops {
 		sn := &snfsFS{FS: fs, given: cfg}
-		fs.sn, fs.snfs = sn, sn
 		return sn
 	}
 }
 
 // startSNFS sets up snfs mode: recovery of a previous instance's dirty files,
 // then the write-back goroutine (stopped by Close).
-func (fs *FS) startSNFS(ctx context.Context, cfg snfsConfig) error {
+func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
+	fs := m.FS
 	if cfg.Session == nil || cfg.Cache == nil {
 		return errors.New("vfs: snfs mode needs a session and a cache directory")
 	}
@@ -249,32 +249,27 @@ func (fs *FS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = time.Hour
 	}
-	sn := fs.sn // made in New, before any inode
+	sn := m // made in New, before any inode
 	sn.cfg, sn.sess, sn.cache = cfg, cfg.Session, cfg.Cache
 	sn.dirty, sn.unrecorded = map[*Inode]time.Time{}, map[*cachedir.File]struct{}{}
 	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
-	fs.sn.life, fs.sn.endLife = context.WithCancel(context.Background())
-	fs.sn.locks.verf = cfg.Session.ServerVerifier()
-	fs.lockTab = &fs.sn.locks
+	m.life, m.endLife = context.WithCancel(context.Background())
+	m.locks.verf = cfg.Session.ServerVerifier()
+	fs.lockTab = &m.locks.locks
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}
 	if cfg.Recover {
-		if err := fs.sn.recoverDirty(ctx); err != nil {
+		if err := m.recoverDirty(ctx); err != nil {
 			// What could not be written back stays dirty in the cache
 			// directory: the write-back goroutine tries again.
 			fs.log.Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
-	go fs.sn.writeBackLoop()
-	go fs.sn.lockLeaseLoop()
+	go m.writeBackLoop()
+	go m.lockLeaseLoop()
 	return nil
 }
-
-// Close stops the write-back goroutine and closes the cache directory (snfs
-// mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
-// ended. Call Sync first to write everything back.
-func (fs *FS) Close() error { return fs.ops.close() }
 
 // closeSNFS is Close in snfs mode.
 func (fs *snfsFS) closeSNFS() error {
@@ -370,7 +365,7 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 // which runs after (Callback). ok reports whether fn ran; if not, the change
 // goes through the server. The machine counts the change from its beginning
 // (CacheWriteBegin: dirty, and a write-back ending meanwhile leaves it so).
-func (fs *FS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
+func (sn *snfsFS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 	snOf(i).cacheW.RLock()
 	defer snOf(i).cacheW.RUnlock()
 	i.mu.Lock()
@@ -402,7 +397,7 @@ func snfsTTL(i *Inode) (time.Duration, bool) {
 		return 0, false
 	}
 	if stOf(i).Caching() && !i.attrAt.IsZero() {
-		return i.fs.sn.cfg.CacheTTL, true
+		return mgrOf(i.fs).cfg.CacheTTL, true
 	}
 	return 0, true
 }
@@ -425,5 +420,5 @@ func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func snfsBusyLocked(i *Inode) bool {
-	return stOf(i).Busy() || snOf(i).cf != nil && i.fs.sn.isDirty(i)
+	return stOf(i).Busy() || snOf(i).cf != nil && mgrOf(i.fs).isDirty(i)
 }

@@ -89,7 +89,8 @@ func (fs *snfsFS) serverAppend(ctx context.Context, f *File, data []byte) (uint6
 
 // appendThrough is a write-shared file's append to a server without APPEND:
 // at the size last seen (revalidated when it expired), written through.
-func (fs *FS) appendThrough(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+func (sn *snfsFS) appendThrough(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	fs := sn.FS
 	if err := fs.revalidateSize(ctx, f); err != nil {
 		return 0, 0, err
 	}
@@ -107,11 +108,12 @@ func (fs *FS) appendThrough(ctx context.Context, f *File, data []byte) (uint64, 
 // and the bytes the server holds UNSTABLE (data is copied: the caller's
 // buffer is the kernel request's), to be committed with the file's other
 // writes.
-func (fs *FS) sendAppend(ctx context.Context, f *File, data []byte) (*snfs1.AppendRes, error) {
+func (sn *snfsFS) sendAppend(ctx context.Context, f *File, data []byte) (*snfs1.AppendRes, error) {
+	fs := sn.FS
 	i := f.i
 	i.flushMu.Lock()
 	defer i.flushMu.Unlock()
-	if err := fs.writeBackFirst(ctx, i); err != nil {
+	if err := sn.writeBackFirst(ctx, i); err != nil {
 		return nil, err
 	}
 	c := fs.client(f.cred)

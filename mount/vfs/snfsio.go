@@ -228,7 +228,8 @@ func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 // apply with i.flushMu held, so that no write-back starts before they are
 // applied; the lock is released before settleOpenAttr returns. It reports
 // whether any settled (false: apply did not run, the caller does not cache).
-func (fs *FS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64, apply func(a *nfs3.Fattr)) bool {
+func (sn *snfsFS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64, apply func(a *nfs3.Fattr)) bool {
+	fs := sn.FS
 	for try := 0; ; try++ {
 		i.flushMu.Lock()
 		i.mu.Lock()
@@ -287,7 +288,8 @@ func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte)
 }
 
 // fill reads the missing ranges from the server into the cache.
-func (fs *FS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, miss *cachedir.MissingError) error {
+func (sn *snfsFS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, miss *cachedir.MissingError) error {
+	fs := sn.FS
 	nc := fs.client(c)
 	for _, r := range miss.Ranges {
 		for got := int64(0); got < r.Len; {

@@ -2,9 +2,11 @@ package vfs
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"snfs/nfs3"
+	"snfs/snfs1"
 	"snfs/state/clientfile"
 )
 
@@ -113,17 +115,17 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs
 	if err := fs.refuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if a, ttl, done, err := fs.sn.snfsSetattrLocal(i, c, s); done {
+	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}
 	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
-		if err := fs.writeBackInode(ctx, i); err != nil {
+		if err := sn.writeBackInode(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
 	}
 	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
-		fs.sn.snfsOwnChange(i, w)
-		fs.sn.snfsSized(i, s.Size) // only a size the server took
+		sn.snfsOwnChange(i, w)
+		sn.snfsSized(i, s.Size) // only a size the server took
 	})
 }
 
@@ -160,16 +162,16 @@ func (sn *snfsFS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, e
 
 // SetXattr is FS.SetXattr in snfs mode.
 func (sn *snfsFS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
-	return sn.FS.setXattr(ctx, i, c, name, value, flags)
+	return sn.setXattr(ctx, i, c, name, value, flags)
 }
 
 // RemoveXattr is FS.RemoveXattr in snfs mode.
 func (sn *snfsFS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
-	return sn.FS.removeXattr(ctx, i, c, name)
+	return sn.removeXattr(ctx, i, c, name)
 }
 
 func (sn *snfsFS) beforeThrough(ctx context.Context, i *Inode) error {
-	return sn.FS.writeBackFirst(ctx, i)
+	return sn.writeBackFirst(ctx, i)
 }
 
 func (sn *snfsFS) removed(child *Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
@@ -182,7 +184,7 @@ func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
 		return sn.core().clearSetID(ctx, f)
 	}
 	if snfsCaching(f.i) {
-		return sn.FS.writeBackInode(ctx, f.i)
+		return sn.writeBackInode(ctx, f.i)
 	}
 	return nil
 }
@@ -192,7 +194,7 @@ func (sn *snfsFS) newInode(i *Inode) {
 }
 
 // start starts snfs mode (snfs.go).
-func (sn *snfsFS) start(ctx context.Context) error { return sn.FS.startSNFS(ctx, sn.given) }
+func (sn *snfsFS) start(ctx context.Context) error { return sn.startSNFS(ctx, sn.given) }
 
 // sync writes back the cache directory's dirty files, then what the core
 // holds in memory.
@@ -214,3 +216,39 @@ func (*snfsFS) busyLocked(i *Inode) bool { return snfsBusyLocked(i) }
 
 // serverLocks: snfs mode's locks are the protocol's, always the server's.
 func (*snfsFS) serverLocks() bool { return true }
+
+// SNFSMode is what of snfs mode's cache manager is called from outside the
+// package other than its Ops: the bridge (fusefs) and package mount take it
+// once, when they set up the mount (FS.SNFS: nil in nfs mode), and call it
+// only if they have it. The session's callbacks (Callback, Granted) reach
+// the manager through the session's handler (snfsopen.go).
+type SNFSMode interface {
+	// EnablePassthrough: the kernel agreed to FUSE passthrough (passthrough.go).
+	EnablePassthrough()
+	// PassthroughFile is the descriptor the kernel does f's I/O on, or nil.
+	PassthroughFile(f *File) *os.File
+	// NoteLockPid: thread pid took the lock f just got (snfslocklost.go).
+	NoteLockPid(f *File, pid uint32)
+	// DirtyBytes is the data in the cache directory not yet written back.
+	DirtyBytes() int64
+	// SNFSStats are snfs mode's counters.
+	SNFSStats() *SNFSStats
+}
+
+func (sn *snfsFS) dropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }
+
+// SNFS returns fs's snfs mode cache manager, nil in nfs mode (vfs.New); it
+// is made by OpenSNFS.
+func SNFS(fs *FS) SNFSMode {
+	if sn, ok := fs.Ops().(*snfsFS); ok {
+		return sn
+	}
+	return nil
+}
+
+// StatsOf returns snfs mode's counters of fs; the tests' shorthand of
+// SNFS(fs).SNFSStats(), in snfs mode only.
+func StatsOf(fs *FS) *SNFSStats { return mgrOf(fs).SNFSStats() }
+
+// mgrOf is the cache manager of fs, which is in snfs mode.
+func mgrOf(fs *FS) *snfsFS { return fs.Ops().(*snfsFS) }

@@ -144,7 +144,7 @@ func (h *handler) set(fs *FS) {
 func (h *handler) serverRestarted(refused bool) {
 	select {
 	case <-h.ready:
-		h.fs.sn.serverRestarted(refused)
+		mgrOf(h.fs).serverRestarted(refused)
 	default:
 	}
 }
@@ -155,7 +155,7 @@ func (h *handler) serverRestarted(refused bool) {
 func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 	select {
 	case <-h.ready:
-		return h.fs.sn.reclaimItems(ctx)
+		return mgrOf(h.fs).reclaimItems(ctx)
 	default:
 		return nil
 	}
@@ -166,7 +166,7 @@ func (h *handler) reclaim(ctx context.Context) []snfs1.ReclaimItem {
 func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
 	select {
 	case <-h.ready:
-		return h.fs.sn.reclaimLocks(ctx, verf, lock)
+		return mgrOf(h.fs).reclaimLocks(ctx, verf, lock)
 	default:
 		return nil
 	}
@@ -177,7 +177,7 @@ func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock fu
 func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
 	select {
 	case <-h.ready:
-		return h.fs.sn.Granted(ctx, a)
+		return mgrOf(h.fs).Granted(ctx, a)
 	default:
 		return snfs1.GrantedUnwanted
 	}
@@ -186,7 +186,7 @@ func (h *handler) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.Grant
 func (h *handler) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	select {
 	case <-h.ready:
-		return h.fs.sn.Callback(ctx, fh, mode, attr)
+		return mgrOf(h.fs).Callback(ctx, fh, mode, attr)
 	case <-ctx.Done():
 		return state.Stale
 	}

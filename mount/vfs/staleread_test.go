@@ -128,7 +128,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 	want := make([]byte, size)
 	copy(want, old[:100])
 
-	v.sn.stopCaching() // the restart is noticed; its write-back has not run yet
+	mgrOf(v).stopCaching() // the restart is noticed; its write-back has not run yet
 	buf := make([]byte, size)
 	n, err := v.Read(ctx, f, 0, buf)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestServerRestartReadWriteBeforeWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want[200:], newer)
-	if err := v.sn.snfsSync(ctx); err != nil {
+	if err := mgrOf(v).snfsSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Fsync(ctx, f); err != nil {
@@ -198,7 +198,7 @@ func TestServerRestartWriteThroughDropsCachedData(t *testing.T) {
 	if err := v.Fsync(ctx, f); err != nil { // clean in the cache directory
 		t.Fatal(err)
 	}
-	v.sn.stopCaching()
+	mgrOf(v).stopCaching()
 	newer := bytes.Repeat([]byte{'n'}, 4096)
 	if _, err := v.Write(ctx, f, 0, newer); err != nil { // written through
 		t.Fatal(err)

@@ -90,11 +90,8 @@ type FS struct {
 	// notify drops the kernel's caches (SetNotifier, notify.go).
 	notify atomic.Pointer[Notifier]
 
-	ops Ops     // the mode's file operations (mode.go), set in New
-	sn  *snfsFS // snfs mode; nil in nfs mode
-	// snfs is sn as the bridge's SNFSMode (FS.SNFS); nil in nfs mode.
-	snfs SNFSMode
-	nl   *nlmFS // nfs mode with server locks (nlmlock.go); nil otherwise
+	ops Ops    // the mode's file operations (mode.go), set in New
+	nl  *nlmFS // nfs mode with server locks (nlmlock.go); nil otherwise
 
 	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
 }
@@ -369,3 +366,8 @@ func (fs *FS) syncCore(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Close stops the write-back goroutine and closes the cache directory (snfs
+// mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
+// ended. Call Sync first to write everything back.
+func (fs *FS) Close() error { return fs.ops.close() }

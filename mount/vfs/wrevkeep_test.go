@@ -44,7 +44,7 @@ func TestConcurrentOpenKeepsNoStalePages(t *testing.T) {
 
 	xAnswered, yApplied, xDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	a.sn.afterOpen = func(in *Inode) {
+	mgrOf(a).afterOpen = func(in *Inode) {
 		if in != ia {
 			return
 		}
@@ -65,7 +65,7 @@ func TestConcurrentOpenKeepsNoStalePages(t *testing.T) {
 			}
 		}
 	}
-	t.Cleanup(func() { a.sn.afterOpen = nil })
+	t.Cleanup(func() { mgrOf(a).afterOpen = nil })
 	type res struct {
 		f    *File
 		keep bool

@@ -119,13 +119,13 @@ func (fs *snfsFS) isDirty(i *Inode) bool {
 // fsync or close and logged.
 //
 // SNFS_ERR_FENCED keeps the data: it is reintegrated (reintegrate.go).
-func (fs *FS) writeBackInode(ctx context.Context, i *Inode) error {
-	err := fs.sn.writeBack(ctx, i)
+func (sn *snfsFS) writeBackInode(ctx context.Context, i *Inode) error {
+	err := sn.writeBack(ctx, i)
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		return fs.sn.fenced(ctx, i)
+		return sn.fenced(ctx, i)
 	case errors.Is(err, errChangedUnder):
-		return fs.sn.changedUnder(ctx, i)
+		return sn.changedUnder(ctx, i)
 	}
 	return err
 }
@@ -153,7 +153,7 @@ func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 // A write-back the server refused dropped the data (its error waits for the
 // next fsync or close, as at any write-back): then there is nothing older
 // left and nil is returned. Called with i.flushMu held.
-func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
+func (sn *snfsFS) writeBackFirst(ctx context.Context, i *Inode) error {
 	i.mu.Lock()
 	dirtyLocked(i)
 	first := hasAct(stOf(i).Through(), clientfile.ActWriteBack) && snOf(i).cf != nil
@@ -161,7 +161,7 @@ func (fs *FS) writeBackFirst(ctx context.Context, i *Inode) error {
 	if !first {
 		return nil
 	}
-	err := fs.sn.writeBackInodeLocked(ctx, i)
+	err := sn.writeBackInodeLocked(ctx, i)
 	if cf := cacheFileOrNil(i); err != nil && cf != nil && cf.NeedsWriteBack() {
 		return fmt.Errorf("write-back of cached data before going through the server: %w", err)
 	}
@@ -309,7 +309,8 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 // sendRanges writes the ranges, read from the cache file, in wsize pieces
 // (sendPieces); it returns the pieces the server holds UNSTABLE (their data
 // is not kept: the cache file has it) and the bytes sent.
-func (fs *FS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]sentRun, uint64, error) {
+func (sn *snfsFS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]sentRun, uint64, error) {
+	fs := sn.FS
 	var pieces []piece
 	ws := int64(fs.wsize)
 	for _, r := range ranges {

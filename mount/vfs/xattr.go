@@ -23,12 +23,6 @@ import (
 // ErrNoXattr is what a missing extended attribute gives: snfs1.ErrNoXattr.
 var ErrNoXattr = snfs1.ErrNoXattr
 
-// XattrCreate and XattrReplace are setxattr(2)'s flags.
-const (
-	XattrCreate  = 1
-	XattrReplace = 2
-)
-
 // xattrCache is a cached file's extended attributes, valid while the file is
 // cached under the version and callback count it was filled at.
 type xattrCache struct {
@@ -94,16 +88,11 @@ func xattrFill(i *Inode, t xattrTag, fill func(c *xattrCache)) {
 }
 
 // checkXattr: only the user namespace goes to the server.
-func (fs *FS) checkXattr(name string) error {
+func (sn *snfsFS) checkXattr(name string) error {
 	if !strings.HasPrefix(name, snfs1.XattrPrefix) {
 		return ErrNotSupported
 	}
 	return nil
-}
-
-// GetXattr returns the value of i's attribute name.
-func (fs *FS) GetXattr(ctx context.Context, i *Inode, c Cred, name string) ([]byte, error) {
-	return fs.ops.GetXattr(ctx, i, c, name)
 }
 
 // getXattr is GetXattr in snfs mode.
@@ -145,11 +134,6 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 	return res.Value, nil
 }
 
-// ListXattrs returns the names of i's user attributes.
-func (fs *FS) ListXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	return fs.ops.ListXattrs(ctx, i, c)
-}
-
 // listXattrs is ListXattrs in snfs mode.
 func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
 	i.mu.Lock()
@@ -185,14 +169,10 @@ func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, e
 	return names, nil
 }
 
-// SetXattr sets i's attribute name to value; flags is setxattr(2)'s.
-func (fs *FS) SetXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
-	return fs.ops.SetXattr(ctx, i, c, name, value, flags)
-}
-
 // setXattr is SetXattr in snfs mode.
-func (fs *FS) setXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
-	if err := fs.checkXattr(name); err != nil {
+func (sn *snfsFS) setXattr(ctx context.Context, i *Inode, c Cred, name string, value []byte, flags uint32) error {
+	fs := sn.FS
+	if err := sn.checkXattr(name); err != nil {
 		return err
 	}
 	opt := snfs1.XattrEither
@@ -202,22 +182,18 @@ func (fs *FS) setXattr(ctx context.Context, i *Inode, c Cred, name string, value
 	case flags&XattrReplace != 0:
 		opt = snfs1.XattrReplace
 	}
-	return fs.changeXattr(ctx, i, name, "SETXATTR", func() (*snfs1.XattrChangeRes, error) {
+	return sn.changeXattr(ctx, i, name, "SETXATTR", func() (*snfs1.XattrChangeRes, error) {
 		return fs.client(c).SetXattr(ctx, i.FH, name, value, opt)
 	}, append([]byte{}, value...))
 }
 
-// RemoveXattr removes i's attribute name.
-func (fs *FS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string) error {
-	return fs.ops.RemoveXattr(ctx, i, c, name)
-}
-
 // removeXattr is RemoveXattr in snfs mode.
-func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) error {
-	if err := fs.checkXattr(name); err != nil {
+func (sn *snfsFS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) error {
+	fs := sn.FS
+	if err := sn.checkXattr(name); err != nil {
 		return err
 	}
-	return fs.changeXattr(ctx, i, name, "REMOVEXATTR", func() (*snfs1.XattrChangeRes, error) {
+	return sn.changeXattr(ctx, i, name, "REMOVEXATTR", func() (*snfs1.XattrChangeRes, error) {
 		return fs.client(c).RemoveXattr(ctx, i.FH, name)
 	}, nil)
 }
@@ -226,7 +202,8 @@ func (fs *FS) removeXattr(ctx context.Context, i *Inode, c Cred, name string) er
 // (its ctime moved: this client's own change, chained by the wcc_data), and
 // the cache, which now knows name's value (after, nil: absent); the list is
 // asked for again.
-func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
+func (sn *snfsFS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
+	fs := sn.FS
 	i.mu.Lock()
 	if xc := snOf(i).xattrs; xc != nil {
 		// Whatever the answer, the cached value and list may be wrong now.
@@ -244,7 +221,7 @@ func (fs *FS) changeXattr(ctx context.Context, i *Inode, name, proc string, call
 		i.mu.Unlock()
 		return xattrErr(proc, err)
 	}
-	fs.sn.snfsOwnChange(i, &res.Wcc)
+	sn.snfsOwnChange(i, &res.Wcc)
 	i.mu.Lock()
 	i.wccLocked(&res.Wcc, time.Now())
 	i.mu.Unlock()

@@ -34,7 +34,7 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 	delete(snOf(ia).xattrs.values, "user.v")
 	ia.mu.Unlock()
 	done := false
-	a.sn.xattrAnswered.set(func(i *Inode) {
+	mgrOf(a).xattrAnswered.set(func(i *Inode) {
 		if i != ia || done {
 			return
 		}
@@ -43,14 +43,14 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	defer a.sn.xattrAnswered.set(nil)
+	defer mgrOf(a).xattrAnswered.set(nil)
 	if v, err := a.GetXattr(ctx, ia, Cred{}, "user.v"); err != nil || string(v) != "old" {
 		t.Fatalf("the racing read: %q, %v; want the value before the change", v, err)
 	}
-	hits := a.sn.stats.XattrHits.Load()
+	hits := mgrOf(a).stats.XattrHits.Load()
 	v, err := a.GetXattr(ctx, ia, Cred{}, "user.v")
 	if err != nil || string(v) != "new" {
-		t.Fatalf("after the change: %q, %v (served from the cache: %v); want \"new\"", v, err, a.sn.stats.XattrHits.Load() > hits)
+		t.Fatalf("after the change: %q, %v (served from the cache: %v); want \"new\"", v, err, mgrOf(a).stats.XattrHits.Load() > hits)
 	}
 }
 
