@@ -47,24 +47,24 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 	if !ok || fs.noAllocate.Load() {
 		return ErrNotSupported
 	}
-	i := f.i
+	i := f.I
 	if err := fs.snfsNoteExternal(ctx, i); err != nil {
 		return err
 	}
-	if err := i.flush(ctx, true); err != nil {
+	if err := i.Flush(ctx, true); err != nil {
 		return err
 	}
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
 	// Written back again if the cache got dirty since (a mapped store).
 	if err := fs.writeBackFirst(ctx, i); err != nil {
 		return err
 	}
-	res, err := rpc(ctx, fs.FS, func() (*snfs1.AllocateRes, error) { return fs.client(f.cred).Allocate(ctx, i.FH, am, off, length) })
+	res, err := RPC(ctx, fs.FS, func() (*snfs1.AllocateRes, error) { return fs.Client(f.Cred).Allocate(ctx, i.FH, am, off, length) })
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
 		if fs.noAllocate.CompareAndSwap(false, true) {
-			fs.log.Warn("the server has no SNFS ALLOCATE: fallocate on this mount answers EOPNOTSUPP", "err", err)
+			fs.Logger().Warn("the server has no SNFS ALLOCATE: fallocate on this mount answers EOPNOTSUPP", "err", err)
 		}
 		return ErrNotSupported
 	}
@@ -75,14 +75,14 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 		}
 		return fmt.Errorf("ALLOCATE: %w", err)
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	if res.Attr != nil {
-		i.modifiedLocked(res.Attr, time.Now())
+		i.ModifiedLocked(res.Attr, time.Now())
 	} else {
-		i.invalidateLocked()
+		i.InvalidateLocked()
 	}
 	cf, pf, caching := snOf(i).cf, snOf(i).pt.pinned, stOf(i).Caching()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	punch, keep := am == snfs1.Deallocate, am != snfs1.Allocate
 	if cf != nil && !caching && cf.Holds() {
 		// Not cached (write-shared): clean data kept from before is older
@@ -90,13 +90,13 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 		// may answer as valid (a covered change keeps it), as after a write
 		// through (snfsWrite).
 		if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: drop after an allocation", "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("cache directory: drop after an allocation", "fileid", i.FileID, "err", err)
 		}
 	} else if cf != nil {
 		if err := cf.Allocated(int64(off), int64(length), keep, punch); err != nil {
 			// The server has it; the cache only lost a shortcut: what it
 			// held goes, and is read from the server again.
-			fs.log.Warn("cache directory: apply an allocation", "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("cache directory: apply an allocation", "fileid", i.FileID, "err", err)
 			cf.Invalidate()
 			if res.Attr != nil {
 				cf.SetVersion(cf.Version(), int64(res.Attr.Size))
@@ -121,17 +121,17 @@ func (fs *snfsFS) snfsAllocate(ctx context.Context, f *File, off, length uint64,
 // before the call, so the server's size is the file's) and to the kernel.
 func (sn *snfsFS) allocateFailed(ctx context.Context, f *File, am snfs1.AllocMode) {
 	fs := sn.FS
-	i := f.i
-	a, err := fs.getattr(ctx, f.cred, i.FH)
-	i.mu.Lock()
+	i := f.I
+	a, err := fs.GetattrFH(ctx, f.Cred, i.FH)
+	i.Mu.Lock()
 	if err != nil {
-		i.invalidateLocked()
+		i.InvalidateLocked()
 	} else {
-		i.modifiedLocked(a, time.Now())
+		i.ModifiedLocked(a, time.Now())
 	}
 	cf, pf := snOf(i).cf, snOf(i).pt.pinned
-	i.mu.Unlock()
-	defer fs.notifyAttr(i)
+	i.Mu.Unlock()
+	defer fs.NotifyAttr(i)
 	if err != nil || am != snfs1.Allocate {
 		return
 	}
@@ -164,7 +164,7 @@ func (sn *snfsFS) pinAllocated(pf *pinnedFile, off, length uint64, am snfs1.Allo
 		return
 	}
 	if err := unix.Fallocate(int(pf.fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(length)); err != nil {
-		fs.log.Warn("passthrough: punch cache file", "fileid", pf.i.FileID, "err", err)
+		fs.Logger().Warn("passthrough: punch cache file", "fileid", pf.i.FileID, "err", err)
 	}
 	lo := off &^ (pinPage - 1)
 	pf.resumLocked(span{lo, span{off, length}.end() - lo})

@@ -34,42 +34,42 @@ func (fs *FS) Append(ctx context.Context, f *File, data []byte) (uint64, int, er
 }
 
 // Append is FS.Append in nfs mode.
-func (o nfsOps) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	if err := o.fs.refuseChange(); err != nil {
+func (o NFSOps) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := o.FS.RefuseChange(); err != nil {
 		return 0, 0, err
 	}
-	return o.fs.appendCore(ctx, f, data)
+	return o.FS.AppendCore(ctx, f, data)
 }
 
-// appendCore is nfs mode's append (also snfs mode's by a file the protocol
+// AppendCore is nfs mode's append (also snfs mode's by a file the protocol
 // did not open).
-func (fs *FS) appendCore(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	if err := fs.revalidateSize(ctx, f); err != nil {
+func (fs *FS) AppendCore(ctx context.Context, f *File, data []byte) (uint64, int, error) {
+	if err := fs.RevalidateSize(ctx, f); err != nil {
 		return 0, 0, err
 	}
-	return fs.buffered(ctx, f, 0, data, true)
+	return fs.Buffered(ctx, f, 0, data, true)
 }
 
 // Append reports whether f's writes go at the end of file (opened O_APPEND
 // for writing): the bridge calls FS.Append for them.
-func (f *File) Append() bool { return f.append }
+func (f *File) Append() bool { return f.Appending }
 
-// revalidateSize fetches f's attributes when the cached ones have expired.
-func (fs *FS) revalidateSize(ctx context.Context, f *File) error {
-	i := f.i
-	i.mu.Lock()
-	fresh := i.ttlLocked(time.Now()) > 0
-	i.mu.Unlock()
+// RevalidateSize fetches f's attributes when the cached ones have expired.
+func (fs *FS) RevalidateSize(ctx context.Context, f *File) error {
+	i := f.I
+	i.Mu.Lock()
+	fresh := i.TTLLocked(time.Now()) > 0
+	i.Mu.Unlock()
 	if fresh {
 		return nil
 	}
-	start := fs.attrStart()
-	a, err := fs.getattr(ctx, f.cred, i.FH)
+	start := fs.AttrStart()
+	a, err := fs.GetattrFH(ctx, f.Cred, i.FH)
 	if err != nil {
 		return err
 	}
-	i.mu.Lock()
-	i.postOpLocked(a, start, time.Now())
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.PostOpLocked(a, start, time.Now())
+	i.Mu.Unlock()
 	return nil
 }

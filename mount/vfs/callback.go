@@ -26,7 +26,7 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	if mode == state.RecallLocks {
 		return sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
 	}
-	i := fs.lookupInode(fh)
+	i := fs.LookupInode(fh)
 	var cf *cachedir.File
 	if i != nil {
 		cf = cacheFileOrNil(i)
@@ -40,23 +40,23 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		out := clientfile.UnknownCallback(mode, cacheHolds)
 		if out == state.Stale {
 			sn.stats.CallbacksStale.Add(1)
-			fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
+			fs.Logger().Debug("callback: nothing held", "fh", fh, "mode", mode)
 		} else if mode.Invalidates() {
 			sn.invalidateCache(cf)
 		}
 		return out
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	dirtyLocked(i)
-	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.w.pending())
+	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.WState.Pending())
 	acts = sn.timersLocked(i, acts)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if len(acts) == 1 && acts[0].Kind == clientfile.ActAnswer && acts[0].Outcome == state.Stale {
 		sn.stats.CallbacksStale.Add(1)
-		fs.log.Debug("callback: nothing held", "fh", fh, "mode", mode)
+		fs.Logger().Debug("callback: nothing held", "fh", fh, "mode", mode)
 		return state.Stale
 	}
-	fs.log.Debug("callback", "fileid", i.FileID, "mode", mode)
+	fs.Logger().Debug("callback", "fileid", i.FileID, "mode", mode)
 	// An append into the cache file in progress ends before the write-back,
 	// and none starts until the callback is done: the server places the
 	// later ones (append.go), after this client's earlier ones, at the end
@@ -65,13 +65,13 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	appendHeld := false
 	holdAppends := func() {
 		if !appendHeld {
-			i.appendMu.Lock()
+			i.AppendMu.Lock()
 			appendHeld = true
 		}
 	}
 	defer func() {
 		if appendHeld {
-			i.appendMu.Unlock()
+			i.AppendMu.Unlock()
 		}
 	}()
 	var entering *pinnedFile
@@ -87,7 +87,7 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 				case state.Failed:
 					sn.stats.CallbacksFailed.Add(1)
 				case state.Pinned:
-					fs.log.Debug("callback: pinned holder", "fileid", i.FileID)
+					fs.Logger().Debug("callback: pinned holder", "fileid", i.FileID)
 				}
 				return a.Outcome
 			case clientfile.ActPinSync:
@@ -95,15 +95,15 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 				// far goes now; its opens go on writing.
 				if pf := sn.pinnedOf(i); pf != nil {
 					if err := sn.pinSync(ctx, pf, false); err != nil {
-						fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+						fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 					}
 				}
 			case clientfile.ActPinEnter:
 				holdAppends()
 				if entering = sn.pinEnter(i); entering == nil {
-					i.mu.Lock()
+					i.Mu.Lock()
 					stOf(i).PinEnterFailed(&cb)
-					i.mu.Unlock()
+					i.Mu.Unlock()
 				}
 			case clientfile.ActStopCaching:
 				// The machine stopped caching: a write into the cache
@@ -118,9 +118,9 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 			case clientfile.ActWriteBack:
 				unsent = sn.callbackWriteBack(ctx, i, mode) || unsent
 			case clientfile.ActInvalidateAttr:
-				i.mu.Lock()
-				i.invalidateLocked()
-				i.mu.Unlock()
+				i.Mu.Lock()
+				i.InvalidateLocked()
+				i.Mu.Unlock()
 			case clientfile.ActInvalidateCache:
 				sn.invalidateCache(cf)
 			case clientfile.ActNotifyData, clientfile.ActNotifyAttr:
@@ -133,13 +133,13 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 			entering = nil
 		}
 		sn.beforeCallbackEnd.run(i)
-		i.mu.Lock()
+		i.Mu.Lock()
 		dirtyLocked(i)
 		kept := stOf(i).Kept(state.Read) + stOf(i).Kept(state.Write)
-		acts = stOf(i).CallbackEnd(&cb, unsent, i.w.pending())
+		acts = stOf(i).CallbackEnd(&cb, unsent, i.WState.Pending())
 		acts = sn.timersLocked(i, acts)
 		forgotten := kept > 0 && stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if forgotten {
 			sn.delayed.remove(i)
 			sn.stats.TreatedAsClosed.Add(1)
@@ -152,19 +152,19 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 // data is still held here unsent (an error the server gave dropped the
 // data, writeback.go, and is reported to the application instead).
 func (fs *snfsFS) callbackWriteBack(ctx context.Context, i *Inode, mode state.CallbackMode) (unsent bool) {
-	i.mu.Lock()
-	pending := i.w.pending()
-	i.mu.Unlock()
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
 	if pending {
-		if err := i.flush(ctx, true); err != nil {
-			fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-			i.mu.Lock()
-			unsent = i.w.pending()
-			i.mu.Unlock()
+		if err := i.Flush(ctx, true); err != nil {
+			fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+			i.Mu.Lock()
+			unsent = i.WState.Pending()
+			i.Mu.Unlock()
 		}
 	}
 	if err := fs.writeBackInode(ctx, i); err != nil {
-		fs.log.Warn("callback write-back", fs.pathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+		fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
 		if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
 			unsent = true
 		}
@@ -179,12 +179,12 @@ func (fs *snfsFS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (
 	i := e.Inode
 	_, _, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
-		i.mu.Lock()
-		i.opens--
-		i.mu.Unlock()
+		i.Mu.Lock()
+		i.Opens--
+		i.Mu.Unlock()
 		return Entry{}, nil, err
 	}
-	f := &File{i: i, cred: c, write: true, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: state.Write}}
+	f := &File{I: i, Cred: c, Write: true, Appending: IsAppend(flags), DirectIO: direct, Ext: &snfsFile{mode: state.Write}}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}
@@ -193,9 +193,9 @@ func (fs *snfsFS) snfsCreated(ctx context.Context, e Entry, c Cred, flags int) (
 		return Entry{}, nil, err
 	}
 	now := time.Now()
-	i.mu.Lock()
-	e.Attr, e.AttrTTL = i.reportLocked(), i.ttlLocked(now)
-	i.mu.Unlock()
+	i.Mu.Lock()
+	e.Attr, e.AttrTTL = i.ReportLocked(), i.TTLLocked(now)
+	i.Mu.Unlock()
 	return e, f, nil
 }
 
@@ -204,9 +204,9 @@ func (fs *snfsFS) snfsSetattr(i *Inode, c Cred, size uint64) (nfs3.Fattr, time.D
 	if err := fs.snfsTruncate(i, c, size); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.reportLocked(), i.ttlLocked(time.Now()), nil
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return i.ReportLocked(), i.TTLLocked(time.Now()), nil
 }
 
 // snfsSized brings the cache file to a size set on the server.
@@ -222,9 +222,9 @@ func (fs *snfsFS) snfsSized(i *Inode, size *uint64) {
 	// size set on the server meanwhile and not applied to it (an ftruncate
 	// growing the file before a mapped write, say) left stores past its
 	// end faulting (SIGBUS) and fstat reporting the old size.
-	i.mu.Lock()
+	i.Mu.Lock()
 	pf := snOf(i).pt.pinned
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if pf != nil {
 		fs.pinSized(pf, *size)
 	}
@@ -237,28 +237,28 @@ func (fs *snfsFS) snfsSized(i *Inode, size *uint64) {
 // runs in the session's connect hook: it takes only the inodes' and the
 // cache's locks, never one held across a call to the server.
 func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
-	fs.FS.mu.Lock()
-	all := make([]*Inode, 0, len(fs.inodes))
-	for _, i := range fs.inodes {
+	fs.FS.Mu.Lock()
+	all := make([]*Inode, 0, len(fs.Inodes))
+	for _, i := range fs.Inodes {
 		all = append(all, i)
 	}
-	fs.FS.mu.Unlock()
+	fs.FS.Mu.Unlock()
 	var items []snfs1.ReclaimItem
 	for _, i := range all {
 		if i.Type != nfs3.TypeReg {
 			continue
 		}
-		i.mu.Lock()
+		i.Mu.Lock()
 		dirtyLocked(i)
 		// Kept opens included; a pinned holder as a caching, dirty writer
 		// (protocol.md section 10.1); not the opens an earlier refused
 		// reclaim made forgotten.
 		r, w, caching, dirty, version, ok := stOf(i).ReclaimItem()
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if !ok || r+w == 0 && !dirty {
 			continue
 		}
-		fs.log.Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching, "dirty", dirty)
+		fs.Logger().Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching, "dirty", dirty)
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
 			Caching: caching, Dirty: dirty, Version: version})
 	}
@@ -284,28 +284,28 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
 	// the reclaim, which may run under a read or write holding the file.
-	for _, i := range fs.locks.takeLostNotify() {
-		fs.notifyData(i)
+	for _, i := range fs.locks.TakeLostNotify() {
+		fs.NotifyData(i)
 	}
 	if !refused {
 		for _, i := range fs.allInodes() {
-			i.mu.Lock()
+			i.Mu.Lock()
 			stOf(i).ServerRestarted(false) // its write-back: snfsSync's
-			i.mu.Unlock()
+			i.Mu.Unlock()
 		}
-		fs.log.Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
 		if err := fs.snfsSync(ctx); err != nil {
-			fs.log.Error("write-back after a server restart", "err", err)
+			fs.Logger().Error("write-back after a server restart", "err", err)
 		}
 		return
 	}
-	fs.log.Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
+	fs.Logger().Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
 	fs.beforeForget.run(nil)
 	dirty, held := fs.stopCaching()
 	for _, i := range dirty {
 		if cf := cacheFileOrNil(i); cf != nil {
 			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
-				fs.log.Error("reintegration after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+				fs.Logger().Error("reintegration after a refused reclaim", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 	}
@@ -313,16 +313,16 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	for _, i := range held {
 		fs.reopen(ctx, i)
 	}
-	fs.log.Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
+	fs.Logger().Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
 	fs.afterReopen.run(nil)
 }
 
 func (sn *snfsFS) allInodes() []*Inode {
 	fs := sn.FS
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	all := make([]*Inode, 0, len(fs.inodes))
-	for _, i := range fs.inodes {
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	all := make([]*Inode, 0, len(fs.Inodes))
+	for _, i := range fs.Inodes {
 		all = append(all, i)
 	}
 	return all
@@ -344,19 +344,19 @@ func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 	defer snOf(i).openMu.Unlock()
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		for {
-			i.mu.Lock()
+			i.Mu.Lock()
 			left := stOf(i).Forgotten(m) > 0
-			i.mu.Unlock()
+			i.Mu.Unlock()
 			if !left {
 				break
 			}
 			if _, err := fs.sess.Open(ctx, i.FH, m); err != nil {
-				fs.log.Warn("OPEN again after a refused reclaim", fs.pathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
+				fs.Logger().Warn("OPEN again after a refused reclaim", fs.PathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
 				break
 			}
-			i.mu.Lock()
+			i.Mu.Lock()
 			stOf(i).Reopened(m)
-			i.mu.Unlock()
+			i.Mu.Unlock()
 		}
 	}
 }
@@ -381,12 +381,12 @@ func (fs *snfsFS) reopen(ctx context.Context, i *Inode) {
 // client will close.
 func (fs *snfsFS) stopCaching() (dirty, held []*Inode) {
 	for _, i := range fs.allInodes() {
-		i.mu.Lock()
+		i.Mu.Lock()
 		dirtyLocked(i)
 		acts := fs.applyLocked(i, stOf(i).ServerRestarted(true))
 		cf := snOf(i).cf
 		forgot := stOf(i).Forgotten(state.Read)+stOf(i).Forgotten(state.Write) > 0
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		fs.delayed.remove(i)
 		if hasAct(acts, clientfile.ActReintegrate) {
 			dirty = append(dirty, i)
@@ -399,7 +399,7 @@ func (fs *snfsFS) stopCaching() (dirty, held []*Inode) {
 			case clientfile.ActInvalidateCache:
 				fs.invalidateCache(cf)
 			case clientfile.ActNotifyData:
-				fs.notifyData(i)
+				fs.NotifyData(i)
 			}
 		}
 	}

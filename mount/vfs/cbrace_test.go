@@ -85,7 +85,7 @@ func rewriteOpen(t *testing.T, b *FS, f *File, data []byte) {
 	t.Helper()
 	ctx := context.Background()
 	var zero uint64
-	if _, _, err := b.Setattr(ctx, f.i, Cred{}, SetAttr{Size: &zero}); err != nil {
+	if _, _, err := b.Setattr(ctx, f.I, Cred{}, SetAttr{Size: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Write(ctx, f, 0, data); err != nil {

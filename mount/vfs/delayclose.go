@@ -42,11 +42,11 @@ type delayedSet struct {
 // set's mu, then the Inode's).
 func (s *delayedSet) remove(i *Inode) {
 	s.mu.Lock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	if stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0 {
 		delete(s.inodes, i)
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	s.mu.Unlock()
 }
 
@@ -54,7 +54,7 @@ func (s *delayedSet) remove(i *Inode) {
 // CLOSEd once their window has passed (now, if force: CloseAllDelayed).
 func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 	snOf(i).openMu.Lock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	var acts []clientfile.Action
 	dirtyLocked(i)
 	if force {
@@ -64,7 +64,7 @@ func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 	}
 	acts = fs.applyLocked(i, acts)
 	cf := snOf(i).cf
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fs.delayed.remove(i)
 	if !hasAct(acts, clientfile.ActSendClose) {
 		snOf(i).openMu.Unlock()
@@ -75,7 +75,7 @@ func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 	if cf != nil && cf.NeedsWriteBack() {
 		// Durable here before the CLOSE says where the data is.
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: sync", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("cache directory: sync", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	for _, a := range acts {
@@ -87,7 +87,7 @@ func (fs *snfsFS) closeDelayed(i *Inode, force bool) {
 			fs.recordWrittenBack()
 		}
 		if _, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-			fs.log.Warn("delayed CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("delayed CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	snOf(i).openMu.Unlock()

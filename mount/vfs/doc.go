@@ -24,15 +24,15 @@
 //     snfs mode only through the hooks it calls: Ops (mode.go, the mode's
 //     operations and what the core asks of the mode inside its own:
 //     beforeThrough, removed, the attribute hooks, newInode, start, sync,
-//     close) and the extension slots Inode.ext and File.ext, which it never
+//     close) and the extension slots Inode.Ext and File.Ext, which it never
 //     reads.
 //   - The cache manager (snfsFS: snfs.go, snfsmode.go, snfsopen.go,
 //     snfsio.go, callback.go, delayclose.go, writeback.go, reintegrate.go,
 //     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
 //     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go,
 //     filestate.go). It embeds the core's FS, is snfs mode's Ops itself, and
-//     keeps its per-inode state in Inode.ext (snOf) and its per-open state in
-//     File.ext (fsnOf, snfsOpened). A file's consistency state and the
+//     keeps its per-inode state in Inode.Ext (snOf) and its per-open state in
+//     File.Ext (fsnOf, snfsOpened). A file's consistency state and the
 //     decisions on it (caching and version, the protocol opens, OPENs in
 //     flight and delayed closes, the invalidation epoch, dirty and the
 //     write-back in progress, the passthrough opens and the pinned phase,
@@ -47,7 +47,7 @@
 // FS.SNFS hands it out, FS.SNFSStats is the tests' shorthand; the core's
 // newFS takes the mode as a factory, snfsMode, which sets them, so the
 // core's Config has nothing of snfs mode), the unexported names of the core
-// the manager uses, and the lock table (locks, lock.go: FS.lockTab, the
+// the manager uses, and the lock table (locks, lock.go: FS.LockTab, the
 // mode's, set as it starts), which nfs mode's NLM uses too but which holds
 // snfs mode's lock delegations and server verifier.
 //

@@ -27,7 +27,7 @@ func TestExtentsModel(t *testing.T) {
 			for k := range p {
 				p[k] = byte(r.IntN(255) + 1)
 			}
-			x.write(uint64(off), p)
+			x.Write(uint64(off), p)
 			for len(model) < off+n {
 				model, have = append(model, 0), append(have, false)
 			}
@@ -37,7 +37,7 @@ func TestExtentsModel(t *testing.T) {
 			}
 		}
 		for k := 1; k < len(x); k++ {
-			if x[k-1].end() >= x[k].off {
+			if x[k-1].end() >= x[k].Off {
 				t.Fatalf("round %d: extents %d and %d overlap or touch", round, k-1, k)
 			}
 		}

@@ -11,32 +11,36 @@ import (
 
 // File is one open of a regular file.
 type File struct {
-	i     *Inode
-	cred  Cred
-	write bool
-	// append: opened O_APPEND for writing: its appends are placed by the
+	// I, Cred, Write, Appending and Ext are set as the open is made (by
+	// the mode's Open or Create), before anyone else has the File, and
+	// never change: read without a lock. DirectIO too, except that snfs
+	// mode's passthrough open changes it before the open is answered.
+	I     *Inode
+	Cred  Cred
+	Write bool
+	// Appending: opened O_APPEND for writing: its appends are placed by the
 	// mount (append.go), and its I/O is direct.
-	append bool
-	// direct: the kernel must not cache this open's pages: O_APPEND, or
+	Appending bool
+	// DirectIO: the kernel must not cache this open's pages: O_APPEND, or
 	// (snfs mode) write-shared, or other opens pass through.
-	direct bool
-	// ext is the mode's own state of the open: snfs mode's *snfsFile
+	DirectIO bool
+	// Ext is the mode's own state of the open: snfs mode's *snfsFile
 	// (snfs.go) for an open of the protocol; nil for the core's opens (nfs
 	// mode's, and snfs mode's of what the protocol does not open).
-	ext any
+	Ext any
 }
 
 // Direct reports whether the kernel must not cache this open's pages
 // (FOPEN_DIRECT_IO).
-func (f *File) Direct() bool { return f.direct }
+func (f *File) Direct() bool { return f.DirectIO }
 
-// isAppend says whether an open with flags writes at the end of file only.
-func isAppend(flags int) bool {
+// IsAppend says whether an open with flags writes at the end of file only.
+func IsAppend(flags int) bool {
 	return flags&syscall.O_APPEND != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY
 }
 
 // Inode is the file's inode.
-func (f *File) Inode() *Inode { return f.i }
+func (f *File) Inode() *Inode { return f.I }
 
 // accessBits is what an open with flags needs (ACCESS3 bits).
 func accessBits(flags int) uint32 {
@@ -59,22 +63,22 @@ func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, k
 }
 
 // Open is FS.Open in nfs mode.
-func (o nfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
-	fs := o.fs
-	if changesFile(flags) {
-		if err := fs.refuseChange(); err != nil {
+func (o NFSOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
+	fs := o.FS
+	if ChangesFile(flags) {
+		if err := fs.RefuseChange(); err != nil {
 			return nil, false, err
 		}
 	}
 	want := accessBits(flags)
 	var res *nfs3.AccessRes
-	start := fs.attrStart()
-	res, err = rpc(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.client(c).Access(ctx, i.FH, want) })
+	start := fs.AttrStart()
+	res, err = RPC(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.Client(c).Access(ctx, i.FH, want) })
 	if err != nil {
 		if res != nil && res.Attr != nil {
-			i.mu.Lock()
-			i.postOpLocked(res.Attr, start, time.Now())
-			i.mu.Unlock()
+			i.Mu.Lock()
+			i.PostOpLocked(res.Attr, start, time.Now())
+			i.Mu.Unlock()
 		}
 		return nil, false, err
 	}
@@ -83,21 +87,21 @@ func (o nfsOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File,
 	}
 	a := res.Attr
 	if a == nil {
-		if a, err = fs.getattr(ctx, c, i.FH); err != nil {
+		if a, err = fs.GetattrFH(ctx, c, i.FH); err != nil {
 			return nil, false, err
 		}
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.postOpLocked(a, start, time.Now())
-	now := changeOf(&i.attr) // a, unless a reply to a change of this client's came meanwhile
-	keepCache = i.cachedOK && now == i.cached || i.w.pending()
-	if !i.w.pending() {
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	i.PostOpLocked(a, start, time.Now())
+	now := changeOf(&i.Attr) // a, unless a reply to a change of this client's came meanwhile
+	keepCache = i.cachedOK && now == i.cached || i.WState.Pending()
+	if !i.WState.Pending() {
 		i.cached, i.cachedOK, i.pairs = now, true, nil
 	}
-	i.opens++
-	f = &File{i: i, cred: c, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, append: isAppend(flags)}
-	f.direct = f.append
+	i.Opens++
+	f = &File{I: i, Cred: c, Write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, Appending: IsAppend(flags)}
+	f.DirectIO = f.Appending
 	return f, keepCache, nil
 }
 
@@ -108,86 +112,86 @@ func (fs *FS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, e
 }
 
 // Read is FS.Read in nfs mode.
-func (o nfsOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	fs := o.fs
-	if err := fs.lockCheck(ctx, f); err != nil {
+func (o NFSOps) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	fs := o.FS
+	if err := fs.LockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
-	return fs.readCore(ctx, f, off, buf)
+	return fs.ReadCore(ctx, f, off, buf)
 }
 
-// readCore is nfs mode's read of an open file (also snfs mode's of a file
+// ReadCore is nfs mode's read of an open file (also snfs mode's of a file
 // the protocol did not open).
-func (fs *FS) readCore(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	i := f.i
-	i.mu.Lock()
-	size := i.reportLocked().Size
-	i.mu.Unlock()
+func (fs *FS) ReadCore(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.I
+	i.Mu.Lock()
+	size := i.ReportLocked().Size
+	i.Mu.Unlock()
 	if off >= size {
 		return 0, nil
 	}
 	buf = buf[:min(uint64(len(buf)), size-off)]
-	if _, _, err := fs.readOverlaid(ctx, f, off, buf); err != nil {
+	if _, _, err := fs.ReadOverlaid(ctx, f, off, buf); err != nil {
 		return 0, err
 	}
 	return len(buf), nil
 }
 
-// readOverlaid reads buf at off from the server (readServer) and lays this
+// ReadOverlaid reads buf at off from the server (readServer) and lays this
 // client's unwritten bytes over it; it returns how many bytes the server had
 // and the end of the unwritten bytes (0: none). A READ the server answered
 // before a WRITE of bytes that have left the overlay since (a flush that
 // committed them ran meanwhile) lacks them: when that may have happened, the
 // read is done again with flushMu held, so that no flush runs in between.
-func (fs *FS) readOverlaid(ctx context.Context, f *File, off uint64, buf []byte) (got int, end uint64, err error) {
-	i := f.i
+func (fs *FS) ReadOverlaid(ctx context.Context, f *File, off uint64, buf []byte) (got int, end uint64, err error) {
+	i := f.I
 	for try := 0; ; try++ {
 		if try > 0 {
-			i.flushMu.Lock()
+			i.FlushMu.Lock()
 		}
-		i.mu.Lock()
-		gen := i.w.gen
-		i.mu.Unlock()
+		i.Mu.Lock()
+		gen := i.WState.gen
+		i.Mu.Unlock()
 		clear(buf)
-		got, err = fs.readServer(ctx, f, off, buf)
-		if fs.afterRead != nil && try == 0 {
-			fs.afterRead()
+		got, err = fs.ReadServer(ctx, f, off, buf)
+		if fs.AfterRead != nil && try == 0 {
+			fs.AfterRead()
 		}
-		i.mu.Lock()
-		if err == nil && i.w.gen != gen && try == 0 {
-			i.mu.Unlock()
+		i.Mu.Lock()
+		if err == nil && i.WState.gen != gen && try == 0 {
+			i.Mu.Unlock()
 			continue
 		}
 		if err == nil {
-			if i.w.pending() {
-				end = i.w.end()
+			if i.WState.Pending() {
+				end = i.WState.end()
 			}
-			i.w.overlay(off, buf)
+			i.WState.overlay(off, buf)
 		}
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if try > 0 {
-			i.flushMu.Unlock()
+			i.FlushMu.Unlock()
 		}
 		return got, end, err
 	}
 }
 
-// readServer fills buf from the server's copy of f at off with READs of at
+// ReadServer fills buf from the server's copy of f at off with READs of at
 // most rsize, up to the server's end of file, and returns how many bytes it
 // read; each reply's attributes go to the inode's cache (unless a modifying
 // reply came since that READ began).
-func (fs *FS) readServer(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	i := f.i
-	c := fs.client(f.cred)
+func (fs *FS) ReadServer(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
+	i := f.I
+	c := fs.Client(f.Cred)
 	got := 0
 	for got < len(buf) {
 		n := min(len(buf)-got, int(fs.rsize))
-		start := fs.attrStart()
-		res, err := rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, i.FH, off+uint64(got), uint32(n)) })
+		start := fs.AttrStart()
+		res, err := RPC(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, i.FH, off+uint64(got), uint32(n)) })
 		if res != nil && res.Attr != nil {
-			i.mu.Lock()
-			i.postOpLocked(res.Attr, start, time.Now())
-			i.mu.Unlock()
+			i.Mu.Lock()
+			i.PostOpLocked(res.Attr, start, time.Now())
+			i.Mu.Unlock()
 		}
 		if err != nil {
 			return got, fmt.Errorf("READ: %w", err)
@@ -213,24 +217,24 @@ func (fs *FS) Write(ctx context.Context, f *File, off uint64, data []byte) (int,
 }
 
 // Write is FS.Write in nfs mode.
-func (o nfsOps) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
-	if err := o.fs.writeCheck(ctx, f); err != nil {
+func (o NFSOps) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
+	if err := o.FS.WriteCheck(ctx, f); err != nil {
 		return 0, err
 	}
-	_, n, err := o.fs.buffered(ctx, f, off, data, false)
+	_, n, err := o.FS.Buffered(ctx, f, off, data, false)
 	return n, err
 }
 
-// writeCheck refuses a write on a read-only mount or by an open whose lock
+// WriteCheck refuses a write on a read-only mount or by an open whose lock
 // was lost (locklost.go).
-func (fs *FS) writeCheck(ctx context.Context, f *File) error {
-	if err := fs.refuseChange(); err != nil {
+func (fs *FS) WriteCheck(ctx context.Context, f *File) error {
+	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
-	return fs.lockCheck(ctx, f)
+	return fs.LockCheck(ctx, f)
 }
 
-// buffered takes data into the file's dirty data, at off or, if atEnd, at
+// Buffered takes data into the file's dirty data, at off or, if atEnd, at
 // the file's size as this client knows it (the server's last reported size
 // with this client's unwritten data applied), decided under the same lock
 // as the write; it returns where the data went.
@@ -242,33 +246,33 @@ func (fs *FS) writeCheck(ctx context.Context, f *File) error {
 // sent but not acknowledged stays dirty, the flush's own rule). Taking the
 // data first and flushing after would leave an interrupted write's data
 // queued for the server while the application was told it failed.
-func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, atEnd bool) (uint64, int, error) {
-	i := f.i
-	i.mu.Lock()
-	dirty := i.w.dirty.bytes()
+func (fs *FS) Buffered(ctx context.Context, f *File, off uint64, data []byte, atEnd bool) (uint64, int, error) {
+	i := f.I
+	i.Mu.Lock()
+	dirty := i.WState.Dirty.bytes()
 	unstable := 0
-	for _, s := range i.w.unstable {
-		unstable += len(s.data)
+	for _, s := range i.WState.Unstable {
+		unstable += len(s.Data)
 	}
-	i.mu.Unlock()
-	if dirty >= fs.cfg.DirtyLimit {
+	i.Mu.Unlock()
+	if dirty >= fs.Cfg.DirtyLimit {
 		// Send it; commit (and free it) only once a few times that much
 		// waits for a COMMIT, so that the server flushes in large steps.
-		if err := i.flush(ctx, unstable+dirty >= unstableFactor*fs.cfg.DirtyLimit); err != nil {
+		if err := i.Flush(ctx, unstable+dirty >= unstableFactor*fs.Cfg.DirtyLimit); err != nil {
 			return off, 0, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return off, 0, err // interrupted: nothing taken
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	if atEnd {
-		off = i.reportLocked().Size
+		off = i.ReportLocked().Size
 	}
-	i.w.dirty.write(off, data)
-	i.w.cred = f.cred
-	i.w.mtime = time.Now()
-	i.mu.Unlock()
+	i.WState.Dirty.Write(off, data)
+	i.WState.Cred = f.Cred
+	i.WState.Mtime = time.Now()
+	i.Mu.Unlock()
 	return off, len(data), nil
 }
 
@@ -276,13 +280,13 @@ func (fs *FS) buffered(ctx context.Context, f *File, off uint64, data []byte, at
 func (fs *FS) Flush(ctx context.Context, f *File) error { return fs.ops.Flush(ctx, f) }
 
 // Flush is FS.Flush in nfs mode.
-func (o nfsOps) Flush(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
+func (o NFSOps) Flush(ctx context.Context, f *File) error { return f.I.Flush(ctx, true) }
 
 // Fsync writes back and commits the file's data.
 func (fs *FS) Fsync(ctx context.Context, f *File) error { return fs.ops.Fsync(ctx, f) }
 
 // Fsync is FS.Fsync in nfs mode.
-func (o nfsOps) Fsync(ctx context.Context, f *File) error { return f.i.flush(ctx, true) }
+func (o NFSOps) Fsync(ctx context.Context, f *File) error { return f.I.Flush(ctx, true) }
 
 // Release is the last close of one open: data still unwritten (from a shared
 // mapping written after close) is written back, and a file removed while open
@@ -290,59 +294,59 @@ func (o nfsOps) Fsync(ctx context.Context, f *File) error { return f.i.flush(ctx
 func (fs *FS) Release(ctx context.Context, f *File) error { return fs.ops.Release(ctx, f) }
 
 // Release is FS.Release in nfs mode.
-func (o nfsOps) Release(ctx context.Context, f *File) error {
-	o.fs.dropHeld(f.i, f, 0)
-	return o.fs.releaseCore(ctx, f)
+func (o NFSOps) Release(ctx context.Context, f *File) error {
+	o.FS.DropHeld(f.I, f, 0)
+	return o.FS.ReleaseCore(ctx, f)
 }
 
-// releaseCore is nfs mode's release of an open file (also snfs mode's of a
+// ReleaseCore is nfs mode's release of an open file (also snfs mode's of a
 // file the protocol did not open).
-func (fs *FS) releaseCore(ctx context.Context, f *File) error {
-	i := f.i
+func (fs *FS) ReleaseCore(ctx context.Context, f *File) error {
+	i := f.I
 	var err error
-	i.mu.Lock()
-	pending := i.w.pending()
-	i.mu.Unlock()
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
 	if pending {
-		err = i.flush(ctx, true)
+		err = i.Flush(ctx, true)
 	}
-	i.mu.Lock()
-	i.opens--
-	last := i.opens == 0
-	dir, name := i.sillyDir, i.sillyName
+	i.Mu.Lock()
+	i.Opens--
+	last := i.Opens == 0
+	dir, name := i.SillyDir, i.SillyName
 	if last {
-		i.sillyDir, i.sillyName = nil, ""
+		i.SillyDir, i.SillyName = nil, ""
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if last && name != "" {
-		fs.removeHidden(ctx, f.cred, i, dir, name)
+		fs.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
 	return err
 }
 
-// removeHidden removes the hidden name sillyRename gave i, at its last
+// RemoveHidden removes the hidden name sillyRename gave i, at its last
 // close: the link it stood for is now gone on the server too, so the link
 // count i reports is the server's again.
-func (fs *FS) removeHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, name string) {
-	res, rerr := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir, name) })
+func (fs *FS) RemoveHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, name string) {
+	res, rerr := RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Remove(ctx, dir, name) })
 	if rerr != nil {
 		fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
 	}
-	if d := fs.lookupInode(dir); d != nil && res != nil {
+	if d := fs.LookupInode(dir); d != nil && res != nil {
 		fs.dirWcc(d, &res.Wcc)
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	if i.nlinkDrop > 0 {
 		i.nlinkDrop--
 	}
-	i.invalidateLocked()
-	i.mu.Unlock()
+	i.InvalidateLocked()
+	i.Mu.Unlock()
 	fs.countHidden(dir, -1)
 	fs.hiddenGone.Add(1)
 }
 
-func (fs *FS) lookupInode(fh nfs3.FH) *Inode {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.inodes[string(fh)]
+func (fs *FS) LookupInode(fh nfs3.FH) *Inode {
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	return fs.Inodes[string(fh)]
 }

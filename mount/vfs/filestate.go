@@ -19,7 +19,7 @@ import (
 // learned as the next event. The machine is called with the inode's mu held
 // and never across an RPC (state/clientfile's doc has the lock order).
 
-// stOf is i's consistency state machine; call its methods with i.mu held.
+// stOf is i's consistency state machine; call its methods with i.Mu held.
 func stOf(i *Inode) *clientfile.File { return snOf(i).st }
 
 // replyOf is the protocol's view of an OPEN's answer.
@@ -30,14 +30,14 @@ func replyOf(ok *snfs1.OpenOK) state.OpenReply {
 	return state.OpenReply{CacheEnabled: ok.CacheEnabled, Version: ok.CacheVersion, OldVersion: ok.OldCacheVersion}
 }
 
-// applyLocked carries out the actions that belong under i.mu (the delayed
+// applyLocked carries out the actions that belong under i.Mu (the delayed
 // close's timer, the attribute cache) and returns the others, in order,
 // for the caller to carry out after releasing it.
 func (fs *snfsFS) applyLocked(i *Inode, acts []clientfile.Action) []clientfile.Action {
 	var rest []clientfile.Action
 	for _, a := range fs.timersLocked(i, acts) {
 		if a.Kind == clientfile.ActInvalidateAttr {
-			i.invalidateLocked()
+			i.InvalidateLocked()
 			continue
 		}
 		rest = append(rest, a)
@@ -55,7 +55,7 @@ func dirtyLocked(i *Inode) {
 	}
 }
 
-// timersLocked carries out the delayed close's timer actions (under i.mu)
+// timersLocked carries out the delayed close's timer actions (under i.Mu)
 // and returns the others.
 func (fs *snfsFS) timersLocked(i *Inode, acts []clientfile.Action) []clientfile.Action {
 	var rest []clientfile.Action
@@ -82,15 +82,15 @@ func (fs *snfsFS) timersLocked(i *Inode, acts []clientfile.Action) []clientfile.
 	return rest
 }
 
-// notify carries out the kernel's notifications among acts (after i.mu is
+// notify carries out the kernel's notifications among acts (after i.Mu is
 // released).
 func (fs *snfsFS) notify(i *Inode, acts []clientfile.Action) {
 	for _, a := range acts {
 		switch a.Kind {
 		case clientfile.ActNotifyData:
-			fs.notifyData(i)
+			fs.NotifyData(i)
 		case clientfile.ActNotifyAttr:
-			fs.notifyAttr(i)
+			fs.NotifyAttr(i)
 		}
 	}
 }
@@ -101,7 +101,7 @@ func (fs *snfsFS) invalidateCache(cf *cachedir.File) {
 		return
 	}
 	if err := cf.Invalidate(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-		fs.log.Warn("cache directory: invalidate", "err", err)
+		fs.Logger().Warn("cache directory: invalidate", "err", err)
 	}
 }
 

@@ -216,7 +216,7 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 	if err := <-hookErr; err != nil {
 		t.Fatal(err)
 	}
-	if !g.direct {
+	if !g.DirectIO {
 		t.Fatal("A's open while B writes the file was granted caching; the test needs it write-shared")
 	}
 	if err := b.Release(ctx, w); err != nil {
@@ -234,7 +234,7 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.direct {
+	if w.DirectIO {
 		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server still counts an open of A's, which A closed")
 	}
 }
@@ -269,16 +269,16 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 	// (nothing else happens to the file meanwhile).
 	var saved clientfile.File
 	mgrOf(a).beforeReopen.set(func(*Inode) {
-		ia.mu.Lock()
+		ia.Mu.Lock()
 		saved = *stOf(ia)
 		stOf(ia).Reopened(state.Read)
-		ia.mu.Unlock()
+		ia.Mu.Unlock()
 	})
 	reopened := make(chan struct{})
 	mgrOf(a).afterReopen.set(func(*Inode) {
-		ia.mu.Lock()
+		ia.Mu.Lock()
 		*stOf(ia) = saved
-		ia.mu.Unlock()
+		ia.Mu.Unlock()
 		close(reopened)
 	})
 	t.Cleanup(func() { mgrOf(a).beforeReopen.set(nil); mgrOf(a).afterReopen.set(nil) })
@@ -291,9 +291,9 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the refused reclaim's handler did not end within 30 s")
 	}
-	ia.mu.Lock()
+	ia.Mu.Lock()
 	forgot := stOf(ia).Forgotten(state.Read)
-	ia.mu.Unlock()
+	ia.Mu.Unlock()
 	if forgot != 1 {
 		t.Fatalf("forgotten reads after the refused reclaim: %d, want 1", forgot)
 	}
@@ -318,7 +318,7 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.direct {
+	if w.DirectIO {
 		t.Error("B's OPEN_WRITE, alone on the file, was refused caching: the server counts an open A's reclaim reported but A never held there")
 	}
 }

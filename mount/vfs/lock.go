@@ -28,9 +28,9 @@ func (fs *snfsFS) snfsGetlk(ctx context.Context, i *Inode, owner uint64, kind Lo
 		return h, nil
 	}
 	var res *snfs1.LockRes
-	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+	err := GraceRetry(ctx, func() (snfs1.LockStat, error) {
 		var err error
-		res, err = fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: protoLockType(kind), Offset: off, Length: n})
+		res, err = fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Owner: owner, Type: ProtoLockType(kind), Offset: off, Length: n})
 		if err != nil {
 			return 0, err
 		}
@@ -58,7 +58,7 @@ func holderOf(h snfs1.LockHolder) *LockHolder {
 
 // snfsSetlk is Setlk in snfs mode.
 func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
-	i := f.i
+	i := f.I
 	l := &fs.locks
 	var ask bool
 	for {
@@ -66,13 +66,13 @@ func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind Loc
 		if handled {
 			return err
 		}
-		l.mu.Lock()
+		l.Mu.Lock()
 		if l.delegWaitLocked(i) == nil {
 			ask = l.serverBegin(i, kind != Unlock && !l.delegOff)
-			l.mu.Unlock()
+			l.Mu.Unlock()
 			break
 		}
-		l.mu.Unlock()
+		l.Mu.Unlock()
 	}
 	// The request is at the server until its answer (not while a blocked
 	// one waits for CB_GRANTED).
@@ -88,31 +88,31 @@ func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind Loc
 		err := fs.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n})
 		if errors.Is(err, snfs1.ErrFenced) {
 			// The server revoked this client's locks: nothing is held.
-			fs.locksLost("the server revoked this client's locks", nil, true)
+			fs.LocksLost("the server revoked this client's locks", nil, true)
 			err = nil
 		}
 		if err == nil {
-			fs.locks.noteRange(i, owner, off, n, false, true)
+			fs.locks.NoteRange(i, owner, off, n, false, true)
 		}
 		if err == nil && off == 0 && n == 0 {
-			fs.locks.forgetOwner(i, owner)
-			fs.dropHeld(i, nil, owner)
+			fs.locks.ForgetOwner(i, owner)
+			fs.DropHeld(i, nil, owner)
 		}
 		return err
 	}
-	typ := protoLockType(kind)
-	fs.locks.noteOwner(i, owner)
-	var w *lockWait
-	key := waitKey{string(i.FH), owner, typ, off, n}
+	typ := ProtoLockType(kind)
+	fs.locks.NoteOwner(i, owner)
+	var w *LockWait
+	key := WaitKey{FH: string(i.FH), Owner: owner, Type: typ, Offset: off, Length: n}
 	if wait {
 		// Before the LOCK: its CB_GRANTED may come before its reply.
-		w = fs.locks.addWait(key)
-		defer fs.locks.dropWait(key, w)
+		w = fs.locks.AddWait(key)
+		defer fs.locks.DropWait(key, w)
 	}
 	var res *snfs1.LockRes
 	var err error
 	for try := 0; try < 2; try++ {
-		err = graceRetry(ctx, func() (snfs1.LockStat, error) {
+		err = GraceRetry(ctx, func() (snfs1.LockStat, error) {
 			var err error
 			res, err = fs.sess.Lock(ctx, snfs1.LockArgs{File: i.FH, Owner: owner, Type: typ, Offset: off, Length: n, Block: wait, Delegate: ask})
 			if err != nil {
@@ -125,7 +125,7 @@ func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind Loc
 		}
 		// The server revoked this client's locks (and says so once): the
 		// descriptors that held them are told; this request goes again.
-		fs.locksLost("the server revoked this client's locks", nil, true)
+		fs.LocksLost("the server revoked this client's locks", nil, true)
 	}
 	if err != nil {
 		if wait && ctx.Err() != nil {
@@ -134,7 +134,7 @@ func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind Loc
 			// would wait there until granted, for a process that is gone.
 			// A CB_GRANTED answered before the reply means the lock is
 			// held: it is recorded as granted, as below.
-			if !fs.locks.giveUp(w) {
+			if !fs.locks.GiveUp(w) {
 				fs.snfsGranted(f, owner, kind, off, n)
 				return nil
 			}
@@ -157,12 +157,12 @@ func (fs *snfsFS) snfsSetlk(ctx context.Context, f *File, owner uint64, kind Loc
 		return fmt.Errorf("vfs: LOCK: %v: %w", res.Stat, ErrNoLocks)
 	}
 	select {
-	case <-w.granted:
+	case <-w.Granted:
 		fs.snfsGranted(f, owner, kind, off, n)
 		return nil
 	case <-ctx.Done():
 	}
-	if !fs.locks.giveUp(w) {
+	if !fs.locks.GiveUp(w) {
 		fs.snfsGranted(f, owner, kind, off, n) // the grant came first: the lock is held
 		return nil
 	}
@@ -177,15 +177,15 @@ func (fs *snfsFS) cancelWait(i *Inode, owner uint64, typ snfs1.LockType, off, n 
 	cctx, cancel := fs.stopCtx(fs.sess.CallbackTimeout())
 	defer cancel()
 	if err := fs.sess.LockU(cctx, snfs1.LockUArgs{File: i.FH, Owner: owner, Offset: off, Length: n, Cancel: true, Type: typ}); err != nil {
-		fs.log.Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
+		fs.Logger().Warn("cancelling a waiting lock", "fileid", i.FileID, "err", err)
 	}
 }
 
 // snfsGranted records owner's lock of kind on (off, n) granted through f.
 func (fs *snfsFS) snfsGranted(f *File, owner uint64, kind LockKind, off, n uint64) {
-	fs.noteHeld(f, owner)
-	fs.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
-	fs.lockGranted(f.i)
+	fs.NoteHeld(f, owner)
+	fs.locks.NoteRange(f.I, owner, off, n, kind == WriteLock, false)
+	fs.LockGranted(f.I)
 }
 
 // lockCallErr is the error of a failed LOCK or LOCKT: a server without the
@@ -201,11 +201,11 @@ func lockCallErr(err error) error {
 
 // snfsUnlockOwner is UnlockOwner in snfs mode.
 func (fs *snfsFS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
-	fs.dropHeld(i, nil, owner)
+	fs.DropHeld(i, nil, owner)
 	// Not reclaimed after a server restart even if the unlock below fails:
 	// the owner has let its locks of the file go.
-	fs.locks.dropRanges(i, owner)
-	if !fs.locks.hasOwner(i, owner) {
+	fs.locks.DropRanges(i, owner)
+	if !fs.locks.HasOwner(i, owner) {
 		return nil
 	}
 	if fs.delegUnlockOwner(i, owner) {
@@ -213,11 +213,11 @@ func (fs *snfsFS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) e
 	}
 	err := fs.sess.LockU(ctx, snfs1.LockUArgs{File: i.FH, Owner: owner})
 	if errors.Is(err, snfs1.ErrFenced) {
-		fs.locksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
+		fs.LocksLost("the server revoked this client's locks", nil, false) // in a FLUSH or RELEASE
 		err = nil
 	}
 	if err == nil || errors.Is(err, nfs3.ErrStale) {
-		fs.locks.forgetOwner(i, owner)
+		fs.locks.ForgetOwner(i, owner)
 	}
 	return err
 }
@@ -226,12 +226,12 @@ func (fs *snfsFS) snfsUnlockOwner(ctx context.Context, i *Inode, owner uint64) e
 // lock that still waits takes it.
 func (sn *snfsFS) Granted(ctx context.Context, a *snfs1.GrantedArgs) snfs1.GrantedStat {
 	l := &sn.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range l.waiting[waitKey{string(a.File), a.Owner, a.Type, a.Offset, a.Length}] {
-		if !w.done {
-			w.done = true
-			close(w.granted)
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	for _, w := range l.Waiting[WaitKey{FH: string(a.File), Owner: a.Owner, Type: a.Type, Offset: a.Offset, Length: a.Length}] {
+		if !w.Done {
+			w.Done = true
+			close(w.Granted)
 			return snfs1.GrantedOK
 		}
 	}

@@ -73,7 +73,7 @@ func mgrType(k LockKind) lockmgr.LockType {
 // It reports i's delegation, nil if none.
 func (l *snfsLocks) delegWaitLocked(i *Inode) *inodeDeleg {
 	if l.cond == nil {
-		l.cond = sync.NewCond(&l.mu)
+		l.cond = sync.NewCond(&l.Mu)
 	}
 	for l.asking[i] || (l.delegs[i] != nil && l.delegs[i].recalling) {
 		l.cond.Wait()
@@ -97,8 +97,8 @@ func (l *snfsLocks) serverBegin(i *Inode, mayAsk bool) (ask bool) {
 }
 
 func (l *snfsLocks) waitingOn(i *Inode) bool {
-	for k, ws := range l.waiting {
-		if k.fh == string(i.FH) && len(ws) > 0 {
+	for k, ws := range l.Waiting {
+		if k.FH == string(i.FH) && len(ws) > 0 {
 			return true
 		}
 	}
@@ -109,8 +109,8 @@ func (l *snfsLocks) waitingOn(i *Inode) bool {
 // granted by it, the local manager starts with its lock.
 func (fs *snfsFS) serverEnd(i *Inode, ask, delegated bool, owner uint64, kind LockKind, off, n uint64) {
 	l := &fs.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	if l.inflight[i]--; l.inflight[i] <= 0 {
 		delete(l.inflight, i)
 	}
@@ -167,13 +167,13 @@ func (d *inodeDeleg) exec(acts []lockmgr.Action, mine lockmgr.ReqID, res *lockmg
 // delegSetlk serves Setlk from i's delegation; handled false: i is not
 // delegated (the caller goes to the server, and may ask for it: ask).
 func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) (handled bool, err error) {
-	i := f.i
+	i := f.I
 	l := &fs.locks
 	if kind != Unlock {
 		// The lease vouches for a local grant as for a held lock's I/O.
-		l.mu.Lock()
+		l.Mu.Lock()
 		d := l.delegWaitLocked(i)
-		l.mu.Unlock()
+		l.Mu.Unlock()
 		if d == nil {
 			return false, nil
 		}
@@ -181,10 +181,10 @@ func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind Lo
 			return true, err
 		}
 	}
-	l.mu.Lock()
+	l.Mu.Lock()
 	d := l.delegWaitLocked(i)
 	if d == nil {
-		l.mu.Unlock()
+		l.Mu.Unlock()
 		return false, nil
 	}
 	now := time.Now()
@@ -192,9 +192,9 @@ func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind Lo
 	if kind == Unlock {
 		_, acts := d.m.Unlock(now, delegFileKey, o, rg)
 		d.exec(acts, 0, nil)
-		l.mu.Unlock()
+		l.Mu.Unlock()
 		if off == 0 && n == 0 {
-			fs.dropHeld(i, nil, owner)
+			fs.DropHeld(i, nil, owner)
 		}
 		return true, nil
 	}
@@ -211,13 +211,13 @@ func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind Lo
 		delete(d.waits, req)
 	}
 	if r.Verdict == lockmgr.Granted {
-		l.noteOwnerLocked(i, owner)
+		l.NoteOwnerLocked(i, owner)
 	}
 	done := d.done
-	l.mu.Unlock()
+	l.Mu.Unlock()
 	switch r.Verdict {
 	case lockmgr.Granted:
-		fs.noteHeld(f, owner)
+		fs.NoteHeld(f, owner)
 		return true, nil
 	case lockmgr.Denied:
 		return true, syscall.EAGAIN
@@ -229,36 +229,36 @@ func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind Lo
 	}
 	select {
 	case <-ch:
-		l.mu.Lock()
-		l.noteOwnerLocked(i, owner)
-		l.mu.Unlock()
-		fs.noteHeld(f, owner)
+		l.Mu.Lock()
+		l.NoteOwnerLocked(i, owner)
+		l.Mu.Unlock()
+		fs.NoteHeld(f, owner)
 		return true, nil
 	case <-done:
 		// Recalled while waiting: the request goes to the server (its grant,
 		// if it came first, was sent there with the other locks).
-		l.mu.Lock()
+		l.Mu.Lock()
 		_, granted := d.waits[req]
 		granted = !granted
 		if granted {
-			l.noteOwnerLocked(i, owner)
+			l.NoteOwnerLocked(i, owner)
 		}
-		l.mu.Unlock()
+		l.Mu.Unlock()
 		if granted {
-			fs.noteHeld(f, owner)
+			fs.NoteHeld(f, owner)
 			return true, nil
 		}
 		return false, nil
 	case <-ctx.Done():
 	}
-	l.mu.Lock()
+	l.Mu.Lock()
 	if _, waiting := d.waits[req]; !waiting {
-		l.noteOwnerLocked(i, owner)
-		l.mu.Unlock()
-		fs.noteHeld(f, owner)
+		l.NoteOwnerLocked(i, owner)
+		l.Mu.Unlock()
+		fs.NoteHeld(f, owner)
 		return true, nil // granted first
 	}
-	defer l.mu.Unlock()
+	defer l.Mu.Unlock()
 	delete(d.waits, req)
 	if !d.recalling && l.delegs[i] == d {
 		_, acts := d.m.Cancel(time.Now(), lockmgr.CancelArgs{File: delegFileKey, Owner: o, Type: mgrType(kind), Range: rg})
@@ -270,8 +270,8 @@ func (fs *snfsFS) delegSetlk(ctx context.Context, f *File, owner uint64, kind Lo
 // delegGetlk serves Getlk from i's delegation.
 func (fs *snfsFS) delegGetlk(i *Inode, owner uint64, kind LockKind, off, n uint64) (holder *LockHolder, handled bool) {
 	l := &fs.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	d := l.delegWaitLocked(i)
 	if d == nil {
 		return nil, false
@@ -290,8 +290,8 @@ func (fs *snfsFS) delegGetlk(i *Inode, owner uint64, kind LockKind, off, n uint6
 // delegUnlockOwner serves UnlockOwner from i's delegation.
 func (fs *snfsFS) delegUnlockOwner(i *Inode, owner uint64) bool {
 	l := &fs.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	d := l.delegWaitLocked(i)
 	if d == nil {
 		return false
@@ -305,24 +305,24 @@ func (fs *snfsFS) delegUnlockOwner(i *Inode, owner uint64) bool {
 // the server as LOCKs (and the ranges its owners do not hold as LOCKUs)
 // before the answer. CBStale: the file is not delegated here.
 func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
-	i := fs.lookupInode(fh)
+	i := fs.LookupInode(fh)
 	if i == nil {
 		return state.Stale
 	}
 	l := &fs.locks
-	l.mu.Lock()
+	l.Mu.Lock()
 	d := l.delegWaitLocked(i)
 	if d == nil {
-		l.mu.Unlock()
+		l.Mu.Unlock()
 		return state.Stale
 	}
 	d.recalling = true
 	held := d.m.Holders(delegFileKey)
 	owners := map[uint64]bool{}
-	for o := range l.owners[i] {
+	for o := range l.Owners[i] {
 		owners[o] = true
 	}
-	l.mu.Unlock()
+	l.Mu.Unlock()
 	fs.stats.LockRecalls.Add(1)
 	byOwner := map[uint64][]lockmgr.Lock{}
 	for _, h := range held {
@@ -358,7 +358,7 @@ func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 			if errors.Is(err, snfs1.ErrFenced) {
 				fenced = true
 			} else if err != nil && !errors.Is(err, nfs3.ErrStale) {
-				fs.log.Warn("lock delegation recall: an unlock failed", "fileid", i.FileID, "err", err)
+				fs.Logger().Warn("lock delegation recall: an unlock failed", "fileid", i.FileID, "err", err)
 			}
 		}
 	}
@@ -366,7 +366,7 @@ func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 	// What the server now holds for the owners is what they held here: the
 	// ranges a reclaim after a server restart sends again (lockreclaim.go).
 	for o := range owners {
-		l.dropRanges(i, o)
+		l.DropRanges(i, o)
 	}
 	for _, h := range held {
 		typ := snfs1.LockRead
@@ -378,23 +378,23 @@ func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 		if errors.Is(err, snfs1.ErrFenced) {
 			fenced = true
 		} else if err != nil || res.Stat != snfs1.LockGranted {
-			fs.log.Warn("lock delegation recall: a lock could not be handed back", "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("lock delegation recall: a lock could not be handed back", "fileid", i.FileID, "err", err)
 			lost = true
 		} else {
-			l.noteRange(i, ownerOf(h.Owner), h.Range.Offset(), h.Range.Length(), h.Type == lockmgr.Write, false)
+			l.NoteRange(i, ownerOf(h.Owner), h.Range.Offset(), h.Range.Length(), h.Type == lockmgr.Write, false)
 		}
 	}
-	l.mu.Lock()
+	l.Mu.Lock()
 	if l.delegs[i] == d {
 		delete(l.delegs, i)
 	}
 	d.recalling = false
 	close(d.done)
 	l.cond.Broadcast()
-	l.mu.Unlock()
+	l.Mu.Unlock()
 	switch {
 	case fenced:
-		fs.locksLost("the server revoked this client's locks", nil, false)
+		fs.LocksLost("the server revoked this client's locks", nil, false)
 	case lost:
 		fs.inodeLocksLost(i)
 	}
@@ -406,8 +406,8 @@ func (fs *snfsFS) recallLocks(ctx context.Context, fh nfs3.FH) state.Outcome {
 // (the server restarted): the server holds none of them. Local waiters go
 // to the server.
 func (l *snfsLocks) dropDelegs(verf *snfs1.Verifier) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	for i, d := range l.delegs {
 		if verf != nil && d.verf == *verf {
 			continue
@@ -426,20 +426,20 @@ func (l *snfsLocks) dropDelegs(verf *snfs1.Verifier) {
 // could not be handed back): their I/O fails with EIO until they unlock.
 func (fs *snfsFS) inodeLocksLost(i *Inode) {
 	l := &fs.locks
-	l.mu.Lock()
-	for f, h := range l.held {
-		if f.i == i {
-			h.lost = true
+	l.Mu.Lock()
+	for f, h := range l.Held {
+		if f.I == i {
+			h.Lost = true
 		}
 	}
-	l.mu.Unlock()
-	fs.log.Warn("file locks lost: a recalled lock delegation's lock was refused", "fileid", i.FileID)
+	l.Mu.Unlock()
+	fs.Logger().Warn("file locks lost: a recalled lock delegation's lock was refused", "fileid", i.FileID)
 }
 
 // snfsLocks is snfs mode's lock table: the core's (locks, whose mu guards
 // the fields below too) with the lock delegations and the lock lease.
 type snfsLocks struct {
-	locks
+	LockTable
 	// Lock delegation (lockdeleg.go), guarded by mu: the delegated files,
 	// the lock requests of each file at the server, whether one of them asks
 	// for the delegation, and cond (on mu), broadcast when an asking request

@@ -21,7 +21,7 @@ import (
 // callback timeout ago, it sends LOCKT; SNFS_ERR_FENCED means the server
 // revoked this client's locks. After a server restart the reclaim marks the
 // locks it could not take back lost, and then moves the others to the new
-// server verifier (locks.verf); a descriptor whose locks were granted under
+// server verifier (locks.Verf); a descriptor whose locks were granted under
 // another verifier than that one (granted by the old server, but recorded
 // after the reclaim looked) lost them too (checked at every I/O). A LOCK or LOCKU answered SNFS_ERR_FENCED
 // tells the same as a renewal's. The server revokes only after a probe went
@@ -42,116 +42,116 @@ var ErrLockLost = fmt.Errorf("vfs: this descriptor's lock was lost: %w", syscall
 
 // heldLocks is what a descriptor holds: its lock owners, the server verifier
 // their locks were granted under, and whether they were lost.
-type heldLocks struct {
+type HeldLocks struct {
 	owners map[uint64]bool
-	verf   snfs1.Verifier
-	lost   bool
-	// pids: the threads that took the locks (NoteLockPid), their processes
-	// once lost (lockLostLocked); ptIno, once
+	Verf   snfs1.Verifier
+	Lost   bool
+	// Pids: the threads that took the locks (NoteLockPid), their processes
+	// once lost (lockLostLocked); PtIno, once
 	// lost, the inode number of the descriptor's passthrough cache file (0:
 	// none). The watch refuses those processes' accesses to that file.
-	pids  map[uint32]bool
-	ptIno uint64
+	Pids  map[uint32]bool
+	PtIno uint64
 }
 
-// noteHeld records that owner took a lock through f.
-func (fs *FS) noteHeld(f *File, owner uint64) {
+// NoteHeld records that owner took a lock through f.
+func (fs *FS) NoteHeld(f *File, owner uint64) {
 	l := fs.lockTable()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	verf := l.verf
-	if l.held == nil {
-		l.held = map[*File]*heldLocks{}
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	verf := l.Verf
+	if l.Held == nil {
+		l.Held = map[*File]*HeldLocks{}
 	}
-	h := l.held[f]
+	h := l.Held[f]
 	if h == nil { // a lost descriptor stays lost until its owners unlock
-		h = &heldLocks{owners: map[uint64]bool{}, verf: verf}
-		l.held[f] = h
+		h = &HeldLocks{owners: map[uint64]bool{}, Verf: verf}
+		l.Held[f] = h
 	}
 	h.owners[owner] = true
-	l.nheld.Store(int64(len(l.held)))
+	l.NHeld.Store(int64(len(l.Held)))
 }
 
-// dropHeld forgets owner's locks on i (it unlocked the whole file, or closed
+// DropHeld forgets owner's locks on i (it unlocked the whole file, or closed
 // it); with f non-nil, every owner's locks through f (its release).
-func (fs *FS) dropHeld(i *Inode, f *File, owner uint64) {
+func (fs *FS) DropHeld(i *Inode, f *File, owner uint64) {
 	l := fs.lockTable()
 	if l == nil {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	if f != nil {
-		delete(l.held, f)
-		l.nheld.Store(int64(len(l.held)))
+		delete(l.Held, f)
+		l.NHeld.Store(int64(len(l.Held)))
 		return
 	}
-	for hf, h := range l.held {
-		if hf.i == i {
+	for hf, h := range l.Held {
+		if hf.I == i {
 			delete(h.owners, owner)
 			if len(h.owners) == 0 {
-				delete(l.held, hf)
+				delete(l.Held, hf)
 			}
 		}
 	}
-	l.nheld.Store(int64(len(l.held)))
+	l.NHeld.Store(int64(len(l.Held)))
 }
 
-// locksLost marks every descriptor's locks lost (the server revoked this
+// LocksLost marks every descriptor's locks lost (the server revoked this
 // client's locks), or with verf set only those granted under another server
 // verifier (the server restarted). Outside a read or write (notify), the
 // kernel's pages of their files are dropped, so that their next read reaches
 // the mount; inside one the kernel holds the file, and the notification
 // would wait for it. A passthrough descriptor's cache file is watched from
 // now on (lockLostLocked), whatever notify.
-func (fs *FS) locksLost(why string, verf *snfs1.Verifier, notify bool) {
-	inodes := fs.markLost(why, verf)
+func (fs *FS) LocksLost(why string, verf *snfs1.Verifier, notify bool) {
+	inodes := fs.MarkLost(why, verf)
 	if notify {
 		for _, i := range inodes {
-			fs.notifyData(i)
+			fs.NotifyData(i)
 		}
 	}
 }
 
-// markLost is locksLost without the notifications: it returns the files of
+// MarkLost is locksLost without the notifications: it returns the files of
 // the descriptors it marked.
-func (fs *FS) markLost(why string, verf *snfs1.Verifier) []*Inode {
+func (fs *FS) MarkLost(why string, verf *snfs1.Verifier) []*Inode {
 	l := fs.lockTable()
-	fs.ops.dropDelegations(verf)
+	fs.ops.DropDelegations(verf)
 	var inodes []*Inode
-	l.mu.Lock()
-	for f, h := range l.held {
-		if h.lost || verf != nil && h.verf == *verf {
+	l.Mu.Lock()
+	for f, h := range l.Held {
+		if h.Lost || verf != nil && h.Verf == *verf {
 			continue
 		}
-		h.lost = true
-		fs.ops.lockLostLocked(f, h)
-		inodes = append(inodes, f.i)
+		h.Lost = true
+		fs.ops.LockLostLocked(f, h)
+		inodes = append(inodes, f.I)
 		for o := range h.owners {
-			l.dropRangesLocked(f.i, o) // nothing to reclaim
+			l.dropRangesLocked(f.I, o) // nothing to reclaim
 		}
 	}
-	l.mu.Unlock()
+	l.Mu.Unlock()
 	if len(inodes) > 0 {
 		fs.log.Warn("file locks lost: their descriptors' reads and writes fail with EIO until they unlock", "why", why, "files", len(inodes))
 	}
 	return inodes
 }
 
-// lockCheck is called before f's reads and writes: ErrLockLost if f's lock
+// LockCheck is called before f's reads and writes: ErrLockLost if f's lock
 // was lost, after renewing the lock lease if it is due.
-func (fs *FS) lockCheck(ctx context.Context, f *File) error {
+func (fs *FS) LockCheck(ctx context.Context, f *File) error {
 	l := fs.lockTable()
-	if l == nil || l.nheld.Load() == 0 {
+	if l == nil || l.NHeld.Load() == 0 {
 		return nil
 	}
-	lost, ok := l.heldState(f)
+	lost, ok := l.HeldState(f)
 	if !ok {
 		return nil
 	}
 	if !lost {
 		var err error
-		if lost, err = fs.ops.lockLease(ctx, f); err != nil {
+		if lost, err = fs.ops.LockLease(ctx, f); err != nil {
 			return err
 		}
 	}
@@ -161,36 +161,36 @@ func (fs *FS) lockCheck(ctx context.Context, f *File) error {
 	return nil
 }
 
-// lockTable is the mode's lock state (FS.lockTab; nil without server locks).
-func (fs *FS) lockTable() *locks { return fs.lockTab }
+// lockTable is the mode's lock state (FS.LockTab; nil without server locks).
+func (fs *FS) lockTable() *LockTable { return fs.LockTab }
 
-// lockVerf is the server verifier the locks held are held under.
-func (l *locks) lockVerf() snfs1.Verifier {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.verf
+// LockVerf is the server verifier the locks held are held under.
+func (l *LockTable) LockVerf() snfs1.Verifier {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	return l.Verf
 }
 
-func (l *locks) heldState(f *File) (lost, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	h := l.held[f]
+func (l *LockTable) HeldState(f *File) (lost, ok bool) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	h := l.Held[f]
 	if h == nil {
 		return false, false
 	}
-	return h.lost, true
+	return h.Lost, true
 }
 
-// anyHeld is the file of a descriptor that holds locks not lost, or nil.
-func (l *locks) anyHeld() *Inode {
-	if l.nheld.Load() == 0 {
+// AnyHeld is the file of a descriptor that holds locks not lost, or nil.
+func (l *LockTable) AnyHeld() *Inode {
+	if l.NHeld.Load() == 0 {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for f, h := range l.held {
-		if !h.lost {
-			return f.i
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	for f, h := range l.Held {
+		if !h.Lost {
+			return f.I
 		}
 	}
 	return nil

@@ -17,7 +17,7 @@ import "math"
 // type.
 type heldSpan struct {
 	start, end uint64
-	write      bool
+	Write      bool
 }
 
 // spanOf is the range of a lock request's (off, n): n 0, or a length past
@@ -30,8 +30,8 @@ func spanOf(off, n uint64, write bool) heldSpan {
 	return heldSpan{off, end, write}
 }
 
-// offLen is s as a lock request's offset and length.
-func (s heldSpan) offLen() (off, n uint64) {
+// OffLen is s as a lock request's offset and length.
+func (s heldSpan) OffLen() (off, n uint64) {
 	if s.end == math.MaxUint64 {
 		return s.start, 0
 	}
@@ -55,14 +55,14 @@ func setSpan(spans []heldSpan, r heldSpan, unlock bool) []heldSpan {
 			continue
 		}
 		if s.start < r.start {
-			out = append(out, heldSpan{s.start, r.start - 1, s.write})
+			out = append(out, heldSpan{s.start, r.start - 1, s.Write})
 		}
 		if s.end > r.end {
 			if !placed {
 				out = append(out, r)
 				placed = true
 			}
-			out = append(out, heldSpan{r.end + 1, s.end, s.write})
+			out = append(out, heldSpan{r.end + 1, s.end, s.Write})
 		}
 	}
 	if !placed {
@@ -70,7 +70,7 @@ func setSpan(spans []heldSpan, r heldSpan, unlock bool) []heldSpan {
 	}
 	merged := out[:0]
 	for _, s := range out {
-		if n := len(merged); n > 0 && merged[n-1].write == s.write && merged[n-1].end != math.MaxUint64 && merged[n-1].end+1 == s.start {
+		if n := len(merged); n > 0 && merged[n-1].Write == s.Write && merged[n-1].end != math.MaxUint64 && merged[n-1].end+1 == s.start {
 			merged[n-1].end = s.end
 			continue
 		}
@@ -79,11 +79,11 @@ func setSpan(spans []heldSpan, r heldSpan, unlock bool) []heldSpan {
 	return merged
 }
 
-// noteRange records that owner's request on (off, n) of i was carried out:
+// NoteRange records that owner's request on (off, n) of i was carried out:
 // a lock granted (write or read), or an unlock.
-func (l *locks) noteRange(i *Inode, owner uint64, off, n uint64, write, unlock bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *LockTable) NoteRange(i *Inode, owner uint64, off, n uint64, write, unlock bool) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	if l.ranges == nil {
 		l.ranges = map[*Inode]map[uint64][]heldSpan{}
 	}
@@ -100,8 +100,8 @@ func (l *locks) noteRange(i *Inode, owner uint64, off, n uint64, write, unlock b
 	byOwner[owner] = spans
 }
 
-// dropRangesLocked forgets owner's ranges on i. l.mu held.
-func (l *locks) dropRangesLocked(i *Inode, owner uint64) {
+// dropRangesLocked forgets owner's ranges on i. l.Mu held.
+func (l *LockTable) dropRangesLocked(i *Inode, owner uint64) {
 	delete(l.ranges[i], owner)
 	if len(l.ranges[i]) == 0 {
 		delete(l.ranges, i)
@@ -110,15 +110,15 @@ func (l *locks) dropRangesLocked(i *Inode, owner uint64) {
 
 // heldRanges is what the owners hold: one entry per (file, owner).
 type heldRanges struct {
-	i     *Inode
-	owner uint64
-	spans []heldSpan
+	Inode *Inode
+	Owner uint64
+	Spans []heldSpan
 }
 
-// snapshotRanges returns every owner's ranges (to reclaim them).
-func (l *locks) snapshotRanges() []heldRanges {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// SnapshotRanges returns every owner's ranges (to reclaim them).
+func (l *LockTable) SnapshotRanges() []heldRanges {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	var out []heldRanges
 	for i, byOwner := range l.ranges {
 		for o, spans := range byOwner {
@@ -128,29 +128,29 @@ func (l *locks) snapshotRanges() []heldRanges {
 	return out
 }
 
-// ownerLost marks the descriptors through which owner locked i lost and
+// OwnerLost marks the descriptors through which owner locked i lost and
 // forgets owner's ranges on i: the server did not take them back. It returns
 // whether a descriptor was marked.
-func (l *locks) ownerLost(i *Inode, owner uint64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *LockTable) OwnerLost(i *Inode, owner uint64) bool {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	l.dropRangesLocked(i, owner)
 	marked := false
-	for f, h := range l.held {
-		if f.i == i && h.owners[owner] && !h.lost {
-			h.lost = true
+	for f, h := range l.Held {
+		if f.I == i && h.owners[owner] && !h.Lost {
+			h.Lost = true
 			marked = true
 		}
 	}
 	return marked
 }
 
-// takeLostNotify returns (and forgets) the files whose locks the reclaim
+// TakeLostNotify returns (and forgets) the files whose locks the reclaim
 // found lost.
-func (l *locks) takeLostNotify() []*Inode {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	is := l.lostNotify
-	l.lostNotify = nil
+func (l *LockTable) TakeLostNotify() []*Inode {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	is := l.LostNotify
+	l.LostNotify = nil
 	return is
 }

@@ -30,11 +30,11 @@ func TestSetSpan(t *testing.T) {
 			got := [size + 1]int8{}
 			for k, s := range spans {
 				if s.start > s.end || k > 0 && (spans[k-1].end >= s.start ||
-					spans[k-1].end+1 == s.start && spans[k-1].write == s.write) {
+					spans[k-1].end+1 == s.start && spans[k-1].Write == s.Write) {
 					t.Fatalf("run %d op %d: spans not sorted, disjoint and merged: %+v", run, op, spans)
 				}
 				kind := int8(1)
-				if s.write {
+				if s.Write {
 					kind = 2
 				}
 				last := s.end
@@ -64,7 +64,7 @@ func TestSpanOf(t *testing.T) {
 		if s.start != c.off || s.end != c.end {
 			t.Errorf("spanOf(%d, %d) = %+v, want end %d", c.off, c.n, s, c.end)
 		}
-		if off, n := s.offLen(); off != c.off || (c.end == math.MaxUint64) != (n == 0) {
+		if off, n := s.OffLen(); off != c.off || (c.end == math.MaxUint64) != (n == 0) {
 			t.Errorf("spanOf(%d, %d).offLen() = %d, %d", c.off, c.n, off, n)
 		}
 	}

@@ -36,40 +36,40 @@ var ErrNoLocks = errors.New("vfs: no locks available")
 // adds its delegations in snfsLocks, or nfs mode's NLM): the blocked requests waiting for
 // their CB_GRANTED, and the owners that have taken locks on each inode (so
 // that the last close of an owner's descriptor, FLUSH, releases its locks).
-type locks struct {
-	mu      sync.Mutex
-	waiting map[waitKey][]*lockWait    // guarded by mu
-	owners  map[*Inode]map[uint64]bool // guarded by mu
-	// held: the descriptors that took locks (locklost.go); guarded by mu.
-	held  map[*File]*heldLocks
-	nheld atomic.Int64 // len(held), read without mu by every read and write
+type LockTable struct {
+	Mu      sync.Mutex
+	Waiting map[WaitKey][]*LockWait    // guarded by Mu
+	Owners  map[*Inode]map[uint64]bool // guarded by Mu
+	// Held: the descriptors that took locks (locklost.go); guarded by Mu.
+	Held  map[*File]*HeldLocks
+	NHeld atomic.Int64 // len(held), read without Mu by every read and write
 	// ranges: what each owner holds on each file, for its reclaim after a
-	// server restart (lockreclaim.go); guarded by mu.
+	// server restart (lockreclaim.go); guarded by Mu.
 	ranges map[*Inode]map[uint64][]heldSpan
-	// verf: in snfs mode, the server verifier the locks held are held
+	// Verf: in snfs mode, the server verifier the locks held are held
 	// under - the session's, once the locks were reclaimed after a restart
-	// (lockreclaim.go); guarded by mu.
-	verf snfs1.Verifier
-	// lostNotify: files whose locks the reclaim found lost, whose kernel
-	// pages are yet to be dropped (serverRestarted); guarded by mu.
-	lostNotify []*Inode
+	// (lockreclaim.go); guarded by Mu.
+	Verf snfs1.Verifier
+	// LostNotify: files whose locks the reclaim found lost, whose kernel
+	// pages are yet to be dropped (serverRestarted); guarded by Mu.
+	LostNotify []*Inode
 }
 
-type waitKey struct {
-	fh             string
-	owner          uint64
-	typ            snfs1.LockType
-	offset, length uint64
+type WaitKey struct {
+	FH             string
+	Owner          uint64
+	Type           snfs1.LockType
+	Offset, Length uint64
 }
 
 // lockWait is a blocked request: granted by CB_GRANTED, or given up
 // (interrupted: a grant that comes after is unwanted).
-type lockWait struct {
-	granted chan struct{}
-	done    bool // granted or given up; guarded by locks.mu
+type LockWait struct {
+	Granted chan struct{}
+	Done    bool // granted or given up; guarded by locks.Mu
 }
 
-func protoLockType(k LockKind) snfs1.LockType {
+func ProtoLockType(k LockKind) snfs1.LockType {
 	if k == WriteLock {
 		return snfs1.LockWrite
 	}
@@ -95,10 +95,10 @@ func (fs *FS) Setlk(ctx context.Context, f *File, owner uint64, kind LockKind, o
 // waits before it is sent again.
 const graceWait = time.Second
 
-// graceRetry sends a LOCK or LOCKT again while the server answers
+// GraceRetry sends a LOCK or LOCKT again while the server answers
 // LOCK_GRACE (its grace period after a restart: the Linux NFS client waits
 // it out too), until ctx ends.
-func graceRetry(ctx context.Context, call func() (snfs1.LockStat, error)) error {
+func GraceRetry(ctx context.Context, call func() (snfs1.LockStat, error)) error {
 	for {
 		st, err := call()
 		if err != nil || st != snfs1.LockGrace {
@@ -114,13 +114,13 @@ func graceRetry(ctx context.Context, call func() (snfs1.LockStat, error)) error 
 	}
 }
 
-// lockGranted drops what the kernel cached of i: another client may have
+// LockGranted drops what the kernel cached of i: another client may have
 // changed the file while this one waited for the lock.
-func (fs *FS) lockGranted(i *Inode) {
-	i.mu.Lock()
-	i.invalidateLocked()
-	i.mu.Unlock()
-	fs.notifyData(i)
+func (fs *FS) LockGranted(i *Inode) {
+	i.Mu.Lock()
+	i.InvalidateLocked()
+	i.Mu.Unlock()
+	fs.NotifyData(i)
 }
 
 // UnlockOwner releases every lock owner holds on i (FLUSH: a process closed a
@@ -130,58 +130,58 @@ func (fs *FS) UnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	return fs.ops.UnlockOwner(ctx, i, owner)
 }
 
-func (l *locks) noteOwner(i *Inode, owner uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.noteOwnerLocked(i, owner)
+func (l *LockTable) NoteOwner(i *Inode, owner uint64) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	l.NoteOwnerLocked(i, owner)
 }
 
-func (l *locks) noteOwnerLocked(i *Inode, owner uint64) {
-	if l.owners == nil {
-		l.owners = map[*Inode]map[uint64]bool{}
+func (l *LockTable) NoteOwnerLocked(i *Inode, owner uint64) {
+	if l.Owners == nil {
+		l.Owners = map[*Inode]map[uint64]bool{}
 	}
-	if l.owners[i] == nil {
-		l.owners[i] = map[uint64]bool{}
+	if l.Owners[i] == nil {
+		l.Owners[i] = map[uint64]bool{}
 	}
-	l.owners[i][owner] = true
+	l.Owners[i][owner] = true
 }
 
-func (l *locks) forgetOwner(i *Inode, owner uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.owners[i], owner)
-	if len(l.owners[i]) == 0 {
-		delete(l.owners, i)
+func (l *LockTable) ForgetOwner(i *Inode, owner uint64) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	delete(l.Owners[i], owner)
+	if len(l.Owners[i]) == 0 {
+		delete(l.Owners, i)
 	}
 }
 
-func (l *locks) dropRanges(i *Inode, owner uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *LockTable) DropRanges(i *Inode, owner uint64) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	l.dropRangesLocked(i, owner)
 }
 
-func (l *locks) hasOwner(i *Inode, owner uint64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.owners[i][owner]
+func (l *LockTable) HasOwner(i *Inode, owner uint64) bool {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	return l.Owners[i][owner]
 }
 
-func (l *locks) addWait(k waitKey) *lockWait {
-	w := &lockWait{granted: make(chan struct{})}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.waiting == nil {
-		l.waiting = map[waitKey][]*lockWait{}
+func (l *LockTable) AddWait(k WaitKey) *LockWait {
+	w := &LockWait{Granted: make(chan struct{})}
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	if l.Waiting == nil {
+		l.Waiting = map[WaitKey][]*LockWait{}
 	}
-	l.waiting[k] = append(l.waiting[k], w)
+	l.Waiting[k] = append(l.Waiting[k], w)
 	return w
 }
 
-func (l *locks) dropWait(k waitKey, w *lockWait) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ws := l.waiting[k]
+func (l *LockTable) DropWait(k WaitKey, w *LockWait) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	ws := l.Waiting[k]
 	for j, x := range ws {
 		if x == w {
 			ws = append(ws[:j], ws[j+1:]...)
@@ -189,19 +189,19 @@ func (l *locks) dropWait(k waitKey, w *lockWait) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(l.waiting, k)
+		delete(l.Waiting, k)
 	} else {
-		l.waiting[k] = ws
+		l.Waiting[k] = ws
 	}
 }
 
-// giveUp marks w given up; false if it was granted first.
-func (l *locks) giveUp(w *lockWait) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.done {
+// GiveUp marks w given up; false if it was granted first.
+func (l *LockTable) GiveUp(w *LockWait) bool {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	if w.Done {
 		return false
 	}
-	w.done = true
+	w.Done = true
 	return true
 }

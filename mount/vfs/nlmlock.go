@@ -70,7 +70,7 @@ type nlmFS struct {
 	cfg      NLMConfig
 	c        *client.NLM
 	instance [8]byte
-	locks    locks        // the waiting requests and the owners with locks
+	locks    LockTable    // the waiting requests and the owners with locks
 	cb       *nlmCallback // nlmcb.go
 	watch    *nlmWatch    // the server's restarts (nlmreclaim.go)
 	// life ends at Close: the context of CANCELs and of GRANTED_RES calls.
@@ -94,7 +94,7 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	nl := &nlmFS{cfg: cfg}
 	if cfg.Addr == "" {
-		fs.nl, fs.lockTab = nl, &nl.locks
+		fs.nl, fs.LockTab = nl, &nl.locks
 		return nil
 	}
 	c, err := client.DialNLM(ctx, cfg.Addr, cfg.CallerName)
@@ -110,11 +110,11 @@ func (fs *FS) startNLM(ctx context.Context, cfg NLMConfig) error {
 	}
 	rand.Read(nl.instance[:])
 	nl.life, nl.endLife = context.WithCancel(context.Background())
-	fs.nl, fs.lockTab = nl, &nl.locks
+	fs.nl, fs.LockTab = nl, &nl.locks
 	if nl.cb, err = fs.startNLMCallback(ctx); err != nil {
 		nl.endLife()
 		c.Close()
-		fs.nl, fs.lockTab = nil, nil
+		fs.nl, fs.LockTab = nil, nil
 		return err
 	}
 	fs.startNLMWatch(ctx)
@@ -146,7 +146,7 @@ func (fs *FS) NLMCallbackPort() int {
 
 // ServerLocks reports whether locks go to the server (snfs mode, or nfs mode
 // with NLM).
-func (fs *FS) ServerLocks() bool { return fs.ops.serverLocks() }
+func (fs *FS) ServerLocks() bool { return fs.ops.LocksAtServer() }
 
 // oh is the NLM owner handle of the kernel's lock owner.
 func (nl *nlmFS) oh(owner uint64) []byte {
@@ -196,7 +196,7 @@ func nlmErr(proc string, st nlm4.Stat) error {
 // (nlmreclaim.go).
 func (nl *nlmFS) nlmGraceRetry(ctx context.Context, call func() (nlm4.Stat, error)) (nlm4.Stat, error) {
 	var st nlm4.Stat
-	err := graceRetry(ctx, func() (snfs1.LockStat, error) {
+	err := GraceRetry(ctx, func() (snfs1.LockStat, error) {
 		var err error
 		st, err = call()
 		if err != nil || st == nlm4.DeniedGracePeriod {
@@ -250,7 +250,7 @@ func (fs *FS) nlmGetlk(ctx context.Context, i *Inode, owner uint64, kind LockKin
 }
 
 func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind, off, n uint64, wait bool) error {
-	nl, i := fs.nl, f.i
+	nl, i := fs.nl, f.I
 	if nl.c == nil {
 		return errNoNLM
 	}
@@ -269,21 +269,21 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		if st != nlm4.Granted {
 			return nlmErr("UNLOCK", st)
 		}
-		nl.locks.noteRange(i, owner, off, n, false, true)
+		nl.locks.NoteRange(i, owner, off, n, false, true)
 		if off == 0 && n == 0 {
-			nl.locks.forgetOwner(i, owner)
-			fs.dropHeld(i, nil, owner)
+			nl.locks.ForgetOwner(i, owner)
+			fs.DropHeld(i, nil, owner)
 		}
 		return nil
 	}
 	excl := kind == WriteLock
-	nl.locks.noteOwner(i, owner)
-	var w *lockWait
-	key := waitKey{string(i.FH), owner, protoLockType(kind), off, n}
+	nl.locks.NoteOwner(i, owner)
+	var w *LockWait
+	key := WaitKey{string(i.FH), owner, ProtoLockType(kind), off, n}
 	if wait {
 		// Before the LOCK: its GRANTED may come before its reply.
-		w = nl.locks.addWait(key)
-		defer nl.locks.dropWait(key, w)
+		w = nl.locks.AddWait(key)
+		defer nl.locks.DropWait(key, w)
 	}
 	for {
 		st, err := nl.nlmGraceRetry(ctx, func() (nlm4.Stat, error) {
@@ -310,7 +310,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		}
 		switch st {
 		case nlm4.Granted:
-			fs.lockGranted(i)
+			fs.LockGranted(i)
 			return nil
 		case nlm4.Denied:
 			return syscall.EAGAIN
@@ -322,7 +322,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		}
 		t := time.NewTimer(nl.cfg.Poll)
 		select {
-		case <-w.granted:
+		case <-w.Granted:
 			t.Stop()
 			fs.nlmGrantedHeld(f, owner, kind, off, n)
 			return nil
@@ -331,7 +331,7 @@ func (fs *FS) nlmSetlk(ctx context.Context, f *File, owner uint64, kind LockKind
 		case <-ctx.Done():
 			t.Stop()
 		}
-		if !nl.locks.giveUp(w) {
+		if !nl.locks.GiveUp(w) {
 			fs.nlmGrantedHeld(f, owner, kind, off, n) // the grant came first: the lock is held
 			return nil
 		}
@@ -354,8 +354,8 @@ func (nl *nlmFS) cancelWait(i *Inode, l nlm4.Lock, excl bool) {
 // nlmHeld records owner's lock of kind on (off, n) granted through f (for
 // its reclaim, and its loss).
 func (fs *FS) nlmHeld(f *File, owner uint64, kind LockKind, off, n uint64) {
-	fs.noteHeld(f, owner)
-	fs.nl.locks.noteRange(f.i, owner, off, n, kind == WriteLock, false)
+	fs.NoteHeld(f, owner)
+	fs.nl.locks.NoteRange(f.I, owner, off, n, kind == WriteLock, false)
 }
 
 // nlmGrantedHeld records a blocked lock granted by the server's GRANTED
@@ -364,18 +364,18 @@ func (fs *FS) nlmGrantedHeld(f *File, owner uint64, kind LockKind, off, n uint64
 	unlock := fs.nl.rlock()
 	fs.nlmHeld(f, owner, kind, off, n)
 	unlock()
-	fs.lockGranted(f.i)
+	fs.LockGranted(f.I)
 }
 
 // nlmUnlockOwner releases owner's locks on i (FLUSH, RELEASE): an UNLOCK of
 // the whole file, sent only if owner took a lock on i.
 func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error {
 	nl := fs.nl
-	fs.dropHeld(i, nil, owner)
+	fs.DropHeld(i, nil, owner)
 	// Not reclaimed after a server restart even if the unlock below fails:
 	// the owner has let its locks of the file go.
-	nl.locks.dropRanges(i, owner)
-	if nl.c == nil || !nl.locks.hasOwner(i, owner) {
+	nl.locks.DropRanges(i, owner)
+	if nl.c == nil || !nl.locks.HasOwner(i, owner) {
 		return nil
 	}
 	unlock := nl.rlock()
@@ -388,7 +388,7 @@ func (fs *FS) nlmUnlockOwner(ctx context.Context, i *Inode, owner uint64) error 
 	if st != nlm4.Granted && st != nlm4.StaleFH {
 		return nlmErr("UNLOCK", st)
 	}
-	nl.locks.forgetOwner(i, owner)
+	nl.locks.ForgetOwner(i, owner)
 	return nil
 }
 
@@ -409,12 +409,12 @@ func (fs *FS) nlmGranted(a *nlm4.TestArgs) nlm4.Stat {
 		typ = snfs1.LockWrite
 	}
 	l := &nl.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range l.waiting[waitKey{string(a.Lock.FH), owner, typ, a.Lock.Offset, a.Lock.Len}] {
-		if !w.done {
-			w.done = true
-			close(w.granted)
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	for _, w := range l.Waiting[WaitKey{string(a.Lock.FH), owner, typ, a.Lock.Offset, a.Lock.Len}] {
+		if !w.Done {
+			w.Done = true
+			close(w.Granted)
 			return nlm4.Granted
 		}
 	}

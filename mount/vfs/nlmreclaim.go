@@ -137,18 +137,18 @@ func (fs *FS) nlmReclaim(ctx context.Context) error {
 	var lostFiles []*Inode
 	defer func() {
 		for _, i := range lostFiles {
-			fs.notifyData(i) // no FUSE request of these files waits for the reclaim
+			fs.NotifyData(i) // no FUSE request of these files waits for the reclaim
 		}
 	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	held := nl.locks.snapshotRanges()
+	held := nl.locks.SnapshotRanges()
 	lost := 0
 	for _, h := range held {
 		why := ""
-		for _, s := range h.spans {
-			off, n := s.offLen()
-			st, err := nl.c.Reclaim(ctx, nl.lock(h.i, h.owner, off, n), s.write)
+		for _, s := range h.Spans {
+			off, n := s.OffLen()
+			st, err := nl.c.Reclaim(ctx, nl.lock(h.Inode, h.Owner, off, n), s.Write)
 			if err != nil {
 				return err
 			}
@@ -162,9 +162,9 @@ func (fs *FS) nlmReclaim(ctx context.Context) error {
 		}
 		lost++
 		fs.log.Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
-			"fileid", h.i.FileID, "owner", h.owner, "answer", why)
-		if nl.locks.ownerLost(h.i, h.owner) {
-			lostFiles = append(lostFiles, h.i)
+			"fileid", h.Inode.FileID, "owner", h.Owner, "answer", why)
+		if nl.locks.OwnerLost(h.Inode, h.Owner) {
+			lostFiles = append(lostFiles, h.Inode)
 		}
 	}
 	fs.log.Info("NLM locks reclaimed after the server restarted", "owners", len(held)-lost, "lost", lost)

@@ -14,13 +14,13 @@ type Notifier interface {
 // SetNotifier sets how the kernel's caches are invalidated (once mounted).
 func (fs *FS) SetNotifier(n Notifier) { fs.notify.Store(&n) }
 
-func (fs *FS) notifyData(i *Inode) {
+func (fs *FS) NotifyData(i *Inode) {
 	if n := fs.notify.Load(); n != nil {
 		(*n).InvalidateData(i)
 	}
 }
 
-func (fs *FS) notifyAttr(i *Inode) {
+func (fs *FS) NotifyAttr(i *Inode) {
 	if n := fs.notify.Load(); n != nil {
 		(*n).InvalidateAttr(i)
 	}
@@ -28,14 +28,14 @@ func (fs *FS) notifyAttr(i *Inode) {
 
 // SetNode records the bridge's node of i (for Notifier).
 func (i *Inode) SetNode(n any) {
-	i.mu.Lock()
+	i.Mu.Lock()
 	i.node = n
-	i.mu.Unlock()
+	i.Mu.Unlock()
 }
 
 // Node is what SetNode recorded.
 func (i *Inode) Node() any {
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	return i.node
 }

@@ -63,7 +63,7 @@ func TestOpenRefusalRevokesEarlierGrant(t *testing.T) {
 		t.Fatal(secondErr)
 	}
 	defer a.Release(ctx, second)
-	if !second.direct {
+	if !second.DirectIO {
 		t.Fatal("the second OPEN was granted caching; the test needs it refused (the recall back-off)")
 	}
 	if snfsCaching(ia) {
@@ -155,9 +155,9 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 		t.Fatal("A's open succeeded with its cache directory closed")
 	}
 	mgrOf(a).afterOpen = nil
-	ia.mu.Lock()
+	ia.Mu.Lock()
 	counted := stOf(ia).Opens(state.Read) + stOf(ia).Opens(state.Write)
-	ia.mu.Unlock()
+	ia.Mu.Unlock()
 	if counted != 0 {
 		t.Errorf("A counts %d protocol opens after its open failed", counted)
 	}
@@ -170,7 +170,7 @@ func TestOpenFailedAfterAnswerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx, w)
-	if w.direct {
+	if w.DirectIO {
 		t.Error("B's OPEN_WRITE was refused caching: the server still counts A's failed open")
 	}
 }

@@ -22,15 +22,15 @@ type Entry struct {
 // as long as its directory's attributes are.
 func (fs *FS) entry(dir, i *Inode) Entry {
 	now := time.Now()
-	i.mu.Lock()
-	e := Entry{Inode: i, Attr: i.reportLocked(), AttrTTL: i.ttlLocked(now)}
-	i.mu.Unlock()
-	dir.mu.Lock()
-	e.EntryTTL = dir.ttlLocked(now)
+	i.Mu.Lock()
+	e := Entry{Inode: i, Attr: i.ReportLocked(), AttrTTL: i.TTLLocked(now)}
+	i.Mu.Unlock()
+	dir.Mu.Lock()
+	e.EntryTTL = dir.TTLLocked(now)
 	if e.EntryTTL == 0 {
-		e.EntryTTL = fs.cfg.AcRegMin
+		e.EntryTTL = fs.Cfg.AcRegMin
 	}
-	dir.mu.Unlock()
+	dir.Mu.Unlock()
 	return e
 }
 
@@ -38,24 +38,24 @@ func (fs *FS) entry(dir, i *Inode) Entry {
 // much longer they are.
 func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
 	now := time.Now()
-	i.mu.Lock()
-	if ttl := i.ttlLocked(now); ttl > 0 {
-		a := i.reportLocked()
-		i.mu.Unlock()
+	i.Mu.Lock()
+	if ttl := i.TTLLocked(now); ttl > 0 {
+		a := i.ReportLocked()
+		i.Mu.Unlock()
 		return a, ttl, nil
 	}
-	i.mu.Unlock()
-	start := fs.attrStart()
-	a, err := fs.getattr(ctx, c, i.FH)
+	i.Mu.Unlock()
+	start := fs.AttrStart()
+	a, err := fs.GetattrFH(ctx, c, i.FH)
 	if err == nfs3.ErrStale {
 		// Removed by someone else while open here (or between this
 		// client's lookup and open, where no silly rename can help): an
 		// open file's attributes stay what they were, with no links, as a
 		// local file system's would.
-		i.mu.Lock()
-		defer i.mu.Unlock()
-		if i.opens > 0 {
-			a := i.reportLocked()
+		i.Mu.Lock()
+		defer i.Mu.Unlock()
+		if i.Opens > 0 {
+			a := i.ReportLocked()
 			a.Nlink = 0
 			return a, 0, nil
 		}
@@ -64,31 +64,31 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 		return nfs3.Fattr{}, 0, err
 	}
 	now = time.Now()
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.postOpLocked(a, start, now)
-	return i.reportLocked(), i.ttlLocked(now), nil
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	i.PostOpLocked(a, start, now)
+	return i.ReportLocked(), i.TTLLocked(now), nil
 }
 
 func (fs *FS) dirWcc(dir *Inode, w *nfs3.WccData) {
-	dir.mu.Lock()
-	dir.wccLocked(w, time.Now())
-	dir.mu.Unlock()
+	dir.Mu.Lock()
+	dir.WccLocked(w, time.Now())
+	dir.Mu.Unlock()
 }
 
 func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr, start uint64) {
 	if a == nil {
 		return
 	}
-	dir.mu.Lock()
-	dir.postOpLocked(a, start, time.Now())
-	dir.mu.Unlock()
+	dir.Mu.Lock()
+	dir.PostOpLocked(a, start, time.Now())
+	dir.Mu.Unlock()
 }
 
 // Lookup finds name in dir.
 func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
-	start := fs.attrStart()
-	res, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, dir.FH, name) })
+	start := fs.AttrStart()
+	res, err := RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirPostOp(dir, res.DirAttr, start)
 	}
@@ -97,11 +97,11 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 	}
 	a := res.ObjAttr
 	if a == nil {
-		if a, err = fs.getattr(ctx, c, res.Object); err != nil {
+		if a, err = fs.GetattrFH(ctx, c, res.Object); err != nil {
 			return Entry{}, err
 		}
 	}
-	i := fs.inode(res.Object, a, start)
+	i := fs.Inode(res.Object, a, start)
 	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
@@ -116,11 +116,11 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 	a := res.Attr
 	if a == nil {
 		var err error
-		if a, err = fs.getattr(ctx, c, res.Object); err != nil {
+		if a, err = fs.GetattrFH(ctx, c, res.Object); err != nil {
 			return Entry{}, err
 		}
 	}
-	i := fs.inode(res.Object, a, attrAlways)
+	i := fs.Inode(res.Object, a, attrAlways)
 	fs.named(dir, name, i)
 	return fs.entry(dir, i), nil
 }
@@ -131,20 +131,20 @@ func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode 
 }
 
 // Create is FS.Create in nfs mode.
-func (o nfsOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	e, err := o.fs.createCore(ctx, dir, c, name, mode, excl, flags)
+func (o NFSOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
+	e, err := o.FS.CreateCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	f := &File{i: e.Inode, cred: c, write: true, append: isAppend(flags)}
-	f.direct = f.append
+	f := &File{I: e.Inode, Cred: c, Write: true, Appending: IsAppend(flags)}
+	f.DirectIO = f.Appending
 	return e, f, nil
 }
 
-// createCore sends the CREATE of Create and counts the new file's open (its
+// CreateCore sends the CREATE of Create and counts the new file's open (its
 // File is the mode's to make).
-func (fs *FS) createCore(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, error) {
-	if err := fs.refuseChange(); err != nil {
+func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, error) {
+	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
 	how := nfs3.Unchecked
@@ -160,7 +160,7 @@ func (fs *FS) createCore(ctx context.Context, dir *Inode, c Cred, name string, m
 		var zero uint64
 		args.Attr.Size = &zero
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Create(ctx, args) })
+	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Create(ctx, args) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -172,20 +172,20 @@ func (fs *FS) createCore(ctx context.Context, dir *Inode, c Cred, name string, m
 		return Entry{}, err
 	}
 	i := e.Inode
-	i.mu.Lock()
-	i.cached, i.cachedOK, i.pairs = changeOf(&i.attr), true, nil
-	i.opens++
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.cached, i.cachedOK, i.pairs = changeOf(&i.Attr), true, nil
+	i.Opens++
+	i.Mu.Unlock()
 	return e, nil
 }
 
 // Mkdir makes a directory.
 func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (Entry, error) {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
 	m := mode & 0o7777
-	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m}) })
+	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m}) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -197,10 +197,10 @@ func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode u
 
 // Symlink makes a symbolic link to target.
 func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target string) (Entry, error) {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{}) })
+	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{}) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -212,13 +212,13 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 
 // Mknod makes a device, FIFO or socket.
 func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nfs3.FType, mode uint32, major, minor uint32) (Entry, error) {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
 	m := mode & 0o7777
 	args := &nfs3.MknodArgs{Where: nfs3.DirOpArgs{Dir: dir.FH, Name: name}, Type: typ, Attr: nfs3.Sattr{Mode: &m},
 		Spec: nfs3.SpecData{Major: major, Minor: minor}}
-	res, err := rpc(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.client(c).Mknod(ctx, args) })
+	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Mknod(ctx, args) })
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
@@ -230,12 +230,12 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 
 // Readlink reads a symbolic link.
 func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
-	start := fs.attrStart()
-	res, err := rpc(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.client(c).Readlink(ctx, i.FH) })
+	start := fs.AttrStart()
+	res, err := RPC(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.Client(c).Readlink(ctx, i.FH) })
 	if res != nil && res.Attr != nil {
-		i.mu.Lock()
-		i.postOpLocked(res.Attr, start, time.Now())
-		i.mu.Unlock()
+		i.Mu.Lock()
+		i.PostOpLocked(res.Attr, start, time.Now())
+		i.Mu.Unlock()
 	}
 	if err != nil {
 		return "", err
@@ -245,19 +245,19 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 
 // Link makes name in dir another link to i.
 func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Entry, error) {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.LinkRes, error) { return fs.client(c).Link(ctx, i.FH, dir.FH, name) })
+	res, err := RPC(ctx, fs, func() (*nfs3.LinkRes, error) { return fs.Client(c).Link(ctx, i.FH, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.LinkWcc)
-		i.mu.Lock()
+		i.Mu.Lock()
 		if res.Attr != nil {
-			i.modifiedLocked(res.Attr, time.Now())
+			i.ModifiedLocked(res.Attr, time.Now())
 		} else {
-			i.invalidateLocked()
+			i.InvalidateLocked()
 		}
-		i.mu.Unlock()
+		i.Mu.Unlock()
 	}
 	if err != nil {
 		return Entry{}, err
@@ -269,47 +269,47 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 // sillyRename hides child (open, about to lose its name in dir) under a new
 // name in dir, removed at its last close.
 func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) (bool, error) {
-	if child.isDir() {
+	if child.IsDir() {
 		return false, nil // directories are not renamed away (RMDIR needs them empty anyway)
 	}
-	child.mu.Lock()
+	child.Mu.Lock()
 	// A file with another link outlives this REMOVE: nothing to hide.
-	open := child.opens > 0 && child.sillyName == "" && child.attr.Nlink <= 1
-	child.mu.Unlock()
+	open := child.Opens > 0 && child.SillyName == "" && child.Attr.Nlink <= 1
+	child.Mu.Unlock()
 	if !open {
 		return false, nil
 	}
-	fs.mu.Lock()
+	fs.Mu.Lock()
 	fs.silly++
 	hidden := fmt.Sprintf(".snfs%016x%04x", child.FileID, fs.silly&0xffff)
-	fs.mu.Unlock()
-	res, err := rpc(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.client(c).Rename(ctx, dir.FH, name, dir.FH, hidden) })
+	fs.Mu.Unlock()
+	res, err := RPC(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.Client(c).Rename(ctx, dir.FH, name, dir.FH, hidden) })
 	if res != nil {
 		fs.dirWcc(dir, &res.FromWcc)
 	}
 	if err != nil {
 		return false, err
 	}
-	child.mu.Lock()
-	child.invalidateLocked()
+	child.Mu.Lock()
+	child.InvalidateLocked()
 	// The last release may have run during the RENAME, before the hidden
 	// name was recorded: then nobody else removes it.
-	closed := child.opens == 0
+	closed := child.Opens == 0
 	if !closed {
-		child.sillyDir, child.sillyName = dir.FH, hidden
+		child.SillyDir, child.SillyName = dir.FH, hidden
 		child.nlinkDrop++ // until removeHidden
 	}
-	child.mu.Unlock()
+	child.Mu.Unlock()
 	if !closed {
 		fs.countHidden(dir.FH, 1)
 	}
 	if closed {
-		rres, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir.FH, hidden) })
+		rres, err := RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Remove(ctx, dir.FH, hidden) })
 		if rres != nil {
 			fs.dirWcc(dir, &rres.Wcc)
 		}
 		if err == nil {
-			fs.ops.removed(child, 0)
+			fs.ops.Removed(child, 0)
 		}
 		return true, err
 	}
@@ -319,7 +319,7 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 // Remove unlinks name from dir; child, if known, is the object it names: if
 // it is open it is renamed to a hidden name instead, removed at its last close.
 func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode) error {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
 	if child != nil {
@@ -328,7 +328,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		}
 	}
 	nlink := linksOf(child)
-	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Remove(ctx, dir.FH, name) })
+	res, err := RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Remove(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
@@ -336,24 +336,24 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		child.Invalidate() // nlink and ctime changed
 	}
 	if err == nil {
-		fs.ops.removed(child, nlink)
+		fs.ops.Removed(child, nlink)
 	}
 	return err
 }
 
 // Rmdir removes the directory name from dir.
 func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
 	gone := fs.hiddenGone.Load()
-	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Rmdir(ctx, dir.FH, name) })
+	res, err := RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Rmdir(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
 	if err == nfs3.ErrNotEmpty && fs.waitHiddenGone(ctx, dir, c, name, gone) {
 		res = nil
-		res, err = rpc(ctx, fs, func() (*nfs3.WccRes, error) { return fs.client(c).Rmdir(ctx, dir.FH, name) })
+		res, err = RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Rmdir(ctx, dir.FH, name) })
 		if res != nil {
 			fs.dirWcc(dir, &res.Wcc)
 		}
@@ -367,8 +367,8 @@ const hiddenReleaseWait = 2 * time.Second
 
 // countHidden adds n to the hidden names pending removal in dir.
 func (fs *FS) countHidden(dir nfs3.FH, n int) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
 	if fs.hidden == nil {
 		fs.hidden = make(map[string]int)
 	}
@@ -387,14 +387,14 @@ func (fs *FS) countHidden(dir nfs3.FH, n int) {
 // gone is fs.hiddenGone from before the refused RMDIR: a hidden name removed
 // since may have been the one that made the directory not empty.
 func (fs *FS) waitHiddenGone(ctx context.Context, dir *Inode, c Cred, name string, gone uint64) bool {
-	res, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, dir.FH, name) })
+	res, err := RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, dir.FH, name) })
 	if err != nil {
 		return false
 	}
 	key := string(res.Object)
 	pending := func() bool {
-		fs.mu.Lock()
-		defer fs.mu.Unlock()
+		fs.Mu.Lock()
+		defer fs.Mu.Unlock()
 		return fs.hidden[key] > 0
 	}
 	if !pending() {
@@ -424,11 +424,11 @@ func (fs *FS) waitHiddenGone(ctx context.Context, dir *Inode, c Cred, name strin
 // moved, if known (nil: not), is the object renamed: it is named newName in to
 // afterwards (for the log's paths).
 func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target, moved *Inode, noReplace bool) error {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
 	if noReplace {
-		_, err := rpc(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.client(c).Lookup(ctx, to.FH, newName) })
+		_, err := RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, to.FH, newName) })
 		if err == nil {
 			return nfs3.ErrExist
 		} else if err != nfs3.ErrNoEnt {
@@ -441,7 +441,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 			return err
 		}
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.client(c).Rename(ctx, from.FH, name, to.FH, newName) })
+	res, err := RPC(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.Client(c).Rename(ctx, from.FH, name, to.FH, newName) })
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
 		fs.dirWcc(to, &res.ToWcc)
@@ -450,7 +450,7 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		target.Invalidate()
 	}
 	if err == nil && target != nil && !(from == to && name == newName) {
-		fs.ops.removed(target, nlink)
+		fs.ops.Removed(target, nlink)
 	}
 	if err == nil {
 		fs.named(to, newName, moved)
@@ -473,16 +473,16 @@ func (fs *FS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fa
 }
 
 // Setattr is FS.Setattr in nfs mode.
-func (o nfsOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
-	if err := o.fs.refuseChange(); err != nil {
+func (o NFSOps) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
+	if err := o.FS.RefuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	return o.fs.setattrCore(ctx, i, c, s, nil)
+	return o.FS.SetattrCore(ctx, i, c, s, nil)
 }
 
-// setattrCore sends the SETATTR of Setattr; taken (if not nil) is called
+// SetattrCore sends the SETATTR of Setattr; taken (if not nil) is called
 // with its wcc_data when the server made the change.
-func (fs *FS) setattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, taken func(*nfs3.WccData)) (nfs3.Fattr, time.Duration, error) {
+func (fs *FS) SetattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, taken func(*nfs3.WccData)) (nfs3.Fattr, time.Duration, error) {
 	sa := nfs3.Sattr{Mode: s.Mode, UID: s.UID, GID: s.GID, Size: s.Size}
 	setTime := func(t *time.Time) nfs3.SetTime {
 		switch {
@@ -491,58 +491,58 @@ func (fs *FS) setattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, take
 		case t.IsZero():
 			return nfs3.SetTime{How: nfs3.SetToServerTime}
 		}
-		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: nfsTime(*t)}
+		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: NFSTime(*t)}
 	}
 	sa.Atime, sa.Mtime = setTime(s.Atime), setTime(s.Mtime)
 	if s.Atime != nil || s.Mtime != nil {
 		// Unwritten data would change mtime after the one set here.
-		i.mu.Lock()
-		pending := i.w.pending()
-		i.mu.Unlock()
+		i.Mu.Lock()
+		pending := i.WState.Pending()
+		i.Mu.Unlock()
 		if pending {
-			if err := i.flush(ctx, true); err != nil {
+			if err := i.Flush(ctx, true); err != nil {
 				return nfs3.Fattr{}, 0, err
 			}
 		}
 	}
 	if s.Size != nil {
 		// No WRITE in flight may land beyond the new size after it is set.
-		i.flushMu.Lock()
-		defer i.flushMu.Unlock()
-		i.mu.Lock()
-		i.w.truncate(*s.Size)
-		i.mu.Unlock()
+		i.FlushMu.Lock()
+		defer i.FlushMu.Unlock()
+		i.Mu.Lock()
+		i.WState.truncate(*s.Size)
+		i.Mu.Unlock()
 	}
 	if s.Mode != nil {
 		m := *s.Mode & 0o7777
 		sa.Mode = &m
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.WccRes, error) {
-		return fs.client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
+	res, err := RPC(ctx, fs, func() (*nfs3.WccRes, error) {
+		return fs.Client(c).Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: sa})
 	})
 	if err == nil && taken != nil {
 		taken(&res.Wcc)
 	}
 	now := time.Now()
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	if res != nil {
-		i.wccLocked(&res.Wcc, now)
+		i.WccLocked(&res.Wcc, now)
 	}
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	if i.attrAt.IsZero() {
-		i.mu.Unlock()
-		start := fs.attrStart()
-		a, err := fs.getattr(ctx, c, i.FH)
-		i.mu.Lock()
+	if i.AttrAt.IsZero() {
+		i.Mu.Unlock()
+		start := fs.AttrStart()
+		a, err := fs.GetattrFH(ctx, c, i.FH)
+		i.Mu.Lock()
 		if err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
-		i.postOpLocked(a, start, time.Now())
+		i.PostOpLocked(a, start, time.Now())
 	}
-	return i.reportLocked(), i.ttlLocked(time.Now()), nil
+	return i.ReportLocked(), i.TTLLocked(time.Now()), nil
 }
 
 // Access reports whether c may access i as ACCESS3 bits want ask.
@@ -551,16 +551,16 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 		// access(2) of a read-only file system: EROFS for its files,
 		// directories and links (a device's or FIFO's is not a change of
 		// the file system).
-		if err := fs.refuseChange(); err != nil {
+		if err := fs.RefuseChange(); err != nil {
 			return false, err
 		}
 	}
-	start := fs.attrStart()
-	res, err := rpc(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.client(c).Access(ctx, i.FH, want) })
+	start := fs.AttrStart()
+	res, err := RPC(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.Client(c).Access(ctx, i.FH, want) })
 	if res != nil && res.Attr != nil {
-		i.mu.Lock()
-		i.postOpLocked(res.Attr, start, time.Now())
-		i.mu.Unlock()
+		i.Mu.Lock()
+		i.PostOpLocked(res.Attr, start, time.Now())
+		i.Mu.Unlock()
 	}
 	if err != nil {
 		return false, err
@@ -570,7 +570,7 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 
 // Statfs is FSSTAT.
 func (fs *FS) Statfs(ctx context.Context, c Cred) (*nfs3.FsstatRes, error) {
-	res, err := rpc(ctx, fs, func() (*nfs3.FsstatRes, error) { return fs.client(c).Fsstat(ctx, fs.root.FH) })
+	res, err := RPC(ctx, fs, func() (*nfs3.FsstatRes, error) { return fs.Client(c).Fsstat(ctx, fs.root.FH) })
 	return res, err
 }
 
@@ -586,16 +586,16 @@ type DirEntry struct {
 // OpenDir and ReleaseDir count a directory's opens (an open directory
 // removed elsewhere keeps answering fstat).
 func (fs *FS) OpenDir(i *Inode) {
-	i.mu.Lock()
-	i.opens++
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.Opens++
+	i.Mu.Unlock()
 }
 
 // ReleaseDir ends an OpenDir.
 func (fs *FS) ReleaseDir(i *Inode) {
-	i.mu.Lock()
-	i.opens--
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.Opens--
+	i.Mu.Unlock()
 }
 
 // OpenDirCached decides an open of dir by c: cached reports whether the
@@ -615,22 +615,22 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
 		return nil, false, err
 	}
-	dir.mu.Lock()
-	v := changeOf(&dir.attr)
+	dir.Mu.Lock()
+	v := changeOf(&dir.Attr)
 	wasOK := dir.listedOK
 	if wasOK && dir.listed != v {
 		dir.listedOK, dir.listedBy, dir.listing = false, nil, nil // changed: this open drops the kernel's listing
 	} else if dir.listedForLocked(c) {
-		dir.mu.Unlock()
+		dir.Mu.Unlock()
 		return nil, true, nil
 	}
 	same := wasOK && dir.listedOK
-	dir.mu.Unlock()
+	dir.Mu.Unlock()
 	if ents, err = fs.ReadDir(ctx, dir, c); err != nil {
 		return nil, false, err
 	}
-	dir.mu.Lock()
-	defer dir.mu.Unlock()
+	dir.Mu.Lock()
+	defer dir.Mu.Unlock()
 	switch {
 	case wasOK && !same:
 		return ents, false, nil
@@ -655,7 +655,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 // c: c listed dir at the version its attributes show now (OpenDirCached).
 // Called with dir.mu held.
 func (dir *Inode) listedForLocked(c Cred) bool {
-	return dir.listedOK && dir.listed == changeOf(&dir.attr) && dir.listedBy[c.key()]
+	return dir.listedOK && dir.listed == changeOf(&dir.Attr) && dir.listedBy[c.key()]
 }
 
 // ListedDir is the listing for an open OpenDirCached let the kernel serve
@@ -668,14 +668,14 @@ func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, er
 	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
 		return nil, err
 	}
-	dir.mu.Lock()
+	dir.Mu.Lock()
 	if dir.listedForLocked(c) && dir.listing != nil {
 		ents := dir.listing
-		dir.mu.Unlock()
+		dir.Mu.Unlock()
 		fs.stats.ListingsKept.Add(1)
 		return ents, nil
 	}
-	dir.mu.Unlock()
+	dir.Mu.Unlock()
 	return fs.ReadDir(ctx, dir, c)
 }
 
@@ -686,7 +686,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		var all []nfs3.Entry
 		err := fs.do(ctx, func() (nfs3.Status, error) {
 			var err error
-			all, err = fs.client(c).ReadDirAll(ctx, dir.FH, plus)
+			all, err = fs.Client(c).ReadDirAll(ctx, dir.FH, plus)
 			if st, ok := err.(nfs3.Status); ok {
 				return st, nil
 			}
@@ -694,7 +694,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		})
 		return all, err
 	}
-	start := fs.attrStart()
+	start := fs.AttrStart()
 	all, err := list(true)
 	if err == nfs3.ErrNotSupp {
 		all, err = list(false)
@@ -708,7 +708,7 @@ func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, erro
 		if e.Attr != nil {
 			d.Type = e.Attr.Type
 			if e.Handle != nil && e.Name != "." && e.Name != ".." {
-				ci := fs.inode(e.Handle, e.Attr, start)
+				ci := fs.Inode(e.Handle, e.Attr, start)
 				fs.named(dir, e.Name, ci)
 				en := fs.entry(dir, ci)
 				d.Entry = &en
@@ -724,9 +724,9 @@ func linksOf(i *Inode) uint32 {
 	if i == nil {
 		return 0
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.attr.Nlink
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return i.Attr.Nlink
 }
 
 // XattrCreate and XattrReplace are setxattr(2)'s flags.

@@ -135,31 +135,31 @@ func (*snfsFS) PassthroughFile(f *File) *os.File {
 // snfsIOMode decides how the kernel does this open's I/O: passthrough, its
 // page cache, or direct (through the mount every time).
 func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
-	i := f.i
-	i.mu.Lock()
+	i := f.I
+	i.Mu.Lock()
 	join := ptOpensLocked(i) > 0
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if join {
 		if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
 			return err
 		}
 		// The passthrough opens ended meanwhile.
 	}
-	if f.append {
+	if f.Appending {
 		// An O_APPEND writer's appends are placed by the mount (append.go):
 		// it does not start passthrough (it joins the passthrough opens
 		// there are, while the file is cached), and the kernel caches none
 		// of its pages.
 		for {
-			i.mu.Lock()
+			i.Mu.Lock()
 			join = ptOpensLocked(i) > 0
 			if !join {
 				snOf(i).pt.appenders++
 				fsnOf(f).appendIO = true
 			}
-			i.mu.Unlock()
+			i.Mu.Unlock()
 			if !join {
-				f.direct = true
+				f.DirectIO = true
 				return nil
 			}
 			if joined, err := fs.snfsPassthroughJoin(ctx, f, flags); joined || err != nil {
@@ -167,19 +167,19 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			}
 		}
 	}
-	if f.direct {
+	if f.DirectIO {
 		return nil
 	}
 	if fs.passthrough.Load() && fs.snfsPassthrough(f, flags) {
 		return nil
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	join = ptOpensLocked(i) > 0
 	if !join {
 		fsnOf(f).cachedIO = true
 		snOf(i).pt.cached++
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if join {
 		// Another open passed through meanwhile.
 		joined, err := fs.snfsPassthroughJoin(ctx, f, flags)
@@ -187,10 +187,10 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 			return err
 		}
 		// And those ended too: a cached-page open after all.
-		i.mu.Lock()
+		i.Mu.Lock()
 		fsnOf(f).cachedIO = true
 		snOf(i).pt.cached++
-		i.mu.Unlock()
+		i.Mu.Unlock()
 	}
 	return nil
 }
@@ -201,26 +201,26 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *File, flags int) error {
 // open that joins it later can then become the pinned holder's. Without the
 // watch, write opens do not pass through.
 func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
-	i := f.i
+	i := f.I
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	if write && fs.pin.w == nil {
 		return false
 	}
 	// A write to a set-ID file must reach the mount, which has the
 	// server clear the bits (setid.go); a passthrough write would not.
-	i.mu.Lock()
-	setID := i.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
-	i.mu.Unlock()
+	i.Mu.Lock()
+	setID := i.Attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+	i.Mu.Unlock()
 	if write && setID {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
 		return stOf(i).Caching() && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && ptOpensLocked(i) == 0 && snOf(i).pt.appenders == 0
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf := snOf(i).cf
 	ok := allowed(cf)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !ok {
 		return false
 	}
@@ -241,15 +241,15 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 		fd, ok, err = cf.Pin(true)
 	}
 	if err != nil {
-		fs.log.Debug("passthrough: cache file", "fileid", i.FileID, "err", err)
+		fs.Logger().Debug("passthrough: cache file", "fileid", i.FileID, "err", err)
 	}
 	if !ok {
 		return false
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	if !allowed(cf) {
 		// A callback or another open came in between.
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if write {
 			cf.EndExternal()
 		}
@@ -264,9 +264,9 @@ func (fs *snfsFS) snfsPassthrough(f *File, flags int) bool {
 	snOf(i).pt.watched = watched
 	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).cred = f.cred
+		snOf(i).cred = f.Cred
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
 	if write {
 		fs.pin.wb.Add(fd)
@@ -292,9 +292,9 @@ func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		i.mu.Lock()
+		i.Mu.Lock()
 		ended := snOf(i).pt.cf != cf
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if ended {
 			return nil
 		}
@@ -314,16 +314,16 @@ func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *Inode, cf *cachedir
 // from the server where the cache lacks bytes (the file is cached), or
 // replaced by the server's copy (write-shared: then only for reading).
 func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (bool, error) {
-	i := f.i
+	i := f.I
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf, caching := snOf(i).pt.cf, stOf(i).Caching() && snOf(i).cf == snOf(i).pt.cf
 	pf := snOf(i).pt.pinned
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf == nil {
 		return false, nil
 	}
-	if f.append && !caching {
+	if f.Appending && !caching {
 		// The kernel would append at the pinned file's end, which another
 		// client's appends need not have reached (its accesses are refreshed
 		// at the offsets the kernel names, not at the end it writes).
@@ -341,7 +341,7 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 			return false, err
 		}
 		if miss := cf.Missing(); miss != nil {
-			if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil {
+			if err := fs.fill(ctx, f.Cred, i, cf, miss); err != nil {
 				return false, err
 			}
 		}
@@ -366,9 +366,9 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 			return false, err
 		}
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	if snOf(i).pt.cf != cf {
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if write {
 			cf.EndExternal()
 		}
@@ -378,11 +378,11 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *File, flags int) (
 	}
 	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).cred = f.cred
+		snOf(i).cred = f.Cred
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
-	f.direct = false
+	f.DirectIO = false
 	if write && fs.pin.wb != nil {
 		fs.pin.wb.Add(fd)
 	}
@@ -404,9 +404,9 @@ func (fs *snfsFS) snfsNoteExternal(ctx context.Context, i *Inode) error {
 	}
 	// Write-shared: what this client wrote goes to the server now; the
 	// bytes do not stay cached (the machine's ExternalTaken).
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf, acts := snOf(i).pt.cf, stOf(i).ExternalTaken()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf == nil || !hasAct(acts, clientfile.ActWriteBack) {
 		return nil
 	}
@@ -426,9 +426,9 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 		// file as a whole holds other clients' older bytes.
 		return false, nil
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf, writers := snOf(i).pt.cf, ptWritersLocked(i)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf == nil || writers == 0 {
 		return false, nil
 	}
@@ -439,10 +439,10 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 	if err != nil || !changed {
 		return false, err
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	snOf(i).mtime = time.Now()
 	stOf(i).ExternalWrite()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fs.markDirty(i)
 	return true, nil
 }
@@ -450,7 +450,7 @@ func (fs *snfsFS) snfsNoteExternalLocal(i *Inode) (bool, error) {
 // snfsPinnedRefresh replaces the pinned file's bytes with the server's copy
 // (a write-shared file, not cached: the cache claims none of them).
 func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
-	i := f.i
+	i := f.I
 	wfd, err := fs.pinnedFd(i)
 	if err != nil || wfd == nil {
 		return err
@@ -458,7 +458,7 @@ func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 	buf := make([]byte, 1<<20)
 	var off uint64
 	for {
-		n, err := fs.readServer(ctx, f, off, buf)
+		n, err := fs.ReadServer(ctx, f, off, buf)
 		if err != nil {
 			return err
 		}
@@ -479,8 +479,8 @@ func (fs *snfsFS) snfsPinnedRefresh(ctx context.Context, f *File) error {
 // pinnedFd returns the descriptor for the mount's own writes to the pinned
 // file (nil if i has no passthrough opens).
 func (sn *snfsFS) pinnedFd(i *Inode) (*os.File, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	if ptOpensLocked(i) == 0 || snOf(i).pt.cf == nil {
 		return nil, nil
 	}
@@ -496,11 +496,11 @@ func (sn *snfsFS) pinnedFd(i *Inode) (*os.File, error) {
 
 // snfsIOEnd undoes snfsIOMode at the open's release (after snfsNoteExternal).
 func (fs *snfsFS) snfsIOEnd(f *File) {
-	i := f.i
+	i := f.I
 	var wfd *os.File
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
-	i.mu.Lock()
+	i.Mu.Lock()
 	if fsnOf(f).appendIO {
 		snOf(i).pt.appenders--
 		fsnOf(f).appendIO = false
@@ -529,7 +529,7 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 			snOf(i).pt.cf, snOf(i).pt.fd, snOf(i).pt.pinned, snOf(i).pt.watched = nil, nil, nil, false
 		}
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if pf != nil {
 		fs.pinForget(pf)
 	}
@@ -553,7 +553,7 @@ func (fs *snfsFS) snfsIOEnd(f *File) {
 		// file's, and the next read open passes through, where Linux would
 		// drop them anyway (it refuses FOPEN_KEEP_CACHE there), on that
 		// open's path. Drop them now, at this release, which nobody waits for.
-		fs.notifyData(i)
+		fs.NotifyData(i)
 	}
 }
 
@@ -569,7 +569,7 @@ func snfsPassthroughAttrLocked(i *Inode, a *nfs3.Fattr) {
 		return
 	}
 	a.Size = uint64(size)
-	if t := nfsTime(mtime); timeAfter(t, a.Mtime) {
+	if t := NFSTime(mtime); TimeAfter(t, a.Mtime) {
 		a.Mtime, a.Ctime = t, t
 	}
 }

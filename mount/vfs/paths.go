@@ -31,39 +31,39 @@ func (fs *FS) named(dir *Inode, name string, i *Inode) {
 	if i == nil || dir == nil || name == "" || name == "." || name == ".." {
 		return
 	}
-	i.nameMu.Lock()
-	i.dir, i.name = dir.FH, name
-	i.nameMu.Unlock()
+	i.NameMu.Lock()
+	i.Dir, i.Name = dir.FH, name
+	i.NameMu.Unlock()
 }
 
-// namedFromCache names i, if it has no name yet (recovery at a mount's start
+// NamedFromCache names i, if it has no name yet (recovery at a mount's start
 // made it from a handle), as cf's record says it was last seen.
-func (fs *FS) namedFromCache(i *Inode, cf *cachedir.File) {
+func (fs *FS) NamedFromCache(i *Inode, cf *cachedir.File) {
 	parent, name := cf.Origin()
 	if name == "" {
 		return
 	}
 	if len(parent) == 0 {
-		parent = fs.cfg.Root
+		parent = fs.Cfg.Root
 	}
-	i.nameMu.Lock()
-	if i.name == "" {
-		i.dir, i.name = parent, name
+	i.NameMu.Lock()
+	if i.Name == "" {
+		i.Dir, i.Name = parent, name
 	}
-	i.nameMu.Unlock()
+	i.NameMu.Unlock()
 }
 
-// pathOf is where i was last seen: its path on the mount, or as much of it as
+// PathOf is where i was last seen: its path on the mount, or as much of it as
 // is known (see above).
-func (fs *FS) pathOf(i *Inode) string {
-	return fs.pathFrom(i, nil, "")
+func (fs *FS) PathOf(i *Inode) string {
+	return fs.PathFrom(i, nil, "")
 }
 
-// pathOfFH is pathOf for a handle, which may have no Inode (recovery at the
+// PathOfFH is pathOf for a handle, which may have no Inode (recovery at the
 // mount's start): then cf's record of where the file was, if any.
-func (fs *FS) pathOfFH(fh nfs3.FH, cf *cachedir.File) string {
-	if i := fs.lookupInode(fh); i != nil {
-		if p := fs.pathOf(i); !strings.HasPrefix(p, unknownDir) || cf == nil {
+func (fs *FS) PathOfFH(fh nfs3.FH, cf *cachedir.File) string {
+	if i := fs.LookupInode(fh); i != nil {
+		if p := fs.PathOf(i); !strings.HasPrefix(p, unknownDir) || cf == nil {
 			return p
 		}
 	}
@@ -74,39 +74,39 @@ func (fs *FS) pathOfFH(fh nfs3.FH, cf *cachedir.File) string {
 	if name == "" {
 		return unknownDir + "/?"
 	}
-	return fs.pathFrom(nil, parent, name)
+	return fs.PathFrom(nil, parent, name)
 }
 
-// pathFrom walks up from i, or from name in directory dir when i is nil.
-func (fs *FS) pathFrom(i *Inode, dir nfs3.FH, name string) string {
+// PathFrom walks up from i, or from name in directory dir when i is nil.
+func (fs *FS) PathFrom(i *Inode, dir nfs3.FH, name string) string {
 	var parts []string
 	if i == nil {
 		parts = append(parts, name)
 	} else {
-		if string(i.FH) == string(fs.cfg.Root) {
+		if string(i.FH) == string(fs.Cfg.Root) {
 			return fs.mountPath(nil)
 		}
-		i.nameMu.Lock()
-		dir, name = i.dir, i.name
-		i.nameMu.Unlock()
+		i.NameMu.Lock()
+		dir, name = i.Dir, i.Name
+		i.NameMu.Unlock()
 		if name == "" {
 			return unknownDir + "/?"
 		}
 		parts = append(parts, name)
 	}
 	for range maxPathDepth {
-		if string(dir) == string(fs.cfg.Root) {
+		if string(dir) == string(fs.Cfg.Root) {
 			slices.Reverse(parts)
 			return fs.mountPath(parts)
 		}
-		if d := fs.lookupInode(dir); d != nil {
-			d.nameMu.Lock()
-			dir, name = d.dir, d.name
-			d.nameMu.Unlock()
+		if d := fs.LookupInode(dir); d != nil {
+			d.NameMu.Lock()
+			dir, name = d.Dir, d.Name
+			d.NameMu.Unlock()
 		} else {
-			fs.mu.Lock()
+			fs.Mu.Lock()
 			dn := fs.dirNames[string(dir)]
-			fs.mu.Unlock()
+			fs.Mu.Unlock()
 			dir, name = dn.dir, dn.name
 		}
 		if name == "" {
@@ -120,15 +120,15 @@ func (fs *FS) pathFrom(i *Inode, dir nfs3.FH, name string) string {
 
 // mountPath is the path of parts (names from the root down) on the mount.
 func (fs *FS) mountPath(parts []string) string {
-	mp := fs.cfg.MountPoint
+	mp := fs.Cfg.MountPoint
 	if mp == "" {
 		mp = "/"
 	}
 	return path.Join(append([]string{mp}, parts...)...)
 }
 
-// pathAttr is the log attribute naming i's path.
-func (fs *FS) pathAttr(i *Inode) slog.Attr { return slog.String("path", fs.pathOf(i)) }
+// PathAttr is the log attribute naming i's path.
+func (fs *FS) PathAttr(i *Inode) slog.Attr { return slog.String("path", fs.PathOf(i)) }
 
 // dirName is a directory's name and the directory it is in, learned by
 // resolveDirs.
@@ -140,31 +140,31 @@ type dirName struct {
 // maxResolve bounds what resolveDirs learns over a mount's life.
 const maxResolve = 4096
 
-// resolveDirs learns the names of dir and of the directories above it that
+// ResolveDirs learns the names of dir and of the directories above it that
 // the mount does not know, from the server (LOOKUP "..", then the parent's
 // listing), so that a message about a file in dir names its path: recovery at
 // a mount's start, before any lookup, knows only the file's own name and
 // directory handle (its cache record). A failure leaves the rest unknown.
-func (fs *FS) resolveDirs(ctx context.Context, dir nfs3.FH) {
-	nc := fs.client(Cred{})
+func (fs *FS) ResolveDirs(ctx context.Context, dir nfs3.FH) {
+	nc := fs.Client(Cred{})
 	for range maxPathDepth {
-		if string(dir) == string(fs.cfg.Root) || len(dir) == 0 {
+		if string(dir) == string(fs.Cfg.Root) || len(dir) == 0 {
 			return
 		}
-		if d := fs.lookupInode(dir); d != nil {
-			d.nameMu.Lock()
-			next, name := d.dir, d.name
-			d.nameMu.Unlock()
+		if d := fs.LookupInode(dir); d != nil {
+			d.NameMu.Lock()
+			next, name := d.Dir, d.Name
+			d.NameMu.Unlock()
 			if name == "" {
 				return
 			}
 			dir = next
 			continue
 		}
-		fs.mu.Lock()
+		fs.Mu.Lock()
 		dn, ok := fs.dirNames[string(dir)]
 		full := len(fs.dirNames) >= maxResolve
-		fs.mu.Unlock()
+		fs.Mu.Unlock()
 		if ok {
 			dir = dn.dir
 			continue
@@ -190,9 +190,9 @@ func (fs *FS) resolveDirs(ctx context.Context, dir nfs3.FH) {
 		if name == "" || string(up.Object) == string(dir) {
 			return
 		}
-		fs.mu.Lock()
+		fs.Mu.Lock()
 		fs.dirNames[string(dir)] = dirName{dir: append(nfs3.FH(nil), up.Object...), name: name}
-		fs.mu.Unlock()
+		fs.Mu.Unlock()
 		dir = up.Object
 	}
 }

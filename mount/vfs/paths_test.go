@@ -16,11 +16,11 @@ func TestPathOf(t *testing.T) {
 	if err := v.Release(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	v.cfg.MountPoint = "/mnt/share"
-	if got := v.pathOf(v.Root()); got != "/mnt/share" {
+	v.Cfg.MountPoint = "/mnt/share"
+	if got := v.PathOf(v.Root()); got != "/mnt/share" {
 		t.Errorf("root: %q; want /mnt/share", got)
 	}
-	if got := v.pathOf(fe.Inode); got != "/mnt/share/f" {
+	if got := v.PathOf(fe.Inode); got != "/mnt/share/f" {
 		t.Errorf("f: %q; want /mnt/share/f", got)
 	}
 	a, err := v.Mkdir(ctx, v.Root(), Cred{}, "a", 0o755)
@@ -38,13 +38,13 @@ func TestPathOf(t *testing.T) {
 	if err := v.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if got := v.pathOf(ge.Inode); got != "/mnt/share/a/b/g" {
+	if got := v.PathOf(ge.Inode); got != "/mnt/share/a/b/g" {
 		t.Errorf("g: %q; want /mnt/share/a/b/g", got)
 	}
 	if err := v.Rename(ctx, b.Inode, "g", a.Inode, "h", Cred{}, nil, ge.Inode, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := v.pathOf(ge.Inode); got != "/mnt/share/a/h" {
+	if got := v.PathOf(ge.Inode); got != "/mnt/share/a/h" {
 		t.Errorf("g renamed to a/h: %q; want /mnt/share/a/h", got)
 	}
 	// A new lookup from another directory, as after another client's rename.
@@ -57,12 +57,12 @@ func TestPathOf(t *testing.T) {
 	if _, err := v.Lookup(ctx, b.Inode, Cred{}, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if got := v.pathOf(ge.Inode); got != "/mnt/share/a/b/k" {
+	if got := v.PathOf(ge.Inode); got != "/mnt/share/a/b/k" {
 		t.Errorf("after a rename the mount did not see and a lookup: %q; want /mnt/share/a/b/k", got)
 	}
 	// The kernel forgets a: the path's directories above b are not known.
 	v.Forget(a.Inode)
-	if got := v.pathOf(ge.Inode); got != "(unknown directory)/b/k" {
+	if got := v.PathOf(ge.Inode); got != "(unknown directory)/b/k" {
 		t.Errorf("a forgotten: %q; want (unknown directory)/b/k", got)
 	}
 }

@@ -97,7 +97,7 @@ func (s span) end() uint64 {
 func (fs *snfsFS) startWatch() {
 	w, err := hsm.Open(fs.cache.DataDir(), pinHandler{fs.FS})
 	if err != nil {
-		fs.log.Info("passthrough writes off", "err", err)
+		fs.Logger().Info("passthrough writes off", "err", err)
 		return
 	}
 	fs.pin.byIno = map[uint64]*pinnedFile{}
@@ -132,15 +132,15 @@ func (fs *snfsFS) openWatched(path string, flags int) (*os.File, error) {
 // ends: the mark would keep the inode).
 func (fs *snfsFS) unwatch(fd *os.File) {
 	if err := fs.pin.w.Watch(fd); err != nil {
-		fs.log.Warn("passthrough: end of watch", "err", err)
+		fs.Logger().Warn("passthrough: end of watch", "err", err)
 	}
 }
 
 // pinnedOf returns i's pinned file once its entry is done, or nil.
 func (sn *snfsFS) pinnedOf(i *Inode) *pinnedFile {
-	i.mu.Lock()
+	i.Mu.Lock()
 	pf := snOf(i).pt.pinned
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if pf == nil {
 		return nil
 	}
@@ -159,42 +159,42 @@ func (sn *snfsFS) pinnedOf(i *Inode) *pinnedFile {
 // accesses are refreshed from the server all the same, so that they see
 // another client's writes. It returns nil otherwise.
 func (fs *snfsFS) pinEnter(i *Inode) *pinnedFile {
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf, writers, watched, pf, cred := snOf(i).pt.cf, ptWritersLocked(i), snOf(i).pt.watched, snOf(i).pt.pinned, snOf(i).cred
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if pf != nil || !watched || cf == nil {
 		return nil
 	}
 	fd, err := cf.OpenData()
 	if err != nil {
-		fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		fs.Logger().Warn("passthrough: pinned mode", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		return nil
 	}
 	st, err := fd.Stat()
 	if err != nil {
 		fd.Close()
-		fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		fs.Logger().Warn("passthrough: pinned mode", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		return nil
 	}
 	pf = &pinnedFile{i: i, ino: fileIno(st), fd: fd, pre: map[int32]span{}, cred: cred, holder: writers > 0}
 	fs.pin.mu.Lock()
 	fs.pin.byIno[pf.ino] = pf
 	fs.pin.mu.Unlock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	if snOf(i).pt.cf != cf || snOf(i).pt.pinned != nil {
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		fs.pinForget(pf)
 		return nil
 	}
 	snOf(i).pt.pinned = pf
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	// From here on the kernel's accesses stop for the handler (which only
 	// records them until pinEntered). Under pf.mu: pf is published, so a
 	// release may forget it (pinForget) and close fd meanwhile.
 	pf.mu.Lock()
 	if !pf.gone {
 		if err := fs.pin.w.Watch(fd); err != nil {
-			fs.log.Warn("passthrough: pinned mode", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("passthrough: pinned mode", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		// The pages as they are before the entry's write-back reads them
 		// (pinEntered).
@@ -245,7 +245,7 @@ func (fs *snfsFS) pinForget(pf *pinnedFile) {
 // through shared mappings too (pinnedmap.go), as a close or an fsync must.
 func (fs *snfsFS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error {
 	if err := fs.pin.w.Drain(); err != nil {
-		fs.log.Warn("passthrough: events", "err", err)
+		fs.Logger().Warn("passthrough: events", "err", err)
 	}
 	pf.mu.Lock()
 	defer pf.mu.Unlock()
@@ -273,7 +273,7 @@ func (sn *snfsFS) pinSized(pf *pinnedFile, size uint64) {
 		old = uint64(st.Size())
 	}
 	if err := pf.fd.Truncate(int64(size)); err != nil {
-		fs.log.Warn("passthrough: size cache file", fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
+		fs.Logger().Warn("passthrough: size cache file", fs.PathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 	}
 	lo := min(old, size) &^ (pinPage - 1)
 	pf.resumLocked(span{lo, max(old, size) - lo})
@@ -297,8 +297,8 @@ func (sn *snfsFS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 // write-back does.
 func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) error {
 	i := pf.i
-	c := fs.client(pf.cred)
-	buf := make([]byte, fs.wsize)
+	c := fs.Client(pf.cred)
+	buf := make([]byte, fs.WriteSize())
 	st, err := pf.fd.Stat()
 	if err != nil {
 		return fmt.Errorf("passthrough: cache file: %w", err)
@@ -309,13 +309,13 @@ func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) err
 		if n == 0 {
 			return fmt.Errorf("passthrough: read cache file at %d: %w", off, err)
 		}
-		_, err = i.writeAll(ctx, c, extent{off, buf[:n]}, nfs3.FileSync)
+		_, err = i.WriteAll(ctx, c, Extent{Off: off, Data: buf[:n]}, nfs3.FileSync)
 		var st nfs3.Status
 		if errors.As(err, &st) {
-			fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-			i.mu.Lock()
+			fs.Logger().Error("write-back failed: the file's unwritten data is lost", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+			i.Mu.Lock()
 			snOf(i).wbErr = err
-			i.mu.Unlock()
+			i.Mu.Unlock()
 			return nil
 		}
 		if err != nil {
@@ -346,12 +346,12 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 			busy = append(busy, s)
 		}
 	}
-	f := &File{i: pf.i, cred: pf.cred}
+	f := &File{I: pf.i, Cred: pf.cred}
 	for _, s := range subtract(r, busy) {
 		buf := make([]byte, min(s.n, 1<<20))
 		for off := s.off; off < s.end(); {
 			want := buf[:min(uint64(len(buf)), s.end()-off)]
-			got, err := fs.readServer(ctx, f, off, want)
+			got, err := fs.ReadServer(ctx, f, off, want)
 			if err != nil {
 				return err
 			}
@@ -435,10 +435,10 @@ func (h pinHandler) Pre(ino uint64, tid int32, off, n uint64) syscall.Errno {
 		ctx, cancel := mgrOf(h.fs).stopCtx(time.Minute) // the application waits
 		defer cancel()
 		if err := mgrOf(h.fs).pinFlushLocked(ctx, pf); err != nil {
-			h.fs.log.Warn("passthrough: sending writes", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
+			h.fs.Logger().Warn("passthrough: sending writes", h.fs.PathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
 		if err := mgrOf(h.fs).pinRefreshLocked(ctx, pf, tid, r); err != nil {
-			h.fs.log.Warn("passthrough: refresh", h.fs.pathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
+			h.fs.Logger().Warn("passthrough: refresh", h.fs.PathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
 		}
 	}
 	pf.pre[tid] = r

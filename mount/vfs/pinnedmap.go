@@ -125,7 +125,7 @@ func (sn *snfsFS) pinScanLocked(ctx context.Context, pf *pinnedFile, r span) err
 		}
 	}
 	if len(changed) > 0 {
-		fs.log.Debug("passthrough: pages written through a mapping sent", "fileid", pf.i.FileID, "ranges", len(changed))
+		fs.Logger().Debug("passthrough: pages written through a mapping sent", "fileid", pf.i.FileID, "ranges", len(changed))
 	}
 	return nil
 }

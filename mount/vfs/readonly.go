@@ -20,19 +20,19 @@ import (
 var errReadOnly = fmt.Errorf("read-only mount: %w", nfs3.ErrROFS)
 
 // ReadOnly says whether the mount is read-only.
-func (fs *FS) ReadOnly() bool { return fs.cfg.ReadOnly }
+func (fs *FS) ReadOnly() bool { return fs.Cfg.ReadOnly }
 
-// refuseChange is errReadOnly on a read-only mount, else nil.
-func (fs *FS) refuseChange() error {
-	if fs.cfg.ReadOnly {
+// RefuseChange is errReadOnly on a read-only mount, else nil.
+func (fs *FS) RefuseChange() error {
+	if fs.Cfg.ReadOnly {
 		return errReadOnly
 	}
 	return nil
 }
 
-// changesFile says whether an open with flags may change the file: open for
+// ChangesFile says whether an open with flags may change the file: open for
 // writing, or truncating.
-func changesFile(flags int) bool {
+func ChangesFile(flags int) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
 }
 

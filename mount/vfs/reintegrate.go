@@ -122,8 +122,8 @@ func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a 
 	}
 	// The attributes may be those of this client's own write-back in
 	// progress: wait for it (it moves the base), and look again.
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
 	if cacheFileOrNil(i) != cf {
 		// Reintegrated meanwhile (a fenced write-back): start afresh.
 		if ncf, err := fs.cacheFile(i); err == nil {
@@ -131,29 +131,29 @@ func (fs *snfsFS) checkOpen(ctx context.Context, i *Inode, cf *cachedir.File, a 
 		}
 		return cf
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	moving := stOf(i).WriteBackMoving()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if moving {
 		// A write-back of this client's that began and did not finish
 		// (a server crash, a broken connection) moved the file itself: the
 		// next write-back completes it (as in checkBase).
 		return cf
 	}
-	a, err := fs.getattr(ctx, Cred{}, i.FH)
+	a, err := fs.GetattrFH(ctx, Cred{}, i.FH)
 	if err != nil || !cf.NeedsWriteBack() || unchanged(cf, a) {
 		return cf
 	}
 	fs.stats.Fenced.Add(1)
-	fs.log.Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
-		fs.pathAttr(i), "fileid", i.FileID)
-	i.mu.Lock()
+	fs.Logger().Warn("OPEN: the server's file changed while this client held dirty data of it (fenced meanwhile): saving ours beside it",
+		fs.PathAttr(i), "fileid", i.FileID)
+	i.Mu.Lock()
 	cred := snOf(i).cred
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at OPEN)", cred, a.Mode&0o7777); err != nil {
 		// Kept dirty: written back later over the other client's change
 		// rather than lost.
-		fs.log.Error("conflict copy failed; the dirty data stays", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		fs.Logger().Error("conflict copy failed; the dirty data stays", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		return cf
 	}
 	fs.dropCached(i.FH, cf)
@@ -171,9 +171,9 @@ func (sn *snfsFS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 	if a != nil && !cf.NeedsWriteBack() {
 		cf.SetBase(baseOf(a))
 	}
-	i.nameMu.Lock()
-	parent, name := i.dir, i.name
-	i.nameMu.Unlock()
+	i.NameMu.Lock()
+	parent, name := i.Dir, i.Name
+	i.NameMu.Unlock()
 	if name != "" {
 		cf.SetOrigin(parent, name)
 	}
@@ -184,12 +184,12 @@ func (sn *snfsFS) recordInSync(i *Inode, cf *cachedir.File, a *nfs3.Fattr) {
 // data kept and reintegrated (which OPENs the file again: unfenced).
 func (fs *snfsFS) fenced(ctx context.Context, i *Inode) error {
 	fs.stats.Fenced.Add(1)
-	fs.log.Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.pathAttr(i), "fileid", i.FileID)
-	i.mu.Lock()
+	fs.Logger().Warn("fenced by the server: dropping the file's clean cached data, reintegrating its dirty data", fs.PathAttr(i), "fileid", i.FileID)
+	i.Mu.Lock()
 	cf := snOf(i).cf
 	dirtyLocked(i)
 	acts := fs.applyLocked(i, stOf(i).Fenced())
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	for _, a := range acts {
 		if a.Kind == clientfile.ActInvalidateCache {
 			fs.invalidateCache(cf)
@@ -211,21 +211,21 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	defer fs.reintegrating.Unlock()
 	// No write-back of the file from here to the decision: the OPEN
 	// unfences, and a write-back then would go over another client's change.
-	locked := fs.lookupInode(fh)
+	locked := fs.LookupInode(fh)
 	if locked != nil {
-		locked.flushMu.Lock()
-		defer locked.flushMu.Unlock()
+		locked.FlushMu.Lock()
+		defer locked.FlushMu.Unlock()
 	}
 	if !cf.NeedsWriteBack() {
 		return nil // another reintegration (or a write-back) did it
 	}
-	start := fs.attrStart()
+	start := fs.AttrStart()
 	ok, err := fs.sess.Open(ctx, fh, state.Write)
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, Cred{}, 0o644); cerr != nil {
-			fs.log.Error("reintegration: the file is gone from the server and its conflict copy failed: its unwritten data is lost",
-				"path", fs.pathOfFH(fh, cf), "fh", fmt.Sprintf("%x", []byte(fh)), "err", cerr)
+			fs.Logger().Error("reintegration: the file is gone from the server and its conflict copy failed: its unwritten data is lost",
+				"path", fs.PathOfFH(fh, cf), "fh", fmt.Sprintf("%x", []byte(fh)), "err", cerr)
 		}
 		fs.dropCached(fh, cf)
 		return nil
@@ -238,27 +238,27 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 			fs.recordWrittenBack()
 		}
 		if _, err := fs.sess.Close(ctx, fh, state.Write, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) {
-			fs.log.Warn("reintegration CLOSE", "path", fs.pathOfFH(fh, cf), "err", err)
+			fs.Logger().Warn("reintegration CLOSE", "path", fs.PathOfFH(fh, cf), "err", err)
 		}
 	}
 	a := ok.Attr
 	if a == nil {
-		if a, err = fs.getattr(ctx, Cred{}, fh); err != nil {
+		if a, err = fs.GetattrFH(ctx, Cred{}, fh); err != nil {
 			closeIt(true)
 			return err
 		}
 	}
-	i := fs.inode(fh, a, start)
-	fs.namedFromCache(i, cf)
+	i := fs.Inode(fh, a, start)
+	fs.NamedFromCache(i, cf)
 	if i != locked {
 		// Recovery at start (no inode before): nothing else runs on the
 		// file yet, but the lock is what writeBackInodeLocked expects.
-		i.flushMu.Lock()
-		defer i.flushMu.Unlock()
+		i.FlushMu.Lock()
+		defer i.FlushMu.Unlock()
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	cred := snOf(i).cred
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !unchanged(cf, a) {
 		own, err := fs.reconcile(ctx, i, cf, a, ok.OldCacheVersion, reason)
 		if err != nil {
@@ -267,8 +267,8 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 		}
 		if !own {
 			b, _ := cf.Base()
-			fs.log.Warn("reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it",
-				fs.pathAttr(i), "fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
+			fs.Logger().Warn("reintegration: the server's file changed since this client's data was written over it: keeping the server's, saving ours beside it",
+				fs.PathAttr(i), "fileid", i.FileID, "reason", reason, "base_size", b.Size, "base_ctime", b.CtimeSec, "size", a.Size, "ctime", a.Ctime.Sec)
 			if err := fs.keepConflict(ctx, fh, cf, reason, cred, a.Mode&0o7777); err != nil {
 				closeIt(true)
 				return fmt.Errorf("conflict copy: %w", err)
@@ -283,15 +283,15 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	} else {
 		cf.SetVersion(ok.CacheVersion, int64(a.Size))
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	snOf(i).cf = cf
 	stOf(i).Reintegrated(ok.CacheVersion)
 	dirtyLocked(i)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fs.markDirty(i)
 	err = fs.writeBackInodeLocked(ctx, i)
 	if err == nil {
-		fs.log.Info("reintegration: wrote back a file's data", fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
+		fs.Logger().Info("reintegration: wrote back a file's data", fs.PathAttr(i), "fileid", i.FileID, "reason", reason)
 	}
 	closeIt(cf.NeedsWriteBack())
 	return err
@@ -300,22 +300,22 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 // dropCached removes cf from the cache (after its data was saved or lost).
 func (sn *snfsFS) dropCached(fh nfs3.FH, cf *cachedir.File) {
 	fs := sn.FS
-	if i := fs.lookupInode(fh); i != nil {
-		i.mu.Lock()
+	if i := fs.LookupInode(fh); i != nil {
+		i.Mu.Lock()
 		var acts []clientfile.Action
 		if snOf(i).cf == cf {
 			snOf(i).cf = nil
 			acts = stOf(i).Dropped()
 		}
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		sn.markClean(i)
 		if acts == nil {
-			fs.notifyData(i)
+			fs.NotifyData(i)
 		}
 		sn.notify(i, acts)
 	}
 	if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-		fs.log.Warn("cache directory: remove", "err", err)
+		fs.Logger().Warn("cache directory: remove", "err", err)
 	}
 }
 
@@ -326,7 +326,7 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 	parent, name := cf.Origin()
 	dir := nfs3.FH(parent)
 	if len(dir) == 0 {
-		dir = fs.FS.cfg.Root // where the file was is not known: the export's root
+		dir = fs.FS.Cfg.Root // where the file was is not known: the export's root
 	}
 	if name == "" {
 		name = "fh-" + hex.EncodeToString(fh)
@@ -336,11 +336,11 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 	}
 	host, _, _ := strings.Cut(fs.sess.Name(), ":")
 	cname := fmt.Sprintf("%s.snfs-conflict-%s-%d", name, host, time.Now().Unix())
-	nc := fs.client(c)
+	nc := fs.Client(c)
 	var res *nfs3.CreateRes
 	for n := 2; ; n++ {
 		var err error
-		res, err = rpc(ctx, fs.FS, func() (*nfs3.CreateRes, error) {
+		res, err = RPC(ctx, fs.FS, func() (*nfs3.CreateRes, error) {
 			return nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: cname},
 				Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
 		})
@@ -357,7 +357,7 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 		return fmt.Errorf("CREATE %q: no handle", cname)
 	}
 	var size, unknown int64
-	buf := make([]byte, fs.wsize)
+	buf := make([]byte, fs.WriteSize())
 	for off := int64(0); ; {
 		n, u, err := cf.ReadKnown(buf, off)
 		if err == io.EOF || (err == nil && n == 0) {
@@ -369,7 +369,7 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 		unknown += u
 		data := buf[:n]
 		for len(data) > 0 {
-			wr, err := rpc(ctx, fs.FS, func() (*nfs3.WriteRes, error) { return nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync) })
+			wr, err := RPC(ctx, fs.FS, func() (*nfs3.WriteRes, error) { return nc.Write(ctx, res.Object, uint64(off), data, nfs3.FileSync) })
 			if err != nil {
 				return fmt.Errorf("WRITE %q: %w", cname, err)
 			}
@@ -383,7 +383,7 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 	if cs := cf.Size(); cs > size {
 		// A size past the last byte the cache holds (a truncation up).
 		sz := uint64(cs)
-		if _, err := rpc(ctx, fs.FS, func() (*nfs3.WccRes, error) {
+		if _, err := RPC(ctx, fs.FS, func() (*nfs3.WccRes, error) {
 			return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: res.Object, New: nfs3.Sattr{Size: &sz}})
 		}); err != nil {
 			return fmt.Errorf("SETATTR %q: %w", cname, err)
@@ -391,13 +391,13 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 		size = cs
 	}
 	fs.stats.Conflicts.Add(1)
-	fs.log.Warn("conflict: kept this client's version beside the server's", "path", fs.pathFrom(nil, dir, name),
-		"copy", fs.pathFrom(nil, dir, cname), "name", name, "conflict", cname,
+	fs.Logger().Warn("conflict: kept this client's version beside the server's", "path", fs.PathFrom(nil, dir, name),
+		"copy", fs.PathFrom(nil, dir, cname), "name", name, "conflict", cname,
 		"size", size, "unknown_bytes", unknown, "reason", reason)
 	rec := Conflict{Time: time.Now().UTC(), Name: name, DirFH: hex.EncodeToString(dir), Conflict: cname,
 		Size: size, Unknown: unknown, Reason: reason, FileFH: hex.EncodeToString(fh)}
 	if err := appendConflict(fs.cfg.CacheDir, rec); err != nil {
-		fs.log.Error("recording a conflict in the cache directory", "err", err)
+		fs.Logger().Error("recording a conflict in the cache directory", "err", err)
 	}
 	return nil
 }
@@ -442,17 +442,17 @@ var errChangedUnder = errors.New("vfs: the server's file changed under this clie
 // A fence the server still knows of refuses that write-back
 // (SNFS_ERR_FENCED), and reintegration then checks the base strictly
 // (fenced); one the server forgot in a restart of its own is not seen (this
-// client reclaims the file as its last writer). Called with i.flushMu held.
+// client reclaims the file as its last writer). Called with i.FlushMu held.
 func (sn *snfsFS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c Cred) error {
 	fs := sn.FS
 	b, ok := cf.Base()
-	i.mu.Lock()
+	i.Mu.Lock()
 	moving := stOf(i).WriteBackMoving()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !ok || moving {
 		return nil
 	}
-	res, err := rpc(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.client(c).Getattr(ctx, i.FH) })
+	res, err := RPC(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.Client(c).Getattr(ctx, i.FH) })
 	if err != nil {
 		return fmt.Errorf("GETATTR before write-back: %w", err)
 	}
@@ -467,15 +467,15 @@ func (sn *snfsFS) checkBase(ctx context.Context, i *Inode, cf *cachedir.File, c 
 func (fs *snfsFS) changedUnder(ctx context.Context, i *Inode) error {
 	fs.reintegrating.Lock()
 	defer fs.reintegrating.Unlock()
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
-	i.mu.Lock()
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
+	i.Mu.Lock()
 	cf, cred := snOf(i).cf, snOf(i).cred
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		return nil
 	}
-	a, err := fs.getattr(ctx, cred, i.FH)
+	a, err := fs.GetattrFH(ctx, cred, i.FH)
 	if err != nil {
 		return err
 	}
@@ -483,8 +483,8 @@ func (fs *snfsFS) changedUnder(ctx context.Context, i *Inode) error {
 		return nil // the next write-back goes through
 	}
 	fs.stats.Fenced.Add(1)
-	fs.log.Warn("write-back: the server's file changed under this client's dirty data (fenced meanwhile): saving ours beside it",
-		fs.pathAttr(i), "fileid", i.FileID)
+	fs.Logger().Warn("write-back: the server's file changed under this client's dirty data (fenced meanwhile): saving ours beside it",
+		fs.PathAttr(i), "fileid", i.FileID)
 	if err := fs.keepConflict(ctx, i.FH, cf, "fenced (seen at write-back)", cred, a.Mode&0o7777); err != nil {
 		return fmt.Errorf("conflict copy: %w", err)
 	}

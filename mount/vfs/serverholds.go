@@ -50,11 +50,11 @@ func (sn *snfsFS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	if wb.Truncated && wb.TruncTo < wb.Size {
 		ranges = append(ranges, cachedir.Range{Off: wb.TruncTo, Len: wb.Size - wb.TruncTo})
 	}
-	c := fs.client(Cred{})
-	ours := make([]byte, fs.rsize)
+	c := fs.Client(Cred{})
+	ours := make([]byte, fs.ReadSize())
 	for _, r := range ranges {
 		for off := r.Off; off < r.End(); {
-			n := min(int64(fs.rsize), r.End()-off)
+			n := min(int64(fs.ReadSize()), r.End()-off)
 			k, unknown, err := cf.ReadKnown(ours[:n], off)
 			if errors.Is(err, io.EOF) {
 				return false, nil // cut since Info: not what was compared
@@ -66,7 +66,7 @@ func (sn *snfsFS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 				return false, nil // a change the cache cannot show: not provably held
 			}
 			var res *nfs3.ReadRes
-			res, err = rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, fh, uint64(off), uint32(n)) })
+			res, err = RPC(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, fh, uint64(off), uint32(n)) })
 			if err != nil {
 				return false, fmt.Errorf("READ: %w", err)
 			}
@@ -87,12 +87,12 @@ func (sn *snfsFS) serverHolds(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 // (serverHolds; then they are marked clean, durably). If so it moves cf's
 // base to a and returns true: the caller writes back what is left (nothing,
 // or the rest of a write-back cut off part way), and makes no conflict copy.
-// Called with i.flushMu held, so no write-back of i runs meanwhile.
+// Called with i.FlushMu held, so no write-back of i runs meanwhile.
 func (fs *snfsFS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a *nfs3.Fattr, oldVersion uint64, reason string) (bool, error) {
 	if ownChange(cf, oldVersion) {
 		fs.stats.Reconciled.Add(1)
-		fs.log.Info("reintegration: the server's file changed only by this client's own write-back (same version): completing it",
-			fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
+		fs.Logger().Info("reintegration: the server's file changed only by this client's own write-back (same version): completing it",
+			fs.PathAttr(i), "fileid", i.FileID, "reason", reason)
 		return true, cf.SetBase(baseOf(a))
 	}
 	wb := cf.Dirty()
@@ -113,7 +113,7 @@ func (fs *snfsFS) reconcile(ctx context.Context, i *Inode, cf *cachedir.File, a 
 		return false, fmt.Errorf("reintegration: %w", err)
 	}
 	fs.stats.Reconciled.Add(1)
-	fs.log.Info("reintegration: the server's file already holds this client's data (written back before the restart): nothing to write, no conflict",
-		fs.pathAttr(i), "fileid", i.FileID, "reason", reason)
+	fs.Logger().Info("reintegration: the server's file already holds this client's data (written back before the restart): nothing to write, no conflict",
+		fs.PathAttr(i), "fileid", i.FileID, "reason", reason)
 	return true, nil
 }

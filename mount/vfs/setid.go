@@ -16,15 +16,15 @@ import (
 // writer's next fstat. A write-through (snfs mode, write-shared) was sent
 // already.
 func (fs *FS) ClearSetID(ctx context.Context, f *File) error {
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
-	i := f.i
-	i.mu.Lock()
-	setID := i.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
-	i.mu.Unlock()
+	i := f.I
+	i.Mu.Lock()
+	setID := i.Attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+	i.Mu.Unlock()
 	if !setID {
 		return nil
 	}
-	return fs.ops.clearSetID(ctx, f)
+	return fs.ops.SendSetID(ctx, f)
 }

@@ -165,17 +165,17 @@ func (h *testHook) run(i *Inode) {
 	}
 }
 
-// snOf is i's snfs-mode state (Inode.ext, made by snfsFS.newInode).
-func snOf(i *Inode) *snfsInode { return i.ext.(*snfsInode) }
+// snOf is i's snfs-mode state (Inode.Ext, made by snfsFS.InitInode).
+func snOf(i *Inode) *snfsInode { return i.Ext.(*snfsInode) }
 
-// fsnOf is f's snfs-mode state (File.ext) if f is an open of the protocol
+// fsnOf is f's snfs-mode state (File.Ext) if f is an open of the protocol
 // (snfsOpened).
-func fsnOf(f *File) *snfsFile { return f.ext.(*snfsFile) }
+func fsnOf(f *File) *snfsFile { return f.Ext.(*snfsFile) }
 
 // snfsOpened reports whether f is an open of the protocol (snfs mode, a
 // regular file): the core's opens have no snfs-mode state.
 func snfsOpened(f *File) bool {
-	_, ok := f.ext.(*snfsFile)
+	_, ok := f.Ext.(*snfsFile)
 	return ok
 }
 
@@ -254,8 +254,8 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	sn.dirty, sn.unrecorded = map[*Inode]time.Time{}, map[*cachedir.File]struct{}{}
 	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	m.life, m.endLife = context.WithCancel(context.Background())
-	m.locks.verf = cfg.Session.ServerVerifier()
-	fs.lockTab = &m.locks.locks
+	m.locks.Verf = cfg.Session.ServerVerifier()
+	fs.LockTab = &m.locks.LockTable
 	if cfg.handler != nil {
 		cfg.handler.set(fs)
 	}
@@ -263,7 +263,7 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 		if err := m.recoverDirty(ctx); err != nil {
 			// What could not be written back stays dirty in the cache
 			// directory: the write-back goroutine tries again.
-			fs.log.Error("recovery of a previous mount's unwritten data", "err", err)
+			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
 	go m.writeBackLoop()
@@ -288,12 +288,12 @@ func (fs *snfsFS) closeSNFS() error {
 			// forgets this client and does not wait for it after a restart.
 			var re *sunrpc.RPCError
 			if uerr := fs.sess.Unregister(ctx); errors.As(uerr, &re) && re.Accept == sunrpc.ProcUnavail {
-				fs.log.Debug("the server has no UNREGISTER", "err", uerr)
+				fs.Logger().Debug("the server has no UNREGISTER", "err", uerr)
 			} else if uerr != nil {
-				fs.log.Warn("UNREGISTER", "err", uerr)
+				fs.Logger().Warn("UNREGISTER", "err", uerr)
 			}
 			if uerr := fs.sess.Mount().Umnt(ctx, fs.cfg.export); uerr != nil {
-				fs.log.Warn("UMNT", "err", uerr)
+				fs.Logger().Warn("UMNT", "err", uerr)
 			}
 			cancel()
 			err = errors.Join(err, fs.sess.Disconnect())
@@ -316,25 +316,25 @@ func (fs *snfsFS) stopCtx(d time.Duration) (context.Context, context.CancelFunc)
 func (fs *snfsFS) cleanClose(ctx context.Context, i *Inode) {
 	snOf(i).openMu.Lock()
 	defer snOf(i).openMu.Unlock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	dirtyLocked(i)
 	acts := stOf(i).IdleClean()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !hasAct(acts, clientfile.ActSendClose) {
 		return
 	}
 	fs.recordWrittenBack()
 	if _, err := fs.sess.Close(ctx, i.FH, state.Write, false); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-		fs.log.Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
+		fs.Logger().Debug("CLOSE after write-back", "fileid", i.FileID, "err", err)
 	}
 }
 
 // cacheFile returns i's cache file, getting it from the cache directory the
 // first time (or after it was removed).
 func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf := snOf(i).cf
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf != nil {
 		return cf, nil
 	}
@@ -343,7 +343,7 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 		return nil, err
 	}
 	dirty := cf.NeedsWriteBack()
-	i.mu.Lock()
+	i.Mu.Lock()
 	if snOf(i).cf == nil {
 		snOf(i).cf = cf
 		if dirty {
@@ -355,7 +355,7 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 		}
 	}
 	cf = snOf(i).cf
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	return cf, nil
 }
 
@@ -368,24 +368,24 @@ func (fs *snfsFS) cacheFile(i *Inode) (*cachedir.File, error) {
 func (sn *snfsFS) whileCaching(i *Inode, fn func() error) (ok bool, err error) {
 	snOf(i).cacheW.RLock()
 	defer snOf(i).cacheW.RUnlock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	ok = snOf(i).cf != nil && stOf(i).CacheWriteBegin()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !ok {
 		return false, nil
 	}
 	defer func() {
-		i.mu.Lock()
+		i.Mu.Lock()
 		stOf(i).CacheWriteEnd()
-		i.mu.Unlock()
+		i.Mu.Unlock()
 	}()
 	return true, fn()
 }
 
 // snfsCaching reports whether i's data is served from the cache directory.
 func snfsCaching(i *Inode) bool {
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	return stOf(i).Caching() && snOf(i).cf != nil
 }
 
@@ -396,8 +396,8 @@ func snfsTTL(i *Inode) (time.Duration, bool) {
 	if stOf(i).Held() == 0 {
 		return 0, false
 	}
-	if stOf(i).Caching() && !i.attrAt.IsZero() {
-		return mgrOf(i.fs).cfg.CacheTTL, true
+	if stOf(i).Caching() && !i.AttrAt.IsZero() {
+		return mgrOf(i.FS()).cfg.CacheTTL, true
 	}
 	return 0, true
 }
@@ -412,7 +412,7 @@ func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
 	}
 	a.Size = uint64(cf.Size())
 	if !snOf(i).mtime.IsZero() {
-		if t := nfsTime(snOf(i).mtime); timeAfter(t, a.Mtime) {
+		if t := NFSTime(snOf(i).mtime); TimeAfter(t, a.Mtime) {
 			a.Mtime, a.Ctime = t, t
 		}
 	}
@@ -420,5 +420,5 @@ func snfsAdjustLocked(i *Inode, a *nfs3.Fattr) {
 
 // snfsBusy: Forget must keep the inode (its state is needed).
 func snfsBusyLocked(i *Inode) bool {
-	return stOf(i).Busy() || snOf(i).cf != nil && mgrOf(i.fs).isDirty(i)
+	return stOf(i).Busy() || snOf(i).cf != nil && mgrOf(i.FS()).isDirty(i)
 }

@@ -18,10 +18,10 @@ import (
 
 // snfsAppend is Append in snfs mode.
 func (fs *snfsFS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	i := f.i
+	i := f.I
 	// One append at a time: the size read and the write are one step, and a
 	// callback that stops caching waits for it (Callback).
-	i.appendMu.Lock()
+	i.AppendMu.Lock()
 	var off int64
 	var n int
 	cached, err := fs.whileCaching(i, func() error {
@@ -34,14 +34,14 @@ func (fs *snfsFS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64,
 		if n > 0 {
 			// Recorded dirty before a callback can stop caching
 			// (whileCaching): its write-back then takes these bytes.
-			i.mu.Lock()
-			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
-			i.mu.Unlock()
+			i.Mu.Lock()
+			snOf(i).cred, snOf(i).mtime = f.Cred, time.Now()
+			i.Mu.Unlock()
 			fs.markDirty(i)
 		}
 		return err
 	})
-	i.appendMu.Unlock()
+	i.AppendMu.Unlock()
 	if cached {
 		switch {
 		case err == nil:
@@ -62,18 +62,18 @@ func (fs *snfsFS) snfsAppend(ctx context.Context, f *File, data []byte) (uint64,
 // UNSTABLE: committed at close or fsync like the file's other writes
 // through). This client's own unsent writes go first.
 func (fs *snfsFS) serverAppend(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	i := f.i
-	if err := i.flush(ctx, false); err != nil {
+	i := f.I
+	if err := i.Flush(ctx, false); err != nil {
 		return 0, 0, err
 	}
-	if len(data) > int(fs.wsize) {
-		data = data[:fs.wsize] // the kernel sends the rest next (a short write)
+	if len(data) > int(fs.WriteSize()) {
+		data = data[:fs.WriteSize()] // the kernel sends the rest next (a short write)
 	}
 	res, err := fs.sendAppend(ctx, f, data)
 	var rerr *sunrpc.RPCError
 	if errors.As(err, &rerr) && (rerr.Accept == sunrpc.ProcUnavail || rerr.Accept == sunrpc.ProgUnavail) {
 		if fs.noAppend.CompareAndSwap(false, true) {
-			fs.log.Warn("the server has no SNFS APPEND: appends to write-shared files go at the size last seen", "err", err)
+			fs.Logger().Warn("the server has no SNFS APPEND: appends to write-shared files go at the size last seen", "err", err)
 		}
 		return fs.appendThrough(ctx, f, data)
 	}
@@ -91,12 +91,12 @@ func (fs *snfsFS) serverAppend(ctx context.Context, f *File, data []byte) (uint6
 // at the size last seen (revalidated when it expired), written through.
 func (sn *snfsFS) appendThrough(ctx context.Context, f *File, data []byte) (uint64, int, error) {
 	fs := sn.FS
-	if err := fs.revalidateSize(ctx, f); err != nil {
+	if err := fs.RevalidateSize(ctx, f); err != nil {
 		return 0, 0, err
 	}
-	off, n, err := fs.buffered(ctx, f, 0, data, true)
+	off, n, err := fs.Buffered(ctx, f, 0, data, true)
 	if err == nil {
-		err = f.i.flush(ctx, false)
+		err = f.I.Flush(ctx, false)
 	}
 	if err != nil {
 		return 0, 0, err
@@ -110,25 +110,25 @@ func (sn *snfsFS) appendThrough(ctx context.Context, f *File, data []byte) (uint
 // writes.
 func (sn *snfsFS) sendAppend(ctx context.Context, f *File, data []byte) (*snfs1.AppendRes, error) {
 	fs := sn.FS
-	i := f.i
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
+	i := f.I
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
 	if err := sn.writeBackFirst(ctx, i); err != nil {
 		return nil, err
 	}
-	c := fs.client(f.cred)
-	fs.stats.Writes.Add(1)
-	res, err := rpc(ctx, fs, func() (*snfs1.AppendRes, error) { return c.Append(ctx, i.FH, data, nfs3.Unstable) })
+	c := fs.Client(f.Cred)
+	fs.Stats().Writes.Add(1)
+	res, err := RPC(ctx, fs, func() (*snfs1.AppendRes, error) { return c.Append(ctx, i.FH, data, nfs3.Unstable) })
 	if err != nil {
 		return nil, err
 	}
 	n := min(int(res.Count), len(data))
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.wccLocked(&res.Wcc, time.Now())
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	i.WccLocked(&res.Wcc, time.Now())
 	if n > 0 && res.Committed == nfs3.Unstable {
-		i.w.unstable = append(i.w.unstable, sentRun{extent{res.Offset, append([]byte(nil), data[:n]...)}, res.Verf})
+		i.WState.Unstable = append(i.WState.Unstable, SentRun{Extent: Extent{Off: res.Offset, Data: append([]byte(nil), data[:n]...)}, Verf: res.Verf})
 	}
-	i.w.cred, i.w.mtime = f.cred, time.Now()
+	i.WState.Cred, i.WState.Mtime = f.Cred, time.Now()
 	return res, nil
 }

@@ -42,10 +42,10 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*F
 	if err != nil {
 		return nil, false, err
 	}
-	i.mu.Lock()
-	i.opens++
-	i.mu.Unlock()
-	f := &File{i: i, cred: c, write: mode == state.Write, append: isAppend(flags), direct: direct, ext: &snfsFile{mode: pmode}}
+	i.Mu.Lock()
+	i.Opens++
+	i.Mu.Unlock()
+	f := &File{I: i, Cred: c, Write: mode == state.Write, Appending: IsAppend(flags), DirectIO: direct, Ext: &snfsFile{mode: pmode}}
 	if flags&syscall.O_TRUNC != 0 {
 		if cf := cacheFileOrNil(i); cf != nil && cf.Size() != 0 {
 			fs.whileCaching(i, func() error { return fs.snfsTruncate(i, c, 0) })
@@ -64,10 +64,10 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *Inode, c Cred, flags int) (*F
 // and the kernel's pages, caching or write-through.
 func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode state.Mode) (pmode state.Mode, keep, direct bool, err error) {
 	snOf(i).openMu.Lock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	o, acts := stOf(i).OpenBegin(mode)
 	acts = fs.applyLocked(i, acts)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if o.Reused {
 		snOf(i).openMu.Unlock()
 		fs.delayed.remove(i)
@@ -79,7 +79,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 		}
 		return o.Mode, keep, false, nil
 	}
-	start := fs.attrStart()
+	start := fs.AttrStart()
 	ok, err := fs.sess.Open(ctx, i.FH, mode)
 	if err == nil && fs.openAnswered != nil {
 		fs.openAnswered(i)
@@ -96,18 +96,18 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 	if stop {
 		snOf(i).cacheW.Lock()
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	acts = stOf(i).OpenAnswered(&o, r, err)
 	if err != nil {
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		snOf(i).openMu.Unlock()
 		return mode, false, false, err
 	}
-	fs.log.Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
+	fs.Logger().Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
-	i.postOpLocked(ok.Attr, start, time.Now())
-	i.mu.Unlock()
+	i.PostOpLocked(ok.Attr, start, time.Now())
+	i.Mu.Unlock()
 	if stop {
 		snOf(i).cacheW.Unlock()
 	}
@@ -126,18 +126,18 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 	// The version rule below may resize or invalidate the cache file: what
 	// joined passthrough writers wrote is taken in (dirty, kept) first.
 	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
-		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		fs.Logger().Warn("passthrough writes", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 	}
 	cf = fs.checkOpen(ctx, i, cf, ok.Attr)
 	if hasAct(acts, clientfile.ActCache) {
 		// Data this client wrote through while write-shared goes first: the
 		// cache directory does not hold it.
-		i.mu.Lock()
-		pending := i.w.pending()
-		i.mu.Unlock()
+		i.Mu.Lock()
+		pending := i.WState.Pending()
+		i.Mu.Unlock()
 		if pending {
-			if err := i.flush(ctx, true); err != nil {
-				fs.log.Warn("write-back before caching", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			if err := i.Flush(ctx, true); err != nil {
+				fs.Logger().Warn("write-back before caching", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 			}
 		}
 		// The cache file's base and size come from attributes no write-back
@@ -152,17 +152,17 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 			}
 		})
 		if settled && err != nil {
-			fs.log.Warn("cache directory", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("cache directory", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		if !settled {
 			// The file's size is not known for sure (its own writes kept moving
 			// it, or GETATTR failed): this open does not cache (a client may
 			// always do less than the server allows).
-			fs.log.Warn("OPEN: the file's attributes did not settle; this open reads and writes through", fs.pathAttr(i), "fileid", i.FileID)
+			fs.Logger().Warn("OPEN: the file's attributes did not settle; this open reads and writes through", fs.PathAttr(i), "fileid", i.FileID)
 		}
-		i.mu.Lock()
+		i.Mu.Lock()
 		keep, acts = stOf(i).OpenCached(&o, r, settled)
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		if len(acts) == 0 {
 			return mode, keep, false, nil
 		}
@@ -175,7 +175,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 	// never dropped unwritten.)
 	if hasAct(acts, clientfile.ActWriteBack) || cf.NeedsWriteBack() {
 		if err := fs.writeBackInode(ctx, i); err != nil {
-			fs.log.Warn("write-back before write-through", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("write-back before write-through", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	for _, a := range acts {
@@ -183,7 +183,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 		case clientfile.ActInvalidateCache:
 			fs.invalidateCache(cf)
 		case clientfile.ActNotifyData:
-			fs.notifyData(i)
+			fs.NotifyData(i)
 		}
 	}
 	return mode, false, true, nil
@@ -197,19 +197,19 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *Inode, c Cred, mode stat
 // data of the file (other opens').
 func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 	snOf(i).openMu.Lock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	dirtyLocked(i)
 	acts := fs.applyLocked(i, stOf(i).OpenUndone(mode))
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	for _, a := range acts {
 		if a.Kind != clientfile.ActSendClose {
 			continue
 		}
 		dirty := a.Dirty
 		_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
-		fs.log.Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
+		fs.Logger().Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
 		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-			fs.log.Warn("CLOSE of a failed open", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("CLOSE of a failed open", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	snOf(i).openMu.Unlock()
@@ -225,35 +225,35 @@ func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *Inode, mode state.Mode) {
 // cut the cache file the write-back just wrote back (and its base would make
 // the next write-back see a change by another client). Such attributes are
 // read again, after the write-back ends. The settled attributes are given to
-// apply with i.flushMu held, so that no write-back starts before they are
+// apply with i.FlushMu held, so that no write-back starts before they are
 // applied; the lock is released before settleOpenAttr returns. It reports
 // whether any settled (false: apply did not run, the caller does not cache).
 func (sn *snfsFS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.Fattr, start uint64, apply func(a *nfs3.Fattr)) bool {
 	fs := sn.FS
 	for try := 0; ; try++ {
-		i.flushMu.Lock()
-		i.mu.Lock()
-		fresh := a != nil && i.modGen <= start
-		i.mu.Unlock()
+		i.FlushMu.Lock()
+		i.Mu.Lock()
+		fresh := a != nil && i.ModGen <= start
+		i.Mu.Unlock()
 		if fresh {
 			apply(a)
-			i.flushMu.Unlock()
+			i.FlushMu.Unlock()
 			return true
 		}
 		if try == 3 {
-			i.flushMu.Unlock()
+			i.FlushMu.Unlock()
 			return false
 		}
-		i.flushMu.Unlock()
-		start = fs.attrStart()
+		i.FlushMu.Unlock()
+		start = fs.AttrStart()
 		var err error
-		if a, err = fs.getattr(ctx, c, i.FH); err != nil {
+		if a, err = fs.GetattrFH(ctx, c, i.FH); err != nil {
 			a = nil
 			continue
 		}
-		i.mu.Lock()
-		i.postOpLocked(a, start, time.Now())
-		i.mu.Unlock()
+		i.Mu.Lock()
+		i.PostOpLocked(a, start, time.Now())
+		i.Mu.Unlock()
 	}
 }
 
@@ -261,7 +261,7 @@ func (sn *snfsFS) settleOpenAttr(ctx context.Context, c Cred, i *Inode, a *nfs3.
 // is read from the server and installed (Fill). If the cache stops being
 // usable meanwhile (a callback invalidated it), the read goes to the server.
 func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	i := f.i
+	i := f.I
 	fs.stats.Reads.Add(1)
 	for try := 0; try < 4 && snfsCaching(i); try++ {
 		cf, err := fs.cacheFile(i)
@@ -280,7 +280,7 @@ func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte)
 			}
 			return 0, err
 		}
-		if err := fs.fill(ctx, f.cred, i, cf, miss); err != nil && !errors.Is(err, cachedir.ErrStaleFill) {
+		if err := fs.fill(ctx, f.Cred, i, cf, miss); err != nil && !errors.Is(err, cachedir.ErrStaleFill) {
 			return 0, err
 		}
 	}
@@ -290,16 +290,16 @@ func (fs *snfsFS) snfsRead(ctx context.Context, f *File, off uint64, buf []byte)
 // fill reads the missing ranges from the server into the cache.
 func (sn *snfsFS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File, miss *cachedir.MissingError) error {
 	fs := sn.FS
-	nc := fs.client(c)
+	nc := fs.Client(c)
 	for _, r := range miss.Ranges {
 		for got := int64(0); got < r.Len; {
-			n := min(r.Len-got, int64(fs.rsize))
-			start := fs.attrStart()
-			res, err := rpc(ctx, fs, func() (*nfs3.ReadRes, error) { return nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n)) })
+			n := min(r.Len-got, int64(fs.ReadSize()))
+			start := fs.AttrStart()
+			res, err := RPC(ctx, fs, func() (*nfs3.ReadRes, error) { return nc.Read(ctx, i.FH, uint64(r.Off+got), uint32(n)) })
 			if res != nil && res.Attr != nil {
-				i.mu.Lock()
-				i.postOpLocked(res.Attr, start, time.Now())
-				i.mu.Unlock()
+				i.Mu.Lock()
+				i.PostOpLocked(res.Attr, start, time.Now())
+				i.Mu.Unlock()
 			}
 			if err != nil {
 				return fmt.Errorf("READ: %w", err)
@@ -324,12 +324,12 @@ func (sn *snfsFS) fill(ctx context.Context, c Cred, i *Inode, cf *cachedir.File,
 // laid over the server's bytes from memory, they would hide what another
 // client wrote over them, or cut, since.
 func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	i := f.i
-	i.mu.Lock()
-	pending := i.w.pending()
-	i.mu.Unlock()
+	i := f.I
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
 	if pending {
-		if err := i.flush(ctx, true); err != nil {
+		if err := i.Flush(ctx, true); err != nil {
 			return 0, err
 		}
 	}
@@ -338,14 +338,14 @@ func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf 
 	// needs write-back until it is done). Only then: reads need not wait for
 	// a write-through flush.
 	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
-		i.flushMu.Lock()
+		i.FlushMu.Lock()
 		err := fs.writeBackFirst(ctx, i)
-		i.flushMu.Unlock()
+		i.FlushMu.Unlock()
 		if err != nil {
 			return 0, err
 		}
 	}
-	got, end, err := fs.readOverlaid(ctx, f, off, buf)
+	got, end, err := fs.ReadOverlaid(ctx, f, off, buf)
 	if err != nil {
 		return 0, err
 	}
@@ -358,7 +358,7 @@ func (fs *snfsFS) snfsReadThrough(ctx context.Context, f *File, off uint64, buf 
 // snfsWrite is Write in snfs mode: into the cache directory while caching,
 // else written through (sent now, committed at close or fsync).
 func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
-	i := f.i
+	i := f.I
 	var n int
 	cached, err := fs.whileCaching(i, func() error {
 		cf, err := fs.cacheFile(i)
@@ -367,9 +367,9 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byt
 		}
 		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
-			i.mu.Lock()
-			snOf(i).cred, snOf(i).mtime = f.cred, time.Now()
-			i.mu.Unlock()
+			i.Mu.Lock()
+			snOf(i).cred, snOf(i).mtime = f.Cred, time.Now()
+			i.Mu.Unlock()
 			fs.markDirty(i)
 		}
 		if err != nil {
@@ -383,18 +383,18 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byt
 	if err := ctx.Err(); err != nil {
 		return 0, err // interrupted before any of the data was taken
 	}
-	i.mu.Lock()
-	i.w.dirty.write(off, data)
-	i.w.cred = f.cred
-	i.w.mtime = time.Now()
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.WState.Dirty.Write(off, data)
+	i.WState.Cred = f.Cred
+	i.WState.Mtime = time.Now()
+	i.Mu.Unlock()
 	// Once taken, the data is sent before the write returns, whatever
 	// interrupts it (ctx's cancellation is dropped, not its values): a
 	// write-through reports done only when the server has the data (other
 	// clients read through), and an interrupted one could only report
 	// EINTR with its data still queued for the server. The call still ends
 	// when the mount closes its client.
-	err = i.flush(context.WithoutCancel(ctx), false)
+	err = i.Flush(context.WithoutCancel(ctx), false)
 	// The cache directory's clean data of the file (from while it was
 	// cached, or written back since caching stopped) is older than this
 	// write, and still labelled with a version the next OPEN may answer as
@@ -414,8 +414,8 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *File, off uint64, data []byt
 
 // takeWbErr returns (and forgets) the write-back error not yet reported.
 func takeWbErr(i *Inode) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	err := snOf(i).wbErr
 	snOf(i).wbErr = nil
 	return err
@@ -424,14 +424,14 @@ func takeWbErr(i *Inode) error {
 // snfsFlush is close(2): write-through data is committed; cached dirty data
 // is made durable in the cache directory, not written back.
 func (fs *snfsFS) snfsFlush(ctx context.Context, f *File) error {
-	i := f.i
+	i := f.I
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
-	i.mu.Lock()
-	pending := i.w.pending()
+	i.Mu.Lock()
+	pending := i.WState.Pending()
 	cf := snOf(i).cf
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if pending {
-		errs = append(errs, i.flush(ctx, true))
+		errs = append(errs, i.Flush(ctx, true))
 	}
 	if cf != nil && cf.NeedsWriteBack() {
 		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
@@ -444,13 +444,13 @@ func (fs *snfsFS) snfsFlush(ctx context.Context, f *File) error {
 
 // snfsFsync writes the file back now.
 func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
-	i := f.i
+	i := f.I
 	errs := []error{fs.snfsNoteExternal(ctx, i)}
-	i.mu.Lock()
-	pending := i.w.pending()
-	i.mu.Unlock()
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
 	if pending {
-		errs = append(errs, i.flush(ctx, true))
+		errs = append(errs, i.Flush(ctx, true))
 	}
 	errs = append(errs, fs.writeBackInode(ctx, i), takeWbErr(i))
 	return errors.Join(errs...)
@@ -461,28 +461,28 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *File) error {
 // removed while open loses its hidden name, and its pending write-back with
 // it.
 func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
-	i := f.i
+	i := f.I
 	mode := fsnOf(f).mode
 	var errs []error
 	if fsnOf(f).ptWrite {
 		errs = append(errs, fs.snfsNoteExternal(ctx, i))
 	}
 	fs.snfsIOEnd(f)
-	i.mu.Lock()
-	pending := i.w.pending()
-	i.mu.Unlock()
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
 	if pending {
-		errs = append(errs, i.flush(ctx, true))
+		errs = append(errs, i.Flush(ctx, true))
 	}
 	snOf(i).openMu.Lock()
-	i.mu.Lock()
-	i.opens--
-	last := i.opens == 0
-	dir, name := i.sillyDir, i.sillyName
+	i.Mu.Lock()
+	i.Opens--
+	last := i.Opens == 0
+	dir, name := i.SillyDir, i.SillyName
 	if last {
-		i.sillyDir, i.sillyName = nil, ""
+		i.SillyDir, i.SillyName = nil, ""
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	removed := last && name != ""
 	if removed {
 		fs.cancelWriteBack(i)
@@ -496,7 +496,7 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 	}
 	// delayed.mu: no open is kept once Close has CLOSEd the kept ones.
 	fs.delayed.mu.Lock()
-	i.mu.Lock()
+	i.Mu.Lock()
 	dirtyLocked(i)
 	kept := stOf(i).Kept(mode)
 	// An open a server that refused the reclaim forgot, not yet OPENed
@@ -514,7 +514,7 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 		}
 		fs.delayed.inodes[i] = struct{}{}
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fs.delayed.mu.Unlock()
 	if delayed {
 		fs.stats.DelayedCloses.Add(1)
@@ -528,45 +528,45 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *File) error {
 			fs.recordWrittenBack()
 		}
 		_, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty)
-		fs.log.Debug("CLOSE", "fileid", i.FileID, "mode", a.Mode, "dirty", dirty, "err", err)
+		fs.Logger().Debug("CLOSE", "fileid", i.FileID, "mode", a.Mode, "dirty", dirty, "err", err)
 		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
-			fs.log.Warn("CLOSE", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 	snOf(i).openMu.Unlock()
 	if forgot {
-		fs.log.Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", mode)
+		fs.Logger().Debug("release of an open the server forgot: no CLOSE", "fileid", i.FileID, "mode", mode)
 	}
 	fs.notify(i, acts)
 	if removed {
-		fs.removeHidden(ctx, f.cred, i, dir, name)
+		fs.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
 	return errors.Join(errs...)
 }
 
 func cacheFileOrNil(i *Inode) *cachedir.File {
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	return snOf(i).cf
 }
 
 // cancelWriteBack drops i's cached data, dirty included, without writing it
 // back: the file is gone (its last link removed) or empty.
 func (fs *snfsFS) cancelWriteBack(i *Inode) {
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
-	i.mu.Lock()
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
+	i.Mu.Lock()
 	cf := snOf(i).cf
 	snOf(i).cf = nil
 	stOf(i).Removed()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if fs.isDirty(i) {
 		fs.stats.Cancelled.Add(1)
 	}
 	fs.markClean(i)
 	if cf != nil {
 		if err := cf.Remove(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
-			fs.log.Warn("cache directory: remove", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+			fs.Logger().Warn("cache directory: remove", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}
 }
@@ -575,12 +575,12 @@ func (fs *snfsFS) cancelWriteBack(i *Inode) {
 // it); nlink is its link count before. Its last link: pending write-back is
 // cancelled.
 func (fs *snfsFS) snfsRemoved(child *Inode, nlink uint32) {
-	if child == nil || child.isDir() || nlink > 1 {
+	if child == nil || child.IsDir() || nlink > 1 {
 		return
 	}
-	child.mu.Lock()
-	open := child.opens > 0
-	child.mu.Unlock()
+	child.Mu.Lock()
+	open := child.Opens > 0
+	child.Mu.Unlock()
 	if !open {
 		fs.cancelWriteBack(child)
 	}
@@ -601,9 +601,9 @@ func (fs *snfsFS) snfsTruncate(i *Inode, c Cred, size uint64) error {
 	if err := cf.Truncate(int64(size)); err != nil {
 		return err
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	snOf(i).cred, snOf(i).mtime = c, time.Now()
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
 		fs.stats.Cancelled.Add(1)
 	}
@@ -618,9 +618,9 @@ func (fs *snfsFS) snfsSetattrLocal(i *Inode, c Cred, s SetAttr) (a nfs3.Fattr, t
 		return nfs3.Fattr{}, 0, false, nil
 	}
 	// A cached file not open for writing here: to the server.
-	i.mu.Lock()
+	i.Mu.Lock()
 	writer := stOf(i).Opens(state.Write) > 0
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !writer {
 		return nfs3.Fattr{}, 0, false, nil
 	}

@@ -26,41 +26,41 @@ func (sn *snfsFS) NoteLockPid(f *File, pid uint32) {
 		return
 	}
 	l := &sn.locks
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[f]; h != nil {
-		if h.pids == nil {
-			h.pids = map[uint32]bool{}
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	if h := l.Held[f]; h != nil {
+		if h.Pids == nil {
+			h.Pids = map[uint32]bool{}
 		}
-		h.pids[pid] = true
+		h.Pids[pid] = true
 	}
 }
 
-// lockLease is snfs mode's Ops.lockLease: f's lock, held, is found lost
+// LockLease is snfs mode's Ops.lockLease: f's lock, held, is found lost
 // after a server restart whose reclaim is over (no round trip), or else
 // after renewing the lock lease if it is due.
-func (fs *snfsFS) lockLease(ctx context.Context, f *File) (lost bool, err error) {
+func (fs *snfsFS) LockLease(ctx context.Context, f *File) (lost bool, err error) {
 	l := &fs.locks
-	verf := l.lockVerf()
-	fs.locksLost("the server restarted", &verf, false)
-	if lost, _ = l.heldState(f); lost {
+	verf := l.LockVerf()
+	fs.LocksLost("the server restarted", &verf, false)
+	if lost, _ = l.HeldState(f); lost {
 		return true, nil
 	}
-	if _, err := fs.renewLocks(ctx, f.i); err != nil {
+	if _, err := fs.renewLocks(ctx, f.I); err != nil {
 		return false, err
 	}
-	lost, _ = l.heldState(f)
+	lost, _ = l.HeldState(f)
 	return lost, nil
 }
 
-// lockLostLocked: f's lock was lost; if the kernel reads and writes f's
+// LockLostLocked: f's lock was lost; if the kernel reads and writes f's
 // file itself (passthrough), its cache file is watched (its ignore mark
 // removed: pinned.go), so that every access of it raises an event, which
 // pinHandler.Pre refuses for the processes that took f's locks
-// (lockLostAccess). Under l.mu: f is still open (its release drops it from
-// held, under l.mu, before closing fsnOf(f).pt).
+// (lockLostAccess). Under l.Mu: f is still open (its release drops it from
+// held, under l.Mu, before closing fsnOf(f).pt).
 // It is snfs mode's Ops.lockLostLocked (nfs mode has no passthrough).
-func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
+func (fs *snfsFS) LockLostLocked(f *File, h *HeldLocks) {
 	if !snfsOpened(f) || fsnOf(f).pt == nil || fs.pin.w == nil {
 		return
 	}
@@ -69,20 +69,20 @@ func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
 		err = fs.pin.w.Watch(fsnOf(f).pt)
 	}
 	if err != nil {
-		fs.log.Warn("lost lock: watching the passthrough file", "fileid", f.i.FileID, "err", err)
+		fs.Logger().Warn("lost lock: watching the passthrough file", "fileid", f.I.FileID, "err", err)
 		return
 	}
-	h.ptIno = fileIno(st)
+	h.PtIno = fileIno(st)
 	// FUSE names the thread that locked: its process is the one to stop
 	// (a thread gone since stays as it was; it matches no access).
 	procs := map[uint32]bool{}
-	for p := range h.pids {
+	for p := range h.Pids {
 		if g := tgidOf(int32(p)); g != 0 {
 			p = g
 		}
 		procs[p] = true
 	}
-	h.pids = procs
+	h.Pids = procs
 }
 
 // lockLostAccess tells whether thread tid's access of the cache file ino
@@ -91,19 +91,19 @@ func (fs *snfsFS) lockLostLocked(f *File, h *heldLocks) {
 // nor closed. Called by the watch for each access of a watched file.
 func (fs *snfsFS) lockLostAccess(ino uint64, tid int32) bool {
 	l := &fs.locks
-	if l.nheld.Load() == 0 {
+	if l.NHeld.Load() == 0 {
 		return false
 	}
 	var pids []uint32
-	l.mu.Lock()
-	for _, h := range l.held {
-		if h.lost && h.ptIno == ino {
-			for p := range h.pids {
+	l.Mu.Lock()
+	for _, h := range l.Held {
+		if h.Lost && h.PtIno == ino {
+			for p := range h.Pids {
 				pids = append(pids, p)
 			}
 		}
 	}
-	l.mu.Unlock()
+	l.Mu.Unlock()
 	if len(pids) == 0 {
 		return false
 	}
@@ -150,14 +150,14 @@ func (fs *snfsFS) renewLocks(ctx context.Context, i *Inode) ([]*Inode, error) {
 	_, err := fs.sess.LockT(ctx, snfs1.LockTArgs{File: i.FH, Type: snfs1.LockRead, Offset: 0, Length: 1})
 	switch {
 	case errors.Is(err, snfs1.ErrFenced):
-		lost = fs.markLost("the server revoked this client's locks", nil)
+		lost = fs.MarkLost("the server revoked this client's locks", nil)
 	case errors.Is(err, nfs3.ErrStale):
 		return nil, nil // the file is gone on the server: its I/O says so
 	case err != nil:
 		return nil, fmt.Errorf("vfs: renewing the lock lease: %w", err)
 	}
-	verf := l.lockVerf()
-	lost = append(lost, fs.markLost("the server restarted", &verf)...)
+	verf := l.LockVerf()
+	lost = append(lost, fs.MarkLost("the server restarted", &verf)...)
 	l.renewed = start
 	return lost, nil
 }
@@ -180,16 +180,16 @@ func (fs *snfsFS) lockLeaseLoop() {
 			return
 		case <-t.C:
 		}
-		i := fs.locks.anyHeld()
+		i := fs.locks.AnyHeld()
 		if i == nil {
 			continue
 		}
 		lost, err := fs.renewLocks(fs.life, i)
 		if err != nil && fs.life.Err() == nil {
-			fs.log.Debug("lock lease", "err", err)
+			fs.Logger().Debug("lock lease", "err", err)
 		}
 		for _, i := range lost {
-			fs.notifyData(i)
+			fs.NotifyData(i)
 		}
 	}
 }
@@ -200,17 +200,17 @@ func (fs *snfsFS) lockLeaseLoop() {
 // reclaimed are then the ones held under verf.
 func (fs *snfsFS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error {
 	l := &fs.locks
-	held := l.snapshotRanges()
+	held := l.SnapshotRanges()
 	lost := 0
 	for _, h := range held {
 		why := ""
-		for _, s := range h.spans {
-			off, n := s.offLen()
+		for _, s := range h.Spans {
+			off, n := s.OffLen()
 			typ := snfs1.LockRead
-			if s.write {
+			if s.Write {
 				typ = snfs1.LockWrite
 			}
-			res, err := lock(&snfs1.LockArgs{File: h.i.FH, Owner: h.owner, Type: typ, Offset: off, Length: n})
+			res, err := lock(&snfs1.LockArgs{File: h.Inode.FH, Owner: h.Owner, Type: typ, Offset: off, Length: n})
 			if err != nil {
 				return err // the connection broke: the whole reclaim runs again
 			}
@@ -228,26 +228,26 @@ func (fs *snfsFS) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock fu
 			continue
 		}
 		lost++
-		fs.log.Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
-			"fileid", h.i.FileID, "owner", h.owner, "answer", why)
-		if l.ownerLost(h.i, h.owner) {
-			l.mu.Lock()
-			l.lostNotify = append(l.lostNotify, h.i) // by OnServerRestart (serverRestarted)
-			l.mu.Unlock()
+		fs.Logger().Warn("a lock was not reclaimed after the server restarted: its descriptors' reads and writes fail with EIO until they unlock",
+			"fileid", h.Inode.FileID, "owner", h.Owner, "answer", why)
+		if l.OwnerLost(h.Inode, h.Owner) {
+			l.Mu.Lock()
+			l.LostNotify = append(l.LostNotify, h.Inode) // by OnServerRestart (serverRestarted)
+			l.Mu.Unlock()
 		}
 	}
 	// What is still held (and not lost) was reclaimed: it is held under the
 	// new verifier from now on.
-	l.mu.Lock()
-	for _, h := range l.held {
-		if !h.lost {
-			h.verf = verf
+	l.Mu.Lock()
+	for _, h := range l.Held {
+		if !h.Lost {
+			h.Verf = verf
 		}
 	}
-	l.verf = verf
-	l.mu.Unlock()
+	l.Verf = verf
+	l.Mu.Unlock()
 	if len(held) > 0 {
-		fs.log.Info("locks reclaimed after the server restarted", "owners", len(held)-lost, "lost", lost)
+		fs.Logger().Info("locks reclaimed after the server restarted", "owners", len(held)-lost, "lost", lost)
 	}
 	return nil
 }

@@ -22,15 +22,15 @@ var _ SNFSMode = (*snfsFS)(nil)
 var _ Ops = (*snfsFS)(nil)
 
 // core is the core's Ops on the same FS.
-func (sn *snfsFS) core() nfsOps { return nfsOps{sn.FS} }
+func (sn *snfsFS) core() NFSOps { return NFSOps{FS: sn.FS} }
 
 // Open is FS.Open in snfs mode.
 func (sn *snfsFS) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File, bool, error) {
 	if i.Type != nfs3.TypeReg {
 		return sn.core().Open(ctx, i, c, flags)
 	}
-	if changesFile(flags) {
-		if err := sn.FS.refuseChange(); err != nil {
+	if ChangesFile(flags) {
+		if err := sn.FS.RefuseChange(); err != nil {
 			return nil, false, err
 		}
 	}
@@ -40,7 +40,7 @@ func (sn *snfsFS) Open(ctx context.Context, i *Inode, c Cred, flags int) (*File,
 // Create is FS.Create in snfs mode: the new file is opened for writing
 // with the protocol.
 func (sn *snfsFS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	e, err := sn.FS.createCore(ctx, dir, c, name, mode, excl, flags)
+	e, err := sn.FS.CreateCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return Entry{}, nil, err
 	}
@@ -49,22 +49,22 @@ func (sn *snfsFS) Create(ctx context.Context, dir *Inode, c Cred, name string, m
 
 // Read is FS.Read in snfs mode.
 func (sn *snfsFS) Read(ctx context.Context, f *File, off uint64, buf []byte) (int, error) {
-	if err := sn.FS.lockCheck(ctx, f); err != nil {
+	if err := sn.FS.LockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
 	if !snfsOpened(f) {
-		return sn.FS.readCore(ctx, f, off, buf)
+		return sn.FS.ReadCore(ctx, f, off, buf)
 	}
 	return sn.snfsRead(ctx, f, off, buf)
 }
 
 // Write is FS.Write in snfs mode.
 func (sn *snfsFS) Write(ctx context.Context, f *File, off uint64, data []byte) (int, error) {
-	if err := sn.FS.writeCheck(ctx, f); err != nil {
+	if err := sn.FS.WriteCheck(ctx, f); err != nil {
 		return 0, err
 	}
 	if !snfsOpened(f) {
-		_, n, err := sn.FS.buffered(ctx, f, off, data, false)
+		_, n, err := sn.FS.Buffered(ctx, f, off, data, false)
 		return n, err
 	}
 	return sn.snfsWrite(ctx, f, off, data)
@@ -72,11 +72,11 @@ func (sn *snfsFS) Write(ctx context.Context, f *File, off uint64, data []byte) (
 
 // Append is FS.Append in snfs mode.
 func (sn *snfsFS) Append(ctx context.Context, f *File, data []byte) (uint64, int, error) {
-	if err := sn.FS.refuseChange(); err != nil {
+	if err := sn.FS.RefuseChange(); err != nil {
 		return 0, 0, err
 	}
 	if !snfsOpened(f) {
-		return sn.FS.appendCore(ctx, f, data)
+		return sn.FS.AppendCore(ctx, f, data)
 	}
 	return sn.snfsAppend(ctx, f, data)
 }
@@ -84,7 +84,7 @@ func (sn *snfsFS) Append(ctx context.Context, f *File, data []byte) (uint64, int
 // Flush is FS.Flush in snfs mode.
 func (sn *snfsFS) Flush(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
-		return f.i.flush(ctx, true)
+		return f.I.Flush(ctx, true)
 	}
 	return sn.snfsFlush(ctx, f)
 }
@@ -92,16 +92,16 @@ func (sn *snfsFS) Flush(ctx context.Context, f *File) error {
 // Fsync is FS.Fsync in snfs mode.
 func (sn *snfsFS) Fsync(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
-		return f.i.flush(ctx, true)
+		return f.I.Flush(ctx, true)
 	}
 	return sn.snfsFsync(ctx, f)
 }
 
 // Release is FS.Release in snfs mode.
 func (sn *snfsFS) Release(ctx context.Context, f *File) error {
-	sn.FS.dropHeld(f.i, f, 0)
+	sn.FS.DropHeld(f.I, f, 0)
 	if !snfsOpened(f) {
-		return sn.FS.releaseCore(ctx, f)
+		return sn.FS.ReleaseCore(ctx, f)
 	}
 	return sn.snfsRelease(ctx, f)
 }
@@ -112,7 +112,7 @@ func (sn *snfsFS) Release(ctx context.Context, f *File) error {
 // here), and the change the server took is applied to the cache.
 func (sn *snfsFS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs3.Fattr, time.Duration, error) {
 	fs := sn.FS
-	if err := fs.refuseChange(); err != nil {
+	if err := fs.RefuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
@@ -123,7 +123,7 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *Inode, c Cred, s SetAttr) (nfs
 			return nfs3.Fattr{}, 0, err
 		}
 	}
-	return fs.setattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
+	return fs.SetattrCore(ctx, i, c, s, func(w *nfs3.WccData) {
 		sn.snfsOwnChange(i, w)
 		sn.snfsSized(i, s.Size) // only a size the server took
 	})
@@ -170,52 +170,52 @@ func (sn *snfsFS) RemoveXattr(ctx context.Context, i *Inode, c Cred, name string
 	return sn.removeXattr(ctx, i, c, name)
 }
 
-func (sn *snfsFS) beforeThrough(ctx context.Context, i *Inode) error {
+func (sn *snfsFS) BeforeThrough(ctx context.Context, i *Inode) error {
 	return sn.writeBackFirst(ctx, i)
 }
 
-func (sn *snfsFS) removed(child *Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
+func (sn *snfsFS) Removed(child *Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
 
-// clearSetID writes a cached file back (as the last writer: this one,
+// SendSetID writes a cached file back (as the last writer: this one,
 // snfsWrite); a write-through was sent already; a file the protocol does
 // not open is the core's.
-func (sn *snfsFS) clearSetID(ctx context.Context, f *File) error {
+func (sn *snfsFS) SendSetID(ctx context.Context, f *File) error {
 	if !snfsOpened(f) {
-		return sn.core().clearSetID(ctx, f)
+		return sn.core().SendSetID(ctx, f)
 	}
-	if snfsCaching(f.i) {
-		return sn.writeBackInode(ctx, f.i)
+	if snfsCaching(f.I) {
+		return sn.writeBackInode(ctx, f.I)
 	}
 	return nil
 }
 
-func (sn *snfsFS) newInode(i *Inode) {
-	i.ext = &snfsInode{st: clientfile.New(clientfile.Config{CloseDelay: sn.given.CloseDelay})}
+func (sn *snfsFS) InitInode(i *Inode) {
+	i.Ext = &snfsInode{st: clientfile.New(clientfile.Config{CloseDelay: sn.given.CloseDelay})}
 }
 
-// start starts snfs mode (snfs.go).
-func (sn *snfsFS) start(ctx context.Context) error { return sn.startSNFS(ctx, sn.given) }
+// Start starts snfs mode (snfs.go).
+func (sn *snfsFS) Start(ctx context.Context) error { return sn.startSNFS(ctx, sn.given) }
 
-// sync writes back the cache directory's dirty files, then what the core
+// SyncData writes back the cache directory's dirty files, then what the core
 // holds in memory.
-func (sn *snfsFS) sync(ctx context.Context) error {
+func (sn *snfsFS) SyncData(ctx context.Context) error {
 	if err := sn.snfsSync(ctx); err != nil {
 		return err
 	}
-	return sn.FS.syncCore(ctx)
+	return sn.FS.SyncCore(ctx)
 }
 
-// close ends snfs mode (snfs.go).
-func (sn *snfsFS) close() error { return sn.closeSNFS() }
+// Stop ends snfs mode (snfs.go).
+func (sn *snfsFS) Stop() error { return sn.closeSNFS() }
 
-func (*snfsFS) attrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
+func (*snfsFS) AttrTTLLocked(i *Inode) (time.Duration, bool) { return snfsTTL(i) }
 
-func (*snfsFS) adjustLocked(i *Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
+func (*snfsFS) AdjustLocked(i *Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
-func (*snfsFS) busyLocked(i *Inode) bool { return snfsBusyLocked(i) }
+func (*snfsFS) BusyLocked(i *Inode) bool { return snfsBusyLocked(i) }
 
-// serverLocks: snfs mode's locks are the protocol's, always the server's.
-func (*snfsFS) serverLocks() bool { return true }
+// LocksAtServer: snfs mode's locks are the protocol's, always the server's.
+func (*snfsFS) LocksAtServer() bool { return true }
 
 // SNFSMode is what of snfs mode's cache manager is called from outside the
 // package other than its Ops: the bridge (fusefs) and package mount take it
@@ -235,7 +235,7 @@ type SNFSMode interface {
 	SNFSStats() *SNFSStats
 }
 
-func (sn *snfsFS) dropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }
+func (sn *snfsFS) DropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }
 
 // SNFS returns fs's snfs mode cache manager, nil in nfs mode (vfs.New); it
 // is made by OpenSNFS.

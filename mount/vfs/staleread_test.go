@@ -278,9 +278,9 @@ func TestReadRacingFlushNotStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	flushes := 0
-	v.afterRead = func() {
+	v.AfterRead = func() {
 		flushes++
-		if err := e.Inode.flush(ctx, true); err != nil {
+		if err := e.Inode.Flush(ctx, true); err != nil {
 			t.Error(err)
 		}
 	}

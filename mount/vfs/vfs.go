@@ -55,21 +55,23 @@ type Config struct {
 
 // FS is one mounted export.
 type FS struct {
-	cfg          Config
+	// Cfg is the configuration with New's defaults filled in: read-only
+	// once New returns (a test sets MountPoint before any call).
+	Cfg          Config
 	rsize, wsize uint32
 	log          *slog.Logger
 
 	stats Stats
 
 	// attrGen counts the replies of modifying calls that set a file's
-	// attributes (Inode.modGen): a non-modifying call's attributes are used
-	// only when none came since it began (Inode.postOpLocked).
+	// attributes (Inode.ModGen): a non-modifying call's attributes are used
+	// only when none came since it began (Inode.PostOpLocked).
 	attrGen atomic.Uint64
 
-	// mu guards the maps below. It may be taken with an Inode's mu held (a
-	// log line naming a path, paths.go), so no Inode's mu is taken under it.
-	mu      sync.Mutex
-	inodes  map[string]*Inode      // by file handle
+	// Mu guards the maps below. It may be taken with an Inode's Mu held (a
+	// log line naming a path, paths.go), so no Inode's Mu is taken under it.
+	Mu      sync.Mutex
+	Inodes  map[string]*Inode      // by file handle
 	clients map[string]*client.NFS // by Cred.key
 	silly   uint64
 	// hidden counts, by directory handle, the silly-renamed names in that
@@ -83,9 +85,9 @@ type FS struct {
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
 
-	// lockTab is the lock table of the mode's server locks (snfs mode's,
+	// LockTab is the lock table of the mode's server locks (snfs mode's,
 	// or nfs mode's NLM: set as the mode starts); nil without (lockTable).
-	lockTab *locks
+	LockTab *LockTable
 
 	// notify drops the kernel's caches (SetNotifier, notify.go).
 	notify atomic.Pointer[Notifier]
@@ -93,7 +95,7 @@ type FS struct {
 	ops Ops    // the mode's file operations (mode.go), set in New
 	nl  *nlmFS // nfs mode with server locks (nlmlock.go); nil otherwise
 
-	afterRead func() // tests only: runs between a READ's reply and the overlay (readOverlaid)
+	AfterRead func() // tests only, set before any read: runs between a READ's reply and the overlay (readOverlaid)
 }
 
 // Errors that are not an NFS status.
@@ -104,13 +106,13 @@ var (
 
 // New makes an FS for an export in nfs mode: FSINFO gives the transfer
 // sizes, GETATTR the root's attributes. snfs mode's is made by OpenSNFS.
-func New(ctx context.Context, cfg Config) (*FS, error) { return newFS(ctx, cfg, nil) }
+func New(ctx context.Context, cfg Config) (*FS, error) { return NewFS(ctx, cfg, nil) }
 
-// newFS is New in the mode that mode makes (nil: nfs mode, the core's
+// NewFS is New in the mode that mode makes (nil: nfs mode, the core's
 // nfsOps): its Ops, made on the new FS before any inode exists (its hooks
 // are asked about every inode) and started (Ops.start) once the root is
 // known. snfs mode's is snfsMode (snfs.go).
-func newFS(ctx context.Context, cfg Config, mode func(*FS) Ops) (*FS, error) {
+func NewFS(ctx context.Context, cfg Config, mode func(*FS) Ops) (*FS, error) {
 	if cfg.AcRegMin == 0 {
 		cfg.AcRegMin = 3 * time.Second
 	}
@@ -129,16 +131,16 @@ func newFS(ctx context.Context, cfg Config, mode func(*FS) Ops) (*FS, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	fs := &FS{cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
-		inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
+	fs := &FS{Cfg: cfg, log: cfg.Logger, rsize: 1 << 20, wsize: 1 << 20,
+		Inodes: map[string]*Inode{}, clients: map[string]*client.NFS{}, dirNames: map[string]dirName{}}
 	// The mode, before any inode exists (snfs mode's hooks find nothing
 	// held until startSNFS has run).
-	fs.ops = nfsOps{fs}
+	fs.ops = NFSOps{fs}
 	if mode != nil {
 		fs.ops = mode(fs)
 	}
 	root := Cred{}
-	info, err := rpc(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.client(root).Fsinfo(ctx, cfg.Root) })
+	info, err := RPC(ctx, fs, func() (*nfs3.FsinfoRes, error) { return fs.Client(root).Fsinfo(ctx, cfg.Root) })
 	if err != nil {
 		return nil, fmt.Errorf("FSINFO: %w", err)
 	}
@@ -148,12 +150,12 @@ func newFS(ctx context.Context, cfg Config, mode func(*FS) Ops) (*FS, error) {
 	if info.WtMax != 0 && info.WtMax < fs.wsize {
 		fs.wsize = info.WtMax
 	}
-	a, err := fs.getattr(ctx, root, cfg.Root)
+	a, err := fs.GetattrFH(ctx, root, cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("GETATTR of the root: %w", err)
 	}
-	fs.root = fs.inode(cfg.Root, a, fs.attrStart())
-	if err := fs.ops.start(ctx); err != nil {
+	fs.root = fs.Inode(cfg.Root, a, fs.AttrStart())
+	if err := fs.ops.Start(ctx); err != nil {
 		return nil, err
 	}
 	return fs, nil
@@ -175,15 +177,15 @@ func (fs *FS) Root() *Inode { return fs.root }
 // WriteSize is the largest WRITE the server takes (FSINFO wtmax, at most 1 MiB).
 func (fs *FS) WriteSize() uint32 { return fs.wsize }
 
-// client returns the connection with c's credentials.
-func (fs *FS) client(c Cred) *client.NFS {
+// Client returns the connection with c's credentials.
+func (fs *FS) Client(c Cred) *client.NFS {
 	k := c.key()
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
 	if n, ok := fs.clients[k]; ok {
 		return n
 	}
-	n := fs.cfg.NFS.As(c.UID, c.GID, c.Groups...)
+	n := fs.Cfg.NFS.As(c.UID, c.GID, c.Groups...)
 	if len(fs.clients) > 1024 {
 		clear(fs.clients)
 	}
@@ -191,12 +193,12 @@ func (fs *FS) client(c Cred) *client.NFS {
 	return n
 }
 
-// rpc sends one call (send) as do does, until the answer is not
+// RPC sends one call (send) as do does, until the answer is not
 // NFS3ERR_JUKEBOX, and returns the last reply with its transport error or
 // its status as an error (nil for NFS3_OK). The reply of a failed call is
 // returned too (nil after a transport error): its wcc_data and post-op
 // attributes still describe the file.
-func rpc[R any](ctx context.Context, fs *FS, send func() (*R, error)) (*R, error) {
+func RPC[R any](ctx context.Context, fs *FS, send func() (*R, error)) (*R, error) {
 	var res *R
 	err := fs.do(ctx, func() (nfs3.Status, error) {
 		var err error
@@ -286,82 +288,82 @@ func (fs *FS) do(ctx context.Context, call func() (nfs3.Status, error)) error {
 	}
 }
 
-func (fs *FS) getattr(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, error) {
-	res, err := rpc(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.client(c).Getattr(ctx, fh) })
+func (fs *FS) GetattrFH(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, error) {
+	res, err := RPC(ctx, fs, func() (*nfs3.GetattrRes, error) { return fs.Client(c).Getattr(ctx, fh) })
 	if err != nil {
 		return nil, err
 	}
 	return &res.Attr, nil
 }
 
-// attrStart is taken before a non-modifying call whose reply carries
+// AttrStart is taken before a non-modifying call whose reply carries
 // attributes, for postOpLocked.
-func (fs *FS) attrStart() uint64 { return fs.attrGen.Load() }
+func (fs *FS) AttrStart() uint64 { return fs.attrGen.Load() }
 
 // attrAlways as a start applies the attributes whatever came since (those of
 // an object a CREATE, MKDIR, SYMLINK or MKNOD just made).
 const attrAlways = ^uint64(0)
 
-// inode returns the Inode of fh, making it if new, and records attr, returned
+// Inode returns the Inode of fh, making it if new, and records attr, returned
 // by a call that began at start (see postOpLocked).
-func (fs *FS) inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
+func (fs *FS) Inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	k := string(fh)
-	fs.mu.Lock()
-	i, ok := fs.inodes[k]
+	fs.Mu.Lock()
+	i, ok := fs.Inodes[k]
 	if !ok {
 		i = &Inode{fs: fs, FH: append(nfs3.FH(nil), fh...), Type: a.Type, FileID: a.FileID, Gen: fhHash(fh)}
-		fs.ops.newInode(i)
-		fs.inodes[k] = i
+		fs.ops.InitInode(i)
+		fs.Inodes[k] = i
 	}
-	fs.mu.Unlock()
-	i.mu.Lock()
-	i.postOpLocked(a, start, time.Now())
-	i.mu.Unlock()
+	fs.Mu.Unlock()
+	i.Mu.Lock()
+	i.PostOpLocked(a, start, time.Now())
+	i.Mu.Unlock()
 	return i
 }
 
 // Forget drops i from the table when nothing refers to it any more (the
 // kernel forgot it, it is not open and holds no unwritten data).
 func (fs *FS) Forget(i *Inode) {
-	i.mu.Lock()
-	busy := i.opens > 0 || i.w.pending() || i.fs.ops.busyLocked(i)
-	i.mu.Unlock()
+	i.Mu.Lock()
+	busy := i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i)
+	i.Mu.Unlock()
 	if busy || i == fs.root {
 		return
 	}
-	fs.mu.Lock()
-	if fs.inodes[string(i.FH)] == i {
-		delete(fs.inodes, string(i.FH))
+	fs.Mu.Lock()
+	if fs.Inodes[string(i.FH)] == i {
+		delete(fs.Inodes, string(i.FH))
 	}
-	fs.mu.Unlock()
+	fs.Mu.Unlock()
 }
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).
-func (fs *FS) Sync(ctx context.Context) error { return fs.ops.sync(ctx) }
+func (fs *FS) Sync(ctx context.Context) error { return fs.ops.SyncData(ctx) }
 
-// syncCore is Sync in nfs mode: every file's unwritten data is written back
+// SyncCore is Sync in nfs mode: every file's unwritten data is written back
 // and committed (in snfs mode, after the cache directory's).
-func (fs *FS) syncCore(ctx context.Context) error {
-	// i.mu is not taken under fs.mu: a log line naming a file's path takes
-	// fs.mu (paths.go) while its caller may hold i.mu.
-	fs.mu.Lock()
-	all := make([]*Inode, 0, len(fs.inodes))
-	for _, i := range fs.inodes {
+func (fs *FS) SyncCore(ctx context.Context) error {
+	// i.Mu is not taken under fs.Mu: a log line naming a file's path takes
+	// fs.Mu (paths.go) while its caller may hold i.Mu.
+	fs.Mu.Lock()
+	all := make([]*Inode, 0, len(fs.Inodes))
+	for _, i := range fs.Inodes {
 		all = append(all, i)
 	}
-	fs.mu.Unlock()
+	fs.Mu.Unlock()
 	var dirty []*Inode
 	for _, i := range all {
-		i.mu.Lock()
-		if i.w.pending() {
+		i.Mu.Lock()
+		if i.WState.Pending() {
 			dirty = append(dirty, i)
 		}
-		i.mu.Unlock()
+		i.Mu.Unlock()
 	}
 	var errs []error
 	for _, i := range dirty {
-		if err := i.flush(ctx, true); err != nil {
-			errs = append(errs, fmt.Errorf("%s (fileid %d): %w", fs.pathOf(i), i.FileID, err))
+		if err := i.Flush(ctx, true); err != nil {
+			errs = append(errs, fmt.Errorf("%s (fileid %d): %w", fs.PathOf(i), i.FileID, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -370,4 +372,10 @@ func (fs *FS) syncCore(ctx context.Context) error {
 // Close stops the write-back goroutine and closes the cache directory (snfs
 // mode; nothing in nfs mode); a session OpenSNFS made is UNREGISTERed and
 // ended. Call Sync first to write everything back.
-func (fs *FS) Close() error { return fs.ops.close() }
+func (fs *FS) Close() error { return fs.ops.Stop() }
+
+// ReadSize returns the FS's rsize (set once, read without a lock).
+func (fs *FS) ReadSize() uint32 { return fs.rsize }
+
+// Logger returns the FS's log (set once, read without a lock).
+func (fs *FS) Logger() *slog.Logger { return fs.log }

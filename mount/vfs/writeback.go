@@ -45,7 +45,7 @@ func (fs *snfsFS) writeBackLoop() {
 				break
 			}
 			if err := fs.writeBackInode(ctx, i); err != nil {
-				fs.log.Warn("delayed write-back", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+				fs.Logger().Warn("delayed write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 				continue
 			}
 			done = append(done, i)
@@ -134,10 +134,10 @@ func (sn *snfsFS) writeBackInode(ctx context.Context, i *Inode) error {
 // SNFS_ERR_FENCED is returned, the data kept.
 func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 	if err := fs.snfsNoteExternal(ctx, i); err != nil {
-		fs.log.Warn("passthrough writes", fs.pathAttr(i), "fileid", i.FileID, "err", err)
+		fs.Logger().Warn("passthrough writes", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 	}
-	i.flushMu.Lock()
-	defer i.flushMu.Unlock()
+	i.FlushMu.Lock()
+	defer i.FlushMu.Unlock()
 	return fs.writeBackInodeLocked(ctx, i)
 }
 
@@ -152,12 +152,12 @@ func (fs *snfsFS) writeBack(ctx context.Context, i *Inode) error {
 // truncation), and the late write-back overwrites newer data written through.
 // A write-back the server refused dropped the data (its error waits for the
 // next fsync or close, as at any write-back): then there is nothing older
-// left and nil is returned. Called with i.flushMu held.
+// left and nil is returned. Called with i.FlushMu held.
 func (sn *snfsFS) writeBackFirst(ctx context.Context, i *Inode) error {
-	i.mu.Lock()
+	i.Mu.Lock()
 	dirtyLocked(i)
 	first := hasAct(stOf(i).Through(), clientfile.ActWriteBack) && snOf(i).cf != nil
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if !first {
 		return nil
 	}
@@ -168,12 +168,12 @@ func (sn *snfsFS) writeBackFirst(ctx context.Context, i *Inode) error {
 	return nil
 }
 
-// writeBackInodeLocked is writeBackInode with i.flushMu held. The machine
+// writeBackInodeLocked is writeBackInode with i.FlushMu held. The machine
 // sees the write-back (WriteBackBegin, WriteBackDone): dirty clears only if
 // no cache write began or ended meanwhile, and a write-back that began and
 // did not end leaves it moving (checkBase).
 func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
-	i.mu.Lock()
+	i.Mu.Lock()
 	cf, cred, version := snOf(i).cf, snOf(i).cred, stOf(i).Version()
 	if cf != nil && !cf.NeedsWriteBack() {
 		// Nothing to send: clean, unless a cache write is in progress
@@ -182,7 +182,7 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 			stOf(i).WriteBackDone(wb, clientfile.WBDone)
 		}
 	}
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	if cf == nil || !cf.NeedsWriteBack() {
 		if cf != nil {
 			fs.markCleanIf(i, cf)
@@ -193,18 +193,18 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 	var wb clientfile.WriteBack
 	began := false
 	if err == nil {
-		i.mu.Lock()
+		i.Mu.Lock()
 		dirtyLocked(i)
 		wb, began = stOf(i).WriteBackBegin() // moving until its end is applied
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		err = fs.writeBackFile(ctx, i, cf, cred, version)
 	}
-	fs.log.Debug("write-back", "fileid", i.FileID, "err", err)
+	fs.Logger().Debug("write-back", "fileid", i.FileID, "err", err)
 	if err == nil {
 		if began {
-			i.mu.Lock()
+			i.Mu.Lock()
 			stOf(i).WriteBackDone(wb, clientfile.WBDone)
-			i.mu.Unlock()
+			i.Mu.Unlock()
 		}
 		fs.markCleanIf(i, cf)
 		return nil
@@ -215,12 +215,12 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 		return err // transport, cancellation, fencing, a conflict: kept (WBKept: nothing changes)
 	}
 	fs.stats.WriteBackErrors.Add(1)
-	fs.log.Error("write-back failed: the file's unwritten data is lost", fs.pathAttr(i), "fileid", i.FileID, "err", err)
-	i.mu.Lock()
+	fs.Logger().Error("write-back failed: the file's unwritten data is lost", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+	i.Mu.Lock()
 	snOf(i).wbErr = err
 	snOf(i).cf = nil
 	acts := fs.applyLocked(i, stOf(i).WriteBackDone(wb, clientfile.WBDropped))
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	fs.markClean(i)
 	cf.Remove()
 	fs.notify(i, acts)
@@ -232,17 +232,17 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *Inode) error {
 // if the COMMIT's verifier is not the WRITEs' (the server restarted).
 func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File, cred Cred, version uint64) error {
 	wb := cf.Dirty()
-	c := fs.client(cred)
+	c := fs.Client(cred)
 	var synced *nfs3.Fattr // the server's attributes after the last call
 	setSize := func(size int64) error {
 		sz := uint64(size)
-		res, err := rpc(ctx, fs.FS, func() (*nfs3.WccRes, error) {
+		res, err := RPC(ctx, fs.FS, func() (*nfs3.WccRes, error) {
 			return c.Setattr(ctx, &nfs3.SetattrArgs{Object: i.FH, New: nfs3.Sattr{Size: &sz}})
 		})
 		if res != nil {
-			i.mu.Lock()
-			i.wccLocked(&res.Wcc, time.Now())
-			i.mu.Unlock()
+			i.Mu.Lock()
+			i.WccLocked(&res.Wcc, time.Now())
+			i.Mu.Unlock()
 		}
 		if err != nil {
 			return fmt.Errorf("SETATTR size %d: %w", size, err)
@@ -267,12 +267,12 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 			}
 		}
 		if len(runs) > 0 {
-			fs.FS.stats.Commits.Add(1)
-			res, err := rpc(ctx, fs.FS, func() (*nfs3.CommitRes, error) { return c.Commit(ctx, i.FH, 0, 0) })
+			fs.FS.Stats().Commits.Add(1)
+			res, err := RPC(ctx, fs.FS, func() (*nfs3.CommitRes, error) { return c.Commit(ctx, i.FH, 0, 0) })
 			if res != nil {
-				i.mu.Lock()
-				i.wccLocked(&res.Wcc, time.Now())
-				i.mu.Unlock()
+				i.Mu.Lock()
+				i.WccLocked(&res.Wcc, time.Now())
+				i.Mu.Unlock()
 			}
 			if err != nil {
 				return fmt.Errorf("COMMIT: %w", err)
@@ -280,12 +280,12 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 			synced = res.Wcc.After
 			mismatch := false
 			for _, r := range runs {
-				mismatch = mismatch || r.verf != res.Verf
+				mismatch = mismatch || r.Verf != res.Verf
 			}
 			if mismatch {
-				fs.FS.stats.Rewrites.Add(1)
-				fs.log.Warn("write verifier changed: rewriting the file's write-back", fs.pathAttr(i), "fileid", i.FileID)
-				if attempt >= maxRewrites {
+				fs.FS.Stats().Rewrites.Add(1)
+				fs.Logger().Warn("write verifier changed: rewriting the file's write-back", fs.PathAttr(i), "fileid", i.FileID)
+				if attempt >= MaxRewrites {
 					return ErrVerifierChanged
 				}
 				continue
@@ -309,16 +309,16 @@ func (fs *snfsFS) writeBackFile(ctx context.Context, i *Inode, cf *cachedir.File
 // sendRanges writes the ranges, read from the cache file, in wsize pieces
 // (sendPieces); it returns the pieces the server holds UNSTABLE (their data
 // is not kept: the cache file has it) and the bytes sent.
-func (sn *snfsFS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]sentRun, uint64, error) {
+func (sn *snfsFS) sendRanges(ctx context.Context, i *Inode, c *client.NFS, cf *cachedir.File, ranges []cachedir.Range) ([]SentRun, uint64, error) {
 	fs := sn.FS
-	var pieces []piece
-	ws := int64(fs.wsize)
+	var pieces []Piece
+	ws := int64(fs.WriteSize())
 	for _, r := range ranges {
 		for off := r.Off; off < r.End(); off += ws {
-			pieces = append(pieces, piece{off: uint64(off), n: int(min(ws, r.End()-off))})
+			pieces = append(pieces, Piece{Off: uint64(off), N: int(min(ws, r.End()-off))})
 		}
 	}
-	return i.sendPieces(ctx, c, pieces, cf.ReadAt, false)
+	return i.SendPieces(ctx, c, pieces, cf.ReadAt, false)
 }
 
 // snfsSync writes back every dirty file (unmount, syncfs).
@@ -352,10 +352,10 @@ func (fs *snfsFS) recoverDirty(ctx context.Context) error {
 			continue
 		}
 		if parent, _ := cf.Origin(); len(parent) > 0 {
-			fs.resolveDirs(ctx, parent) // for the messages' paths
+			fs.ResolveDirs(ctx, parent) // for the messages' paths
 		}
 		if err := fs.reintegrate(ctx, nfs3.FH(h), cf, "restart"); err != nil {
-			errs = append(errs, fmt.Errorf("recovery of %s (fh %x): %w", fs.pathOfFH(nfs3.FH(h), cf), h, err))
+			errs = append(errs, fmt.Errorf("recovery of %s (fh %x): %w", fs.PathOfFH(nfs3.FH(h), cf), h, err))
 		}
 	}
 	fs.recordWrittenBack()
@@ -407,7 +407,7 @@ func (fs *snfsFS) recordWrittenBack() {
 	if err == nil || errors.Is(err, cachedir.ErrClosed) {
 		return
 	}
-	fs.log.Warn("cache directory: recording write-backs", "files", len(files), "err", err)
+	fs.Logger().Warn("cache directory: recording write-backs", "files", len(files), "err", err)
 	fs.mu.Lock()
 	for _, cf := range files {
 		fs.unrecorded[cf] = struct{}{}

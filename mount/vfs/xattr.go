@@ -77,8 +77,8 @@ func xattrFill(i *Inode, t xattrTag, fill func(c *xattrCache)) {
 	if !t.ok {
 		return
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
 	if snOf(i).xattrGen != t.gen {
 		return
 	}
@@ -100,11 +100,11 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
-	i.mu.Lock()
+	i.Mu.Lock()
 	xc := xattrsLocked(i)
 	if xc != nil {
 		if v, ok := xc.values[name]; ok {
-			i.mu.Unlock()
+			i.Mu.Unlock()
 			fs.stats.XattrHits.Add(1)
 			if v == nil {
 				return nil, ErrNoXattr
@@ -113,8 +113,8 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 		}
 	}
 	tag := xattrTagLocked(i)
-	i.mu.Unlock()
-	res, err := rpc(ctx, fs.FS, func() (*snfs1.GetXattrRes, error) { return fs.client(c).GetXattr(ctx, i.FH, name) })
+	i.Mu.Unlock()
+	res, err := RPC(ctx, fs.FS, func() (*snfs1.GetXattrRes, error) { return fs.Client(c).GetXattr(ctx, i.FH, name) })
 	if err != nil && !errors.Is(err, ErrNoXattr) {
 		return nil, xattrErr("GETXATTR", err)
 	}
@@ -136,20 +136,20 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *Inode, c Cred, name string) (
 
 // listXattrs is ListXattrs in snfs mode.
 func (fs *snfsFS) listXattrs(ctx context.Context, i *Inode, c Cred) ([]string, error) {
-	i.mu.Lock()
+	i.Mu.Lock()
 	if xc := xattrsLocked(i); xc != nil && xc.listed {
 		names := xc.names
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		fs.stats.XattrHits.Add(1)
 		return names, nil
 	}
 	tag := xattrTagLocked(i)
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	var names []string
 	cookie := uint64(0)
 	for {
-		res, err := rpc(ctx, fs.FS, func() (*snfs1.ListXattrsRes, error) {
-			return fs.client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
+		res, err := RPC(ctx, fs.FS, func() (*snfs1.ListXattrsRes, error) {
+			return fs.Client(c).ListXattrs(ctx, i.FH, cookie, snfs1.XattrListMax)
 		})
 		if errors.Is(err, nfs3.ErrBadCookie) && cookie != 0 {
 			// The names changed between two replies: from the start.
@@ -183,7 +183,7 @@ func (sn *snfsFS) setXattr(ctx context.Context, i *Inode, c Cred, name string, v
 		opt = snfs1.XattrReplace
 	}
 	return sn.changeXattr(ctx, i, name, "SETXATTR", func() (*snfs1.XattrChangeRes, error) {
-		return fs.client(c).SetXattr(ctx, i.FH, name, value, opt)
+		return fs.Client(c).SetXattr(ctx, i.FH, name, value, opt)
 	}, append([]byte{}, value...))
 }
 
@@ -194,7 +194,7 @@ func (sn *snfsFS) removeXattr(ctx context.Context, i *Inode, c Cred, name string
 		return err
 	}
 	return sn.changeXattr(ctx, i, name, "REMOVEXATTR", func() (*snfs1.XattrChangeRes, error) {
-		return fs.client(c).RemoveXattr(ctx, i.FH, name)
+		return fs.Client(c).RemoveXattr(ctx, i.FH, name)
 	}, nil)
 }
 
@@ -204,7 +204,7 @@ func (sn *snfsFS) removeXattr(ctx context.Context, i *Inode, c Cred, name string
 // asked for again.
 func (sn *snfsFS) changeXattr(ctx context.Context, i *Inode, name, proc string, call func() (*snfs1.XattrChangeRes, error), after []byte) error {
 	fs := sn.FS
-	i.mu.Lock()
+	i.Mu.Lock()
 	if xc := snOf(i).xattrs; xc != nil {
 		// Whatever the answer, the cached value and list may be wrong now.
 		delete(xc.values, name)
@@ -213,24 +213,24 @@ func (sn *snfsFS) changeXattr(ctx context.Context, i *Inode, name, proc string, 
 	// Answers to calls sent before this change are not cached (xattrFill).
 	snOf(i).xattrGen++
 	tag := xattrTagLocked(i)
-	i.mu.Unlock()
-	res, err := rpc(ctx, fs, call)
+	i.Mu.Unlock()
+	res, err := RPC(ctx, fs, call)
 	if err != nil {
-		i.mu.Lock()
+		i.Mu.Lock()
 		snOf(i).xattrGen++
-		i.mu.Unlock()
+		i.Mu.Unlock()
 		return xattrErr(proc, err)
 	}
 	sn.snfsOwnChange(i, &res.Wcc)
-	i.mu.Lock()
-	i.wccLocked(&res.Wcc, time.Now())
-	i.mu.Unlock()
+	i.Mu.Lock()
+	i.WccLocked(&res.Wcc, time.Now())
+	i.Mu.Unlock()
 	// Only if no other change began meanwhile: the server may have applied
 	// them in either order.
 	xattrFill(i, tag, func(xc *xattrCache) { xc.values[name] = after })
-	i.mu.Lock()
+	i.Mu.Lock()
 	snOf(i).xattrGen++
-	i.mu.Unlock()
+	i.Mu.Unlock()
 	return nil
 }
 

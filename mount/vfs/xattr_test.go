@@ -23,16 +23,16 @@ func TestXattrAnswerRacingChange(t *testing.T) {
 	if err := a.SetXattr(ctx, ia, Cred{}, "user.v", []byte("old"), 0); err != nil {
 		t.Fatal(err)
 	}
-	ia.mu.Lock()
+	ia.Mu.Lock()
 	cached := xattrsLocked(ia) != nil
-	ia.mu.Unlock()
+	ia.Mu.Unlock()
 	if !cached {
 		t.Fatal("the file open here is not cached: the test tests nothing")
 	}
 	// The change cached user.v: drop it, so that the read goes to the server.
-	ia.mu.Lock()
+	ia.Mu.Lock()
 	delete(snOf(ia).xattrs.values, "user.v")
-	ia.mu.Unlock()
+	ia.Mu.Unlock()
 	done := false
 	mgrOf(a).xattrAnswered.set(func(i *Inode) {
 		if i != ia || done {
