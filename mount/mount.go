@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"snfs/client"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/mount3"
@@ -93,7 +93,7 @@ func ChooseMode(ctx context.Context, log *slog.Logger, mode Mode, addr string) (
 	default:
 		return "", fmt.Errorf("mode %q: want nfs, snfs or auto", mode)
 	}
-	ok, err := vfs.ProbeSNFS(ctx, addr)
+	ok, err := cachemgr.ProbeSNFS(ctx, addr)
 	if err != nil {
 		return "", fmt.Errorf("connect to NFS at %s: %w", addr, err)
 	}
@@ -136,14 +136,14 @@ func Open(ctx context.Context, cfg Config) (*Mount, error) {
 // openSNFS is Open in snfs mode.
 func (m *Mount) openSNFS(ctx context.Context) error {
 	cfg := m.cfg
-	scfg := vfs.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
+	scfg := cachemgr.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, Logger: m.log, MountPoint: cfg.Dir,
 		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}
-	v, err := vfs.OpenSNFS(ctx, scfg)
+	v, err := cachemgr.OpenSNFS(ctx, scfg)
 	if err != nil {
 		return err
 	}

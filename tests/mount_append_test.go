@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 )
 
 // O_APPEND through two mounts of one export (issue 22, item 1). Without the
@@ -394,7 +394,7 @@ func TestMountSNFSAppendWithWriter(t *testing.T) {
 	if _, err := q.WriteString("q1\n"); err != nil {
 		t.Fatal(err)
 	}
-	before := vfs.StatsOf(a.v).PassthroughOpens.Load()
+	before := cachemgr.StatsOf(a.v).PassthroughOpens.Load()
 	w, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +406,7 @@ func TestMountSNFSAppendWithWriter(t *testing.T) {
 	if _, err := q.WriteString("q2\n"); err != nil {
 		t.Fatal(err)
 	}
-	if n := vfs.StatsOf(a.v).PassthroughOpens.Load() - before; n != 0 {
+	if n := cachemgr.StatsOf(a.v).PassthroughOpens.Load() - before; n != 0 {
 		t.Errorf("%d opens passed through while an O_APPEND open was there", n)
 	}
 	if err := w.Close(); err != nil {

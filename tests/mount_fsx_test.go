@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"snfs/internal/fsx"
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 )
 
@@ -366,7 +367,7 @@ func testMountFsxServerRestart(t *testing.T, mode fsxMode, seed uint64) {
 	if mode == fsxSNFS {
 		// A write-back sends its WRITEs and COMMIT together: a restart rarely
 		// falls between them, so rewrites are not required here.
-		st := vfs.StatsOf(v)
+		st := cachemgr.StatsOf(v)
 		t.Logf("snfs: %d write-backs (%d bytes), %d callbacks", st.WriteBacks.Load(),
 			st.WriteBackBytes.Load(), st.Callbacks.Load())
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"snfs/client"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -100,7 +101,7 @@ func outageMount(t *testing.T, e *env, mode, addr string, log *slog.Logger) stri
 	var nfs *client.NFS
 	var err error
 	if mode == "snfs" {
-		v, err = vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: "A:" + dir,
+		v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: "A:" + dir,
 			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: log, NotRespondingAfter: after})
 	} else {
 		if nfs, err = client.DialNFS(ctx, "tcp", addr, client.LogServerState(log, addr, after)); err == nil {

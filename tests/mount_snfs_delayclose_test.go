@@ -10,7 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 	"snfs/server"
 )
 
@@ -67,7 +67,7 @@ func TestMountSNFSDelayedClose(t *testing.T) {
 	}
 	a := newSNFSMountDelayed(t, e, "A", time.Hour, 1500*time.Millisecond)
 	opens0, closes0 := serverCalls(t, reg, "OPEN"), serverCalls(t, reg, "CLOSE")
-	st := vfs.StatsOf(a.v)
+	st := cachemgr.StatsOf(a.v)
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
 		t.Fatal("first read: different bytes")
 	}
@@ -114,7 +114,7 @@ func TestMountSNFSDelayedCloseUnmount(t *testing.T) {
 	a := newSNFSMountDelayed(t, e, "A", time.Hour, time.Hour)
 	closes0 := serverCalls(t, reg, "CLOSE")
 	mustRead(t, a.path("f"))
-	st := vfs.StatsOf(a.v)
+	st := cachemgr.StatsOf(a.v)
 	if !waitFor(5*time.Second, func() bool { return st.DelayedCloses.Load() == 1 }) {
 		t.Fatalf("delayed closes: %d; want 1", st.DelayedCloses.Load())
 	}
@@ -142,7 +142,7 @@ func TestMountSNFSDelayedCloseCallback(t *testing.T) {
 	if err := os.WriteFile(a.path("f"), dataA, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st := vfs.StatsOf(a.v)
+	st := cachemgr.StatsOf(a.v)
 	if !waitFor(5*time.Second, func() bool { return st.DelayedCloses.Load() == 1 }) {
 		t.Fatalf("delayed closes: %d; want 1", st.DelayedCloses.Load())
 	}
@@ -214,6 +214,6 @@ func TestMountSNFSFsxDelayedClose(t *testing.T) {
 	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(m.dir, "fsx.dat"), ops, fsxSeed(t, 5)),
 		Compare: []string{e.path("fsx.dat")}}
 	fsxCheck(t, c, func() { t.Error("unexpected restart request") })
-	st := vfs.StatsOf(m.v)
+	st := cachemgr.StatsOf(m.v)
 	t.Logf("delayed closes %d, reopens without OPEN %d", st.DelayedCloses.Load(), st.DelayedReopens.Load())
 }

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"snfs/internal/fsx"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 	"snfs/nfs3"
 	"snfs/server"
 )
@@ -84,7 +84,7 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 				func() { t.Error("unexpected restart request") })
 			close(stop)
 			wg.Wait()
-			st := vfs.StatsOf(a.v)
+			st := cachemgr.StatsOf(a.v)
 			t.Logf("%d reads by the plain client; the snfs mount had %d callbacks (%d pinned), %d write-backs",
 				reads, st.Callbacks.Load(), st.Pinned.Load(), st.WriteBacks.Load())
 			if res.Err != "" {
@@ -218,7 +218,7 @@ func TestMountSNFSPinnedMappedStore(t *testing.T) {
 			if got, err := plainReadAll(e, "m"); err != nil || !bytes.Equal(got, model) {
 				t.Fatalf("the plain client reads %d bytes (%v), not A's %d", len(got), err, len(model))
 			}
-			if n := vfs.StatsOf(a.v).Pinned.Load(); n != 1 {
+			if n := cachemgr.StatsOf(a.v).Pinned.Load(); n != 1 {
 				t.Fatalf("A's pinned count after the plain read: %d, want 1", n)
 			}
 			// Grow the file first, as the tester does before a mapped write
@@ -352,7 +352,7 @@ func TestMountSNFSPinnedEntryStores(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := vfs.StatsOf(a.v).Pinned.Load(); n != rounds {
+	if n := cachemgr.StatsOf(a.v).Pinned.Load(); n != rounds {
 		t.Errorf("A was made the pinned holder %d times, want %d", n, rounds)
 	}
 }

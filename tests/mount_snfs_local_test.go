@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"snfs/metrics"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 	"snfs/server"
 )
 
@@ -96,7 +96,7 @@ func TestMountSNFSLocalChangeOpen(t *testing.T) {
 	}) {
 		t.Fatalf("the open file reads %s 10 s after the local rewrite; want 150000 × C", byteRuns(got))
 	}
-	if st := vfs.StatsOf(a.v); st.Callbacks.Load() == 0 {
+	if st := cachemgr.StatsOf(a.v); st.Callbacks.Load() == 0 {
 		t.Error("the mount was not called back")
 	}
 }
@@ -206,7 +206,7 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 	if got := localRead(t, e.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("cat on the server reads %d bytes; want the mount's %d", len(got), len(want))
 	}
-	if st := vfs.StatsOf(a.v); st.WriteBacks.Load() == 0 {
+	if st := cachemgr.StatsOf(a.v); st.WriteBacks.Load() == 0 {
 		t.Error("the mount did not write back")
 	}
 	// Again, the file open for writing in the mount while the local process

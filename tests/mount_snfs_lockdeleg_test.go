@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 	"snfs/nlm4"
 	"snfs/server"
 )
@@ -196,7 +196,7 @@ func TestLockDelegLocker(t *testing.T) {
 
 // delegations is what mount m was granted and had recalled.
 func delegations(m *snfsMount) (granted, recalled uint64) {
-	st := vfs.StatsOf(m.v)
+	st := cachemgr.StatsOf(m.v)
 	return st.LockDelegations.Load(), st.LockRecalls.Load()
 }
 

@@ -13,9 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 )
 
 // Lost locks whatever the kernel's I/O path (docs/mount.md, "Lost locks"):
@@ -32,7 +31,7 @@ func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount 
 	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: name + ":" + dir,
+	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: name + ":" + dir,
 		CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +67,13 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	if write {
 		flags, typ = os.O_RDWR, unix.F_WRLCK
 	}
-	opens := vfs.StatsOf(a.v).PassthroughOpens.Load()
+	opens := cachemgr.StatsOf(a.v).PassthroughOpens.Load()
 	fa, err := os.OpenFile(a.path("db"), flags, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fa.Close() })
-	if n := vfs.StatsOf(a.v).PassthroughOpens.Load() - opens; pt != (n == 1) {
+	if n := cachemgr.StatsOf(a.v).PassthroughOpens.Load() - opens; pt != (n == 1) {
 		t.Fatalf("A's open passed through %d times, want passthrough %v", n, pt)
 	}
 	if before != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 )
 
 // requirePassthrough skips where the kernel does not offer FUSE passthrough
@@ -29,7 +29,7 @@ func requirePassthrough(t *testing.T, m *snfsMount) {
 
 // readsOf counts the reads that reached A's daemon and the passthrough opens.
 func readsOf(m *snfsMount) (reads, pt uint64) {
-	st := vfs.StatsOf(m.v)
+	st := cachemgr.StatsOf(m.v)
 	return st.Reads.Load(), st.PassthroughOpens.Load()
 }
 
@@ -549,7 +549,7 @@ func TestMountSNFSPassthroughPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fb.Close()
-	if n := vfs.StatsOf(a.v).Pinned.Load(); n != 1 {
+	if n := cachemgr.StatsOf(a.v).Pinned.Load(); n != 1 {
 		t.Fatalf("A's pinned count after B's open: %d, want 1", n)
 	}
 	check := func(who string, f *os.File, step int) {

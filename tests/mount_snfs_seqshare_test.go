@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 )
 
 // newSNFSMountOpts is newSNFSMount with the close delay and FUSE passthrough
@@ -26,7 +26,7 @@ func newSNFSMountOpts(t *testing.T, e *env, name string, wbDelay, closeDelay tim
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	export := e.cfg.Exports[0].Path
-	v, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
+	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
 		CacheDir: cacheDir, WriteBackDelay: wbDelay, CloseDelay: closeDelay, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/posixtest"
-
 	"snfs/metrics"
 	snfsmount "snfs/mount"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/server"
@@ -131,7 +131,7 @@ func TestMountSNFSSequentialSharing(t *testing.T) {
 	if got := mustRead(t, e.path("f")); !bytes.Equal(got, want) {
 		t.Fatalf("the export has %d bytes after B's open, not A's", len(got))
 	}
-	if st := vfs.StatsOf(a.v); st.Callbacks.Load() == 0 || st.WriteBacks.Load() == 0 {
+	if st := cachemgr.StatsOf(a.v); st.Callbacks.Load() == 0 || st.WriteBacks.Load() == 0 {
 		t.Errorf("A: %d callbacks, %d write-backs; want both", st.Callbacks.Load(), st.WriteBacks.Load())
 	}
 	// And back: B writes, A reads B's bytes.
@@ -233,7 +233,7 @@ func TestMountSNFSTempFiles(t *testing.T) {
 	if n := a.v.Stats().Writes.Load(); n != 0 {
 		t.Errorf("the mount sent %d WRITEs; want 0", n)
 	}
-	st := vfs.StatsOf(a.v)
+	st := cachemgr.StatsOf(a.v)
 	t.Logf("write-backs cancelled: %d, write-backs: %d", st.Cancelled.Load(), st.WriteBacks.Load())
 	noHidden(t, e.dir)
 	if ents, _ := os.ReadDir(e.dir); len(ents) != 0 {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 )
 
 // Extended attributes through FUSE mounts (mount/fusefs/xattr.go,
@@ -131,21 +131,21 @@ func TestMountSNFSXattr(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	hits := vfs.StatsOf(b.v).XattrHits.Load()
+	hits := cachemgr.StatsOf(b.v).XattrHits.Load()
 	for range 3 {
 		if v := mustGetxattr(t, b.path("f"), "user.color"); v != "red" {
 			t.Fatalf("B's user.color: %q", v)
 		}
 	}
-	if got := vfs.StatsOf(b.v).XattrHits.Load() - hits; got != 2 {
+	if got := cachemgr.StatsOf(b.v).XattrHits.Load() - hits; got != 2 {
 		t.Fatalf("B served %d of 3 reads of a cached file's attribute from its cache; want 2", got)
 	}
 	// A's change calls B back before it is answered: B's next read sees it.
-	cbs := vfs.StatsOf(b.v).Callbacks.Load()
+	cbs := cachemgr.StatsOf(b.v).Callbacks.Load()
 	if err := unix.Setxattr(a.path("f"), "user.color", []byte("blue"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if vfs.StatsOf(b.v).Callbacks.Load() == cbs {
+	if cachemgr.StatsOf(b.v).Callbacks.Load() == cbs {
 		t.Fatal("A's setxattr did not call B back")
 	}
 	if v := mustGetxattr(t, b.path("f"), "user.color"); v != "blue" {
@@ -160,10 +160,10 @@ func TestMountSNFSXattr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits = vfs.StatsOf(b.v).XattrHits.Load()
+	hits = cachemgr.StatsOf(b.v).XattrHits.Load()
 	mustGetxattr(t, b.path("f"), "user.color")
 	mustGetxattr(t, b.path("f"), "user.color")
-	if vfs.StatsOf(b.v).XattrHits.Load() != hits {
+	if cachemgr.StatsOf(b.v).XattrHits.Load() != hits {
 		t.Fatal("B cached the attributes of a file A holds as a plain writer")
 	}
 	held.Close()
@@ -182,11 +182,11 @@ func TestMountSNFSXattr(t *testing.T) {
 	}
 	defer held.Close()
 	mustGetxattr(t, b.path("g"), "user.color")
-	hits = vfs.StatsOf(b.v).XattrHits.Load()
+	hits = cachemgr.StatsOf(b.v).XattrHits.Load()
 	if v := mustGetxattr(t, b.path("g"), "user.color"); v != "blue" {
 		t.Fatalf("B's user.color of g: %q", v)
 	}
-	if vfs.StatsOf(b.v).XattrHits.Load() == hits {
+	if cachemgr.StatsOf(b.v).XattrHits.Load() == hits {
 		t.Fatal("B's open file's attribute is not cached")
 	}
 	localSetxattr(t, e.path("g"), "user.color", "green")
@@ -276,9 +276,9 @@ func TestMountSNFSXattr(t *testing.T) {
 	}
 	defer copyHeld.Close()
 	mustGetxattr(t, b.path("copy"), "user.tag")
-	hits = vfs.StatsOf(b.v).XattrHits.Load()
+	hits = cachemgr.StatsOf(b.v).XattrHits.Load()
 	mustGetxattr(t, b.path("copy"), "user.tag")
-	if vfs.StatsOf(b.v).XattrHits.Load() == hits {
+	if cachemgr.StatsOf(b.v).XattrHits.Load() == hits {
 		t.Fatal("B does not cache the copy cp --preserve=xattr made on A")
 	}
 	back := local + ".back"
@@ -357,7 +357,7 @@ func TestMountSNFSXattrConcurrentChanges(t *testing.T) {
 			t.Fatalf("round %d: the mount reads %q, the server has %q", r, got, server)
 		}
 	}
-	if vfs.StatsOf(a.v).XattrHits.Load() == 0 {
+	if cachemgr.StatsOf(a.v).XattrHits.Load() == 0 {
 		t.Fatal("no read was served from the cache: the test tests nothing")
 	}
 }

@@ -7,16 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"snfs/state"
 	"testing"
 	"time"
 
 	"snfs/consist"
 	"snfs/metrics"
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
+	"snfs/state"
 	"snfs/sunrpc"
 	"snfs/xdr"
 )
@@ -141,7 +141,7 @@ func TestSNFSFailedMountUnregisters(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	_, err := vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
+	_, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
 		CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
 	if err == nil {
 		t.Fatal("a mount of an unknown export succeeded")

@@ -11,6 +11,7 @@ import (
 
 	"snfs/client"
 	"snfs/metrics"
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/server"
@@ -53,7 +54,7 @@ func TestVFSReadOnly(t *testing.T) {
 				}
 			} else {
 				var err error
-				v, err = vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:vfs",
+				v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:vfs",
 					CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger(), ReadOnly: true})
 				if err != nil {
 					t.Fatal(err)
@@ -137,9 +138,9 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 	cacheDir := diskTempDir(t, "snfs-cache-")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := vfs.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:dirty", CacheDir: cacheDir,
+	cfg := cachemgr.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:dirty", CacheDir: cacheDir,
 		WriteBackDelay: time.Hour, Logger: quietLogger()}
-	v, err := vfs.OpenSNFS(ctx, cfg)
+	v, err := cachemgr.OpenSNFS(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 
 	ro := cfg
 	ro.ReadOnly = true
-	_, err = vfs.OpenSNFS(ctx, ro)
+	_, err = cachemgr.OpenSNFS(ctx, ro)
 	if err == nil || !strings.Contains(err.Error(), "read-only mount: the cache directory "+cacheDir+" holds unwritten data of 1 file(s)") {
 		t.Fatalf("a read-only mount with a dirty cache directory: %v", err)
 	}
@@ -176,7 +177,7 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 	if n := serverCalls(t, reg, "WRITE"); n != writes {
 		t.Errorf("the refused read-only mount wrote (%v WRITEs, %v before)", n, writes)
 	}
-	v, err = vfs.OpenSNFS(ctx, cfg)
+	v, err = cachemgr.OpenSNFS(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
-
 	"snfs/bench/internal/stats"
 	"snfs/internal/faultproxy"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 )
@@ -64,7 +64,7 @@ func counts(a, b *benchMount) map[string]int {
 		for k, v := range x.m.obs.snapshot() {
 			m[x.name+" "+k] = v
 		}
-		m[x.name+" callbacks"] = int(vfs.StatsOf(x.m.v).Callbacks.Load())
+		m[x.name+" callbacks"] = int(cachemgr.StatsOf(x.m.v).Callbacks.Load())
 	}
 	return m
 }
@@ -98,7 +98,7 @@ func mountSNFS(ctx context.Context, addr, export, name, dir, cacheDir string) (*
 	obs := &calls{n: map[string]int{}}
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := vfs.OpenSNFS(mctx, vfs.SNFSMountConfig{Addr: addr, Export: export, Name: name + ":" + dir,
+	v, err := cachemgr.OpenSNFS(mctx, cachemgr.SNFSMountConfig{Addr: addr, Export: export, Name: name + ":" + dir,
 		CacheDir: cacheDir, Observer: obs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err

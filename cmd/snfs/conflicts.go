@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"snfs/mount/vfs"
+	"snfs/mount/cachemgr"
 )
 
 // conflicts lists the conflicts an snfs-mode mount kept (docs/mount.md,
@@ -35,7 +35,7 @@ func conflicts(args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	list, err := vfs.ReadConflicts(*cacheDir)
+	list, err := cachemgr.ReadConflicts(*cacheDir)
 	if err != nil {
 		return err
 	}

@@ -15,19 +15,20 @@ import (
 	"time"
 
 	"snfs/metrics"
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 )
 
 // clientMetrics registers v's snfs-mode counters (if any) in reg.
 func clientMetrics(reg *metrics.Client, v *vfs.FS) {
-	sn := vfs.SNFS(v)
+	sn := cachemgr.SNFS(v)
 	if sn == nil {
 		reg.Register(metrics.ClientSources{ListingsKept: v.Stats().ListingsKept.Load})
 		return
 	}
 	st := sn.SNFSStats()
 	cbs := map[string]func() uint64{}
-	for _, m := range vfs.CallbackModes {
+	for _, m := range cachemgr.CallbackModes {
 		cbs[m.String()] = func() uint64 { return st.CallbacksByMode(m) }
 	}
 	reg.Register(metrics.ClientSources{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -82,7 +83,7 @@ func errnoOf(err error) syscall.Errno {
 		return syscall.EOPNOTSUPP
 	case errors.Is(err, vfs.ErrInvalid):
 		return syscall.EINVAL
-	case errors.Is(err, vfs.ErrBusy):
+	case errors.Is(err, cachemgr.ErrBusy):
 		return syscall.EBUSY
 	case errors.Is(err, sunrpc.ErrClientClosed):
 		return syscall.EIO

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 )
@@ -38,7 +38,7 @@ type bridge struct {
 	// ops: the mode's file operations (vfs.Ops: the NFSv3 core's or the
 	// snfs cache manager's), chosen once, at Mount.
 	ops   vfs.Ops
-	sn    vfs.SNFSMode // snfs mode's entry points outside Ops; nil in nfs mode
+	sn    cachemgr.SNFSMode // snfs mode's entry points outside Ops; nil in nfs mode
 	creds creds
 	life  context.Context
 	pt    *ptRaw // registers passthrough backing files (passthrough.go)
@@ -51,7 +51,7 @@ type bridge struct {
 // fusermount3). The caller serves until Wait returns and unmounts with
 // Unmount (or umount(2) from outside).
 func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server, error) {
-	b := &bridge{v: v, ops: v.Ops(), sn: vfs.SNFS(v), life: life, intrGrace: interruptGrace}
+	b := &bridge{v: v, ops: v.Ops(), sn: cachemgr.SNFS(v), life: life, intrGrace: interruptGrace}
 	rootInode := v.Root()
 	root := &node{b: b, vi: rootInode}
 	zero := time.Duration(0)

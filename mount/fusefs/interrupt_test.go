@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 	"snfs/client"
 	"snfs/internal/faultproxy"
+	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/server"
@@ -105,7 +105,7 @@ func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 	var v *vfs.FS
 	var nfs *client.NFS
 	if mode == "snfs" {
-		v, err = vfs.OpenSNFS(ctx, vfs.SNFSMountConfig{Addr: p.Addr(), Export: export, Name: "A:" + dir,
+		v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: p.Addr(), Export: export, Name: "A:" + dir,
 			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: quietLogger()})
 	} else if nfs, err = client.DialNFS(ctx, "tcp", p.Addr()); err == nil {
 		cfg.NFS, cfg.Root, cfg.Logger = nfs, res.FH, quietLogger()

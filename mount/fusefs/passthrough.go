@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-
+	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 )
 
@@ -26,9 +26,9 @@ type ptRaw struct {
 	fuse.RawFileSystem
 	srv  *fuse.Server // set before serving
 	v    *vfs.FS
-	ops  vfs.Ops         // the bridge's (appends, append.go)
-	sn   vfs.SNFSMode    // the bridge's: the passthrough descriptors (nil in nfs mode: no open is claimed)
-	life context.Context // the mount's: appends are served with it (append.go)
+	ops  vfs.Ops           // the bridge's (appends, append.go)
+	sn   cachemgr.SNFSMode // the bridge's: the passthrough descriptors (nil in nfs mode: no open is claimed)
+	life context.Context   // the mount's: appends are served with it (append.go)
 
 	mu      sync.Mutex
 	slots   map[<-chan struct{}]*ptSlot  // opens in progress, by their call's key
@@ -50,7 +50,7 @@ type backingRef struct {
 	refs int
 }
 
-func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, ops vfs.Ops, sn vfs.SNFSMode, life context.Context) *ptRaw {
+func newPtRaw(raw fuse.RawFileSystem, v *vfs.FS, ops vfs.Ops, sn cachemgr.SNFSMode, life context.Context) *ptRaw {
 	return &ptRaw{RawFileSystem: raw, v: v, ops: ops, sn: sn, life: life, slots: map[<-chan struct{}]*ptSlot{},
 		backing: map[uint64]*backingRef{}, open: map[uint64]uint64{}, appends: map[uint64]*vfs.File{},
 		kill: map[<-chan struct{}]struct{}{}, lockCalls: map[<-chan struct{}]lockCall{}}
@@ -206,7 +206,7 @@ func (r *ptRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 
 // passthroughFile is the descriptor the kernel does f's I/O on (FUSE
 // passthrough), or nil: always nil in nfs mode (sn nil).
-func passthroughFile(sn vfs.SNFSMode, f *vfs.File) *os.File {
+func passthroughFile(sn cachemgr.SNFSMode, f *vfs.File) *os.File {
 	if sn == nil {
 		return nil
 	}

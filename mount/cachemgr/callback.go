@@ -1,0 +1,408 @@
+package cachemgr
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"snfs/mount/cachedir"
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/state/clientfile"
+)
+
+// snfs mode callbacks (docs/protocol.md section 11): each becomes cache
+// invalidations (ours and, through the Notifier, the kernel's) before it is
+// answered; and what a server restart changes.
+
+// Callback serves the server's callbacks (client.CallbackHandler): the work
+// first, then the answer, as the file's machine asks (clientfile's
+// CallbackBegin and CallbackEnd).
+func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
+	fs := sn.FS
+	sn.stats.Callbacks.Add(1)
+	sn.stats.callback(mode)
+	if mode == state.RecallLocks {
+		return sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
+	}
+	i := fs.LookupInode(fh)
+	var cf *cachedir.File
+	if i != nil {
+		cf = cacheFileOrNil(i)
+	}
+	if cf == nil {
+		cf, _ = sn.cache.File(fh)
+	}
+	cacheHolds := cf != nil && cf.Holds()
+	if i == nil {
+		// No inode, no opens: the cache directory's data only.
+		out := clientfile.UnknownCallback(mode, cacheHolds)
+		if out == state.Stale {
+			sn.stats.CallbacksStale.Add(1)
+			fs.Logger().Debug("callback: nothing held", "fh", fh, "mode", mode)
+		} else if mode.Invalidates() {
+			sn.invalidateCache(cf)
+		}
+		return out
+	}
+	i.Mu.Lock()
+	dirtyLocked(i)
+	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.WState.Pending())
+	acts = sn.timersLocked(i, acts)
+	i.Mu.Unlock()
+	if len(acts) == 1 && acts[0].Kind == clientfile.ActAnswer && acts[0].Outcome == state.Stale {
+		sn.stats.CallbacksStale.Add(1)
+		fs.Logger().Debug("callback: nothing held", "fh", fh, "mode", mode)
+		return state.Stale
+	}
+	fs.Logger().Debug("callback", "fileid", i.FileID, "mode", mode)
+	// An append into the cache file in progress ends before the write-back,
+	// and none starts until the callback is done: the server places the
+	// later ones (append.go), after this client's earlier ones, at the end
+	// of file another client sees too. Taken with the pinned entry or the
+	// stop of caching, whichever comes first.
+	appendHeld := false
+	holdAppends := func() {
+		if !appendHeld {
+			i.AppendMu.Lock()
+			appendHeld = true
+		}
+	}
+	defer func() {
+		if appendHeld {
+			i.AppendMu.Unlock()
+		}
+	}()
+	var entering *pinnedFile
+	for {
+		// unsent: a write-back did not reach the server's stable storage (a
+		// transport error, the connection's end) and the data is kept here:
+		// the machine answers a failure, never done (docs/protocol.md 5.1).
+		unsent := false
+		for _, a := range acts {
+			switch a.Kind {
+			case clientfile.ActAnswer:
+				switch a.Outcome {
+				case state.Failed:
+					sn.stats.CallbacksFailed.Add(1)
+				case state.Pinned:
+					fs.Logger().Debug("callback: pinned holder", "fileid", i.FileID)
+				}
+				return a.Outcome
+			case clientfile.ActPinSync:
+				// The pinned holder (pinned.go): what the kernel wrote so
+				// far goes now; its opens go on writing.
+				if pf := sn.pinnedOf(i); pf != nil {
+					if err := sn.pinSync(ctx, pf, false); err != nil {
+						fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+					}
+				}
+			case clientfile.ActPinEnter:
+				holdAppends()
+				if entering = sn.pinEnter(i); entering == nil {
+					i.Mu.Lock()
+					stOf(i).PinEnterFailed(&cb)
+					i.Mu.Unlock()
+				}
+			case clientfile.ActStopCaching:
+				// The machine stopped caching: a write into the cache
+				// directory after the write-back took the dirty data would
+				// be left behind it, unknown to the server once this is
+				// answered. The changes in progress end first (whileCaching);
+				// later ones go through, after the cache directory's dirty
+				// data (writeBackFirst).
+				holdAppends()
+				snOf(i).cacheW.Lock()
+				snOf(i).cacheW.Unlock()
+			case clientfile.ActWriteBack:
+				unsent = sn.callbackWriteBack(ctx, i, mode) || unsent
+			case clientfile.ActInvalidateAttr:
+				i.Mu.Lock()
+				i.InvalidateLocked()
+				i.Mu.Unlock()
+			case clientfile.ActInvalidateCache:
+				sn.invalidateCache(cf)
+			case clientfile.ActNotifyData, clientfile.ActNotifyAttr:
+				sn.notify(i, []clientfile.Action{a})
+			}
+		}
+		if entering != nil {
+			// The entry's write-back is done.
+			sn.pinEntered(entering)
+			entering = nil
+		}
+		sn.beforeCallbackEnd.run(i)
+		i.Mu.Lock()
+		dirtyLocked(i)
+		kept := stOf(i).Kept(state.Read) + stOf(i).Kept(state.Write)
+		acts = stOf(i).CallbackEnd(&cb, unsent, i.WState.Pending())
+		acts = sn.timersLocked(i, acts)
+		forgotten := kept > 0 && stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0
+		i.Mu.Unlock()
+		if forgotten {
+			sn.delayed.remove(i)
+			sn.stats.TreatedAsClosed.Add(1)
+		}
+	}
+}
+
+// callbackWriteBack is a callback's write-back of i: what was written
+// through first, then the cache directory's dirty data. It reports whether
+// data is still held here unsent (an error the server gave dropped the
+// data, writeback.go, and is reported to the application instead).
+func (fs *snfsFS) callbackWriteBack(ctx context.Context, i *vfs.Inode, mode state.CallbackMode) (unsent bool) {
+	i.Mu.Lock()
+	pending := i.WState.Pending()
+	i.Mu.Unlock()
+	if pending {
+		if err := i.Flush(ctx, true); err != nil {
+			fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+			i.Mu.Lock()
+			unsent = i.WState.Pending()
+			i.Mu.Unlock()
+		}
+	}
+	if err := fs.writeBackInode(ctx, i); err != nil {
+		fs.Logger().Warn("callback write-back", fs.PathAttr(i), "fileid", i.FileID, "mode", mode, "err", err)
+		if c := cacheFileOrNil(i); c != nil && c.NeedsWriteBack() {
+			unsent = true
+		}
+	}
+	fs.recordWrittenBack() // before the answer (writeback.go)
+	return unsent
+}
+
+// snfsCreated finishes Create in snfs mode: the new file is opened for
+// writing with the protocol.
+func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flags int) (vfs.Entry, *vfs.File, error) {
+	i := e.Inode
+	_, _, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
+	if err != nil {
+		i.Mu.Lock()
+		i.Opens--
+		i.Mu.Unlock()
+		return vfs.Entry{}, nil, err
+	}
+	f := &vfs.File{I: i, Cred: c, Write: true, Appending: vfs.IsAppend(flags), DirectIO: direct, Ext: &snfsFile{mode: state.Write}}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
+	}
+	if err := fs.snfsIOMode(ctx, f, flags); err != nil {
+		fs.snfsRelease(ctx, f)
+		return vfs.Entry{}, nil, err
+	}
+	now := time.Now()
+	i.Mu.Lock()
+	e.Attr, e.AttrTTL = i.ReportLocked(), i.TTLLocked(now)
+	i.Mu.Unlock()
+	return e, f, nil
+}
+
+// snfsSetattr is a local size change (snfsSetattrLocal).
+func (fs *snfsFS) snfsSetattr(i *vfs.Inode, c vfs.Cred, size uint64) (nfs3.Fattr, time.Duration, error) {
+	if err := fs.snfsTruncate(i, c, size); err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return i.ReportLocked(), i.TTLLocked(time.Now()), nil
+}
+
+// snfsSized brings the cache file to a size set on the server.
+func (fs *snfsFS) snfsSized(i *vfs.Inode, size *uint64) {
+	if size == nil {
+		return
+	}
+	if cf := cacheFileOrNil(i); cf != nil && !cf.NeedsWriteBack() {
+		cf.SetVersion(cf.Version(), int64(*size))
+	}
+	// Also while a callback's entry into the pinned mode is in progress
+	// (not yet entered): the kernel maps and reads this cache file, and a
+	// size set on the server meanwhile and not applied to it (an ftruncate
+	// growing the file before a mapped write, say) left stores past its
+	// end faulting (SIGBUS) and fstat reporting the old size.
+	i.Mu.Lock()
+	pf := snOf(i).pt.pinned
+	i.Mu.Unlock()
+	if pf != nil {
+		fs.pinSized(pf, *size)
+	}
+}
+
+// reclaimItems reports what this client holds, for the RECLAIM after a
+// server restart (client.SessionConfig.Reclaim; docs/protocol.md): every
+// file with protocol opens (the applications' and the kept ones, by mode)
+// or dirty data, whether it is cached and the version its cache holds. It
+// runs in the session's connect hook: it takes only the inodes' and the
+// cache's locks, never one held across a call to the server.
+func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.FS.Mu.Lock()
+	all := make([]*vfs.Inode, 0, len(fs.Inodes))
+	for _, i := range fs.Inodes {
+		all = append(all, i)
+	}
+	fs.FS.Mu.Unlock()
+	var items []snfs1.ReclaimItem
+	for _, i := range all {
+		if i.Type != nfs3.TypeReg {
+			continue
+		}
+		i.Mu.Lock()
+		dirtyLocked(i)
+		// Kept opens included; a pinned holder as a caching, dirty writer
+		// (protocol.md section 10.1); not the opens an earlier refused
+		// reclaim made forgotten.
+		r, w, caching, dirty, version, ok := stOf(i).ReclaimItem()
+		i.Mu.Unlock()
+		if !ok || r+w == 0 && !dirty {
+			continue
+		}
+		fs.Logger().Debug("reclaim item", "fileid", i.FileID, "readers", r, "writers", w, "caching", caching, "dirty", dirty)
+		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
+			Caching: caching, Dirty: dirty, Version: version})
+	}
+	fs.stats.Reclaimed.Add(uint64(len(items)))
+	return items
+}
+
+// serverRestarted: the server restarted and this client reclaimed its state
+// (reclaimItems). Taken (refused false): the server knows again every open,
+// cached and dirty file of this client: caches stay valid, opens stay open,
+// and dirty data is written back now (the server's grace period lets a
+// reclaiming client's write-back of a file it caches, or holds dirty and
+// closed, through; others wait for its end), so that what the server's crash
+// put at risk is not left waiting for the delay. Refused (the server's grace
+// period was over, it did not know this client, or it has no crash
+// recovery): the server holds nothing of this client, as if every file were
+// fenced: clean cached data is dropped (the kernel's pages and attributes
+// too; files are cached again from their next OPEN) and dirty data is
+// reintegrated (reintegrate.go). Files open here go on, written through.
+func (fs *snfsFS) serverRestarted(refused bool) {
+	ctx, cancel := fs.stopCtx(5 * time.Minute)
+	defer cancel()
+	// The kernel's pages of files whose locks were not reclaimed go, so
+	// that their next read reaches the mount (and its EIO): here, not in
+	// the reclaim, which may run under a read or write holding the file.
+	for _, i := range fs.locks.TakeLostNotify() {
+		fs.NotifyData(i)
+	}
+	if !refused {
+		for _, i := range fs.allInodes() {
+			i.Mu.Lock()
+			stOf(i).ServerRestarted(false) // its write-back: snfsSync's
+			i.Mu.Unlock()
+		}
+		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if err := fs.snfsSync(ctx); err != nil {
+			fs.Logger().Error("write-back after a server restart", "err", err)
+		}
+		return
+	}
+	fs.Logger().Warn("snfs server restarted and refused this client's reclaim: dropping cached data, reintegrating dirty data, opening open files again")
+	fs.beforeForget.run(nil)
+	dirty, held := fs.stopCaching()
+	for _, i := range dirty {
+		if cf := cacheFileOrNil(i); cf != nil {
+			if err := fs.reintegrate(ctx, i.FH, cf, "reclaim refused"); err != nil {
+				fs.Logger().Error("reintegration after a refused reclaim", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+			}
+		}
+	}
+	fs.beforeReopen.run(nil)
+	for _, i := range held {
+		fs.reopen(ctx, i)
+	}
+	fs.Logger().Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
+	fs.afterReopen.run(nil)
+}
+
+func (sn *snfsFS) allInodes() []*vfs.Inode {
+	fs := sn.FS
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	all := make([]*vfs.Inode, 0, len(fs.Inodes))
+	for _, i := range fs.Inodes {
+		all = append(all, i)
+	}
+	return all
+}
+
+// reopen OPENs i again at a server that refused the reclaim, once for each
+// forgotten application open not released since (the machine's Forgotten,
+// Reopened): the protocol treats the files as fenced, and a fenced client
+// OPENs again before it uses a file (docs/protocol.md 4.5, 7.1). Without
+// it, the open files were written through with no open at the server:
+// another client was granted caching and read its stale copy, and each
+// later CLOSE was one the server did not count. The opens stay
+// write-through (the file was invalidated by stopCaching; a client may
+// always do less than the server allows). An OPEN refused counts nothing:
+// the opens not OPENed again stay forgotten, and their releases send no
+// CLOSE.
+func (fs *snfsFS) reopen(ctx context.Context, i *vfs.Inode) {
+	snOf(i).openMu.Lock()
+	defer snOf(i).openMu.Unlock()
+	for _, m := range []state.Mode{state.Read, state.Write} {
+		for {
+			i.Mu.Lock()
+			left := stOf(i).Forgotten(m) > 0
+			i.Mu.Unlock()
+			if !left {
+				break
+			}
+			if _, err := fs.sess.Open(ctx, i.FH, m); err != nil {
+				fs.Logger().Warn("OPEN again after a refused reclaim", fs.PathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
+				break
+			}
+			i.Mu.Lock()
+			stOf(i).Reopened(m)
+			i.Mu.Unlock()
+		}
+	}
+}
+
+// stopCaching is a refused reclaim's first step (clientfile's
+// ServerRestarted(true)): no file is cached any more (the kernel's pages and
+// attributes go too, and the clean data of the cache directory), the kept
+// opens are forgotten (the server has none), the applications' opens the
+// reclaim reported and none has released since are forgotten (returned in
+// held, to be OPENed again: reopen), and the files with dirty data are
+// returned for reintegration, which runs while applications go on using
+// their open files: until it has run, reads and writes through the server
+// write the dirty data back first (writeBackFirst). The opens counted since
+// the reclaim are not forgotten: their OPENs were answered by the new server
+// (the reclaim runs on the new connection before any other call; not so a
+// reclaim after a REGISTER again on the same connection,
+// client.Session.reregister, where an OPEN answered while the reclaim is
+// built is reported, and forgotten, as one the old server counted), which
+// counts them. A release of a forgotten open sends no CLOSE (the machine's
+// Release), so that an application closing and opening a file again while
+// the reintegration runs leaves the server counting exactly the opens this
+// client will close.
+func (fs *snfsFS) stopCaching() (dirty, held []*vfs.Inode) {
+	for _, i := range fs.allInodes() {
+		i.Mu.Lock()
+		dirtyLocked(i)
+		acts := fs.applyLocked(i, stOf(i).ServerRestarted(true))
+		cf := snOf(i).cf
+		forgot := stOf(i).Forgotten(state.Read)+stOf(i).Forgotten(state.Write) > 0
+		i.Mu.Unlock()
+		fs.delayed.remove(i)
+		if hasAct(acts, clientfile.ActReintegrate) {
+			dirty = append(dirty, i)
+		}
+		if forgot {
+			held = append(held, i)
+		}
+		for _, a := range acts {
+			switch a.Kind {
+			case clientfile.ActInvalidateCache:
+				fs.invalidateCache(cf)
+			case clientfile.ActNotifyData:
+				fs.NotifyData(i)
+			}
+		}
+	}
+	return dirty, held
+}

@@ -1,0 +1,111 @@
+package cachemgr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"snfs/mount/cachedir"
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+	"snfs/state/clientfile"
+)
+
+// Delayed close (docs/protocol.md section 10, the Spritely NFS paper's
+// section 6.2). When the last application open of a file the server lets
+// this client cache is released, its protocol open is kept for
+// snfsConfig.CloseDelay instead of being CLOSEd at once. An application open
+// of the file within that window takes the kept open over: no OPEN, and no
+// CLOSE for the kept one (the server always counts exactly the opens this
+// client will close). A read open may take over a kept write open (the server
+// counts a write open; its CLOSE is a write CLOSE). When the window passes,
+// the kept opens are CLOSEd (dirty as at any close). A callback for a file
+// that only kept opens hold is answered CB_TREAT_AS_CLOSED after the mode's
+// work and a write-back: the kept opens are forgotten, never CLOSEd. Close
+// (unmount) CLOSEs every kept open.
+
+// The kept opens, their deadline and the timer's arming are the file's
+// machine's (clientfile: Release keeps, OpenBegin takes over, TimerFired and
+// CloseAllDelayed CLOSE, CallbackEnd forgets); this file runs its timer and
+// keeps the FS's set of files with kept opens, for Close.
+
+// delayedSet is the FS's inodes with kept opens.
+type delayedSet struct {
+	mu     sync.Mutex
+	inodes map[*vfs.Inode]struct{}
+	closed bool // Close ran: no more delaying
+}
+
+// remove drops i from the set if it has no kept opens (lock order: the
+// set's mu, then the Inode's).
+func (s *delayedSet) remove(i *vfs.Inode) {
+	s.mu.Lock()
+	i.Mu.Lock()
+	if stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0 {
+		delete(s.inodes, i)
+	}
+	i.Mu.Unlock()
+	s.mu.Unlock()
+}
+
+// closeDelayed runs i's delayed-close timer (TimerFired): the kept opens are
+// CLOSEd once their window has passed (now, if force: CloseAllDelayed).
+func (fs *snfsFS) closeDelayed(i *vfs.Inode, force bool) {
+	snOf(i).openMu.Lock()
+	i.Mu.Lock()
+	var acts []clientfile.Action
+	dirtyLocked(i)
+	if force {
+		acts = stOf(i).CloseAllDelayed()
+	} else {
+		acts = stOf(i).TimerFired(time.Now())
+	}
+	acts = fs.applyLocked(i, acts)
+	cf := snOf(i).cf
+	i.Mu.Unlock()
+	fs.delayed.remove(i)
+	if !hasAct(acts, clientfile.ActSendClose) {
+		snOf(i).openMu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cf != nil && cf.NeedsWriteBack() {
+		// Durable here before the CLOSE says where the data is.
+		if err := cf.Sync(); err != nil && !errors.Is(err, cachedir.ErrRemoved) {
+			fs.Logger().Warn("cache directory: sync", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+		}
+	}
+	for _, a := range acts {
+		if a.Kind != clientfile.ActSendClose {
+			continue
+		}
+		dirty := a.Dirty
+		if !dirty {
+			fs.recordWrittenBack()
+		}
+		if _, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			fs.Logger().Warn("delayed CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+		}
+	}
+	snOf(i).openMu.Unlock()
+	fs.notify(i, acts)
+}
+
+// closeAllDelayed CLOSEs every kept open now and stops delaying (Close).
+func (fs *snfsFS) closeAllDelayed() {
+	s := &fs.delayed
+	s.mu.Lock()
+	s.closed = true
+	all := make([]*vfs.Inode, 0, len(s.inodes))
+	for i := range s.inodes {
+		all = append(all, i)
+	}
+	s.mu.Unlock()
+	for _, i := range all {
+		fs.closeDelayed(i, true)
+	}
+}
