@@ -1,7 +1,7 @@
 // Package mount is the one way an `snfs mount` is put together, shared by
 // cmd/snfs and the tests: Open connects to the server and sets up the export
 // in the mode asked (nfs: NFS and MOUNT connections, MNT, vfs.New; snfs: the
-// cache directory and the consistency protocol's session, vfs.OpenSNFS;
+// cache directory and the consistency protocol's session, cachemgr.OpenSNFS;
 // auto: an SNFS NULL first, ChooseMode), Serve mounts it with FUSE
 // (fusefs.Mount), Unmount unmounts it, Finish writes back what is left and
 // tells the server (UMNT), and Close releases the rest.

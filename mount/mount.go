@@ -55,7 +55,7 @@ type Config struct {
 	NFSLocks func(ctx context.Context) (*vfs.NLMConfig, error)
 
 	// snfs mode: the session's client name (HOSTNAME:MOUNTPOINT), the cache
-	// directory and its bound, the delays (vfs.SNFSMountConfig).
+	// directory and its bound, the delays (cachemgr.SNFSMountConfig).
 	Name                       string
 	CacheDir                   string
 	CacheSize                  int64
@@ -82,7 +82,7 @@ type Mount struct {
 }
 
 // ChooseMode resolves Auto (asking the server at addr with an SNFS NULL,
-// vfs.ProbeSNFS, and logging the choice); "" is NFS.
+// cachemgr.ProbeSNFS, and logging the choice); "" is NFS.
 func ChooseMode(ctx context.Context, log *slog.Logger, mode Mode, addr string) (Mode, error) {
 	switch mode {
 	case NFS, SNFS:
@@ -110,7 +110,7 @@ func ChooseMode(ctx context.Context, log *slog.Logger, mode Mode, addr string) (
 // Open connects to the server and sets up the export in cfg.Mode (Auto:
 // asks the server first): nfs mode dials NFS (and MOUNT if elsewhere), MNT,
 // and makes the FS (vfs.New); snfs mode opens the cache directory and a
-// session (vfs.OpenSNFS). Nothing is mounted yet (Serve does it). ctx bounds
+// session (cachemgr.OpenSNFS). Nothing is mounted yet (Serve does it). ctx bounds
 // the setup only.
 func Open(ctx context.Context, cfg Config) (*Mount, error) {
 	if cfg.Logger == nil {

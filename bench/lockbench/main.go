@@ -6,7 +6,7 @@
 //	go run ./bench/lockbench -work /var/tmp/snfs-lockbench -delays 0,1ms,5ms -reps 5
 //
 // The server (server.New, as `snfs serve` sets it up) and two snfs-mode FUSE
-// mounts A and B (vfs.OpenSNFS and fusefs.Mount, as `snfs mount --mode=snfs`)
+// mounts A and B (cachemgr.OpenSNFS and fusefs.Mount, as `snfs mount --mode=snfs`)
 // run in this process. Each mount's one connection to the server (NFS, SNFS
 // and its callbacks) goes through a TCP proxy (internal/faultproxy) that holds
 // every chunk for -delays each way: on loopback the round trip costs almost

@@ -16,40 +16,15 @@
 // take it at mount time (FS.SNFS, nil in nfs mode) and call it only if they
 // have it, so no entry point asks the mode on each call.
 //
-// The package is one package in two layers, on the way to two (issue 25):
-//
-//   - The core, the plain NFSv3 client (vfs.go, inode.go, ops.go, file.go,
-//     write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
-//     nlm*.go, lockreclaim.go, locklost.go, append.go, mode.go). It knows
-//     snfs mode only through the hooks it calls: Ops (mode.go, the mode's
-//     operations and what the core asks of the mode inside its own:
-//     beforeThrough, removed, the attribute hooks, newInode, start, sync,
-//     close) and the extension slots Inode.Ext and File.Ext, which it never
-//     reads.
-//   - The cache manager (snfsFS: snfs.go, snfsmode.go, snfsopen.go,
-//     snfsio.go, callback.go, delayclose.go, writeback.go, reintegrate.go,
-//     passthrough.go, pinned*.go, serverholds.go, lock.go, lockdeleg.go,
-//     xattr.go, allocate.go, metrics.go, snfsappend.go, snfslocklost.go,
-//     filestate.go). It embeds the core's FS, is snfs mode's Ops itself, and
-//     keeps its per-inode state in Inode.Ext (snOf) and its per-open state in
-//     File.Ext (fsnOf, snfsOpened). A file's consistency state and the
-//     decisions on it (caching and version, the protocol opens, OPENs in
-//     flight and delayed closes, the invalidation epoch, dirty and the
-//     write-back in progress, the passthrough opens and the pinned phase,
-//     the opens a refused reclaim forgot) are the pure state machine
-//     state/clientfile's (snfsInode.st, stOf, filestate.go): the manager
-//     feeds it events under the inode's mu and carries out the actions it
-//     returns (the RPCs, the cache directory, the kernel's notifications,
-//     the delayed close's timer); it keeps no copy of those rules.
-//
-// What still crosses the line: FS.sn and FS.snfs (the core holds the
-// manager: the session's handler reaches Callback and Granted through it,
-// FS.SNFS hands it out, FS.SNFSStats is the tests' shorthand; the core's
-// newFS takes the mode as a factory, snfsMode, which sets them, so the
-// core's Config has nothing of snfs mode), the unexported names of the core
-// the manager uses, and the lock table (locks, lock.go: FS.LockTab, the
-// mode's, set as it starts), which nfs mode's NLM uses too but which holds
-// snfs mode's lock delegations and server verifier.
+// The plain NFSv3 client core: this package (vfs.go, inode.go, ops.go,
+// file.go, write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
+// nlm*.go, locktab.go, lockreclaim.go, locklost.go, append.go, mode.go). It
+// knows snfs mode only through the hooks it calls: Ops (mode.go, the mode's
+// operations and what the core asks of the mode inside its own), and the
+// extension slots Inode.Ext and File.Ext, which it never reads. snfs mode's
+// cache manager is package mount/cachemgr, which imports this one (NewFS
+// with its mode factory, the exported fields and methods, each saying which
+// lock guards it); this package must not import it.
 //
 // It owns: every decision between a system call and the wire (what to send,
 // what to cache and for how long, when to write back, what a callback
@@ -115,7 +90,7 @@
 // (writes flushed later: of the last writer), so the server decides
 // permissions and owners, as with a kernel NFS mount.
 //
-// snfs mode (snfs.go; set up with OpenSNFS): the consistency
+// snfs mode (package mount/cachemgr, set up with cachemgr.OpenSNFS): the consistency
 // protocol's OPEN/CLOSE per open, callbacks turned into write-backs and kernel
 // invalidations (Notifier), data of cached files in the cache directory
 // (package cachedir) with delayed write-back, cancelled when the file is

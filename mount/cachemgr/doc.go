@@ -1,0 +1,21 @@
+// Package cachemgr is snfs mode's cache manager (`snfs mount --mode=snfs`):
+// the consistency protocol's client (docs/protocol.md) on top of the plain
+// NFSv3 client core, package vfs, which it imports and embeds (snfsFS embeds
+// *vfs.FS and is the core's vfs.Ops for snfs mode, made by the core's NewFS
+// through the mode factory snfsMode; OpenSNFS sets up a mount in snfs mode).
+//
+// It owns: the session (OPEN/CLOSE per open, callbacks, CB_GRANTED), the
+// cache directory's use (package cachedir) with delayed write-back and
+// delayed close, passthrough with its pinned-holder watch (package hsm),
+// recovery after a server restart (reclaim, reintegration, conflicts), lock
+// delegation and the lock lease (snfsLocks, which adds them to the core's
+// lock table and shares its mutex), extended attributes, ALLOCATE, its
+// counters; its per-inode state lives in the core's slot Inode.Ext (snOf)
+// and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
+// out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.
+//
+// It must not: import go-fuse (fusefs translates), frame RPC (package client
+// does), reach into the core other than through vfs's exported API (the
+// names exported for it say which lock guards them), or map errors to errno.
+// The core must not import it.
+package cachemgr
