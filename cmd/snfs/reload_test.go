@@ -82,8 +82,14 @@ func TestSystemdReload(t *testing.T) {
 		t.Fatalf("not serving after the reload: %v", err)
 	}
 	c.Close()
-	if !strings.Contains(stderr.String(), `msg="exports reloaded"`) {
-		t.Fatalf("no reload logged")
+	// The server notifies READY=1 before it logs the reload's report
+	// (serve.go), and its stderr reaches the buffer through exec's copying
+	// goroutine: the line may come after the notification, so wait for it.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), `msg="exports reloaded"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
