@@ -84,9 +84,15 @@ func (s *Session) retry(ctx context.Context, proc string, fh nfs3.FH, name strin
 	call func(snfs1.ClientID) (snfs1.Status, error)) error {
 	wait := jukeboxFirst
 	reregistered := false
+	var busy error // the last JUKEBOX answer, if the call is being retried after one
 	for {
 		id := s.ClientID()
 		st, err := call(id)
+		if err != nil && busy != nil {
+			// The context may end while a retry is in flight: the error
+			// still says the server was busy.
+			return fmt.Errorf("%w, retried until: %w", busy, err)
+		}
 		if err != nil {
 			return fmt.Errorf("snfs %s %s: %w", proc, shortFH(fh), err)
 		}
@@ -95,6 +101,7 @@ func (s *Session) retry(ctx context.Context, proc string, fh nfs3.FH, name strin
 		case st == nfs3.OK:
 			return nil
 		case st == nfs3.ErrJukebox:
+			busy = serr
 			s.log.Debug("snfs server busy; retrying", "proc", proc, "fh", shortFH(fh), "after", wait)
 			t := time.NewTimer(wait)
 			select {
