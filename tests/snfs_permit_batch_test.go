@@ -150,11 +150,7 @@ func setPendingLSNPre(t *testing.T, e *env, last, pending uint64, pre map[uint64
 func TestSNFSPermitCrashMidBatchNameRemade(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-crash-remade", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
@@ -219,21 +215,7 @@ func TestSNFSPermitPreImageRecorded(t *testing.T) {
 	cacher := newDirBreaks()
 	cacher.delay = 500 * time.Millisecond
 	c := dialSNFS(t, e, "permit-pre-cacher", cacher)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, c, D, "f")
 	a := dialSNFS(t, e, "permit-pre-holder", newPermitHolder())
 	p := getPermit(t, a, D)
 	type result struct {
@@ -344,11 +326,7 @@ func TestSNFSPermitGroupCommit(t *testing.T) {
 func TestSNFSPermitCrashCheckLimit(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-crash-limit", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "x", 1)})
@@ -409,21 +387,7 @@ func TestSNFSPermitCrashWhileWaiting(t *testing.T) {
 	cacher := newDirBreaks()
 	cacher.delay = time.Second
 	c := dialSNFS(t, e, "permit-crash-wait-cacher", cacher)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, c, D, "f")
 	a := dialSNFS(t, e, "permit-crash-wait-holder", newPermitHolder())
 	p := getPermit(t, a, D)
 	batch := []snfs1.CMLRecord{

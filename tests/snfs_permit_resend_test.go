@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	"snfs/nfs3"
 	"snfs/snfs1"
-	"snfs/state"
 )
 
 // Write-back permits (docs/protocol.md section 21): batches sent again
@@ -53,11 +51,7 @@ func setPendingLSN(t *testing.T, e *env, last, pending uint64) {
 func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-crash-reuse", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
@@ -105,11 +99,7 @@ func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
 func TestSNFSPermitResentMkdirGrantsNothing(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-mkdir-a", newPermitHolder())
 	b := dialSNFS(t, e, "permit-mkdir-b", newPermitHolder())
 	p := getPermit(t, a, D)
@@ -146,33 +136,12 @@ func TestSNFSPermitResentMkdirGrantsNothing(t *testing.T) {
 func TestSNFSPermitConcurrentResend(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t, "f")
 	cacher := newDirBreaks()
 	cacher.delay = 500 * time.Millisecond
 	b := dialSNFS(t, e, "permit-conc-b", cacher)
 	a := dialSNFS(t, e, "permit-conc-a", newPermitHolder())
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for { // until B's callback path is verified and it may cache
-		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, b, D, "f")
 	p := getPermit(t, a, D)
 	batch := []snfs1.CMLRecord{
 		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
@@ -212,32 +181,11 @@ func TestSNFSPermitConcurrentResend(t *testing.T) {
 func TestSNFSPermitNoPermitNoCallback(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t, "f")
 	cacher := newDirBreaks()
 	b := dialSNFS(t, e, "permit-noperm-b", cacher)
 	a := dialSNFS(t, e, "permit-noperm-a", newPermitHolder())
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for { // until B's callback path is verified and it may cache
-		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, b, D, "f")
 	for len(cacher.ch) > 0 {
 		<-cacher.ch
 	}
@@ -260,11 +208,7 @@ func TestSNFSPermitNoPermitNoCallback(t *testing.T) {
 func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-crash-setattr", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "f", 1)})
@@ -304,11 +248,7 @@ func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
 func TestSNFSPermitReleaseZeroIsNothing(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-rel0-a", newPermitHolder())
 	b := dialSNFS(t, e, "permit-rel0-b", newPermitHolder())
 	p := getPermit(t, a, D)
@@ -332,11 +272,7 @@ func TestSNFSPermitReleaseZeroIsNothing(t *testing.T) {
 func TestSNFSPermitResendFollowsRename(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-follow", newPermitHolder())
 	p := getPermit(t, a, D)
 	batch := []snfs1.CMLRecord{
@@ -365,11 +301,7 @@ func TestSNFSPermitResendFollowsRename(t *testing.T) {
 func TestSNFSPermitSelfNamedProvisional(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-selfprov", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 0)})

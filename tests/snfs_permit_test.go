@@ -80,6 +80,45 @@ func (h *permitHolder) Callback(ctx context.Context, fh nfs3.FH, mode state.Call
 	return state.OK
 }
 
+// permitEnv is a server (rw, no_root_squash) whose export holds a directory
+// d with the given files (each "x"), and d's handle.
+func permitEnv(t *testing.T, files ...string) (*env, nfs3.FH) {
+	t.Helper()
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := os.WriteFile(e.path("d/"+f), []byte("x"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, e.lookup(e.root, "d")
+}
+
+// cacheForWrite opens dir's name for writing through s until the server lets
+// s cache it (the first opens are not cached while the server probes s's
+// callback path), and leaves that open held: a writing cacher the server
+// must call back before anything else changes the file.
+func cacheForWrite(t *testing.T, s *client.Session, dir nfs3.FH, name string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		fh, okRes, err := s.OpenName(cctx, dir, name, state.Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if okRes.CacheEnabled {
+			return
+		}
+		if _, err := s.Close(cctx, fh, state.Write, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // getPermit asks for dir's permit until it is granted (the first asks are
 // refused while the server's probe of the session's callback path is out).
 func getPermit(t *testing.T, s *client.Session, dir nfs3.FH) snfs1.PermitRef {
@@ -138,11 +177,7 @@ func createRec(lsn uint64, dir snfs1.ObjRef, name string, prov uint64) snfs1.CML
 func TestSNFSPermitGrantBreaksPromise(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	other := newDirBreaks()
 	other.delay = 200 * time.Millisecond // a grant not waiting for the break comes first
 	b := dialSNFS(t, e, "permit-grant-b", other)
@@ -180,11 +215,7 @@ func TestSNFSPermitGrantBreaksPromise(t *testing.T) {
 func TestSNFSPermitPlainCreateWaits(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	h := newPermitHolder()
 	h.delay = 200 * time.Millisecond
 	a := dialSNFS(t, e, "permit-plain", h)
@@ -280,11 +311,7 @@ func TestSNFSPermitOtherSessionWaits(t *testing.T) {
 func TestSNFSPermitLocalProcess(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	h := newPermitHolder()
 	a := dialSNFS(t, e, "permit-local", h)
 	getPermit(t, a, D)
@@ -310,11 +337,7 @@ func TestSNFSPermitLocalProcess(t *testing.T) {
 func TestSNFSPermitBatch(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-batch", newPermitHolder())
 	p := getPermit(t, a, D)
 	var log []snfs1.CMLRecord
@@ -400,11 +423,7 @@ func TestSNFSPermitBatch(t *testing.T) {
 func TestSNFSPermitResend(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-resend", newPermitHolder())
 	p := getPermit(t, a, D)
 	log := []snfs1.CMLRecord{
@@ -545,33 +564,12 @@ func TestSNFSPermitRevoked(t *testing.T) {
 func TestSNFSPermitReintegrateWaitsForCallbacks(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t, "f")
 	cacher := newDirBreaks()
 	cacher.delay = 200 * time.Millisecond
 	b := dialSNFS(t, e, "permit-cb-b", cacher)
 	a := dialSNFS(t, e, "permit-cb-a", newPermitHolder())
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for { // until B's callback path is verified and it may cache
-		fh, okRes, err := b.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := b.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, b, D, "f")
 	p := getPermit(t, a, D)
 	for len(cacher.ch) > 0 {
 		<-cacher.ch
@@ -638,11 +636,7 @@ func TestSNFSPermitGrantWaitsForBreak(t *testing.T) {
 func TestSNFSPermitCrashMidBatch(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	a := dialSNFS(t, e, "permit-crash", newPermitHolder())
 	p := getPermit(t, a, D)
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
