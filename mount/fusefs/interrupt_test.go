@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 	"snfs/client"
 	"snfs/internal/faultproxy"
@@ -30,6 +31,7 @@ type testMount struct {
 	export string // the exported directory (the server's side)
 	dir    string // the mount point
 	proxy  *faultproxy.Proxy
+	srv    *fuse.Server
 }
 
 func diskTempDir(t *testing.T, pattern string) string {
@@ -145,7 +147,7 @@ func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 		stop()
 		closeFS()
 	})
-	return &testMount{export: export, dir: dir, proxy: p}
+	return &testMount{export: export, dir: dir, proxy: p, srv: fsrv}
 }
 
 // signalledCall runs call on a thread of its own and sends that thread

@@ -30,11 +30,24 @@ func UnmountOrAbort(dir string, srv *fuse.Server, timeout time.Duration, aborted
 	var st syscall.Stat_t
 	statErr := syscall.Stat(dir, &st)
 	done := make(chan error, 1)
+	deadline := time.Now().Add(timeout)
 	go func() {
-		if srv != nil {
-			done <- srv.Unmount()
-		} else {
-			done <- syscall.Unmount(dir, 0)
+		// EBUSY is often brief (a child forked by a process of the mount
+		// holds a copy of a descriptor until it execs or exits): tried
+		// again until the deadline before the mount is detached and its
+		// connection aborted.
+		for {
+			var err error
+			if srv != nil {
+				err = srv.Unmount()
+			} else {
+				err = syscall.Unmount(dir, 0)
+			}
+			if !isBusy(err) || time.Until(deadline) < 100*time.Millisecond {
+				done <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	select {
@@ -67,6 +80,13 @@ func UnmountOrAbort(dir string, srv *fuse.Server, timeout time.Duration, aborted
 		return fmt.Errorf("unmount %s (forced): %w", dir, derr)
 	}
 	return fmt.Errorf("unmount %s: busy, or not idle within %v: detached and aborted", dir, timeout)
+}
+
+// isBusy says whether an unmount failed because the mount is in use:
+// umount(2)'s EBUSY, or fusermount's message for it (go-fuse's Server.Unmount
+// runs fusermount unless the mount was made with mount(2) directly).
+func isBusy(err error) bool {
+	return errors.Is(err, syscall.EBUSY) || err != nil && strings.Contains(err.Error(), "busy")
 }
 
 // abort ends the FUSE connection of device dev (fusectl's abort file), mounting
