@@ -2,9 +2,6 @@ package cachemgr
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -12,112 +9,9 @@ import (
 	"time"
 
 	"snfs/mount/vfs"
-	"snfs/server"
 	"snfs/state"
 	"snfs/state/clientfile"
 )
-
-// restartableServer serves export with `snfs serve`'s server on 127.0.0.1
-// with no grace period and no recall back-off (every reclaim after a restart is refused); restart
-// shuts it down and serves again on the same address and state directory.
-type restartableServer struct {
-	t             *testing.T
-	addr          string
-	export, state string
-	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
-	srv           *server.Server
-	done          chan error
-}
-
-func newRestartableServer(t *testing.T) *restartableServer {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the server switches to each caller's identity")
-	}
-	tmp := func(pattern string) string {
-		d, err := os.MkdirTemp("/var/tmp", pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	s := &restartableServer{t: t, export: tmp("vfs-export-"), state: tmp("vfs-state-")}
-	os.Chmod(s.export, 0o777)
-	s.start("127.0.0.1:0")
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *restartableServer) start(addr string) {
-	t := s.t
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// No recall back-off: an OPEN after a recall may be granted caching at
-	// once (the tests look at the opens counted, not the back-off).
-	grace := s.grace
-	if grace == 0 {
-		grace = -1
-	}
-	srv, err := server.New(server.Config{StateDir: s.state, Logger: quiet, Grace: grace,
-		Table:   state.Config{RecallBackoff: time.Nanosecond},
-		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr, s.srv, s.done = ln.Addr().String(), srv, make(chan error, 1)
-	go func() { s.done <- srv.Serve(ln, pc) }()
-}
-
-func (s *restartableServer) stop() {
-	if s.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		s.t.Errorf("shutdown: %v", err)
-	}
-	<-s.done
-	s.srv = nil
-}
-
-// mount opens an snfs-mode FS named name on s (delayed write-back off the
-// test's clock), synced and closed at the test's end.
-func (s *restartableServer) mount(name string) *vfs.FS {
-	t, ctx := s.t, context.Background()
-	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := v.Sync(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := v.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return v
-}
-
-func (s *restartableServer) restart() {
-	s.stop()
-	s.start(s.addr)
-}
 
 // TestRefusedReclaimReleaseOfForgottenOpen: an application has a file open
 // when the server restarts and refuses this client's reclaim; while the

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -14,56 +13,7 @@ import (
 
 	"snfs/client"
 	"snfs/mount/vfs"
-	"snfs/server"
 )
-
-// testServer serves a fresh export directory (on disk, not tmpfs) with
-// `snfs serve`'s server on 127.0.0.1; it returns the address and the export.
-func testServer(t *testing.T) (addr, export string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the server switches to each caller's identity")
-	}
-	tmp := func(pattern string) string {
-		d, err := os.MkdirTemp("/var/tmp", pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	export, state := tmp("vfs-export-"), tmp("vfs-state-")
-	os.Chmod(export, 0o777)
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(server.Config{StateDir: state, Logger: quiet,
-		Exports: []server.ExportConfig{{Path: export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln, pc) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
-	return ln.Addr().String(), export
-}
 
 // restartTestFile opens an snfs-mode FS (write-back after an hour) on a
 // fresh test server (its export directory is returned) and creates file "f" in its root, open for reading and

@@ -1,0 +1,140 @@
+package cachemgr
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"snfs/mount/vfs"
+	"snfs/server"
+	"snfs/state"
+)
+
+// The package's test servers: one harness for the tests that need a real
+// server (and restart it), instead of a copy per test file.
+
+// restartableServer serves export with `snfs serve`'s server on 127.0.0.1,
+// unless asDefault with no grace period and no recall back-off (every
+// reclaim after a restart is refused); restart shuts it down and serves
+// again on the same address and state directory. It is stopped when the
+// test ends.
+type restartableServer struct {
+	t             *testing.T
+	addr          string
+	export, state string
+	asDefault     bool          // the server's defaults for grace and recall back-off
+	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
+	srv           *server.Server
+	done          chan error
+}
+
+// testServer serves a fresh export directory (on disk, not tmpfs) with
+// `snfs serve`'s server and its defaults on 127.0.0.1; it returns the
+// address and the export.
+func testServer(t *testing.T) (addr, export string) {
+	t.Helper()
+	s := newServer(t, true)
+	return s.addr, s.export
+}
+
+func newRestartableServer(t *testing.T) *restartableServer {
+	t.Helper()
+	return newServer(t, false)
+}
+
+func newServer(t *testing.T, asDefault bool) *restartableServer {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the server switches to each caller's identity")
+	}
+	tmp := func(pattern string) string {
+		d, err := os.MkdirTemp("/var/tmp", pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	s := &restartableServer{t: t, export: tmp("vfs-export-"), state: tmp("vfs-state-"), asDefault: asDefault}
+	os.Chmod(s.export, 0o777)
+	s.start("127.0.0.1:0")
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *restartableServer) start(addr string) {
+	t := s.t
+	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// No recall back-off: an OPEN after a recall may be granted caching at
+	// once (the tests look at the opens counted, not the back-off).
+	cfg := server.Config{StateDir: s.state, Logger: quiet,
+		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}}
+	if !s.asDefault {
+		cfg.Grace = s.grace
+		if cfg.Grace == 0 {
+			cfg.Grace = -1
+		}
+		cfg.Table = state.Config{RecallBackoff: time.Nanosecond}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr, s.srv, s.done = ln.Addr().String(), srv, make(chan error, 1)
+	go func() { s.done <- srv.Serve(ln, pc) }()
+}
+
+func (s *restartableServer) stop() {
+	if s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.t.Errorf("shutdown: %v", err)
+	}
+	<-s.done
+	s.srv = nil
+}
+
+// mount opens an snfs-mode FS named name on s (delayed write-back off the
+// test's clock), synced and closed at the test's end.
+func (s *restartableServer) mount(name string) *vfs.FS {
+	t, ctx := s.t, context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return v
+}
+
+func (s *restartableServer) restart() {
+	s.stop()
+	s.start(s.addr)
+}
