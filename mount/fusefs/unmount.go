@@ -18,24 +18,34 @@ import (
 // within timeout (files still open, a wedged request), it detaches the mount
 // (MNT_DETACH) and aborts the FUSE connection through fusectl, so that nothing
 // is left behind to hang later users of dir.
+// A busy mount is tried again until timeout: a descriptor open on it is
+// often brief (a child forked by a process of the mount holds a copy until
+// it execs or exits).
 func Unmount(dir string, srv *fuse.Server, timeout time.Duration) error {
-	return UnmountOrAbort(dir, srv, timeout, nil)
+	return unmount(dir, srv, timeout, timeout, nil)
 }
 
 // UnmountOrAbort is Unmount that calls aborted (if not nil) once the mount
 // is detached and its connection aborted, before waiting for the serve loop:
 // the caller cancels there what its handlers wait on (a server that is gone),
-// since an aborted connection sends them no interrupt.
+// since an aborted connection sends them no interrupt. It is the end of a
+// mount that was told to stop (SIGTERM): a busy mount is tried again for
+// busyGrace only, not until timeout, since what keeps it busy may be a
+// request wedged on a server that is gone, whose caller waits for the
+// abort.
 func UnmountOrAbort(dir string, srv *fuse.Server, timeout time.Duration, aborted func()) error {
+	return unmount(dir, srv, timeout, min(busyGrace, timeout), aborted)
+}
+
+// busyGrace is how long UnmountOrAbort tries a busy mount again.
+const busyGrace = time.Second
+
+func unmount(dir string, srv *fuse.Server, timeout, busyWait time.Duration, aborted func()) error {
 	var st syscall.Stat_t
 	statErr := syscall.Stat(dir, &st)
 	done := make(chan error, 1)
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(busyWait)
 	go func() {
-		// EBUSY is often brief (a child forked by a process of the mount
-		// holds a copy of a descriptor until it execs or exits): tried
-		// again until the deadline before the mount is detached and its
-		// connection aborted.
 		for {
 			var err error
 			if srv != nil {
