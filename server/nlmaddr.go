@@ -78,11 +78,14 @@ func (n *nlmService) call(ctx context.Context, ip, network string, prog, vers, p
 		if addr, err = n.clientAddr(ctx, ip, network, prog, vers); err != nil {
 			return err
 		}
+		// Kept from the rpcbind's answer on, not from the call's: a call
+		// to the host that starts while this one waits for its reply
+		// (the next GRANTED, once the client has taken this one) uses it.
+		n.addrs.put(k, addr)
 	}
 	err := callAt(ctx, network, addr, prog, vers, proc, args, res)
 	switch {
 	case err == nil:
-		n.addrs.put(k, addr)
 	case kept && notThere(err) && ctx.Err() == nil:
 		// Nothing of prog/vers listens at the kept address: the call was not
 		// served, so asking the rpcbind and calling again cannot deliver it
