@@ -97,7 +97,7 @@ func statMount(arg string) error {
 	if err != nil {
 		return err
 	}
-	body, err := askMount(dir, "/metrics")
+	body, err := askMount(dir, "/metrics", ", or --metrics ADDR for a server")
 	if err != nil {
 		return err
 	}
@@ -113,8 +113,9 @@ var errNoPath = errors.New("404 Not Found")
 
 // askMount returns what the mount on dir serves at path on its stats socket
 // (serveStatsSocket); without an answer, it says why from
-// /proc/self/mountinfo: not an snfs mount, its process gone, another user's.
-func askMount(dir, path string) ([]byte, error) {
+// /proc/self/mountinfo: not an snfs mount (hint ends that error), its process
+// gone, another user's.
+func askMount(dir, path, hint string) ([]byte, error) {
 	sock := statsSocket(dir)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -131,7 +132,7 @@ func askMount(dir, path string) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	case !ok || e.fsType != "fuse.snfs":
-		return nil, fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount, or --metrics ADDR for a server", dir)
+		return nil, fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount%s", dir, hint)
 	case errors.Is(serr, iofs.ErrNotExist):
 		return nil, noStatsSocket(dir, sock)
 	case errors.Is(serr, syscall.ECONNREFUSED):

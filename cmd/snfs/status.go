@@ -40,7 +40,7 @@ func status(args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := askMount(dir, "/status")
+	body, err := askMount(dir, "/status", "")
 	if errors.Is(err, errNoPath) {
 		return fmt.Errorf("the snfs mount on %s has no status: its mount process is older than snfs status MOUNTPOINT; remount it", dir)
 	}
