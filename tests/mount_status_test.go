@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,40 @@ func TestMountStatus(t *testing.T) {
 	out, code = runIn(t, bin, "/", "status", plain)
 	if want := "snfs: " + plain + " is not an snfs mount: pass the mount point of an snfs mount\n"; code != 1 || out != want {
 		t.Errorf("snfs status on a plain directory: exit %d, %q; want exit 1, %q", code, out, want)
+	}
+}
+
+// TestMountStatusConflicts: the conflicts a recovery kept (as in
+// TestMountSNFSRecoverConflict: the mount killed with a dirty file, which
+// another client rewrites meanwhile) are counted and listed by snfs status
+// and its gauge, as snfs conflicts lists them.
+func TestMountStatusConflicts(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	if err := os.WriteFile(s.path("shared"), randBytes(65, 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "")
+	writeDurable(t, a.path("shared"), randBytes(66, 7000))
+	a.kill9()
+	nfsRewrite(t, s, "shared", randBytes(67, 9000))
+	b := startMount(t, s, a.dir, a.cacheDir)
+	names, _ := filepath.Glob(s.path("shared.snfs-conflict-*"))
+	if len(names) != 1 {
+		t.Fatalf("conflict copies in the export: %q; want one", names)
+	}
+	bin := snfsBinary(t)
+	st := statusOf(t, bin, b.dir)
+	if st.SNFS == nil || st.SNFS.Conflicts.Count != 1 || len(st.SNFS.Conflicts.Newest) != 1 ||
+		st.SNFS.Conflicts.Newest[0].Name != "shared" || st.SNFS.Conflicts.Newest[0].Conflict != filepath.Base(names[0]) {
+		t.Fatalf("snfs status's conflicts: %+v", st.SNFS)
+	}
+	if n := scrape(t, b.metrics, "snfs_client_conflicts_listed"); n != 1 {
+		t.Errorf("snfs_client_conflicts_listed = %v; want 1", n)
+	}
+	out, code := runIn(t, bin, "/", "status", b.dir)
+	if want := "shared saved as " + filepath.Base(names[0]); code != 0 || !strings.Contains(out, "conflicts:              1\n") || !strings.Contains(out, want) {
+		t.Errorf("snfs status: exit %d, want 1 conflict and %q:\n%s", code, want, out)
 	}
 }
