@@ -128,11 +128,20 @@ func (r *Reach) restarted() {
 	r.mu.Unlock()
 }
 
-// recovered: the client's recovery after a restart ended.
-func (r *Reach) recovered() {
+// recovered returns what to call when the client's recovery from the
+// latest restart seen ends: it ends the recovery unless the server
+// restarted again meanwhile (that restart's recovery ends it).
+func (r *Reach) recovered() (done func()) {
 	r.mu.Lock()
-	r.recovering = false
+	gen := r.restarts
 	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if r.restarts == gen {
+			r.recovering = false
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Hook is a connect hook (sunrpc.WithOnConnect) for a plain client (nfs

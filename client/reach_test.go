@@ -53,8 +53,21 @@ func TestReachStates(t *testing.T) {
 	r.up(3)
 	r.failed(errors.New("late")) // an attempt's error after a connection came up
 	check("reconnected", true, 1007, "")
-	r.recovered()
+	r.recovered()()
 	if st := r.State(); st.Recovering || st.ServerRestarts != 1 {
 		t.Fatalf("after recovery: %+v", st)
+	}
+	// A recovery that ends after the server restarted again does not end
+	// the new restart's.
+	r.restarted()
+	first := r.recovered()
+	r.restarted()
+	first()
+	if st := r.State(); !st.Recovering || st.ServerRestarts != 3 {
+		t.Fatalf("after the first of two recoveries: %+v", st)
+	}
+	r.recovered()()
+	if st := r.State(); st.Recovering {
+		t.Fatalf("after the second: %+v", st)
 	}
 }

@@ -356,13 +356,14 @@ func (s *Session) reclaimAll(ctx context.Context, id snfs1.ClientID,
 	s.reclaimDue = false
 	if s.onRestart != nil && !s.closed {
 		s.restarts.Add(1)
+		recovered := s.reach.recovered()
 		go func() {
 			defer s.restarts.Done()
-			defer s.reach.recovered()
+			defer recovered()
 			s.onRestart(refused)
 		}()
 	} else {
-		s.reach.recovered()
+		s.reach.recovered()()
 	}
 	s.mu.Unlock()
 	return nil
