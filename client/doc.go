@@ -26,6 +26,11 @@
 // SessionConfig.OnServerRestart. Unregister ends the registration on a clean
 // unmount.
 //
+// Reach (reach.go) is whether a client reaches its server, for `snfs
+// status`: a Session keeps one (Session.Reach) from its connections, its
+// reconnection attempts, the server watch and its recovery after a restart;
+// a plain client gets one through Reach.Hook and TrackServerState.
+//
 // OPEN, OPEN_NAME and CLOSE return a non-OK status as a *StatusError that
 // unwraps to the status (errors.Is(err, snfs1.ErrFenced)). They retry what the
 // protocol says to retry: NFS3ERR_JUKEBOX (the server is still calling other

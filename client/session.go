@@ -92,6 +92,7 @@ type Session struct {
 	reclaimLk func(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error
 	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
 	obs       sunrpc.Observer // may be nil
+	reach     *Reach          // whether the server is reached (Reach)
 
 	mu         sync.Mutex
 	registered bool           // a REGISTER succeeded; guarded by mu
@@ -115,7 +116,8 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reclaimLk: cfg.ReclaimLocks, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer}
+		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reclaimLk: cfg.ReclaimLocks, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer,
+		reach: NewReach(addr)}
 	host, herr := os.Hostname()
 	if s.name == "" {
 		if herr != nil {
@@ -147,7 +149,7 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	if cfg.Observer != nil {
 		opts = append(opts, WithObserver(cfg.Observer))
 	}
-	opts = append(opts, LogServerState(s.log, addr, cfg.NotRespondingAfter))
+	opts = append(opts, TrackServerState(s.log, addr, cfg.NotRespondingAfter, s.reach))
 	c, err := sunrpc.Dial(ctx, network, addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
 		// sunrpc.Dial's errors name the address already.
@@ -190,6 +192,7 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 			return err
 		}
 	}
+	s.reach.connOpened(c)
 	c.OnClose(func() {
 		select {
 		case s.lost <- struct{}{}:
@@ -218,6 +221,7 @@ func (s *Session) keepConnected(ctx context.Context) {
 			if err == nil || ctx.Err() != nil {
 				break
 			}
+			s.reach.failed(err)
 			s.log.Debug("snfs session: reconnecting", "name", s.name, "err", err)
 			select {
 			case <-ctx.Done():
@@ -277,6 +281,7 @@ func (s *Session) registeredAs(res *snfs1.RegisterRes, conn uint64) (reclaim boo
 		"callback_timeout_ms", res.CallbackTimeoutMs)
 	switch {
 	case restarted:
+		s.reach.restarted()
 		s.log.Info("snfs server restarted: reclaiming this client's state", "name", s.name,
 			"old_clientid", old, "clientid", res.Client)
 	case old != 0 && old != res.Client:
@@ -351,10 +356,14 @@ func (s *Session) reclaimAll(ctx context.Context, id snfs1.ClientID,
 	s.reclaimDue = false
 	if s.onRestart != nil && !s.closed {
 		s.restarts.Add(1)
+		recovered := s.reach.recovered()
 		go func() {
 			defer s.restarts.Done()
+			defer recovered()
 			s.onRestart(refused)
 		}()
+	} else {
+		s.reach.recovered()()
 	}
 	s.mu.Unlock()
 	return nil

@@ -20,14 +20,5 @@ const NotRespondingAfter = 15 * time.Second
 // NotRespondingAfter), and "server ADDR OK" once when it answers again: one
 // pair per outage, however many calls wait. after < 0 logs nothing.
 func LogServerState(log *slog.Logger, addr string, after time.Duration) sunrpc.DialOption {
-	if after == 0 {
-		after = NotRespondingAfter
-	}
-	return sunrpc.WithServerWatch(after, func(down bool, d time.Duration) {
-		if down {
-			log.Warn("server "+addr+" not responding, still trying", "waited", d.Round(time.Millisecond))
-		} else {
-			log.Info("server "+addr+" OK", "unanswered_for", d.Round(time.Millisecond))
-		}
-	})
+	return TrackServerState(log, addr, after, nil)
 }

@@ -72,11 +72,13 @@ func (c *Client) Register(src ClientSources) {
 		c.reg.MustRegister(
 			counter("snfs_client_written_back_bytes_total", "Bytes of dirty data written back to the server.", src.WrittenBackBytes),
 			counter("snfs_client_writebacks_cancelled_total", "Files whose pending write-back a delete or truncation cancelled.", src.WriteBacksCancelled),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snfs_client_dirty_bytes",
-				Help: "Dirty data in the cache directory waiting for write-back."}, func() float64 { return float64(src.DirtyBytes()) }),
 			counter("snfs_client_cache_hits_total", "Reads the mount served from the cache directory without a READ.", src.CacheHits),
 			counter("snfs_client_cache_hit_bytes_total", "Bytes of those reads.", src.CacheHitBytes),
 		)
+	}
+	if src.DirtyBytes != nil { // else RegisterStatus's (status.go)
+		c.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snfs_client_dirty_bytes",
+			Help: "Dirty data in the cache directory waiting for write-back."}, func() float64 { return float64(src.DirtyBytes()) }))
 	}
 	if src.XattrHits != nil {
 		c.reg.MustRegister(counter("snfs_client_xattr_cache_hits_total",

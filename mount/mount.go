@@ -79,6 +79,9 @@ type Mount struct {
 	srv      *fuse.Server
 	closed   bool
 	closeErr error
+	// reach: whether nfs mode's NFS connection reaches the server (snfs
+	// mode's session has its own).
+	reach *client.Reach
 }
 
 // ChooseMode resolves Auto (asking the server at addr with an SNFS NULL,
@@ -158,8 +161,9 @@ func (m *Mount) openNFS(ctx context.Context) error {
 	if cfg.Observer != nil {
 		dialOpts = append(dialOpts, client.WithObserver(cfg.Observer))
 	}
-	nfs, err := client.DialNFS(ctx, "tcp", cfg.Addr,
-		append(dialOpts, client.LogServerState(m.log, cfg.Addr, cfg.NotRespondingAfter))...)
+	m.reach = client.NewReach(cfg.Addr)
+	nfs, err := client.DialNFS(ctx, "tcp", cfg.Addr, append(dialOpts, sunrpc.WithOnConnect(m.reach.Hook(nil)),
+		client.TrackServerState(m.log, cfg.Addr, cfg.NotRespondingAfter, m.reach))...)
 	if err != nil {
 		return fmt.Errorf("connect to NFS at %s: %w", cfg.Addr, err)
 	}

@@ -4,6 +4,7 @@
 //	snfs mount [flags] SERVER:/EXPORT MOUNTPOINT   mount an export through FUSE
 //	snfs umount MOUNTPOINT        unmount, after everything is written back
 //	snfs stat [MOUNTPOINT | --metrics ADDR]   per-procedure call counts of a mount or a server
+//	snfs status [--json] MOUNTPOINT   connection, unwritten data, permits, log, conflicts of a mount
 //	snfs conflicts [--cache-dir D | MOUNTPOINT]   conflicts an snfs mount kept
 //	snfs install [--dir DIR]      mount(8)'s helpers for types snfs and fuse.snfs
 //	snfs version                  the version and the commit it was built from
@@ -28,6 +29,10 @@ commands:
                          per-procedure call counts of the mount on MOUNTPOINT
                          (like nfsstat -c) or of a server started with --metrics
                          ADDR (like nfsstat -s)
+  status [--json] MOUNTPOINT
+                         whether the mount on MOUNTPOINT reaches its server, the
+                         data not yet on it, write-back permits, the modification
+                         log and conflicts (like Coda's cfs lsv and cfs listcml)
   conflicts [--cache-dir D | MOUNTPOINT]
                          list the conflicts an snfs-mode mount kept (its data
                          saved beside a file another client changed)
@@ -57,6 +62,8 @@ func main() {
 		err = umountCmd(os.Args[2:])
 	case "stat":
 		err = stat(os.Args[2:])
+	case "status":
+		err = status(os.Args[2:])
 	case "conflicts":
 		err = conflicts(os.Args[2:])
 	case "install":

@@ -410,6 +410,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	if mode == mount.SNFS {
 		clientMetrics(reg, m.FS)
 	}
+	statusMetrics(reg, m)
 	if f.metrics != "" {
 		stopMetrics, err := serveMetrics(f.metrics, reg, log)
 		if err != nil {
@@ -424,7 +425,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 		return err
 	}
 	defer writePidFile(dir)()
-	defer serveStatsSocket(dir, reg, log)()
+	defer serveStatsSocket(dir, reg, statusHandler(m), log)()
 	if mode == mount.SNFS {
 		writeCacheDirFile(dir, cacheDir)
 		log.Info("mounted", "export", host+":"+export, "on", dir, "mode", string(mode), "cache_dir", cacheDir)

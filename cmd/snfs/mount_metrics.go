@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"snfs/metrics"
+	"snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
 )
@@ -34,7 +36,6 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 	reg.Register(metrics.ClientSources{
 		WrittenBackBytes:    st.WriteBackBytes.Load,
 		WriteBacksCancelled: st.Cancelled.Load,
-		DirtyBytes:          sn.DirtyBytes,
 		CacheHits:           st.CacheHits.Load,
 		CacheHitBytes:       st.CacheHitBytes.Load,
 		XattrHits:           st.XattrHits.Load,
@@ -45,6 +46,37 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		Fenced:              st.Fenced.Load,
 		Reclaimed:           st.Reclaimed.Load,
 		Pinned:              st.Pinned.Load,
+	})
+}
+
+// statusMetrics registers the gauges of snfs status (metrics.MountStatus)
+// of m in reg, both modes.
+func statusMetrics(reg *metrics.Client, m *mount.Mount) {
+	reg.RegisterStatus(m.Mode == mount.SNFS, func() metrics.MountStatus { return statusGauges(m.Status()) })
+}
+
+// statusGauges are st's figures that are numbers.
+func statusGauges(st mount.Status) metrics.MountStatus {
+	g := metrics.MountStatus{Connected: st.Connection.Connected, ConnectionChanged: st.Connection.Since,
+		DirtyBytes: st.Dirty.Bytes, DirtyFiles: st.Dirty.Files, Recovering: st.Connection.Recovering}
+	if st.Dirty.OldestSeconds != nil {
+		g.DirtyOldest = secondsDuration(*st.Dirty.OldestSeconds)
+	}
+	if s := st.SNFS; s != nil {
+		g.PermitsHeld, g.Conflicts = s.Permits.Held, s.Conflicts.Count
+		g.LogRecords, g.LogBytes, g.LogOldest = s.Log.Records, s.Log.Bytes, secondsDuration(s.Log.OldestSeconds)
+	}
+	return g
+}
+
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// statusHandler serves m's Status in JSON (GET /status on the stats socket:
+// snfs status MOUNTPOINT).
+func statusHandler(m *mount.Mount) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(m.Status())
 	})
 }
 
@@ -86,13 +118,14 @@ func statsSocket(dir string) string {
 	return filepath.Join(runDir(), hex.EncodeToString(h[:12])+".stats.sock")
 }
 
-// serveStatsSocket serves reg's /metrics on statsSocket(dir) until the
-// returned stop is called. Every mount does, with or without --metrics: a
+// serveStatsSocket serves reg's /metrics and the mount's status (/status,
+// for snfs status MOUNTPOINT) on statsSocket(dir) until the returned stop is
+// called. Every mount does, with or without --metrics: a
 // unix socket is reachable from this machine only and needs no port, so that
 // `snfs stat MOUNTPOINT` works on any mount. It is readable by every user,
 // as nfsstat's /proc/net/rpc/nfs is; the profiles stay on --metrics. A
 // failure is logged, not fatal: the mount works without it.
-func serveStatsSocket(dir string, reg *metrics.Client, log *slog.Logger) (stop func()) {
+func serveStatsSocket(dir string, reg *metrics.Client, status http.Handler, log *slog.Logger) (stop func()) {
 	path := statsSocket(dir)
 	os.MkdirAll(runDir(), 0o755)
 	os.Remove(path) // left by a mount process that did not end cleanly
@@ -109,6 +142,7 @@ func serveStatsSocket(dir string, reg *metrics.Client, log *slog.Logger) (stop f
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", reg.Handler())
+	mux.Handle("/status", status)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,13 +91,31 @@ func statAddr(addr string) error {
 }
 
 // statMount prints the metrics of the mount on arg, read from its stats
-// socket (serveStatsSocket); without an answer, it says why from
-// /proc/self/mountinfo.
+// socket (serveStatsSocket).
 func statMount(arg string) error {
 	dir, err := filepath.Abs(arg)
 	if err != nil {
 		return err
 	}
+	body, err := askMount(dir, "/metrics", ", or --metrics ADDR for a server")
+	if err != nil {
+		return err
+	}
+	families, err := parseMetrics(bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("the snfs mount on %s: %w", dir, err)
+	}
+	return printStat(os.Stdout, families)
+}
+
+// errNoPath: the mount process answered 404 Not Found (it predates the path).
+var errNoPath = errors.New("404 Not Found")
+
+// askMount returns what the mount on dir serves at path on its stats socket
+// (serveStatsSocket); without an answer, it says why from
+// /proc/self/mountinfo: not an snfs mount (hint ends that error), its process
+// gone, another user's.
+func askMount(dir, path, hint string) ([]byte, error) {
 	sock := statsSocket(dir)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -104,26 +123,26 @@ func statMount(arg string) error {
 			return d.DialContext(ctx, "unix", sock)
 		}}}
 	defer hc.CloseIdleConnections()
-	families, serr := scrape(hc, "http://mount/metrics")
+	body, serr := get(hc, "http://mount"+path)
 	if serr == nil {
-		return printStat(os.Stdout, families)
+		return body, nil
 	}
 	e, ok, err := mountAt(dir)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case !ok || e.fsType != "fuse.snfs":
-		return fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount, or --metrics ADDR for a server", dir)
+		return nil, fmt.Errorf("%s is not an snfs mount: pass the mount point of an snfs mount%s", dir, hint)
 	case errors.Is(serr, iofs.ErrNotExist):
-		return noStatsSocket(dir, sock)
+		return nil, noStatsSocket(dir, sock)
 	case errors.Is(serr, syscall.ECONNREFUSED):
-		return fmt.Errorf("the snfs mount on %s does not answer on %s: its mount process is gone (snfs umount %s unmounts what is left)", dir, sock, dir)
+		return nil, fmt.Errorf("the snfs mount on %s does not answer on %s: its mount process is gone (snfs umount %s unmounts what is left)", dir, sock, dir)
 	}
-	return fmt.Errorf("the snfs mount on %s: %w", dir, serr)
+	return nil, fmt.Errorf("the snfs mount on %s: %w", dir, serr)
 }
 
-// scrape reads and parses the metrics at url.
-func scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+// get returns the body of a GET of url.
+func get(hc *http.Client, url string) ([]byte, error) {
 	resp, err := hc.Get(url)
 	if err != nil {
 		var ue *neturl.Error
@@ -133,11 +152,28 @@ func scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, errNoPath
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s", resp.Status)
 	}
+	return io.ReadAll(resp.Body)
+}
+
+// scrape reads and parses the metrics at url.
+func scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	body, err := get(hc, url)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(bytes.NewReader(body))
+}
+
+// parseMetrics parses Prometheus's text format.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("not Prometheus metrics: %w", err)
 	}

@@ -100,6 +100,8 @@ type snfsFS struct {
 	// noAllocate: the server answered ALLOCATE with PROC_UNAVAIL (allocate.go).
 	noAllocate atomic.Bool
 	locks      snfsLocks // byte-range locks (lock.go)
+	// status: the permits' and the log's sources for Status (status.go)
+	status statusSources
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
