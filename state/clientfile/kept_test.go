@@ -110,7 +110,9 @@ var keptCases = []struct {
 		},
 		[]ActionKind{ActStopCaching, ActWriteBack, ActInvalidateAttr, ActInvalidateCache, ActNotifyData, ActWriteBack,
 			ActInvalidateAttr, ActNotifyAttr, ActAnswer},
-		func(f *File) error { return errors.Join(want("kept", f.Kept(state.Write), 0), want("dirty", f.Dirty(), false)) }},
+		func(f *File) error {
+			return errors.Join(want("kept", f.Kept(state.Write), 0), want("dirty", f.Dirty(), false))
+		}},
 	{"CB_RELINQUISH (the server's table filling): write-back, CB_TREAT_AS_CLOSED",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
@@ -119,7 +121,9 @@ var keptCases = []struct {
 			return serve(f, state.Relinquish, true)
 		},
 		[]ActionKind{ActWriteBack, ActWriteBack, ActInvalidateAttr, ActNotifyAttr, ActAnswer},
-		func(f *File) error { return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false)) }},
+		func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false))
+		}},
 	{"given back (the client's bound, eviction, unmount): CLOSE, dirty as the cache is",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Write, grantW)
@@ -159,7 +163,9 @@ var keptCases = []struct {
 			return acts
 		},
 		[]ActionKind{ActInvalidateAttr, ActInvalidateCache, ActNotifyData, ActReintegrate},
-		func(f *File) error { return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false)) }},
+		func(f *File) error {
+			return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false))
+		}},
 	{"fenced: the kept open is forgotten (no CLOSE, no reuse)",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
