@@ -509,11 +509,9 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 	}
 	acts = fs.applyLocked(i, acts)
 	delayed := stOf(i).Kept(mode) > kept
+	var over []*vfs.Inode
 	if delayed {
-		if fs.delayed.inodes == nil {
-			fs.delayed.inodes = map[*vfs.Inode]struct{}{}
-		}
-		fs.delayed.inodes[i] = struct{}{}
+		over = fs.delayed.addLocked(i, fs.cfg.KeptOpens)
 	}
 	i.Mu.Unlock()
 	fs.delayed.mu.Unlock()
@@ -542,6 +540,8 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 	if removed {
 		fs.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
+	// Over the bound of kept opens: the least recently kept go back.
+	fs.giveBack(over)
 	return errors.Join(errs...)
 }
 
@@ -584,6 +584,13 @@ func (fs *snfsFS) snfsRemoved(child *vfs.Inode, nlink uint32) {
 	child.Mu.Unlock()
 	if !open {
 		fs.cancelWriteBack(child)
+		// Its kept opens go too: nothing will open the file again.
+		child.Mu.Lock()
+		kept := stOf(child).Kept(state.Read)+stOf(child).Kept(state.Write) > 0
+		child.Mu.Unlock()
+		if kept {
+			fs.giveBack([]*vfs.Inode{child})
+		}
 	}
 }
 
