@@ -27,6 +27,13 @@ import (
 // that only kept opens hold is answered CB_TREAT_AS_CLOSED after the mode's
 // work and a write-back: the kept opens are forgotten, never CLOSEd. Close
 // (unmount) CLOSEs every kept open.
+//
+// Kept until recalled (CloseDelay = clientfile.UntilRecalled, `snfs mount
+// --close-delay=forever`, docs/protocol.md 10): no deadline and no timer;
+// the kept opens go back with CLOSE beyond snfsConfig.KeptOpens files (the
+// least recently kept first, addLocked), when the cache directory evicts the
+// file's data (giveBackEvicted), when the file loses its last link
+// (snfsRemoved) and at unmount; a callback takes them as above.
 
 // The kept opens, their deadline and the timer's arming are the file's
 // machine's (clientfile: Release keeps, OpenBegin takes over, TimerFired and
