@@ -439,3 +439,25 @@ func TestMountSNFSKeptRelinquish(t *testing.T) {
 		t.Errorf("files written back: %d; fewer than the %d relinquished", onServer, n)
 	}
 }
+
+// TestMountSNFSKeptUnmount: unmount CLOSEs every kept open (several at a
+// time), each once.
+func TestMountSNFSKeptUnmount(t *testing.T) {
+	t.Parallel()
+	e, reg := keptEnv(t, nil)
+	a := newSNFSMountKept(t, e, "A", 0, 0)
+	const n = 40
+	for k := range n {
+		if err := os.WriteFile(a.path(fmt.Sprint("f", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitKept(t, a, n)
+	if c := serverCalls(t, reg, "CLOSE"); c != 0 {
+		t.Fatalf("CLOSEs before unmount: %v; want 0", c)
+	}
+	a.unmount(t)
+	if c := serverCalls(t, reg, "CLOSE"); c != n {
+		t.Errorf("CLOSEs after unmount: %v; want %d", c, n)
+	}
+}

@@ -193,6 +193,10 @@ func (fs *snfsFS) closeDelayed(i *vfs.Inode, force bool) {
 }
 
 // closeAllDelayed CLOSEs every kept open now and stops delaying (Close).
+// Kept until recalled, they may be thousands: their CLOSEs go
+// closeAllParallel at a time (the session has many calls in flight), so that
+// an unmount over a slow link does not wait one round trip per file; the
+// goroutines end before it returns.
 func (fs *snfsFS) closeAllDelayed() {
 	s := &fs.delayed
 	s.mu.Lock()
@@ -202,7 +206,23 @@ func (fs *snfsFS) closeAllDelayed() {
 		all = append(all, i)
 	}
 	s.mu.Unlock()
-	for _, i := range all {
-		fs.closeDelayed(i, true)
+	work := make(chan *vfs.Inode)
+	var wg sync.WaitGroup
+	for range min(closeAllParallel, len(all)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				fs.closeDelayed(i, true)
+			}
+		}()
 	}
+	for _, i := range all {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
+
+// closeAllParallel is how many kept files closeAllDelayed CLOSEs at once.
+const closeAllParallel = 16
