@@ -461,3 +461,57 @@ func TestMountSNFSKeptUnmount(t *testing.T) {
 		t.Errorf("CLOSEs after unmount: %v; want %d", c, n)
 	}
 }
+
+// TestMountSNFSKeptSharedOpens: opens of a file the mount has open already
+// in the same mode (another process's, or the next open arriving before the
+// kernel's RELEASE of the previous one) share that open: back-to-back
+// reopens and opens beside a held one send no OPEN and no CLOSE.
+func TestMountSNFSKeptSharedOpens(t *testing.T) {
+	t.Parallel()
+	e, reg := keptEnv(t, nil)
+	want := randBytes(290, 8000)
+	if err := os.WriteFile(e.path("f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newSNFSMountKept(t, e, "A", 0, 0)
+	mustRead(t, a.path("f"))
+	waitKept(t, a, 1)
+	opens0, closes0 := serverCalls(t, reg, "OPEN"), serverCalls(t, reg, "CLOSE")
+	held, err := os.Open(a.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 50 {
+		if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+			t.Fatalf("read %d: different bytes", k)
+		}
+	}
+	held.Close()
+	for k := range 50 { // back to back: RELEASEs may come after the next open
+		if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
+			t.Fatalf("read %d: different bytes", k)
+		}
+	}
+	st := cachemgr.StatsOf(a.v)
+	if !waitFor(5*time.Second, func() bool { return st.DelayedCloses.Load() >= 2 }) {
+		t.Fatal("the open was not kept again")
+	}
+	if n := serverCalls(t, reg, "OPEN") - opens0; n != 0 {
+		t.Errorf("OPENs: %v; want 0", n)
+	}
+	if n := serverCalls(t, reg, "CLOSE") - closes0; n != 0 {
+		t.Errorf("CLOSEs: %v; want 0", n)
+	}
+	if st.SharedOpens.Load() < 50 {
+		t.Errorf("shared opens: %d; want at least 50 (beside the held one)", st.SharedOpens.Load())
+	}
+	// Another mount's write open still calls A back: A's opens are all
+	// closed by now, so it hands the kept one back.
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	if err := os.WriteFile(b.path("f"), []byte("B"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, a.path("f")); string(got) != "B" {
+		t.Fatalf("A reads %d bytes after B's rewrite; want B's", len(got))
+	}
+}

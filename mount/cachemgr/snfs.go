@@ -76,6 +76,7 @@ type SNFSStats struct {
 	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
 	DelayedReopens  atomic.Uint64 // opens that took over a delayed close: no OPEN
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
+	SharedOpens     atomic.Uint64 // opens that shared an application's open of the same mode: no OPEN, no CLOSE
 	KeptGivenBack   atomic.Uint64 // files whose kept opens were CLOSEd over the bound, at eviction or removal
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)

@@ -72,7 +72,11 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 	if o.Reused {
 		snOf(i).openMu.Unlock()
 		fs.delayed.remove(i)
-		fs.stats.DelayedReopens.Add(1)
+		if o.Shared {
+			fs.stats.SharedOpens.Add(1)
+		} else {
+			fs.stats.DelayedReopens.Add(1)
+		}
 		for _, a := range acts {
 			if a.Kind == clientfile.ActReuse {
 				keep = a.Keep

@@ -127,7 +127,12 @@ type File struct {
 	kernVer uint64 // the version the kernel's pages belong to; 0: none valid
 	hasData bool   // the cache directory holds a file for it (cachedir.File)
 
-	opens   [3]int // the applications' protocol opens, by state.Mode
+	opens [3]int // the applications' protocol opens, by state.Mode
+	// shared are the applications' opens, by state.Mode, that share one of
+	// opens of their mode (kept until recalled: Table 1 has no transition
+	// for them, so no OPEN was sent, and no CLOSE is); never more than 0
+	// while opens of their mode is 0.
+	shared  [3]int
 	kept    [3]int // delayed closes, by state.Mode
 	opening int    // OPENs in flight
 	// deadline is when the kept opens are CLOSEd; timer whether a timer is
@@ -221,7 +226,8 @@ func (f *File) keptN() int { return f.kept[state.Read] + f.kept[state.Write] }
 // Open is the token of an application open between OpenBegin and its end.
 type Open struct {
 	Mode   state.Mode
-	Reused bool // a delayed close was taken over: nothing to send
+	Reused bool // a delayed close was taken over, or an open shared: nothing to send
+	Shared bool // Reused by sharing an application's open of the same mode
 	invals uint64
 	was    bool   // caching when the answer arrived
 	kv     uint64 // the kernel's pages' version when the answer arrived
@@ -250,6 +256,15 @@ func (f *File) OpenBegin(mode state.Mode) (Open, []Action) {
 			keep := f.kernVer != 0 && f.kernVer == f.version
 			return Open{Mode: taken, Reused: true}, append(acts, Action{Kind: ActReuse, Mode: taken, Keep: keep})
 		}
+	}
+	if f.cfg.CloseDelay < 0 && f.Caching() && f.opens[mode]-f.forgot[mode] > 0 {
+		// Another application open of a mode this client already has
+		// the file open in: no transition of the server's (the paper's
+		// Table 1), so no OPEN (its caching and version are those of the
+		// open it shares), and no CLOSE at its release.
+		f.shared[mode]++
+		keep := f.kernVer != 0 && f.kernVer == f.version
+		return Open{Mode: mode, Reused: true, Shared: true}, []Action{{Kind: ActReuse, Mode: mode, Keep: keep}}
 	}
 	f.opening++
 	return Open{Mode: mode, invals: f.invals}, []Action{{Kind: ActSendOpen, Mode: mode}}
@@ -348,6 +363,11 @@ func (f *File) Reopened(m state.Mode) {
 // never kept as a delayed close; a forgotten open of its mode stays
 // forgotten (never more of them than opens).
 func (f *File) OpenUndone(mode state.Mode) []Action {
+	if f.shared[mode] > 0 {
+		// An open shares this one's: it takes it over (no CLOSE).
+		f.shared[mode]--
+		return nil
+	}
 	if f.opens[mode] > 0 {
 		f.opens[mode]--
 	}
@@ -366,6 +386,12 @@ func (f *File) OpenUndone(mode state.Mode) []Action {
 // (application or in flight) remains; otherwise CLOSE is sent, with dirty
 // as the cache is.
 func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
+	if f.shared[mode] > 0 {
+		// Opens of one mode are alike: one that shares another's goes
+		// first, with nothing to send.
+		f.shared[mode]--
+		return nil
+	}
 	if f.opens[mode] > 0 {
 		f.opens[mode]--
 	}

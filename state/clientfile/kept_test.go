@@ -166,6 +166,56 @@ var keptCases = []struct {
 		func(f *File) error {
 			return errors.Join(want("held", f.Held(), 0), want("caching", f.Caching(), false))
 		}},
+	{"an open of a mode the file is open in already shares that open: no OPEN, and no CLOSE at its release",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			o, acts := f.OpenBegin(state.Read)
+			if !o.Reused || !o.Shared || !has(acts, ActReuse) {
+				t.Fatalf("second read open: %+v %v", o, acts)
+			}
+			if acts := f.Release(t0, state.Read, false); len(acts) != 0 {
+				t.Fatalf("release of the shared open: %v", acts)
+			}
+			if f.Opens(state.Read) != 1 || f.Held() != 1 {
+				t.Fatalf("after the shared release: opens %d held %d", f.Opens(state.Read), f.Held())
+			}
+			return f.Release(t0, state.Read, false)
+		},
+		[]ActionKind{}, func(f *File) error {
+			return errors.Join(want("kept", f.Kept(state.Read), 1), want("opens", f.Opens(state.Read), 0))
+		}},
+	{"a write open of a file open only for reading is not shared: OPEN_WRITE",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			_, acts := f.OpenBegin(state.Write)
+			return acts
+		},
+		[]ActionKind{ActSendOpen}, nil},
+	{"an application open that fails after its OPEN while another shares it: no CLOSE, the sharer keeps it",
+		func(t *testing.T, f *File) []Action {
+			o, _ := f.OpenBegin(state.Write)
+			f.OpenAnswered(&o, grantW, nil)
+			f.OpenCached(&o, grantW, true)
+			if o2, _ := f.OpenBegin(state.Write); !o2.Shared {
+				t.Fatal("not shared")
+			}
+			if acts := f.OpenUndone(state.Write); len(acts) != 0 {
+				t.Fatalf("undone: %v", acts)
+			}
+			acts := f.Release(t0, state.Write, false)
+			if f.Kept(state.Write) != 1 {
+				t.Fatalf("the sharer's release did not keep the open: %v", acts)
+			}
+			return acts
+		},
+		[]ActionKind{}, func(f *File) error { return want("held", f.Held(), 1) }},
+	{"no sharing of an open of a file not cached: OPEN",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, noCache)
+			_, acts := f.OpenBegin(state.Read)
+			return acts
+		},
+		[]ActionKind{ActSendOpen}, nil},
 	{"fenced: the kept open is forgotten (no CLOSE, no reuse)",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
