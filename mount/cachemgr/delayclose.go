@@ -226,3 +226,6 @@ func (fs *snfsFS) closeAllDelayed() {
 
 // closeAllParallel is how many kept files closeAllDelayed CLOSEs at once.
 const closeAllParallel = 16
+
+// KeptFiles is the number of files with kept opens (for `snfs status`).
+func (fs *snfsFS) KeptFiles() int { return fs.delayed.len() }
