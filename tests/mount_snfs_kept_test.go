@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
@@ -513,5 +515,27 @@ func TestMountSNFSKeptSharedOpens(t *testing.T) {
 	}
 	if got := mustRead(t, a.path("f")); string(got) != "B" {
 		t.Fatalf("A reads %d bytes after B's rewrite; want B's", len(got))
+	}
+}
+
+// TestMountSNFSPosixKept is TestMountSNFSPosix with opens kept until
+// recalled (and shared).
+func TestMountSNFSPosixKept(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
+	requireFUSE(t)
+	names := make([]string, 0, len(posixtest.All))
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := knownSNFSFailure(name); ok {
+				t.Skip("known failure: " + why)
+			}
+			e := newEnv(t, "rw,no_root_squash")
+			m := newSNFSMountKept(t, e, "posix", 0, 0)
+			posixtest.All[name](t, m.dir)
+		})
 	}
 }
