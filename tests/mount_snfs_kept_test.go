@@ -539,3 +539,19 @@ func TestMountSNFSPosixKept(t *testing.T) {
 		})
 	}
 }
+
+// TestMountFsxSNFSKept: TestMountFsxSNFS with opens kept until recalled
+// (every check's read of the export directory is a local process's open: a
+// callback to the kept open, section 14.1).
+func TestMountFsxSNFSKept(t *testing.T) {
+	t.Parallel()
+	testMountFsx(t, fsxSNFSKept, 7)
+}
+
+// TestMountFsxSNFSKeptTwoMounts: TestMountFsxSNFSTwoMounts with opens kept
+// until recalled on both mounts: each check's open on the other mount
+// recalls the writer's kept open.
+func TestMountFsxSNFSKeptTwoMounts(t *testing.T) {
+	t.Parallel()
+	testMountFsxTwoMounts(t, fsxSNFSKept, 8)
+}
