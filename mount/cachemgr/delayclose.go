@@ -122,14 +122,19 @@ func (s *delayedSet) addLocked(i *vfs.Inode, bound int) (over []*vfs.Inode) {
 func (s *delayedSet) remove(i *vfs.Inode) {
 	s.mu.Lock()
 	i.Mu.Lock()
+	s.dropLocked(i)
+	i.Mu.Unlock()
+	s.mu.Unlock()
+}
+
+// dropLocked is remove with s.mu and i.Mu held.
+func (s *delayedSet) dropLocked(i *vfs.Inode) {
 	if stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0 {
 		if e, ok := s.inodes[i]; ok {
 			s.order.Remove(e)
 			delete(s.inodes, i)
 		}
 	}
-	i.Mu.Unlock()
-	s.mu.Unlock()
 }
 
 // len is the number of files with kept opens.

@@ -516,6 +516,8 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 	var over []*vfs.Inode
 	if delayed {
 		over = fs.delayed.addLocked(i, fs.cfg.KeptOpens)
+	} else {
+		fs.delayed.dropLocked(i) // its kept opens CLOSEd with this release
 	}
 	i.Mu.Unlock()
 	fs.delayed.mu.Unlock()
