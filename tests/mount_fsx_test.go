@@ -255,9 +255,9 @@ func TestFsxChild(t *testing.T) {
 type fsxMode int
 
 const (
-	fsxNFS  fsxMode = iota // --mode=nfs (newMount)
-	fsxSNFS                // --mode=snfs (newSNFSMount), write-back delay of an hour
-	fsxSNFSKept            // fsxSNFS with opens kept until recalled (newSNFSMountKept)
+	fsxNFS      fsxMode = iota // --mode=nfs (newMount)
+	fsxSNFS                    // --mode=snfs (newSNFSMount), write-back delay of an hour
+	fsxSNFSKept                // fsxSNFS with opens kept until recalled (newSNFSMountKept)
 )
 
 // fsxMount mounts e's export in mode m (name: the snfs-mode client name;
