@@ -60,6 +60,7 @@ type Config struct {
 	CacheDir                   string
 	CacheSize                  int64
 	WriteBackDelay, CloseDelay time.Duration
+	KeptOpens                  int
 	CacheTTL                   time.Duration
 	NotRespondingAfter         time.Duration
 }
@@ -141,7 +142,7 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 	cfg := m.cfg
 	scfg := cachemgr.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
-		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, Logger: m.log, MountPoint: cfg.Dir,
+		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
 		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer

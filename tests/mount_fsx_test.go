@@ -255,8 +255,9 @@ func TestFsxChild(t *testing.T) {
 type fsxMode int
 
 const (
-	fsxNFS  fsxMode = iota // --mode=nfs (newMount)
-	fsxSNFS                // --mode=snfs (newSNFSMount), write-back delay of an hour
+	fsxNFS      fsxMode = iota // --mode=nfs (newMount)
+	fsxSNFS                    // --mode=snfs (newSNFSMount), write-back delay of an hour
+	fsxSNFSKept                // fsxSNFS with opens kept until recalled (newSNFSMountKept)
 )
 
 // fsxMount mounts e's export in mode m (name: the snfs-mode client name;
@@ -264,6 +265,10 @@ const (
 // point and the vfs.
 func fsxMount(t *testing.T, e *env, m fsxMode, name string, dirtyLimit int) (string, *vfs.FS) {
 	t.Helper()
+	if m == fsxSNFSKept {
+		sm := newSNFSMountKept(t, e, name, 0, 0)
+		return sm.dir, sm.v
+	}
 	if m == fsxSNFS {
 		// An hour: nothing is written back by age during a run; fsync, callbacks
 		// and restarts write back.

@@ -20,6 +20,7 @@ import (
 	"snfs/mount"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
+	"snfs/state/clientfile"
 )
 
 // readyFDEnv names the descriptor through which a daemonized `snfs mount`
@@ -46,7 +47,7 @@ protocol (callbacks, delayed write-back from a cache directory); --mode=auto is 
 when the server speaks it, else nfs. A MOUNTPOINT that is not empty or already a
 mount is refused unless --allow-non-empty. -o takes the same settings as a
 comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N, mode=M, cache-dir=D,
-cache-size=N, writeback-delay=D, close-delay=D, passthrough=BOOL, metrics=ADDR,
+cache-size=N, writeback-delay=D, close-delay=D|forever, kept-opens=N, passthrough=BOOL, metrics=ADDR,
 log-file=F, log-level=L, locks=nlm|local (nolock, lock, local_lock=none|all),
 nlm-port=N, rpcbind-port=N, foreground, debug, nonempty, ro, rw, noexec, exec; and
 mount(8)'s and FUSE's common options: allow_other, default_permissions, nosuid,
@@ -66,7 +67,8 @@ type mountFlags struct {
 	cacheSize          string
 	writebackDelay     time.Duration
 	metrics            string // --metrics ADDR
-	closeDelay         time.Duration
+	closeDelay         closeDelay
+	keptOpens          int    // snfs mode: the bound of files with kept opens
 	passthrough        bool   // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool   // mount over a non-empty directory or an existing mount (mountpoint.go)
 	readOnly, noExec   bool   // -o ro, -o noexec (mountopts.go)
@@ -100,7 +102,9 @@ func (f *mountFlags) applyOpts(opts string) error {
 		case "metrics":
 			f.metrics = v
 		case "close-delay":
-			f.closeDelay, err = time.ParseDuration(v)
+			err = f.closeDelay.Set(v)
+		case "kept-opens":
+			f.keptOpens, err = strconv.Atoi(v)
 		case "passthrough":
 			f.passthrough = true
 			if v != "" {
@@ -203,7 +207,9 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.StringVar(&f.cacheSize, "cache-size", "10G", "bound of the cache directory's clean data (K, M, G, T suffixes; 0: no bound)")
 	fs.DurationVar(&f.writebackDelay, "writeback-delay", 30*time.Second, "snfs mode: write back dirty data this old")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the client's Prometheus metrics at http://ADDR/metrics")
-	fs.DurationVar(&f.closeDelay, "close-delay", 2*time.Second, "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off)")
+	f.closeDelay = closeDelay(clientfile.UntilRecalled)
+	fs.Var(&f.closeDelay, "close-delay", "snfs mode: keep a file's last close this long before sending CLOSE, for a reopen to take over (0: off; forever: until the server recalls it, or --kept-opens is reached)")
+	fs.IntVar(&f.keptOpens, "kept-opens", 16384, "snfs mode: at most this many files keep their opens past the last close; the least recently closed are given back beyond it (0: no bound)")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount read-only (-o ro): every change fails with EROFS and nothing is sent to the server")
@@ -211,7 +217,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,locks=nlm|local,nolock,lock,local_lock=none|all,nlm-port=N,rpcbind-port=N,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D|forever,kept-opens=N,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,locks=nlm|local,nolock,lock,local_lock=none|all,nlm-port=N,rpcbind-port=N,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err
@@ -512,4 +518,36 @@ func writePidFile(dir string) func() {
 	pf := pidFile(dir)
 	os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 	return func() { os.Remove(pf) }
+}
+
+// closeDelay is --close-delay: a duration, or "forever" (kept until the
+// server recalls it: clientfile.UntilRecalled, the default). Forever is the
+// default because a kept open costs the server one table entry, which it
+// recalls with CB_RELINQUISH when its table fills (docs/protocol.md 15),
+// and the client bounds them itself (--kept-opens), while every reopen
+// after a deadline is a round trip: what a build reading its headers again,
+// or a program reopening the files it created, waits for on a real network.
+type closeDelay time.Duration
+
+func (d *closeDelay) String() string {
+	if time.Duration(*d) == clientfile.UntilRecalled {
+		return "forever"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *closeDelay) Set(v string) error {
+	if v == "forever" {
+		*d = closeDelay(clientfile.UntilRecalled)
+		return nil
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if t < 0 {
+		return fmt.Errorf("negative: %v (forever keeps it until recalled)", t)
+	}
+	*d = closeDelay(t)
+	return nil
 }

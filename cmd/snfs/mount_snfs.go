@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"snfs/mount"
 )
@@ -71,7 +72,7 @@ func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cach
 		return "", false, err
 	}
 	cfg.Name, cfg.CacheDir, cfg.CacheSize = hostname+":"+dir, cacheDir, size
-	cfg.WriteBackDelay, cfg.CloseDelay = f.writebackDelay, f.closeDelay
+	cfg.WriteBackDelay, cfg.CloseDelay, cfg.KeptOpens = f.writebackDelay, time.Duration(f.closeDelay), f.keptOpens
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
 	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }

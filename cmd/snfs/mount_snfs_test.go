@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"snfs/state/clientfile"
 )
 
 func TestParseSize(t *testing.T) {
@@ -27,8 +29,15 @@ func TestMountSNFSOptions(t *testing.T) {
 	if f.mode != "snfs" || f.cacheDir != "/var/cache/x" || f.cacheSize != "1G" || f.writebackDelay != 5*time.Second || f.closeDelay != 0 {
 		t.Fatalf("got %+v", f)
 	}
-	if err := f.applyOpts("close-delay=500ms"); err != nil || f.closeDelay != 500*time.Millisecond {
+	if err := f.applyOpts("close-delay=500ms"); err != nil || time.Duration(f.closeDelay) != 500*time.Millisecond {
 		t.Fatalf("close-delay=500ms: %v, %v", err, f.closeDelay)
+	}
+	if err := f.applyOpts("close-delay=forever,kept-opens=10"); err != nil || time.Duration(f.closeDelay) != clientfile.UntilRecalled ||
+		f.keptOpens != 10 || f.closeDelay.String() != "forever" {
+		t.Fatalf("close-delay=forever,kept-opens=10: %v, %v, %d", err, f.closeDelay, f.keptOpens)
+	}
+	if err := f.applyOpts("close-delay=-1s"); err == nil {
+		t.Fatal("a negative close delay was taken")
 	}
 	if err := f.applyOpts("writeback-delay=soon"); err == nil {
 		t.Fatal("a bad delay was taken")

@@ -52,7 +52,16 @@ type Cache struct {
 	files map[string]*File // every File handed out or found in the index, by handle
 
 	evicting sync.Mutex // one eviction pass or persistAll at a time; taken before any File's mu (by eviction with TryLock)
+	// onEvict is told the handle of each file an eviction pass dropped the
+	// data of (OnEvict).
+	onEvict atomic.Pointer[func(fh []byte)]
 }
+
+// OnEvict sets fn to be called with the handle of each file whose data an
+// eviction pass dropped, after the pass, on the goroutine of the operation
+// that ran it (which may hold locks of its caller): fn must neither block
+// nor call into the cache.
+func (c *Cache) OnEvict(fn func(fh []byte)) { c.onEvict.Store(&fn) }
 
 // ErrLocked is Open's error when another process has the cache directory
 // open.
@@ -395,5 +404,10 @@ func (c *Cache) maybeEvict() {
 			f.dropDataLocked()
 		}
 		f.mu.Unlock()
+	}
+	if fn := c.onEvict.Load(); fn != nil && err == nil {
+		for _, f := range victims {
+			(*fn)([]byte(f.key))
+		}
 	}
 }

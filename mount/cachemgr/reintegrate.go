@@ -191,6 +191,7 @@ func (fs *snfsFS) fenced(ctx context.Context, i *vfs.Inode) error {
 	dirtyLocked(i)
 	acts := fs.applyLocked(i, stOf(i).Fenced())
 	i.Mu.Unlock()
+	fs.delayed.remove(i) // the kept opens are forgotten
 	for _, a := range acts {
 		if a.Kind == clientfile.ActInvalidateCache {
 			fs.invalidateCache(cf)

@@ -44,8 +44,13 @@ type snfsConfig struct {
 	CacheTTL time.Duration
 	// CloseDelay is how long the protocol open of a file's last application
 	// close is kept before its CLOSE is sent, for a reopen to take over
-	// (delayclose.go); 0: no delay.
+	// (delayclose.go); 0: no delay; clientfile.UntilRecalled: kept until a
+	// callback takes it, or given back (the bound below, unmount, eviction,
+	// removal).
 	CloseDelay time.Duration
+	// KeptOpens bounds the files with kept opens: beyond it, the least
+	// recently kept are CLOSEd (delayclose.go); <= 0: no bound.
+	KeptOpens int
 	// Recover reintegrates, before New returns, the dirty files a previous
 	// instance left in the cache directory (a crash, a kill -9).
 	Recover bool
@@ -71,6 +76,8 @@ type SNFSStats struct {
 	DelayedCloses   atomic.Uint64 // releases whose CLOSE was delayed
 	DelayedReopens  atomic.Uint64 // opens that took over a delayed close: no OPEN
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
+	SharedOpens     atomic.Uint64 // opens that shared an application's open of the same mode: no OPEN, no CLOSE
+	KeptGivenBack   atomic.Uint64 // files whose kept opens were CLOSEd over the bound, at eviction or removal
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
 	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
@@ -260,6 +267,7 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	sn.stop, sn.done, sn.leaseDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	m.life, m.endLife = context.WithCancel(context.Background())
 	m.locks.Verf = cfg.Session.ServerVerifier()
+	cfg.Cache.OnEvict(m.delayed.noteEvicted) // delayclose.go
 	fs.LockTab = &m.locks.LockTable
 	if cfg.handler != nil {
 		cfg.handler.set(fs)

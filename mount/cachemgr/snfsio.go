@@ -72,7 +72,11 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 	if o.Reused {
 		snOf(i).openMu.Unlock()
 		fs.delayed.remove(i)
-		fs.stats.DelayedReopens.Add(1)
+		if o.Shared {
+			fs.stats.SharedOpens.Add(1)
+		} else {
+			fs.stats.DelayedReopens.Add(1)
+		}
 		for _, a := range acts {
 			if a.Kind == clientfile.ActReuse {
 				keep = a.Keep
@@ -509,11 +513,11 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 	}
 	acts = fs.applyLocked(i, acts)
 	delayed := stOf(i).Kept(mode) > kept
+	var over []*vfs.Inode
 	if delayed {
-		if fs.delayed.inodes == nil {
-			fs.delayed.inodes = map[*vfs.Inode]struct{}{}
-		}
-		fs.delayed.inodes[i] = struct{}{}
+		over = fs.delayed.addLocked(i, fs.cfg.KeptOpens)
+	} else {
+		fs.delayed.dropLocked(i) // its kept opens CLOSEd with this release
 	}
 	i.Mu.Unlock()
 	fs.delayed.mu.Unlock()
@@ -542,6 +546,8 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 	if removed {
 		fs.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
+	// Over the bound of kept opens: the least recently kept go back.
+	fs.giveBack(over)
 	return errors.Join(errs...)
 }
 
@@ -584,6 +590,13 @@ func (fs *snfsFS) snfsRemoved(child *vfs.Inode, nlink uint32) {
 	child.Mu.Unlock()
 	if !open {
 		fs.cancelWriteBack(child)
+		// Its kept opens go too: nothing will open the file again.
+		child.Mu.Lock()
+		kept := stOf(child).Kept(state.Read)+stOf(child).Kept(state.Write) > 0
+		child.Mu.Unlock()
+		if kept {
+			fs.giveBack([]*vfs.Inode{child})
+		}
 	}
 }
 

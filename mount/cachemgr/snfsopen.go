@@ -48,10 +48,14 @@ type SNFSMountConfig struct {
 	CacheSize int64 // bytes; <= 0: no limit
 	// WriteBackDelay and CacheTTL as in snfsConfig.
 	WriteBackDelay, CacheTTL time.Duration
-	// CloseDelay as in snfsConfig (0: no delayed close).
+	// CloseDelay as in snfsConfig (0: no delayed close;
+	// clientfile.UntilRecalled: kept until recalled).
 	CloseDelay time.Duration
-	Logger     *slog.Logger
-	Observer   sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
+	// KeptOpens as in snfsConfig: the bound of files with kept opens (<= 0:
+	// none).
+	KeptOpens int
+	Logger    *slog.Logger
+	Observer  sunrpc.Observer // the session's calls (client.SessionConfig.Observer); may be nil
 	// MountPoint as Config's: for the paths of files in log messages.
 	MountPoint string
 	// NotRespondingAfter as client.SessionConfig's: when an outage of the
@@ -118,7 +122,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	}
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
+			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir,
 			Recover: true, handler: h, owned: true, export: cfg.Export}))
 	if err != nil {
 		return fail(err)

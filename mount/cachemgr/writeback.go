@@ -57,6 +57,7 @@ func (fs *snfsFS) writeBackLoop() {
 		for _, i := range done {
 			fs.cleanClose(ctx, i)
 		}
+		fs.giveBackEvicted() // delayclose.go
 		if ctx.Err() != nil {
 			return
 		}

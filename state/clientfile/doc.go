@@ -43,9 +43,12 @@
 //     ActInvalidateCache, ActNotifyData); OpenCached (the cache is relabelled)
 //     -> whether caching goes on, and whether the kernel keeps its pages.
 //   - Release (an application's last close of one open) -> a delayed close
-//     (ActArmTimer) or ActSendClose; then, with no open left, caching ends
+//     (ActArmTimer; none when kept until recalled, Config.CloseDelay =
+//     UntilRecalled) or ActSendClose (with the kept opens' CLOSEs once the
+//     file is not cached or removed); then, with no open left, caching ends
 //     (ActInvalidateAttr, ActNotifyAttr). TimerFired and CloseAllDelayed
-//     (unmount) send the kept CLOSEs. IdleClean (the write-back loop wrote
+//     (unmount; the driver's bound of kept opens, eviction, removal) send
+//     the kept CLOSEs. IdleClean (the write-back loop wrote
 //     back an idle file) sends the CLOSE with dirty = FALSE and no open.
 //   - CacheWriteBegin / CacheWriteEnd bracket a write into the cache (dirty
 //     from its beginning); WriteBackBegin / WriteBackDone bracket a

@@ -11,9 +11,18 @@ import (
 type Config struct {
 	// CloseDelay is how long the protocol open of an application's last
 	// release of a cached file is kept before its CLOSE is sent (delayed
-	// close, docs/protocol.md 10); 0: no delayed close.
+	// close, docs/protocol.md 10); 0: no delayed close; UntilRecalled: kept
+	// with no deadline, until a callback takes it (CB_TREAT_AS_CLOSED), the
+	// file stops being cached, or the driver gives it back
+	// (CloseAllDelayed: the client's bound of kept opens, unmount, eviction,
+	// removal).
 	CloseDelay time.Duration
 }
+
+// UntilRecalled is Config.CloseDelay's value for opens kept past the last
+// close with no deadline (docs/protocol.md 10, "Opens kept until
+// recalled").
+const UntilRecalled time.Duration = -1
 
 // ActionKind is what the driver must do.
 type ActionKind uint8
@@ -118,7 +127,12 @@ type File struct {
 	kernVer uint64 // the version the kernel's pages belong to; 0: none valid
 	hasData bool   // the cache directory holds a file for it (cachedir.File)
 
-	opens   [3]int // the applications' protocol opens, by state.Mode
+	opens [3]int // the applications' protocol opens, by state.Mode
+	// shared are the applications' opens, by state.Mode, that share one of
+	// opens of their mode (kept until recalled: Table 1 has no transition
+	// for them, so no OPEN was sent, and no CLOSE is); never more than 0
+	// while opens of their mode is 0.
+	shared  [3]int
 	kept    [3]int // delayed closes, by state.Mode
 	opening int    // OPENs in flight
 	// deadline is when the kept opens are CLOSEd; timer whether a timer is
@@ -212,7 +226,8 @@ func (f *File) keptN() int { return f.kept[state.Read] + f.kept[state.Write] }
 // Open is the token of an application open between OpenBegin and its end.
 type Open struct {
 	Mode   state.Mode
-	Reused bool // a delayed close was taken over: nothing to send
+	Reused bool // a delayed close was taken over, or an open shared: nothing to send
+	Shared bool // Reused by sharing an application's open of the same mode
 	invals uint64
 	was    bool   // caching when the answer arrived
 	kv     uint64 // the kernel's pages' version when the answer arrived
@@ -222,7 +237,7 @@ type Open struct {
 // (ActReuse: a read open may take a kept write open) while the file is
 // cached, or asks for an OPEN (ActSendOpen; OpenAnswered follows).
 func (f *File) OpenBegin(mode state.Mode) (Open, []Action) {
-	if f.cfg.CloseDelay > 0 && f.Caching() && f.keptN() > 0 {
+	if f.cfg.CloseDelay != 0 && f.Caching() && f.keptN() > 0 {
 		taken := state.Mode(0)
 		switch {
 		case f.kept[mode] > 0:
@@ -241,6 +256,15 @@ func (f *File) OpenBegin(mode state.Mode) (Open, []Action) {
 			keep := f.kernVer != 0 && f.kernVer == f.version
 			return Open{Mode: taken, Reused: true}, append(acts, Action{Kind: ActReuse, Mode: taken, Keep: keep})
 		}
+	}
+	if f.cfg.CloseDelay < 0 && f.Caching() && f.opens[mode]-f.forgot[mode] > 0 {
+		// Another application open of a mode this client already has
+		// the file open in: no transition of the server's (the paper's
+		// Table 1), so no OPEN (its caching and version are those of the
+		// open it shares), and no CLOSE at its release.
+		f.shared[mode]++
+		keep := f.kernVer != 0 && f.kernVer == f.version
+		return Open{Mode: mode, Reused: true, Shared: true}, []Action{{Kind: ActReuse, Mode: mode, Keep: keep}}
 	}
 	f.opening++
 	return Open{Mode: mode, invals: f.invals}, []Action{{Kind: ActSendOpen, Mode: mode}}
@@ -339,6 +363,11 @@ func (f *File) Reopened(m state.Mode) {
 // never kept as a delayed close; a forgotten open of its mode stays
 // forgotten (never more of them than opens).
 func (f *File) OpenUndone(mode state.Mode) []Action {
+	if f.shared[mode] > 0 {
+		// An open shares this one's: it takes it over (no CLOSE).
+		f.shared[mode]--
+		return nil
+	}
 	if f.opens[mode] > 0 {
 		f.opens[mode]--
 	}
@@ -357,6 +386,12 @@ func (f *File) OpenUndone(mode state.Mode) []Action {
 // (application or in flight) remains; otherwise CLOSE is sent, with dirty
 // as the cache is.
 func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
+	if f.shared[mode] > 0 {
+		// Opens of one mode are alike: one that shares another's goes
+		// first, with nothing to send.
+		f.shared[mode]--
+		return nil
+	}
 	if f.opens[mode] > 0 {
 		f.opens[mode]--
 	}
@@ -373,8 +408,11 @@ func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
 		f.forgot[mode]--
 		return f.closedAll()
 	}
-	if !removed && f.cfg.CloseDelay > 0 && f.caching && f.apps() == 0 && f.opening == 0 {
+	if !removed && f.cfg.CloseDelay != 0 && f.caching && f.apps() == 0 && f.opening == 0 && f.kept[mode] == 0 {
 		f.kept[mode]++
+		if f.cfg.CloseDelay < 0 {
+			return nil // until recalled: no deadline
+		}
 		f.deadline = now.Add(f.cfg.CloseDelay)
 		if !f.timer {
 			f.timer = true
@@ -382,7 +420,28 @@ func (f *File) Release(now time.Time, mode state.Mode, removed bool) []Action {
 		}
 		return nil
 	}
-	return append([]Action{{Kind: ActSendClose, Mode: mode, Dirty: f.dirty}}, f.closedAll()...)
+	acts := []Action{{Kind: ActSendClose, Mode: mode, Dirty: f.dirty}}
+	if f.apps() == 0 && f.opening == 0 && f.keptN() > 0 && (removed || !f.caching) {
+		// Kept opens outlive the caching they were kept for (a callback
+		// answered CB_OK while an application had the file open took it,
+		// or an OPEN answered write-through): a reopen could not take them
+		// over, so they go with this CLOSE rather than at a deadline that,
+		// kept until recalled, never comes. So do they when the file lost
+		// its last link.
+		if f.timer {
+			f.timer = false
+			acts = append(acts, Action{Kind: ActStopTimer})
+		}
+		for _, m := range []state.Mode{state.Read, state.Write} {
+			for range f.kept[m] {
+				acts = append(acts, Action{Kind: ActSendClose, Mode: m, Dirty: f.dirty})
+			}
+			f.kept[m] = 0
+		}
+	}
+	// A kept open of this mode already serves the next reopen: this one
+	// is CLOSEd (kept opens stay at most one per mode).
+	return append(acts, f.closedAll()...)
 }
 
 // closedAll: with no open held and none in flight, the server no longer
@@ -401,8 +460,8 @@ func (f *File) closedAll() []Action {
 // kept opens are CLOSEd.
 func (f *File) TimerFired(now time.Time) []Action {
 	f.timer = false
-	if f.keptN() == 0 {
-		return nil
+	if f.keptN() == 0 || f.cfg.CloseDelay < 0 {
+		return nil // kept until recalled: no deadline (no timer is armed)
 	}
 	if now.Before(f.deadline) {
 		f.timer = true
@@ -411,7 +470,9 @@ func (f *File) TimerFired(now time.Time) []Action {
 	return f.closeKept()
 }
 
-// CloseAllDelayed CLOSEs the kept opens now (unmount).
+// CloseAllDelayed CLOSEs the kept opens now: unmount, and, for opens kept
+// until recalled, the driver's giving them back (over its bound of kept
+// files, the file's cached data evicted, its last link removed).
 func (f *File) CloseAllDelayed() []Action {
 	if f.keptN() == 0 {
 		return nil
@@ -509,11 +570,20 @@ func (f *File) WriteBackDone(wb WriteBack, res WriteBackResult) []Action {
 
 // Fenced: the server answered SNFS_ERR_FENCED (it forgot this client's opens
 // and dirty record of the file): clean data is dropped, dirty data
-// reintegrated (which OPENs the file again). The opens are kept (what the
-// client does today; see the report of issue 25 item 2).
+// reintegrated (which OPENs the file again). The applications' opens are
+// kept (what the client does today; see the report of issue 25 item 2); the
+// kept delayed closes are forgotten (no CLOSE): the server counts none of
+// them, and one taken over later would be an open the server never calls
+// back about.
 func (f *File) Fenced() []Action {
 	f.caching, f.kernVer = false, 0
-	acts := []Action{{Kind: ActInvalidateAttr}, {Kind: ActInvalidateCache}, {Kind: ActNotifyData}}
+	f.kept = [3]int{}
+	var acts []Action
+	if f.timer {
+		f.timer = false
+		acts = append(acts, Action{Kind: ActStopTimer})
+	}
+	acts = append(acts, Action{Kind: ActInvalidateAttr}, Action{Kind: ActInvalidateCache}, Action{Kind: ActNotifyData})
 	if f.dirty && f.hasData {
 		acts = append(acts, Action{Kind: ActReintegrate})
 	}
