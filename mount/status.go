@@ -52,6 +52,7 @@ type StatusDirty struct {
 // StatusSNFS is snfs mode's part of Status.
 type StatusSNFS struct {
 	CacheDir  string          `json:"cache_dir"`
+	KeptOpens int             `json:"kept_opens"` // files whose opens are kept past their last close, until recalled
 	Permits   StatusPermits   `json:"permits"`
 	Log       StatusLog       `json:"log"`
 	Conflicts StatusConflicts `json:"conflicts"`
@@ -93,7 +94,7 @@ func (m *Mount) Status() Status {
 		reach = sn.Reach
 		oldest := sn.DirtyOldest.Seconds()
 		st.Dirty = StatusDirty{Bytes: sn.DirtyBytes, Files: sn.DirtyFiles, OldestSeconds: &oldest}
-		s := &StatusSNFS{CacheDir: sn.CacheDir,
+		s := &StatusSNFS{CacheDir: sn.CacheDir, KeptOpens: sn.KeptFiles,
 			Permits: StatusPermits{InUse: sn.PermitsInUse, Held: len(sn.Permits), Dirs: sn.Permits},
 			Log: StatusLog{InUse: sn.ModLogInUse, Records: sn.ModLog.Records, Bytes: sn.ModLog.Bytes,
 				OldestSeconds: sn.ModLog.Oldest.Seconds(), Planned: sn.ModLog.Planned},

@@ -102,11 +102,13 @@ func printStatus(w io.Writer, st *mount.Status) error {
 		line("not yet on the server", "%s in %s", sizeOf(d.Bytes), plural(d.Files, "file"))
 	}
 	if sn == nil {
+		line("kept opens", "%s", na)
 		line("write-back permits", "%s", na)
 		line("modification log", "%s", na)
 		line("conflicts", "%s", na)
 		return tw.Flush()
 	}
+	line("kept opens", "%s (reopened with no call until the server recalls them)", plural(sn.KeptOpens, "file"))
 	switch p := sn.Permits; {
 	case !p.InUse:
 		line("write-back permits", "none held (not in use: this mount makes its directory changes through the server)")

@@ -28,7 +28,7 @@ func TestPrintStatus(t *testing.T) {
 		st: mount.Status{Time: now, MountPoint: "/mnt/a", Mode: mount.SNFS, Server: "127.0.0.1:2049", Export: "/srv/a",
 			Connection: mount.StatusConnection{Connected: true, Since: now.Add(-90 * time.Second)},
 			Dirty:      mount.StatusDirty{Bytes: 5000, Files: 2, OldestSeconds: f(12.4)},
-			SNFS: &mount.StatusSNFS{CacheDir: "/var/cache/snfs/a",
+			SNFS: &mount.StatusSNFS{CacheDir: "/var/cache/snfs/a", KeptOpens: 3,
 				Conflicts: mount.StatusConflicts{Count: 3, Newest: []cachemgr.Conflict{
 					{Time: now.Add(-time.Hour), Name: "b", Conflict: "b.snfs-conflict-h-1", Reason: "restart"},
 					{Time: now.Add(-2 * time.Hour), Name: "a", Conflict: "a.snfs-conflict-h-2", Reason: "fenced"}}}}},
@@ -37,6 +37,7 @@ server:                 127.0.0.1:2049, export /srv/a
 connection:             connected since ` + lt(90*time.Second) + ` (1m30s ago)
 server restarts:        0 seen
 not yet on the server:  4.9 KiB (5000 bytes) in 2 files, the oldest written 12s ago
+kept opens:             3 files (reopened with no call until the server recalls them)
 write-back permits:     none held (not in use: this mount makes its directory changes through the server)
 modification log:       empty (not in use: this mount logs no changes)
 conflicts:              3; the newest 2 below, all with snfs conflicts /mnt/a
@@ -58,6 +59,7 @@ server:                 127.0.0.1:2049, export /srv/b
 connection:             DISCONNECTED since ` + lt(500*time.Millisecond) + ` (500ms ago): connection to 127.0.0.1:2049 closed
 server restarts:        1 seen; recovering from the last (reclaim, reintegration) now
 not yet on the server:  nothing
+kept opens:             0 files (reopened with no call until the server recalls them)
 write-back permits:     1 held
                         src (permit 7, since ` + lt(time.Minute) + ` (1m0s ago))
 modification log:       3 records, 300 bytes, the oldest 2s old, 1 being reintegrated
@@ -74,6 +76,7 @@ server:                 10.0.0.1:2049, export /srv/c
 connection:             connected since ` + lt(time.Second) + ` (1s ago)
 server restarts:        n/a (nfs mode)
 not yet on the server:  1 byte in 1 file (oldest: n/a (nfs mode))
+kept opens:             n/a (nfs mode)
 write-back permits:     n/a (nfs mode)
 modification log:       n/a (nfs mode)
 conflicts:              n/a (nfs mode)

@@ -71,6 +71,10 @@ type Status struct {
 	ModLogInUse bool
 	ModLog      cml.Stats
 	CacheDir    string
+	// KeptFiles counts the files whose opens this mount keeps past their
+	// last close until the server recalls them (docs/protocol.md section
+	// 10): their reopening costs no call.
+	KeptFiles int
 	// Conflicts counts the conflicts listed in the cache directory (those
 	// `snfs conflicts` lists); Newest are the newest of them, newest
 	// first; ConflictsErr is why they could not be read ("": read).
@@ -87,7 +91,7 @@ func StatusOf(fs *vfs.FS, newest int) (Status, bool) {
 		return Status{}, false
 	}
 	now := time.Now()
-	st := Status{Reach: sn.sess.Reach(), CacheDir: sn.cfg.CacheDir}
+	st := Status{Reach: sn.sess.Reach(), CacheDir: sn.cfg.CacheDir, KeptFiles: sn.KeptFiles()}
 	sn.mu.Lock()
 	files := make(map[*vfs.Inode]bool, len(sn.dirty))
 	var oldest time.Time
