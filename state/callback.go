@@ -86,7 +86,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		}
 	default: // TreatAsClosed, Stale: the client holds nothing of the file
 		h.readers, h.writers = 0, 0
-		h.flags &^= fCaching | fDirty
+		h.flags &^= fCaching | fDirty | fPinned | fRepinned
 	}
 	e.settle(t)
 	m.sendOwed(s, e, t, &out)
