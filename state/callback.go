@@ -56,6 +56,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		h.flags = h.flags&^(fCaching|fRepinned) | fDirty | fPinned
 		h.wbSeq = cb.Seq
 	case o == OK || o == Pinned: // Pinned without a write open: nothing keeps it writing
+		wasPinned := h.flags&fPinned != 0
 		h.flags &^= fPinned | fRepinned
 		inval := mode&Invalidate != 0 && mode != Relinquish
 		if inval {
@@ -70,7 +71,14 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		// that does not invalidate lets it), and closed before answering:
 		// it stays the last writer until a CLOSE with dirty = FALSE, or the
 		// answer to a later callback, says otherwise (docs/protocol.md 5.1).
-		if mode != Invalidate && (h.writers == 0 || inval || h.flags&fCaching == 0) && (inval || !dirtyClose) {
+		// Not so a pinned holder: it answers CB_OK only once nothing
+		// writes into its cache any more (it does not cache the file and
+		// its kernel's writers are gone), having sent all they wrote, so
+		// its OK covers everything, as after an invalidating mode
+		// (docs/protocol.md 10.1). Kept dirty, it would stay the last
+		// writer of a file others have open, pinned no more: their
+		// covered READs would go on without its write-back.
+		if mode != Invalidate && (h.writers == 0 || inval || h.flags&fCaching == 0) && (inval || wasPinned || !dirtyClose) {
 			h.flags &^= fDirty
 		}
 		if mode == Relinquish {
@@ -78,7 +86,7 @@ func (m *Machine) CallbackDone(now time.Time, cb Callback, o Outcome) []Action {
 		}
 	default: // TreatAsClosed, Stale: the client holds nothing of the file
 		h.readers, h.writers = 0, 0
-		h.flags &^= fCaching | fDirty
+		h.flags &^= fCaching | fDirty | fPinned | fRepinned
 	}
 	e.settle(t)
 	m.sendOwed(s, e, t, &out)

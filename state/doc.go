@@ -94,6 +94,14 @@
 //     blocks. A client answers it only when no application has the file open and
 //     no OPEN of the file is in flight.
 //   - STALE: the client holds nothing of the file.
+//   - PINNED (docs/protocol.md 10.1): written back, but its kernel goes on
+//     writing into its cache while it has the file open for writing: it is
+//     a pinned holder, dirty, not caching, and every other client's request
+//     waits for a write-back of its asked after the request arrived. Any
+//     other answer from it ends that and its dirty record (its OK comes once
+//     nothing writes into its cache, after sending all that was written,
+//     whatever dirty CLOSE crossed it), as does a CLOSE saying clean with no
+//     write open left; its last write CLOSE saying dirty keeps it pinned.
 //   - Failed (an error, no answer, or the deadline): the client is fenced for the
 //     file: its opens are forgotten, its dirty blocks given up, its parked
 //     requests on the file refused, and its later requests on it refused

@@ -25,7 +25,9 @@ import (
 // answers every callback Pinned after writing back, writes into its cache
 // and reads its own dirty value or the server's. Every other client's read
 // or write of the file, covered ones included, may then wait (parked), and
-// must find the pinned holder's writes on the server when it goes on.
+// must find the pinned holder's writes on the server when it goes on. The
+// write-back at its last write close may fail: that CLOSE says dirty, and
+// it stays pinned until a callback's write-back.
 //
 // A client called back to write back (CB_WRITEBACK, CB_RELINQUISH) keeps
 // caching: an application write may land in its cache while it writes back,
@@ -441,10 +443,17 @@ func (w *world) step() {
 			s.sentW--
 		}
 		if mode == Write && s.sentW+w.transitWrites(c, f) == 0 && s.pinned {
-			// Its kernel's last write open: what it wrote is made durable
-			// at close, and the pinning ends.
-			w.flush(c, f)
-			s.pinned, s.valid = false, false
+			if s.dirty && w.src.intn(4) == 0 {
+				// The write-back at the close failed: the CLOSE says
+				// dirty, and it stays the pinned holder until a
+				// callback's write-back (or a clean CLOSE).
+				w.logf("%d's write-back of f%d at its last write close fails", c, f)
+			} else {
+				// Its kernel's last write open: what it wrote is made
+				// durable at close, and the pinning ends.
+				w.flush(c, f)
+				s.pinned, s.valid = false, false
+			}
 		}
 		w.logf("%d closes f%d for %v (dirty %v)", c, f, mode, s.dirty)
 		w.absorb(w.m.Close(w.now, CloseArgs{File: fileID(f), Client: c, Mode: mode, Dirty: s.dirty}))
@@ -618,8 +627,10 @@ func (w *world) check() {
 				}
 				dirty, pinned = h.Client, h.Pinned
 			}
-			if h.Pinned && (h.Writers == 0 || !h.Dirty) {
-				w.fail("f%d: pinned holder %+v, want a dirty writer", f, h)
+			if h.Pinned && !h.Dirty {
+				// (A pinned holder without a write open: its last write
+				// CLOSE said dirty.)
+				w.fail("f%d: pinned holder %+v, want it dirty", f, h)
 			}
 			if h.Caching && fi.State == WriteShared {
 				w.fail("f%d: %d caching a WRITE_SHARED file", f, h.Client)

@@ -61,9 +61,6 @@ func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
 		if h.writers > 0 {
 			h.writers--
 		}
-		if h.writers == 0 {
-			h.flags &^= fPinned | fRepinned // its kernel writes into its cache no more
-		}
 	} else if h.readers > 0 {
 		h.readers--
 	}
@@ -73,7 +70,15 @@ func (m *Machine) Close(now time.Time, a CloseArgs) []Action {
 		h.flags &^= fCaching
 	}
 	if h.writers == 0 && !a.Dirty {
-		h.flags &^= fDirty
+		// Nothing of its left to send: neither the last writer nor, its
+		// kernel writing into its cache no more, pinned. A pinned holder's
+		// last CLOSE for writing that says dirty (what its kernel wrote is
+		// not all sent: the write-back at the close failed) keeps it
+		// pinned: the others that have the file open would otherwise read,
+		// through their covered READs, the server's copy without its
+		// writes. Their requests go on waiting for its write-back, whose
+		// answer ends it (CallbackDone).
+		h.flags &^= fDirty | fPinned | fRepinned
 	}
 	if oc := e.call(a.Client); oc != nil && a.Dirty {
 		oc.dirtyClose = true

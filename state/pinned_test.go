@@ -196,3 +196,108 @@ func TestReclaimTwoCachingWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestPinnedOKAfterDirtyClose is the machine's side of the FuzzStateMachine
+// failure CI found (a0b9dbcbe649d380; its trace replayed by the seed
+// testdata/fuzz/FuzzStateMachine/pinned_ok_after_dirty_close): a pinned holder A with
+// two write opens is called back for a plain GETATTR; before it answers, the
+// application's close of one open crosses the callback (CLOSE, dirty = TRUE:
+// its kernel's writes not yet sent), and then A, its kernel's writers gone,
+// answers CB_OK (docs/protocol.md 10.1). A CB_OK from a pinned holder covers
+// everything: it is pinned no more and not dirty either. The machine kept it
+// dirty (the crossing CLOSE's rule for a caching writer, section 5.1) while
+// ending the pinning: a dirty holder of a file B has open, whose covered
+// READs no longer waited for its write-backs.
+func TestPinnedOKAfterDirtyClose(t *testing.T) {
+	const a, b, c = 1, 2, 100
+	f := fid(3)
+	h := newHarness(t, Config{})
+	h.register(a, b)
+	h.openNow(a, f, Write)
+	req, r := h.open(b, f, Read)
+	if r.Verdict != Wait {
+		t.Fatalf("B's open: %v, want wait", r.Verdict)
+	}
+	cbs := h.take()
+	if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != WritebackInvalidate {
+		t.Fatalf("callbacks %+v, want WRITEBACK_INVALIDATE to A", cbs)
+	}
+	h.answer(cbs[0], Pinned)
+	h.reply(req)
+	if rep := h.openNow(a, f, Write); rep.CacheEnabled {
+		t.Fatal("A's second write open: caching granted on a WRITE_SHARED file")
+	}
+	rq, v := h.access(c, f, AccessGetattr)
+	if v != Wait {
+		t.Fatalf("plain GETATTR: %v, want wait for the pinned A", v)
+	}
+	cbs = h.take()
+	if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
+		t.Fatalf("callbacks %+v, want WRITEBACK to A", cbs)
+	}
+	h.close(a, f, Write, true) // crosses the callback
+	h.answer(cbs[0], OK)
+	if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+		t.Fatalf("plain GETATTR after A's answer: %+v, %v", act, ok)
+	}
+	fi := h.info(f)
+	for _, hd := range fi.Holders {
+		if hd.Client == a && (hd.Pinned || hd.Dirty || hd.Writers != 1) {
+			t.Fatalf("A after CB_OK: %+v, want one write open, neither pinned nor dirty", fi)
+		}
+	}
+	if h.leased[f] {
+		t.Fatal("the file's lease still held: nobody may be dirty")
+	}
+}
+
+// TestPinnedDirtyLastClose: a pinned holder whose last CLOSE for writing says
+// dirty (what its kernel wrote is not all sent: the write-back at its close
+// failed) stays pinned: the covered READ of B, which has the file open, waits
+// for its write-back instead of reading the server's copy without its writes,
+// and the answer ends the pinning and the dirty record. TREAT_AS_CLOSED from a
+// pinned holder ends both too.
+func TestPinnedDirtyLastClose(t *testing.T) {
+	const a, b = 1, 2
+	for _, answer := range []Outcome{OK, Pinned, TreatAsClosed} {
+		f := fid(4)
+		h := newHarness(t, Config{})
+		h.register(a, b)
+		h.openNow(a, f, Write)
+		h.openNow(a, f, Read)
+		req, _ := h.open(b, f, Read)
+		cbs := h.take()
+		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != WritebackInvalidate {
+			t.Fatalf("callbacks %+v, want WRITEBACK_INVALIDATE to A", cbs)
+		}
+		h.answer(cbs[0], Pinned)
+		h.reply(req)
+		h.close(a, f, Write, true)
+		rq, v := h.access(b, f, AccessRead)
+		if v != Wait {
+			t.Fatalf("B's covered READ after A's dirty last write CLOSE: %v, want it to wait for A's write-back (%+v)", v, h.info(f))
+		}
+		cbs = h.take()
+		if len(cbs) != 1 || cbs[0].Client != a || cbs[0].Mode != Writeback {
+			t.Fatalf("callbacks %+v, want WRITEBACK to A", cbs)
+		}
+		if answer == TreatAsClosed {
+			h.close(a, f, Read, false) // TREAT_AS_CLOSED comes with no open held
+		}
+		h.answer(cbs[0], answer)
+		if act, ok := h.final[rq]; !ok || act.Kind != ActProceed {
+			t.Fatalf("answer %v: B's READ after A's write-back: %+v, %v", answer, act, ok)
+		}
+		for _, hd := range h.info(f).Holders {
+			if hd.Client == a && (hd.Pinned || hd.Dirty) {
+				t.Fatalf("answer %v: A after its write-back: %+v, want neither pinned nor dirty", answer, h.info(f))
+			}
+		}
+		if _, v := h.access(b, f, AccessRead); v != Proceed || len(h.calls) != 0 {
+			t.Fatalf("answer %v: B's next READ: %v, calls %+v; want proceed with no callback", answer, v, h.calls)
+		}
+		if h.leased[f] {
+			t.Fatalf("answer %v: the file's lease still held", answer)
+		}
+	}
+}
