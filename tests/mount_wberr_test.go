@@ -265,7 +265,7 @@ func TestMountNFSWriteENOSPC(t *testing.T) {
 			t.Fatalf("a write of data below the dirty limit: %v (want it buffered)", writeErr)
 		}
 		if !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("close of 4 MiB written with 2 MiB free: %v, want ENOSPC", err)
+			t.Fatalf("close of 4 MiB written with 2 MiB free: %v, want ENOSPC; the server's file: %s", err, serverFile(e.path("f")))
 		}
 	})
 	t.Run("write", func(t *testing.T) {
