@@ -315,7 +315,7 @@ func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) err
 		if errors.As(err, &st) {
 			fs.Logger().Error("write-back failed: the file's unwritten data is lost", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 			i.Mu.Lock()
-			snOf(i).wbErr = err
+			i.LatchWbErrLocked(err)
 			i.Mu.Unlock()
 			return nil
 		}

@@ -206,7 +206,6 @@ type snfsInode struct {
 	dcTimer *time.Timer
 	mtime   time.Time // last local write while caching
 	cred    vfs.Cred  // the last writer: write-back is done as it
-	wbErr   error     // a write-back error not yet reported
 	// openMu serializes this file's OPEN/CLOSE calls (not its
 	// callbacks: a callback takes no openMu), held across the RPC. The
 	// first of the inode's locks: taken before appendMu, cacheW, flushMu,

@@ -417,15 +417,6 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *vfs.File, off uint64, data [
 	return len(data), nil
 }
 
-// takeWbErr returns (and forgets) the write-back error not yet reported.
-func takeWbErr(i *vfs.Inode) error {
-	i.Mu.Lock()
-	defer i.Mu.Unlock()
-	err := snOf(i).wbErr
-	snOf(i).wbErr = nil
-	return err
-}
-
 // snfsFlush is close(2): write-through data is committed; cached dirty data
 // is made durable in the cache directory, not written back.
 func (fs *snfsFS) snfsFlush(ctx context.Context, f *vfs.File) error {
@@ -443,8 +434,9 @@ func (fs *snfsFS) snfsFlush(ctx context.Context, f *vfs.File) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, takeWbErr(i))
-	return errors.Join(errs...)
+	// With a write-back error latched since f was opened (vfs, wberr.go):
+	// kept for every close of f, not taken by the first (a forked child's).
+	return f.ReportWbErr(errors.Join(errs...), false)
 }
 
 // snfsFsync writes the file back now.
@@ -457,8 +449,8 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *vfs.File) error {
 	if pending {
 		errs = append(errs, i.Flush(ctx, true))
 	}
-	errs = append(errs, fs.writeBackInode(ctx, i), takeWbErr(i))
-	return errors.Join(errs...)
+	errs = append(errs, fs.writeBackInode(ctx, i))
+	return f.ReportWbErr(errors.Join(errs...), true) // and past it for f
 }
 
 // snfsRelease is the last close of one open: its CLOSE, saying whether dirty

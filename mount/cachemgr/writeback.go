@@ -219,7 +219,7 @@ func (fs *snfsFS) writeBackInodeLocked(ctx context.Context, i *vfs.Inode) error 
 	fs.stats.WriteBackErrors.Add(1)
 	fs.Logger().Error("write-back failed: the file's unwritten data is lost", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 	i.Mu.Lock()
-	snOf(i).wbErr = err
+	i.LatchWbErrLocked(err) // for every open's next close and fsync
 	snOf(i).cf = nil
 	acts := fs.applyLocked(i, stOf(i).WriteBackDone(wb, clientfile.WBDropped))
 	i.Mu.Unlock()

@@ -28,6 +28,9 @@ type File struct {
 	// (snfs.go) for an open of the protocol; nil for the core's opens (nfs
 	// mode's, and snfs mode's of what the protocol does not open).
 	Ext any
+	// wbSeq: the count of the inode's write-back errors this open has
+	// reported up to (wberr.go); guarded by I.Mu.
+	wbSeq uint64
 }
 
 // Direct reports whether the kernel must not cache this open's pages
@@ -59,7 +62,11 @@ func accessBits(flags int) uint32 {
 // keep the pages it has: only when the change attributes are those the cached
 // data belongs to (or this client holds unwritten data of its own).
 func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
-	return fs.ops.Open(ctx, i, c, flags)
+	f, keepCache, err = fs.ops.Open(ctx, i, c, flags)
+	if err == nil {
+		f.sampleWbErr()
+	}
+	return f, keepCache, err
 }
 
 // Open is FS.Open in nfs mode.
@@ -276,17 +283,25 @@ func (fs *FS) Buffered(ctx context.Context, f *File, off uint64, data []byte, at
 	return off, len(data), nil
 }
 
-// Flush is close(2): everything written is sent and committed (close-to-open).
+// Flush is close(2) (the kernel's FLUSH, sent for every close of a
+// descriptor): everything written is sent and committed (close-to-open).
 func (fs *FS) Flush(ctx context.Context, f *File) error { return fs.ops.Flush(ctx, f) }
 
-// Flush is FS.Flush in nfs mode.
-func (o NFSOps) Flush(ctx context.Context, f *File) error { return f.I.Flush(ctx, true) }
+// Flush is FS.Flush in nfs mode: the error of its own write-back, or one
+// that an earlier write-back of the file latched since f was opened
+// (wberr.go: a forked child's close may have run that write-back).
+func (o NFSOps) Flush(ctx context.Context, f *File) error {
+	return f.ReportWbErr(f.I.Flush(ctx, true), false)
+}
 
 // Fsync writes back and commits the file's data.
 func (fs *FS) Fsync(ctx context.Context, f *File) error { return fs.ops.Fsync(ctx, f) }
 
-// Fsync is FS.Fsync in nfs mode.
-func (o NFSOps) Fsync(ctx context.Context, f *File) error { return f.I.Flush(ctx, true) }
+// Fsync is FS.Fsync in nfs mode: as Flush, and what it returns is not
+// returned again to this open (wberr.go).
+func (o NFSOps) Fsync(ctx context.Context, f *File) error {
+	return f.ReportWbErr(f.I.Flush(ctx, true), true)
+}
 
 // Release is the last close of one open: data still unwritten (from a shared
 // mapping written after close) is written back, and a file removed while open

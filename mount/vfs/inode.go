@@ -66,7 +66,8 @@ type Inode struct {
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	ModGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) Attr
 	WState    wstate
-	node      any // the bridge's node (SetNode), for notifications
+	wbErrs    wbErrs // write-back errors that dropped data (wberr.go)
+	node      any    // the bridge's node (SetNode), for notifications
 	// Ext is the mode's own state of the inode, set as it is made
 	// (Ops.newInode): nil in nfs mode, snfs mode's *snfsInode (snfs.go).
 	Ext any

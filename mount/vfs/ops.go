@@ -127,7 +127,11 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
 func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	return fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
+	e, f, err := fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
+	if err == nil && f != nil {
+		f.sampleWbErr() // wberr.go
+	}
+	return e, f, err
 }
 
 // Create is FS.Create in nfs mode.

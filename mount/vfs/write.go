@@ -98,9 +98,10 @@ var ErrVerifierChanged = errors.New("vfs: write verifier kept changing")
 // Flush sends the dirty data with UNSTABLE WRITEs and, if commit, COMMITs it,
 // rewriting everything uncommitted when the COMMIT's verifier differs from a
 // WRITE's (RFC 1813 section 3.3.7). Data is dropped from memory only once
-// committed (or written FILE_SYNC). A WRITE that fails with an NFS error
-// (ENOSPC, EDQUOT, ...) drops the data it carried, as a kernel client does,
-// and the error is returned; a transport error or cancellation keeps it.
+// committed (or written FILE_SYNC). A WRITE or COMMIT that fails with an
+// NFS error (ENOSPC, EDQUOT, ...) drops the data, as a kernel client does:
+// the error is returned and latched on the inode for every open's next close
+// and fsync (wberr.go); a transport error or cancellation keeps the data.
 func (i *Inode) Flush(ctx context.Context, commit bool) error {
 	i.FlushMu.Lock()
 	defer i.FlushMu.Unlock()
@@ -120,7 +121,11 @@ func (i *Inode) Flush(ctx context.Context, commit bool) error {
 		i.WState.inflight, i.WState.gen = nil, i.WState.gen+1
 		if err != nil {
 			var st nfs3.Status
-			if !errors.As(err, &st) { // keep it for the next flush
+			if errors.As(err, &st) {
+				// Dropped: every open's next close and fsync is told
+				// (wberr.go), not only this flush's caller.
+				i.LatchWbErrLocked(err)
+			} else { // keep it for the next flush
 				var x extents
 				for _, e := range batch {
 					x.Write(e.Off, e.Data)
@@ -148,12 +153,14 @@ func (i *Inode) Flush(ctx context.Context, commit bool) error {
 			i.WccLocked(&res.Wcc, time.Now())
 		}
 		if err != nil {
+			err = fmt.Errorf("COMMIT: %w", err)
 			var st nfs3.Status
 			if errors.As(err, &st) {
 				i.WState.Unstable, i.WState.gen = nil, i.WState.gen+1
+				i.LatchWbErrLocked(err) // dropped (wberr.go)
 			}
 			i.Mu.Unlock()
-			return fmt.Errorf("COMMIT: %w", err)
+			return err
 		}
 		mismatch := false
 		for _, s := range i.WState.Unstable {
