@@ -85,12 +85,12 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	// A verifier persisted by an older version: this instance is a new one
 	// (docs/protocol.md section 7), whatever the cache directory holds.
 	os.Remove(filepath.Join(cfg.CacheDir, "client-verifier"))
-	h := &handler{ready: make(chan struct{})}
+	h := &handler{ready: make(chan struct{}), lease: &leaseWatch{next: cfg.Observer}}
 	// A new client verifier at every start (the zero value: the session
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: h.lease,
 		NotRespondingAfter: cfg.NotRespondingAfter})
 	if err != nil {
 		cache.Close()
@@ -132,6 +132,7 @@ type handler struct {
 	once  sync.Once
 	ready chan struct{}
 	fs    *vfs.FS
+	lease *leaseWatch // the session's calls, for the name cache's lease (namesops.go)
 }
 
 func (h *handler) set(fs *vfs.FS) {
