@@ -19,7 +19,7 @@ import (
 // docs/protocol.md section 20, docs/mount.md "The name cache").
 
 // nameCalls are the calls a cached name, listing or attribute must not send.
-var nameCalls = []string{"LOOKUP", "READDIR", "READDIRPLUS", "GETATTR", "ACCESS", "LISTDIR"}
+var nameCalls = []string{"LOOKUP", "READDIR", "READDIRPLUS", "GETATTR", "ACCESS", "READLINK", "LISTDIR"}
 
 func callCounts(t *testing.T, reg *metrics.Registry) map[string]float64 {
 	t.Helper()
@@ -196,5 +196,36 @@ func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 		checkMode(t, c.name+": after a chmod", filepath.Join(bd, "a2"), c.within, 0o600)
 		run("rm", filepath.Join(cd, "b"))
 		checkNames(t, c.name+": after an unlink", bd, c.within, []string{"a2", "c"}, []string{"b"})
+	}
+}
+
+// writeLocal writes data to path in the export as a process on the server
+// machine other than the in-process server (whose change notifier does not
+// report its own process's changes: the test's os.WriteFile into the export
+// would be one of the server's own, never breaking a directory promise), and
+// waits until each path of seen (on snfs mounts) shows it: a local change
+// breaks promises within the notifier's bound, not at once
+// (docs/protocol.md section 20.3).
+func writeLocal(t *testing.T, path string, data []byte, mode os.FileMode, seen ...string) {
+	t.Helper()
+	tmp := filepath.Join(diskTempDir(t, "snfs-local-"), "data")
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", tmp, path).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s %s: %v: %s", tmp, path, err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range seen {
+		for {
+			st, err := os.Lstat(p)
+			if err == nil && st.Size() == int64(len(data)) {
+				break
+			}
+			if !time.Now().Before(deadline) {
+				t.Fatalf("%s not seen at %s within 5 s: %v", path, p, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

@@ -53,6 +53,7 @@ type snfsConfig struct {
 	// (ConflictsFile); "": not listed.
 	CacheDir string
 
+	noNames bool     // SNFSMountConfig.NoNameCache
 	handler *handler // set by OpenSNFS: the session's callbacks come here
 	owned   bool     // Close disconnects the session (OpenSNFS made it)
 	export  string   // for UMNT at Close, when owned
@@ -237,6 +238,7 @@ func snfsMode(cfg snfsConfig) func(*vfs.FS) vfs.Ops {
 	return func(fs *vfs.FS) vfs.Ops {
 		sn := &snfsFS{FS: fs, given: cfg}
 		sn.names = newNameCache(sn)
+		sn.names.off = cfg.noNames
 		return sn
 	}
 }

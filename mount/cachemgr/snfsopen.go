@@ -61,6 +61,11 @@ type SNFSMountConfig struct {
 	// reading only and starts only from a cache directory with nothing to
 	// write back.
 	ReadOnly bool
+	// NoNameCache: no directory is cached under promises (names.go):
+	// names are looked up and listed as in nfs mode. For a harness whose
+	// own process changes the export beside an in-process server (whose
+	// change notifier does not report its own process's changes).
+	NoNameCache bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -118,7 +123,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	}
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir,
+			CloseDelay: cfg.CloseDelay, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache,
 			Recover: true, handler: h, owned: true, export: cfg.Export}))
 	if err != nil {
 		return fail(err)

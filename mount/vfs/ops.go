@@ -248,8 +248,15 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 // its directory cannot be brought up to date).
 var errNoObject = errors.New("vfs: the reply named no object")
 
-// Readlink reads a symbolic link.
+// Readlink reads a symbolic link (once: its target never changes).
 func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
+	i.Mu.Lock()
+	if i.targetOK {
+		t := i.target
+		i.Mu.Unlock()
+		return t, nil
+	}
+	i.Mu.Unlock()
 	start := fs.AttrStart()
 	res, err := RPC(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.Client(c).Readlink(ctx, i.FH) })
 	if res != nil && res.Attr != nil {
@@ -260,6 +267,9 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	i.Mu.Lock()
+	i.target, i.targetOK = res.Path, true
+	i.Mu.Unlock()
 	return res.Path, nil
 }
 
