@@ -120,6 +120,9 @@ type cent struct {
 	typ    nfs3.FType
 	fh     nfs3.FH // nil for "." and ".."
 	attr   nfs3.Fattr
+	// noAttr: attr is not to be used (the object's inode was dropped
+	// while its attributes were being fetched again): a lookup asks.
+	noAttr bool
 }
 
 // fillTok is one fill in flight.
@@ -264,6 +267,25 @@ func (nc *nameCache) coveredLocked(i *vfs.Inode) bool {
 	}
 	d := nc.covered[string(i.FH)]
 	return d != nil && !d.broken
+}
+
+// forgetLocked: i is about to be dropped (the kernel forgot it; i.Mu
+// held). The attributes it has, which this mount's own changes since the
+// listing (a write, a truncation: no break) made newer than the listed
+// ones, replace those in the listing that covers it, for the inode a later
+// lookup makes.
+func (nc *nameCache) forgetLocked(i *vfs.Inode) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	d := nc.covered[string(i.FH)]
+	if d == nil || d.broken {
+		return
+	}
+	for k := range d.ents {
+		if e := &d.ents[k]; e.name != "" && string(e.fh) == string(i.FH) {
+			e.attr, e.noAttr = i.Attr, i.AttrAt.IsZero()
+		}
+	}
 }
 
 // attrTTLLocked is the attributes' lifetime of i, not held by the file

@@ -60,7 +60,7 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 		nc.mu.Lock()
 		broken := d.broken
 		nc.mu.Unlock()
-		if broken {
+		if broken || e.noAttr {
 			i.Invalidate() // the break may have looked for it before it was made
 		}
 	}
