@@ -5,7 +5,9 @@
 # ($DELAY_NET one way). On the Lua 5.4.8 tree: MakeDir and Copy as in
 # bench/coda.sh's Andrew, ScanDir = `ls -lR` (Andrew's), ScanDir2 = the same
 # `ls -lR` again $PAUSE s later (past nfs mode's 3 s attribute timeout for
-# files), ReadAll. RPCs per procedure are the server's counters. One round per
+# files), ReadAll; then Tree and Tree2: `ls -lR` of a copy of the tree made on
+# the server before the mount (no file of it opened by the mount), twice, the
+# second $PAUSE s after the first. RPCs per procedure are the server's counters. One round per
 # configuration (ROUNDS for more; medians). Writes $OUT.
 #
 #   BEFORE=9078537 bash bench/names.sh   (as root)
@@ -24,7 +26,7 @@ W=/var/tmp/snfs-names-bench
 IMG=${IMG:-2G}
 PORT=${PORT:-23161} MPORT=${MPORT:-23162} PXPORT=${PXPORT:-23163}
 OUT=${OUT:-bench/results/names-$(date -u +%Y%m%d-%H%M).md}
-PHASES="MakeDir Copy ScanDir ScanDir2 ReadAll"
+PHASES="MakeDir Copy ScanDir ScanDir2 ReadAll Tree Tree2"
 . bench/mountlib.sh
 
 cfg_port() { echo "$PXPORT"; }
@@ -54,6 +56,7 @@ readall() { find "$1" -type f -exec cat {} +; }
 CFGS="nfs snfs-before snfs"
 for i in $(seq "$ROUNDS"); do
   for cfg in $(rotate "$CFGS" $((i - 1))); do
+    cp -r "$SRC" "$W/export/tree-$cfg-r$i"
     mount_cfg "$cfg" "$W/cache/$cfg-r$i"; d="$MNT/$cfg-r$i"; mkdir "$d"
     phase "$cfg" MakeDir mkdirs "$d"
     phase "$cfg" Copy cp -r "$SRC/." "$d/"
@@ -63,6 +66,8 @@ for i in $(seq "$ROUNDS"); do
     echo "$cfg round $i: calls while idle $PAUSE s: ${idle:-none}" >&2
     phase "$cfg" ScanDir2 scan "$d"
     phase "$cfg" ReadAll readall "$d"
+    phase "$cfg" Tree scan "$MNT/tree-$cfg-r$i"
+    phase "$cfg" Tree2 scan2 "$MNT/tree-$cfg-r$i"
     umount_cfg "$cfg"
   done
 done
@@ -71,7 +76,7 @@ done
   echo "# The name cache: snfs mode before ($BEFORE) and after ($(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')), nfs mode, at $DELAY_NET one-way delay"
   echo
   echo "Command: \`BEFORE=$BEFORE DELAY_NET=$DELAY_NET ROUNDS=$ROUNDS PAUSE=$PAUSE bash bench/names.sh\`, $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) cores (shared with other work: load $(cut -d' ' -f1-3 /proc/loadavg))."
-  echo "Lua 5.4.8 tree; MakeDir, Copy, ScanDir (\`ls -lR\`) as bench/coda.sh's Andrew; ScanDir2: \`ls -lR\` again after a ${PAUSE} s pause (past nfs mode's file attribute timeout); ReadAll. Seconds and the server's calls (medians of $ROUNDS rounds)."
+  echo "Lua 5.4.8 tree; MakeDir, Copy, ScanDir (\`ls -lR\`) as bench/coda.sh's Andrew; ScanDir2: \`ls -lR\` again after a ${PAUSE} s pause (past nfs mode's file attribute timeout); ReadAll; Tree, Tree2: \`ls -lR\` of a copy of the tree made on the server before the mount, twice (${PAUSE} s apart). Seconds and the server's calls (medians of $ROUNDS rounds)."
   echo
   echo "| phase | nfs s | nfs RPCs | snfs before s | snfs before RPCs | snfs after s | snfs after RPCs |"
   echo "|---|---|---|---|---|---|---|"

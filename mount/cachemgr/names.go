@@ -415,6 +415,14 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 			return nil, errNoPromises
 		}
 		if err != nil {
+			if ctx.Err() == nil {
+				// Refused (a user who may look up but not list, say): the
+				// core's way for a while, names kept by the kernel as in
+				// nfs mode.
+				nc.mu.Lock()
+				nc.notPromisedLocked(key)
+				nc.mu.Unlock()
+			}
 			return nil, err
 		}
 		promised = promised && res.Promised
@@ -459,10 +467,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 	ok, _ := nc.leaseLocked(time.Now())
 	install := promised && ok && !tok.broken && !nc.closed
 	if !promised {
-		if len(nc.noPromise) > 4096 {
-			clear(nc.noPromise)
-		}
-		nc.noPromise[key] = time.Now()
+		nc.notPromisedLocked(key)
 	} else {
 		delete(nc.noPromise, key)
 	}
@@ -503,6 +508,14 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 		nc.sn.dropKernel(d)
 	}
 	return ents, nil
+}
+
+// notPromisedLocked records that listing key gave no promise now.
+func (nc *nameCache) notPromisedLocked(key string) {
+	if len(nc.noPromise) > 4096 {
+		clear(nc.noPromise)
+	}
+	nc.noPromise[key] = time.Now()
 }
 
 func indexFH(fhs []nfs3.FH, fh nfs3.FH) int {
