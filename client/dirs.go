@@ -63,3 +63,9 @@ func (s *Session) DirRelease(ctx context.Context, dirs []nfs3.FH) error {
 		return res.Status, err
 	})
 }
+
+// ConnectionsLost counts the session's registered connections that have
+// closed. A client holding directory promises drops them all when it moves
+// (docs/protocol.md section 20.4: a break written to the old connection may
+// be lost).
+func (s *Session) ConnectionsLost() uint64 { return s.connLost.Load() }

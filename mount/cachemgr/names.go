@@ -71,9 +71,10 @@ type nameCache struct {
 	covered map[string]*cdir
 	// noPromise: directories whose last LISTDIR gave no promise, and when.
 	noPromise map[string]time.Time
-	// regs is the lease's registration count the cache belongs to: another
-	// REGISTER (a new connection, a server restart) empties it.
-	regs uint64
+	// regs is the lease's registration count the cache belongs to, lost
+	// the session's count of lost connections: another REGISTER (a new
+	// connection, a server restart) or a lost connection empties it.
+	regs, lost uint64
 	// Promises to give back (DIR_RELEASE) and those being given back.
 	queue     []nfs3.FH
 	releasing map[string]int
@@ -152,9 +153,10 @@ func (nc *nameCache) leaseLocked(now time.Time) (ok, renew bool) {
 		return false, false
 	}
 	regs, sent := lw.state()
-	if regs != nc.regs {
+	lost := nc.sn.sess.ConnectionsLost()
+	if regs != nc.regs || lost != nc.lost {
 		nc.dropAllLocked()
-		nc.regs = regs
+		nc.regs, nc.lost = regs, lost
 	}
 	cbt := nc.sn.sess.CallbackTimeout()
 	if cbt <= 0 {
@@ -174,7 +176,7 @@ func (nc *nameCache) leaseLeftLocked(now time.Time) time.Duration {
 	}
 	regs, sent := lw.state()
 	cbt := nc.sn.sess.CallbackTimeout()
-	if regs != nc.regs || cbt <= 0 {
+	if regs != nc.regs || nc.sn.sess.ConnectionsLost() != nc.lost || cbt <= 0 {
 		return 0
 	}
 	return max(0, sent.Add(cbt/2).Sub(now))

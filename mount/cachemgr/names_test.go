@@ -150,3 +150,43 @@ func TestNamesOwnChanges(t *testing.T) {
 		t.Errorf("%d LISTDIRs after this mount's own changes; want 0", n)
 	}
 }
+
+// TestNamesServerRestart: promises are not kept across a server restart
+// (docs/protocol.md section 20.5): the new server breaks none, so a mount
+// that cached a directory before the restart must not answer from it after.
+// B creates a name in it on the restarted server; A's lookup finds it.
+func TestNamesServerRestart(t *testing.T) {
+	s := newRestartableServer(t)
+	ctx := context.Background()
+	var c vfs.Cred
+	a := s.mount("A")
+	d, err := a.Mkdir(ctx, a.Root(), c, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Lookup(ctx, d.Inode, c, "y"); !errors.Is(err, nfs3.ErrNoEnt) {
+		t.Fatalf("lookup of y before: %v", err)
+	}
+	if _, err := a.Lookup(ctx, d.Inode, c, "y"); !errors.Is(err, nfs3.ErrNoEnt) {
+		t.Fatalf("lookup of y before: %v", err)
+	}
+	if mgrOf(a).names.Stats().Misses == 0 {
+		t.Fatal("A's negative lookups were not answered from its cache")
+	}
+	s.restart()
+	b := s.mount("B")
+	db, err := b.Lookup(ctx, b.Root(), c, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f, err := b.Create(ctx, db.Inode, c, "y", 0o644, true, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Lookup(ctx, d.Inode, c, "y"); err != nil {
+		t.Fatalf("A's lookup of y after the restart and B's create: %v; want it found", err)
+	}
+}
