@@ -16,12 +16,17 @@ import (
 // the kernel's name lifetime, this mount's own changes; the promise's break
 // (dirCallback); the lease (leaseWatch).
 
+// maxCachedName: a longer name is not answered from a listing (NAME_MAX).
+const maxCachedName = 255
+
 // LookupName is FS.Lookup in snfs mode: from dir's cached listing (a name
 // not in it does not exist), after listing dir if it is small and not
 // cached; ok false sends a LOOKUP.
 func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
 	nc := sn.names
-	if name == "." || name == ".." || !dir.IsDir() {
+	if name == "." || name == ".." || len(name) > maxCachedName || !dir.IsDir() {
+		// A name longer than a component may be is the server's to refuse
+		// (NFS3ERR_NAMETOOLONG), not a miss.
 		return vfs.Entry{}, false, nil
 	}
 	d := nc.usable(ctx, dir)
