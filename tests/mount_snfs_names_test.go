@@ -146,8 +146,8 @@ func checkMode(t *testing.T, what, path string, within time.Duration, want os.Fi
 // on the server machine are seen by B's very next lookup and listing: the
 // first two at once (the change is answered only once B's promise is
 // broken), the local process's within the bound of section 20.3 (the
-// server's change notifications are drained every 100 ms; allowed 2 s
-// here). Without promises B's kernel kept the names for the directory's
+// server's change notifications are drained every 100 ms; allowed 5 s
+// here, for a loaded machine: once 2 s were not enough at a load of 10). Without promises B's kernel kept the names for the directory's
 // attribute timeout (30 s).
 func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 	t.Parallel()
@@ -172,7 +172,7 @@ func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 	}{
 		{changers[0], a.dir, 0},
 		{changers[1], n.dir, 0},
-		{changers[2], e.dir, 2 * time.Second},
+		{changers[2], e.dir, 5 * time.Second},
 	} {
 		d := "d-" + c.name
 		bd, cd := filepath.Join(b.dir, d), filepath.Join(c.root, d)
