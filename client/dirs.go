@@ -18,12 +18,26 @@ import (
 // retries are as Open's.
 func (s *Session) ListDir(ctx context.Context, dir nfs3.FH, cookie uint64, cookieVerf [nfs3.CookieVerfSize]byte,
 	dirCount, maxCount uint32) (*snfs1.ListDirRes, error) {
+	return s.ListDirAs(ctx, nil, dir, cookie, cookieVerf, dirCount, maxCount)
+}
+
+// ListDirAs is ListDir with as's credentials (an NFS client of this
+// session's connection, NFS().As: the user the listing is for, whose
+// permission the server checks as for READDIRPLUS); nil: the session's own.
+// The call goes on the session's connection either way, so the promise is
+// this client's.
+func (s *Session) ListDirAs(ctx context.Context, as *NFS, dir nfs3.FH, cookie uint64, cookieVerf [nfs3.CookieVerfSize]byte,
+	dirCount, maxCount uint32) (*snfs1.ListDirRes, error) {
+	rpc := s.rpc
+	if as != nil {
+		rpc = as.Program(snfs1.Program, snfs1.Version)
+	}
 	var res snfs1.ListDirRes
 	err := s.retry(ctx, "LISTDIR", dir, "", func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.ListDirRes{}
 		args := &snfs1.ListDirArgs{Client: id, ReaddirplusArgs: nfs3.ReaddirplusArgs{Dir: dir, Cookie: cookie,
 			CookieVerf: cookieVerf, DirCount: dirCount, MaxCount: maxCount}}
-		err := s.rpc.Call(ctx, snfs1.ProcListDir, args, &res)
+		err := rpc.Call(ctx, snfs1.ProcListDir, args, &res)
 		return res.Status, err
 	})
 	if err != nil {
@@ -49,3 +63,9 @@ func (s *Session) DirRelease(ctx context.Context, dirs []nfs3.FH) error {
 		return res.Status, err
 	})
 }
+
+// ConnectionsLost counts the session's registered connections that have
+// closed. A client holding directory promises drops them all when it moves
+// (docs/protocol.md section 20.4: a break written to the old connection may
+// be lost).
+func (s *Session) ConnectionsLost() uint64 { return s.connLost.Load() }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/mount3"
@@ -107,6 +108,7 @@ type Session struct {
 	restarts   sync.WaitGroup // OnServerRestart calls; Add under mu while !closed
 
 	lost     chan struct{}      // capacity 1: a connection that registered closed
+	connLost atomic.Uint64      // registered connections closed (ConnectionsLost, dirs.go)
 	keepStop context.CancelFunc // stops keepConnected (Disconnect)
 	keepDone chan struct{}      // closed when keepConnected returned
 }
@@ -194,6 +196,7 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 	}
 	s.reach.connOpened(c)
 	c.OnClose(func() {
+		s.connLost.Add(1)
 		select {
 		case s.lost <- struct{}{}:
 		default:

@@ -63,6 +63,9 @@ type Config struct {
 	KeptOpens                  int
 	CacheTTL                   time.Duration
 	NotRespondingAfter         time.Duration
+	// NoNameCache: snfs mode caches no directory under promises
+	// (cachemgr.SNFSMountConfig.NoNameCache).
+	NoNameCache bool
 }
 
 // Mount is an export opened by Open: the FS (nfs or snfs mode, as chosen),
@@ -143,7 +146,7 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 	scfg := cachemgr.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
-		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly}
+		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}

@@ -287,7 +287,7 @@ func TestMountSNFSLockDelegation(t *testing.T) {
 
 	// A local process that opened the file before A's lock keeps the
 	// delegation from being granted (it could lock without a new open).
-	os.WriteFile(e.path("pre"), nil, 0o666)
+	writeLocal(t, e.path("pre"), nil, 0o666, a.path("pre"))
 	p := startLocker(t, "P", e.path("pre"))
 	p.want("open", "ok")
 	a4 := startLocker(t, "A4", a.path("pre"))
@@ -341,7 +341,7 @@ func TestMountSNFSLockDelegationWait(t *testing.T) {
 
 	// A waiter in the delegated mount when the recall comes goes to the
 	// server and is granted there.
-	os.WriteFile(e.path("db2"), nil, 0o666)
+	writeLocal(t, e.path("db2"), nil, 0o666, a.path("db2"))
 	c1, c2 := startLocker(t, "C1", a.path("db2")), startLocker(t, "C2", a.path("db2"))
 	c1.want("open", "ok")
 	c2.want("open", "ok")
@@ -363,7 +363,7 @@ func TestMountSNFSLockDelegationWait(t *testing.T) {
 
 	// A process holding a delegated lock is killed: its locks go (FLUSH with
 	// its lock owner, served in the mount).
-	os.WriteFile(e.path("db3"), nil, 0o666)
+	writeLocal(t, e.path("db3"), nil, 0o666, a.path("db3"))
 	k, k2 := startLocker(t, "K", a.path("db3")), startLocker(t, "K2", a.path("db3"))
 	k.want("open", "ok")
 	k2.want("open", "ok")

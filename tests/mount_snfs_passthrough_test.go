@@ -109,9 +109,7 @@ func TestMountSNFSPassthrough(t *testing.T) {
 	// A file written on the server (not held by A's cache): the first open
 	// reads through the daemon and fills the cache, the next passes through.
 	other := randBytes(42, 200000)
-	if err := os.WriteFile(e.path("g"), other, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeLocal(t, e.path("g"), other, 0o644, a.path("g"))
 	r2, p2 := readsOf(a)
 	if got := mustRead(t, a.path("g")); !bytes.Equal(got, other) {
 		t.Fatalf("A reads %d bytes of g, want %d", len(got), len(other))

@@ -170,9 +170,7 @@ func TestMountSNFSXattr(t *testing.T) {
 
 	// A local process on the server changes the attribute of a file B
 	// caches: B is called back at once.
-	if err := os.WriteFile(e.path("g"), []byte("g"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeLocal(t, e.path("g"), []byte("g"), 0o644, b.path("g"))
 	if err := unix.Setxattr(e.path("g"), "user.color", []byte("blue"), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ type snfsConfig struct {
 	// (ConflictsFile); "": not listed.
 	CacheDir string
 
+	noNames bool     // SNFSMountConfig.NoNameCache
 	handler *handler // set by OpenSNFS: the session's callbacks come here
 	owned   bool     // Close disconnects the session (OpenSNFS made it)
 	export  string   // for UMNT at Close, when owned
@@ -106,7 +107,8 @@ type snfsFS struct {
 	noAppend atomic.Bool
 	// noAllocate: the server answered ALLOCATE with PROC_UNAVAIL (allocate.go).
 	noAllocate atomic.Bool
-	locks      snfsLocks // byte-range locks (lock.go)
+	locks      snfsLocks  // byte-range locks (lock.go)
+	names      *nameCache // directories under promises (names.go)
 	// status: the permits' and the log's sources for Status (status.go)
 	status statusSources
 
@@ -243,6 +245,8 @@ func (sn *snfsFS) SNFSStats() *SNFSStats { return &sn.stats }
 func snfsMode(cfg snfsConfig) func(*vfs.FS) vfs.Ops {
 	return func(fs *vfs.FS) vfs.Ops {
 		sn := &snfsFS{FS: fs, given: cfg}
+		sn.names = newNameCache(sn)
+		sn.names.off = cfg.noNames
 		return sn
 	}
 }
@@ -290,6 +294,7 @@ func (fs *snfsFS) closeSNFS() error {
 		fs.closeAllDelayed()
 		close(fs.stop)
 		fs.endLife()
+		fs.names.close()
 		<-fs.done
 		<-fs.leaseDone
 		fs.stopWatch()
@@ -403,10 +408,11 @@ func snfsCaching(i *vfs.Inode) bool {
 
 // snfsTTL is the attribute lifetime in snfs mode while the file is open here:
 // long while cached (the server calls back before it changes), none while
-// write-shared. ok is false when nfs mode's adaptive timeouts apply.
+// write-shared; otherwise as long as a directory promise covers them
+// (names.go). ok is false when nfs mode's adaptive timeouts apply.
 func snfsTTL(i *vfs.Inode) (time.Duration, bool) {
 	if stOf(i).Held() == 0 {
-		return 0, false
+		return mgrOf(i.FS()).names.attrTTLLocked(i)
 	}
 	if stOf(i).Caching() && !i.AttrAt.IsZero() {
 		return mgrOf(i.FS()).cfg.CacheTTL, true

@@ -213,7 +213,13 @@ func (*snfsFS) AttrTTLLocked(i *vfs.Inode) (time.Duration, bool) { return snfsTT
 
 func (*snfsFS) AdjustLocked(i *vfs.Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
-func (*snfsFS) BusyLocked(i *vfs.Inode) bool { return snfsBusyLocked(i) }
+func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
+	busy := snfsBusyLocked(i)
+	if !busy {
+		sn.names.forgetLocked(i) // about to be dropped: its attributes stay with its name
+	}
+	return busy
+}
 
 // LocksAtServer: snfs mode's locks are the protocol's, always the server's.
 func (*snfsFS) LocksAtServer() bool { return true }

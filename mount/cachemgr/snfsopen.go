@@ -65,6 +65,11 @@ type SNFSMountConfig struct {
 	// reading only and starts only from a cache directory with nothing to
 	// write back.
 	ReadOnly bool
+	// NoNameCache: no directory is cached under promises (names.go):
+	// names are looked up and listed as in nfs mode. For a harness whose
+	// own process changes the export beside an in-process server (whose
+	// change notifier does not report its own process's changes).
+	NoNameCache bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -89,12 +94,12 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	// A verifier persisted by an older version: this instance is a new one
 	// (docs/protocol.md section 7), whatever the cache directory holds.
 	os.Remove(filepath.Join(cfg.CacheDir, "client-verifier"))
-	h := &handler{ready: make(chan struct{})}
+	h := &handler{ready: make(chan struct{}), lease: &leaseWatch{next: cfg.Observer}}
 	// A new client verifier at every start (the zero value: the session
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: cfg.Observer,
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: h.lease,
 		NotRespondingAfter: cfg.NotRespondingAfter})
 	if err != nil {
 		cache.Close()
@@ -122,7 +127,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	}
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir,
+			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache,
 			Recover: true, handler: h, owned: true, export: cfg.Export}))
 	if err != nil {
 		return fail(err)
@@ -136,6 +141,7 @@ type handler struct {
 	once  sync.Once
 	ready chan struct{}
 	fs    *vfs.FS
+	lease *leaseWatch // the session's calls, for the name cache's lease (namesops.go)
 }
 
 func (h *handler) set(fs *vfs.FS) {

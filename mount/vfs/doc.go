@@ -10,7 +10,10 @@
 // The operations whose meaning depends on the mode are two implementations
 // of Ops (mode.go), the core's and the cache manager's, one chosen in New;
 // fusefs takes it at Mount, and the core asks it for what snfs mode does
-// inside the core's own operations (Ops.beforeThrough, Ops.removed). What
+// inside the core's own operations (Ops.beforeThrough, Ops.removed; its
+// cache of directories: Ops.LookupName, ListNames, EntryTTLLocked and
+// DirChanged, which the core calls first or after each change of a
+// directory, falling back to LookupCore and ReadDirCore). What
 // only snfs mode has (passthrough, lock pids, dirty bytes, its counters) is
 // SNFSMode (mode.go), the cache manager itself: fusefs and package mount
 // take it at mount time (FS.SNFS, nil in nfs mode) and call it only if they

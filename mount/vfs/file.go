@@ -347,8 +347,11 @@ func (fs *FS) RemoveHidden(ctx context.Context, c Cred, i *Inode, dir nfs3.FH, n
 	if rerr != nil {
 		fs.log.Warn("removing a file removed while open", "name", name, "err", rerr)
 	}
-	if d := fs.LookupInode(dir); d != nil && res != nil {
-		fs.dirWcc(d, &res.Wcc)
+	if d := fs.LookupInode(dir); d != nil {
+		if res != nil {
+			fs.dirWcc(d, &res.Wcc)
+		}
+		fs.ops.DirChanged(d, name, nil, rerr)
 	}
 	i.Mu.Lock()
 	if i.nlinkDrop > 0 {

@@ -63,6 +63,10 @@ type Inode struct {
 	listedBy  map[string]bool
 	listing   []DirEntry
 	SillyName string
+	// target is a symbolic link's, once read (a link's target never
+	// changes: another target is another object, another handle).
+	target    string
+	targetOK  bool
 	nlinkDrop uint32 // links removed while open (reported nlink is lower)
 	ModGen    uint64 // fs.attrGen when a modifying call's reply last set (or invalidated) Attr
 	WState    wstate

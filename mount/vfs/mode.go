@@ -89,6 +89,23 @@ type Ops interface {
 
 	// LocksAtServer: do locks go to the server (FS.ServerLocks)?
 	LocksAtServer() bool
+
+	// The mode's cache of directories (snfs mode: under directory
+	// promises, cachemgr's names.go); ok false: the core's way.
+	//
+	// LookupName answers FS.Lookup of name in dir.
+	LookupName(ctx context.Context, dir *Inode, c Cred, name string) (e Entry, ok bool, err error)
+	// ListNames answers a listing of dir: for an open (OpenDirCached,
+	// open true, cached: the kernel may keep its listing), or a READDIR
+	// (ReadDir, ListedDir).
+	ListNames(ctx context.Context, dir *Inode, c Cred, open bool) (ents []DirEntry, cached, ok bool, err error)
+	// EntryTTLLocked is how long the kernel may keep a name of dir (with
+	// dir.Mu held).
+	EntryTTLLocked(dir *Inode) (d time.Duration, ok bool)
+	// DirChanged: this client's change of name in dir ended with err (nil:
+	// name is now child's, or gone when child is nil; an NFS status: the
+	// server made no change; another error: unknown).
+	DirChanged(dir *Inode, name string, child *Inode, err error)
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -181,6 +198,16 @@ func (o NFSOps) Stop() error {
 func (NFSOps) AttrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
 func (NFSOps) AdjustLocked(*Inode, *nfs3.Fattr)           {}
 func (NFSOps) BusyLocked(*Inode) bool                     { return false }
+
+// nfs mode caches no directory but as the kernel does (OpenDirCached).
+func (NFSOps) LookupName(context.Context, *Inode, Cred, string) (Entry, bool, error) {
+	return Entry{}, false, nil
+}
+func (NFSOps) ListNames(context.Context, *Inode, Cred, bool) ([]DirEntry, bool, bool, error) {
+	return nil, false, false, nil
+}
+func (NFSOps) EntryTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
+func (NFSOps) DirChanged(*Inode, string, *Inode, error)    {}
 
 // LocksAtServer: nfs mode's locks go to the server with NLM only.
 func (o NFSOps) LocksAtServer() bool { return o.FS.nl != nil }

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -26,8 +27,9 @@ func (fs *FS) entry(dir, i *Inode) Entry {
 	e := Entry{Inode: i, Attr: i.ReportLocked(), AttrTTL: i.TTLLocked(now)}
 	i.Mu.Unlock()
 	dir.Mu.Lock()
-	e.EntryTTL = dir.TTLLocked(now)
-	if e.EntryTTL == 0 {
+	if d, ok := fs.ops.EntryTTLLocked(dir); ok {
+		e.EntryTTL = d
+	} else if e.EntryTTL = dir.TTLLocked(now); e.EntryTTL == 0 {
 		e.EntryTTL = fs.Cfg.AcRegMin
 	}
 	dir.Mu.Unlock()
@@ -85,8 +87,16 @@ func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr, start uint64) {
 	dir.Mu.Unlock()
 }
 
-// Lookup finds name in dir.
+// Lookup finds name in dir (the mode's cache of directories first).
 func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
+	if e, ok, err := fs.ops.LookupName(ctx, dir, c, name); ok {
+		return e, err
+	}
+	return fs.LookupCore(ctx, dir, c, name)
+}
+
+// LookupCore is Lookup from the server (LOOKUP).
+func (fs *FS) LookupCore(ctx context.Context, dir *Inode, c Cred, name string) (Entry, error) {
 	start := fs.AttrStart()
 	res, err := RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, dir.FH, name) })
 	if res != nil {
@@ -111,6 +121,7 @@ func (fs *FS) Lookup(ctx context.Context, dir *Inode, c Cred, name string) (Entr
 func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res *nfs3.CreateRes) (Entry, error) {
 	fs.dirWcc(dir, &res.DirWcc)
 	if res.Object == nil {
+		fs.ops.DirChanged(dir, name, nil, errNoObject)
 		return fs.Lookup(ctx, dir, c, name)
 	}
 	a := res.Attr
@@ -122,6 +133,7 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 	}
 	i := fs.Inode(res.Object, a, attrAlways)
 	fs.named(dir, name, i)
+	fs.ops.DirChanged(dir, name, i, nil)
 	return fs.entry(dir, i), nil
 }
 
@@ -169,6 +181,7 @@ func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, m
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
+		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
 	e, err := fs.created(ctx, dir, c, name, res)
@@ -194,6 +207,7 @@ func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode u
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
+		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
 	return fs.created(ctx, dir, c, name, res)
@@ -209,6 +223,7 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
+		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
 	return fs.created(ctx, dir, c, name, res)
@@ -227,13 +242,25 @@ func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nf
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
 		}
+		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
 	return fs.created(ctx, dir, c, name, res)
 }
 
-// Readlink reads a symbolic link.
+// errNoObject: a create's reply named no object (DirChanged: the cache of
+// its directory cannot be brought up to date).
+var errNoObject = errors.New("vfs: the reply named no object")
+
+// Readlink reads a symbolic link (once: its target never changes).
 func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
+	i.Mu.Lock()
+	if i.targetOK {
+		t := i.target
+		i.Mu.Unlock()
+		return t, nil
+	}
+	i.Mu.Unlock()
 	start := fs.AttrStart()
 	res, err := RPC(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.Client(c).Readlink(ctx, i.FH) })
 	if res != nil && res.Attr != nil {
@@ -244,6 +271,9 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	i.Mu.Lock()
+	i.target, i.targetOK = res.Path, true
+	i.Mu.Unlock()
 	return res.Path, nil
 }
 
@@ -264,9 +294,11 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 		i.Mu.Unlock()
 	}
 	if err != nil {
+		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
 	fs.named(dir, name, i)
+	fs.ops.DirChanged(dir, name, i, nil)
 	return fs.entry(dir, i), nil
 }
 
@@ -291,9 +323,11 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 	if res != nil {
 		fs.dirWcc(dir, &res.FromWcc)
 	}
+	fs.ops.DirChanged(dir, name, nil, err)
 	if err != nil {
 		return false, err
 	}
+	fs.ops.DirChanged(dir, hidden, child, nil)
 	child.Mu.Lock()
 	child.InvalidateLocked()
 	// The last release may have run during the RENAME, before the hidden
@@ -312,6 +346,7 @@ func (fs *FS) sillyRename(ctx context.Context, dir *Inode, c Cred, name string, 
 		if rres != nil {
 			fs.dirWcc(dir, &rres.Wcc)
 		}
+		fs.ops.DirChanged(dir, hidden, nil, err)
 		if err == nil {
 			fs.ops.Removed(child, 0)
 		}
@@ -336,6 +371,7 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
 	}
+	fs.ops.DirChanged(dir, name, nil, err)
 	if child != nil {
 		child.Invalidate() // nlink and ctime changed
 	}
@@ -362,6 +398,7 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 			fs.dirWcc(dir, &res.Wcc)
 		}
 	}
+	fs.ops.DirChanged(dir, name, nil, err)
 	return err
 }
 
@@ -449,6 +486,14 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
 		fs.dirWcc(to, &res.ToWcc)
+	}
+	if !(from == to && name == newName) {
+		fs.ops.DirChanged(from, name, nil, err)
+	}
+	if toErr := err; toErr == nil && moved == nil {
+		fs.ops.DirChanged(to, newName, nil, errNoObject) // newName names what the mount does not know
+	} else {
+		fs.ops.DirChanged(to, newName, moved, toErr)
 	}
 	if target != nil {
 		target.Invalidate()
@@ -616,6 +661,9 @@ func (fs *FS) ReleaseDir(i *Inode) {
 // silly-renamed file removed at release), makes this open uncached, which
 // drops the kernel's listing, and the next open caches again.
 func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []DirEntry, cached bool, err error) {
+	if ents, cached, ok, err := fs.ops.ListNames(ctx, dir, c, true); ok {
+		return ents, cached, err
+	}
 	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
 		return nil, false, err
 	}
@@ -630,7 +678,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	}
 	same := wasOK && dir.listedOK
 	dir.Mu.Unlock()
-	if ents, err = fs.ReadDir(ctx, dir, c); err != nil {
+	if ents, err = fs.ReadDirCore(ctx, dir, c); err != nil {
 		return nil, false, err
 	}
 	dir.Mu.Lock()
@@ -669,6 +717,9 @@ func (dir *Inode) listedForLocked(c Cred) bool {
 // listing kept then answers, without a call; its entries carry no
 // attributes (lookups go the usual way). Otherwise it is read again.
 func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
+	if ents, _, ok, err := fs.ops.ListNames(ctx, dir, c, false); ok {
+		return ents, err
+	}
 	if _, _, err := fs.Getattr(ctx, dir, c); err != nil {
 		return nil, err
 	}
@@ -680,11 +731,20 @@ func (fs *FS) ListedDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, er
 		return ents, nil
 	}
 	dir.Mu.Unlock()
-	return fs.ReadDir(ctx, dir, c)
+	return fs.ReadDirCore(ctx, dir, c)
 }
 
-// ReadDir lists dir (READDIRPLUS; READDIR when the server does not do PLUS).
+// ReadDir lists dir (the mode's cache of directories first).
 func (fs *FS) ReadDir(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
+	if ents, _, ok, err := fs.ops.ListNames(ctx, dir, c, false); ok {
+		return ents, err
+	}
+	return fs.ReadDirCore(ctx, dir, c)
+}
+
+// ReadDirCore is ReadDir from the server (READDIRPLUS; READDIR when the
+// server does not do PLUS).
+func (fs *FS) ReadDirCore(ctx context.Context, dir *Inode, c Cred) ([]DirEntry, error) {
 	// ReadDirAll returns a status as its error (its replies are many).
 	list := func(plus bool) ([]nfs3.Entry, error) {
 		var all []nfs3.Entry
