@@ -191,6 +191,7 @@ func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flag
 		return vfs.Entry{}, nil, err
 	}
 	f := &vfs.File{I: i, Cred: c, Write: true, Appending: vfs.IsAppend(flags), DirectIO: direct, Ext: &snfsFile{mode: state.Write}}
+	f.SampleWbErr() // vfs/wberr.go
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_WRONLY // the protocol open is for writing
 	}

@@ -47,6 +47,7 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 	i.Opens++
 	i.Mu.Unlock()
 	f := &vfs.File{I: i, Cred: c, Write: mode == state.Write, Appending: vfs.IsAppend(flags), DirectIO: direct, Ext: &snfsFile{mode: pmode}}
+	f.SampleWbErr() // vfs/wberr.go
 	if flags&syscall.O_TRUNC != 0 {
 		if cf := cacheFileOrNil(i); cf != nil && cf.Size() != 0 {
 			fs.whileCaching(i, func() error { return fs.snfsTruncate(i, c, 0) })

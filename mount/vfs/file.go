@@ -62,11 +62,7 @@ func accessBits(flags int) uint32 {
 // keep the pages it has: only when the change attributes are those the cached
 // data belongs to (or this client holds unwritten data of its own).
 func (fs *FS) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File, keepCache bool, err error) {
-	f, keepCache, err = fs.ops.Open(ctx, i, c, flags)
-	if err == nil {
-		f.sampleWbErr()
-	}
-	return f, keepCache, err
+	return fs.ops.Open(ctx, i, c, flags)
 }
 
 // Open is FS.Open in nfs mode.
@@ -109,6 +105,7 @@ func (o NFSOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File,
 	i.Opens++
 	f = &File{I: i, Cred: c, Write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, Appending: IsAppend(flags)}
 	f.DirectIO = f.Appending
+	f.wbSeq = i.sampleWbErrLocked() // wberr.go
 	return f, keepCache, nil
 }
 

@@ -139,11 +139,7 @@ func (fs *FS) created(ctx context.Context, dir *Inode, c Cred, name string, res 
 
 // Create makes a regular file and opens it (O_EXCL: GUARDED, else UNCHECKED).
 func (fs *FS) Create(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, *File, error) {
-	e, f, err := fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
-	if err == nil && f != nil {
-		f.sampleWbErr() // wberr.go
-	}
-	return e, f, err
+	return fs.ops.Create(ctx, dir, c, name, mode, excl, flags)
 }
 
 // Create is FS.Create in nfs mode.
@@ -154,6 +150,7 @@ func (o NFSOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mod
 	}
 	f := &File{I: e.Inode, Cred: c, Write: true, Appending: IsAppend(flags)}
 	f.DirectIO = f.Appending
+	f.SampleWbErr() // wberr.go
 	return e, f, nil
 }
 

@@ -42,8 +42,12 @@ func (i *Inode) sampleWbErrLocked() uint64 {
 	return i.wbErrs.seq
 }
 
-// sampleWbErr starts f's mark (at open).
-func (f *File) sampleWbErr() {
+// SampleWbErr starts f's mark: every File an application opens calls it as
+// it is made (in its mode's Open or Create: the FUSE bridge calls the mode's
+// Ops directly, not FS.Open). A File whose mark was never started begins
+// before the first error ever latched, and would see it at every close and
+// fsync.
+func (f *File) SampleWbErr() {
 	f.I.Mu.Lock()
 	f.wbSeq = f.I.sampleWbErrLocked()
 	f.I.Mu.Unlock()

@@ -15,7 +15,7 @@ func TestWbErrPerFile(t *testing.T) {
 	i := &Inode{}
 	open := func() *File {
 		f := &File{I: i}
-		f.sampleWbErr()
+		f.SampleWbErr()
 		return f
 	}
 	a, b := open(), open()
