@@ -36,6 +36,18 @@ func knownSNFSFailure(name string) (string, bool) {
 // each case in a fresh export and mount.
 func TestMountPosix(t *testing.T) {
 	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
+	runPosix(t, func(t *testing.T, e *env) string { return newMount(t, e).dir }, func(name string) (string, bool) {
+		why, ok := knownMountFailures[name]
+		return why, ok
+	})
+}
+
+// runPosix runs every posixtest case, each in a fresh export (newEnv) and on a
+// fresh mount of it made by mount, which returns its directory; a case known
+// says fails is skipped with the reason; SNFS_POSIX=Name runs that case only.
+// Its callers are serial: posixtest's FdLeak counts the process's open
+// descriptors.
+func runPosix(t *testing.T, mount func(*testing.T, *env) string, known func(name string) (string, bool)) {
 	requireFUSE(t)
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
@@ -44,15 +56,14 @@ func TestMountPosix(t *testing.T) {
 	sort.Strings(names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			if why, ok := knownMountFailures[name]; ok {
+			if why, ok := known(name); ok {
 				t.Skip("known failure: " + why)
 			}
 			if only := os.Getenv("SNFS_POSIX"); only != "" && only != name {
 				t.Skip("SNFS_POSIX selects another case")
 			}
 			e := newEnv(t, "rw,no_root_squash")
-			m := newMount(t, e)
-			posixtest.All[name](t, m.dir)
+			posixtest.All[name](t, mount(t, e))
 		})
 	}
 }

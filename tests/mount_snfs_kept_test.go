@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
@@ -529,22 +527,7 @@ func TestMountSNFSKeptSharedOpens(t *testing.T) {
 // recalled (and shared).
 func TestMountSNFSPosixKept(t *testing.T) {
 	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
-	requireFUSE(t)
-	names := make([]string, 0, len(posixtest.All))
-	for n := range posixtest.All {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			if why, ok := knownSNFSFailure(name); ok {
-				t.Skip("known failure: " + why)
-			}
-			e := newEnv(t, "rw,no_root_squash")
-			m := newSNFSMountKept(t, e, "posix", 0, 0)
-			posixtest.All[name](t, m.dir)
-		})
-	}
+	runPosix(t, func(t *testing.T, e *env) string { return newSNFSMountKept(t, e, "posix", 0, 0).dir }, knownSNFSFailure)
 }
 
 // TestMountFsxSNFSKept: TestMountFsxSNFS with opens kept until recalled

@@ -9,20 +9,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/server"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // snfsMount is one `snfs mount --mode=snfs` of an env's export, served in
@@ -358,22 +357,7 @@ func TestMountSNFSCrash(t *testing.T) {
 // mode, TestMountPosix, but fallocate's: snfs mode has it, SNFS ALLOCATE).
 func TestMountSNFSPosix(t *testing.T) {
 	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
-	requireFUSE(t)
-	names := make([]string, 0, len(posixtest.All))
-	for n := range posixtest.All {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			if why, ok := knownSNFSFailure(name); ok {
-				t.Skip("known failure: " + why)
-			}
-			e := newEnv(t, "rw,no_root_squash")
-			m := newSNFSMount(t, e, "posix", "", time.Hour)
-			posixtest.All[name](t, m.dir)
-		})
-	}
+	runPosix(t, func(t *testing.T, e *env) string { return newSNFSMount(t, e, "posix", "", time.Hour).dir }, knownSNFSFailure)
 }
 
 // serverCalls is the number of NFS calls of procedure proc the server served.
