@@ -209,9 +209,8 @@ func waitWaiters(t *testing.T, e *env, n int) {
 // is granted once A unlocks (CB_GRANTED); kill -9 of the holder releases it;
 // a waiter killed while it waits leaves nothing behind.
 func TestMountSNFSLockWait(t *testing.T) {
-	// Serial (no t.Parallel): under load it fails (a killed waiter whose LOCK
-	// call may still have been in flight left its wait on the server: the vfs
-	// sends the cancel only after a LOCK answered BLOCKED); not fixed here.
+	t.Parallel()
+	requireFUSE(t)
 	e := newEnv(t, "rw,no_root_squash")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
