@@ -31,6 +31,9 @@ type ClientSources struct {
 	// Pinned: callbacks that made the mount a file's pinned holder (its
 	// kernel writes the file through passthrough).
 	Pinned func() uint64
+	// NameCache: the name cache's counters (directories under promises) by
+	// event: hit, miss, fill, break, eviction, release, renewal.
+	NameCache map[string]func() uint64
 }
 
 // Client holds a mount's metric families: snfs_client_rpc_total (it is the
@@ -101,6 +104,12 @@ func (c *Client) Register(src ClientSources) {
 		if m.f != nil {
 			c.reg.MustRegister(counter(m.name, m.help, m.f))
 		}
+	}
+	for event, f := range src.NameCache {
+		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_name_cache_events_total",
+			Help: "The name cache's work (directories cached under promises): lookups answered from a listing (hit) or not (miss), listings made (fill), promises broken (break), listings dropped for room (eviction), promises given back (release) and renewed (renewal).",
+			ConstLabels: prometheus.Labels{"event": event}},
+			func() float64 { return float64(f()) }))
 	}
 	for mode, f := range src.Callbacks {
 		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_callbacks_total",

@@ -33,6 +33,10 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 	for _, m := range cachemgr.CallbackModes {
 		cbs[m.String()] = func() uint64 { return st.CallbacksByMode(m) }
 	}
+	names := map[string]func() uint64{}
+	for _, e := range cachemgr.NameCacheEvents {
+		names[e] = func() uint64 { return sn.NameCacheCount(e) }
+	}
 	reg.Register(metrics.ClientSources{
 		WrittenBackBytes:    st.WriteBackBytes.Load,
 		WriteBacksCancelled: st.Cancelled.Load,
@@ -46,6 +50,7 @@ func clientMetrics(reg *metrics.Client, v *vfs.FS) {
 		Fenced:              st.Fenced.Load,
 		Reclaimed:           st.Reclaimed.Load,
 		Pinned:              st.Pinned.Load,
+		NameCache:           names,
 	})
 }
 

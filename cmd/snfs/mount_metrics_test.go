@@ -94,6 +94,10 @@ func TestMountMetricsCommand(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mnt, "synced")); err != nil || len(b) != len(data) {
 		t.Fatalf("read back: %d bytes, %v", len(b), err)
 	}
+	// A listing under a promise (a fill of the name cache).
+	if _, err := os.ReadDir(mnt); err != nil {
+		t.Fatal(err)
+	}
 
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
@@ -158,6 +162,12 @@ func TestMountMetricsCommand(t *testing.T) {
 	t.Logf("cache hits %v (%v bytes)", value("snfs_client_cache_hits_total"), value("snfs_client_cache_hit_bytes_total"))
 	for _, mode := range []string{"WRITEBACK", "INVALIDATE", "WRITEBACK_INVALIDATE", "RELINQUISH"} {
 		value("snfs_client_callbacks_total", "mode", mode)
+	}
+	for _, e := range []string{"hit", "miss", "fill", "break", "eviction", "release", "renewal"} {
+		value("snfs_client_name_cache_events_total", "event", e)
+	}
+	if v := value("snfs_client_name_cache_events_total", "event", "fill"); v < 1 {
+		t.Errorf("name cache fills %v after a listing, want > 0", v)
 	}
 
 	out, err = exec.Command(bin, "stat", "--metrics", metricsAddr).CombinedOutput()

@@ -89,7 +89,10 @@ type nameCache struct {
 	afterList testHook
 }
 
-// nameStats counts the name cache's work.
+// nameStats counts the name cache's work: lookups answered from a listing
+// (Hits) or not (Misses), listings made under a promise (Fills), promises
+// broken by the server (Breaks), listings dropped for room (Evictions),
+// promises given back (Releases) and renewed (Renewals).
 type nameStats struct {
 	Hits, Misses, Fills, Breaks, Evictions, Releases, Renewals uint64
 }
@@ -596,4 +599,31 @@ func (nc *nameCache) Stats() nameStats {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	return nc.stats
+}
+
+// NameCacheEvents lists the name cache's counters by the name the metric
+// snfs_client_name_cache_events_total labels them with.
+var NameCacheEvents = []string{"hit", "miss", "fill", "break", "eviction", "release", "renewal"}
+
+// NameCacheCount returns the name cache's counter of event (one of
+// NameCacheEvents; 0 for another).
+func (sn *snfsFS) NameCacheCount(event string) uint64 {
+	st := sn.names.Stats()
+	switch event {
+	case "hit":
+		return st.Hits
+	case "miss":
+		return st.Misses
+	case "fill":
+		return st.Fills
+	case "break":
+		return st.Breaks
+	case "eviction":
+		return st.Evictions
+	case "release":
+		return st.Releases
+	case "renewal":
+		return st.Renewals
+	}
+	return 0
 }

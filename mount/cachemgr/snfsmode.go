@@ -240,6 +240,9 @@ type SNFSMode interface {
 	DirtyBytes() int64
 	// SNFSStats are snfs mode's counters.
 	SNFSStats() *SNFSStats
+	// NameCacheCount is the name cache's counter of an event of
+	// NameCacheEvents (names.go).
+	NameCacheCount(event string) uint64
 }
 
 func (sn *snfsFS) DropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }
