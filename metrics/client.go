@@ -107,7 +107,7 @@ func (c *Client) Register(src ClientSources) {
 	}
 	for event, f := range src.NameCache {
 		c.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "snfs_client_name_cache_events_total",
-			Help: "The name cache's work (directories cached under promises): lookups answered from a listing (hit) or not (miss), listings made (fill), promises broken (break), listings dropped for room (eviction), promises given back (release) and renewed (renewal).",
+			Help:        "The name cache's work (directories cached under promises): lookups answered from a listing (hit) or not (miss), listings made (fill), promises broken (break), listings dropped for room (eviction), promises given back (release) and renewed (renewal).",
 			ConstLabels: prometheus.Labels{"event": event}},
 			func() float64 { return float64(f()) }))
 	}
