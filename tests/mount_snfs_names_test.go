@@ -229,3 +229,46 @@ func writeLocal(t *testing.T, path string, data []byte, mode os.FileMode, seen .
 		}
 	}
 }
+
+// TestMountSNFSNamesStockClients: TestMountSNFSNamesSeenAtOnce's changers
+// that are not ours: libnfs (nfs-cp creates a file) and the stock Linux
+// kernel client in the guest (a rename, a create, a chmod and an unlink,
+// tests/guest/names.sh). Mount B holds promises of both directories; each
+// change is answered only once B's promise is broken, so B's next lookup and
+// listing show it at once.
+func TestMountSNFSNamesStockClients(t *testing.T) {
+	// Serial (no t.Parallel): the Linux guest.
+	requireRoot(t)
+	cp := requireTool(t, "nfs-cp")
+	e := newEnv(t, "rw,no_root_squash")
+	for _, d := range []string{"d-libnfs", "d-guest"} {
+		os.Mkdir(e.path(d), 0o755)
+		for _, f := range []string{"a", "b"} {
+			if err := os.WriteFile(e.path(d+"/"+f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := newSNFSMount(t, e, "B", "", time.Hour)
+	for _, d := range []string{"d-libnfs", "d-guest"} {
+		checkNames(t, d+": first look", filepath.Join(b.dir, d), 0, []string{"a", "b"}, nil)
+		checkNames(t, d+": cached", filepath.Join(b.dir, d), 0, []string{"a", "b"}, nil)
+	}
+
+	src := filepath.Join(diskTempDir(t, "snfs-src-"), "c")
+	if err := os.WriteFile(src, []byte("from libnfs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cp, src, libnfsURL(e, e.dir+"/d-libnfs/c")).CombinedOutput(); err != nil {
+		t.Fatalf("nfs-cp: %v\n%s", err, out)
+	}
+	checkNames(t, "libnfs: after a create", filepath.Join(b.dir, "d-libnfs"), 0, []string{"a", "b", "c"}, nil)
+	if got, err := os.ReadFile(filepath.Join(b.dir, "d-libnfs/c")); err != nil || string(got) != "from libnfs" {
+		t.Errorf("B reads %q, %v; want what libnfs wrote", got, err)
+	}
+
+	runGuest(t, e, "names.sh")
+	bd := filepath.Join(b.dir, "d-guest")
+	checkNames(t, "Linux guest: after its changes", bd, 0, []string{"a2", "c"}, []string{"a", "b"})
+	checkMode(t, "Linux guest: after its chmod", filepath.Join(bd, "a2"), 0, 0o600)
+}
