@@ -3,11 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
-	"snfs/state"
 	"time"
 
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state"
+	"snfs/sunrpc"
 )
 
 // Back-off between retries of a call the server answered NFS3ERR_JUKEBOX (an
@@ -27,10 +28,24 @@ const (
 // after 20 ms, doubling to at most 1 s, until ctx ends; SNFS_ERR_STALE_CLIENTID
 // registers again and retries once with the new client id.
 func (s *Session) Open(ctx context.Context, fh nfs3.FH, mode state.Mode) (*snfs1.OpenOK, error) {
+	return s.open(ctx, s.rpc, fh, mode)
+}
+
+// OpenAs is Open with the credential of the application whose open it is
+// (AUTH_SYS with uid, gid and groups, on the session's connection): the
+// server checks the open's permission as that caller, squashed by the
+// export's options (docs/protocol.md 4.2), not as the mount's process (root,
+// which root_squash makes the anonymous user and no_root_squash lets do
+// anything).
+func (s *Session) OpenAs(ctx context.Context, uid, gid uint32, groups []uint32, fh nfs3.FH, mode state.Mode) (*snfs1.OpenOK, error) {
+	return s.open(ctx, s.rpc.WithAuth(sunrpc.EncodeAuthSys(sunrpc.AuthSysParams{MachineName: "snfs-client", UID: uid, GID: gid, GIDs: groups})), fh, mode)
+}
+
+func (s *Session) open(ctx context.Context, rpc *sunrpc.Client, fh nfs3.FH, mode state.Mode) (*snfs1.OpenOK, error) {
 	var res snfs1.OpenRes
 	err := s.retry(ctx, "OPEN", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.OpenRes{}
-		err := s.rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: id, File: fh, Mode: mode}, &res)
+		err := rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: id, File: fh, Mode: mode}, &res)
 		return res.Status, err
 	})
 	if err != nil {

@@ -183,7 +183,7 @@ func (fs *snfsFS) callbackWriteBack(ctx context.Context, i *vfs.Inode, mode stat
 // writing with the protocol.
 func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flags int) (vfs.Entry, *vfs.File, error) {
 	i := e.Inode
-	_, _, direct, err := fs.snfsOpenProto(ctx, i, c, state.Write)
+	_, _, direct, _, err := fs.snfsOpenProto(ctx, i, c, state.Write)
 	if err != nil {
 		i.Mu.Lock()
 		i.Opens--
@@ -199,6 +199,7 @@ func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flag
 		fs.snfsRelease(ctx, f)
 		return vfs.Entry{}, nil, err
 	}
+	fs.seedCreatorAccess(i, c)
 	now := time.Now()
 	i.Mu.Lock()
 	e.Attr, e.AttrTTL = i.ReportLocked(), i.TTLLocked(now)

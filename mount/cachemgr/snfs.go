@@ -225,6 +225,9 @@ type snfsInode struct {
 	// changes of them, so that no answer racing a change is cached.
 	xattrs   *xattrCache
 	xattrGen uint64
+	// access: the server's ACCESS answers by credential (accesscache.go);
+	// under mu.
+	access map[string]accessEntry
 }
 
 // snfsFile is an open's snfs-mode state.

@@ -28,19 +28,17 @@ func openModeOf(flags int) state.Mode {
 
 // snfsOpen is Open in snfs mode.
 func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int) (*vfs.File, bool, error) {
-	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
-		// OPEN_WRITE checks only write permission (docs/protocol.md 4.2).
-		ok, err := fs.Access(ctx, i, c, nfs3.AccessRead)
-		if err != nil {
-			return nil, false, err
-		}
-		if !ok {
-			return nil, false, nfs3.ErrAcces
-		}
-	}
 	mode := openModeOf(flags)
-	pmode, keep, direct, err := fs.snfsOpenProto(ctx, i, c, mode)
+	pmode, keep, direct, reused, err := fs.snfsOpenProto(ctx, i, c, mode)
 	if err != nil {
+		return nil, false, err
+	}
+	// OPEN_WRITE checks only write permission and OPEN_READ read
+	// (docs/protocol.md 4.2), and an open served by a kept one checks
+	// nothing at the server: the rest is asked of the access cache, or the
+	// server.
+	if err := fs.checkOpenAccess(ctx, i, c, accessNeeded(flags&syscall.O_ACCMODE == syscall.O_RDWR, mode), !reused, mode); err != nil {
+		fs.snfsOpenUndo(ctx, i, mode)
 		return nil, false, err
 	}
 	i.Mu.Lock()
@@ -64,7 +62,7 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 // OpenBegin): a delayed close taken over (pmode: its mode; no OPEN), or an
 // OPEN sent and its answer applied: the version rule to the cache directory
 // and the kernel's pages, caching or write-through.
-func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode) (pmode state.Mode, keep, direct bool, err error) {
+func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode) (pmode state.Mode, keep, direct, reused bool, err error) {
 	snOf(i).openMu.Lock()
 	i.Mu.Lock()
 	o, acts := stOf(i).OpenBegin(mode)
@@ -83,10 +81,10 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 				keep = a.Keep
 			}
 		}
-		return o.Mode, keep, false, nil
+		return o.Mode, keep, false, true, nil
 	}
 	start := fs.AttrStart()
-	ok, err := fs.sess.Open(ctx, i.FH, mode)
+	ok, err := fs.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, mode)
 	if err == nil && fs.openAnswered != nil {
 		fs.openAnswered(i)
 	}
@@ -107,7 +105,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 	if err != nil {
 		i.Mu.Unlock()
 		snOf(i).openMu.Unlock()
-		return mode, false, false, err
+		return mode, false, false, false, err
 	}
 	fs.Logger().Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
 	// Not over the attributes of a WRITE or SETATTR of this client's that
@@ -127,7 +125,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 		// The application's open fails: the open the server counted is
 		// given back, here and there, or it would stay counted for ever.
 		fs.snfsOpenUndo(ctx, i, mode)
-		return mode, false, false, err
+		return mode, false, false, false, err
 	}
 	// The version rule below may resize or invalidate the cache file: what
 	// joined passthrough writers wrote is taken in (dirty, kept) first.
@@ -170,7 +168,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 		keep, acts = stOf(i).OpenCached(&o, r, settled)
 		i.Mu.Unlock()
 		if len(acts) == 0 {
-			return mode, keep, false, nil
+			return mode, keep, false, false, nil
 		}
 		// A callback took caching away while this answer was applied, or
 		// the attributes did not settle: the write-through plan.
@@ -192,7 +190,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 			fs.NotifyData(i)
 		}
 	}
-	return mode, false, true, nil
+	return mode, false, true, false, nil
 }
 
 // snfsOpenUndo gives back an open snfsOpenProto counted (the OPEN was

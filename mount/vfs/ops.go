@@ -593,12 +593,18 @@ func (fs *FS) SetattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, take
 
 // Access reports whether c may access i as ACCESS3 bits want ask.
 func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, error) {
+	got, err := fs.AccessBits(ctx, i, c, want)
+	return err == nil && got&want == want, err
+}
+
+// AccessBits asks the server which of the ACCESS3 bits want c may use on i.
+func (fs *FS) AccessBits(ctx context.Context, i *Inode, c Cred, want uint32) (uint32, error) {
 	if accessChanges(want) && (i.Type == nfs3.TypeReg || i.Type == nfs3.TypeDir || i.Type == nfs3.TypeLnk) {
 		// access(2) of a read-only file system: EROFS for its files,
 		// directories and links (a device's or FIFO's is not a change of
 		// the file system).
 		if err := fs.RefuseChange(); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
 	start := fs.AttrStart()
@@ -609,9 +615,9 @@ func (fs *FS) Access(ctx context.Context, i *Inode, c Cred, want uint32) (bool, 
 		i.Mu.Unlock()
 	}
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return res.Access&want == want, nil
+	return res.Access & want, nil
 }
 
 // Statfs is FSSTAT.
