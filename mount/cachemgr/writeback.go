@@ -40,23 +40,14 @@ func (fs *snfsFS) writeBackLoop() {
 			return
 		case <-t.C:
 		}
-		var done []*vfs.Inode
-		for _, i := range fs.dirtyInodes(time.Now().Add(-delay)) {
-			if ctx.Err() != nil {
-				break
-			}
-			if err := fs.writeBackInode(ctx, i); err != nil {
-				fs.Logger().Warn("delayed write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
-				continue
-			}
-			done = append(done, i)
+		done, failed := fs.writeBackAll(ctx, fs.dirtyInodes(time.Now().Add(-delay)))
+		for i, err := range failed {
+			fs.Logger().Warn("delayed write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 		// Also the ends of write-backs made since the last tick (fsync,
 		// a SETATTR's): recorded within a tick.
 		fs.recordWrittenBack()
-		for _, i := range done {
-			fs.cleanClose(ctx, i)
-		}
+		fs.cleanCloseAll(ctx, done)
 		fs.giveBackEvicted() // delayclose.go
 		if ctx.Err() != nil {
 			return
@@ -326,18 +317,12 @@ func (sn *snfsFS) sendRanges(ctx context.Context, i *vfs.Inode, c *client.NFS, c
 // snfsSync writes back every dirty file (unmount, syncfs).
 func (fs *snfsFS) snfsSync(ctx context.Context) error {
 	var errs []error
-	var done []*vfs.Inode
-	for _, i := range fs.dirtyInodes(time.Time{}) {
-		if err := fs.writeBackInode(ctx, i); err != nil {
-			errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
-			continue
-		}
-		done = append(done, i)
+	done, failed := fs.writeBackAll(ctx, fs.dirtyInodes(time.Time{}))
+	for i, err := range failed {
+		errs = append(errs, fmt.Errorf("file %d: %w", i.FileID, err))
 	}
 	fs.recordWrittenBack()
-	for _, i := range done {
-		fs.cleanClose(ctx, i)
-	}
+	fs.cleanCloseAll(ctx, done)
 	return errors.Join(errs...)
 }
 
