@@ -1,11 +1,13 @@
 package tests
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"snfs/metrics"
 	"snfs/server"
@@ -87,5 +89,47 @@ func TestMountSNFSKeptOpenAccess(t *testing.T) {
 	}
 	if n := serverCalls(t, reg, "ACCESS") + serverCalls(t, reg, "OPEN") + serverCalls(t, reg, "GETATTR") - before; n != 0 {
 		t.Errorf("reopening files this mount created sent %v ACCESS, OPEN or GETATTR calls; want 0", n)
+	}
+}
+
+// TestMountSNFSRestartWriterRootSquash: dirty data a user wrote (an hour's
+// write-back delay) and a mount killed with SIGKILL before writing it back;
+// the remount reintegrates it as that user, recorded in the cache entry
+// (cachedir's Writer), not as the mount's root, which root_squash makes the
+// anonymous user: its OPEN and WRITEs of the user's 0644 file were refused
+// and the acknowledged bytes never reached the server.
+func TestMountSNFSRestartWriterRootSquash(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t, "--export-options", "rw,root_squash")
+	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(s.export, "d"), 0o777)
+	m := startMount(t, s, "", "")
+	data := bytes.Repeat([]byte("acknowledged "), 100000)
+	if err := runAsUser(t, 65533, 65533, func() error { return os.WriteFile(m.path("d/f"), data, 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	m.kill9()
+	// A stat, not a read: a local read of the file would call the mount
+	// back for its write-back (docs/protocol.md 14.1).
+	if st, err := os.Stat(filepath.Join(s.export, "d/f")); err != nil || st.Size() != 0 {
+		t.Fatalf("the server's file before the remount: %v, %v; want it empty (the data only in the cache: an hour's delay)", st, err)
+	}
+	m.launch(s, s.nfsPort, "--writeback-delay", "1h", "--log-level", "info", "--metrics", m.metrics)
+	if !waitFor(20*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(s.export, "d/f"))
+		return bytes.Equal(b, data)
+	}) {
+		b, _ := os.ReadFile(filepath.Join(s.export, "d/f"))
+		t.Fatalf("after the remount the server has %d bytes of the %d the user's close acknowledged\n%s", len(b), len(data), tail(m.logPath, 20))
+	}
+	st, err := os.Stat(filepath.Join(s.export, "d/f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 65533 {
+		t.Errorf("the file is owned by %d; want the user 65533", sys.Uid)
 	}
 }

@@ -37,6 +37,26 @@ type entry struct {
 	base    Base
 	parent  []byte // the parent directory's handle; nil: unknown
 	name    string // the file's name in parent
+	// The identity the dirty data was written as (format 2, flagWriter):
+	// a restarted mount writes it back as that user, as the mount that
+	// wrote it would have (under root_squash the mount's own root is
+	// squashed, and may not write the user's file).
+	hasWriter bool
+	writer    Writer
+}
+
+// Writer is the AUTH_SYS identity of the last writer of a file's dirty data.
+type Writer struct {
+	UID, GID uint32
+	Groups   []uint32 // at most MaxWriterGroups
+}
+
+// MaxWriterGroups bounds a recorded writer's supplementary groups (AUTH_SYS
+// carries 16).
+const MaxWriterGroups = 16
+
+func (w Writer) equal(v Writer) bool {
+	return w.UID == v.UID && w.GID == v.GID && slices.Equal(w.Groups, v.Groups)
 }
 
 // Base is the server's change attributes of a file as the cache last saw
@@ -59,6 +79,7 @@ func (e *entry) clone() entry {
 	if e.parent == nil {
 		c.parent = nil
 	}
+	c.writer.Groups = slices.Clone(e.writer.Groups)
 	return c
 }
 
@@ -68,7 +89,8 @@ func (e *entry) sameRecord(d *entry) bool {
 	return e.version == d.version && e.size == d.size && e.gen == d.gen &&
 		e.truncated == d.truncated && e.truncTo == d.truncTo &&
 		slices.Equal(e.valid, d.valid) && slices.Equal(e.dirty, d.dirty) &&
-		e.hasBase == d.hasBase && e.base == d.base && slices.Equal(e.parent, d.parent) && e.name == d.name
+		e.hasBase == d.hasBase && e.base == d.base && slices.Equal(e.parent, d.parent) && e.name == d.name &&
+		e.hasWriter == d.hasWriter && e.writer.equal(d.writer)
 }
 
 // needsWriteBack reports whether the server lacks something of this file.
@@ -80,17 +102,21 @@ func (e *entry) needsWriteBack() bool { return len(e.dirty) > 0 || e.truncated }
 // followed by (off u64, len u64) pairs. Format 2 (written only when there is
 // a base or an origin) adds: the base if flagged (size u64, ctime sec u32,
 // nsec u32, mtime sec u32, nsec u32), the parent handle (length u32, bytes)
-// and the name (length u32, bytes).
+// and the name (length u32, bytes), then, if flagged (bit 2), the writer (uid
+// u32, gid u32, a count u32 of at most 16 groups, each u32).
 const (
 	entryFormat    = 1
 	entryFormat2   = 2
 	entryHeaderLen = 1 + 8 + 8 + 8 + 8 + 1 + 8
 	flagTruncated  = 1
 	flagBase       = 2
+	flagWriter     = 4
 	baseLen        = 8 + 4*4
 )
 
-func (e *entry) extended() bool { return e.hasBase || len(e.parent) > 0 || e.name != "" }
+func (e *entry) extended() bool {
+	return e.hasBase || len(e.parent) > 0 || e.name != "" || e.hasWriter
+}
 
 var errBadEntry = errors.New("cachedir: malformed index entry")
 
@@ -111,6 +137,9 @@ func (e *entry) encode() []byte {
 	}
 	if e.hasBase {
 		flags |= flagBase
+	}
+	if e.hasWriter {
+		flags |= flagWriter
 	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.truncTo))
@@ -134,6 +163,14 @@ func (e *entry) encode() []byte {
 	b = append(b, e.parent...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.name)))
 	b = append(b, e.name...)
+	if e.hasWriter {
+		b = binary.BigEndian.AppendUint32(b, e.writer.UID)
+		b = binary.BigEndian.AppendUint32(b, e.writer.GID)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.writer.Groups)))
+		for _, g := range e.writer.Groups {
+			b = binary.BigEndian.AppendUint32(b, g)
+		}
+	}
 	return b
 }
 
@@ -152,8 +189,8 @@ func decodeEntry(b []byte) (entry, error) {
 	e.lastUse = int64(u64(25))
 	flags := b[33]
 	truncTo := u64(34)
-	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^(flagTruncated|flagBase) != 0 ||
-		(format == entryFormat && flags&flagBase != 0) {
+	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^(flagTruncated|flagBase|flagWriter) != 0 ||
+		(format == entryFormat && flags&(flagBase|flagWriter) != 0) {
 		return entry{}, fmt.Errorf("%w: size out of range or unknown flags", errBadEntry)
 	}
 	e.size, e.truncTo, e.truncated = int64(size), int64(truncTo), flags&flagTruncated != 0
@@ -186,7 +223,7 @@ func decodeEntry(b []byte) (entry, error) {
 	}
 	if format == entryFormat2 {
 		var err error
-		if rest, err = e.decodeExtension(rest, flags&flagBase != 0); err != nil {
+		if rest, err = e.decodeExtension(rest, flags&flagBase != 0, flags&flagWriter != 0); err != nil {
 			return entry{}, err
 		}
 		if !e.extended() {
@@ -202,8 +239,8 @@ func decodeEntry(b []byte) (entry, error) {
 	return e, nil
 }
 
-// decodeExtension parses format 2's base, parent and name.
-func (e *entry) decodeExtension(rest []byte, hasBase bool) ([]byte, error) {
+// decodeExtension parses format 2's base, parent, name and writer.
+func (e *entry) decodeExtension(rest []byte, hasBase, hasWriter bool) ([]byte, error) {
 	if hasBase {
 		if len(rest) < baseLen {
 			return nil, fmt.Errorf("%w: truncated base", errBadEntry)
@@ -241,5 +278,24 @@ func (e *entry) decodeExtension(rest []byte, hasBase bool) ([]byte, error) {
 		return nil, err
 	}
 	e.name = string(n)
+	if hasWriter {
+		if len(rest) < 12 {
+			return nil, fmt.Errorf("%w: truncated writer", errBadEntry)
+		}
+		e.hasWriter = true
+		e.writer.UID, e.writer.GID = binary.BigEndian.Uint32(rest), binary.BigEndian.Uint32(rest[4:])
+		n := binary.BigEndian.Uint32(rest[8:])
+		rest = rest[12:]
+		if n > MaxWriterGroups || int(n)*4 > len(rest) {
+			return nil, fmt.Errorf("%w: writer with %d groups", errBadEntry, n)
+		}
+		if n > 0 {
+			e.writer.Groups = make([]uint32, n)
+			for k := range e.writer.Groups {
+				e.writer.Groups[k] = binary.BigEndian.Uint32(rest[4*k:])
+			}
+		}
+		rest = rest[4*n:]
+	}
 	return rest, nil
 }

@@ -14,6 +14,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		{version: 3, size: 10, valid: rs(0, 10), dirty: rs(0, 10), hasBase: true,
 			base: Base{Size: 7, CtimeSec: 1, CtimeNsec: 2, MtimeSec: 3, MtimeNsec: 4}, parent: []byte{1, 2, 3}, name: "f"},
 		{size: 1, name: "only-a-name"},
+		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), hasWriter: true, writer: Writer{UID: 1000, GID: 100}},
+		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), hasBase: true, base: Base{Size: 4}, parent: []byte{9}, name: "w",
+			hasWriter: true, writer: Writer{UID: 65533, GID: 65533, Groups: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}},
 	} {
 		got, err := decodeEntry(e.encode())
 		if err != nil {
@@ -31,6 +34,15 @@ func TestEntryRoundTrip(t *testing.T) {
 	if _, err := decodeEntry(bad.encode()); err == nil {
 		t.Error("range past size accepted")
 	}
+	bad = entry{size: 1, hasWriter: true, writer: Writer{Groups: make([]uint32, MaxWriterGroups+1)}}
+	if _, err := decodeEntry(bad.encode()); err == nil {
+		t.Error("a writer with 17 groups accepted")
+	}
+	b := (&entry{size: 1, hasWriter: true, writer: Writer{UID: 1}}).encode()
+	b[0] = entryFormat
+	if _, err := decodeEntry(b[:len(b)-12-4-4]); err == nil {
+		t.Error("format 1 with a writer flag accepted")
+	}
 }
 
 // FuzzDecodeEntry: the decoder never panics, accepts only entries that keep
@@ -40,6 +52,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add((&entry{version: 7, size: 100, gen: 3, valid: rs(0, 10, 20, 80), dirty: rs(5, 5)}).encode())
 	f.Add((&entry{size: 9, truncated: true, truncTo: 2, valid: rs(1, 1, 3, 1, 5, 1)}).encode())
 	f.Add((&entry{size: 2, hasBase: true, base: Base{Size: 2, CtimeSec: 9}, parent: []byte{7}, name: "x"}).encode())
+	f.Add((&entry{size: 2, hasWriter: true, writer: Writer{UID: 5, GID: 6, Groups: []uint32{7}}, name: "w"}).encode())
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEntry(b)

@@ -3,6 +3,7 @@ package cachedir
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Size is the file's size as the cache knows it (the local size while a
@@ -60,6 +61,32 @@ func (f *File) SetBase(b Base) error {
 		f.idxUnsynced = true
 	}
 	return nil
+}
+
+// SetWriter records the identity the file's dirty data is being written as
+// (Writer): recorded with the next index commit, as the dirty ranges are.
+// More than MaxWriterGroups groups keep the first ones, as AUTH_SYS does.
+func (f *File) SetWriter(w Writer) error {
+	if len(w.Groups) > MaxWriterGroups {
+		w.Groups = w.Groups[:MaxWriterGroups]
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	if !f.e.hasWriter || !f.e.writer.equal(w) {
+		f.e.hasWriter, f.e.writer = true, Writer{UID: w.UID, GID: w.GID, Groups: slices.Clone(w.Groups)}
+		f.idxUnsynced = true
+	}
+	return nil
+}
+
+// Writer returns what SetWriter recorded; ok is false if nothing was.
+func (f *File) Writer() (w Writer, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return Writer{UID: f.e.writer.UID, GID: f.e.writer.GID, Groups: slices.Clone(f.e.writer.Groups)}, f.e.hasWriter
 }
 
 // Base returns what SetBase recorded; ok is false if nothing was.

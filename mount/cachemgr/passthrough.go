@@ -265,7 +265,7 @@ func (fs *snfsFS) snfsPassthrough(f *vfs.File, flags int) bool {
 	snOf(i).pt.watched = watched
 	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).cred = f.Cred
+		noteWriterLocked(i, cf, f.Cred)
 	}
 	i.Mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write
@@ -379,7 +379,7 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *vfs.File, flags in
 	}
 	stOf(i).PassthroughOpen(openModeOf(flags))
 	if write {
-		snOf(i).cred = f.Cred
+		noteWriterLocked(i, cf, f.Cred)
 	}
 	i.Mu.Unlock()
 	fsnOf(f).pt, fsnOf(f).ptCF, fsnOf(f).ptWrite = fd, cf, write

@@ -222,7 +222,10 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 		return nil // another reintegration (or a write-back) did it
 	}
 	start := fs.AttrStart()
-	ok, err := fs.sess.Open(ctx, fh, state.Write)
+	// As the data's writer: the server checks the OPEN as it (under
+	// root_squash the mount's root may not write a user's file).
+	wcred := writerOf(cf)
+	ok, err := fs.sess.OpenAs(ctx, wcred.UID, wcred.GID, wcred.Groups, fh, state.Write)
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, vfs.Cred{}, 0o644); cerr != nil {
@@ -252,6 +255,11 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	}
 	i := fs.Inode(fh, a, start)
 	fs.NamedFromCache(i, cf)
+	if _, ok := cf.Writer(); ok {
+		i.Mu.Lock()
+		snOf(i).cred = wcred // a restarted mount's new inode knows no writer
+		i.Mu.Unlock()
+	}
 	if i != locked {
 		// Recovery at start (no inode before): nothing else runs on the
 		// file yet, but the lock is what writeBackInodeLocked expects.

@@ -36,7 +36,8 @@ func (fs *snfsFS) snfsAppend(ctx context.Context, f *vfs.File, data []byte) (uin
 			// Recorded dirty before a callback can stop caching
 			// (whileCaching): its write-back then takes these bytes.
 			i.Mu.Lock()
-			snOf(i).cred, snOf(i).mtime = f.Cred, time.Now()
+			noteWriterLocked(i, cf, f.Cred)
+			snOf(i).mtime = time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)
 		}

@@ -372,7 +372,8 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *vfs.File, off uint64, data [
 		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.Mu.Lock()
-			snOf(i).cred, snOf(i).mtime = f.Cred, time.Now()
+			noteWriterLocked(i, cf, f.Cred)
+			snOf(i).mtime = time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)
 		}
@@ -607,7 +608,8 @@ func (fs *snfsFS) snfsTruncate(i *vfs.Inode, c vfs.Cred, size uint64) error {
 		return err
 	}
 	i.Mu.Lock()
-	snOf(i).cred, snOf(i).mtime = c, time.Now()
+	noteWriterLocked(i, cf, c)
+	snOf(i).mtime = time.Now()
 	i.Mu.Unlock()
 	if size == 0 && fs.isDirty(i) {
 		fs.stats.Cancelled.Add(1)

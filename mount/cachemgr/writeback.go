@@ -327,8 +327,8 @@ func (fs *snfsFS) snfsSync(ctx context.Context) error {
 }
 
 // recoverDirty reintegrates the dirty files a previous instance left in the
-// cache directory (reintegrate.go): written back as root (the writer's
-// identity was not kept) if the server's file is unchanged since, kept as a
+// cache directory (reintegrate.go): written back as its last writer (the
+// cache entry's Writer) if the server's file is unchanged since, kept as a
 // conflict copy otherwise.
 func (fs *snfsFS) recoverDirty(ctx context.Context) error {
 	var errs []error
