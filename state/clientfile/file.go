@@ -257,14 +257,26 @@ func (f *File) OpenBegin(mode state.Mode) (Open, []Action) {
 			return Open{Mode: taken, Reused: true}, append(acts, Action{Kind: ActReuse, Mode: taken, Keep: keep})
 		}
 	}
-	if f.cfg.CloseDelay < 0 && f.Caching() && f.opens[mode]-f.forgot[mode] > 0 {
+	if f.cfg.CloseDelay < 0 && f.Caching() {
 		// Another application open of a mode this client already has
 		// the file open in: no transition of the server's (the paper's
 		// Table 1), so no OPEN (its caching and version are those of the
-		// open it shares), and no CLOSE at its release.
-		f.shared[mode]++
-		keep := f.kernVer != 0 && f.kernVer == f.version
-		return Open{Mode: mode, Reused: true, Shared: true}, []Action{{Kind: ActReuse, Mode: mode, Keep: keep}}
+		// open it shares), and no CLOSE at its release. A read open may
+		// share a write open, as it may take a kept one: a caching writer
+		// reads its own cache (ar reads an object file it holds open
+		// again through a second descriptor).
+		share := state.Mode(0)
+		switch {
+		case f.opens[mode]-f.forgot[mode] > 0:
+			share = mode
+		case mode == state.Read && f.opens[state.Write]-f.forgot[state.Write] > 0:
+			share = state.Write
+		}
+		if share != 0 {
+			f.shared[share]++
+			keep := f.kernVer != 0 && f.kernVer == f.version
+			return Open{Mode: share, Reused: true, Shared: true}, []Action{{Kind: ActReuse, Mode: share, Keep: keep}}
+		}
 	}
 	f.opening++
 	return Open{Mode: mode, invals: f.invals}, []Action{{Kind: ActSendOpen, Mode: mode}}

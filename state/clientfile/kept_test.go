@@ -40,6 +40,21 @@ var keptCases = []struct {
 		[]ActionKind{ActReuse}, func(f *File) error {
 			return errors.Join(want("kept", f.Kept(state.Read), 0), want("read opens", f.Opens(state.Read), 1))
 		}},
+	{"a read open while an application holds a write open shares it: no OPEN, and no CLOSE at its release (ar reads an object file it holds open)",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Write, grantW)
+			o, acts := f.OpenBegin(state.Read)
+			if !o.Reused || !o.Shared || o.Mode != state.Write {
+				t.Fatalf("a read open beside a write open: %+v %v; want it to share the write open", o, acts)
+			}
+			if acts := f.Release(t0, o.Mode, false); len(acts) != 0 {
+				t.Fatalf("the sharing read open's release: %v; want nothing sent", acts)
+			}
+			return f.Release(t0, state.Write, false)
+		},
+		[]ActionKind{}, func(f *File) error {
+			return errors.Join(want("kept", f.Kept(state.Write), 1), want("write opens", f.Opens(state.Write), 0), want("read opens", f.Opens(state.Read), 0))
+		}},
 	{"a write reopen of a file kept for reading needs the server: OPEN, the read open stays kept",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
