@@ -377,6 +377,7 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *vfs.File, off uint64, data [
 			snOf(i).cred, snOf(i).mtime = f.Cred, time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)
+			fs.disc.noteWrite(i.FH) // disconnected.go
 		}
 		if err != nil {
 			return fmt.Errorf("cache directory: %w", err)
@@ -450,7 +451,16 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *vfs.File) error {
 	if pending {
 		errs = append(errs, i.Flush(ctx, true))
 	}
-	errs = append(errs, fs.writeBackInode(ctx, i))
+	if fs.disc.offline() {
+		// Disconnected: durable in the cache directory is what fsync
+		// promises until the server is back (disconnected.go).
+		return f.ReportWbErr(errors.Join(append(errs, fs.offlineFsync(f))...), true)
+	}
+	err := fs.writeBackInode(ctx, i)
+	if errors.Is(err, ErrDisconnected) {
+		err = fs.offlineFsync(f) // cut by going offline: kept dirty
+	}
+	errs = append(errs, err)
 	return f.ReportWbErr(errors.Join(errs...), true) // and past it for f
 }
 

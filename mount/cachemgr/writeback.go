@@ -40,6 +40,9 @@ func (fs *snfsFS) writeBackLoop() {
 			return
 		case <-t.C:
 		}
+		if fs.disc.offline() {
+			continue // kept dirty; written back on reconnection (disconnected.go)
+		}
 		var done []*vfs.Inode
 		for _, i := range fs.dirtyInodes(time.Now().Add(-delay)) {
 			if ctx.Err() != nil {
@@ -104,6 +107,7 @@ func (fs *snfsFS) markCleanIf(i *vfs.Inode, cf *cachedir.File) {
 	defer fs.mu.Unlock()
 	if !cf.NeedsWriteBack() {
 		delete(fs.dirty, i)
+		fs.disc.wroteOffline(i.FH, true)
 	}
 }
 
