@@ -301,6 +301,9 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 			i.Mu.Unlock()
 		}
 		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if fs.disc.offline() {
+			return // reclaimed by the probe of a disconnected mount: its reconnection writes back (disconnected.go)
+		}
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.Logger().Error("write-back after a server restart", "err", err)
 		}

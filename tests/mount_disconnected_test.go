@@ -1,0 +1,249 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Disconnected operation (docs/mount.md, "Disconnected operation"): a real
+// `snfs serve` process killed and started again under a real
+// `snfs mount --mode=snfs` process.
+
+// waitMetric waits up to d for the mount's metric name to be want.
+func waitMetric(t *testing.T, m *mntProc, name string, want float64, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		v, err := metricSum(m.metrics, name)
+		if err == nil && v == want {
+			return time.Since(start)
+		}
+		if time.Since(start) > d {
+			t.Fatalf("%s is %v (err %v) after %v; want %v\n%s", name, v, err, d, want, tail(m.logPath, 30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// timedErr runs f on its own goroutine and returns its error and how long
+// it took; a call that has not returned after limit fails the test (it is
+// left to return when the test's cleanups kill the mount).
+func timedErr(t *testing.T, what string, limit time.Duration, f func() error) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err, time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("%s: still waiting after %v (want an answer from the cache, or its error, at once)", what, limit)
+		return nil, 0
+	}
+}
+
+// TestMountDisconnectedAuto: with --disconnected=auto, the server killed,
+// the mount goes offline within the bound; a cached file reads right, an
+// uncached one and a create fail at once with EHOSTDOWN, writes (and an
+// fsync) to cached files succeed into the cache. With the server back, the
+// mount comes online and writes back: the file nobody else touched reaches
+// the server whole; the file changed on the server meanwhile keeps the
+// server's version and ours goes beside it as a conflict copy, listed by
+// `snfs conflicts` with the reason "disconnected".
+func TestMountDisconnectedAuto(t *testing.T) {
+	t.Parallel()
+	const after = 2 * time.Second
+	s := newServeProc(t, "--grace", "3s")
+	// Made on the server before the mount: read through it into its cache.
+	clean := randBytes(401, 150000)
+	if err := os.WriteFile(s.path("clean"), clean, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("uncached"), []byte("never read by the mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after="+after.String())
+	if got := mustRead(t, m.path("clean")); !bytes.Equal(got, clean) {
+		t.Fatalf("the mount reads %d bytes of clean, want %d", len(got), len(clean))
+	}
+	// Written through the mount and fsynced (on the server), then closed:
+	// cached, their opens kept past the close.
+	mine0, theirs0 := randBytes(402, 100000), randBytes(403, 80000)
+	for name, data := range map[string][]byte{"mine": mine0, "theirs": theirs0} {
+		f, err := os.OpenFile(m.path(name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRead(t, s.path(name)); !bytes.Equal(got, data) {
+			t.Fatalf("the export has %d bytes of %s after its fsync, want %d", len(got), name, len(data))
+		}
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 0, time.Second)
+
+	killed := time.Now()
+	if err := s.kill9(); err != nil {
+		t.Fatal(err)
+	}
+	// Offline within the bound (and the loop's probe period past it).
+	waitMetric(t, m, "snfs_client_disconnected", 1, after+10*time.Second)
+	t.Logf("offline %v after the server was killed (bound %v)", time.Since(killed).Round(time.Millisecond), after)
+	if b, _ := os.ReadFile(m.logPath); !strings.Contains(string(b), "server unreachable: disconnected, serving the cache") {
+		t.Errorf("the mount's log lacks the WARN of going offline:\n%s", tail(m.logPath, 20))
+	}
+	out, err := exec.Command(snfsBinary(t), "status", m.dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "disconnected since") {
+		t.Errorf("snfs status %s: %v\n%s\n(want \"disconnected since\")", m.dir, err, out)
+	}
+
+	// What is cached is served.
+	var got []byte
+	err, d := timedErr(t, "read of a cached file offline", 10*time.Second, func() (err error) {
+		got, err = os.ReadFile(m.path("clean"))
+		return err
+	})
+	if err != nil || !bytes.Equal(got, clean) {
+		t.Fatalf("offline read of clean: %d bytes, %v (in %v); want %d bytes", len(got), err, d, len(clean))
+	}
+	// What is not fails at once, EHOSTDOWN.
+	err, d = timedErr(t, "stat of an uncached file offline", 10*time.Second, func() error {
+		_, err := os.Stat(m.path("uncached"))
+		return err
+	})
+	t.Logf("stat of an uncached file offline: %v in %v", err, d.Round(time.Millisecond))
+	if !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Errorf("stat of an uncached file offline: %v; want EHOSTDOWN", err)
+	}
+	err, d = timedErr(t, "create offline", 10*time.Second, func() error {
+		return os.WriteFile(m.path("new"), []byte("x"), 0o644)
+	})
+	t.Logf("create offline: %v in %v", err, d.Round(time.Millisecond))
+	if !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Errorf("create offline: %v; want EHOSTDOWN (namespace changes need the server until the modification log is wired in)", err)
+	}
+
+	// Writes to cached files, fsynced and closed: into the cache.
+	mine1, theirs1 := randBytes(404, 30000), randBytes(405, 20000)
+	for name, data := range map[string][]byte{"mine": mine1, "theirs": theirs1} {
+		err, d := timedErr(t, "write to "+name+" offline", 10*time.Second, func() error {
+			f, err := os.OpenFile(m.path(name), os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := f.WriteAt(data, 5000); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		})
+		if err != nil {
+			t.Fatalf("write, fsync and close of %s offline: %v (in %v)", name, err, d)
+		}
+	}
+	wantMine := append([]byte{}, mine0...)
+	copy(wantMine[5000:], mine1)
+	wantTheirs := append([]byte{}, theirs0...)
+	copy(wantTheirs[5000:], theirs1)
+	if got := mustRead(t, m.path("mine")); !bytes.Equal(got, wantMine) {
+		t.Fatalf("offline, the mount reads %d bytes of mine, not what it wrote", len(got))
+	}
+	// Meanwhile, on the server's disk (a process there): theirs changed.
+	server := randBytes(406, 60000)
+	if err := os.WriteFile(s.path("theirs"), server, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.startErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 0, 30*time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mineNow, _ := os.ReadFile(s.path("mine"))
+		copies, _ := filepath.Glob(s.path("theirs.snfs-conflict-*"))
+		if bytes.Equal(mineNow, wantMine) && len(copies) == 1 {
+			if c := mustRead(t, copies[0]); !bytes.Equal(c, wantTheirs) {
+				t.Fatalf("the conflict copy %s has %d bytes, not the mount's %d", copies[0], len(c), len(wantTheirs))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after reconnection: the export's mine has %d bytes (want %d, equal: %v); conflict copies of theirs: %v\n%s",
+				len(mineNow), len(wantMine), bytes.Equal(mineNow, wantMine), copies, tail(m.logPath, 40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := mustRead(t, s.path("theirs")); !bytes.Equal(got, server) {
+		t.Fatalf("the server's theirs has %d bytes; want the server's own %d, left alone", len(got), len(server))
+	}
+	out, err = exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "theirs.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
+		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of theirs, reason disconnected)", m.cacheDir, err, out)
+	}
+	if b, _ := os.ReadFile(m.logPath); !strings.Contains(string(b), "server reachable again") {
+		t.Errorf("the mount's log lacks the INFO of coming back:\n%s", tail(m.logPath, 20))
+	}
+	// Online again: what was not cached is served.
+	if _, err := os.Stat(m.path("uncached")); err != nil {
+		t.Fatalf("stat of uncached after reconnection: %v", err)
+	}
+}
+
+// TestMountDisconnectedNever: without --disconnected=auto (never, the
+// default), a call waits for the server, as a hard mount's: a stat of an
+// uncached file with the server killed is still waiting after well past
+// the bound auto would use, and returns once the server is back.
+func TestMountDisconnectedNever(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--grace", "3s")
+	if err := os.WriteFile(s.path("uncached"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, s, "", "", "--disconnect-after=1s")
+	if err := s.kill9(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(m.path("uncached"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("stat with the server killed returned %v; want it to wait for the server (--disconnected=never)", err)
+	case <-time.After(4 * time.Second):
+	}
+	if v, err := metricSum(m.metrics, "snfs_client_disconnected"); err != nil || v != 0 {
+		t.Errorf("snfs_client_disconnected %v (%v); want 0 (never goes offline)", v, err)
+	}
+	if err := s.startErr(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stat once the server is back: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("stat still waiting 60 s after the server came back")
+	}
+}
