@@ -274,12 +274,12 @@ func (c *Client) Call(ctx context.Context, proc uint32, args xdr.Encoder, res xd
 // CallXID is Call with a caller-chosen xid; tests use it to retransmit on purpose.
 func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder, res xdr.Decoder) (err error) {
 	if c.gate != nil {
-		gctx, end, err := c.gate(ctx, c.prog, c.vers, proc)
-		if err != nil {
-			return err
+		gctx, end, gerr := c.gate(ctx, c.prog, c.vers, proc)
+		if gerr != nil {
+			return gerr
 		}
 		ctx = gctx
-		defer func() { err = end(err) }()
+		defer func() { err = end(err) }() // err: the call's, named result
 	}
 	msg := encodeCallMsg(xid, c.prog, c.vers, proc, c.auth, args)
 	var start time.Time

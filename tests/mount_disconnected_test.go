@@ -69,12 +69,12 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	if err := os.WriteFile(s.path("uncached"), []byte("never read by the mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after="+after.String())
+	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after="+after.String(), "--log-level=debug")
 	if got := mustRead(t, m.path("clean")); !bytes.Equal(got, clean) {
 		t.Fatalf("the mount reads %d bytes of clean, want %d", len(got), len(clean))
 	}
 	// Written through the mount and fsynced (on the server), then closed:
-	// cached, their opens kept past the close.
+	// cached, their opens kept past the close (--close-delay's default).
 	mine0, theirs0 := randBytes(402, 100000), randBytes(403, 80000)
 	for name, data := range map[string][]byte{"mine": mine0, "theirs": theirs0} {
 		f, err := os.OpenFile(m.path(name), os.O_RDWR|os.O_CREATE, 0o644)
@@ -90,9 +90,9 @@ func TestMountDisconnectedAuto(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := mustRead(t, s.path(name)); !bytes.Equal(got, data) {
-			t.Fatalf("the export has %d bytes of %s after its fsync, want %d", len(got), name, len(data))
-		}
+		// Not read on the server now: a local process's open would call
+		// the mount back and take its kept open, and an open while
+		// offline needs a kept (or held) one.
 	}
 	waitMetric(t, m, "snfs_client_disconnected", 0, time.Second)
 
@@ -180,15 +180,16 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	for {
 		mineNow, _ := os.ReadFile(s.path("mine"))
 		copies, _ := filepath.Glob(s.path("theirs.snfs-conflict-*"))
-		if bytes.Equal(mineNow, wantMine) && len(copies) == 1 {
-			if c := mustRead(t, copies[0]); !bytes.Equal(c, wantTheirs) {
-				t.Fatalf("the conflict copy %s has %d bytes, not the mount's %d", copies[0], len(c), len(wantTheirs))
-			}
+		var c []byte
+		if len(copies) == 1 {
+			c, _ = os.ReadFile(copies[0]) // made, then written: wait for all of it
+		}
+		if bytes.Equal(mineNow, wantMine) && len(copies) == 1 && bytes.Equal(c, wantTheirs) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after reconnection: the export's mine has %d bytes (want %d, equal: %v); conflict copies of theirs: %v\n%s",
-				len(mineNow), len(wantMine), bytes.Equal(mineNow, wantMine), copies, tail(m.logPath, 40))
+			t.Fatalf("after reconnection: the export's mine has %d bytes (want %d, equal: %v); conflict copies of theirs: %v (%d bytes, want the mount's %d)\n%s",
+				len(mineNow), len(wantMine), bytes.Equal(mineNow, wantMine), copies, len(c), len(wantTheirs), tail(m.logPath, 40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

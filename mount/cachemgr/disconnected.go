@@ -159,6 +159,7 @@ func (sn *snfsFS) discLoop() {
 		if sn.life.Err() != nil {
 			return
 		}
+		sn.Logger().Debug("disconnected operation: probe", "quiet", quiet.Round(time.Millisecond), "offline", d.offline(), "err", err)
 		switch {
 		case err == nil && d.offline():
 			sn.goOnline()
@@ -194,7 +195,13 @@ func (sn *snfsFS) goOffline(cause error) {
 // goOnline: the server answered; calls go to it again.
 func (sn *snfsFS) goOnline() {
 	d := sn.disc
+	// Dirty now (written offline, by the kernel too: passthrough writes are
+	// taken in at close and fsync): conflicts of theirs are "disconnected".
+	dirty := sn.dirtyInodes(time.Time{})
 	d.mu.Lock()
+	for _, i := range dirty {
+		d.written[string(i.FH)] = true
+	}
 	d.cut, d.endCut = context.WithCancel(context.Background())
 	d.off.Store(false)
 	offFor := time.Since(d.since)

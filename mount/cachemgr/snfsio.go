@@ -28,8 +28,10 @@ func openModeOf(flags int) state.Mode {
 
 // snfsOpen is Open in snfs mode.
 func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int) (*vfs.File, bool, error) {
-	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
+	if flags&syscall.O_ACCMODE == syscall.O_RDWR && !fs.disc.offline() {
 		// OPEN_WRITE checks only write permission (docs/protocol.md 4.2).
+		// Offline, the kernel's check of the mode bits (default_permissions)
+		// is all there is (disconnected.go).
 		ok, err := fs.Access(ctx, i, c, nfs3.AccessRead)
 		if err != nil {
 			return nil, false, err
