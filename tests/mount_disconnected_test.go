@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +247,126 @@ func TestMountDisconnectedNever(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("stat still waiting 60 s after the server came back")
+	}
+}
+
+// TestMountDisconnectedPartition: the server stays up but the mount's
+// connection goes silent (a partition: the proxy holds every byte). A call
+// in flight as it begins (a lookup of an uncached name) is cut when the
+// mount goes offline, with EHOSTDOWN; writes to cached files go on into the
+// cache. Meanwhile a process on the server changes one of them (the
+// server's callback to the mount times out: the mount is fenced for it).
+// After the partition heals, the other file's data reaches the server and
+// the changed one is kept beside the server's version, reason
+// "disconnected".
+func TestMountDisconnectedPartition(t *testing.T) {
+	t.Parallel()
+	const after = 2 * time.Second
+	s := newServeProc(t, "--callback-timeout", "2s")
+	p := newProxy(t, s.addr())
+	if err := os.WriteFile(s.path("uncached"), []byte("never looked up by the mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := newMnt(t, "", "")
+	m.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	m.launch(s, p.Port(), "--writeback-delay", "1h", "--log-level", "debug", "--metrics", m.metrics,
+		"--disconnected=auto", "--disconnect-after="+after.String())
+	t.Cleanup(func() {
+		p.Heal()
+		if t.Failed() {
+			t.Logf("log of the mount on %s (tail):\n%s", m.dir, tail(m.logPath, 60))
+		}
+	})
+	t.Cleanup(m.umount)
+
+	mine0, shared0 := randBytes(411, 90000), randBytes(412, 70000)
+	for name, data := range map[string][]byte{"mine": mine0, "shared": shared0} {
+		f, err := os.OpenFile(m.path(name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p.Partition(0)
+	parted := time.Now()
+	// In flight as the partition begins: waits until the mount goes
+	// offline, then fails.
+	err, d := timedErr(t, "stat of an uncached file across the partition", after+15*time.Second, func() error {
+		_, err := os.Stat(m.path("uncached"))
+		return err
+	})
+	t.Logf("stat in flight across the partition: %v after %v (bound %v)", err, d.Round(time.Millisecond), after)
+	if !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Fatalf("stat in flight across the partition: %v; want EHOSTDOWN once the mount is offline", err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 1, 10*time.Second)
+	t.Logf("offline %v after the partition began", time.Since(parted).Round(time.Millisecond))
+
+	mine1, shared1 := randBytes(413, 20000), randBytes(414, 10000)
+	for name, data := range map[string][]byte{"mine": mine1, "shared": shared1} {
+		err, d := timedErr(t, "write to "+name+" offline", 10*time.Second, func() error {
+			f, err := os.OpenFile(m.path(name), os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := f.WriteAt(data, 1000); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		})
+		if err != nil {
+			t.Fatalf("write, fsync and close of %s offline: %v (in %v)", name, err, d)
+		}
+	}
+	// A process on the server changes shared: its callback to the mount
+	// times out, the mount is fenced for it.
+	server := randBytes(415, 50000)
+	if err := os.WriteFile(s.path("shared"), server, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.Heal()
+	waitMetric(t, m, "snfs_client_disconnected", 0, 30*time.Second)
+
+	wantMine := append([]byte{}, mine0...)
+	copy(wantMine[1000:], mine1)
+	wantShared := append([]byte{}, shared0...)
+	copy(wantShared[1000:], shared1)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mineNow, _ := os.ReadFile(s.path("mine"))
+		copies, _ := filepath.Glob(s.path("shared.snfs-conflict-*"))
+		var c []byte
+		if len(copies) == 1 {
+			c, _ = os.ReadFile(copies[0])
+		}
+		if bytes.Equal(mineNow, wantMine) && len(copies) == 1 && bytes.Equal(c, wantShared) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the partition: the export's mine has %d bytes (want %d, equal: %v); conflict copies of shared: %v (%d bytes, want the mount's %d)",
+				len(mineNow), len(wantMine), bytes.Equal(mineNow, wantMine), copies, len(c), len(wantShared))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, server) {
+		t.Fatalf("the server's shared has %d bytes; want the server's own %d, left alone", len(got), len(server))
+	}
+	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "shared.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
+		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of shared, reason disconnected)", m.cacheDir, err, out)
 	}
 }
