@@ -2,8 +2,10 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"snfs/mount/cachemgr"
+	"snfs/mount/fusefs"
+	"snfs/state/clientfile"
 )
 
 // Disconnected operation (docs/mount.md, "Disconnected operation"): a real
@@ -368,5 +374,112 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "shared.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
 		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of shared, reason disconnected)", m.cacheDir, err, out)
+	}
+}
+
+// TestMountDisconnectedInProcess is TestMountDisconnectedPartition's
+// partition with the mount in this process (so that -race watches the
+// cache manager's disconnected operation): an in-flight stat cut with
+// EHOSTDOWN, a cached file read, written and fsynced offline, the status
+// showing it, and after the heal its data on the server.
+func TestMountDisconnectedInProcess(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	const after = time.Second
+	e := newEnv(t, "rw,no_root_squash")
+	p := newProxy(t, e.addr)
+	logBuf := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logBuf, nil))
+	dir := diskTempDir(t, "snfs-mnt-")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: p.Addr(), Export: e.cfg.Exports[0].Path, Name: "A:" + dir,
+		CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled, Logger: log,
+		NoNameCache: true, Disconnected: true, DisconnectAfter: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: p.Addr() + ":" + e.cfg.Exports[0].Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Heal()
+		if err := fusefs.Unmount(dir, srv, 10*time.Second); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		if err := v.Sync(sctx); err != nil {
+			t.Errorf("write-back at unmount: %v", err)
+		}
+		if err := v.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("mount log:\n%s", logBuf)
+		}
+	})
+	data0 := randBytes(421, 50000)
+	f, err := os.OpenFile(filepath.Join(dir, "f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	p.Partition(0)
+	err, d := timedErr(t, "stat across the partition", after+15*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(dir, "not-there"))
+		return err
+	})
+	t.Logf("stat in flight across the partition: %v after %v", err, d.Round(time.Millisecond))
+	if !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Fatalf("stat in flight across the partition: %v; want EHOSTDOWN", err)
+	}
+	if at, off := cachemgr.DisconnectedSince(v); !off || at.IsZero() {
+		t.Fatalf("DisconnectedSince: %v, %v; want offline", at, off)
+	}
+	if st, _ := cachemgr.StatusOf(v, 0); !st.Reach.Offline {
+		t.Fatalf("status: %+v; want offline", st.Reach)
+	}
+	data1 := randBytes(422, 7000)
+	f, err = os.OpenFile(filepath.Join(dir, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open of a cached file offline: %v", err)
+	}
+	if _, err := f.WriteAt(data1, 300); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync offline: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close offline: %v", err)
+	}
+	want := append([]byte{}, data0...)
+	copy(want[300:], data1)
+	if got := mustRead(t, filepath.Join(dir, "f")); !bytes.Equal(got, want) {
+		t.Fatalf("offline, the mount reads %d bytes of f, not what it wrote", len(got))
+	}
+	p.Heal()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ := os.ReadFile(filepath.Join(e.dir, "f"))
+		if bytes.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the heal the export's f has %d bytes, not the mount's %d", len(got), len(want))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logBuf.String(), "server unreachable: disconnected, serving the cache") || !strings.Contains(logBuf.String(), "server reachable again") {
+		t.Fatalf("the log lacks going offline or coming back")
 	}
 }
