@@ -270,7 +270,12 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	const after = 2 * time.Second
 	s := newServeProc(t, "--callback-timeout", "2s")
 	p := newProxy(t, s.addr())
-	if err := os.WriteFile(s.path("uncached"), []byte("never looked up by the mount"), 0o644); err != nil {
+	// In a directory the mount never lists (the root's listing, cached
+	// under a promise, would answer for a name in it until its lease ends).
+	if err := os.Mkdir(s.path("sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("sub/uncached"), []byte("never looked up by the mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := newMnt(t, "", "")
@@ -307,7 +312,7 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	// In flight as the partition begins: waits until the mount goes
 	// offline, then fails.
 	err, d := timedErr(t, "stat of an uncached file across the partition", after+15*time.Second, func() error {
-		_, err := os.Stat(m.path("uncached"))
+		_, err := os.Stat(m.path("sub/uncached"))
 		return err
 	})
 	t.Logf("stat in flight across the partition: %v after %v (bound %v)", err, d.Round(time.Millisecond), after)

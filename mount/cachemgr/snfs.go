@@ -285,9 +285,10 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
+	m.disc = cfg.disc // before the loops that read it
 	go m.writeBackLoop()
 	go m.lockLeaseLoop()
-	if m.disc = cfg.disc; m.disc != nil {
+	if m.disc != nil {
 		go m.discLoop()
 	}
 	return nil
