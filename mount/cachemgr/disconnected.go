@@ -3,6 +3,7 @@ package cachemgr
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ const offlineAttrTTL = time.Second
 // discState is a mount's disconnected operation (nil: --disconnected=never).
 type discState struct {
 	after  time.Duration
+	log    *slog.Logger
 	lastOK atomic.Int64 // UnixNano of the latest call answered (a probe's included)
 	off    atomic.Bool  // offline; read without mu on every operation
 
@@ -58,11 +60,11 @@ type discState struct {
 	probes  atomic.Uint64      // probes sent by the loop
 }
 
-func newDisc(after time.Duration) *discState {
+func newDisc(after time.Duration, log *slog.Logger) *discState {
 	if after <= 0 {
 		after = DefaultDisconnectAfter
 	}
-	d := &discState{after: after, written: map[string]bool{}, done: make(chan struct{})}
+	d := &discState{after: after, log: log, written: map[string]bool{}, done: make(chan struct{})}
 	d.cut, d.endCut = context.WithCancel(context.Background())
 	d.lastOK.Store(time.Now().UnixNano())
 	return d
@@ -83,6 +85,7 @@ func (d *discState) gate(ctx context.Context, prog, vers, proc uint32) (context.
 	cut := d.cut
 	d.mu.Unlock()
 	if d.off.Load() {
+		d.log.Debug("disconnected: call not sent", "prog", prog, "proc", proc)
 		return nil, nil, ErrDisconnected
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -237,17 +240,24 @@ func (sn *snfsFS) offlineLookup(dir *vfs.Inode, name string) (vfs.Entry, bool, e
 		}
 	}
 	if found == nil {
+		sn.Logger().Debug("disconnected: a name not known here", "dir", sn.PathOf(dir), "name", name)
 		return vfs.Entry{}, true, ErrDisconnected
 	}
 	found.Mu.Lock()
-	if found.AttrAt.IsZero() {
+	if !attrKnownLocked(found) {
 		found.Mu.Unlock()
+		sn.Logger().Debug("disconnected: no attributes known", sn.PathAttr(found), "fileid", found.FileID)
 		return vfs.Entry{}, true, ErrDisconnected
 	}
 	a := found.ReportLocked()
 	found.Mu.Unlock()
 	return vfs.Entry{Inode: found, Attr: a, AttrTTL: offlineAttrTTL}, true, nil
 }
+
+// attrKnownLocked reports whether i's attributes were ever seen: offline,
+// they are served as last seen even if invalidated since (nothing can be
+// asked). i.Mu held.
+func attrKnownLocked(i *vfs.Inode) bool { return i.Attr.Type != 0 }
 
 // offlineFsync: fsync(2) while offline (or cut by going offline) succeeds
 // once the file's data is durable in the cache directory; data held for

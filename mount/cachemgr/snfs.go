@@ -421,7 +421,7 @@ func snfsCaching(i *vfs.Inode) bool {
 // write-shared; otherwise as long as a directory promise covers them
 // (names.go). ok is false when nfs mode's adaptive timeouts apply.
 func snfsTTL(i *vfs.Inode) (time.Duration, bool) {
-	if mgrOf(i.FS()).disc.offline() && !i.AttrAt.IsZero() {
+	if mgrOf(i.FS()).disc.offline() && attrKnownLocked(i) {
 		return offlineAttrTTL, true // as last seen: nothing to ask
 	}
 	if stOf(i).Held() == 0 {

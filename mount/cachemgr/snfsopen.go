@@ -104,7 +104,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	var disc *discState
 	var gate sunrpc.CallGate
 	if cfg.Disconnected {
-		disc = newDisc(cfg.DisconnectAfter)
+		disc = newDisc(cfg.DisconnectAfter, cfg.Logger)
 		gate = disc.gate
 	}
 	// A new client verifier at every start (the zero value: the session
