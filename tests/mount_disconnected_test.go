@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -486,5 +487,64 @@ func TestMountDisconnectedInProcess(t *testing.T) {
 	}
 	if !strings.Contains(logBuf.String(), "server unreachable: disconnected, serving the cache") || !strings.Contains(logBuf.String(), "server reachable again") {
 		t.Fatalf("the log lacks going offline or coming back")
+	}
+}
+
+// TestMountDisconnectedOwedClose: mount A (--close-delay 0, through a
+// proxy) holds a file open for reading across a partition and closes it
+// while offline: its CLOSE cannot be sent then, and is sent when the
+// partition heals. So the server does not go on counting A's open: mount
+// B's later open for writing needs no callback to A (with A's read open
+// still counted, the server would call A back first, and A would answer
+// that it holds none).
+func TestMountDisconnectedOwedClose(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--callback-timeout", "2s")
+	p := newProxy(t, s.addr())
+	if err := os.WriteFile(s.path("f"), randBytes(431, 10000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newMnt(t, "", "")
+	a.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	a.launch(s, p.Port(), "--writeback-delay", "1h", "--close-delay", "0", "--log-level", "debug", "--metrics", a.metrics,
+		"--disconnected=auto", "--disconnect-after=1s")
+	t.Cleanup(func() {
+		p.Heal()
+		if t.Failed() {
+			t.Logf("log of mount A (tail):\n%s", tail(a.logPath, 40))
+		}
+	})
+	t.Cleanup(a.umount)
+	b := newMountProc(t, s, s.nfsPort, time.Hour)
+
+	f, err := os.Open(a.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(f); err != nil {
+		t.Fatal(err)
+	}
+	p.Partition(0)
+	waitMetric(t, a, "snfs_client_disconnected", 1, 15*time.Second)
+	if err := f.Close(); err != nil {
+		t.Fatalf("close offline: %v", err)
+	}
+	// The release (and its CLOSE) follows the close asynchronously.
+	time.Sleep(500 * time.Millisecond)
+	p.Heal()
+	waitMetric(t, a, "snfs_client_disconnected", 0, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // the reconnection's CLOSEs
+	before := s.metric("snfs_server_consist_callbacks_total")
+	g, err := os.OpenFile(b.path("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if n := s.metric("snfs_server_consist_callbacks_total") - before; n != 0 {
+		t.Fatalf("B's open for writing made %v callbacks; want 0 (A's CLOSE, owed since it was offline, was sent)\nA: %s\nB: %s",
+			n, tail(a.logPath, 15), tail(b.logPath, 10))
+	}
+	if l := string(mustRead(t, a.logPath)); !strings.Contains(l, "CLOSEs owed since the disconnection sent") {
+		t.Fatal("A's log does not say its owed CLOSE was sent")
 	}
 }

@@ -244,6 +244,7 @@ func (fs *snfsFS) snfsSized(i *vfs.Inode, size *uint64) {
 // runs in the session's connect hook: it takes only the inodes' and the
 // cache's locks, never one held across a call to the server.
 func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.disc.dropOwed() // the restarted server knows only what is reclaimed here
 	fs.FS.Mu.Lock()
 	all := make([]*vfs.Inode, 0, len(fs.Inodes))
 	for _, i := range fs.Inodes {

@@ -10,6 +10,8 @@ import (
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
 )
 
 // Disconnected operation (docs/mount.md, "Disconnected operation"; issue 26
@@ -56,6 +58,7 @@ type discState struct {
 	cut     context.Context    // cancelled as the mount goes offline
 	endCut  context.CancelFunc // cancels cut
 	written map[string]bool    // handles of files written while offline, until clean
+	owed    []owedClose        // CLOSEs refused offline, sent on reconnection
 	done    chan struct{}      // closed when the loop returns
 	probes  atomic.Uint64      // probes sent by the loop
 }
@@ -132,6 +135,62 @@ func (d *discState) wroteOffline(fh nfs3.FH, clear bool) bool {
 		delete(d.written, string(fh))
 	}
 	return w
+}
+
+// owedClose is a CLOSE the machine sent (the application's last close, a
+// kept open given back) while offline: the server still counts the open.
+type owedClose struct {
+	fh    nfs3.FH
+	mode  state.Mode
+	dirty bool
+}
+
+// owe records a CLOSE that failed with err: if offline (ErrDisconnected),
+// it is sent again on reconnection and owe reports true.
+func (d *discState) owe(fh nfs3.FH, mode state.Mode, dirty bool, err error) bool {
+	if d == nil || !errors.Is(err, ErrDisconnected) {
+		return false
+	}
+	d.mu.Lock()
+	d.owed = append(d.owed, owedClose{fh: append(nfs3.FH(nil), fh...), mode: mode, dirty: dirty})
+	d.mu.Unlock()
+	d.log.Debug("disconnected: CLOSE owed until reconnection", "mode", mode, "dirty", dirty)
+	return true
+}
+
+// dropOwed forgets the CLOSEs owed: the server restarted and knows only
+// the opens this client reclaims (reclaimItems), not those.
+func (d *discState) dropOwed() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.owed = nil
+	d.mu.Unlock()
+}
+
+// sendOwed sends the CLOSEs owed (reconnected).
+func (sn *snfsFS) sendOwed(ctx context.Context) {
+	d := sn.disc
+	d.mu.Lock()
+	owed := d.owed
+	d.owed = nil
+	d.mu.Unlock()
+	for _, o := range owed {
+		if !o.dirty {
+			sn.recordWrittenBack()
+		}
+		_, err := sn.sess.Close(ctx, o.fh, o.mode, o.dirty)
+		if d.owe(o.fh, o.mode, o.dirty, err) {
+			continue // offline again
+		}
+		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+			sn.Logger().Warn("CLOSE owed since the disconnection", "path", sn.PathOfFH(o.fh, nil), "err", err)
+		}
+	}
+	if len(owed) > 0 {
+		sn.Logger().Info("CLOSEs owed since the disconnection sent", "files", len(owed))
+	}
 }
 
 // discLoop probes the server when no call was answered for a while, takes
@@ -220,6 +279,7 @@ func (sn *snfsFS) goOnline() {
 func (sn *snfsFS) reconnected() {
 	ctx, cancel := sn.stopCtx(5 * time.Minute)
 	defer cancel()
+	sn.sendOwed(ctx)
 	if err := sn.snfsSync(ctx); err != nil {
 		sn.Logger().Warn("write-back after reconnection (what failed stays dirty, written back later)", "err", err)
 	}

@@ -539,6 +539,9 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 		}
 		_, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty)
 		fs.Logger().Debug("CLOSE", "fileid", i.FileID, "mode", a.Mode, "dirty", dirty, "err", err)
+		if fs.disc.owe(i.FH, a.Mode, dirty, err) {
+			continue // offline: sent on reconnection (disconnected.go)
+		}
 		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 			fs.Logger().Warn("CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
