@@ -548,3 +548,74 @@ func TestMountDisconnectedOwedClose(t *testing.T) {
 		t.Fatal("A's log does not say its owed CLOSE was sent")
 	}
 }
+
+// TestMountDisconnectedOnRequest: SIGUSR1 takes a --disconnected=auto mount
+// offline while its server answers (an uncached name fails at once, a
+// cached file is written into the cache); SIGUSR2 brings it back, and the
+// data reaches the server.
+func TestMountDisconnectedOnRequest(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t)
+	if err := os.Mkdir(s.path("sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("sub/uncached"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto")
+	data0 := randBytes(441, 40000)
+	f, err := os.OpenFile(m.path("f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	if err := m.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 1, 10*time.Second)
+	err, d := timedErr(t, "stat of an uncached name offline", 10*time.Second, func() error {
+		_, err := os.Stat(m.path("sub/uncached"))
+		return err
+	})
+	if !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Fatalf("stat of an uncached name offline on request: %v (in %v); want EHOSTDOWN", err, d)
+	}
+	data1 := randBytes(442, 3000)
+	f, err = os.OpenFile(m.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open of a cached file offline: %v", err)
+	}
+	if _, err := f.WriteAt(data1, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{}, data0...)
+	copy(want[100:], data1)
+	time.Sleep(time.Second) // still offline: nothing written back
+	if got := mustRead(t, s.path("f")); !bytes.Equal(got, data0) {
+		t.Fatalf("the export's f changed while the mount was offline on request")
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 0, 10*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got, _ := os.ReadFile(s.path("f")); bytes.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the export's f does not have the mount's offline write 30 s after it came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -424,6 +424,7 @@ func runMount(f mountFlags, host, export, dir string) (err error) {
 	defer m.Close()
 	if mode == mount.SNFS {
 		clientMetrics(reg, m.FS)
+		defer watchDisconnectRequests(log, m.FS)() // SIGUSR1, SIGUSR2
 	}
 	statusMetrics(reg, m)
 	if f.metrics != "" {

@@ -52,6 +52,7 @@ type discState struct {
 	log    *slog.Logger
 	lastOK atomic.Int64 // UnixNano of the latest call answered (a probe's included)
 	off    atomic.Bool  // offline; read without mu on every operation
+	forced atomic.Bool  // offline on request (SetDisconnected) until asked back
 
 	mu      sync.Mutex
 	since   time.Time          // offline since
@@ -210,6 +211,12 @@ func (sn *snfsFS) discLoop() {
 			return
 		case <-t.C:
 		}
+		if d.forced.Load() {
+			if !d.offline() {
+				sn.goOffline(errors.New("on request"))
+			}
+			continue // no probe: offline until asked back
+		}
 		quiet := time.Since(time.Unix(0, d.lastOK.Load()))
 		if !d.offline() && quiet < tick {
 			continue // answered lately: no probe needed
@@ -336,6 +343,20 @@ func (sn *snfsFS) offlineFsync(f *vfs.File) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// SetDisconnected takes fs (snfs mode, --disconnected=auto) offline on
+// request (off true: at the loop's next tick, whatever the server answers)
+// or lets it come back (off false: online at the next probe the server
+// answers). Coda's `cfs disconnect` and `cfs reconnect`. It fails if the
+// mount has no disconnected operation.
+func SetDisconnected(fs *vfs.FS, off bool) error {
+	sn, ok := fs.Ops().(*snfsFS)
+	if !ok || sn.disc == nil {
+		return errors.New("disconnected operation is off on this mount (--disconnected=auto, snfs mode)")
+	}
+	sn.disc.forced.Store(off)
 	return nil
 }
 
