@@ -61,7 +61,6 @@ type discState struct {
 	written map[string]bool    // handles of files written while offline, until clean
 	owed    []owedClose        // CLOSEs refused offline, sent on reconnection
 	done    chan struct{}      // closed when the loop returns
-	probes  atomic.Uint64      // probes sent by the loop
 }
 
 func newDisc(after time.Duration, log *slog.Logger) *discState {
@@ -221,7 +220,6 @@ func (sn *snfsFS) discLoop() {
 		if !d.offline() && quiet < tick {
 			continue // answered lately: no probe needed
 		}
-		d.probes.Add(1)
 		ctx, cancel := context.WithTimeout(sn.life, max(2*tick, 200*time.Millisecond))
 		err := sn.sess.Null(ctx)
 		cancel()
