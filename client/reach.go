@@ -30,6 +30,7 @@ type Reach struct {
 	reason     string    // why not connected: the latest cause seen
 	restarts   int       // server restarts seen (a session's REGISTER said so)
 	recovering bool      // from a restart seen until the client's recovery ended
+	offline    time.Time // since when the client serves from its cache alone (SetOffline); zero: not
 }
 
 // ReachState is a Reach at one moment.
@@ -49,6 +50,11 @@ type ReachState struct {
 	Recovering bool
 	// ServerRestarts counts the server restarts this client has seen.
 	ServerRestarts int
+	// Offline: the client took the server as gone and serves what it has
+	// cached, failing the rest at once (a mount's disconnected operation,
+	// docs/mount.md), since OfflineSince.
+	Offline      bool
+	OfflineSince time.Time
 }
 
 // NewReach returns a Reach of the server at addr, not connected yet.
@@ -64,7 +70,7 @@ func (r *Reach) State() ReachState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := ReachState{Addr: r.addr, Connected: r.connected, Since: r.since,
-		Recovering: r.recovering, ServerRestarts: r.restarts}
+		Recovering: r.recovering, ServerRestarts: r.restarts, Offline: !r.offline.IsZero(), OfflineSince: r.offline}
 	if !r.connected {
 		st.Reason = r.reason
 	}
@@ -187,3 +193,19 @@ func TrackServerState(log *slog.Logger, addr string, after time.Duration, r *Rea
 // Reach returns whether the session reaches its server now: its connection
 // (registered on), the server watch, and its recovery after a server restart.
 func (s *Session) Reach() ReachState { return s.reach.State() }
+
+// SetOffline records that the client's user took the server as gone (true,
+// since now) or back (false): a mount's disconnected operation.
+func (r *Reach) SetOffline(off bool) {
+	r.mu.Lock()
+	switch {
+	case off && r.offline.IsZero():
+		r.offline = r.now()
+	case !off:
+		r.offline = time.Time{}
+	}
+	r.mu.Unlock()
+}
+
+// SetOffline is the session's Reach's SetOffline.
+func (s *Session) SetOffline(off bool) { s.reach.SetOffline(off) }

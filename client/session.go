@@ -74,6 +74,10 @@ type SessionConfig struct {
 	// NotRespondingAfter is LogServerState's after, on Logger: 0 is
 	// NotRespondingAfter, < 0 logs no outage.
 	NotRespondingAfter time.Duration
+	// CallGate, if set, passes every call of the session through it
+	// (sunrpc.WithCallGate: a mount's disconnected operation); the
+	// REGISTER and reclaim of a connect hook do not pass.
+	CallGate sunrpc.CallGate
 }
 
 // Session is a client of the snfs consistency protocol: one connection to the
@@ -152,6 +156,9 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 		opts = append(opts, WithObserver(cfg.Observer))
 	}
 	opts = append(opts, TrackServerState(s.log, addr, cfg.NotRespondingAfter, s.reach))
+	if cfg.CallGate != nil {
+		opts = append(opts, sunrpc.WithCallGate(cfg.CallGate))
+	}
 	c, err := sunrpc.Dial(ctx, network, addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
 		// sunrpc.Dial's errors name the address already.

@@ -15,13 +15,14 @@ type MountStatus struct {
 	DirtyBytes        int64     // written here, not yet stably on the server
 	DirtyFiles        int
 	// snfs mode only.
-	Recovering  bool          // the mount's recovery after a server restart has not ended
-	DirtyOldest time.Duration // age of the oldest dirty data waiting for write-back
-	PermitsHeld int           // write-back permits held
-	LogRecords  int           // modification log: records not yet reintegrated
-	LogBytes    int64         // their encoded size
-	LogOldest   time.Duration // age of the oldest of them
-	Conflicts   int           // conflicts listed in the cache directory
+	Recovering   bool          // the mount's recovery after a server restart has not ended
+	Disconnected bool          // disconnected operation: offline, serving the cache (--disconnected=auto)
+	DirtyOldest  time.Duration // age of the oldest dirty data waiting for write-back
+	PermitsHeld  int           // write-back permits held
+	LogRecords   int           // modification log: records not yet reintegrated
+	LogBytes     int64         // their encoded size
+	LogOldest    time.Duration // age of the oldest of them
+	Conflicts    int           // conflicts listed in the cache directory
 }
 
 // statusGauge is one gauge of MountStatus.
@@ -49,6 +50,8 @@ var statusGauges = []statusGauge{
 		false, func(s *MountStatus) float64 { return float64(s.DirtyFiles) }},
 	{prometheus.NewDesc("snfs_client_recovering", "1 while the mount's recovery after a server restart (reclaim, reintegration) has not ended, else 0.", nil, nil),
 		true, func(s *MountStatus) float64 { return b2f(s.Recovering) }},
+	{prometheus.NewDesc("snfs_client_disconnected", "1 while the mount is offline (--disconnected=auto: the server answered nothing for --disconnect-after; it serves its cache alone), else 0.", nil, nil),
+		true, func(s *MountStatus) float64 { return b2f(s.Disconnected) }},
 	{prometheus.NewDesc("snfs_client_dirty_oldest_seconds", "Age of the oldest dirty data waiting for delayed write-back (0: none).", nil, nil),
 		true, func(s *MountStatus) float64 { return s.DirtyOldest.Seconds() }},
 	{prometheus.NewDesc("snfs_client_permits_held", "Write-back permits the mount holds.", nil, nil),

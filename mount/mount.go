@@ -66,6 +66,10 @@ type Config struct {
 	// NoNameCache: snfs mode caches no directory under promises
 	// (cachemgr.SNFSMountConfig.NoNameCache).
 	NoNameCache bool
+	// Disconnected and DisconnectAfter: snfs mode's disconnected operation
+	// (cachemgr.SNFSMountConfig's; --disconnected=auto). Refused in nfs mode.
+	Disconnected    bool
+	DisconnectAfter time.Duration
 }
 
 // Mount is an export opened by Open: the FS (nfs or snfs mode, as chosen),
@@ -128,6 +132,9 @@ func Open(ctx context.Context, cfg Config) (*Mount, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Disconnected && mode != SNFS {
+		return nil, fmt.Errorf("--disconnected=auto needs snfs mode (the server at %s is mounted in %s mode)", cfg.Addr, mode)
+	}
 	m := &Mount{cfg: cfg, log: log, Mode: mode}
 	if m.Mode == SNFS {
 		err = m.openSNFS(ctx)
@@ -146,7 +153,8 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 	scfg := cachemgr.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
-		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache}
+		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache,
+		Disconnected: cfg.Disconnected, DisconnectAfter: cfg.DisconnectAfter}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}

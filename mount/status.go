@@ -36,6 +36,11 @@ type StatusConnection struct {
 	// reintegration of dirty files) has not ended; snfs mode.
 	Recovering     bool `json:"recovering"`
 	ServerRestarts int  `json:"server_restarts"` // server restarts the mount has seen; snfs mode
+	// Offline: snfs mode's disconnected operation (--disconnected=auto)
+	// took the server as gone: the mount serves its cache alone since
+	// OfflineSince.
+	Offline      bool      `json:"offline"`
+	OfflineSince time.Time `json:"offline_since,omitzero"`
 }
 
 // StatusDirty is the data written on this mount and not yet stably on the
@@ -116,6 +121,6 @@ func (m *Mount) Status() Status {
 		}
 	}
 	st.Connection = StatusConnection{Connected: reach.Connected, Since: reach.Since, Reason: reach.Reason,
-		Recovering: reach.Recovering, ServerRestarts: reach.ServerRestarts}
+		Recovering: reach.Recovering, ServerRestarts: reach.ServerRestarts, Offline: reach.Offline, OfflineSince: reach.OfflineSince}
 	return st
 }

@@ -48,6 +48,7 @@ type transport struct {
 	observer      Observer        // told about every call that got a reply; may be nil
 	names         CallNames       // names observed calls; nil: numbers
 	watch         *serverWatch    // WithServerWatch's; may be nil
+	gate          CallGate        // WithCallGate's; may be nil
 	ctx           context.Context // handlers' base context, cancelled by Close
 	cancel        context.CancelFunc
 
@@ -83,6 +84,18 @@ func WithPrograms(ps ...*Program) DialOption {
 func WithOnConnect(f func(ctx context.Context, c *Conn) error) DialOption {
 	return func(t *transport) { t.onConnect = f }
 }
+
+// CallGate decides, before a call is sent, whether it goes: it returns the
+// context the call runs under (it may end sooner than the caller's) and end,
+// which is given the call's error and returns the one the caller gets; or
+// an error, and the call fails with it, unsent. A client whose server may
+// be taken as gone (a mount's disconnected operation) fails its calls at
+// once then, and cuts those in flight.
+type CallGate func(ctx context.Context, prog, vers, proc uint32) (context.Context, func(error) error, error)
+
+// WithCallGate passes every call made through the client (and its Program
+// views) through g. Calls a connect hook makes with Conn.Call do not pass.
+func WithCallGate(g CallGate) DialOption { return func(t *transport) { t.gate = g } }
 
 // CallNames names a call's program and procedure for an Observer (sunrpc
 // knows no program's names).
@@ -259,7 +272,15 @@ func (c *Client) Call(ctx context.Context, proc uint32, args xdr.Encoder, res xd
 }
 
 // CallXID is Call with a caller-chosen xid; tests use it to retransmit on purpose.
-func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder, res xdr.Decoder) error {
+func (c *Client) CallXID(ctx context.Context, xid, proc uint32, args xdr.Encoder, res xdr.Decoder) (err error) {
+	if c.gate != nil {
+		gctx, end, gerr := c.gate(ctx, c.prog, c.vers, proc)
+		if gerr != nil {
+			return gerr
+		}
+		ctx = gctx
+		defer func() { err = end(err) }() // err: the call's, named result
+	}
 	msg := encodeCallMsg(xid, c.prog, c.vers, proc, c.auth, args)
 	var start time.Time
 	if c.observer != nil {

@@ -13,7 +13,9 @@ import (
 
 // conflicts lists the conflicts an snfs-mode mount kept (docs/mount.md,
 // "Recovery"): files whose dirty data could not be written back because the
-// server's copy had changed, and the names their copies were saved under.
+// server's copy had changed, and the names their copies were saved under
+// (reason "disconnected": written, or left dirty, while the mount was offline:
+// docs/mount.md, "Disconnected operation").
 func conflicts(args []string) error {
 	fs := newFlagSet("conflicts", "snfs conflicts [--cache-dir D | MOUNTPOINT]")
 	cacheDir := fs.String("cache-dir", "", "the mount's cache directory")

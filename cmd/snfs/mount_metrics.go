@@ -63,7 +63,8 @@ func statusMetrics(reg *metrics.Client, m *mount.Mount) {
 // statusGauges are st's figures that are numbers.
 func statusGauges(st mount.Status) metrics.MountStatus {
 	g := metrics.MountStatus{Connected: st.Connection.Connected, ConnectionChanged: st.Connection.Since,
-		DirtyBytes: st.Dirty.Bytes, DirtyFiles: st.Dirty.Files, Recovering: st.Connection.Recovering}
+		DirtyBytes: st.Dirty.Bytes, DirtyFiles: st.Dirty.Files, Recovering: st.Connection.Recovering,
+		Disconnected: st.Connection.Offline}
 	if st.Dirty.OldestSeconds != nil {
 		g.DirtyOldest = secondsDuration(*st.Dirty.OldestSeconds)
 	}

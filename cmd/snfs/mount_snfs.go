@@ -73,6 +73,13 @@ func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cach
 	}
 	cfg.Name, cfg.CacheDir, cfg.CacheSize = hostname+":"+dir, cacheDir, size
 	cfg.WriteBackDelay, cfg.CloseDelay, cfg.KeptOpens = f.writebackDelay, time.Duration(f.closeDelay), f.keptOpens
+	switch f.disconnected {
+	case "auto":
+		cfg.Disconnected, cfg.DisconnectAfter = true, f.disconnectAfter
+	case "never", "":
+	default:
+		return "", false, fmt.Errorf("--disconnected=%q: auto or never", f.disconnected)
+	}
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
 	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }

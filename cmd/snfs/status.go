@@ -79,6 +79,9 @@ func printStatus(w io.Writer, st *mount.Status) error {
 	} else {
 		line("connection", "DISCONNECTED since %s: %s", at(c.Since), c.Reason)
 	}
+	if c.Offline {
+		line("disconnected operation", "disconnected since %s: serving the cache, the rest fails (EHOSTDOWN) until the server answers", at(c.OfflineSince))
+	}
 	sn := st.SNFS
 	na := "n/a (" + string(st.Mode) + " mode)"
 	switch {

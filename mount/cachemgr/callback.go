@@ -245,6 +245,7 @@ func (fs *snfsFS) snfsSized(i *vfs.Inode, size *uint64) {
 // runs in the session's connect hook: it takes only the inodes' and the
 // cache's locks, never one held across a call to the server.
 func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
+	fs.disc.dropOwed() // the restarted server knows only what is reclaimed here
 	fs.FS.Mu.Lock()
 	all := make([]*vfs.Inode, 0, len(fs.Inodes))
 	for _, i := range fs.Inodes {
@@ -302,6 +303,9 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 			i.Mu.Unlock()
 		}
 		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		if fs.disc.offline() {
+			return // reclaimed by the probe of a disconnected mount: its reconnection writes back (disconnected.go)
+		}
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.Logger().Error("write-back after a server restart", "err", err)
 		}

@@ -189,7 +189,11 @@ func (fs *snfsFS) closeDelayed(i *vfs.Inode, force bool) {
 		if !dirty {
 			fs.recordWrittenBack()
 		}
-		if _, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty); err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+		_, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty)
+		if fs.disc.owe(i.FH, a.Mode, dirty, err) {
+			continue // offline: sent on reconnection (disconnected.go)
+		}
+		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 			fs.Logger().Warn("delayed CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
 	}

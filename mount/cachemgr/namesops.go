@@ -24,6 +24,9 @@ const maxCachedName = 255
 // cached; ok false sends a LOOKUP.
 func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
 	nc := sn.names
+	if sn.disc.offline() && name != "." && name != ".." {
+		return sn.offlineLookup(dir, name) // disconnected.go
+	}
 	if name == "." || name == ".." || len(name) > maxCachedName || !dir.IsDir() {
 		// A name longer than a component may be is the server's to refuse
 		// (NFS3ERR_NAMETOOLONG), not a miss.

@@ -42,7 +42,7 @@ type Conflict struct {
 	Conflict string    `json:"conflict"` // the name of the copy made beside it
 	Size     int64     `json:"size"`     // bytes in the copy
 	Unknown  int64     `json:"unknown"`  // bytes of it the cache did not hold (zeros)
-	Reason   string    `json:"reason"`   // "restart", "fenced" or "reclaim refused"
+	Reason   string    `json:"reason"`   // "restart", "fenced", "reclaim refused" or "disconnected"
 	FileFH   string    `json:"file_fh"`  // the file's handle (hex)
 }
 
@@ -343,6 +343,10 @@ func (fs *snfsFS) keepConflict(ctx context.Context, fh nfs3.FH, cf *cachedir.Fil
 	}
 	if mode == 0 {
 		mode = 0o644
+	}
+	if fs.disc.wroteOffline(fh, false) {
+		fs.Logger().Info("conflict of a file written while disconnected", "fh", hex.EncodeToString(fh), "seen_as", reason)
+		reason = "disconnected"
 	}
 	host, _, _ := strings.Cut(fs.sess.Name(), ":")
 	cname := fmt.Sprintf("%s.snfs-conflict-%s-%d", name, host, time.Now().Unix())

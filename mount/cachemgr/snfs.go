@@ -58,10 +58,11 @@ type snfsConfig struct {
 	// (ConflictsFile); "": not listed.
 	CacheDir string
 
-	noNames bool     // SNFSMountConfig.NoNameCache
-	handler *handler // set by OpenSNFS: the session's callbacks come here
-	owned   bool     // Close disconnects the session (OpenSNFS made it)
-	export  string   // for UMNT at Close, when owned
+	noNames bool       // SNFSMountConfig.NoNameCache
+	disc    *discState // disconnected operation (disconnected.go); nil: never
+	handler *handler   // set by OpenSNFS: the session's callbacks come here
+	owned   bool       // Close disconnects the session (OpenSNFS made it)
+	export  string     // for UMNT at Close, when owned
 }
 
 // SNFSStats counts snfs-mode events.
@@ -109,6 +110,8 @@ type snfsFS struct {
 	noAllocate atomic.Bool
 	locks      snfsLocks  // byte-range locks (lock.go)
 	names      *nameCache // directories under promises (names.go)
+	// disc: disconnected operation (disconnected.go); nil: never
+	disc *discState
 	// status: the permits' and the log's sources for Status (status.go)
 	status statusSources
 
@@ -285,8 +288,12 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
+	m.disc = cfg.disc // before the loops that read it
 	go m.writeBackLoop()
 	go m.lockLeaseLoop()
+	if m.disc != nil {
+		go m.discLoop()
+	}
 	return nil
 }
 
@@ -300,6 +307,9 @@ func (fs *snfsFS) closeSNFS() error {
 		fs.names.close()
 		<-fs.done
 		<-fs.leaseDone
+		if fs.disc != nil {
+			<-fs.disc.done
+		}
 		fs.stopWatch()
 		err = fs.cache.Close()
 		if fs.cfg.owned {
@@ -414,6 +424,9 @@ func snfsCaching(i *vfs.Inode) bool {
 // write-shared; otherwise as long as a directory promise covers them
 // (names.go). ok is false when nfs mode's adaptive timeouts apply.
 func snfsTTL(i *vfs.Inode) (time.Duration, bool) {
+	if mgrOf(i.FS()).disc.offline() && attrKnownLocked(i) {
+		return offlineAttrTTL, true // as last seen: nothing to ask
+	}
 	if stOf(i).Held() == 0 {
 		return mgrOf(i.FS()).names.attrTTLLocked(i)
 	}

@@ -376,6 +376,7 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *vfs.File, off uint64, data [
 			snOf(i).mtime = time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)
+			fs.disc.noteWrite(i.FH) // disconnected.go
 		}
 		if err != nil {
 			return fmt.Errorf("cache directory: %w", err)
@@ -449,7 +450,16 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *vfs.File) error {
 	if pending {
 		errs = append(errs, i.Flush(ctx, true))
 	}
-	errs = append(errs, fs.writeBackInode(ctx, i))
+	if fs.disc.offline() {
+		// Disconnected: durable in the cache directory is what fsync
+		// promises until the server is back (disconnected.go).
+		return f.ReportWbErr(errors.Join(append(errs, fs.offlineFsync(f))...), true)
+	}
+	err := fs.writeBackInode(ctx, i)
+	if errors.Is(err, ErrDisconnected) {
+		err = fs.offlineFsync(f) // cut by going offline: kept dirty
+	}
+	errs = append(errs, err)
 	return f.ReportWbErr(errors.Join(errs...), true) // and past it for f
 }
 
@@ -526,6 +536,9 @@ func (fs *snfsFS) snfsRelease(ctx context.Context, f *vfs.File) error {
 		}
 		_, err := fs.sess.Close(ctx, i.FH, a.Mode, dirty)
 		fs.Logger().Debug("CLOSE", "fileid", i.FileID, "mode", a.Mode, "dirty", dirty, "err", err)
+		if fs.disc.owe(i.FH, a.Mode, dirty, err) {
+			continue // offline: sent on reconnection (disconnected.go)
+		}
 		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 			fs.Logger().Warn("CLOSE", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}

@@ -70,6 +70,12 @@ type SNFSMountConfig struct {
 	// own process changes the export beside an in-process server (whose
 	// change notifier does not report its own process's changes).
 	NoNameCache bool
+	// Disconnected: disconnected operation (--disconnected=auto,
+	// disconnected.go): after DisconnectAfter (0: DefaultDisconnectAfter)
+	// with no answer from the server, the mount serves its cache alone and
+	// fails the rest at once. False: calls wait for the server (a hard mount).
+	Disconnected    bool
+	DisconnectAfter time.Duration
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -95,12 +101,18 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	// (docs/protocol.md section 7), whatever the cache directory holds.
 	os.Remove(filepath.Join(cfg.CacheDir, "client-verifier"))
 	h := &handler{ready: make(chan struct{}), lease: &leaseWatch{next: cfg.Observer}}
+	var disc *discState
+	var gate sunrpc.CallGate
+	if cfg.Disconnected {
+		disc = newDisc(cfg.DisconnectAfter, cfg.Logger)
+		gate = disc.gate
+	}
 	// A new client verifier at every start (the zero value: the session
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
 		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: h.lease,
-		NotRespondingAfter: cfg.NotRespondingAfter})
+		NotRespondingAfter: cfg.NotRespondingAfter, CallGate: gate})
 	if err != nil {
 		cache.Close()
 		return nil, err
@@ -128,7 +140,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache,
-			Recover: true, handler: h, owned: true, export: cfg.Export}))
+			Recover: true, handler: h, owned: true, export: cfg.Export, disc: disc}))
 	if err != nil {
 		return fail(err)
 	}

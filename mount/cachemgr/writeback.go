@@ -40,6 +40,9 @@ func (fs *snfsFS) writeBackLoop() {
 			return
 		case <-t.C:
 		}
+		if fs.disc.offline() {
+			continue // kept dirty; written back on reconnection (disconnected.go)
+		}
 		done, failed := fs.writeBackAll(ctx, fs.dirtyInodes(time.Now().Add(-delay)))
 		for i, err := range failed {
 			fs.Logger().Warn("delayed write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
@@ -95,6 +98,7 @@ func (fs *snfsFS) markCleanIf(i *vfs.Inode, cf *cachedir.File) {
 	defer fs.mu.Unlock()
 	if !cf.NeedsWriteBack() {
 		delete(fs.dirty, i)
+		fs.disc.wroteOffline(i.FH, true)
 	}
 }
 

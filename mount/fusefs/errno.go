@@ -17,6 +17,11 @@ func errnoOf(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
+	// A disconnected mount's miss (cachemgr, disconnected.go): EHOSTDOWN,
+	// not ENOTCONN, which is what a dead FUSE daemon's mount answers.
+	if errors.Is(err, cachemgr.ErrDisconnected) {
+		return syscall.EHOSTDOWN
+	}
 	// First: a call abandoned because the request was interrupted (ctx.go)
 	// may also carry the last NFS status it retried on (jukebox, grace).
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
