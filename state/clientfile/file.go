@@ -651,7 +651,17 @@ func (f *File) ServerRestarted(refused bool) []Action {
 // reports only what it was granted, and their releases send no CLOSE); the
 // ones reported are those a refusal of this reclaim makes forgotten
 // (ServerRestarted).
+//
+// It moves the invalidation epoch: a grant of caching not applied yet (an
+// OPEN answered before the restart, between ActCache and OpenCached, whose
+// open this item reports as not cached) is not applied after it, and an OPEN
+// in flight does not cache on its answer either (it may be the old server's,
+// for an open this item does not report). Otherwise the new server records
+// a writer that does not cache while it caches, and its dirty CLOSE marks
+// nothing: another client's OPEN calls nobody back and reads the server's
+// older bytes (docs/protocol.md 7.1).
 func (f *File) ReclaimItem() (readers, writers int, caching, dirty bool, version uint64, ok bool) {
+	f.invals++
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		f.reclaimed[m] = max(f.opens[m]-f.forgot[m], 0)
 	}
