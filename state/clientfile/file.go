@@ -140,8 +140,9 @@ type File struct {
 	deadline time.Time
 	timer    bool
 	// invals counts the callbacks (and refused reclaims) that took
-	// caching away: an OPEN whose answer is applied after one that came
-	// while it was in flight does not cache.
+	// caching away, and the reclaims (a grant of the old server's not yet
+	// applied is void): an OPEN whose answer is applied after one that
+	// came while it was in flight does not cache.
 	invals uint64
 
 	dirty    bool   // the cache holds data not written back
@@ -708,7 +709,8 @@ func (f *File) PassthroughClose(mode state.Mode) []Action {
 
 // Invals is the invalidation epoch: it moves whenever caching was taken
 // away (a callback that invalidates, the pinned holder's callbacks, a
-// refusal of caching, a refused reclaim). Caches keyed by it (the file's
+// refusal of caching, a refused reclaim) and at every reclaim (ReclaimItem).
+// Caches keyed by it (the file's
 // extended attributes) are valid only while it stays.
 func (f *File) Invals() uint64 { return f.invals }
 
