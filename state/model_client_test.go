@@ -236,10 +236,23 @@ func (w *bWorld) advance(d time.Duration) {
 }
 
 // quiet reports whether no message is in flight.
-func (w *bWorld) quiet() bool {
+func (w *bWorld) quiet() bool { return w.quietBut(false) }
+
+// quietBut is quiet, but with grants true it lets OPEN answers that allow
+// caching be in the client's hands (OpenAnswered applied, OpenCached to
+// come): the mount settles the attributes and relabels its cache between
+// them, calls to the server that a restart may cross, and its reclaim runs
+// in between.
+func (w *bWorld) quietBut(grants bool) bool {
 	for c := range w.cl {
 		for f := range bFiles {
-			if len(w.cl[c][f].opens)+len(w.cl[c][f].calls) > 0 || w.cl[c][f].wb != nil || w.cl[c][f].parked != nil {
+			s := w.cl[c][f]
+			for _, o := range s.opens {
+				if !grants || !o.applied {
+					return false
+				}
+			}
+			if len(s.calls) > 0 || s.wb != nil || s.parked != nil {
 				return false
 			}
 		}
@@ -341,7 +354,9 @@ func (w *bWorld) step() {
 		// Passthrough writers included: a reclaimed caching writer that
 		// shares the file is pinned again at once (state/reclaim.go repin,
 		// docs/protocol.md 10.1).
-		if w.r.IntN(8) == 0 && w.quiet() {
+		// So may OPEN answers granting caching that the client has not
+		// applied yet (quietBut).
+		if w.r.IntN(8) == 0 && w.quietBut(true) {
 			w.restart()
 		}
 	case 11: // a callback resent, or crossing a CLOSE, is served as any

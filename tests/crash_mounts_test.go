@@ -21,7 +21,9 @@ import (
 // mount --mode=snfs` processes (remounted on the same mount point and cache
 // directory, between operations, after a pause that lets the mounts' delayed
 // write-backs run: one mount writes back after two seconds, the other after
-// an hour, so its dirty data goes back only on callbacks and fsync), while
+// an hour, so its dirty data goes back only on callbacks and fsync; the
+// latter also keeps its opens past the last close until the server recalls
+// them, the mount's default, so that kept opens meet the kills too), while
 // the workload of TestCrashCycles runs on the two mounts: whole-file writes
 // (exclusive creates, rewrites), in-place writes with fsync, renames,
 // unlinks and reads, each read usually through the other mount. A version
@@ -67,8 +69,13 @@ func TestCrashCyclesMountsAndServer(t *testing.T) {
 	t.Logf("seed %d (SNFS_CRASH_SEED), %d kills", seed, cycles)
 
 	s := newServeProc(t, "--grace", "5s", "--log-level", "debug")
-	delays := []time.Duration{time.Hour, 2 * time.Second}
-	mounts := []*mntProc{newMountProc(t, s, s.nfsPort, delays[0]), newMountProc(t, s, s.nfsPort, delays[1])}
+	// mount1 keeps its opens until the server recalls them (the mount's
+	// default, --close-delay=forever); mount2 CLOSEs at every release.
+	flags := [][]string{
+		{"--writeback-delay", time.Hour.String(), "--log-level", "debug"},
+		{"--writeback-delay", (2 * time.Second).String(), "--close-delay", "0", "--log-level", "debug"},
+	}
+	mounts := []*mntProc{newMountProcFlags(t, s, s.nfsPort, flags[0]...), newMountProcFlags(t, s, s.nfsPort, flags[1]...)}
 	var cycle atomic.Int64
 	w := &workload{t: t, rng: rand.New(rand.NewPCG(seed, 1)), cycle: &cycle,
 		clients: []wclient{mountClient{"mount1", mounts[0]}, mountClient{"mount2", mounts[1]}},
@@ -158,7 +165,7 @@ func TestCrashCyclesMountsAndServer(t *testing.T) {
 		m := mounts[i]
 		w.note("kill -9 of mount%d after a pause of %v", i+1, pause)
 		m.kill9()
-		m.launch(s, s.nfsPort, "--writeback-delay", delays[i].String(), "--close-delay", "0", "--log-level", "debug")
+		m.launch(s, s.nfsPort, flags[i]...)
 		w.note("mount%d remounted", i+1)
 	}
 	for n := 0; n < 10 && crashStep(w, c); n++ {

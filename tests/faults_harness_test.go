@@ -313,8 +313,14 @@ type mntProc struct {
 // delay; delayed close is off, so that a close is a CLOSE.
 func newMountProc(t *testing.T, s *srvProc, nfsPort int, delay time.Duration) *mntProc {
 	t.Helper()
+	return newMountProcFlags(t, s, nfsPort, "--writeback-delay", delay.String(), "--close-delay", "0", "--log-level", "debug")
+}
+
+// newMountProcFlags is newMountProc with the mount's flags given whole.
+func newMountProcFlags(t *testing.T, s *srvProc, nfsPort int, flags ...string) *mntProc {
+	t.Helper()
 	m := newMnt(t, "", "")
-	m.launch(s, nfsPort, "--writeback-delay", delay.String(), "--close-delay", "0", "--log-level", "debug")
+	m.launch(s, nfsPort, flags...)
 	t.Cleanup(func() {
 		m.stop()
 		if t.Failed() {

@@ -501,6 +501,7 @@ func (fs *snfsFS) snfsIOEnd(f *vfs.File) {
 	var wfd *os.File
 	var cf *cachedir.File // the file's cache, to drop the kernel's pages of if whole
 	var pf *pinnedFile    // the pinned mode that ends with the last passthrough open
+	var pcf *cachedir.File
 	i.Mu.Lock()
 	if fsnOf(f).appendIO {
 		snOf(i).pt.appenders--
@@ -522,7 +523,7 @@ func (fs *snfsFS) snfsIOEnd(f *vfs.File) {
 		}
 		stOf(i).PassthroughClose(m)
 		if ptOpensLocked(i) == 0 {
-			wfd, pf = snOf(i).pt.fd, snOf(i).pt.pinned
+			wfd, pf, pcf = snOf(i).pt.fd, snOf(i).pt.pinned, snOf(i).pt.cf
 			if snOf(i).pt.watched {
 				// Under i's lock: a new first open's mark comes after.
 				fs.unwatch(fsnOf(f).pt)
@@ -532,6 +533,8 @@ func (fs *snfsFS) snfsIOEnd(f *vfs.File) {
 	}
 	i.Mu.Unlock()
 	if pf != nil {
+		// What a failed send left behind stays, as dirty data.
+		fs.pinKeepUnsent(pf, pcf)
 		fs.pinForget(pf)
 	}
 	if wfd != nil {

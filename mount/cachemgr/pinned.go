@@ -77,6 +77,7 @@ type pinnedFile struct {
 	mu      sync.Mutex
 	entered bool           // the entry's write-back is done: accesses refresh, write-backs send only landed
 	gone    bool           // pinForget ran: fd is closed
+	unsent  bool           // the last pinSync failed: stores through a mapping may be unsent too
 	pre     map[int32]span // accesses let through and not yet known as reads or writes, by thread
 	landed  []span         // written by the kernel, not yet sent
 	cred    vfs.Cred       // the last writer's
@@ -228,6 +229,59 @@ func (fs *snfsFS) pinEntered(pf *pinnedFile) {
 	}
 }
 
+// pinKeepUnsent hands what the kernel wrote to pf's file and was not sent
+// (the landed ranges, and the pages stored into through a mapping, when
+// the last pinSync failed: a release's send cut short by the mount's end, a
+// transport error) to cf as dirty data, before pinForget drops pf: the
+// release's CLOSE then says dirty (the server keeps this client pinned,
+// docs/protocol.md 10.1), and the next callback or write-back sends them. Only
+// those ranges: the rest of the file may hold other clients' older bytes.
+func (fs *snfsFS) pinKeepUnsent(pf *pinnedFile, cf *cachedir.File) {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	if pf.gone || cf == nil || len(pf.landed) == 0 && !pf.unsent {
+		return
+	}
+	unsent := append([]span(nil), pf.landed...)
+	if pf.unsent {
+		pf.sums.init()
+		if st, err := pf.fd.Stat(); err == nil {
+			pf.hashPagesLocked(0, uint64(st.Size()), func(p, h uint64) {
+				if old, ok := pf.sums.sum[p]; !ok || old != h {
+					unsent = append(unsent, span{p * pinPage, pinPage})
+				}
+			})
+		}
+	}
+	st, err := pf.fd.Stat()
+	if err != nil {
+		fs.Logger().Error("passthrough: unsent writes of the pinned file are lost", fs.PathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
+		return
+	}
+	size := uint64(st.Size())
+	buf := make([]byte, 1<<20)
+	kept := 0
+	for _, r := range unsent {
+		for off, end := r.off, min(r.end(), size); off < end; {
+			n, _ := pf.fd.ReadAt(buf[:min(uint64(len(buf)), end-off)], int64(off))
+			if n == 0 {
+				break
+			}
+			if _, err := cf.WriteAt(buf[:n], int64(off)); err != nil {
+				fs.Logger().Error("passthrough: unsent writes of the pinned file are lost", fs.PathAttr(pf.i), "fileid", pf.i.FileID, "err", err)
+				return
+			}
+			kept += n
+			off += uint64(n)
+		}
+	}
+	pf.landed = nil
+	if kept > 0 {
+		fs.Logger().Warn("passthrough: writes of the pinned file not sent at its last close are kept as dirty data", fs.PathAttr(pf.i), "fileid", pf.i.FileID, "bytes", kept)
+		fs.markDirty(pf.i)
+	}
+}
+
 // pinForget drops pf (the last passthrough open of its file ended).
 func (fs *snfsFS) pinForget(pf *pinnedFile) {
 	fs.pin.mu.Lock()
@@ -253,10 +307,16 @@ func (fs *snfsFS) pinSync(ctx context.Context, pf *pinnedFile, full bool) error 
 	if pf.gone {
 		return nil
 	}
-	if err := fs.pinFlushLocked(ctx, pf); err != nil || !full {
-		return err
+	err := fs.pinFlushLocked(ctx, pf)
+	if err == nil && full {
+		err = fs.pinScanLocked(ctx, pf, span{0, math.MaxUint64})
 	}
-	return fs.pinScanLocked(ctx, pf, span{0, math.MaxUint64})
+	if err != nil {
+		pf.unsent = true
+	} else if full {
+		pf.unsent = false
+	}
+	return err
 }
 
 // pinSized brings the cache file of a pinned file to a size this client set
@@ -305,6 +365,9 @@ func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) err
 		return fmt.Errorf("passthrough: cache file: %w", err)
 	}
 	end := min(r.end(), uint64(st.Size()))
+	if fs.pinSendFails.Load() && r.off < end {
+		return errPinSendTest
+	}
 	for off := r.off; off < end; {
 		n, err := pf.fd.ReadAt(buf[:min(uint64(len(buf)), end-off)], int64(off))
 		if n == 0 {
@@ -328,6 +391,9 @@ func (fs *snfsFS) pinSendLocked(ctx context.Context, pf *pinnedFile, r span) err
 	}
 	return nil
 }
+
+// errPinSendTest is the failure pinSendFails makes.
+var errPinSendTest = errors.New("passthrough: send failed (test)")
 
 // pinRefreshLocked lays the server's bytes of r over the cache file, except
 // where the kernel's other accesses in flight may be writing (or landed

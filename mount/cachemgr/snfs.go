@@ -150,6 +150,9 @@ type snfsFS struct {
 	// (an OPEN the new server answers before), afterReopen as the handler
 	// ends. All are called with a nil Inode.
 	beforeForget, beforeReopen, afterReopen testHook
+	// pinSendFails, set only by tests, makes the pinned holder's sends of
+	// what its kernel wrote fail as a transport error would (pinned.go).
+	pinSendFails atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}

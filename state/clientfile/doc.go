@@ -74,7 +74,7 @@
 //     is gone), Removed (the file's last link went while unopened, or at its
 //     last close).
 //
-// # Two rules the model found
+// # Rules the model found
 //
 // The both-ends model found two races in the mount as it was; both are the
 // mount's now, through this machine, each with a test in mount/vfs that
@@ -88,6 +88,13 @@
 //     mount answered it whenever the pinned entry began with writers, and
 //     if they closed meanwhile (and a new write open came) the server then
 //     recorded a pinned holder that is not one (TestPinnedAnswerNeedsWriter).
+//
+// A third it found once its restarts could fall inside an OPEN's grant
+// being applied (the official CI's TestCrashCyclesMountsAndServer saw it as
+// a stale read first): ReclaimItem moves the invalidation epoch, so a grant
+// answered before the restart and applied after the reclaim, which reported
+// the open as not cached, is not applied (docs/protocol.md 16, rule 3;
+// mount/cachemgr TestReclaimDuringOpenGrant).
 //
 // # The lock
 //

@@ -140,8 +140,9 @@ type File struct {
 	deadline time.Time
 	timer    bool
 	// invals counts the callbacks (and refused reclaims) that took
-	// caching away: an OPEN whose answer is applied after one that came
-	// while it was in flight does not cache.
+	// caching away, and the reclaims (a grant of the old server's not yet
+	// applied is void): an OPEN whose answer is applied after one that
+	// came while it was in flight does not cache.
 	invals uint64
 
 	dirty    bool   // the cache holds data not written back
@@ -663,7 +664,17 @@ func (f *File) ServerRestarted(refused bool) []Action {
 // reports only what it was granted, and their releases send no CLOSE); the
 // ones reported are those a refusal of this reclaim makes forgotten
 // (ServerRestarted).
+//
+// It moves the invalidation epoch: a grant of caching not applied yet (an
+// OPEN answered before the restart, between ActCache and OpenCached, whose
+// open this item reports as not cached) is not applied after it, and an OPEN
+// in flight does not cache on its answer either (it may be the old server's,
+// for an open this item does not report). Otherwise the new server records
+// a writer that does not cache while it caches, and its dirty CLOSE marks
+// nothing: another client's OPEN calls nobody back and reads the server's
+// older bytes (docs/protocol.md 7.1).
 func (f *File) ReclaimItem() (readers, writers int, caching, dirty bool, version uint64, ok bool) {
+	f.invals++
 	for _, m := range []state.Mode{state.Read, state.Write} {
 		f.reclaimed[m] = max(f.opens[m]-f.forgot[m], 0)
 	}
@@ -710,7 +721,8 @@ func (f *File) PassthroughClose(mode state.Mode) []Action {
 
 // Invals is the invalidation epoch: it moves whenever caching was taken
 // away (a callback that invalidates, the pinned holder's callbacks, a
-// refusal of caching, a refused reclaim). Caches keyed by it (the file's
+// refusal of caching, a refused reclaim) and at every reclaim (ReclaimItem).
+// Caches keyed by it (the file's
 // extended attributes) are valid only while it stays.
 func (f *File) Invals() uint64 { return f.invals }
 
