@@ -66,6 +66,9 @@ type Config struct {
 	// NoNameCache: snfs mode caches no directory under promises
 	// (cachemgr.SNFSMountConfig.NoNameCache).
 	NoNameCache bool
+	// Permits: snfs mode asks for write-back permits and logs changes
+	// under them (cachemgr.SNFSMountConfig.Permits; --permits=on).
+	Permits bool
 }
 
 // Mount is an export opened by Open: the FS (nfs or snfs mode, as chosen),
@@ -146,7 +149,7 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 	scfg := cachemgr.SNFSMountConfig{Addr: cfg.Addr, Export: cfg.Export, Name: cfg.Name,
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
-		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache}
+		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache, Permits: cfg.Permits}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}

@@ -73,6 +73,13 @@ func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cach
 	}
 	cfg.Name, cfg.CacheDir, cfg.CacheSize = hostname+":"+dir, cacheDir, size
 	cfg.WriteBackDelay, cfg.CloseDelay, cfg.KeptOpens = f.writebackDelay, time.Duration(f.closeDelay), f.keptOpens
+	switch f.permits {
+	case "on":
+		cfg.Permits = true
+	case "off", "":
+	default:
+		return "", false, fmt.Errorf("--permits=%s: on or off", f.permits)
+	}
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
 	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }

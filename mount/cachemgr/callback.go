@@ -22,6 +22,9 @@ import (
 // CallbackBegin and CallbackEnd).
 func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
+	if mode == state.RecallPermit && sn.permits != nil {
+		return sn.permits.recall(ctx, fh) // permits.go
+	}
 	if mode != state.RecallLocks {
 		if out, ok := sn.dirCallback(fh, mode); ok {
 			return out // a directory promise's break (namesops.go)

@@ -58,6 +58,10 @@ type snfsConfig struct {
 	// (ConflictsFile); "": not listed.
 	CacheDir string
 
+	// Permits: ask for write-back permits and log changes under them
+	// (permits.go; SNFSMountConfig.Permits).
+	Permits bool
+
 	noNames bool     // SNFSMountConfig.NoNameCache
 	handler *handler // set by OpenSNFS: the session's callbacks come here
 	owned   bool     // Close disconnects the session (OpenSNFS made it)
@@ -111,6 +115,9 @@ type snfsFS struct {
 	names      *nameCache // directories under promises (names.go)
 	// status: the permits' and the log's sources for Status (status.go)
 	status statusSources
+	// permits: the write-back permits and the modification log
+	// (permits.go); nil without them. Set by startSNFS.
+	permits *permits
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
@@ -282,6 +289,13 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
+	if cfg.Permits {
+		p, err := m.openPermits(ctx)
+		if err != nil {
+			return err
+		}
+		m.permits = p
+	}
 	go m.writeBackLoop()
 	go m.lockLeaseLoop()
 	return nil
@@ -292,13 +306,18 @@ func (fs *snfsFS) closeSNFS() error {
 	var err error
 	fs.once.Do(func() {
 		fs.closeAllDelayed()
+		if fs.permits != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err = fs.permits.close(ctx)
+			cancel()
+		}
 		close(fs.stop)
 		fs.endLife()
 		fs.names.close()
 		<-fs.done
 		<-fs.leaseDone
 		fs.stopWatch()
-		err = fs.cache.Close()
+		err = errors.Join(err, fs.cache.Close())
 		if fs.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			// A clean end (everything written back and CLOSEd): the server

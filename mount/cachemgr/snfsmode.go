@@ -200,6 +200,11 @@ func (sn *snfsFS) Start(ctx context.Context) error { return sn.startSNFS(ctx, sn
 // SyncData writes back the cache directory's dirty files, then what the core
 // holds in memory.
 func (sn *snfsFS) SyncData(ctx context.Context) error {
+	if sn.permits != nil {
+		if err := sn.permits.flush(ctx, "sync"); err != nil {
+			return err
+		}
+	}
 	if err := sn.snfsSync(ctx); err != nil {
 		return err
 	}

@@ -70,6 +70,9 @@ type SNFSMountConfig struct {
 	// own process changes the export beside an in-process server (whose
 	// change notifier does not report its own process's changes).
 	NoNameCache bool
+	// Permits: ask for write-back permits on directories and log the
+	// changes made under them in CACHEDIR/cml (`--permits=on`, permits.go).
+	Permits bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -127,7 +130,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	}
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache,
+			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache, Permits: cfg.Permits,
 			Recover: true, handler: h, owned: true, export: cfg.Export}))
 	if err != nil {
 		return fail(err)
