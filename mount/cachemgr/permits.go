@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"snfs/mount/cml"
+	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
@@ -56,6 +57,11 @@ type permits struct {
 	// serialises too; this also orders the conflict handling after it).
 	reint sync.Mutex
 
+	// age and length: the log is reintegrated once its oldest record is
+	// age old or it holds length records (permitLogAge, permitLogLen).
+	age    time.Duration
+	length int
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -73,7 +79,7 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 		return nil, fmt.Errorf("the modification log: %w", err)
 	}
 	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{})}
 	if n := l.Len(); n > 0 {
 		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
 		for _, d := range l.Dirs() {
@@ -287,7 +293,10 @@ func (p *permits) loop() {
 		case <-t.C:
 		}
 		st := p.log.Stats()
-		if st.Records == 0 || st.Oldest < permitLogAge && st.Records < permitLogLen {
+		p.mu.Lock()
+		age, length := p.age, p.length
+		p.mu.Unlock()
+		if st.Records == 0 || st.Oldest < age && st.Records < length {
 			continue
 		}
 		ctx, cancel := p.sn.stopCtx(time.Minute)
@@ -316,4 +325,16 @@ func (p *permits) close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(err, p.log.Close())
+}
+
+// SyncDir is an fsync of dir (SNFSMode): the modification log, which holds
+// dir's changes made here, is flushed and reintegrated, as a local file
+// system makes a directory's entries durable at its fsync (the whole log:
+// it is applied in order). Without permits there is nothing to do: every
+// change was a call, durable at its reply.
+func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
+	if sn.permits == nil {
+		return nil
+	}
+	return sn.permits.flush(ctx, "fsync of a directory")
 }

@@ -245,6 +245,9 @@ type SNFSMode interface {
 	DirtyBytes() int64
 	// SNFSStats are snfs mode's counters.
 	SNFSStats() *SNFSStats
+	// SyncDir is a directory's fsync: the changes logged under write-back
+	// permits are made durable and reintegrated (permits.go).
+	SyncDir(ctx context.Context, dir *vfs.Inode) error
 }
 
 func (sn *snfsFS) DropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }
