@@ -2,11 +2,13 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/cml"
@@ -105,5 +107,175 @@ func TestMountSNFSPermitsRestartReplay(t *testing.T) {
 	// The mount sees what it logged.
 	if _, err := os.Lstat(m.path("d/sub/b")); err != nil {
 		t.Error(err)
+	}
+}
+
+// serverCallsByProc counts the server's calls by procedure name.
+func serverCallsByProc(t *testing.T, reg *metrics.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "snfs_server_rpc_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "proc" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestMountSNFSPermitsRemoveLocal: with --permits=on, removing 1,000 files
+// (and an empty directory) of a listed directory costs fewer than 20 calls
+// (the permit, a few batches of the log), none of them a REMOVE; the
+// changes are on the server only after the directory's fsync, and the
+// mount sees them at once.
+func TestMountSNFSPermitsRemoveLocal(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	const n = 1000
+	if err := os.MkdirAll(e.path("d/empty"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if err := os.WriteFile(e.path(fmt.Sprintf("d/f%04d", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newPermitsMount(t, e, "permits-remove", "")
+	ents, err := os.ReadDir(m.path("d"))
+	if err != nil || len(ents) != n+1 {
+		t.Fatalf("the listing: %d entries, %v", len(ents), err)
+	}
+	if ents, err := os.ReadDir(m.path("d/empty")); err != nil || len(ents) != 0 {
+		t.Fatalf("the listing of d/empty: %d entries, %v", len(ents), err)
+	}
+	before := allServerCalls(t, reg)
+	byProc := serverCallsByProc(t, reg)
+	for k := range n {
+		if err := os.Remove(m.path(fmt.Sprintf("d/f%04d", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(m.path("d/empty")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(e.path("d/f0000")); err != nil {
+		t.Errorf("d/f0000 is gone from the server before the directory's fsync: the remove was not made locally (%v)", err)
+	}
+	if ents, err := os.ReadDir(m.path("d")); err != nil || len(ents) != 0 {
+		t.Errorf("the mount lists %d entries after removing all: %v", len(ents), err)
+	}
+	if _, err := os.Lstat(m.path("d/f0001")); !os.IsNotExist(err) {
+		t.Errorf("the mount after removing d/f0001: %v", err)
+	}
+	dir, err := os.Open(m.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatalf("fsync of the directory: %v", err)
+	}
+	dir.Close()
+	calls := allServerCalls(t, reg) - before
+	after := serverCallsByProc(t, reg)
+	if d := after["REMOVE"] - byProc["REMOVE"] + after["RMDIR"] - byProc["RMDIR"]; d != 0 {
+		t.Errorf("%v REMOVE/RMDIR calls under the permit", d)
+	}
+	diff := map[string]float64{}
+	for p, v := range after {
+		if v != byProc[p] {
+			diff[p] = v - byProc[p]
+		}
+	}
+	t.Logf("calls: %v", diff)
+	if calls >= 20 {
+		t.Errorf("removing %d files cost %v calls: %v; want fewer than 20", n, calls, diff)
+	}
+	left, err := os.ReadDir(e.path("d"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("the server's d after the fsync: %d entries, %v", len(left), err)
+	}
+}
+
+// TestMountSNFSPermitsRemoveRecall: names removed locally under a permit
+// are gone for another mount once it changes the directory (the recall:
+// the holder reintegrates before the other's change is made), and the
+// holder's later removes go through the server.
+func TestMountSNFSPermitsRemoveRecall(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	const n = 30
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if err := os.WriteFile(e.path(fmt.Sprintf("d/f%02d", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newPermitsMount(t, e, "permits-recall-a", "")
+	b := newSNFSMount(t, e, "permits-recall-b", "", time.Hour)
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n / 2 {
+		if err := os.Remove(a.path(fmt.Sprintf("d/f%02d", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cachemgr.StatsOf(a.v).LocalChanges.Load(); got != n/2 {
+		t.Fatalf("%d changes made locally; want %d", got, n/2)
+	}
+	// B's change recalls A's permit; B then lists the directory.
+	if err := os.WriteFile(b.path("d/new"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(b.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, en := range ents {
+		names[en.Name()] = true
+	}
+	for k := range n {
+		name := fmt.Sprintf("f%02d", k)
+		if names[name] != (k >= n/2) {
+			t.Errorf("B lists %s: %v; want %v", name, names[name], k >= n/2)
+		}
+	}
+	if !names["new"] {
+		t.Error("B does not list its own new file")
+	}
+	if st, _ := cachemgr.StatusOf(a.v, 0); st.ModLog.Records != 0 {
+		t.Errorf("A's log holds %d records after the recall", st.ModLog.Records)
+	}
+	// A holds the permit again at its next change (asked again: the recall
+	// is over); B's next change recalls it again.
+	if err := os.Remove(a.path(fmt.Sprintf("d/f%02d", n-1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b.path("d/new2"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err = os.ReadDir(b.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range ents {
+		if en.Name() == fmt.Sprintf("f%02d", n-1) {
+			t.Errorf("B lists d/%s after A removed it and B changed d", en.Name())
+		}
 	}
 }

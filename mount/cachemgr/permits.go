@@ -53,6 +53,9 @@ type permits struct {
 	held    map[string]heldPermit // by directory handle
 	refused map[string]time.Time  // by directory handle: when refused
 
+	// gate holds recalls off while a local change is made (permitlocal.go).
+	gate changeGate
+
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
 	reint sync.Mutex
@@ -162,8 +165,12 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 	defer p.reint.Unlock()
 	askedAgain := false
 	for range reintegrateMaxRounds {
-		made := provsOf(p.log.Records())
+		recs := p.log.Records()
+		made := provsOf(recs)
 		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
+		if res.Batches > 0 {
+			p.changedDirs(recs)
+		}
 		p.mu.Lock()
 		for _, r := range res.Permits {
 			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
@@ -220,6 +227,24 @@ func (p *permits) forgetMade(made []uint64) {
 	}
 }
 
+// changedDirs drops the cached attributes of the directories recs change
+// (their times and sizes changed on the server; the name cache lists them
+// again at the next use).
+func (p *permits) changedDirs(recs []snfs1.CMLRecord) {
+	seen := map[string]bool{}
+	for i := range recs {
+		for _, d := range recordDirs(&recs[i]) {
+			if seen[string(d)] {
+				continue
+			}
+			seen[string(d)] = true
+			if in := p.sn.FS.LookupInode(d); in != nil {
+				in.Invalidate()
+			}
+		}
+	}
+}
+
 // recordDirs are the directories (by handle) whose entries rec changes.
 func recordDirs(rec *snfs1.CMLRecord) []nfs3.FH {
 	var out []nfs3.FH
@@ -263,6 +288,8 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	if !held && p.log.Len() == 0 {
 		return state.Stale
 	}
+	end := p.beginRecall(dir)
+	defer end()
 	if err := p.reintegrate(ctx, "recall"); err != nil {
 		p.sn.FS.Logger().Warn("reintegration on a permit's recall", "err", err)
 	}

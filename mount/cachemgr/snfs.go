@@ -89,6 +89,7 @@ type SNFSStats struct {
 	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
 	LockDelegations atomic.Uint64 // lock delegations granted (lockdeleg.go)
 	LockRecalls     atomic.Uint64 // lock delegations recalled
+	LocalChanges    atomic.Uint64 // namespace changes made locally under write-back permits (permitlocal.go)
 }
 
 type snfsFS struct {
