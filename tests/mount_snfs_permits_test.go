@@ -279,3 +279,43 @@ func TestMountSNFSPermitsRemoveRecall(t *testing.T) {
 		}
 	}
 }
+
+// TestMountSNFSPermitsKilledHolder: an `snfs mount --permits=on` process
+// that removed files locally under a permit is killed with SIGKILL, its log
+// on disk; the remount on the same mount point (the same client name) and
+// cache directory gets the permit again and reintegrates the log before it
+// serves: every remove is on the server, and nothing else went.
+func TestMountSNFSPermitsKilledHolder(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	const n = 40
+	if err := os.MkdirAll(s.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if err := os.WriteFile(s.path(fmt.Sprintf("d/f%02d", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startMount(t, s, "", "", "--permits=on")
+	if ents, err := os.ReadDir(a.path("d")); err != nil || len(ents) != n {
+		t.Fatalf("the listing: %d entries, %v", len(ents), err)
+	}
+	for k := range n / 2 {
+		if err := os.Remove(a.path(fmt.Sprintf("d/f%02d", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(s.path("d/f00")); err != nil {
+		t.Fatalf("d/f00 left the server before the kill: the remove was not made locally (%v)", err)
+	}
+	a.kill9()
+	startMount(t, s, a.dir, a.cacheDir, "--permits=on")
+	for k := range n {
+		_, err := os.Lstat(s.path(fmt.Sprintf("d/f%02d", k)))
+		if removed := k < n/2; removed != os.IsNotExist(err) {
+			t.Errorf("d/f%02d on the server after the remount: %v; want removed %v", k, err, removed)
+		}
+	}
+}
