@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
@@ -317,5 +319,27 @@ func TestMountSNFSPermitsKilledHolder(t *testing.T) {
 		if removed := k < n/2; removed != os.IsNotExist(err) {
 			t.Errorf("d/f%02d on the server after the remount: %v; want removed %v", k, err, removed)
 		}
+	}
+}
+
+// TestMountSNFSPosixPermits is TestMountSNFSPosix with --permits=on: the
+// removes of listed directories' entries are made locally under permits.
+func TestMountSNFSPosixPermits(t *testing.T) {
+	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
+	requireFUSE(t)
+	names := make([]string, 0, len(posixtest.All))
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := knownSNFSFailure(name); ok {
+				t.Skip("known failure: " + why)
+			}
+			e := newEnv(t, "rw,no_root_squash")
+			m := newPermitsMount(t, e, "posix-permits", "")
+			posixtest.All[name](t, m.dir)
+		})
 	}
 }
