@@ -313,7 +313,13 @@ func TestMountSNFSPermitsKilledHolder(t *testing.T) {
 		t.Fatalf("d/f00 left the server before the kill: the remove was not made locally (%v)", err)
 	}
 	a.kill9()
-	startMount(t, s, a.dir, a.cacheDir, "--permits=on")
+	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on")
+	if v := scrape(t, b.metrics, "snfs_client_permits_held"); v != 1 {
+		t.Errorf("snfs_client_permits_held after the remount = %v; want 1 (d's, asked for the log)", v)
+	}
+	if v := scrape(t, b.metrics, "snfs_client_cml_records"); v != 0 {
+		t.Errorf("snfs_client_cml_records after the remount = %v; want 0", v)
+	}
 	for k := range n {
 		_, err := os.Lstat(s.path(fmt.Sprintf("d/f%02d", k)))
 		if removed := k < n/2; removed != os.IsNotExist(err) {
