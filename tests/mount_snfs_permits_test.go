@@ -349,3 +349,70 @@ func TestMountSNFSPosixPermits(t *testing.T) {
 		})
 	}
 }
+
+// TestMountSNFSPermitsRenameLocal: with --permits=on, renames within a
+// listed directory (one over an existing file) are made locally: no RENAME
+// call, the server unchanged until the directory's fsync, the mount seeing
+// the new names at once; another mount sees them after its own change of
+// the directory (the recall).
+func TestMountSNFSPermitsRenameLocal(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 20 {
+		if err := os.WriteFile(e.path(fmt.Sprintf("d/f%02d", k)), []byte(fmt.Sprint(k)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newPermitsMount(t, e, "permits-rename-a", "")
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	before := serverCallsByProc(t, reg)
+	for k := range 10 {
+		if err := os.Rename(a.path(fmt.Sprintf("d/f%02d", k)), a.path(fmt.Sprintf("d/g%02d", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(a.path("d/f10"), a.path("d/f11")); err != nil { // over an existing file
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(e.path("d/f00")); err != nil {
+		t.Errorf("d/f00 left the server before the fsync: the rename was not made locally (%v)", err)
+	}
+	if b, err := os.ReadFile(a.path("d/g03")); err != nil || string(b) != "3" {
+		t.Errorf("the mount reads d/g03: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(a.path("d/f11")); err != nil || string(b) != "10" {
+		t.Errorf("the mount reads d/f11: %q, %v; want f10's", b, err)
+	}
+	if _, err := os.Lstat(a.path("d/f10")); !os.IsNotExist(err) {
+		t.Errorf("the mount after renaming d/f10 away: %v", err)
+	}
+	b := newSNFSMount(t, e, "permits-rename-b", "", time.Hour)
+	if err := os.WriteFile(b.path("d/new"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(b.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range ents {
+		got = append(got, en.Name())
+	}
+	want := []string{"f11", "f12", "f13", "f14", "f15", "f16", "f17", "f18", "f19",
+		"g00", "g01", "g02", "g03", "g04", "g05", "g06", "g07", "g08", "g09", "new"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("B lists %v; want %v", got, want)
+	}
+	if data, err := os.ReadFile(e.path("d/f11")); err != nil || string(data) != "10" {
+		t.Errorf("the server's d/f11: %q, %v; want f10's", data, err)
+	}
+	if n := serverCallsByProc(t, reg)["RENAME"] - before["RENAME"]; n != 0 {
+		t.Errorf("%v RENAME calls under the permit", n)
+	}
+}

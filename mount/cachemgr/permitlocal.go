@@ -11,8 +11,8 @@ import (
 )
 
 // Changes made locally under a write-back permit (docs/mount.md "The
-// client modification log"): so far the REMOVE and RMDIR of an object the
-// server made (no provisional object is involved). Such a change is made
+// client modification log"): so far the REMOVE, RMDIR and RENAME of objects
+// the server made (no provisional object is involved). Such a change is made
 // only when all of these hold, else it goes through the server as without
 // permits:
 //
@@ -79,7 +79,7 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	if rmdir {
 		op = snfs1.CMLRmdir
 	}
-	done, err := p.logged(dir.FH, func() error {
+	done, err := p.logged(func() error {
 		// Checked again under the recall's hold-off: a break or a recall
 		// may have come since.
 		if nc.usable(ctx, dir) != d {
@@ -91,7 +91,7 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 		}
 		sn.DirChanged(dir, name, nil, nil)
 		return nil
-	})
+	}, dir.FH)
 	if !done {
 		return false, nil
 	}
@@ -146,17 +146,19 @@ type changeGate struct {
 	recalling map[string]int // directories whose recall is being served
 }
 
-// logged runs fn, a local change of dir, if dir's permit is held and not
-// being recalled, with recalls held off until fn returns; done reports
-// whether fn ran and made the change.
-func (p *permits) logged(dir nfs3.FH, fn func() error) (done bool, err error) {
+// logged runs fn, a local change of dirs, if their permits are held and
+// none is being recalled, with recalls held off until fn returns; done
+// reports whether fn ran and made the change.
+func (p *permits) logged(fn func() error, dirs ...nfs3.FH) (done bool, err error) {
 	p.gate.mu.RLock()
 	defer p.gate.mu.RUnlock()
-	p.mu.Lock()
-	_, held := p.held[string(dir)]
-	p.mu.Unlock()
-	if !held || p.gate.recallingLocked(dir) {
-		return false, nil
+	for _, dir := range dirs {
+		p.mu.Lock()
+		_, held := p.held[string(dir)]
+		p.mu.Unlock()
+		if !held || p.gate.recallingLocked(dir) {
+			return false, nil
+		}
 	}
 	if err := fn(); err != errNotLocal {
 		return true, err
@@ -201,4 +203,88 @@ func (sn *snfsFS) beforeDirRead(ctx context.Context) {
 	if err := p.flush(ctx, "a directory read from the server"); err != nil {
 		sn.FS.Logger().Warn("reintegration before a directory read", "err", err)
 	}
+}
+
+// cachedEntry returns name's entry in dir's cached listing d.
+func (nc *nameCache) cachedEntry(d *cdir, name string) (cent, bool) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	k, ok := d.index[name]
+	if !ok {
+		return cent{}, false
+	}
+	return d.ents[k], true
+}
+
+// LocalRename is vfs.Ops.LocalRename in snfs mode: a RENAME made locally
+// under the permits of both directories, as LocalRemove's conditions say,
+// and these: the object moved is not a directory unless it stays in its
+// directory (a directory moved elsewhere changes its own "..", which its
+// cached listing would not show); the name it replaces, if any, is not a
+// directory's nor an open file's (the server decides those, or hides the
+// open file); with noReplace, newName is free.
+func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string, to *vfs.Inode, newName string, c vfs.Cred, target *vfs.Inode, noReplace bool) (bool, error) {
+	p := sn.permits
+	if p == nil || !localCred(c) || from == to && name == newName {
+		return false, nil
+	}
+	for _, n := range []string{name, newName} {
+		if n == "." || n == ".." || n == "" || len(n) > maxCachedName {
+			return false, nil
+		}
+	}
+	if target != nil {
+		target.Mu.Lock()
+		open := target.Opens > 0
+		target.Mu.Unlock()
+		if open {
+			return false, nil
+		}
+	}
+	nc := sn.names
+	df, dt := nc.usable(ctx, from), nc.usable(ctx, to)
+	if df == nil || dt == nil {
+		return false, nil
+	}
+	moved, ok := nc.cachedEntry(df, name)
+	if !ok || moved.fh == nil || moved.typ == nfs3.TypeDir && from != to {
+		return false, nil
+	}
+	if old, ok := nc.cachedEntry(dt, newName); ok {
+		if noReplace || old.fh == nil || old.typ == nfs3.TypeDir || moved.typ == nfs3.TypeDir {
+			return false, nil
+		}
+	}
+	for _, d := range []*vfs.Inode{from, to} {
+		if _, ok := p.get(ctx, d.FH, false); !ok {
+			return false, nil
+		}
+	}
+	start := sn.FS.AttrStart()
+	mi := sn.FS.LookupInode(moved.fh)
+	if mi == nil {
+		mi = sn.FS.Inode(moved.fh, &moved.attr, start)
+	}
+	done, err := p.logged(func() error {
+		if nc.usable(ctx, from) != df || nc.usable(ctx, to) != dt {
+			return errNotLocal
+		}
+		if e, ok := nc.cachedEntry(df, name); !ok || string(e.fh) != string(moved.fh) {
+			return errNotLocal
+		}
+		rec := snfs1.CMLRecord{Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: from.FH}, Name: name,
+			ToDir: snfs1.ObjRef{FH: to.FH}, ToName: newName}
+		if _, err := p.log.AppendLazy(rec); err != nil {
+			sn.FS.Logger().Warn("the modification log", "err", err)
+			return errNotLocal
+		}
+		sn.DirChanged(from, name, nil, nil)
+		sn.DirChanged(to, newName, mi, nil)
+		return nil
+	}, from.FH, to.FH)
+	if !done {
+		return false, nil
+	}
+	sn.stats.LocalChanges.Add(1)
+	return true, err
 }

@@ -114,6 +114,9 @@ type Ops interface {
 	// if known. BeforeDirChange runs before the core sends a change of
 	// dirs' entries: the changes the mode logged go first, as made.
 	LocalRemove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode, rmdir bool) (done bool, err error)
+	// LocalRename is LocalRemove's RENAME of from/name to to/newName
+	// (target: what newName names, if known).
+	LocalRename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) (done bool, err error)
 	BeforeDirChange(ctx context.Context, dirs ...*Inode) error
 }
 
@@ -220,6 +223,9 @@ func (NFSOps) DirChanged(*Inode, string, *Inode, error)    {}
 
 // nfs mode has no write-back permits.
 func (NFSOps) LocalRemove(context.Context, *Inode, Cred, string, *Inode, bool) (bool, error) {
+	return false, nil
+}
+func (NFSOps) LocalRename(context.Context, *Inode, string, *Inode, string, Cred, *Inode, bool) (bool, error) {
 	return false, nil
 }
 func (NFSOps) BeforeDirChange(context.Context, ...*Inode) error { return nil }

@@ -496,6 +496,17 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
+	nlink := linksOf(target)
+	if done, err := fs.ops.LocalRename(ctx, from, name, to, newName, c, target, noReplace); done {
+		if err == nil && target != nil && !(from == to && name == newName) {
+			target.Invalidate()
+			fs.ops.Removed(target, nlink)
+		}
+		if err == nil {
+			fs.named(to, newName, moved)
+		}
+		return err
+	}
 	if err := fs.ops.BeforeDirChange(ctx, from, to); err != nil {
 		return err
 	}
@@ -507,7 +518,6 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 			return err
 		}
 	}
-	nlink := linksOf(target)
 	if target != nil {
 		if _, err := fs.sillyRename(ctx, to, c, newName, target); err != nil {
 			return err
