@@ -291,6 +291,9 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
+	if fs.permits != nil {
+		fs.permits.serverRestarted() // permits.go
+	}
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
 	// the reclaim, which may run under a read or write holding the file.

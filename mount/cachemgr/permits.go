@@ -365,3 +365,17 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 	}
 	return sn.permits.flush(ctx, "fsync of a directory")
 }
+
+// serverRestarted: permits do not survive a server's restart (docs/protocol.md
+// section 21.6): those held are forgotten, so that no change is made locally
+// under them; the records logged under them are sent under permits asked
+// again (reintegrate: SNFS_ERR_NOPERMIT).
+//
+// It does not wait for a local change in progress (the session may call it
+// while that change's lease renewal waits for the reconnection): such a
+// change's record is sent the same way.
+func (p *permits) serverRestarted() {
+	p.mu.Lock()
+	clear(p.held)
+	p.mu.Unlock()
+}

@@ -146,3 +146,37 @@ func TestPermitsSyncDirAndAge(t *testing.T) {
 	}
 	wantFiles(t, s.export, "a", 20)
 }
+
+// TestPermitsServerRestart: a server's restart ends every permit (section
+// 21.6): the mount forgets those it held, and what it logged under them is
+// sent under the permits asked again.
+func TestPermitsServerRestart(t *testing.T) {
+	s := newRestartableServer(t)
+	_, sn, d := permitsMount(t, s, "permits-restart")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "r", 10)
+	s.restart()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(sn.permits.refs()) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the permits held before the server's restart were not forgotten")
+		}
+		sn.sess.Null(ctx) // the session finds the restart
+		time.Sleep(20 * time.Millisecond)
+	}
+	var err error
+	for {
+		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the grace period's refusals
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFiles(t, s.export, "r", 10)
+	if st := sn.permits.log.Stats(); st.Records != 0 {
+		t.Errorf("%d records left", st.Records)
+	}
+}
