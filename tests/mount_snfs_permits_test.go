@@ -416,3 +416,75 @@ func TestMountSNFSPermitsRenameLocal(t *testing.T) {
 		t.Errorf("%v RENAME calls under the permit", n)
 	}
 }
+
+// TestMountSNFSPermitsRecallMidBurst: another mount's change of the
+// directory (a recall) in the middle of a burst of local removes loses none
+// of them and none of its own: after the burst and the holder's fsync, the
+// server and both mounts list exactly the other's new file and the names
+// never removed.
+func TestMountSNFSPermitsRecallMidBurst(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	const n, removed = 300, 250
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if err := os.WriteFile(e.path(fmt.Sprintf("d/f%03d", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newPermitsMount(t, e, "permits-burst-a", "")
+	b := newSNFSMount(t, e, "permits-burst-b", "", time.Hour)
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	half := make(chan struct{})
+	go func() {
+		for k := range removed {
+			if k == removed/3 {
+				close(half)
+			}
+			if err := os.Remove(a.path(fmt.Sprintf("d/f%03d", k))); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	<-half
+	if err := os.WriteFile(b.path("d/theirs"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.Open(a.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	dir.Close()
+	want := []string{}
+	for k := removed; k < n; k++ {
+		want = append(want, fmt.Sprintf("f%03d", k))
+	}
+	want = append(want, "theirs")
+	for who, path := range map[string]string{"the server": e.path("d"), "A": a.path("d"), "B": b.path("d")} {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, en := range ents {
+			got = append(got, en.Name())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s lists %d names %v...; want %d", who, len(got), got[:min(len(got), 5)], len(want))
+		}
+	}
+}
