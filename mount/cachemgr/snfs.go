@@ -290,7 +290,9 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
-	if cfg.Permits {
+	// A read-only mount makes no change: no permit, and a log left by an
+	// earlier mount stays for a read-write one to send.
+	if cfg.Permits && fs.RefuseChange() == nil {
 		p, err := m.openPermits(ctx)
 		if err != nil {
 			return err
