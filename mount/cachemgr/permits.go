@@ -52,6 +52,14 @@ type permits struct {
 	mu      sync.Mutex
 	held    map[string]heldPermit // by directory handle
 	refused map[string]time.Time  // by directory handle: when refused
+	// reask: the permits the log's records were made under were lost to a
+	// restart (this mount's: the log left by a killed one; the server's):
+	// a record refused SNFS_ERR_NOPERMIT is sent again under the permit
+	// asked again. Otherwise such a record was made under a permit the
+	// server revoked (its recall not answered in time), after which others
+	// may have changed the directory: it is a conflict (docs/protocol.md
+	// section 21.4, "Deadline: revocation").
+	reask bool
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
@@ -85,6 +93,7 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{})}
 	if n := l.Len(); n > 0 {
 		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
+		p.reask = true
 		for _, d := range l.Dirs() {
 			p.get(ctx, d, true)
 		}
@@ -158,8 +167,9 @@ const reintegrateMaxRounds = 4096
 // held, then takes in what it returned: the permits of directories made in
 // it, the real handles of the objects made (forgotten once taken: no
 // provisional inode waits for them). A refused record becomes a conflict
-// (kept in the conflicts file) and is skipped, except SNFS_ERR_NOPERMIT,
-// for which the record's directories' permits are asked once more first.
+// (kept in the conflicts file) and is skipped, except SNFS_ERR_NOPERMIT
+// after a restart (reask), for which the record's directories' permits are
+// asked once more first.
 func (p *permits) reintegrate(ctx context.Context, why string) error {
 	p.reint.Lock()
 	defer p.reint.Unlock()
@@ -183,9 +193,17 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		}
 		var ce *cml.ConflictError
 		if !errors.As(err, &ce) {
+			if err == nil && p.log.Len() == 0 {
+				p.mu.Lock()
+				p.reask = false
+				p.mu.Unlock()
+			}
 			return err
 		}
-		if ce.Status == snfs1.ErrNoPermit && !askedAgain {
+		p.mu.Lock()
+		reask := p.reask
+		p.mu.Unlock()
+		if ce.Status == snfs1.ErrNoPermit && reask && !askedAgain {
 			askedAgain = true
 			for _, d := range recordDirs(&ce.Record) {
 				p.drop(d)
@@ -377,5 +395,6 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 func (p *permits) serverRestarted() {
 	p.mu.Lock()
 	clear(p.held)
+	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
 }

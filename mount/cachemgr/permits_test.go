@@ -180,3 +180,34 @@ func TestPermitsServerRestart(t *testing.T) {
 		t.Errorf("%d records left", st.Records)
 	}
 }
+
+// TestPermitsRevokedIsConflict: records made under a permit the server no
+// longer holds for the mount (revoked; here given back behind the mount's
+// back) are refused SNFS_ERR_NOPERMIT: they are kept as conflicts and
+// skipped, not sent again under a new permit (others may have changed the
+// directory meanwhile).
+func TestPermitsRevokedIsConflict(t *testing.T) {
+	s := newServer(t, true)
+	_, sn, d := permitsMount(t, s, "permits-revoked")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "v", 3)
+	ctx := context.Background()
+	if err := sn.sess.PermitRelease(ctx, sn.permits.refs()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.SyncDir(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if st := sn.permits.log.Stats(); st.Records != 0 {
+		t.Errorf("%d records left", st.Records)
+	}
+	for k := range 3 {
+		if _, err := os.Lstat(filepath.Join(s.export, "d", fmt.Sprintf("v%d", k))); !os.IsNotExist(err) {
+			t.Errorf("v%d made under a permit the server no longer held: %v", k, err)
+		}
+	}
+	list, err := ReadConflicts(sn.cfg.CacheDir)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("conflicts listed: %+v, %v; want the 3 records", list, err)
+	}
+}
