@@ -196,3 +196,26 @@ func (d *Driver) doPermits(acts []state.Action) {
 		}
 	}
 }
+
+// Created records table client c as the caching holder of the file fh that
+// its REINTEGRATE just created (a CML_CREATE applied, not answered again:
+// docs/protocol.md section 21.3, "The created file's holder"), as if c had
+// OPENed it for writing with caching and CLOSEd it dirty: the file's data
+// is still in c's cache, to be written back once c learns the real handle,
+// so another client's OPEN must call c back for its write-back first
+// (Table 1, CLOSED_DIRTY). The same OPEN and CLOSE the procedures apply:
+// for a new file nobody else holds, the OPEN is answered at once (parked
+// only for a version reservation), and the CLOSE follows its answer. An
+// OPEN refused (grace, a full table) records nothing: the holder's later
+// write-back is then a plain access, as a non-caching writer's.
+func (d *Driver) Created(c state.ClientID, fh []byte, change uint64) {
+	fh = append([]byte(nil), fh...)
+	d.Open(c, fh, state.Write, change, func(r state.OpenReply, err error) {
+		if err != nil {
+			return
+		}
+		if err := d.Close(c, fh, state.Write, r.CacheEnabled); err != nil {
+			d.log.Debug("consist: the created file's close", "err", err)
+		}
+	})
+}

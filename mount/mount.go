@@ -70,6 +70,9 @@ type Config struct {
 	// (cachemgr.SNFSMountConfig's; --disconnected=auto). Refused in nfs mode.
 	Disconnected    bool
 	DisconnectAfter time.Duration
+	// Permits: snfs mode asks for write-back permits and logs changes
+	// under them (cachemgr.SNFSMountConfig.Permits; --permits=on).
+	Permits bool
 }
 
 // Mount is an export opened by Open: the FS (nfs or snfs mode, as chosen),
@@ -154,7 +157,7 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
 		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache,
-		Disconnected: cfg.Disconnected, DisconnectAfter: cfg.DisconnectAfter}
+		Disconnected: cfg.Disconnected, DisconnectAfter: cfg.DisconnectAfter, Permits: cfg.Permits}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}

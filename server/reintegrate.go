@@ -490,6 +490,13 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 			return cr.Status
 		}
 		b.made1(rec, cr.Object, cr.Attr, res, true)
+		if rec.Op == snfs1.CMLCreate {
+			// The file's data is in the holder's cache until it learns
+			// the real handle from this reply: the holder is on record
+			// as a closed dirty cacher, so another client's OPEN calls
+			// it back for its write-back first (section 21.3).
+			s.consist.Created(b.mid, cr.Object, s.changeAttr(nil, cr.Object))
+		}
 		b.changed = append(b.changed, dfh, cr.Object)
 		return nil
 	case snfs1.CMLLink:

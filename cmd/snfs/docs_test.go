@@ -132,7 +132,7 @@ func TestMountHelpMatchesDocs(t *testing.T) {
 	}
 	values := map[string]string{"nfs-port": "=2049", "port": "=2049", "mount-port": "=20048", "mountport": "=20048",
 		"mode": "=snfs", "cache-dir": "=" + tmp, "cache-size": "=1G", "writeback-delay": "=5s", "metrics": "=127.0.0.1:0",
-		"close-delay": "=1s", "kept-opens": "=100", "disconnected": "=auto", "disconnect-after": "=5s", "passthrough": "=false", "log-file": "=" + filepath.Join(tmp, "log"), "log-level": "=debug",
+		"close-delay": "=1s", "kept-opens": "=100", "disconnected": "=auto", "disconnect-after": "=5s", "permits": "=off", "passthrough": "=false", "log-file": "=" + filepath.Join(tmp, "log"), "log-level": "=debug",
 		"locks": "=local", "nlm-port": "=2049", "rpcbind-port": "=111"}
 	for _, o := range helpOpts {
 		if !word(oLine[1], o) {

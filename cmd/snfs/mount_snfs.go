@@ -80,6 +80,13 @@ func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cach
 	default:
 		return "", false, fmt.Errorf("--disconnected=%q: auto or never", f.disconnected)
 	}
+	switch f.permits {
+	case "on":
+		cfg.Permits = true
+	case "off", "":
+	default:
+		return "", false, fmt.Errorf("--permits=%s: on or off", f.permits)
+	}
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
 	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }

@@ -22,6 +22,9 @@ import (
 // CallbackBegin and CallbackEnd).
 func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
+	if mode == state.RecallPermit && sn.permits != nil {
+		return sn.permits.recall(ctx, fh) // permits.go
+	}
 	if mode != state.RecallLocks {
 		if out, ok := sn.dirCallback(fh, mode); ok {
 			return out // a directory promise's break (namesops.go)
@@ -290,6 +293,9 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
+	if fs.permits != nil {
+		fs.permits.serverRestarted() // permits.go
+	}
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
 	// the reclaim, which may run under a read or write holding the file.

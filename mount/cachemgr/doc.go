@@ -9,7 +9,8 @@
 // delayed close, passthrough with its pinned-holder watch (package hsm),
 // recovery after a server restart (reclaim, reintegration, conflicts), lock
 // delegation and the lock lease (snfsLocks, which adds them to the core's
-// lock table and shares its mutex), extended attributes, ALLOCATE, its
+// lock table and shares its mutex), write-back permits and the modification
+// log (permits.go, permitlocal.go), extended attributes, ALLOCATE, its
 // counters and what `snfs status` shows of it (status.go); its per-inode state lives in the core's slot Inode.Ext (snOf)
 // and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
 // out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.

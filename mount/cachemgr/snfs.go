@@ -58,6 +58,10 @@ type snfsConfig struct {
 	// (ConflictsFile); "": not listed.
 	CacheDir string
 
+	// Permits: ask for write-back permits and log changes under them
+	// (permits.go; SNFSMountConfig.Permits).
+	Permits bool
+
 	noNames bool       // SNFSMountConfig.NoNameCache
 	disc    *discState // disconnected operation (disconnected.go); nil: never
 	handler *handler   // set by OpenSNFS: the session's callbacks come here
@@ -86,6 +90,7 @@ type SNFSStats struct {
 	Reclaimed       atomic.Uint64 // files reported in RECLAIMs after server restarts
 	LockDelegations atomic.Uint64 // lock delegations granted (lockdeleg.go)
 	LockRecalls     atomic.Uint64 // lock delegations recalled
+	LocalChanges    atomic.Uint64 // namespace changes made locally under write-back permits (permitlocal.go)
 }
 
 type snfsFS struct {
@@ -114,6 +119,9 @@ type snfsFS struct {
 	disc *discState
 	// status: the permits' and the log's sources for Status (status.go)
 	status statusSources
+	// permits: the write-back permits and the modification log
+	// (permits.go); nil without them. Set by startSNFS.
+	permits *permits
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
@@ -291,6 +299,15 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 			fs.Logger().Error("recovery of a previous mount's unwritten data", "err", err)
 		}
 	}
+	// A read-only mount makes no change: no permit, and a log left by an
+	// earlier mount stays for a read-write one to send.
+	if cfg.Permits && fs.RefuseChange() == nil {
+		p, err := m.openPermits(ctx)
+		if err != nil {
+			return err
+		}
+		m.permits = p
+	}
 	m.disc = cfg.disc // before the loops that read it
 	go m.writeBackLoop()
 	go m.lockLeaseLoop()
@@ -305,6 +322,11 @@ func (fs *snfsFS) closeSNFS() error {
 	var err error
 	fs.once.Do(func() {
 		fs.closeAllDelayed()
+		if fs.permits != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err = fs.permits.close(ctx)
+			cancel()
+		}
 		close(fs.stop)
 		fs.endLife()
 		fs.names.close()
@@ -314,7 +336,7 @@ func (fs *snfsFS) closeSNFS() error {
 			<-fs.disc.done
 		}
 		fs.stopWatch()
-		err = fs.cache.Close()
+		err = errors.Join(err, fs.cache.Close())
 		if fs.cfg.owned {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			// A clean end (everything written back and CLOSEd): the server

@@ -200,6 +200,11 @@ func (sn *snfsFS) Start(ctx context.Context) error { return sn.startSNFS(ctx, sn
 // SyncData writes back the cache directory's dirty files, then what the core
 // holds in memory.
 func (sn *snfsFS) SyncData(ctx context.Context) error {
+	if sn.permits != nil {
+		if err := sn.permits.flush(ctx, "sync"); err != nil {
+			return err
+		}
+	}
 	if err := sn.snfsSync(ctx); err != nil {
 		return err
 	}
@@ -243,6 +248,9 @@ type SNFSMode interface {
 	// NameCacheCount is the name cache's counter of an event of
 	// NameCacheEvents (names.go).
 	NameCacheCount(event string) uint64
+	// SyncDir is a directory's fsync: the changes logged under write-back
+	// permits are made durable and reintegrated (permits.go).
+	SyncDir(ctx context.Context, dir *vfs.Inode) error
 }
 
 func (sn *snfsFS) DropDelegations(verf *snfs1.Verifier) { sn.locks.dropDelegs(verf) }

@@ -76,6 +76,9 @@ type SNFSMountConfig struct {
 	// fails the rest at once. False: calls wait for the server (a hard mount).
 	Disconnected    bool
 	DisconnectAfter time.Duration
+	// Permits: ask for write-back permits on directories and log the
+	// changes made under them in CACHEDIR/cml (`--permits=on`, permits.go).
+	Permits bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -139,7 +142,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	}
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
-			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache,
+			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache, Permits: cfg.Permits,
 			Recover: true, handler: h, owned: true, export: cfg.Export, disc: disc}))
 	if err != nil {
 		return fail(err)

@@ -17,10 +17,9 @@ import (
 // call to the server and takes locks only briefly (never one held across an
 // RPC), so that it answers while the server is gone.
 //
-// The permits and the log are not used by this mount yet (mount/cml exists,
-// docs/protocol.md section 21; the mount does not log its changes): their
-// sources are set by SetStatusSources once they are, and until then Status
-// reports none held and an empty log, marked not in use.
+// The permits and the log are in use with --permits=on (permits.go sets
+// their sources with SetStatusSources); otherwise Status reports none held
+// and an empty log, marked not in use.
 
 // PermitHeld is one write-back permit the mount holds.
 type PermitHeld struct {

@@ -719,4 +719,11 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	return d.n.Lookup(ctx, name, out)
 }
 
-func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+// Fsyncdir: snfs mode makes the directory's logged changes durable and
+// sends them to the server (SyncDir: write-back permits); nothing else.
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if d.n.b.sn == nil {
+		return 0
+	}
+	return errnoOf(d.n.b.sn.SyncDir(ctx, d.n.vi))
+}

@@ -106,6 +106,18 @@ type Ops interface {
 	// name is now child's, or gone when child is nil; an NFS status: the
 	// server made no change; another error: unknown).
 	DirChanged(dir *Inode, name string, child *Inode, err error)
+
+	// Write-back permits (snfs mode, docs/mount.md "The client
+	// modification log"): LocalRemove makes the REMOVE (rmdir: the RMDIR)
+	// of name in dir locally, logged, when the mode holds dir's permit
+	// (done false: not made, the core sends it); child is what name names,
+	// if known. BeforeDirChange runs before the core sends a change of
+	// dirs' entries: the changes the mode logged go first, as made.
+	LocalRemove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode, rmdir bool) (done bool, err error)
+	// LocalRename is LocalRemove's RENAME of from/name to to/newName
+	// (target: what newName names, if known).
+	LocalRename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) (done bool, err error)
+	BeforeDirChange(ctx context.Context, dirs ...*Inode) error
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -208,6 +220,15 @@ func (NFSOps) ListNames(context.Context, *Inode, Cred, bool) ([]DirEntry, bool, 
 }
 func (NFSOps) EntryTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
 func (NFSOps) DirChanged(*Inode, string, *Inode, error)    {}
+
+// nfs mode has no write-back permits.
+func (NFSOps) LocalRemove(context.Context, *Inode, Cred, string, *Inode, bool) (bool, error) {
+	return false, nil
+}
+func (NFSOps) LocalRename(context.Context, *Inode, string, *Inode, string, Cred, *Inode, bool) (bool, error) {
+	return false, nil
+}
+func (NFSOps) BeforeDirChange(context.Context, ...*Inode) error { return nil }
 
 // LocksAtServer: nfs mode's locks go to the server with NLM only.
 func (o NFSOps) LocksAtServer() bool { return o.FS.nl != nil }

@@ -160,6 +160,9 @@ func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, m
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		return Entry{}, err
+	}
 	how := nfs3.Unchecked
 	if excl {
 		how = nfs3.Guarded
@@ -198,6 +201,9 @@ func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode u
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		return Entry{}, err
+	}
 	m := mode & 0o7777
 	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Mkdir(ctx, dir.FH, name, nfs3.Sattr{Mode: &m}) })
 	if err != nil {
@@ -215,6 +221,9 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		return Entry{}, err
+	}
 	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Symlink(ctx, dir.FH, name, target, nfs3.Sattr{}) })
 	if err != nil {
 		if res != nil {
@@ -229,6 +238,9 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 // Mknod makes a device, FIFO or socket.
 func (fs *FS) Mknod(ctx context.Context, dir *Inode, c Cred, name string, typ nfs3.FType, mode uint32, major, minor uint32) (Entry, error) {
 	if err := fs.RefuseChange(); err != nil {
+		return Entry{}, err
+	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err
 	}
 	m := mode & 0o7777
@@ -277,6 +289,9 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 // Link makes name in dir another link to i.
 func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Entry, error) {
 	if err := fs.RefuseChange(); err != nil {
+		return Entry{}, err
+	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err
 	}
 	res, err := RPC(ctx, fs, func() (*nfs3.LinkRes, error) { return fs.Client(c).Link(ctx, i.FH, dir.FH, name) })
@@ -358,12 +373,22 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
+	nlink := linksOf(child)
+	if done, err := fs.ops.LocalRemove(ctx, dir, c, name, child, false); done {
+		if err == nil && child != nil {
+			child.Invalidate() // nlink and ctime changed
+			fs.ops.Removed(child, nlink)
+		}
+		return err
+	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		return err
+	}
 	if child != nil {
 		if done, err := fs.sillyRename(ctx, dir, c, name, child); done || err != nil {
 			return err
 		}
 	}
-	nlink := linksOf(child)
 	res, err := RPC(ctx, fs, func() (*nfs3.WccRes, error) { return fs.Client(c).Remove(ctx, dir.FH, name) })
 	if res != nil {
 		fs.dirWcc(dir, &res.Wcc)
@@ -381,6 +406,12 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 // Rmdir removes the directory name from dir.
 func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error {
 	if err := fs.RefuseChange(); err != nil {
+		return err
+	}
+	if done, err := fs.ops.LocalRemove(ctx, dir, c, name, nil, true); done {
+		return err
+	}
+	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return err
 	}
 	gone := fs.hiddenGone.Load()
@@ -465,6 +496,20 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if err := fs.RefuseChange(); err != nil {
 		return err
 	}
+	nlink := linksOf(target)
+	if done, err := fs.ops.LocalRename(ctx, from, name, to, newName, c, target, noReplace); done {
+		if err == nil && target != nil && !(from == to && name == newName) {
+			target.Invalidate()
+			fs.ops.Removed(target, nlink)
+		}
+		if err == nil {
+			fs.named(to, newName, moved)
+		}
+		return err
+	}
+	if err := fs.ops.BeforeDirChange(ctx, from, to); err != nil {
+		return err
+	}
 	if noReplace {
 		_, err := RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, to.FH, newName) })
 		if err == nil {
@@ -473,7 +518,6 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 			return err
 		}
 	}
-	nlink := linksOf(target)
 	if target != nil {
 		if _, err := fs.sillyRename(ctx, to, c, newName, target); err != nil {
 			return err

@@ -1,0 +1,400 @@
+package cachemgr
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"snfs/mount/cml"
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+	"snfs/state"
+)
+
+// Write-back permits and the client modification log, the mount's side
+// (docs/protocol.md section 21; docs/mount.md "The client modification
+// log"), with `--permits=on`: the log lives in CACHEDIR/cml (package cml);
+// the permits the mount holds are kept here, with the directories whose
+// GET_PERMIT was refused lately (not asked again for a while: a busy shared
+// directory would otherwise cost a refused call per change). The log is
+// reintegrated when it is old or long enough (the loop), at a directory's
+// fsync and at unmount (flush), and at once when a permit is recalled,
+// before CB_OK (recall). A mount restarted with records left in its log
+// (killed) asks the permits of the log's directories and reintegrates
+// before it serves (start). A record the server refuses is kept as a
+// conflict (the conflicts file) and skipped.
+
+// Reintegration policy (docs/mount.md): the log goes to the server once its
+// oldest record is this old, or it is this long.
+const (
+	permitLogAge   = 5 * time.Second
+	permitLogLen   = 1000
+	permitRefusal  = 10 * time.Second // a refused GET_PERMIT is not asked again before
+	permitLoopTick = time.Second
+)
+
+// heldPermit is one permit the mount holds.
+type heldPermit struct {
+	ref   snfs1.PermitRef
+	since time.Time
+}
+
+// permits is the mount's permit table and log; nil without --permits=on.
+type permits struct {
+	sn  *snfsFS
+	log *cml.Log
+
+	mu      sync.Mutex
+	held    map[string]heldPermit // by directory handle
+	refused map[string]time.Time  // by directory handle: when refused
+	// reask: the permits the log's records were made under were lost to a
+	// restart (this mount's: the log left by a killed one; the server's):
+	// a record refused SNFS_ERR_NOPERMIT is sent again under the permit
+	// asked again. Otherwise such a record was made under a permit the
+	// server revoked (its recall not answered in time), after which others
+	// may have changed the directory: it is a conflict (docs/protocol.md
+	// section 21.4, "Deadline: revocation").
+	reask bool
+
+	// gate holds recalls off while a local change is made (permitlocal.go).
+	gate changeGate
+
+	// reint: one reintegration of the whole log at a time (cml.Reintegrate
+	// serialises too; this also orders the conflict handling after it).
+	reint sync.Mutex
+
+	// age and length: the log is reintegrated once its oldest record is
+	// age old or it holds length records (permitLogAge, permitLogLen).
+	age    time.Duration
+	length int
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// openPermits opens the log in dir/cml and, with records left in it by an
+// earlier instance, gets their directories' permits and reintegrates them
+// before the mount serves anything (docs/mount.md "What the mount will need
+// to do": register with the same name, ask for Dirs(), reintegrate).
+func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
+	if sn.cfg.CacheDir == "" {
+		return nil, errors.New("cachemgr: write-back permits need a cache directory")
+	}
+	l, err := cml.Open(filepath.Join(sn.cfg.CacheDir, "cml"), cml.Options{Logger: sn.FS.Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("the modification log: %w", err)
+	}
+	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
+		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{})}
+	if n := l.Len(); n > 0 {
+		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
+		p.reask = true
+		for _, d := range l.Dirs() {
+			p.get(ctx, d, true)
+		}
+		if err := p.reintegrate(ctx, "restart"); err != nil {
+			// What could not be sent stays in the log: the loop tries again.
+			sn.FS.Logger().Error("reintegration of an earlier mount's modification log", "err", err)
+		}
+	}
+	SetStatusSources(sn.FS, StatusSources{Permits: p.list, ModLog: l.Stats})
+	go p.loop()
+	return p, nil
+}
+
+// get returns the permit of dir, asking GET_PERMIT unless held, or refused
+// less than permitRefusal ago (force: ask anyway).
+func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.PermitRef, bool) {
+	k := string(dir)
+	p.mu.Lock()
+	if h, ok := p.held[k]; ok {
+		p.mu.Unlock()
+		return h.ref, true
+	}
+	if at, ok := p.refused[k]; ok && !force && time.Since(at) < permitRefusal {
+		p.mu.Unlock()
+		return snfs1.PermitRef{}, false
+	}
+	p.mu.Unlock()
+	id, granted, err := p.sn.sess.GetPermit(ctx, dir)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil || !granted {
+		if err != nil {
+			p.sn.FS.Logger().Debug("GET_PERMIT", "dir", dir, "err", err)
+		}
+		p.refused[k] = time.Now()
+		return snfs1.PermitRef{}, false
+	}
+	delete(p.refused, k)
+	ref := snfs1.PermitRef{Dir: append(nfs3.FH(nil), dir...), Permit: id}
+	p.held[k] = heldPermit{ref: ref, since: time.Now()}
+	return ref, true
+}
+
+// refs are the permits held, for a REINTEGRATE.
+func (p *permits) refs() []snfs1.PermitRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]snfs1.PermitRef, 0, len(p.held))
+	for _, h := range p.held {
+		out = append(out, h.ref)
+	}
+	return out
+}
+
+// list is what `snfs status` shows of the permits held.
+func (p *permits) list() []PermitHeld {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PermitHeld, 0, len(p.held))
+	for _, h := range p.held {
+		out = append(out, PermitHeld{Dir: p.sn.FS.PathOfFH(h.ref.Dir, nil), DirFH: hex.EncodeToString(h.ref.Dir), Permit: h.ref.Permit, Since: h.since})
+	}
+	return out
+}
+
+// reintegrateMaxRounds bounds how many refused records one reintegration
+// keeps as conflicts and skips before it gives up for now.
+const reintegrateMaxRounds = 4096
+
+// reintegrate sends the whole log (cml.Log.Reintegrate) under the permits
+// held, then takes in what it returned: the permits of directories made in
+// it, the real handles of the objects made (forgotten once taken: no
+// provisional inode waits for them). A refused record becomes a conflict
+// (kept in the conflicts file) and is skipped, except SNFS_ERR_NOPERMIT
+// after a restart (reask), for which the record's directories' permits are
+// asked once more first.
+func (p *permits) reintegrate(ctx context.Context, why string) error {
+	p.reint.Lock()
+	defer p.reint.Unlock()
+	askedAgain := false
+	for range reintegrateMaxRounds {
+		recs := p.log.Records()
+		made := provsOf(recs)
+		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
+		if res.Batches > 0 {
+			p.changedDirs(recs)
+		}
+		p.mu.Lock()
+		for _, r := range res.Permits {
+			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
+		}
+		p.mu.Unlock()
+		p.forgetMade(made)
+		if res.Batches > 0 {
+			p.sn.FS.Logger().Debug("reintegrated", "why", why, "records", res.Sent, "batches", res.Batches,
+				"cancelled", res.Cancelled, "merged", res.Merged)
+		}
+		var ce *cml.ConflictError
+		if !errors.As(err, &ce) {
+			if err == nil && p.log.Len() == 0 {
+				p.mu.Lock()
+				p.reask = false
+				p.mu.Unlock()
+			}
+			return err
+		}
+		p.mu.Lock()
+		reask := p.reask
+		p.mu.Unlock()
+		if ce.Status == snfs1.ErrNoPermit && reask && !askedAgain {
+			askedAgain = true
+			for _, d := range recordDirs(&ce.Record) {
+				p.drop(d)
+				p.get(ctx, d, true)
+			}
+			continue
+		}
+		askedAgain = false
+		p.keepConflict(&ce.Record, ce.Status, why)
+		if err := p.log.Skip(ce.Record.LSN); err != nil {
+			return err
+		}
+	}
+	return errors.New("cachemgr: too many refused records in one reintegration")
+}
+
+// provsOf are the provisional ids of the objects records make.
+func provsOf(recs []snfs1.CMLRecord) []uint64 {
+	var out []uint64
+	for i := range recs {
+		if recs[i].New != 0 {
+			out = append(out, recs[i].New)
+		}
+	}
+	return out
+}
+
+// forgetMade forgets the real handles of the objects made that the log
+// learned: the mount holds no provisional inode for them.
+func (p *permits) forgetMade(made []uint64) {
+	var done []uint64
+	for _, id := range made {
+		if _, ok := p.log.Handle(id); ok {
+			done = append(done, id)
+		}
+	}
+	if len(done) > 0 {
+		p.log.Forget(done...)
+	}
+}
+
+// changedDirs drops the cached attributes of the directories recs change
+// (their times and sizes changed on the server; the name cache lists them
+// again at the next use).
+func (p *permits) changedDirs(recs []snfs1.CMLRecord) {
+	seen := map[string]bool{}
+	for i := range recs {
+		for _, d := range recordDirs(&recs[i]) {
+			if seen[string(d)] {
+				continue
+			}
+			seen[string(d)] = true
+			if in := p.sn.FS.LookupInode(d); in != nil {
+				in.Invalidate()
+			}
+		}
+	}
+}
+
+// recordDirs are the directories (by handle) whose entries rec changes.
+func recordDirs(rec *snfs1.CMLRecord) []nfs3.FH {
+	var out []nfs3.FH
+	if rec.Dir.FH != nil {
+		out = append(out, rec.Dir.FH)
+	}
+	if rec.Op == snfs1.CMLRename && rec.ToDir.FH != nil {
+		out = append(out, rec.ToDir.FH)
+	}
+	return out
+}
+
+// keepConflict records a refused record in the conflicts file: what the
+// mount did there is not on the server (docs/mount.md "Conflicts").
+func (p *permits) keepConflict(rec *snfs1.CMLRecord, st snfs1.Status, why string) {
+	sn := p.sn
+	sn.stats.Conflicts.Add(1)
+	c := Conflict{Time: time.Now().UTC(), Name: rec.Name, DirFH: hex.EncodeToString(rec.Dir.FH),
+		Reason: fmt.Sprintf("%s refused (status %d, LSN %d, %s)", rec.Op, st, rec.LSN, why), FileFH: hex.EncodeToString(rec.Obj.FH)}
+	sn.FS.Logger().Warn("a logged change was refused by the server: kept as a conflict", "op", rec.Op, "name", rec.Name, "status", st)
+	if err := appendConflict(sn.cfg.CacheDir, c); err != nil {
+		sn.FS.Logger().Error("recording a conflict", "err", err)
+	}
+}
+
+// drop forgets the permit of dir (recalled, refused).
+func (p *permits) drop(dir nfs3.FH) {
+	p.mu.Lock()
+	delete(p.held, string(dir))
+	p.mu.Unlock()
+}
+
+// recall serves CB_RECALL_PERMIT on dir: the log goes to the server first
+// (all of it: it is applied in order), then the permit is given back by the
+// answer (docs/protocol.md section 21.4). It runs on the callback's own
+// goroutine, as a CB_WRITEBACK's WRITEs do (client.CallbackHandler).
+func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
+	p.mu.Lock()
+	_, held := p.held[string(dir)]
+	p.mu.Unlock()
+	if !held && p.log.Len() == 0 {
+		return state.Stale
+	}
+	end := p.beginRecall(dir)
+	defer end()
+	if err := p.reintegrate(ctx, "recall"); err != nil {
+		p.sn.FS.Logger().Warn("reintegration on a permit's recall", "err", err)
+	}
+	p.drop(dir)
+	return state.OK
+}
+
+// flush reintegrates the log now (a directory's fsync, Sync, unmount).
+func (p *permits) flush(ctx context.Context, why string) error {
+	if err := p.log.Sync(); err != nil {
+		return err
+	}
+	if p.log.Len() == 0 {
+		return nil
+	}
+	return p.reintegrate(ctx, why)
+}
+
+// loop reintegrates the log when it is old or long enough, until close.
+func (p *permits) loop() {
+	defer close(p.done)
+	t := time.NewTicker(permitLoopTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		st := p.log.Stats()
+		p.mu.Lock()
+		age, length := p.age, p.length
+		p.mu.Unlock()
+		if st.Records == 0 || st.Oldest < age && st.Records < length {
+			continue
+		}
+		ctx, cancel := p.sn.stopCtx(time.Minute)
+		if err := p.reintegrate(ctx, "age"); err != nil {
+			p.sn.FS.Logger().Warn("reintegration of the modification log", "err", err)
+		}
+		cancel()
+	}
+}
+
+// close reintegrates what is left, gives the permits back and closes the
+// log (unmount). What could not be sent stays in the log for the next
+// mount.
+func (p *permits) close(ctx context.Context) error {
+	close(p.stop)
+	<-p.done
+	err := p.flush(ctx, "unmount")
+	if refs := p.refs(); len(refs) > 0 {
+		for len(refs) > 0 {
+			n := min(len(refs), snfs1.PermitReleaseMax)
+			if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
+				p.sn.FS.Logger().Debug("PERMIT_RELEASE", "err", rerr)
+				break
+			}
+			refs = refs[n:]
+		}
+	}
+	return errors.Join(err, p.log.Close())
+}
+
+// SyncDir is an fsync of dir (SNFSMode): the modification log, which holds
+// dir's changes made here, is flushed and reintegrated, as a local file
+// system makes a directory's entries durable at its fsync (the whole log:
+// it is applied in order). Without permits there is nothing to do: every
+// change was a call, durable at its reply.
+func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
+	if sn.permits == nil {
+		return nil
+	}
+	return sn.permits.flush(ctx, "fsync of a directory")
+}
+
+// serverRestarted: permits do not survive a server's restart (docs/protocol.md
+// section 21.6): those held are forgotten, so that no change is made locally
+// under them; the records logged under them are sent under permits asked
+// again (reintegrate: SNFS_ERR_NOPERMIT).
+//
+// It does not wait for a local change in progress (the session may call it
+// while that change's lease renewal waits for the reconnection): such a
+// change's record is sent the same way.
+func (p *permits) serverRestarted() {
+	p.mu.Lock()
+	clear(p.held)
+	p.reask = p.log.Len() > 0
+	p.mu.Unlock()
+}

@@ -1,0 +1,213 @@
+package cachemgr
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"snfs/client"
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// permitsMount opens an snfs-mode FS with write-back permits on s, with a
+// directory d made in the export first; it returns the FS, its manager and
+// d's inode.
+func permitsMount(t *testing.T, s *restartableServer, name string) (*vfs.FS, *snfsFS, *vfs.Inode) {
+	t.Helper()
+	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, Permits: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.Sync(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	e, err := v.Lookup(ctx, v.Root(), vfs.Cred{}, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, mgrOf(v), e.Inode
+}
+
+// holdPermit gets d's permit for sn (the first asks are refused while the
+// server probes the callback path).
+func holdPermit(t *testing.T, sn *snfsFS, d *vfs.Inode) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := sn.permits.get(context.Background(), d.FH, true); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("GET_PERMIT never granted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logCreates logs n CREATEs in d, named prefix0..., as the mount logs its
+// changes under the permit.
+func logCreates(t *testing.T, sn *snfsFS, d *vfs.Inode, prefix string, n int) {
+	t.Helper()
+	mode := uint32(0o644)
+	for k := range n {
+		rec := snfs1.CMLRecord{Op: snfs1.CMLCreate, Dir: snfs1.ObjRef{FH: d.FH}, Name: fmt.Sprintf("%s%d", prefix, k), Attr: nfs3.Sattr{Mode: &mode}}
+		if _, err := sn.permits.log.AppendLazy(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantFiles(t *testing.T, export, prefix string, n int) {
+	t.Helper()
+	for k := range n {
+		if _, err := os.Lstat(filepath.Join(export, "d", fmt.Sprintf("%s%d", prefix, k))); err != nil {
+			t.Fatalf("the export: %v", err)
+		}
+	}
+}
+
+// TestPermitsRecallReintegrates: another client's change of a directory
+// whose permit the mount holds recalls it; the mount sends its log before it
+// answers, so the other client's change is made after every logged one (its
+// GUARDED CREATE of a logged name fails NFS3ERR_EXIST), and the permit is
+// given back.
+func TestPermitsRecallReintegrates(t *testing.T) {
+	s := newServer(t, true)
+	_, sn, d := permitsMount(t, s, "permits-recall")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "x", 50)
+	if _, err := os.Lstat(filepath.Join(s.export, "d", "x0")); !os.IsNotExist(err) {
+		t.Fatalf("a logged create is on the server before any reintegration: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := client.DialNFS(ctx, "tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	res, err := nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: d.FH, Name: "x49"}, Mode: nfs3.Guarded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != nfs3.ErrExist {
+		t.Fatalf("another client's GUARDED CREATE of a logged name: %v; want NFS3ERR_EXIST (made after the recall's reintegration)", res.Status)
+	}
+	wantFiles(t, s.export, "x", 50)
+	if st := sn.permits.log.Stats(); st.Records != 0 {
+		t.Errorf("%d records left in the log after the recall", st.Records)
+	}
+	if refs := sn.permits.refs(); len(refs) != 0 {
+		t.Errorf("permits still held after the recall: %+v", refs)
+	}
+}
+
+// TestPermitsSyncDirAndAge: a directory's fsync (SyncDir) reintegrates the
+// log at once; records left alone go once the oldest is old enough.
+func TestPermitsSyncDirAndAge(t *testing.T) {
+	s := newServer(t, true)
+	_, sn, d := permitsMount(t, s, "permits-sync")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "s", 20)
+	if err := sn.SyncDir(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	wantFiles(t, s.export, "s", 20)
+
+	sn.permits.mu.Lock()
+	sn.permits.age = 200 * time.Millisecond
+	sn.permits.mu.Unlock()
+	logCreates(t, sn, d, "a", 20)
+	deadline := time.Now().Add(10 * time.Second)
+	for sn.permits.log.Stats().Records > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the log was not reintegrated once old enough")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantFiles(t, s.export, "a", 20)
+}
+
+// TestPermitsServerRestart: a server's restart ends every permit (section
+// 21.6): the mount forgets those it held, and what it logged under them is
+// sent under the permits asked again.
+func TestPermitsServerRestart(t *testing.T) {
+	s := newRestartableServer(t)
+	_, sn, d := permitsMount(t, s, "permits-restart")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "r", 10)
+	s.restart()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(sn.permits.refs()) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the permits held before the server's restart were not forgotten")
+		}
+		sn.sess.Null(ctx) // the session finds the restart
+		time.Sleep(20 * time.Millisecond)
+	}
+	var err error
+	for {
+		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the grace period's refusals
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFiles(t, s.export, "r", 10)
+	if st := sn.permits.log.Stats(); st.Records != 0 {
+		t.Errorf("%d records left", st.Records)
+	}
+}
+
+// TestPermitsRevokedIsConflict: records made under a permit the server no
+// longer holds for the mount (revoked; here given back behind the mount's
+// back) are refused SNFS_ERR_NOPERMIT: they are kept as conflicts and
+// skipped, not sent again under a new permit (others may have changed the
+// directory meanwhile).
+func TestPermitsRevokedIsConflict(t *testing.T) {
+	s := newServer(t, true)
+	_, sn, d := permitsMount(t, s, "permits-revoked")
+	holdPermit(t, sn, d)
+	logCreates(t, sn, d, "v", 3)
+	ctx := context.Background()
+	if err := sn.sess.PermitRelease(ctx, sn.permits.refs()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.SyncDir(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if st := sn.permits.log.Stats(); st.Records != 0 {
+		t.Errorf("%d records left", st.Records)
+	}
+	for k := range 3 {
+		if _, err := os.Lstat(filepath.Join(s.export, "d", fmt.Sprintf("v%d", k))); !os.IsNotExist(err) {
+			t.Errorf("v%d made under a permit the server no longer held: %v", k, err)
+		}
+	}
+	list, err := ReadConflicts(sn.cfg.CacheDir)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("conflicts listed: %+v, %v; want the 3 records", list, err)
+	}
+}
