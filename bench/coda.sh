@@ -27,6 +27,7 @@
 #   bash bench/coda.sh (as root)   # DELAYS="0 1ms 10ms" ROUNDS=3 ROUNDS_10ms=1 NFILES=1000 BUDGET=1200
 #   DELAYS=1ms ROUNDS=1 NFILES=100 bash bench/coda.sh   # a quick check
 #   SNFS_BIN=/tmp/snfs bash bench/coda.sh   # a built snfs instead of building one from this tree
+#   SNFS_OPTS=--permits=on bash bench/coda.sh   # flags for the snfs-mode mounts only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -158,7 +159,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
 {
   echo "# Andrew benchmark and the Coda Figure 3 loops at 0, 1 ms and 10 ms one-way delay"
   echo
-  echo "Command: \`DELAYS=\"$DELAYS\" ROUNDS=$ROUNDS$(for d in $DELAYS; do v="ROUNDS_${d//[^A-Za-z0-9_]/_}"; [ -n "${!v:-}" ] && printf ' %s=%s' "$v" "${!v}"; done) NFILES=$NFILES BUDGET=$BUDGET DELAY=$DELAY bash bench/coda.sh\`"
+  echo "Command: \`DELAYS=\"$DELAYS\" ROUNDS=$ROUNDS$(for d in $DELAYS; do v="ROUNDS_${d//[^A-Za-z0-9_]/_}"; [ -n "${!v:-}" ] && printf ' %s=%s' "$v" "${!v}"; done) NFILES=$NFILES BUDGET=$BUDGET DELAY=$DELAY${SNFS_OPTS:+ SNFS_OPTS=\"$SNFS_OPTS\"} bash bench/coda.sh\`"
   echo "at commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)'), $(date -u '+%Y-%m-%d %H:%M') UTC, $ELAPSED s in all, $done_rounds rounds; $(nproc) cores, $(uname -r)."
   echo "**The machine was shared**: 2 cores, other helpers building and testing at the same time (load average over 1, 5, 15 min: $LOAD_START at the start, $LOAD_END at the end); the local disk's figures and the rounds below show the noise."
   echo

@@ -173,6 +173,7 @@ mount_cfg() {
         snfs-inf*) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY_INF") ;;
         snfs*) mode=snfs extra=(--cache-dir "$cache" --writeback-delay "$DELAY") ;;
       esac
+      [ $mode = snfs ] && extra+=(${SNFS_OPTS:-}) # snfs mode only, e.g. SNFS_OPTS=--permits=on
       port=$(cfg_port "$cfg"); mkdir -p "$W/mnt/$cfg"
       "$(cfg_bin "$cfg")" mount --nfs-port "$port" --mount-port "$port" --mode $mode ${SNFS_MOUNT_OPTS:-} "${extra[@]}" \
         "127.0.0.1:$W/export" "$W/mnt/$cfg" >>"$W/mount-$cfg.log" 2>&1
