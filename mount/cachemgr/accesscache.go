@@ -22,10 +22,12 @@ import (
 //
 // An entry holds while the file's mode, owner and group are those it was
 // answered for (not its ctime, which every write moves), as Linux's client
-// drops its access cache when they change; a change by someone else reaches
-// the attributes through the file's callback (the kept open is held under
-// it). A change of an ACL alone is seen at the next OPEN sent, not by an
-// open served by a kept one.
+// drops its access cache when they change. Another client's chmod or chown
+// does not call this one back (only size changes do, server/coexist.go), so
+// a kept open's entry, like the kernel's own check of the mode bits, can be
+// stale until the attributes are fetched again: a write it lets through
+// that the server then refuses is reported at the next close or fsync
+// (errseq). A change of an ACL alone is seen at the next OPEN sent.
 //
 // The creator of a file is its owner at the server (also when squashed: the
 // squashed identity owns it), so a create records the owner's bits of the
@@ -147,5 +149,8 @@ func (fs *snfsFS) seedCreatorAccess(i *vfs.Inode, c vfs.Cred) {
 	if perm.mode&0o200 != 0 {
 		allowed |= nfs3.AccessModify | nfs3.AccessExtend
 	}
-	fs.noteAccess(i, accessKey(c), accessEntry{perm: perm, allowed: allowed, asked: nfs3.AccessRead | nfs3.AccessModify | nfs3.AccessExtend})
+	// Only what the bits allow: root passes mode bits the owner's deny
+	// (a 0444 file it created and reopens for writing), so a denial is
+	// the server's to say.
+	fs.noteAccess(i, accessKey(c), accessEntry{perm: perm, allowed: allowed, asked: allowed})
 }

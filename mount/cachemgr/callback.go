@@ -203,6 +203,9 @@ func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flag
 		return vfs.Entry{}, nil, err
 	}
 	fs.seedCreatorAccess(i, c)
+	i.Mu.Lock()
+	snOf(i).openCred[state.Write] = c // as snfsOpen records it
+	i.Mu.Unlock()
 	now := time.Now()
 	i.Mu.Lock()
 	e.Attr, e.AttrTTL = i.ReportLocked(), i.TTLLocked(now)
@@ -368,7 +371,10 @@ func (fs *snfsFS) reopen(ctx context.Context, i *vfs.Inode) {
 			if !left {
 				break
 			}
-			if _, err := fs.sess.Open(ctx, i.FH, m); err != nil {
+			i.Mu.Lock()
+			c := snOf(i).openCred[m] // as the application whose open it is (root_squash)
+			i.Mu.Unlock()
+			if _, err := fs.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, m); err != nil {
 				fs.Logger().Warn("OPEN again after a refused reclaim", fs.PathAttr(i), "fileid", i.FileID, "mode", m, "err", err)
 				break
 			}

@@ -27,6 +27,7 @@ type restartableServer struct {
 	addr          string
 	export, state string
 	asDefault     bool          // the server's defaults for grace and recall back-off
+	opts          string        // export options ("" rw,no_root_squash)
 	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
 	srv           *server.Server
 	done          chan error
@@ -68,7 +69,11 @@ func newServer(t *testing.T, asDefault bool) *restartableServer {
 
 func (s *restartableServer) start(addr string) {
 	t := s.t
-	o, err := server.ParseOptions(server.DefaultOptions, "rw,no_root_squash")
+	eo := "rw,no_root_squash"
+	if s.opts != "" {
+		eo = s.opts
+	}
+	o, err := server.ParseOptions(server.DefaultOptions, eo)
 	if err != nil {
 		t.Fatal(err)
 	}

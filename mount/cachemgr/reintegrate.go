@@ -226,9 +226,24 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	// root_squash the mount's root may not write a user's file).
 	wcred := writerOf(cf)
 	ok, err := fs.sess.OpenAs(ctx, wcred.UID, wcred.GID, wcred.Groups, fh, state.Write)
+	if errors.Is(err, nfs3.ErrAcces) {
+		// The writer may no longer write the file (its mode or owner
+		// changed meanwhile: somebody else's change, which the base check
+		// below finds): the mount's own credential opens it to compare,
+		// and failing that the data goes beside it as a conflict copy
+		// rather than stay unsent in the cache.
+		ok, err = fs.sess.Open(ctx, fh, state.Write)
+		if errors.Is(err, nfs3.ErrAcces) {
+			if cerr := fs.keepConflict(ctx, fh, cf, reason+" (its writer may no longer write the file)", wcred, 0o600); cerr != nil {
+				return fmt.Errorf("reintegration OPEN refused, and the conflict copy failed (the data stays in the cache): %w", cerr)
+			}
+			fs.dropCached(fh, cf)
+			return nil
+		}
+	}
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
-		if cerr := fs.keepConflict(ctx, fh, cf, reason, vfs.Cred{}, 0o644); cerr != nil {
+		if cerr := fs.keepConflict(ctx, fh, cf, reason, wcred, 0o644); cerr != nil {
 			fs.Logger().Error("reintegration: the file is gone from the server and its conflict copy failed: its unwritten data is lost",
 				"path", fs.PathOfFH(fh, cf), "fh", fmt.Sprintf("%x", []byte(fh)), "err", cerr)
 		}

@@ -242,6 +242,10 @@ type snfsInode struct {
 	// access: the server's ACCESS answers by credential (accesscache.go);
 	// under mu.
 	access map[string]accessEntry
+	// openCred: by mode, the credential of the latest OPEN sent for an
+	// application's open (snfsOpen), which a refused reclaim's reopen
+	// sends again (callback.go); under mu.
+	openCred [state.Write + 1]vfs.Cred
 }
 
 // snfsFile is an open's snfs-mode state.

@@ -31,12 +31,14 @@ func (fs *snfsFS) snfsAppend(ctx context.Context, f *vfs.File, data []byte) (uin
 			return err
 		}
 		off = cf.Size()
+		i.Mu.Lock()
+		noteWriterLocked(i, cf, f.Cred) // before the data: an index commit between carries it
+		i.Mu.Unlock()
 		n, err = cf.WriteAt(data, off)
 		if n > 0 {
 			// Recorded dirty before a callback can stop caching
 			// (whileCaching): its write-back then takes these bytes.
 			i.Mu.Lock()
-			noteWriterLocked(i, cf, f.Cred)
 			snOf(i).mtime = time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)

@@ -38,8 +38,15 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 	// nothing at the server: the rest is asked of the access cache, or the
 	// server.
 	if err := fs.checkOpenAccess(ctx, i, c, accessNeeded(flags&syscall.O_ACCMODE == syscall.O_RDWR, mode), !reused, mode); err != nil {
-		fs.snfsOpenUndo(ctx, i, mode)
+		// The protocol open given back is the one this open took: a read
+		// open served by a kept or shared write open holds a write open.
+		fs.snfsOpenUndo(ctx, i, pmode)
 		return nil, false, err
+	}
+	if !reused {
+		i.Mu.Lock()
+		snOf(i).openCred[mode] = c // the credential a refused reclaim OPENs again as (reopen)
+		i.Mu.Unlock()
 	}
 	i.Mu.Lock()
 	i.Opens++
@@ -212,6 +219,9 @@ func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *vfs.Inode, mode state.Mod
 		dirty := a.Dirty
 		_, err := fs.sess.Close(ctx, i.FH, mode, dirty)
 		fs.Logger().Debug("CLOSE of a failed open", "fileid", i.FileID, "mode", mode, "dirty", dirty, "err", err)
+		if fs.disc.owe(i.FH, mode, dirty, err) {
+			continue // offline: sent on reconnection (disconnected.go)
+		}
 		if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
 			fs.Logger().Warn("CLOSE of a failed open", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}
@@ -369,10 +379,12 @@ func (fs *snfsFS) snfsWrite(ctx context.Context, f *vfs.File, off uint64, data [
 		if err != nil {
 			return err
 		}
+		i.Mu.Lock()
+		noteWriterLocked(i, cf, f.Cred) // before the data: an index commit between carries it
+		i.Mu.Unlock()
 		n, err = cf.WriteAt(data, int64(off))
 		if n > 0 {
 			i.Mu.Lock()
-			noteWriterLocked(i, cf, f.Cred)
 			snOf(i).mtime = time.Now()
 			i.Mu.Unlock()
 			fs.markDirty(i)
@@ -617,11 +629,13 @@ func (fs *snfsFS) snfsTruncate(i *vfs.Inode, c vfs.Cred, size uint64) error {
 	if _, err := fs.snfsNoteExternalLocal(i); err != nil {
 		return err
 	}
+	i.Mu.Lock()
+	noteWriterLocked(i, cf, c) // before the change: an index commit between carries it
+	i.Mu.Unlock()
 	if err := cf.Truncate(int64(size)); err != nil {
 		return err
 	}
 	i.Mu.Lock()
-	noteWriterLocked(i, cf, c)
 	snOf(i).mtime = time.Now()
 	i.Mu.Unlock()
 	if size == 0 && fs.isDirty(i) {

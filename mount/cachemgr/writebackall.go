@@ -17,7 +17,8 @@ import (
 const writeBackParallel = 8
 
 // eachParallel runs f on every inode of is, at most writeBackParallel at
-// once, and returns when all have returned (it owns the goroutines).
+// once (once ctx is done, the rest one after the other: f is to return at
+// once then), and returns when all have returned (it owns the goroutines).
 func eachParallel(ctx context.Context, is []*vfs.Inode, f func(*vfs.Inode)) {
 	if len(is) <= 1 {
 		for _, i := range is {
@@ -29,7 +30,8 @@ func eachParallel(ctx context.Context, is []*vfs.Inode, f func(*vfs.Inode)) {
 	var wg sync.WaitGroup
 	for _, i := range is {
 		if ctx.Err() != nil {
-			break
+			f(i) // f sees the context done: nothing to wait for
+			continue
 		}
 		sem <- struct{}{}
 		wg.Add(1)
@@ -48,7 +50,10 @@ func (fs *snfsFS) writeBackAll(ctx context.Context, is []*vfs.Inode) (done []*vf
 	var mu sync.Mutex
 	failed = map[*vfs.Inode]error{}
 	eachParallel(ctx, is, func(i *vfs.Inode) {
-		err := fs.writeBackInode(ctx, i)
+		err := ctx.Err() // one not started is not written back either
+		if err == nil {
+			err = fs.writeBackInode(ctx, i)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
