@@ -54,6 +54,16 @@ func TestMountDisconnectedListing(t *testing.T) {
 				if err := s.kill9(); err != nil {
 					t.Fatal(err)
 				}
+				// Between the lost connection and going offline, a lookup
+				// (the name cache sees the connection lost and keeps its
+				// listings: they must not go because a call answered
+				// before the loss still holds the lease).
+				time.Sleep(300 * time.Millisecond)
+				err, d := timedErr(t, "stat before the mount goes offline", 20*time.Second, func() error {
+					_, err := os.Stat(m.path("d/a"))
+					return err
+				})
+				t.Logf("stat of d/a with the server killed, before offline: %v in %v", err, d.Round(time.Millisecond))
 			}
 			waitMetric(t, m, "snfs_client_disconnected", 1, 20*time.Second)
 			// Made on the server while the mount is offline.

@@ -1,6 +1,8 @@
 package cachemgr
 
 import (
+	"time"
+
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 )
@@ -27,6 +29,7 @@ func (nc *nameCache) keepOfflineLocked(d *cdir) {
 		return
 	}
 	nc.dropOfflineLocked(d.key)
+	nc.offKept = time.Now()
 	d.offElem = nc.offLRU.PushFront(d)
 	nc.offl[d.key] = d
 	for nc.offLRU.Len() > maxCachedDirs {
@@ -47,10 +50,12 @@ func (nc *nameCache) dropOfflineLocked(key string) bool {
 	return true
 }
 
-// connectedLocked: a lease holds (online): the offline copies are of no
-// more use, listings are promised again.
-func (nc *nameCache) connectedLocked() {
-	if len(nc.offl) == 0 || nc.sn.disc.offline() {
+// connectedLocked: a lease holds (online) with sent the send time of the
+// latest call answered: if it was sent after the latest copy was kept (the
+// server answered since the connection was lost, not only before), the
+// offline copies are of no more use, listings are promised again.
+func (nc *nameCache) connectedLocked(sent time.Time) {
+	if len(nc.offl) == 0 || nc.sn.disc.offline() || !sent.After(nc.offKept) {
 		return
 	}
 	clear(nc.offl)

@@ -85,8 +85,9 @@ type nameCache struct {
 	// offl: the last listings of directories whose promise ended with the
 	// connection or the lease, served only while the mount is offline
 	// (disconnectednames.go); offLRU bounds them as lru does dirs.
-	offl   map[string]*cdir
-	offLRU list.List
+	offl    map[string]*cdir
+	offLRU  list.List
+	offKept time.Time // when the latest copy was kept
 
 	stats nameStats
 
@@ -177,7 +178,7 @@ func (nc *nameCache) leaseLocked(now time.Time) (ok, renew bool) {
 		return false, false
 	}
 	if now.Sub(sent) < cbt/2 {
-		nc.connectedLocked()
+		nc.connectedLocked(sent)
 		return true, false
 	}
 	return false, true
