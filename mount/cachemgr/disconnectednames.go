@@ -19,8 +19,9 @@ import (
 // the server (the directory changed) drops the copy, so does this mount's
 // own change of the directory online; a name whose own change has an
 // unknown outcome is not answered from it. Online, no copy is used: the
-// mount going online, or a lease that holds again, drops them all, and the
-// next use lists again under a new promise.
+// mount going online, or a lease held by a call sent after the copies were
+// kept (the connection came back before the mount went offline), drops
+// them all, and the next use lists again under a new promise.
 
 // keepOfflineLocked keeps d, whose promise ends with the connection or the
 // lease, as the offline copy of its directory (bounded as the cache is).
