@@ -74,7 +74,12 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	if err := os.WriteFile(s.path("clean"), clean, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(s.path("uncached"), []byte("never read by the mount"), 0o644); err != nil {
+	// In a directory the mount never lists (a name of a listing the mount
+	// has is served offline: TestMountDisconnectedListing).
+	if err := os.Mkdir(s.path("sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("sub/uncached"), []byte("never read by the mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after="+after.String(), "--log-level=debug")
@@ -130,7 +135,7 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	}
 	// What is not fails at once, EHOSTDOWN.
 	err, d = timedErr(t, "stat of an uncached file offline", 10*time.Second, func() error {
-		_, err := os.Stat(m.path("uncached"))
+		_, err := os.Stat(m.path("sub/uncached"))
 		return err
 	})
 	t.Logf("stat of an uncached file offline: %v in %v", err, d.Round(time.Millisecond))
@@ -212,7 +217,7 @@ func TestMountDisconnectedAuto(t *testing.T) {
 		t.Errorf("the mount's log lacks the INFO of coming back:\n%s", tail(m.logPath, 20))
 	}
 	// Online again: what was not cached is served.
-	if _, err := os.Stat(m.path("uncached")); err != nil {
+	if _, err := os.Stat(m.path("sub/uncached")); err != nil {
 		t.Fatalf("stat of uncached after reconnection: %v", err)
 	}
 }

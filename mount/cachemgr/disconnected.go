@@ -255,6 +255,7 @@ func (sn *snfsFS) goOffline(cause error) {
 		d.written[string(i.FH)] = true
 	}
 	d.mu.Unlock()
+	sn.names.wentOffline() // the listings held become offline copies (disconnectednames.go)
 	sn.sess.SetOffline(true)
 	sn.Logger().Warn("server unreachable: disconnected, serving the cache", "unanswered_for", quiet.Round(time.Millisecond), "err", cause)
 }
@@ -274,6 +275,7 @@ func (sn *snfsFS) goOnline() {
 	offFor := time.Since(d.since)
 	n := len(d.written)
 	d.mu.Unlock()
+	sn.names.backOnline() // the offline copies go: listed again under a promise
 	sn.sess.SetOffline(false)
 	sn.Logger().Info("server reachable again: reconnected, writing back what was written while disconnected",
 		"disconnected_for", offFor.Round(time.Millisecond), "files_written", n)

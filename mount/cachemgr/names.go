@@ -82,6 +82,13 @@ type nameCache struct {
 	closed    bool
 	wg        sync.WaitGroup
 
+	// offl: the last listings of directories whose promise ended with the
+	// connection or the lease, served only while the mount is offline
+	// (disconnectednames.go); offLRU bounds them as lru does dirs.
+	offl    map[string]*cdir
+	offLRU  list.List
+	offKept time.Time // when the latest copy was kept
+
 	stats nameStats
 
 	// afterList, set only by tests, runs when a fill's last LISTDIR
@@ -115,6 +122,10 @@ type cdir struct {
 	// again (the promise is still held).
 	stale  bool
 	broken bool // dropped (a break, an eviction, the lease): set under mu
+	// unsure: names whose own change's outcome is not known (stale); an
+	// offline copy does not answer them.
+	unsure  map[string]bool
+	offElem *list.Element // in offLRU while an offline copy
 }
 
 // cent is one name of a cached directory.
@@ -134,7 +145,8 @@ type fillTok struct{ broken bool }
 
 func newNameCache(sn *snfsFS) *nameCache {
 	return &nameCache{sn: sn, dirs: map[string]*cdir{}, fills: map[string][]*fillTok{},
-		covered: map[string]*cdir{}, noPromise: map[string]time.Time{}, releasing: map[string]int{}}
+		covered: map[string]*cdir{}, noPromise: map[string]time.Time{}, releasing: map[string]int{},
+		offl: map[string]*cdir{}}
 }
 
 // credKey names c for the record of who listed a directory.
@@ -166,6 +178,7 @@ func (nc *nameCache) leaseLocked(now time.Time) (ok, renew bool) {
 		return false, false
 	}
 	if now.Sub(sent) < cbt/2 {
+		nc.connectedLocked(sent)
 		return true, false
 	}
 	return false, true
@@ -231,6 +244,7 @@ func (nc *nameCache) usable(ctx context.Context, dir *vfs.Inode) *cdir {
 // the lease they were given under (attrTTLLocked).
 func (nc *nameCache) dropAllLocked() {
 	for _, d := range nc.dirs {
+		nc.keepOfflineLocked(d) // what the mount last knew, for a disconnection
 		nc.removeLocked(d)
 		nc.queueLocked(d.fh)
 	}
@@ -317,6 +331,11 @@ func (nc *nameCache) attrTTLLocked(i *vfs.Inode) (time.Duration, bool) {
 // while dir is cached or about to be (a lookup lists it), so that a break
 // needs no notification of names; nfs mode's otherwise.
 func (nc *nameCache) entryTTLLocked(dir *vfs.Inode) (time.Duration, bool) {
+	if nc.sn.disc.offline() {
+		// Served from what the mount last knew: online, the server is
+		// asked again.
+		return 0, true
+	}
 	small := dir.Attr.Size <= fillOnLookupMax
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
@@ -492,6 +511,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 		}
 		d.elem = nc.lru.PushFront(d)
 		nc.dirs[key] = d
+		nc.dropOfflineLocked(key) // this listing is newer
 		for nc.lru.Len() > maxCachedDirs {
 			old := nc.lru.Back().Value.(*cdir)
 			nc.removeLocked(old)

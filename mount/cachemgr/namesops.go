@@ -25,6 +25,9 @@ const maxCachedName = 255
 func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
 	nc := sn.names
 	if sn.disc.offline() && name != "." && name != ".." {
+		if e, ok, err := nc.offlineName(dir, name); ok {
+			return e, true, err // disconnectednames.go
+		}
 		return sn.offlineLookup(dir, name) // disconnected.go
 	}
 	if name == "." || name == ".." || len(name) > maxCachedName || !dir.IsDir() {
@@ -88,6 +91,10 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 // own copy then: cached), else LISTDIR (the kernel's copy dropped).
 func (sn *snfsFS) ListNames(ctx context.Context, dir *vfs.Inode, c vfs.Cred, open bool) ([]vfs.DirEntry, bool, bool, error) {
 	nc := sn.names
+	if sn.disc.offline() {
+		ents, err := nc.offlineList(dir) // disconnectednames.go
+		return ents, false, true, err
+	}
 	key := credKey(c)
 	if d := nc.usable(ctx, dir); d != nil {
 		nc.mu.Lock()
@@ -157,12 +164,14 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 	for _, t := range nc.fills[string(dir.FH)] {
 		t.broken = true
 	}
+	nc.offlineChangedLocked(dir, name, err)
 	d := nc.dirs[string(dir.FH)]
 	if d == nil || d.ino != dir {
 		return
 	}
 	if err != nil {
 		d.stale = true
+		d.unsureLocked(name)
 		return
 	}
 	if k, ok := d.index[name]; ok {
@@ -203,6 +212,8 @@ func (sn *snfsFS) dirCallback(fh nfs3.FH, mode state.CallbackMode) (state.Outcom
 	d := nc.dirs[key]
 	toks := nc.fills[key]
 	queued := indexFH(nc.queue, fh) >= 0 || nc.releasing[key] > 0
+	// A copy kept for disconnected operation is known stale now.
+	queued = nc.dropOfflineLocked(key) || queued
 	if d == nil && len(toks) == 0 && !queued {
 		nc.mu.Unlock()
 		if i := sn.FS.LookupInode(fh); i == nil || !i.IsDir() {
