@@ -2,9 +2,6 @@ package cachemgr
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -46,17 +43,6 @@ type accessPerm struct{ mode, uid, gid uint32 }
 
 func permOf(a *nfs3.Fattr) accessPerm { return accessPerm{a.Mode, a.UID, a.GID} }
 
-// accessKey names a credential.
-func accessKey(c vfs.Cred) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d:%d", c.UID, c.GID)
-	for _, g := range c.Groups {
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatUint(uint64(g), 10))
-	}
-	return b.String()
-}
-
 // accessNeeded is what an open of mode with flags needs (ACCESS3 bits).
 func accessNeeded(rdwr bool, mode state.Mode) uint32 {
 	switch {
@@ -79,7 +65,7 @@ const maxAccessEntries = 16
 // what neither that OPEN nor the access cache answered, and records the
 // answer.
 func (fs *snfsFS) checkOpenAccess(ctx context.Context, i *vfs.Inode, c vfs.Cred, need uint32, opened bool, mode state.Mode) error {
-	key := accessKey(c)
+	key := c.Key()
 	sn := snOf(i)
 	i.Mu.Lock()
 	perm := permOf(&i.Attr)
@@ -152,5 +138,5 @@ func (fs *snfsFS) seedCreatorAccess(i *vfs.Inode, c vfs.Cred) {
 	// Only what the bits allow: root passes mode bits the owner's deny
 	// (a 0444 file it created and reopens for writing), so a denial is
 	// the server's to say.
-	fs.noteAccess(i, accessKey(c), accessEntry{perm: perm, allowed: allowed, asked: allowed})
+	fs.noteAccess(i, c.Key(), accessEntry{perm: perm, allowed: allowed, asked: allowed})
 }

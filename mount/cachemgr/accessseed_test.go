@@ -2,11 +2,8 @@ package cachemgr
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"syscall"
 	"testing"
-	"time"
 
 	"snfs/mount/vfs"
 	"snfs/state/clientfile"
@@ -18,13 +15,7 @@ import (
 func TestRootReopen0444Created(t *testing.T) {
 	addr, exp := testServer(t)
 	ctx := context.Background()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Sync(ctx); a.Close() })
+	a := quietMount(t, addr, exp, "A", clientfile.UntilRecalled)
 	root := vfs.Cred{}
 	e, f, err := a.Create(ctx, a.Root(), root, "g", 0o444, false, syscall.O_WRONLY|syscall.O_CREAT)
 	if err != nil {

@@ -3,13 +3,10 @@ package cachemgr
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -24,17 +21,7 @@ func TestRefusedReadOnKeptWrite(t *testing.T) {
 		t.Run(map[bool]string{false: "kept", true: "shared"}[shared], func(t *testing.T) {
 			addr, exp := testServer(t)
 			ctx := context.Background()
-			open := func(name string) *vfs.FS {
-				v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: name,
-					CacheDir: t.TempDir(), WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled,
-					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { v.Sync(ctx); v.Close() })
-				return v
-			}
-			a, b := open("A"), open("B")
+			a, b := quietMount(t, addr, exp, "A", clientfile.UntilRecalled), quietMount(t, addr, exp, "B", clientfile.UntilRecalled)
 			p := filepath.Join(exp, "f")
 			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
 				t.Fatal(err)

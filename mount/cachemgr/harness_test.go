@@ -143,3 +143,19 @@ func (s *restartableServer) restart() {
 	s.stop()
 	s.start(s.addr)
 }
+
+// quietMount opens an snfs-mode FS named name on the server at addr
+// (export), with an hour's write-back delay and closeDelay (0: none), synced
+// and closed at the test's end whatever they return (a test may leave the
+// mount's work failed on purpose).
+func quietMount(t *testing.T, addr, export, name string, closeDelay time.Duration) *vfs.FS {
+	ctx := context.Background()
+	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: export, Name: name,
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, CloseDelay: closeDelay,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Sync(ctx); v.Close() })
+	return v
+}

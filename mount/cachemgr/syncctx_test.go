@@ -2,8 +2,6 @@ package cachemgr
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"syscall"
 	"testing"
 	"time"
@@ -16,13 +14,7 @@ import (
 func TestSyncCancelledReportsUnsent(t *testing.T) {
 	addr, exp := testServer(t)
 	ctx := context.Background()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Sync(ctx); a.Close() })
+	a := quietMount(t, addr, exp, "A", 0)
 	for _, n := range []string{"x", "y", "z"} {
 		_, f, err := a.Create(ctx, a.Root(), vfs.Cred{}, n, 0o644, false, syscall.O_WRONLY|syscall.O_CREAT)
 		if err != nil {
@@ -35,7 +27,7 @@ func TestSyncCancelledReportsUnsent(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	err = mgrOf(a).snfsSync(cctx)
+	err := mgrOf(a).snfsSync(cctx)
 	left := len(mgrOf(a).dirtyInodes(time.Time{}))
 	if err == nil && left > 0 {
 		t.Errorf("snfsSync with a done context returned nil with %d files still dirty", left)

@@ -742,7 +742,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 	if !dir.listedOK || dir.listed != v {
 		return ents, false, nil
 	}
-	dir.listedBy[c.key()] = true
+	dir.listedBy[c.Key()] = true
 	dir.listing = make([]DirEntry, len(ents))
 	for k, e := range ents {
 		dir.listing[k] = DirEntry{Name: e.Name, FileID: e.FileID, Type: e.Type}
@@ -754,7 +754,7 @@ func (fs *FS) OpenDirCached(ctx context.Context, dir *Inode, c Cred) (ents []Dir
 // c: c listed dir at the version its attributes show now (OpenDirCached).
 // Called with dir.mu held.
 func (dir *Inode) listedForLocked(c Cred) bool {
-	return dir.listedOK && dir.listed == changeOf(&dir.Attr) && dir.listedBy[c.key()]
+	return dir.listedOK && dir.listed == changeOf(&dir.Attr) && dir.listedBy[c.Key()]
 }
 
 // ListedDir is the listing for an open OpenDirCached let the kernel serve

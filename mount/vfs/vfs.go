@@ -22,7 +22,8 @@ type Cred struct {
 	Groups   []uint32
 }
 
-func (c Cred) key() string {
+// Key names the credential: equal for equal uid, gid and groups.
+func (c Cred) Key() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d:%d", c.UID, c.GID)
 	for _, g := range c.Groups {
@@ -179,7 +180,7 @@ func (fs *FS) WriteSize() uint32 { return fs.wsize }
 
 // Client returns the connection with c's credentials.
 func (fs *FS) Client(c Cred) *client.NFS {
-	k := c.key()
+	k := c.Key()
 	fs.Mu.Lock()
 	defer fs.Mu.Unlock()
 	if n, ok := fs.clients[k]; ok {
