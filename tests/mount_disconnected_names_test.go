@@ -14,9 +14,11 @@ import (
 // a directory listed through the mount is served offline as the mount last
 // knew it: `ls` lists its names, `stat` of each gives the attributes last
 // seen (of names never looked up too), a name not in it is ENOENT (the
-// listing is complete), and so is one made on the server meanwhile; back
-// online, that name is seen. Offline on request (SIGUSR1, the connection
-// up) and with the server killed (the connection lost).
+// listing is complete), and so is one made on the server meanwhile while
+// the server cannot tell; back online, that name is seen. Offline on
+// request (SIGUSR1, the connection up: the server's break of the promise
+// for a change made there drops the copy) and with the server killed (the
+// connection lost).
 func TestMountDisconnectedListing(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"request", "kill"} {
@@ -66,9 +68,20 @@ func TestMountDisconnectedListing(t *testing.T) {
 				t.Logf("stat of d/a with the server killed, before offline: %v in %v", err, d.Round(time.Millisecond))
 			}
 			waitMetric(t, m, "snfs_client_disconnected", 1, 20*time.Second)
-			// Made on the server while the mount is offline.
-			if err := os.WriteFile(s.path("d/new"), []byte("made meanwhile"), 0o644); err != nil {
-				t.Fatal(err)
+			// Made on the server while the mount is offline. With the
+			// connection up (offline on request), the server's change
+			// notifier breaks d's promise within its drain period and the
+			// copy goes (known stale): so this name is made after the
+			// copy's checks; with the server killed, before them.
+			makeNew := func() {
+				if err := os.WriteFile(s.path("d/new"), []byte("made meanwhile"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			notListed := []string{"nope"}
+			if how == "kill" {
+				makeNew()
+				notListed = append(notListed, "new")
 			}
 
 			var got []string
@@ -88,7 +101,7 @@ func TestMountDisconnectedListing(t *testing.T) {
 			if fi, err := os.Stat(m.path("d/e")); err != nil || !fi.IsDir() {
 				t.Fatalf("stat d/e offline: %v, %v; want a directory", fi, err)
 			}
-			for _, name := range []string{"nope", "new"} {
+			for _, name := range notListed {
 				err, d := timedErr(t, "stat of a name not listed offline", 10*time.Second, func() error {
 					_, err := os.Stat(m.path("d/" + name))
 					return err
@@ -100,6 +113,26 @@ func TestMountDisconnectedListing(t *testing.T) {
 			// A directory never listed is not known.
 			if _, err := os.ReadDir(m.path("d/e")); !errors.Is(err, syscall.EHOSTDOWN) {
 				t.Fatalf("ls d/e (never listed) offline: %v; want EHOSTDOWN", err)
+			}
+			if how == "request" {
+				// The break of d's promise (the connection is up) drops
+				// the copy: d is known changed, its names are no longer
+				// answered offline (docs/mount.md, "Listings offline").
+				makeNew()
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					_, err := names()
+					if errors.Is(err, syscall.EHOSTDOWN) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("ls d offline after a change on the server with the connection up: %v; want EHOSTDOWN (the break drops the copy)\n%s", err, tail(m.logPath, 40))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if _, err := os.Stat(m.path("d/nope")); !errors.Is(err, syscall.EHOSTDOWN) {
+					t.Fatalf("stat d/nope offline after the break: %v; want EHOSTDOWN (d's copy is known stale)", err)
+				}
 			}
 
 			switch how {
