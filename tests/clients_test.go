@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -99,12 +101,62 @@ func guestRunner(t *testing.T) string {
 	for _, c := range cands {
 		if c != "" {
 			if _, err := os.Stat(c); err == nil {
-				return c
+				return guestWrapper(t, c)
 			}
 		}
 	}
 	t.Skip("../shared/tools/linux-nfs-client/run.sh not found (set SNFS_LINUX_CLIENT)")
 	return ""
+}
+
+//go:embed guest/uml-xstate.c
+var umlXstateSrc []byte
+
+var guestWrap struct {
+	once sync.Once
+	dir  string
+	path string
+	err  string
+}
+
+// guestWrapper returns a script that runs run with the guest kernel's ptrace
+// calls going through guest/uml-xstate.c (LD_PRELOAD; built once per test
+// binary): without it, User-Mode-Linux panics at boot on hosts with AMX
+// (the shim's comment says why). Elsewhere it changes nothing.
+func guestWrapper(t *testing.T, run string) string {
+	t.Helper()
+	guestWrap.once.Do(func() {
+		cc, err := exec.LookPath("cc")
+		if err != nil {
+			guestWrap.err = "no C compiler (cc) to build guest/uml-xstate.c (.ci/run installs gcc)"
+			return
+		}
+		dir, err := os.MkdirTemp("", "snfs-guest-")
+		if err != nil {
+			guestWrap.err = err.Error()
+			return
+		}
+		guestWrap.dir = dir
+		src, so, sh := filepath.Join(dir, "uml-xstate.c"), filepath.Join(dir, "uml-xstate.so"), filepath.Join(dir, "run.sh")
+		if err := os.WriteFile(src, umlXstateSrc, 0o644); err != nil {
+			guestWrap.err = err.Error()
+			return
+		}
+		if out, err := exec.Command(cc, "-O2", "-shared", "-fPIC", "-o", so, src, "-ldl").CombinedOutput(); err != nil {
+			guestWrap.err = "building guest/uml-xstate.c: " + err.Error() + "\n" + string(out)
+			return
+		}
+		script := fmt.Sprintf("#!/bin/sh\nLD_PRELOAD=%s${LD_PRELOAD:+:$LD_PRELOAD} exec %s \"$@\"\n", so, run)
+		if err := os.WriteFile(sh, []byte(script), 0o755); err != nil {
+			guestWrap.err = err.Error()
+			return
+		}
+		guestWrap.path = sh
+	})
+	if guestWrap.err != "" {
+		t.Fatal(guestWrap.err)
+	}
+	return guestWrap.path
 }
 
 // runGuest runs a script from tests/guest in the Linux guest against e.

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if libnfsOp.dir != "" {
 		os.RemoveAll(libnfsOp.dir)
 	}
+	if guestWrap.dir != "" {
+		os.RemoveAll(guestWrap.dir)
+	}
 	if faultsBin.path != "" {
 		os.RemoveAll(filepath.Dir(faultsBin.path))
 	}
