@@ -65,11 +65,16 @@ func writeAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.WriteArgs) []fileAcc
 	return regularAccess(r, a.File, state.AccessWrite)
 }
 
+// setattrAccess: a SETATTR of the size changes the data others cache, one of
+// the mode or owner what they may do with it: the dirty blocks of other
+// clients are written back (as their writers, while the old mode still lets
+// them) and their opens kept past the close are taken back, so that their
+// next open is checked against the new mode (docs/protocol.md section 14).
 func setattrAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.SetattrArgs) []fileAccess {
-	if a.New.Size == nil {
+	if a.New.Size == nil && a.New.Mode == nil && a.New.UID == nil && a.New.GID == nil {
 		return nil
 	}
-	return regularAccess(r, a.Object, state.AccessSetattrSize)
+	return regularAccess(r, a.Object, state.AccessSetattr)
 }
 
 // createAccess: an UNCHECKED CREATE of an existing file sets its attributes
@@ -79,7 +84,7 @@ func createAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.CreateArgs) []fileA
 		return nil
 	}
 	if fh := s.regularIn(r, a.Where.Name); fh != nil {
-		return []fileAccess{{fh, state.AccessSetattrSize}}
+		return []fileAccess{{fh, state.AccessSetattr}}
 	}
 	return nil
 }

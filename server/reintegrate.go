@@ -442,8 +442,8 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 		}
 		return renameAccess(b.s, b.c, r, &nfs3.RenameArgs{From: nfs3.DirOpArgs{Dir: fh, Name: rec.Name}, To: nfs3.DirOpArgs{Dir: to, Name: rec.ToName}})
 	case snfs1.CMLSetattr:
-		if rec.Attr.Size == nil {
-			return nil
+		if a := rec.Attr; a.Size == nil && a.Mode == nil && a.UID == nil && a.GID == nil {
+			return nil // as setattrAccess (coexist.go)
 		}
 		fh, err := b.ref(rec.Obj)
 		if err != nil {
@@ -457,7 +457,7 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 		if !b.setattrPermitted(rec, fh, r) {
 			return nil
 		}
-		return regularAccess(r, fh, state.AccessSetattrSize)
+		return regularAccess(r, fh, state.AccessSetattr)
 	}
 	return nil
 }

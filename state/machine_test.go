@@ -445,7 +445,7 @@ func TestCoexistence(t *testing.T) {
 	h.advance(time.Minute)
 
 	// Plain changes of a file cached by readers: invalidate them, new version.
-	for _, k := range []AccessKind{AccessWrite, AccessSetattrSize, AccessRemove, AccessRename} {
+	for _, k := range []AccessKind{AccessWrite, AccessSetattr, AccessRemove, AccessRename} {
 		g := fid(10 + int(k))
 		r1 := h.openNow(cX, g, Read)
 		h.openNow(cY, g, Read)
@@ -472,7 +472,7 @@ func TestCoexistence(t *testing.T) {
 	g := fid(30)
 	h.openNow(cX, g, Write)
 	before := h.info(g)
-	for _, k := range []AccessKind{AccessRead, AccessWrite, AccessSetattrSize} {
+	for _, k := range []AccessKind{AccessRead, AccessWrite, AccessSetattr} {
 		if _, v := h.access(cX, g, k); v != Proceed {
 			t.Fatalf("%v: %v", k, v)
 		}

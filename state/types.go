@@ -164,11 +164,11 @@ type AccessKind uint8
 
 // Access kinds.
 const (
-	AccessRead        AccessKind = iota + 1 // READ
-	AccessWrite                             // WRITE
-	AccessSetattrSize                       // SETATTR that changes the size
-	AccessRemove                            // REMOVE of the file (or RENAME over it)
-	AccessRename                            // RENAME of the file
+	AccessRead    AccessKind = iota + 1 // READ
+	AccessWrite                         // WRITE
+	AccessSetattr                       // SETATTR that changes the size, the mode or the owner
+	AccessRemove                        // REMOVE of the file (or RENAME over it)
+	AccessRename                        // RENAME of the file
 	// AccessGetattr is a GETATTR: it reads the attributes only, so it records
 	// no hold and stops nobody's caching; it waits only for the write-back of
 	// another client's dirty blocks, whose size and times the server does not
@@ -182,8 +182,8 @@ func (k AccessKind) String() string {
 		return "READ"
 	case AccessWrite:
 		return "WRITE"
-	case AccessSetattrSize:
-		return "SETATTR(size)"
+	case AccessSetattr:
+		return "SETATTR"
 	case AccessRemove:
 		return "REMOVE"
 	case AccessRename:

@@ -133,3 +133,54 @@ func TestMountSNFSRestartWriterRootSquash(t *testing.T) {
 		t.Errorf("the file is owned by %d; want the user 65533", sys.Uid)
 	}
 }
+
+// TestMountSNFSKeptOpenOtherChmod: another client's chmod of a file this
+// mount holds a kept write open of takes the kept open back (the server
+// calls back the file's holders for a SETATTR of the mode or owner as for
+// one of the size), so the next open here is checked against the new mode.
+// Before, the kept open and its access cache answered from the old mode:
+// a user the new mode shuts out opened the file for writing, close said
+// yes, and the write-back was refused at the server.
+func TestMountSNFSKeptOpenOtherChmod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,root_squash")
+	os.Chmod(e.dir, 0o755)
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(e.path("d"), 0o777)
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(e.path("d/f"), 0o666)
+	const owner, other = 65533, 65532
+	if err := os.Chown(e.path("d/f"), owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	a := newSNFSMountKept(t, e, "A", 0, 0)
+	b := newSNFSMountKept(t, e, "B", 0, 0)
+	fa := filepath.Join(a.dir, "d/f")
+
+	// Another user writes the file on A (its mode lets everyone write),
+	// and A keeps the write open past the close.
+	if err := runAsUser(t, other, other, func() error { return os.WriteFile(fa, []byte("written by other"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	// The owner takes write permission away on B.
+	if err := runAsUser(t, owner, owner, func() error { return os.Chmod(filepath.Join(b.dir, "d/f"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := runAsUser(t, other, other, func() error { return openClose(fa, os.O_WRONLY) }); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("open for writing on A after B's chmod 0644 by the owner, as another user: %v; want EACCES", err)
+	}
+	if fi, err := os.Stat(fa); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("stat on A after B's chmod: %v, %v; want mode 0644", fi, err)
+	}
+	// What A acknowledged before the chmod reaches the server.
+	if err := a.v.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(e.path("d/f")); err != nil || string(got) != "written by other" {
+		t.Fatalf("the server's file: %q, %v; want what A's close acknowledged before the chmod", got, err)
+	}
+}

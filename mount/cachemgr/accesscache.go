@@ -20,11 +20,14 @@ import (
 // An entry holds while the file's mode, owner and group are those it was
 // answered for (not its ctime, which every write moves), as Linux's client
 // drops its access cache when they change. Another client's chmod or chown
-// does not call this one back (only size changes do, server/coexist.go), so
-// a kept open's entry, like the kernel's own check of the mode bits, can be
-// stale until the attributes are fetched again: a write it lets through
-// that the server then refuses is reported at the next close or fsync
-// (errseq). A change of an ACL alone is seen at the next OPEN sent.
+// calls this one back first (server/coexist.go's setattrAccess): its dirty
+// data is written back under the old mode and its kept opens go, so the next
+// open is an OPEN the server checks. A local process's chmod on the server
+// machine is seen only after the fact (its change notification), so until
+// then an entry, like the kernel's own check of the mode bits, can be stale:
+// a write it lets through that the server then refuses is reported at the
+// next close or fsync (errseq). A change of an ACL alone is seen at the next
+// OPEN sent.
 //
 // The creator of a file is its owner at the server (also when squashed: the
 // squashed identity owns it), so a create records the owner's bits of the
