@@ -12,6 +12,7 @@ SHARED=${SHARED:-$(pwd)/../shared}
 export PATH="$PATH:/usr/local/go/bin"
 TOTAL=${TOTAL:-$((64 << 20))}
 W=/var/tmp/snfs-gbench
+. bench/guestlib.sh
 rm -rf "$W"; mkdir -p "$W"/{snfs,ganesha,disk,state,grun,bin}
 chmod 1777 "$W/snfs" "$W/ganesha"
 go build -o "$W/bin/snfs" ./cmd/snfs
@@ -32,7 +33,7 @@ start_snfs() {
 }
 stop_snfs() { kill "$SNFS_PID"; wait "$SNFS_PID" || true; SNFS_PID=; }
 guest_osync() { # port mountport export
-  out=$("$SHARED/tools/linux-nfs-client/run.sh" --host-root --opts sync --port "$1" --mountport "$2" --export "$3" "$(pwd)/bench/guest-osync.sh" 2>&1)
+  out=$(guest_run --host-root --opts sync --port "$1" --mountport "$2" --export "$3" "$(pwd)/bench/guest-osync.sh" 2>&1)
   echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
   echo "$out" | sed -n 's/^BENCH osync_mib_s //p'
 }

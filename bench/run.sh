@@ -22,6 +22,7 @@ SHARED=${SHARED:-$ROOT/../shared}
 export PATH="$PATH:/usr/local/go/bin"
 REPS=${REPS:-5}
 W=/var/tmp/snfs-bench
+. bench/guestlib.sh
 SNFS_PORT=22049 G_NFS=12049 G_MNT=12048
 FS=${FS:-ext4}
 unmount_all() {
@@ -111,7 +112,7 @@ for i in $(seq $REPS); do
     add $srv,f "$("$W/bin/nfsmeta" files 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
     add $srv,d "$("$W/bin/nfsmeta" dirs 1000 "$(url $srv '')" | sed -n 's/.*iter_per_s=\([0-9.]*\).*/\1/p')"
     port=$SNFS_PORT mport=$SNFS_PORT; [ $srv = ganesha ] && port=$G_NFS mport=$G_MNT
-    out=$("$SHARED/tools/linux-nfs-client/run.sh" --host-root --port $port --mountport $mport --export "$W/$srv" "$W/guest-tree.sh" 2>&1)
+    out=$(guest_run --host-root --port $port --mountport $mport --export "$W/$srv" "$W/guest-tree.sh" 2>&1)
     echo "$out" | grep -q "script status: 0" || { echo "$out" >&2; exit 1; }
     add $srv,u "$(echo "$out" | sed -n 's/^BENCH untar //p')"
     add $srv,s "$(echo "$out" | sed -n 's/^BENCH lslR //p')"
