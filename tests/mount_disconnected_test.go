@@ -624,3 +624,56 @@ func TestMountDisconnectedOnRequest(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMountDisconnectedRootSquash: offline, the server cannot say what a
+// squashed root may do, and the kernel lets root through every mode check
+// (default_permissions). Root's open for writing of a user's 0644 file held
+// in a kept open, with no answer of the server's for root cached, fails
+// EHOSTDOWN instead of taking writes whose write-back the server (which
+// squashes root) would refuse after close acknowledged them. The owner's
+// open, answered online, goes on offline.
+func TestMountDisconnectedRootSquash(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--export-options", "rw,root_squash")
+	if err := os.Mkdir(s.path("sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(s.path("sub"), 0o777)
+	const owner = 65533
+	if err := os.WriteFile(s.path("sub/u"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(s.path("sub/u"), owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto", "--log-level=debug")
+	f := m.path("sub/u")
+	if err := runAsUser(t, owner, owner, func() error { return os.WriteFile(f, []byte("owner online"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 1, 10*time.Second)
+	if err := openClose(f, os.O_WRONLY); !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Fatalf("root's open for writing of a user's 0644 file offline (root_squash): %v; want EHOSTDOWN", err)
+	}
+	if err := runAsUser(t, owner, owner, func() error { return os.WriteFile(f, []byte("owner offline"), 0) }); err != nil {
+		t.Fatalf("the owner's write offline: %v\n%s", err, tail(m.logPath, 60))
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, m, "snfs_client_disconnected", 0, 10*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ := os.ReadFile(s.path("sub/u"))
+		if string(got) == "owner offline" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the export's file: %q 30 s after reconnection; want the owner's offline write", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

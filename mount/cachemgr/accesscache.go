@@ -2,6 +2,7 @@ package cachemgr
 
 import (
 	"context"
+	"slices"
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -91,7 +92,13 @@ func (fs *snfsFS) checkOpenAccess(ctx context.Context, i *vfs.Inode, c vfs.Cred,
 	}
 	if fs.disc.offline() {
 		// Disconnected: the kernel's check of the mode bits
-		// (default_permissions) is all there is (disconnected.go).
+		// (default_permissions) is all there is (disconnected.go). Root
+		// passes every such check, but the server may squash it: what
+		// the bits would not let another identity do is the server's to
+		// say, and it cannot be asked now.
+		if c.UID == 0 && !modeAllows(e.perm, c, need) {
+			return ErrDisconnected
+		}
 		return nil
 	}
 	ask := need &^ e.asked
@@ -112,6 +119,26 @@ func (fs *snfsFS) checkOpenAccess(ctx context.Context, i *vfs.Inode, c vfs.Cred,
 		return nfs3.ErrAcces
 	}
 	return nil
+}
+
+// modeAllows reports whether perm's mode bits give c what need asks (ACCESS3
+// bits), as they would for an identity other than root: the owner's bits if
+// c owns the file, else the group's if c is in its group, else the others'.
+func modeAllows(perm accessPerm, c vfs.Cred, need uint32) bool {
+	bits := perm.mode & 0o7
+	switch {
+	case perm.uid == c.UID:
+		bits = perm.mode >> 6 & 0o7
+	case perm.gid == c.GID || slices.Contains(c.Groups, perm.gid):
+		bits = perm.mode >> 3 & 0o7
+	}
+	if need&nfs3.AccessRead != 0 && bits&0o4 == 0 {
+		return false
+	}
+	if need&(nfs3.AccessModify|nfs3.AccessExtend) != 0 && bits&0o2 == 0 {
+		return false
+	}
+	return true
 }
 
 // noteAccess records e as key's entry of i.

@@ -39,8 +39,11 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 	// server.
 	if err := fs.checkOpenAccess(ctx, i, c, accessNeeded(flags&syscall.O_ACCMODE == syscall.O_RDWR, mode), !reused, mode); err != nil {
 		// The protocol open given back is the one this open took: a read
-		// open served by a kept or shared write open holds a write open.
-		fs.snfsOpenUndo(ctx, i, pmode)
+		// open served by a kept or shared write open holds a write open;
+		// one served by a kept open goes back to being kept (a refused
+		// user must not cost the others it: offline, its reopen would
+		// need an OPEN).
+		fs.snfsOpenUndo(ctx, i, pmode, reused)
 		return nil, false, err
 	}
 	if !reused {
@@ -131,7 +134,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 	if err != nil {
 		// The application's open fails: the open the server counted is
 		// given back, here and there, or it would stay counted for ever.
-		fs.snfsOpenUndo(ctx, i, mode)
+		fs.snfsOpenUndo(ctx, i, mode, false)
 		return mode, false, false, false, err
 	}
 	// The version rule below may resize or invalidate the cache file: what
@@ -205,12 +208,19 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 // down and the server gets its CLOSE (docs/protocol.md 4.2: each successful
 // OPEN is matched by one CLOSE), never a delayed one. Nothing was written
 // under that open, so the CLOSE says dirty only if the cache holds dirty
-// data of the file (other opens').
-func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *vfs.Inode, mode state.Mode) {
+// data of the file (other opens'). reused: the open took over a kept one
+// or shared another (no OPEN sent): it is released as an application's
+// close would be, so a kept open is kept again.
+func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *vfs.Inode, mode state.Mode, reused bool) {
 	snOf(i).openMu.Lock()
 	i.Mu.Lock()
 	dirtyLocked(i)
-	acts := fs.applyLocked(i, stOf(i).OpenUndone(mode))
+	var acts []clientfile.Action
+	if reused {
+		acts = fs.applyLocked(i, stOf(i).Release(time.Now(), mode, false))
+	} else {
+		acts = fs.applyLocked(i, stOf(i).OpenUndone(mode))
+	}
 	i.Mu.Unlock()
 	for _, a := range acts {
 		if a.Kind != clientfile.ActSendClose {
