@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -670,6 +671,11 @@ func (w *workload) retry(c wclient, what string, f func() error) bool {
 		case err = <-done:
 		case <-time.After(time.Until(deadline)):
 			w.t.Errorf("cycle %d op %d: %s %s hangs (more than %v)", w.cycle.Load(), w.ops, c.name(), what, opTimeout)
+			// Where it hangs: this process's goroutines (the operation's
+			// own, in client, sunrpc or os/exec, among them).
+			var stacks strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			w.t.Logf("goroutines at the hang:\n%s", stacks.String())
 			w.hung = true
 			return false
 		}
