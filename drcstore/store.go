@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -145,26 +146,29 @@ func (s *Store) Load(f func(sunrpc.SavedReply)) error {
 	var all []sunrpc.SavedReply
 	s.segs, s.count = nil, 0
 	for _, n := range nums {
-		b, err := os.ReadFile(s.segPath(n))
-		if err != nil {
-			return fmt.Errorf("drcstore: %w", err)
-		}
+		s.next = max(s.next, n+1)
 		seg := segment{num: n}
-		for off := 0; ; {
-			r, next, ok := readRecord(b, off)
-			if !ok {
-				break
-			}
+		err := readSegment(s.segPath(n), func(r sunrpc.SavedReply) {
 			all = append(all, r)
 			seg.count++
 			if r.At.After(seg.newest) {
 				seg.newest = r.At
 			}
-			off = next
+		})
+		if err != nil {
+			return err
+		}
+		if seg.count == 0 {
+			// Made by a server that saved nothing in it (each start
+			// writes into a new segment): nothing to keep, and a
+			// megabyte of zeros for every later start to read.
+			if err := os.Remove(s.segPath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("drcstore: %w", err)
+			}
+			continue
 		}
 		s.segs = append(s.segs, seg)
 		s.count += seg.count
-		s.next = max(s.next, n+1)
 	}
 	cutoff := s.now().Add(-s.maxAge)
 	for _, r := range all[max(0, len(all)-s.maxCount):] {
@@ -173,6 +177,60 @@ func (s *Store) Load(f func(sunrpc.SavedReply)) error {
 		}
 	}
 	return nil
+}
+
+// readChunk is how much of a segment readSegment reads at a time: a segment
+// is preallocated with zeros, and one a start saved little in is mostly
+// zeros that need not be read.
+const readChunk = 64 << 10
+
+// readSegment calls f with each record of the segment at path, in order,
+// reading only as far as its last record.
+func readSegment(path string, f func(sunrpc.SavedReply)) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("drcstore: %w", err)
+	}
+	defer file.Close()
+	var b []byte // read from the file, from its offset base on
+	base, eof := int64(0), false
+	fill := func(need int) error { // until b holds need bytes, or the file ends
+		for len(b) < need && !eof {
+			chunk := make([]byte, max(readChunk, need-len(b)))
+			n, err := file.ReadAt(chunk, base+int64(len(b)))
+			b = append(b, chunk[:n]...)
+			if errors.Is(err, io.EOF) {
+				eof = true
+			} else if err != nil {
+				return fmt.Errorf("drcstore: %w", err)
+			}
+		}
+		return nil
+	}
+	for off := 0; ; {
+		if err := fill(off + headerLen); err != nil {
+			return err
+		}
+		if off+headerLen <= len(b) {
+			if n := int(binary.BigEndian.Uint32(b[off:])); n > 0 && n <= maxRecord {
+				if err := fill(off + headerLen + n); err != nil {
+					return err
+				}
+			}
+		}
+		r, next, ok := readRecord(b, off)
+		if !ok {
+			return nil
+		}
+		f(r)
+		off = next
+		if off > readChunk {
+			// Keep only what is not parsed yet.
+			b = append([]byte(nil), b[off:]...)
+			base += int64(off)
+			off = 0
+		}
+	}
 }
 
 // readRecord parses the record at off in b: the reply, the offset after it,

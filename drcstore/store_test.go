@@ -141,3 +141,97 @@ func TestStoreTornTail(t *testing.T) {
 	checkXIDs(t, "after the next save", loadAll(t, s), at, 1, 2, 3, 5)
 	s.Close()
 }
+
+// TestStoreRestarts: many starts of a server, most of which save nothing and
+// some of which save replies larger than a read chunk (Load reads a segment
+// a chunk at a time, only as far as its last record): every reply comes back
+// in order; a segment made but never written (a crash between its making and
+// its first save) is deleted at the next Load.
+func TestStoreRestarts(t *testing.T) {
+	dir := tempDir(t)
+	at := time.Now()
+	var want []int
+	big := bytes.Repeat([]byte("b"), readChunk+1000)
+	for start := 0; start < 60; start++ {
+		s, err := Open(dir, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := loadAll(t, s)
+		if len(got) != len(want) {
+			t.Fatalf("start %d: %d replies, want %d", start, len(got), len(want))
+		}
+		for i, r := range got {
+			if r.Key.XID != uint32(want[i]) {
+				t.Fatalf("start %d: reply %d is xid %d, want %d", start, i, r.Key.XID, want[i])
+			}
+			if r.Key.XID%7 == 0 && !bytes.Equal(r.Reply, big) {
+				t.Fatalf("start %d: the large reply %d came back with %d bytes", start, r.Key.XID, len(r.Reply))
+			}
+		}
+		if start == 30 {
+			if err := s.newSegment(0); err != nil { // made, never written
+				t.Fatal(err)
+			}
+		}
+		if start%5 == 0 {
+			var rs []sunrpc.SavedReply
+			for x := start * 10; x < start*10+3; x++ {
+				r := reply(x, at)
+				if x%7 == 0 {
+					r.Reply = big
+				}
+				rs = append(rs, r)
+				want = append(want, x)
+			}
+			if err := s.Save(rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saves := 12; len(ents) != saves {
+		t.Fatalf("%d segment files after 60 starts that saved in %d; want %d (empty ones deleted)", len(ents), saves, saves)
+	}
+}
+
+// BenchmarkLoadSegments: Load of 100 segments of a few replies each (a
+// server started 100 times within the age bound).
+func BenchmarkLoadSegments(b *testing.B) {
+	dir, err := os.MkdirTemp("/var/tmp", "snfs-drcstore-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	at := time.Now()
+	for start := range 100 {
+		s, err := Open(dir, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rs []sunrpc.SavedReply
+		for x := range 3 {
+			rs = append(rs, reply(start*3+x, at))
+		}
+		if err := s.Save(rs); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+	b.ResetTimer()
+	for range b.N {
+		s, err := Open(dir, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := s.Load(func(sunrpc.SavedReply) { n++ }); err != nil || n != 300 {
+			b.Fatal(n, err)
+		}
+		s.Close()
+	}
+}
