@@ -95,6 +95,9 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	if !done {
 		return false, nil
 	}
+	if err == nil && isProvFH(e.fh) {
+		p.removedLocally(e.fh)
+	}
 	sn.stats.LocalChanges.Add(1)
 	return true, err
 }

@@ -219,6 +219,14 @@ func (*snfsFS) AttrTTLLocked(i *vfs.Inode) (time.Duration, bool) { return snfsTT
 func (*snfsFS) AdjustLocked(i *vfs.Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
 func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
+	if isProvFH(i.FH) && sn.permits != nil {
+		// A live provisional object is known only here: its inode stays
+		// while its name does.
+		if sn.permits.made.live(i.FH) {
+			return true
+		}
+		sn.permits.made.forget(i.FH)
+	}
 	busy := snfsBusyLocked(i)
 	if !busy {
 		sn.names.forgetLocked(i) // about to be dropped: its attributes stay with its name
