@@ -47,6 +47,9 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 		return false, nil
 	}
 	if child != nil {
+		if isProvFH(child.FH) {
+			sn.waitProvRelease(ctx, child) // permitcreate.go
+		}
 		child.Mu.Lock()
 		open := child.Opens > 0
 		child.Mu.Unlock()

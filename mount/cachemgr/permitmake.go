@@ -129,15 +129,25 @@ func (t *provTable) forget(fh nfs3.FH) {
 }
 
 // LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally
-// under LocalRemove's conditions (the parent cached under its promise within
-// the lease, its permit held, the session's credentials), when name is not
-// in the cached listing (an existing name is the server's EEXIST) and the
-// parent is not itself provisional (its changes go through the server once
-// it is resolved).
+// (localMake), the new directory cached as listed and empty.
 func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32) (vfs.Entry, bool, error) {
+	return sn.localMake(ctx, dir, c, name, nfs3.TypeDir, mode, func(i *vfs.Inode) {
+		sn.names.installEmpty(i, dir, c)
+	})
+}
+
+// localMake makes a directory or a regular file (typ) locally under
+// LocalRemove's conditions (the parent cached under its promise within the
+// lease, its permit held, the session's credentials), when name is not in
+// the cached listing (an existing name is the server's EEXIST), the parent
+// is not itself provisional (its changes go through the server once it is
+// resolved) and the mode sets no set-ID bit (clearing one at a write would
+// be a SETATTR). made runs on the new inode before its name is cached.
+func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
+	made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
 	p := sn.permits
 	if p == nil || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
-		isProvFH(dir.FH) || sn.disc.offline() {
+		isProvFH(dir.FH) || sn.disc.offline() || typ == nfs3.TypeReg && mode&0o6000 != 0 {
 		return vfs.Entry{}, false, nil
 	}
 	nc := sn.names
@@ -156,14 +166,20 @@ func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	dir.Mu.Unlock()
 	m := mode & 0o7777
 	now := vfs.NFSTime(time.Now())
-	// What the server's mkdir(2) makes: the caller's owner, the parent's
-	// group and set-group-ID bit when the parent has it (BSD semantics,
-	// as Linux gives a directory made in a set-group-ID directory).
-	a := nfs3.Fattr{Type: nfs3.TypeDir, Mode: m, Nlink: 2, UID: c.UID, GID: c.GID, Size: 4096, Used: 4096,
-		FSID: pa.FSID, Atime: now, Mtime: now, Ctime: now}
+	// What the server's mkdir(2) or open(2) makes: the caller's owner, the
+	// parent's group when the parent is set-group-ID (and then a
+	// directory's set-group-ID bit too), as Linux does.
+	a := nfs3.Fattr{Type: typ, Mode: m, Nlink: 1, UID: c.UID, GID: c.GID, FSID: pa.FSID, Atime: now, Mtime: now, Ctime: now}
+	op := snfs1.CMLCreate
+	if typ == nfs3.TypeDir {
+		op = snfs1.CMLMkdir
+		a.Nlink, a.Size, a.Used = 2, 4096, 4096
+	}
 	if pa.Mode&syscall.S_ISGID != 0 {
 		a.GID = pa.GID
-		a.Mode |= syscall.S_ISGID
+		if typ == nfs3.TypeDir {
+			a.Mode |= syscall.S_ISGID
+		}
 	}
 	var ent vfs.Entry
 	done, err := p.logged(func() error {
@@ -173,7 +189,7 @@ func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 		if _, ok := nc.cachedEntry(d, name); ok {
 			return errNotLocal
 		}
-		id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLMkdir, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
+		id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
 			Attr: nfs3.Sattr{Mode: &m}})
 		if err != nil {
 			sn.FS.Logger().Warn("the modification log", "err", err)
@@ -186,7 +202,7 @@ func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 		i.NameMu.Lock()
 		i.Dir, i.Name = dir.FH, name
 		i.NameMu.Unlock()
-		nc.installEmpty(i, dir, c)
+		made(i)
 		sn.DirChanged(dir, name, i, nil)
 		ent = vfs.Entry{Inode: i, Attr: a, AttrTTL: sn.cfg.CacheTTL}
 		return nil

@@ -122,6 +122,9 @@ type snfsFS struct {
 	// permits: the write-back permits and the modification log
 	// (permits.go); nil without them. Set by startSNFS.
 	permits *permits
+	// provOpens: the opens of files made locally, not released
+	// (permitcreate.go).
+	provOpens provOpenSet
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
