@@ -175,8 +175,9 @@ func TestMountSNFSPermitsMkdirRecall(t *testing.T) {
 }
 
 // TestMountSNFSPermitsKilledMkdir: a mount killed with SIGKILL after making
-// directories locally: the remount reintegrates its log before it serves,
-// and the directories it kept are on the server (those it removed are not).
+// directories and files locally: the remount reintegrates its log before it
+// serves, and the directories and files it kept are on the server (the
+// directories it removed are not).
 func TestMountSNFSPermitsKilledMkdir(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
@@ -199,8 +200,17 @@ func TestMountSNFSPermitsKilledMkdir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Lstat(s.path(fmt.Sprintf("d/n%02d", n-1))); !os.IsNotExist(err) {
-		t.Fatalf("d/n%02d on the server before the kill: %v (not made locally?)", n-1, err)
+	for _, name := range []string{"d/c0", "d/c1"} {
+		f, err := os.OpenFile(a.path(name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, name := range []string{fmt.Sprintf("d/n%02d", n-1), "d/c0"} {
+		if _, err := os.Lstat(s.path(name)); !os.IsNotExist(err) {
+			t.Fatalf("%s on the server before the kill: %v (not made locally?)", name, err)
+		}
 	}
 	a.kill9()
 	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on")
@@ -213,8 +223,13 @@ func TestMountSNFSPermitsKilledMkdir(t *testing.T) {
 			t.Errorf("d/n%02d on the server after the remount: %v; want kept %v", k, err, kept)
 		}
 	}
-	if ents, err := os.ReadDir(b.path("d")); err != nil || len(ents) != n/2 {
-		t.Errorf("the remount lists %d entries in d, %v; want %d", len(ents), err, n/2)
+	for _, name := range []string{"d/c0", "d/c1"} {
+		if fi, err := os.Lstat(s.path(name)); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s on the server after the remount: %v, %v", name, fi, err)
+		}
+	}
+	if ents, err := os.ReadDir(b.path("d")); err != nil || len(ents) != n/2+2 {
+		t.Errorf("the remount lists %d entries in d, %v; want %d", len(ents), err, n/2+2)
 	}
 }
 

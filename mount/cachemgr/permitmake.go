@@ -189,8 +189,12 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 		if _, ok := nc.cachedEntry(d, name); ok {
 			return errNotLocal
 		}
+		// The times the mount reports go with the record: the object the
+		// server makes shows them too (a descriptor open across the
+		// reintegration, fstat after fstat, sees no change).
+		at := nfs3.SetTime{How: nfs3.SetToClientTime, Time: now}
 		id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
-			Attr: nfs3.Sattr{Mode: &m}})
+			Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}})
 		if err != nil {
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal
