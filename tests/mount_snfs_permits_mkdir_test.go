@@ -270,10 +270,8 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := make([]byte, 8); true {
-		if k, err := f.Read(b); k != 0 {
-			t.Errorf("a read of the new file: %d bytes, %v", k, err)
-		}
+	if k, err := f.Read(make([]byte, 8)); k != 0 {
+		t.Errorf("a read of the new file: %d bytes, %v", k, err)
 	}
 	f.Close()
 	calls := allServerCalls(t, reg) - before

@@ -81,6 +81,12 @@ func provOf(f *vfs.File) *provFile {
 // localCreate makes name in dir locally (localMake) and opens it as a
 // provisional open; done false: the core's CREATE.
 func (sn *snfsFS) localCreate(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, flags int) (vfs.Entry, *vfs.File, bool, error) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && mode&0o200 == 0 {
+		// A creator may write through its open of a file whose mode
+		// forbids writing (cp of a read-only file); the real file's open,
+		// made when the first write resolves it, would be refused.
+		return vfs.Entry{}, nil, false, nil
+	}
 	e, done, err := sn.localMake(ctx, dir, c, name, nfs3.TypeReg, mode, func(i *vfs.Inode) {
 		i.Mu.Lock()
 		i.Opens++
