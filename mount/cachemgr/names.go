@@ -384,6 +384,9 @@ var errNoPromises = errors.New("snfs: the server has no directory promises")
 func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]cent, error) {
 	fs := nc.sn.FS
 	key := string(dir.FH)
+	if isProvFH(dir.FH) {
+		return nil, errProvisional
+	}
 	tok := &fillTok{}
 	nc.mu.Lock()
 	if nc.off {
@@ -512,14 +515,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 		d.elem = nc.lru.PushFront(d)
 		nc.dirs[key] = d
 		nc.dropOfflineLocked(key) // this listing is newer
-		for nc.lru.Len() > maxCachedDirs {
-			old := nc.lru.Back().Value.(*cdir)
-			nc.removeLocked(old)
-			nc.queueLocked(old.fh)
-			nc.stats.Evictions++
-			evicted = append(evicted, old)
-		}
-		nc.startReleaseLocked()
+		evicted = nc.evictLocked()
 	}
 	nc.mu.Unlock()
 	if !install {
@@ -534,6 +530,25 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 	}
 	return ents, nil
 }
+
+// evictLocked drops the least recently used listings past maxCachedDirs
+// (their promises given back), and returns them for dropKernel.
+func (nc *nameCache) evictLocked() []*cdir {
+	var evicted []*cdir
+	for nc.lru.Len() > maxCachedDirs {
+		old := nc.lru.Back().Value.(*cdir)
+		nc.removeLocked(old)
+		nc.queueLocked(old.fh)
+		nc.stats.Evictions++
+		evicted = append(evicted, old)
+	}
+	nc.startReleaseLocked()
+	return evicted
+}
+
+// errProvisional: a provisional directory is never listed from the server
+// (permitmake.go).
+var errProvisional = errors.New("snfs: a provisional directory is listed locally")
 
 // notPromisedLocked records that listing key gave no promise now.
 func (nc *nameCache) notPromisedLocked(key string) {
@@ -554,6 +569,9 @@ func indexFH(fhs []nfs3.FH, fh nfs3.FH) int {
 
 // queueLocked queues fh's promise for DIR_RELEASE.
 func (nc *nameCache) queueLocked(fh nfs3.FH) {
+	if isProvFH(fh) {
+		return // listed locally, promised by nobody (permitmake.go)
+	}
 	if indexFH(nc.queue, fh) < 0 {
 		nc.queue = append(nc.queue, fh)
 	}

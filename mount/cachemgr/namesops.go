@@ -30,6 +30,9 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 		}
 		return sn.offlineLookup(dir, name) // disconnected.go
 	}
+	if isProvFH(dir.FH) {
+		return sn.provLookup(ctx, dir, c, name) // permitmake.go
+	}
 	if name == "." || name == ".." || len(name) > maxCachedName || !dir.IsDir() {
 		// A name longer than a component may be is the server's to refuse
 		// (NFS3ERR_NAMETOOLONG), not a miss.
@@ -94,6 +97,9 @@ func (sn *snfsFS) ListNames(ctx context.Context, dir *vfs.Inode, c vfs.Cred, ope
 	if sn.disc.offline() {
 		ents, err := nc.offlineList(dir) // disconnectednames.go
 		return ents, false, true, err
+	}
+	if isProvFH(dir.FH) {
+		return sn.provList(ctx, dir, c, open) // permitmake.go
 	}
 	key := credKey(c)
 	if d := nc.usable(ctx, dir); d != nil {

@@ -47,6 +47,9 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 		return false, nil
 	}
 	if child != nil {
+		if isProvFH(child.FH) {
+			sn.waitProvRelease(ctx, child) // permitcreate.go
+		}
 		child.Mu.Lock()
 		open := child.Opens > 0
 		child.Mu.Unlock()
@@ -94,6 +97,9 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	}, dir.FH)
 	if !done {
 		return false, nil
+	}
+	if err == nil && isProvFH(e.fh) {
+		p.removedLocally(e.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
 	return true, err

@@ -63,6 +63,8 @@ type permits struct {
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
+	// made: the objects made locally (permitmake.go).
+	made provTable
 
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
@@ -110,6 +112,9 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 // get returns the permit of dir, asking GET_PERMIT unless held, or refused
 // less than permitRefusal ago (force: ask anyway).
 func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.PermitRef, bool) {
+	if isProvFH(dir) {
+		return snfs1.PermitRef{}, false // a provisional handle is never sent
+	}
 	k := string(dir)
 	p.mu.Lock()
 	if h, ok := p.held[k]; ok {
@@ -186,6 +191,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
 		}
 		p.mu.Unlock()
+		p.settleMade(made)
 		p.forgetMade(made)
 		if res.Batches > 0 {
 			p.sn.FS.Logger().Debug("reintegrated", "why", why, "records", res.Sent, "batches", res.Batches,

@@ -122,6 +122,9 @@ type snfsFS struct {
 	// permits: the write-back permits and the modification log
 	// (permits.go); nil without them. Set by startSNFS.
 	permits *permits
+	// provOpens: the opens of files made locally, not released
+	// (permitcreate.go).
+	provOpens provOpenSet
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
@@ -453,6 +456,14 @@ func snfsCaching(i *vfs.Inode) bool {
 // write-shared; otherwise as long as a directory promise covers them
 // (names.go). ok is false when nfs mode's adaptive timeouts apply.
 func snfsTTL(i *vfs.Inode) (time.Duration, bool) {
+	if isProvFH(i.FH) {
+		// Made here and not sent: nobody else can change it. Once sent,
+		// every use is resolved to the real inode (permitmake.go).
+		if p := mgrOf(i.FS()).permits; p != nil && p.made.live(i.FH) {
+			return mgrOf(i.FS()).cfg.CacheTTL, true
+		}
+		return 0, true
+	}
 	if mgrOf(i.FS()).disc.offline() && attrKnownLocked(i) {
 		return offlineAttrTTL, true // as last seen: nothing to ask
 	}

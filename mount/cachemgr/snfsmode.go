@@ -41,6 +41,9 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 // Create is FS.Create in snfs mode: the new file is opened for writing
 // with the protocol.
 func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, excl bool, flags int) (vfs.Entry, *vfs.File, error) {
+	if e, f, done, err := sn.localCreate(ctx, dir, c, name, mode, flags); done {
+		return e, f, err // permitcreate.go
+	}
 	e, err := sn.FS.CreateCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return vfs.Entry{}, nil, err
@@ -50,6 +53,16 @@ func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name s
 
 // Read is FS.Read in snfs mode.
 func (sn *snfsFS) Read(ctx context.Context, f *vfs.File, off uint64, buf []byte) (int, error) {
+	if pf := provOf(f); pf != nil {
+		if sn.provEmpty(f, pf) {
+			return 0, nil
+		}
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return 0, err
+		}
+		return sn.Read(ctx, rf, off, buf)
+	}
 	if err := sn.FS.LockCheck(ctx, f); err != nil {
 		return 0, err // its lock was lost (locklost.go)
 	}
@@ -61,6 +74,13 @@ func (sn *snfsFS) Read(ctx context.Context, f *vfs.File, off uint64, buf []byte)
 
 // Write is FS.Write in snfs mode.
 func (sn *snfsFS) Write(ctx context.Context, f *vfs.File, off uint64, data []byte) (int, error) {
+	if pf := provOf(f); pf != nil {
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return 0, err
+		}
+		return sn.Write(ctx, rf, off, data)
+	}
 	if err := sn.FS.WriteCheck(ctx, f); err != nil {
 		return 0, err
 	}
@@ -73,6 +93,13 @@ func (sn *snfsFS) Write(ctx context.Context, f *vfs.File, off uint64, data []byt
 
 // Append is FS.Append in snfs mode.
 func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64, int, error) {
+	if pf := provOf(f); pf != nil {
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return 0, 0, err
+		}
+		return sn.Append(ctx, rf, data)
+	}
 	if err := sn.FS.RefuseChange(); err != nil {
 		return 0, 0, err
 	}
@@ -84,6 +111,9 @@ func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64,
 
 // Flush is FS.Flush in snfs mode.
 func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
+	if pf := provOf(f); pf != nil {
+		return sn.provFlush(ctx, pf)
+	}
 	if !snfsOpened(f) {
 		return f.I.Flush(ctx, true)
 	}
@@ -92,6 +122,13 @@ func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
 
 // Fsync is FS.Fsync in snfs mode.
 func (sn *snfsFS) Fsync(ctx context.Context, f *vfs.File) error {
+	if pf := provOf(f); pf != nil {
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return err
+		}
+		return sn.Fsync(ctx, rf)
+	}
 	if !snfsOpened(f) {
 		return f.I.Flush(ctx, true)
 	}
@@ -101,6 +138,9 @@ func (sn *snfsFS) Fsync(ctx context.Context, f *vfs.File) error {
 // Release is FS.Release in snfs mode.
 func (sn *snfsFS) Release(ctx context.Context, f *vfs.File) error {
 	sn.FS.DropHeld(f.I, f, 0)
+	if pf := provOf(f); pf != nil {
+		return sn.provRelease(ctx, f, pf)
+	}
 	if !snfsOpened(f) {
 		return sn.FS.ReleaseCore(ctx, f)
 	}
@@ -138,16 +178,36 @@ func (sn *snfsFS) Getlk(ctx context.Context, i *vfs.Inode, owner uint64, kind vf
 
 // Setlk is FS.Setlk in snfs mode (lock.go).
 func (sn *snfsFS) Setlk(ctx context.Context, f *vfs.File, owner uint64, kind vfs.LockKind, off, n uint64, wait bool) error {
+	if pf := provOf(f); pf != nil {
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return err
+		}
+		return sn.Setlk(ctx, rf, owner, kind, off, n, wait)
+	}
 	return sn.snfsSetlk(ctx, f, owner, kind, off, n, wait)
 }
 
 // UnlockOwner is FS.UnlockOwner in snfs mode (lock.go).
 func (sn *snfsFS) UnlockOwner(ctx context.Context, i *vfs.Inode, owner uint64) error {
+	if isProvFH(i.FH) {
+		// Locks are taken on the real file (Setlk resolves).
+		if i = sn.provMapped(i); i == nil {
+			return nil
+		}
+	}
 	return sn.snfsUnlockOwner(ctx, i, owner)
 }
 
 // Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
 func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64, mode uint32) error {
+	if pf := provOf(f); pf != nil {
+		rf, err := sn.provReal(ctx, f, pf)
+		if err != nil {
+			return err
+		}
+		return sn.Allocate(ctx, rf, off, length, mode)
+	}
 	return sn.snfsAllocate(ctx, f, off, length, mode)
 }
 
@@ -181,6 +241,9 @@ func (sn *snfsFS) Removed(child *vfs.Inode, nlink uint32) { sn.snfsRemoved(child
 // snfsWrite); a write-through was sent already; a file the protocol does
 // not open is the core's.
 func (sn *snfsFS) SendSetID(ctx context.Context, f *vfs.File) error {
+	if provOf(f) != nil {
+		return nil // made without set-ID bits (localMake); its writes went to the real open
+	}
 	if !snfsOpened(f) {
 		return sn.core().SendSetID(ctx, f)
 	}
@@ -219,6 +282,14 @@ func (*snfsFS) AttrTTLLocked(i *vfs.Inode) (time.Duration, bool) { return snfsTT
 func (*snfsFS) AdjustLocked(i *vfs.Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
 func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
+	if isProvFH(i.FH) && sn.permits != nil {
+		// A live provisional object is known only here: its inode stays
+		// while its name does.
+		if sn.permits.made.live(i.FH) {
+			return true
+		}
+		sn.permits.made.forget(i.FH)
+	}
 	busy := snfsBusyLocked(i)
 	if !busy {
 		sn.names.forgetLocked(i) // about to be dropped: its attributes stay with its name

@@ -234,6 +234,20 @@ func (n *node) known() {
 
 func (n *node) cred(ctx context.Context) vfs.Cred { return n.b.creds.of(ctx) }
 
+// vino is n's vfs inode for an operation. An object made locally under a
+// write-back permit has a provisional inode whose handle no call may carry
+// (docs/mount.md "The mount's side"): the mode serves on it only what it
+// can answer locally (local: a lookup, the attributes, a listing) while its
+// object is not reintegrated, and otherwise resolves it to the real inode,
+// reintegrating first if needed. Any other inode is itself.
+func (n *node) vino(ctx context.Context, local bool) (*vfs.Inode, syscall.Errno) {
+	vi, err := n.b.v.Resolve(ctx, n.vi, local)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return vi, 0
+}
+
 // vnode returns the vfs inode of a go-fuse node of this mount.
 func vnode(in *fs.Inode) *vfs.Inode {
 	if in == nil {
@@ -250,7 +264,11 @@ func (n *node) OnForget() { n.b.v.Forget(n.vi) }
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	e, err := n.b.v.Lookup(rctx, n.vi, n.cred(ctx), name)
+	vi, errno := n.vino(rctx, true)
+	if errno != 0 {
+		return nil, errno
+	}
+	e, err := n.b.v.Lookup(rctx, vi, n.cred(ctx), name)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -260,7 +278,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	a, ttl, err := n.b.v.Getattr(rctx, n.vi, n.cred(ctx))
+	vi, errno := n.vino(rctx, true)
+	if errno != 0 {
+		return errno
+	}
+	a, ttl, err := n.b.v.Getattr(rctx, vi, n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -301,7 +323,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if err != nil {
 		return errnoOf(err)
 	}
-	a, ttl, err := n.b.ops.Setattr(bctx, n.vi, n.cred(ctx), s)
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	a, ttl, err := n.b.ops.Setattr(bctx, vi, n.cred(ctx), s)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -327,7 +353,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	f, keep, err := n.b.ops.Open(bctx, n.vi, n.cred(ctx), int(flags))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	f, keep, err := n.b.ops.Open(bctx, vi, n.cred(ctx), int(flags))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
@@ -358,7 +388,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
-	e, f, err := n.b.ops.Create(bctx, n.vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	e, f, err := n.b.ops.Create(bctx, vi, n.cred(ctx), name, mode, flags&syscall.O_EXCL != 0, int(flags))
 	if err != nil {
 		return nil, nil, 0, errnoOf(err)
 	}
@@ -466,7 +500,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	e, err := n.b.v.Mkdir(bctx, n.vi, n.cred(ctx), name, mode)
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	e, err := n.b.v.Mkdir(bctx, vi, n.cred(ctx), name, mode)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -489,7 +527,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case syscall.S_IFBLK:
 		t = nfs3.TypeBlk
 	case syscall.S_IFREG, 0:
-		e, f, err := n.b.ops.Create(bctx, n.vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
+		vi, errno := n.vino(bctx, false)
+		if errno != 0 {
+			return nil, errno
+		}
+		e, f, err := n.b.ops.Create(bctx, vi, n.cred(ctx), name, mode, true, syscall.O_WRONLY)
 		if err != nil {
 			return nil, errnoOf(err)
 		}
@@ -500,7 +542,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	}
 	major := (dev >> 8) & 0xfff
 	minor := dev&0xff | (dev>>12)&^0xff
-	e, err := n.b.v.Mknod(bctx, n.vi, n.cred(ctx), name, t, mode, major, minor)
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	e, err := n.b.v.Mknod(bctx, vi, n.cred(ctx), name, t, mode, major, minor)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -512,7 +558,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	e, err := n.b.v.Symlink(bctx, n.vi, n.cred(ctx), name, target)
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	e, err := n.b.v.Symlink(bctx, vi, n.cred(ctx), name, target)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -522,7 +572,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	s, err := n.b.v.Readlink(rctx, n.vi, n.cred(ctx))
+	vi, errno := n.vino(rctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	s, err := n.b.v.Readlink(rctx, vi, n.cred(ctx))
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -538,7 +592,15 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if t == nil {
 		return nil, syscall.EXDEV
 	}
-	e, err := n.b.v.Link(bctx, t, n.vi, n.cred(ctx), name)
+	t, err = n.b.v.Resolve(bctx, t, false)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	e, err := n.b.v.Link(bctx, t, vi, n.cred(ctx), name)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -550,7 +612,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	return errnoOf(n.b.v.Remove(bctx, n.vi, n.cred(ctx), name, vnode(n.GetChild(name))))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	return errnoOf(n.b.v.Remove(bctx, vi, n.cred(ctx), name, vnode(n.GetChild(name))))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -558,7 +624,11 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	return errnoOf(n.b.v.Rmdir(bctx, n.vi, n.cred(ctx), name))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	return errnoOf(n.b.v.Rmdir(bctx, vi, n.cred(ctx), name))
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -570,13 +640,20 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if to == nil {
 		return syscall.EXDEV
 	}
+	if to, err = n.b.v.Resolve(bctx, to, false); err != nil {
+		return errnoOf(err)
+	}
 	const renameNoReplace, renameExchange = 1, 2
 	if flags&renameExchange != 0 {
 		return syscall.EINVAL // NFSv3 cannot swap two names atomically
 	}
 	target := vnode(newParent.EmbeddedInode().GetChild(newName))
 	moved := vnode(n.GetChild(name))
-	return errnoOf(n.b.v.Rename(bctx, n.vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	return errnoOf(n.b.v.Rename(bctx, vi, name, to, newName, n.cred(ctx), target, moved, flags&renameNoReplace != 0))
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -617,7 +694,11 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	if want == 0 {
 		return 0
 	}
-	ok, err := n.b.v.Access(rctx, n.vi, n.cred(ctx), want)
+	vi, errno := n.vino(rctx, false)
+	if errno != 0 {
+		return errno
+	}
+	ok, err := n.b.v.Access(rctx, vi, n.cred(ctx), want)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -650,7 +731,11 @@ var (
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	ents, cached, err := n.b.v.OpenDirCached(rctx, n.vi, n.cred(ctx))
+	vi, errno := n.vino(rctx, true)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	ents, cached, err := n.b.v.OpenDirCached(rctx, vi, n.cred(ctx))
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
@@ -673,7 +758,11 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	if d.kept {
 		read = d.n.b.v.ListedDir // the kernel let go of the listing it was told to keep
 	}
-	ents, err := read(rctx, d.n.vi, d.n.cred(ctx))
+	vi, errno := d.n.vino(rctx, true)
+	if errno != 0 {
+		return errno
+	}
+	ents, err := read(rctx, vi, d.n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}

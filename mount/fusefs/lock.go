@@ -64,7 +64,11 @@ func (n *node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	off, l := lockRange(lk)
 	wctx, cancel := n.interruptible(ctx)
 	defer cancel()
-	h, err := n.b.ops.Getlk(wctx, n.vi, owner, lockKind(lk.Typ), off, l)
+	vi, errno := n.vino(wctx, false)
+	if errno != 0 {
+		return errno
+	}
+	h, err := n.b.ops.Getlk(wctx, vi, owner, lockKind(lk.Typ), off, l)
 	if err != nil {
 		return lockErrno(err)
 	}

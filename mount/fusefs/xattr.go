@@ -24,7 +24,11 @@ var (
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	v, err := n.b.ops.GetXattr(rctx, n.vi, n.cred(ctx), attr)
+	vi, errno := n.vino(rctx, false)
+	if errno != 0 {
+		return 0, errno
+	}
+	v, err := n.b.ops.GetXattr(rctx, vi, n.cred(ctx), attr)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -39,7 +43,11 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if err != nil {
 		return errnoOf(err)
 	}
-	return errnoOf(n.b.ops.SetXattr(bctx, n.vi, n.cred(ctx), attr, data, flags))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	return errnoOf(n.b.ops.SetXattr(bctx, vi, n.cred(ctx), attr, data, flags))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
@@ -47,13 +55,21 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	return errnoOf(n.b.ops.RemoveXattr(bctx, n.vi, n.cred(ctx), attr))
+	vi, errno := n.vino(bctx, false)
+	if errno != 0 {
+		return errno
+	}
+	return errnoOf(n.b.ops.RemoveXattr(bctx, vi, n.cred(ctx), attr))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	names, err := n.b.ops.ListXattrs(rctx, n.vi, n.cred(ctx))
+	vi, errno := n.vino(rctx, false)
+	if errno != 0 {
+		return 0, errno
+	}
+	names, err := n.b.ops.ListXattrs(rctx, vi, n.cred(ctx))
 	if err != nil {
 		return 0, errnoOf(err)
 	}

@@ -118,6 +118,16 @@ type Ops interface {
 	// (target: what newName names, if known).
 	LocalRename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) (done bool, err error)
 	BeforeDirChange(ctx context.Context, dirs ...*Inode) error
+	// LocalMkdir is LocalRemove's MKDIR: the new directory is a
+	// provisional object (its inode's handle is made up and never sent:
+	// Resolve), until the log that makes it is reintegrated.
+	LocalMkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (e Entry, done bool, err error)
+	// Resolve is i itself, unless i is a provisional object's inode: then
+	// it stays i only for an operation the mode serves locally (local: a
+	// lookup in it, its attributes, its listing) while the object is not
+	// reintegrated; otherwise it is the real object's inode (the log is
+	// reintegrated first if needed), or an error (the object is gone).
+	Resolve(ctx context.Context, i *Inode, local bool) (*Inode, error)
 }
 
 // Ops returns the mode's operations (chosen in New).
@@ -229,6 +239,16 @@ func (NFSOps) LocalRename(context.Context, *Inode, string, *Inode, string, Cred,
 	return false, nil
 }
 func (NFSOps) BeforeDirChange(context.Context, ...*Inode) error { return nil }
+func (NFSOps) LocalMkdir(context.Context, *Inode, Cred, string, uint32) (Entry, bool, error) {
+	return Entry{}, false, nil
+}
+func (NFSOps) Resolve(_ context.Context, i *Inode, _ bool) (*Inode, error) { return i, nil }
+
+// Resolve is the inode an operation on i works on (Ops.Resolve): i itself,
+// but for snfs mode's provisional objects.
+func (fs *FS) Resolve(ctx context.Context, i *Inode, local bool) (*Inode, error) {
+	return fs.ops.Resolve(ctx, i, local)
+}
 
 // LocksAtServer: nfs mode's locks go to the server with NLM only.
 func (o NFSOps) LocksAtServer() bool { return o.FS.nl != nil }

@@ -39,6 +39,12 @@ func (fs *FS) entry(dir, i *Inode) Entry {
 // Getattr returns i's attributes, from the cache while they are fresh, and how
 // much longer they are.
 func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
+	// A provisional object's attributes are its own while it is local,
+	// its real inode's once it is not (Ops.Resolve).
+	i, err := fs.ops.Resolve(ctx, i, true)
+	if err != nil {
+		return nfs3.Fattr{}, 0, err
+	}
 	now := time.Now()
 	i.Mu.Lock()
 	if ttl := i.TTLLocked(now); ttl > 0 {
@@ -200,6 +206,9 @@ func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, m
 func (fs *FS) Mkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (Entry, error) {
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
+	}
+	if e, done, err := fs.ops.LocalMkdir(ctx, dir, c, name, mode); done {
+		return e, err
 	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err

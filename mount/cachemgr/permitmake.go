@@ -1,0 +1,409 @@
+package cachemgr
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// Objects made locally under a write-back permit (docs/mount.md "The
+// mount's side"): so far directories (MKDIR). The new directory is a
+// provisional object: its inode has a made-up handle (provFH, which no
+// server makes) and file id, and is never re-handled. The name cache lists
+// it in its parent, and lists the directory itself as complete and empty
+// under the parent's permit (nobody else can see it before the log that
+// makes it is sent). While its MKDIR is in the log (live), the mount
+// answers locally a lookup in it, its attributes and its listing, and
+// removes or renames it locally (permitlocal.go; an MKDIR and an RMDIR of
+// it cancel in the optimiser). Anything else (a change in it, an open, a
+// setattr, its xattrs, another user's listing) resolves it first (Resolve):
+// the log is reintegrated, which makes the object on the server and
+// returns its real handle, and the operation works on the real inode. The
+// provisional handle is never put on the wire: the name cache neither
+// lists nor releases it, the permits table never asks for its permit.
+//
+// After the reintegration the parent's listing that names the provisional
+// handle is dropped (listed again at its next use: the kernel keeps no name
+// of a cached directory, so its next path walk meets the real inode), and
+// the provisional inode only serves what still refers to it (an open
+// descriptor, a working directory), each operation resolved to the real
+// inode. Its inode number is then not the real one: a process that kept
+// the provisional object open sees another st_ino than a later stat of the
+// name (a known limit, as a Coda client's local fids are replaced at
+// reintegration).
+
+// provMagic begins every provisional handle: the server's handles begin
+// with their format byte (store's handleFormat), never 0xff.
+var provMagic = []byte("\xffsnfsprov")
+
+// provFH is the provisional handle of the object of provisional id id.
+func provFH(id uint64) nfs3.FH {
+	return binary.BigEndian.AppendUint64(append(nfs3.FH(nil), provMagic...), id)
+}
+
+// isProvFH reports whether fh is a provisional handle.
+func isProvFH(fh nfs3.FH) bool {
+	return len(fh) == len(provMagic)+8 && bytes.HasPrefix(fh, provMagic)
+}
+
+// provFileID is the file id the mount reports for a provisional object:
+// the top bit set, which no file system the server exports gives an inode.
+func provFileID(id uint64) uint64 { return 1<<63 | id }
+
+// provObj is one object made locally.
+type provObj struct {
+	id   uint64
+	fh   nfs3.FH // provisional
+	real nfs3.FH // once reintegrated
+	// live: its making record is in the log, not sent; gone: no object on
+	// the server (removed before it was sent, or refused).
+	live, gone bool
+}
+
+// provTable is the objects made locally, by provisional handle. mu is a
+// leaf (taken under an inode's Mu by BusyLocked and snfsTTL).
+type provTable struct {
+	mu   sync.Mutex
+	byFH map[string]*provObj
+	byID map[uint64]*provObj
+}
+
+func (t *provTable) add(o *provObj) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byFH == nil {
+		t.byFH, t.byID = map[string]*provObj{}, map[uint64]*provObj{}
+	}
+	t.byFH[string(o.fh)], t.byID[o.id] = o, o
+}
+
+// of returns a copy of fh's object (false: unknown: gone and forgotten).
+func (t *provTable) of(fh nfs3.FH) (provObj, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byFH[string(fh)]
+	if !ok {
+		return provObj{}, false
+	}
+	return *o, true
+}
+
+func (t *provTable) live(fh nfs3.FH) bool {
+	o, ok := t.of(fh)
+	return ok && o.live
+}
+
+// settle records what became of id's object: its real handle, or none.
+func (t *provTable) settle(id uint64, real nfs3.FH) (nfs3.FH, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byID[id]
+	if !ok || !o.live {
+		return nil, false
+	}
+	o.live = false
+	o.real, o.gone = real, real == nil
+	delete(t.byID, id)
+	if o.gone {
+		delete(t.byFH, string(o.fh))
+	}
+	return o.fh, true
+}
+
+// forget drops fh's settled object (its inode is dropped).
+func (t *provTable) forget(fh nfs3.FH) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.byFH[string(fh)]; ok && !o.live {
+		delete(t.byFH, string(fh))
+	}
+}
+
+// LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally
+// (localMake), the new directory cached as listed and empty.
+func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32) (vfs.Entry, bool, error) {
+	return sn.localMake(ctx, dir, c, name, nfs3.TypeDir, mode, func(i *vfs.Inode) {
+		sn.names.installEmpty(i, dir, c)
+	})
+}
+
+// localMake makes a directory or a regular file (typ) locally under
+// LocalRemove's conditions (the parent cached under its promise within the
+// lease, its permit held, the session's credentials), when name is not in
+// the cached listing (an existing name is the server's EEXIST), the parent
+// is not itself provisional (its changes go through the server once it is
+// resolved) and the mode sets no set-ID bit (clearing one at a write would
+// be a SETATTR). made runs on the new inode before its name is cached.
+func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
+	made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
+	p := sn.permits
+	if p == nil || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
+		isProvFH(dir.FH) || sn.disc.offline() || typ == nfs3.TypeReg && mode&0o6000 != 0 {
+		return vfs.Entry{}, false, nil
+	}
+	nc := sn.names
+	d := nc.usable(ctx, dir)
+	if d == nil {
+		return vfs.Entry{}, false, nil
+	}
+	if _, ok := nc.cachedEntry(d, name); ok {
+		return vfs.Entry{}, false, nil
+	}
+	if _, ok := p.get(ctx, dir.FH, false); !ok {
+		return vfs.Entry{}, false, nil
+	}
+	dir.Mu.Lock()
+	pa := dir.Attr
+	dir.Mu.Unlock()
+	m := mode & 0o7777
+	now := vfs.NFSTime(time.Now())
+	// What the server's mkdir(2) or open(2) makes: the caller's owner, the
+	// parent's group when the parent is set-group-ID (and then a
+	// directory's set-group-ID bit too), as Linux does.
+	a := nfs3.Fattr{Type: typ, Mode: m, Nlink: 1, UID: c.UID, GID: c.GID, FSID: pa.FSID, Atime: now, Mtime: now, Ctime: now}
+	op := snfs1.CMLCreate
+	if typ == nfs3.TypeDir {
+		op = snfs1.CMLMkdir
+		a.Nlink, a.Size, a.Used = 2, 4096, 4096
+	}
+	if pa.Mode&syscall.S_ISGID != 0 {
+		a.GID = pa.GID
+		if typ == nfs3.TypeDir {
+			a.Mode |= syscall.S_ISGID
+		}
+	}
+	var ent vfs.Entry
+	done, err := p.logged(func() error {
+		if nc.usable(ctx, dir) != d {
+			return errNotLocal
+		}
+		if _, ok := nc.cachedEntry(d, name); ok {
+			return errNotLocal
+		}
+		// The times the mount reports go with the record: the object the
+		// server makes shows them too (a descriptor open across the
+		// reintegration, fstat after fstat, sees no change).
+		at := nfs3.SetTime{How: nfs3.SetToClientTime, Time: now}
+		id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
+			Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}})
+		if err != nil {
+			sn.FS.Logger().Warn("the modification log", "err", err)
+			return errNotLocal
+		}
+		fh := provFH(id)
+		a.FileID = provFileID(id)
+		p.made.add(&provObj{id: id, fh: fh, live: true})
+		i := sn.FS.Inode(fh, &a, sn.FS.AttrStart())
+		i.NameMu.Lock()
+		i.Dir, i.Name = dir.FH, name
+		i.NameMu.Unlock()
+		made(i)
+		sn.DirChanged(dir, name, i, nil)
+		ent = vfs.Entry{Inode: i, Attr: a, AttrTTL: sn.cfg.CacheTTL}
+		return nil
+	}, dir.FH)
+	if !done {
+		return vfs.Entry{}, false, nil
+	}
+	sn.stats.LocalChanges.Add(1)
+	return ent, true, err
+}
+
+// installEmpty caches i, a directory just made locally, as listed and
+// empty, for c (its maker).
+func (nc *nameCache) installEmpty(i, parent *vfs.Inode, c vfs.Cred) {
+	i.Mu.Lock()
+	gen, a := i.ModGen, i.Attr
+	i.Mu.Unlock()
+	parent.Mu.Lock()
+	pa := parent.Attr
+	parent.Mu.Unlock()
+	key := string(i.FH)
+	ents := []cent{{name: ".", fileID: i.FileID, typ: nfs3.TypeDir, attr: a},
+		{name: "..", fileID: parent.FileID, typ: nfs3.TypeDir, attr: pa}}
+	d := &cdir{key: key, fh: i.FH, ino: i, modGen: gen, ents: ents,
+		index: map[string]int{".": 0, "..": 1}, by: map[string]bool{credKey(c): true}}
+	var evicted []*cdir
+	nc.mu.Lock()
+	if old := nc.dirs[key]; old != nil {
+		nc.removeLocked(old)
+	}
+	d.elem = nc.lru.PushFront(d)
+	nc.dirs[key] = d
+	evicted = nc.evictLocked()
+	nc.mu.Unlock()
+	for _, d := range evicted {
+		nc.sn.dropKernel(d)
+	}
+}
+
+// settled: id's object is made on the server (real) or will never be (nil).
+// The listing of the provisional directory goes, and so does any cached
+// listing that names its provisional handle: listed again at its next use,
+// it names the real one.
+func (p *permits) settled(id uint64, real nfs3.FH) {
+	fh, ok := p.made.settle(id, real)
+	if !ok {
+		return
+	}
+	nc := p.sn.names
+	nc.mu.Lock()
+	if d := nc.dirs[string(fh)]; d != nil {
+		nc.removeLocked(d)
+	}
+	for _, d := range nc.dirs {
+		for _, e := range d.ents {
+			if e.name != "" && string(e.fh) == string(fh) {
+				d.stale = true
+				break
+			}
+		}
+	}
+	nc.mu.Unlock()
+}
+
+// settleMade takes in what a reintegration did with the objects made
+// (their ids): the real handle of each the server made; none for each no
+// longer in the log without one (cancelled by the optimiser, or refused and
+// skipped).
+func (p *permits) settleMade(made []uint64) {
+	if len(made) == 0 {
+		return
+	}
+	left := map[uint64]bool{}
+	for _, r := range p.log.Records() {
+		if r.New != 0 {
+			left[r.New] = true
+		}
+	}
+	for _, id := range made {
+		if fh, ok := p.log.Handle(id); ok {
+			p.settled(id, fh)
+		} else if !left[id] {
+			p.settled(id, nil)
+		}
+	}
+}
+
+// removedLocally: the provisional directory fh lost its name by a local
+// RMDIR: its object will never be on the server.
+func (p *permits) removedLocally(fh nfs3.FH) {
+	o, ok := p.made.of(fh)
+	if !ok {
+		return
+	}
+	p.settled(o.id, nil)
+	if i := p.sn.FS.LookupInode(fh); i != nil {
+		p.sn.FS.Forget(i) // the kernel's FORGET may have come while it was live
+	}
+}
+
+// Resolve is vfs.Ops.Resolve in snfs mode.
+func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.Inode, error) {
+	if !isProvFH(i.FH) {
+		return i, nil
+	}
+	p := sn.permits
+	if p == nil {
+		return nil, nfs3.ErrStale
+	}
+	for try := 0; ; try++ {
+		o, ok := p.made.of(i.FH)
+		switch {
+		case !ok || o.gone:
+			return nil, nfs3.ErrStale // removed (by this mount, or refused)
+		case o.live && local:
+			return i, nil
+		case o.real != nil:
+			if ri := sn.FS.LookupInode(o.real); ri != nil {
+				return ri, nil
+			}
+			start := sn.FS.AttrStart()
+			a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
+			if err != nil {
+				return nil, err
+			}
+			return sn.FS.Inode(o.real, a, start), nil
+		case try > 0:
+			// Still in the log after a reintegration that returned no
+			// error: not expected (reintegrate sends the whole log).
+			return nil, errNotReintegrated
+		}
+		// Not p.flush: a reintegration in progress (which may be sending
+		// this very record) is waited for even when the log looks empty.
+		if err := p.log.Sync(); err != nil {
+			return nil, err
+		}
+		if err := p.reintegrate(ctx, "a provisional object used"); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errNotReintegrated: a provisional object's record stayed in the log.
+var errNotReintegrated = errors.New("cachemgr: a locally made object was not reintegrated")
+
+// sessionCred is the session's own credentials (a GETATTR of an object
+// this mount made).
+func sessionCred() vfs.Cred {
+	return vfs.Cred{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+}
+
+// provLookup is LookupName in a provisional directory: its listing, or the
+// real directory's.
+func (sn *snfsFS) provLookup(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
+	nc := sn.names
+	if name != "." && name != ".." && len(name) <= maxCachedName && sn.permits.made.live(dir.FH) {
+		if d := nc.usable(ctx, dir); d != nil {
+			if _, ok := nc.cachedEntry(d, name); !ok {
+				nc.mu.Lock()
+				nc.stats.Misses++
+				nc.mu.Unlock()
+				return vfs.Entry{}, true, nfs3.ErrNoEnt
+			}
+			// Entries are only ever made in it through the real directory.
+		}
+	}
+	ri, err := sn.Resolve(ctx, dir, false)
+	if err != nil {
+		return vfs.Entry{}, true, err
+	}
+	e, err := sn.FS.Lookup(ctx, ri, c, name)
+	return e, true, err
+}
+
+// provList is ListNames of a provisional directory: its listing for its
+// maker, or the real directory's.
+func (sn *snfsFS) provList(ctx context.Context, dir *vfs.Inode, c vfs.Cred, open bool) ([]vfs.DirEntry, bool, bool, error) {
+	nc := sn.names
+	if sn.permits.made.live(dir.FH) {
+		if d := nc.usable(ctx, dir); d != nil {
+			nc.mu.Lock()
+			if d.by[credKey(c)] {
+				ents := direntsOf(d.ents)
+				nc.stats.Hits++
+				nc.mu.Unlock()
+				if open {
+					return nil, true, true, nil
+				}
+				return ents, false, true, nil
+			}
+			nc.mu.Unlock()
+		}
+	}
+	ri, err := sn.Resolve(ctx, dir, false)
+	if err != nil {
+		return nil, false, true, err
+	}
+	ents, err := sn.FS.ReadDir(ctx, ri, c)
+	return ents, false, true, err
+}
