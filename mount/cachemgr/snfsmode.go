@@ -40,12 +40,17 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 
 // Create is FS.Create in snfs mode: the new file is opened for writing
 // with the protocol.
+// One round trip, CREATE_OPEN (createopen.go), unless the server has no
+// CREATE_OPEN: then CREATE, and OPEN.
 func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, excl bool, flags int) (vfs.Entry, *vfs.File, error) {
+	if !sn.noCreateOpen.Load() {
+		return sn.createOpen(ctx, dir, c, name, mode, excl, flags)
+	}
 	e, err := sn.FS.CreateCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return vfs.Entry{}, nil, err
 	}
-	return sn.snfsCreated(ctx, e, c, flags)
+	return sn.snfsCreated(ctx, e, c, flags, nil)
 }
 
 // Read is FS.Read in snfs mode.
