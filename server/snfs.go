@@ -51,7 +51,7 @@ import (
 // LOCK, LOCKT and LOCKU (lock.go, lockt.go, locku.go) never wait: a blocked
 // LOCK is answered LOCK_BLOCKED and granted by CB_GRANTED. The replies of LOCK
 // and LOCKU are cached in memory only: locks do not survive a restart.
-func (s *Server) snfsProgram() *sunrpc.Program {
+func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
 		snfs1.ProcRegister: {Name: "REGISTER", Handler: s.register},
@@ -102,6 +102,9 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 			Access: createOpenAccess, Dirs: func(a *snfs1.CreateOpenArgs) []nfs3.FH { return []nfs3.FH{a.Create.Where.Dir} }}),
 		snfs1.ProcReintegrate: {Name: "REINTEGRATE", Handler: s.reintegrate, Cache: true, Persist: true,
 			MaxReply: snfs1.ReintegrateMax*reintegrateResultMax + 64},
+	}
+	if noCreateOpen {
+		procs[snfs1.ProcCreateOpen] = sunrpc.Proc{} // PROC_UNAVAIL
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }
