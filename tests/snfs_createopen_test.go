@@ -265,3 +265,39 @@ func TestSNFSCreateOpenBreaksPromise(t *testing.T) {
 		t.Fatal("CREATE_OPEN answered before the holder's promise on its directory was broken")
 	}
 }
+
+// TestSNFSCreateOpenReplayAfterRestart: a CREATE_OPEN's reply is saved like
+// CREATE's: retransmitted with the same xid after a server restart, it is
+// answered from the saved reply (a GUARDED create executed again would
+// answer EXIST), which names the old server's boot verifier: the client
+// knows the open it reports is not counted by the new server.
+func TestSNFSCreateOpenReplayAfterRestart(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	p := newProtoClient(t, e, "createopen-replay")
+	xid := p.rpc.NextXID()
+	first := p.createOpenXID(xid, e.root, "r", nfs3.Guarded, 0, nil)
+	ok(t, "CREATE_OPEN", first.Status, nil)
+	ok(t, "its open", first.Open.Status, nil)
+	restartGrace(e, time.Hour)
+	again := p.createOpenXID(xid, e.root, "r", nfs3.Guarded, 0, nil)
+	if again.Status != nfs3.OK || !bytes.Equal(again.File, first.File) || again.ServerVerf != first.ServerVerf {
+		t.Fatalf("retransmitted after the restart: %v (verifier %x); want the first reply (verifier %x)", again.Status, again.ServerVerf, first.ServerVerf)
+	}
+	// The replay was answered during the grace period that p, expected,
+	// ends with its RECLAIM_DONE (it holds nothing to reclaim).
+	p.mu.Lock()
+	id := p.id
+	p.mu.Unlock()
+	var done snfs1.StatusRes
+	if err := p.rpc.Call(ctx, snfs1.ProcReclaimDone, &snfs1.ClientArgs{Client: id}, &done); err != nil || done.Status != nfs3.OK {
+		t.Fatalf("RECLAIM_DONE: %v %v", done.Status, err)
+	}
+	waitGrace(t, e)
+	fresh := p.createOpen(e.root, "fresh", nfs3.Guarded)
+	ok(t, "a new CREATE_OPEN after the restart", fresh.Status, nil)
+	if fresh.ServerVerf == first.ServerVerf {
+		t.Fatal("the server's boot verifier did not change with the restart")
+	}
+}
