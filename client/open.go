@@ -137,3 +137,28 @@ func (s *Session) retry(ctx context.Context, proc string, fh nfs3.FH, name strin
 		}
 	}
 }
+
+// CreateOpenAs is SNFS CREATE_OPEN (docs/protocol.md, "CREATE_OPEN") with
+// the credential of the application whose create it is (as OpenAs): NFSv3
+// CREATE of args and OPEN_WRITE of the file made, in one round trip. The
+// result is returned whenever the server answered: a failed create (a
+// *StatusError, the result's DirWcc valid) as well as a made file whose open
+// failed (err nil, res.Open.Status not OK: the caller OPENs it itself).
+// JUKEBOX (the grace period: nothing was made) and STALE_CLIENTID are
+// retried as Open's. A server without CREATE_OPEN answers PROC_UNAVAIL (a
+// *sunrpc.RPCError).
+func (s *Session) CreateOpenAs(ctx context.Context, uid, gid uint32, groups []uint32, args *nfs3.CreateArgs) (*snfs1.CreateOpenRes, error) {
+	rpc := s.rpc.WithAuth(sunrpc.EncodeAuthSys(sunrpc.AuthSysParams{MachineName: "snfs-client", UID: uid, GID: gid, GIDs: groups}))
+	var res snfs1.CreateOpenRes
+	answered := false
+	err := s.retry(ctx, "CREATE_OPEN", args.Where.Dir, args.Where.Name, func(id snfs1.ClientID) (snfs1.Status, error) {
+		res = snfs1.CreateOpenRes{}
+		err := rpc.Call(ctx, snfs1.ProcCreateOpen, &snfs1.CreateOpenArgs{Client: id, Create: *args}, &res)
+		answered = err == nil
+		return res.Status, err
+	})
+	if !answered {
+		return nil, err
+	}
+	return &res, err
+}

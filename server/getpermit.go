@@ -17,7 +17,7 @@ import (
 // the directory meanwhile cancels it (granted FALSE). Granted only where the
 // server sees local processes' changes (as LISTDIR's promises): elsewhere a
 // local change could not recall it.
-func (s *Server) getPermit(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.GetPermitArgs, w *xdr.Writer) error {
+func (s *Server) getPermit(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.GetPermitArgs, w *xdr.Writer, _ bool) error {
 	mid, err := s.consist.Client(a.Client)
 	if err != nil {
 		(&snfs1.GetPermitRes{Status: statusOf(err)}).Encode(w)

@@ -61,9 +61,11 @@ type op[A, R any] struct {
 	// (docs/protocol.md section 21.3; permitgate.go).
 	Dirs func(a *A) []nfs3.FH
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
-	// reads file data straight into the reply buffer).
+	// reads file data straight into the reply buffer); deferred: the reply was
+	// deferred already (the call waited for callbacks or a recall first), and
+	// w is the deferred reply's: Reply must not defer it again (later).
 	Handler func(ctx context.Context, c *sunrpc.Call, r *req, a *A, res *R)
-	Reply   func(ctx context.Context, c *sunrpc.Call, r *req, a *A, w *xdr.Writer) error
+	Reply   func(ctx context.Context, c *sunrpc.Call, r *req, a *A, w *xdr.Writer, deferred bool) error
 }
 
 // nfsProc makes a table row a sunrpc.Proc: decode (GARBAGE_ARGS on failure), the
@@ -98,7 +100,7 @@ func nfsProc[A, R any, PA interface {
 			// for callbacks) and is being written now.
 			run := func(a *A, w *xdr.Writer, deferred bool) error {
 				if o.Reply != nil {
-					return o.Reply(ctx, c, r, a, w)
+					return o.Reply(ctx, c, r, a, w, deferred)
 				}
 				var after func(*R) [][]byte
 				if o.Changes != nil && s.consist.Active() {

@@ -20,7 +20,7 @@ import (
 // are current, after calling back the clients that must write back or
 // invalidate first. Meanwhile the reply is deferred; if the callbacks take too
 // long it is NFS3ERR_JUKEBOX and the client retries.
-func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.OpenArgs, w *xdr.Writer) error {
+func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.OpenArgs, w *xdr.Writer, _ bool) error {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
 		err = s.mayOpen(r, a.Mode)
@@ -41,20 +41,10 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode state.Mode,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
 	var reply state.OpenReply
-	// A local process's change completed before this OPEN must give it a new
-	// version: the notifier's queue is applied first; without notifications,
-	// the table compares the file's change attribute with the last OPEN's.
-	s.store.DrainChanges()
-	change := s.changeAttr(r, fh)
 	_, err := later(c, w, nil, func(done func(error)) {
-		// Another client's lock delegation of the file is recalled first
-		// (lockdeleg.go).
-		s.delegs.admit(lockmgr.FileKey(fh), mid, func(leave func()) {
-			s.consist.Open(mid, fh, mode, change, func(rep state.OpenReply, err error) {
-				reply = rep
-				leave()
-				done(err)
-			})
+		s.tableOpen(r, mid, fh, mode, func(rep state.OpenReply, err error) {
+			reply = rep
+			done(err)
 		})
 	}, func(w *xdr.Writer, err error, deferred bool) error {
 		switch {
@@ -66,19 +56,43 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 			res.Encode(w)
 			return nil
 		}
-		// Answered at once, nothing was called back: r's attributes, read when
-		// it was resolved, are current (as GETATTR's are).
-		var attr *nfs3.Fattr
-		if deferred || r == nil {
-			attr = s.handleAttr(fh)
-		} else {
-			attr = fattr(&r.node.Stat, r.fsid())
-		}
-		ok(&snfs1.OpenOK{CacheVersion: reply.Version, OldCacheVersion: reply.OldVersion,
-			CacheEnabled: reply.CacheEnabled, Attr: attr}).Encode(w)
+		ok(s.openOK(r, fh, reply, deferred)).Encode(w)
 		return nil
 	})
 	return err
+}
+
+// tableOpen applies an OPEN of fh (r's node, or nil) by table client mid to
+// the consistency table, after another client's lock delegation of the file
+// is recalled (lockdeleg.go); answer is called exactly once, before tableOpen
+// returns or later from another goroutine (after callbacks).
+func (s *Server) tableOpen(r *req, mid state.ClientID, fh []byte, mode state.Mode, answer func(state.OpenReply, error)) {
+	// A local process's change completed before this OPEN must give it a new
+	// version: the notifier's queue is applied first; without notifications,
+	// the table compares the file's change attribute with the last OPEN's.
+	s.store.DrainChanges()
+	change := s.changeAttr(r, fh)
+	s.delegs.admit(lockmgr.FileKey(fh), mid, func(leave func()) {
+		s.consist.Open(mid, fh, mode, change, func(rep state.OpenReply, err error) {
+			leave()
+			answer(rep, err)
+		})
+	})
+}
+
+// openOK is OPEN1resok of a granted open of fh. Attributes are read after
+// the callbacks (they reflect what was written back): looked up again by
+// handle after a wait (deferred) or without r; r's otherwise, read when it
+// was resolved and current, nothing having been called back (as GETATTR's).
+func (s *Server) openOK(r *req, fh []byte, reply state.OpenReply, deferred bool) *snfs1.OpenOK {
+	var attr *nfs3.Fattr
+	if deferred || r == nil {
+		attr = s.handleAttr(fh)
+	} else {
+		attr = fattr(&r.node.Stat, r.fsid())
+	}
+	return &snfs1.OpenOK{CacheVersion: reply.Version, OldCacheVersion: reply.OldVersion,
+		CacheEnabled: reply.CacheEnabled, Attr: attr}
 }
 
 // changeAttr is the change attribute of the file fh names (r's node, when

@@ -16,7 +16,7 @@ import (
 
 // openName is OPEN_NAME (docs/protocol.md, "OPEN_NAME"): LOOKUP and OPEN in one
 // round trip. It never creates.
-func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs1.OpenNameArgs, w *xdr.Writer) error {
+func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs1.OpenNameArgs, w *xdr.Writer, _ bool) error {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
 		err = checkName(a.Where.Name)

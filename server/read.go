@@ -27,7 +27,7 @@ func maxReply(c *sunrpc.Call) uint32 {
 
 // read is READ (RFC 1813 section 3.3.6). It is the table's one Reply handler: it
 // reads straight into the reply buffer instead of into a ReadRes.
-func (s *Server) read(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.ReadArgs, w *xdr.Writer) error {
+func (s *Server) read(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.ReadArgs, w *xdr.Writer, _ bool) error {
 	mark := w.Len()
 	fail := func(err error, attr *nfs3.Fattr) error {
 		w.Truncate(mark)

@@ -105,6 +105,10 @@ type Config struct {
 	// fanotify is unavailable): local processes' changes are then seen only
 	// by the change attribute an OPEN compares (tests use it).
 	NoChangeNotifier bool
+	// NoCreateOpen serves the SNFS program without CREATE_OPEN (PROC_UNAVAIL),
+	// as a server from before it: tests use it for the clients' fallback to
+	// CREATE and OPEN.
+	NoCreateOpen bool
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -230,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 		MaxInFlight: cfg.MaxInFlight}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
-	s.RPC.Register(s.snfsProgram())
+	s.RPC.Register(s.snfsProgram(cfg.NoCreateOpen))
 	s.RPC.Register(s.nlmProgram())
 	s.RPC.Register(s.nsmProgram())
 	s.nlm.notifyAll()

@@ -40,10 +40,18 @@ import (
 // change's, and its records are idempotent by LSN besides (a resend with a
 // new xid, after the client restarted, applies nothing twice either).
 //
+// CREATE_OPEN (createopen.go) is CREATE and OPEN_WRITE of the new file: it
+// has CREATE's preamble (the permit gate, the coexistence access of an
+// UNCHECKED truncation) and CREATE's reply cache class, saved: executed again
+// after a restart, a GUARDED one would answer EXIST to the client that made
+// the file. The open in a reply replayed after a restart is one the new
+// server does not count: a client that learned of the restart while the call
+// was out opens the file again instead (docs/protocol.md, "CREATE_OPEN").
+//
 // LOCK, LOCKT and LOCKU (lock.go, lockt.go, locku.go) never wait: a blocked
 // LOCK is answered LOCK_BLOCKED and granted by CB_GRANTED. The replies of LOCK
 // and LOCKU are cached in memory only: locks do not survive a restart.
-func (s *Server) snfsProgram() *sunrpc.Program {
+func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 	procs := []sunrpc.Proc{
 		snfs1.ProcNull:     {Name: "NULL", Handler: nullProc},
 		snfs1.ProcRegister: {Name: "REGISTER", Handler: s.register},
@@ -89,8 +97,14 @@ func (s *Server) snfsProgram() *sunrpc.Program {
 		snfs1.ProcGetPermit: nfsProc(s, op[snfs1.GetPermitArgs, snfs1.GetPermitRes]{Name: "GET_PERMIT", Cache: nonIdempotent,
 			FH: func(a *snfs1.GetPermitArgs) nfs3.FH { return a.Dir }, Write: true, Reply: s.getPermit}),
 		snfs1.ProcPermitRelease: {Name: "PERMIT_RELEASE", Handler: s.permitRelease},
+		snfs1.ProcCreateOpen: nfsProc(s, op[snfs1.CreateOpenArgs, snfs1.CreateOpenRes]{Name: "CREATE_OPEN", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
+			FH: func(a *snfs1.CreateOpenArgs) nfs3.FH { return a.Create.Where.Dir }, Write: true, Reply: s.createOpen,
+			Access: createOpenAccess, Dirs: func(a *snfs1.CreateOpenArgs) []nfs3.FH { return []nfs3.FH{a.Create.Where.Dir} }}),
 		snfs1.ProcReintegrate: {Name: "REINTEGRATE", Handler: s.reintegrate, Cache: true, Persist: true,
 			MaxReply: snfs1.ReintegrateMax*reintegrateResultMax + 64},
+	}
+	if noCreateOpen {
+		procs[snfs1.ProcCreateOpen] = sunrpc.Proc{} // PROC_UNAVAIL
 	}
 	return &sunrpc.Program{Name: "snfs", Number: snfs1.Program, Versions: map[uint32][]sunrpc.Proc{snfs1.Version: procs}}
 }

@@ -4,7 +4,7 @@
 // of file, append.go, and GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR: RFC
 // 8276's extended attributes of the user namespace, xattr.go, and ALLOCATE: fallocate(2) on the server's file,
 // allocate.go, and LISTDIR and DIR_RELEASE: directory promises, listdir.go,
-// dirrelease.go) and the
+// dirrelease.go, and CREATE_OPEN: CREATE and OPEN in one call, createopen.go) and the
 // SNFS_CB program the server calls back on the client's own connection
 // (CALLBACK). It is Spritely NFS's OPEN/CLOSE/CALLBACK (Srinivasan and Mogul,
 // section 3), with NFSv4's client registration and a few lessons learned since.

@@ -119,3 +119,13 @@ func FuzzListDirRes(f *testing.F) {
 func FuzzDirReleaseArgs(f *testing.F) {
 	xdrtest.FuzzDecoder(f, &DirReleaseArgs{Client: 3, Dirs: []nfs3.FH{testFH, testFH}}, &DirReleaseArgs{Client: 1, Dirs: []nfs3.FH{}})
 }
+func FuzzCreateOpenArgs(f *testing.F) {
+	mode, size := uint32(0o644), uint64(0)
+	xdrtest.FuzzDecoder(f,
+		&CreateOpenArgs{Client: 3, Create: nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: testFH, Name: "f.c"}, Mode: nfs3.Unchecked, Attr: nfs3.Sattr{Mode: &mode, Size: &size}}},
+		&CreateOpenArgs{Client: 3, Create: nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: testFH, Name: "g"}, Mode: nfs3.Exclusive, Verf: [8]byte{9}}})
+}
+func FuzzCreateOpenRes(f *testing.F) {
+	xdrtest.FuzzDecoder(f, &CreateOpenRes{File: testFH, Attr: testAttr, DirWcc: nfs3.WccData{After: testAttr}, Open: OpenRes{OpenOK: fuzzOK}},
+		&CreateOpenRes{File: testFH, Open: OpenRes{Status: nfs3.ErrJukebox}}, &CreateOpenRes{Status: nfs3.ErrExist})
+}

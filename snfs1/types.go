@@ -52,7 +52,11 @@ const (
 	ProcGetPermit     = 19
 	ProcPermitRelease = 20
 	ProcReintegrate   = 21
-	NumProcs          = 22
+	// CREATE_OPEN: CREATE and OPEN_WRITE of the new file in one round trip
+	// (docs/protocol.md, "CREATE_OPEN"), an extension of version 1 like
+	// LISTDIR: a server without it answers PROC_UNAVAIL.
+	ProcCreateOpen = 22
+	NumProcs       = 23
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -71,7 +75,8 @@ var (
 		"GETXATTR", "SETXATTR", "LISTXATTRS", "REMOVEXATTR", "ALLOCATE",
 		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU",
 		ProcListDir: "LISTDIR", ProcDirRelease: "DIR_RELEASE",
-		ProcGetPermit: "GET_PERMIT", ProcPermitRelease: "PERMIT_RELEASE", ProcReintegrate: "REINTEGRATE"}
+		ProcGetPermit: "GET_PERMIT", ProcPermitRelease: "PERMIT_RELEASE", ProcReintegrate: "REINTEGRATE",
+		ProcCreateOpen: "CREATE_OPEN"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 

@@ -256,7 +256,7 @@ func runProcesses(owned func(path string) bool, descendants bool) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		b, err := readProcBounded(filepath.Join("/proc", e.Name(), "stat"))
 		if err != nil {
 			continue
 		}
@@ -391,4 +391,25 @@ func TestLeftoverCleanup(t *testing.T) {
 	}
 	m.srv = nil // unmounted here, not by the harness
 	m.v.Close()
+}
+
+// readProcBounded reads a /proc file, giving up after 2 s: a process of
+// another run stuck in its own FUSE mount can block the read of its stat
+// for as long as it stays stuck (the read is left behind).
+func readProcBounded(path string) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() {
+		b, err := os.ReadFile(path)
+		ch <- read{b, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-time.After(2 * time.Second):
+		return nil, os.ErrDeadlineExceeded
+	}
 }

@@ -21,6 +21,20 @@ import (
 // first, then the answer, as the file's machine asks (clientfile's
 // CallbackBegin and CallbackEnd).
 func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
+	if mode == state.RecallPermit || mode == state.RecallLocks {
+		return sn.callback(ctx, fh, mode, attr)
+	}
+	// It may be about a file a CREATE_OPEN of this client's made and
+	// opened, whose reply is still on its way (createopen.go).
+	answered := sn.createOpens.callback(fh, mode)
+	out := sn.callback(ctx, fh, mode, attr)
+	if answered != nil {
+		answered(out)
+	}
+	return out
+}
+
+func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
 	if mode == state.RecallPermit && sn.permits != nil {
 		return sn.permits.recall(ctx, fh) // permits.go
@@ -183,10 +197,11 @@ func (fs *snfsFS) callbackWriteBack(ctx context.Context, i *vfs.Inode, mode stat
 }
 
 // snfsCreated finishes Create in snfs mode: the new file is opened for
-// writing with the protocol.
-func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flags int) (vfs.Entry, *vfs.File, error) {
+// writing with the protocol, by the CREATE_OPEN co if it opened it (nil: an
+// OPEN).
+func (fs *snfsFS) snfsCreated(ctx context.Context, e vfs.Entry, c vfs.Cred, flags int, co *createOpened) (vfs.Entry, *vfs.File, error) {
 	i := e.Inode
-	_, _, direct, _, err := fs.snfsOpenProto(ctx, i, c, state.Write)
+	_, _, direct, _, err := fs.snfsOpenProtoWith(ctx, i, c, state.Write, co)
 	if err != nil {
 		i.Mu.Lock()
 		i.Opens--

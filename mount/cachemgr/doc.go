@@ -4,7 +4,8 @@
 // *vfs.FS and is the core's vfs.Ops for snfs mode, made by the core's NewFS
 // through the mode factory snfsMode; OpenSNFS sets up a mount in snfs mode).
 //
-// It owns: the session (OPEN/CLOSE per open, callbacks, CB_GRANTED), the
+// It owns: the session (OPEN/CLOSE per open, CREATE_OPEN per create:
+// createopen.go, callbacks, CB_GRANTED), the
 // cache directory's use (package cachedir) with delayed write-back and
 // delayed close, passthrough with its pinned-holder watch (package hsm),
 // recovery after a server restart (reclaim, reintegration, conflicts), lock

@@ -91,6 +91,7 @@ type SNFSStats struct {
 	LockDelegations atomic.Uint64 // lock delegations granted (lockdeleg.go)
 	LockRecalls     atomic.Uint64 // lock delegations recalled
 	LocalChanges    atomic.Uint64 // namespace changes made locally under write-back permits (permitlocal.go)
+	CreateOpened    atomic.Uint64 // creates whose CREATE_OPEN's open served (createopen.go): no OPEN
 }
 
 type snfsFS struct {
@@ -113,8 +114,12 @@ type snfsFS struct {
 	noAppend atomic.Bool
 	// noAllocate: the server answered ALLOCATE with PROC_UNAVAIL (allocate.go).
 	noAllocate atomic.Bool
-	locks      snfsLocks  // byte-range locks (lock.go)
-	names      *nameCache // directories under promises (names.go)
+	// noCreateOpen: the server answered CREATE_OPEN with PROC_UNAVAIL
+	// (createopen.go); createOpens, those in flight.
+	noCreateOpen atomic.Bool
+	createOpens  createOpens
+	locks        snfsLocks  // byte-range locks (lock.go)
+	names        *nameCache // directories under promises (names.go)
 	// disc: disconnected operation (disconnected.go); nil: never
 	disc *discState
 	// status: the permits' and the log's sources for Status (status.go)

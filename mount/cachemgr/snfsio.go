@@ -73,12 +73,27 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 // OPEN sent and its answer applied: the version rule to the cache directory
 // and the kernel's pages, caching or write-through.
 func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode) (pmode state.Mode, keep, direct, reused bool, err error) {
+	return fs.snfsOpenProtoWith(ctx, i, c, mode, nil)
+}
+
+// snfsOpenProtoWith is snfsOpenProto, with the answer of the CREATE_OPEN co
+// (nil: none) applied as the OPEN's if it can be trusted (createopen.go),
+// else an OPEN sent. A CREATE_OPEN's open that a delayed close makes
+// superfluous is given back with a CLOSE.
+func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode, co *createOpened) (pmode state.Mode, keep, direct, reused bool, err error) {
 	snOf(i).openMu.Lock()
 	i.Mu.Lock()
 	o, acts := stOf(i).OpenBegin(mode)
 	acts = fs.applyLocked(i, acts)
 	i.Mu.Unlock()
+	var pre *snfs1.OpenOK
+	if co != nil {
+		pre = co.trusted(ctx, fs, i.FH)
+	}
 	if o.Reused {
+		if pre != nil {
+			fs.closeCreateOpened(ctx, i)
+		}
 		snOf(i).openMu.Unlock()
 		fs.delayed.remove(i)
 		if o.Shared {
@@ -94,7 +109,12 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 		return o.Mode, keep, false, true, nil
 	}
 	start := fs.AttrStart()
-	ok, err := fs.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, mode)
+	var ok *snfs1.OpenOK
+	if pre != nil {
+		ok, start = pre, co.start
+	} else {
+		ok, err = fs.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, mode)
+	}
 	if err == nil && fs.openAnswered != nil {
 		fs.openAnswered(i)
 	}
@@ -201,6 +221,25 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 		}
 	}
 	return mode, false, true, false, nil
+}
+
+// closeCreateOpened gives back the open a CREATE_OPEN took when a delayed
+// close of the file served the application's open instead (under openMu):
+// dirty if the cache holds dirty data of the file, which the server must go
+// on asking for.
+func (fs *snfsFS) closeCreateOpened(ctx context.Context, i *vfs.Inode) {
+	i.Mu.Lock()
+	dirtyLocked(i)
+	dirty := stOf(i).Dirty() || i.WState.Pending()
+	i.Mu.Unlock()
+	_, err := fs.sess.Close(ctx, i.FH, state.Write, dirty)
+	fs.Logger().Debug("CLOSE of a CREATE_OPEN's open", "fileid", i.FileID, "dirty", dirty, "err", err)
+	if fs.disc.owe(i.FH, state.Write, dirty, err) {
+		return // offline: sent on reconnection (disconnected.go)
+	}
+	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+		fs.Logger().Warn("CLOSE of a CREATE_OPEN's open", fs.PathAttr(i), "fileid", i.FileID, "err", err)
+	}
 }
 
 // snfsOpenUndo gives back an open snfsOpenProto counted (the OPEN was

@@ -39,16 +39,21 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 }
 
 // Create is FS.Create in snfs mode: the new file is opened for writing
-// with the protocol.
+// with the protocol. Made locally under a write-back permit (permitcreate.go)
+// when it may be; else one round trip, CREATE_OPEN (createopen.go), unless
+// the server has no CREATE_OPEN: then CREATE, and OPEN.
 func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, excl bool, flags int) (vfs.Entry, *vfs.File, error) {
 	if e, f, done, err := sn.localCreate(ctx, dir, c, name, mode, flags); done {
 		return e, f, err // permitcreate.go
+	}
+	if !sn.noCreateOpen.Load() {
+		return sn.createOpen(ctx, dir, c, name, mode, excl, flags) // createopen.go
 	}
 	e, err := sn.FS.CreateCore(ctx, dir, c, name, mode, excl, flags)
 	if err != nil {
 		return vfs.Entry{}, nil, err
 	}
-	return sn.snfsCreated(ctx, e, c, flags)
+	return sn.snfsCreated(ctx, e, c, flags, nil)
 }
 
 // Read is FS.Read in snfs mode.

@@ -163,6 +163,18 @@ func (o NFSOps) Create(ctx context.Context, dir *Inode, c Cred, name string, mod
 // CreateCore sends the CREATE of Create and counts the new file's open (its
 // File is the mode's to make).
 func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int) (Entry, error) {
+	return fs.CreateCoreVia(ctx, dir, c, name, mode, excl, flags, nil)
+}
+
+// CreateSender sends a Create's CREATE3args some other way than NFSv3 CREATE
+// (snfs mode's CREATE_OPEN, which opens the file too) and returns what CREATE
+// would: the result whenever the server answered, and a status other than
+// OK as an error (as RPC returns it, JUKEBOX retried).
+type CreateSender func(args *nfs3.CreateArgs) (*nfs3.CreateRes, error)
+
+// CreateCoreVia is CreateCore with the call sent by send (nil: NFSv3
+// CREATE); everything else is CreateCore's.
+func (fs *FS) CreateCoreVia(ctx context.Context, dir *Inode, c Cred, name string, mode uint32, excl bool, flags int, send CreateSender) (Entry, error) {
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
@@ -182,7 +194,12 @@ func (fs *FS) CreateCore(ctx context.Context, dir *Inode, c Cred, name string, m
 		var zero uint64
 		args.Attr.Size = &zero
 	}
-	res, err := RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Create(ctx, args) })
+	if send == nil {
+		send = func(args *nfs3.CreateArgs) (*nfs3.CreateRes, error) {
+			return RPC(ctx, fs, func() (*nfs3.CreateRes, error) { return fs.Client(c).Create(ctx, args) })
+		}
+	}
+	res, err := send(args)
 	if err != nil {
 		if res != nil {
 			fs.dirWcc(dir, &res.DirWcc)
