@@ -21,13 +21,18 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 # each) runs from here to the end, in the background in its own process
 # group, at the lowest CPU priority (nice 19): it computes, while the tests
 # mostly wait (FUSE and NFS round trips, fsync, the mounts' timers), and at
-# nice 19 it takes the CPU they leave idle instead of slowing them (beside the
-# fsx and pjdfstest step at equal priority it made that step 534 s instead of
-# 309 s). Its output is shown when it ends; a failure of either fails the run
-# and ends the other.
+# nice 19 it takes the CPU they leave idle instead of slowing them. Its output
+# is shown when it ends; a failure of either fails the run and ends the other.
+# setsid also starts a new scheduling autogroup (Linux with
+# /proc/sys/kernel/sched_autogroup_enabled=1, as on the CI machines): the
+# scheduler first shares the CPU between autogroups, each weighted by its own
+# nice value, and only then between the tasks inside one, by theirs. A nice
+# 19 task alone in its autogroup therefore still got half of a busy machine
+# from the tests; so the fuzz step sets its autogroup's nice to 19 too
+# (writing /proc/self/autogroup, sched(7)), from inside its new session.
 step "fuzz (${FUZZTIME:-50000x} each), in the background of the next steps at nice 19"
 fuzzlog=$(mktemp /tmp/snfs-fuzz-log.XXXXXX)
-setsid nice -n 19 bash scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+setsid bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null; exec nice -n 19 bash scripts/fuzz.sh' >"$fuzzlog" 2>&1 &
 fuzzpid=$!
 trap '[ -z "$fuzzpid" ] || kill -- -"$fuzzpid" 2>/dev/null || true; rm -f "$fuzzlog"' EXIT
 

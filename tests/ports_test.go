@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The tests run in parallel (doc.go) and many restart a server at the address
@@ -82,8 +83,19 @@ func portFree(p int) bool {
 // portHolders describes the sockets bound to port p on this machine (any
 // address, TCP and UDP, from /proc/net) and the processes holding them (from
 // /proc/*/fd): what a failed listen of a restarted server reports, so that
-// whatever took its port is named.
-func portHolders(p int) string {
+// whatever took its port is named. The scan of /proc/*/fd is given
+// portHoldersBound: a readlink there can block for as long as a process on
+// this machine is stuck (on an unresponsive FUSE mount, say; ps hangs
+// likewise), and a diagnostic must not turn a failed restart into a test
+// binary hung until its timeout (a CI run hung 18 minutes in it).
+func portHolders(p int) string { return portHoldersWithin(p, portHoldersBound, os.Readlink) }
+
+// portHoldersBound bounds portHolders' scan of the processes' descriptors.
+const portHoldersBound = 10 * time.Second
+
+// portHoldersWithin is portHolders with the bound of the descriptor scan and
+// its readlink given.
+func portHoldersWithin(p int, bound time.Duration, readlink func(string) (string, error)) string {
 	tcpStates := map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
 		"05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
 	suffix := fmt.Sprintf(":%04X", p)
@@ -110,16 +122,39 @@ func portHolders(p int) string {
 			}
 		}
 	}
-	if fds, _ := filepath.Glob("/proc/[0-9]*/fd/*"); len(inodes) > 0 {
-		for _, fd := range fds {
-			l, err := os.Readlink(fd)
-			if err != nil || inodes[l] == "" {
-				continue
+	if len(inodes) > 0 {
+		// The scan runs apart: if it blocks, it is left behind (a system
+		// call cannot be called off) and what it found so far is reported.
+		var (
+			mu      sync.Mutex
+			holders []string
+			done    = make(chan struct{})
+		)
+		go func() {
+			defer close(done)
+			fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+			for _, fd := range fds {
+				l, err := readlink(fd)
+				if err != nil || inodes[l] == "" {
+					continue
+				}
+				pid := strings.Split(fd, "/")[2]
+				comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+				mu.Lock()
+				holders = append(holders, fmt.Sprintf("%s held by pid %s (%s)", l, pid, strings.TrimSpace(string(comm))))
+				mu.Unlock()
 			}
-			pid := strings.Split(fd, "/")[2]
-			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
-			out = append(out, fmt.Sprintf("%s held by pid %s (%s)", l, pid, strings.TrimSpace(string(comm))))
+		}()
+		t := time.NewTimer(bound)
+		select {
+		case <-done:
+			t.Stop()
+		case <-t.C:
+			holders = append(holders[:len(holders):len(holders)], fmt.Sprintf("(the scan of /proc/*/fd did not end within %v: a process stuck?)", bound))
 		}
+		mu.Lock()
+		out = append(out, holders...)
+		mu.Unlock()
 	}
 	if len(out) == 0 {
 		return "no socket on it"
@@ -148,5 +183,31 @@ func TestPortHolders(t *testing.T) {
 	if !strings.Contains(got, "tcp 0100007F:") || !strings.Contains(got, "LISTEN") || !strings.Contains(got, "udp 0100007F:") ||
 		strings.Count(got, pid) != 2 {
 		t.Errorf("portHolders(%d) = %q", p, got)
+	}
+}
+
+// TestPortHoldersBounded: a scan of /proc/*/fd that blocks (a readlink held
+// up by a stuck process) does not hold portHolders: it returns after its
+// bound with the sockets from /proc/net and says the scan did not end.
+func TestPortHoldersBounded(t *testing.T) {
+	t.Parallel()
+	p := freePort(t)
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	blocking := func(string) (string, error) { <-stuck; return "", os.ErrNotExist }
+	res := make(chan string, 1)
+	go func() { res <- portHoldersWithin(p, 100*time.Millisecond, blocking) }()
+	select {
+	case got := <-res:
+		if !strings.Contains(got, "tcp 0100007F:") || !strings.Contains(got, "LISTEN") || !strings.Contains(got, "did not end within") {
+			t.Errorf("portHoldersWithin(%d) with a stuck scan = %q", p, got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("portHoldersWithin waited for a stuck scan of /proc/*/fd")
 	}
 }
