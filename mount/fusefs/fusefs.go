@@ -112,7 +112,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
 	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, b.sn, life)
-	srv, err := fuse.NewServer(b.pt, dir, &opts.MountOptions)
+	srv, err := newServer(b.pt, dir, &opts.MountOptions) // cloexec.go
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}

@@ -1,0 +1,57 @@
+package fusefs
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// newServer is fuse.NewServer with the /dev/fuse descriptor kept out of
+// every program this process runs.
+//
+// Why: go-fuse's mount(2) path (DirectMount, root's) opens /dev/fuse
+// without O_CLOEXEC and leaves it so, unlike its fusermount path. Every
+// child exec'd after it (a test's helper, a lock child, an NFS tool, the
+// fsx child) then holds the FUSE connection open: once this process is
+// gone, the connection is not aborted, and a child waiting on the mount
+// (a page fault on a mapped file) waits for good, with its memory map
+// locked, so that reading its /proc entries hangs ps(1) and every /proc
+// scan on the machine (seen twice in CI runs this way).
+//
+// As root the mount is made while syscall.ForkLock is held for reading, so
+// no exec starts between the open and the flag being set; DirectMountStrict
+// keeps go-fuse from falling back to exec'ing fusermount3 under the lock
+// (which would wait for the lock it is under). As another user go-fuse
+// runs fusermount3 and sets the flag itself.
+func newServer(fsys fuse.RawFileSystem, dir string, mo *fuse.MountOptions) (*fuse.Server, error) {
+	if !mo.DirectMount || os.Geteuid() != 0 {
+		return fuse.NewServer(fsys, dir, mo)
+	}
+	mo.DirectMountStrict = true
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	srv, err := fuse.NewServer(fsys, dir, mo)
+	closeFUSEOnExec()
+	return srv, err
+}
+
+// closeFUSEOnExec sets close-on-exec on this process's /dev/fuse
+// descriptors.
+func closeFUSEOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		link, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || link != "/dev/fuse" {
+			continue
+		}
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
