@@ -70,3 +70,45 @@ func TestRefusedReadOnKeptWrite(t *testing.T) {
 		})
 	}
 }
+
+// A refused open served by a kept open keeps it kept (an undo CLOSEd it, so
+// that offline its owner could not open the file again) and back on the
+// delayed list, whose timer, bound and unmount CLOSE it: off the list it
+// was counted at the server for good.
+func TestRefusedOpenKeepsKeptOpenListed(t *testing.T) {
+	addr, exp := testServer(t)
+	ctx := context.Background()
+	a := quietMount(t, addr, exp, "A", clientfile.UntilRecalled)
+	p := filepath.Join(exp, "f")
+	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(p, 1001, 1001)
+	owner, other := vfs.Cred{UID: 1001, GID: 1001}, vfs.Cred{UID: 1002, GID: 1002}
+	ea, err := a.Lookup(ctx, a.Root(), owner, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ia := ea.Inode
+	w, _, err := a.Open(ctx, ia, owner, syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release(ctx, w) // kept for writing
+	if g, _, err := a.Open(ctx, ia, other, syscall.O_WRONLY); !errors.Is(err, nfs3.ErrAcces) {
+		if err == nil {
+			a.Release(ctx, g)
+		}
+		t.Fatalf("another user's write open of a 0600 file: %v; want EACCES", err)
+	}
+	sn := mgrOf(a)
+	ia.Mu.Lock()
+	kept := stOf(ia).Kept(state.Write)
+	ia.Mu.Unlock()
+	sn.delayed.mu.Lock()
+	_, listed := sn.delayed.inodes[ia]
+	sn.delayed.mu.Unlock()
+	if kept != 1 || !listed {
+		t.Fatalf("after a refused open: %d kept write opens, on the delayed list %v; want 1, true", kept, listed)
+	}
+}

@@ -252,15 +252,33 @@ func (fs *snfsFS) closeCreateOpened(ctx context.Context, i *vfs.Inode) {
 // close would be, so a kept open is kept again.
 func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *vfs.Inode, mode state.Mode, reused bool) {
 	snOf(i).openMu.Lock()
-	i.Mu.Lock()
-	dirtyLocked(i)
 	var acts []clientfile.Action
+	var over []*vfs.Inode
 	if reused {
-		acts = fs.applyLocked(i, stOf(i).Release(time.Now(), mode, false))
+		// As snfsRelease: a kept open is on the delayed list again (its
+		// timer, the bound, unmount's CLOSE of the kept ones).
+		fs.delayed.mu.Lock()
+		i.Mu.Lock()
+		dirtyLocked(i)
+		kept := stOf(i).Kept(mode)
+		acts = stOf(i).Release(time.Now(), mode, false)
+		if fs.delayed.closed && stOf(i).Kept(mode) > kept {
+			acts = append(acts, stOf(i).CloseAllDelayed()...)
+		}
+		acts = fs.applyLocked(i, acts)
+		if stOf(i).Kept(mode) > kept {
+			over = fs.delayed.addLocked(i, fs.cfg.KeptOpens)
+		} else if stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0 {
+			fs.delayed.dropLocked(i)
+		}
+		i.Mu.Unlock()
+		fs.delayed.mu.Unlock()
 	} else {
+		i.Mu.Lock()
+		dirtyLocked(i)
 		acts = fs.applyLocked(i, stOf(i).OpenUndone(mode))
+		i.Mu.Unlock()
 	}
-	i.Mu.Unlock()
 	for _, a := range acts {
 		if a.Kind != clientfile.ActSendClose {
 			continue
@@ -277,6 +295,7 @@ func (fs *snfsFS) snfsOpenUndo(ctx context.Context, i *vfs.Inode, mode state.Mod
 	}
 	snOf(i).openMu.Unlock()
 	fs.notify(i, acts)
+	fs.giveBack(over) // over the bound of kept opens (snfsRelease)
 }
 
 // settleOpenAttr returns attributes of i that no write-back of this client's
