@@ -70,11 +70,20 @@ func writeAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.WriteArgs) []fileAcc
 // clients are written back (as their writers, while the old mode still lets
 // them) and their opens kept past the close are taken back, so that their
 // next open is checked against the new mode (docs/protocol.md section 14).
+// A mode or owner set to what it is already changes nothing (tar, cp -p and
+// rsync set them whether or not they differ).
 func setattrAccess(s *Server, c *sunrpc.Call, r *req, a *nfs3.SetattrArgs) []fileAccess {
-	if a.New.Size == nil && a.New.Mode == nil && a.New.UID == nil && a.New.GID == nil {
+	if a.New.Size == nil && !permChange(&a.New, &r.node.Stat) {
 		return nil
 	}
 	return regularAccess(r, a.Object, state.AccessSetattr)
+}
+
+// permChange reports whether sa changes st's mode, owner or group.
+func permChange(sa *nfs3.Sattr, st *unix.Stat_t) bool {
+	return sa.Mode != nil && *sa.Mode&0o7777 != st.Mode&0o7777 ||
+		sa.UID != nil && *sa.UID != st.Uid ||
+		sa.GID != nil && *sa.GID != st.Gid
 }
 
 // createAccess: an UNCHECKED CREATE of an existing file sets its attributes

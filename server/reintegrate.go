@@ -454,6 +454,9 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 			return nil
 		}
 		defer r.release()
+		if rec.Attr.Size == nil && !permChange(&rec.Attr, &r.node.Stat) {
+			return nil
+		}
 		if !b.setattrPermitted(rec, fh, r) {
 			return nil
 		}

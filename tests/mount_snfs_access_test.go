@@ -184,3 +184,47 @@ func TestMountSNFSKeptOpenOtherChmod(t *testing.T) {
 		t.Fatalf("the server's file: %q, %v; want what A's close acknowledged before the chmod", got, err)
 	}
 }
+
+// TestMountSNFSSameModeChmodNoCallback: a chmod or chown to the values the
+// file has already (tar, cp -p, rsync set them either way) changes nothing:
+// the file's holders are not called back and keep caching. A real change
+// calls them back (TestMountSNFSKeptOpenOtherChmod).
+func TestMountSNFSSameModeChmodNoCallback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,no_root_squash")
+	reg := metrics.New()
+	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
+	if err := os.WriteFile(e.path("f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(e.path("f"), 0o644)
+	a := newSNFSMountKept(t, e, "A", 0, 0)
+	b := newSNFSMountKept(t, e, "B", 0, 0)
+	if err := os.WriteFile(filepath.Join(a.dir, "f"), []byte("cached on A"), 0); err != nil {
+		t.Fatal(err)
+	}
+	callbacks := func() float64 {
+		var n float64
+		for _, m := range []string{"WRITEBACK", "INVALIDATE", "WRITEBACK_INVALIDATE", "RELINQUISH"} {
+			n += metricValue(t, reg, "snfs_server_consist_callbacks_total", "mode", m)
+		}
+		return n
+	}
+	before := callbacks()
+	fb := filepath.Join(b.dir, "f")
+	if err := os.Chmod(fb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(fb, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := callbacks() - before; n != 0 {
+		t.Fatalf("a chmod and chown to the file's own mode and owner sent %v callbacks; want 0", n)
+	}
+	if err := os.Chmod(fb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := callbacks() - before; n == 0 {
+		t.Fatalf("a chmod that changes the mode of a file A caches dirty sent no callback")
+	}
+}
