@@ -139,7 +139,7 @@ func TestMountMetricsCommand(t *testing.T) {
 		name   string
 		labels []string
 	}{
-		{"snfs_client_rpc_total", []string{"program", "snfs", "version", "1", "proc", "OPEN"}},
+		{"snfs_client_rpc_total", []string{"program", "snfs", "version", "1", "proc", "CREATE_OPEN"}},
 		{"snfs_client_rpc_total", []string{"program", "snfs", "version", "1", "proc", "REGISTER"}},
 		{"snfs_client_rpc_total", []string{"program", "mount", "version", "3", "proc", "MNT"}},
 		{"snfs_client_rpc_total", []string{"program", "nfs", "version", "3", "proc", "WRITE"}},
@@ -175,7 +175,7 @@ func TestMountMetricsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snfs stat: %v", err)
 	}
-	for _, want := range []string{"client calls:", "procedure", "OPEN", "COMMIT", "MNT", "bytes written back:", "dirty bytes:", "callbacks RELINQUISH:"} {
+	for _, want := range []string{"client calls:", "procedure", "CREATE_OPEN", "COMMIT", "MNT", "bytes written back:", "dirty bytes:", "callbacks RELINQUISH:"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("snfs stat lacks %q", want)
 		}
