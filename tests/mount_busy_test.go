@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -37,32 +40,68 @@ func mountBusy(dir string) bool {
 // busyHolders describes what uses the mount on dir: the processes with a
 // descriptor, working directory or root under it, and the
 // goroutines of this process serving a FUSE request of srv (a request the
-// kernel still waits for keeps the mount in use too).
+// kernel still waits for keeps the mount in use too). The scan of /proc is
+// bounded by busyHoldersBound, as portHolders' is: a read there can block for
+// as long as a process is stuck on a FUSE mount that does not answer, and a
+// diagnostic must not hold a test's cleanup (a CI run's unmounts sat in this
+// scan until the package's timeout).
 func busyHolders(dir string, srv *fuse.Server) string {
-	var out []string
+	return busyHoldersWithin(dir, srv, busyHoldersBound, os.Readlink)
+}
+
+// busyHoldersBound bounds busyHolders' scan of the processes.
+const busyHoldersBound = 5 * time.Second
+
+// busyHoldersWithin is busyHolders with the bound of the /proc scan and its
+// readlink given.
+func busyHoldersWithin(dir string, srv *fuse.Server, bound time.Duration, readlink func(string) (string, error)) string {
 	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
-	pids, _ := filepath.Glob("/proc/[0-9]*")
-	for _, pd := range pids {
-		var what []string
-		for _, l := range []string{"cwd", "root"} {
-			if p, err := os.Readlink(filepath.Join(pd, l)); err == nil && under(p) {
-				what = append(what, l+" "+p)
+	// The scan runs apart: if it blocks, it is left behind (a system call
+	// cannot be called off) and what it found so far is reported.
+	var (
+		mu    sync.Mutex
+		found []string
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		pids, _ := filepath.Glob("/proc/[0-9]*")
+		for _, pd := range pids {
+			var what []string
+			for _, l := range []string{"cwd", "root"} {
+				if p, err := readlink(filepath.Join(pd, l)); err == nil && under(p) {
+					what = append(what, l+" "+p)
+				}
+			}
+			fds, _ := filepath.Glob(filepath.Join(pd, "fd", "*"))
+			for _, fd := range fds {
+				if p, err := readlink(fd); err == nil && under(p) {
+					what = append(what, "fd "+filepath.Base(fd)+" "+p)
+				}
+			}
+			if len(what) > 0 {
+				// comm, not cmdline or maps: those take the process's mmap
+				// lock, and block while it is stuck in a page fault on a FUSE
+				// mount that does not answer.
+				comm, _ := os.ReadFile(filepath.Join(pd, "comm"))
+				mu.Lock()
+				found = append(found, fmt.Sprintf("pid %s (%s): %s", filepath.Base(pd), strings.TrimSpace(string(comm)), strings.Join(what, ", ")))
+				mu.Unlock()
 			}
 		}
-		fds, _ := filepath.Glob(filepath.Join(pd, "fd", "*"))
-		for _, fd := range fds {
-			if p, err := os.Readlink(fd); err == nil && under(p) {
-				what = append(what, "fd "+filepath.Base(fd)+" "+p)
-			}
-		}
-		if len(what) > 0 {
-			// comm, not cmdline or maps: those take the process's mmap
-			// lock, and block while it is stuck in a page fault on a FUSE
-			// mount that does not answer.
-			comm, _ := os.ReadFile(filepath.Join(pd, "comm"))
-			out = append(out, fmt.Sprintf("pid %s (%s): %s", filepath.Base(pd), strings.TrimSpace(string(comm)), strings.Join(what, ", ")))
-		}
+	}()
+	t := time.NewTimer(bound)
+	select {
+	case <-done:
+		t.Stop()
+	case <-t.C:
+		mu.Lock()
+		found = append(found, fmt.Sprintf("(the scan of /proc did not end within %v: a process stuck?)", bound))
+		mu.Unlock()
 	}
+	mu.Lock()
+	out := append([]string(nil), found...) // the scan may still add to found
+	mu.Unlock()
 	if srv != nil {
 		buf := make([]byte, 1<<22)
 		buf = buf[:runtime.Stack(buf, true)]
@@ -86,4 +125,24 @@ func busyReport(dir string, srv *fuse.Server) string {
 		return ""
 	}
 	return busyHolders(dir, srv)
+}
+
+// TestBusyHoldersBounded: a scan of /proc that blocks (a readlink held up by
+// a process stuck on a FUSE mount) does not hold busyHolders: it returns
+// after its bound and says the scan did not end.
+func TestBusyHoldersBounded(t *testing.T) {
+	t.Parallel()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	blocking := func(string) (string, error) { <-stuck; return "", os.ErrNotExist }
+	res := make(chan string, 1)
+	go func() { res <- busyHoldersWithin(t.TempDir(), nil, 100*time.Millisecond, blocking) }()
+	select {
+	case got := <-res:
+		if !strings.Contains(got, "did not end within") {
+			t.Errorf("busyHoldersWithin with a stuck scan = %q", got)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("busyHoldersWithin waited for a stuck scan of /proc")
+	}
 }

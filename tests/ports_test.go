@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,6 +22,16 @@ import (
 // here, from below that range, each to one server of this run; the first is
 // random, so that two runs at once on this machine start far apart, and a
 // port is checked free (TCP and UDP) when handed out.
+//
+// A check only says the port was free a moment ago: the other test binaries
+// of a `go test ./...` (and their children) hand out ports from the same range
+// on their own, and one of them could check the same port free and take it
+// while this run's server is down for a restart (a CI run's restart could not
+// listen for 5 s, and a test's listen right after the check failed with
+// EADDRINUSE). So a port handed out is also reserved on this machine: an
+// exclusive flock(2) on a file named after it (portLockDir), held until the
+// process ends, when the kernel drops it; a port another process holds the
+// lock of is skipped.
 
 var testPorts struct {
 	mu     sync.Mutex
@@ -57,12 +68,44 @@ func freePort(t testing.TB) int {
 		if testPorts.next++; testPorts.next == testPorts.hi {
 			testPorts.next = testPorts.lo
 		}
-		if portFree(p) {
+		if reservePort(p) {
 			return p
 		}
 	}
 	t.Fatalf("no free port in [%d, %d)", testPorts.lo, testPorts.hi)
 	return 0
+}
+
+// portLocks holds the files of the ports this process reserved: their locks
+// last as long as the descriptors.
+var portLocks []*os.File
+
+// portLockDir is where the reservations of ports live: one file per port,
+// shared by every test binary on this machine.
+func portLockDir() string { return filepath.Join(os.TempDir(), "snfs-test-ports") }
+
+// reservePort takes p for this process if no other process on this machine
+// holds its lock and it is free now (TCP and UDP); the caller holds
+// testPorts.mu.
+func reservePort(p int) bool {
+	dir := portLockDir()
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return portFree(p) // no reservation possible: the check alone, as before
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return portFree(p)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close() // another process's port
+		return false
+	}
+	if !portFree(p) {
+		f.Close()
+		return false
+	}
+	portLocks = append(portLocks, f)
+	return true
 }
 
 func portFree(p int) bool {
@@ -209,5 +252,42 @@ func TestPortHoldersBounded(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("portHoldersWithin waited for a stuck scan of /proc/*/fd")
+	}
+}
+
+// TestFreePortReserved: a port handed out is locked against the other
+// processes on this machine (another open file description of its lock file
+// cannot take it), and a port whose lock another process holds is skipped.
+func TestFreePortReserved(t *testing.T) {
+	t.Parallel()
+	p := freePort(t)
+	f, err := os.OpenFile(filepath.Join(portLockDir(), strconv.Itoa(p)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatalf("port %d was handed out, and another open of its lock file could lock it", p)
+	}
+
+	// The next candidates, locked as another process would: freePort must
+	// pass them by.
+	testPorts.mu.Lock()
+	next, lo, hi := testPorts.next, testPorts.lo, testPorts.hi
+	testPorts.mu.Unlock()
+	held := map[int]bool{}
+	for i := range 3 {
+		q := lo + (next-lo+i)%(hi-lo)
+		g, err := os.OpenFile(filepath.Join(portLockDir(), strconv.Itoa(q)), os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		if syscall.Flock(int(g.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			held[q] = true
+		}
+	}
+	if q := freePort(t); held[q] {
+		t.Fatalf("freePort handed out %d, whose lock another process holds", q)
 	}
 }
