@@ -123,6 +123,17 @@ func TestCrashCycles(t *testing.T) {
 		return b.String()
 	}
 
+	// At a hang: where the server and the mounts are (the test's own
+	// goroutines show only the client side of the operation).
+	w.hangDiag = func() string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "the server's goroutines:\n%s\n", s.goroutines())
+		for _, m := range []*mntProc{m1, m2} {
+			fmt.Fprintf(&b, "the goroutines of the mount on %s:\n%s\n", m.dir, m.quit())
+		}
+		return b.String()
+	}
+
 	// stop ends the killer; after a hang it also kills the mounts, whose
 	// pending requests would otherwise keep this process's goroutines (and
 	// the test binary) stuck in the kernel.
@@ -503,7 +514,8 @@ type workload struct {
 	ops     int
 	next    int // the last name number used
 
-	diag func() string // what to show besides the operations when a read was wrong
+	diag     func() string // what to show besides the operations when a read was wrong
+	hangDiag func() string // what to show when an operation hangs (it may end the mounts)
 
 	mu         sync.Mutex
 	model      map[string][]byte   // acknowledged content of each existing file
@@ -676,6 +688,9 @@ func (w *workload) retry(c wclient, what string, f func() error) bool {
 			var stacks strings.Builder
 			pprof.Lookup("goroutine").WriteTo(&stacks, 1)
 			w.t.Logf("goroutines at the hang:\n%s", stacks.String())
+			if w.hangDiag != nil {
+				w.t.Log(w.hangDiag())
+			}
 			w.hung = true
 			return false
 		}

@@ -436,6 +436,46 @@ func (m *mntProc) path(name string) string { return filepath.Join(m.dir, name) }
 
 // kill9 kills the mount process, which fails the requests the kernel still
 // has for it (a test goroutine stuck in one returns), and detaches the mount.
+// quit ends the mount with SIGQUIT, which makes the Go runtime write every
+// goroutine's stack to its log, and returns that part of the log; the mount
+// is then gone (detached as kill9 does).
+func (m *mntProc) quit() string {
+	if m.cmd == nil {
+		return "(not running)"
+	}
+	before := 0
+	if fi, err := os.Stat(m.logPath); err == nil {
+		before = int(fi.Size())
+	}
+	m.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-m.exited:
+	case <-time.After(10 * time.Second):
+	}
+	m.kill9()
+	b, _ := os.ReadFile(m.logPath)
+	if before > len(b) {
+		before = 0
+	}
+	return string(b[before:])
+}
+
+// goroutines is the running server's goroutine profile (its metrics
+// address serves /debug/pprof), or why not.
+func (s *srvProc) goroutines() string {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + s.metrics + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
 func (m *mntProc) kill9() {
 	if m.cmd == nil {
 		return
