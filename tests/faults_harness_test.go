@@ -462,9 +462,21 @@ func (m *mntProc) quit() string {
 
 // goroutines is the running server's goroutine profile (its metrics
 // address serves /debug/pprof), or why not.
-func (s *srvProc) goroutines() string {
+func (s *srvProc) goroutines() string { return pprofGoroutines(s.metrics) }
+
+// goroutines is the mount's goroutine profile, from its --metrics address
+// (/debug/pprof), or why not.
+func (m *mntProc) goroutines() string {
+	if m.metrics == "" {
+		return "(the mount has no --metrics: no goroutine profile)"
+	}
+	return "the mount's goroutines:\n" + pprofGoroutines(m.metrics)
+}
+
+// pprofGoroutines is the goroutine profile served at addr's /debug/pprof.
+func pprofGoroutines(addr string) string {
 	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + s.metrics + "/debug/pprof/goroutine?debug=1")
+	resp, err := c.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return err.Error()
 	}

@@ -43,7 +43,9 @@ func waitMetric(t *testing.T, m *mntProc, name string, want float64, d time.Dura
 // timedErr runs f on its own goroutine and returns its error and how long
 // it took; a call that has not returned after limit fails the test (it is
 // left to return when the test's cleanups kill the mount).
-func timedErr(t *testing.T, what string, limit time.Duration, f func() error) (error, time.Duration) {
+// At the bound it fails the test with what the diags say (where the mount
+// is: its goroutines).
+func timedErr(t *testing.T, what string, limit time.Duration, f func() error, diags ...func() string) (error, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	done := make(chan error, 1)
@@ -52,6 +54,9 @@ func timedErr(t *testing.T, what string, limit time.Duration, f func() error) (e
 	case err := <-done:
 		return err, time.Since(start)
 	case <-time.After(limit):
+		for _, d := range diags {
+			t.Log(d())
+		}
 		t.Fatalf("%s: still waiting after %v (want an answer from the cache, or its error, at once)", what, limit)
 		return nil, 0
 	}
@@ -320,7 +325,7 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	err, d := timedErr(t, "stat of an uncached file across the partition", after+15*time.Second, func() error {
 		_, err := os.Stat(m.path("sub/uncached"))
 		return err
-	})
+	}, m.goroutines)
 	t.Logf("stat in flight across the partition: %v after %v (bound %v)", err, d.Round(time.Millisecond), after)
 	if !errors.Is(err, syscall.EHOSTDOWN) {
 		t.Fatalf("stat in flight across the partition: %v; want EHOSTDOWN once the mount is offline", err)

@@ -76,18 +76,20 @@ func newDisc(after time.Duration, log *slog.Logger) *discState {
 // offline reports whether the mount is offline (false for never mounts).
 func (d *discState) offline() bool { return d != nil && d.off.Load() }
 
-// gate is the session's call gate (client.SessionConfig.CallGate): NULL
-// (the probe, the session's reconnection) always goes; offline, every other
-// call fails at once; online, a call runs under a context cut when the mount
-// goes offline.
+// gate is the session's call gate (client.SessionConfig.CallGate): offline,
+// NULL (the probe, the session's reconnection) goes and every other call
+// fails at once; online, a call runs under a context cut when the mount goes
+// offline, NULL included: a lookup in a cached listing whose lease needs
+// renewing sends one with the FUSE request's context (no deadline), and
+// across a partition it waited for the partition's end.
 func (d *discState) gate(ctx context.Context, prog, vers, proc uint32) (context.Context, func(error) error, error) {
-	if proc == 0 {
-		return ctx, d.answered, nil
-	}
 	d.mu.Lock()
 	cut := d.cut
 	d.mu.Unlock()
 	if d.off.Load() {
+		if proc == 0 {
+			return ctx, d.answered, nil
+		}
 		d.log.Debug("disconnected: call not sent", "prog", prog, "proc", proc)
 		return nil, nil, ErrDisconnected
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // TestDiscGate: the call gate of a disconnected-operation mount, without a
-// server: NULL always goes; online, a call runs under a context that going
-// offline cuts, and the cut call's error becomes ErrDisconnected; offline,
+// server: NULL always goes; online, a call (NULL too) runs under a context
+// that going offline cuts, and the cut call's error becomes ErrDisconnected; offline,
 // a call is refused unsent; an answered call moves lastOK.
 func TestDiscGate(t *testing.T) {
 	d := newDisc(time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -34,8 +34,13 @@ func TestDiscGate(t *testing.T) {
 	if gctx.Err() == nil {
 		t.Fatal("the gate's context outlives its call's end")
 	}
-	// In flight as the mount goes offline.
+	// In flight as the mount goes offline: a call, and a NULL (a lease
+	// renewal's).
 	gctx, end, err = d.gate(ctx, 1, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nullCtx, nullEnd, err := d.gate(ctx, 1, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +55,9 @@ func TestDiscGate(t *testing.T) {
 	}
 	if err := end(gctx.Err()); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("the cut call's error: %v; want ErrDisconnected", err)
+	}
+	if err := nullEnd(nullCtx.Err()); nullCtx.Err() == nil || !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("a NULL in flight as the mount went offline: context %v, error %v; want it cut, ErrDisconnected", nullCtx.Err(), err)
 	}
 	if _, _, err := d.gate(ctx, 1, 1, 5); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("a call offline: %v; want ErrDisconnected, unsent", err)
