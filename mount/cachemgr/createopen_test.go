@@ -2,6 +2,8 @@ package cachemgr
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -66,5 +68,61 @@ func TestCreateOpenTrusted(t *testing.T) {
 	}
 	if n := sn.stats.CreateOpened.Load() - before; n != 1 {
 		t.Fatalf("creates opened by their CREATE_OPEN: %d; want 1", n)
+	}
+}
+
+// TestCreateOpenGivenBackOnFailure: a create whose CREATE_OPEN made the
+// file and was granted its open, and which then fails here (the reply
+// carried no attributes and the GETATTR that follows it failed: here the
+// create's context ended), CLOSEs that open: before, it stayed counted at
+// the server with nobody holding it, and the file looked write-shared to
+// every other client for as long as this one stayed registered. A's open
+// is made write-shared (B holds the file for writing), so that it is not
+// one the server calls back, which A would hand back (CB_STALE).
+func TestCreateOpenGivenBackOnFailure(t *testing.T) {
+	s := newRestartableServer(t)
+	a, b := quietMount(t, s.addr, s.export, "A", 0), quietMount(t, s.addr, s.export, "B", 0)
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(s.export, "f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := b.Lookup(ctx, b.Root(), vfs.Cred{}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, _, err := b.Open(ctx, eb.Inode, vfs.Cred{}, syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sn := mgrOf(a)
+	granted := false
+	sn.createOpenAnswered = func(res *snfs1.CreateOpenRes) {
+		granted = res.Status == nfs3.OK && res.Open.Status == nfs3.OK
+		// No attributes: a GETATTR follows, which fails (the server
+		// cannot fail it on demand: the handle it is sent is spoilt).
+		res.Attr = nil
+		res.File = append(nfs3.FH(nil), res.File...)
+		res.File[len(res.File)-1] ^= 0xff
+	}
+	if _, f, err := a.Create(ctx, a.Root(), vfs.Cred{}, "f", 0o644, false, syscall.O_WRONLY); err == nil {
+		a.Release(ctx, f)
+		t.Fatalf("the create succeeded: its GETATTR was to fail (reply seen: %v)", granted)
+	}
+	sn.createOpenAnswered = nil
+	if !granted {
+		t.Fatal("the CREATE_OPEN's reply did not grant its open")
+	}
+
+	if err := b.Release(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := b.Open(ctx, eb.Inode, vfs.Cred{}, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx, g)
+	if g.DirectIO {
+		t.Error("B's OPEN_WRITE was refused caching: the server still counts the open of A's failed create")
 	}
 }
