@@ -10,11 +10,14 @@ import (
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/state"
+	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
-// CREATE_OPEN whose open part is still waiting when the server stops
-// (docs/protocol.md 4.21): the file is made, so the reply must outlive the
-// server like any saved reply.
+// CREATE_OPEN whose reply does not reach its client at once: the server
+// stops while its open waits (docs/protocol.md 4.21: the file is made, so
+// the reply must outlive the server like any saved reply), or the client's
+// connection goes.
 
 // stallBreaks is a session's callback handler that records each callback
 // and answers none until release is closed (or the callback's context ends).
@@ -106,4 +109,92 @@ func TestSNFSCreateOpenReplySavedAtStop(t *testing.T) {
 	if again.ServerVerf != verf {
 		t.Fatalf("the replayed reply's server verifier %x; want the stopped server's %x", again.ServerVerf, verf)
 	}
+}
+
+// TestSNFSCreateOpenReplyAfterConnectionLoss: a CREATE_OPEN whose open
+// waits for another client's callback while the creator's connection goes
+// (its call timed out: the client drops the connection and sends the call
+// again, same xid, on a new one) is counted once the callback is answered,
+// and its reply, made for a connection that is gone, is kept in the reply
+// cache: the retransmission gets it, the open it reports is the one the
+// server counts, and after the creator's CLOSE none of its opens is left
+// (another client's OPEN for writing may cache). No open stays counted that
+// no client knows of.
+func TestSNFSCreateOpenReplyAfterConnectionLoss(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	h := newProtoClient(t, e, "createopen-conn-holder")
+	b := newProtoClient(t, e, "createopen-conn-other")
+	c := newProtoClientWith(t, e, "createopen-conn", func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil },
+		sunrpc.WithTimeout(time.Second))
+	h.probed(e, "scratch-h")
+	b.probed(e, "scratch-b")
+	c.probed(e, "scratch-c")
+	if err := os.WriteFile(e.path("held"), []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	fh := e.lookup(e.root, "held")
+	h.openCaching(fh, state.Write)
+	called, release := make(chan struct{}, 16), make(chan struct{})
+	h.setAnswer(func(*snfs1.CallbackArgs) state.Outcome {
+		called <- struct{}{}
+		<-release
+		return state.OK
+	})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	mode := uint32(0o644)
+	c.mu.Lock()
+	args := &snfs1.CreateOpenArgs{Client: c.id, Create: nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: "held"},
+		Mode: nfs3.Unchecked, Attr: nfs3.Sattr{Mode: &mode}}}
+	c.mu.Unlock()
+	conns := c.connects.Load()
+	type answer struct {
+		res snfs1.CreateOpenRes
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		cx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var a answer
+		a.err = c.rpc.Call(cx, snfs1.ProcCreateOpen, args, &a.res)
+		done <- a
+	}()
+	select {
+	case <-called:
+	case a := <-done:
+		t.Fatalf("CREATE_OPEN answered (%v, %v) before the holder was called back", a.res.Status, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder was never called back")
+	}
+	// The call times out while the open waits: its connection is dropped
+	// and a new one made for the retransmission.
+	deadline := time.Now().Add(30 * time.Second)
+	for c.connects.Load() == conns {
+		if time.Now().After(deadline) {
+			t.Fatal("the creator's connection was never replaced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	released = true
+	a := <-done
+	ok(t, "CREATE_OPEN", a.res.Status, a.err)
+	ok(t, "its open", a.res.Open.Status, nil)
+	if !bytes.Equal(a.res.File, fh) {
+		t.Fatalf("CREATE_OPEN answered %x; want the held file %x", a.res.File, fh)
+	}
+	c.close(fh, state.Write, false)
+	h.close(fh, state.Write, false)
+	if w := b.openOrFatal(t, fh, state.Write); !w.CacheEnabled {
+		t.Error("another client's OPEN for writing may not cache: an open of the creator's is still counted")
+	}
+	b.close(fh, state.Write, false)
 }
