@@ -198,3 +198,73 @@ func TestSNFSCreateOpenReplyAfterConnectionLoss(t *testing.T) {
 	}
 	b.close(fh, state.Write, false)
 }
+
+// TestSNFSCreateOpenDeferredReplySavedAtStop: as
+// TestSNFSCreateOpenReplySavedAtStop, for a CREATE_OPEN whose reply was
+// deferred before its create (an UNCHECKED one truncating a file another
+// client caches: that client is called back first) and whose open then
+// waits, on the driver's goroutine, for the break of a promise on the
+// directory when the server stops. Before, that wait ended in an RPC
+// SYSTEM_ERR, unsaved.
+func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	h := newProtoClient(t, e, "createopen-dstop-holder")
+	p := newProtoClient(t, e, "createopen-dstop")
+	h.probed(e, "scratch-h")
+	before := p.createOpen(e.root, "before", nfs3.Guarded)
+	ok(t, "CREATE_OPEN", before.Status, nil)
+	ok(t, "its open", before.Open.Status, nil)
+	p.close(before.File, state.Write, false)
+	verf := before.ServerVerf
+	if err := os.WriteFile(e.path("held"), []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	fh := e.lookup(e.root, "held")
+	h.openCaching(fh, state.Write)
+	breaks := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
+	defer close(breaks.release)
+	a := dialSNFS(t, e, "createopen-dstop-promise", breaks)
+	promise(t, a, e.root)
+
+	mode, zero := uint32(0o644), uint64(0)
+	p.mu.Lock()
+	args := &snfs1.CreateOpenArgs{Client: p.id, Create: nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: e.root, Name: "held"},
+		Mode: nfs3.Unchecked, Attr: nfs3.Sattr{Mode: &mode, Size: &zero}}}
+	p.mu.Unlock()
+	xid := p.rpc.NextXID()
+	cx, cancel := context.WithCancel(context.Background())
+	sent := make(chan error, 1)
+	go func() {
+		var res snfs1.CreateOpenRes
+		sent <- p.rpc.CallXID(cx, xid, snfs1.ProcCreateOpen, args, &res)
+	}()
+	select {
+	case <-breaks.called:
+	case err := <-sent:
+		cancel()
+		t.Fatalf("CREATE_OPEN answered (%v) before the promise on the directory was broken", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("the promise on the directory was never broken")
+	}
+	if len(h.got()) == 0 {
+		cancel()
+		t.Fatal("the file's holder was not called back before the create")
+	}
+	if st, err := os.Stat(e.path("held")); err != nil || st.Size() != 0 {
+		cancel()
+		t.Fatalf("the file is not truncated while the open waits: %v %v", st, err)
+	}
+	cancel()
+	<-sent
+	restartGrace(e, time.Hour)
+
+	again := p.createOpenXID(xid, e.root, "held", nfs3.Unchecked, 0, &zero)
+	ok(t, "CREATE_OPEN retransmitted after the restart", again.Status, nil)
+	if !bytes.Equal(again.File, fh) || again.ServerVerf != verf || again.Open.Status != nfs3.ErrJukebox {
+		t.Fatalf("the replayed reply: file %x, verifier %x, open %v; want %x, the stopped server's %x, NFS3ERR_JUKEBOX",
+			again.File, again.ServerVerf, again.Open.Status, fh, verf)
+	}
+}
