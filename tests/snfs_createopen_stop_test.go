@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"snfs/nfs3"
+	"snfs/server"
 	"snfs/snfs1"
 	"snfs/state"
 	"snfs/sunrpc"
@@ -123,7 +124,9 @@ func TestSNFSCreateOpenReplySavedAtStop(t *testing.T) {
 func TestSNFSCreateOpenReplyAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
+	// No recall back-off: the holder's recall must not keep the file from
+	// being cached once everyone closed it.
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.RecallBackoff = time.Nanosecond })
 	h := newProtoClient(t, e, "createopen-conn-holder")
 	b := newProtoClient(t, e, "createopen-conn-other")
 	c := newProtoClientWith(t, e, "createopen-conn", func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil },
