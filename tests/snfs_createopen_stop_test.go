@@ -271,3 +271,54 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 			again.File, again.ServerVerf, again.Open.Status, fh, verf)
 	}
 }
+
+// TestSNFSCreateReplySavedAtStop: the same for NFSv3 CREATE, whose reply
+// waits for the break of a promise on the directory when the server stops:
+// the breaks end with the driver and the reply is saved (the reply cache is
+// closed after the driver's stop), so the retransmission after the restart
+// gets it rather than NFS3ERR_EXIST for the file it made.
+func TestSNFSCreateReplySavedAtStop(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	holder := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
+	defer close(holder.release)
+	a := dialSNFS(t, e, "create-stop-holder", holder)
+	p := newProtoClient(t, e, "create-stop")
+	promise(t, a, D)
+
+	mode := uint32(0o644)
+	args := &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: D, Name: "x"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}}
+	xid := p.rpc.NextXID()
+	cx, cancel := context.WithCancel(context.Background())
+	sent := make(chan error, 1)
+	go func() {
+		var res nfs3.CreateRes
+		sent <- p.nfs().CallXID(cx, xid, nfs3.ProcCreate, args, &res)
+	}()
+	select {
+	case <-holder.called:
+	case err := <-sent:
+		cancel()
+		t.Fatalf("CREATE answered (%v) before the holder's promise was broken", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("the holder's promise on the directory was never broken")
+	}
+	cancel()
+	<-sent
+	restartGrace(e, time.Hour)
+
+	var res nfs3.CreateRes
+	cx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	err := p.nfs().CallXID(cx2, xid, nfs3.ProcCreate, args, &res)
+	ok(t, "CREATE retransmitted after the restart", res.Status, err)
+	if !bytes.Equal(res.Object, e.lookup(D, "x")) {
+		t.Fatalf("the replayed reply names %x; want the file made", res.Object)
+	}
+}
