@@ -206,9 +206,11 @@ func TestSNFSCreateOpenReplyAfterConnectionLoss(t *testing.T) {
 // TestSNFSCreateOpenReplySavedAtStop, for a CREATE_OPEN whose reply was
 // deferred before its create (an UNCHECKED one truncating a file another
 // client caches: that client is called back first) and whose open then
-// waits, on the driver's goroutine, for the break of a promise on the
-// directory when the server stops. Before, that wait ended in an RPC
-// SYSTEM_ERR, unsaved.
+// waits, on a goroutine of the driver's (the parked request's
+// continuation), for the break of a promise on the directory when the
+// server stops. Before, that wait ended in an RPC SYSTEM_ERR, unsaved.
+// Meanwhile the driver serves other requests' callbacks (the review's
+// suspicion that the wait blocks it: it holds only its own goroutine).
 func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -226,6 +228,12 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 	}
 	fh := e.lookup(e.root, "held")
 	h.openCaching(fh, state.Write)
+	if err := os.WriteFile(e.path("other"), []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	other := e.lookup(e.root, "other")
+	h.openCaching(other, state.Write)
+	q := newProtoClient(t, e, "createopen-dstop-reader")
 	breaks := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
 	defer close(breaks.release)
 	a := dialSNFS(t, e, "createopen-dstop-promise", breaks)
@@ -260,6 +268,20 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 		cancel()
 		t.Fatalf("the file is not truncated while the open waits: %v %v", st, err)
 	}
+	// The wait holds a goroutine of the request's own (a parked request's
+	// continuation), not the driver's senders or sweeper: another OPEN
+	// that needs a callback is answered meanwhile.
+	seen := len(h.got())
+	q.openOrFatal(t, other, state.Read)
+	called := false
+	for _, cb := range h.got()[seen:] {
+		called = called || bytes.Equal(cb.File, other)
+	}
+	if !called {
+		cancel()
+		t.Fatal("the other file's writer was not called back for the reader's OPEN")
+	}
+	q.close(other, state.Read, false)
 	cancel()
 	<-sent
 	restartGrace(e, time.Hour)
