@@ -147,6 +147,12 @@ func (s *Session) retry(ctx context.Context, proc string, fh nfs3.FH, name strin
 // JUKEBOX (the grace period: nothing was made) and STALE_CLIENTID are
 // retried as Open's. A server without CREATE_OPEN answers PROC_UNAVAIL (a
 // *sunrpc.RPCError).
+//
+// A call whose ctx ends after it was sent (as an Open's) may have made the
+// file and had its open counted, which the caller cannot know: the server
+// keeps that open until a callback about the file is answered CB_STALE or
+// the client UNREGISTERs. The snfs mount's creates are not abandoned
+// (mount/fusefs ctx.go); a caller that gives up on one should UNREGISTER.
 func (s *Session) CreateOpenAs(ctx context.Context, uid, gid uint32, groups []uint32, args *nfs3.CreateArgs) (*snfs1.CreateOpenRes, error) {
 	rpc := s.rpc.WithAuth(sunrpc.EncodeAuthSys(sunrpc.AuthSysParams{MachineName: "snfs-client", UID: uid, GID: gid, GIDs: groups}))
 	var res snfs1.CreateOpenRes

@@ -325,12 +325,6 @@ func (s *Server) Serve(ln net.Listener, pc net.PacketConn) error {
 // closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
-	s.RPC.DRC.Close()
-	if s.replies != nil {
-		if cerr := s.replies.Close(); cerr != nil {
-			s.log.Error("closing the saved replies failed", "err", cerr)
-		}
-	}
 	s.store.OnForeignChange(nil)
 	s.store.OnLeaseBreak(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
@@ -339,6 +333,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.delegs.stop()
 	s.locks.Stop()
 	s.consist.Stop()
+	// Closed after the driver's stop: the replies it completes as it stops
+	// (a CREATE_OPEN whose file is made and whose open was waiting, a
+	// change whose promise breaks were out) are saved, so that the
+	// client's retransmission after the restart gets them and does not run
+	// the change again (docs/protocol.md 4.21).
+	s.RPC.DRC.Close()
+	if s.replies != nil {
+		if cerr := s.replies.Close(); cerr != nil {
+			s.log.Error("closing the saved replies failed", "err", cerr)
+		}
+	}
 	for _, e := range s.table().list {
 		if ferr := s.store.SyncExport(e.st); ferr != nil {
 			s.log.Error("flush at shutdown failed", "export", e.st.Path, "err", ferr)

@@ -97,3 +97,61 @@ func setIDBits(m uint32) os.FileMode {
 	}
 	return b
 }
+
+// TestMountSetIDClearedOnCreatedWrite: a file a user other than root creates
+// set-ID (one CREATE_OPEN in snfs mode: docs/protocol.md 4.21) loses the
+// bits at its first write through the creating descriptor, as on a local
+// disk: seen by the writer's fstat, after close and in the export.
+func TestMountSetIDClearedOnCreatedWrite(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"nfs", "snfs"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t, "rw,no_root_squash")
+			mnt := mountDirOf(t, e, mode)
+			if err := os.Chmod(e.path("."), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(mnt, "c")
+			var made, written uint32
+			if err := runAsUser(t, 65534, 65534, func() error {
+				old := syscall.Umask(0)
+				defer syscall.Umask(old)
+				f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o777|os.ModeSetuid|os.ModeSetgid)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				var st syscall.Stat_t
+				if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+					return err
+				}
+				made = st.Mode & 0o7777
+				if _, err := f.Write([]byte("x")); err != nil {
+					return err
+				}
+				if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+					return err
+				}
+				written = st.Mode & 0o7777
+				return nil
+			}); err != nil {
+				t.Fatalf("create, write, fstat as 65534: %v", err)
+			}
+			if made&0o4000 == 0 {
+				t.Fatalf("the file was made %#o: no set-user-ID bit to clear", made)
+			}
+			if written&0o6000 != 0 {
+				t.Errorf("fstat after the write: %#o; want no set-ID bits", written)
+			}
+			for _, q := range []string{p, e.path("c")} {
+				var st syscall.Stat_t
+				if err := syscall.Stat(q, &st); err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode&0o6000 != 0 {
+					t.Errorf("%s after close: %#o; want no set-ID bits", q, st.Mode&0o7777)
+				}
+			}
+		})
+	}
+}

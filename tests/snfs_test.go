@@ -6,6 +6,7 @@ import (
 	"os"
 	"snfs/state"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type protoClient struct {
 	// its reply. Guarded by mu.
 	granted     chan snfs1.GrantedArgs
 	grantAnswer snfs1.GrantedStat
+	connects    atomic.Int32 // connections made (REGISTER sent on each)
 }
 
 func newProtoClient(t *testing.T, e *env, name string) *protoClient {
@@ -40,6 +42,12 @@ func newProtoClient(t *testing.T, e *env, name string) *protoClient {
 
 // newProtoClientNull is newProtoClient with null serving CB_NULL.
 func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) *protoClient {
+	t.Helper()
+	return newProtoClientWith(t, e, name, null)
+}
+
+// newProtoClientWith is newProtoClientNull with more options for the dial.
+func newProtoClientWith(t *testing.T, e *env, name string, null sunrpc.Handler, opts ...sunrpc.DialOption) *protoClient {
 	t.Helper()
 	p := &protoClient{t: t, granted: make(chan snfs1.GrantedArgs, 16)}
 	cb := &sunrpc.Program{Name: "snfs_cb", Number: snfs1.CBProgram, Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
@@ -77,8 +85,9 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 	}}}
 	var verf snfs1.Verifier
 	copy(verf[:], name)
-	c, err := sunrpc.Dial(ctx, "tcp", e.addr, snfs1.Program, snfs1.Version, sunrpc.WithPrograms(cb),
+	opts = append(opts, sunrpc.WithPrograms(cb),
 		sunrpc.WithOnConnect(func(ctx context.Context, conn *sunrpc.Conn) error {
+			p.connects.Add(1)
 			var res snfs1.RegisterRes
 			err := conn.Call(ctx, snfs1.Program, snfs1.Version, snfs1.ProcRegister, sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone},
 				&snfs1.RegisterArgs{Name: []byte(name), ClientVerf: verf}, &res)
@@ -90,6 +99,7 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 			p.mu.Unlock()
 			return err
 		}))
+	c, err := sunrpc.Dial(ctx, "tcp", e.addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,10 +27,9 @@ type createOpened struct {
 	start uint64 // the attributes' start, taken before the call was sent
 	open  snfs1.OpenRes
 	verf  snfs1.Verifier
-	// fh is the file made; called, the callbacks about it that began
-	// while the call was out and before the machine recorded the open.
-	// Guarded by set.mu.
-	fh     nfs3.FH
+	made  nfs3.FH // the file the reply names (nil: no reply yet, or a failed create)
+	// called: the callbacks that began while the call was out and before
+	// the file's machine recorded the open. Guarded by set.mu.
 	called []*cbNote
 	ended  bool // guarded by set.mu
 }
@@ -111,6 +110,15 @@ func (co *createOpened) end(fh nfs3.FH) []*cbNote {
 // is fenced for the file), the open is not held: nil, and the caller OPENs.
 // If it invalidated, the answer is taken without caching.
 func (co *createOpened) trusted(ctx context.Context, sn *snfsFS, fh nfs3.FH) *snfs1.OpenOK {
+	res := co.held(ctx, sn, fh)
+	if res != nil {
+		sn.stats.CreateOpened.Add(1)
+	}
+	return res
+}
+
+// held is trusted without counting the open as applied.
+func (co *createOpened) held(ctx context.Context, sn *snfsFS, fh nfs3.FH) *snfs1.OpenOK {
 	notes := co.end(fh)
 	if co.open.Status != nfs3.OK || co.verf != sn.sess.ServerVerifier() {
 		return nil
@@ -131,7 +139,6 @@ func (co *createOpened) trusted(ctx context.Context, sn *snfsFS, fh nfs3.FH) *sn
 			res.CacheEnabled = false // a client may always do less than the server allows
 		}
 	}
-	sn.stats.CreateOpened.Add(1)
 	return &res
 }
 
@@ -152,11 +159,16 @@ func (sn *snfsFS) createVia(ctx context.Context, c vfs.Cred, co *createOpened) v
 			case res == nil:
 				return nil, err
 			default:
+				if res.Status == nfs3.OK {
+					co.open, co.verf, co.made = res.Open, res.ServerVerf, res.File
+				}
+				if sn.createOpenAnswered != nil {
+					sn.createOpenAnswered(res)
+				}
 				cres := &nfs3.CreateRes{Status: res.Status, Object: res.File, Attr: res.Attr, DirWcc: res.DirWcc}
 				if res.Status != nfs3.OK {
 					return cres, res.Status.Err()
 				}
-				co.open, co.verf = res.Open, res.ServerVerf
 				return cres, nil
 			}
 		}
@@ -170,8 +182,43 @@ func (sn *snfsFS) createOpen(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	co := sn.createOpens.begin(sn.AttrStart())
 	e, err := sn.FS.CreateCoreVia(ctx, dir, c, name, mode, excl, flags, sn.createVia(ctx, c, co))
 	if err != nil {
-		co.end(nil)
+		sn.giveBackCreateOpened(ctx, co)
 		return vfs.Entry{}, nil, err
 	}
 	return sn.snfsCreated(ctx, e, c, flags, co)
+}
+
+// giveBackCreateOpened ends co, a CREATE_OPEN after which the create failed
+// here after all (the GETATTR or LOOKUP that followed its reply, the file's
+// attributes or handle missing from it): an open the reply granted and the
+// server still counts (trusted) is CLOSEd, or it stayed counted at the
+// server with no application holding it - for good, the file looking
+// write-shared to every other client - as nothing here records it. The
+// CLOSE is sent whatever becomes of the create's context.
+func (sn *snfsFS) giveBackCreateOpened(ctx context.Context, co *createOpened) {
+	if co.made == nil {
+		co.end(nil)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if co.held(ctx, sn, co.made) == nil {
+		return
+	}
+	dirty := false
+	if i := sn.LookupInode(co.made); i != nil {
+		// Other opens' dirty data of the file, which the server must go
+		// on asking for.
+		i.Mu.Lock()
+		dirtyLocked(i)
+		dirty = stOf(i).Dirty() || i.WState.Pending()
+		i.Mu.Unlock()
+	}
+	_, err := sn.sess.Close(ctx, co.made, state.Write, dirty)
+	sn.Logger().Debug("CLOSE of a failed create's CREATE_OPEN open", "dirty", dirty, "err", err)
+	if sn.disc.owe(co.made, state.Write, dirty, err) {
+		return // offline: sent on reconnection (disconnected.go)
+	}
+	if err != nil && !errors.Is(err, nfs3.ErrStale) && !errors.Is(err, snfs1.ErrFenced) {
+		sn.Logger().Warn("CLOSE of a failed create's CREATE_OPEN open", "err", err)
+	}
 }

@@ -148,6 +148,11 @@ type snfsFS struct {
 	// openAnswered, set only by tests, runs as an OPEN's answer arrives,
 	// before anything of it is applied (a callback racing the answer).
 	openAnswered func(i *vfs.Inode)
+	// createOpenAnswered, set only by tests, runs as a CREATE_OPEN's reply
+	// arrives, once its open is noted and before the create's result is
+	// applied (a reply without the file's attributes, whose GETATTR then
+	// fails).
+	createOpenAnswered func(res *snfs1.CreateOpenRes)
 	// beforeMarkClean, set only by tests, runs as markCleanIf starts (an
 	// application write racing a write-back's end, a callback's included:
 	// set and run on different goroutines).
