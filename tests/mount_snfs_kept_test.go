@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"snfs/metrics"
+	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/nfs3"
@@ -25,25 +26,8 @@ import (
 // the mount, which counts it).
 func newSNFSMountKept(t *testing.T, e *env, name string, keptOpens int, cacheSize int64) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	export := e.cfg.Exports[0].Path
-	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
-		CacheDir: cacheDir, CacheSize: cacheSize, WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled,
-		KeptOpens: keptOpens, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{CacheSize: cacheSize, WriteBackDelay: time.Hour,
+		CloseDelay: clientfile.UntilRecalled, KeptOpens: keptOpens}, fusefs.Options{})
 }
 
 // allServerCalls is the number of calls of every program and procedure the

@@ -12,7 +12,7 @@ import (
 
 	"snfs/consist"
 	"snfs/metrics"
-	"snfs/mount/cachemgr"
+	snfsmount "snfs/mount"
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
@@ -141,8 +141,8 @@ func TestSNFSFailedMountUnregisters(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	_, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
-		CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
+	_, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: e.addr, Export: "/no/such/export",
+		Name: "host:/mnt/failed", CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
 	if err == nil {
 		t.Fatal("a mount of an unknown export succeeded")
 	}
