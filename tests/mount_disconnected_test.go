@@ -514,11 +514,12 @@ func TestMountDisconnectedOwedClose(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close offline: %v", err)
 	}
-	// The release (and its CLOSE) follows the close asynchronously.
-	time.Sleep(500 * time.Millisecond)
+	// The release (and its CLOSE) follows the close asynchronously: its
+	// CLOSE, refused offline, is owed.
+	waitFileHas(t, a.logPath, "disconnected: CLOSE owed until reconnection", 10*time.Second)
 	p.Heal()
 	waitMetric(t, a, "snfs_client_disconnected", 0, 30*time.Second)
-	time.Sleep(500 * time.Millisecond) // the reconnection's CLOSEs
+	waitFileHas(t, a.logPath, "CLOSEs owed since the disconnection sent", 10*time.Second) // the reconnection's CLOSEs
 	before := s.metric("snfs_server_consist_callbacks_total")
 	g, err := os.OpenFile(b.path("f"), os.O_WRONLY, 0)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"syscall"
-	"time"
 
 	"snfs/nfs3"
 )
@@ -188,7 +187,7 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 		fs.dirWcc(dir, &res.LinkWcc)
 		i.Mu.Lock()
 		if res.Attr != nil {
-			i.ModifiedLocked(res.Attr, time.Now())
+			i.ModifiedLocked(res.Attr, fs.Now())
 		} else {
 			i.InvalidateLocked()
 		}

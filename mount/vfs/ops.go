@@ -19,7 +19,7 @@ type Entry struct {
 // entry reports i after a call that returned attributes; the name is good for
 // as long as its directory's attributes are.
 func (fs *FS) entry(dir, i *Inode) Entry {
-	now := time.Now()
+	now := fs.Now()
 	i.Mu.Lock()
 	e := Entry{Inode: i, Attr: i.ReportLocked(), AttrTTL: i.TTLLocked(now)}
 	i.Mu.Unlock()
@@ -42,7 +42,7 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	now := time.Now()
+	now := fs.Now()
 	i.Mu.Lock()
 	if ttl := i.TTLLocked(now); ttl > 0 {
 		a := i.ReportLocked()
@@ -68,7 +68,7 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	now = time.Now()
+	now = fs.Now()
 	i.Mu.Lock()
 	defer i.Mu.Unlock()
 	i.PostOpLocked(a, start, now)
@@ -77,7 +77,7 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 
 func (fs *FS) dirWcc(dir *Inode, w *nfs3.WccData) {
 	dir.Mu.Lock()
-	dir.WccLocked(w, time.Now())
+	dir.WccLocked(w, fs.Now())
 	dir.Mu.Unlock()
 }
 
@@ -86,7 +86,7 @@ func (fs *FS) dirPostOp(dir *Inode, a *nfs3.Fattr, start uint64) {
 		return
 	}
 	dir.Mu.Lock()
-	dir.PostOpLocked(a, start, time.Now())
+	dir.PostOpLocked(a, start, fs.Now())
 	dir.Mu.Unlock()
 }
 
@@ -134,7 +134,7 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	res, err := RPC(ctx, fs, func() (*nfs3.ReadlinkRes, error) { return fs.Client(c).Readlink(ctx, i.FH) })
 	if res != nil && res.Attr != nil {
 		i.Mu.Lock()
-		i.PostOpLocked(res.Attr, start, time.Now())
+		i.PostOpLocked(res.Attr, start, fs.Now())
 		i.Mu.Unlock()
 	}
 	if err != nil {
@@ -212,7 +212,7 @@ func (fs *FS) SetattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, take
 	if err == nil && taken != nil {
 		taken(&res.Wcc)
 	}
-	now := time.Now()
+	now := fs.Now()
 	i.Mu.Lock()
 	defer i.Mu.Unlock()
 	if res != nil {
@@ -229,9 +229,9 @@ func (fs *FS) SetattrCore(ctx context.Context, i *Inode, c Cred, s SetAttr, take
 		if err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
-		i.PostOpLocked(a, start, time.Now())
+		i.PostOpLocked(a, start, fs.Now())
 	}
-	return i.ReportLocked(), i.TTLLocked(time.Now()), nil
+	return i.ReportLocked(), i.TTLLocked(fs.Now()), nil
 }
 
 // Access reports whether c may access i as ACCESS3 bits want ask.
@@ -255,7 +255,7 @@ func (fs *FS) AccessBits(ctx context.Context, i *Inode, c Cred, want uint32) (ui
 	res, err := RPC(ctx, fs, func() (*nfs3.AccessRes, error) { return fs.Client(c).Access(ctx, i.FH, want) })
 	if res != nil && res.Attr != nil {
 		i.Mu.Lock()
-		i.PostOpLocked(res.Attr, start, time.Now())
+		i.PostOpLocked(res.Attr, start, fs.Now())
 		i.Mu.Unlock()
 	}
 	if err != nil {
