@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"snfs/consist"
 	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
@@ -403,7 +404,13 @@ func TestMountSNFSKeptEvicted(t *testing.T) {
 func TestMountSNFSKeptRelinquish(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, _ := keptEnv(t, func(c *server.Config) { c.Table.MaxEntries, c.Table.RelinquishIdle = 8, 100*time.Millisecond })
+	// Idle by the server's clock, which the test moves forward instead of
+	// waiting.
+	clock := new(consist.OffsetClock)
+	e, _ := keptEnv(t, func(c *server.Config) {
+		c.Table.MaxEntries, c.Table.RelinquishIdle = 8, 100*time.Millisecond
+		c.Clock = clock
+	})
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	st := cachemgr.StatsOf(a.v)
 	for k := range 16 {
@@ -414,7 +421,7 @@ func TestMountSNFSKeptRelinquish(t *testing.T) {
 		if got := mustRead(t, a.path(fmt.Sprint("f", k))); !bytes.Equal(got, want) {
 			t.Fatalf("file %d reads different bytes", k)
 		}
-		time.Sleep(150 * time.Millisecond) // idle past RelinquishIdle
+		clock.Advance(150 * time.Millisecond) // idle past RelinquishIdle
 	}
 	if n := st.TreatedAsClosed.Load(); n < 1 {
 		t.Errorf("A's answers CB_TREAT_AS_CLOSED: %d; want some (RELINQUISH of a full table)", n)
