@@ -14,7 +14,8 @@ import (
 // call's own error (nil for an answered call, the context's for a cut one)
 // and returns what the caller gets.
 func TestCallGate(t *testing.T) {
-	_, addr, counter := testServer(t)
+	echoing := make(chan uint32, 1)
+	_, addr, counter := testServerEchoing(t, echoing)
 	refuse := errors.New("refused by the gate")
 	cutErr := errors.New("cut by the gate")
 	var closed atomic.Bool
@@ -44,9 +45,10 @@ func TestCallGate(t *testing.T) {
 	if len(seen) != 1 || seen[0] != nil || seenProcs[0] != 2 {
 		t.Fatalf("end saw %v for procs %v; want one nil for proc 2", seen, seenProcs)
 	}
-	// Cut while in flight: ECHO sleeps 2 s on the server.
+	// Cut while in flight: ECHO sleeps 2 s on the server; cut once its
+	// handler has begun.
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		<-echoing
 		(*cut.Load())()
 	}()
 	start := time.Now()

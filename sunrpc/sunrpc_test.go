@@ -29,11 +29,22 @@ func (r *u32res) Decode(x *xdr.Reader) error { r.v = x.Uint32(); return x.Err() 
 // sleeping that many milliseconds), 2 COUNT (non-idempotent: increments a counter).
 func testServer(t *testing.T) (*Server, string, *atomic.Int64) {
 	t.Helper()
+	return testServerEchoing(t, nil)
+}
+
+// testServerEchoing is testServer telling echoing (if not nil, never
+// blocking) the argument of each ECHO as its handler begins.
+func testServerEchoing(t *testing.T, echoing chan<- uint32) (*Server, string, *atomic.Int64) {
+	t.Helper()
 	var counter atomic.Int64
 	echo := func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
 		v := a.Uint32()
 		if a.Err() != nil {
 			return ErrGarbageArgs
+		}
+		select {
+		case echoing <- v:
+		default:
 		}
 		time.Sleep(time.Duration(v) * time.Millisecond)
 		w.Uint32(v)

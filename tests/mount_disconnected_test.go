@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/state/clientfile"
@@ -406,36 +406,16 @@ func TestMountDisconnectedInProcess(t *testing.T) {
 	p := newProxy(t, e.addr)
 	logBuf := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logBuf, nil))
-	dir := diskTempDir(t, "snfs-mnt-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: p.Addr(), Export: e.cfg.Exports[0].Path, Name: "A:" + dir,
-		CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled, Logger: log,
-		NoNameCache: true, Disconnected: true, DisconnectAfter: after})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: p.Addr() + ":" + e.cfg.Exports[0].Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Heal()
-		if err := fusefs.Unmount(dir, srv, 10*time.Second); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer scancel()
-		if err := v.Sync(sctx); err != nil {
-			t.Errorf("write-back at unmount: %v", err)
-		}
-		if err := v.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
+	t.Cleanup(func() { // after the unmount (cleanups run last first): its log too
 		if t.Failed() {
 			t.Logf("mount log:\n%s", logBuf)
 		}
 	})
+	m := newSNFSMountWith(t, e, "A", "", snfsmount.Config{Addr: p.Addr(), WriteBackDelay: time.Hour,
+		CloseDelay: clientfile.UntilRecalled, Logger: log, NoNameCache: true, Disconnected: true, DisconnectAfter: after},
+		fusefs.Options{})
+	dir, v := m.dir, m.v
+	t.Cleanup(p.Heal) // before the unmount: its write-back needs the server
 	data0 := randBytes(421, 50000)
 	f, err := os.OpenFile(filepath.Join(dir, "f"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -539,11 +519,12 @@ func TestMountDisconnectedOwedClose(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close offline: %v", err)
 	}
-	// The release (and its CLOSE) follows the close asynchronously.
-	time.Sleep(500 * time.Millisecond)
+	// The release (and its CLOSE) follows the close asynchronously: its
+	// CLOSE, refused offline, is owed.
+	waitFileHas(t, a.logPath, "disconnected: CLOSE owed until reconnection", 10*time.Second)
 	p.Heal()
 	waitMetric(t, a, "snfs_client_disconnected", 0, 30*time.Second)
-	time.Sleep(500 * time.Millisecond) // the reconnection's CLOSEs
+	waitFileHas(t, a.logPath, "CLOSEs owed since the disconnection sent", 10*time.Second) // the reconnection's CLOSEs
 	before := s.metric("snfs_server_consist_callbacks_total")
 	g, err := os.OpenFile(b.path("f"), os.O_WRONLY, 0)
 	if err != nil {

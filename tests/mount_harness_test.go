@@ -55,13 +55,28 @@ func newMountConfig(t *testing.T, e *env, cfg vfs.Config) *mount {
 // newMountAt is newMountConfig reaching e's server at addr (a proxy's).
 func newMountAt(t *testing.T, e *env, addr string, cfg vfs.Config) *mount {
 	t.Helper()
+	return newMountWith(t, e, snfsmount.Config{Addr: addr, NFSConfig: cfg})
+}
+
+// newMountWith is the one setup of the tests' in-process nfs mode mounts
+// (mount.Open, as `snfs mount --mode=nfs`, then Serve) with the settings of
+// cfg: its Mode, Export and Dir are filled in (a fresh directory), Addr if
+// empty (e's), Logger if nil (quiet).
+func newMountWith(t *testing.T, e *env, cfg snfsmount.Config) *mount {
+	t.Helper()
 	requireFUSE(t)
 	dir := diskTempDir(t, "snfs-mnt-")
+	cfg.Mode, cfg.Export, cfg.Dir = snfsmount.NFS, e.cfg.Exports[0].Path, dir
+	if cfg.Addr == "" {
+		cfg.Addr = e.addr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
 	life, cancel := context.WithCancel(context.Background())
 	ctx, stop := context.WithTimeout(life, 10*time.Second)
 	defer stop()
-	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.NFS, Addr: addr, Export: e.cfg.Exports[0].Path,
-		Dir: dir, Logger: quietLogger(), NFSConfig: cfg})
+	mt, err := snfsmount.Open(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

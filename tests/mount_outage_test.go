@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"snfs/client"
-	"snfs/mount/cachemgr"
+	snfsmount "snfs/mount"
 	"snfs/mount/fusefs"
-	"snfs/mount/vfs"
 )
 
 // TestMountServerNotResponding: a mount reaches its server through a proxy
@@ -93,44 +90,10 @@ func TestMountServerNotResponding(t *testing.T) {
 // a not-responding threshold of 1 s; unmounted when the test ends.
 func outageMount(t *testing.T, e *env, mode, addr string, log *slog.Logger) string {
 	t.Helper()
-	const after = time.Second
-	dir := diskTempDir(t, "snfs-mnt-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var v *vfs.FS
-	var nfs *client.NFS
-	var err error
+	cfg := snfsmount.Config{Addr: addr, Logger: log, NotRespondingAfter: time.Second}
 	if mode == "snfs" {
-		v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: "A:" + dir,
-			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: log, NotRespondingAfter: after})
-	} else {
-		if nfs, err = client.DialNFS(ctx, "tcp", addr, client.LogServerState(log, addr, after)); err == nil {
-			v, err = vfs.New(ctx, vfs.Config{NFS: nfs, Root: e.root, Logger: log})
-		}
+		cfg.WriteBackDelay = time.Hour
+		return newSNFSMountWith(t, e, "A", "", cfg, fusefs.Options{}).dir
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: addr + ":" + e.cfg.Exports[0].Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fusefs.Unmount(dir, srv, 10*time.Second); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer scancel()
-		if err := v.Sync(sctx); err != nil {
-			t.Errorf("write-back at unmount: %v", err)
-		}
-		if mode == "snfs" {
-			if err := v.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-		} else {
-			nfs.Close()
-		}
-	})
-	return dir
+	return newMountWith(t, e, cfg).dir
 }

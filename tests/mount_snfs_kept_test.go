@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"snfs/consist"
 	"snfs/metrics"
+	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/nfs3"
@@ -25,25 +27,8 @@ import (
 // the mount, which counts it).
 func newSNFSMountKept(t *testing.T, e *env, name string, keptOpens int, cacheSize int64) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	export := e.cfg.Exports[0].Path
-	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
-		CacheDir: cacheDir, CacheSize: cacheSize, WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled,
-		KeptOpens: keptOpens, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{CacheSize: cacheSize, WriteBackDelay: time.Hour,
+		CloseDelay: clientfile.UntilRecalled, KeptOpens: keptOpens}, fusefs.Options{})
 }
 
 // allServerCalls is the number of calls of every program and procedure the
@@ -419,7 +404,13 @@ func TestMountSNFSKeptEvicted(t *testing.T) {
 func TestMountSNFSKeptRelinquish(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, _ := keptEnv(t, func(c *server.Config) { c.Table.MaxEntries, c.Table.RelinquishIdle = 8, 100*time.Millisecond })
+	// Idle by the server's clock, which the test moves forward instead of
+	// waiting.
+	clock := new(consist.OffsetClock)
+	e, _ := keptEnv(t, func(c *server.Config) {
+		c.Table.MaxEntries, c.Table.RelinquishIdle = 8, 100*time.Millisecond
+		c.Clock = clock
+	})
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	st := cachemgr.StatsOf(a.v)
 	for k := range 16 {
@@ -430,7 +421,7 @@ func TestMountSNFSKeptRelinquish(t *testing.T) {
 		if got := mustRead(t, a.path(fmt.Sprint("f", k))); !bytes.Equal(got, want) {
 			t.Fatalf("file %d reads different bytes", k)
 		}
-		time.Sleep(150 * time.Millisecond) // idle past RelinquishIdle
+		clock.Advance(150 * time.Millisecond) // idle past RelinquishIdle
 	}
 	if n := st.TreatedAsClosed.Load(); n < 1 {
 		t.Errorf("A's answers CB_TREAT_AS_CLOSED: %d; want some (RELINQUISH of a full table)", n)

@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +11,11 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
+
+	"golang.org/x/sys/unix"
 )
 
 // Lost locks whatever the kernel's I/O path (docs/mount.md, "Lost locks"):
@@ -27,23 +28,8 @@ import (
 // or e.addr), with FUSE passthrough as pt says.
 func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: addr, Export: e.cfg.Exports[0].Path, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path, Passthrough: pt})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Addr: addr, WriteBackDelay: time.Hour},
+		fusefs.Options{Passthrough: pt})
 }
 
 // lostLockSetup: A (through a fault proxy, passthrough as pt says) writes

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
@@ -17,6 +15,8 @@ import (
 	"snfs/mount/fusefs"
 	"snfs/nfs3"
 	"snfs/snfs1"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // Write-back permits, the mount's side (docs/mount.md "The client
@@ -26,28 +26,8 @@ import (
 // directory cacheDir ("": a fresh one), as client name.
 func newPermitsMount(t *testing.T, e *env, name, cacheDir string) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	if cacheDir == "" {
-		cacheDir = diskTempDir(t, "snfs-cache-")
-	}
-	dir := diskTempDir(t, "snfs-mnt-")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: e.addr, Export: e.cfg.Exports[0].Path, Dir: dir,
-		Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger(), Permits: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	life, cancelLife := context.WithCancel(context.Background())
-	srv, err := mt.Serve(life, fusefs.Options{FsName: "127.0.0.1:" + e.cfg.Exports[0].Path})
-	if err != nil {
-		cancelLife()
-		mt.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: mt.FS, srv: srv, cancel: cancelLife}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour,
+		Permits: true}, fusefs.Options{})
 }
 
 // TestMountSNFSPermitsRestartReplay: a mount killed with records in its

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -13,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"snfs/mount/cachemgr"
+	snfsmount "snfs/mount"
 	"snfs/mount/fusefs"
 )
 
@@ -21,24 +20,8 @@ import (
 // chosen (`--close-delay`, `--passthrough`).
 func newSNFSMountOpts(t *testing.T, e *env, name string, wbDelay, closeDelay time.Duration, passthrough bool) *snfsMount {
 	t.Helper()
-	requireFUSE(t)
-	dir, cacheDir := diskTempDir(t, "snfs-mnt-"), diskTempDir(t, "snfs-cache-")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	export := e.cfg.Exports[0].Path
-	v, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: export, Name: name + ":" + dir,
-		CacheDir: cacheDir, WriteBackDelay: wbDelay, CloseDelay: closeDelay, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(context.Background(), dir, v, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: passthrough})
-	if err != nil {
-		v.Close()
-		t.Fatal(err)
-	}
-	m := &snfsMount{dir: dir, cacheDir: cacheDir, v: v, srv: srv}
-	t.Cleanup(func() { m.unmount(t) })
-	return m
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{WriteBackDelay: wbDelay, CloseDelay: closeDelay},
+		fusefs.Options{Passthrough: passthrough})
 }
 
 // versionBytes is step k's content of the shared file: n bytes (at least 8)

@@ -48,10 +48,38 @@ func newSNFSMount(t *testing.T, e *env, name, cacheDir string, delay time.Durati
 // are the same client for the server.
 func newSNFSMountAt(t *testing.T, e *env, name, dir, cacheDir string, delay time.Duration) *snfsMount {
 	t.Helper()
-	if cacheDir == "" {
-		cacheDir = diskTempDir(t, "snfs-cache-")
+	return newSNFSMountWith(t, e, name, dir, snfsmount.Config{CacheDir: cacheDir, WriteBackDelay: delay},
+		fusefs.Options{Passthrough: true})
+}
+
+// newSNFSMountWith is the one setup of the tests' in-process snfs mounts
+// (mount.Open, as `snfs mount --mode=snfs`, then Serve): e's export on
+// mount point dir ("": a fresh one) with the settings of cfg and o, and
+// unmounted when the test ends (writing back, then a forced unmount if a
+// normal one does not work within 10 s). Filled in: cfg's Mode, Export and
+// Dir; Name if empty (name:DIR), Addr if empty (e's; a fault proxy's
+// otherwise), CacheDir if empty (a fresh one), Logger if nil (quiet); o's
+// FsName if empty.
+func newSNFSMountWith(t *testing.T, e *env, name, dir string, cfg snfsmount.Config, o fusefs.Options) *snfsMount {
+	t.Helper()
+	requireFUSE(t)
+	if dir == "" {
+		dir = diskTempDir(t, "snfs-mnt-")
 	}
-	m, err := mountSNFS(e.addr, e.cfg.Exports[0].Path, name, dir, cacheDir, delay)
+	cfg.Mode, cfg.Export, cfg.Dir = snfsmount.SNFS, e.cfg.Exports[0].Path, dir
+	if cfg.Name == "" {
+		cfg.Name = name + ":" + dir
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = e.addr
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = diskTempDir(t, "snfs-cache-")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	m, err := openSNFSMount(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,22 +87,35 @@ func newSNFSMountAt(t *testing.T, e *env, name, dir, cacheDir string, delay time
 	return m
 }
 
+// mountSNFS is newSNFSMountAt's mount without a test and its cleanup (the
+// crash test's child process and the lock-cancel test's gated mount).
 func mountSNFS(addr, export, name, dir, cacheDir string, delay time.Duration) (*snfsMount, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return openSNFSMount(snfsmount.Config{Mode: snfsmount.SNFS, Addr: addr, Export: export, Dir: dir,
+		Name: name + ":" + dir, CacheDir: cacheDir, WriteBackDelay: delay, Logger: quietLogger()},
+		fusefs.Options{Passthrough: true})
+}
+
+// openSNFSMount opens cfg (mount.Open) and serves it on cfg.Dir with o
+// (FsName: 127.0.0.1:EXPORT if empty).
+func openSNFSMount(cfg snfsmount.Config, o fusefs.Options) (*snfsMount, error) {
+	// 30 s: a restarted mount with --permits=on replays its log first.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: addr, Export: export, Dir: dir,
-		Name: name + ":" + dir, CacheDir: cacheDir, WriteBackDelay: delay, Logger: quietLogger()})
+	mt, err := snfsmount.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	if o.FsName == "" {
+		o.FsName = "127.0.0.1:" + cfg.Export
+	}
 	life, cancelLife := context.WithCancel(context.Background())
-	srv, err := mt.Serve(life, fusefs.Options{FsName: "127.0.0.1:" + export, Passthrough: true})
+	srv, err := mt.Serve(life, o)
 	if err != nil {
 		cancelLife()
 		mt.Close()
 		return nil, err
 	}
-	return &snfsMount{dir: dir, cacheDir: cacheDir, v: mt.FS, srv: srv, cancel: cancelLife}, nil
+	return &snfsMount{dir: cfg.Dir, cacheDir: cfg.CacheDir, v: mt.FS, srv: srv, cancel: cancelLife}, nil
 }
 
 func (m *snfsMount) unmount(t *testing.T) {

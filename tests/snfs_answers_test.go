@@ -12,7 +12,7 @@ import (
 
 	"snfs/consist"
 	"snfs/metrics"
-	"snfs/mount/cachemgr"
+	snfsmount "snfs/mount"
 	"snfs/nfs3"
 	"snfs/server"
 	"snfs/snfs1"
@@ -141,8 +141,8 @@ func TestSNFSFailedMountUnregisters(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
-	_, err := cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: "/no/such/export", Name: "host:/mnt/failed",
-		CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
+	_, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: e.addr, Export: "/no/such/export",
+		Name: "host:/mnt/failed", CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger()})
 	if err == nil {
 		t.Fatal("a mount of an unknown export succeeded")
 	}
@@ -290,8 +290,20 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 	}
 	res, err := a.open(fh, state.Read) // A's OPEN recalls B's cache: a new back-off, and no CLOSE: a delayed close
 	ok(t, "A's OPEN again", res.Status, err)
+	// Every callback asked for (B's and A's) is answered once the
+	// answers' round trips are all counted; A's late one is counted on A's
+	// connection's reader just before it is applied, and that reader reads
+	// A's next call only once it is: so a NULL of A's answered after the
+	// count means the answer is applied.
 	close(release) // the late CB_TREAT_AS_CLOSED, within the server's second CallbackTimeout
-	time.Sleep(200 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool {
+		return seriesSum(t, reg, "snfs_server_consist_callback_seconds") >= seriesSum(t, reg, "snfs_server_consist_callbacks_total")
+	}) {
+		t.Fatal("the server did not get A's late answer")
+	}
+	if err := a.nfs().Call(ctx, nfs3.ProcNull, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	b.close(fh, state.Write, false)
 
 	clock.Advance(2300 * time.Millisecond) // the recall back-off
@@ -301,6 +313,25 @@ func TestSNFSLateTreatAsClosed(t *testing.T) {
 		t.Fatal("C may not cache f: the server still counts the open A handed back with its late CB_TREAT_AS_CLOSED")
 	}
 	c.close(fh, state.Write, false)
+}
+
+// seriesSum is the sum of every series of the counter name, or of their
+// observation counts for a histogram.
+func seriesSum(t *testing.T, reg *metrics.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return n
 }
 
 // TestSNFSSmallTableBound: a table of 8 entries (--table-entries 8) admits 8

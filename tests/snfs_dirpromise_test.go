@@ -32,11 +32,18 @@ type dirBreaks struct {
 	// callback and answers: a reply not waiting for the answer would come
 	// first.
 	delay time.Duration
+	// began, if not nil, gets a token (never blocking) as each callback
+	// arrives, before its delay.
+	began chan struct{}
 }
 
 func newDirBreaks() *dirBreaks { return &dirBreaks{ch: make(chan struct{}, 1024)} }
 
 func (b *dirBreaks) Callback(_ context.Context, fh nfs3.FH, mode state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
+	select {
+	case b.began <- struct{}{}:
+	default:
+	}
 	time.Sleep(b.delay)
 	b.mu.Lock()
 	if mode == state.Invalidate {

@@ -139,6 +139,7 @@ func TestSNFSPermitConcurrentResend(t *testing.T) {
 	e, D := permitEnv(t, "f")
 	cacher := newDirBreaks()
 	cacher.delay = 500 * time.Millisecond
+	cacher.began = make(chan struct{}, 16)
 	b := dialSNFS(t, e, "permit-conc-b", cacher)
 	a := dialSNFS(t, e, "permit-conc-a", newPermitHolder())
 	cacheForWrite(t, b, D, "f")
@@ -146,6 +147,9 @@ func TestSNFSPermitConcurrentResend(t *testing.T) {
 	batch := []snfs1.CMLRecord{
 		{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
 		createRec(2, snfs1.ObjRef{FH: D}, "g", 1),
+	}
+	for len(cacher.began) > 0 { // callbacks before the batches (none expected)
+		<-cacher.began
 	}
 	var wg sync.WaitGroup
 	results := make([]*snfs1.ReintegrateRes, 2)
@@ -155,7 +159,7 @@ func TestSNFSPermitConcurrentResend(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i == 1 {
-				time.Sleep(100 * time.Millisecond) // the first waits for B's callback
+				<-cacher.began // the first waits for B's callback
 			}
 			results[i], errs[i] = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
 		}()

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"snfs/client"
 	"snfs/metrics"
-	"snfs/mount/cachemgr"
+	snfsmount "snfs/mount"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/server"
@@ -42,25 +41,15 @@ func TestVFSReadOnly(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var v *vfs.FS
-			if mode == "nfs" {
-				nfs, err := client.DialNFS(ctx, "tcp", e.addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer nfs.Close()
-				if v, err = vfs.New(ctx, vfs.Config{NFS: nfs, Root: e.root, Logger: quietLogger(), ReadOnly: true}); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				var err error
-				v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:vfs",
-					CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger(), ReadOnly: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer v.Close()
+			// mount.Open without Serve: the vfs's own guard, below the
+			// kernel's MS_RDONLY, which would hide it.
+			mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.Mode(mode), Addr: e.addr, Export: e.dir,
+				Name: "ro:vfs", CacheDir: diskTempDir(t, "snfs-cache-"), Logger: quietLogger(), ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
 			}
+			defer mt.Close()
+			v := mt.FS
 			if !v.ReadOnly() {
 				t.Fatal("ReadOnly() is false")
 			}
@@ -138,12 +127,15 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 	cacheDir := diskTempDir(t, "snfs-cache-")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := cachemgr.SNFSMountConfig{Addr: e.addr, Export: e.dir, Name: "ro:dirty", CacheDir: cacheDir,
+	// mount.Open without Serve: the dirty cache directory is made through
+	// the vfs, and a mount's refusal is Open's.
+	cfg := snfsmount.Config{Mode: snfsmount.SNFS, Addr: e.addr, Export: e.dir, Name: "ro:dirty", CacheDir: cacheDir,
 		WriteBackDelay: time.Hour, Logger: quietLogger()}
-	v, err := cachemgr.OpenSNFS(ctx, cfg)
+	mt, err := snfsmount.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := mt.FS
 	_, f, err := v.Create(ctx, v.Root(), vfs.Cred{}, "dirty", 0o644, true, syscall.O_WRONLY)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +148,7 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 	}
 	// Closed without Sync: the data stays dirty in the cache directory, as
 	// after a crash.
-	if err := v.Close(); err != nil {
+	if err := mt.Close(); err != nil {
 		t.Fatal(err)
 	}
 	writes := serverCalls(t, reg, "WRITE")
@@ -167,7 +159,7 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 
 	ro := cfg
 	ro.ReadOnly = true
-	_, err = cachemgr.OpenSNFS(ctx, ro)
+	_, err = snfsmount.Open(ctx, ro)
 	if err == nil || !strings.Contains(err.Error(), "read-only mount: the cache directory "+cacheDir+" holds unwritten data of 1 file(s)") {
 		t.Fatalf("a read-only mount with a dirty cache directory: %v", err)
 	}
@@ -177,14 +169,13 @@ func TestVFSReadOnlyDirtyCache(t *testing.T) {
 	if n := serverCalls(t, reg, "WRITE"); n != writes {
 		t.Errorf("the refused read-only mount wrote (%v WRITEs, %v before)", n, writes)
 	}
-	v, err = cachemgr.OpenSNFS(ctx, cfg)
-	if err != nil {
+	if mt, err = snfsmount.Open(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Sync(ctx); err != nil {
+	if err := mt.Finish(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Close(); err != nil {
+	if err := mt.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(e.path("dirty")); err != nil || string(got) != "unwritten" {

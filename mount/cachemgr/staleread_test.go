@@ -222,6 +222,7 @@ func TestReadRacingFlushNotStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	// vfs.New, not mount.Open: package mount imports this one (an import cycle).
 	v, err := vfs.New(ctx, vfs.Config{NFS: nc, Root: res.FH, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -104,6 +104,8 @@ func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 	}
 	t.Cleanup(func() { p.Close() })
 	dir := diskTempDir(t, "snfs-mnt-")
+	// Below mount.Open (which serves through this package): the test is of
+	// fusefs.Mount itself, over an FS made here.
 	var v *vfs.FS
 	var nfs *client.NFS
 	if mode == "snfs" {

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"context"
-	"time"
 )
 
 // O_APPEND (docs/mount.md, "Appends"). Without FUSE's write-back cache the
@@ -58,7 +57,7 @@ func (f *File) Append() bool { return f.Appending }
 func (fs *FS) RevalidateSize(ctx context.Context, f *File) error {
 	i := f.I
 	i.Mu.Lock()
-	fresh := i.TTLLocked(time.Now()) > 0
+	fresh := i.TTLLocked(fs.Now()) > 0
 	i.Mu.Unlock()
 	if fresh {
 		return nil
@@ -69,7 +68,7 @@ func (fs *FS) RevalidateSize(ctx context.Context, f *File) error {
 		return err
 	}
 	i.Mu.Lock()
-	i.PostOpLocked(a, start, time.Now())
+	i.PostOpLocked(a, start, fs.Now())
 	i.Mu.Unlock()
 	return nil
 }

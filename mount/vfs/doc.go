@@ -19,7 +19,10 @@
 // take it at mount time (FS.SNFS, nil in nfs mode) and call it only if they
 // have it, so no entry point asks the mode on each call.
 //
-// The plain NFSv3 client core: this package (vfs.go, inode.go, ops.go,
+// The plain NFSv3 client core: this package (vfs.go, inode.go; ops.go:
+// GETATTR, LOOKUP, READLINK, SETATTR, ACCESS, FSSTAT; create.go: CREATE,
+// MKDIR, SYMLINK, MKNOD, LINK; remove.go: REMOVE, RMDIR, RENAME and silly
+// rename; readdir.go: READDIR, READDIRPLUS and the kernel's listing cache;
 // file.go, write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
 // nlm*.go, locktab.go, lockreclaim.go, locklost.go, append.go, mode.go). It
 // knows snfs mode only through the hooks it calls: Ops (mode.go, the mode's

@@ -80,7 +80,7 @@ func (o NFSOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File,
 	if err != nil {
 		if res != nil && res.Attr != nil {
 			i.Mu.Lock()
-			i.PostOpLocked(res.Attr, start, time.Now())
+			i.PostOpLocked(res.Attr, start, o.FS.Now())
 			i.Mu.Unlock()
 		}
 		return nil, false, err
@@ -96,7 +96,7 @@ func (o NFSOps) Open(ctx context.Context, i *Inode, c Cred, flags int) (f *File,
 	}
 	i.Mu.Lock()
 	defer i.Mu.Unlock()
-	i.PostOpLocked(a, start, time.Now())
+	i.PostOpLocked(a, start, o.FS.Now())
 	now := changeOf(&i.Attr) // a, unless a reply to a change of this client's came meanwhile
 	keepCache = i.cachedOK && now == i.cached || i.WState.Pending()
 	if !i.WState.Pending() {
@@ -194,7 +194,7 @@ func (fs *FS) ReadServer(ctx context.Context, f *File, off uint64, buf []byte) (
 		res, err := RPC(ctx, fs, func() (*nfs3.ReadRes, error) { return c.Read(ctx, i.FH, off+uint64(got), uint32(n)) })
 		if res != nil && res.Attr != nil {
 			i.Mu.Lock()
-			i.PostOpLocked(res.Attr, start, time.Now())
+			i.PostOpLocked(res.Attr, start, fs.Now())
 			i.Mu.Unlock()
 		}
 		if err != nil {

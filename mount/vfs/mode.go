@@ -133,7 +133,7 @@ type Ops interface {
 // Ops returns the mode's operations (chosen in New).
 func (fs *FS) Ops() Ops { return fs.ops }
 
-// nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, append.go).
+// nfsOps is the plain NFSv3 core's Ops (file.go, ops.go, create.go, append.go).
 type NFSOps struct{ FS *FS }
 
 // Getlk is FS.Getlk in nfs mode: the server's NLM (Config.NLM), or none

@@ -52,6 +52,11 @@ type Config struct {
 	// NLM, if set in nfs mode, sends locks to the server's NLM
 	// (nlmlock.go); without it nfs mode's locks are the kernel's, local.
 	NLM *NLMConfig
+	// Clock, if set, is the attribute cache's time (FS.Now) instead of
+	// time.Now: a test moves it forward instead of waiting out the
+	// timeouts. It must not run behind time.Now (snfs mode's cache
+	// manager stamps attributes with time.Now: they may only look older).
+	Clock func() time.Time
 }
 
 // FS is one mounted export.
@@ -297,6 +302,14 @@ func (fs *FS) GetattrFH(ctx context.Context, c Cred, fh nfs3.FH) (*nfs3.Fattr, e
 	return &res.Attr, nil
 }
 
+// Now is the attribute cache's time: Config.Clock's, or time.Now.
+func (fs *FS) Now() time.Time {
+	if fs.Cfg.Clock != nil {
+		return fs.Cfg.Clock()
+	}
+	return time.Now()
+}
+
 // AttrStart is taken before a non-modifying call whose reply carries
 // attributes, for postOpLocked.
 func (fs *FS) AttrStart() uint64 { return fs.attrGen.Load() }
@@ -318,7 +331,7 @@ func (fs *FS) Inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	}
 	fs.Mu.Unlock()
 	i.Mu.Lock()
-	i.PostOpLocked(a, start, time.Now())
+	i.PostOpLocked(a, start, fs.Now())
 	i.Mu.Unlock()
 	return i
 }

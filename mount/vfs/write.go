@@ -150,7 +150,7 @@ func (i *Inode) Flush(ctx context.Context, commit bool) error {
 		res, err = RPC(ctx, i.fs, func() (*nfs3.CommitRes, error) { return i.fs.Client(cred).Commit(ctx, i.FH, 0, 0) })
 		i.Mu.Lock()
 		if res != nil {
-			i.WccLocked(&res.Wcc, time.Now())
+			i.WccLocked(&res.Wcc, i.fs.Now())
 		}
 		if err != nil {
 			err = fmt.Errorf("COMMIT: %w", err)
@@ -275,7 +275,7 @@ func (i *Inode) WriteAll(ctx context.Context, c interface {
 		res, err := RPC(ctx, i.fs, func() (*nfs3.WriteRes, error) { return c.Write(ctx, i.FH, p.Off, p.Data, how) })
 		if res != nil {
 			i.Mu.Lock()
-			i.WccLocked(&res.Wcc, time.Now())
+			i.WccLocked(&res.Wcc, i.fs.Now())
 			i.Mu.Unlock()
 		}
 		if err != nil {
