@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -319,5 +320,91 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	dir.Close()
 	if left, err := os.ReadDir(e.path("d")); err != nil || len(left) != 2 {
 		t.Errorf("the server's d: %v, %v; want data and kept", left, err)
+	}
+}
+
+// TestMountSNFSPermitsCopyCalls: a copy of files into a directory held
+// under a permit (Andrew's Copy phase: create, write, close, one file after
+// another) costs, per file, the reintegration its first write makes, the
+// real file's open and close, and at most a GETATTR of the directory (whose
+// attributes the reintegration changed): the new file's attributes come with
+// the REINTEGRATE reply (no GETATTR of it) and the directory's cached entry
+// is pointed at the real handle (no listing of the directory again). Every
+// file reads back, on the mount and from another.
+func TestMountSNFSPermitsCopyCalls(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	m := newPermitsMount(t, e, "permits-copy", "")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	// The first file: the permit, and the directory's attributes once.
+	if err := os.WriteFile(m.path("d/first"), []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := serverCallsByProc(t, reg)
+	const n = 40
+	for k := range n {
+		if err := os.WriteFile(m.path(fmt.Sprintf("d/f%02d", k)), []byte(fmt.Sprintf("data %d", k)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := serverCallsByProc(t, reg)
+	diff := map[string]float64{}
+	for p, v := range after {
+		if v != before[p] {
+			diff[p] = v - before[p]
+		}
+	}
+	t.Logf("calls for %d files: %v", n, diff)
+	if diff["LISTDIR"] != 0 || diff["LOOKUP"] != 0 || diff["GETATTR"] > n {
+		t.Errorf("%d files copied in cost LISTDIR %v, LOOKUP %v, GETATTR %v; want none, none, at most %d (the directory's)",
+			n, diff["LISTDIR"], diff["LOOKUP"], diff["GETATTR"], n)
+	}
+	if diff["REINTEGRATE"] != n || diff["OPEN"] != n {
+		t.Errorf("%d files copied in cost REINTEGRATE %v, OPEN %v; want %d each", n, diff["REINTEGRATE"], diff["OPEN"], n)
+	}
+	for p, v := range diff {
+		switch {
+		case p == "CLOSE" && v > n+1: // the first file's may come late (RELEASE follows close(2))
+			t.Errorf("%d files copied in cost %v CLOSE calls", n, v)
+		case p != "CLOSE" && p != "GETATTR" && p != "REINTEGRATE" && p != "OPEN":
+			t.Errorf("%d files copied in cost %v %s calls", n, v, p)
+		}
+	}
+	ents, err := os.ReadDir(m.path("d"))
+	if err != nil || len(ents) != n+1 {
+		t.Fatalf("the mount lists %d entries, %v; want %d", len(ents), err, n+1)
+	}
+	// The mount's inode numbers are the server's (the real objects').
+	for _, en := range ents {
+		fi, err := os.Stat(m.path("d/" + en.Name()))
+		if err != nil {
+			t.Errorf("stat of d/%s: %v", en.Name(), err)
+			continue
+		}
+		sfi, err := os.Stat(e.path("d/" + en.Name()))
+		if err != nil {
+			t.Errorf("the server's d/%s: %v", en.Name(), err)
+			continue
+		}
+		if got, want := fi.Sys().(*syscall.Stat_t).Ino, sfi.Sys().(*syscall.Stat_t).Ino; got != want {
+			t.Errorf("d/%s: inode %d on the mount, %d on the server", en.Name(), got, want)
+		}
+	}
+	b := newSNFSMount(t, e, "permits-copy-b", "", time.Hour)
+	for k := range n {
+		name := fmt.Sprintf("d/f%02d", k)
+		want := fmt.Sprintf("data %d", k)
+		if got, err := os.ReadFile(m.path(name)); err != nil || string(got) != want {
+			t.Errorf("the mount reads %s: %q, %v", name, got, err)
+		}
+		if got, err := os.ReadFile(b.path(name)); err != nil || string(got) != want {
+			t.Errorf("another mount reads %s: %q, %v", name, got, err)
+		}
 	}
 }

@@ -276,9 +276,11 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 			// A process on the server machine: its create is not held; the
 			// recall follows it (the change notifier), and A's log is then
 			// in. Its listings, until they show that (bounded).
+			// A child: the server is in this process, and tells its own
+			// changes from other processes' by process.
 			name := fmt.Sprintf("local%d", round)
-			if err := os.WriteFile(e.path("d/"+name), []byte(name), 0o644); err != nil {
-				t.Fatal(err)
+			if out, err := exec.Command("touch", e.path("d/"+name)).CombinedOutput(); err != nil {
+				t.Fatalf("touch: %v: %s", err, out)
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for {

@@ -206,6 +206,18 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 	d.modGen = gen
 }
 
+// keepListing: dir's attributes were invalidated (generation old to gen)
+// by a reintegration of changes its cached listing holds already: the
+// listing stays valid, unless something else changed dir since it was
+// last set.
+func (nc *nameCache) keepListing(dir *vfs.Inode, old, gen uint64) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if d := nc.dirs[string(dir.FH)]; d != nil && d.ino == dir && !d.stale && d.modGen == old {
+		d.modGen = gen
+	}
+}
+
 // dirCallback serves a CB_CALLBACK with a directory's handle: the break of
 // its promise (section 20.3). The cached listing goes, then the kernel's
 // attributes of the directory and of what it lists and its listing pages,

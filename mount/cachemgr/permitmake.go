@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/mount/cml"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -64,6 +65,12 @@ type provObj struct {
 	id   uint64
 	fh   nfs3.FH // provisional
 	real nfs3.FH // once reintegrated
+	// attr: the real object's attributes as the REINTEGRATE reply gave
+	// them (nil: not given), taken by a call that began at attr
+	// generation start (vfs.FS.AttrStart); Resolve makes the real inode
+	// from them instead of asking GETATTR.
+	attr  *nfs3.Fattr
+	start uint64
 	// live: its making record is in the log, not sent; gone: no object on
 	// the server (removed before it was sent, or refused).
 	live, gone bool
@@ -102,8 +109,9 @@ func (t *provTable) live(fh nfs3.FH) bool {
 	return ok && o.live
 }
 
-// settle records what became of id's object: its real handle, or none.
-func (t *provTable) settle(id uint64, real nfs3.FH) (nfs3.FH, bool) {
+// settle records what became of id's object: its real handle, or none,
+// and the attributes the reply gave (nil: none).
+func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) (nfs3.FH, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o, ok := t.byID[id]
@@ -112,6 +120,9 @@ func (t *provTable) settle(id uint64, real nfs3.FH) (nfs3.FH, bool) {
 	}
 	o.live = false
 	o.real, o.gone = real, real == nil
+	if real != nil {
+		o.attr, o.start = attr, start
+	}
 	delete(t.byID, id)
 	if o.gone {
 		delete(t.byFH, string(o.fh))
@@ -247,35 +258,56 @@ func (nc *nameCache) installEmpty(i, parent *vfs.Inode, c vfs.Cred) {
 }
 
 // settled: id's object is made on the server (real) or will never be (nil).
-// The listing of the provisional directory goes, and so does any cached
-// listing that names its provisional handle: listed again at its next use,
-// it names the real one.
-func (p *permits) settled(id uint64, real nfs3.FH) {
-	fh, ok := p.made.settle(id, real)
+// The listing of the provisional directory goes (the real directory is
+// listed, under a promise, at its next use). A cached listing that names
+// the provisional handle names the real object instead when the reply gave
+// its attributes (attr): the kernel keeps no name of a cached directory, so
+// its next path walk meets the real inode, with no listing again and no
+// GETATTR; without them the listing is listed again at its next use.
+func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) {
+	fh, ok := p.made.settle(id, real, attr, start)
 	if !ok {
 		return
 	}
 	nc := p.sn.names
 	nc.mu.Lock()
+	defer nc.mu.Unlock()
 	if d := nc.dirs[string(fh)]; d != nil {
 		nc.removeLocked(d)
 	}
-	for _, d := range nc.dirs {
-		for _, e := range d.ents {
-			if e.name != "" && string(e.fh) == string(fh) {
-				d.stale = true
-				break
+	repoint := func(d *cdir) bool {
+		for k := range d.ents {
+			e := &d.ents[k]
+			if e.name == "" || string(e.fh) != string(fh) {
+				continue
 			}
+			if nc.covered[string(fh)] == d {
+				delete(nc.covered, string(fh))
+			}
+			if real == nil || attr == nil || attr.Type != e.typ {
+				d.stale = true
+				return true
+			}
+			e.fh, e.fileID, e.attr, e.noAttr = append(nfs3.FH(nil), real...), attr.FileID, *attr, false
+			nc.covered[string(e.fh)] = d
+			return true
 		}
+		return false
 	}
-	nc.mu.Unlock()
+	if d := nc.covered[string(fh)]; d != nil && repoint(d) {
+		return
+	}
+	for _, d := range nc.dirs {
+		repoint(d)
+	}
 }
 
 // settleMade takes in what a reintegration did with the objects made
-// (their ids): the real handle of each the server made; none for each no
-// longer in the log without one (cancelled by the optimiser, or refused and
-// skipped).
-func (p *permits) settleMade(made []uint64) {
+// (their ids): the real handle of each the server made (and the attributes
+// its reply gave: got, from a call that began at attribute generation
+// start); none for each no longer in the log without one (cancelled by the
+// optimiser, or refused and skipped).
+func (p *permits) settleMade(made []uint64, got map[uint64]cml.Made, start uint64) {
 	if len(made) == 0 {
 		return
 	}
@@ -287,9 +319,13 @@ func (p *permits) settleMade(made []uint64) {
 	}
 	for _, id := range made {
 		if fh, ok := p.log.Handle(id); ok {
-			p.settled(id, fh)
+			var attr *nfs3.Fattr
+			if m, ok := got[id]; ok && string(m.FH) == string(fh) {
+				attr = m.Attr
+			}
+			p.settled(id, fh, attr, start)
 		} else if !left[id] {
-			p.settled(id, nil)
+			p.settled(id, nil, nil, 0)
 		}
 	}
 }
@@ -301,7 +337,7 @@ func (p *permits) removedLocally(fh nfs3.FH) {
 	if !ok {
 		return
 	}
-	p.settled(o.id, nil)
+	p.settled(o.id, nil, nil, 0)
 	if i := p.sn.FS.LookupInode(fh); i != nil {
 		p.sn.FS.Forget(i) // the kernel's FORGET may have come while it was live
 	}
@@ -326,6 +362,9 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		case o.real != nil:
 			if ri := sn.FS.LookupInode(o.real); ri != nil {
 				return ri, nil
+			}
+			if o.attr != nil {
+				return sn.FS.Inode(o.real, o.attr, o.start), nil
 			}
 			start := sn.FS.AttrStart()
 			a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
