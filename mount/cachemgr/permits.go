@@ -185,7 +185,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		start := p.sn.FS.AttrStart()
 		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
 		if res.Batches > 0 {
-			p.changedDirs(recs, err == nil)
+			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
 		p.mu.Lock()
 		for _, r := range res.Permits {
@@ -252,12 +252,15 @@ func (p *permits) forgetMade(made []uint64) {
 	}
 }
 
-// changedDirs drops the cached attributes of the directories recs change
-// (their times and sizes changed on the server). Their cached listings
-// stay when every record was applied (applied): they hold this mount's
-// changes already, which are now the server's; otherwise (a record
-// refused) they are listed again at their next use.
-func (p *permits) changedDirs(recs []snfs1.CMLRecord, applied bool) {
+// changedDirs takes in that recs changed their directories on the server:
+// their times and sizes changed there. When every record was applied
+// (applied), their cached listings stay valid (they hold this mount's
+// changes already, which are now the server's), and so do their attributes
+// if the reply gave them (attrs, from a call that began at attribute
+// generation start) and nothing of this mount changed them since; else the
+// attributes are dropped (asked again at their next use), and when a record
+// was refused the listings too (listed again at their next use).
+func (p *permits) changedDirs(recs []snfs1.CMLRecord, applied bool, attrs map[string]nfs3.Fattr, start uint64) {
 	seen := map[string]bool{}
 	for i := range recs {
 		for _, d := range recordDirs(&recs[i]) {
@@ -271,6 +274,12 @@ func (p *permits) changedDirs(recs []snfs1.CMLRecord, applied bool) {
 			}
 			in.Mu.Lock()
 			old := in.ModGen
+			if a, ok := attrs[string(d)]; ok && applied && old <= start {
+				// The listing's generation is unchanged: it stays.
+				in.PostOpLocked(&a, start, time.Now())
+				in.Mu.Unlock()
+				continue
+			}
 			in.InvalidateLocked()
 			gen := in.ModGen
 			in.Mu.Unlock()

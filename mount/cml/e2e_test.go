@@ -290,6 +290,20 @@ func TestReintegrateServer(t *testing.T) {
 			t.Fatalf("%s: Result.Made's attributes %+v; the export's inode %d, %v", name, m.Attr, sys.Ino, st.Mode())
 		}
 	}
+	// And the directories the batch changed, as they are after it.
+	for _, dir := range []struct {
+		fh   nfs3.FH
+		path string
+	}{{D, "d"}, {subFH, "d/sub"}} {
+		a, ok := res.Dirs[string(dir.fh)]
+		st, err := os.Stat(filepath.Join(ts.dir, dir.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || a.FileID != st.Sys().(*syscall.Stat_t).Ino || int64(a.Mtime.Sec) != st.ModTime().Unix() || int64(a.Mtime.Nsec) != int64(st.ModTime().Nanosecond()) {
+			t.Fatalf("%s: Result.Dirs %+v, %v; the export's inode %d, mtime %v", dir.path, a, ok, st.Sys().(*syscall.Stat_t).Ino, st.ModTime())
+		}
+	}
 	if _, ok := res.Made[prov["f0000"]]; ok {
 		t.Fatal("a cancelled create is in Result.Made")
 	}

@@ -32,6 +32,9 @@ type Result struct {
 	// carried them, the attributes (not kept in the log: the caller takes
 	// them in at once, or asks the server later).
 	Made map[uint64]Made
+	// Dirs: the attributes of the directories the applied records changed,
+	// by handle, as the last reply that gave them says (after its batch).
+	Dirs map[string]nfs3.Fattr
 }
 
 // Made is an object a reintegrated record made.
@@ -370,6 +373,12 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 		l.mu.Unlock()
 		res.Sent += ok
 		res.Applied = f.applied
+	}
+	for _, d := range rep.Dirs {
+		if res.Dirs == nil {
+			res.Dirs = map[string]nfs3.Fattr{}
+		}
+		res.Dirs[string(d.Dir)] = d.Attr
 	}
 	res.Batches++
 	if failed {
