@@ -32,10 +32,11 @@ import (
 // provisional handle is never put on the wire: the name cache neither
 // lists nor releases it, the permits table never asks for its permit.
 //
-// After the reintegration the parent's listing that names the provisional
-// handle is dropped (listed again at its next use: the kernel keeps no name
-// of a cached directory, so its next path walk meets the real inode), and
-// the provisional inode only serves what still refers to it (an open
+// After the reintegration the parent's listing names the real object
+// instead, with the attributes the REINTEGRATE reply gave (settled; without
+// them it is listed again at its next use): the kernel keeps no name of a
+// cached directory, so its next path walk meets the real inode. The
+// provisional inode only serves what still refers to it (an open
 // descriptor, a working directory), each operation resolved to the real
 // inode. Its inode number is then not the real one: a process that kept
 // the provisional object open sees another st_ino than a later stat of the
