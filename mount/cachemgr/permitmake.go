@@ -68,8 +68,9 @@ type provObj struct {
 	real nfs3.FH // once reintegrated
 	// attr: the real object's attributes as the REINTEGRATE reply gave
 	// them (nil: not given), taken by a call that began at attr
-	// generation start (vfs.FS.AttrStart); Resolve makes the real inode
-	// from them instead of asking GETATTR.
+	// generation start (vfs.FS.AttrStart); a Resolve whose own
+	// reintegration settled the object makes the real inode from them
+	// instead of asking GETATTR.
 	attr  *nfs3.Fattr
 	start uint64
 	// live: its making record is in the log, not sent; gone: no object on
@@ -364,7 +365,10 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 			if ri := sn.FS.LookupInode(o.real); ri != nil {
 				return ri, nil
 			}
-			if o.attr != nil {
+			if o.attr != nil && try > 0 {
+				// Reintegrated by this call: the reply's attributes are
+				// the object's (an object settled earlier may have
+				// changed since, with no inode here to record it).
 				return sn.FS.Inode(o.real, o.attr, o.start), nil
 			}
 			start := sn.FS.AttrStart()
