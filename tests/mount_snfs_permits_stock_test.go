@@ -130,15 +130,16 @@ func nfsLs(t *testing.T, ls, url string) map[string]bool {
 // TestMountSNFSPermitsStockClientMidBurst: mount A (--permits=on) makes
 // files and directories in d locally under d's permit, writes into some
 // (which resolves them: a reintegration), removes some; in the middle of
-// that burst a libnfs client and a process on the server machine take
-// turns changing d (libnfs: a create, which is held until A's permit is
-// recalled; the local process: a create in the export, which recalls it
-// after the fact) and then listing it (nfs-ls; the local process's
-// readdir) and looking names up (nfs-cat): every name A's application was
-// told exists before that change is listed and found, no name it removed
-// before is. A keeps working after each recall (asking the permit again),
-// and once it is done and has fsynced d, the server, libnfs and A list the
-// same names. Seeded (SNFS_PERMITS_SEED replays A's burst and the checks'
+// that burst a libnfs client, a process on the server machine and another
+// mount take turns changing d (libnfs and the mount: a create, which is
+// held until A's permit is recalled; the local process: a create in the
+// export, which recalls it after the fact) and then listing it (nfs-ls;
+// the local process's readdir; the mount's) and looking names up (nfs-cat;
+// the mount's stat): every name A's application was told exists before
+// that change is listed and found, no name it removed before is. A keeps
+// working after each recall (asking the permit again), and once it is done
+// and has fsynced d, the server, libnfs and both mounts list the same
+// names. Seeded (SNFS_PERMITS_SEED replays A's burst and the checks'
 // choices, not their timing).
 func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 	t.Parallel()
@@ -161,6 +162,7 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 		}
 	}
 	a := newPermitsMount(t, e, "permits-stock-a", "")
+	b := newSNFSMount(t, e, "permits-stock-b", "", time.Hour)
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +245,33 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 			done = k
 		}
 		t0 := time.Now()
-		if round%2 == 0 {
+		switch round % 3 {
+		case 2:
+			// Another mount: its create waits for the recall, as
+			// libnfs's; then its listing (LISTDIR, not promised while
+			// A holds the permit again, or promised) and lookups.
+			name := fmt.Sprintf("mount%d", round)
+			if err := os.WriteFile(b.path("d/"+name), []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ents, err := os.ReadDir(b.path("d"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := map[string]bool{}
+			for _, en := range ents {
+				listed[en.Name()] = true
+			}
+			missing, stale := h.check(listed, t0, time.Now())
+			if len(missing) > 0 || len(stale) > 0 {
+				t.Errorf("round %d (after %d of A's operations): mount B's listing lacks %v and lists removed %v", round, done, missing, stale)
+			}
+			if f := h.pick(r, t0, false); f != "" {
+				if _, err := os.Stat(b.path("d/" + f)); err != nil && !h.removing(f) {
+					t.Errorf("round %d: mount B's lookup of %s, which A made before: %v", round, f, err)
+				}
+			}
+		case 0:
 			// libnfs: a create of d (held until A's permit is recalled and
 			// its log is in), then a listing and lookups.
 			name := fmt.Sprintf("libnfs%d", round)
@@ -272,7 +300,7 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 					t.Errorf("round %d: nfs-cat of %s, which A removed before, reads %q", round, f, out)
 				}
 			}
-		} else {
+		default:
 			// A process on the server machine: its create is not held; the
 			// recall follows it (the change notifier), and A's log is then
 			// in. Its listings, until they show that (bounded).
@@ -330,15 +358,11 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 	}
 	h.mu.Unlock()
 	for round := range rounds {
-		if round%2 == 0 {
-			want = append(want, fmt.Sprintf("libnfs%d", round))
-		} else {
-			want = append(want, fmt.Sprintf("local%d", round))
-		}
+		want = append(want, fmt.Sprintf("%s%d", []string{"libnfs", "local", "mount"}[round%3], round))
 	}
 	sort.Strings(want)
 	views := map[string][]string{}
-	for who, path := range map[string]string{"the server": e.path("d"), "A": a.path("d")} {
+	for who, path := range map[string]string{"the server": e.path("d"), "A": a.path("d"), "B": b.path("d")} {
 		ents, err := os.ReadDir(path)
 		if err != nil {
 			t.Fatal(err)
