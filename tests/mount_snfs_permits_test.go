@@ -26,6 +26,14 @@ import (
 // directory cacheDir ("": a fresh one), as client name.
 func newPermitsMount(t *testing.T, e *env, name, cacheDir string) *snfsMount {
 	t.Helper()
+	return newPermitsMountClose(t, e, name, cacheDir, 0)
+}
+
+// newPermitsMountClose is newPermitsMount with opens kept closeDelay after
+// their last close (clientfile.UntilRecalled: until recalled, as `snfs
+// mount` keeps them by default).
+func newPermitsMountClose(t *testing.T, e *env, name, cacheDir string, closeDelay time.Duration) *snfsMount {
+	t.Helper()
 	requireFUSE(t)
 	if cacheDir == "" {
 		cacheDir = diskTempDir(t, "snfs-cache-")
@@ -34,7 +42,7 @@ func newPermitsMount(t *testing.T, e *env, name, cacheDir string) *snfsMount {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mt, err := snfsmount.Open(ctx, snfsmount.Config{Mode: snfsmount.SNFS, Addr: e.addr, Export: e.cfg.Exports[0].Path, Dir: dir,
-		Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour, Logger: quietLogger(), Permits: true})
+		Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour, CloseDelay: closeDelay, Logger: quietLogger(), Permits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
