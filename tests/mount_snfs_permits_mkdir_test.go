@@ -423,6 +423,32 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 			t.Errorf("reading back %d files cost %v %s calls", n, v-before[p], p)
 		}
 	}
+	// A file made locally, closed, then opened again by name for writing
+	// (the second open resolves it: not through its provisional open),
+	// written and read back: its creator's access is known too.
+	for k := range 4 {
+		name := m.path(fmt.Sprintf("d/r%d", k))
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.WriteFile(name, []byte("again"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = serverCallsByProc(t, reg)
+	for k := range 4 {
+		if got, err := os.ReadFile(m.path(fmt.Sprintf("d/r%d", k))); err != nil || string(got) != "again" {
+			t.Errorf("the mount reads d/r%d: %q, %v", k, got, err)
+		}
+	}
+	after = serverCallsByProc(t, reg)
+	for p, v := range after {
+		if v != before[p] {
+			t.Errorf("reading back 4 files made, closed and opened again cost %v %s calls", v-before[p], p)
+		}
+	}
 	b := newSNFSMount(t, e, "permits-copy-b", "", time.Hour)
 	for k := range n {
 		name := fmt.Sprintf("d/f%02d", k)

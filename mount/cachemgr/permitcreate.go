@@ -124,12 +124,6 @@ func (sn *snfsFS) provReal(ctx context.Context, f *vfs.File, pf *provFile) (*vfs
 	if err != nil {
 		return nil, err
 	}
-	// f's credentials made the file (REINTEGRATE applied its CREATE with
-	// them: localMake takes only the session's own): they own it, as a
-	// CREATE_OPEN's creator does, so reopening it needs no ACCESS.
-	if ri.Type == nfs3.TypeReg {
-		sn.seedCreatorAccess(ri, f.Cred)
-	}
 	pf.real = rf
 	return rf, nil
 }

@@ -73,6 +73,9 @@ type provObj struct {
 	// instead of asking GETATTR.
 	attr  *nfs3.Fattr
 	start uint64
+	// creator: a regular file's maker, whose access is recorded (as a
+	// CREATE_OPEN's creator's) once the file is resolved; nil then.
+	creator *vfs.Cred
 	// live: its making record is in the log, not sent; gone: no object on
 	// the server (removed before it was sent, or refused).
 	live, gone bool
@@ -130,6 +133,19 @@ func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint
 		delete(t.byFH, string(o.fh))
 	}
 	return o.fh, true
+}
+
+// takeCreator returns, once, the maker of fh's settled regular file.
+func (t *provTable) takeCreator(fh nfs3.FH) (vfs.Cred, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byFH[string(fh)]
+	if !ok || o.live || o.creator == nil {
+		return vfs.Cred{}, false
+	}
+	c := *o.creator
+	o.creator = nil
+	return c, true
 }
 
 // forget drops fh's settled object (its inode is dropped).
@@ -214,7 +230,11 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 		}
 		fh := provFH(id)
 		a.FileID = provFileID(id)
-		p.made.add(&provObj{id: id, fh: fh, live: true})
+		o := &provObj{id: id, fh: fh, live: true}
+		if typ == nfs3.TypeReg {
+			o.creator = &c
+		}
+		p.made.add(o)
 		i := sn.FS.Inode(fh, &a, sn.FS.AttrStart())
 		i.NameMu.Lock()
 		i.Dir, i.Name = dir.FH, name
@@ -362,21 +382,30 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		case o.live && local:
 			return i, nil
 		case o.real != nil:
-			if ri := sn.FS.LookupInode(o.real); ri != nil {
-				return ri, nil
-			}
-			if o.attr != nil && try > 0 {
+			ri := sn.FS.LookupInode(o.real)
+			switch {
+			case ri != nil:
+			case o.attr != nil && try > 0:
 				// Reintegrated by this call: the reply's attributes are
 				// the object's (an object settled earlier may have
 				// changed since, with no inode here to record it).
-				return sn.FS.Inode(o.real, o.attr, o.start), nil
+				ri = sn.FS.Inode(o.real, o.attr, o.start)
+			default:
+				start := sn.FS.AttrStart()
+				a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
+				if err != nil {
+					return nil, err
+				}
+				ri = sn.FS.Inode(o.real, a, start)
 			}
-			start := sn.FS.AttrStart()
-			a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
-			if err != nil {
-				return nil, err
+			// Its maker made it with its own credentials (REINTEGRATE
+			// applies the CREATE with them: localMake takes only the
+			// session's): it owns the file, as a CREATE_OPEN's creator
+			// does, so its opens of it need no ACCESS.
+			if c, ok := p.made.takeCreator(i.FH); ok && ri.Type == nfs3.TypeReg {
+				sn.seedCreatorAccess(ri, c)
 			}
-			return sn.FS.Inode(o.real, a, start), nil
+			return ri, nil
 		case try > 0:
 			// Still in the log after a reintegration that returned no
 			// error: not expected (reintegrate sends the whole log).
