@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
@@ -17,6 +16,8 @@ import (
 	"snfs/mount/fusefs"
 	"snfs/nfs3"
 	"snfs/snfs1"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // Write-back permits, the mount's side (docs/mount.md "The client
