@@ -41,7 +41,7 @@ ROUNDS=${ROUNDS:-3}
 NFILES=${NFILES:-1000}
 BUDGET=${BUDGET:-1200}
 DELAY=${DELAY:-30s} # snfs mode's --writeback-delay
-W=/var/tmp/snfs-coda
+W=${W:-/var/tmp/snfs-coda} # another directory for a run beside another one
 IMG=${IMG:-4G}
 PORT=${PORT:-23061} MPORT=${MPORT:-23102} PXBASE=${PXBASE:-23070} # not the defaults: the machine is shared
 OUT=${OUT:-bench/results/coda-$(date -u +%Y%m%d-%H%M).md}

@@ -106,7 +106,7 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		if callErr != nil {
 			return failReintegrate(w, callErr)
 		}
-		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results}
+		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results, Dirs: s.dirAttrs(c, b.dirs)}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
 			return s.afterBreaks(c, w, deferred, b.changed, encode)
@@ -254,6 +254,7 @@ type batch struct {
 	prov    map[uint64]nfs3.FH      // provisional id -> real handle
 	results []snfs1.CMLResult       // one per record, up to the first failure
 	changed [][]byte                // what the records changed: promises to break
+	dirs    []nfs3.FH               // the directories whose entries the records applied changed, once each
 	mu      sync.Mutex              // guards the hand-over in run between admit's answer and run
 }
 
@@ -327,6 +328,32 @@ func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
 	}
 	b.applied = max(b.applied, rec.LSN)
 	return true
+}
+
+// dirChanged records that an applied record changed dir's entries.
+func (b *batch) dirChanged(dir nfs3.FH) {
+	for _, d := range b.dirs {
+		if string(d) == string(dir) {
+			return
+		}
+	}
+	b.dirs = append(b.dirs, dir)
+}
+
+// dirAttrs are the attributes of dirs now (REINTEGRATE1resok's dirs): a
+// directory that no longer resolves (removed by a later record of the
+// batch) is left out.
+func (s *Server) dirAttrs(c *sunrpc.Call, dirs []nfs3.FH) []snfs1.DirAttr {
+	var out []snfs1.DirAttr
+	for _, d := range dirs {
+		r, err := s.resolve(c, d)
+		if err != nil {
+			continue
+		}
+		out = append(out, snfs1.DirAttr{Dir: d, Attr: *fattr(&r.node.Stat, r.fsid())})
+		r.release()
+	}
+	return out
 }
 
 // ref resolves an object reference to a handle.
@@ -501,6 +528,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 			s.consist.Created(b.mid, cr.Object, s.changeAttr(nil, cr.Object))
 		}
 		b.changed = append(b.changed, dfh, cr.Object)
+		b.dirChanged(dfh)
 		return nil
 	case snfs1.CMLLink:
 		ffh, err := b.ref(rec.Obj)
@@ -523,6 +551,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		}
 		res.Attr = lr.Attr
 		b.changed = append(b.changed, dfh, ffh)
+		b.dirChanged(dfh)
 		return nil
 	case snfs1.CMLUnlink, snfs1.CMLRmdir:
 		dfh, err := b.dir(rec.Dir)
@@ -549,6 +578,7 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 			return wr.Status
 		}
 		b.changed = append(b.changed, dfh, obj)
+		b.dirChanged(dfh)
 		return nil
 	case snfs1.CMLRename:
 		from, err := b.dir(rec.Dir)
@@ -576,6 +606,8 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 			return rr.Status
 		}
 		b.changed = append(b.changed, from, to, moved, replaced)
+		b.dirChanged(from)
+		b.dirChanged(to)
 		return nil
 	case snfs1.CMLSetattr:
 		fh, err := b.ref(rec.Obj)

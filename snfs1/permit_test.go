@@ -48,7 +48,8 @@ func TestPermitRoundTrip(t *testing.T) {
 		"ReintegrateArgs":         {&ReintegrateArgs{Client: 4, Permits: refs, Records: cmlRecords()}, func() codec { return new(ReintegrateArgs) }},
 		"ReintegrateArgs/empty":   {&ReintegrateArgs{Client: 4}, func() codec { return new(ReintegrateArgs) }},
 		"ReintegrateRes": {&ReintegrateRes{Applied: 6, Results: []CMLResult{
-			{LSN: 5, Obj: testFH, Attr: testAttr}, {LSN: 6, Status: nfs3.ErrExist}, {LSN: 7, Obj: testFH, Permit: 9}}},
+			{LSN: 5, Obj: testFH, Attr: testAttr}, {LSN: 6, Status: nfs3.ErrExist}, {LSN: 7, Obj: testFH, Permit: 9}},
+			Dirs: []DirAttr{{Dir: testFH, Attr: *testAttr}, {Dir: nfs3.FH{1, 2}, Attr: nfs3.Fattr{Type: nfs3.TypeDir, Nlink: 2}}}},
 			func() codec { return new(ReintegrateRes) }},
 		"ReintegrateRes/none":    {&ReintegrateRes{Applied: 1 << 50}, func() codec { return new(ReintegrateRes) }},
 		"ReintegrateRes/failure": {&ReintegrateRes{Status: ErrStaleClientID}, func() codec { return new(ReintegrateRes) }},
@@ -132,6 +133,8 @@ func TestPermitDecodeBounds(t *testing.T) {
 			})},
 		{"ReintegrateRes/more than ReintegrateMax results", func() codec { return new(ReintegrateRes) },
 			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint64(1); w.Uint32(ReintegrateMax + 1) })},
+		{"ReintegrateRes/more than ReintegrateDirsMax dirs", func() codec { return new(ReintegrateRes) },
+			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint64(1); w.Uint32(0); w.Uint32(ReintegrateDirsMax + 1) })},
 		{"GetPermitRes/bad bool", func() codec { return new(GetPermitRes) },
 			w(func(w *xdr.Writer) { w.Uint32(0); w.Uint32(2) })},
 	}
@@ -153,6 +156,7 @@ func FuzzReintegrateArgs(f *testing.F) {
 	xdrtest.FuzzDecoder(f, &ReintegrateArgs{Client: 3, Permits: []PermitRef{{Dir: testFH, Permit: 2}}, Records: cmlRecords()})
 }
 func FuzzReintegrateRes(f *testing.F) {
-	xdrtest.FuzzDecoder(f, &ReintegrateRes{Applied: 3, Results: []CMLResult{{LSN: 3, Obj: testFH, Attr: testAttr, Permit: 1}}},
+	xdrtest.FuzzDecoder(f, &ReintegrateRes{Applied: 3, Results: []CMLResult{{LSN: 3, Obj: testFH, Attr: testAttr, Permit: 1}},
+		Dirs: []DirAttr{{Dir: testFH, Attr: *testAttr}}},
 		&ReintegrateRes{Status: ErrNoPermit})
 }

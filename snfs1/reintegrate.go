@@ -256,7 +256,20 @@ type ReintegrateRes struct {
 	Status  Status
 	Applied uint64
 	Results []CMLResult
+	// Dirs: the attributes, after the batch, of the directories whose
+	// entries the records it applied changed (at most 2 a record), so that
+	// the client keeps its listings and their attributes without a call.
+	Dirs []DirAttr
 }
+
+// DirAttr is dirattr1: a directory's handle and attributes.
+type DirAttr struct {
+	Dir  nfs3.FH
+	Attr nfs3.Fattr
+}
+
+// ReintegrateDirsMax bounds ReintegrateRes.Dirs: two a record.
+const ReintegrateDirsMax = 2 * ReintegrateMax
 
 // SetStatus sets the status of a failure result.
 func (x *ReintegrateRes) SetStatus(s Status) { x.Status = s }
@@ -282,6 +295,11 @@ func (x *ReintegrateRes) Encode(w *xdr.Writer) {
 	for i := range x.Results {
 		x.Results[i].encode(w)
 	}
+	w.Uint32(uint32(len(x.Dirs)))
+	for i := range x.Dirs {
+		x.Dirs[i].Dir.Encode(w)
+		x.Dirs[i].Attr.Encode(w)
+	}
 }
 
 // Decode implements xdr.Decoder. Nothing aliases the reader's buffer.
@@ -295,10 +313,12 @@ func (x *ReintegrateRes) Decode(r *xdr.Reader) error {
 	if r.Err() == nil && n > ReintegrateMax {
 		r.SetErr(xdr.ErrTooLong)
 	}
-	if r.Err() != nil || n == 0 {
+	if r.Err() != nil {
 		return r.Err()
 	}
-	x.Results = make([]CMLResult, 0, min(n, 64))
+	if n > 0 {
+		x.Results = make([]CMLResult, 0, min(n, 64))
+	}
 	for range n {
 		var c CMLResult
 		c.decode(r)
@@ -307,6 +327,27 @@ func (x *ReintegrateRes) Decode(r *xdr.Reader) error {
 			return r.Err()
 		}
 		x.Results = append(x.Results, c)
+	}
+	n = r.Uint32()
+	if r.Err() == nil && n > ReintegrateDirsMax {
+		r.SetErr(xdr.ErrTooLong)
+	}
+	if r.Err() != nil {
+		x.Results = nil
+		return r.Err()
+	}
+	if n > 0 {
+		x.Dirs = make([]DirAttr, 0, min(n, 64))
+	}
+	for range n {
+		var d DirAttr
+		d.Dir = append(nfs3.FH(nil), nfs3.DecodeFH(r)...)
+		d.Attr.Decode(r)
+		if r.Err() != nil {
+			x.Results, x.Dirs = nil, nil
+			return r.Err()
+		}
+		x.Dirs = append(x.Dirs, d)
 	}
 	return r.Err()
 }

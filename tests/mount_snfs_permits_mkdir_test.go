@@ -3,10 +3,12 @@ package tests
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
 	"snfs/mount/cachemgr"
+	"snfs/state/clientfile"
 )
 
 // Directories made locally under write-back permits (docs/mount.md "The
@@ -319,5 +321,140 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	dir.Close()
 	if left, err := os.ReadDir(e.path("d")); err != nil || len(left) != 2 {
 		t.Errorf("the server's d: %v, %v; want data and kept", left, err)
+	}
+}
+
+// TestMountSNFSPermitsCopyCalls: a copy of files into a directory held
+// under a permit (Andrew's Copy phase: create, write, close, one file after
+// another) costs, per file, the reintegration its first write makes and the
+// real file's open (kept past its close, as `snfs mount` keeps opens by
+// default), nothing more: the new file's attributes
+// come with the REINTEGRATE reply (no GETATTR of it), the directory's cached
+// entry is pointed at the real handle (no listing of the directory again),
+// and the directory's attributes after the batch come with the reply too (no
+// GETATTR of it at the next path walk). Every file reads back, on the mount
+// with no call (the creator's access is known) and from another, with the
+// server's inode numbers.
+func TestMountSNFSPermitsCopyCalls(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	m := newPermitsMountClose(t, e, "permits-copy", "", clientfile.UntilRecalled)
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	// The first file: the permit, and the directory's attributes once.
+	if err := os.WriteFile(m.path("d/first"), []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := serverCallsByProc(t, reg)
+	const n = 40
+	for k := range n {
+		if err := os.WriteFile(m.path(fmt.Sprintf("d/f%02d", k)), []byte(fmt.Sprintf("data %d", k)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := serverCallsByProc(t, reg)
+	diff := map[string]float64{}
+	for p, v := range after {
+		if v != before[p] {
+			diff[p] = v - before[p]
+		}
+	}
+	t.Logf("calls for %d files: %v", n, diff)
+	if diff["LISTDIR"] != 0 || diff["LOOKUP"] != 0 || diff["GETATTR"] != 0 {
+		t.Errorf("%d files copied in cost LISTDIR %v, LOOKUP %v, GETATTR %v; want none",
+			n, diff["LISTDIR"], diff["LOOKUP"], diff["GETATTR"])
+	}
+	if diff["REINTEGRATE"] != n || diff["OPEN"] != n {
+		t.Errorf("%d files copied in cost REINTEGRATE %v, OPEN %v; want %d each", n, diff["REINTEGRATE"], diff["OPEN"], n)
+	}
+	for p, v := range diff {
+		switch {
+		case p != "REINTEGRATE" && p != "OPEN":
+			t.Errorf("%d files copied in cost %v %s calls", n, v, p)
+		}
+	}
+	ents, err := os.ReadDir(m.path("d"))
+	if err != nil || len(ents) != n+1 {
+		t.Fatalf("the mount lists %d entries, %v; want %d", len(ents), err, n+1)
+	}
+	// The directory's attributes on the mount are the server's after the
+	// last batch (its reply's).
+	if mfi, err := os.Stat(m.path("d")); err != nil {
+		t.Error(err)
+	} else if sfi, err := os.Stat(e.path("d")); err != nil {
+		t.Error(err)
+	} else if !mfi.ModTime().Equal(sfi.ModTime()) || mfi.Size() != sfi.Size() {
+		t.Errorf("d on the mount: mtime %v size %d; on the server: %v, %d", mfi.ModTime(), mfi.Size(), sfi.ModTime(), sfi.Size())
+	}
+	// The mount's inode numbers are the server's (the real objects').
+	for _, en := range ents {
+		fi, err := os.Stat(m.path("d/" + en.Name()))
+		if err != nil {
+			t.Errorf("stat of d/%s: %v", en.Name(), err)
+			continue
+		}
+		sfi, err := os.Stat(e.path("d/" + en.Name()))
+		if err != nil {
+			t.Errorf("the server's d/%s: %v", en.Name(), err)
+			continue
+		}
+		if got, want := fi.Sys().(*syscall.Stat_t).Ino, sfi.Sys().(*syscall.Stat_t).Ino; got != want {
+			t.Errorf("d/%s: inode %d on the mount, %d on the server", en.Name(), got, want)
+		}
+	}
+	// Reading back what the mount wrote (Andrew's ReadAll) costs nothing:
+	// the creator's access was recorded as the file was resolved.
+	before = serverCallsByProc(t, reg)
+	for k := range n {
+		name := fmt.Sprintf("d/f%02d", k)
+		want := fmt.Sprintf("data %d", k)
+		if got, err := os.ReadFile(m.path(name)); err != nil || string(got) != want {
+			t.Errorf("the mount reads %s: %q, %v", name, got, err)
+		}
+	}
+	after = serverCallsByProc(t, reg)
+	for p, v := range after {
+		if v != before[p] {
+			t.Errorf("reading back %d files cost %v %s calls", n, v-before[p], p)
+		}
+	}
+	// A file made locally, closed, then opened again by name for writing
+	// (the second open resolves it: not through its provisional open),
+	// written and read back: its creator's access is known too.
+	for k := range 4 {
+		name := m.path(fmt.Sprintf("d/r%d", k))
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.WriteFile(name, []byte("again"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = serverCallsByProc(t, reg)
+	for k := range 4 {
+		if got, err := os.ReadFile(m.path(fmt.Sprintf("d/r%d", k))); err != nil || string(got) != "again" {
+			t.Errorf("the mount reads d/r%d: %q, %v", k, got, err)
+		}
+	}
+	after = serverCallsByProc(t, reg)
+	for p, v := range after {
+		if v != before[p] {
+			t.Errorf("reading back 4 files made, closed and opened again cost %v %s calls", v-before[p], p)
+		}
+	}
+	b := newSNFSMount(t, e, "permits-copy-b", "", time.Hour)
+	for k := range n {
+		name := fmt.Sprintf("d/f%02d", k)
+		want := fmt.Sprintf("data %d", k)
+		if got, err := os.ReadFile(b.path(name)); err != nil || string(got) != want {
+			t.Errorf("another mount reads %s: %q, %v", name, got, err)
+		}
 	}
 }

@@ -26,8 +26,16 @@ import (
 // directory cacheDir ("": a fresh one), as client name.
 func newPermitsMount(t *testing.T, e *env, name, cacheDir string) *snfsMount {
 	t.Helper()
+	return newPermitsMountClose(t, e, name, cacheDir, 0)
+}
+
+// newPermitsMountClose is newPermitsMount with opens kept closeDelay after
+// their last close (clientfile.UntilRecalled: until recalled, as `snfs
+// mount` keeps them by default).
+func newPermitsMountClose(t *testing.T, e *env, name, cacheDir string, closeDelay time.Duration) *snfsMount {
+	t.Helper()
 	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour,
-		Permits: true}, fusefs.Options{})
+		CloseDelay: closeDelay, Permits: true}, fusefs.Options{})
 }
 
 // TestMountSNFSPermitsRestartReplay: a mount killed with records in its

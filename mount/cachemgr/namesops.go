@@ -157,7 +157,18 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 		return
 	}
 	var ce cent
+	unknown := false // child is a provisional object settled without an inode here
 	if err == nil && child != nil {
+		if real, ok := sn.realOfProv(child.FH); ok {
+			// A provisional object made on the server since (a silly
+			// rename of a file made locally, still open): the name is
+			// the real object's, never the provisional handle's.
+			if ri := sn.FS.LookupInode(real); ri != nil {
+				child = ri
+			} else {
+				unknown = true
+			}
+		}
 		child.Mu.Lock()
 		ce = cent{name: name, fileID: child.FileID, typ: child.Type, fh: child.FH, attr: child.Attr}
 		child.Mu.Unlock()
@@ -175,7 +186,7 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 	if d == nil || d.ino != dir {
 		return
 	}
-	if err != nil {
+	if err != nil || unknown {
 		d.stale = true
 		d.unsureLocked(name)
 		return
@@ -204,6 +215,18 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 		d.ents, d.gone = live, 0
 	}
 	d.modGen = gen
+}
+
+// keepListing: dir's attributes were invalidated (generation old to gen)
+// by a reintegration of changes its cached listing holds already: the
+// listing stays valid, unless something else changed dir since it was
+// last set.
+func (nc *nameCache) keepListing(dir *vfs.Inode, old, gen uint64) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if d := nc.dirs[string(dir.FH)]; d != nil && d.ino == dir && !d.stale && d.modGen == old {
+		d.modGen = gen
+	}
 }
 
 // dirCallback serves a CB_CALLBACK with a directory's handle: the break of

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/mount/cml"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -31,10 +32,11 @@ import (
 // provisional handle is never put on the wire: the name cache neither
 // lists nor releases it, the permits table never asks for its permit.
 //
-// After the reintegration the parent's listing that names the provisional
-// handle is dropped (listed again at its next use: the kernel keeps no name
-// of a cached directory, so its next path walk meets the real inode), and
-// the provisional inode only serves what still refers to it (an open
+// After the reintegration the parent's listing names the real object
+// instead, with the attributes the REINTEGRATE reply gave (settled; without
+// them it is listed again at its next use): the kernel keeps no name of a
+// cached directory, so its next path walk meets the real inode. The
+// provisional inode only serves what still refers to it (an open
 // descriptor, a working directory), each operation resolved to the real
 // inode. Its inode number is then not the real one: a process that kept
 // the provisional object open sees another st_ino than a later stat of the
@@ -64,6 +66,16 @@ type provObj struct {
 	id   uint64
 	fh   nfs3.FH // provisional
 	real nfs3.FH // once reintegrated
+	// attr: the real object's attributes as the REINTEGRATE reply gave
+	// them (nil: not given), taken by a call that began at attr
+	// generation start (vfs.FS.AttrStart); a Resolve whose own
+	// reintegration settled the object makes the real inode from them
+	// instead of asking GETATTR.
+	attr  *nfs3.Fattr
+	start uint64
+	// creator: a regular file's maker, whose access is recorded (as a
+	// CREATE_OPEN's creator's) once the file is resolved; nil then.
+	creator *vfs.Cred
 	// live: its making record is in the log, not sent; gone: no object on
 	// the server (removed before it was sent, or refused).
 	live, gone bool
@@ -102,8 +114,9 @@ func (t *provTable) live(fh nfs3.FH) bool {
 	return ok && o.live
 }
 
-// settle records what became of id's object: its real handle, or none.
-func (t *provTable) settle(id uint64, real nfs3.FH) (nfs3.FH, bool) {
+// settle records what became of id's object: its real handle, or none,
+// and the attributes the reply gave (nil: none).
+func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) (nfs3.FH, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o, ok := t.byID[id]
@@ -112,11 +125,40 @@ func (t *provTable) settle(id uint64, real nfs3.FH) (nfs3.FH, bool) {
 	}
 	o.live = false
 	o.real, o.gone = real, real == nil
+	if real != nil {
+		o.attr, o.start = attr, start
+	}
 	delete(t.byID, id)
 	if o.gone {
 		delete(t.byFH, string(o.fh))
 	}
 	return o.fh, true
+}
+
+// takeCreator returns, once, the maker of fh's settled regular file.
+func (t *provTable) takeCreator(fh nfs3.FH) (vfs.Cred, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byFH[string(fh)]
+	if !ok || o.live || o.creator == nil {
+		return vfs.Cred{}, false
+	}
+	c := *o.creator
+	o.creator = nil
+	return c, true
+}
+
+// realOfProv returns the real handle of fh's provisional object once the
+// server made it (false for any other handle, or one not settled so).
+func (sn *snfsFS) realOfProv(fh nfs3.FH) (nfs3.FH, bool) {
+	if sn.permits == nil || !isProvFH(fh) {
+		return nil, false
+	}
+	o, ok := sn.permits.made.of(fh)
+	if !ok || o.live || o.real == nil {
+		return nil, false
+	}
+	return o.real, true
 }
 
 // forget drops fh's settled object (its inode is dropped).
@@ -201,7 +243,11 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 		}
 		fh := provFH(id)
 		a.FileID = provFileID(id)
-		p.made.add(&provObj{id: id, fh: fh, live: true})
+		o := &provObj{id: id, fh: fh, live: true}
+		if typ == nfs3.TypeReg {
+			o.creator = &c
+		}
+		p.made.add(o)
 		i := sn.FS.Inode(fh, &a, sn.FS.AttrStart())
 		i.NameMu.Lock()
 		i.Dir, i.Name = dir.FH, name
@@ -247,35 +293,56 @@ func (nc *nameCache) installEmpty(i, parent *vfs.Inode, c vfs.Cred) {
 }
 
 // settled: id's object is made on the server (real) or will never be (nil).
-// The listing of the provisional directory goes, and so does any cached
-// listing that names its provisional handle: listed again at its next use,
-// it names the real one.
-func (p *permits) settled(id uint64, real nfs3.FH) {
-	fh, ok := p.made.settle(id, real)
+// The listing of the provisional directory goes (the real directory is
+// listed, under a promise, at its next use). A cached listing that names
+// the provisional handle names the real object instead when the reply gave
+// its attributes (attr): the kernel keeps no name of a cached directory, so
+// its next path walk meets the real inode, with no listing again and no
+// GETATTR; without them the listing is listed again at its next use.
+func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) {
+	fh, ok := p.made.settle(id, real, attr, start)
 	if !ok {
 		return
 	}
 	nc := p.sn.names
 	nc.mu.Lock()
+	defer nc.mu.Unlock()
 	if d := nc.dirs[string(fh)]; d != nil {
 		nc.removeLocked(d)
 	}
-	for _, d := range nc.dirs {
-		for _, e := range d.ents {
-			if e.name != "" && string(e.fh) == string(fh) {
-				d.stale = true
-				break
+	repoint := func(d *cdir) bool {
+		for k := range d.ents {
+			e := &d.ents[k]
+			if e.name == "" || string(e.fh) != string(fh) {
+				continue
 			}
+			if nc.covered[string(fh)] == d {
+				delete(nc.covered, string(fh))
+			}
+			if real == nil || attr == nil || attr.Type != e.typ {
+				d.stale = true
+				return true
+			}
+			e.fh, e.fileID, e.attr, e.noAttr = append(nfs3.FH(nil), real...), attr.FileID, *attr, false
+			nc.covered[string(e.fh)] = d
+			return true
 		}
+		return false
 	}
-	nc.mu.Unlock()
+	if d := nc.covered[string(fh)]; d != nil && repoint(d) {
+		return
+	}
+	for _, d := range nc.dirs {
+		repoint(d)
+	}
 }
 
 // settleMade takes in what a reintegration did with the objects made
-// (their ids): the real handle of each the server made; none for each no
-// longer in the log without one (cancelled by the optimiser, or refused and
-// skipped).
-func (p *permits) settleMade(made []uint64) {
+// (their ids): the real handle of each the server made (and the attributes
+// its reply gave: got, from a call that began at attribute generation
+// start); none for each no longer in the log without one (cancelled by the
+// optimiser, or refused and skipped).
+func (p *permits) settleMade(made []uint64, got map[uint64]cml.Made, start uint64) {
 	if len(made) == 0 {
 		return
 	}
@@ -287,9 +354,13 @@ func (p *permits) settleMade(made []uint64) {
 	}
 	for _, id := range made {
 		if fh, ok := p.log.Handle(id); ok {
-			p.settled(id, fh)
+			var attr *nfs3.Fattr
+			if m, ok := got[id]; ok && string(m.FH) == string(fh) {
+				attr = m.Attr
+			}
+			p.settled(id, fh, attr, start)
 		} else if !left[id] {
-			p.settled(id, nil)
+			p.settled(id, nil, nil, 0)
 		}
 	}
 }
@@ -301,7 +372,7 @@ func (p *permits) removedLocally(fh nfs3.FH) {
 	if !ok {
 		return
 	}
-	p.settled(o.id, nil)
+	p.settled(o.id, nil, nil, 0)
 	if i := p.sn.FS.LookupInode(fh); i != nil {
 		p.sn.FS.Forget(i) // the kernel's FORGET may have come while it was live
 	}
@@ -324,15 +395,30 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		case o.live && local:
 			return i, nil
 		case o.real != nil:
-			if ri := sn.FS.LookupInode(o.real); ri != nil {
-				return ri, nil
+			ri := sn.FS.LookupInode(o.real)
+			switch {
+			case ri != nil:
+			case o.attr != nil && try > 0:
+				// Reintegrated by this call: the reply's attributes are
+				// the object's (an object settled earlier may have
+				// changed since, with no inode here to record it).
+				ri = sn.FS.Inode(o.real, o.attr, o.start)
+			default:
+				start := sn.FS.AttrStart()
+				a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
+				if err != nil {
+					return nil, err
+				}
+				ri = sn.FS.Inode(o.real, a, start)
 			}
-			start := sn.FS.AttrStart()
-			a, err := sn.FS.GetattrFH(ctx, sessionCred(), o.real)
-			if err != nil {
-				return nil, err
+			// Its maker made it with its own credentials (REINTEGRATE
+			// applies the CREATE with them: localMake takes only the
+			// session's): it owns the file, as a CREATE_OPEN's creator
+			// does, so its opens of it need no ACCESS.
+			if c, ok := p.made.takeCreator(i.FH); ok && ri.Type == nfs3.TypeReg {
+				sn.seedCreatorAccess(ri, c)
 			}
-			return sn.FS.Inode(o.real, a, start), nil
+			return ri, nil
 		case try > 0:
 			// Still in the log after a reintegration that returned no
 			// error: not expected (reintegrate sends the whole log).

@@ -38,16 +38,17 @@ func TestProvTableSettle(t *testing.T) {
 		t.Fatal("not live once added")
 	}
 	real := nfs3.FH{2, 1, 2, 3}
-	if fh, ok := tb.settle(1, real); !ok || string(fh) != string(a.fh) {
+	attr := &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 77}
+	if fh, ok := tb.settle(1, real, attr, 5); !ok || string(fh) != string(a.fh) {
 		t.Fatalf("settle(1) = %x, %v", fh, ok)
 	}
-	if o, ok := tb.of(a.fh); !ok || o.live || string(o.real) != string(real) || o.gone {
+	if o, ok := tb.of(a.fh); !ok || o.live || string(o.real) != string(real) || o.gone || o.attr != attr || o.start != 5 {
 		t.Errorf("after settle with a handle: %+v, %v", o, ok)
 	}
-	if _, ok := tb.settle(1, nil); ok {
+	if _, ok := tb.settle(1, nil, nil, 0); ok {
 		t.Error("settled twice")
 	}
-	if _, ok := tb.settle(2, nil); !ok {
+	if _, ok := tb.settle(2, nil, nil, 0); !ok {
 		t.Error("settle(2) refused")
 	}
 	if _, ok := tb.of(b.fh); ok {

@@ -182,16 +182,17 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 	for range reintegrateMaxRounds {
 		recs := p.log.Records()
 		made := provsOf(recs)
+		start := p.sn.FS.AttrStart()
 		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
 		if res.Batches > 0 {
-			p.changedDirs(recs)
+			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
 		p.mu.Lock()
 		for _, r := range res.Permits {
 			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
 		}
 		p.mu.Unlock()
-		p.settleMade(made)
+		p.settleMade(made, res.Made, start)
 		p.forgetMade(made)
 		if res.Batches > 0 {
 			p.sn.FS.Logger().Debug("reintegrated", "why", why, "records", res.Sent, "batches", res.Batches,
@@ -251,10 +252,15 @@ func (p *permits) forgetMade(made []uint64) {
 	}
 }
 
-// changedDirs drops the cached attributes of the directories recs change
-// (their times and sizes changed on the server; the name cache lists them
-// again at the next use).
-func (p *permits) changedDirs(recs []snfs1.CMLRecord) {
+// changedDirs takes in that recs changed their directories on the server:
+// their times and sizes changed there. When every record was applied
+// (applied), their cached listings stay valid (they hold this mount's
+// changes already, which are now the server's), and so do their attributes
+// if the reply gave them (attrs, from a call that began at attribute
+// generation start) and nothing of this mount changed them since; else the
+// attributes are dropped (asked again at their next use), and when a record
+// was refused the listings too (listed again at their next use).
+func (p *permits) changedDirs(recs []snfs1.CMLRecord, applied bool, attrs map[string]nfs3.Fattr, start uint64) {
 	seen := map[string]bool{}
 	for i := range recs {
 		for _, d := range recordDirs(&recs[i]) {
@@ -262,8 +268,23 @@ func (p *permits) changedDirs(recs []snfs1.CMLRecord) {
 				continue
 			}
 			seen[string(d)] = true
-			if in := p.sn.FS.LookupInode(d); in != nil {
-				in.Invalidate()
+			in := p.sn.FS.LookupInode(d)
+			if in == nil {
+				continue
+			}
+			in.Mu.Lock()
+			old := in.ModGen
+			if a, ok := attrs[string(d)]; ok && applied && old <= start {
+				// The listing's generation is unchanged: it stays.
+				in.PostOpLocked(&a, start, time.Now())
+				in.Mu.Unlock()
+				continue
+			}
+			in.InvalidateLocked()
+			gen := in.ModGen
+			in.Mu.Unlock()
+			if applied {
+				p.sn.names.keepListing(in, old, gen)
 			}
 		}
 	}

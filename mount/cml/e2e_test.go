@@ -273,6 +273,43 @@ func TestReintegrateServer(t *testing.T) {
 	if fh, ok := l.Handle(inner); !ok || string(fh) != string(ts.lookup(t, subFH, "inner")) {
 		t.Fatal("inner: the log's handle is not LOOKUP's")
 	}
+	// The result gives each object made its handle and the attributes the
+	// reply carried: the server's (a mount takes them instead of a GETATTR).
+	for name, id := range map[string]uint64{"f0003": prov["f0003"], "f0999": prov["f0999"], "sub": sub} {
+		m, ok := res.Made[id]
+		fh, _ := l.Handle(id)
+		if !ok || string(m.FH) != string(fh) || m.Attr == nil {
+			t.Fatalf("%s: Result.Made %+v", name, m)
+		}
+		st, err := os.Stat(filepath.Join(ts.dir, "d", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if m.Attr.FileID != sys.Ino || st.IsDir() != (m.Attr.Type == nfs3.TypeDir) {
+			t.Fatalf("%s: Result.Made's attributes %+v; the export's inode %d, %v", name, m.Attr, sys.Ino, st.Mode())
+		}
+	}
+	// And the directories the batch changed, as they are after it.
+	for _, dir := range []struct {
+		fh   nfs3.FH
+		path string
+	}{{D, "d"}, {subFH, "d/sub"}} {
+		a, ok := res.Dirs[string(dir.fh)]
+		st, err := os.Stat(filepath.Join(ts.dir, dir.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || a.FileID != st.Sys().(*syscall.Stat_t).Ino || int64(a.Mtime.Sec) != st.ModTime().Unix() || int64(a.Mtime.Nsec) != int64(st.ModTime().Nanosecond()) {
+			t.Fatalf("%s: Result.Dirs %+v, %v; the export's inode %d, mtime %v", dir.path, a, ok, st.Sys().(*syscall.Stat_t).Ino, st.ModTime())
+		}
+	}
+	if _, ok := res.Made[prov["f0000"]]; ok {
+		t.Fatal("a cancelled create is in Result.Made")
+	}
+	if len(res.Made) != 500+3 {
+		t.Fatalf("Result.Made holds %d objects; want 503 (500 files, sub, inner, sym)", len(res.Made))
+	}
 	if fh, ok := l.Handle(prov["f0000"]); ok {
 		t.Fatalf("a cancelled create has a handle %x", fh)
 	}

@@ -27,6 +27,20 @@ type Result struct {
 	// by the client now. The later batches of this call name them; the
 	// caller holds them from now on (and gives them to later calls).
 	Permits []snfs1.PermitRef
+	// Made: the objects the server made (or answered) for this call's
+	// records, by provisional id: the real handle and, when the reply
+	// carried them, the attributes (not kept in the log: the caller takes
+	// them in at once, or asks the server later).
+	Made map[uint64]Made
+	// Dirs: the attributes of the directories the applied records changed,
+	// by handle, as the last reply that gave them says (after its batch).
+	Dirs map[string]nfs3.Fattr
+}
+
+// Made is an object a reintegrated record made.
+type Made struct {
+	FH   nfs3.FH
+	Attr *nfs3.Fattr // nil: not in the reply
 }
 
 // ConflictError is a record the server refused: the batch stopped there
@@ -327,7 +341,17 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 		for i := range ok {
 			r := &rep.Results[i]
 			if batch[i].New != 0 && len(r.Obj) > 0 {
-				f.handles = append(f.handles, provHandle{batch[i].New, append(nfs3.FH(nil), r.Obj...)})
+				fh := append(nfs3.FH(nil), r.Obj...)
+				f.handles = append(f.handles, provHandle{batch[i].New, fh})
+				if res.Made == nil {
+					res.Made = map[uint64]Made{}
+				}
+				m := Made{FH: fh}
+				if r.Attr != nil {
+					a := *r.Attr
+					m.Attr = &a
+				}
+				res.Made[batch[i].New] = m
 			}
 			if batch[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
 				res.Permits = append(res.Permits, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
@@ -349,6 +373,12 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 		l.mu.Unlock()
 		res.Sent += ok
 		res.Applied = f.applied
+	}
+	for _, d := range rep.Dirs {
+		if res.Dirs == nil {
+			res.Dirs = map[string]nfs3.Fattr{}
+		}
+		res.Dirs[string(d.Dir)] = d.Attr
 	}
 	res.Batches++
 	if failed {
