@@ -175,17 +175,29 @@ func portHoldersWithin(p int, bound time.Duration, readlink func(string) (string
 		)
 		go func() {
 			defer close(done)
-			fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
-			for _, fd := range fds {
-				l, err := readlink(fd)
-				if err != nil || inodes[l] == "" {
+			// This process first (it cannot be the stuck one, and a
+			// server of this test binary that did not let go of its
+			// port is the likeliest holder), then the others, one at a
+			// time.
+			self := strconv.Itoa(os.Getpid())
+			pids, _ := filepath.Glob("/proc/[0-9]*")
+			pids = append([]string{"/proc/" + self}, pids...)
+			for i, pd := range pids {
+				pid := filepath.Base(pd)
+				if i > 0 && pid == self {
 					continue
 				}
-				pid := strings.Split(fd, "/")[2]
-				comm, _ := os.ReadFile("/proc/" + pid + "/comm")
-				mu.Lock()
-				holders = append(holders, fmt.Sprintf("%s held by pid %s (%s)", l, pid, strings.TrimSpace(string(comm))))
-				mu.Unlock()
+				fds, _ := filepath.Glob(pd + "/fd/*")
+				for _, fd := range fds {
+					l, err := readlink(fd)
+					if err != nil || inodes[l] == "" {
+						continue
+					}
+					comm, _ := os.ReadFile(pd + "/comm")
+					mu.Lock()
+					holders = append(holders, fmt.Sprintf("%s held by pid %s (%s)", l, pid, strings.TrimSpace(string(comm))))
+					mu.Unlock()
+				}
 			}
 		}()
 		t := time.NewTimer(bound)
@@ -193,10 +205,12 @@ func portHoldersWithin(p int, bound time.Duration, readlink func(string) (string
 		case <-done:
 			t.Stop()
 		case <-t.C:
-			holders = append(holders[:len(holders):len(holders)], fmt.Sprintf("(the scan of /proc/*/fd did not end within %v: a process stuck?)", bound))
+			mu.Lock()
+			holders = append(holders, fmt.Sprintf("(the scan of /proc/*/fd did not end within %v: a process stuck, or a busy machine)", bound))
+			mu.Unlock()
 		}
 		mu.Lock()
-		out = append(out, holders...)
+		out = append(out, holders...) // copied: the scan may still add to holders
 		mu.Unlock()
 	}
 	if len(out) == 0 {
