@@ -42,21 +42,43 @@ func (h *nameHistory) removingBefore(name string, end time.Time) bool {
 	return ok && b.Before(end)
 }
 
+// madeAfter counts the names made after path's ctime (zero if it is not
+// there): a figure for the log, which shows where the other's change fell in
+// the holder's burst.
+func (h *nameHistory) madeAfter(path string) int {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0
+	}
+	c := time.Unix(st.Ctim.Unix())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := 0
+	for _, at := range h.made {
+		if at.After(c) {
+			k++
+		}
+	}
+	return k
+}
+
 // TestMountSNFSPermitsLinuxGuestMidBurst: TestMountSNFSPermitsStockClientMidBurst
 // with the stock Linux kernel NFSv3 client (the guest, tests/guest/permits.sh)
 // as the other client. Mount A (--permits=on) makes files and directories in
-// d locally under d's permit, writes into some and removes some; it pauses at
-// each round's boundary until the guest is ready, and goes on with its burst
-// while the guest takes its turn: it creates d/guest.N (held until A's permit
-// is recalled and A's log is in: a recall in the middle of A's creates), lists
-// d and stats names A made (they exist) and names A removed (they do not),
-// all before the host's t0. Every name A's application was told exists
-// before t0 is listed (unless its remove began before the guest answered), no
-// name removed before t0 is; A sees the guest's file at once (its promise was
-// broken before the guest's create was answered) and keeps working (asking the
-// permit again). Once A is done and has fsynced d, the server, A and the guest
-// list the same names. Seeded (SNFS_PERMITS_SEED replays A's burst and the
-// names chosen, not their timing).
+// d locally under d's permit, writes into some and removes some, in batches;
+// between two batches the guest takes its turn: it creates d/guest.N (held
+// until A's permit is recalled and A's log is in), lists d and stats names A
+// made (they exist) and names A removed (they do not), all chosen before the
+// host's t0. In odd rounds A goes on with its next batch from t0 (the recall
+// comes in the middle of A's creates); in even rounds only once the guest has
+// answered (the recall's reintegration alone brings A's batch in). Every name
+// A's application was told exists before t0 is listed (unless its remove
+// began before the guest answered), no name removed before t0 is; A sees the
+// guest's file at once (its promise was broken before the guest's create was
+// answered) and keeps working (asking the permit again). Once A is done and
+// has fsynced d, the server, A and the guest list the same names. Seeded
+// (SNFS_PERMITS_SEED replays A's burst and the names chosen, not their
+// timing).
 func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
@@ -111,9 +133,24 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 	}
 	guestDone := make(chan error, 1)
 	go func() { guestDone <- cmd.Wait() }()
+	const n, rounds = 600, 4
 	guestEnded := false
 	t.Cleanup(func() {
-		if !guestEnded {
+		if guestEnded {
+			return
+		}
+		// The test ended first: every round the guest may wait for says
+		// "end", and it unmounts and stops; if it does not (a call that
+		// never returns), its process group is killed (the leftovers'
+		// sweep finds what run.sh started in groups of their own).
+		for k := range rounds + 1 {
+			if name := e.path(fmt.Sprintf("sync/go.%d", k)); !fileExists(name) {
+				os.WriteFile(name, []byte("end\n"), 0o644)
+			}
+		}
+		select {
+		case <-guestDone:
+		case <-time.After(time.Minute):
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-guestDone
 		}
@@ -139,22 +176,21 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	// tell writes sync/go.N whole (a rename: the guest never reads it half
+	// tell writes sync/name whole (a rename: the guest never reads it half
 	// written).
-	tell := func(round int, body string) {
+	tell := func(name, body string) {
 		t.Helper()
-		tmp := e.path(fmt.Sprintf("sync/go.%d.tmp", round))
+		tmp := e.path("sync/" + name + ".tmp")
 		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, e.path(fmt.Sprintf("sync/go.%d", round))); err != nil {
+		if err := os.Rename(tmp, e.path("sync/"+name)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	// A's burst: n operations, seeded, paused at each round's boundary until
 	// the guest is ready for its turn.
-	const n, rounds = 600, 4
 	progress := make(chan int, n)
 	errc := make(chan error, 1)
 	paused, resume, stop := make(chan int), make(chan struct{}), make(chan struct{})
@@ -203,16 +239,29 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 		}
 		gone := h.removedNames(r, t0, 4)
 		began := at.Load()
-		resume <- struct{}{}
-		tell(round, strings.Join(append(append([]string(nil), exist...), gone...), "\n")+"\n")
+		own := fmt.Sprintf("guest.%d", round)
+		// Odd rounds: A goes on with its burst before the guest's create,
+		// whose recall comes in the middle of A's creates. Even rounds: A
+		// waits until the guest has answered: the recall finds A's log
+		// holding its last batch, and only the recall's reintegration
+		// brings it to the server before the guest's create and listing
+		// (A's own next change or lookup would bring it too).
+		concurrent := round%2 == 1
+		if concurrent {
+			resume <- struct{}{}
+		}
+		tell(fmt.Sprintf("go.%d", round), strings.Join(append(append([]string(nil), exist...), gone...), "\n")+"\n")
 		waitFile(fmt.Sprintf("done.%d", round))
 		end := time.Now()
-		t.Logf("round %d: A had begun %d operations when the guest's turn began, %d when it ended", round, began, at.Load())
+		t.Logf("round %d: A had begun %d operations when the guest's turn began, %d when it ended; %d of A's names came after the guest's file (its ctime on the server)",
+			round, began, at.Load(), h.madeAfter(e.path("d/"+own)))
 
 		// A sees the guest's file at once.
-		own := fmt.Sprintf("guest.%d", round)
 		if _, err := os.Stat(a.path("d/" + own)); err != nil {
 			t.Errorf("round %d: A's lookup of d/%s, which the guest made: %v", round, own, err)
+		}
+		if !concurrent {
+			resume <- struct{}{}
 		}
 
 		out, err := os.ReadFile(e.path(fmt.Sprintf("sync/ls.%d", round)))
@@ -274,7 +323,7 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 
 	// Everyone lists the same names: A's live ones and the guest's.
 	waitFile(fmt.Sprintf("ready.%d", rounds))
-	tell(rounds, "end\n")
+	tell(fmt.Sprintf("go.%d", rounds), "end\n")
 	waitFile("final")
 	err = <-guestDone
 	guestEnded = true
@@ -318,4 +367,10 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 			t.Errorf("%s lists %d names; want %d:\n got %v\nwant %v", who, len(got), len(want), got, want)
 		}
 	}
+}
+
+// fileExists reports whether name exists.
+func fileExists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
 }

@@ -8,15 +8,18 @@
 # The host checks what it wrote; the guest checks only what is its own.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
+wait_for() {
+	n=0
+	until [ -e "$1" ]; do
+		n=$((n + 1))
+		[ $n -lt 6000 ] || fail "no $1 after 120 s"
+		sleep 0.02
+	done
+}
 i=0
 while :; do
 	touch sync/ready.$i
-	n=0
-	until [ -e sync/go.$i ]; do
-		n=$((n + 1))
-		[ $n -lt 6000 ] || fail "no sync/go.$i after 120 s"
-		sleep 0.02
-	done
+	wait_for sync/go.$i
 	if [ "$(cat sync/go.$i)" = end ]; then
 		ls -1a d >sync/final.tmp
 		mv sync/final.tmp sync/final
