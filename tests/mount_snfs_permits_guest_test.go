@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,8 +75,9 @@ func (h *nameHistory) madeAfter(path string) int {
 // answered (the recall's reintegration alone brings A's batch in). Every name
 // A's application was told exists before t0 is listed (unless its remove
 // began before the guest answered), no name removed before t0 is; A sees the
-// guest's file at once (its promise was broken before the guest's create was
-// answered) and keeps working (asking the permit again). Once A is done and
+// guest's file at once in its lookup and its listing (the guest's create was
+// answered only once A's permit was recalled, and with it went A's right to
+// answer for d's names itself) and keeps working (asking the permit again). Once A is done and
 // has fsynced d, the server, A and the guest list the same names. Seeded
 // (SNFS_PERMITS_SEED replays A's burst and the names chosen, not their
 // timing).
@@ -256,9 +258,14 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 		t.Logf("round %d: A had begun %d operations when the guest's turn began, %d when it ended; %d of A's names came after the guest's file (its ctime on the server)",
 			round, began, at.Load(), h.madeAfter(e.path("d/"+own)))
 
-		// A sees the guest's file at once.
+		// A sees the guest's file at once, in its lookup and its listing.
 		if _, err := os.Stat(a.path("d/" + own)); err != nil {
 			t.Errorf("round %d: A's lookup of d/%s, which the guest made: %v", round, own, err)
+		}
+		if ents, err := os.ReadDir(a.path("d")); err != nil {
+			t.Errorf("round %d: A's listing of d: %v", round, err)
+		} else if !slices.ContainsFunc(ents, func(en os.DirEntry) bool { return en.Name() == own }) {
+			t.Errorf("round %d: A's listing of d lacks %s, which the guest made", round, own)
 		}
 		if !concurrent {
 			resume <- struct{}{}
