@@ -111,6 +111,72 @@ func (h *nameHistory) removedFile(t0 time.Time) string {
 	return c[0]
 }
 
+// permitsBurst is the holder's burst: n operations in a.path("d"), seeded
+// (creates, files with data, mkdirs, removes of names made before or of the
+// pre names oldNN there before), each recorded in h as the application is
+// told of it. Before operation k it calls gate(k) (nil: none), and stops if
+// that returns false; after it, it sends k+1 on progress. It closes progress and sends its end (nil or the
+// first error) on errc.
+func permitsBurst(a *snfsMount, h *nameHistory, seed uint64, pre, n int, progress chan<- int, errc chan<- error, gate func(k int) bool) {
+	defer close(progress)
+	r := rand.New(rand.NewPCG(seed, 1))
+	var live []string // names made (or there before) and not removed
+	for k := range pre {
+		live = append(live, fmt.Sprintf("old%02d", k))
+	}
+	for k := range n {
+		if gate != nil && !gate(k) {
+			errc <- fmt.Errorf("stopped before operation %d", k)
+			return
+		}
+		switch x := r.IntN(10); {
+		case x < 5 || len(live) == 0: // create (and close) a file
+			name := fmt.Sprintf("f%04d", k)
+			f, err := os.Create(a.path("d/" + name))
+			if err == nil {
+				err = f.Close()
+			}
+			if err != nil {
+				errc <- fmt.Errorf("create %s: %w", name, err)
+				return
+			}
+			h.set(h.made, name)
+			live = append(live, name)
+		case x < 6: // a file with data (a write resolves it)
+			name := fmt.Sprintf("w%04d", k)
+			if err := os.WriteFile(a.path("d/"+name), []byte(name), 0o644); err != nil {
+				errc <- fmt.Errorf("write %s: %w", name, err)
+				return
+			}
+			h.set(h.made, name)
+			live = append(live, name)
+		case x < 8: // mkdir
+			name := fmt.Sprintf("d%04d", k)
+			if err := os.Mkdir(a.path("d/"+name), 0o755); err != nil {
+				errc <- fmt.Errorf("mkdir %s: %w", name, err)
+				return
+			}
+			h.mu.Lock()
+			h.dirs[name] = true
+			h.mu.Unlock()
+			h.set(h.made, name)
+			live = append(live, name)
+		default: // remove a name made before (or there before)
+			j := r.IntN(len(live))
+			name := live[j]
+			live = append(live[:j], live[j+1:]...)
+			h.set(h.rmBegun, name)
+			if err := os.Remove(a.path("d/" + name)); err != nil {
+				errc <- fmt.Errorf("remove %s: %w", name, err)
+				return
+			}
+			h.set(h.rmDone, name)
+		}
+		progress <- k + 1
+	}
+	errc <- nil
+}
+
 // nfsLs lists dir (a libnfs URL) with nfs-ls: its names.
 func nfsLs(t *testing.T, ls, url string) map[string]bool {
 	t.Helper()
@@ -176,61 +242,7 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 	const n, rounds = 600, 6
 	progress := make(chan int, n)
 	errc := make(chan error, 1)
-	go func() {
-		defer close(progress)
-		r := rand.New(rand.NewPCG(seed, 1))
-		var live []string // names made (or there before) and not removed
-		for k := range pre {
-			live = append(live, fmt.Sprintf("old%02d", k))
-		}
-		for k := range n {
-			switch x := r.IntN(10); {
-			case x < 5 || len(live) == 0: // create (and close) a file
-				name := fmt.Sprintf("f%04d", k)
-				f, err := os.Create(a.path("d/" + name))
-				if err == nil {
-					err = f.Close()
-				}
-				if err != nil {
-					errc <- fmt.Errorf("create %s: %w", name, err)
-					return
-				}
-				h.set(h.made, name)
-				live = append(live, name)
-			case x < 6: // a file with data (a write resolves it)
-				name := fmt.Sprintf("w%04d", k)
-				if err := os.WriteFile(a.path("d/"+name), []byte(name), 0o644); err != nil {
-					errc <- fmt.Errorf("write %s: %w", name, err)
-					return
-				}
-				h.set(h.made, name)
-				live = append(live, name)
-			case x < 8: // mkdir
-				name := fmt.Sprintf("d%04d", k)
-				if err := os.Mkdir(a.path("d/"+name), 0o755); err != nil {
-					errc <- fmt.Errorf("mkdir %s: %w", name, err)
-					return
-				}
-				h.mu.Lock()
-				h.dirs[name] = true
-				h.mu.Unlock()
-				h.set(h.made, name)
-				live = append(live, name)
-			default: // remove a name made before (or there before)
-				j := r.IntN(len(live))
-				name := live[j]
-				live = append(live[:j], live[j+1:]...)
-				h.set(h.rmBegun, name)
-				if err := os.Remove(a.path("d/" + name)); err != nil {
-					errc <- fmt.Errorf("remove %s: %w", name, err)
-					return
-				}
-				h.set(h.rmDone, name)
-			}
-			progress <- k + 1
-		}
-		errc <- nil
-	}()
+	go permitsBurst(a, h, seed, pre, n, progress, errc, nil)
 
 	// The others' turns, in the middle of the burst.
 	r := rand.New(rand.NewPCG(seed, 2))
