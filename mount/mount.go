@@ -6,13 +6,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/client"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/mount3"
 	"snfs/sunrpc"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // Mode is how a mount keeps its cache consistent with the server.

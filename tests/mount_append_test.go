@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"snfs/mount/cachemgr"
+
+	"golang.org/x/sys/unix"
 )
 
 // O_APPEND through two mounts of one export (issue 22, item 1). Without the

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/posixtest"
 	"snfs/metrics"
 	"snfs/mount/cachemgr"
 	"snfs/server"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // newSNFSMountDelayed is newSNFSMount with delayed close on (closeDelay).

@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"snfs/internal/fsx"
 	"snfs/mount/cachemgr"
 	"snfs/nfs3"
 	"snfs/server"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMountFsxSNFSSharedReader: the random tester on an snfs-mode mount while

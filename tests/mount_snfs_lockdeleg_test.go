@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"snfs/mount/cachemgr"
 	"snfs/nlm4"
 	"snfs/server"
+
+	"golang.org/x/sys/unix"
 )
 
 // Lock delegation (docs/protocol.md, "Lock delegation"; server/lockdeleg.go,

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // requirePassthrough skips where the kernel does not offer FUSE passthrough

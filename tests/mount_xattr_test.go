@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"snfs/mount/cachemgr"
+
+	"golang.org/x/sys/unix"
 )
 
 // Extended attributes through FUSE mounts (mount/fusefs/xattr.go,

@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/mount/fusefs"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // Bounds of a mount's end. unmountTimeout is how long a normal unmount may

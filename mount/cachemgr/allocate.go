@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"snfs/mount/cachedir"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
 	"snfs/sunrpc"
+
+	"golang.org/x/sys/unix"
 )
 
 // fallocate(2) (docs/mount.md, "fallocate"). NFSv3 has no ALLOCATE: in nfs

@@ -14,14 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 	"snfs/client"
 	"snfs/internal/faultproxy"
 	"snfs/mount/cachemgr"
 	"snfs/mount/fusefs"
 	"snfs/mount/vfs"
 	"snfs/server"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // testMount is a real FUSE mount (nfs mode) of an in-process server's export,

@@ -6,9 +6,10 @@ import (
 	"os"
 	"sync"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"snfs/mount/cachemgr"
 	"snfs/mount/vfs"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // FUSE passthrough (package vfs decides which opens pass through; see its
