@@ -374,7 +374,8 @@ func (b *batch) ref(o snfs1.ObjRef) (nfs3.FH, error) {
 // applied1Ref resolves a provisional id whose making record was applied
 // before (its reply lost, the batch sent again) and whose name a RENAME
 // applied before too moved: the name is followed through those RENAMEs
-// (nil: no such record, or the name is gone). Only records before index
+// (nil: no such record, the name is gone, or a record applied before
+// removed or replaced it). Only records before index
 // before are looked at: a directory named by a provisional id is resolved
 // by records before its maker's, so that a record naming its own id as its
 // directory ends the search.
@@ -393,10 +394,20 @@ func (b *batch) applied1Ref(id uint64, before int) nfs3.FH {
 			continue
 		}
 		dir, name := m.Dir, m.Name
+		same := func(d snfs1.ObjRef, n string) bool {
+			return n == name && d.Prov == dir.Prov && string(d.FH) == string(dir.FH)
+		}
 		for k := j + 1; k < len(b.recs) && b.recs[k].LSN <= b.maybe; k++ {
 			r := &b.recs[k]
-			if r.Op == snfs1.CMLRename && r.Name == name && r.Dir.Prov == dir.Prov && string(r.Dir.FH) == string(dir.FH) {
+			switch {
+			case r.Op == snfs1.CMLRename && same(r.Dir, r.Name):
 				dir, name = r.ToDir, r.ToName
+			case r.Op == snfs1.CMLRename && same(r.ToDir, r.ToName),
+				(r.Op == snfs1.CMLUnlink || r.Op == snfs1.CMLRmdir) && same(r.Dir, r.Name):
+				// The object lost that name (replaced or removed): what
+				// the name holds now is another object, a later record's
+				// or someone else's.
+				return nil
 			}
 		}
 		dfh := dir.FH
@@ -692,18 +703,29 @@ func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 	default:
 		return
 	}
-	dfh, err := b.ref(rec.Dir)
-	if err != nil {
-		return
-	}
-	r, err := b.s.resolve(b.c, dfh)
-	if err != nil {
-		return
-	}
-	defer r.release()
-	obj := b.s.handleIn(r, rec.Name)
-	if obj == nil {
-		return
+	var obj nfs3.FH
+	if rec.New != 0 {
+		// Its object is followed through the batch's RENAMEs applied
+		// before: its name may hold another object since (a CREATE a,
+		// RENAME a->b, CREATE a batch), which the client would take
+		// for this record's.
+		if obj = b.applied1Ref(rec.New, len(b.recs)); obj == nil {
+			return
+		}
+	} else {
+		dfh, err := b.ref(rec.Dir)
+		if err != nil {
+			return
+		}
+		r, err := b.s.resolve(b.c, dfh)
+		if err != nil {
+			return
+		}
+		obj = b.s.handleIn(r, rec.Name)
+		r.release()
+		if obj == nil {
+			return
+		}
 	}
 	var attr *nfs3.Fattr
 	if or, err := b.s.resolve(b.c, obj); err == nil {

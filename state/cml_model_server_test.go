@@ -31,6 +31,7 @@ type cmlBatch struct {
 	undo      []cmlUndo // applied, not yet durable (flushed at the end)
 	atServer  bool
 	epoch     uint64
+	handles   map[uint64]uint64 // provisional id -> the object answered for it
 }
 
 // cmlUndo is one applied record's changes of names, to be lost by a crash
@@ -48,6 +49,10 @@ type cmlNameChange struct {
 // sendBatch sends the first k records of c's log, if no batch of c is out.
 func (m *cmlModel) sendBatch(c *cmlClient, k int) {
 	if c.inflight != nil || len(c.log) == 0 {
+		return
+	}
+	m.cancel(c)
+	if len(c.log) == 0 {
 		return
 	}
 	if len(m.crashed) > 0 && !m.crashed[c.id] {
@@ -73,6 +78,7 @@ func (m *cmlModel) sendBatch(c *cmlClient, k int) {
 		}
 	}
 	c.inflight = b
+	c.sent = max(c.sent, recs[len(recs)-1].lsn)
 	// The server begins it (server.beginBatch).
 	for d, id := range b.permits {
 		if m.p.BeginBatch(c.id, dirFID(d), id) {
@@ -295,6 +301,10 @@ func (m *cmlModel) serverStep() {
 		if m.applies[key] != 1 && !(m.ghost[key] && m.applies[key] == 0) {
 			m.failf("c%d record %v answered as applied before; applied %d times", c.id, r, m.applies[key])
 		}
+		if r.op == 'c' {
+			obj, at := m.provTrace(b, r)
+			m.provAnswer(b, r, obj, at)
+		}
 	case !b.waited && m.r.IntN(3) == 0:
 		// It removes a file a third client caches: it waits for that
 		// client's callbacks (section 14), up to their deadline.
@@ -333,9 +343,14 @@ func (m *cmlModel) serverStep() {
 			m.srv[d][n] = v
 			delete(m.due[d], n) // superseded by this holder's change
 		}
+		if r.op != 'c' {
+			m.provActs(c, r, m.srv[r.d][r.n])
+		}
 		switch r.op {
 		case 'c':
 			set(r.d, r.n, m.newObj())
+			m.provMade(c, r, m.srv[r.d][r.n])
+			m.provAnswer(b, r, m.srv[r.d][r.n], r.d)
 		case 'u':
 			set(r.d, r.n, 0)
 		case 'r':
@@ -382,6 +397,7 @@ func (m *cmlModel) finish(b *cmlBatch) {
 		m.absorb(m.p.EndBatch(m.now, c.id, dirFID(d), b.permits[d]))
 	}
 	m.logf("c%d batch done: applied to %d, %s", c.id, b.applied, b.failed)
+	m.provReply(b)
 	var dirs []FileID
 	for d := range b.changed {
 		dirs = append(dirs, dirFID(d))
@@ -435,6 +451,7 @@ func (m *cmlModel) reply(b *cmlBatch) {
 				}
 			}
 			if drop {
+				m.provDropped(c, r)
 				for _, d := range r.dirs() {
 					if t := c.told[d]; t != nil {
 						t.conflict = true
@@ -472,6 +489,7 @@ func (b *cmlBatch) crash(m *cmlModel) {
 			}
 		}
 		m.applies[[2]uint64{uint64(b.c.id), u.lsn}]--
+		delete(m.prov.made, [2]uint64{uint64(b.c.id), u.lsn}) // never made
 	}
 	m.logf("c%d's batch crashed: %d of %d changes kept", b.c.id, keep, len(b.undo))
 }

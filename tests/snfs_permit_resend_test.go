@@ -321,3 +321,68 @@ func TestSNFSPermitSelfNamedProvisional(t *testing.T) {
 		t.Fatalf("%v %+v", err, res)
 	}
 }
+
+// TestSNFSPermitResendNameReused: a batch applied whose reply was lost
+// (CREATE a as provisional 1, RENAME a->b, CREATE a as provisional 3: an
+// editor's save) is sent again: each provisional id is answered with the
+// object its record made, 1 with b's. Answered by the name its record gave
+// (a), 1 got the second a's handle, and the client took that file for the
+// one now at b.
+func TestSNFSPermitResendNameReused(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	a := dialSNFS(t, e, "permit-namereuse", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		createRec(3, snfs1.ObjRef{FH: D}, "a", 3),
+	}
+	first, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || first.Failed() != nil || first.Applied != 3 {
+		t.Fatalf("%v %+v", err, first)
+	}
+	again, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || again.Failed() != nil || again.Applied != 3 || len(again.Results) != 3 {
+		t.Fatalf("the batch resent: %v %+v", err, again)
+	}
+	hb, ha := e.lookup(D, "b"), e.lookup(D, "a")
+	for i, res := range []*snfs1.ReintegrateRes{first, again} {
+		if !bytes.Equal(res.Results[0].Obj, hb) {
+			t.Errorf("reply %d: provisional 1 answered with %x; its object, now b, is %x (a is %x)", i, res.Results[0].Obj, hb, ha)
+		}
+		if !bytes.Equal(res.Results[2].Obj, ha) {
+			t.Errorf("reply %d: provisional 3 answered with %x; a is %x", i, res.Results[2].Obj, ha)
+		}
+	}
+}
+
+// TestSNFSPermitResendNameRemoved: sent again, a provisional id whose object
+// lost its name in the batch (CREATE a as 1, RENAME a->b over the server's
+// b, REMOVE b, CREATE b as 4) is answered with no handle: b is object 4's.
+func TestSNFSPermitResendNameRemoved(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t, "b")
+	a := dialSNFS(t, e, "permit-nameremoved", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
+		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
+		{LSN: 3, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "b"},
+		createRec(4, snfs1.ObjRef{FH: D}, "b", 4),
+	}
+	for i := range 2 {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+		if err != nil || res.Failed() != nil || res.Applied != 4 || len(res.Results) != 4 {
+			t.Fatalf("send %d: %v %+v", i, err, res)
+		}
+		if i == 1 && len(res.Results[0].Obj) != 0 {
+			t.Fatalf("resent: provisional 1 (removed) answered with %x; b (provisional 4) is %x", res.Results[0].Obj, e.lookup(D, "b"))
+		}
+		if !bytes.Equal(res.Results[3].Obj, e.lookup(D, "b")) {
+			t.Fatalf("send %d: provisional 4 answered with %x, b is %x", i, res.Results[3].Obj, e.lookup(D, "b"))
+		}
+	}
+}
