@@ -1,0 +1,99 @@
+package consist
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"snfs/state"
+)
+
+// The handles REINTEGRATE's records made (docs/protocol.md section 21.3,
+// "Idempotence"): for each client name, the handle of the object each
+// CREATE, MKDIR or SYMLINK applied (or answered) made, by the record's
+// LSN, committed with the last applied LSN. A batch sent again after its
+// reply was lost answers each provisional id with the handle recorded for
+// its record, not with what its name holds now: between the first
+// application and the resend, a local process (or another client, once the
+// holder's permit ended) may have removed the name and made it again, and
+// the name then holds another party's object.
+//
+// Bounded by the batch: a client sends its log from its first
+// unacknowledged record on, one batch at a time (mount/cml's sendPlan: the
+// next batch only once the reply of the one before is recorded), so a
+// batch's first LSN is above every record the client will not send again.
+// The server keeps only the entries from the current batch's first LSN up
+// to its last applied one: the records of the batch whose reply may be
+// lost, no more than snfs1.ReintegrateMax beyond those of the batch before
+// it whose reply the client may not have had either.
+//
+// Kept in a bucket of its own ("cmlmade"), so that a state database written
+// before it is read as it was: no entry for a name means none recorded
+// (a server of an earlier version applied its last batch).
+
+// madeVersion is the first byte of a "cmlmade" value: its layout, then
+// items of LSN (8), handle length (1) and handle.
+const madeVersion = 1
+
+func encodeMade(made map[uint64][]byte) []byte {
+	b := []byte{madeVersion}
+	for lsn, fh := range made {
+		if len(fh) > 255 {
+			continue // no handle is that long (nfs3.FHSize)
+		}
+		b = binary.BigEndian.AppendUint64(b, lsn)
+		b = append(b, byte(len(fh)))
+		b = append(b, fh...)
+	}
+	return b
+}
+
+// decodeMade returns the handles of a "cmlmade" value; ok false: none
+// recorded (no value, or a layout this version does not know).
+func decodeMade(b []byte) (made map[uint64][]byte, ok bool) {
+	if len(b) == 0 || b[0] != madeVersion {
+		return nil, false
+	}
+	made = map[uint64][]byte{}
+	for rest := b[1:]; len(rest) >= 9; {
+		lsn, n := binary.BigEndian.Uint64(rest), int(rest[8])
+		rest = rest[9:]
+		if len(rest) < n {
+			break
+		}
+		made[lsn] = append([]byte(nil), rest[:n]...)
+		rest = rest[n:]
+	}
+	return made, true
+}
+
+// madeHandles returns the handles recorded for the client named name (ok
+// false: none recorded).
+func (r *records) madeHandles(name string) (made map[uint64][]byte, ok bool, err error) {
+	if r.db == nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		made, ok = decodeMade(r.made[name])
+		return made, ok, nil
+	}
+	err = r.db.View(func(tx *bolt.Tx) error {
+		made, ok = decodeMade(tx.Bucket(bucketMade).Get([]byte(name)))
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("consist: read the made handles: %w", err)
+	}
+	return made, ok, nil
+}
+
+// MadeHandles returns the handles table client c's last batches made, by
+// their records' LSNs, as SetLastLSN recorded them; ok false: none recorded
+// (a database from before they were).
+func (d *Driver) MadeHandles(c state.ClientID) (made map[uint64][]byte, ok bool, err error) {
+	name, found := d.regName(c)
+	if !found {
+		return nil, false, ErrStaleClientID
+	}
+	return d.rec.madeHandles(name)
+}
