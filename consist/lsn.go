@@ -96,7 +96,7 @@ func (r *records) lastLSN(name string) (last, pending uint64, pre map[uint64]sta
 // (fsync'd) with whatever else is being written. keep: pending and the
 // pre-image stay as recorded. made, if not nil, replaces the handles the
 // client's last batches made (made.go), in the same commit as last.
-func (r *records) updateLSN(name string, last, pending uint64, pre map[uint64]state.FileID, keep bool, made map[uint64][]byte) error {
+func (r *records) updateLSN(name string, last, pending uint64, pre map[uint64]state.FileID, keep bool, made map[uint64]Made) error {
 	put := func(old []byte) []byte {
 		oldLast, oldPending, oldPre := decodeCML(old)
 		if keep {
@@ -162,7 +162,7 @@ func (d *Driver) BeginLSN(c state.ClientID, last, hi uint64, pre map[uint64]stat
 // one, its pending LSN and pre-image stay. made (by LSN: the handle each
 // record applied up to lsn made) replaces the recorded made handles in the
 // same commit (nil: they stay as recorded).
-func (d *Driver) SetLastLSN(c state.ClientID, lsn uint64, keep bool, made map[uint64][]byte) error {
+func (d *Driver) SetLastLSN(c state.ClientID, lsn uint64, keep bool, made map[uint64]Made) error {
 	name, ok := d.regName(c)
 	if !ok {
 		return ErrStaleClientID

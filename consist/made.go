@@ -32,37 +32,45 @@ import (
 // before it is read as it was: no entry for a name means none recorded
 // (a server of an earlier version applied its last batch).
 
+// Made is what a making record made: the provisional id it gave (0: none)
+// and the object's handle.
+type Made struct {
+	Prov uint64
+	FH   []byte
+}
+
 // madeVersion is the first byte of a "cmlmade" value: its layout, then
-// items of LSN (8), handle length (1) and handle.
+// items of LSN (8), provisional id (8), handle length (1) and handle.
 const madeVersion = 1
 
-func encodeMade(made map[uint64][]byte) []byte {
+func encodeMade(made map[uint64]Made) []byte {
 	b := []byte{madeVersion}
-	for lsn, fh := range made {
-		if len(fh) > 255 {
+	for lsn, m := range made {
+		if len(m.FH) > 255 {
 			continue // no handle is that long (nfs3.FHSize)
 		}
 		b = binary.BigEndian.AppendUint64(b, lsn)
-		b = append(b, byte(len(fh)))
-		b = append(b, fh...)
+		b = binary.BigEndian.AppendUint64(b, m.Prov)
+		b = append(b, byte(len(m.FH)))
+		b = append(b, m.FH...)
 	}
 	return b
 }
 
 // decodeMade returns the handles of a "cmlmade" value; ok false: none
 // recorded (no value, or a layout this version does not know).
-func decodeMade(b []byte) (made map[uint64][]byte, ok bool) {
+func decodeMade(b []byte) (made map[uint64]Made, ok bool) {
 	if len(b) == 0 || b[0] != madeVersion {
 		return nil, false
 	}
-	made = map[uint64][]byte{}
-	for rest := b[1:]; len(rest) >= 9; {
-		lsn, n := binary.BigEndian.Uint64(rest), int(rest[8])
-		rest = rest[9:]
+	made = map[uint64]Made{}
+	for rest := b[1:]; len(rest) >= 17; {
+		lsn, prov, n := binary.BigEndian.Uint64(rest), binary.BigEndian.Uint64(rest[8:]), int(rest[16])
+		rest = rest[17:]
 		if len(rest) < n {
 			break
 		}
-		made[lsn] = append([]byte(nil), rest[:n]...)
+		made[lsn] = Made{Prov: prov, FH: append([]byte(nil), rest[:n]...)}
 		rest = rest[n:]
 	}
 	return made, true
@@ -70,7 +78,7 @@ func decodeMade(b []byte) (made map[uint64][]byte, ok bool) {
 
 // madeHandles returns the handles recorded for the client named name (ok
 // false: none recorded).
-func (r *records) madeHandles(name string) (made map[uint64][]byte, ok bool, err error) {
+func (r *records) madeHandles(name string) (made map[uint64]Made, ok bool, err error) {
 	if r.db == nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -90,7 +98,7 @@ func (r *records) madeHandles(name string) (made map[uint64][]byte, ok bool, err
 // MadeHandles returns the handles table client c's last batches made, by
 // their records' LSNs, as SetLastLSN recorded them; ok false: none recorded
 // (a database from before they were).
-func (d *Driver) MadeHandles(c state.ClientID) (made map[uint64][]byte, ok bool, err error) {
+func (d *Driver) MadeHandles(c state.ClientID) (made map[uint64]Made, ok bool, err error) {
 	name, found := d.regName(c)
 	if !found {
 		return nil, false, ErrStaleClientID

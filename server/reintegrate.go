@@ -130,7 +130,7 @@ func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.Clien
 	}
 	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: last, applied: last,
 		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{},
-		recorded: recorded, known: known, madeNow: map[uint64][]byte{}}
+		recorded: recorded, known: known, madeNow: map[uint64]consist.Made{}}
 	if pending > last {
 		// A batch whose application began and did not end (the server
 		// crashed): its records after last may have been applied.
@@ -260,13 +260,13 @@ type batch struct {
 	// recorded: the handles the records applied before made, by LSN
 	// (consist's MadeHandles, up to last); known: recorded at all (a
 	// database from before has none, and is answered by name).
-	recorded map[uint64][]byte
+	recorded map[uint64]consist.Made
 	known    bool
-	madeNow  map[uint64][]byte // the handles the batch answered, by LSN: recorded with its last applied LSN
-	results  []snfs1.CMLResult // one per record, up to the first failure
-	changed  [][]byte          // what the records changed: promises to break
-	dirs     []nfs3.FH         // the directories whose entries the records applied changed, once each
-	mu       sync.Mutex        // guards the hand-over in run between admit's answer and run
+	madeNow  map[uint64]consist.Made // the handles the batch answered, by LSN: recorded with its last applied LSN
+	results  []snfs1.CMLResult       // one per record, up to the first failure
+	changed  [][]byte                // what the records changed: promises to break
+	dirs     []nfs3.FH               // the directories whose entries the records applied changed, once each
+	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
 }
 
 // run applies records from i on, then calls finish. A record that must
@@ -404,7 +404,7 @@ func (b *batch) applied1Ref(id uint64, before int) nfs3.FH {
 		if m.New != id {
 			continue
 		}
-		if fh, ok := b.recordedMade(m.LSN); ok {
+		if fh, ok := b.recordedMade(m); ok {
 			return fh
 		}
 		dir, name := m.Dir, m.Name
@@ -695,7 +695,7 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 	obj = copyFH(obj)
 	res.Obj, res.Attr = obj, attr
 	if obj != nil {
-		b.madeNow[rec.LSN] = obj
+		b.madeNow[rec.LSN] = consist.Made{Prov: rec.New, FH: obj}
 	}
 	if rec.New != 0 && obj != nil {
 		b.prov[rec.New] = obj
@@ -724,7 +724,7 @@ func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 		return
 	}
 	var obj nfs3.FH
-	if fh, ok := b.recordedMade(rec.LSN); ok {
+	if fh, ok := b.recordedMade(rec); ok {
 		if obj = fh; obj == nil {
 			return
 		}

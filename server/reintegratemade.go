@@ -1,6 +1,10 @@
 package server
 
-import "snfs/nfs3"
+import (
+	"snfs/consist"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
 
 // The handles a REINTEGRATE batch's records made, recorded durably with
 // the last applied LSN (consist/made.go, docs/protocol.md section 21.3
@@ -16,8 +20,8 @@ import "snfs/nfs3"
 // unacknowledged record on, so no later batch goes below this one's first
 // LSN: the entries below it are dropped, which keeps the record to about
 // a batch's (consist/made.go).
-func (b *batch) madeRecord() map[uint64][]byte {
-	out := map[uint64][]byte{}
+func (b *batch) madeRecord() map[uint64]consist.Made {
+	out := map[uint64]consist.Made{}
 	if len(b.recs) > 0 {
 		for lsn, fh := range b.recorded {
 			if lsn >= b.recs[0].LSN && lsn <= b.last {
@@ -31,21 +35,28 @@ func (b *batch) madeRecord() map[uint64][]byte {
 	return out
 }
 
-// recordedMade returns the handle recorded for the making record of LSN
-// lsn, applied before and committed with the last applied LSN (nil: none
-// recorded for it, or its object is gone: removed since, by the batch or
-// by someone else); ok false: nothing is recorded for the record's batch
-// (applied before a crash and found by the check, or by a server that did
-// not record them), and the record is answered by its name.
-func (b *batch) recordedMade(lsn uint64) (fh nfs3.FH, ok bool) {
-	if !b.known || lsn > b.last {
+// recordedMade returns the handle recorded for the making record rec,
+// applied before and committed with the last applied LSN (nil: its object
+// is gone, removed since by the batch or by someone else, or rec is not the
+// record applied at its LSN: it gives another provisional id); ok false: no
+// handle is recorded for it (applied before a crash and found by the check,
+// or by a server that did not record them), and rec is answered by its
+// name. A record answered with no handle keeps its entry (the object's
+// stale handle), so that it is never answered by name later.
+func (b *batch) recordedMade(rec *snfs1.CMLRecord) (fh nfs3.FH, ok bool) {
+	if !b.known || rec.LSN > b.last {
 		return nil, false
 	}
-	rec := b.recorded[lsn]
-	if rec == nil {
+	m, found := b.recorded[rec.LSN]
+	if !found {
+		// Found applied by the check after a crash, and the server
+		// crashed again before recording what it answered.
+		return nil, false
+	}
+	if m.Prov != rec.New {
 		return nil, true
 	}
-	r, err := b.s.resolve(b.c, rec)
+	r, err := b.s.resolve(b.c, m.FH)
 	if err != nil {
 		return nil, true
 	}
@@ -53,5 +64,5 @@ func (b *batch) recordedMade(lsn uint64) (fh nfs3.FH, ok bool) {
 	if r.node.Stat.Nlink == 0 {
 		return nil, true // removed, still open somewhere
 	}
-	return copyFH(rec), true
+	return copyFH(m.FH), true
 }
