@@ -20,8 +20,9 @@ import (
 // caller's credentials and the export's rights, by the handlers those
 // procedures use. A record is applied only if its LSN is above the client's
 // last applied one (consist's durable record): one at or below it was
-// applied before, by this batch sent earlier, and is answered again (its
-// object looked up by name) without being applied twice. Every directory a
+// applied before, by this batch sent earlier, and is answered again (with
+// the handle of the object it made, recorded with the last applied LSN:
+// reintegratemade.go) without being applied twice. Every directory a
 // record changes must be under a permit the batch names and the client
 // holds (a recalled one included: the holder reintegrates during its
 // recall), or made earlier in the batch; else the record fails
