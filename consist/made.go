@@ -21,12 +21,13 @@ import (
 //
 // Bounded by the batch: a client sends its log from its first
 // unacknowledged record on, one batch at a time (mount/cml's sendPlan: the
-// next batch only once the reply of the one before is recorded), so a
-// batch's first LSN is above every record the client will not send again.
-// The server keeps only the entries from the current batch's first LSN up
-// to its last applied one: the records of the batch whose reply may be
-// lost, no more than snfs1.ReintegrateMax beyond those of the batch before
-// it whose reply the client may not have had either.
+// next batch only once the reply of the one before is recorded), so no
+// record below a batch's first LSN is sent again. A batch recorded keeps
+// the entries from its first LSN up to the last applied LSN before it (the
+// records of an earlier batch whose reply may have been lost, all in that
+// batch) and its own: at most two batches' records, 2 *
+// snfs1.ReintegrateMax, which server.batch.madeRecord enforces against a
+// client that breaks the rule (the lowest LSNs dropped).
 //
 // Kept in a bucket of its own ("cmlmade"), so that a state database written
 // before it is read as it was: no entry for a name means none recorded

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"maps"
+	"slices"
+
 	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -18,8 +21,10 @@ import (
 // the last applied before it (a resend may still ask for them), and those
 // the batch answered. The client sends its log from its first
 // unacknowledged record on, so no later batch goes below this one's first
-// LSN: the entries below it are dropped, which keeps the record to about
-// a batch's (consist/made.go).
+// LSN: the entries below it are dropped, which keeps the record to two
+// batches' (consist/made.go); a client that breaks that rule loses the
+// lowest LSNs' handles past madeMax (a resend of those is answered by
+// name, as before they were recorded: only that client is misled).
 func (b *batch) madeRecord() map[uint64]consist.Made {
 	out := map[uint64]consist.Made{}
 	if len(b.recs) > 0 {
@@ -32,8 +37,17 @@ func (b *batch) madeRecord() map[uint64]consist.Made {
 	for lsn, fh := range b.madeNow {
 		out[lsn] = fh
 	}
+	if len(out) > madeMax {
+		lsns := slices.Sorted(maps.Keys(out))
+		for _, lsn := range lsns[:len(lsns)-madeMax] {
+			delete(out, lsn)
+		}
+	}
 	return out
 }
+
+// madeMax bounds the made handles recorded for a client name: two batches'.
+const madeMax = 2 * snfs1.ReintegrateMax
 
 // recordedMade returns the handle recorded for the making record rec,
 // applied before and committed with the last applied LSN (nil: its object
