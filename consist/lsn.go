@@ -94,8 +94,9 @@ func (r *records) lastLSN(name string) (last, pending uint64, pre map[uint64]sta
 // updateLSN sets name's record: last (never lowered) and pending with its
 // pre-image (a batch up to pending begins; 0: the batch is done), committed
 // (fsync'd) with whatever else is being written. keep: pending and the
-// pre-image stay as recorded.
-func (r *records) updateLSN(name string, last, pending uint64, pre map[uint64]state.FileID, keep bool) error {
+// pre-image stay as recorded. made, if not nil, replaces the handles the
+// client's last batches made (made.go), in the same commit as last.
+func (r *records) updateLSN(name string, last, pending uint64, pre map[uint64]state.FileID, keep bool, made map[uint64]Made) error {
 	put := func(old []byte) []byte {
 		oldLast, oldPending, oldPre := decodeCML(old)
 		if keep {
@@ -110,11 +111,23 @@ func (r *records) updateLSN(name string, last, pending uint64, pre map[uint64]st
 			r.lsns = map[string][]byte{}
 		}
 		r.lsns[name] = put(r.lsns[name])
+		if made != nil {
+			if r.made == nil {
+				r.made = map[string][]byte{}
+			}
+			r.made[name] = encodeMade(made)
+		}
 		return nil
 	}
 	err := r.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCML)
-		return b.Put([]byte(name), put(b.Get([]byte(name))))
+		if err := b.Put([]byte(name), put(b.Get([]byte(name)))); err != nil {
+			return err
+		}
+		if made == nil {
+			return nil
+		}
+		return tx.Bucket(bucketMade).Put([]byte(name), encodeMade(made))
 	})
 	if err != nil {
 		return fmt.Errorf("consist: record the last applied LSN: %w", err)
@@ -141,18 +154,20 @@ func (d *Driver) BeginLSN(c state.ClientID, last, hi uint64, pre map[uint64]stat
 	if !ok {
 		return ErrStaleClientID
 	}
-	return d.rec.updateLSN(name, last, hi, pre, false)
+	return d.rec.updateLSN(name, last, hi, pre, false, nil)
 }
 
 // SetLastLSN records durably lsn as table client c's last applied LSN, and
 // the batch done; keep: a batch interrupted by a crash goes on past this
-// one, its pending LSN and pre-image stay.
-func (d *Driver) SetLastLSN(c state.ClientID, lsn uint64, keep bool) error {
+// one, its pending LSN and pre-image stay. made (by LSN: the handle each
+// record applied up to lsn made) replaces the recorded made handles in the
+// same commit (nil: they stay as recorded).
+func (d *Driver) SetLastLSN(c state.ClientID, lsn uint64, keep bool, made map[uint64]Made) error {
 	name, ok := d.regName(c)
 	if !ok {
 		return ErrStaleClientID
 	}
-	return d.rec.updateLSN(name, lsn, 0, nil, keep)
+	return d.rec.updateLSN(name, lsn, 0, nil, keep, made)
 }
 
 // regName returns the registration name of table client c.

@@ -31,6 +31,7 @@ type records struct {
 	next uint64            // next client id; guarded by mu
 	mark uint64            // version mark; guarded by mu
 	lsns map[string][]byte // name -> its "cml" value (lsn.go), in memory; guarded by mu
+	made map[string][]byte // name -> its "cmlmade" value (made.go), in memory; guarded by mu
 }
 
 var (
@@ -38,7 +39,8 @@ var (
 	bucketMeta    = []byte("meta")
 	keyNextClient = []byte("next-client")
 	keyVersions   = []byte("versions")
-	bucketCML     = []byte("cml") // name -> last applied LSN (8): REINTEGRATE's (lsn.go)
+	bucketCML     = []byte("cml")     // name -> last applied LSN (8): REINTEGRATE's (lsn.go)
+	bucketMade    = []byte("cmlmade") // name -> the handles the last batches made (made.go)
 )
 
 // batchDelay bounds how long a REGISTER waits for others to share its commit.
@@ -78,7 +80,7 @@ func openRecords(dir string) (*records, error) {
 	}
 	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketClients, bucketMeta, bucketCML} {
+		for _, b := range [][]byte{bucketClients, bucketMeta, bucketCML, bucketMade} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -234,6 +236,7 @@ func (r *records) unregister(ids map[string]snfs1.ClientID) error {
 			if rec, ok := r.mem[name]; ok && rec.id == id {
 				delete(r.mem, name)
 				delete(r.lsns, name)
+				delete(r.made, name)
 			}
 		}
 		return nil
@@ -248,6 +251,9 @@ func (r *records) unregister(ids map[string]snfs1.ClientID) error {
 				// Unregistered, the client has nothing left to reintegrate:
 				// its LSNs may start again.
 				if err := tx.Bucket(bucketCML).Delete([]byte(name)); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketMade).Delete([]byte(name)); err != nil {
 					return err
 				}
 			}

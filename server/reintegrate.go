@@ -20,8 +20,9 @@ import (
 // caller's credentials and the export's rights, by the handlers those
 // procedures use. A record is applied only if its LSN is above the client's
 // last applied one (consist's durable record): one at or below it was
-// applied before, by this batch sent earlier, and is answered again (its
-// object looked up by name) without being applied twice. Every directory a
+// applied before, by this batch sent earlier, and is answered again (with
+// the handle of the object it made, recorded with the last applied LSN:
+// reintegratemade.go) without being applied twice. Every directory a
 // record changes must be under a permit the batch names and the client
 // holds (a recalled one included: the holder reintegrates during its
 // recall), or made earlier in the batch; else the record fails
@@ -124,8 +125,13 @@ func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.Clien
 	if err != nil {
 		return nil, err
 	}
+	recorded, known, err := s.consist.MadeHandles(mid)
+	if err != nil {
+		return nil, err
+	}
 	b := &batch{s: s, ctx: ctx, c: c, mid: mid, recs: recs, last: last, maybe: last, applied: last,
-		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{}}
+		permits: permits, made: map[state.FileID]bool{}, prov: map[uint64]nfs3.FH{},
+		recorded: recorded, known: known, madeNow: map[uint64]consist.Made{}}
 	if pending > last {
 		// A batch whose application began and did not end (the server
 		// crashed): its records after last may have been applied.
@@ -170,7 +176,7 @@ func (b *batch) record() error {
 	if !b.begun {
 		return nil
 	}
-	if err := b.s.consist.SetLastLSN(b.mid, b.applied, b.keep); err != nil {
+	if err := b.s.consist.SetLastLSN(b.mid, b.applied, b.keep, b.madeRecord()); err != nil {
 		// Applied but not recorded: the pending LSN stays, a resend
 		// checks the records for their effect.
 		b.s.log.Error("reintegration: recording the last applied LSN failed", "err", err)
@@ -252,10 +258,16 @@ type batch struct {
 	permits map[state.FileID]uint64 // directory -> the permit id the batch names
 	made    map[state.FileID]bool   // directories made by the batch
 	prov    map[uint64]nfs3.FH      // provisional id -> real handle
-	results []snfs1.CMLResult       // one per record, up to the first failure
-	changed [][]byte                // what the records changed: promises to break
-	dirs    []nfs3.FH               // the directories whose entries the records applied changed, once each
-	mu      sync.Mutex              // guards the hand-over in run between admit's answer and run
+	// recorded: the handles the records applied before made, by LSN
+	// (consist's MadeHandles, up to last); known: recorded at all (a
+	// database from before has none, and is answered by name).
+	recorded map[uint64]consist.Made
+	known    bool
+	madeNow  map[uint64]consist.Made // the handles the batch answered, by LSN: recorded with its last applied LSN
+	results  []snfs1.CMLResult       // one per record, up to the first failure
+	changed  [][]byte                // what the records changed: promises to break
+	dirs     []nfs3.FH               // the directories whose entries the records applied changed, once each
+	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
 }
 
 // run applies records from i on, then calls finish. A record that must
@@ -392,6 +404,9 @@ func (b *batch) applied1Ref(id uint64, before int) nfs3.FH {
 		}
 		if m.New != id {
 			continue
+		}
+		if fh, ok := b.recordedMade(m); ok {
+			return fh
 		}
 		dir, name := m.Dir, m.Name
 		same := func(d snfs1.ObjRef, n string) bool {
@@ -680,6 +695,9 @@ func (b *batch) anyPermit() bool {
 func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *snfs1.CMLResult, fresh bool) {
 	obj = copyFH(obj)
 	res.Obj, res.Attr = obj, attr
+	if obj != nil {
+		b.madeNow[rec.LSN] = consist.Made{Prov: rec.New, FH: obj}
+	}
 	if rec.New != 0 && obj != nil {
 		b.prov[rec.New] = obj
 	}
@@ -694,9 +712,12 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 }
 
 // again answers a record applied before (its LSN at or below the last
-// applied): a record that made an object is answered with the object its
-// name now names, if any, so that the client learns the real handles of a
-// batch whose first reply it never got.
+// applied): a record that made an object is answered with the object it
+// made, so that the client learns the real handles of a batch whose first
+// reply it never got: the handle recorded with the last applied LSN (none
+// if that object is gone); only for records whose handles were not
+// recorded (applied before a crash, found by the check), the object its
+// name now names.
 func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 	switch rec.Op {
 	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
@@ -704,7 +725,11 @@ func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 		return
 	}
 	var obj nfs3.FH
-	if rec.New != 0 {
+	if fh, ok := b.recordedMade(rec); ok {
+		if obj = fh; obj == nil {
+			return
+		}
+	} else if rec.New != 0 {
 		// Its object is followed through the batch's RENAMEs applied
 		// before: its name may hold another object since (a CREATE a,
 		// RENAME a->b, CREATE a batch), which the client would take

@@ -18,6 +18,14 @@ package state
 //     record made, unless that record was refused, failed or cancelled, or
 //     the name was changed by someone else since (a conflict).
 
+// cmlMade is a handle the server recorded with the last applied LSN
+// (consist's made handles): the object it answered, and whether it found
+// it by name (provTrace: a record the check after a crash found applied).
+type cmlMade struct {
+	obj    uint64
+	traced bool
+}
+
 // cmlProv is the model's provisional-object bookkeeping.
 type cmlProv struct {
 	made     map[[2]uint64]uint64 // (client, id) -> the object its record made
@@ -77,9 +85,10 @@ func (m *cmlModel) cancel(c *cmlClient) {
 	}
 }
 
-// provTrace is the server's answer for a making record r of b applied
-// before (server.batch.again, applied1Ref): its name followed through the
-// batch's renames applied before, none once removed or replaced.
+// provTrace is the server's answer for a making record r of b found
+// applied by the check after a crash, its handle not recorded
+// (server.batch.again, applied1Ref): its name followed through the batch's
+// renames applied before, none once removed or replaced.
 func (m *cmlModel) provTrace(b *cmlBatch, r cmlRec) (uint64, int) {
 	d, n := r.d, r.n
 	hi := max(b.last, b.maybe)
@@ -109,24 +118,32 @@ func (m *cmlModel) alive(o uint64) bool {
 	return false
 }
 
-// provAnswer records the object a batch answers for the making record r.
-func (m *cmlModel) provAnswer(b *cmlBatch, r cmlRec, obj uint64, at int) {
+// provAnswer records the object a batch answers for the making record r
+// (traced: by its name, provTrace).
+func (m *cmlModel) provAnswer(b *cmlBatch, r cmlRec, obj uint64, at int, traced bool) {
 	key := [2]uint64{uint64(b.c.id), r.lsn}
 	if b.handles == nil {
 		b.handles = map[uint64]uint64{}
 	}
 	b.handles[r.lsn] = obj
+	if traced {
+		if b.traced == nil {
+			b.traced = map[uint64]bool{}
+		}
+		b.traced[r.lsn] = true
+	}
 	if m.ghost[key] {
 		return // taken as applied after a crash, not applied: the limit
 	}
 	for _, d := range []int{r.d, at} {
-		if t := b.c.told[d]; t == nil || t.conflict {
-			// The limit: the holder's permit there ended (revoked, or a
-			// server restart) or a local process changed the directory
-			// since the object was made; the server answers a record
-			// applied before by the name it traces, and that name may
-			// hold someone else's object now. The holder keeps a
-			// conflict there.
+		if t := b.c.told[d]; traced && (t == nil || t.conflict) {
+			// The limit, for a record the check after a crash found
+			// applied (its handle not recorded): the holder's permit
+			// there ended (revoked, or a server restart) or a local
+			// process changed the directory since the object was made;
+			// the server answers it by the name it traces, and that
+			// name may hold someone else's object now. The holder keeps
+			// a conflict there.
 			delete(b.handles, r.lsn)
 			return
 		}

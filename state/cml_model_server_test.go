@@ -32,6 +32,7 @@ type cmlBatch struct {
 	atServer  bool
 	epoch     uint64
 	handles   map[uint64]uint64 // provisional id -> the object answered for it
+	traced    map[uint64]bool   // provisional ids answered by name (provTrace)
 }
 
 // cmlUndo is one applied record's changes of names, to be lost by a crash
@@ -301,9 +302,20 @@ func (m *cmlModel) serverStep() {
 		if m.applies[key] != 1 && !(m.ghost[key] && m.applies[key] == 0) {
 			m.failf("c%d record %v answered as applied before; applied %d times", c.id, r, m.applies[key])
 		}
-		if r.op == 'c' {
+		switch {
+		case r.op != 'c':
+		case r.lsn <= b.last && m.recMade[key].obj != 0:
+			// Committed with the last applied LSN: the handle recorded
+			// (none if its object is gone).
+			rec := m.recMade[key]
+			obj := rec.obj
+			if !m.alive(obj) {
+				obj = 0
+			}
+			m.provAnswer(b, r, obj, r.d, rec.traced)
+		default:
 			obj, at := m.provTrace(b, r)
-			m.provAnswer(b, r, obj, at)
+			m.provAnswer(b, r, obj, at, true)
 		}
 	case !b.waited && m.r.IntN(3) == 0:
 		// It removes a file a third client caches: it waits for that
@@ -350,7 +362,7 @@ func (m *cmlModel) serverStep() {
 		case 'c':
 			set(r.d, r.n, m.newObj())
 			m.provMade(c, r, m.srv[r.d][r.n])
-			m.provAnswer(b, r, m.srv[r.d][r.n], r.d)
+			m.provAnswer(b, r, m.srv[r.d][r.n], r.d, false)
 		case 'u':
 			set(r.d, r.n, 0)
 		case 'r':
@@ -382,6 +394,11 @@ func (m *cmlModel) finish(b *cmlBatch) {
 	b.undo = nil
 	if b.begun { // server.batch.record
 		m.last[c.id] = max(m.last[c.id], b.applied)
+		for lsn, obj := range b.handles { // with the LSN (SetLastLSN's made)
+			if obj != 0 && lsn <= b.applied {
+				m.recMade[[2]uint64{uint64(c.id), lsn}] = cmlMade{obj: obj, traced: b.traced[lsn]}
+			}
+		}
 		if !b.keep {
 			m.pending[c.id], m.pre[c.id] = 0, nil
 		}

@@ -61,9 +61,10 @@ func FuzzCMLModel(f *testing.F) {
 	// fuzzing, the first a rule for clients, section 21.3). 40, 88: a
 	// resent create answered by the name its record gave, not followed
 	// through the batch's renames (88: CREATE a, RENAME a->b, CREATE a
-	// answered the first id with the second object); 28: the limit, a
-	// resent create's name holding another's object after its permit was
-	// revoked (server/reintegrate.go's again).
+	// answered the first id with the second object); 28: a resent
+	// create's name holding another's object after its permit was revoked
+	// (answered by name, server/reintegrate.go's again took the other's
+	// object: now the handle recorded with the last applied LSN).
 	for _, s := range []uint64{1, 2, 3, 4, 1711, 1922, 28, 40, 88} {
 		f.Add(s)
 	}
@@ -165,9 +166,10 @@ type cmlModel struct {
 	due     [cmlDirs]map[int]bool          // told by ended permits, not changed since
 	last    map[ClientID]uint64            // durable, by client name
 	pending map[ClientID]uint64
-	crashed map[ClientID]bool  // a batch was in progress at the last restart
-	applies map[[2]uint64]int  // (client, LSN) -> times applied
-	ghost   map[[2]uint64]bool // records taken as applied after a crash, not applied, with no effect on names left
+	crashed map[ClientID]bool     // a batch was in progress at the last restart
+	applies map[[2]uint64]int     // (client, LSN) -> times applied
+	ghost   map[[2]uint64]bool    // records taken as applied after a crash, not applied, with no effect on names left
+	recMade map[[2]uint64]cmlMade // durable with last: (client, LSN) -> the object a batch answered (consist's made handles)
 	epoch   uint64
 
 	d       *Dirs
@@ -355,7 +357,7 @@ func (m *cmlModel) hasLog(c *cmlClient, d int) bool {
 func cmlModelRun(seed uint64, steps int) error {
 	m := &cmlModel{seed: seed, r: rand.New(rand.NewPCG(seed, 26)), now: t0,
 		pre: map[ClientID]map[[2]int]uint64{}, last: map[ClientID]uint64{}, pending: map[ClientID]uint64{}, crashed: map[ClientID]bool{},
-		applies: map[[2]uint64]int{}, ghost: map[[2]uint64]bool{}, parked: map[ReqID]func(){}, exps: map[ReqID]*cmlExp{},
+		applies: map[[2]uint64]int{}, ghost: map[[2]uint64]bool{}, recMade: map[[2]uint64]cmlMade{}, parked: map[ReqID]func(){}, exps: map[ReqID]*cmlExp{},
 		prov: newCMLProv()}
 	for d := range m.srv {
 		m.srv[d], m.due[d] = map[int]uint64{}, map[int]bool{}

@@ -386,3 +386,67 @@ func TestSNFSPermitResendNameRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestSNFSPermitResendNameRemade: a batch applied whose reply was lost
+// (CREATE a as provisional 1, CREATE c as 2) is sent again after a local
+// process removed a and made it again, and moved c to c2. Provisional 1 is
+// answered with no handle (its object is gone), never with the local
+// process's a, which the client would take for its own file; provisional
+// 2 with its object, wherever it is now. The same after a server restart:
+// the made handles are kept with the last applied LSN.
+func TestSNFSPermitResendNameRemade(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	a := dialSNFS(t, e, "permit-nameremade", newPermitHolder())
+	p := getPermit(t, a, D)
+	batch := []snfs1.CMLRecord{
+		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
+		createRec(2, snfs1.ObjRef{FH: D}, "c", 2),
+	}
+	first, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil || first.Failed() != nil || first.Applied != 2 || len(first.Results) != 2 {
+		t.Fatalf("%v %+v", err, first)
+	}
+	if len(first.Results[0].Obj) == 0 || len(first.Results[1].Obj) == 0 {
+		t.Fatalf("no handles: %+v", first)
+	}
+	// The reply is lost; meanwhile a local process makes a again and
+	// moves c.
+	if err := os.Remove(e.path("d/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/a"), []byte("another's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.path("d/c"), e.path("d/c2")); err != nil {
+		t.Fatal(err)
+	}
+	other := e.lookup(D, "a")
+	check := func(when string, res *snfs1.ReintegrateRes) {
+		t.Helper()
+		if res.Failed() != nil || res.Applied != 2 || len(res.Results) != 2 {
+			t.Fatalf("%s: %+v", when, res)
+		}
+		if got := res.Results[0].Obj; bytes.Equal(got, other) {
+			t.Errorf("%s: provisional 1 answered with the local process's a (%x)", when, got)
+		} else if len(got) != 0 {
+			t.Errorf("%s: provisional 1 (removed) answered with %x", when, got)
+		}
+		if !bytes.Equal(res.Results[1].Obj, first.Results[1].Obj) {
+			t.Errorf("%s: provisional 2 answered with %x, its object is %x", when, res.Results[1].Obj, first.Results[1].Obj)
+		}
+	}
+	again, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("resent", again)
+	e.restart()
+	p = getPermit(t, a, D)
+	again, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("resent after a restart", again)
+}
