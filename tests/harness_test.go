@@ -59,6 +59,8 @@ type env struct {
 	srv      *server.Server
 	addr     string // TCP and UDP, NFS and MOUNT
 	done     chan error
+	ln       net.Listener   // the server's sockets, closed by stop in any case
+	pc       net.PacketConn // (a restart on the same port needs them gone)
 	nfs      *client.NFS
 	root     nfs3.FH
 }
@@ -163,7 +165,7 @@ func (e *env) start(addr string) {
 		srv.Shutdown(context.Background()) // never served: its store and goroutines
 		t.Fatalf("%v (the port: %s)", err, holders)
 	}
-	e.srv, e.addr, e.done = srv, ln.Addr().String(), make(chan error, 1)
+	e.srv, e.addr, e.done, e.ln, e.pc = srv, ln.Addr().String(), make(chan error, 1), ln, pc
 	go func() { e.done <- srv.Serve(ln, pc) }()
 	ctx := context.Background()
 	m, err := client.DialMount(ctx, "tcp", e.addr)
@@ -196,6 +198,12 @@ func (e *env) stop() {
 		e.t.Errorf("shutdown: %v", err)
 	}
 	<-e.done
+	// The server closes them at shutdown; closed here too, so that a
+	// restart's listen on the same port never waits for one left open
+	// (twice in CI a restart found the port's UDP socket still bound, its
+	// holder unnamed).
+	e.ln.Close()
+	e.pc.Close()
 	e.srv = nil
 }
 
