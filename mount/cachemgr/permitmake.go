@@ -173,6 +173,9 @@ func (t *provTable) forget(fh nfs3.FH) {
 // LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally
 // (localMake), the new directory cached as listed and empty.
 func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32) (vfs.Entry, bool, error) {
+	if sn.disc.offline() {
+		return sn.offlineMake(dir, c, name, nfs3.TypeDir, mode) // offline.go
+	}
 	return sn.localMake(ctx, dir, c, name, nfs3.TypeDir, mode, func(i *vfs.Inode) {
 		sn.names.installEmpty(i, dir, c)
 	})
@@ -188,7 +191,7 @@ func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
 	made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
 	p := sn.permits
-	if p == nil || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
+	if p == nil || !p.online || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
 		isProvFH(dir.FH) || sn.disc.offline() || typ == nfs3.TypeReg && mode&0o6000 != 0 {
 		return vfs.Entry{}, false, nil
 	}
@@ -392,7 +395,8 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		switch {
 		case !ok || o.gone:
 			return nil, nfs3.ErrStale // removed (by this mount, or refused)
-		case o.live && local:
+		case o.live && (local || sn.disc.offline()):
+			// Offline, a live object is served as it is (offline.go).
 			return i, nil
 		case o.real != nil:
 			ri := sn.FS.LookupInode(o.real)

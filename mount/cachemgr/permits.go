@@ -75,6 +75,13 @@ type permits struct {
 	age    time.Duration
 	length int
 
+	// online: changes are made locally under permits while connected
+	// (--permits=on); without it the log holds only what was made while
+	// disconnected (offline.go).
+	online bool
+	// off: what was made offline (offline.go, offlinereint.go).
+	off offLog
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -92,8 +99,13 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 		return nil, fmt.Errorf("the modification log: %w", err)
 	}
 	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
-		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{})}
+		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{}), online: sn.cfg.Permits}
+	p.loadOffData()
 	if n := l.Len(); n > 0 {
+		// Left by a mount killed, maybe offline: sent only under the
+		// permits of its directories, its names' data pushed after it
+		// (offlinereint.go).
+		p.off.pending = sn.cfg.disc != nil
 		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
 		p.reask = true
 		for _, d := range l.Dirs() {
@@ -176,14 +188,21 @@ const reintegrateMaxRounds = 4096
 // after a restart (reask), for which the record's directories' permits are
 // asked once more first.
 func (p *permits) reintegrate(ctx context.Context, why string) error {
+	if p.sn.disc.offline() {
+		return ErrDisconnected
+	}
 	p.reint.Lock()
 	defer p.reint.Unlock()
+	if err := p.offPrepare(ctx); err != nil { // offlinereint.go
+		return err
+	}
 	askedAgain := false
 	for range reintegrateMaxRounds {
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sn.sess}, p.refs())
+		p.pushOffData(ctx, res.Made) // offlinedata.go: before the attributes are taken in
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
@@ -204,6 +223,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 				p.mu.Lock()
 				p.reask = false
 				p.mu.Unlock()
+				p.offDone(ctx)
 			}
 			return err
 		}
@@ -219,7 +239,9 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 			continue
 		}
 		askedAgain = false
-		p.keepConflict(&ce.Record, ce.Status, why)
+		if !p.offRefused(ctx, &ce.Record, ce.Status, why) {
+			p.keepConflict(&ce.Record, ce.Status, why)
+		}
 		if err := p.log.Skip(ce.Record.LSN); err != nil {
 			return err
 		}
@@ -243,6 +265,9 @@ func provsOf(recs []snfs1.CMLRecord) []uint64 {
 func (p *permits) forgetMade(made []uint64) {
 	var done []uint64
 	for _, id := range made {
+		if p.offDataOf(id) != nil {
+			continue // its data is still to be written to it
+		}
 		if _, ok := p.log.Handle(id); ok {
 			done = append(done, id)
 		}
@@ -386,17 +411,24 @@ func (p *permits) close(ctx context.Context) error {
 	close(p.stop)
 	<-p.done
 	err := p.flush(ctx, "unmount")
-	if refs := p.refs(); len(refs) > 0 {
-		for len(refs) > 0 {
-			n := min(len(refs), snfs1.PermitReleaseMax)
-			if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
-				p.sn.FS.Logger().Debug("PERMIT_RELEASE", "err", rerr)
-				break
-			}
-			refs = refs[n:]
-		}
-	}
+	p.releaseAll(ctx)
 	return errors.Join(err, p.log.Close())
+}
+
+// releaseAll gives back the permits held (PERMIT_RELEASE).
+func (p *permits) releaseAll(ctx context.Context) {
+	refs := p.refs()
+	for len(refs) > 0 {
+		n := min(len(refs), snfs1.PermitReleaseMax)
+		if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
+			p.sn.FS.Logger().Debug("PERMIT_RELEASE", "err", rerr)
+			return
+		}
+		for _, r := range refs[:n] {
+			p.drop(r.Dir)
+		}
+		refs = refs[n:]
+	}
 }
 
 // SyncDir is an fsync of dir (SNFSMode): the modification log, which holds
