@@ -265,7 +265,7 @@ func TestMountDisconnectedUntar(t *testing.T) {
 	}
 	if tb := luaTarball(); tb != "" {
 		if _, err := exec.LookPath("gcc"); err == nil {
-			src := m.path("work/lua-5.4.8/src")
+			src := m.path("work/lua-5.4.8")
 			for _, c := range []string{"lapi", "lcode", "lstring", "lua"} {
 				cmd := exec.Command("gcc", "-std=gnu99", "-O0", "-c", c+".c", "-o", c+".o")
 				cmd.Dir = src
@@ -276,7 +276,7 @@ func TestMountDisconnectedUntar(t *testing.T) {
 				if err != nil || len(o) == 0 {
 					t.Fatalf("read of %s.o offline: %d bytes, %v", c, len(o), err)
 				}
-				files["lua-5.4.8/src/"+c+".o"] = o
+				files["lua-5.4.8/"+c+".o"] = o
 			}
 		}
 	}
@@ -300,7 +300,7 @@ func TestMountDisconnectedUntar(t *testing.T) {
 		t.Fatalf("conflicts recorded where nothing conflicted:\n%s", strings.Join(c, "\n"))
 	}
 	// And the mount sees what the server holds.
-	for _, name := range []string{"obj/m1.o", "lua-5.4.8/src/lapi.c", "d0/f1.c"} {
+	for _, name := range []string{"obj/m1.o", "lua-5.4.8/lapi.c", "lua-5.4.8/lapi.o", "d0/f1.c"} {
 		want, ok := files[name]
 		if !ok {
 			continue
