@@ -420,3 +420,64 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 		t.Fatalf("the remounted mount reads %d bytes of top; want %d", len(got), len(files["top"]))
 	}
 }
+
+// TestMountDisconnectedNameConflict: offline, the mount removes a file the
+// server made and renames a file over a name that did not exist; meanwhile
+// a process on the server replaces the first (another file under the same
+// name) and makes the second name. The log's records would act on the
+// other's files (REMOVE and RENAME name no object): the check against what
+// the names held as the mount went offline keeps both records as
+// conflicts, and the server's files are left alone; the mount's renamed
+// file stays under its old name. A name nobody touched (the third) is
+// removed as the mount did.
+func TestMountDisconnectedNameConflict(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--grace", "2s")
+	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"gone", "untouched"} {
+		if err := os.WriteFile(s.path("work/"+n), []byte("server's first "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
+	if _, err := os.ReadDir(m.path("work")); err != nil {
+		t.Fatal(err)
+	}
+	goOfflineReq(t, m)
+	mine := randBytes(3731, 20000)
+	if err := os.WriteFile(m.path("work/a"), mine, 0o644); err != nil {
+		t.Fatalf("create offline: %v", err)
+	}
+	if err := os.Rename(m.path("work/a"), m.path("work/b")); err != nil {
+		t.Fatalf("rename offline: %v", err)
+	}
+	for _, n := range []string{"gone", "untouched"} {
+		if err := os.Remove(m.path("work/" + n)); err != nil {
+			t.Fatalf("remove %s offline: %v", n, err)
+		}
+	}
+	// Meanwhile, on the server: gone is another file now, b is made.
+	replaced, theirs := randBytes(3732, 9000), randBytes(3733, 11000)
+	if err := os.WriteFile(s.path("work/gone.new"), replaced, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.path("work/gone.new"), s.path("work/gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("work/b"), theirs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goOnlineReq(t, m)
+	want := map[string][]byte{"gone": replaced, "b": theirs, "a": mine}
+	waitExport(t, m, s.path("work"), want, 60*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(conflictLines(m)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := conflictLines(m)
+	if len(c) != 2 || !strings.Contains(strings.Join(c, "\n"), "RENAME") || !strings.Contains(strings.Join(c, "\n"), "UNLINK") {
+		t.Fatalf("conflicts recorded: %q; want two: the UNLINK of gone and the RENAME to b", c)
+	}
+}
