@@ -67,6 +67,9 @@ type offLog struct {
 	poison map[string]bool
 	// data: the offline data of files made offline, by provisional id.
 	data map[uint64]*offData
+	// refused: when a permit the log needs was last refused (zero: not
+	// lately); not asked again for permitRefusal.
+	refused time.Time
 }
 
 // offNameKey is the key of name in the directory dir names.

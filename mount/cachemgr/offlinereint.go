@@ -54,10 +54,15 @@ var errOfflinePermits = errors.New("cachemgr: the permits of the directories cha
 // offline records is sent (p.reint held).
 func (p *permits) offPrepare(ctx context.Context) error {
 	p.off.mu.Lock()
-	pending := p.off.pending
+	pending, refused := p.off.pending, p.off.refused
 	p.off.mu.Unlock()
 	if !pending {
 		return nil
+	}
+	if !refused.IsZero() && time.Since(refused) < permitRefusal {
+		// Asked lately and refused: a directory read or change through
+		// the server does not wait for the asking again.
+		return errOfflinePermits
 	}
 	for _, d := range p.log.Dirs() {
 		granted := false
@@ -75,9 +80,15 @@ func (p *permits) offPrepare(ctx context.Context) error {
 		}
 		if !granted {
 			p.sn.FS.Logger().Info("reintegration of the changes made offline waits for a permit", "dir", p.sn.FS.PathOfFH(d, nil))
+			p.off.mu.Lock()
+			p.off.refused = time.Now()
+			p.off.mu.Unlock()
 			return errOfflinePermits
 		}
 	}
+	p.off.mu.Lock()
+	p.off.refused = time.Time{}
+	p.off.mu.Unlock()
 	p.off.mu.Lock()
 	bases := make([]offBase, 0, len(p.off.base))
 	for _, b := range p.off.base {

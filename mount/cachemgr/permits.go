@@ -393,11 +393,13 @@ func (p *permits) loop() {
 		p.mu.Lock()
 		age, length := p.age, p.length
 		p.mu.Unlock()
-		if st.Records == 0 || st.Oldest < age && st.Records < length {
+		if st.Records == 0 || st.Oldest < age && st.Records < length || p.sn.disc.offline() {
 			continue
 		}
 		ctx, cancel := p.sn.stopCtx(time.Minute)
-		if err := p.reintegrate(ctx, "age"); err != nil {
+		if err := p.reintegrate(ctx, "age"); errors.Is(err, errOfflinePermits) {
+			p.sn.FS.Logger().Debug("reintegration of the modification log", "err", err)
+		} else if err != nil {
 			p.sn.FS.Logger().Warn("reintegration of the modification log", "err", err)
 		}
 		cancel()
