@@ -241,10 +241,24 @@ func goOnlineReq(t *testing.T, m *mntProc) {
 // tree: every change is made locally and logged. Reads offline give what
 // was written. Back online, the export holds exactly what the
 // applications were told was written (every byte, no name more or less),
-// and no conflict is recorded: nothing conflicted.
+// and no conflict is recorded: nothing conflicted. Offline on request (the
+// connection up), and with the server killed (and started again: the
+// reintegration meets a restarted server, its permits gone).
 func TestMountDisconnectedUntar(t *testing.T) {
 	t.Parallel()
-	const seed = 3701
+	for _, how := range []string{"request", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testDisconnectedUntar(t, how)
+		})
+	}
+}
+
+func testDisconnectedUntar(t *testing.T, how string) {
+	seed := uint64(3701)
+	if how == "kill" {
+		seed = 3702
+	}
 	s := newServeProc(t, "--grace", "2s")
 	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
 		t.Fatal(err)
@@ -256,7 +270,14 @@ func TestMountDisconnectedUntar(t *testing.T) {
 	if _, err := os.ReadDir(m.path("work")); err != nil { // its listing, kept offline
 		t.Fatal(err)
 	}
-	goOfflineReq(t, m)
+	if how == "kill" {
+		if err := s.kill9(); err != nil {
+			t.Fatal(err)
+		}
+		waitMetric(t, m, "snfs_client_disconnected", 1, 20*time.Second)
+	} else {
+		goOfflineReq(t, m)
+	}
 	start := time.Now()
 	files := offlineTree(t, m.path("work"), seed)
 	buildChurn(t, m.path("work"), files, seed)
@@ -294,7 +315,14 @@ func TestMountDisconnectedUntar(t *testing.T) {
 		t.Fatalf("the export changed while the mount was offline: %d files", len(got))
 	}
 
-	goOnlineReq(t, m)
+	if how == "kill" {
+		if err := s.startErr(); err != nil {
+			t.Fatal(err)
+		}
+		waitMetric(t, m, "snfs_client_disconnected", 0, 30*time.Second)
+	} else {
+		goOnlineReq(t, m)
+	}
 	waitExport(t, m, s.path("work"), files, 120*time.Second)
 	if c := conflictLines(m); len(c) != 0 {
 		t.Fatalf("conflicts recorded where nothing conflicted:\n%s", strings.Join(c, "\n"))
