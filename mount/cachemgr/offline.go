@@ -144,9 +144,11 @@ func (nc *nameCache) offEntry(c *cdir, name string) (cent, bool, bool) {
 	return c.ents[k], true, false
 }
 
-// offApplyLocked changes name in the offline copy c of dir: removed, then
-// set to e unless e is nil. nc.mu held.
-func (nc *nameCache) offApplyLocked(c *cdir, dir *vfs.Inode, name string, e *cent) {
+// offApplyLocked changes name in the offline copy c of a directory whose
+// attribute generation is gen (read before nc.mu: an inode's Mu is taken
+// before nc.mu, never after): removed, then set to e unless e is nil.
+// nc.mu held.
+func (nc *nameCache) offApplyLocked(c *cdir, gen uint64, name string, e *cent) {
 	if k, ok := c.index[name]; ok {
 		c.ents[k].name = ""
 		delete(c.index, name)
@@ -159,9 +161,14 @@ func (nc *nameCache) offApplyLocked(c *cdir, dir *vfs.Inode, name string, e *cen
 		c.ents = append(c.ents, ce)
 	}
 	c.offChanged = true
-	dir.Mu.Lock()
-	c.modGen = dir.ModGen
-	dir.Mu.Unlock()
+	c.modGen = gen
+}
+
+// modGenOf is i's attribute generation.
+func modGenOf(i *vfs.Inode) uint64 {
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return i.ModGen
 }
 
 // offInstallEmpty gives i, a directory made offline, an offline copy:
@@ -265,8 +272,9 @@ func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.
 		nc.offInstallEmpty(i, dir)
 	}
 	e := cent{fileID: a.FileID, typ: typ, fh: fh, attr: a}
+	gen := modGenOf(dir)
 	nc.mu.Lock()
-	nc.offApplyLocked(cp, dir, name, &e)
+	nc.offApplyLocked(cp, gen, name, &e)
 	nc.mu.Unlock()
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", op, "dir", sn.PathOf(dir), "name", name, "prov", id)
@@ -350,8 +358,9 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 		return false, nil
 	}
 	p.setPending()
+	gen := modGenOf(dir)
 	nc.mu.Lock()
-	nc.offApplyLocked(cp, dir, name, nil)
+	nc.offApplyLocked(cp, gen, name, nil)
 	if rmdir {
 		nc.dropOfflineLocked(string(e.fh))
 	}
@@ -447,9 +456,10 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 		return false, nil
 	}
 	p.setPending()
+	fgen, tgen := modGenOf(from), modGenOf(to)
 	nc.mu.Lock()
-	nc.offApplyLocked(cf, from, name, nil)
-	nc.offApplyLocked(ct, to, newName, &moved)
+	nc.offApplyLocked(cf, fgen, name, nil)
+	nc.offApplyLocked(ct, tgen, newName, &moved)
 	nc.mu.Unlock()
 	if mi := sn.FS.LookupInode(moved.fh); mi != nil {
 		mi.NameMu.Lock()
