@@ -401,12 +401,18 @@ func TestMountDisconnectedCreateConflict(t *testing.T) {
 // TestMountDisconnectedKilledRemount: a mount killed while offline with a
 // log of changes (and the data of the files it made, closed) leaves them in
 // its cache directory; mounted again on it, it reintegrates the log and
-// writes the data before it serves: the export holds everything.
+// writes the data before it serves: the export holds everything. A file
+// of the server's that it removed offline, replaced on the server before the
+// remount, is left alone, its UNLINK kept as the one conflict: the names'
+// bases survive the kill.
 func TestMountDisconnectedKilledRemount(t *testing.T) {
 	t.Parallel()
 	const seed = 3721
 	s := newServeProc(t, "--grace", "2s")
 	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("work/gone"), []byte("the server's first"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
@@ -435,14 +441,25 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 		t.Fatalf("remove offline: %v", err)
 	}
 	delete(files, "k/f5")
+	if err := os.Remove(m.path("work/gone")); err != nil {
+		t.Fatalf("remove offline: %v", err)
+	}
 	m.kill9()
-	if got, _ := exportFiles(s.path("work")); len(got) != 0 {
+	if got, _ := exportFiles(s.path("work")); len(got) != 1 {
 		t.Fatalf("the export changed before the remount: %d files", len(got))
 	}
+	replaced := randBytes(seed+100, 5000)
+	if err := os.WriteFile(s.path("work/gone.new"), replaced, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.path("work/gone.new"), s.path("work/gone")); err != nil {
+		t.Fatal(err)
+	}
+	files["gone"] = replaced
 	m2 := startMount(t, s, "", m.cacheDir, "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
 	waitExport(t, m2, s.path("work"), files, 60*time.Second)
-	if c := conflictLines(m2); len(c) != 0 {
-		t.Fatalf("conflicts recorded where nothing conflicted:\n%s", strings.Join(c, "\n"))
+	if c := conflictLines(m2); len(c) != 1 || !strings.Contains(c[0], "UNLINK") {
+		t.Fatalf("conflicts recorded: %q; want one, the UNLINK of gone", c)
 	}
 	if got := mustRead(t, m2.path("work/top")); !bytes.Equal(got, files["top"]) {
 		t.Fatalf("the remounted mount reads %d bytes of top; want %d", len(got), len(files["top"]))

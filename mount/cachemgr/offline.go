@@ -50,10 +50,9 @@ type offLog struct {
 	// copies'); taken before mu.
 	change sync.Mutex
 	mu     sync.Mutex
-	// base: by dirKey(dir)+name, the first offline change's view of each
-	// name of a directory the server made that the log changes. Kept in
-	// memory: a mount killed offline reintegrates its log without it
-	// (the server's own checks only: docs/mount.md).
+	// base: by offNameKey, the first offline change's view of each name
+	// of a directory the server made that the log changes (also in the
+	// bases file: offlinebase.go).
 	base map[string]offBase
 	// pending: records logged offline (or left by a killed mount with
 	// disconnected operation) are in the log: the next reintegration asks
@@ -118,6 +117,7 @@ func (p *permits) noteBase(dir *vfs.Inode, name string, e cent, found bool) {
 		return // made here under a permit before going offline: the log's own
 	}
 	p.off.base[k] = b
+	p.saveBase(b) // offlinebase.go
 }
 
 // offCopy is dir's offline copy if changes may be made in it offline.

@@ -115,6 +115,7 @@ func (p *permits) offPrepare(ctx context.Context) error {
 	}
 	p.off.mu.Lock()
 	p.off.base = nil // checked: under the permits now, nobody else changes them
+	p.dropBases()
 	p.off.mu.Unlock()
 	return nil
 }
@@ -125,6 +126,9 @@ func (p *permits) offDone(ctx context.Context) {
 	p.off.mu.Lock()
 	was := p.off.pending
 	p.off.pending, p.off.base, p.off.poison = false, nil, nil
+	if was {
+		p.dropBases()
+	}
 	p.off.mu.Unlock()
 	if was && !p.online && !p.sn.disc.offline() {
 		p.releaseAll(ctx)

@@ -101,6 +101,7 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
 		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{}), online: sn.cfg.Permits}
 	p.loadOffData()
+	p.loadBases()
 	if n := l.Len(); n > 0 {
 		// Left by a mount killed, maybe offline: sent only under the
 		// permits of its directories, its names' data pushed after it
