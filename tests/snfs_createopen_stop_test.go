@@ -54,11 +54,7 @@ func (b *stallBreaks) Callback(ctx context.Context, fh nfs3.FH, _ state.Callback
 func TestSNFSCreateOpenReplySavedAtStop(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	holder := newStallBreaks()
 	defer close(holder.release)
 	a := dialSNFS(t, e, "createopen-stop-holder", holder)
@@ -308,11 +304,7 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 func TestSNFSCreateReplySavedAtStop(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
+	e, D := permitEnv(t)
 	holder := newStallBreaks()
 	defer close(holder.release)
 	a := dialSNFS(t, e, "create-stop-holder", holder)
