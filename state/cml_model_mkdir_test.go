@@ -213,7 +213,6 @@ type mkClient struct {
 type mkModel struct {
 	seed  uint64
 	r     *rand.Rand
-	now   time.Time
 	trace []string
 	err   error
 	impl  bool // the mount's rule: no record names a provisional directory
@@ -233,12 +232,7 @@ type mkModel struct {
 	newRevoked int
 	epoch      uint64
 
-	d       *Dirs
-	p       *Permits
-	calls   []Callback
-	parked  map[ReqID]func()
-	ready   []ReqID
-	nextReq ReqID
+	cmlTables
 	batches []*mkBatch
 
 	clients [mkClients + 1]*mkClient
@@ -264,8 +258,6 @@ func (m *mkModel) logf(format string, a ...any) {
 	m.trace = append(m.trace, fmt.Sprintf("%s ", m.now.Sub(t0))+fmt.Sprintf(format, a...))
 }
 
-func (m *mkModel) req() ReqID { m.nextReq++; return m.nextReq }
-
 func (m *mkModel) newTables() {
 	m.epoch++
 	m.d = NewDirs(DirConfig{MaxPerClient: 4, MaxListed: 8, CallbackTimeout: time.Second}, m.now)
@@ -275,44 +267,26 @@ func (m *mkModel) newTables() {
 // absorb carries out actions of either table (permits: the permits table's).
 func (m *mkModel) absorb(acts []Action, permits bool) {
 	for _, a := range acts {
-		switch a.Kind {
-		case ActCallback:
-			m.calls = append(m.calls, a.Callback)
-			if a.Callback.Mode == RecallPermit {
-				m.p.CallbackSent(m.now, a.Callback)
-			} else {
-				m.d.CallbackSent(m.now, a.Callback)
+		if m.carry(a, m.failf) || a.Kind != ActFence || !permits {
+			continue
+		}
+		// A recall past its deadline or failed: the permit is revoked.
+		obj := m.fids[a.File]
+		for _, b := range m.batches {
+			if b.c.id == a.Client && b.granted[obj] != 0 {
+				m.newRevoked++
+				m.logf("c%d's permit on o%d revoked while the batch that granted it is applied", a.Client, obj)
 			}
-		case ActProceed:
-			if m.parked[a.Req] == nil {
-				m.failf("request %d answered twice, or never parked", a.Req)
-				continue
-			}
-			m.ready = append(m.ready, a.Req)
-		case ActFence:
-			if !permits {
-				continue
-			}
-			// A recall past its deadline or failed: the permit is revoked.
-			obj := m.fids[a.File]
-			for _, b := range m.batches {
-				if b.c.id == a.Client && b.granted[obj] != 0 {
-					m.newRevoked++
-					m.logf("c%d.s permit on o%d revoked while the batch that granted it is applied", a.Client, obj)
-				}
-			}
-			if c := m.client(a.Client); c != nil {
-				// Perhaps an MKDIR's permit whose reply it has not taken
-				// in yet: it learns of the revocation when refused.
-				m.revoked[[2]uint64{uint64(c.id), obj}] = true
-				c.conflict[mkRef{obj: obj}] = true
-				m.logf("c%d's permit on o%d revoked", c.id, obj)
-			}
+		}
+		if c := m.client(a.Client); c != nil {
+			// Perhaps an MKDIR's permit whose reply it has not taken in
+			// yet: it learns of the revocation when refused.
+			m.revoked[[2]uint64{uint64(c.id), obj}] = true
+			c.conflict[mkRef{obj: obj}] = true
+			m.logf("c%d's permit on o%d revoked", c.id, obj)
 		}
 	}
 }
-
-func (m *mkModel) park(req ReqID, fn func()) { m.parked[req] = fn }
 
 func (m *mkModel) runReady() {
 	for len(m.ready) > 0 && m.err == nil {
@@ -371,10 +345,10 @@ func mkModelRun(seed uint64, steps int, rules mkRules) error {
 // mkModelRunN is mkModelRun, also returning how many permits an MKDIR
 // obtained were revoked while its batch was being applied.
 func mkModelRunN(seed uint64, steps int, rules mkRules) (int, error) {
-	m := &mkModel{seed: seed, r: rand.New(rand.NewPCG(seed, 37)), now: t0, impl: seed%2 == 0, rules: rules,
+	m := &mkModel{seed: seed, r: rand.New(rand.NewPCG(seed, 37)), cmlTables: cmlTables{now: t0, parked: map[ReqID]func(){}}, impl: seed%2 == 0, rules: rules,
 		names: map[uint64]map[int]uint64{}, isDir: map[uint64]bool{}, fids: map[FileID]uint64{},
 		last: map[ClientID]uint64{}, made: map[[2]uint64]uint64{}, noPerm: map[uint64]ClientID{},
-		due: map[uint64]map[int]bool{}, revoked: map[[2]uint64]bool{}, parked: map[ReqID]func(){}}
+		due: map[uint64]map[int]bool{}, revoked: map[[2]uint64]bool{}}
 	m.newObj(true) // the parent
 	for i := 1; i <= mkClients; i++ {
 		m.clients[i] = &mkClient{id: ClientID(i), held: map[uint64]*mkPermit{}, told: map[mkRef]map[int]bool{},
