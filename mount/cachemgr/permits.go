@@ -60,6 +60,10 @@ type permits struct {
 	// may have changed the directory: it is a conflict (docs/protocol.md
 	// section 21.4, "Deadline: revocation").
 	reask bool
+	// starts counts the server restarts seen (serverRestarted): a
+	// reintegration takes in the permits its replies granted only if none
+	// came since it began (they would be an earlier start's, gone).
+	starts uint64
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
@@ -199,6 +203,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 	}
 	askedAgain := false
 	for range reintegrateMaxRounds {
+		starts := p.startsSeen()
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
@@ -207,11 +212,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
-		p.mu.Lock()
-		for _, r := range res.Permits {
-			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
-		}
-		p.mu.Unlock()
+		p.takePermits(starts, res.Permits)
 		p.settleMade(made, res.Made, start)
 		p.forgetMade(made)
 		if res.Batches > 0 {
@@ -248,6 +249,27 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		}
 	}
 	return errors.New("cachemgr: too many refused records in one reintegration")
+}
+
+// startsSeen returns the count of server restarts seen, for takePermits.
+func (p *permits) startsSeen() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// takePermits holds the permits a reintegration's replies granted (MKDIR's),
+// unless the server restarted since it began (starts, from startsSeen):
+// serverRestarted forgot every permit, and these are gone too.
+func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.starts != starts {
+		return
+	}
+	for _, r := range refs {
+		p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
+	}
 }
 
 // provsOf are the provisional ids of the objects records make.
@@ -352,11 +374,20 @@ func (p *permits) drop(dir nfs3.FH) {
 // (all of it: it is applied in order), then the permit is given back by the
 // answer (docs/protocol.md section 21.4). It runs on the callback's own
 // goroutine, as a CB_WRITEBACK's WRITEs do (client.CallbackHandler).
+//
+// A permit not held with nothing logged is not this mount's (STALE): decided
+// once a reintegration in progress is over, since its reply may be granting
+// that very permit (an MKDIR's), and the server may recall it before the
+// reply is taken in (another client changing the new directory); answered
+// STALE, the server would end it, and the mount hold it after the reply.
 func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
+	p.reint.Lock()
 	p.mu.Lock()
 	_, held := p.held[string(dir)]
 	p.mu.Unlock()
-	if !held && p.log.Len() == 0 {
+	empty := p.log.Len() == 0
+	p.reint.Unlock()
+	if !held && empty {
 		return state.Stale
 	}
 	end := p.beginRecall(dir)
@@ -457,6 +488,7 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 func (p *permits) serverRestarted() {
 	p.mu.Lock()
 	clear(p.held)
+	p.starts++
 	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
 }
