@@ -369,12 +369,14 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 		t.Errorf("%d files copied in cost LISTDIR %v, LOOKUP %v, GETATTR %v; want none",
 			n, diff["LISTDIR"], diff["LOOKUP"], diff["GETATTR"])
 	}
-	if diff["REINTEGRATE"] != n || diff["OPEN"] != n {
-		t.Errorf("%d files copied in cost REINTEGRATE %v, OPEN %v; want %d each", n, diff["REINTEGRATE"], diff["OPEN"], n)
+	// One REINTEGRATE a file: its CREATE goes as CML_CREATE_OPEN, whose
+	// open the write that resolved the file takes (no OPEN).
+	if diff["REINTEGRATE"] != n {
+		t.Errorf("%d files copied in cost REINTEGRATE %v; want %d", n, diff["REINTEGRATE"], n)
 	}
 	for p, v := range diff {
 		switch {
-		case p != "REINTEGRATE" && p != "OPEN":
+		case p != "REINTEGRATE":
 			t.Errorf("%d files copied in cost %v %s calls", n, v, p)
 		}
 	}
