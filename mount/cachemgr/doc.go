@@ -12,7 +12,8 @@
 // delegation and the lock lease (snfsLocks, which adds them to the core's
 // lock table and shares its mutex), write-back permits and the modification
 // log (permits.go, permitlocal.go; permitmake.go and permitcreate.go: the
-// objects made locally, provisional until reintegrated), extended attributes, ALLOCATE, its
+// objects made locally, provisional until reintegrated; permitopen.go: their
+// opens given by the reintegration), extended attributes, ALLOCATE, its
 // counters and what `snfs status` shows of it (status.go); its per-inode state lives in the core's slot Inode.Ext (snOf)
 // and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
 // out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.
