@@ -69,6 +69,9 @@ type permits struct {
 	gate changeGate
 	// made: the objects made locally (permitmake.go).
 	made provTable
+	// opens: the provisional opens whose CREATE is sent as
+	// CML_CREATE_OPEN (permitopen.go).
+	opens reintOpens
 
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
@@ -207,7 +210,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sn.sess}, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
 		p.pushOffData(ctx, res.Made) // offlinedata.go: before the attributes are taken in
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)

@@ -257,6 +257,15 @@ func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64,
 
 // GetXattr is FS.GetXattr in snfs mode.
 func (sn *snfsFS) GetXattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, name string) ([]byte, error) {
+	if isProvFH(i.FH) {
+		// A file made locally and not reintegrated (fusefs asks only its
+		// security.capability so: the kernel's check before a write): a
+		// new file has no capabilities.
+		if name == "security.capability" {
+			return nil, ErrNoXattr
+		}
+		return nil, nfs3.ErrStale // no call carries a provisional handle
+	}
 	return sn.getXattr(ctx, i, c, name)
 }
 

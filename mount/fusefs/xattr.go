@@ -21,10 +21,18 @@ var (
 	_ fs.NodeRemovexattrer = (*node)(nil)
 )
 
+// capsXattr is the file capabilities' extended attribute.
+const capsXattr = "security.capability"
+
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	vi, errno := n.vino(rctx, false)
+	// The kernel asks for security.capability before a write (to clear
+	// it): a file made locally under a write-back permit and not yet
+	// reintegrated is answered without resolving it (it has none: only
+	// setcap sets it), so that its first write resolves it through its
+	// open, which then gets the open with the reintegration.
+	vi, errno := n.vino(rctx, attr == capsXattr)
 	if errno != 0 {
 		return 0, errno
 	}
