@@ -62,10 +62,10 @@ type env struct {
 	// ln and pc are the port's sockets, bound by start and kept by the
 	// harness across a restart: each server serves on copies of them
 	// (serveOn), closed by its shutdown. stop closes them.
-	ln  net.Listener
-	pc  net.PacketConn
-	nfs *client.NFS
-	root     nfs3.FH
+	ln   net.Listener
+	pc   net.PacketConn
+	nfs  *client.NFS
+	root nfs3.FH
 }
 
 // diskTempDir makes a directory on a disk file system (/var/tmp), not tmpfs,
