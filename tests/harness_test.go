@@ -272,13 +272,50 @@ func (e *env) shutdown() bool {
 // restart stops the server and starts a new one on the same address and state.
 // It keeps the port's sockets (serveOn says why).
 func (e *env) restart() {
-	if !e.shutdown() { // stopped: its sockets are closed
+	if e.srv == nil { // stopped: its sockets are closed
 		e.nfs = nil
 		e.start(e.addr)
 		return
 	}
+	// Down, the port refuses connections as a stopped server's does (and
+	// as the clients of the tests expect: they come back once refused, not
+	// queued until the new server accepts): the listener stops listening,
+	// still bound, and listens again for the new server.
+	if err := listenAgain(e.ln, false); err != nil {
+		e.t.Fatal(err)
+	}
+	e.shutdown()
 	e.nfs = nil
+	if err := listenAgain(e.ln, true); err != nil {
+		e.t.Fatal(err)
+	}
 	e.serveOn()
+}
+
+// listenAgain makes ln's socket listen (on) or stop listening (not on): a
+// shutdown(2) of its reading side ends a TCP socket's listening (resetting
+// the connections not yet accepted) and leaves it bound to its port, and a
+// listen(2) makes it listen again. Both act on the socket, whoever else
+// holds a descriptor of it.
+func listenAgain(ln net.Listener, on bool) error {
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return fmt.Errorf("the listener's socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		if on {
+			serr = syscall.Listen(int(fd), 4096) // the kernel bounds it by somaxconn
+		} else {
+			serr = syscall.Shutdown(int(fd), syscall.SHUT_RD)
+		}
+	}); err != nil {
+		return fmt.Errorf("the listener's socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("listen %v on the kept socket of %s: %w", on, ln.Addr(), serr)
+	}
+	return nil
 }
 
 func (e *env) port() int { return addrPort(e.addr) }
