@@ -246,9 +246,11 @@ func copySockets(ln net.Listener, pc net.PacketConn) (net.Listener, net.PacketCo
 // stop shuts the server down and closes the port's sockets: clients find
 // nothing there (connections refused) until a start.
 func (e *env) stop() {
-	if e.shutdown() {
+	e.shutdown()
+	if e.ln != nil { // also when a server failed to start on them
 		e.ln.Close()
 		e.pc.Close()
+		e.ln, e.pc = nil, nil
 	}
 }
 
