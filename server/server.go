@@ -290,6 +290,11 @@ func (s *Server) RootHandle(path string) []byte {
 // Verifier returns the current write verifier.
 func (s *Server) Verifier() [nfs3.WriteVerfSize]byte { return *s.verf.Load() }
 
+// ChangesLost is how many times the store's change notifier lost events (or
+// stopped), so that every client's cache was called back (store.ChangesLost):
+// what a test of caching checks before it takes a callback for a defect.
+func (s *Server) ChangesLost() uint64 { return s.store.ChangesLost() }
+
 // newVerifier installs a fresh write verifier. It is called at start and whenever
 // data a client wrote UNSTABLE may have been lost (a failed flush), so that clients
 // resend everything not yet committed.
