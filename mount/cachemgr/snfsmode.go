@@ -161,6 +161,20 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 	if err := fs.RefuseChange(); err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
+	if isProvFH(i.FH) {
+		// Made locally (fusefs does not resolve a Setattr): permitsetattr.go.
+		ri, a, ttl, done, err := sn.provSetattr(ctx, i, c, s)
+		if done {
+			return a, ttl, err
+		}
+		i = ri
+	}
+	if i.Type == nfs3.TypeDir {
+		// After the changes logged in it (permitsetattr.go).
+		if err := sn.BeforeDirChange(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
+	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}

@@ -134,6 +134,9 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if e, done, err := fs.ops.LocalSymlink(ctx, dir, c, name, target); done {
+		return e, err
+	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err
 	}

@@ -146,6 +146,13 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	return res.Path, nil
 }
 
+// SetTargetLocked records i's target, a symbolic link's (with i.Mu held):
+// snfs mode's link made locally answers its readlink so, without a call.
+func (i *Inode) SetTargetLocked(t string) { i.target, i.targetOK = t, true }
+
+// TargetLocked is i's target if known (with i.Mu held).
+func (i *Inode) TargetLocked() (string, bool) { return i.target, i.targetOK }
+
 // SetAttr is what to change in Setattr; nil fields stay.
 type SetAttr struct {
 	Mode         *uint32
