@@ -91,6 +91,30 @@ func permitsLinkAndAttrs(t *testing.T, p func(string) string, mtime time.Time) {
 	if err := os.Chmod(p("d/s"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Link(p("d/srv"), p("d/hard")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p("d/srv")); err != nil || fi.Sys().(*syscall.Stat_t).Nlink != 2 {
+		t.Fatalf("d/srv after its link: %v, %v; want 2 links", fi, err)
+	}
+	if err := os.Chmod(p("d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// permitsPre makes, in the export at path p, what permitsLinkAndAttrs
+// needs there before the mount lists d: d, and the file d/srv.
+func permitsPre(t *testing.T, p func(string) string) {
+	t.Helper()
+	if err := os.MkdirAll(p("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p("d/srv"), []byte("srv"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkLinkAndAttrs checks what permitsLinkAndAttrs made, as path p (a
@@ -109,6 +133,14 @@ func checkLinkAndAttrs(t *testing.T, who string, p func(string) string, mtime ti
 	}
 	if fi, err := os.Lstat(p("d/s")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Errorf("%s: d/s: %v, %v; want a directory 0700", who, fi, err)
+	}
+	fs, err1 := os.Lstat(p("d/srv"))
+	fh, err2 := os.Lstat(p("d/hard"))
+	if err1 != nil || err2 != nil || !os.SameFile(fs, fh) || fs.Sys().(*syscall.Stat_t).Nlink != 2 {
+		t.Errorf("%s: d/srv %v, %v and d/hard %v, %v: want one file with 2 links", who, fs, err1, fh, err2)
+	}
+	if fi, err := os.Lstat(p("d")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("%s: d: %v, %v; want 0750", who, fi, err)
 	}
 	for k := range 5 {
 		for _, n := range []string{"tl", "tf"} {
@@ -131,9 +163,7 @@ func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e, reg := keptEnv(t, nil)
-	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
+	permitsPre(t, e.path)
 	m := newPermitsMount(t, e, "permits-symlink", "")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
@@ -150,7 +180,7 @@ func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 		}
 	}
 	t.Logf("calls: %v", diff)
-	for _, p := range []string{"SYMLINK", "READLINK", "SETATTR", "CREATE", "REMOVE", "MKDIR", "GETATTR", "ACCESS"} {
+	for _, p := range []string{"SYMLINK", "READLINK", "SETATTR", "LINK", "CREATE", "REMOVE", "MKDIR", "GETATTR", "ACCESS"} {
 		if diff[p] != 0 {
 			t.Errorf("%v %s calls under the permit", diff[p], p)
 		}
@@ -159,11 +189,11 @@ func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 		t.Errorf("100 rounds cost %v calls: %v; want fewer than 20", calls, diff)
 	}
 	// 100 x (symlink, create, chmod, utimes, 2 unlinks), then symlink,
-	// create, 2 chmods, 2 utimes, chown, mkdir, chmod.
-	if got := cachemgr.StatsOf(m.v).LocalChanges.Load(); got != 600+9 {
-		t.Errorf("%d changes made locally; want %d", got, 600+9)
+	// create, 2 chmods, 2 utimes, chown, mkdir, chmod, link, chmod.
+	if got := cachemgr.StatsOf(m.v).LocalChanges.Load(); got != 600+11 {
+		t.Errorf("%d changes made locally; want %d", got, 600+11)
 	}
-	for _, n := range []string{"d/l", "d/f", "d/s"} {
+	for _, n := range []string{"d/l", "d/f", "d/s", "d/hard"} {
 		if _, err := os.Lstat(e.path(n)); !os.IsNotExist(err) {
 			t.Errorf("%s on the server before the fsync: %v (not made locally?)", n, err)
 		}
@@ -212,9 +242,7 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 	ls := requireTool(t, "nfs-ls")
 	op := requireLibnfsOp(t)
 	e := newEnv(t, "rw,no_root_squash")
-	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
+	permitsPre(t, e.path)
 	a := newPermitsMount(t, e, "permits-symlink-recall-a", "")
 	b := newSNFSMount(t, e, "permits-symlink-recall-b", "", time.Hour)
 	if _, err := os.ReadDir(a.path("d")); err != nil {
@@ -222,8 +250,13 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 	}
 	mtime := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
 	permitsLinkAndAttrs(t, a.path, mtime)
-	if _, err := os.Lstat(e.path("d/l")); !os.IsNotExist(err) {
-		t.Fatalf("d/l on the server before the recall: %v (not made locally?)", err)
+	for _, n := range []string{"d/l", "d/hard"} {
+		if _, err := os.Lstat(e.path(n)); !os.IsNotExist(err) {
+			t.Fatalf("%s on the server before the recall: %v (not made locally?)", n, err)
+		}
+	}
+	if fi, err := os.Lstat(e.path("d")); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Fatalf("d on the server before the recall: %v, %v; want 0777 still", fi, err)
 	}
 	c := exec.Command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
 	c.Stdin = bytes.NewReader([]byte("x"))
@@ -233,7 +266,7 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 	// The create returned: the recall ended, A's log is in.
 	checkLinkAndAttrs(t, "the server after the recall", e.path, mtime)
 	listed := nfsLs(t, ls, libnfsURL(e, e.dir+"/d"))
-	for _, n := range []string{"l", "f", "s", "fromlibnfs"} {
+	for _, n := range []string{"l", "f", "s", "srv", "hard", "fromlibnfs"} {
 		if !listed[n] {
 			t.Errorf("libnfs does not list %s: %v", n, listed)
 		}
@@ -250,16 +283,14 @@ func TestMountSNFSPermitsKilledSymlink(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
-	if err := os.MkdirAll(s.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
+	permitsPre(t, s.path)
 	a := startMount(t, s, "", "", "--permits=on")
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
 	}
 	mtime := time.Date(2019, 9, 8, 7, 6, 5, 432100000, time.UTC)
 	permitsLinkAndAttrs(t, a.path, mtime)
-	for _, n := range []string{"d/l", "d/f", "d/s"} {
+	for _, n := range []string{"d/l", "d/f", "d/s", "d/hard"} {
 		if _, err := os.Lstat(s.path(n)); !os.IsNotExist(err) {
 			t.Fatalf("%s on the server before the kill: %v (not made locally?)", n, err)
 		}

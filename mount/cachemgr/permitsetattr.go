@@ -40,13 +40,17 @@ import (
 // records made in it were made under its mode before the change, and a
 // chmod that takes write permission away applied first would refuse them).
 
-// localSetattr makes s on the live provisional object i locally; done
+// localSetattr makes s on i locally: i is a live provisional object, or a
+// directory the server made whose permit is held (localDirSetattr); done
 // false: not made (the caller resolves i and sends it).
-func (sn *snfsFS) localSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
+func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
 	p := sn.permits
-	if p == nil || !isProvFH(i.FH) || !localCred(c) || s.Size != nil ||
+	if p == nil || !localCred(c) || s.Size != nil ||
 		s.Mode == nil && s.UID == nil && s.GID == nil && s.Atime == nil && s.Mtime == nil {
 		return nfs3.Fattr{}, 0, false, nil
+	}
+	if !isProvFH(i.FH) {
+		return sn.localDirSetattr(ctx, i, c, s)
 	}
 	// One reintegration at a time sends the log and settles what it made:
 	// held, the object stays live (its making record unsent) until this
@@ -64,36 +68,102 @@ func (sn *snfsFS) localSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.
 	i.Mu.Lock()
 	cur := i.Attr
 	i.Mu.Unlock()
-	var sa nfs3.Sattr
+	sa, next, ok := localSattr(cur, c, s)
+	if !ok {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: o.id}, Attr: sa}); err != nil {
+		sn.FS.Logger().Warn("the modification log", "err", err)
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	a, ttl = sn.setLocalAttr(i, &next)
+	sn.stats.LocalChanges.Add(1)
+	return a, ttl, true, nil
+}
+
+// localDirSetattr makes s on the directory dir (one the server made)
+// locally, under LocalRemove's conditions for its entries: its listing
+// cached under its promise within the lease, its permit held and not
+// being recalled. A directory's own attributes are covered by its permit
+// (docs/protocol.md section 21.1): anyone else's SETATTR of it recalls the
+// permit first, so the log (this record with it) is in before that change
+// is made.
+func (sn *snfsFS) localDirSetattr(ctx context.Context, dir *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
+	p := sn.permits
+	if dir.Type != nfs3.TypeDir || sn.disc.offline() {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	nc := sn.names
+	d := nc.usable(ctx, dir)
+	if d == nil {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	if _, ok := p.get(ctx, dir.FH, false); !ok {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	done, err = p.logged(func() error {
+		if nc.usable(ctx, dir) != d {
+			return errNotLocal
+		}
+		dir.Mu.Lock()
+		cur := dir.Attr
+		dir.Mu.Unlock()
+		sa, next, ok := localSattr(cur, c, s)
+		if !ok {
+			return errNotLocal
+		}
+		if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: dir.FH}, Attr: sa}); err != nil {
+			sn.FS.Logger().Warn("the modification log", "err", err)
+			return errNotLocal
+		}
+		a, ttl = sn.setLocalAttr(dir, &next)
+		return nil
+	}, dir.FH)
+	if !done {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	sn.stats.LocalChanges.Add(1)
+	return a, ttl, true, err
+}
+
+// localSattr is s as a CML_SETATTR's attributes and cur with them applied,
+// or ok false when s is not one the mount makes locally: see the comment
+// at the top of this file. cur is an object the caller may change (its
+// owner: the server would refuse anyone else's chmod).
+func localSattr(cur nfs3.Fattr, c vfs.Cred, s vfs.SetAttr) (sa nfs3.Sattr, next nfs3.Fattr, ok bool) {
+	if cur.UID != c.UID {
+		return nfs3.Sattr{}, cur, false
+	}
 	if s.Mode != nil {
 		m := *s.Mode & 0o7777
 		if cur.Type == nfs3.TypeLnk || cur.Type == nfs3.TypeReg && m&0o6000 != 0 {
-			return nfs3.Fattr{}, 0, false, nil
+			return nfs3.Sattr{}, cur, false
 		}
 		sa.Mode, cur.Mode = &m, m
 	}
 	if s.UID != nil {
 		if *s.UID != cur.UID {
-			return nfs3.Fattr{}, 0, false, nil
+			return nfs3.Sattr{}, cur, false
 		}
 		u := *s.UID
 		sa.UID = &u
 	}
 	if s.GID != nil {
 		if *s.GID != cur.GID && *s.GID != c.GID {
-			return nfs3.Fattr{}, 0, false, nil
+			return nfs3.Sattr{}, cur, false
 		}
 		g := *s.GID
 		sa.GID, cur.GID = &g, g
 	}
 	now := time.Now()
 	// A time "now" is the mount's clock, sent as the client's time: the
-	// object the server makes shows what this mount reported.
+	// object the server has then shows what this mount reported.
 	at := func(t *time.Time) (nfs3.SetTime, nfs3.Time) {
-		if t.IsZero() {
-			return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(now)}, vfs.NFSTime(now)
+		v := vfs.NFSTime(now)
+		if !t.IsZero() {
+			v = vfs.NFSTime(*t)
 		}
-		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(*t)}, vfs.NFSTime(*t)
+		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: v}, v
 	}
 	if s.Atime != nil {
 		sa.Atime, cur.Atime = at(s.Atime)
@@ -102,18 +172,25 @@ func (sn *snfsFS) localSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.
 		sa.Mtime, cur.Mtime = at(s.Mtime)
 	}
 	cur.Ctime = vfs.NFSTime(now)
-	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: o.id}, Attr: sa}); err != nil {
-		sn.FS.Logger().Warn("the modification log", "err", err)
-		return nfs3.Fattr{}, 0, false, nil
-	}
-	fnow := sn.FS.Now()
+	return sa, cur, true
+}
+
+// setLocalAttr gives i the attributes a, changed locally, and the cached
+// entries naming it too; a directory's cached listing stays valid (it is
+// not changed by its own attributes).
+func (sn *snfsFS) setLocalAttr(i *vfs.Inode, a *nfs3.Fattr) (nfs3.Fattr, time.Duration) {
+	now := sn.FS.Now()
 	i.Mu.Lock()
-	i.ModifiedLocked(&cur, fnow)
-	a, ttl = i.ReportLocked(), i.TTLLocked(fnow)
+	old := i.ModGen
+	i.ModifiedLocked(a, now)
+	gen := i.ModGen
+	rep, ttl := i.ReportLocked(), i.TTLLocked(now)
 	i.Mu.Unlock()
-	sn.names.entryAttr(i.FH, &cur)
-	sn.stats.LocalChanges.Add(1)
-	return a, ttl, true, nil
+	if i.Type == nfs3.TypeDir {
+		sn.names.keepListing(i, old, gen)
+	}
+	sn.names.entryAttr(i.FH, a)
+	return rep, ttl
 }
 
 // entryAttr gives the cached entries naming fh the attributes a (a change
@@ -141,7 +218,7 @@ func (nc *nameCache) entryAttr(fh nfs3.FH, a *nfs3.Fattr) {
 // provSetattr is Setattr of a provisional inode: made locally, or on the
 // real inode it resolves to.
 func (sn *snfsFS) provSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (*vfs.Inode, nfs3.Fattr, time.Duration, bool, error) {
-	if a, ttl, done, err := sn.localSetattr(i, c, s); done {
+	if a, ttl, done, err := sn.localSetattr(ctx, i, c, s); done {
 		return nil, a, ttl, true, err
 	}
 	ri, err := sn.Resolve(ctx, i, false)

@@ -170,7 +170,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		i = ri
 	}
 	if i.Type == nfs3.TypeDir {
-		// After the changes logged in it (permitsetattr.go).
+		// Under its permit, or through the server after the changes logged
+		// in it (permitsetattr.go).
+		if a, ttl, done, err := sn.localSetattr(ctx, i, c, s); done {
+			return a, ttl, err
+		}
 		if err := sn.BeforeDirChange(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
 		}

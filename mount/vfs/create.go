@@ -182,6 +182,9 @@ func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Ent
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if e, done, err := fs.ops.LocalLink(ctx, i, dir, c, name); done {
+		return e, err
+	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err
 	}

@@ -125,6 +125,9 @@ type Ops interface {
 	// LocalSymlink is LocalMkdir's SYMLINK: the new link is a provisional
 	// object whose target the mode answers (the inode's, SetTargetLocked).
 	LocalSymlink(ctx context.Context, dir *Inode, c Cred, name, target string) (e Entry, done bool, err error)
+	// LocalLink is LocalRemove's LINK of i as dir/name (i is no
+	// provisional object: fusefs resolves it first).
+	LocalLink(ctx context.Context, i, dir *Inode, c Cred, name string) (e Entry, done bool, err error)
 	// Resolve is i itself, unless i is a provisional object's inode: then
 	// it stays i only for an operation the mode serves locally (local: a
 	// lookup in it, its attributes, its listing, a link's target) while
@@ -247,6 +250,9 @@ func (NFSOps) LocalMkdir(context.Context, *Inode, Cred, string, uint32) (Entry, 
 	return Entry{}, false, nil
 }
 func (NFSOps) LocalSymlink(context.Context, *Inode, Cred, string, string) (Entry, bool, error) {
+	return Entry{}, false, nil
+}
+func (NFSOps) LocalLink(context.Context, *Inode, *Inode, Cred, string) (Entry, bool, error) {
 	return Entry{}, false, nil
 }
 func (NFSOps) Resolve(_ context.Context, i *Inode, _ bool) (*Inode, error) { return i, nil }

@@ -18,6 +18,10 @@ type Entry struct {
 
 // entry reports i after a call that returned attributes; the name is good for
 // as long as its directory's attributes are.
+// EntryOf is the entry of i as a name in dir (the mode's change made
+// locally answers the kernel so).
+func (fs *FS) EntryOf(dir, i *Inode) Entry { return fs.entry(dir, i) }
+
 func (fs *FS) entry(dir, i *Inode) Entry {
 	now := fs.Now()
 	i.Mu.Lock()
