@@ -148,7 +148,15 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
-	return fs.created(ctx, dir, c, name, res)
+	e, err := fs.created(ctx, dir, c, name, res)
+	if err == nil && e.Inode.Type == nfs3.TypeLnk {
+		// The server stores the target as given, and it never changes:
+		// the link's readlink needs no READLINK.
+		e.Inode.Mu.Lock()
+		e.Inode.SetTargetLocked(target)
+		e.Inode.Mu.Unlock()
+	}
+	return e, err
 }
 
 // Mknod makes a device, FIFO or socket (MKNOD, RFC 1813 section 3.3.11).
