@@ -149,7 +149,7 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 		return Entry{}, err
 	}
 	e, err := fs.created(ctx, dir, c, name, res)
-	if err == nil && e.Inode.Type == nfs3.TypeLnk {
+	if err == nil && res.Object != nil && e.Inode.Type == nfs3.TypeLnk {
 		// The server stores the target as given, and it never changes:
 		// the link's readlink needs no READLINK.
 		e.Inode.Mu.Lock()
