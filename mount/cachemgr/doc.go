@@ -11,8 +11,10 @@
 // recovery after a server restart (reclaim, reintegration, conflicts), lock
 // delegation and the lock lease (snfsLocks, which adds them to the core's
 // lock table and shares its mutex), write-back permits and the modification
-// log (permits.go, permitlocal.go; permitmake.go and permitcreate.go: the
-// objects made locally, provisional until reintegrated), extended attributes, ALLOCATE, its
+// log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
+// permitsymlink.go: the objects made locally, provisional until
+// reintegrated; permitlink.go: LINK; permitsetattr.go: SETATTR of a
+// provisional object or of a directory under its permit), extended attributes, ALLOCATE, its
 // counters and what `snfs status` shows of it (status.go); its per-inode state lives in the core's slot Inode.Ext (snOf)
 // and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
 // out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.

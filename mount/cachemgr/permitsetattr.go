@@ -206,8 +206,8 @@ func (nc *nameCache) entryAttr(fh nfs3.FH, a *nfs3.Fattr) {
 			}
 		}
 	}
-	if d := nc.covered[string(fh)]; d != nil {
-		set(d)
+	if d := nc.covered[string(fh)]; d != nil && (a.Type == nfs3.TypeDir || a.Nlink <= 1) {
+		set(d) // its only listing (a directory's "." names no handle)
 		return
 	}
 	for _, d := range nc.dirs {
