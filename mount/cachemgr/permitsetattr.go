@@ -10,35 +10,42 @@ import (
 )
 
 // SETATTRs made locally under a write-back permit (docs/mount.md "The
-// mount's side"): so far those of a provisional object (permitmake.go,
+// mount's side"): those of a provisional object (permitmake.go,
 // permitcreate.go, permitsymlink.go) whose making record is still in the
-// log: nobody but this mount can see the object before that record is
-// sent, so its attributes are this mount's to change, as its name is. A
-// chmod, a chown to its own owner and to its group or the caller's, and
-// utimes of it (touch, cp -p, tar's chmod and utimes after each file) are
-// logged as CML_SETATTR naming the object by its provisional id, applied to
-// its inode's attributes and to its entry in the cached listing, and cost
-// no call; the optimiser merges repeated SETATTRs of it (mount/cml,
-// Optimize's rule 2), and drops them with the object when it is removed
-// before it is sent (rule 1). The server applies the record after the
-// making record, in the same REINTEGRATE, with the session's credentials.
+// log (nobody but this mount can see the object before that record is
+// sent, so its attributes are this mount's to change, as its name is), and
+// those of a directory the server made whose permit is held (a directory's
+// own attributes are covered by its permit: anyone else's SETATTR of it
+// recalls the permit first, docs/protocol.md section 21.4). A chmod, a
+// chown to the object's own owner, a chgrp to its group or the caller's,
+// and utimes (touch, cp -p, tar's chmod and utimes after each file), by
+// the session's credentials, of an object the caller owns, are logged as
+// CML_SETATTR (naming the object by its provisional id, or the directory
+// by its handle), applied to the inode's attributes and to the cached
+// entries naming it, and cost no call; the optimiser merges repeated
+// SETATTRs of one object (mount/cml, Optimize's rule 2), and drops them
+// with an object removed before it is sent (rule 1). The server applies
+// the record in log order, with the session's credentials.
 //
-// Not local (the object is resolved first, and the SETATTR goes through
-// the server): a size (a truncation of a file made locally would have to
-// agree with the data its writes send by WRITE outside the log, and those
-// resolve it anyway), a set-ID bit on a regular file (localMake makes none:
-// a write must clear it), a mode of a link (the server cannot set one), an
-// owner other than the object's own and a group other than its own or the
-// caller's (whether the caller may give it is the server's to decide), and
-// another user's change (REINTEGRATE carries the session's identity).
+// Not local (a provisional object is resolved first, and the SETATTR goes
+// through the server): a size (a truncation of a file made locally would
+// have to agree with the data its writes send by WRITE outside the log,
+// and those resolve it anyway), a set-ID bit on a regular file (localMake
+// makes none: a write must clear it), a mode of a link (the server cannot
+// set one), an owner other than the object's own and a group other than
+// its own or the caller's (whether the caller may give it is the server's
+// to decide), another user's change (REINTEGRATE carries the session's
+// identity), and a change of an object the caller does not own.
 //
-// A SETATTR of an object the server made is not made locally: its
-// attributes are not covered by a directory's permit (they are under the
-// file callbacks of Table 1), and the mount has nothing that would keep a
-// changed mode over a GETATTR answered before the reintegration. It goes
-// through the server; a directory's sends the log first (Setattr: the
-// records made in it were made under its mode before the change, and a
-// chmod that takes write permission away applied first would refuse them).
+// A SETATTR of another object the server made (not a directory) is not
+// made locally: its attributes are not covered by a directory's permit
+// (they are under the file callbacks of Table 1: another client's change
+// of the file recalls no permit), and the mount has nothing that would
+// keep a changed mode over a GETATTR answered before the reintegration. It
+// goes through the server; a directory's SETATTR not made locally sends
+// the log first (Setattr: the records made in it were made under its mode
+// before the change, and a chmod that takes write permission away applied
+// first would refuse them).
 
 // localSetattr makes s on i locally: i is a live provisional object, or a
 // directory the server made whose permit is held (localDirSetattr); done
