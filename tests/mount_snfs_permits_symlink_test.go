@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"snfs/mount/cachemgr"
 )
 
@@ -302,4 +304,70 @@ func TestMountSNFSPermitsKilledSymlink(t *testing.T) {
 	}
 	checkLinkAndAttrs(t, "the server after the remount", s.path, mtime)
 	checkLinkAndAttrs(t, "the remount", b.path, mtime)
+}
+
+// TestMountSNFSPermitsSetattrThrough: the SETATTRs not made locally go
+// through the server, right: a set-user-ID bit on a file made locally (it
+// is resolved first: one REINTEGRATE), a chown of it to another owner; and
+// a link's own times (utimensat with AT_SYMLINK_NOFOLLOW) are made locally
+// and reach the server on the link, not its target.
+func TestMountSNFSPermitsSetattrThrough(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	permitsPre(t, e.path)
+	m := newPermitsMount(t, e, "permits-setattr-through", "")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	createClosed(t, m.path("d/x"))
+	byProc := serverCallsByProc(t, reg)
+	if err := syscall.Chmod(m.path("d/x"), 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(e.path("d/x")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("d/x on the server after chmod 04755: %v, %v", fi, err)
+	}
+	if err := os.Chown(m.path("d/x"), 1234, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverCallsByProc(t, reg)["SETATTR"] - byProc["SETATTR"]; got != 2 {
+		t.Errorf("%v SETATTR calls for a set-user-ID chmod and a chown to another; want 2", got)
+	}
+	fi, err := os.Lstat(e.path("d/x"))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Fatalf("d/x on the server: %v, %v; want owner 1234", fi, err)
+	}
+	if fi, err := os.Lstat(m.path("d/x")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Errorf("d/x on the mount: %v, %v; want owner 1234", fi, err)
+	}
+	if err := os.Symlink("d/x", m.path("d/l")); err != nil {
+		t.Fatal(err)
+	}
+	mt := time.Date(2018, 1, 2, 3, 4, 5, 0, time.UTC)
+	byProc = serverCallsByProc(t, reg)
+	ts := []unix.Timespec{unix.NsecToTimespec(mt.UnixNano()), unix.NsecToTimespec(mt.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, m.path("d/l"), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverCallsByProc(t, reg)["SETATTR"] - byProc["SETATTR"]; got != 0 {
+		t.Errorf("%v SETATTR calls for a new link's times; want 0", got)
+	}
+	if fi, err := os.Lstat(m.path("d/l")); err != nil || !mtimeOf(fi).Equal(mt) {
+		t.Errorf("d/l on the mount: %v, %v", fi, err)
+	}
+	dir, err := os.Open(m.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	dir.Close()
+	if fi, err := os.Lstat(e.path("d/l")); err != nil || !mtimeOf(fi).Equal(mt) {
+		t.Errorf("d/l on the server: %v, %v; want mtime %v", fi, err, mt)
+	}
+	if fi, err := os.Stat(e.path("d/x")); err != nil || mtimeOf(fi).Equal(mt) {
+		t.Errorf("d/x on the server: %v, %v; the link's times went to its target", fi, err)
+	}
 }
