@@ -371,3 +371,26 @@ func TestMountSNFSPermitsSetattrThrough(t *testing.T) {
 		t.Errorf("d/x on the server: %v, %v; the link's times went to its target", fi, err)
 	}
 }
+
+// TestMountSymlinkTargetKnown: a symbolic link made through the server
+// (no permits) is read back without a READLINK: the mount knows the target
+// it sent, which the server stores as given.
+func TestMountSymlinkTargetKnown(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	m := newSNFSMount(t, e, "symlink-target", "", time.Hour)
+	if err := os.Symlink("some/where", m.path("l")); err != nil {
+		t.Fatal(err)
+	}
+	before := serverCallsByProc(t, reg)["READLINK"]
+	if got, err := os.Readlink(m.path("l")); err != nil || got != "some/where" {
+		t.Fatalf("readlink: %q, %v", got, err)
+	}
+	if n := serverCallsByProc(t, reg)["READLINK"] - before; n != 0 {
+		t.Errorf("%v READLINK calls for a link the mount made", n)
+	}
+	if got, err := os.Readlink(e.path("l")); err != nil || got != "some/where" {
+		t.Errorf("the server's link: %q, %v", got, err)
+	}
+}
