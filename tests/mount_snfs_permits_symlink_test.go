@@ -394,3 +394,81 @@ func TestMountSymlinkTargetKnown(t *testing.T) {
 		t.Errorf("the server's link: %q, %v", got, err)
 	}
 }
+
+// TestMountSNFSPermitsSetattrDuringReintegration: files made locally and
+// changed (chmod, utimes, chmod) by four writers while the directory is
+// fsynced again and again (each fsync a reintegration, which settles the
+// objects made so far): every SETATTR names an object its log still makes
+// or one it knows the handle of, so none is refused, and the server ends
+// with each file's last mode and times.
+func TestMountSNFSPermitsSetattrDuringReintegration(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, _ := keptEnv(t, nil)
+	permitsPre(t, e.path)
+	m := newPermitsMount(t, e, "permits-setattr-race", "")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2022, 3, 4, 5, 6, 7, 0, time.UTC)
+	const writers, files = 4, 100
+	done := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for k := range files {
+				p := m.path(fmt.Sprintf("d/w%d-%03d", w, k))
+				f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+				if err == nil {
+					err = f.Close()
+				}
+				if err == nil {
+					err = os.Chmod(p, 0o600)
+				}
+				if err == nil {
+					err = os.Chtimes(p, mtime, mtime)
+				}
+				if err == nil {
+					err = os.Chmod(p, 0o640)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	dir, err := os.Open(m.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	for left := writers; left > 0; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			left--
+		default:
+			if err := dir.Sync(); err != nil {
+				t.Fatalf("fsync of the directory: %v", err)
+			}
+		}
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := cachemgr.StatsOf(m.v).Conflicts.Load(); n != 0 {
+		t.Errorf("%d conflicts", n)
+	}
+	for w := range writers {
+		for k := range files {
+			n := fmt.Sprintf("d/w%d-%03d", w, k)
+			fi, err := os.Lstat(e.path(n))
+			if err != nil || fi.Mode().Perm() != 0o640 || !mtimeOf(fi).Equal(mtime) {
+				t.Fatalf("%s on the server: %v, %v; want 0640, mtime %v", n, fi, err, mtime)
+			}
+		}
+	}
+}
