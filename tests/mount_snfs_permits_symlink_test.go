@@ -338,6 +338,9 @@ func TestMountSNFSPermitsSetattrThrough(t *testing.T) {
 	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
 		t.Fatalf("d/x on the server: %v, %v; want owner 1234", fi, err)
 	}
+	if fi, err := os.Lstat(m.path("d/x")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Errorf("d/x on the mount: %v, %v; want owner 1234", fi, err)
+	}
 	if err := os.Symlink("d/x", m.path("d/l")); err != nil {
 		t.Fatal(err)
 	}

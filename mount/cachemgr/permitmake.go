@@ -87,6 +87,9 @@ type provTable struct {
 	mu   sync.Mutex
 	byFH map[string]*provObj
 	byID map[uint64]*provObj
+	// byReal: the settled objects by real handle, while their provisional
+	// inodes are known (realHeld).
+	byReal map[string]*provObj
 }
 
 func (t *provTable) add(o *provObj) {
@@ -127,6 +130,10 @@ func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint
 	o.real, o.gone = real, real == nil
 	if real != nil {
 		o.attr, o.start = attr, start
+		if t.byReal == nil {
+			t.byReal = map[string]*provObj{}
+		}
+		t.byReal[string(real)] = o
 	}
 	delete(t.byID, id)
 	if o.gone {
@@ -167,7 +174,24 @@ func (t *provTable) forget(fh nfs3.FH) {
 	defer t.mu.Unlock()
 	if o, ok := t.byFH[string(fh)]; ok && !o.live {
 		delete(t.byFH, string(fh))
+		if o.real != nil && t.byReal[string(o.real)] == o {
+			delete(t.byReal, string(o.real))
+		}
 	}
+}
+
+// realHeld reports whether real is the real handle of a settled object
+// whose provisional inode is still known: that inode's operations resolve
+// to the real inode (Resolve), so the real inode must stay while it does
+// (BusyLocked), even when the kernel forgets its own node of the real
+// handle meanwhile; dropped, an operation in flight on it would leave its
+// result on an inode nobody finds again, and the next lookup would make
+// one from the older attributes the name cache kept.
+func (t *provTable) realHeld(real nfs3.FH) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byReal[string(real)]
+	return ok
 }
 
 // LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally

@@ -305,6 +305,9 @@ func (*snfsFS) AttrTTLLocked(i *vfs.Inode) (time.Duration, bool) { return snfsTT
 func (*snfsFS) AdjustLocked(i *vfs.Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
 func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
+	if sn.permits != nil && !isProvFH(i.FH) && sn.permits.made.realHeld(i.FH) {
+		return true // a provisional inode's operations resolve to it (permitmake.go)
+	}
 	if isProvFH(i.FH) && sn.permits != nil {
 		// A live provisional object is known only here: its inode stays
 		// while its name does.
