@@ -104,6 +104,18 @@ func permitsLinkAndAttrs(t *testing.T, p func(string) string, mtime time.Time) {
 	}
 }
 
+// newPermitsMountKept is newPermitsMount whose log is sent only by the
+// test (a directory's fsync, a recall): not by its age, which a loaded
+// machine may reach in the middle of the test's burst.
+func newPermitsMountKept(t *testing.T, e *env, name string) *snfsMount {
+	t.Helper()
+	m := newPermitsMount(t, e, name, "")
+	if !cachemgr.SetLogPolicy(m.v, time.Hour, 1<<20) {
+		t.Fatal("no permits")
+	}
+	return m
+}
+
 // permitsPre makes, in the export at path p, what permitsLinkAndAttrs
 // needs there before the mount lists d: d, and the file d/srv.
 func permitsPre(t *testing.T, p func(string) string) {
@@ -166,7 +178,7 @@ func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 	requireRoot(t)
 	e, reg := keptEnv(t, nil)
 	permitsPre(t, e.path)
-	m := newPermitsMount(t, e, "permits-symlink", "")
+	m := newPermitsMountKept(t, e, "permits-symlink")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +257,7 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 	op := requireLibnfsOp(t)
 	e := newEnv(t, "rw,no_root_squash")
 	permitsPre(t, e.path)
-	a := newPermitsMount(t, e, "permits-symlink-recall-a", "")
+	a := newPermitsMountKept(t, e, "permits-symlink-recall-a")
 	b := newSNFSMount(t, e, "permits-symlink-recall-b", "", time.Hour)
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
@@ -316,7 +328,7 @@ func TestMountSNFSPermitsSetattrThrough(t *testing.T) {
 	requireRoot(t)
 	e, reg := keptEnv(t, nil)
 	permitsPre(t, e.path)
-	m := newPermitsMount(t, e, "permits-setattr-through", "")
+	m := newPermitsMountKept(t, e, "permits-setattr-through")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
