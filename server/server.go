@@ -117,6 +117,9 @@ const DefaultGrace = 15 * time.Second
 // Server is the NFSv3 + MOUNT v3 service over one store.
 type Server struct {
 	reint reintQueues // REINTEGRATEs of one client, one at a time (reintegrate.go)
+	// reintOpens: the opens CML_CREATE_OPEN records were granted, for a
+	// resend (reintegrateopen.go).
+	reintOpens reintOpenMemo
 	// grouped holds the commit sets of the REINTEGRATE calls being applied,
 	// by call (reintegratecommit.go); grouping counts them.
 	grouped   sync.Map

@@ -156,7 +156,6 @@ type cmlExp struct {
 type cmlModel struct {
 	seed  uint64
 	r     *rand.Rand
-	now   time.Time
 	trace []string
 	err   error
 
@@ -172,12 +171,7 @@ type cmlModel struct {
 	recMade map[[2]uint64]cmlMade // durable with last: (client, LSN) -> the object a batch answered (consist's made handles)
 	epoch   uint64
 
-	d       *Dirs
-	p       *Permits
-	calls   []Callback
-	parked  map[ReqID]func()
-	ready   []ReqID
-	nextReq ReqID
+	cmlTables
 	batches []*cmlBatch // batches being applied by the server
 	exps    map[ReqID]*cmlExp
 	prov    cmlProv
@@ -216,39 +210,21 @@ func (m *cmlModel) newTables() {
 	m.p = NewPermits(PermitConfig{MaxPerClient: 2, MaxPermits: 3, CallbackTimeout: time.Second, IDBase: m.epoch << 32}, m.now)
 }
 
-func (m *cmlModel) req() ReqID { m.nextReq++; return m.nextReq }
-
 // absorb carries out actions of either table.
 func (m *cmlModel) absorb(acts []Action) {
 	for _, a := range acts {
-		switch a.Kind {
-		case ActCallback:
-			m.calls = append(m.calls, a.Callback)
-			if a.Callback.Mode == RecallPermit {
-				m.p.CallbackSent(m.now, a.Callback)
-			} else {
-				m.d.CallbackSent(m.now, a.Callback)
-			}
-		case ActProceed:
-			if m.parked[a.Req] == nil {
-				m.failf("request %d answered twice, or never parked", a.Req)
-				continue
-			}
-			m.ready = append(m.ready, a.Req)
-		case ActFence:
-			// A break or recall past its deadline: the client's lease has
-			// lapsed (section 20.4), it stops using its listing.
-			if c := m.client(a.Client); c != nil {
-				if d := dirOfFID(a.File); d >= 0 {
-					delete(c.cache, d)
-				}
+		if m.carry(a, m.failf) || a.Kind != ActFence {
+			continue
+		}
+		// A break or recall past its deadline: the client's lease has
+		// lapsed (section 20.4), it stops using its listing.
+		if c := m.client(a.Client); c != nil {
+			if d := dirOfFID(a.File); d >= 0 {
+				delete(c.cache, d)
 			}
 		}
 	}
 }
-
-// park waits req (Wait from a table) with fn to run when it proceeds.
-func (m *cmlModel) park(req ReqID, fn func()) { m.parked[req] = fn }
 
 func (m *cmlModel) runReady() {
 	for len(m.ready) > 0 && m.err == nil {
@@ -355,9 +331,9 @@ func (m *cmlModel) hasLog(c *cmlClient, d int) bool {
 }
 
 func cmlModelRun(seed uint64, steps int) error {
-	m := &cmlModel{seed: seed, r: rand.New(rand.NewPCG(seed, 26)), now: t0,
+	m := &cmlModel{seed: seed, r: rand.New(rand.NewPCG(seed, 26)), cmlTables: cmlTables{now: t0, parked: map[ReqID]func(){}},
 		pre: map[ClientID]map[[2]int]uint64{}, last: map[ClientID]uint64{}, pending: map[ClientID]uint64{}, crashed: map[ClientID]bool{},
-		applies: map[[2]uint64]int{}, ghost: map[[2]uint64]bool{}, recMade: map[[2]uint64]cmlMade{}, parked: map[ReqID]func(){}, exps: map[ReqID]*cmlExp{},
+		applies: map[[2]uint64]int{}, ghost: map[[2]uint64]bool{}, recMade: map[[2]uint64]cmlMade{}, exps: map[ReqID]*cmlExp{},
 		prov: newCMLProv()}
 	for d := range m.srv {
 		m.srv[d], m.due[d] = map[int]uint64{}, map[int]bool{}

@@ -9,14 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"snfs/mount/cachemgr"
 )
 
 // removedNames returns up to k names whose remove returned before t0, in a
@@ -85,31 +82,16 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 	// Serial (no t.Parallel): the Linux guest.
 	requireRoot(t)
 	run := guestRunner(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SNFS_PERMITS_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (SNFS_PERMITS_SEED)", seed)
+	seed := burstSeed(t)
 	e := newEnv(t, "rw,no_root_squash")
-	for _, d := range []string{"d", "sync"} {
-		if err := os.MkdirAll(e.path(d), 0o777); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(e.path("sync"), 0o777); err != nil {
+		t.Fatal(err)
 	}
 	const pre = 20
-	for k := range pre {
-		if err := os.WriteFile(e.path(fmt.Sprintf("d/old%02d", k)), []byte("old"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := newBurstDir(t, e, pre)
 	a := newPermitsMount(t, e, "permits-guest-a", "")
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
-	}
-	h := &nameHistory{made: map[string]time.Time{}, rmBegun: map[string]time.Time{}, rmDone: map[string]time.Time{},
-		dirs: map[string]bool{}}
-	for k := range pre {
-		h.made[fmt.Sprintf("old%02d", k)] = time.Time{}
 	}
 
 	// The guest, for all rounds. noac,lookupcache=none: the handshake files
@@ -313,20 +295,7 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 			}
 		}
 	}
-	for range progress {
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("A made %d changes locally", cachemgr.StatsOf(a.v).LocalChanges.Load())
-	dir, err := os.Open(a.path("d"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dir.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	dir.Close()
+	endBurst(t, a, progress, errc)
 
 	// Everyone lists the same names: A's live ones and the guest's.
 	waitFile(fmt.Sprintf("ready.%d", rounds))
@@ -337,43 +306,16 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 	if err != nil || !strings.Contains(transcript.String(), "script status: 0") || !strings.Contains(transcript.String(), "all checks passed") {
 		t.Fatalf("guest permits.sh: %v\n%s", err, transcript.String())
 	}
-	var want []string
-	h.mu.Lock()
-	for name := range h.made {
-		if _, rm := h.rmDone[name]; !rm {
-			want = append(want, name)
-		}
-	}
-	h.mu.Unlock()
+	var others []string
 	for round := range rounds {
-		want = append(want, fmt.Sprintf("guest.%d", round))
-	}
-	sort.Strings(want)
-	views := map[string][]string{}
-	for who, path := range map[string]string{"the server": e.path("d"), "A": a.path("d")} {
-		ents, err := os.ReadDir(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, en := range ents {
-			views[who] = append(views[who], en.Name())
-		}
+		others = append(others, fmt.Sprintf("guest.%d", round))
 	}
 	out, err := os.ReadFile(e.path("sync/final"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range strings.Fields(string(out)) {
-		if name != "." && name != ".." {
-			views["the Linux client"] = append(views["the Linux client"], name)
-		}
-	}
-	sort.Strings(views["the Linux client"])
-	for who, got := range views {
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s lists %d names; want %d:\n got %v\nwant %v", who, len(got), len(want), got, want)
-		}
-	}
+	sameNames(t, h.live(others), map[string]string{"the server": e.path("d"), "A": a.path("d")},
+		map[string][]string{"the Linux client": strings.Fields(string(out))})
 }
 
 // fileExists reports whether name exists.

@@ -212,30 +212,14 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 	requireRoot(t)
 	ls, cat := requireTool(t, "nfs-ls"), requireTool(t, "nfs-cat")
 	op := requireLibnfsOp(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SNFS_PERMITS_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (SNFS_PERMITS_SEED)", seed)
+	seed := burstSeed(t)
 	e := newEnv(t, "rw,no_root_squash")
-	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
 	const pre = 20
-	for k := range pre {
-		if err := os.WriteFile(e.path(fmt.Sprintf("d/old%02d", k)), []byte("old"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := newBurstDir(t, e, pre)
 	a := newPermitsMount(t, e, "permits-stock-a", "")
 	b := newSNFSMount(t, e, "permits-stock-b", "", time.Hour)
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
-	}
-	h := &nameHistory{made: map[string]time.Time{}, rmBegun: map[string]time.Time{}, rmDone: map[string]time.Time{},
-		dirs: map[string]bool{}}
-	for k := range pre {
-		h.made[fmt.Sprintf("old%02d", k)] = time.Time{}
 	}
 
 	// A's burst: n operations, seeded.
@@ -345,6 +329,67 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 			}
 		}
 	}
+	endBurst(t, a, progress, errc)
+
+	// Everyone lists the same names: A's live ones and the others'.
+	var others []string
+	for round := range rounds {
+		others = append(others, fmt.Sprintf("%s%d", []string{"libnfs", "local", "mount"}[round%3], round))
+	}
+	var libnfs []string
+	for name := range nfsLs(t, ls, dirURL) {
+		libnfs = append(libnfs, name)
+	}
+	want := h.live(others)
+	sameNames(t, want, map[string]string{"the server": e.path("d"), "A": a.path("d"), "B": b.path("d")},
+		map[string][]string{"libnfs": libnfs})
+	// The files A wrote hold their data (on the server, after the fsync
+	// and its write-back at unmount is not needed: each was resolved).
+	for _, name := range want {
+		if strings.HasPrefix(name, "w") {
+			if got, err := os.ReadFile(a.path("d/" + name)); err != nil || string(got) != name {
+				t.Errorf("A reads d/%s: %q, %v", name, got, err)
+			}
+		}
+	}
+}
+
+// burstSeed is the seed of a burst test's choices: SNFS_PERMITS_SEED, or
+// the time.
+func burstSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SNFS_PERMITS_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (SNFS_PERMITS_SEED)", seed)
+	return seed
+}
+
+// newBurstDir makes the directory d in e's export with pre files old00...
+// (holding "old"), and returns the history of A's names, which begins with
+// them.
+func newBurstDir(t *testing.T, e *env, pre int) *nameHistory {
+	t.Helper()
+	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	h := &nameHistory{made: map[string]time.Time{}, rmBegun: map[string]time.Time{}, rmDone: map[string]time.Time{},
+		dirs: map[string]bool{}}
+	for k := range pre {
+		name := fmt.Sprintf("old%02d", k)
+		if err := os.WriteFile(e.path("d/"+name), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.made[name] = time.Time{}
+	}
+	return h
+}
+
+// endBurst waits for the end of A's burst (permitsBurst's progress and
+// error), then fsyncs A's d: its log is reintegrated.
+func endBurst(t *testing.T, a *snfsMount, progress <-chan int, errc <-chan error) {
+	t.Helper()
 	for range progress {
 	}
 	if err := <-errc; err != nil {
@@ -359,8 +404,10 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir.Close()
+}
 
-	// Everyone lists the same names: A's live ones and the others'.
+// live returns the names A made and did not remove, with others, sorted.
+func (h *nameHistory) live(others []string) []string {
 	var want []string
 	h.mu.Lock()
 	for name := range h.made {
@@ -369,38 +416,39 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 		}
 	}
 	h.mu.Unlock()
-	for round := range rounds {
-		want = append(want, fmt.Sprintf("%s%d", []string{"libnfs", "local", "mount"}[round%3], round))
-	}
+	want = append(want, others...)
 	sort.Strings(want)
+	return want
+}
+
+// sameNames checks that each view of d lists exactly want: the directories
+// at paths (read here), and the listings of other clients (listed, "." and
+// ".." left out), by who.
+func sameNames(t *testing.T, want []string, paths map[string]string, listed map[string][]string) {
+	t.Helper()
 	views := map[string][]string{}
-	for who, path := range map[string]string{"the server": e.path("d"), "A": a.path("d"), "B": b.path("d")} {
+	for who, path := range paths {
 		ents, err := os.ReadDir(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		views[who] = []string{} // an empty view is compared too
 		for _, en := range ents {
 			views[who] = append(views[who], en.Name())
 		}
 	}
-	for name := range nfsLs(t, ls, dirURL) {
-		if name != "." && name != ".." {
-			views["libnfs"] = append(views["libnfs"], name)
+	for who, names := range listed {
+		views[who] = []string{}
+		for _, name := range names {
+			if name != "." && name != ".." {
+				views[who] = append(views[who], name)
+			}
 		}
+		sort.Strings(views[who])
 	}
-	sort.Strings(views["libnfs"])
 	for who, got := range views {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s lists %d names; want %d:\n got %v\nwant %v", who, len(got), len(want), got, want)
-		}
-	}
-	// The files A wrote hold their data (on the server, after the fsync
-	// and its write-back at unmount is not needed: each was resolved).
-	for _, name := range want {
-		if strings.HasPrefix(name, "w") {
-			if got, err := os.ReadFile(a.path("d/" + name)); err != nil || string(got) != name {
-				t.Errorf("A reads d/%s: %q, %v", name, got, err)
-			}
 		}
 	}
 }

@@ -22,9 +22,15 @@ import (
 
 // stallBreaks is a session's callback handler that records each callback
 // and answers none until release is closed (or the callback's context ends).
+// mount/cachemgr's tests have a copy (createopen_test.go): another package,
+// and no test helper package for one type.
 type stallBreaks struct {
 	called  chan nfs3.FH
 	release chan struct{}
+}
+
+func newStallBreaks() *stallBreaks {
+	return &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
 }
 
 func (b *stallBreaks) Callback(ctx context.Context, fh nfs3.FH, _ state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
@@ -48,12 +54,8 @@ func (b *stallBreaks) Callback(ctx context.Context, fh nfs3.FH, _ state.Callback
 func TestSNFSCreateOpenReplySavedAtStop(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
-	holder := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
+	e, D := permitEnv(t)
+	holder := newStallBreaks()
 	defer close(holder.release)
 	a := dialSNFS(t, e, "createopen-stop-holder", holder)
 	p := newProtoClient(t, e, "createopen-stop")
@@ -234,7 +236,7 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 	other := e.lookup(e.root, "other")
 	h.openCaching(other, state.Write)
 	q := newProtoClient(t, e, "createopen-dstop-reader")
-	breaks := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
+	breaks := newStallBreaks()
 	defer close(breaks.release)
 	a := dialSNFS(t, e, "createopen-dstop-promise", breaks)
 	promise(t, a, e.root)
@@ -302,12 +304,8 @@ func TestSNFSCreateOpenDeferredReplySavedAtStop(t *testing.T) {
 func TestSNFSCreateReplySavedAtStop(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e := newEnv(t, "rw,no_root_squash")
-	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	D := e.lookup(e.root, "d")
-	holder := &stallBreaks{called: make(chan nfs3.FH, 16), release: make(chan struct{})}
+	e, D := permitEnv(t)
+	holder := newStallBreaks()
 	defer close(holder.release)
 	a := dialSNFS(t, e, "create-stop-holder", holder)
 	p := newProtoClient(t, e, "create-stop")

@@ -395,24 +395,6 @@ func TestDirPromiseRestart(t *testing.T) {
 	}
 }
 
-// stuckHolder answers no callback until released.
-type stuckHolder struct {
-	release chan struct{}
-	called  chan struct{}
-}
-
-func (s *stuckHolder) Callback(ctx context.Context, _ nfs3.FH, _ state.CallbackMode, _ *nfs3.Fattr) state.Outcome {
-	select {
-	case s.called <- struct{}{}:
-	default:
-	}
-	select {
-	case <-s.release:
-	case <-ctx.Done():
-	}
-	return state.OK
-}
-
 // TestDirPromiseUnansweredBreak: a holder that does not answer its break
 // holds a change up to the callback deadline, not longer and not for ever:
 // the change is then answered (it was made; it cannot be refused), and the
@@ -426,7 +408,7 @@ func TestDirPromiseUnansweredBreak(t *testing.T) {
 	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	h := &stuckHolder{release: make(chan struct{}), called: make(chan struct{}, 1)}
+	h := newStallBreaks()
 	a := dialSNFS(t, e, "dirpromise-stuck", h)
 	t.Cleanup(func() { close(h.release) }) // before the session's Disconnect (cleanups run last first)
 	D := e.lookup(e.root, "d")
@@ -437,7 +419,10 @@ func TestDirPromiseUnansweredBreak(t *testing.T) {
 	ok(t, "CREATE", r.Status, err)
 	took := time.Since(start)
 	select {
-	case <-h.called:
+	case fh := <-h.called:
+		if !bytes.Equal(fh, D) {
+			t.Fatalf("a break of %x; want d's %x", fh, D)
+		}
 	default:
 		t.Fatal("no break was sent")
 	}

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -45,21 +44,7 @@ func TestSNFSPermitRecallDeadlineWaitsForBatch(t *testing.T) {
 	cacher := newDirBreaks()
 	cacher.delay = 3 * timeout
 	c := dialSNFS(t, e, "permit-slow-third", cacher)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for { // until C's callback path is verified and it may cache
-		fh, okRes, err := c.OpenName(cctx, D, "f", state.Write)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if okRes.CacheEnabled {
-			break
-		}
-		if _, err := c.Close(cctx, fh, state.Write, false); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cacheForWrite(t, c, D, "f") // once C's callback path is verified and it may cache
 	// The holder answers its recall after a delay, by a batch whose first
 	// record waits for C: the recall's deadline passes during the wait.
 	h := newPermitHolder()
@@ -150,9 +135,7 @@ func setPendingLSNPre(t *testing.T, e *env, last, pending uint64, pre map[uint64
 func TestSNFSPermitCrashMidBatchNameRemade(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-crash-remade", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-crash-remade")
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
 		createRec(1, snfs1.ObjRef{FH: D}, "a", 1), createRec(2, snfs1.ObjRef{FH: D}, "c", 2)})
 	if err != nil || res.Failed() != nil || res.Applied != 2 {
@@ -298,18 +281,12 @@ func TestSNFSPermitGroupCommit(t *testing.T) {
 		batch = append(batch, createRec(uint64(i), snfs1.ObjRef{FH: D}, fmt.Sprintf("f%d", i), uint64(i)))
 	}
 	before := e.srv.GatherStats(e.dir).Fsyncs
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
-	if err != nil || res.Failed() != nil || res.Applied != 8 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	reintegrated(t, a, p, 8, batch)
 	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 1 {
 		t.Fatalf("a batch of 8 creates issued %d flushes, want 1", n)
 	}
 	before = e.srv.GatherStats(e.dir).Fsyncs
-	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(9, snfs1.ObjRef{FH: D}, "g", 1)})
-	if err != nil || res.Failed() != nil || res.Applied != 9 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	reintegrated(t, a, p, 9, []snfs1.CMLRecord{createRec(9, snfs1.ObjRef{FH: D}, "g", 1)})
 	if n := e.srv.GatherStats(e.dir).Fsyncs - before; n != 2 {
 		t.Fatalf("a batch of one create issued %d flushes, want 2 (the file, then its directory)", n)
 	}
@@ -326,13 +303,8 @@ func TestSNFSPermitGroupCommit(t *testing.T) {
 func TestSNFSPermitCrashCheckLimit(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-crash-limit", newPermitHolder())
-	p := getPermit(t, a, D)
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "x", 1)})
-	if err != nil || res.Failed() != nil || res.Applied != 1 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	e, D, a, p := permitHolderEnv(t, "permit-crash-limit")
+	reintegrated(t, a, p, 1, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "x", 1)})
 	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
 	addr := e.addr
 	e.stop()
@@ -342,7 +314,7 @@ func TestSNFSPermitCrashCheckLimit(t *testing.T) {
 	}
 	e.start(addr)
 	p = getPermit(t, a, D)
-	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
 		createRec(2, snfs1.ObjRef{FH: D}, "a", 1), createRec(3, snfs1.ObjRef{FH: D}, "b", 2)})
 	if err != nil || res.Failed() != nil || res.Applied != 3 || len(res.Results) != 2 {
 		t.Fatalf("%v %+v", err, res)

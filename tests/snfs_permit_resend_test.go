@@ -51,13 +51,8 @@ func setPendingLSN(t *testing.T, e *env, last, pending uint64) {
 func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-crash-reuse", newPermitHolder())
-	p := getPermit(t, a, D)
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
-	if err != nil || res.Failed() != nil || res.Applied != 1 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	e, D, a, p := permitHolderEnv(t, "permit-crash-reuse")
+	res := reintegrated(t, a, p, 1, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
 	if err := os.WriteFile(e.path("d/a"), []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +73,7 @@ func TestSNFSPermitCrashMidBatchNameReused(t *testing.T) {
 		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
 		createRec(3, snfs1.ObjRef{FH: D}, "a", 3),
 	}
-	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
 	if err != nil || res.Failed() != nil || res.Applied != 3 || len(res.Results) != 2 {
 		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
 	}
@@ -212,13 +207,8 @@ func TestSNFSPermitNoPermitNoCallback(t *testing.T) {
 func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-crash-setattr", newPermitHolder())
-	p := getPermit(t, a, D)
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "f", 1)})
-	if err != nil || res.Failed() != nil || res.Applied != 1 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	e, D, a, p := permitHolderEnv(t, "permit-crash-setattr")
+	res := reintegrated(t, a, p, 1, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "f", 1)})
 	F := res.Results[0].Obj
 	addr := e.addr
 	e.stop()
@@ -235,7 +225,7 @@ func TestSNFSPermitCrashMidBatchSetattrOnce(t *testing.T) {
 	}
 	p = getPermit(t, a, D)
 	zero := uint64(0)
-	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
 		{LSN: 2, Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: F}, Attr: nfs3.Sattr{Size: &zero}},
 		createRec(3, snfs1.ObjRef{FH: D}, "g", 3),
 	})
@@ -276,20 +266,15 @@ func TestSNFSPermitReleaseZeroIsNothing(t *testing.T) {
 func TestSNFSPermitResendFollowsRename(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-follow", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-follow")
 	batch := []snfs1.CMLRecord{
 		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
 		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
 	}
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
-	if err != nil || res.Failed() != nil || res.Applied != 2 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	res := reintegrated(t, a, p, 2, batch)
 	mode := uint32(0o600)
 	batch = append(batch, snfs1.CMLRecord{LSN: 3, Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: 1}, Attr: nfs3.Sattr{Mode: &mode}})
-	res, err = a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, batch)
 	if err != nil || res.Failed() != nil || res.Applied != 3 {
 		t.Fatalf("the batch resent with a record more: %v %+v", err, res)
 	}
@@ -305,9 +290,7 @@ func TestSNFSPermitResendFollowsRename(t *testing.T) {
 func TestSNFSPermitSelfNamedProvisional(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-selfprov", newPermitHolder())
-	p := getPermit(t, a, D)
+	_, D, a, p := permitHolderEnv(t, "permit-selfprov")
 	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 0)})
 	if err != nil || res.Failed() != nil {
 		t.Fatalf("%v %+v", err, res)
@@ -331,9 +314,7 @@ func TestSNFSPermitSelfNamedProvisional(t *testing.T) {
 func TestSNFSPermitResendNameReused(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-namereuse", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-namereuse")
 	batch := []snfs1.CMLRecord{
 		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
 		{LSN: 2, Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: D}, Name: "a", ToDir: snfs1.ObjRef{FH: D}, ToName: "b"},
@@ -397,9 +378,7 @@ func TestSNFSPermitResendNameRemoved(t *testing.T) {
 func TestSNFSPermitResendNameRemade(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-nameremade", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-nameremade")
 	batch := []snfs1.CMLRecord{
 		createRec(1, snfs1.ObjRef{FH: D}, "a", 1),
 		createRec(2, snfs1.ObjRef{FH: D}, "c", 2),

@@ -96,6 +96,27 @@ func permitEnv(t *testing.T, files ...string) (*env, nfs3.FH) {
 	return e, e.lookup(e.root, "d")
 }
 
+// permitHolderEnv is permitEnv with a session named name that holds d's
+// permit, its callbacks answered by a permitHolder with nothing logged.
+func permitHolderEnv(t *testing.T, name string) (*env, nfs3.FH, *client.Session, snfs1.PermitRef) {
+	t.Helper()
+	e, D := permitEnv(t)
+	a := dialSNFS(t, e, name, newPermitHolder())
+	return e, D, a, getPermit(t, a, D)
+}
+
+// reintegrated sends recs with REINTEGRATE under p and fails the test
+// unless every record was applied or answered and the last applied LSN is
+// applied.
+func reintegrated(t *testing.T, a *client.Session, p snfs1.PermitRef, applied uint64, recs []snfs1.CMLRecord) *snfs1.ReintegrateRes {
+	t.Helper()
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, recs)
+	if err != nil || res.Failed() != nil || res.Applied != applied {
+		t.Fatalf("%v %+v", err, res)
+	}
+	return res
+}
+
 // cacheForWrite opens dir's name for writing through s until the server lets
 // s cache it (the first opens are not cached while the server probes s's
 // callback path), and leaves that open held: a writing cacher the server
@@ -337,9 +358,7 @@ func TestSNFSPermitLocalProcess(t *testing.T) {
 func TestSNFSPermitBatch(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-batch", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-batch")
 	var log []snfs1.CMLRecord
 	lsn := uint64(0)
 	add := func(r snfs1.CMLRecord) { lsn++; r.LSN = lsn; log = append(log, r) }
@@ -423,9 +442,7 @@ func TestSNFSPermitBatch(t *testing.T) {
 func TestSNFSPermitResend(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-resend", newPermitHolder())
-	p := getPermit(t, a, D)
+	e, D, a, p := permitHolderEnv(t, "permit-resend")
 	log := []snfs1.CMLRecord{
 		createRec(10, snfs1.ObjRef{FH: D}, "a", 1),
 		createRec(11, snfs1.ObjRef{FH: D}, "b", 2),
@@ -604,7 +621,7 @@ func TestSNFSPermitGrantWaitsForBreak(t *testing.T) {
 		}
 	}
 	D, X := e.lookup(e.root, "d"), e.lookup(e.root, "x")
-	h := &stuckHolder{release: make(chan struct{}), called: make(chan struct{}, 1)}
+	h := newStallBreaks()
 	b := dialSNFS(t, e, "permit-grant-stuck-b", h)
 	t.Cleanup(func() { close(h.release) }) // before the session's Disconnect
 	a := dialSNFS(t, e, "permit-grant-stuck-a", newPermitHolder())
@@ -617,7 +634,10 @@ func TestSNFSPermitGrantWaitsForBreak(t *testing.T) {
 		t.Fatalf("GET_PERMIT: %d %v %v", id, granted, err)
 	}
 	select {
-	case <-h.called:
+	case fh := <-h.called:
+		if !bytes.Equal(fh, D) {
+			t.Fatalf("a break of %x; want d's %x", fh, D)
+		}
 	default:
 		t.Fatal("no break was sent")
 	}
@@ -636,13 +656,8 @@ func TestSNFSPermitGrantWaitsForBreak(t *testing.T) {
 func TestSNFSPermitCrashMidBatch(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, D := permitEnv(t)
-	a := dialSNFS(t, e, "permit-crash", newPermitHolder())
-	p := getPermit(t, a, D)
-	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
-	if err != nil || res.Failed() != nil || res.Applied != 1 {
-		t.Fatalf("%v %+v", err, res)
-	}
+	e, D, a, p := permitHolderEnv(t, "permit-crash")
+	res := reintegrated(t, a, p, 1, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "a", 1)})
 	addr := e.addr
 	e.stop()
 	// The crash: records 2 and 3 of the batch 2..4 applied, LSN 1 recorded.

@@ -132,7 +132,8 @@ func TestCreateOpenGivenBackOnFailure(t *testing.T) {
 }
 
 // stallBreaks answers no callback until release is closed, and reports each
-// on called.
+// on called. The end-to-end tests have a copy (tests/snfs_createopen_stop_test.go):
+// another package, and no test helper package for one type.
 type stallBreaks struct {
 	called  chan nfs3.FH
 	release chan struct{}

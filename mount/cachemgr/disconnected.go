@@ -23,12 +23,15 @@ import (
 // directory and name), their attributes as last seen, the data in the cache
 // directory of files it holds open or keeps open (delayed close), writes to
 // them into the cache (dirty, durable at close and fsync as always: nothing
-// is acknowledged that is not on the local disk). What is not cached, and
-// every namespace change (create, unlink, rename, mkdir: the modification
-// log, mount/cml, is not wired into the mount yet), fails with
+// is acknowledged that is not on the local disk). Namespace changes in
+// directories whose listing the mount has (CREATE, MKDIR, REMOVE, RMDIR,
+// RENAME) are made in those listings and logged in the modification log,
+// the data of files made so kept in the cache directory (offline.go,
+// offlinedata.go). What is not cached, and every other change, fails with
 // ErrDisconnected. A probe (the SNFS NULL, which the gate lets through) goes
 // on; when the server answers, the session has registered again (and
-// reclaimed, if the server restarted), the mount goes online and writes back
+// reclaimed, if the server restarted), the mount goes online, reintegrates
+// its log (offlinereint.go) and writes back
 // its dirty files: a file another client (or a process on the server)
 // changed meanwhile fails the base check before its write-back (checkBase)
 // or was fenced, and is kept beside it as a conflict copy with the reason
@@ -288,6 +291,15 @@ func (sn *snfsFS) goOnline() {
 func (sn *snfsFS) reconnected() {
 	ctx, cancel := sn.stopCtx(5 * time.Minute)
 	defer cancel()
+	if p := sn.permits; p != nil && p.log.Len() > 0 {
+		// The names first: the files written back may be among them.
+		n := p.log.Len()
+		if err := p.flush(ctx, "reconnection"); err != nil {
+			sn.Logger().Warn("reintegration of the modification log after reconnection (what was not sent stays in the log, sent later)", "err", err)
+		} else {
+			sn.Logger().Info("modification log reintegrated after reconnection", "records", n)
+		}
+	}
 	sn.sendOwed(ctx)
 	if err := sn.snfsSync(ctx); err != nil {
 		sn.Logger().Warn("write-back after reconnection (what failed stays dirty, written back later)", "err", err)

@@ -33,8 +33,12 @@ func (nc *nameCache) keepOfflineLocked(d *cdir) {
 	nc.offKept = time.Now()
 	d.offElem = nc.offLRU.PushFront(d)
 	nc.offl[d.key] = d
-	for nc.offLRU.Len() > maxCachedDirs {
-		nc.dropOfflineLocked(nc.offLRU.Back().Value.(*cdir).key)
+	for e := nc.offLRU.Back(); e != nil && nc.offLRU.Len() > maxCachedDirs; {
+		c := e.Value.(*cdir)
+		e = e.Prev()
+		if !c.offChanged {
+			nc.dropOfflineLocked(c.key)
+		}
 	}
 }
 
@@ -111,7 +115,9 @@ func (nc *nameCache) backOnline() {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	for _, c := range nc.offl {
-		nc.queueLocked(c.fh)
+		if !isProvFH(c.fh) { // made offline: never promised, nor sent
+			nc.queueLocked(c.fh)
+		}
 	}
 	clear(nc.offl)
 	nc.offLRU.Init()

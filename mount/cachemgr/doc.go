@@ -13,8 +13,12 @@
 // lock table and shares its mutex), write-back permits and the modification
 // log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
 // permitsymlink.go: the objects made locally, provisional until
-// reintegrated; permitlink.go: LINK; permitsetattr.go: SETATTR of a
-// provisional object or of a directory under its permit), extended attributes, ALLOCATE, its
+// reintegrated; permitopen.go: their opens given by the reintegration;
+// permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
+// of a directory under its permit), disconnected
+// operation (disconnected.go, disconnectednames.go; offline.go,
+// offlinedata.go, offlinereint.go, offlinebase.go: namespace changes made
+// offline through the log), extended attributes, ALLOCATE, its
 // counters and what `snfs status` shows of it (status.go); its per-inode state lives in the core's slot Inode.Ext (snOf)
 // and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
 // out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.

@@ -126,6 +126,10 @@ type cdir struct {
 	// offline copy does not answer them.
 	unsure  map[string]bool
 	offElem *list.Element // in offLRU while an offline copy
+	// offChanged: an offline copy this mount changed offline (offline.go):
+	// a break does not drop it (the log's records are checked against the
+	// server's names at reintegration), nor the bound.
+	offChanged bool
 }
 
 // cent is one name of a cached directory.

@@ -241,8 +241,12 @@ func (sn *snfsFS) dirCallback(fh nfs3.FH, mode state.CallbackMode) (state.Outcom
 	d := nc.dirs[key]
 	toks := nc.fills[key]
 	queued := indexFH(nc.queue, fh) >= 0 || nc.releasing[key] > 0
-	// A copy kept for disconnected operation is known stale now.
-	queued = nc.dropOfflineLocked(key) || queued
+	// A copy kept for disconnected operation is known stale now, unless
+	// this mount changed it offline (offline.go: its changes are checked
+	// against the server's names when they are sent).
+	if c := nc.offl[key]; c == nil || !c.offChanged {
+		queued = nc.dropOfflineLocked(key) || queued
+	}
 	if d == nil && len(toks) == 0 && !queued {
 		nc.mu.Unlock()
 		if i := sn.FS.LookupInode(fh); i == nil || !i.IsDir() {

@@ -42,8 +42,11 @@ func localCred(c vfs.Cred) bool {
 
 // LocalRemove is vfs.Ops.LocalRemove in snfs mode.
 func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, child *vfs.Inode, rmdir bool) (bool, error) {
+	if sn.disc.offline() {
+		return sn.offlineRemove(ctx, dir, c, name, rmdir) // offline.go
+	}
 	p := sn.permits
-	if p == nil || !localCred(c) || name == "." || name == ".." || len(name) > maxCachedName {
+	if p == nil || !p.online || !localCred(c) || name == "." || name == ".." || len(name) > maxCachedName {
 		return false, nil
 	}
 	if child != nil {
@@ -230,8 +233,11 @@ func (nc *nameCache) cachedEntry(d *cdir, name string) (cent, bool) {
 // directory's nor an open file's (the server decides those, or hides the
 // open file); with noReplace, newName is free.
 func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string, to *vfs.Inode, newName string, c vfs.Cred, target *vfs.Inode, noReplace bool) (bool, error) {
+	if sn.disc.offline() {
+		return sn.offlineRename(ctx, from, name, to, newName, c, noReplace) // offline.go
+	}
 	p := sn.permits
-	if p == nil || !localCred(c) || from == to && name == newName {
+	if p == nil || !p.online || !localCred(c) || from == to && name == newName {
 		return false, nil
 	}
 	for _, n := range []string{name, newName} {

@@ -197,6 +197,9 @@ func (t *provTable) realHeld(real nfs3.FH) bool {
 // LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally
 // (localMake), the new directory cached as listed and empty.
 func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32) (vfs.Entry, bool, error) {
+	if sn.disc.offline() {
+		return sn.offlineMake(dir, c, name, nfs3.TypeDir, mode) // offline.go
+	}
 	return sn.localMake(ctx, dir, c, name, nfs3.TypeDir, mode, func(i *vfs.Inode) {
 		sn.names.installEmpty(i, dir, c)
 	})
@@ -219,7 +222,7 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 func (sn *snfsFS) localMakeObj(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
 	target string, made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
 	p := sn.permits
-	if p == nil || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
+	if p == nil || !p.online || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
 		isProvFH(dir.FH) || sn.disc.offline() || typ == nfs3.TypeReg && mode&0o6000 != 0 {
 		return vfs.Entry{}, false, nil
 	}
@@ -435,7 +438,8 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		switch {
 		case !ok || o.gone:
 			return nil, nfs3.ErrStale // removed (by this mount, or refused)
-		case o.live && local:
+		case o.live && (local || sn.disc.offline()):
+			// Offline, a live object is served as it is (offline.go).
 			return i, nil
 		case o.real != nil:
 			ri := sn.FS.LookupInode(o.real)

@@ -60,11 +60,18 @@ type permits struct {
 	// may have changed the directory: it is a conflict (docs/protocol.md
 	// section 21.4, "Deadline: revocation").
 	reask bool
+	// starts counts the server restarts seen (serverRestarted): a
+	// reintegration takes in the permits its replies granted only if none
+	// came since it began (they would be an earlier start's, gone).
+	starts uint64
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
 	// made: the objects made locally (permitmake.go).
 	made provTable
+	// opens: the provisional opens whose CREATE is sent as
+	// CML_CREATE_OPEN (permitopen.go).
+	opens reintOpens
 
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
@@ -74,6 +81,13 @@ type permits struct {
 	// age old or it holds length records (permitLogAge, permitLogLen).
 	age    time.Duration
 	length int
+
+	// online: changes are made locally under permits while connected
+	// (--permits=on); without it the log holds only what was made while
+	// disconnected (offline.go).
+	online bool
+	// off: what was made offline (offline.go, offlinereint.go).
+	off offLog
 
 	stop chan struct{}
 	done chan struct{}
@@ -92,8 +106,14 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 		return nil, fmt.Errorf("the modification log: %w", err)
 	}
 	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
-		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{})}
+		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{}), online: sn.cfg.Permits}
+	p.loadOffData()
+	p.loadBases()
 	if n := l.Len(); n > 0 {
+		// Left by a mount killed, maybe offline: sent only under the
+		// permits of its directories, its names' data pushed after it
+		// (offlinereint.go).
+		p.off.pending = sn.cfg.disc != nil
 		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
 		p.reask = true
 		for _, d := range l.Dirs() {
@@ -176,22 +196,26 @@ const reintegrateMaxRounds = 4096
 // after a restart (reask), for which the record's directories' permits are
 // asked once more first.
 func (p *permits) reintegrate(ctx context.Context, why string) error {
+	if p.sn.disc.offline() {
+		return ErrDisconnected
+	}
 	p.reint.Lock()
 	defer p.reint.Unlock()
+	if err := p.offPrepare(ctx); err != nil { // offlinereint.go
+		return err
+	}
 	askedAgain := false
 	for range reintegrateMaxRounds {
+		starts := p.startsSeen()
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, p.sn.sess, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
+		p.pushOffData(ctx, res.Made) // offlinedata.go: before the attributes are taken in
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
-		p.mu.Lock()
-		for _, r := range res.Permits {
-			p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
-		}
-		p.mu.Unlock()
+		p.takePermits(starts, res.Permits)
 		p.settleMade(made, res.Made, start)
 		p.forgetMade(made)
 		if res.Batches > 0 {
@@ -204,6 +228,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 				p.mu.Lock()
 				p.reask = false
 				p.mu.Unlock()
+				p.offDone(ctx)
 			}
 			return err
 		}
@@ -219,12 +244,35 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 			continue
 		}
 		askedAgain = false
-		p.keepConflict(&ce.Record, ce.Status, why)
+		if !p.offRefused(ctx, &ce.Record, ce.Status, why) {
+			p.keepConflict(&ce.Record, ce.Status, why)
+		}
 		if err := p.log.Skip(ce.Record.LSN); err != nil {
 			return err
 		}
 	}
 	return errors.New("cachemgr: too many refused records in one reintegration")
+}
+
+// startsSeen returns the count of server restarts seen, for takePermits.
+func (p *permits) startsSeen() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// takePermits holds the permits a reintegration's replies granted (MKDIR's),
+// unless the server restarted since it began (starts, from startsSeen):
+// serverRestarted forgot every permit, and these are gone too.
+func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.starts != starts {
+		return
+	}
+	for _, r := range refs {
+		p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
+	}
 }
 
 // provsOf are the provisional ids of the objects records make.
@@ -243,6 +291,9 @@ func provsOf(recs []snfs1.CMLRecord) []uint64 {
 func (p *permits) forgetMade(made []uint64) {
 	var done []uint64
 	for _, id := range made {
+		if p.offDataOf(id) != nil {
+			continue // its data is still to be written to it
+		}
 		if _, ok := p.log.Handle(id); ok {
 			done = append(done, id)
 		}
@@ -326,11 +377,20 @@ func (p *permits) drop(dir nfs3.FH) {
 // (all of it: it is applied in order), then the permit is given back by the
 // answer (docs/protocol.md section 21.4). It runs on the callback's own
 // goroutine, as a CB_WRITEBACK's WRITEs do (client.CallbackHandler).
+//
+// A permit not held with nothing logged is not this mount's (STALE): decided
+// once a reintegration in progress is over, since its reply may be granting
+// that very permit (an MKDIR's), and the server may recall it before the
+// reply is taken in (another client changing the new directory); answered
+// STALE, the server would end it, and the mount hold it after the reply.
 func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
+	p.reint.Lock()
 	p.mu.Lock()
 	_, held := p.held[string(dir)]
 	p.mu.Unlock()
-	if !held && p.log.Len() == 0 {
+	empty := p.log.Len() == 0
+	p.reint.Unlock()
+	if !held && empty {
 		return state.Stale
 	}
 	end := p.beginRecall(dir)
@@ -368,11 +428,13 @@ func (p *permits) loop() {
 		p.mu.Lock()
 		age, length := p.age, p.length
 		p.mu.Unlock()
-		if st.Records == 0 || st.Oldest < age && st.Records < length {
+		if st.Records == 0 || st.Oldest < age && st.Records < length || p.sn.disc.offline() {
 			continue
 		}
 		ctx, cancel := p.sn.stopCtx(time.Minute)
-		if err := p.reintegrate(ctx, "age"); err != nil {
+		if err := p.reintegrate(ctx, "age"); errors.Is(err, errOfflinePermits) {
+			p.sn.FS.Logger().Debug("reintegration of the modification log", "err", err)
+		} else if err != nil {
 			p.sn.FS.Logger().Warn("reintegration of the modification log", "err", err)
 		}
 		cancel()
@@ -386,17 +448,24 @@ func (p *permits) close(ctx context.Context) error {
 	close(p.stop)
 	<-p.done
 	err := p.flush(ctx, "unmount")
-	if refs := p.refs(); len(refs) > 0 {
-		for len(refs) > 0 {
-			n := min(len(refs), snfs1.PermitReleaseMax)
-			if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
-				p.sn.FS.Logger().Debug("PERMIT_RELEASE", "err", rerr)
-				break
-			}
-			refs = refs[n:]
-		}
-	}
+	p.releaseAll(ctx)
 	return errors.Join(err, p.log.Close())
+}
+
+// releaseAll gives back the permits held (PERMIT_RELEASE).
+func (p *permits) releaseAll(ctx context.Context) {
+	refs := p.refs()
+	for len(refs) > 0 {
+		n := min(len(refs), snfs1.PermitReleaseMax)
+		if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
+			p.sn.FS.Logger().Debug("PERMIT_RELEASE", "err", rerr)
+			return
+		}
+		for _, r := range refs[:n] {
+			p.drop(r.Dir)
+		}
+		refs = refs[n:]
+	}
 }
 
 // SyncDir is an fsync of dir (SNFSMode): the modification log, which holds
@@ -422,6 +491,7 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 func (p *permits) serverRestarted() {
 	p.mu.Lock()
 	clear(p.held)
+	p.starts++
 	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
 }

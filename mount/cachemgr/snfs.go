@@ -130,6 +130,8 @@ type snfsFS struct {
 	// provOpens: the opens of files made locally, not released
 	// (permitcreate.go).
 	provOpens provOpenSet
+	// offOpens: the opens of files made offline (offlinedata.go)
+	offOpens offOpenSet
 
 	// mu guards dirty and unrecorded; taken after an Inode's mu.
 	mu    sync.Mutex
@@ -318,7 +320,7 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	}
 	// A read-only mount makes no change: no permit, and a log left by an
 	// earlier mount stays for a read-write one to send.
-	if cfg.Permits && fs.RefuseChange() == nil {
+	if (cfg.Permits || cfg.disc != nil) && fs.RefuseChange() == nil {
 		p, err := m.openPermits(ctx)
 		if err != nil {
 			return err

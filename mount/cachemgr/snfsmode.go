@@ -30,6 +30,10 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 	if i.Type != nfs3.TypeReg {
 		return sn.core().Open(ctx, i, c, flags)
 	}
+	if isProvFH(i.FH) && sn.disc.offline() {
+		f, err := sn.offlineOpenFile(i, c, flags) // offlinedata.go
+		return f, false, err
+	}
 	if vfs.ChangesFile(flags) {
 		if err := sn.FS.RefuseChange(); err != nil {
 			return nil, false, err
@@ -43,6 +47,11 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 // when it may be; else one round trip, CREATE_OPEN (createopen.go), unless
 // the server has no CREATE_OPEN: then CREATE, and OPEN.
 func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, excl bool, flags int) (vfs.Entry, *vfs.File, error) {
+	if sn.disc.offline() {
+		if e, f, done, err := sn.offlineCreate(dir, c, name, mode, flags); done {
+			return e, f, err // offline.go
+		}
+	}
 	if e, f, done, err := sn.localCreate(ctx, dir, c, name, mode, flags); done {
 		return e, f, err // permitcreate.go
 	}
@@ -58,6 +67,9 @@ func (sn *snfsFS) Create(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name s
 
 // Read is FS.Read in snfs mode.
 func (sn *snfsFS) Read(ctx context.Context, f *vfs.File, off uint64, buf []byte) (int, error) {
+	if of := offOf(f); of != nil {
+		return sn.offRead(ctx, f, of, off, buf) // offlinedata.go
+	}
 	if pf := provOf(f); pf != nil {
 		if sn.provEmpty(f, pf) {
 			return 0, nil
@@ -79,6 +91,10 @@ func (sn *snfsFS) Read(ctx context.Context, f *vfs.File, off uint64, buf []byte)
 
 // Write is FS.Write in snfs mode.
 func (sn *snfsFS) Write(ctx context.Context, f *vfs.File, off uint64, data []byte) (int, error) {
+	if of := offOf(f); of != nil {
+		_, n, err := sn.offWrite(ctx, f, of, off, data, false)
+		return n, err
+	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
 		if err != nil {
@@ -98,6 +114,9 @@ func (sn *snfsFS) Write(ctx context.Context, f *vfs.File, off uint64, data []byt
 
 // Append is FS.Append in snfs mode.
 func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64, int, error) {
+	if of := offOf(f); of != nil {
+		return sn.offWrite(ctx, f, of, 0, data, true)
+	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
 		if err != nil {
@@ -116,6 +135,9 @@ func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64,
 
 // Flush is FS.Flush in snfs mode.
 func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
+	if of := offOf(f); of != nil {
+		return sn.offSync(ctx, f, of, true)
+	}
 	if pf := provOf(f); pf != nil {
 		return sn.provFlush(ctx, pf)
 	}
@@ -127,6 +149,9 @@ func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
 
 // Fsync is FS.Fsync in snfs mode.
 func (sn *snfsFS) Fsync(ctx context.Context, f *vfs.File) error {
+	if of := offOf(f); of != nil {
+		return sn.offSync(ctx, f, of, false)
+	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
 		if err != nil {
@@ -143,6 +168,9 @@ func (sn *snfsFS) Fsync(ctx context.Context, f *vfs.File) error {
 // Release is FS.Release in snfs mode.
 func (sn *snfsFS) Release(ctx context.Context, f *vfs.File) error {
 	sn.FS.DropHeld(f.I, f, 0)
+	if of := offOf(f); of != nil {
+		return sn.offRelease(ctx, f, of)
+	}
 	if pf := provOf(f); pf != nil {
 		return sn.provRelease(ctx, f, pf)
 	}
@@ -162,6 +190,9 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		return nfs3.Fattr{}, 0, err
 	}
 	if isProvFH(i.FH) {
+		if a, done, err := sn.offTruncate(i, s); done {
+			return a, offlineAttrTTL, err // offlinedata.go
+		}
 		// Made locally (fusefs does not resolve a Setattr): permitsetattr.go.
 		ri, a, ttl, done, err := sn.provSetattr(ctx, i, c, s)
 		if done {
@@ -201,6 +232,9 @@ func (sn *snfsFS) Getlk(ctx context.Context, i *vfs.Inode, owner uint64, kind vf
 
 // Setlk is FS.Setlk in snfs mode (lock.go).
 func (sn *snfsFS) Setlk(ctx context.Context, f *vfs.File, owner uint64, kind vfs.LockKind, off, n uint64, wait bool) error {
+	if offOf(f) != nil {
+		return ErrDisconnected // locks are the server's
+	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
 		if err != nil {
@@ -224,6 +258,9 @@ func (sn *snfsFS) UnlockOwner(ctx context.Context, i *vfs.Inode, owner uint64) e
 
 // Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
 func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64, mode uint32) error {
+	if offOf(f) != nil {
+		return ErrDisconnected
+	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
 		if err != nil {
@@ -236,7 +273,7 @@ func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64,
 
 // GetXattr is FS.GetXattr in snfs mode.
 func (sn *snfsFS) GetXattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, name string) ([]byte, error) {
-	return sn.getXattr(ctx, i, c, name)
+	return sn.getXattr(ctx, i, c, name) // of a provisional object: none (xattr.go)
 }
 
 // ListXattrs is FS.ListXattrs in snfs mode.
@@ -264,7 +301,7 @@ func (sn *snfsFS) Removed(child *vfs.Inode, nlink uint32) { sn.snfsRemoved(child
 // snfsWrite); a write-through was sent already; a file the protocol does
 // not open is the core's.
 func (sn *snfsFS) SendSetID(ctx context.Context, f *vfs.File) error {
-	if provOf(f) != nil {
+	if provOf(f) != nil || offOf(f) != nil {
 		return nil // made without set-ID bits (localMake); its writes went to the real open
 	}
 	if !snfsOpened(f) {

@@ -24,7 +24,11 @@ var (
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	// An object made locally has none yet (snfs mode answers): local.
+	// An object made locally under a write-back permit and not yet
+	// reintegrated has none (only setxattr, which resolves it, sets one):
+	// snfs mode answers without resolving it, so the kernel's check of
+	// security.capability before a write or a chown leaves the write to
+	// resolve it through its open, and a chown local.
 	vi, errno := n.vino(rctx, true)
 	if errno != 0 {
 		return 0, errno

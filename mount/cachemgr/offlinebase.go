@@ -1,0 +1,88 @@
+package cachemgr
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// The bases of the names changed offline (offline.go's offBase) are kept
+// beside the offline data, in CACHEDIR/offline/bases (a JSON object a line,
+// the first line of a name the one that counts), written before the record
+// that changes the name (as the log's records, to the kernel at once: they
+// survive a kill of the mount), so that a mount killed offline checks its
+// log's names as the one that logged them would have (offlinereint.go).
+// The file goes once the names are checked under the permits.
+
+// baseLine is one line of the bases file.
+type baseLine struct {
+	Dir  string `json:"dir"`  // hex handle
+	Name string `json:"name"` //
+	FH   string `json:"fh"`   // hex handle; "": no such name
+}
+
+func (p *permits) basesPath() string { return filepath.Join(p.offDataDir(), "bases") }
+
+// saveBase appends b to the bases file (p.off.mu held).
+func (p *permits) saveBase(b offBase) {
+	line, err := json.Marshal(baseLine{Dir: hex.EncodeToString(b.dir), Name: b.name, FH: hex.EncodeToString(b.fh)})
+	if err == nil {
+		err = os.MkdirAll(p.offDataDir(), 0o700)
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(p.basesPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	}
+	if err == nil {
+		_, err = f.Write(append(line, '\n'))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		p.sn.FS.Logger().Warn("the bases of the names changed offline (a restart checks them by the server's checks only)", "err", err)
+	}
+}
+
+// loadBases reads the bases a killed mount left.
+func (p *permits) loadBases() {
+	b, err := os.ReadFile(p.basesPath())
+	if err != nil {
+		return
+	}
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	for _, l := range strings.Split(string(b), "\n") {
+		var bl baseLine
+		if strings.TrimSpace(l) == "" || json.Unmarshal([]byte(l), &bl) != nil {
+			continue // a line torn by a kill
+		}
+		dir, err1 := hex.DecodeString(bl.Dir)
+		fh, err2 := hex.DecodeString(bl.FH)
+		if err1 != nil || err2 != nil || len(dir) == 0 {
+			continue
+		}
+		k := offNameKey(snfs1.ObjRef{FH: dir}, bl.Name)
+		if p.off.base == nil {
+			p.off.base = map[string]offBase{}
+		}
+		if _, ok := p.off.base[k]; !ok {
+			if len(fh) == 0 {
+				fh = nil
+			}
+			p.off.base[k] = offBase{dir: nfs3.FH(dir), name: bl.Name, fh: nfs3.FH(fh)}
+		}
+	}
+}
+
+// dropBases removes the bases file (p.off.mu held).
+func (p *permits) dropBases() {
+	if err := os.Remove(p.basesPath()); err != nil && !os.IsNotExist(err) {
+		p.sn.FS.Logger().Warn("removing the bases of the names changed offline", "err", err)
+	}
+}

@@ -1,0 +1,380 @@
+package cachemgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+)
+
+// The data of regular files made while disconnected (offline.go): a plain
+// file CACHEDIR/offline/ID per provisional id, written by the file's opens
+// while its object is not on the server, made durable (fdatasync, with the
+// log's records) at each close and fsync, as a cached file's data is. Once
+// a reintegration made the object on the server, its data is written to
+// it (FILE_SYNC WRITEs, pushOffData) before the reintegration's results are
+// taken in, and the file is removed; an open that is still open then goes
+// on on the real file (opened as it was). A CREATE the server refuses
+// (another client made the name meanwhile) keeps the data as a conflict
+// copy beside the name (offlineConflictCopy). A mount killed offline finds
+// the files again (loadOffData) and pushes them after reintegrating its log.
+
+// offDataDir is the directory of the offline data files.
+func (p *permits) offDataDir() string { return filepath.Join(p.sn.cfg.CacheDir, "offline") }
+
+// offData is the offline data of one file made offline.
+type offData struct {
+	id   uint64
+	path string
+	mu   sync.Mutex
+	f    *os.File // open while any open of the file uses it
+	refs int
+	// pushed: the data is on the server (or in a conflict copy, or the
+	// file is gone): opens use the real file.
+	pushed bool
+}
+
+// newOffData makes id's empty data file.
+func (p *permits) newOffData(id uint64) error {
+	if err := os.MkdirAll(p.offDataDir(), 0o700); err != nil {
+		return err
+	}
+	od := &offData{id: id, path: filepath.Join(p.offDataDir(), strconv.FormatUint(id, 10))}
+	f, err := os.OpenFile(od.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	p.off.mu.Lock()
+	if p.off.data == nil {
+		p.off.data = map[uint64]*offData{}
+	}
+	p.off.data[id] = od
+	p.off.mu.Unlock()
+	return nil
+}
+
+// loadOffData finds the data files a killed mount left.
+func (p *permits) loadOffData() {
+	ents, err := os.ReadDir(p.offDataDir())
+	if err != nil {
+		return
+	}
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	for _, e := range ents {
+		id, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil {
+			continue
+		}
+		if p.off.data == nil {
+			p.off.data = map[uint64]*offData{}
+		}
+		p.off.data[id] = &offData{id: id, path: filepath.Join(p.offDataDir(), e.Name())}
+	}
+}
+
+// offDataOf is id's offline data (nil: none).
+func (p *permits) offDataOf(id uint64) *offData {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	return p.off.data[id]
+}
+
+// dropOffData forgets id's data: its file will never be on the server.
+func (p *permits) dropOffData(id uint64) {
+	p.off.mu.Lock()
+	od := p.off.data[id]
+	delete(p.off.data, id)
+	p.off.mu.Unlock()
+	if od == nil {
+		return
+	}
+	od.mu.Lock()
+	od.pushed = true
+	od.mu.Unlock()
+	os.Remove(od.path)
+}
+
+// offFile is an open (File.Ext) of a file made offline.
+type offFile struct {
+	od    *offData
+	flags int
+	mu    sync.Mutex
+	real  *vfs.File // once pushed: the real file's open
+	// flushed: a close of it was seen; released closed at its RELEASE.
+	flushed  bool
+	released chan struct{}
+}
+
+func offOf(f *vfs.File) *offFile {
+	of, _ := f.Ext.(*offFile)
+	return of
+}
+
+// offlineOpenFile opens i, a file made offline, on its offline data.
+func (sn *snfsFS) offlineOpenFile(i *vfs.Inode, c vfs.Cred, flags int) (*vfs.File, error) {
+	p := sn.permits
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live {
+		return nil, ErrDisconnected
+	}
+	od := p.offDataOf(o.id)
+	if od == nil {
+		return nil, ErrDisconnected
+	}
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	if od.pushed {
+		return nil, ErrDisconnected
+	}
+	if od.f == nil {
+		f, err := os.OpenFile(od.path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("offline data: %w", err)
+		}
+		od.f = f
+	}
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if err := od.f.Truncate(0); err != nil {
+			return nil, err
+		}
+		sn.offSized(i, 0, true)
+	}
+	od.refs++
+	i.Mu.Lock()
+	i.Opens++
+	i.Mu.Unlock()
+	of := &offFile{od: od, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC), released: make(chan struct{})}
+	sn.offOpens.Lock()
+	if sn.offOpens.m == nil {
+		sn.offOpens.m = map[string]*offFile{}
+	}
+	sn.offOpens.m[string(i.FH)] = of
+	sn.offOpens.Unlock()
+	app := vfs.IsAppend(flags)
+	return &vfs.File{I: i, Cred: c, Write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, Appending: app, DirectIO: app, Ext: of}, nil
+}
+
+// offOpenSet: the latest open of each file made offline, by inode handle.
+type offOpenSet struct {
+	sync.Mutex
+	m map[string]*offFile
+}
+
+// waitOffRelease waits (as waitProvRelease) for the RELEASE of i's open
+// whose close was seen.
+func (sn *snfsFS) waitOffRelease(ctx context.Context, i *vfs.Inode) {
+	sn.offOpens.Lock()
+	of := sn.offOpens.m[string(i.FH)]
+	sn.offOpens.Unlock()
+	if of == nil {
+		sn.waitProvRelease(ctx, i)
+		return
+	}
+	of.mu.Lock()
+	flushed := of.flushed
+	of.mu.Unlock()
+	if !flushed {
+		return
+	}
+	t := time.NewTimer(provReleaseWait)
+	defer t.Stop()
+	select {
+	case <-of.released:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// offSized records size (and the time) in i's attributes: written or
+// truncated (exact) or extended.
+func (sn *snfsFS) offSized(i *vfs.Inode, size uint64, exact bool) {
+	now := vfs.NFSTime(time.Now())
+	i.Mu.Lock()
+	if exact || size > i.Attr.Size {
+		i.Attr.Size, i.Attr.Used = size, size
+	}
+	i.Attr.Mtime, i.Attr.Ctime = now, now
+	i.Mu.Unlock()
+}
+
+// offReal is the real open behind of once its data was pushed.
+func (sn *snfsFS) offReal(ctx context.Context, f *vfs.File, of *offFile) (*vfs.File, error) {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if of.real != nil {
+		return of.real, nil
+	}
+	ri, err := sn.Resolve(ctx, f.I, false)
+	if err != nil {
+		return nil, err
+	}
+	rf, _, err := sn.Open(ctx, ri, f.Cred, of.flags)
+	if err != nil {
+		return nil, err
+	}
+	of.real = rf
+	return rf, nil
+}
+
+// offRead is Read of of.
+func (sn *snfsFS) offRead(ctx context.Context, f *vfs.File, of *offFile, off uint64, buf []byte) (int, error) {
+	od := of.od
+	od.mu.Lock()
+	if !od.pushed {
+		defer od.mu.Unlock()
+		n, err := od.f.ReadAt(buf, int64(off))
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return n, err
+	}
+	od.mu.Unlock()
+	rf, err := sn.offReal(ctx, f, of)
+	if err != nil {
+		return 0, err
+	}
+	return sn.Read(ctx, rf, off, buf)
+}
+
+// offWrite is Write (append: Append, at the end) of of.
+func (sn *snfsFS) offWrite(ctx context.Context, f *vfs.File, of *offFile, off uint64, data []byte, app bool) (uint64, int, error) {
+	od := of.od
+	od.mu.Lock()
+	if !od.pushed {
+		defer od.mu.Unlock()
+		if app {
+			f.I.Mu.Lock()
+			off = f.I.Attr.Size
+			f.I.Mu.Unlock()
+		}
+		n, err := od.f.WriteAt(data, int64(off))
+		if n > 0 {
+			sn.offSized(f.I, off+uint64(n), false)
+		}
+		return off, n, err
+	}
+	od.mu.Unlock()
+	rf, err := sn.offReal(ctx, f, of)
+	if err != nil {
+		return 0, 0, err
+	}
+	if app {
+		return sn.Append(ctx, rf, data)
+	}
+	n, err := sn.Write(ctx, rf, off, data)
+	return off, n, err
+}
+
+// offSync makes of's data and the log's records durable (close, fsync);
+// flush marks a close.
+func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close bool) error {
+	if close {
+		of.mu.Lock()
+		of.flushed = true
+		of.mu.Unlock()
+	}
+	od := of.od
+	od.mu.Lock()
+	if !od.pushed {
+		err := od.f.Sync()
+		od.mu.Unlock()
+		if err == nil {
+			err = syncDirOf(od.path)
+		}
+		if err == nil {
+			err = sn.permits.log.Sync()
+		}
+		return err
+	}
+	od.mu.Unlock()
+	of.mu.Lock()
+	rf := of.real
+	of.mu.Unlock()
+	if rf == nil {
+		return nil
+	}
+	if close {
+		return sn.Flush(ctx, rf)
+	}
+	return sn.Fsync(ctx, rf)
+}
+
+// syncDirOf flushes the directory of path (a new data file's name).
+func syncDirOf(path string) error {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// offRelease ends the open f of a file made offline.
+func (sn *snfsFS) offRelease(ctx context.Context, f *vfs.File, of *offFile) error {
+	of.mu.Lock()
+	rf := of.real
+	of.mu.Unlock()
+	var err error
+	if rf != nil {
+		err = sn.Release(ctx, rf)
+	}
+	od := of.od
+	od.mu.Lock()
+	if od.refs--; od.refs == 0 && od.f != nil {
+		od.f.Close()
+		od.f = nil
+	}
+	od.mu.Unlock()
+	i := f.I
+	i.Mu.Lock()
+	i.Opens--
+	i.Mu.Unlock()
+	sn.offOpens.Lock()
+	if sn.offOpens.m[string(i.FH)] == of {
+		delete(sn.offOpens.m, string(i.FH))
+	}
+	sn.offOpens.Unlock()
+	close(of.released)
+	return err
+}
+
+// offTruncate is a SETATTR of the size of a file made offline whose data
+// is not pushed (done false otherwise).
+func (sn *snfsFS) offTruncate(i *vfs.Inode, s vfs.SetAttr) (nfs3.Fattr, bool, error) {
+	p := sn.permits
+	if p == nil || s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil {
+		return nfs3.Fattr{}, false, nil
+	}
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live {
+		return nfs3.Fattr{}, false, nil
+	}
+	od := p.offDataOf(o.id)
+	if od == nil {
+		return nfs3.Fattr{}, false, nil
+	}
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	if od.pushed {
+		return nfs3.Fattr{}, false, nil
+	}
+	if err := os.Truncate(od.path, int64(*s.Size)); err != nil {
+		return nfs3.Fattr{}, true, err
+	}
+	sn.offSized(i, *s.Size, true)
+	i.Mu.Lock()
+	a := i.ReportLocked()
+	i.Mu.Unlock()
+	return a, true, nil
+}

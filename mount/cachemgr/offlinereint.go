@@ -1,0 +1,395 @@
+package cachemgr
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"snfs/mount/cml"
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// Reintegration of what was logged offline (offline.go; docs/mount.md,
+// "Disconnected operation"). Offline there was no permit: nothing held
+// anyone else back from the directories the log changes. So, before the
+// log is sent:
+//
+//   - the permits of every directory (the server made) that the log
+//     changes are asked for (GET_PERMIT breaks the others' promises, and
+//     holds their changes back from then on: what the server holds then is
+//     what the records meet). A permit refused is asked again a few times;
+//     if one is still refused, nothing is sent (no record is refused
+//     SNFS_ERR_NOPERMIT for it, which would be no real conflict): the log
+//     waits for the next reintegration;
+//   - each name the log changes in those directories is looked up (LOOKUP)
+//     and compared with what it held as the mount went offline (its base,
+//     offBase): another object there, or none where there was one, or one
+//     where there was none, is another's change meanwhile: a conflict.
+//     Such a name is "poisoned": the records that would remove, move or
+//     replace what it holds now (UNLINK, RMDIR, RENAME from or over it)
+//     are not sent and are kept as conflicts instead (they would act on
+//     the other's object); a CREATE or MKDIR of it is sent, and the server
+//     refuses it (NFS3ERR_EXIST, GUARDED): the data of a file made so goes
+//     to a conflict copy beside it. A record the server refuses poisons
+//     its names too.
+//
+// A name nobody else changed is not poisoned, and its records are applied
+// as they were made: no conflict copy where nothing conflicted.
+
+// offPermitTries bounds the GET_PERMITs asked for one directory before a
+// reintegration of a log with offline records gives up for now.
+const offPermitTries = 20
+
+// errOfflinePermits: a permit the log needs was refused: nothing is sent.
+var errOfflinePermits = errors.New("cachemgr: the permits of the directories changed offline are not granted yet: the log waits")
+
+// offPrepare asks the permits and checks the bases before a log with
+// offline records is sent (p.reint held).
+func (p *permits) offPrepare(ctx context.Context) error {
+	p.off.mu.Lock()
+	pending, refused := p.off.pending, p.off.refused
+	p.off.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	if !refused.IsZero() && time.Since(refused) < permitRefusal {
+		// Asked lately and refused: a directory read or change through
+		// the server does not wait for the asking again.
+		return errOfflinePermits
+	}
+	for _, d := range p.log.Dirs() {
+		granted := false
+		for try := 0; try < offPermitTries && !granted; try++ {
+			if try > 0 {
+				t := time.NewTimer(time.Duration(try) * 50 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+			_, granted = p.get(ctx, d, true)
+		}
+		if !granted {
+			p.sn.FS.Logger().Info("reintegration of the changes made offline waits for a permit", "dir", p.sn.FS.PathOfFH(d, nil))
+			p.off.mu.Lock()
+			p.off.refused = time.Now()
+			p.off.mu.Unlock()
+			return errOfflinePermits
+		}
+	}
+	p.off.mu.Lock()
+	p.off.refused = time.Time{}
+	p.off.mu.Unlock()
+	p.off.mu.Lock()
+	bases := make([]offBase, 0, len(p.off.base))
+	for _, b := range p.off.base {
+		bases = append(bases, b)
+	}
+	p.off.mu.Unlock()
+	nc := p.sn.FS.Client(sessionCred())
+	for _, b := range bases {
+		res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.LookupRes, error) { return nc.Lookup(ctx, b.dir, b.name) })
+		var now nfs3.FH
+		switch {
+		case err == nil:
+			now = res.Object
+		case errors.Is(err, nfs3.ErrNoEnt):
+		default:
+			return fmt.Errorf("LOOKUP of a name changed offline: %w", err)
+		}
+		if string(now) == string(b.fh) {
+			continue
+		}
+		p.sn.FS.Logger().Warn("a name changed offline was changed on the server meanwhile: its removals and renames are conflicts",
+			"path", p.sn.FS.PathFrom(nil, b.dir, b.name), "was", hex.EncodeToString(b.fh), "now", hex.EncodeToString(now))
+		p.poison(offNameKey(snfs1.ObjRef{FH: b.dir}, b.name))
+	}
+	p.off.mu.Lock()
+	p.off.base = nil // checked: under the permits now, nobody else changes them
+	p.dropBases()
+	p.off.mu.Unlock()
+	return nil
+}
+
+// offDone: the whole log is on the server. Without --permits=on, the
+// permits asked for it are given back: nothing more is made under them.
+func (p *permits) offDone(ctx context.Context) {
+	p.off.mu.Lock()
+	was := p.off.pending
+	p.off.pending, p.off.base, p.off.poison = false, nil, nil
+	if was {
+		p.dropBases()
+	}
+	p.off.mu.Unlock()
+	if was && !p.online && !p.sn.disc.offline() {
+		p.releaseAll(ctx)
+	}
+}
+
+func (p *permits) poison(k string) {
+	p.off.mu.Lock()
+	if p.off.poison == nil {
+		p.off.poison = map[string]bool{}
+	}
+	p.off.poison[k] = true
+	p.off.mu.Unlock()
+}
+
+// poisonRecord poisons the names rec changes (refused).
+func (p *permits) poisonRecord(rec *snfs1.CMLRecord) {
+	p.off.mu.Lock()
+	pending := p.off.pending
+	p.off.mu.Unlock()
+	if !pending || rec.Op == snfs1.CMLSetattr {
+		return
+	}
+	p.poison(offNameKey(rec.Dir, rec.Name))
+	if rec.Op == snfs1.CMLRename {
+		p.poison(offNameKey(rec.ToDir, rec.ToName))
+	}
+}
+
+// poisoned reports whether rec acts on a poisoned name's object.
+func (p *permits) poisoned(rec *snfs1.CMLRecord) bool {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	if len(p.off.poison) == 0 {
+		return false
+	}
+	switch rec.Op {
+	case snfs1.CMLUnlink, snfs1.CMLRmdir:
+		return p.off.poison[offNameKey(rec.Dir, rec.Name)]
+	case snfs1.CMLRename:
+		return p.off.poison[offNameKey(rec.Dir, rec.Name)] || p.off.poison[offNameKey(rec.ToDir, rec.ToName)]
+	}
+	return false
+}
+
+// unpoisonMade: records applied made their names again (this mount's
+// objects now).
+func (p *permits) unpoisonMade(recs []snfs1.CMLRecord, rep *snfs1.ReintegrateRes) {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	if len(p.off.poison) == 0 {
+		return
+	}
+	for k := range rep.Results {
+		if k >= len(recs) || rep.Results[k].Status != nfs3.OK {
+			return
+		}
+		if op := recs[k].Op; op == snfs1.CMLCreate || op == snfs1.CMLMkdir || op == snfs1.CMLSymlink {
+			delete(p.off.poison, offNameKey(recs[k].Dir, recs[k].Name))
+		}
+	}
+}
+
+// offSender sends REINTEGRATE for the log, except the records that act on
+// a poisoned name: the batch is cut before the first, which is answered as
+// refused (NFS3ERR_EXIST: the name's object is not the one the record
+// was made on), without being sent.
+type offSender struct {
+	p *permits
+	s cml.Sender
+}
+
+func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, recs []snfs1.CMLRecord) (*snfs1.ReintegrateRes, error) {
+	k := -1
+	for i := range recs {
+		if w.p.poisoned(&recs[i]) {
+			k = i
+			break
+		}
+	}
+	refused := snfs1.CMLResult{Status: nfs3.ErrExist}
+	if k == 0 {
+		refused.LSN = recs[0].LSN
+		return &snfs1.ReintegrateRes{Applied: recs[0].LSN - 1, Results: []snfs1.CMLResult{refused}}, nil
+	}
+	send := recs
+	if k > 0 {
+		send = recs[:k]
+	}
+	rep, err := w.s.Reintegrate(ctx, perms, send)
+	if err != nil {
+		return rep, err
+	}
+	w.p.unpoisonMade(send, rep)
+	if k > 0 && len(rep.Results) == k && rep.Results[k-1].Status == nfs3.OK {
+		refused.LSN = recs[k].LSN
+		rep.Results = append(rep.Results, refused)
+	}
+	return rep, nil
+}
+
+// pushOffData writes the data of the files made offline that the server
+// made now (made: this reintegration's; and any left from an earlier one)
+// to them, and takes out of made the attributes the reply gave them (from
+// before the data: the object's attributes are asked again at its next
+// use). What fails stays to be pushed at the next reintegration.
+func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) {
+	p.off.mu.Lock()
+	var ods []*offData
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		fh, ok := p.log.Handle(od.id)
+		if m, got := made[od.id]; got {
+			fh, ok = m.FH, true
+			m.Attr = nil
+			made[od.id] = m
+		}
+		if !ok {
+			continue
+		}
+		if err := p.pushOne(ctx, od, fh); err != nil {
+			p.sn.FS.Logger().Warn("writing the data of a file made offline (kept to write again)", "fh", hex.EncodeToString(fh), "err", err)
+			continue
+		}
+		if ri := p.sn.FS.LookupInode(fh); ri != nil {
+			ri.Invalidate()
+		}
+	}
+}
+
+// pushOne writes od's data to fh, and forgets od.
+func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) error {
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	if od.pushed {
+		return nil
+	}
+	if _, err := p.writeOffData(ctx, od, fh); err != nil {
+		return err
+	}
+	p.offDataPushed(od)
+	return nil
+}
+
+// offDataPushed: od's data is on the server (od.mu held).
+func (p *permits) offDataPushed(od *offData) {
+	od.pushed = true
+	if od.f != nil {
+		od.f.Close()
+		od.f = nil
+	}
+	os.Remove(od.path)
+	p.off.mu.Lock()
+	delete(p.off.data, od.id)
+	p.off.mu.Unlock()
+}
+
+// writeOffData writes od's data to fh with FILE_SYNC WRITEs (od.mu held).
+func (p *permits) writeOffData(ctx context.Context, od *offData, fh nfs3.FH) (int64, error) {
+	f, err := os.Open(od.path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	nc := p.sn.FS.Client(sessionCred())
+	buf := make([]byte, p.sn.FS.WriteSize())
+	var off int64
+	for {
+		n, rerr := f.ReadAt(buf, off)
+		data := buf[:n]
+		for len(data) > 0 {
+			wr, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WriteRes, error) {
+				return nc.Write(ctx, fh, uint64(off), data, nfs3.FileSync)
+			})
+			if err != nil {
+				return off, fmt.Errorf("WRITE: %w", err)
+			}
+			if wr.Count == 0 {
+				return off, errors.New("WRITE: nothing written")
+			}
+			data, off = data[wr.Count:], off+int64(wr.Count)
+		}
+		if errors.Is(rerr, io.EOF) || n == 0 {
+			return off, nil
+		}
+		if rerr != nil {
+			return off, rerr
+		}
+	}
+}
+
+// offRefused takes in a refused record: its names are poisoned, and a
+// CREATE's offline data goes to a conflict copy beside its name (reported
+// true: the conflict is recorded).
+func (p *permits) offRefused(ctx context.Context, rec *snfs1.CMLRecord, st snfs1.Status, why string) bool {
+	p.poisonRecord(rec)
+	if rec.Op != snfs1.CMLCreate || rec.New == 0 {
+		return false
+	}
+	od := p.offDataOf(rec.New)
+	if od == nil {
+		return false
+	}
+	dir := rec.Dir.FH
+	if rec.Dir.Prov != 0 {
+		dir, _ = p.log.Handle(rec.Dir.Prov)
+	}
+	if len(dir) == 0 {
+		dir = p.sn.FS.Cfg.Root // its directory is not on the server either
+	}
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	if od.pushed {
+		return false
+	}
+	cname, size, err := p.offlineConflictCopy(ctx, od, dir, rec.Name)
+	if err != nil {
+		p.sn.FS.Logger().Error("a conflict copy of a file made offline (its data stays in the cache directory)", "name", rec.Name, "path", od.path, "err", err)
+		return false
+	}
+	p.offDataPushed(od)
+	sn := p.sn
+	sn.stats.Conflicts.Add(1)
+	reason := fmt.Sprintf("disconnected: %s refused (status %d, LSN %d, %s)", rec.Op, st, rec.LSN, why)
+	sn.FS.Logger().Warn("conflict: a file made while disconnected kept beside the server's", "path", sn.FS.PathFrom(nil, dir, rec.Name),
+		"copy", cname, "size", size, "status", st)
+	c := Conflict{Time: time.Now().UTC(), Name: rec.Name, DirFH: hex.EncodeToString(dir), Conflict: cname, Size: size, Reason: reason}
+	if err := appendConflict(sn.cfg.CacheDir, c); err != nil {
+		sn.FS.Logger().Error("recording a conflict", "err", err)
+	}
+	return true
+}
+
+// offlineConflictCopy makes NAME.snfs-conflict-HOST-UNIXTIME in dir with
+// od's data (od.mu held).
+func (p *permits) offlineConflictCopy(ctx context.Context, od *offData, dir nfs3.FH, name string) (string, int64, error) {
+	host, _, _ := strings.Cut(p.sn.sess.Name(), ":")
+	cname := fmt.Sprintf("%s.snfs-conflict-%s-%d", name, host, time.Now().Unix())
+	nc := p.sn.FS.Client(sessionCred())
+	mode := uint32(0o644)
+	var res *nfs3.CreateRes
+	for n := 2; ; n++ {
+		var err error
+		res, err = vfs.RPC(ctx, p.sn.FS, func() (*nfs3.CreateRes, error) {
+			return nc.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: cname}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+		})
+		if errors.Is(err, nfs3.ErrExist) && n < 100 {
+			cname = fmt.Sprintf("%s.snfs-conflict-%s-%d-%d", name, host, time.Now().Unix(), n)
+			continue
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("CREATE %q: %w", cname, err)
+		}
+		break
+	}
+	if res.Object == nil {
+		return "", 0, fmt.Errorf("CREATE %q: no handle", cname)
+	}
+	size, err := p.writeOffData(ctx, od, res.Object)
+	return cname, size, err
+}
