@@ -495,3 +495,19 @@ func (p *permits) serverRestarted() {
 	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
 }
+
+// SetLogPolicy sets when fs's modification log is reintegrated by age or
+// length (permitLogAge, permitLogLen; fs in snfs mode with permits: false
+// otherwise). A test whose burst of changes must stay local until it sends
+// the log itself sets an age longer than the burst may take on a loaded
+// machine.
+func SetLogPolicy(fs *vfs.FS, age time.Duration, length int) bool {
+	p := mgrOf(fs).permits
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	p.age, p.length = age, length
+	p.mu.Unlock()
+	return true
+}

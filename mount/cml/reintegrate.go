@@ -29,12 +29,28 @@ type Result struct {
 	Permits []snfs1.PermitRef
 	// Made: the objects the server made (or answered) for this call's
 	// records, by provisional id: the real handle and, when the reply
-	// carried them, the attributes (not kept in the log: the caller takes
-	// them in at once, or asks the server later).
+	// carried them, the attributes (the last applied record's of the call
+	// that changed the object: its making record's, or a later SETATTR's
+	// or LINK's; not kept in the log: the caller takes them in at once, or
+	// asks the server later).
 	Made map[uint64]Made
 	// Dirs: the attributes of the directories the applied records changed,
 	// by handle, as the last reply that gave them says (after its batch).
 	Dirs map[string]nfs3.Fattr
+}
+
+// madeAttr: a later record of the call (SETATTR, LINK) changed obj, and
+// its result gave the attributes after it: an object this call made keeps
+// those, not its making record's (a file made, then chmod'ed).
+func (res *Result) madeAttr(obj *snfs1.ObjRef, a *nfs3.Fattr) {
+	for id, m := range res.Made {
+		if obj.Prov != 0 && id == obj.Prov || obj.Prov == 0 && string(m.FH) == string(obj.FH) {
+			c := *a
+			m.Attr = &c
+			res.Made[id] = m
+			return
+		}
+	}
 }
 
 // Made is an object a reintegrated record made.
@@ -352,6 +368,9 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 					m.Attr = &a
 				}
 				res.Made[batch[i].New] = m
+			}
+			if (batch[i].Op == snfs1.CMLSetattr || batch[i].Op == snfs1.CMLLink) && r.Attr != nil {
+				res.madeAttr(&batch[i].Obj, r.Attr)
 			}
 			if batch[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
 				res.Permits = append(res.Permits, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
