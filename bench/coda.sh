@@ -30,9 +30,11 @@
 #                  fsynced with its directory once written (a bash and a sync process
 #                  per step besides: an overstatement); files: each created file and
 #                  its directory fsynced before the close; the other phases as local
-# The targets' verdicts name a target out of reach when a measured bound is at or
-# above it; Andrew's durable bound for that is local's Andrew with Copy's durable
-# time in place of local's Copy (Make's wrapped steps left out: not a floor).
+# Andrew's verdicts name the target out of reach when a measured bound is at or
+# above it and snfs mode's own figure is not below that bound; Andrew's durable
+# bound for that is local's Andrew with Copy's durable time in place of local's
+# Copy (Make's wrapped steps left out: not a floor). The loops' bounds are shown,
+# never used: they are no floors of snfs mode's loops (see the results' note).
 #
 # Every round runs each configuration once, mount to unmount, in an order rotated
 # from round to round: local and the bounds, then nfs@D and snfs@D for each delay D
@@ -217,14 +219,16 @@ medR() { printf '%s\n' ${R[$1,$2]:-0} | median; }
 nrounds() { echo ${T[$1,Andrew]:-} | wc -w; }
 verdict() { awk "BEGIN{print ($1) ? \"met\" : \"not met\"}"; }
 has() { [ -n "${T[$1,Andrew]:-}" ]; }
-# verdict3 COND LIM RATIO...: met, not met, or (not met and a measured bound's
-# ratio to local at or above LIM) out of reach.
+# verdict3 COND LIM SNFS RATIO...: met, not met, or (not met and a measured
+# bound's ratio to local at or above LIM) out of reach. A bound snfs mode's own
+# ratio SNFS is below is no floor in this run (the noise, or work the bound does
+# that snfs mode does not) and is not used.
 verdict3() {
-  local cond=$1 lim=$2 r; shift 2
+  local cond=$1 lim=$2 sn=$3 r; shift 3
   if awk "BEGIN{exit !($cond)}"; then echo met; return; fi
   for r in "$@"; do
     [ "$r" = - ] && continue
-    if awk -v r="$r" -v l="$lim" 'BEGIN{exit !(r >= l)}'; then echo "not met: out of reach"; return; fi
+    if awk -v r="$r" -v l="$lim" -v s="$sn" 'BEGIN{exit !(r >= l && s >= r)}'; then echo "not met: out of reach"; return; fi
   done
   echo "not met"
 }
@@ -270,7 +274,8 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     echo
     echo "Andrew's bounds, x local: fuseloop $BA_FUSE; durable close of Copy's files (local's Andrew with local+durable-close's Copy) $BA_DUR;"
     echo "local+durable-close's whole Andrew (Make's outputs through the wrapper, an overstatement) $BA_DURALL; the FUSE floor and Copy's durable close together (fuseloop's Andrew with Copy's durable cost added: an estimate, not measured as one) $BA_SUM."
-    echo "A target at or below a measured bound (fuseloop's, or Copy's durable close) is out of reach; the estimate and the wrapped Make are not used for that."
+    echo "A target at or below a measured bound (fuseloop's, or Copy's durable close) is out of reach, unless snfs mode's own figure is below that bound (then it is no floor in this run); the estimate and the wrapped Make are not used for that."
+    echo "The loops' bounds are no floors and name nothing out of reach: snfs mode's files loop flushes nothing (its files are never written: the optimiser cancels create with unlink), and fuseloop sends every create, lookup and unlink to its daemon (1 s timeouts), which snfs mode's kept entries avoid."
   fi
   for d in $DELAYS; do
     echo
@@ -288,12 +293,12 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     lim=1.2; [ "$d" = 10ms ] && lim=1.5
     echo
     echo "Issue 26's targets (set for snfs mode at 1 ms; Andrew's also at 10 ms), in this run:"
-    echo "Andrew within ${lim}x local: **$(verdict3 "$s <= $lim * $l" "$lim" "${BA_FUSE:--}" "${BA_DUR:--}")** ($(ratio "$s" "$l")x; with the unmount's write-back $(ratio "$(echo "$s + $(med "snfs@$d,umount")" | bc)" "$l")x)$([ -n "$BOUNDS" ] && echo "; bounds in this run: fuseloop ${BA_FUSE}x, Copy's durable close ${BA_DUR}x (estimate of both: ${BA_SUM}x)");"
+    echo "Andrew within ${lim}x local: **$(verdict3 "$s <= $lim * $l" "$lim" "$(ratio "$s" "$l")" "${BA_FUSE:--}" "${BA_DUR:--}")** ($(ratio "$s" "$l")x; with the unmount's write-back $(ratio "$(echo "$s + $(med "snfs@$d,umount")" | bc)" "$l")x)$([ -n "$BOUNDS" ] && echo "; bounds in this run: fuseloop ${BA_FUSE}x, Copy's durable close ${BA_DUR}x (estimate of both: ${BA_SUM}x)");"
     for ph in files dirs; do
       bf=- bd=-
       has fuse && bf=$(ratio "$(med "fuse,$ph")" "$(med "local,$ph")")
       [ "$ph" = files ] && has local-durable && bd=$(ratio "$(med "local-durable,$ph")" "$(med "local,$ph")")
-      echo "$ph within 2x local with < 20 RPCs: **$(verdict3 "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20" 2 "$bf" "$bd")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; bounds: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
+      echo "$ph within 2x local with < 20 RPCs: **$(verdict "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; not floors of this loop, shown only: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
     done
     for ph in Copy ReadAll; do
       echo "$ph at most 5% of nfs mode's RPCs: **$(verdict "$(medR "snfs@$d" "$ph") <= 0.05 * $(medR "nfs@$d" "$ph")")** ($(medR "snfs@$d" "$ph") of $(medR "nfs@$d" "$ph"))."
