@@ -474,9 +474,11 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		}
 		// Not p.flush: a reintegration in progress (which may be sending
 		// this very record) is waited for even when the log looks empty.
-		if err := p.log.Sync(); err != nil {
-			return nil, err
-		}
+		// No Sync first: the reintegration flushes the plan it seals, and
+		// with it every record written before, before sending any of it;
+		// a record a reintegration in progress is sending was flushed with
+		// its plan. A separate flush here was a second one per created
+		// file's open.
 		if err := p.reintegrate(ctx, "a provisional object used"); err != nil {
 			return nil, err
 		}

@@ -410,13 +410,21 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 // plan is left: a checkpoint (the next LSN), the provisional ids' handles
 // not forgotten, and the raw records appended since the plan was sealed.
 // The older segments are deleted.
+//
+// Only once the log spans more than one segment or has used half of the
+// one it writes (needsCompaction): a compaction writes, flushes and renames
+// a whole segment and flushes the directory, and a reintegration per file
+// (a created file's open) would pay that per file, where its acknowledged
+// frames cost replay nothing but reading them. What a segment holds before
+// compaction replays to the same state (Open reads every segment from the
+// newest checkpoint), so leaving it does not change what a crash keeps.
 func (l *Log) compact() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.syncing {
 		l.cond.Wait()
 	}
-	if l.err != nil || len(l.plan) > 0 {
+	if l.err != nil || len(l.plan) > 0 || !l.needsCompaction() {
 		return l.err
 	}
 	var rest []byte
@@ -437,4 +445,11 @@ func (l *Log) compact() error {
 		return err
 	}
 	return nil
+}
+
+// needsCompaction reports whether compact should rewrite the log: it spans
+// more than one segment (older ones to delete), or the segment written is
+// half used. The caller holds mu.
+func (l *Log) needsCompaction() bool {
+	return len(l.segs) > 1 || l.off > l.size/2
 }
