@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"snfs/mount/cml"
@@ -230,11 +230,13 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 	return rep, nil
 }
 
-// pushOffData writes the data of the files made offline that the server
-// made now (made: this reintegration's; and any left from an earlier one)
-// to them, and takes out of made the attributes the reply gave them (from
-// before the data: the object's attributes are asked again at its next
-// use). What fails stays to be pushed at the next reintegration.
+// pushOffData writes the data of the files made offline or locally
+// (permitdata.go) that the server made now (made: this reintegration's;
+// and any left from an earlier one) to them, several at once, and puts in
+// made the attributes the file has after its data (from the last WRITE's
+// or the COMMIT's reply; none given: none, and the object's attributes are
+// asked again at its next use). What fails stays to be pushed at the next
+// reintegration.
 func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) {
 	p.off.mu.Lock()
 	var ods []*offData
@@ -242,38 +244,55 @@ func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) {
 		ods = append(ods, od)
 	}
 	p.off.mu.Unlock()
+	var push []dataPush
 	for _, od := range ods {
 		fh, ok := p.log.Handle(od.id)
 		if m, got := made[od.id]; got {
 			fh, ok = m.FH, true
-			m.Attr = nil
-			made[od.id] = m
 		}
-		if !ok {
-			continue
-		}
-		if err := p.pushOne(ctx, od, fh); err != nil {
-			p.sn.FS.Logger().Warn("writing the data of a file made offline (kept to write again)", "fh", hex.EncodeToString(fh), "err", err)
-			continue
-		}
-		if ri := p.sn.FS.LookupInode(fh); ri != nil {
-			ri.Invalidate()
+		if ok {
+			push = append(push, dataPush{od, fh})
 		}
 	}
+	var mu sync.Mutex
+	p.pushEach(push, func(d dataPush) { // permitdata.go
+		attr, wrote, err := p.pushOne(ctx, d.od, d.fh)
+		if err != nil {
+			p.sn.FS.Logger().Warn("writing the data of a file made offline (kept to write again)", "fh", hex.EncodeToString(d.fh), "err", err)
+		}
+		if wrote {
+			mu.Lock()
+			if m, got := made[d.od.id]; got {
+				m.Attr = attr
+				made[d.od.id] = m
+			}
+			mu.Unlock()
+			if ri := p.sn.FS.LookupInode(d.fh); ri != nil {
+				ri.Invalidate()
+			}
+		}
+	})
 }
 
-// pushOne writes od's data to fh, and forgets od.
-func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) error {
+// pushOne writes od's data to fh, and forgets od; wrote: the file's
+// attributes changed (attr: after the data, nil: not given).
+func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) (attr *nfs3.Fattr, wrote bool, err error) {
 	od.mu.Lock()
 	defer od.mu.Unlock()
 	if od.pushed {
-		return nil
+		return nil, false, nil
 	}
-	if _, err := p.writeOffData(ctx, od, fh); err != nil {
-		return err
+	n, attr, err := p.writeData(ctx, od, fh)
+	if errors.Is(err, nfs3.ErrStale) {
+		// Removed on the server by a later record (renamed over, say)
+		// after the reintegration made it: nothing to write it to.
+		attr, err = nil, nil
+	}
+	if err != nil {
+		return nil, true, err
 	}
 	p.offDataPushed(od)
-	return nil
+	return attr, n > 0, nil
 }
 
 // offDataPushed: od's data is on the server (od.mu held).
@@ -289,38 +308,10 @@ func (p *permits) offDataPushed(od *offData) {
 	p.off.mu.Unlock()
 }
 
-// writeOffData writes od's data to fh with FILE_SYNC WRITEs (od.mu held).
+// writeOffData writes od's data to fh (od.mu held; permitdata.go).
 func (p *permits) writeOffData(ctx context.Context, od *offData, fh nfs3.FH) (int64, error) {
-	f, err := os.Open(od.path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	nc := p.sn.FS.Client(sessionCred())
-	buf := make([]byte, p.sn.FS.WriteSize())
-	var off int64
-	for {
-		n, rerr := f.ReadAt(buf, off)
-		data := buf[:n]
-		for len(data) > 0 {
-			wr, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WriteRes, error) {
-				return nc.Write(ctx, fh, uint64(off), data, nfs3.FileSync)
-			})
-			if err != nil {
-				return off, fmt.Errorf("WRITE: %w", err)
-			}
-			if wr.Count == 0 {
-				return off, errors.New("WRITE: nothing written")
-			}
-			data, off = data[wr.Count:], off+int64(wr.Count)
-		}
-		if errors.Is(rerr, io.EOF) || n == 0 {
-			return off, nil
-		}
-		if rerr != nil {
-			return off, rerr
-		}
-	}
+	n, _, err := p.writeData(ctx, od, fh)
+	return n, err
 }
 
 // offRefused takes in a refused record: its names are poisoned, and a

@@ -96,6 +96,9 @@ func (sn *snfsFS) localCreate(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	if !done || err != nil {
 		return vfs.Entry{}, nil, done, err
 	}
+	if f := sn.provDataCreate(e.Inode, c, flags); f != nil {
+		return e, f, true, nil // its data kept locally: permitdata.go
+	}
 	app := vfs.IsAppend(flags)
 	pf := &provFile{flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC), released: make(chan struct{})}
 	f := &vfs.File{I: e.Inode, Cred: c, Write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, Appending: app,

@@ -51,7 +51,7 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	}
 	if child != nil {
 		if isProvFH(child.FH) {
-			sn.waitProvRelease(ctx, child) // permitcreate.go
+			sn.waitOffRelease(ctx, child) // permitcreate.go, offlinedata.go
 		}
 		child.Mu.Lock()
 		open := child.Opens > 0
@@ -102,7 +102,7 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 		return false, nil
 	}
 	if err == nil && isProvFH(e.fh) {
-		p.removedLocally(e.fh)
+		p.offGone(e.fh) // its local data too (permitdata.go)
 	}
 	sn.stats.LocalChanges.Add(1)
 	return true, err
@@ -262,7 +262,8 @@ func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string,
 	if !ok || moved.fh == nil || moved.typ == nfs3.TypeDir && from != to {
 		return false, nil
 	}
-	if old, ok := nc.cachedEntry(dt, newName); ok {
+	old, replaced := nc.cachedEntry(dt, newName)
+	if replaced {
 		if noReplace || old.fh == nil || old.typ == nfs3.TypeDir || moved.typ == nfs3.TypeDir {
 			return false, nil
 		}
@@ -296,6 +297,11 @@ func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string,
 	}, from.FH, to.FH)
 	if !done {
 		return false, nil
+	}
+	if err == nil && replaced && isProvFH(old.fh) {
+		if o, ok := p.made.of(old.fh); ok {
+			p.dropOffData(o.id) // replaced: its data never goes (permitdata.go)
+		}
 	}
 	sn.stats.LocalChanges.Add(1)
 	return true, err

@@ -65,8 +65,8 @@ func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s 
 	// always made earlier in the batch that carries it.
 	p.reint.Lock()
 	defer p.reint.Unlock()
-	if !p.made.live(i.FH) {
-		return nfs3.Fattr{}, 0, false, nil
+	if !p.made.live(i.FH) || sn.provDataHeld(i) {
+		return nfs3.Fattr{}, 0, false, nil // data held locally: permitdata.go
 	}
 	o, ok := p.made.of(i.FH)
 	if !ok {

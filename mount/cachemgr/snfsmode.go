@@ -34,6 +34,18 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 		f, err := sn.offlineOpenFile(i, c, flags) // offlinedata.go
 		return f, false, err
 	}
+	if isProvFH(i.FH) {
+		// Made locally: its creator's open of its local data
+		// (permitdata.go), else the real file's (resolved first).
+		if f := sn.provDataOpen(i, c, flags); f != nil {
+			return f, false, nil
+		}
+		ri, err := sn.Resolve(ctx, i, false)
+		if err != nil {
+			return nil, false, err
+		}
+		i = ri
+	}
 	if vfs.ChangesFile(flags) {
 		if err := sn.FS.RefuseChange(); err != nil {
 			return nil, false, err
@@ -232,8 +244,12 @@ func (sn *snfsFS) Getlk(ctx context.Context, i *vfs.Inode, owner uint64, kind vf
 
 // Setlk is FS.Setlk in snfs mode (lock.go).
 func (sn *snfsFS) Setlk(ctx context.Context, f *vfs.File, owner uint64, kind vfs.LockKind, off, n uint64, wait bool) error {
-	if offOf(f) != nil {
-		return ErrDisconnected // locks are the server's
+	if of := offOf(f); of != nil {
+		rf, err := sn.offResolved(ctx, f, of) // locks are the server's
+		if err != nil {
+			return err
+		}
+		return sn.Setlk(ctx, rf, owner, kind, off, n, wait)
 	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)
@@ -258,8 +274,12 @@ func (sn *snfsFS) UnlockOwner(ctx context.Context, i *vfs.Inode, owner uint64) e
 
 // Allocate is FS.Allocate in snfs mode: the protocol's ALLOCATE (allocate.go).
 func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64, mode uint32) error {
-	if offOf(f) != nil {
-		return ErrDisconnected
+	if of := offOf(f); of != nil {
+		rf, err := sn.offResolved(ctx, f, of)
+		if err != nil {
+			return err
+		}
+		return sn.Allocate(ctx, rf, off, length, mode)
 	}
 	if pf := provOf(f); pf != nil {
 		rf, err := sn.provReal(ctx, f, pf)

@@ -356,7 +356,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errnoOf(err)
 	}
-	vi, errno := n.vino(bctx, false)
+	// A regular file made locally is the mode's to open: on its local
+	// data, or resolved (snfs mode's permitdata.go).
+	vi, errno := n.vino(bctx, n.vi.Type == nfs3.TypeReg)
 	if errno != 0 {
 		return nil, 0, errno
 	}

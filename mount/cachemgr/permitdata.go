@@ -1,0 +1,257 @@
+package cachemgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+)
+
+// The data of regular files made locally under a write-back permit, online
+// (permitcreate.go; docs/mount.md "The mount's side (--permits=on)"): kept
+// in the same local data store as the data of files made while
+// disconnected (offlinedata.go), so that writing a new file costs no call
+// until the log is reintegrated (its age or length, a directory's fsync,
+// Sync, unmount, a recall of a permit). The creator's open of the new file,
+// and the creator's later opens while the file's CREATE is still in the
+// log, read, write, append, truncate and fsync the local data file; a close
+// and an fsync make the data and the log durable locally and send nothing.
+// The reintegration that makes the file on the server writes its data to
+// it right after (pushOffData), before its attributes are taken in: a
+// recall's reintegration does it before CB_OK, so the recalling client's
+// open meets the data. A mount killed after a close finds the data file at
+// its restart (loadOffData) and pushes it after reintegrating its log.
+//
+// What the local data does not serve resolves the file as a file made
+// without it (permitcreate.go): a lock, an allocation, an extended
+// attribute, a link (fusefs resolves a link's target), another user's open,
+// a SETATTR other than a truncation (its record would be applied by the
+// reintegration before the data is written: a chmod that takes write
+// permission away would refuse the WRITEs, and the WRITEs would change the
+// times utimes set). The reintegration such a resolution sends pushes the
+// data as any other; the open's operations go to the real file's open from
+// then on (offReal).
+
+// provDataCreate opens i, the regular file localCreate just made (its
+// creation counted as one open of i), on its local data; nil: the file is
+// opened as a provisional open without data (permitcreate.go).
+func (sn *snfsFS) provDataCreate(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
+	p := sn.permits
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live {
+		return nil
+	}
+	if err := p.newOffData(o.id); err != nil {
+		sn.FS.Logger().Warn("local data file of a file made locally", "err", err)
+		return nil
+	}
+	f, err := sn.offlineOpenFile(i, c, flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_TRUNC))
+	if err != nil {
+		return nil
+	}
+	i.Mu.Lock()
+	i.Opens-- // counted by offlineOpenFile
+	i.Mu.Unlock()
+	return f
+}
+
+// provDataOpen opens the provisional inode i on its local data, online,
+// when the local data serves the open: c is the file's creator, the data
+// is not pushed yet (nil: the caller resolves i and opens the real file).
+func (sn *snfsFS) provDataOpen(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
+	p := sn.permits
+	if p == nil || !p.online {
+		return nil
+	}
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live || o.creator == nil || o.creator.UID != c.UID || o.creator.GID != c.GID {
+		return nil
+	}
+	f, err := sn.offlineOpenFile(i, c, flags)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// provDataHeld reports whether i is a live provisional file whose data is
+// in the local store, online (a SETATTR of it other than a truncation is
+// not made locally: localSetattr).
+func (sn *snfsFS) provDataHeld(i *vfs.Inode) bool {
+	p := sn.permits
+	if p == nil || sn.disc.offline() {
+		return false
+	}
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live {
+		return false
+	}
+	od := p.offDataOf(o.id)
+	if od == nil {
+		return false
+	}
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	return !od.pushed
+}
+
+// offResolved is the real open behind of, an open on local data, for an
+// operation the local data does not serve (a lock, an allocation): online
+// the file is resolved (the reintegration pushes its data) and opened;
+// offline there is none.
+func (sn *snfsFS) offResolved(ctx context.Context, f *vfs.File, of *offFile) (*vfs.File, error) {
+	if sn.disc.offline() {
+		return nil, ErrDisconnected
+	}
+	return sn.offReal(ctx, f, of)
+}
+
+// dataPush is one file's data to write to the object the server made.
+type dataPush struct {
+	od *offData
+	fh nfs3.FH
+}
+
+// pushParallel bounds the files whose data is written at once: a
+// reintegration of a copied tree pushes one WRITE per small file, and
+// their round trips overlap.
+const pushParallel = 16
+
+// pushEach runs fn on each of push, pushParallel at a time, and returns
+// once all are done.
+func (p *permits) pushEach(push []dataPush, fn func(dataPush)) {
+	if len(push) <= 1 {
+		for _, d := range push {
+			fn(d)
+		}
+		return
+	}
+	sem := make(chan struct{}, pushParallel)
+	var wg sync.WaitGroup
+	for _, d := range push {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(d)
+		}()
+	}
+	wg.Wait()
+}
+
+// pushInFlight bounds the WRITEs of one file's data in flight at once.
+const pushInFlight = 4
+
+// writeData writes od's data to fh (od.mu held) and returns its size and
+// the file's attributes after it (nil: none: no data, or not given). Data
+// that fits one WRITE goes as one FILE_SYNC WRITE; more goes as UNSTABLE
+// WRITEs, pushInFlight in flight, and one COMMIT, written again FILE_SYNC
+// if the server's write verifier changed meanwhile (it restarted).
+func (p *permits) writeData(ctx context.Context, od *offData, fh nfs3.FH) (int64, *nfs3.Fattr, error) {
+	f, err := os.Open(od.path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, nil, err
+	}
+	size := st.Size()
+	if size == 0 {
+		return 0, nil, nil
+	}
+	ws := int64(p.sn.FS.WriteSize())
+	if size <= ws {
+		return p.writeRange(ctx, f, fh, 0, size, nfs3.FileSync)
+	}
+	nc := p.sn.FS.Client(sessionCred())
+	sem := make(chan struct{}, pushInFlight)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		werr  error
+		verfs [][nfs3.WriteVerfSize]byte
+	)
+	note := func(v [nfs3.WriteVerfSize]byte) {
+		mu.Lock()
+		verfs = append(verfs, v)
+		mu.Unlock()
+	}
+	for off := int64(0); off < size; off += ws {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(off int64) {
+			defer func() { <-sem; wg.Done() }()
+			_, _, err := p.writeRangeVerf(ctx, f, fh, off, min(ws, size-off), nfs3.Unstable, note)
+			if err != nil {
+				mu.Lock()
+				werr = errors.Join(werr, err)
+				mu.Unlock()
+			}
+		}(off)
+	}
+	wg.Wait()
+	if werr != nil {
+		return 0, nil, werr
+	}
+	cr, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.CommitRes, error) { return nc.Commit(ctx, fh, 0, 0) })
+	if err != nil {
+		return 0, nil, fmt.Errorf("COMMIT: %w", err)
+	}
+	for _, v := range verfs {
+		if v != cr.Verf {
+			// The server restarted between a WRITE and the COMMIT: what
+			// it lost is written again, stable.
+			return p.writeRange(ctx, f, fh, 0, size, nfs3.FileSync)
+		}
+	}
+	return size, cr.Wcc.After, nil
+}
+
+// writeRange writes [off, off+n) of f to fh as how, WRITE after WRITE.
+func (p *permits) writeRange(ctx context.Context, f *os.File, fh nfs3.FH, off, n int64, how nfs3.StableHow) (int64, *nfs3.Fattr, error) {
+	return p.writeRangeVerf(ctx, f, fh, off, n, how, nil)
+}
+
+// writeRangeVerf is writeRange, each WRITE's verifier given to note (nil:
+// not).
+func (p *permits) writeRangeVerf(ctx context.Context, f *os.File, fh nfs3.FH, off, n int64, how nfs3.StableHow, note func([nfs3.WriteVerfSize]byte)) (int64, *nfs3.Fattr, error) {
+	nc := p.sn.FS.Client(sessionCred())
+	buf := make([]byte, min(n, int64(p.sn.FS.WriteSize())))
+	var after *nfs3.Fattr
+	end := off + n
+	for off < end {
+		k, rerr := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if k == 0 {
+			if rerr == nil || errors.Is(rerr, io.EOF) {
+				break // shortened meanwhile: what is left is written
+			}
+			return off, nil, rerr
+		}
+		data := buf[:k]
+		for len(data) > 0 {
+			wr, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WriteRes, error) {
+				return nc.Write(ctx, fh, uint64(off), data, how)
+			})
+			if err != nil {
+				return off, nil, fmt.Errorf("WRITE: %w", err)
+			}
+			if wr.Count == 0 {
+				return off, nil, errors.New("WRITE: nothing written")
+			}
+			if note != nil {
+				note(wr.Verf)
+			}
+			after = wr.Wcc.After
+			data, off = data[wr.Count:], off+int64(wr.Count)
+		}
+	}
+	return off, after, nil
+}
