@@ -80,25 +80,59 @@ func (sn *snfsFS) provDataOpen(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
 	return f
 }
 
-// provDataHeld reports whether i is a live provisional file whose data is
-// in the local store, online (a SETATTR of it other than a truncation is
-// not made locally: localSetattr).
-func (sn *snfsFS) provDataHeld(i *vfs.Inode) bool {
+// provDataHeld is the local data of i, a live provisional file, online,
+// if not pushed yet (nil: none).
+func (sn *snfsFS) provDataHeld(i *vfs.Inode) *offData {
 	p := sn.permits
 	if p == nil || sn.disc.offline() {
-		return false
+		return nil
 	}
 	o, ok := p.made.of(i.FH)
 	if !ok || !o.live {
-		return false
+		return nil
 	}
 	od := p.offDataOf(o.id)
 	if od == nil {
-		return false
+		return nil
 	}
 	od.mu.Lock()
 	defer od.mu.Unlock()
-	return !od.pushed
+	if od.pushed {
+		return nil
+	}
+	return od
+}
+
+// setTimes: a SETATTR of od's file's times was logged. The reintegration
+// applies it before the data is written, and the WRITEs set the file's
+// mtime again: pushOne sets the times once more after them (pushTimes).
+func (od *offData) setTimes() {
+	od.mu.Lock()
+	od.times = true
+	od.mu.Unlock()
+}
+
+// pushTimes sets the times of od's file fh, whose data was just written,
+// to those of its provisional inode (od.mu held): what the mount showed.
+// No inode (a restarted mount): the WRITEs' times stay.
+func (p *permits) pushTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, error) {
+	i := p.sn.FS.LookupInode(provFH(od.id))
+	if i == nil {
+		return nil, nil
+	}
+	i.Mu.Lock()
+	at, mt := i.Attr.Atime, i.Attr.Mtime
+	i.Mu.Unlock()
+	nc := p.sn.FS.Client(sessionCred())
+	res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
+		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: nfs3.Sattr{
+			Atime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: at},
+			Mtime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: mt}}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("SETATTR of the times: %w", err)
+	}
+	return res.Wcc.After, nil
 }
 
 // offResolved is the real open behind of, an open on local data, for an

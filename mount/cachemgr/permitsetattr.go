@@ -65,8 +65,13 @@ func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s 
 	// always made earlier in the batch that carries it.
 	p.reint.Lock()
 	defer p.reint.Unlock()
-	if !p.made.live(i.FH) || sn.provDataHeld(i) {
-		return nfs3.Fattr{}, 0, false, nil // data held locally: permitdata.go
+	if !p.made.live(i.FH) {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	od := sn.provDataHeld(i) // permitdata.go
+	if od != nil && s.Mode != nil && *s.Mode&0o200 == 0 {
+		// Applied before its data is written, it would refuse the WRITEs.
+		return nfs3.Fattr{}, 0, false, nil
 	}
 	o, ok := p.made.of(i.FH)
 	if !ok {
@@ -84,6 +89,9 @@ func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s 
 		return nfs3.Fattr{}, 0, false, nil
 	}
 	a, ttl = sn.setLocalAttr(i, &next)
+	if od != nil && (s.Atime != nil || s.Mtime != nil) {
+		od.setTimes() // set again after its data (permitdata.go)
+	}
 	sn.stats.LocalChanges.Add(1)
 	return a, ttl, true, nil
 }
