@@ -326,16 +326,15 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 
 // TestMountSNFSPermitsCopyCalls: a copy of files into a directory held
 // under a permit (Andrew's Copy phase: create, write, close, one file after
-// another) costs, per file, the reintegration its first write makes, whose
-// CREATE goes as CML_CREATE_OPEN and gives the real file's open (kept past
-// its close, as `snfs mount` keeps opens by default), nothing more: no OPEN,
-// and the new file's attributes
-// come with the REINTEGRATE reply (no GETATTR of it), the directory's cached
-// entry is pointed at the real handle (no listing of the directory again),
-// and the directory's attributes after the batch come with the reply too (no
-// GETATTR of it at the next path walk). Every file reads back, on the mount
-// with no call (the creator's access is known) and from another, with the
-// server's inode numbers.
+// another) costs no call: the files' data stays in the mount's local data
+// store, and reads back (on the mount, and after being opened again for
+// writing) with no call either. The directory's fsync sends the log (one
+// REINTEGRATE) and then the files' data, one WRITE a small file, nothing
+// more: the new files' attributes come with the WRITE replies (no GETATTR
+// of them), the directory's cached entry is pointed at the real handle (no
+// listing of the directory again), and the directory's attributes after
+// the batch come with the reply too. Every file then reads back from
+// another mount, and has the server's inode number on this one.
 func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -344,6 +343,9 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newPermitsMountClose(t, e, "permits-copy", "", clientfile.UntilRecalled)
+	if !cachemgr.SetLogPolicy(m.v, time.Hour, 1<<20) {
+		t.Fatal("no modification log")
+	}
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -370,20 +372,61 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 		t.Errorf("%d files copied in cost LISTDIR %v, LOOKUP %v, GETATTR %v; want none",
 			n, diff["LISTDIR"], diff["LOOKUP"], diff["GETATTR"])
 	}
-	// One REINTEGRATE a file: its CREATE goes as CML_CREATE_OPEN, whose
-	// open the write that resolved the file takes (no OPEN).
-	if diff["REINTEGRATE"] != n {
-		t.Errorf("%d files copied in cost REINTEGRATE %v; want %d", n, diff["REINTEGRATE"], n)
-	}
 	for p, v := range diff {
-		switch {
-		case p != "REINTEGRATE":
-			t.Errorf("%d files copied in cost %v %s calls", n, v, p)
+		t.Errorf("%d files copied in cost %v %s calls; want none", n, v, p)
+	}
+	// Reading back what the mount wrote (Andrew's ReadAll) costs nothing:
+	// the local data.
+	before = serverCallsByProc(t, reg)
+	for k := range n {
+		name := fmt.Sprintf("d/f%02d", k)
+		want := fmt.Sprintf("data %d", k)
+		if got, err := os.ReadFile(m.path(name)); err != nil || string(got) != want {
+			t.Errorf("the mount reads %s: %q, %v", name, got, err)
+		}
+	}
+	// A file made locally, closed, then opened again by name for writing,
+	// written and read back: local too.
+	for k := range 4 {
+		name := m.path(fmt.Sprintf("d/r%d", k))
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.WriteFile(name, []byte("again"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(name); err != nil || string(got) != "again" {
+			t.Errorf("the mount reads d/r%d: %q, %v", k, got, err)
+		}
+	}
+	for p, v := range callsSince(t, reg, before) {
+		t.Errorf("reading back %d files, and making, writing and reading 4 more, cost %v %s calls; want none", n, v, p)
+	}
+	for _, name := range []string{"first", "f00", "r0"} {
+		if _, err := os.Stat(e.path("d/" + name)); !os.IsNotExist(err) {
+			t.Errorf("d/%s on the server before the directory's fsync: %v", name, err)
+		}
+	}
+	// The directory's fsync: one REINTEGRATE, one WRITE a file.
+	before = serverCallsByProc(t, reg)
+	syncDir(t, m.path("d"))
+	diff = callsSince(t, reg, before)
+	t.Logf("calls of the reintegration of %d files: %v", n+5, diff)
+	if diff["REINTEGRATE"] != 1 || diff["WRITE"] != n+5 || len(diff) != 2 {
+		t.Errorf("the reintegration of %d files cost %v; want 1 REINTEGRATE and %d WRITE", n+5, diff, n+5)
+	}
+	for k := range n {
+		name := fmt.Sprintf("d/f%02d", k)
+		want := fmt.Sprintf("data %d", k)
+		if got, err := os.ReadFile(e.path(name)); err != nil || string(got) != want {
+			t.Errorf("the server's %s: %q, %v", name, got, err)
 		}
 	}
 	ents, err := os.ReadDir(m.path("d"))
-	if err != nil || len(ents) != n+1 {
-		t.Fatalf("the mount lists %d entries, %v; want %d", len(ents), err, n+1)
+	if err != nil || len(ents) != n+5 {
+		t.Fatalf("the mount lists %d entries, %v; want %d", len(ents), err, n+5)
 	}
 	// The directory's attributes on the mount are the server's after the
 	// last batch (its reply's).
@@ -410,54 +453,17 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 			t.Errorf("d/%s: inode %d on the mount, %d on the server", en.Name(), got, want)
 		}
 	}
-	// Reading back what the mount wrote (Andrew's ReadAll) costs nothing:
-	// the creator's access was recorded as the file was resolved.
-	before = serverCallsByProc(t, reg)
-	for k := range n {
-		name := fmt.Sprintf("d/f%02d", k)
-		want := fmt.Sprintf("data %d", k)
-		if got, err := os.ReadFile(m.path(name)); err != nil || string(got) != want {
-			t.Errorf("the mount reads %s: %q, %v", name, got, err)
-		}
-	}
-	after = serverCallsByProc(t, reg)
-	for p, v := range after {
-		if v != before[p] {
-			t.Errorf("reading back %d files cost %v %s calls", n, v-before[p], p)
-		}
-	}
-	// A file made locally, closed, then opened again by name for writing
-	// (the second open resolves it: not through its provisional open),
-	// written and read back: its creator's access is known too.
-	for k := range 4 {
-		name := m.path(fmt.Sprintf("d/r%d", k))
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		if err := os.WriteFile(name, []byte("again"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before = serverCallsByProc(t, reg)
-	for k := range 4 {
-		if got, err := os.ReadFile(m.path(fmt.Sprintf("d/r%d", k))); err != nil || string(got) != "again" {
-			t.Errorf("the mount reads d/r%d: %q, %v", k, got, err)
-		}
-	}
-	after = serverCallsByProc(t, reg)
-	for p, v := range after {
-		if v != before[p] {
-			t.Errorf("reading back 4 files made, closed and opened again cost %v %s calls", v-before[p], p)
-		}
-	}
 	b := newSNFSMount(t, e, "permits-copy-b", "", time.Hour)
 	for k := range n {
 		name := fmt.Sprintf("d/f%02d", k)
 		want := fmt.Sprintf("data %d", k)
 		if got, err := os.ReadFile(b.path(name)); err != nil || string(got) != want {
 			t.Errorf("another mount reads %s: %q, %v", name, got, err)
+		}
+	}
+	for k := range 4 {
+		if got, err := os.ReadFile(b.path(fmt.Sprintf("d/r%d", k))); err != nil || string(got) != "again" {
+			t.Errorf("another mount reads d/r%d: %q, %v", k, got, err)
 		}
 	}
 }

@@ -27,6 +27,9 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	// It may be about a file a CREATE_OPEN of this client's made and
 	// opened, whose reply is still on its way (createopen.go).
 	answered := sn.createOpens.callback(fh, mode)
+	if sn.permits != nil {
+		sn.permits.pushBeforeCallback(ctx, fh) // permitdata.go
+	}
 	out := sn.callback(ctx, fh, mode, attr)
 	if answered != nil {
 		answered(out)

@@ -289,3 +289,41 @@ func (p *permits) writeRangeVerf(ctx context.Context, f *os.File, fh nfs3.FH, of
 	}
 	return off, after, nil
 }
+
+// pushBeforeCallback writes, before a file's callback is answered, the
+// data of fh if it is a file made locally whose data is not on the server
+// yet. The server records the maker of a file a reintegration made as its
+// closed dirty holder (docs/protocol.md section 21.3): another client's
+// open of it calls the maker back first, and may do so between the
+// REINTEGRATE's reply and the push that follows it (pushOffData), even
+// before the reply is taken in here. So the reintegration in progress, if
+// any, is waited for (it pushes), and what it left unpushed of fh is
+// pushed now.
+func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
+	p.off.mu.Lock()
+	n := len(p.off.data)
+	p.off.mu.Unlock()
+	if n == 0 || isProvFH(fh) || p.sn.disc.offline() {
+		return
+	}
+	if i := p.sn.FS.LookupInode(fh); i != nil && i.Type != nfs3.TypeReg {
+		return // a directory's break
+	}
+	p.reint.Lock()
+	p.reint.Unlock() //nolint:staticcheck // waits for the reintegration in progress
+	p.off.mu.Lock()
+	var od *offData
+	for _, d := range p.off.data {
+		if h, ok := p.log.Handle(d.id); ok && string(h) == string(fh) {
+			od = d
+			break
+		}
+	}
+	p.off.mu.Unlock()
+	if od == nil {
+		return
+	}
+	if _, _, err := p.pushOne(ctx, od, fh); err != nil {
+		p.sn.FS.Logger().Warn("writing a file's local data before its callback's answer", "err", err)
+	}
+}

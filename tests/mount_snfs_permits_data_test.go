@@ -1,0 +1,328 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"snfs/metrics"
+)
+
+// The data of files made locally under a write-back permit, online, is
+// kept in the mount's local data store and written to the server right
+// after the reintegration that makes the files (docs/mount.md "The
+// mount's side (--permits=on)").
+
+// callsSince are the server's calls by procedure since before
+// (serverCallsByProc), those that changed.
+func callsSince(t *testing.T, reg *metrics.Registry, before map[string]float64) map[string]float64 {
+	t.Helper()
+	diff := map[string]float64{}
+	for p, v := range serverCallsByProc(t, reg) {
+		if v != before[p] {
+			diff[p] = v - before[p]
+		}
+	}
+	return diff
+}
+
+// syncDir is an fsync of the directory p.
+func syncDir(t *testing.T, p string) {
+	t.Helper()
+	d, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		t.Fatalf("fsync of %s: %v", p, err)
+	}
+}
+
+// provDataFiles writes, through path p (a function of a name), the files
+// of provDataWant with prefix pre: written in one go, in pieces with a
+// reopen and an append, truncated, large (more than one WRITE), empty.
+func provDataFiles(t *testing.T, p func(string) string, pre string) map[string][]byte {
+	t.Helper()
+	rnd := rand.New(rand.NewSource(int64(len(pre))))
+	big := make([]byte, 3<<20+7)
+	rnd.Read(big)
+	want := map[string][]byte{
+		pre + "small": []byte("small file"),
+		pre + "big":   big,
+		pre + "empty": {},
+	}
+	for _, n := range []string{pre + "small", pre + "big", pre + "empty"} {
+		if err := os.WriteFile(p("d/"+n), want[n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written, closed, opened again and appended to, then truncated and
+	// extended.
+	n := pre + "pieces"
+	if err := os.WriteFile(p("d/"+n), []byte("first part, "), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p("d/"+n), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("appended, and cut")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(p("d/"+n), 20); err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.OpenFile(p("d/"+n), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("|end"), 24); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want[n] = append([]byte("first part, appended"), 0, 0, 0, 0, '|', 'e', 'n', 'd')
+	return want
+}
+
+// checkFiles checks that path p (a function of a name) reads want's files.
+func checkFiles(t *testing.T, who string, read func(string) ([]byte, error), want map[string][]byte) {
+	t.Helper()
+	for n, w := range want {
+		got, err := read("d/" + n)
+		if err != nil || !bytes.Equal(got, w) {
+			t.Errorf("%s reads d/%s: %d bytes, %v; want %d bytes (%q...)", who, n, len(got), err, len(w), w[:min(len(w), 12)])
+		}
+	}
+}
+
+// TestMountSNFSPermitsDataRecall: files written under A's permit, their
+// data in A's local store and nothing on the server, read by another
+// mount, and by a libnfs client, right after each made a file in the
+// directory (the change recalls A's permit: A reintegrates and writes the
+// data before it answers, and the change returns after): every byte,
+// large files included.
+func TestMountSNFSPermitsDataRecall(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	cat := requireTool(t, "nfs-cat")
+	e := newEnv(t, "rw,no_root_squash")
+	permitsPre(t, e.path)
+	a := newPermitsMountKept(t, e, "permits-data-recall-a")
+	b := newSNFSMount(t, e, "permits-data-recall-b", "", time.Hour)
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	want := provDataFiles(t, a.path, "x")
+	for n := range want {
+		if _, err := os.Stat(e.path("d/" + n)); !os.IsNotExist(err) {
+			t.Fatalf("d/%s on the server before the recall: %v (not made locally?)", n, err)
+		}
+	}
+	// Reads do not recall a permit (docs/protocol.md section 21.4): a
+	// change does, and returns once A's log and data are in.
+	if err := os.WriteFile(b.path("d/fromb"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, "another mount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
+	checkFiles(t, "the server", func(n string) ([]byte, error) { return os.ReadFile(e.path(n)) }, want)
+	// Again, the reader a libnfs client.
+	want = provDataFiles(t, a.path, "y")
+	for n := range want {
+		if _, err := os.Stat(e.path("d/" + n)); !os.IsNotExist(err) {
+			t.Fatalf("d/%s on the server before the recall: %v (not made locally?)", n, err)
+		}
+	}
+	op := requireLibnfsOp(t)
+	c := exec.Command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
+	c.Stdin = bytes.NewReader([]byte("x"))
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("nfs-op write: %v\n%s", err, out)
+	}
+	checkFiles(t, "libnfs", func(n string) ([]byte, error) {
+		return exec.Command(cat, libnfsURL(e, e.dir+"/"+n)).Output()
+	}, want)
+	checkFiles(t, "the holder", func(n string) ([]byte, error) { return os.ReadFile(a.path(n)) }, want)
+}
+
+// TestMountSNFSPermitsDataKilled: a mount killed with SIGKILL after files
+// written locally were closed, or fsynced and left open: the remount
+// reintegrates its log and writes their data; the server has every byte.
+func TestMountSNFSPermitsDataKilled(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	permitsPre(t, s.path)
+	a := startMount(t, s, "", "", "--permits=on")
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	want := provDataFiles(t, a.path, "k")
+	f, err := os.OpenFile(a.path("d/open"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("fsynced, still open")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	want["open"] = []byte("fsynced, still open")
+	for n := range want {
+		if _, err := os.Stat(s.path("d/" + n)); !os.IsNotExist(err) {
+			t.Fatalf("d/%s on the server before the kill: %v (not made locally?)", n, err)
+		}
+	}
+	a.kill9()
+	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on")
+	checkFiles(t, "the server after the remount", func(n string) ([]byte, error) { return os.ReadFile(s.path(n)) }, want)
+	checkFiles(t, "the remount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
+	if ents, err := os.ReadDir(filepath.Join(a.cacheDir, "offline")); err != nil || len(ents) != 0 {
+		t.Errorf("local data files left after the remount: %v, %v", ents, err)
+	}
+}
+
+// TestMountSNFSPermitsDataGone: a file written, renamed and removed before
+// the log is sent costs no call, and its data none at the reintegration
+// that follows; a file renamed over another made locally has its own data on
+// the server, the one it replaced no data written.
+func TestMountSNFSPermitsDataGone(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	permitsPre(t, e.path)
+	m := newPermitsMountKept(t, e, "permits-data-gone")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	createClosed(t, m.path("d/first")) // the permit
+	syncDir(t, m.path("d"))
+	before := serverCallsByProc(t, reg)
+	for k := range 20 {
+		p := m.path(fmt.Sprintf("d/t%d", k))
+		if err := os.WriteFile(p, bytes.Repeat([]byte("temporary "), 1000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p, p+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p + ".moved"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncDir(t, m.path("d"))
+	// Their records are sent (the log does not know whether the names
+	// renamed to were free on the server: Optimize keeps such a RENAME),
+	// their data is not.
+	for p, v := range callsSince(t, reg, before) {
+		if p != "REINTEGRATE" || v != 1 {
+			t.Errorf("20 files written, renamed and removed cost %v %s calls; want 1 REINTEGRATE and nothing else", v, p)
+		}
+	}
+	// Renamed over a file made locally.
+	if err := os.WriteFile(m.path("d/old"), []byte("the old file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.path("d/new"), []byte("the new file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("d/new"), m.path("d/old")); err != nil {
+		t.Fatal(err)
+	}
+	before = serverCallsByProc(t, reg)
+	syncDir(t, m.path("d"))
+	diff := callsSince(t, reg, before)
+	if diff["WRITE"] != 1 {
+		t.Errorf("a file renamed over another made locally: %v WRITE calls; want 1 (%v)", diff["WRITE"], diff)
+	}
+	if got, err := os.ReadFile(e.path("d/old")); err != nil || string(got) != "the new file" {
+		t.Errorf("the server's d/old: %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(m.path("d/old")); err != nil || string(got) != "the new file" {
+		t.Errorf("the mount's d/old: %q, %v", got, err)
+	}
+}
+
+// TestMountSNFSPermitsDataConcurrent: writers writing, reopening,
+// appending to and reading files made locally while the log is sent again
+// and again (a directory's fsync) and their data pushed: each file ends
+// with what its writer wrote, on the mount and on the server.
+func TestMountSNFSPermitsDataConcurrent(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	permitsPre(t, e.path)
+	m := newPermitsMountKept(t, e, "permits-data-concurrent")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	const writers, files = 4, 15
+	stop := make(chan struct{})
+	syncerDone := make(chan struct{})
+	go func() {
+		defer close(syncerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if d, err := os.Open(m.path("d")); err == nil {
+				d.Sync()
+				d.Close()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	want := make([]map[string][]byte, writers)
+	for w := range writers {
+		want[w] = map[string][]byte{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range files {
+				n := fmt.Sprintf("w%d-%d", w, k)
+				p := m.path("d/" + n)
+				data := bytes.Repeat([]byte(n+" "), 100*(k+1))
+				if err := os.WriteFile(p, data, 0o644); err != nil {
+					t.Error(err)
+					return
+				}
+				f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.Write([]byte("tail")); err != nil {
+					t.Error(err)
+				}
+				f.Close()
+				data = append(data, "tail"...)
+				if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("the writer reads d/%s back: %d bytes, %v; want %d", n, len(got), err, len(data))
+				}
+				want[w][n] = data
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-syncerDone
+	syncDir(t, m.path("d"))
+	for w := range writers {
+		checkFiles(t, "the mount", func(n string) ([]byte, error) { return os.ReadFile(m.path(n)) }, want[w])
+		checkFiles(t, "the server", func(n string) ([]byte, error) { return os.ReadFile(e.path(n)) }, want[w])
+	}
+}
