@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"snfs/metrics"
+	"snfs/mount/cachemgr"
 )
 
 // The data of files made locally under a write-back permit, online, is
@@ -197,13 +198,18 @@ func TestMountSNFSPermitsDataKilled(t *testing.T) {
 // TestMountSNFSPermitsDataGone: a file written, renamed and removed before
 // the log is sent costs no call, and its data none at the reintegration
 // that follows; a file renamed over another made locally has its own data on
-// the server, the one it replaced no data written.
+// the server, the one it replaced no data written; no local data file is
+// left behind.
 func TestMountSNFSPermitsDataGone(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e, reg := keptEnv(t, nil)
 	permitsPre(t, e.path)
-	m := newPermitsMountKept(t, e, "permits-data-gone")
+	cacheDir := diskTempDir(t, "snfs-cache-")
+	m := newPermitsMount(t, e, "permits-data-gone", cacheDir)
+	if !cachemgr.SetLogPolicy(m.v, time.Hour, 1<<20) {
+		t.Fatal("no modification log")
+	}
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +258,15 @@ func TestMountSNFSPermitsDataGone(t *testing.T) {
 	}
 	if got, err := os.ReadFile(m.path("d/old")); err != nil || string(got) != "the new file" {
 		t.Errorf("the mount's d/old: %q, %v", got, err)
+	}
+	// No data file left behind: those of the files removed and of the
+	// one renamed over went with their names.
+	if ents, err := os.ReadDir(filepath.Join(cacheDir, "offline")); err != nil || len(ents) != 0 {
+		var names []string
+		for _, en := range ents {
+			names = append(names, en.Name())
+		}
+		t.Errorf("local data files left: %v, %v", names, err)
 	}
 }
 
@@ -324,5 +339,46 @@ func TestMountSNFSPermitsDataConcurrent(t *testing.T) {
 	for w := range writers {
 		checkFiles(t, "the mount", func(n string) ([]byte, error) { return os.ReadFile(m.path(n)) }, want[w])
 		checkFiles(t, "the server", func(n string) ([]byte, error) { return os.ReadFile(e.path(n)) }, want[w])
+	}
+}
+
+// TestMountSNFSPermitsDataTimes: a file made locally, written, its times
+// set (utimes, as cp -p and tar do after the data) and its mode changed,
+// all locally: after the reintegration the server has its data, its mode
+// and the times set, not the time its data was written there.
+func TestMountSNFSPermitsDataTimes(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, reg := keptEnv(t, nil)
+	permitsPre(t, e.path)
+	m := newPermitsMountKept(t, e, "permits-data-times")
+	if _, err := os.ReadDir(m.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	createClosed(t, m.path("d/first")) // the permit
+	mt := time.Date(2017, 6, 5, 4, 3, 2, 100000000, time.UTC)
+	before := serverCallsByProc(t, reg)
+	if err := os.WriteFile(m.path("d/f"), []byte("data, then times"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(m.path("d/f"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(m.path("d/f"), mt, mt); err != nil {
+		t.Fatal(err)
+	}
+	for p, v := range callsSince(t, reg, before) {
+		t.Errorf("writing a file made locally and setting its mode and times cost %v %s calls; want none", v, p)
+	}
+	syncDir(t, m.path("d"))
+	fi, err := os.Stat(e.path("d/f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mtimeOf(fi).Equal(mt) || fi.Mode().Perm() != 0o640 || fi.Size() != int64(len("data, then times")) {
+		t.Errorf("d/f on the server: mtime %v mode %v size %d; want %v, 0640, %d", mtimeOf(fi), fi.Mode().Perm(), fi.Size(), mt, len("data, then times"))
+	}
+	if fi, err := os.Stat(m.path("d/f")); err != nil || !mtimeOf(fi).Equal(mt) {
+		t.Errorf("d/f on the mount: %v, %v; want mtime %v", fi, err, mt)
 	}
 }
