@@ -338,10 +338,20 @@ func (sn *snfsFS) offRelease(ctx context.Context, f *vfs.File, of *offFile) erro
 		od.f = nil
 	}
 	od.mu.Unlock()
+	// Removed while open (through the server, online: permitdata.go):
+	// the hidden name goes at the last release, as provRelease's.
 	i := f.I
 	i.Mu.Lock()
 	i.Opens--
+	last := i.Opens == 0
+	dir, name := i.SillyDir, i.SillyName
+	if last {
+		i.SillyDir, i.SillyName = nil, ""
+	}
 	i.Mu.Unlock()
+	if last && name != "" {
+		sn.FS.RemoveHidden(ctx, f.Cred, i, dir, name)
+	}
 	sn.offOpens.Lock()
 	if sn.offOpens.m[string(i.FH)] == of {
 		delete(sn.offOpens.m, string(i.FH))
