@@ -13,7 +13,10 @@
 // lock table and shares its mutex), write-back permits and the modification
 // log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
 // permitsymlink.go: the objects made locally, provisional until
-// reintegrated; permitopen.go: their opens given by the reintegration;
+// reintegrated; permitdata.go: the data of regular files made so, kept in
+// offlinedata.go's local store and written after the reintegration;
+// permitopen.go: the opens of files made without it given by the
+// reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
 // of a directory under its permit), disconnected
 // operation (disconnected.go, disconnectednames.go; offline.go,
