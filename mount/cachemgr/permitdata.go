@@ -309,8 +309,19 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	if i := p.sn.FS.LookupInode(fh); i != nil && i.Type != nfs3.TypeReg {
 		return // a directory's break
 	}
-	p.reint.Lock()
-	p.reint.Unlock() //nolint:staticcheck // waits for the reintegration in progress
+	// The wait ends with the callback's context too: an answer late is
+	// worse than one without the data only if it is never given.
+	ended := make(chan struct{})
+	go func() {
+		p.reint.Lock()
+		p.reint.Unlock() //nolint:staticcheck // waits for the reintegration in progress
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		return
+	}
 	p.off.mu.Lock()
 	var od *offData
 	for _, d := range p.off.data {
