@@ -309,8 +309,8 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	if i := p.sn.FS.LookupInode(fh); i != nil && i.Type != nfs3.TypeReg {
 		return // a directory's break
 	}
-	// The wait ends with the callback's context too: an answer late is
-	// worse than one without the data only if it is never given.
+	// The wait ends with the callback's context too: the callback is
+	// answered then, with the data pushed or not.
 	ended := make(chan struct{})
 	go func() {
 		p.reint.Lock()
