@@ -279,11 +279,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	vi, errno := n.vino(rctx, true)
-	if errno != 0 {
-		return errno
-	}
-	a, ttl, err := n.b.v.Getattr(rctx, vi, n.cred(ctx))
+	// Getattr resolves a provisional inode itself (and keeps what the
+	// provisional inode knows: its links dropped by a hidden removal).
+	a, ttl, err := n.b.v.Getattr(rctx, n.vi, n.cred(ctx))
 	if err != nil {
 		return errnoOf(err)
 	}

@@ -42,10 +42,30 @@ func (fs *FS) entry(dir, i *Inode) Entry {
 func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
 	// A provisional object's attributes are its own while it is local,
 	// its real inode's once it is not (Ops.Resolve).
-	i, err := fs.ops.Resolve(ctx, i, true)
+	ri, err := fs.ops.Resolve(ctx, i, true)
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
+	a, ttl, err := fs.getattrOf(ctx, ri, c)
+	if err == nil && ri != i {
+		// The provisional inode, open, was hidden by a removal through
+		// the server (sillyRename names the inode the kernel named): its
+		// links dropped there.
+		i.Mu.Lock()
+		if d := i.nlinkDrop; d > 0 {
+			if a.Nlink > d {
+				a.Nlink -= d
+			} else {
+				a.Nlink = 0
+			}
+		}
+		i.Mu.Unlock()
+	}
+	return a, ttl, err
+}
+
+// getattrOf is Getattr of i, resolved.
+func (fs *FS) getattrOf(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
 	now := fs.Now()
 	i.Mu.Lock()
 	if ttl := i.TTLLocked(now); ttl > 0 {
