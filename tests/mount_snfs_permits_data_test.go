@@ -112,7 +112,7 @@ func checkFiles(t *testing.T, who string, read func(string) ([]byte, error), wan
 // mount, and by a libnfs client, right after each made a file in the
 // directory (the change recalls A's permit: A reintegrates and writes the
 // data before it answers, and the change returns after): every byte,
-// large files included.
+// large files included, with the mtimes the holder showed.
 func TestMountSNFSPermitsDataRecall(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -125,10 +125,16 @@ func TestMountSNFSPermitsDataRecall(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := provDataFiles(t, a.path, "x")
+	mtimes := map[string]time.Time{}
 	for n := range want {
 		if _, err := os.Stat(e.path("d/" + n)); !os.IsNotExist(err) {
 			t.Fatalf("d/%s on the server before the recall: %v (not made locally?)", n, err)
 		}
+		fi, err := os.Stat(a.path("d/" + n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtimes[n] = mtimeOf(fi)
 	}
 	// Reads do not recall a permit (docs/protocol.md section 21.4): a
 	// change does, and returns once A's log and data are in.
@@ -137,6 +143,11 @@ func TestMountSNFSPermitsDataRecall(t *testing.T) {
 	}
 	checkFiles(t, "another mount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
 	checkFiles(t, "the server", func(n string) ([]byte, error) { return os.ReadFile(e.path(n)) }, want)
+	for n, mt := range mtimes {
+		if fi, err := os.Stat(e.path("d/" + n)); err != nil || !mtimeOf(fi).Equal(mt) {
+			t.Errorf("the server's d/%s: %v, %v; want the mtime the mount showed, %v", n, fi, err, mt)
+		}
+	}
 	// Again, the reader a libnfs client.
 	want = provDataFiles(t, a.path, "y")
 	for n := range want {

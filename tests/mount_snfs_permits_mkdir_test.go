@@ -342,8 +342,9 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 // another) costs no call: the files' data stays in the mount's local data
 // store, and reads back (on the mount, and after being opened again for
 // writing) with no call either. The directory's fsync sends the log (one
-// REINTEGRATE) and then the files' data, one WRITE a small file, nothing
-// more: the new files' attributes come with the WRITE replies (no GETATTR
+// REINTEGRATE) and then the files' data, one WRITE a small file and one
+// SETATTR of its times, nothing more: the new files' attributes come with
+// the SETATTR replies (no GETATTR
 // of them), the directory's cached entry is pointed at the real handle (no
 // listing of the directory again), and the directory's attributes after
 // the batch come with the reply too. Every file then reads back from
@@ -422,13 +423,14 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 			t.Errorf("d/%s on the server before the directory's fsync: %v", name, err)
 		}
 	}
-	// The directory's fsync: one REINTEGRATE, one WRITE a file.
+	// The directory's fsync: one REINTEGRATE, one WRITE a file, and one
+	// SETATTR a file (its times back to what the mount showed).
 	before = serverCallsByProc(t, reg)
 	syncDir(t, m.path("d"))
 	diff = callsSince(t, reg, before)
 	t.Logf("calls of the reintegration of %d files: %v", n+5, diff)
-	if diff["REINTEGRATE"] != 1 || diff["WRITE"] != n+5 || len(diff) != 2 {
-		t.Errorf("the reintegration of %d files cost %v; want 1 REINTEGRATE and %d WRITE", n+5, diff, n+5)
+	if diff["REINTEGRATE"] != 1 || diff["WRITE"] != n+5 || diff["SETATTR"] != n+5 || len(diff) != 3 {
+		t.Errorf("the reintegration of %d files cost %v; want 1 REINTEGRATE, %d WRITE and %d SETATTR", n+5, diff, n+5, n+5)
 	}
 	for k := range n {
 		name := fmt.Sprintf("d/f%02d", k)

@@ -41,8 +41,6 @@ type offData struct {
 	// pushed: the data is on the server (or in a conflict copy, or the
 	// file is gone): opens use the real file.
 	pushed bool
-	// times: a SETATTR of its times was logged (permitdata.go).
-	times bool
 }
 
 // newOffData makes id's empty data file.

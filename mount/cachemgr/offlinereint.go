@@ -288,7 +288,7 @@ func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) (attr *n
 		// after the reintegration made it: nothing to write it to.
 		attr, err = nil, nil
 	}
-	if err == nil && n > 0 && od.times {
+	if err == nil && n > 0 {
 		attr, err = p.pushTimes(ctx, od, fh) // permitdata.go
 	}
 	if err != nil {

@@ -103,18 +103,14 @@ func (sn *snfsFS) provDataHeld(i *vfs.Inode) *offData {
 	return od
 }
 
-// setTimes: a SETATTR of od's file's times was logged. The reintegration
-// applies it before the data is written, and the WRITEs set the file's
-// mtime again: pushOne sets the times once more after them (pushTimes).
-func (od *offData) setTimes() {
-	od.mu.Lock()
-	od.times = true
-	od.mu.Unlock()
-}
-
 // pushTimes sets the times of od's file fh, whose data was just written,
-// to those of its provisional inode (od.mu held): what the mount showed.
-// No inode (a restarted mount): the WRITEs' times stay.
+// to those of its provisional inode (od.mu held): what the mount showed,
+// the last local write's mtime or the times set locally (a SETATTR of
+// them, logged, is applied by the reintegration before the data). Left to
+// the WRITEs, the mtime would be the push's time, and two files pushed in
+// one reintegration would get their mtimes in no particular order: a
+// source edited after its object was built could look older than it to
+// make. No inode (a restarted mount): the WRITEs' times stay.
 func (p *permits) pushTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, error) {
 	i := p.sn.FS.LookupInode(provFH(od.id))
 	if i == nil {

@@ -89,9 +89,6 @@ func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s 
 		return nfs3.Fattr{}, 0, false, nil
 	}
 	a, ttl = sn.setLocalAttr(i, &next)
-	if od != nil && (s.Atime != nil || s.Mtime != nil) {
-		od.setTimes() // set again after its data (permitdata.go)
-	}
 	sn.stats.LocalChanges.Add(1)
 	return a, ttl, true, nil
 }
