@@ -202,7 +202,10 @@ func (sn *snfsFS) offSized(i *vfs.Inode, size uint64, exact bool) {
 	now := vfs.NFSTime(time.Now())
 	i.Mu.Lock()
 	if exact || size > i.Attr.Size {
-		i.Attr.Size, i.Attr.Used = size, size
+		// Used as a file system of 4 KiB blocks (the usual export's) will
+		// count it once the data is there: the blocks a stat shows do not
+		// change when the file reaches the server.
+		i.Attr.Size, i.Attr.Used = size, (size+4095)&^4095
 	}
 	i.Attr.Mtime, i.Attr.Ctime = now, now
 	i.Mu.Unlock()
