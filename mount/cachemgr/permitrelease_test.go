@@ -3,6 +3,8 @@ package cachemgr
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -142,9 +144,13 @@ func TestPermitsHighWater(t *testing.T) {
 // TestPermitRecallFailedReintegration: a recall whose reintegration fails
 // with records of the directory still in the log is answered FAILED (the
 // server revokes the permit), not OK (the server took the changes as in,
-// and let the changes it held back go on before them). The records stay
-// in the log. The reintegration fails here because the callback's context
-// is done (its connection gone).
+// and let the changes it held back go on before them). The permit is
+// forgotten and the records stay in the log. The reintegration fails for
+// certain here: the server is down, so the call cannot have been applied,
+// and the callback's context is done (its connection gone). After the
+// server's restart the records are sent under the permit asked again
+// (section 21.6); with the server up, they would be refused without a
+// permit and kept as conflicts, as those of any permit revoked.
 func TestPermitRecallFailedReintegration(t *testing.T) {
 	s := newServer(t, true)
 	_, sn, d := permitsMount(t, s, "permits-recall-failed")
@@ -153,6 +159,7 @@ func TestPermitRecallFailedReintegration(t *testing.T) {
 	logCreates(t, sn, d, "f", 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	s.stop()
 	if o := p.recall(ctx, d.FH); o != state.Failed {
 		t.Fatalf("recall answered %v after a failed reintegration, want Failed", o)
 	}
@@ -162,11 +169,17 @@ func TestPermitRecallFailedReintegration(t *testing.T) {
 	if refs := p.refs(); len(refs) != 0 {
 		t.Fatalf("the permit is still held after its recall: %+v", refs)
 	}
-	// Nothing logged of the directory: the recall is answered OK even if
-	// the reintegration fails.
+	e, err := os.ReadDir(filepath.Join(s.export, "d"))
+	if err != nil || len(e) != 0 {
+		t.Fatalf("the export's d holds %v (%v): nothing can have been applied", e, err)
+	}
+	s.start(s.addr)
 	if err := p.flush(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
+	wantFiles(t, s.export, "f", 3)
+	// Nothing logged of the directory: the recall is answered OK, its
+	// context done or not.
 	holdPermit(t, sn, d)
 	if o := p.recall(ctx, d.FH); o != state.OK {
 		t.Fatalf("recall with nothing logged answered %v", o)
