@@ -160,6 +160,11 @@ func TestPermitRecallFailedReintegration(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	s.stop()
+	t.Cleanup(func() { // before the mount's: its Sync needs the server
+		if s.srv == nil {
+			s.start(s.addr)
+		}
+	})
 	if o := p.recall(ctx, d.FH); o != state.Failed {
 		t.Fatalf("recall answered %v after a failed reintegration, want Failed", o)
 	}
