@@ -39,6 +39,8 @@ const (
 	permitBusy      = 10 * time.Second
 	permitHighWater = 512
 	permitLowWater  = 384
+	// permitReleaseWait bounds a PERMIT_RELEASE of idle permits.
+	permitReleaseWait = 5 * time.Second
 )
 
 // removedDir notes that the directory fh was removed locally (its RMDIR
@@ -104,7 +106,10 @@ func (p *permits) releaseIdle(now time.Time) int {
 	if len(out) == 0 {
 		return 0
 	}
-	ctx, cancel := p.sn.stopCtx(time.Minute)
+	// Local changes wait for the release (the gate): it is bounded well
+	// below the loop's minute; a server that does not answer in it has
+	// local changes refused anyway (their lease lapses).
+	ctx, cancel := p.sn.stopCtx(permitReleaseWait)
 	defer cancel()
 	for rest := out; len(rest) > 0; {
 		n := min(len(rest), snfs1.PermitReleaseMax)
