@@ -106,3 +106,31 @@ func TestSNFSPermitRemovedByNFS(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSNFSPermitReplacedByRename: a RENAME over an empty directory removes
+// it, and ends its permit as RMDIR does; a rename of a directory onto its
+// own name keeps it.
+func TestSNFSPermitReplacedByRename(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	for _, n := range []string{"a", "b"} {
+		if err := os.Mkdir(e.path("d/"+n), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := dialSNFS(t, e, "permit-gone-rename", newPermitHolder())
+	getPermit(t, a, e.lookup(D, "a"))
+	getPermit(t, a, e.lookup(D, "b"))
+	nfs := a.NFS()
+	res, err := nfs.Rename(ctx, D, "a", D, "a")
+	ok(t, "RENAME onto itself", res.Status, err)
+	if st := e.srv.PermitStats(); st.Permits != 2 {
+		t.Fatalf("after a rename onto itself: %+v", st)
+	}
+	res, err = nfs.Rename(ctx, D, "a", D, "b")
+	ok(t, "RENAME over b", res.Status, err)
+	if st := e.srv.PermitStats(); st.Permits != 1 || st.Releases != 1 {
+		t.Fatalf("after the rename over b: %+v, want a's permit only", st)
+	}
+}
