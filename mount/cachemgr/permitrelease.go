@@ -1,7 +1,6 @@
 package cachemgr
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"time"
@@ -66,9 +65,11 @@ func (p *permits) releaseIdle(now time.Time) int {
 	}
 	p.gate.mu.Lock()
 	defer p.gate.mu.Unlock()
-	logged := map[string]bool{}
-	for _, d := range p.log.Dirs() {
-		logged[string(d)] = true
+	logged, setattr := p.loggedDirs()
+	if setattr {
+		// A logged SETATTR of a file is sent under any permit the batch
+		// names: none is given back until it is sent.
+		return 0
 	}
 	empty := p.log.Len() == 0
 	p.mu.Lock()
@@ -155,14 +156,29 @@ func (p *permits) mayRelease(now time.Time) bool {
 	return false
 }
 
-// logHolds reports whether the log holds a record changing dir's entries.
-func (p *permits) logHolds(dir nfs3.FH) bool {
-	for _, d := range p.log.Dirs() {
-		if bytes.Equal(d, dir) {
-			return true
+// loggedDirs returns the handles the log's records are sent under a
+// permit of: the directories whose entries they change and the objects of
+// their SETATTRs (a directory's own needs its permit; a file's handle names
+// no permit); setattr reports whether any SETATTR is logged.
+func (p *permits) loggedDirs() (dirs map[string]bool, setattr bool) {
+	dirs = map[string]bool{}
+	for _, r := range p.log.Records() {
+		if r.Op == snfs1.CMLSetattr {
+			setattr = true
+			dirs[string(r.Obj.FH)] = true
+			continue
+		}
+		for _, fh := range recordDirs(&r) {
+			dirs[string(fh)] = true
 		}
 	}
-	return false
+	return dirs, setattr
+}
+
+// logHolds reports whether the log holds a record sent under dir's permit.
+func (p *permits) logHolds(dir nfs3.FH) bool {
+	dirs, _ := p.loggedDirs()
+	return dirs[string(dir)]
 }
 
 // recallFailed answers the recall of dir's permit whose reintegration

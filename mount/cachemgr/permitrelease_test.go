@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
 	"snfs/state"
 )
 
@@ -77,7 +79,7 @@ func TestPermitsRemovedDirsGivenBack(t *testing.T) {
 // Before, every permit was held until unmount.
 func TestPermitsIdleGivenBack(t *testing.T) {
 	s := newServer(t, true)
-	_, sn, d := permitsMount(t, s, "permits-idle")
+	v, sn, d := permitsMount(t, s, "permits-idle")
 	holdPermit(t, sn, d)
 	p := sn.permits
 	now := time.Now()
@@ -87,6 +89,21 @@ func TestPermitsIdleGivenBack(t *testing.T) {
 	logCreates(t, sn, d, "f", 3)
 	if p.releaseIdle(now.Add(2*permitIdle)) != 0 {
 		t.Fatal("a permit with records logged given back")
+	}
+	if err := p.flush(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	// A file's SETATTR is sent under any permit the batch names.
+	f, err := v.Lookup(context.Background(), d, vfs.Cred{}, "f0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := uint32(0o600)
+	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: f.Inode.FH}, Attr: nfs3.Sattr{Mode: &mode}}); err != nil {
+		t.Fatal(err)
+	}
+	if p.releaseIdle(now.Add(2*permitIdle)) != 0 {
+		t.Fatal("a permit given back with a file's SETATTR logged")
 	}
 	if err := p.flush(context.Background(), "test"); err != nil {
 		t.Fatal(err)
