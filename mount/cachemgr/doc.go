@@ -15,7 +15,8 @@
 // permitsymlink.go: the objects made locally, provisional until
 // reintegrated; permitopen.go: their opens given by the reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
-// of a directory under its permit), disconnected
+// of a directory under its permit; permitrelease.go: permits given back
+// before unmount, a recall whose reintegration failed), disconnected
 // operation (disconnected.go, disconnectednames.go; offline.go,
 // offlinedata.go, offlinereint.go, offlinebase.go: namespace changes made
 // offline through the log), extended attributes, ALLOCATE, its
