@@ -295,6 +295,9 @@ func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) error {
 	if _, err := p.writeOffData(ctx, od, fh); err != nil {
 		return err
 	}
+	if err := p.pushTimes(ctx, od, fh); err != nil { // offlinesetattr.go
+		return err
+	}
 	p.offDataPushed(od)
 	return nil
 }
@@ -307,6 +310,7 @@ func (p *permits) offDataPushed(od *offData) {
 		od.f = nil
 	}
 	os.Remove(od.path)
+	od.dropTimes()
 	p.off.mu.Lock()
 	delete(p.off.data, od.id)
 	p.off.mu.Unlock()

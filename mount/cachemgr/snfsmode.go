@@ -193,6 +193,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		if a, done, err := sn.offTruncate(i, s); done {
 			return a, offlineAttrTTL, err // offlinedata.go
 		}
+		if sn.disc.offline() {
+			if a, done, err := sn.offlineSetattr(i, c, s); done {
+				return a, offlineAttrTTL, err // offlinesetattr.go
+			}
+		}
 	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
