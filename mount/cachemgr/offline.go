@@ -30,8 +30,9 @@ import (
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
 // before: a change in a directory without an offline copy; SYMLINK, LINK,
-// MKNOD; a SETATTR (chmod, utimes, chown; a truncation of a file made
-// offline is made); a RENAME of a directory to another directory; a
+// MKNOD; a SETATTR of an object the server made (those of objects made
+// here: offlinesetattr.go; a truncation of a file made offline is made:
+// offlinedata.go); a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log
 // is applied with the session's credentials).
 
