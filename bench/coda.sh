@@ -17,9 +17,29 @@
 # (bench/mountlib.sh). RPCs per procedure are the server's counters
 # (snfs_server_rpc_total on --metrics), read before and after each phase.
 #
+# The same-run bounds ($BOUNDS; BOUNDS= for none), no network, what snfs mode cannot
+# go below whatever it does, run in the same rounds as the local disk:
+#   fuse           bench/fuseloop without flags ("fuseloop"): go-fuse's loopback of a
+#                  directory on its own ext4 image (passthrough reads and writes, 1 s
+#                  timeouts): the FUSE floor, Andrew and the loops
+#   local-durable  the local disk with a durable close ("local+durable-close"): Copy
+#                  by a copy (one perl process, $W/bin/dcopy.pl) that fsyncs each file
+#                  and then its directory before the next (the file's data and the
+#                  entry that makes it reachable, as snfs mode's close must); Make with
+#                  CC, AR and RANLIB wrapped ($W/bin/dcc) so that each output is
+#                  fsynced with its directory once written (a bash and a sync process
+#                  per step besides: an overstatement); files: each created file and
+#                  its directory fsynced before the close; the other phases as local
+# Andrew's verdicts name the target out of reach when a measured bound is at or
+# above it and snfs mode's own figure is not below that bound; Andrew's durable
+# bound for that is local's Andrew with Copy's durable time in place of local's
+# Copy (Make's wrapped steps left out: not a floor). The loops' bounds are shown,
+# never used: they are no floors of snfs mode's loops (see the results' note).
+#
 # Every round runs each configuration once, mount to unmount, in an order rotated
-# from round to round: local, then nfs@D and snfs@D for each delay D that still
-# has rounds to go ($ROUNDS each, ROUNDS_<D> for one delay, e.g. ROUNDS_10ms=1).
+# from round to round: local and the bounds, then nfs@D and snfs@D for each delay D
+# that still has rounds to go ($ROUNDS each, ROUNDS_<D> for one delay, e.g.
+# ROUNDS_10ms=1).
 # Every figure is a median over the rounds. BUDGET (seconds) stops starting new
 # rounds once the run has taken that long. Writes $OUT (default
 # bench/results/coda-<date>.md).
@@ -46,6 +66,7 @@ IMG=${IMG:-4G}
 PORT=${PORT:-23061} MPORT=${MPORT:-23102} PXBASE=${PXBASE:-23070} # not the defaults: the machine is shared
 OUT=${OUT:-bench/results/coda-$(date -u +%Y%m%d-%H%M).md}
 PHASES="MakeDir Copy ScanDir ReadAll Make"
+BOUNDS=${BOUNDS-fuse local-durable}
 . bench/mountlib.sh
 
 rounds_of() { local v="ROUNDS_${1//[^A-Za-z0-9_]/_}"; echo "${!v:-$ROUNDS}"; }
@@ -68,6 +89,38 @@ trap on_exit EXIT
 START=$(date +%s) LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 setup_images
 (cd "$ROOT" && go build -o "$W/bin/delayproxy" ./bench/delayproxy)
+# local-durable's tools (see the header).
+cat >"$W/bin/dcopy.pl" <<'EOF'
+use strict; use warnings; use IO::Handle; use Fcntl;
+my ($src, $dst) = @ARGV;
+sub walk { my ($rel) = @_;
+  opendir(my $dh, "$src/$rel") or die "opendir $src/$rel: $!";
+  my @e = sort grep { $_ ne '.' && $_ ne '..' } readdir($dh); closedir($dh);
+  for my $n (@e) {
+    my ($s, $t) = ("$src/$rel/$n", "$dst/$rel/$n");
+    if (-d $s) { mkdir($t) or $!{EEXIST} or die "mkdir $t: $!"; walk("$rel/$n"); next }
+    open(my $in, '<:raw', $s) or die "open $s: $!"; my $b = do { local $/; <$in> }; close($in);
+    sysopen(my $out, $t, O_WRONLY|O_CREAT|O_TRUNC, (stat($s))[2] & 07777) or die "create $t: $!";
+    binmode($out); print $out $b or die "write $t: $!";
+    $out->flush or die "write $t: $!"; $out->sync or die "fsync $t: $!"; close($out) or die "close $t: $!";
+    sysopen(my $d, "$dst/$rel", O_RDONLY|O_DIRECTORY) or die "open $dst/$rel: $!";
+    $d->sync or die "fsync $dst/$rel: $!"; close($d);
+  } }
+walk('.');
+EOF
+cat >"$W/bin/dcc" <<'EOF'
+#!/bin/bash
+# dcc CMD ARGS...: runs CMD, then fsyncs its output and the output's directory.
+"$@" || exit
+out= prev=
+case ${1##*/} in
+  ar) out=$3 ;;     # ar rc ARCHIVE MEMBERS...
+  ranlib) out=$2 ;;
+  *) for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done ;;
+esac
+[ -z "$out" ] || sync "$out" "$(dirname "$out")"
+EOF
+chmod +x "$W/bin/dcc"
 tar xzf "$SHARED/data/lua-5.4.8.tar.gz" -C "$W/src"
 SRC="$W/src/lua-5.4.8"
 cat $(find "$SRC" -type f) >/dev/null # read from the page cache in every configuration
@@ -86,6 +139,14 @@ readall() { find "$1" -type f -exec cat {} +; }
 files() { perl -e 'my ($d, $n) = @ARGV; for my $i (1 .. $n) {
   open(my $f, ">", "$d/f$i") or die "create $d/f$i: $!"; close($f) or die "close: $!";
   unlink("$d/f$i") or die "unlink $d/f$i: $!" }' "$1" "$NFILES"; }
+files_durable() { perl -e 'use IO::Handle; use Fcntl; my ($d, $n) = @ARGV;
+  sysopen(my $dh, $d, O_RDONLY|O_DIRECTORY) or die "open $d: $!";
+  for my $i (1 .. $n) {
+  open(my $f, ">", "$d/f$i") or die "create $d/f$i: $!"; $f->sync or die "fsync: $!";
+  $dh->sync or die "fsync $d: $!"; close($f) or die "close: $!";
+  unlink("$d/f$i") or die "unlink $d/f$i: $!" }' "$1" "$NFILES"; }
+dcopy() { perl "$W/bin/dcopy.pl" "$1" "$2"; }
+dmake() { make -C "$1" CC="$W/bin/dcc gcc" AR="$W/bin/dcc ar rc" RANLIB="$W/bin/dcc ranlib"; }
 dirs() { perl -e 'my ($d, $n) = @ARGV; for my $i (1 .. $n) {
   mkdir("$d/d$i") or die "mkdir $d/d$i: $!"; rmdir("$d/d$i") or die "rmdir $d/d$i: $!" }' "$1" "$NFILES"; }
 
@@ -106,30 +167,32 @@ cphase() { # cfg phase command...
   case $1 in nfs*|snfs*) rpcsum "$1" "$2" ;; esac
 }
 
+is_net() { case $1 in nfs*|snfs*) return 0 ;; esac; return 1; }
 run_cfg() { # cfg round
   local cfg=$1 i=$2 d ph tot=0 rt=0 a
   mount_cfg "$cfg" "$W/cache/$cfg-r$i"; d="$MNT/$cfg-r$i"; mkdir "$d"
   cphase "$cfg" MakeDir mkdirs "$d"
-  cphase "$cfg" Copy cp -r "$SRC/." "$d/"
+  if [ "$cfg" = local-durable ]; then cphase "$cfg" Copy dcopy "$SRC" "$d"; else cphase "$cfg" Copy cp -r "$SRC/." "$d/"; fi
+  cmp "$d/lua.c" "$SRC/lua.c"
   cphase "$cfg" ScanDir scan "$d"
   cphase "$cfg" ReadAll readall "$d"
-  cphase "$cfg" Make make -C "$d"
+  if [ "$cfg" = local-durable ]; then cphase "$cfg" Make dmake "$d"; else cphase "$cfg" Make make -C "$d"; fi
   [ -x "$d/lua" ] || { echo "$cfg: no lua built" >&2; exit 1; }
   "$d/lua" -e 'assert(1+1==2)'
   for ph in $PHASES; do
     tot=$(echo "$tot + $(lastT "$cfg,$ph")" | bc)
-    if [ "$cfg" != local ]; then a=(${R[$cfg,$ph]}); rt=$((rt + a[-1])); fi
+    if is_net "$cfg"; then a=(${R[$cfg,$ph]}); rt=$((rt + a[-1])); fi
   done
   T[$cfg,Andrew]="${T[$cfg,Andrew]:-} $tot"
-  [ "$cfg" != local ] && R[$cfg,Andrew]="${R[$cfg,Andrew]:-} $rt"
+  if is_net "$cfg"; then R[$cfg,Andrew]="${R[$cfg,Andrew]:-} $rt"; fi
   cphase "$cfg" umount umount_cfg "$cfg"
   # The loops on a mount of their own.
   mount_cfg "$cfg" "$W/cache/$cfg-r$i-loops"; d="$MNT/$cfg-r$i-loops"; mkdir "$d"
-  cphase "$cfg" files files "$d"
+  if [ "$cfg" = local-durable ]; then cphase "$cfg" files files_durable "$d"; else cphase "$cfg" files files "$d"; fi
   cphase "$cfg" dirs dirs "$d"
   [ -z "$(ls -A "$d")" ] || { echo "$cfg: the loops left entries behind" >&2; exit 1; }
   cphase "$cfg" loops-umount umount_cfg "$cfg"
-  if [ "$cfg" != local ]; then # the tree reached the export intact (after the unmount: written back)
+  if is_net "$cfg"; then # the tree reached the export intact (after the unmount: written back)
     cmp "$W/export/$cfg-r$i/lua.c" "$SRC/lua.c"
     [ -x "$W/export/$cfg-r$i/lua" ] || { echo "$cfg: lua not on the server after the unmount" >&2; exit 1; }
   fi
@@ -142,7 +205,7 @@ for d in $DELAYS; do r=$(rounds_of "$d"); [ "$r" -gt "$maxr" ] && maxr=$r; done
 done_rounds=0
 for i in $(seq "$maxr"); do
   if [ $(($(date +%s) - START)) -ge "$BUDGET" ]; then echo "budget of ${BUDGET}s spent: no round $i" >&2; break; fi
-  units=""; [ "$i" -le "$ROUNDS" ] && units="local"
+  units=""; [ "$i" -le "$ROUNDS" ] && units="local $BOUNDS"
   for d in $DELAYS; do [ "$i" -le "$(rounds_of "$d")" ] && units="$units nfs@$d snfs@$d"; done
   order=$(rotate "$units" $((i - 1)))
   echo "round $i: $order ($(($(date +%s) - START)) s)" >&2
@@ -155,6 +218,20 @@ ELAPSED=$(($(date +%s) - START)) LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 medR() { printf '%s\n' ${R[$1,$2]:-0} | median; }
 nrounds() { echo ${T[$1,Andrew]:-} | wc -w; }
 verdict() { awk "BEGIN{print ($1) ? \"met\" : \"not met\"}"; }
+has() { [ -n "${T[$1,Andrew]:-}" ]; }
+# verdict3 COND LIM SNFS RATIO...: met, not met, or (not met and a measured
+# bound's ratio to local at or above LIM) out of reach. A bound snfs mode's own
+# ratio SNFS is below is no floor in this run (the noise, or work the bound does
+# that snfs mode does not) and is not used.
+verdict3() {
+  local cond=$1 lim=$2 sn=$3 r; shift 3
+  if awk "BEGIN{exit !($cond)}"; then echo met; return; fi
+  for r in "$@"; do
+    [ "$r" = - ] && continue
+    if awk -v r="$r" -v l="$lim" -v s="$sn" 'BEGIN{exit !(r >= l && s >= r)}'; then echo "not met: out of reach"; return; fi
+  done
+  echo "not met"
+}
 ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
 {
   echo "# Andrew benchmark and the Coda Figure 3 loops at 0, 1 ms and 10 ms one-way delay"
@@ -170,6 +247,36 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
   echo "**Andrew** is the five phases' sum (median of the per-round sums); **unmount** follows it (snfs mode writes the dirty data back; local: \`sync -f\`), not in the sum."
   echo "**files**: $NFILES x (create, close, unlink) of one file, **dirs**: $NFILES x (mkdir, rmdir) (one perl process each; a fresh mount of their own)."
   echo "Times: seconds, medians over the rounds; x local = the configuration's median / the local disk's median. RPCs: the server's calls of all procedures in the phase (median over the rounds)."
+  if [ -n "$BOUNDS" ]; then
+    echo
+    echo "## The bounds: no network (local: $(nrounds local) rounds, fuseloop: $(nrounds fuse) rounds, local+durable-close: $(nrounds local-durable) rounds)"
+    echo
+    echo "fuseloop = bench/fuseloop (go-fuse loopback, passthrough) of a directory on its own ext4 image; local+durable-close = the local disk, each file Copy writes fsynced with its directory before the next, Make's outputs likewise (through a wrapper: a bash and a sync process per step besides), files: each created file and its directory fsynced before its close (bench/coda.sh's header)."
+    echo
+    echo "| phase | local s | fuseloop s | fuseloop x local | local+durable-close s | durable x local |"
+    echo "|---|---|---|---|---|---|"
+    for ph in $ROWS; do
+      l=$(med "local,$ph") fu=$(med "fuse,$ph") du=$(med "local-durable,$ph")
+      name=$ph; [ "$ph" = Andrew ] && name="**Andrew (5 phases)**"; [ "$ph" = umount ] && name="unmount (sync -f) after Andrew"
+      echo "| $name | $(f2 "$l") | $(f2 "$fu") | $(ratio "$fu" "$l") | $(f2 "$du") | $(ratio "$du" "$l") |"
+    done
+    l=$(med local,Andrew)
+    BA_FUSE=- BA_DUR=- BA_DURALL=- BA_SUM=-
+    has fuse && BA_FUSE=$(ratio "$(med fuse,Andrew)" "$l")
+    if has local-durable; then
+      # Andrew's durable-close floor: Copy's durable time in local's Andrew.
+      BA_DUR=$(ratio "$(echo "$l - $(med local,Copy) + $(med local-durable,Copy)" | bc)" "$l")
+      BA_DURALL=$(ratio "$(med local-durable,Andrew)" "$l")
+    fi
+    if has fuse && has local-durable; then
+      BA_SUM=$(ratio "$(echo "$(med fuse,Andrew) - $(med local,Copy) + $(med local-durable,Copy)" | bc)" "$l")
+    fi
+    echo
+    echo "Andrew's bounds, x local: fuseloop $BA_FUSE; durable close of Copy's files (local's Andrew with local+durable-close's Copy) $BA_DUR;"
+    echo "local+durable-close's whole Andrew (Make's outputs through the wrapper, an overstatement) $BA_DURALL; the FUSE floor and Copy's durable close together (fuseloop's Andrew with Copy's durable cost added: an estimate, not measured as one) $BA_SUM."
+    echo "A target at or below a measured bound (fuseloop's, or Copy's durable close) is out of reach, unless snfs mode's own figure is below that bound (then it is no floor in this run); the estimate and the wrapped Make are not used for that."
+    echo "The loops' bounds are no floors and name nothing out of reach: snfs mode's files loop flushes nothing (its files are never written: the optimiser cancels create with unlink), and fuseloop sends every create, lookup and unlink to its daemon (1 s timeouts), which snfs mode's kept entries avoid."
+  fi
   for d in $DELAYS; do
     echo
     echo "## One-way delay $d (nfs: $(nrounds "nfs@$d") rounds, snfs: $(nrounds "snfs@$d") rounds, local: $(nrounds local) rounds)"
@@ -186,9 +293,12 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     lim=1.2; [ "$d" = 10ms ] && lim=1.5
     echo
     echo "Issue 26's targets (set for snfs mode at 1 ms; Andrew's also at 10 ms), in this run:"
-    echo "Andrew within ${lim}x local: **$(verdict "$s <= $lim * $l")** ($(ratio "$s" "$l")x; with the unmount's write-back $(ratio "$(echo "$s + $(med "snfs@$d,umount")" | bc)" "$l")x);"
+    echo "Andrew within ${lim}x local: **$(verdict3 "$s <= $lim * $l" "$lim" "$(ratio "$s" "$l")" "${BA_FUSE:--}" "${BA_DUR:--}")** ($(ratio "$s" "$l")x; with the unmount's write-back $(ratio "$(echo "$s + $(med "snfs@$d,umount")" | bc)" "$l")x)$([ -n "$BOUNDS" ] && echo "; bounds in this run: fuseloop ${BA_FUSE}x, Copy's durable close ${BA_DUR}x (estimate of both: ${BA_SUM}x)");"
     for ph in files dirs; do
-      echo "$ph within 2x local with < 20 RPCs: **$(verdict "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs);"
+      bf=- bd=-
+      has fuse && bf=$(ratio "$(med "fuse,$ph")" "$(med "local,$ph")")
+      [ "$ph" = files ] && has local-durable && bd=$(ratio "$(med "local-durable,$ph")" "$(med "local,$ph")")
+      echo "$ph within 2x local with < 20 RPCs: **$(verdict "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; not floors of this loop, shown only: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
     done
     for ph in Copy ReadAll; do
       echo "$ph at most 5% of nfs mode's RPCs: **$(verdict "$(medR "snfs@$d" "$ph") <= 0.05 * $(medR "nfs@$d" "$ph")")** ($(medR "snfs@$d" "$ph") of $(medR "nfs@$d" "$ph"))."
@@ -212,7 +322,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
   echo
   echo '```'
   for ph in $ROWS loops-umount; do
-    for c in local $cols; do
+    for c in local $BOUNDS $cols; do
       [ -n "${T[$c,$ph]:-}" ] || continue
       printf '%-13s %-10s %s' "$ph" "$c" "$(echo ${T[$c,$ph]})"
       [ -n "${R[$c,$ph]:-}" ] && printf ';%s' "${R[$c,$ph]}"

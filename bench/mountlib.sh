@@ -9,6 +9,8 @@
 #
 # Configurations:
 #   local     a directory on its own ext4 image (the local disk)
+#   local-durable  the same directory: the caller's phases make each written file
+#             durable at its close (bench/coda.sh's durable copy and make)
 #   fuse      bench/fuseloop: go-fuse's loopback of a directory on its own ext4 image
 #             (with $FUSELOOP_OPTS: -cached makes it the floor of a caching FUSE file system)
 #   fuse-dio  the same with -daemon-io: no passthrough, every read and write comes to the
@@ -143,7 +145,7 @@ rotate() {
 
 # backing cfg: the directory that holds cfg's files below the mount.
 backing() {
-  case $1 in local) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; fuse-durable) echo "$W/durable" ;; *) echo "$W/export" ;; esac
+  case $1 in local|local-durable) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; fuse-durable) echo "$W/durable" ;; *) echo "$W/export" ;; esac
 }
 
 # mount_cfg cfg cachedir: mounts cfg (for snfs modes with that cache directory,
@@ -151,7 +153,7 @@ backing() {
 mount_cfg() {
   local cfg=$1 cache=$2
   case $cfg in
-    local) MNT="$W/local" ;;
+    local|local-durable) MNT="$W/local" ;;
     fuse)
       "$W/bin/fuseloop" ${FUSELOOP_OPTS:-} "$W/fuse" "$W/mnt/fuse" 2>>"$W/fuseloop.log" & FUSE_PID=$!
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse" && break; sleep 0.1; done
@@ -183,7 +185,7 @@ mount_cfg() {
 # umount_cfg cfg: unmounts cfg (snfs modes: after writing everything back); local: sync -f.
 umount_cfg() {
   case $1 in
-    local) sync -f "$W/local" ;;
+    local|local-durable) sync -f "$W/local" ;;
     fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
     fuse-dio) umount "$W/mnt/fuse-dio"; wait "$FUSE_DIO_PID" || true; FUSE_DIO_PID= ; sync -f "$W/fuse" ;;
     fuse-durable) umount "$W/mnt/fuse-durable"; wait "$FUSE_DUR_PID" || true; FUSE_DUR_PID= ; sync -f "$W/durable" ;;

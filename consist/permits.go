@@ -219,3 +219,20 @@ func (d *Driver) Created(c state.ClientID, fh []byte, change uint64) {
 		}
 	})
 }
+
+// HoldsWriteOpen reports whether the table counts an OPEN_WRITE of fh by
+// client c: a resent REINTEGRATE asks it of the open its first application
+// granted (server/reintegrateopen.go), which a callback the client answered
+// CB_STALE (it did not know the handle yet) has since given back.
+func (d *Driver) HoldsWriteOpen(c state.ClientID, fh []byte) bool {
+	fi, ok := d.m.Lookup(d.now(), state.FileIDOf(fh))
+	if !ok {
+		return false
+	}
+	for _, h := range fi.Holders {
+		if h.Client == c && h.Writers > 0 && !h.Fenced {
+			return true
+		}
+	}
+	return false
+}

@@ -45,6 +45,7 @@ func (s *Server) newLocks(cfg Config, grace time.Duration) {
 		s.locks.ClientGone(lockmgr.ClientID(c))
 		s.delegs.clientGone(c)
 		s.lockLease.forget(c)
+		s.reintOpens.forget(c)
 	})
 }
 

@@ -107,7 +107,7 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		if callErr != nil {
 			return failReintegrate(w, callErr)
 		}
-		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results, Dirs: s.dirAttrs(c, b.dirs)}
+		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results, Dirs: s.dirAttrs(c, b.dirs), Opens: b.opens}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
 			return s.afterBreaks(c, w, deferred, b.changed, encode)
@@ -142,6 +142,9 @@ func (s *Server) beginBatch(ctx context.Context, c *sunrpc.Call, mid state.Clien
 	if n == 0 {
 		return b, nil
 	}
+	// The client sends its log from its first unacknowledged record on:
+	// the opens granted below it were answered (reintegrateopen.go).
+	s.reintOpens.below(mid, recs[0].LSN)
 	switch hi := recs[n-1].LSN; {
 	case hi > b.maybe:
 		// Records to apply: what the check found applied is the last
@@ -241,7 +244,10 @@ func copyFH(fh nfs3.FH) nfs3.FH {
 
 // reintegrateResultMax bounds one encoded cmlres1: LSN, status, a handle,
 // attributes and a permit id.
-const reintegrateResultMax = 8 + 4 + 4 + 4 + nfs3.FHSize + 4 + 84 + 8
+const reintegrateResultMax = 8 + 4 + 4 + 4 + nfs3.FHSize + 4 + 84 + 8 + cmlOpenMax
+
+// cmlOpenMax bounds one encoded cmlopen1: LSN, verifier, and OPEN1res.
+const cmlOpenMax = 8 + snfs1.VerfSize + 4 + 8 + 8 + 4 + 4 + 84
 
 // batch is one REINTEGRATE being applied.
 type batch struct {
@@ -267,6 +273,8 @@ type batch struct {
 	results  []snfs1.CMLResult       // one per record, up to the first failure
 	changed  [][]byte                // what the records changed: promises to break
 	dirs     []nfs3.FH               // the directories whose entries the records applied changed, once each
+	opens    []snfs1.CMLOpen         // the CML_CREATE_OPEN records' opens (reintegrateopen.go)
+	toOpen   *openWanted             // the open the record just applied asks for; taken by run
 	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
 }
 
@@ -283,6 +291,9 @@ func (b *batch) run(i int, finish func()) {
 		if len(accs) == 0 {
 			if !b.step(rec, nil) {
 				break
+			}
+			if b.toOpen != nil && !b.openNow(i, finish) {
+				return // the open's answer goes on
 			}
 			continue
 		}
@@ -301,6 +312,9 @@ func (b *batch) run(i int, finish func()) {
 				finish()
 				return
 			}
+			if b.toOpen != nil && !b.openNow(next, finish) {
+				return
+			}
 			b.run(next+1, finish)
 		})
 		b.mu.Lock()
@@ -312,6 +326,9 @@ func (b *batch) run(i int, finish func()) {
 		}
 		if !b.step(rec, aerr) {
 			break
+		}
+		if b.toOpen != nil && !b.openNow(i, finish) {
+			return
 		}
 	}
 	finish()
@@ -546,7 +563,11 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 			return cr.Status
 		}
 		b.made1(rec, cr.Object, cr.Attr, res, true)
-		if rec.Op == snfs1.CMLCreate {
+		if rec.Op == snfs1.CMLCreate && rec.Open {
+			// Opened for the caller instead (run, once the record is
+			// recorded: reintegrateopen.go).
+			b.toOpen = &openWanted{lsn: rec.LSN, fh: copyFH(cr.Object)}
+		} else if rec.Op == snfs1.CMLCreate {
 			// The file's data is in the holder's cache until it learns
 			// the real handle from this reply: the holder is on record
 			// as a closed dirty cacher, so another client's OPEN calls
@@ -719,6 +740,14 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 // recorded (applied before a crash, found by the check), the object its
 // name now names.
 func (b *batch) again(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
+	b.againMade(rec, res)
+	if rec.Op == snfs1.CMLCreate {
+		b.openAgain(rec, res) // reintegrateopen.go
+	}
+}
+
+// againMade is again's answer of the object rec made.
+func (b *batch) againMade(rec *snfs1.CMLRecord, res *snfs1.CMLResult) {
 	switch rec.Op {
 	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
 	default:

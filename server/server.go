@@ -117,6 +117,9 @@ const DefaultGrace = 15 * time.Second
 // Server is the NFSv3 + MOUNT v3 service over one store.
 type Server struct {
 	reint reintQueues // REINTEGRATEs of one client, one at a time (reintegrate.go)
+	// reintOpens: the opens CML_CREATE_OPEN records were granted, for a
+	// resend (reintegrateopen.go).
+	reintOpens reintOpenMemo
 	// grouped holds the commit sets of the REINTEGRATE calls being applied,
 	// by call (reintegratecommit.go); grouping counts them.
 	grouped   sync.Map
@@ -286,6 +289,11 @@ func (s *Server) RootHandle(path string) []byte {
 
 // Verifier returns the current write verifier.
 func (s *Server) Verifier() [nfs3.WriteVerfSize]byte { return *s.verf.Load() }
+
+// ChangesLost is how many times the store's change notifier lost events (or
+// stopped), so that every client's cache was called back (store.ChangesLost):
+// what a test of caching checks before it takes a callback for a defect.
+func (s *Server) ChangesLost() uint64 { return s.store.ChangesLost() }
 
 // newVerifier installs a fresh write verifier. It is called at start and whenever
 // data a client wrote UNSTABLE may have been lost (a failed flush), so that clients

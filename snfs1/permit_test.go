@@ -26,6 +26,7 @@ func cmlRecords() []CMLRecord {
 		{LSN: 6, Op: CMLRename, Dir: ObjRef{Prov: 2}, Name: "b.c", ToDir: ObjRef{FH: testFH}, ToName: strings.Repeat("n", nfs3.MaxName)},
 		{LSN: 1 << 40, Op: CMLSetattr, Obj: ObjRef{Prov: 1}, Attr: attr},
 		{LSN: 1<<40 + 1, Op: CMLRmdir, Dir: ObjRef{FH: testFH}, Name: "d"},
+		{LSN: 1<<40 + 2, Op: CMLCreate, Open: true, Dir: ObjRef{FH: testFH}, Name: "o", Attr: attr, New: 4},
 	}
 }
 
@@ -49,7 +50,9 @@ func TestPermitRoundTrip(t *testing.T) {
 		"ReintegrateArgs/empty":   {&ReintegrateArgs{Client: 4}, func() codec { return new(ReintegrateArgs) }},
 		"ReintegrateRes": {&ReintegrateRes{Applied: 6, Results: []CMLResult{
 			{LSN: 5, Obj: testFH, Attr: testAttr}, {LSN: 6, Status: nfs3.ErrExist}, {LSN: 7, Obj: testFH, Permit: 9}},
-			Dirs: []DirAttr{{Dir: testFH, Attr: *testAttr}, {Dir: nfs3.FH{1, 2}, Attr: nfs3.Fattr{Type: nfs3.TypeDir, Nlink: 2}}}},
+			Dirs: []DirAttr{{Dir: testFH, Attr: *testAttr}, {Dir: nfs3.FH{1, 2}, Attr: nfs3.Fattr{Type: nfs3.TypeDir, Nlink: 2}}},
+			Opens: []CMLOpen{{LSN: 5, ServerVerf: Verifier{1, 2, 3}, Open: OpenRes{OpenOK: OpenOK{CacheVersion: 3, CacheEnabled: true, Attr: testAttr}}},
+				{LSN: 7, Open: OpenRes{Status: nfs3.ErrJukebox}}}},
 			func() codec { return new(ReintegrateRes) }},
 		"ReintegrateRes/none":    {&ReintegrateRes{Applied: 1 << 50}, func() codec { return new(ReintegrateRes) }},
 		"ReintegrateRes/failure": {&ReintegrateRes{Status: ErrStaleClientID}, func() codec { return new(ReintegrateRes) }},

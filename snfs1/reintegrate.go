@@ -28,11 +28,17 @@ const (
 	CMLRmdir   CMLOp = 6
 	CMLRename  CMLOp = 7
 	CMLSetattr CMLOp = 8 // SETATTR without a guard
-	maxCMLOp   CMLOp = CMLSetattr
+	// CMLCreateOpen is CML_CREATE_OPEN on the wire: a CML_CREATE whose
+	// file the server also opens for writing for the caller (the open
+	// counted as one OPEN_WRITE, its result in ReintegrateRes.Opens). A
+	// decoded record carries it as Op CMLCreate with Open set, so that
+	// everything that treats a CREATE treats this one alike.
+	CMLCreateOpen CMLOp = 9
+	maxCMLOp      CMLOp = CMLCreateOpen
 )
 
 func (o CMLOp) String() string {
-	names := [...]string{"", "CREATE", "MKDIR", "SYMLINK", "LINK", "UNLINK", "RMDIR", "RENAME", "SETATTR"}
+	names := [...]string{"", "CREATE", "MKDIR", "SYMLINK", "LINK", "UNLINK", "RMDIR", "RENAME", "SETATTR", "CREATE_OPEN"}
 	if o >= 1 && o <= maxCMLOp {
 		return names[o]
 	}
@@ -70,7 +76,7 @@ func (o *ObjRef) decode(r *xdr.Reader) {
 // CMLRecord is cmlrec1: one log record. Which fields it carries depends on
 // Op (the union's arms):
 //
-//	CREATE, MKDIR  Dir, Name, Attr, New
+//	CREATE, MKDIR  Dir, Name, Attr, New (CREATE: Open)
 //	SYMLINK        Dir, Name, Attr, Target, New
 //	LINK           Obj (the file), Dir, Name (the new name)
 //	UNLINK, RMDIR  Dir, Name
@@ -87,11 +93,20 @@ type CMLRecord struct {
 	Obj    ObjRef
 	ToDir  ObjRef
 	ToName string
+	// Open: a CREATE sent as CML_CREATE_OPEN (the caller holds the file
+	// open and asks the server to open it for writing). A client sets it
+	// only on what it sends, never in its log: a log resent by a later
+	// mount has no open to give it to.
+	Open bool
 }
 
 func (c *CMLRecord) encode(w *xdr.Writer) {
 	w.Uint64(c.LSN)
-	w.Uint32(uint32(c.Op))
+	if c.Op == CMLCreate && c.Open {
+		w.Uint32(uint32(CMLCreateOpen))
+	} else {
+		w.Uint32(uint32(c.Op))
+	}
 	switch c.Op {
 	case CMLCreate, CMLMkdir, CMLSymlink:
 		c.Dir.encode(w)
@@ -127,6 +142,9 @@ func (c *CMLRecord) decode(r *xdr.Reader) {
 		return
 	}
 	c.Op = CMLOp(op)
+	if c.Op == CMLCreateOpen {
+		c.Op, c.Open = CMLCreate, true
+	}
 	switch c.Op {
 	case CMLCreate, CMLMkdir, CMLSymlink:
 		c.Dir.decode(r)
@@ -260,6 +278,20 @@ type ReintegrateRes struct {
 	// entries the records it applied changed (at most 2 a record), so that
 	// the client keeps its listings and their attributes without a call.
 	Dirs []DirAttr
+	// Opens: one per CML_CREATE_OPEN record answered OK, in record order:
+	// the open of the file it made (or made before: a resend).
+	Opens []CMLOpen
+}
+
+// CMLOpen is cmlopen1: the OPEN_WRITE a CML_CREATE_OPEN record asked for,
+// with its own status (not OK: not granted, not counted, never CLOSEd: the
+// client OPENs the file itself), and the boot verifier of the server that
+// answered (a reply saved before a restart and replayed after it reports an
+// open the new server does not count).
+type CMLOpen struct {
+	LSN        uint64
+	ServerVerf Verifier
+	Open       OpenRes
 }
 
 // DirAttr is dirattr1: a directory's handle and attributes.
@@ -299,6 +331,13 @@ func (x *ReintegrateRes) Encode(w *xdr.Writer) {
 	for i := range x.Dirs {
 		x.Dirs[i].Dir.Encode(w)
 		x.Dirs[i].Attr.Encode(w)
+	}
+	w.Uint32(uint32(len(x.Opens)))
+	for i := range x.Opens {
+		o := &x.Opens[i]
+		w.Uint64(o.LSN)
+		w.FixedOpaque(o.ServerVerf[:])
+		o.Open.Encode(w)
 	}
 }
 
@@ -348,6 +387,24 @@ func (x *ReintegrateRes) Decode(r *xdr.Reader) error {
 			return r.Err()
 		}
 		x.Dirs = append(x.Dirs, d)
+	}
+	n = r.Uint32()
+	if r.Err() == nil && n > ReintegrateMax {
+		r.SetErr(xdr.ErrTooLong)
+	}
+	if r.Err() != nil {
+		x.Results, x.Dirs = nil, nil
+		return r.Err()
+	}
+	for range n {
+		var o CMLOpen
+		o.LSN = r.Uint64()
+		o.ServerVerf.decode(r)
+		if o.Open.Decode(r) != nil {
+			x.Results, x.Dirs, x.Opens = nil, nil, nil
+			return r.Err()
+		}
+		x.Opens = append(x.Opens, o)
 	}
 	return r.Err()
 }

@@ -130,8 +130,15 @@ func (t notifyTarget) Stopped() {
 	t.s.foreignAll()
 }
 
+// ChangesLost is how many times the change notifier reported that anything
+// may have changed (events lost, as when its queue overflows on a busy file
+// system, or the notifier stopped): each time OnForeignChange's function was
+// told so.
+func (s *Store) ChangesLost() uint64 { return s.changesLost.Load() }
+
 // foreignAll tells OnForeignChange's function that anything may have changed.
 func (s *Store) foreignAll() {
+	s.changesLost.Add(1)
 	if fn := s.foreign.Load(); fn != nil {
 		(*fn)(nil)
 	}

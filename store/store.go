@@ -69,6 +69,9 @@ type Store struct {
 	notifyErr error       // guarded by mu
 	// foreign is told of other processes' changes (OnForeignChange).
 	foreign atomic.Pointer[func(fh []byte)]
+	// changesLost counts the notifier's reports that anything may have
+	// changed (ChangesLost).
+	changesLost atomic.Uint64
 	// leases are the write leases held for the consistency protocol (lease.go).
 	leases leases
 

@@ -161,7 +161,24 @@ func (c *Conn) OnClose(f func()) {
 // ErrConnClosed. It does not wait for the calls being served.
 func (c *Conn) Close() error {
 	c.markDead()
-	return c.nc.Close()
+	return closeNC(c.nc)
+}
+
+// closeNC shuts a stream's socket down before closing this descriptor of it.
+// close(2) ends a socket only with its last descriptor: a copy held elsewhere
+// (a child of this process between fork and exec, whose close-on-exec can wait
+// on a FUSE flush of a mount this process serves) would keep the connection
+// open, the peer waiting for its call timeout, while shutdown(2) acts on the
+// socket whoever holds it.
+func closeNC(nc net.Conn) error {
+	if sc, ok := nc.(interface {
+		CloseRead() error
+		CloseWrite() error
+	}); ok {
+		sc.CloseWrite() // the FIN, after what is queued
+		sc.CloseRead()
+	}
+	return nc.Close()
 }
 
 func (c *Conn) markDead() { c.deadOnce.Do(func() { close(c.dead) }) }
@@ -197,7 +214,7 @@ func (c *Conn) serve() {
 	c.cancel()
 	c.callWG.Wait() // calls already started still run (and reply, on shutdown)
 	c.markDead()
-	c.nc.Close()
+	closeNC(c.nc)
 }
 
 func (c *Conn) readStream() error {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"sync"
@@ -533,5 +535,38 @@ func TestDeferredReplies(t *testing.T) {
 	}
 	if err := c.Call(ctx, twEcho, u32(0), &res); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseWithCopyHeld: Close ends the connection for the peer even while
+// another descriptor of its socket is open (a forked child's copy before its
+// exec): the peer reads EOF, and does not wait for its own call timeout.
+func TestCloseWithCopyHeld(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := nc.(*net.TCPConn).File() // a second descriptor of the socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	c := newConn(nc, connConfig{network: "tcp", parent: context.Background(), log: slog.Default()})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := peer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("peer read %d, %v after Close with a copy held; want EOF", n, err)
 	}
 }

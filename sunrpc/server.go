@@ -144,7 +144,7 @@ func (s *Server) ServeConn(nc net.Conn) *Conn {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		nc.Close()
+		closeNC(nc)
 		return c
 	}
 	s.conns[c] = struct{}{}

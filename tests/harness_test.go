@@ -59,10 +59,13 @@ type env struct {
 	srv      *server.Server
 	addr     string // TCP and UDP, NFS and MOUNT
 	done     chan error
-	ln       net.Listener   // the server's sockets, closed by stop in any case
-	pc       net.PacketConn // (a restart on the same port needs them gone)
-	nfs      *client.NFS
-	root     nfs3.FH
+	// ln and pc are the port's sockets, bound by start and kept by the
+	// harness across a restart: each server serves on copies of them
+	// (serveOn), closed by its shutdown. stop closes them.
+	ln   net.Listener
+	pc   net.PacketConn
+	nfs  *client.NFS
+	root nfs3.FH
 }
 
 // diskTempDir makes a directory on a disk file system (/var/tmp), not tmpfs,
@@ -135,16 +138,13 @@ func newEnvConfigWith(t *testing.T, dir string, exports []server.ExportConfig, t
 
 func (e *env) start(addr string) {
 	t := e.t
-	srv, err := server.New(e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if addr == "127.0.0.1:0" { // a port no other test takes while e is down (ports_test.go)
 		addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	}
 	var ln net.Listener
 	var pc net.PacketConn
-	for i := 0; ; i++ { // the port of a restarted server may linger briefly
+	var err error
+	for i := 0; ; i++ { // the port of a stopped server may linger briefly
 		ln, err = net.Listen("tcp", addr)
 		if err == nil {
 			if pc, err = net.ListenPacket("udp", addr); err != nil {
@@ -157,15 +157,46 @@ func (e *env) start(addr string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		// Named, so that whatever took the port is found (restarts in
-		// CI could not listen for 5 s, twice: the second time an
-		// unconnected UDP socket held the port, by a holder not named as
-		// the scan of /proc did not end within its bound).
-		holders := portHolders(addrPort(addr))
-		srv.Shutdown(context.Background()) // never served: its store and goroutines
-		t.Fatalf("%v (the port: %s)", err, holders)
+		// Named, so that whatever took the port is found.
+		t.Fatalf("%v (the port: %s)", err, portHolders(addrPort(addr)))
 	}
-	e.srv, e.addr, e.done, e.ln, e.pc = srv, ln.Addr().String(), make(chan error, 1), ln, pc
+	e.ln, e.pc = ln, pc
+	e.serveOn()
+}
+
+// serveOn starts a server with e.cfg on copies of the port's sockets e.ln and
+// e.pc (the server closes its copies at shutdown; e keeps the sockets).
+//
+// A restart serves on the sockets the stopped server had, as a server started
+// by socket activation would, instead of binding the port again: another
+// process can hold the old server's sockets, so that its shutdown does not
+// unbind them, and a new bind then fails with EADDRINUSE for as long as that
+// process lives. Every child this test binary starts holds them a while: Go's
+// os/exec forks, and the child has a copy of every descriptor of the test
+// binary until its execve closes the close-on-exec ones, in the order of
+// their numbers. A descriptor of a file on a FUSE mount that this process
+// serves is among them, and its close sends a FLUSH to the mount, which the
+// exec waits for. A mount whose server is down (stopped for this restart, or
+// partitioned by a proxy) answers a FLUSH of a file with data to write back
+// only when the server is back; the child then holds the old server's
+// sockets until the server is back, and a restart that binds the port again
+// waits for itself: a deadlock, met twice in CI by TestMountVerifierChange
+// (its restart's bind failed with EADDRINUSE; the children, in execve since
+// their fork, blocked every read of their /proc entries; the mount had
+// FLUSHes in flight for its file, which the test had not closed; see
+// TestRestartPortHeldByChild).
+func (e *env) serveOn() {
+	t := e.t
+	srv, err := server.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, pc, err := copySockets(e.ln, e.pc)
+	if err != nil {
+		srv.Shutdown(context.Background()) // never served: its store and goroutines
+		t.Fatal(err)
+	}
+	e.srv, e.addr, e.done = srv, e.ln.Addr().String(), make(chan error, 1)
 	go func() { e.done <- srv.Serve(ln, pc) }()
 	ctx := context.Background()
 	m, err := client.DialMount(ctx, "tcp", e.addr)
@@ -187,9 +218,47 @@ func (e *env) start(addr string) {
 	}
 }
 
+// copySockets returns a listener and a packet connection on new descriptors
+// (dup) of ln's and pc's sockets: closing the copies leaves ln and pc open.
+func copySockets(ln net.Listener, pc net.PacketConn) (net.Listener, net.PacketConn, error) {
+	lf, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, nil, fmt.Errorf("copying the listener: %w", err)
+	}
+	defer lf.Close()
+	pf, err := pc.(*net.UDPConn).File()
+	if err != nil {
+		return nil, nil, fmt.Errorf("copying the UDP socket: %w", err)
+	}
+	defer pf.Close()
+	l, err := net.FileListener(lf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("copying the listener: %w", err)
+	}
+	p, err := net.FilePacketConn(pf)
+	if err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("copying the UDP socket: %w", err)
+	}
+	return l, p, nil
+}
+
+// stop shuts the server down and closes the port's sockets: clients find
+// nothing there (connections refused) until a start.
 func (e *env) stop() {
+	e.shutdown()
+	if e.ln != nil { // also when a server failed to start on them
+		e.ln.Close()
+		e.pc.Close()
+		e.ln, e.pc = nil, nil
+	}
+}
+
+// shutdown shuts the server down (it closes its copies of the port's
+// sockets); it reports whether there was one.
+func (e *env) shutdown() bool {
 	if e.srv == nil {
-		return
+		return false
 	}
 	e.nfs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -198,21 +267,57 @@ func (e *env) stop() {
 		e.t.Errorf("shutdown: %v", err)
 	}
 	<-e.done
-	// The server closes them at shutdown; closed here too, so that a
-	// restart's listen on the same port never waits for one left open
-	// (twice in CI a restart found the port's UDP socket still bound, its
-	// holder unnamed).
-	e.ln.Close()
-	e.pc.Close()
 	e.srv = nil
+	return true
 }
 
 // restart stops the server and starts a new one on the same address and state.
+// It keeps the port's sockets (serveOn says why).
 func (e *env) restart() {
-	addr := e.addr
-	e.stop()
+	if e.srv == nil { // stopped: its sockets are closed
+		e.nfs = nil
+		e.start(e.addr)
+		return
+	}
+	// Down, the port refuses connections as a stopped server's does (and
+	// as the clients of the tests expect: they come back once refused, not
+	// queued until the new server accepts): the listener stops listening,
+	// still bound, and listens again for the new server.
+	if err := listenAgain(e.ln, false); err != nil {
+		e.t.Fatal(err)
+	}
+	e.shutdown()
 	e.nfs = nil
-	e.start(addr)
+	if err := listenAgain(e.ln, true); err != nil {
+		e.t.Fatal(err)
+	}
+	e.serveOn()
+}
+
+// listenAgain makes ln's socket listen (on) or stop listening (not on): a
+// shutdown(2) of its reading side ends a TCP socket's listening (resetting
+// the connections not yet accepted) and leaves it bound to its port, and a
+// listen(2) makes it listen again. Both act on the socket, whoever else
+// holds a descriptor of it.
+func listenAgain(ln net.Listener, on bool) error {
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return fmt.Errorf("the listener's socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		if on {
+			serr = syscall.Listen(int(fd), 4096) // the kernel bounds it by somaxconn
+		} else {
+			serr = syscall.Shutdown(int(fd), syscall.SHUT_RD)
+		}
+	}); err != nil {
+		return fmt.Errorf("the listener's socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("listen %v on the kept socket of %s: %w", on, ln.Addr(), serr)
+	}
+	return nil
 }
 
 func (e *env) port() int { return addrPort(e.addr) }

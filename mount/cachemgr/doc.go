@@ -11,8 +11,12 @@
 // recovery after a server restart (reclaim, reintegration, conflicts), lock
 // delegation and the lock lease (snfsLocks, which adds them to the core's
 // lock table and shares its mutex), write-back permits and the modification
-// log (permits.go, permitlocal.go; permitmake.go and permitcreate.go: the
-// objects made locally, provisional until reintegrated), disconnected
+// log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
+// permitsymlink.go: the objects made locally, provisional until
+// reintegrated; permitopen.go: their opens given by the reintegration;
+// permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
+// of a directory under its permit; permitrelease.go: permits given back
+// before unmount, a recall whose reintegration failed), disconnected
 // operation (disconnected.go, disconnectednames.go; offline.go,
 // offlinedata.go, offlinereint.go, offlinebase.go, offlinesetattr.go:
 // namespace changes and SETATTRs made offline through the log), extended attributes, ALLOCATE, its

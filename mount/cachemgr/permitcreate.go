@@ -8,6 +8,7 @@ import (
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
+	"snfs/state"
 )
 
 // Regular files made locally under a write-back permit (permitmake.go's
@@ -116,11 +117,27 @@ func (sn *snfsFS) provReal(ctx context.Context, f *vfs.File, pf *provFile) (*vfs
 	if pf.real != nil {
 		return pf.real, nil
 	}
+	// The reintegration that makes the file opens it too (permitopen.go),
+	// for a write open whose CREATE is still in the log.
+	var co *createOpened
+	if o, ok := sn.permits.made.of(f.I.FH); ok && o.live && openModeOf(pf.flags) == state.Write {
+		co = sn.createOpens.begin(sn.AttrStart())
+		co.open.Status = nfs3.ErrNotSupp // not opened, unless the reply says so
+		defer sn.permits.opens.wait(o.id, co)()
+	}
 	ri, err := sn.Resolve(ctx, f.I, false)
 	if err != nil {
+		if co != nil {
+			sn.giveBackCreateOpened(ctx, co)
+		}
 		return nil, err
 	}
-	rf, _, err := sn.Open(ctx, ri, f.Cred, pf.flags)
+	var rf *vfs.File
+	if co != nil {
+		rf, _, err = sn.snfsOpenWith(ctx, ri, f.Cred, pf.flags, co)
+	} else {
+		rf, _, err = sn.Open(ctx, ri, f.Cred, pf.flags)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -87,6 +87,9 @@ type provTable struct {
 	mu   sync.Mutex
 	byFH map[string]*provObj
 	byID map[uint64]*provObj
+	// byReal: the settled objects by real handle, while their provisional
+	// inodes are known (realHeld).
+	byReal map[string]*provObj
 }
 
 func (t *provTable) add(o *provObj) {
@@ -127,6 +130,10 @@ func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint
 	o.real, o.gone = real, real == nil
 	if real != nil {
 		o.attr, o.start = attr, start
+		if t.byReal == nil {
+			t.byReal = map[string]*provObj{}
+		}
+		t.byReal[string(real)] = o
 	}
 	delete(t.byID, id)
 	if o.gone {
@@ -167,7 +174,24 @@ func (t *provTable) forget(fh nfs3.FH) {
 	defer t.mu.Unlock()
 	if o, ok := t.byFH[string(fh)]; ok && !o.live {
 		delete(t.byFH, string(fh))
+		if o.real != nil && t.byReal[string(o.real)] == o {
+			delete(t.byReal, string(o.real))
+		}
 	}
+}
+
+// realHeld reports whether real is the real handle of a settled object
+// whose provisional inode is still known: that inode's operations resolve
+// to the real inode (Resolve), so the real inode must stay while it does
+// (BusyLocked), even when the kernel forgets its own node of the real
+// handle meanwhile; dropped, an operation in flight on it would leave its
+// result on an inode nobody finds again, and the next lookup would make
+// one from the older attributes the name cache kept.
+func (t *provTable) realHeld(real nfs3.FH) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byReal[string(real)]
+	return ok
 }
 
 // LocalMkdir is vfs.Ops.LocalMkdir in snfs mode: an MKDIR made locally
@@ -190,6 +214,13 @@ func (sn *snfsFS) LocalMkdir(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 // be a SETATTR). made runs on the new inode before its name is cached.
 func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
 	made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
+	return sn.localMakeObj(ctx, dir, c, name, typ, mode, "", made)
+}
+
+// localMakeObj is localMake, with a symbolic link's target (typ
+// nfs3.TypeLnk: mode is ignored, a link's is 0777).
+func (sn *snfsFS) localMakeObj(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32,
+	target string, made func(i *vfs.Inode)) (vfs.Entry, bool, error) {
 	p := sn.permits
 	if p == nil || !p.online || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
 		isProvFH(dir.FH) || sn.disc.offline() || typ == nfs3.TypeReg && mode&0o6000 != 0 {
@@ -216,9 +247,15 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 	// directory's set-group-ID bit too), as Linux does.
 	a := nfs3.Fattr{Type: typ, Mode: m, Nlink: 1, UID: c.UID, GID: c.GID, FSID: pa.FSID, Atime: now, Mtime: now, Ctime: now}
 	op := snfs1.CMLCreate
-	if typ == nfs3.TypeDir {
+	switch typ {
+	case nfs3.TypeDir:
 		op = snfs1.CMLMkdir
 		a.Nlink, a.Size, a.Used = 2, 4096, 4096
+	case nfs3.TypeLnk:
+		// What the server's symlink(2) makes: mode 0777 (never changed),
+		// the target's length as size.
+		op = snfs1.CMLSymlink
+		m, a.Mode, a.Size = 0o777, 0o777, uint64(len(target))
 	}
 	if pa.Mode&syscall.S_ISGID != 0 {
 		a.GID = pa.GID
@@ -238,8 +275,14 @@ func (sn *snfsFS) localMake(ctx context.Context, dir *vfs.Inode, c vfs.Cred, nam
 		// server makes shows them too (a descriptor open across the
 		// reintegration, fstat after fstat, sees no change).
 		at := nfs3.SetTime{How: nfs3.SetToClientTime, Time: now}
-		id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
-			Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}})
+		rec := snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name,
+			Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}}
+		if typ == nfs3.TypeLnk {
+			// A link has no mode to set: its times only (the server sets
+			// them on the link itself, not its target).
+			rec.Attr.Mode, rec.Target = nil, target
+		}
+		id, err := p.log.AppendLazy(rec)
 		if err != nil {
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal
@@ -422,6 +465,7 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 			if c, ok := p.made.takeCreator(i.FH); ok && ri.Type == nfs3.TypeReg {
 				sn.seedCreatorAccess(ri, c)
 			}
+			provTargetTo(i, ri) // permitsymlink.go
 			return ri, nil
 		case try > 0:
 			// Still in the log after a reintegration that returned no
@@ -430,9 +474,11 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		}
 		// Not p.flush: a reintegration in progress (which may be sending
 		// this very record) is waited for even when the log looks empty.
-		if err := p.log.Sync(); err != nil {
-			return nil, err
-		}
+		// No Sync first: the reintegration flushes the plan it seals, and
+		// with it every record written before, before sending any of it;
+		// a record a reintegration in progress is sending was flushed with
+		// its plan. A separate flush here was a second one per created
+		// file's open.
 		if err := p.reintegrate(ctx, "a provisional object used"); err != nil {
 			return nil, err
 		}

@@ -42,6 +42,7 @@ const (
 type heldPermit struct {
 	ref   snfs1.PermitRef
 	since time.Time
+	used  time.Time // the last local change asked for it (get); zero: since
 }
 
 // permits is the mount's permit table and log; nil without --permits=on.
@@ -69,6 +70,12 @@ type permits struct {
 	gate changeGate
 	// made: the objects made locally (permitmake.go).
 	made provTable
+	// opens: the provisional opens whose CREATE is sent as
+	// CML_CREATE_OPEN (permitopen.go).
+	opens reintOpens
+	// gone: the directories removed locally whose permits are held
+	// (permitrelease.go); guarded by mu.
+	gone map[string]struct{}
 
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
@@ -135,6 +142,8 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	k := string(dir)
 	p.mu.Lock()
 	if h, ok := p.held[k]; ok {
+		h.used = time.Now() // not idle: not given back (permitrelease.go)
+		p.held[k] = h
 		p.mu.Unlock()
 		return h.ref, true
 	}
@@ -207,7 +216,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sn.sess}, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
 		p.pushOffData(ctx, res.Made) // offlinedata.go: before the attributes are taken in
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
@@ -392,10 +401,14 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	}
 	end := p.beginRecall(dir)
 	defer end()
-	if err := p.reintegrate(ctx, "recall"); err != nil {
+	err := p.reintegrate(ctx, "recall")
+	p.drop(dir)
+	if err != nil && p.logHolds(dir) {
+		return p.recallFailed(dir, err) // permitrelease.go
+	}
+	if err != nil {
 		p.sn.FS.Logger().Warn("reintegration on a permit's recall", "err", err)
 	}
-	p.drop(dir)
 	return state.OK
 }
 
@@ -421,6 +434,7 @@ func (p *permits) loop() {
 			return
 		case <-t.C:
 		}
+		p.releaseIdle(time.Now())
 		st := p.log.Stats()
 		p.mu.Lock()
 		age, length := p.age, p.length
@@ -491,4 +505,20 @@ func (p *permits) serverRestarted() {
 	p.starts++
 	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
+}
+
+// SetLogPolicy sets when fs's modification log is reintegrated by age or
+// length (permitLogAge, permitLogLen; fs in snfs mode with permits: false
+// otherwise). A test whose burst of changes must stay local until it sends
+// the log itself sets an age longer than the burst may take on a loaded
+// machine.
+func SetLogPolicy(fs *vfs.FS, age time.Duration, length int) bool {
+	p := mgrOf(fs).permits
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	p.age, p.length = age, length
+	p.mu.Unlock()
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,8 +133,11 @@ func TestReintegrateOwnChangesNoConflict(t *testing.T) {
 	ours := want["h"]
 	want["h"] = append(append([]byte{}, theirs...), ours[len(theirs):]...)
 
+	// The recovery's log, shown if it decides otherwise than wanted (an
+	// error is only logged: the file stays dirty for the write-back loop).
+	var recLog lockedBuffer
 	v2, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: export, Name: "reconcile-test",
-		CacheDir: cacheB, WriteBackDelay: time.Hour, Logger: quiet})
+		CacheDir: cacheB, WriteBackDelay: time.Hour, Logger: slog.New(slog.NewTextHandler(&recLog, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +163,24 @@ func TestReintegrateOwnChangesNoConflict(t *testing.T) {
 	}
 	st := StatsOf(v2)
 	if c, r := st.Conflicts.Load(), st.Reconciled.Load(); c != 1 || r != 2 {
-		t.Errorf("conflicts %d, reconciled %d; want 1 and 2 (f by version, g by its bytes)", c, r)
+		t.Errorf("conflicts %d, reconciled %d; want 1 and 2 (f by version, g by its bytes); the recovery's log:\n%s", c, r, recLog.String())
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -28,8 +28,14 @@ func openModeOf(flags int) state.Mode {
 
 // snfsOpen is Open in snfs mode.
 func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int) (*vfs.File, bool, error) {
+	return fs.snfsOpenWith(ctx, i, c, flags, nil)
+}
+
+// snfsOpenWith is snfsOpen with the open a CREATE_OPEN or a reintegration
+// gave (co, nil: none; snfsOpenProtoWith).
+func (fs *snfsFS) snfsOpenWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int, co *createOpened) (*vfs.File, bool, error) {
 	mode := openModeOf(flags)
-	pmode, keep, direct, reused, err := fs.snfsOpenProto(ctx, i, c, mode)
+	pmode, keep, direct, reused, err := fs.snfsOpenProtoWith(ctx, i, c, mode, co)
 	if err != nil {
 		return nil, false, err
 	}

@@ -198,6 +198,22 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 				return a, offlineAttrTTL, err // offlinesetattr.go
 			}
 		}
+		// Made locally (fusefs does not resolve a Setattr): permitsetattr.go.
+		ri, a, ttl, done, err := sn.provSetattr(ctx, i, c, s)
+		if done {
+			return a, ttl, err
+		}
+		i = ri
+	}
+	if i.Type == nfs3.TypeDir {
+		// Under its permit, or through the server after the changes logged
+		// in it (permitsetattr.go).
+		if a, ttl, done, err := sn.localSetattr(ctx, i, c, s); done {
+			return a, ttl, err
+		}
+		if err := sn.BeforeDirChange(ctx, i); err != nil {
+			return nfs3.Fattr{}, 0, err
+		}
 	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
@@ -262,7 +278,7 @@ func (sn *snfsFS) Allocate(ctx context.Context, f *vfs.File, off, length uint64,
 
 // GetXattr is FS.GetXattr in snfs mode.
 func (sn *snfsFS) GetXattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, name string) ([]byte, error) {
-	return sn.getXattr(ctx, i, c, name)
+	return sn.getXattr(ctx, i, c, name) // of a provisional object: none (xattr.go)
 }
 
 // ListXattrs is FS.ListXattrs in snfs mode.
@@ -331,6 +347,9 @@ func (*snfsFS) AttrTTLLocked(i *vfs.Inode) (time.Duration, bool) { return snfsTT
 func (*snfsFS) AdjustLocked(i *vfs.Inode, a *nfs3.Fattr) { snfsAdjustLocked(i, a) }
 
 func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
+	if sn.permits != nil && !isProvFH(i.FH) && sn.permits.made.realHeld(i.FH) {
+		return true // a provisional inode's operations resolve to it (permitmake.go)
+	}
 	if isProvFH(i.FH) && sn.permits != nil {
 		// A live provisional object is known only here: its inode stays
 		// while its name does.

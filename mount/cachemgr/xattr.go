@@ -101,6 +101,9 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, name s
 	if err := fs.checkXattr(name); err != nil {
 		return nil, err
 	}
+	if isProvFH(i.FH) {
+		return nil, ErrNoXattr // made locally, none set: permitsetattr.go
+	}
 	i.Mu.Lock()
 	xc := xattrsLocked(i)
 	if xc != nil {
@@ -137,6 +140,9 @@ func (fs *snfsFS) getXattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, name s
 
 // listXattrs is ListXattrs in snfs mode.
 func (fs *snfsFS) listXattrs(ctx context.Context, i *vfs.Inode, c vfs.Cred) ([]string, error) {
+	if isProvFH(i.FH) {
+		return nil, nil // made locally, none set: permitsetattr.go
+	}
 	i.Mu.Lock()
 	if xc := xattrsLocked(i); xc != nil && xc.listed {
 		names := xc.names

@@ -11,7 +11,8 @@
 //     preallocated with zeros so that an append's fdatasync flushes data
 //     only; replay at Open, which cuts a torn or damaged tail and never
 //     writes after one (a new segment each Open); compaction into a segment
-//     that begins with a checkpoint once a plan is all acknowledged.
+//     that begins with a checkpoint once a plan is all acknowledged and the
+//     log spans more than one segment or half of the one it writes.
 //   - LSNs and provisional ids (append.go): Append gives each record the
 //     next LSN, and a record that makes an object its LSN as provisional
 //     id. A new log's first LSN is the clock's microseconds, so a log made

@@ -290,6 +290,14 @@ func TestReintegrateServer(t *testing.T) {
 			t.Fatalf("%s: Result.Made's attributes %+v; the export's inode %d, %v", name, m.Attr, sys.Ino, st.Mode())
 		}
 	}
+	// An object a later record of the call changed has the attributes
+	// after it: f0003's two SETATTRs (merged), f0005's LINK.
+	if m := res.Made[prov["f0003"]]; m.Attr == nil || m.Attr.Mode != 0o600 || m.Attr.Mtime.Sec != 1234567 {
+		t.Fatalf("f0003: Result.Made's attributes %+v; want those after its SETATTR", m.Attr)
+	}
+	if m := res.Made[prov["f0005"]]; m.Attr == nil || m.Attr.Nlink != 2 {
+		t.Fatalf("f0005: Result.Made's attributes %+v; want those after its LINK", m.Attr)
+	}
 	// And the directories the batch changed, as they are after it.
 	for _, dir := range []struct {
 		fh   nfs3.FH

@@ -81,6 +81,18 @@ func TestOptimizeTable(t *testing.T) {
 			sa(fF, nfs3.Sattr{Mode: u32(0o600)}), ln(fF, dS, "y"), sa(fF, nfs3.Sattr{Mode: u32(0o640)})}, "[1 2 3]"},
 		{"an unlink of a name that may be it keeps both", []snfs1.CMLRecord{
 			sa(fF, nfs3.Sattr{Mode: u32(0o600)}), mk(snfs1.CMLUnlink, dD, "f"), sa(fF, nfs3.Sattr{Mode: u32(0o640)})}, "[1 2 3]"},
+		{"a file made locally, chmod'ed, touched, chmod'ed again (the mount's log)", []snfs1.CMLRecord{
+			mk(snfs1.CMLCreate, dD, "x"), sa(pv(1), nfs3.Sattr{Mode: u32(0o600)}), sa(pv(1), nfs3.Sattr{Mtime: mtime, Atime: mtime}),
+			sa(pv(1), nfs3.Sattr{Mode: u32(0o640)})}, "[1 4]"},
+		{"a symlink touched and removed costs nothing", []snfs1.CMLRecord{
+			mk(snfs1.CMLSymlink, dD, "l"), sa(pv(1), nfs3.Sattr{Mtime: mtime}), sa(pv(1), nfs3.Sattr{Mtime: mtime}), mk(snfs1.CMLUnlink, dD, "l")}, "[]"},
+		{"a directory's setattrs collapse", []snfs1.CMLRecord{
+			sa(dD, nfs3.Sattr{Mode: u32(0o755)}), sa(dD, nfs3.Sattr{Mtime: mtime}), sa(dD, nfs3.Sattr{Mode: u32(0o750)})}, "[3]"},
+		{"a link into the directory between keeps both", []snfs1.CMLRecord{
+			sa(dD, nfs3.Sattr{Mode: u32(0o755)}), ln(fF, dD, "h"), sa(dD, nfs3.Sattr{Mode: u32(0o750)})}, "[1 2 3]"},
+		{"a link of a server file is kept", []snfs1.CMLRecord{ln(fF, dD, "h")}, "[1]"},
+		{"and with an unlink of its new name too (the log does not know the object)", []snfs1.CMLRecord{
+			ln(fF, dD, "h"), mk(snfs1.CMLUnlink, dD, "h")}, "[1 2]"},
 		{"another object's records between do not", []snfs1.CMLRecord{
 			sa(fF, nfs3.Sattr{Mode: u32(0o600)}), mk(snfs1.CMLCreate, dS, "x"), sa(fF, nfs3.Sattr{Mode: u32(0o640)})}, "[2 3]"},
 	} {

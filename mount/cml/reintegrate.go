@@ -29,12 +29,28 @@ type Result struct {
 	Permits []snfs1.PermitRef
 	// Made: the objects the server made (or answered) for this call's
 	// records, by provisional id: the real handle and, when the reply
-	// carried them, the attributes (not kept in the log: the caller takes
-	// them in at once, or asks the server later).
+	// carried them, the attributes (the last applied record's of the call
+	// that changed the object: its making record's, or a later SETATTR's
+	// or LINK's; not kept in the log: the caller takes them in at once, or
+	// asks the server later).
 	Made map[uint64]Made
 	// Dirs: the attributes of the directories the applied records changed,
 	// by handle, as the last reply that gave them says (after its batch).
 	Dirs map[string]nfs3.Fattr
+}
+
+// madeAttr: a later record of the call (SETATTR, LINK) changed obj, and
+// its result gave the attributes after it: an object this call made keeps
+// those, not its making record's (a file made, then chmod'ed).
+func (res *Result) madeAttr(obj *snfs1.ObjRef, a *nfs3.Fattr) {
+	for id, m := range res.Made {
+		if obj.Prov != 0 && id == obj.Prov || obj.Prov == 0 && string(m.FH) == string(obj.FH) {
+			c := *a
+			m.Attr = &c
+			res.Made[id] = m
+			return
+		}
+	}
 }
 
 // Made is an object a reintegrated record made.
@@ -353,6 +369,9 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 				}
 				res.Made[batch[i].New] = m
 			}
+			if (batch[i].Op == snfs1.CMLSetattr || batch[i].Op == snfs1.CMLLink) && r.Attr != nil {
+				res.madeAttr(&batch[i].Obj, r.Attr)
+			}
 			if batch[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
 				res.Permits = append(res.Permits, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
 			}
@@ -391,13 +410,21 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 // plan is left: a checkpoint (the next LSN), the provisional ids' handles
 // not forgotten, and the raw records appended since the plan was sealed.
 // The older segments are deleted.
+//
+// Only once the log spans more than one segment or has used half of the
+// one it writes (needsCompaction): a compaction writes, flushes and renames
+// a whole segment and flushes the directory, and a reintegration per file
+// (a created file's open) would pay that per file, where its acknowledged
+// frames cost replay nothing but reading them. What a segment holds before
+// compaction replays to the same state (Open reads every segment from the
+// newest checkpoint), so leaving it does not change what a crash keeps.
 func (l *Log) compact() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.syncing {
 		l.cond.Wait()
 	}
-	if l.err != nil || len(l.plan) > 0 {
+	if l.err != nil || len(l.plan) > 0 || !l.needsCompaction() {
 		return l.err
 	}
 	var rest []byte
@@ -418,4 +445,11 @@ func (l *Log) compact() error {
 		return err
 	}
 	return nil
+}
+
+// needsCompaction reports whether compact should rewrite the log: it spans
+// more than one segment (older ones to delete), or the segment written is
+// half used. The caller holds mu.
+func (l *Log) needsCompaction() bool {
+	return len(l.segs) > 1 || l.off > l.size/2
 }

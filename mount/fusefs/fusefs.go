@@ -324,7 +324,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if err != nil {
 		return errnoOf(err)
 	}
-	vi, errno := n.vino(bctx, false)
+	// The mode resolves an object made locally itself: it may make the
+	// change locally (snfs mode's permitsetattr.go).
+	vi, errno := n.vino(bctx, true)
 	if errno != 0 {
 		return errno
 	}
@@ -573,7 +575,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	vi, errno := n.vino(rctx, false)
+	// A link made locally knows its target (LocalSymlink): local.
+	vi, errno := n.vino(rctx, true)
 	if errno != 0 {
 		return nil, errno
 	}

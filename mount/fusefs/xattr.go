@@ -24,7 +24,12 @@ var (
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	vi, errno := n.vino(rctx, false)
+	// An object made locally under a write-back permit and not yet
+	// reintegrated has none (only setxattr, which resolves it, sets one):
+	// snfs mode answers without resolving it, so the kernel's check of
+	// security.capability before a write or a chown leaves the write to
+	// resolve it through its open, and a chown local.
+	vi, errno := n.vino(rctx, true)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -65,7 +70,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)
 	defer cancel()
-	vi, errno := n.vino(rctx, false)
+	// An object made locally has none yet (snfs mode answers): local.
+	vi, errno := n.vino(rctx, true)
 	if errno != 0 {
 		return 0, errno
 	}

@@ -134,6 +134,9 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
 	}
+	if e, done, err := fs.ops.LocalSymlink(ctx, dir, c, name, target); done {
+		return e, err
+	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err
 	}
@@ -145,7 +148,15 @@ func (fs *FS) Symlink(ctx context.Context, dir *Inode, c Cred, name, target stri
 		fs.ops.DirChanged(dir, name, nil, err)
 		return Entry{}, err
 	}
-	return fs.created(ctx, dir, c, name, res)
+	e, err := fs.created(ctx, dir, c, name, res)
+	if err == nil && res.Object != nil && e.Inode.Type == nfs3.TypeLnk {
+		// The server stores the target as given, and it never changes:
+		// the link's readlink needs no READLINK.
+		e.Inode.Mu.Lock()
+		e.Inode.SetTargetLocked(target)
+		e.Inode.Mu.Unlock()
+	}
+	return e, err
 }
 
 // Mknod makes a device, FIFO or socket (MKNOD, RFC 1813 section 3.3.11).
@@ -178,6 +189,9 @@ var errNoObject = errors.New("vfs: the reply named no object")
 func (fs *FS) Link(ctx context.Context, i, dir *Inode, c Cred, name string) (Entry, error) {
 	if err := fs.RefuseChange(); err != nil {
 		return Entry{}, err
+	}
+	if e, done, err := fs.ops.LocalLink(ctx, i, dir, c, name); done {
+		return e, err
 	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
 		return Entry{}, err

@@ -122,9 +122,16 @@ type Ops interface {
 	// provisional object (its inode's handle is made up and never sent:
 	// Resolve), until the log that makes it is reintegrated.
 	LocalMkdir(ctx context.Context, dir *Inode, c Cred, name string, mode uint32) (e Entry, done bool, err error)
+	// LocalSymlink is LocalMkdir's SYMLINK: the new link is a provisional
+	// object whose target the mode answers (the inode's, SetTargetLocked).
+	LocalSymlink(ctx context.Context, dir *Inode, c Cred, name, target string) (e Entry, done bool, err error)
+	// LocalLink is LocalRemove's LINK of i as dir/name (i is no
+	// provisional object: fusefs resolves it first).
+	LocalLink(ctx context.Context, i, dir *Inode, c Cred, name string) (e Entry, done bool, err error)
 	// Resolve is i itself, unless i is a provisional object's inode: then
 	// it stays i only for an operation the mode serves locally (local: a
-	// lookup in it, its attributes, its listing) while the object is not
+	// lookup in it, its attributes, its listing, a link's target) while
+	// the object is not
 	// reintegrated; otherwise it is the real object's inode (the log is
 	// reintegrated first if needed), or an error (the object is gone).
 	Resolve(ctx context.Context, i *Inode, local bool) (*Inode, error)
@@ -240,6 +247,12 @@ func (NFSOps) LocalRename(context.Context, *Inode, string, *Inode, string, Cred,
 }
 func (NFSOps) BeforeDirChange(context.Context, ...*Inode) error { return nil }
 func (NFSOps) LocalMkdir(context.Context, *Inode, Cred, string, uint32) (Entry, bool, error) {
+	return Entry{}, false, nil
+}
+func (NFSOps) LocalSymlink(context.Context, *Inode, Cred, string, string) (Entry, bool, error) {
+	return Entry{}, false, nil
+}
+func (NFSOps) LocalLink(context.Context, *Inode, *Inode, Cred, string) (Entry, bool, error) {
 	return Entry{}, false, nil
 }
 func (NFSOps) Resolve(_ context.Context, i *Inode, _ bool) (*Inode, error) { return i, nil }

@@ -18,6 +18,10 @@ type Entry struct {
 
 // entry reports i after a call that returned attributes; the name is good for
 // as long as its directory's attributes are.
+// EntryOf is the entry of i as a name in dir (the mode's change made
+// locally answers the kernel so).
+func (fs *FS) EntryOf(dir, i *Inode) Entry { return fs.entry(dir, i) }
+
 func (fs *FS) entry(dir, i *Inode) Entry {
 	now := fs.Now()
 	i.Mu.Lock()
@@ -145,6 +149,13 @@ func (fs *FS) Readlink(ctx context.Context, i *Inode, c Cred) (string, error) {
 	i.Mu.Unlock()
 	return res.Path, nil
 }
+
+// SetTargetLocked records i's target, a symbolic link's (with i.Mu held):
+// snfs mode's link made locally answers its readlink so, without a call.
+func (i *Inode) SetTargetLocked(t string) { i.target, i.targetOK = t, true }
+
+// TargetLocked is i's target if known (with i.Mu held).
+func (i *Inode) TargetLocked() (string, bool) { return i.target, i.targetOK }
 
 // SetAttr is what to change in Setattr; nil fields stay.
 type SetAttr struct {
