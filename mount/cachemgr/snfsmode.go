@@ -196,6 +196,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		if a, done, err := sn.offTruncate(i, s); done {
 			return a, offlineAttrTTL, err // offlinedata.go
 		}
+		if sn.disc.offline() {
+			if a, done, err := sn.offlineSetattr(i, c, s); done {
+				return a, offlineAttrTTL, err // offlinesetattr.go
+			}
+		}
 		// Made locally (fusefs does not resolve a Setattr): permitsetattr.go.
 		ri, a, ttl, done, err := sn.provSetattr(ctx, i, c, s)
 		if done {
