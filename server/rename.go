@@ -19,6 +19,15 @@ func (s *Server) rename(ctx context.Context, c *sunrpc.Call, from *req, a *nfs3.
 		return
 	}
 	defer to.release()
+	// A directory the rename replaces is removed: its write-back permit
+	// ends as at RMDIR (docs/protocol.md section 21.6). Not when the name
+	// is the moved object's own (a rename onto itself changes nothing).
+	var replaced []byte
+	if s.consist.PermitsActive() {
+		if replaced = s.handleIn(to, a.To.Name); replaced != nil && string(replaced) == string(s.handleIn(from, a.From.Name)) {
+			replaced = nil
+		}
+	}
 	res.ToWcc.Before = wccAttr(&to.node.Stat)
 	err = func() error {
 		if from.exp != to.exp {
@@ -46,4 +55,7 @@ func (s *Server) rename(ctx context.Context, c *sunrpc.Call, from *req, a *nfs3.
 	res.FromWcc.After = from.attr()
 	res.ToWcc.After = to.attr()
 	res.Status = statusOf(err)
+	if replaced != nil && err == nil {
+		s.consist.PermitDirRemoved(s.consist.Caller(c), replaced)
+	}
 }

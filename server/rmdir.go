@@ -11,7 +11,15 @@ import (
 
 // rmdir is RMDIR (RFC 1813 section 3.3.13): remove an empty directory. The table
 // refuses "." and ".." before resolving the directory (checkRmdirName).
+//
+// A write-back permit on the removed directory ends with it
+// (docs/protocol.md section 21.6): the directory is looked up first while
+// any permit exists. REINTEGRATE's RMDIR records come through here too.
 func (s *Server) rmdir(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
+	var gone []byte
+	if s.consist.PermitsActive() {
+		gone = s.handleIn(r, a.Name)
+	}
 	s.unlink(r, a, res, func(r *req) error {
 		err := s.store.Rmdir(r.node, a.Name)
 		if isErrno(err, unix.EEXIST) {
@@ -19,6 +27,9 @@ func (s *Server) rmdir(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirO
 		}
 		return err
 	})
+	if gone != nil && res.Status == nfs3.OK {
+		s.consist.PermitDirRemoved(s.consist.Caller(c), gone)
+	}
 }
 
 // checkRmdirName refuses to remove "." (NFS3ERR_INVAL) or ".." (NFS3ERR_NOTEMPTY),

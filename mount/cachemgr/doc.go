@@ -18,10 +18,11 @@
 // permitopen.go: the opens of files made without it given by the
 // reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
-// of a directory under its permit), disconnected
+// of a directory under its permit; permitrelease.go: permits given back
+// before unmount, a recall whose reintegration failed), disconnected
 // operation (disconnected.go, disconnectednames.go; offline.go,
-// offlinedata.go, offlinereint.go, offlinebase.go: namespace changes made
-// offline through the log), extended attributes, ALLOCATE, its
+// offlinedata.go, offlinereint.go, offlinebase.go, offlinesetattr.go:
+// namespace changes and SETATTRs made offline through the log), extended attributes, ALLOCATE, its
 // counters and what `snfs status` shows of it (status.go); its per-inode state lives in the core's slot Inode.Ext (snOf)
 // and its per-open state in File.Ext (fsnOf, snfsOpened). SNFS(fs) hands
 // out its SNFSMode (nil in nfs mode) to the bridge (fusefs) and package mount.

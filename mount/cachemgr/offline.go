@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/mount/cachedir"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -29,8 +30,9 @@ import (
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
 // before: a change in a directory without an offline copy; SYMLINK, LINK,
-// MKNOD; a SETATTR (chmod, utimes, chown; a truncation of a file made
-// offline is made); a RENAME of a directory to another directory; a
+// MKNOD; a SETATTR of an object the server made (those of objects made
+// here: offlinesetattr.go; a truncation of a file made offline is made:
+// offlinedata.go); a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log
 // is applied with the session's credentials).
 
@@ -42,6 +44,11 @@ type offBase struct {
 	dir  nfs3.FH
 	name string
 	fh   nfs3.FH // nil: no such name
+	// ver: the version of fh (a regular file) the mount last knew: its
+	// size and mtime as the server last gave them (the data's version, as
+	// checkBase compares a dirty file's base); nil: not known, or not a
+	// regular file (the name's object alone is compared).
+	ver *cachedir.Base
 }
 
 // offLog is the permits' state of the changes made offline.
@@ -112,12 +119,43 @@ func (p *permits) noteBase(dir *vfs.Inode, name string, e cent, found bool) {
 	b := offBase{dir: append(nfs3.FH(nil), dir.FH...), name: name}
 	if found && !isProvFH(e.fh) {
 		b.fh = append(nfs3.FH(nil), e.fh...)
+		b.ver = p.versionOf(e)
 	}
 	if found && isProvFH(e.fh) {
 		return // made here under a permit before going offline: the log's own
 	}
 	p.off.base[k] = b
 	p.saveBase(b) // offlinebase.go
+}
+
+// versionOf is the version of e's object (a regular file) the mount last
+// knew from the server (nil: none known): the base of its dirty data if
+// the cache holds some (the inode's attributes are then this mount's own,
+// not the server's), else the inode's attributes, else the listing's.
+func (p *permits) versionOf(e cent) *cachedir.Base {
+	if e.typ != nfs3.TypeReg {
+		return nil
+	}
+	if i := p.sn.FS.LookupInode(e.fh); i != nil {
+		if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
+			if b, ok := cf.Base(); ok {
+				return &b
+			}
+			return nil // dirty since before bases were kept: not known
+		}
+		i.Mu.Lock()
+		a := i.Attr
+		i.Mu.Unlock()
+		if a.Type == nfs3.TypeReg {
+			b := baseOf(&a)
+			return &b
+		}
+	}
+	if e.noAttr || e.attr.Type != nfs3.TypeReg {
+		return nil
+	}
+	b := baseOf(&e.attr)
+	return &b
 }
 
 // offCopy is dir's offline copy if changes may be made in it offline.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"snfs/mount/cachedir"
 	"snfs/nfs3"
 	"snfs/snfs1"
 )
@@ -24,13 +25,15 @@ type baseLine struct {
 	Dir  string `json:"dir"`  // hex handle
 	Name string `json:"name"` //
 	FH   string `json:"fh"`   // hex handle; "": no such name
+	// Ver: the object's version (offBase.ver); absent: not known.
+	Ver *cachedir.Base `json:"ver,omitempty"`
 }
 
 func (p *permits) basesPath() string { return filepath.Join(p.offDataDir(), "bases") }
 
 // saveBase appends b to the bases file (p.off.mu held).
 func (p *permits) saveBase(b offBase) {
-	line, err := json.Marshal(baseLine{Dir: hex.EncodeToString(b.dir), Name: b.name, FH: hex.EncodeToString(b.fh)})
+	line, err := json.Marshal(baseLine{Dir: hex.EncodeToString(b.dir), Name: b.name, FH: hex.EncodeToString(b.fh), Ver: b.ver})
 	if err == nil {
 		err = os.MkdirAll(p.offDataDir(), 0o700)
 	}
@@ -75,7 +78,7 @@ func (p *permits) loadBases() {
 			if len(fh) == 0 {
 				fh = nil
 			}
-			p.off.base[k] = offBase{dir: nfs3.FH(dir), name: bl.Name, fh: nfs3.FH(fh)}
+			p.off.base[k] = offBase{dir: nfs3.FH(dir), name: bl.Name, fh: nfs3.FH(fh), ver: bl.Ver}
 		}
 	}
 }

@@ -41,6 +41,8 @@ type offData struct {
 	// pushed: the data is on the server (or in a conflict copy, or the
 	// file is gone): opens use the real file.
 	pushed bool
+	// timed: a times file may be beside the data (offlinesetattr.go).
+	timed bool
 }
 
 // newOffData makes id's empty data file.
@@ -79,7 +81,7 @@ func (p *permits) loadOffData() {
 		if p.off.data == nil {
 			p.off.data = map[uint64]*offData{}
 		}
-		p.off.data[id] = &offData{id: id, path: filepath.Join(p.offDataDir(), e.Name())}
+		p.off.data[id] = &offData{id: id, path: filepath.Join(p.offDataDir(), e.Name()), timed: true}
 	}
 }
 
@@ -103,6 +105,7 @@ func (p *permits) dropOffData(id uint64) {
 	od.pushed = true
 	od.mu.Unlock()
 	os.Remove(od.path)
+	od.dropTimes()
 }
 
 // offFile is an open (File.Ext) of a file made offline.
@@ -149,6 +152,7 @@ func (sn *snfsFS) offlineOpenFile(i *vfs.Inode, c vfs.Cred, flags int) (*vfs.Fil
 			return nil, err
 		}
 		sn.offSized(i, 0, true)
+		od.dropTimes()
 	}
 	od.refs++
 	i.Mu.Lock()
@@ -264,6 +268,7 @@ func (sn *snfsFS) offWrite(ctx context.Context, f *vfs.File, of *offFile, off ui
 		n, err := od.f.WriteAt(data, int64(off))
 		if n > 0 {
 			sn.offSized(f.I, off+uint64(n), false)
+			od.dropTimes()
 		}
 		return off, n, err
 	}
@@ -386,6 +391,7 @@ func (sn *snfsFS) offTruncate(i *vfs.Inode, s vfs.SetAttr) (nfs3.Fattr, bool, er
 		return nfs3.Fattr{}, true, err
 	}
 	sn.offSized(i, *s.Size, true)
+	od.dropTimes()
 	i.Mu.Lock()
 	a := i.ReportLocked()
 	i.Mu.Unlock()

@@ -31,7 +31,10 @@ import (
 //   - each name the log changes in those directories is looked up (LOOKUP)
 //     and compared with what it held as the mount went offline (its base,
 //     offBase): another object there, or none where there was one, or one
-//     where there was none, is another's change meanwhile: a conflict.
+//     where there was none, or the same regular file at another version
+//     (size and mtime: written meanwhile, by another client, a process on
+//     the server or a stock NFS client), is another's change meanwhile: a
+//     conflict.
 //     Such a name is "poisoned": the records that would remove, move or
 //     replace what it holds now (UNLINK, RMDIR, RENAME from or over it)
 //     are not sent and are kept as conflicts instead (they would act on
@@ -107,6 +110,26 @@ func (p *permits) offPrepare(ctx context.Context) error {
 			return fmt.Errorf("LOOKUP of a name changed offline: %w", err)
 		}
 		if string(now) == string(b.fh) {
+			if b.ver == nil || len(now) == 0 {
+				continue
+			}
+			var a *nfs3.Fattr
+			if err == nil {
+				a = res.ObjAttr
+			}
+			if a == nil {
+				ga, gerr := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.GetattrRes, error) { return nc.Getattr(ctx, now) })
+				if gerr != nil {
+					return fmt.Errorf("GETATTR of a file changed offline: %w", gerr)
+				}
+				a = &ga.Attr
+			}
+			if sameData(*b.ver, baseOf(a)) {
+				continue
+			}
+			p.sn.FS.Logger().Warn("a file removed or replaced offline was written on the server meanwhile: its removal and renames are conflicts",
+				"path", p.sn.FS.PathFrom(nil, b.dir, b.name), "size", b.ver.Size, "now", a.Size)
+			p.poison(offNameKey(snfs1.ObjRef{FH: b.dir}, b.name))
 			continue
 		}
 		p.sn.FS.Logger().Warn("a name changed offline was changed on the server meanwhile: its removals and renames are conflicts",
@@ -294,6 +317,9 @@ func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) (attr *n
 	if err != nil {
 		return nil, true, err
 	}
+	if err := p.pushTimes(ctx, od, fh); err != nil { // offlinesetattr.go
+		return err
+	}
 	p.offDataPushed(od)
 	return attr, n > 0, nil
 }
@@ -306,6 +332,7 @@ func (p *permits) offDataPushed(od *offData) {
 		od.f = nil
 	}
 	os.Remove(od.path)
+	od.dropTimes()
 	p.off.mu.Lock()
 	delete(p.off.data, od.id)
 	p.off.mu.Unlock()

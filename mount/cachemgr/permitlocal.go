@@ -103,6 +103,8 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 	}
 	if err == nil && isProvFH(e.fh) {
 		p.offGone(e.fh) // its local data too (permitdata.go)
+	} else if err == nil && rmdir {
+		p.removedDir(e.fh) // its permit given back (permitrelease.go)
 	}
 	sn.stats.LocalChanges.Add(1)
 	return true, err

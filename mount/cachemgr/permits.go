@@ -42,6 +42,7 @@ const (
 type heldPermit struct {
 	ref   snfs1.PermitRef
 	since time.Time
+	used  time.Time // the last local change asked for it (get); zero: since
 }
 
 // permits is the mount's permit table and log; nil without --permits=on.
@@ -72,6 +73,9 @@ type permits struct {
 	// opens: the provisional opens whose CREATE is sent as
 	// CML_CREATE_OPEN (permitopen.go).
 	opens reintOpens
+	// gone: the directories removed locally whose permits are held
+	// (permitrelease.go); guarded by mu.
+	gone map[string]struct{}
 
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
@@ -138,6 +142,8 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	k := string(dir)
 	p.mu.Lock()
 	if h, ok := p.held[k]; ok {
+		h.used = time.Now() // not idle: not given back (permitrelease.go)
+		p.held[k] = h
 		p.mu.Unlock()
 		return h.ref, true
 	}
@@ -395,10 +401,14 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	}
 	end := p.beginRecall(dir)
 	defer end()
-	if err := p.reintegrate(ctx, "recall"); err != nil {
+	err := p.reintegrate(ctx, "recall")
+	p.drop(dir)
+	if err != nil && p.logHolds(dir) {
+		return p.recallFailed(dir, err) // permitrelease.go
+	}
+	if err != nil {
 		p.sn.FS.Logger().Warn("reintegration on a permit's recall", "err", err)
 	}
-	p.drop(dir)
 	return state.OK
 }
 
@@ -424,6 +434,7 @@ func (p *permits) loop() {
 			return
 		case <-t.C:
 		}
+		p.releaseIdle(time.Now())
 		st := p.log.Stats()
 		p.mu.Lock()
 		age, length := p.age, p.length

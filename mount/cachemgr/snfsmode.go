@@ -147,6 +147,9 @@ func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64,
 
 // Flush is FS.Flush in snfs mode.
 func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
+	if !f.Write {
+		return nil // only a writer's close flushes (vfs.NFSOps.Flush)
+	}
 	if of := offOf(f); of != nil {
 		return sn.offSync(ctx, f, of, true)
 	}
@@ -204,6 +207,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 	if isProvFH(i.FH) {
 		if a, done, err := sn.offTruncate(i, s); done {
 			return a, offlineAttrTTL, err // offlinedata.go
+		}
+		if sn.disc.offline() {
+			if a, done, err := sn.offlineSetattr(i, c, s); done {
+				return a, offlineAttrTTL, err // offlinesetattr.go
+			}
 		}
 		// Made locally (fusefs does not resolve a Setattr): permitsetattr.go.
 		ri, a, ttl, done, err := sn.provSetattr(ctx, i, c, s)

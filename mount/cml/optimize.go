@@ -22,9 +22,11 @@ import (
 //     A LINK of it to a name that survives keeps it alive (it still has a
 //     name). Two exceptions keep it: a RENAME of one of its names over a
 //     name that was (or may have been: the log does not know the server's
-//     names) present, since dropping that RENAME would leave the replaced
-//     object in place; and, for a directory, any record in it whose subject
-//     survives (a file made in it and moved out, a server object moved
+//     names, except those of a directory it made, empty when made) present,
+//     since dropping that RENAME would leave the replaced object in place,
+//     unless the replaced object is one the log made that is dropped too
+//     (the name is then absent on the server as well); and, for a
+//     directory, any record in it whose subject survives (a file made in it and moved out, a server object moved
 //     through it). So an MKDIR and RMDIR of a new directory that was empty
 //     at the end cancel, with whatever lived and died inside it.
 //  2. A SETATTR merges into the next SETATTR of the same object when no
@@ -53,6 +55,8 @@ type optObj struct {
 	links  int   // names it has, as the log sees them
 	pinned bool  // a record of it replaced a name that was or may have been present
 	inside []int // records that use it as a directory
+	over   []int // objects the log made that a RENAME of it replaced
+	dir    bool  // made by MKDIR: empty when made
 }
 
 type optimizer struct {
@@ -80,6 +84,19 @@ func (z *optimizer) objOf(o snfs1.ObjRef) int {
 		}
 	}
 	return -1
+}
+
+// name is what the name k of dir holds, as the log knows it: the map's,
+// or, not in it, absent in a directory the log made (empty when made:
+// every name it has since is the log's doing), else not known.
+func (z *optimizer) name(dir snfs1.ObjRef, k string) (int, bool) {
+	if v, ok := z.names[k]; ok {
+		return v, true
+	}
+	if d := z.objOf(dir); d >= 0 && z.objs[d].dir {
+		return nameAbsent, true
+	}
+	return 0, false
 }
 
 func (z *optimizer) inside(o snfs1.ObjRef, i int) {
@@ -114,6 +131,11 @@ func optimize(recs []snfs1.CMLRecord) (out []snfs1.CMLRecord, cancelled, merged 
 					break
 				}
 			}
+			for _, r := range z.objs[o].over {
+				if dead[o] && !dead[r] {
+					dead[o], changed = false, true
+				}
+			}
 		}
 	}
 	keep := make([]bool, len(recs))
@@ -139,7 +161,7 @@ func (z *optimizer) walk(i int) {
 	case snfs1.CMLCreate, snfs1.CMLMkdir, snfs1.CMLSymlink:
 		z.inside(r.Dir, i)
 		o := len(z.objs)
-		z.objs = append(z.objs, optObj{links: 1})
+		z.objs = append(z.objs, optObj{links: 1, dir: r.Op == snfs1.CMLMkdir})
 		if r.New != 0 {
 			z.made[r.New] = o
 		}
@@ -167,8 +189,8 @@ func (z *optimizer) walk(i int) {
 		z.inside(r.Dir, i)
 		z.inside(r.ToDir, i)
 		from, to := nameKey(r.Dir, r.Name), nameKey(r.ToDir, r.ToName)
-		src, srcKnown := z.names[from]
-		dst, dstKnown := z.names[to]
+		src, srcKnown := z.name(r.Dir, from)
+		dst, dstKnown := z.name(r.ToDir, to)
 		if !srcKnown || src == nameAbsent {
 			src = namePresent
 		}
@@ -183,7 +205,14 @@ func (z *optimizer) walk(i int) {
 		}
 		if src >= 0 {
 			z.subject[i] = src
-			if dst != nameAbsent {
+			switch {
+			case dst >= 0:
+				// Over an object the log made: dropping this RENAME
+				// leaves the name as it is only if that object's records
+				// are dropped too (then the name is absent on the
+				// server), so src is dead only if dst is.
+				z.objs[src].over = append(z.objs[src].over, dst)
+			case dst != nameAbsent:
 				z.objs[src].pinned = true
 			}
 		}

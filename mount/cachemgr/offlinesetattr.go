@@ -1,0 +1,218 @@
+package cachemgr
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// SETATTRs made offline (docs/mount.md, "Disconnected operation"): a
+// chmod, a chown to the object's own owner, a chgrp to its own group or
+// the caller's, and utimes (tar's after each file and directory, cp -p,
+// touch) of an object made here and not yet on the server (a live
+// provisional object: made offline, or under a permit before going
+// offline), by the session's credentials, of an object the caller owns,
+// are logged as CML_SETATTR (the record shape the log has for SETATTRs
+// under permits: the object by its provisional id, snfs1.CMLSetattr) and
+// applied to the inode's attributes and to its entry in its directory's
+// offline copy. Nobody but this mount sees such an object before its
+// making record is sent, so nothing can conflict with its attributes.
+//
+// The data of a file made offline is written to the server after the log
+// is reintegrated (offlinedata.go, pushOffData), and those WRITEs would set
+// its mtime to the time of the push: so the times a SETATTR set last (not
+// followed by a write or truncation) are kept with the data (a file
+// ID.times beside the data file ID, for a mount killed offline) and set
+// again after the data is written.
+//
+// Not made offline (ErrDisconnected, as before): a SETATTR of an object
+// the server made (its attributes are not covered by anything this mount
+// holds offline: another client may change them meanwhile), a size (a
+// truncation of a file made offline is made: offTruncate), a set-ID bit on
+// a regular file, an owner other than the object's own or a group other
+// than its own or the caller's, another user's change.
+
+// offlineSetattr is Setattr while offline; done false: not made here.
+func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.Fattr, bool, error) {
+	p := sn.permits
+	if p == nil || !localCred(c) || s.Size != nil || !isProvFH(i.FH) ||
+		s.Mode == nil && s.UID == nil && s.GID == nil && s.Atime == nil && s.Mtime == nil {
+		return nfs3.Fattr{}, false, nil
+	}
+	p.off.change.Lock()
+	defer p.off.change.Unlock()
+	o, ok := p.made.of(i.FH)
+	if !ok || !o.live {
+		return nfs3.Fattr{}, false, nil
+	}
+	i.Mu.Lock()
+	cur := i.Attr
+	i.Mu.Unlock()
+	sa, next, ok := offSattr(cur, c, s, time.Now())
+	if !ok {
+		return nfs3.Fattr{}, false, nil
+	}
+	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{Prov: o.id}, Attr: sa}); err != nil {
+		sn.FS.Logger().Warn("the modification log", "err", err)
+		return nfs3.Fattr{}, false, nil
+	}
+	p.setPending()
+	if sa.Atime.How == nfs3.SetToClientTime || sa.Mtime.How == nfs3.SetToClientTime {
+		if od := p.offDataOf(o.id); od != nil {
+			od.mu.Lock()
+			if !od.pushed {
+				od.setTimes(sa.Atime, sa.Mtime)
+			}
+			od.mu.Unlock()
+		}
+	}
+	i.Mu.Lock()
+	i.Attr.Mode, i.Attr.UID, i.Attr.GID = next.Mode, next.UID, next.GID
+	i.Attr.Atime, i.Attr.Mtime, i.Attr.Ctime = next.Atime, next.Mtime, next.Ctime
+	a := i.ReportLocked()
+	i.Mu.Unlock()
+	sn.names.offSetAttr(i, a)
+	sn.stats.LocalChanges.Add(1)
+	return a, true, nil
+}
+
+// offSattr is s as a CML_SETATTR's attributes and cur with them applied at
+// now, or ok false when s is not made offline (see above).
+func offSattr(cur nfs3.Fattr, c vfs.Cred, s vfs.SetAttr, now time.Time) (sa nfs3.Sattr, next nfs3.Fattr, ok bool) {
+	if cur.UID != c.UID || cur.Type != nfs3.TypeReg && cur.Type != nfs3.TypeDir {
+		return nfs3.Sattr{}, cur, false
+	}
+	if s.Mode != nil {
+		m := *s.Mode & 0o7777
+		if cur.Type == nfs3.TypeReg && m&0o6000 != 0 {
+			return nfs3.Sattr{}, cur, false
+		}
+		sa.Mode, cur.Mode = &m, m
+	}
+	if s.UID != nil {
+		if *s.UID != cur.UID {
+			return nfs3.Sattr{}, cur, false
+		}
+		u := *s.UID
+		sa.UID = &u
+	}
+	if s.GID != nil {
+		if *s.GID != cur.GID && *s.GID != c.GID {
+			return nfs3.Sattr{}, cur, false
+		}
+		g := *s.GID
+		sa.GID, cur.GID = &g, g
+	}
+	// A time "now" is this mount's now, not the server's at reintegration.
+	at := func(t *time.Time) nfs3.SetTime {
+		if t.IsZero() {
+			return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(now)}
+		}
+		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(*t)}
+	}
+	if s.Atime != nil {
+		sa.Atime = at(s.Atime)
+		cur.Atime = sa.Atime.Time
+	}
+	if s.Mtime != nil {
+		sa.Mtime = at(s.Mtime)
+		cur.Mtime = sa.Mtime.Time
+	}
+	cur.Ctime = vfs.NFSTime(now)
+	return sa, cur, true
+}
+
+// offSetAttr sets a as the attributes of i's entry in its directory's
+// offline copy (an entry served again after the kernel forgot the inode).
+func (nc *nameCache) offSetAttr(i *vfs.Inode, a nfs3.Fattr) {
+	i.NameMu.Lock()
+	dir, name := i.Dir, i.Name
+	i.NameMu.Unlock()
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	c := nc.offl[string(dir)]
+	if c == nil {
+		return
+	}
+	if k, ok := c.index[name]; ok && string(c.ents[k].fh) == string(i.FH) {
+		c.ents[k].attr = a
+	}
+}
+
+// offTimes is the times file of a file made offline (offData.times).
+type offTimes struct {
+	Atime nfs3.SetTime `json:"atime"`
+	Mtime nfs3.SetTime `json:"mtime"`
+}
+
+func (od *offData) timesPath() string { return od.path + ".times" }
+
+// setTimes keeps the times a SETATTR set (od.mu held); a time not set
+// keeps the one set before.
+func (od *offData) setTimes(atime, mtime nfs3.SetTime) {
+	t := od.loadTimes()
+	if t == nil {
+		t = &offTimes{}
+	}
+	if atime.How == nfs3.SetToClientTime {
+		t.Atime = atime
+	}
+	if mtime.How == nfs3.SetToClientTime {
+		t.Mtime = mtime
+	}
+	od.timed = true
+	b, err := json.Marshal(t)
+	if err == nil {
+		err = os.WriteFile(od.timesPath(), b, 0o600)
+	}
+	if err != nil {
+		os.Remove(od.timesPath())
+	}
+}
+
+// loadTimes is the times kept (nil: none; od.mu held).
+func (od *offData) loadTimes() *offTimes {
+	if !od.timed {
+		return nil
+	}
+	b, err := os.ReadFile(od.timesPath())
+	if err != nil {
+		return nil
+	}
+	var t offTimes
+	if json.Unmarshal(b, &t) != nil {
+		return nil
+	}
+	return &t
+}
+
+// dropTimes: the data changed after the times were set (od.mu held): its
+// mtime is the write's.
+func (od *offData) dropTimes() {
+	if od.timed {
+		od.timed = false
+		os.Remove(od.timesPath())
+	}
+}
+
+// pushTimes sets the times kept for od on fh, once its data is written
+// (od.mu held).
+func (p *permits) pushTimes(ctx context.Context, od *offData, fh nfs3.FH) error {
+	t := od.loadTimes()
+	if t == nil {
+		return nil
+	}
+	nc := p.sn.FS.Client(sessionCred())
+	if _, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
+		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: nfs3.Sattr{Atime: t.Atime, Mtime: t.Mtime}})
+	}); err != nil {
+		return fmt.Errorf("SETATTR of the times of a file made offline: %w", err)
+	}
+	return nil
+}
