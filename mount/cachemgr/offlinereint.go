@@ -311,14 +311,15 @@ func (p *permits) pushOne(ctx context.Context, od *offData, fh nfs3.FH) (attr *n
 		// after the reintegration made it: nothing to write it to.
 		attr, err = nil, nil
 	}
+	sent := false
 	if err == nil && n > 0 {
-		attr, err = p.pushTimes(ctx, od, fh) // permitdata.go
+		attr, sent, err = p.pushInodeTimes(ctx, od, fh) // permitdata.go
+	}
+	if err == nil && !sent {
+		err = p.pushTimes(ctx, od, fh) // offlinesetattr.go: those kept, after a restart
 	}
 	if err != nil {
 		return nil, true, err
-	}
-	if err := p.pushTimes(ctx, od, fh); err != nil { // offlinesetattr.go
-		return err
 	}
 	p.offDataPushed(od)
 	return attr, n > 0, nil

@@ -103,18 +103,19 @@ func (sn *snfsFS) provDataHeld(i *vfs.Inode) *offData {
 	return od
 }
 
-// pushTimes sets the times of od's file fh, whose data was just written,
+// pushInodeTimes sets the times of od's file fh, whose data was just written,
 // to those of its provisional inode (od.mu held): what the mount showed,
 // the last local write's mtime or the times set locally (a SETATTR of
 // them, logged, is applied by the reintegration before the data). Left to
 // the WRITEs, the mtime would be the push's time, and two files pushed in
 // one reintegration would get their mtimes in no particular order: a
 // source edited after its object was built could look older than it to
-// make. No inode (a restarted mount): the WRITEs' times stay.
-func (p *permits) pushTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, error) {
+// make. No inode (a restarted mount): not sent (the times kept for a
+// file made offline are set instead: offlinesetattr.go's pushTimes).
+func (p *permits) pushInodeTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, bool, error) {
 	i := p.sn.FS.LookupInode(provFH(od.id))
 	if i == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	i.Mu.Lock()
 	at, mt := i.Attr.Atime, i.Attr.Mtime
@@ -126,9 +127,9 @@ func (p *permits) pushTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3
 			Mtime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: mt}}})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("SETATTR of the times: %w", err)
+		return nil, true, fmt.Errorf("SETATTR of the times: %w", err)
 	}
-	return res.Wcc.After, nil
+	return res.Wcc.After, true, nil
 }
 
 // offResolved is the real open behind of, an open on local data, for an
