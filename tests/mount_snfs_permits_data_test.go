@@ -242,11 +242,21 @@ func TestMountSNFSPermitsDataGone(t *testing.T) {
 	syncDir(t, m.path("d"))
 	// Their records are sent (the log does not know whether the names
 	// renamed to were free on the server: Optimize keeps such a RENAME),
-	// their data is not.
-	for p, v := range callsSince(t, reg, before) {
-		if p != "REINTEGRATE" || v != 1 {
-			t.Errorf("20 files written, renamed and removed cost %v %s calls; want 1 REINTEGRATE and nothing else", v, p)
+	// their data is not, and nothing goes through the server. (A loaded
+	// machine may end the name cache's lease meanwhile: a call or two
+	// more, never a WRITE.)
+	diff := callsSince(t, reg, before)
+	total := 0.0
+	for _, v := range diff {
+		total += v
+	}
+	for _, p := range []string{"WRITE", "SETATTR", "COMMIT", "CREATE", "REMOVE", "RENAME"} {
+		if diff[p] != 0 {
+			t.Errorf("20 files written, renamed and removed cost %v %s calls; want none (%v)", diff[p], p, diff)
 		}
+	}
+	if diff["REINTEGRATE"] == 0 || total > 5 {
+		t.Errorf("20 files written, renamed and removed cost %v; want their log sent, a few calls in all", diff)
 	}
 	// Renamed over a file made locally.
 	if err := os.WriteFile(m.path("d/old"), []byte("the old file"), 0o644); err != nil {
@@ -260,7 +270,7 @@ func TestMountSNFSPermitsDataGone(t *testing.T) {
 	}
 	before = serverCallsByProc(t, reg)
 	syncDir(t, m.path("d"))
-	diff := callsSince(t, reg, before)
+	diff = callsSince(t, reg, before)
 	if diff["WRITE"] != 1 {
 		t.Errorf("a file renamed over another made locally: %v WRITE calls; want 1 (%v)", diff["WRITE"], diff)
 	}

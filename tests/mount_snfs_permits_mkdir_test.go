@@ -427,7 +427,13 @@ func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 	// SETATTR a file (its times back to what the mount showed).
 	before = serverCallsByProc(t, reg)
 	syncDir(t, m.path("d"))
-	diff = callsSince(t, reg, before)
+	// The server counts a call once its reply is sent: the last of the
+	// WRITEs and SETATTRs in flight together may be counted a moment
+	// after the fsync returned.
+	waitFor(5*time.Second, func() bool {
+		diff = callsSince(t, reg, before)
+		return diff["WRITE"] >= n+5 && diff["SETATTR"] >= n+5
+	})
 	t.Logf("calls of the reintegration of %d files: %v", n+5, diff)
 	if diff["REINTEGRATE"] != 1 || diff["WRITE"] != n+5 || diff["SETATTR"] != n+5 || len(diff) != 3 {
 		t.Errorf("the reintegration of %d files cost %v; want 1 REINTEGRATE, %d WRITE and %d SETATTR", n+5, diff, n+5, n+5)
