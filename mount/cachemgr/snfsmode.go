@@ -147,9 +147,6 @@ func (sn *snfsFS) Append(ctx context.Context, f *vfs.File, data []byte) (uint64,
 
 // Flush is FS.Flush in snfs mode.
 func (sn *snfsFS) Flush(ctx context.Context, f *vfs.File) error {
-	if !f.Write {
-		return nil // only a writer's close flushes (vfs.NFSOps.Flush)
-	}
 	if of := offOf(f); of != nil {
 		return sn.offSync(ctx, f, of, true)
 	}

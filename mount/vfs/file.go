@@ -287,18 +287,7 @@ func (fs *FS) Flush(ctx context.Context, f *File) error { return fs.ops.Flush(ct
 // Flush is FS.Flush in nfs mode: the error of its own write-back, or one
 // that an earlier write-back of the file latched since f was opened
 // (wberr.go: a forked child's close may have run that write-back).
-//
-// Only a writer's close flushes, as Linux's nfs_file_flush (both modes'
-// Flush): a read-only descriptor has nothing of its own to write back or
-// report, and its close must not wait behind another open's write-back. A
-// forked child's close-on-exec of an inherited read-only descriptor would
-// otherwise hold up its exec, and with it every descriptor it copied (a
-// listener, other files keeping their mounts busy), for as long as the server
-// does not answer.
 func (o NFSOps) Flush(ctx context.Context, f *File) error {
-	if !f.Write {
-		return nil
-	}
 	return f.ReportWbErr(f.I.Flush(ctx, true), false)
 }
 
