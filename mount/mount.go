@@ -74,6 +74,10 @@ type Config struct {
 	// Permits: snfs mode asks for write-back permits and logs changes
 	// under them (cachemgr.SNFSMountConfig.Permits; --permits=on).
 	Permits bool
+	// PermitData: with Permits, files made locally keep their data locally
+	// until reintegrated (cachemgr.SNFSMountConfig.PermitData;
+	// --permit-data=on; experimental).
+	PermitData bool
 }
 
 // Mount is an export opened by Open: the FS (nfs or snfs mode, as chosen),
@@ -158,7 +162,8 @@ func (m *Mount) openSNFS(ctx context.Context) error {
 		CacheDir: cfg.CacheDir, CacheSize: cfg.CacheSize, WriteBackDelay: cfg.WriteBackDelay,
 		CacheTTL: cfg.CacheTTL, CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, Logger: m.log, MountPoint: cfg.Dir,
 		NotRespondingAfter: cfg.NotRespondingAfter, ReadOnly: cfg.ReadOnly, NoNameCache: cfg.NoNameCache,
-		Disconnected: cfg.Disconnected, DisconnectAfter: cfg.DisconnectAfter, Permits: cfg.Permits}
+		Disconnected: cfg.Disconnected, DisconnectAfter: cfg.DisconnectAfter, Permits: cfg.Permits,
+		PermitData: cfg.PermitData}
 	if cfg.Observer != nil {
 		scfg.Observer = cfg.Observer
 	}

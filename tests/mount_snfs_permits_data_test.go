@@ -119,7 +119,7 @@ func TestMountSNFSPermitsDataRecall(t *testing.T) {
 	cat := requireTool(t, "nfs-cat")
 	e := newEnv(t, "rw,no_root_squash")
 	permitsPre(t, e.path)
-	a := newPermitsMountKept(t, e, "permits-data-recall-a")
+	a := newPermitDataMountKept(t, e, "permits-data-recall-a")
 	b := newSNFSMount(t, e, "permits-data-recall-b", "", time.Hour)
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestMountSNFSPermitsDataKilled(t *testing.T) {
 	requireFUSE(t)
 	s := newServeProc(t)
 	permitsPre(t, s.path)
-	a := startMount(t, s, "", "", "--permits=on")
+	a := startMount(t, s, "", "", "--permits=on", "--permit-data=on")
 	if _, err := os.ReadDir(a.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestMountSNFSPermitsDataKilled(t *testing.T) {
 		}
 	}
 	a.kill9()
-	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on")
+	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on", "--permit-data=on")
 	checkFiles(t, "the server after the remount", func(n string) ([]byte, error) { return os.ReadFile(s.path(n)) }, want)
 	checkFiles(t, "the remount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
 	if ents, err := os.ReadDir(filepath.Join(a.cacheDir, "offline")); err != nil || len(ents) != 0 {
@@ -217,7 +217,7 @@ func TestMountSNFSPermitsDataGone(t *testing.T) {
 	e, reg := keptEnv(t, nil)
 	permitsPre(t, e.path)
 	cacheDir := diskTempDir(t, "snfs-cache-")
-	m := newPermitsMount(t, e, "permits-data-gone", cacheDir)
+	m := newPermitDataMount(t, e, "permits-data-gone", cacheDir)
 	if !cachemgr.SetLogPolicy(m.v, time.Hour, 1<<20) {
 		t.Fatal("no modification log")
 	}
@@ -300,7 +300,7 @@ func TestMountSNFSPermitsDataConcurrent(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "rw,no_root_squash")
 	permitsPre(t, e.path)
-	m := newPermitsMountKept(t, e, "permits-data-concurrent")
+	m := newPermitDataMountKept(t, e, "permits-data-concurrent")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestMountSNFSPermitsDataTimes(t *testing.T) {
 	requireRoot(t)
 	e, reg := keptEnv(t, nil)
 	permitsPre(t, e.path)
-	m := newPermitsMountKept(t, e, "permits-data-times")
+	m := newPermitDataMountKept(t, e, "permits-data-times")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,30 @@ func newPermitsMountClose(t *testing.T, e *env, name, cacheDir string, closeDela
 		CloseDelay: closeDelay, Permits: true}, fusefs.Options{})
 }
 
+// newPermitDataMount is newPermitsMount with the local data of files made
+// locally (--permit-data=on, experimental).
+func newPermitDataMount(t *testing.T, e *env, name, cacheDir string) *snfsMount {
+	t.Helper()
+	return newPermitDataMountClose(t, e, name, cacheDir, 0)
+}
+
+// newPermitDataMountClose is newPermitsMountClose with --permit-data=on.
+func newPermitDataMountClose(t *testing.T, e *env, name, cacheDir string, closeDelay time.Duration) *snfsMount {
+	t.Helper()
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Name: name, CacheDir: cacheDir, WriteBackDelay: time.Hour,
+		CloseDelay: closeDelay, Permits: true, PermitData: true}, fusefs.Options{})
+}
+
+// newPermitDataMountKept is newPermitsMountKept with --permit-data=on.
+func newPermitDataMountKept(t *testing.T, e *env, name string) *snfsMount {
+	t.Helper()
+	m := newPermitDataMount(t, e, name, "")
+	if !cachemgr.SetLogPolicy(m.v, time.Hour, 1<<20) {
+		t.Fatal("no permits")
+	}
+	return m
+}
+
 // TestMountSNFSPermitsRestartReplay: a mount killed with records in its
 // modification log (written here into its cache directory as the mount
 // writes them) is mounted again with the same name: before it serves, it

@@ -47,7 +47,7 @@ protocol (callbacks, delayed write-back from a cache directory); --mode=auto is 
 when the server speaks it, else nfs. A MOUNTPOINT that is not empty or already a
 mount is refused unless --allow-non-empty. -o takes the same settings as a
 comma-separated list, for /etc/fstab: nfs-port=N, mount-port=N, mode=M, cache-dir=D,
-cache-size=N, writeback-delay=D, close-delay=D|forever, kept-opens=N, permits=on|off, disconnected=auto|never,
+cache-size=N, writeback-delay=D, close-delay=D|forever, kept-opens=N, permits=on|off, permit-data=on|off, disconnected=auto|never,
 disconnect-after=D, passthrough=BOOL, metrics=ADDR,
 log-file=F, log-level=L, locks=nlm|local (nolock, lock, local_lock=none|all),
 nlm-port=N, rpcbind-port=N, foreground, debug, nonempty, ro, rw, noexec, exec; and
@@ -71,6 +71,7 @@ type mountFlags struct {
 	closeDelay         closeDelay
 	keptOpens          int    // snfs mode: the bound of files with kept opens
 	permits            string // snfs mode: --permits=on|off (write-back permits and the modification log)
+	permitData         string // snfs mode: --permit-data=on|off (experimental: local data of files made locally)
 	passthrough        bool   // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool   // mount over a non-empty directory or an existing mount (mountpoint.go)
 	readOnly, noExec   bool   // -o ro, -o noexec (mountopts.go)
@@ -115,6 +116,8 @@ func (f *mountFlags) applyOpts(opts string) error {
 			f.disconnectAfter, err = time.ParseDuration(v)
 		case "permits":
 			f.permits = v
+		case "permit-data":
+			f.permitData = v
 		case "passthrough":
 			f.passthrough = true
 			if v != "" {
@@ -222,6 +225,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.IntVar(&f.keptOpens, "kept-opens", 16384, "snfs mode: at most this many files keep their opens past the last close; the least recently closed are given back beyond it (0: no bound)")
 	fs.StringVar(&f.disconnected, "disconnected", "never", "snfs mode: auto: when the server answers nothing for --disconnect-after, serve what is cached and fail the rest at once (EHOSTDOWN), write back on reconnection; never: wait for the server (a hard mount)")
 	fs.DurationVar(&f.disconnectAfter, "disconnect-after", 15*time.Second, "snfs mode, --disconnected=auto: how long the server answers nothing before the mount goes offline")
+	fs.StringVar(&f.permitData, "permit-data", "off", "snfs mode, with --permits=on: on (experimental): the data of regular files made locally stays in CACHE-DIR until their reintegration; such a file's inode number changes when it reaches the server (docs/mount.md); off: their first write makes them on the server")
 	fs.StringVar(&f.permits, "permits", "off", "snfs mode: on: ask for write-back permits on directories and log changes under them in CACHE-DIR/cml, reintegrated in batches (docs/mount.md); off: every change is a call")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
@@ -230,7 +234,7 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "append the log to this file (default: standard error; a detached mount logs to the journal under systemd, else to CACHE-DIR/"+mountLogName+", at most 2x10 MiB)")
-	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D|forever,kept-opens=N,permits=on|off,disconnected=auto|never,disconnect-after=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,locks=nlm|local,nolock,lock,local_lock=none|all,nlm-port=N,rpcbind-port=N,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
+	opts := fs.String("o", "", "comma-separated options (fstab): nfs-port=N,mount-port=N,mode=M,cache-dir=D,cache-size=N,writeback-delay=D,close-delay=D|forever,kept-opens=N,permits=on|off,permit-data=on|off,disconnected=auto|never,disconnect-after=D,passthrough=BOOL,nopassthrough,metrics=ADDR,log-file=F,log-level=L,locks=nlm|local,nolock,lock,local_lock=none|all,nlm-port=N,rpcbind-port=N,foreground,debug,nonempty,ro,rw,noexec,exec, and mount(8)'s and FUSE's common options (above)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return f, "", "", "", err

@@ -87,6 +87,13 @@ func snfsConfig(cfg *mount.Config, f mountFlags, host, export, dir string) (cach
 	default:
 		return "", false, fmt.Errorf("--permits=%s: on or off", f.permits)
 	}
+	switch f.permitData {
+	case "on":
+		cfg.PermitData = true
+	case "off", "":
+	default:
+		return "", false, fmt.Errorf("--permit-data=%s: on or off", f.permitData)
+	}
 	_, statErr := os.Stat(filepath.Join(cacheDir, "index.db"))
 	return cacheDir, errors.Is(statErr, fs.ErrNotExist), nil
 }

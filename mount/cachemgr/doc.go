@@ -14,7 +14,8 @@
 // log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
 // permitsymlink.go: the objects made locally, provisional until
 // reintegrated; permitdata.go: the data of regular files made so, kept in
-// offlinedata.go's local store and written after the reintegration;
+// offlinedata.go's local store and written after the reintegration, with
+// --permit-data=on only (experimental, off by default);
 // permitopen.go: the opens of files made without it given by the
 // reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or

@@ -28,6 +28,15 @@ import (
 // open meets the data. A mount killed after a close finds the data file at
 // its restart (loadOffData) and pushes it after reintegrating its log.
 //
+// Experimental, off by default (snfsConfig.PermitData, --permit-data=on):
+// such a file's inode number is its provisional id until it is resolved and
+// the server's after, so a LINK of it or a RENAME to another directory
+// changes st_ino under a live file (posixtest's Link and
+// RenameOverwriteDestNoExist). Without it, a file's first write resolves it
+// (permitopen.go): a file written as it is made shows the server's number
+// from then on; one stat'ed before its first write, or left empty and then
+// linked or moved, still sees its number change (the same gap, narrower).
+//
 // What the local data does not serve resolves the file as a file made
 // without it (permitcreate.go): a lock, an allocation, an extended
 // attribute, a link (fusefs resolves a link's target), another user's open,
@@ -42,6 +51,9 @@ import (
 // creation counted as one open of i), on its local data; nil: the file is
 // opened as a provisional open without data (permitcreate.go).
 func (sn *snfsFS) provDataCreate(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
+	if !sn.cfg.PermitData {
+		return nil // experimental, off by default (snfsConfig.PermitData)
+	}
 	p := sn.permits
 	o, ok := p.made.of(i.FH)
 	if !ok || !o.live {
@@ -66,7 +78,7 @@ func (sn *snfsFS) provDataCreate(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File 
 // is not pushed yet (nil: the caller resolves i and opens the real file).
 func (sn *snfsFS) provDataOpen(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
 	p := sn.permits
-	if p == nil || !p.online {
+	if p == nil || !p.online || !sn.cfg.PermitData {
 		return nil
 	}
 	o, ok := p.made.of(i.FH)

@@ -17,7 +17,7 @@ import (
 // callback of another client's open must find the data there.
 func TestPermitDataPushedBeforeCallback(t *testing.T) {
 	s := newServer(t, true)
-	v, sn, d := permitsMount(t, s, "permits-data-callback")
+	v, sn, d := permitsMountData(t, s, "permits-data-callback", true)
 	holdPermit(t, sn, d)
 	ctx := context.Background()
 	if _, err := v.ReadDir(ctx, d, vfs.Cred{}); err != nil {

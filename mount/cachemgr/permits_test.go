@@ -21,12 +21,19 @@ import (
 // d's inode.
 func permitsMount(t *testing.T, s *restartableServer, name string) (*vfs.FS, *snfsFS, *vfs.Inode) {
 	t.Helper()
+	return permitsMountData(t, s, name, false)
+}
+
+// permitsMountData is permitsMount with files made locally keeping their
+// data locally when data is set (SNFSMountConfig.PermitData).
+func permitsMountData(t *testing.T, s *restartableServer, name string, data bool) (*vfs.FS, *snfsFS, *vfs.Inode) {
+	t.Helper()
 	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: name,
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, Permits: true,
+		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, Permits: true, PermitData: data,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

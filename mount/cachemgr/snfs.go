@@ -61,6 +61,11 @@ type snfsConfig struct {
 	// Permits: ask for write-back permits and log changes under them
 	// (permits.go; SNFSMountConfig.Permits).
 	Permits bool
+	// PermitData (with Permits): the data of regular files made locally
+	// stays in the local data store until their reintegration
+	// (permitdata.go; SNFSMountConfig.PermitData). Experimental, off by
+	// default: such a file's inode number changes when it is resolved.
+	PermitData bool
 
 	noNames bool       // SNFSMountConfig.NoNameCache
 	disc    *discState // disconnected operation (disconnected.go); nil: never

@@ -79,6 +79,10 @@ type SNFSMountConfig struct {
 	// Permits: ask for write-back permits on directories and log the
 	// changes made under them in CACHEDIR/cml (`--permits=on`, permits.go).
 	Permits bool
+	// PermitData (with Permits; `--permit-data=on`, experimental): the
+	// data of regular files made locally is kept locally until their
+	// reintegration (permitdata.go). Off: their first write resolves them.
+	PermitData bool
 }
 
 // OpenSNFS sets up an export in snfs mode: the cache directory, one session to the server (NFS, MOUNT
@@ -143,7 +147,8 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	v, err := vfs.NewFS(ctx, vfs.Config{NFS: sess.NFS(), Root: res.FH, Logger: cfg.Logger, MountPoint: cfg.MountPoint, ReadOnly: cfg.ReadOnly},
 		snfsMode(snfsConfig{Session: sess, Cache: cache, WriteBackDelay: cfg.WriteBackDelay, CacheTTL: cfg.CacheTTL,
 			CloseDelay: cfg.CloseDelay, KeptOpens: cfg.KeptOpens, CacheDir: cfg.CacheDir, noNames: cfg.NoNameCache, Permits: cfg.Permits,
-			Recover: true, handler: h, owned: true, export: cfg.Export, disc: disc}))
+			PermitData: cfg.PermitData,
+			Recover:    true, handler: h, owned: true, export: cfg.Export, disc: disc}))
 	if err != nil {
 		return fail(err)
 	}
