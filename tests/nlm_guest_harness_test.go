@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -59,33 +58,27 @@ func newGuestCallbacks(t *testing.T) *guestCallbacks {
 }
 
 // freePorts finds n distinct ports free on every address over both TCP and
-// UDP (slirp binds its redirections to all addresses), below the ephemeral
-// range (32768 on), so that no socket bound to port 0 (the server's, the
-// mounts') takes one before slirp binds it.
+// UDP, for slirp's redirections (it binds them on every address): handed
+// out and reserved as freePort's (ports_test.go), so that no other server
+// of this run or of another test binary is given one of them, and checked
+// on 0.0.0.0.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	seen := map[int]bool{}
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 1000 {
-			t.Fatal("no free ports for the guest's redirections")
-		}
-		p := 10000 + rand.IntN(22000)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", p))
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		ports = append(ports, p)
+	for len(ports) < n {
+		ports = append(ports, freePortWith(t, func(p int) bool {
+			ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", p))
+			if err != nil {
+				return false
+			}
+			pc, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", p))
+			ln.Close()
+			if err != nil {
+				return false
+			}
+			pc.Close()
+			return true
+		}))
 	}
 	return ports
 }

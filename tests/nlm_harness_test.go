@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -90,17 +89,9 @@ func newNLMHostSide(t *testing.T) *nlmHostSide {
 }
 
 // serveBoth serves s on 127.0.0.1 over TCP and UDP on one port until the test
-// ends.
+// ends: on the sockets that found the port free (listenFree), not bound again.
 func serveBoth(t *testing.T, s *sunrpc.Server) int {
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // free for TCP and UDP
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, pc := listenFree(t)
 	done := make(chan struct{}, 2)
 	go func() { s.ServeTCP(ln); done <- struct{}{} }()
 	go func() { s.ServeUDP(pc); done <- struct{}{} }()

@@ -57,6 +57,63 @@ func portRange() (lo, hi int) {
 // that no other caller in this run has been given.
 func freePort(t testing.TB) int {
 	t.Helper()
+	return freePortWith(t, portFree)
+}
+
+// listenFree is freePort for a server that binds its port once and keeps it
+// for the test's life: the sockets the check bound (TCP listener and UDP,
+// on 127.0.0.1), handed out instead of closed and bound again. A port
+// checked free by binding and closing it can be taken in between even in
+// this process: a child that a test of this binary forks at that moment
+// holds a copy of the check's listener until its execve closes it, which a
+// FUSE FLUSH of another descriptor can hold up (harness_test.go's serveOn),
+// and the second bind fails with EADDRINUSE (TestNLMBound's did in CI).
+func listenFree(t testing.TB) (net.Listener, net.PacketConn) {
+	t.Helper()
+	return listenFreeWith(t, nil)
+}
+
+// listenFreeWith is listenFree with checked, if not nil, called with the
+// check's sockets as soon as they are bound (TestListenFreeChildCopy: a
+// fork at that moment).
+func listenFreeWith(t testing.TB, checked func(net.Listener, net.PacketConn)) (net.Listener, net.PacketConn) {
+	t.Helper()
+	var (
+		ln net.Listener
+		pc net.PacketConn
+	)
+	freePortWith(t, func(p int) bool {
+		var err error
+		if ln, pc, err = listenBoth(p); err != nil {
+			return false
+		}
+		if checked != nil {
+			checked(ln, pc)
+		}
+		return true
+	})
+	return ln, pc
+}
+
+// listenBoth binds p on 127.0.0.1 for TCP and UDP.
+func listenBoth(p int) (net.Listener, net.PacketConn, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, pc, nil
+}
+
+// freePortWith is freePort with the check of a port (true: free, and taken
+// if the caller keeps what the check bound).
+func freePortWith(t testing.TB, check func(int) bool) int {
+	t.Helper()
 	testPorts.mu.Lock()
 	defer testPorts.mu.Unlock()
 	if testPorts.hi == 0 {
@@ -68,7 +125,7 @@ func freePort(t testing.TB) int {
 		if testPorts.next++; testPorts.next == testPorts.hi {
 			testPorts.next = testPorts.lo
 		}
-		if reservePort(p) {
+		if reservePort(p, check) {
 			return p
 		}
 	}
@@ -85,22 +142,22 @@ var portLocks []*os.File
 func portLockDir() string { return filepath.Join(os.TempDir(), "snfs-test-ports") }
 
 // reservePort takes p for this process if no other process on this machine
-// holds its lock and it is free now (TCP and UDP); the caller holds
+// holds its lock and check finds it free now (TCP and UDP); the caller holds
 // testPorts.mu.
-func reservePort(p int) bool {
+func reservePort(p int, check func(int) bool) bool {
 	dir := portLockDir()
 	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return portFree(p) // no reservation possible: the check alone, as before
+		return check(p) // no reservation possible: the check alone, as before
 	}
 	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
-		return portFree(p)
+		return check(p)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close() // another process's port
 		return false
 	}
-	if !portFree(p) {
+	if !check(p) {
 		f.Close()
 		return false
 	}
@@ -109,16 +166,11 @@ func reservePort(p int) bool {
 }
 
 func portFree(p int) bool {
-	addr := fmt.Sprintf("127.0.0.1:%d", p)
-	ln, err := net.Listen("tcp", addr)
+	ln, pc, err := listenBoth(p)
 	if err != nil {
 		return false
 	}
-	defer ln.Close()
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return false
-	}
+	ln.Close()
 	pc.Close()
 	return true
 }
@@ -304,4 +356,47 @@ func TestFreePortReserved(t *testing.T) {
 	if q := freePort(t); held[q] {
 		t.Fatalf("freePort handed out %d, whose lock another process holds", q)
 	}
+}
+
+// TestListenFreeChildCopy: the sockets listenFree hands out are the ones its
+// check bound, so a copy of them that a child forked during the check holds
+// (here: duplicates of their descriptors, kept until the test ends) does not
+// make the server's bind fail with EADDRINUSE, as a check closed and bound
+// again did (TestNLMBound in CI).
+func TestListenFreeChildCopy(t *testing.T) {
+	t.Parallel()
+	ln, pc := listenFreeWith(t, func(ln net.Listener, pc net.PacketConn) {
+		for _, s := range []syscall.Conn{ln.(*net.TCPListener), pc.(*net.UDPConn)} {
+			rc, err := s.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fd int
+			if err := rc.Control(func(f uintptr) { fd, err = syscall.Dup(int(f)) }); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Close(fd) })
+		}
+	})
+	if ln == nil || pc == nil {
+		t.Fatal("listenFree handed out no sockets")
+	}
+	defer ln.Close()
+	defer pc.Close()
+	if ln.Addr().(*net.TCPAddr).Port != pc.LocalAddr().(*net.UDPAddr).Port {
+		t.Fatalf("TCP on %v, UDP on %v: want one port", ln.Addr(), pc.LocalAddr())
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
 }

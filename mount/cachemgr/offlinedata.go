@@ -161,42 +161,72 @@ func (sn *snfsFS) offlineOpenFile(i *vfs.Inode, c vfs.Cred, flags int) (*vfs.Fil
 	of := &offFile{od: od, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC), released: make(chan struct{})}
 	sn.offOpens.Lock()
 	if sn.offOpens.m == nil {
-		sn.offOpens.m = map[string]*offFile{}
+		sn.offOpens.m = map[string]map[*offFile]bool{}
 	}
-	sn.offOpens.m[string(i.FH)] = of
+	if sn.offOpens.m[string(i.FH)] == nil {
+		sn.offOpens.m[string(i.FH)] = map[*offFile]bool{}
+	}
+	sn.offOpens.m[string(i.FH)][of] = true
 	sn.offOpens.Unlock()
 	app := vfs.IsAppend(flags)
 	return &vfs.File{I: i, Cred: c, Write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, Appending: app, DirectIO: app, Ext: of}, nil
 }
 
-// offOpenSet: the latest open of each file made offline, by inode handle.
+// offOpenSet: the opens not released of files made offline, by inode
+// handle.
 type offOpenSet struct {
 	sync.Mutex
-	m map[string]*offFile
+	m map[string]map[*offFile]bool
 }
 
-// waitOffRelease waits (as waitProvRelease) for the RELEASE of i's open
-// whose close was seen.
+// offReleaseWait bounds waitOffRelease. The kernel sends a RELEASE after
+// the close(2) that ends an open, without waiting for it, and a loaded
+// machine can deliver it well after the application's next call: an
+// unlink or a rename over the file right after its close, offline, would
+// find it open and fail with EHOSTDOWN (there is no server to hide it
+// behind, as online), where online it only costs a RENAME through the
+// server (provReleaseWait). So offline the wait is longer; a descriptor
+// still open whose copy was closed (a dup, a fork) costs the change this
+// much.
+const offReleaseWait = 5 * time.Second
+
+// waitOffRelease waits, for an unlink of i or a rename over it offline, for
+// the RELEASE of every open of i whose close was seen, at most
+// offReleaseWait: not at all if one of i's opens has not seen a close (the
+// file is open). Every open, not only the latest: an open's RELEASE can
+// come after the next open of the file (a file written, closed and read
+// back at once).
 func (sn *snfsFS) waitOffRelease(ctx context.Context, i *vfs.Inode) {
-	sn.offOpens.Lock()
-	of := sn.offOpens.m[string(i.FH)]
-	sn.offOpens.Unlock()
-	if of == nil {
-		sn.waitProvRelease(ctx, i)
-		return
-	}
-	of.mu.Lock()
-	flushed := of.flushed
-	of.mu.Unlock()
-	if !flushed {
-		return
-	}
-	t := time.NewTimer(provReleaseWait)
+	t := time.NewTimer(offReleaseWait)
 	defer t.Stop()
-	select {
-	case <-of.released:
-	case <-t.C:
-	case <-ctx.Done():
+	for first := true; ; first = false {
+		sn.offOpens.Lock()
+		var wait *offFile
+		n := len(sn.offOpens.m[string(i.FH)])
+		for of := range sn.offOpens.m[string(i.FH)] {
+			of.mu.Lock()
+			flushed := of.flushed
+			of.mu.Unlock()
+			if !flushed {
+				sn.offOpens.Unlock()
+				return
+			}
+			wait = of
+		}
+		sn.offOpens.Unlock()
+		if n == 0 {
+			if first {
+				sn.waitProvRelease(ctx, i) // an open made before going offline
+			}
+			return
+		}
+		select {
+		case <-wait.released:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -359,8 +389,11 @@ func (sn *snfsFS) offRelease(ctx context.Context, f *vfs.File, of *offFile) erro
 		sn.FS.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
 	sn.offOpens.Lock()
-	if sn.offOpens.m[string(i.FH)] == of {
-		delete(sn.offOpens.m, string(i.FH))
+	if set := sn.offOpens.m[string(i.FH)]; set != nil {
+		delete(set, of)
+		if len(set) == 0 {
+			delete(sn.offOpens.m, string(i.FH))
+		}
 	}
 	sn.offOpens.Unlock()
 	close(of.released)
