@@ -15,18 +15,16 @@ import (
 // stuckReport says, when busyHolders' scan of /proc did not end, what is
 // stuck. One cause, reproduced (TestStuckReportNamesForkedChild): a child
 // this process forked, stuck in its execve closing its copies of the test's
-// descriptors (close-on-exec): the
-// close of a descriptor on a FUSE mount is a FLUSH, and one that waits keeps
-// the child there holding every other descriptor it copied, so that other
-// tests' mounts are busy too (and the launcher of a served process answers
-// nothing). The report names those children (their state:
-// reading their stat, wchan, stack or command line waits for the execve, as
-// busyHolders' readlinks do), the FUSE
-// connections with requests waiting and their mount points, and the FLUSH
-// requests this process's mounts are serving, with their goroutines: which
-// mount's FLUSH waits, and on what.
+// descriptors (close-on-exec). The close of a descriptor on a FUSE mount is
+// a FLUSH; one that waits keeps the child there, holding every other
+// descriptor it copied, so other tests' mounts are busy too (and a launcher
+// forked meanwhile answers nothing). The report names those children with
+// their state (their stat, wchan, stack and command line wait for the
+// execve, as busyHolders' readlinks do), the FUSE connections with requests
+// waiting and their mount points, and the FLUSHes this process's mounts are
+// serving, with their goroutines: which mount's FLUSH waits, and on what.
 //
-// Each read is bounded as the scan is: /proc/PID/status does not wait for an
+// It is bounded as the scan is: /proc/PID/status does not wait for an
 // execve, but a diagnostic must not hang a cleanup.
 func stuckReport(bound time.Duration) string {
 	done := make(chan string, 1)
