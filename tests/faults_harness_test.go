@@ -175,7 +175,9 @@ func (s *srvProc) ask(cmd string, timeout time.Duration) (string, error) {
 		}
 		return l, nil
 	case <-time.After(timeout):
-		return "", fmt.Errorf("the launcher did not answer %q within %v", cmd, timeout)
+		// A launcher forked while a FLUSH of one of this process's
+		// descriptors waits is held in its execve (stuckReport).
+		return "", fmt.Errorf("the launcher did not answer %q within %v; stuck:\n%s", cmd, timeout, stuckReport(5*time.Second))
 	}
 }
 

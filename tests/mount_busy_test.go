@@ -61,12 +61,16 @@ func busyHoldersWithin(dir string, srv *fuse.Server, bound time.Duration, readli
 	var (
 		mu    sync.Mutex
 		found []string
+		at    string // the process being scanned
 		done  = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
 		pids, _ := filepath.Glob("/proc/[0-9]*")
 		for _, pd := range pids {
+			mu.Lock()
+			at = pd
+			mu.Unlock()
 			var what []string
 			for _, l := range []string{"cwd", "root"} {
 				if p, err := readlink(filepath.Join(pd, l)); err == nil && under(p) {
@@ -90,18 +94,23 @@ func busyHoldersWithin(dir string, srv *fuse.Server, bound time.Duration, readli
 			}
 		}
 	}()
+	stuck := false
 	t := time.NewTimer(bound)
 	select {
 	case <-done:
 		t.Stop()
 	case <-t.C:
 		mu.Lock()
-		found = append(found, fmt.Sprintf("(the scan of /proc did not end within %v: a process stuck?)", bound))
+		found = append(found, fmt.Sprintf("(the scan of /proc did not end within %v, at %s: a process stuck?)", bound, at))
 		mu.Unlock()
+		stuck = true
 	}
 	mu.Lock()
 	out := append([]string(nil), found...) // the scan may still add to found
 	mu.Unlock()
+	if stuck {
+		out = append(out, stuckReport(bound))
+	}
 	if srv != nil {
 		buf := make([]byte, 1<<22)
 		buf = buf[:runtime.Stack(buf, true)]
