@@ -376,18 +376,8 @@ func (sn *snfsFS) offRelease(ctx context.Context, f *vfs.File, of *offFile) erro
 	od.mu.Unlock()
 	// Removed while open (through the server, online: permitdata.go):
 	// the hidden name goes at the last release, as provRelease's.
+	sn.FS.DropOpen(ctx, f)
 	i := f.I
-	i.Mu.Lock()
-	i.Opens--
-	last := i.Opens == 0
-	dir, name := i.SillyDir, i.SillyName
-	if last {
-		i.SillyDir, i.SillyName = nil, ""
-	}
-	i.Mu.Unlock()
-	if last && name != "" {
-		sn.FS.RemoveHidden(ctx, f.Cred, i, dir, name)
-	}
 	sn.offOpens.Lock()
 	if set := sn.offOpens.m[string(i.FH)]; set != nil {
 		delete(set, of)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -54,7 +53,7 @@ func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.
 	i.Mu.Lock()
 	cur := i.Attr
 	i.Mu.Unlock()
-	sa, next, ok := offSattr(cur, c, s, time.Now())
+	sa, next, ok := offSattr(cur, c, s)
 	if !ok {
 		return nfs3.Fattr{}, false, nil
 	}
@@ -82,50 +81,13 @@ func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.
 	return a, true, nil
 }
 
-// offSattr is s as a CML_SETATTR's attributes and cur with them applied at
-// now, or ok false when s is not made offline (see above).
-func offSattr(cur nfs3.Fattr, c vfs.Cred, s vfs.SetAttr, now time.Time) (sa nfs3.Sattr, next nfs3.Fattr, ok bool) {
-	if cur.UID != c.UID || cur.Type != nfs3.TypeReg && cur.Type != nfs3.TypeDir {
+// offSattr is localSattr (permitsetattr.go) for the objects made offline:
+// regular files and directories only.
+func offSattr(cur nfs3.Fattr, c vfs.Cred, s vfs.SetAttr) (sa nfs3.Sattr, next nfs3.Fattr, ok bool) {
+	if cur.Type != nfs3.TypeReg && cur.Type != nfs3.TypeDir {
 		return nfs3.Sattr{}, cur, false
 	}
-	if s.Mode != nil {
-		m := *s.Mode & 0o7777
-		if cur.Type == nfs3.TypeReg && m&0o6000 != 0 {
-			return nfs3.Sattr{}, cur, false
-		}
-		sa.Mode, cur.Mode = &m, m
-	}
-	if s.UID != nil {
-		if *s.UID != cur.UID {
-			return nfs3.Sattr{}, cur, false
-		}
-		u := *s.UID
-		sa.UID = &u
-	}
-	if s.GID != nil {
-		if *s.GID != cur.GID && *s.GID != c.GID {
-			return nfs3.Sattr{}, cur, false
-		}
-		g := *s.GID
-		sa.GID, cur.GID = &g, g
-	}
-	// A time "now" is this mount's now, not the server's at reintegration.
-	at := func(t *time.Time) nfs3.SetTime {
-		if t.IsZero() {
-			return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(now)}
-		}
-		return nfs3.SetTime{How: nfs3.SetToClientTime, Time: vfs.NFSTime(*t)}
-	}
-	if s.Atime != nil {
-		sa.Atime = at(s.Atime)
-		cur.Atime = sa.Atime.Time
-	}
-	if s.Mtime != nil {
-		sa.Mtime = at(s.Mtime)
-		cur.Mtime = sa.Mtime.Time
-	}
-	cur.Ctime = vfs.NFSTime(now)
-	return sa, cur, true
+	return localSattr(cur, c, s)
 }
 
 // offSetAttr sets a as the attributes of i's entry in its directory's

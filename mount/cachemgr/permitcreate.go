@@ -169,18 +169,8 @@ func (sn *snfsFS) provRelease(ctx context.Context, f *vfs.File, pf *provFile) er
 	// Removed while open (through the server, after the object was
 	// resolved: LocalRemove refuses an open file): the hidden name goes at
 	// the last release, as the core's (vfs.FS.ReleaseCore).
+	sn.FS.DropOpen(ctx, f)
 	i := f.I
-	i.Mu.Lock()
-	i.Opens--
-	last := i.Opens == 0
-	dir, name := i.SillyDir, i.SillyName
-	if last {
-		i.SillyDir, i.SillyName = nil, ""
-	}
-	i.Mu.Unlock()
-	if last && name != "" {
-		sn.FS.RemoveHidden(ctx, f.Cred, i, dir, name)
-	}
 	sn.provOpens.Lock()
 	if sn.provOpens.m[string(i.FH)] == pf {
 		delete(sn.provOpens.m, string(i.FH))

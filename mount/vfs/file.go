@@ -322,6 +322,14 @@ func (fs *FS) ReleaseCore(ctx context.Context, f *File) error {
 	if pending {
 		err = i.Flush(ctx, true)
 	}
+	fs.DropOpen(ctx, f)
+	return err
+}
+
+// DropOpen counts one open of f's inode fewer; the last one's release
+// removes the hidden name a removal while open gave it (silly rename).
+func (fs *FS) DropOpen(ctx context.Context, f *File) {
+	i := f.I
 	i.Mu.Lock()
 	i.Opens--
 	last := i.Opens == 0
@@ -333,7 +341,6 @@ func (fs *FS) ReleaseCore(ctx context.Context, f *File) error {
 	if last && name != "" {
 		fs.RemoveHidden(ctx, f.Cred, i, dir, name)
 	}
-	return err
 }
 
 // RemoveHidden removes the hidden name sillyRename gave i, at its last
