@@ -55,3 +55,14 @@ func closeFUSEOnExec() {
 		}
 	}
 }
+
+// waitMount is srv.WaitMount with no program started meanwhile. Why:
+// go-fuse then opens the mount's root file .go-fuse-epoll-hack without
+// O_CLOEXEC (its poll hack) and closes it at once; a child forked in between
+// keeps it for its whole life, and the mount stays busy for as long (seen in
+// CI: an sqlite3 of another test held it, and the unmount failed).
+func waitMount(srv *fuse.Server) error {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return srv.WaitMount()
+}

@@ -119,7 +119,7 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	b.pt.srv = srv
 	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
+	if err := waitMount(srv); err != nil { // cloexec.go
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	rootInode.SetNode(root.EmbeddedInode())
