@@ -79,6 +79,9 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 			end := func(err error) {
 				callErr = err
 				endPermits()
+				if b != nil {
+					b.endNew()
+				}
 				done(nil)
 				s.reint.leave(mid)
 			}
@@ -107,6 +110,7 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		if callErr != nil {
 			return failReintegrate(w, callErr)
 		}
+		b.dropEnded()
 		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results, Dirs: s.dirAttrs(c, b.dirs), Opens: b.opens}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
@@ -275,6 +279,10 @@ type batch struct {
 	dirs     []nfs3.FH               // the directories whose entries the records applied changed, once each
 	opens    []snfs1.CMLOpen         // the CML_CREATE_OPEN records' opens (reintegrateopen.go)
 	toOpen   *openWanted             // the open the record just applied asks for; taken by run
+	// newEnds: the ends of the permits the batch's MKDIR records gave
+	// (granted now, or answered again), held like those it names until
+	// the whole batch is applied (holdNew); called by endNew.
+	newEnds []func()
 	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
 }
 
@@ -729,7 +737,43 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 		} else {
 			res.Permit = b.s.consist.HeldPermit(b.mid, obj)
 		}
+		b.holdNew(obj, res.Permit)
 	}
+}
+
+// holdNew holds the end of the permit id on the directory fh that a
+// record of the batch gave, as the permits the batch names are held
+// (PermitBatch): another client's change in the new directory recalls it
+// at once, and without this its deadline could pass while the rest of the
+// batch waits for a third client's callbacks, revoking a permit whose
+// holder has not even learnt of it (state/cml_model_mkdir_test.go,
+// holdNewEnds).
+func (b *batch) holdNew(fh nfs3.FH, id uint64) {
+	if id == 0 || b.permits[state.FileIDOf(fh)] == id {
+		return // none, or named by the batch: held already
+	}
+	b.newEnds = append(b.newEnds, b.s.consist.PermitBatch(b.mid, []consist.PermitRef{{Dir: copyFH(fh), ID: id}}))
+}
+
+// dropEnded answers no permit for an MKDIR whose permit ended while the
+// batch was applied (its recall, out before the holder could know of it,
+// passed its deadline: revoked at the batch's end): a holder told of it
+// would log changes under a permit nobody waits for, to have them refused.
+func (b *batch) dropEnded() {
+	for i := range b.results {
+		r := &b.results[i]
+		if r.Permit != 0 && !b.s.consist.HoldsPermit(b.mid, r.Obj, r.Permit) {
+			r.Permit = 0
+		}
+	}
+}
+
+// endNew ends holdNew's holds, once the batch is applied.
+func (b *batch) endNew() {
+	for _, end := range b.newEnds {
+		end()
+	}
+	b.newEnds = nil
 }
 
 // again answers a record applied before (its LSN at or below the last
