@@ -283,7 +283,7 @@ type batch struct {
 	// (granted now, or answered again), held like those it names until
 	// the whole batch is applied (holdNew); called by endNew.
 	newEnds []func()
-	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
+	mu      sync.Mutex // guards the hand-over in run between admit's answer and run
 }
 
 // run applies records from i on, then calls finish. A record that must
