@@ -113,17 +113,27 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
 	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, b.sn, life)
-	srv, err := newServer(b.pt, dir, &opts.MountOptions) // cloexec.go
+	srv, ep, err := newServer(b.pt, dir, &opts.MountOptions) // cloexec.go
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	b.pt.srv = srv
 	go srv.Serve()
 	if err := waitMount(srv); err != nil { // cloexec.go
+		ep.close()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	if !ep.usable(srv) {
+		ep = nil
+	}
+	// The epoch's descriptor lives as long as the mount: closed once the
+	// server's loops end (unmounted, or the connection aborted).
+	go func() {
+		srv.Wait()
+		ep.close()
+	}()
 	rootInode.SetNode(root.EmbeddedInode())
-	v.SetNotifier(notifier{})
+	v.SetNotifier(notifier{ep: ep})
 	if b.sn != nil && o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
 		b.sn.EnablePassthrough()
 	}

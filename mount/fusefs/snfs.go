@@ -9,7 +9,9 @@ import (
 
 // notifier turns the vfs's invalidations (snfs mode's callbacks, the end of
 // caching at a file's last close) into kernel notifications.
-type notifier struct{}
+type notifier struct {
+	ep *epoch // nil: the kernel cannot drop all names at once (epoch.go)
+}
 
 func inodeOf(i *vfs.Inode) *fs.Inode {
 	in, _ := i.Node().(*fs.Inode)
@@ -22,6 +24,12 @@ func (notifier) InvalidateData(i *vfs.Inode) {
 		in.NotifyContent(0, 0)
 	}
 }
+
+// InvalidateNames drops every name the kernel keeps (epoch.go).
+func (n notifier) InvalidateNames() bool { return n.ep.bump() }
+
+// CanInvalidateNames reports whether InvalidateNames works.
+func (n notifier) CanInvalidateNames() bool { return n.ep != nil }
 
 // InvalidateAttr drops the kernel's attributes of i.
 func (notifier) InvalidateAttr(i *vfs.Inode) {
