@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"snfs/mount/vfs"
 )
 
 // Inode numbers of files made locally under a write-back permit: a file's
@@ -171,5 +173,29 @@ func TestMountSNFSPermitDataIno(t *testing.T) {
 	}
 	if got, err := os.ReadFile(m.path("d2/c")); err != nil || string(got) != "moved" {
 		t.Errorf("the mount reads d2/c: %q, %v", got, err)
+	}
+}
+
+// checkMadeInos checks the inode numbers the mount shows for the files
+// listed in dir (a directory of m) that it made locally and reintegrated:
+// the provisional numbers they were made with (vfs.LocalIno's range: kept
+// while the mount knows the files), one per file, the same through a stat
+// and the listing's d_ino; the server's objects show their own.
+func checkMadeInos(t *testing.T, m *snfsMount, dir string, names []string) {
+	t.Helper()
+	ents := direntInos(t, m.path(dir))
+	seen := map[uint64]string{}
+	for _, name := range names {
+		ino := inoOf(t, m.path(dir+"/"+name))
+		if ino < vfs.LocalIno {
+			t.Errorf("%s/%s: st_ino %d on the mount; want the provisional number it was made with", dir, name, ino)
+		}
+		if got := ents[name]; got != ino {
+			t.Errorf("%s/%s: d_ino %d in the listing, st_ino %d", dir, name, got, ino)
+		}
+		if other, ok := seen[ino]; ok {
+			t.Errorf("%s/%s and %s/%s show the same st_ino %d", dir, name, dir, other, ino)
+		}
+		seen[ino] = name
 	}
 }
