@@ -38,10 +38,10 @@ import (
 // cached directory, so its next path walk meets the real inode. The
 // provisional inode only serves what still refers to it (an open
 // descriptor, a working directory), each operation resolved to the real
-// inode. Its inode number is then not the real one: a process that kept
-// the provisional object open sees another st_ino than a later stat of the
-// name (a known limit, as a Coda client's local fids are replaced at
-// reintegration).
+// inode. The real object keeps the provisional inode's number while the
+// mount knows either inode (settled: vfs.FS.KeepIno), so its st_ino does
+// not change under a live file, and the kernel's lookups of it get the
+// node it already has, the provisional inode's.
 
 // provMagic begins every provisional handle: the server's handles begin
 // with their format byte (store's handleFormat), never 0xff.
