@@ -268,16 +268,17 @@ func vnode(in *fs.Inode) *vfs.Inode {
 	return nil
 }
 
-// objOf is the vfs inode of a child node named in a removal or a rename:
-// a local inode whose object the server made since is its real inode (the
-// one its opens and locks are counted on), a live one itself (the mode
-// removes or renames it locally), one that cannot be resolved itself.
-func (n *node) objOf(ctx context.Context, in *fs.Inode) *vfs.Inode {
+// objOf is the vfs inode of a child node named in a removal or a rename,
+// or of a node whose locks a close releases: a local inode whose object the
+// server made since stands for the real inode when the mount has it (its
+// opens and locks are counted there: vino resolves to it), and for itself
+// otherwise (a live one: the mode removes or renames it locally).
+func (n *node) objOf(in *fs.Inode) *vfs.Inode {
 	vi := vnode(in)
 	if vi == nil {
 		return nil
 	}
-	if ri, err := n.b.v.Resolve(ctx, vi, true); err == nil {
+	if ri := n.b.v.KeptBy(vi); ri != nil {
 		return ri
 	}
 	return vi
@@ -645,7 +646,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	return errnoOf(n.b.v.Remove(bctx, vi, n.cred(ctx), name, n.objOf(bctx, n.GetChild(name))))
+	return errnoOf(n.b.v.Remove(bctx, vi, n.cred(ctx), name, n.objOf(n.GetChild(name))))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -676,8 +677,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if flags&renameExchange != 0 {
 		return syscall.EINVAL // NFSv3 cannot swap two names atomically
 	}
-	target := n.objOf(bctx, newParent.EmbeddedInode().GetChild(newName))
-	moved := n.objOf(bctx, n.GetChild(name))
+	target := n.objOf(newParent.EmbeddedInode().GetChild(newName))
+	moved := n.objOf(n.GetChild(name))
 	vi, errno := n.vino(bctx, false)
 	if errno != 0 {
 		return errno

@@ -171,7 +171,7 @@ func (r *ptRaw) lockOwnerOf(ctx context.Context) (uint64, bool) {
 func (n *node) releaseLocks(ctx context.Context) {
 	if owner, ok := n.b.pt.lockOwnerOf(ctx); ok {
 		// A local inode's locks were taken on its real inode (vino).
-		vi := n.objOf(n.b.life, n.EmbeddedInode())
+		vi := n.objOf(n.EmbeddedInode())
 		if err := n.b.ops.UnlockOwner(n.b.life, vi, owner); err != nil {
 			slog.Warn("releasing the locks of a closed file", "fileid", vi.FileID, "err", err)
 		}

@@ -112,6 +112,17 @@ func (fs *FS) InoHolder(i *Inode) *Inode {
 	return nil
 }
 
+// KeptBy is the known inode of the object whose number holder's is
+// (KeepIno), or nil: the server's object holder stood for.
+func (fs *FS) KeptBy(holder *Inode) *Inode {
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	if a := fs.aliasOf[holder]; a != nil {
+		return fs.Inodes[a.real]
+	}
+	return nil
+}
+
 // newAliasLocked gives a new inode its kept number, if any (fs.Mu held,
 // i not yet published).
 func (fs *FS) newAliasLocked(i *Inode) {

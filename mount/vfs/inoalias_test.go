@@ -36,8 +36,8 @@ func TestKeepIno(t *testing.T) {
 	if got := fs.DirIno(DirEntry{Name: "b", FileID: 78}); got != 78 {
 		t.Errorf("another object's d_ino %d; want its file id", got)
 	}
-	if fs.InoHolder(ri) != local {
-		t.Error("InoHolder: not the local inode")
+	if fs.InoHolder(ri) != local || fs.KeptBy(local) != ri {
+		t.Error("InoHolder, KeptBy: not the local inode and the real one")
 	}
 
 	// The real inode dropped (its kernel node forgotten): a new one made
