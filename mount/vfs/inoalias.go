@@ -15,9 +15,13 @@ import "snfs/nfs3"
 // inode or the real one: the kernel is then told the same number (and
 // generation) for it whatever path reaches it - the descriptor open on the
 // local inode, a later lookup of its name, a listing - and go-fuse gives
-// those lookups the node the kernel already has. Once neither inode is
-// known (the kernel forgot both), a later lookup gives the server's number:
-// the kernel has no node left to compare it with.
+// those lookups the node the kernel already has. The number is kept for
+// the object's handle for the mount's life (up to maxAliases objects), also
+// once the kernel forgot both inodes (the mount drops every kernel name at
+// a permit's end: docs/mount.md "The name cache"), so that a later lookup
+// gives the same number again; only a listing that carries no handles
+// (DirIno) falls back to the server's number for an object the mount no
+// longer knows.
 
 // LocalIno is the start of the inode numbers the mount gives objects the
 // server has not made (up to, not including, ^0, go-fuse's own): the top
@@ -35,7 +39,9 @@ type InoID struct{ Ino, Gen uint64 }
 
 // inoAlias: the object of handle real (file id fileID) is reported as id,
 // the number of holder, the inode the mode made it as locally; holder is
-// nil once dropped. Kept while holder or real's inode is in FS.Inodes.
+// nil once dropped. Kept for the mount's life (maxAliases bounds the count);
+// in aliasByID only while holder or real's inode is in FS.Inodes (a file id
+// may be reused by another object once this one is gone).
 type inoAlias struct {
 	id     InoID
 	real   string
@@ -47,15 +53,16 @@ type inoAlias struct {
 // one holder stood for until the server made it: it is reported with
 // holder's number and generation (Ino) while holder's or its own inode is
 // known. An inode of real already known with a kernel node of its own keeps
-// its number (the kernel knows it by that one).
+// its number (the kernel knows it by that one: its file id's, or the number
+// an earlier holder gave it).
 func (fs *FS) KeepIno(holder *Inode, real nfs3.FH, fileID uint64) {
 	if holder == nil || string(holder.FH) == string(real) {
 		return
 	}
 	id := holder.Ino()
 	ri := fs.LookupInode(real)
-	if ri != nil && ri.alias.Load() == nil && liveNode(ri.Node()) {
-		return
+	if ri != nil && liveNode(ri.Node()) && ri.Ino() != id {
+		return // the kernel knows it by the number it has
 	}
 	a := &inoAlias{id: id, real: string(real), fileID: fileID, holder: holder}
 	fs.Mu.Lock()
@@ -77,6 +84,10 @@ func (fs *FS) KeepIno(holder *Inode, real nfs3.FH, fileID uint64) {
 		fs.aliasByID[a.fileID] = a
 	}
 }
+
+// maxAliases bounds the objects whose kept number outlives every inode of
+// theirs; past it, one such (any) is forgotten for each new one.
+const maxAliases = 1 << 16
 
 // Ino is the number and generation the kernel is told for i.
 func (i *Inode) Ino() InoID {
@@ -131,8 +142,8 @@ func (fs *FS) newAliasLocked(i *Inode) {
 		i.alias.Store(&id)
 		if a.fileID == 0 {
 			a.fileID = i.FileID
-			fs.aliasByID[a.fileID] = a
 		}
+		fs.aliasByID[a.fileID] = a
 	}
 }
 
@@ -146,22 +157,34 @@ func (fs *FS) droppedLocked(i *Inode) (real *Inode) {
 		a.holder = nil
 		ri := fs.Inodes[a.real]
 		if ri == nil {
-			fs.deleteAliasLocked(a)
+			fs.dormantAliasLocked(a)
 		}
 		return ri
 	}
 	if a := fs.aliases[string(i.FH)]; a != nil && a.holder == nil {
-		fs.deleteAliasLocked(a)
+		fs.dormantAliasLocked(a)
 	}
 	return nil
 }
 
-func (fs *FS) deleteAliasLocked(a *inoAlias) {
-	if fs.aliases[a.real] == a {
-		delete(fs.aliases, a.real)
-	}
+// dormantAliasLocked: no inode of a's object is known any more. Its number
+// is kept for its handle (newAliasLocked gives it to the next inode of it),
+// not for its file id; beyond maxAliases, another dormant one is forgotten.
+func (fs *FS) dormantAliasLocked(a *inoAlias) {
 	if fs.aliasByID[a.fileID] == a {
 		delete(fs.aliasByID, a.fileID)
+	}
+	if len(fs.aliases) <= maxAliases {
+		return
+	}
+	for k, o := range fs.aliases {
+		if o != a && o.holder == nil && fs.Inodes[k] == nil {
+			delete(fs.aliases, k)
+			if fs.aliasByID[o.fileID] == o {
+				delete(fs.aliasByID, o.fileID)
+			}
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -17,8 +18,8 @@ func (n *kernelNode) Forgotten() bool { return n.forgotten }
 // inode's number and generation, by its inode (one made before or after
 // KeepIno) and in a listing without handles, while either inode is known;
 // dropping the local inode drops the real one too when the kernel has no
-// node of its own for it, and the number goes with both; an inode the
-// kernel knows by its own number keeps it.
+// node of its own for it, and the number stays with the object's handle
+// (not its file id); an inode the kernel knows by a number keeps it.
 func TestKeepIno(t *testing.T) {
 	fs := &FS{Inodes: map[string]*Inode{}, log: slog.Default()}
 	fs.ops = NFSOps{fs}
@@ -48,28 +49,40 @@ func TestKeepIno(t *testing.T) {
 		t.Fatalf("a real inode made again: %+v; want %+v", got, want)
 	}
 	// The local inode dropped; the real one has no kernel node: both go,
-	// and so does the number.
+	// and the number stays with the object's handle: an inode of it made
+	// again has it (the kernel may have forgotten both nodes while the
+	// object lives on: the mount's permit ends drop every name).
 	ri.SetNode(&kernelNode{forgotten: true})
 	fs.Forget(local)
 	if fs.LookupInode(real) != nil {
 		t.Error("the real inode, known to the kernel only through the local one, stayed")
 	}
-	ri = fs.Inode(real, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 77}, attrAlways)
-	if got := ri.Ino(); got != (InoID{77, ri.Gen}) {
-		t.Errorf("once neither inode is known: %+v; want the server's", got)
-	}
 	if got := fs.DirIno(DirEntry{Name: "a", FileID: 77}); got != 77 {
-		t.Errorf("once neither inode is known, d_ino %d; want 77", got)
+		t.Errorf("once neither inode is known, d_ino by file id %d; want 77 (a file id may be reused)", got)
+	}
+	ri = fs.Inode(real, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 77}, attrAlways)
+	if got := ri.Ino(); got != want {
+		t.Errorf("an inode made again once neither was known: %+v; want %+v", got, want)
+	}
+	if got := fs.DirIno(DirEntry{Name: "a", FileID: 77}); got != want.Ino {
+		t.Errorf("its d_ino by file id %d; want %d", got, want.Ino)
 	}
 
-	// A real inode with a kernel node of its own keeps its number; one
-	// whose local inode goes while the kernel knows it keeps the local
-	// number until it goes too.
+	// A real inode with a kernel node of its own keeps the number the
+	// kernel knows it by; one whose local inode goes while the kernel
+	// knows it keeps the local number until it goes too.
 	local2 := fs.Inode(nfs3.FH("\xfflocal2"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 2}, attrAlways)
 	ri.SetNode(&kernelNode{})
 	fs.KeepIno(local2, real, 77)
-	if got := ri.Ino(); got != (InoID{77, ri.Gen}) {
-		t.Errorf("a real inode the kernel knows: %+v; want its own", got)
+	if got := ri.Ino(); got != want {
+		t.Errorf("a real inode the kernel knows: %+v; want the number it has, %+v", got, want)
+	}
+	real4 := nfs3.FH{4}
+	r4 := fs.Inode(real4, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 44}, attrAlways)
+	r4.SetNode(&kernelNode{})
+	fs.KeepIno(fs.Inode(nfs3.FH("\xfflocal4"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 4}, attrAlways), real4, 44)
+	if got := r4.Ino(); got != (InoID{44, r4.Gen}) {
+		t.Errorf("a real inode the kernel knows by its file id: %+v; want its own", got)
 	}
 	real3 := nfs3.FH{3}
 	local3 := fs.Inode(nfs3.FH("\xfflocal3"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 3}, attrAlways)
@@ -82,6 +95,27 @@ func TestKeepIno(t *testing.T) {
 	}
 	fs.Forget(r3)
 	if got := fs.DirIno(DirEntry{FileID: 99}); got != 99 {
-		t.Errorf("both inodes gone: d_ino %d; want 99", got)
+		t.Errorf("both inodes gone: d_ino by file id %d; want 99", got)
+	}
+	if got := fs.Inode(real3, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 99}, attrAlways).Ino().Ino; got != LocalIno|3 {
+		t.Errorf("both inodes gone, an inode made again: %d; want the local number", got)
+	}
+}
+
+// TestKeepInoBounded: the numbers kept for objects no inode of which is
+// known are at most maxAliases (one forgotten for each new one past it).
+func TestKeepInoBounded(t *testing.T) {
+	fs := &FS{Inodes: map[string]*Inode{}, log: slog.Default()}
+	fs.ops = NFSOps{fs}
+	for n := uint64(1); n <= maxAliases+10; n++ {
+		local := fs.Inode(nfs3.FH(fmt.Sprintf("\xfflocal%d", n)), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | n}, attrAlways)
+		fs.KeepIno(local, nfs3.FH(fmt.Sprintf("real%d", n)), n)
+		fs.Forget(local)
+	}
+	fs.Mu.Lock()
+	got := len(fs.aliases)
+	fs.Mu.Unlock()
+	if got > maxAliases {
+		t.Errorf("%d numbers kept for objects no inode of which is known; at most %d", got, maxAliases)
 	}
 }
