@@ -193,11 +193,15 @@ func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if err == nil && from != to {
 		// The kernel moves the name with the lifetime it had in from: one
 		// from a directory whose names it may keep must not outlive that
-		// in to (Ops.EntryTTLLocked; NotifyNames drops them all).
+		// in to, unless to's are kept too (Ops.EntryTTLLocked; NotifyNames
+		// drops them all).
 		from.Mu.Lock()
 		d, ok := fs.ops.EntryTTLLocked(from, nil)
 		from.Mu.Unlock()
-		if ok && d > 0 {
+		to.Mu.Lock()
+		dt, okt := fs.ops.EntryTTLLocked(to, nil)
+		to.Mu.Unlock()
+		if ok && d > 0 && !(okt && dt > 0) {
 			fs.NotifyNames()
 		}
 	}
