@@ -8,6 +8,7 @@ import (
 
 	"snfs/mount/cachemgr"
 	"snfs/nfs3"
+	"snfs/server"
 )
 
 // TestMountSNFSPermitsKeptNamesRecalled: under a directory's write-back
@@ -58,5 +59,59 @@ func TestMountSNFSPermitsKeptNamesRecalled(t *testing.T) {
 	}
 	if got, err := os.ReadFile(a.path("d/z")); err != nil || string(got) != "y" {
 		t.Errorf("A reads d/z: %q, %v", got, err)
+	}
+}
+
+// TestMountSNFSPermitsKeptNameMovedOut: a name the kernel keeps under a
+// permit, renamed by this mount into a cached directory whose names it does
+// not keep (no permit: the server's bound of one per client), is not kept
+// there: the kernel moves the name with its lifetime, so the mount drops
+// every kept name after such a rename. A plain client's removal of the moved
+// file (which breaks the promise, needing no name of the kernel's dropped)
+// is then seen at once.
+func TestMountSNFSPermitsKeptNameMovedOut(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Permits.MaxPerClient = 1 })
+	for _, d := range []string{"d", "e"} {
+		if err := os.MkdirAll(e.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(e.path("d/x"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := newPermitsMount(t, e, "permits-kept-moved", "")
+	for _, d := range []string{"d", "e"} {
+		if _, err := os.ReadDir(a.path(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A local change takes d's permit (the one this client may hold); then
+	// x's name is kept.
+	if err := os.WriteFile(a.path("d/y"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachemgr.StatsOf(a.v).LocalChanges.Load(); got != 1 {
+		t.Fatalf("%d changes made locally; want 1 (under d's permit)", got)
+	}
+	if _, err := os.Stat(a.path("d/x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(a.path("d/x"), a.path("e/x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachemgr.StatsOf(a.v).LocalChanges.Load(); got != 1 {
+		t.Fatalf("%d changes made locally; want 1 (the rename into e, without its permit, through the server)", got)
+	}
+	if _, err := os.Stat(a.path("e/x")); err != nil {
+		t.Fatal(err)
+	}
+	E := e.lookup(e.root, "e")
+	if r, err := e.nfs.Remove(ctx, E, "x"); err != nil || r.Status != nfs3.OK {
+		t.Fatalf("plain REMOVE e/x: %v %v", r, err)
+	}
+	if _, err := os.Stat(a.path("e/x")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("A's stat of e/x after another client removed it: %v; want ENOENT", err)
 	}
 }
