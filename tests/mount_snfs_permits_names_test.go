@@ -66,9 +66,10 @@ func TestMountSNFSPermitsKeptNamesRecalled(t *testing.T) {
 // permit, renamed by this mount into a cached directory whose names it does
 // not keep (no permit: the server's bound of one per client), is not kept
 // there: the kernel moves the name with its lifetime, so the mount drops
-// every kept name after such a rename. A plain client's removal of the moved
-// file (which breaks the promise, needing no name of the kernel's dropped)
-// is then seen at once.
+// every kept name after such a rename. A plain client's rename of the moved
+// file (which breaks e's promise, needing no name of the kernel's dropped)
+// is then seen at once (a removal would be seen anyway: the kernel looks a
+// name up again when its object is gone, ESTALE).
 func TestMountSNFSPermitsKeptNameMovedOut(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -108,10 +109,13 @@ func TestMountSNFSPermitsKeptNameMovedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	E := e.lookup(e.root, "e")
-	if r, err := e.nfs.Remove(ctx, E, "x"); err != nil || r.Status != nfs3.OK {
-		t.Fatalf("plain REMOVE e/x: %v %v", r, err)
+	if r, err := e.nfs.Rename(ctx, E, "x", E, "z"); err != nil || r.Status != nfs3.OK {
+		t.Fatalf("plain RENAME e/x e/z: %v %v", r, err)
 	}
 	if _, err := os.Stat(a.path("e/x")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("A's stat of e/x after another client removed it: %v; want ENOENT", err)
+		t.Errorf("A's stat of e/x after another client renamed it: %v; want ENOENT", err)
+	}
+	if got, err := os.ReadFile(a.path("e/z")); err != nil || string(got) != "x" {
+		t.Errorf("A reads e/z: %q, %v", got, err)
 	}
 }
