@@ -27,6 +27,8 @@ func cmlRecords() []CMLRecord {
 		{LSN: 1 << 40, Op: CMLSetattr, Obj: ObjRef{Prov: 1}, Attr: attr},
 		{LSN: 1<<40 + 1, Op: CMLRmdir, Dir: ObjRef{FH: testFH}, Name: "d"},
 		{LSN: 1<<40 + 2, Op: CMLCreate, Open: true, Dir: ObjRef{FH: testFH}, Name: "o", Attr: attr, New: 4},
+		{LSN: 1<<40 + 3, Op: CMLStore, Obj: ObjRef{Prov: 4}, Data: []byte("local data\n"), Atime: nfs3.Time{Sec: 5, Nsec: 6}, Mtime: nfs3.Time{Sec: 7, Nsec: 8}},
+		{LSN: 1<<40 + 4, Op: CMLStore, Obj: ObjRef{FH: testFH}, Mtime: nfs3.Time{Sec: 1}},
 	}
 }
 
@@ -67,6 +69,23 @@ func TestPermitRoundTrip(t *testing.T) {
 	if err := a.Decode(xdr.NewReader(w.Bytes())); err != nil || len(a.Records) != ReintegrateMax {
 		t.Fatalf("a batch of ReintegrateMax records: %v, %d records", err, len(a.Records))
 	}
+	// STORE records of StoreMax bytes up to ReintegrateStoreMax in all
+	// decode, their data intact.
+	stores := make([]CMLRecord, ReintegrateStoreMax/StoreMax)
+	for i := range stores {
+		stores[i] = CMLRecord{LSN: uint64(i + 1), Op: CMLStore, Obj: ObjRef{Prov: 1}, Data: bytes.Repeat([]byte{byte(i)}, StoreMax)}
+	}
+	w = xdr.Writer{}
+	(&ReintegrateArgs{Client: 4, Records: stores}).Encode(&w)
+	a = ReintegrateArgs{}
+	if err := a.Decode(xdr.NewReader(w.Bytes())); err != nil || len(a.Records) != len(stores) {
+		t.Fatalf("a batch of ReintegrateStoreMax bytes of STORE data: %v, %d records", err, len(a.Records))
+	}
+	for i := range a.Records {
+		if !bytes.Equal(a.Records[i].Data, stores[i].Data) {
+			t.Fatalf("STORE record %d: data differs", i)
+		}
+	}
 }
 
 func TestPermitDecodeBounds(t *testing.T) {
@@ -100,6 +119,27 @@ func TestPermitDecodeBounds(t *testing.T) {
 			})},
 		{"ReintegrateArgs/op 0", func() codec { return new(ReintegrateArgs) },
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(1); w.Uint64(1); w.Uint32(0) })},
+		{"ReintegrateArgs/op 11", func() codec { return new(ReintegrateArgs) },
+			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(1); w.Uint64(1); w.Uint32(11) })},
+		{"ReintegrateArgs/STORE data longer than StoreMax", func() codec { return new(ReintegrateArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(0)
+				w.Uint32(1)
+				r := CMLRecord{LSN: 1, Op: CMLStore, Obj: ObjRef{Prov: 1}, Data: make([]byte, StoreMax+1)}
+				r.encode(w)
+			})},
+		{"ReintegrateArgs/STORE data past ReintegrateStoreMax in all", func() codec { return new(ReintegrateArgs) },
+			w(func(w *xdr.Writer) {
+				w.Uint64(1)
+				w.Uint32(0)
+				n := ReintegrateStoreMax/StoreMax + 1
+				w.Uint32(uint32(n))
+				for i := range n {
+					r := CMLRecord{LSN: uint64(i + 1), Op: CMLStore, Obj: ObjRef{Prov: 1}, Data: make([]byte, StoreMax)}
+					r.encode(w)
+				}
+			})},
 		{"ReintegrateArgs/op 9", func() codec { return new(ReintegrateArgs) },
 			w(func(w *xdr.Writer) { w.Uint64(1); w.Uint32(0); w.Uint32(1); w.Uint64(1); w.Uint32(9) })},
 		{"ReintegrateArgs/provisional 0", func() codec { return new(ReintegrateArgs) },

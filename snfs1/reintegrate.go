@@ -13,6 +13,21 @@ import (
 // (nfs3.MaxPath bytes), so a batch is bounded by count and by the RPC record.
 const ReintegrateMax = 1024
 
+// StoreMax is SNFS_STORE_MAX: the most bytes of file data one CML_STORE
+// record carries. A file larger than this is not worth carrying in the
+// log's batch: its data goes by WRITE as before, where the round trips of
+// its WRITEs overlap, and a bigger record would hold up the records after
+// it for the time its data takes to cross the link.
+const StoreMax = 64 << 10
+
+// ReintegrateStoreMax is SNFS_REINTEGRATE_STORE_MAX: the most bytes of
+// CML_STORE data in one REINTEGRATE, all records together. With every
+// record's names and targets (at most about 5 MiB for ReintegrateMax
+// records) a call stays below the RPC layer's record limit (8 MiB), and
+// the server holds at most this much file data per batch being applied
+// (a batch waiting for callbacks keeps its records).
+const ReintegrateStoreMax = 1 << 20
+
 // CMLOp is cmlop1: what a log record does (Coda's client modification log).
 // Data writes are not logged: they go by WRITE (or APPEND) as they do
 // without a permit.
@@ -34,11 +49,16 @@ const (
 	// decoded record carries it as Op CMLCreate with Open set, so that
 	// everything that treats a CREATE treats this one alike.
 	CMLCreateOpen CMLOp = 9
-	maxCMLOp      CMLOp = CMLCreateOpen
+	// CMLStore is CML_STORE: the whole content of a regular file (at most
+	// StoreMax bytes) written from offset 0, the file cut to its length,
+	// and its access and modification times set: the data of a file made
+	// under the permit, carried in the batch instead of WRITEs after it.
+	CMLStore CMLOp = 10
+	maxCMLOp CMLOp = CMLStore
 )
 
 func (o CMLOp) String() string {
-	names := [...]string{"", "CREATE", "MKDIR", "SYMLINK", "LINK", "UNLINK", "RMDIR", "RENAME", "SETATTR", "CREATE_OPEN"}
+	names := [...]string{"", "CREATE", "MKDIR", "SYMLINK", "LINK", "UNLINK", "RMDIR", "RENAME", "SETATTR", "CREATE_OPEN", "STORE"}
 	if o >= 1 && o <= maxCMLOp {
 		return names[o]
 	}
@@ -82,6 +102,7 @@ func (o *ObjRef) decode(r *xdr.Reader) {
 //	UNLINK, RMDIR  Dir, Name
 //	RENAME         Dir, Name, ToDir, ToName
 //	SETATTR        Obj, Attr
+//	STORE          Obj, Data, Atime, Mtime
 type CMLRecord struct {
 	LSN    uint64
 	Op     CMLOp
@@ -98,6 +119,10 @@ type CMLRecord struct {
 	// only on what it sends, never in its log: a log resent by a later
 	// mount has no open to give it to.
 	Open bool
+	// Data, Atime, Mtime: a STORE's content (at most StoreMax bytes) and
+	// the times the file gets after it.
+	Data         []byte
+	Atime, Mtime nfs3.Time
 }
 
 func (c *CMLRecord) encode(w *xdr.Writer) {
@@ -131,6 +156,13 @@ func (c *CMLRecord) encode(w *xdr.Writer) {
 	case CMLSetattr:
 		c.Obj.encode(w)
 		c.Attr.Encode(w)
+	case CMLStore:
+		c.Obj.encode(w)
+		w.Opaque(c.Data)
+		w.Uint32(c.Atime.Sec)
+		w.Uint32(c.Atime.Nsec)
+		w.Uint32(c.Mtime.Sec)
+		w.Uint32(c.Mtime.Nsec)
 	}
 }
 
@@ -169,6 +201,13 @@ func (c *CMLRecord) decode(r *xdr.Reader) {
 	case CMLSetattr:
 		c.Obj.decode(r)
 		c.Attr.Decode(r)
+	case CMLStore:
+		c.Obj.decode(r)
+		if d := r.Opaque(StoreMax); r.Err() == nil && len(d) > 0 {
+			c.Data = append([]byte{}, d...)
+		}
+		c.Atime = nfs3.Time{Sec: r.Uint32(), Nsec: r.Uint32()}
+		c.Mtime = nfs3.Time{Sec: r.Uint32(), Nsec: r.Uint32()}
 	}
 }
 
@@ -191,8 +230,9 @@ func (a *ReintegrateArgs) Encode(w *xdr.Writer) {
 }
 
 // Decode implements xdr.Decoder. Handles alias the reader's buffer; names
-// are copies. It refuses more than ReintegrateMax records and records out of
-// LSN order (each LSN above the one before).
+// and STORE data are copies. It refuses more than ReintegrateMax records,
+// records out of LSN order (each LSN above the one before), and more than
+// ReintegrateStoreMax bytes of STORE data in all.
 func (a *ReintegrateArgs) Decode(r *xdr.Reader) error {
 	a.Client = ClientID(r.Uint64())
 	a.Permits = decodePermitRefs(r)
@@ -206,10 +246,16 @@ func (a *ReintegrateArgs) Decode(r *xdr.Reader) error {
 	}
 	a.Records = make([]CMLRecord, 0, min(n, 64))
 	var given map[uint64]bool // provisional ids given by the records so far
+	stored := 0               // STORE data bytes so far
 	for i := range n {
 		var c CMLRecord
 		c.decode(r)
 		if r.Err() != nil {
+			a.Records = nil
+			return r.Err()
+		}
+		if stored += len(c.Data); stored > ReintegrateStoreMax {
+			r.SetErr(fmt.Errorf("snfs1: %w: more than %d bytes of STORE data", xdr.ErrTooLong, ReintegrateStoreMax))
 			a.Records = nil
 			return r.Err()
 		}
