@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"sync"
-	"syscall"
 
 	"snfs/consist"
 	"snfs/nfs3"
@@ -350,8 +349,8 @@ func (b *batch) step(rec *snfs1.CMLRecord, err error) bool {
 		switch {
 		case rec.LSN <= b.last:
 			b.again(rec, &res)
-		case rec.LSN <= b.maybe:
-			b.again(rec, &res) // applied before the crash
+		case rec.LSN <= b.maybe && rec.Op != snfs1.CMLStore:
+			b.again(rec, &res) // applied before the crash (a STORE is applied again)
 		default:
 			err = b.apply(rec, &res)
 		}
@@ -539,6 +538,8 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 			return nil
 		}
 		return regularAccess(r, fh, state.AccessSetattr)
+	case snfs1.CMLStore:
+		return b.storeAccesses(rec) // reintegratestore.go
 	}
 	return nil
 }
@@ -688,30 +689,10 @@ func (b *batch) apply(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 		res.Attr = wr.Wcc.After
 		b.changed = append(b.changed, fh)
 		return nil
+	case snfs1.CMLStore:
+		return b.applyStore(rec, res) // reintegratestore.go
 	}
 	return nfs3.ErrNotSupp
-}
-
-// setattrPermitted reports whether the batch may apply the SETATTR rec of
-// the object fh (resolved as r).
-func (b *batch) setattrPermitted(rec *snfs1.CMLRecord, fh nfs3.FH, r *req) bool {
-	if r.node.Stat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return b.permitted(fh)
-	}
-	return rec.Obj.Prov != 0 || b.anyPermit()
-}
-
-// anyPermit reports whether the client holds some permit the batch names.
-func (b *batch) anyPermit() bool {
-	if len(b.made) > 0 {
-		return true
-	}
-	for id, p := range b.permits {
-		if b.s.consist.HoldsPermitID(b.mid, id, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // made1 records what a CREATE, MKDIR or SYMLINK made: its provisional id's
