@@ -43,6 +43,9 @@ type offData struct {
 	pushed bool
 	// timed: a times file may be beside the data (offlinesetattr.go).
 	timed bool
+	// stored: the LSN of the CML_STORE record that carries the data as it
+	// is (permitstore.go; 0: none): dropped by any change of the data.
+	stored uint64
 }
 
 // newOffData makes id's empty data file.

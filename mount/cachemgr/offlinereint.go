@@ -172,7 +172,7 @@ func (p *permits) poisonRecord(rec *snfs1.CMLRecord) {
 	p.off.mu.Lock()
 	pending := p.off.pending
 	p.off.mu.Unlock()
-	if !pending || rec.Op == snfs1.CMLSetattr {
+	if !pending || rec.Op == snfs1.CMLSetattr || rec.Op == snfs1.CMLStore {
 		return
 	}
 	p.poison(offNameKey(rec.Dir, rec.Name))
@@ -259,8 +259,10 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 // made the attributes the file has after its data (from the last WRITE's
 // or the COMMIT's reply; none given: none, and the object's attributes are
 // asked again at its next use). What fails stays to be pushed at the next
-// reintegration.
-func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) {
+// reintegration. A file whose CML_STORE record the reintegration applied
+// (applied: the last LSN it acknowledged) is not pushed: its data is on
+// the server (permitstore.go).
+func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, applied uint64) {
 	p.off.mu.Lock()
 	var ods []*offData
 	for _, od := range p.off.data {
@@ -273,7 +275,13 @@ func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) {
 		if m, got := made[od.id]; got {
 			fh, ok = m.FH, true
 		}
-		if ok {
+		if !ok {
+			continue
+		}
+		od.mu.Lock()
+		stored := p.storedNow(od, applied)
+		od.mu.Unlock()
+		if !stored {
 			push = append(push, dataPush{od, fh})
 		}
 	}

@@ -157,6 +157,7 @@ func (od *offData) loadTimes() *offTimes {
 // dropTimes: the data changed after the times were set (od.mu held): its
 // mtime is the write's.
 func (od *offData) dropTimes() {
+	od.stored = 0 // the data changed: a STORE logged before carries older data (permitstore.go)
 	if od.timed {
 		od.timed = false
 		os.Remove(od.timesPath())

@@ -212,6 +212,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 	if err := p.offPrepare(ctx); err != nil { // offlinereint.go
 		return err
 	}
+	p.storeSmall() // permitstore.go
 	askedAgain := false
 	for range reintegrateMaxRounds {
 		starts := p.startsSeen()
@@ -219,7 +220,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
 		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
-		p.pushOffData(ctx, res.Made) // offlinedata.go: before the attributes are taken in
+		p.pushOffData(ctx, res.Made, res.Applied) // offlinereint.go: before the attributes are taken in
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
@@ -252,6 +253,15 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 			continue
 		}
 		askedAgain = false
+		if ce.Record.Op == snfs1.CMLStore {
+			// Its file's data is pushed after the reintegration instead,
+			// as without the record (permitstore.go): not a conflict.
+			p.storeRefused(&ce.Record, ce.Status)
+			if err := p.log.Skip(ce.Record.LSN); err != nil {
+				return err
+			}
+			continue
+		}
 		if !p.offRefused(ctx, &ce.Record, ce.Status, why) {
 			p.keepConflict(&ce.Record, ce.Status, why)
 		}

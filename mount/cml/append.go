@@ -89,7 +89,7 @@ func refs(rec *snfs1.CMLRecord) []*snfs1.ObjRef {
 		return []*snfs1.ObjRef{&rec.Obj, &rec.Dir}
 	case snfs1.CMLRename:
 		return []*snfs1.ObjRef{&rec.Dir, &rec.ToDir}
-	case snfs1.CMLSetattr:
+	case snfs1.CMLSetattr, snfs1.CMLStore:
 		return []*snfs1.ObjRef{&rec.Obj}
 	}
 	return nil
@@ -98,8 +98,11 @@ func refs(rec *snfs1.CMLRecord) []*snfs1.ObjRef {
 // checkRecord refuses what REINTEGRATE's decoder would refuse, so that
 // nothing logged is unsendable or unreadable.
 func checkRecord(rec *snfs1.CMLRecord) error {
-	if rec.Op < snfs1.CMLCreate || rec.Op > snfs1.CMLSetattr {
+	if rec.Op < snfs1.CMLCreate || rec.Op > snfs1.CMLSetattr && rec.Op != snfs1.CMLStore {
 		return fmt.Errorf("cml: %s: unknown op", rec.Op)
+	}
+	if rec.Op == snfs1.CMLStore && len(rec.Data) > snfs1.StoreMax {
+		return fmt.Errorf("cml: STORE: %d bytes of data", len(rec.Data))
 	}
 	for _, o := range refs(rec) {
 		if o.Prov == 0 && (len(o.FH) == 0 || len(o.FH) > nfs3.FHSize) {
@@ -108,7 +111,7 @@ func checkRecord(rec *snfs1.CMLRecord) error {
 	}
 	names := []string{}
 	switch rec.Op {
-	case snfs1.CMLSetattr:
+	case snfs1.CMLSetattr, snfs1.CMLStore:
 	case snfs1.CMLRename:
 		names = append(names, rec.Name, rec.ToName)
 	default:

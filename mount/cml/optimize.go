@@ -227,7 +227,7 @@ func (z *optimizer) walk(i int) {
 		} else {
 			z.names[from] = nameAbsent
 		}
-	case snfs1.CMLSetattr:
+	case snfs1.CMLSetattr, snfs1.CMLStore:
 		z.subject[i] = z.objOf(r.Obj)
 	}
 }

@@ -173,7 +173,7 @@ func dirRefs(rec *snfs1.CMLRecord) []snfs1.ObjRef {
 	switch rec.Op {
 	case snfs1.CMLRename:
 		return []snfs1.ObjRef{rec.Dir, rec.ToDir}
-	case snfs1.CMLSetattr:
+	case snfs1.CMLSetattr, snfs1.CMLStore:
 		return nil
 	}
 	return []snfs1.ObjRef{rec.Dir}
@@ -255,7 +255,7 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 			l.mu.Unlock()
 			return nil
 		}
-		batch := append([]snfs1.CMLRecord(nil), l.plan[:min(len(l.plan), snfs1.ReintegrateMax)]...)
+		batch := append([]snfs1.CMLRecord(nil), l.plan[:storeCut(l.plan)]...)
 		handles := make(map[uint64]nfs3.FH)
 		for i := range batch {
 			for _, o := range refs(&batch[i]) {
@@ -280,6 +280,19 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 			return err
 		}
 	}
+}
+
+// storeCut is how many of plan's first records one batch carries: at most
+// snfs1.ReintegrateMax, and STORE records of at most
+// snfs1.ReintegrateStoreMax bytes of data in all (at least one record).
+func storeCut(plan []snfs1.CMLRecord) int {
+	n, data := min(len(plan), snfs1.ReintegrateMax), 0
+	for i := range n {
+		if data += len(plan[i].Data); data > snfs1.ReintegrateStoreMax && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // permitsFor returns the permits batch is sent under: for every directory
@@ -369,7 +382,7 @@ func (l *Log) takeReply(batch []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, res 
 				}
 				res.Made[batch[i].New] = m
 			}
-			if (batch[i].Op == snfs1.CMLSetattr || batch[i].Op == snfs1.CMLLink) && r.Attr != nil {
+			if (batch[i].Op == snfs1.CMLSetattr || batch[i].Op == snfs1.CMLLink || batch[i].Op == snfs1.CMLStore) && r.Attr != nil {
 				res.madeAttr(&batch[i].Obj, r.Attr)
 			}
 			if batch[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {

@@ -1,0 +1,152 @@
+package cachemgr
+
+import (
+	"errors"
+	"io"
+	"os"
+
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// The data of small files made locally, carried in the reintegration
+// (docs/protocol.md section 21.3, CML_STORE; docs/mount.md "--permit-data"):
+// as Coda ships a closed file's contents with its log, a file made under a
+// permit whose data is in the local store (permitdata.go), closed and at
+// most snfs1.StoreMax bytes, is logged as a CML_STORE record when its log
+// is reintegrated: its whole content and the times the mount shows for it,
+// applied by the server in the same batch as the file's CREATE, durable
+// with it. The WRITE, COMMIT and SETATTR of the push after the
+// reintegration (pushOffData) are then not sent for it.
+//
+// The record is appended at the reintegration (storeSmall), not at the
+// close: a file closed and opened again to write costs one record, the
+// last content's. It carries the data as read then (od.mu held, so no
+// write of the local data goes between the read and the mark); a write,
+// truncation or O_TRUNC open after it (dropTimes) drops the mark, and the
+// file is pushed after the reintegration as before, over what the STORE
+// wrote. What the mark says is kept only in memory: a mount restarted with
+// a STORE in its log sends it (the log's record holds the data) and pushes
+// the local data too, the same bytes.
+
+// storeSmall appends a CML_STORE record for each file made locally whose
+// data is not on the server yet, not stored already, small enough, every
+// open of it closed, and whose provisional inode the mount knows (its times
+// are the inode's), and marks it stored. Only with --permit-data=on.
+func (p *permits) storeSmall() {
+	if !p.sn.cfg.PermitData || p.log == nil {
+		return
+	}
+	p.off.mu.Lock()
+	ods := make([]*offData, 0, len(p.off.data))
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		if _, made := p.log.Handle(od.id); made {
+			continue // its CREATE is reintegrated: pushed as before
+		}
+		if err := p.storeOne(od); err != nil {
+			p.sn.FS.Logger().Warn("logging a file's data for its reintegration (pushed after it instead)", "err", err)
+		}
+	}
+}
+
+// storeOne appends od's STORE record, if od qualifies (storeSmall).
+func (p *permits) storeOne(od *offData) error {
+	fh := provFH(od.id)
+	o, ok := p.made.of(fh)
+	if !ok || !o.live {
+		return nil
+	}
+	i := p.sn.FS.LookupInode(fh)
+	if i == nil {
+		return nil // a restarted mount: the times kept are pushed (pushTimes)
+	}
+	od.mu.Lock()
+	defer od.mu.Unlock()
+	if od.pushed || od.stored != 0 || od.timed || !p.sn.offClosed(fh) {
+		return nil
+	}
+	data, err := readSmall(od.path, snfs1.StoreMax)
+	if err != nil || data == nil {
+		return err
+	}
+	i.Mu.Lock()
+	at, mt := i.Attr.Atime, i.Attr.Mtime
+	i.Mu.Unlock()
+	lsn, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLStore, Obj: snfs1.ObjRef{Prov: od.id},
+		Data: data, Atime: at, Mtime: mt})
+	if err != nil {
+		return err
+	}
+	od.stored = lsn
+	return nil
+}
+
+// offClosed reports whether every open of fh on local data has been
+// closed (a FLUSH seen; the RELEASE may still be on its way).
+func (sn *snfsFS) offClosed(fh nfs3.FH) bool {
+	sn.offOpens.Lock()
+	defer sn.offOpens.Unlock()
+	for of := range sn.offOpens.m[string(fh)] {
+		of.mu.Lock()
+		flushed := of.flushed
+		of.mu.Unlock()
+		if !flushed {
+			return false
+		}
+	}
+	return true
+}
+
+// readSmall reads the file at path whole if it holds at most max bytes
+// (nil, nil: larger).
+func readSmall(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, max+1)
+	n, err := io.ReadFull(f, buf)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return buf[:n:n], nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, nil // more than max
+}
+
+// storedNow takes in, after a reintegration acknowledged records up to
+// applied, the files whose STORE it applied: their data is on the server,
+// not pushed (od.mu held). It reports whether od was.
+func (p *permits) storedNow(od *offData, applied uint64) bool {
+	if od.stored == 0 || od.stored > applied || od.pushed {
+		return false
+	}
+	p.offDataPushed(od)
+	return true
+}
+
+// storeRefused: the server refused the STORE rec; its file's mark is
+// dropped, so that the data is pushed after the reintegration as without
+// it (a later acknowledged LSN must not pass for this record's).
+func (p *permits) storeRefused(rec *snfs1.CMLRecord, st snfs1.Status) {
+	p.sn.FS.Logger().Warn("the server refused a file's data in the log (pushed after the reintegration instead)", "lsn", rec.LSN, "status", st)
+	p.off.mu.Lock()
+	ods := make([]*offData, 0, len(p.off.data))
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		od.mu.Lock()
+		if od.stored == rec.LSN {
+			od.stored = 0
+		}
+		od.mu.Unlock()
+	}
+}
