@@ -32,7 +32,8 @@ import (
 // storeSmall appends a CML_STORE record for each file made locally whose
 // data is not on the server yet, not stored already, small enough, every
 // open of it closed, and whose provisional inode the mount knows (its times
-// are the inode's), and marks it stored. Only with --permit-data=on.
+// are the inode's: the last write's, or those a utimes set since, as
+// pushInodeTimes sends), and marks it stored. Only with --permit-data=on.
 func (p *permits) storeSmall() {
 	if !p.sn.cfg.PermitData || p.log == nil {
 		return
@@ -66,7 +67,7 @@ func (p *permits) storeOne(od *offData) error {
 	}
 	od.mu.Lock()
 	defer od.mu.Unlock()
-	if od.pushed || od.stored != 0 || od.timed || !p.sn.offClosed(fh) {
+	if od.pushed || od.stored != 0 || !p.sn.offClosed(fh) {
 		return nil
 	}
 	data, err := readSmall(od.path, snfs1.StoreMax)
