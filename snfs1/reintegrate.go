@@ -29,8 +29,8 @@ const StoreMax = 64 << 10
 const ReintegrateStoreMax = 1 << 20
 
 // CMLOp is cmlop1: what a log record does (Coda's client modification log).
-// Data writes are not logged: they go by WRITE (or APPEND) as they do
-// without a permit.
+// Data writes are not logged (they go by WRITE or APPEND as they do without
+// a permit), except a small file's whole content as CML_STORE.
 type CMLOp uint32
 
 // cmlop1 values.
