@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -166,4 +167,68 @@ func TestMountSNFSPermitsDataStoreBatches(t *testing.T) {
 			t.Errorf("the server's d/%s: %d bytes, %v; want %d", name, len(got), err, len(w))
 		}
 	}
+}
+
+// logHolds reports whether a file of the modification log in cacheDir
+// holds b.
+func logHolds(cacheDir string, b []byte) bool {
+	ents, err := os.ReadDir(filepath.Join(cacheDir, "cml"))
+	if err != nil {
+		return false
+	}
+	for _, en := range ents {
+		if data, err := os.ReadFile(filepath.Join(cacheDir, "cml", en.Name())); err == nil && bytes.Contains(data, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestMountSNFSPermitsDataStoreKilled: a mount killed with SIGKILL after
+// its reintegration logged its files' data as CML_STORE records and before
+// the server answered (the server is down: the log's plan, records and
+// data, is durable, the call unanswered): the remount sends the log again,
+// the server has every byte.
+func TestMountSNFSPermitsDataStoreKilled(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	permitsPre(t, s.path)
+	flags := []string{"--permits=on", "--permit-data=on", "--disconnected=never"}
+	a := startMount(t, s, "", "", flags...)
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	marker := []byte(fmt.Sprintf("stored in the log, then killed %d;", time.Now().UnixNano()))
+	want := map[string][]byte{
+		"stored":  append(append([]byte{}, marker...), storeFile(1, 30000)...),
+		"small":   []byte("small"),
+		"empty":   {},
+		"largest": storeFile(2, snfs1.StoreMax),
+	}
+	for n, w := range want {
+		if err := os.WriteFile(a.path("d/"+n), w, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.kill9(); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		if d, err := os.Open(a.path("d")); err == nil {
+			d.Sync() // fails once the mount is killed
+			d.Close()
+		}
+	}()
+	if !waitFor(30*time.Second, func() bool { return logHolds(a.cacheDir, marker) }) {
+		t.Fatal("the reintegration did not log the file's data as a STORE record")
+	}
+	a.kill9()
+	<-synced
+	s.start()
+	b := startMount(t, s, a.dir, a.cacheDir, flags...)
+	checkFiles(t, "the server after the remount", func(n string) ([]byte, error) { return os.ReadFile(s.path(n)) }, want)
+	checkFiles(t, "the remount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
 }
