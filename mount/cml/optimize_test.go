@@ -32,6 +32,36 @@ func sa(obj snfs1.ObjRef, a nfs3.Sattr) snfs1.CMLRecord {
 	return snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: obj, Attr: a}
 }
 
+func st(obj snfs1.ObjRef, data string) snfs1.CMLRecord {
+	return snfs1.CMLRecord{Op: snfs1.CMLStore, Obj: obj, Data: []byte(data)}
+}
+
+// TestStoreCut: a batch carries at most snfs1.ReintegrateStoreMax bytes of
+// STORE data (at least one record), and at most snfs1.ReintegrateMax
+// records.
+func TestStoreCut(t *testing.T) {
+	big := make([]byte, snfs1.StoreMax)
+	var plan []snfs1.CMLRecord
+	for range snfs1.ReintegrateStoreMax/snfs1.StoreMax + 3 {
+		plan = append(plan, mk(snfs1.CMLCreate, dD, "x"), snfs1.CMLRecord{Op: snfs1.CMLStore, Obj: fF, Data: big})
+	}
+	n := storeCut(plan)
+	data := 0
+	for _, r := range plan[:n] {
+		data += len(r.Data)
+	}
+	if data > snfs1.ReintegrateStoreMax || data+snfs1.StoreMax <= snfs1.ReintegrateStoreMax {
+		t.Errorf("the first batch carries %d bytes of STORE data in %d records; want at most %d, and no room for one more", data, n, snfs1.ReintegrateStoreMax)
+	}
+	if n := storeCut(plan[len(plan)-1:]); n != 1 {
+		t.Errorf("a plan of one STORE: a batch of %d", n)
+	}
+	small := make([]snfs1.CMLRecord, snfs1.ReintegrateMax+5)
+	if n := storeCut(small); n != snfs1.ReintegrateMax {
+		t.Errorf("a plan of %d records: a batch of %d", len(small), n)
+	}
+}
+
 // TestOptimizeTable: each rule and each of its exceptions, by the LSNs
 // kept (records are numbered from 1; a making record's provisional id is
 // its LSN), and the attributes of merged SETATTRs.
@@ -51,6 +81,12 @@ func TestOptimizeTable(t *testing.T) {
 		{"every name removed: all cancel", []snfs1.CMLRecord{
 			mk(snfs1.CMLCreate, dD, "x"), ln(pv(1), dS, "y"), mk(snfs1.CMLUnlink, dD, "x"), mk(snfs1.CMLUnlink, dS, "y")}, "[]"},
 		{"a symlink too", []snfs1.CMLRecord{mk(snfs1.CMLSymlink, dD, "l"), mk(snfs1.CMLUnlink, dD, "l")}, "[]"},
+		{"a file's STORE cancels with it", []snfs1.CMLRecord{
+			mk(snfs1.CMLCreate, dD, "x"), st(pv(1), "data"), mk(snfs1.CMLUnlink, dD, "x")}, "[]"},
+		{"a surviving file keeps its STORE", []snfs1.CMLRecord{
+			mk(snfs1.CMLCreate, dD, "x"), st(pv(1), "data"), mv(dD, "x", dS, "y")}, "[1 2 3]"},
+		{"a STORE parts SETATTRs of its file", []snfs1.CMLRecord{
+			sa(fF, nfs3.Sattr{Size: u64(0)}), st(fF, "data"), sa(fF, nfs3.Sattr{Mode: u32(0o600)})}, "[1 2 3]"},
 		{"mkdir and rmdir cancel", []snfs1.CMLRecord{mk(snfs1.CMLMkdir, dD, "d"), sa(pv(1), nfs3.Sattr{Mode: u32(0o700)}), mk(snfs1.CMLRmdir, dD, "d")}, "[]"},
 		{"with what lived and died inside", []snfs1.CMLRecord{
 			mk(snfs1.CMLMkdir, dD, "d"), mk(snfs1.CMLCreate, pv(1), "x"), mk(snfs1.CMLUnlink, pv(1), "x"), mk(snfs1.CMLRmdir, dD, "d")}, "[]"},
