@@ -15,10 +15,12 @@ func sampleFrames() []byte {
 	ren := mv(pv(7), "x", dS, "y")
 	ren.LSN = 8
 	sym := snfs1.CMLRecord{LSN: 9, Op: snfs1.CMLSymlink, Dir: dD, Name: "l", Target: "t", New: 9, Attr: nfs3.Sattr{Mtime: nfs3.SetTime{How: nfs3.SetToServerTime}}}
+	store := snfs1.CMLRecord{LSN: 10, Op: snfs1.CMLStore, Obj: pv(7), Data: []byte("the data"), Atime: nfs3.Time{Sec: 1}, Mtime: nfs3.Time{Sec: 2, Nsec: 3}}
 	var b []byte
 	b = appendFrame(b, &frame{kind: kindCheckpoint, next: 7})
 	b = appendFrame(b, &frame{kind: kindOp, at: 123, rec: rec})
-	b = appendFrame(b, &frame{kind: kindPlan, hi: 9, at: 123, last: true, recs: []snfs1.CMLRecord{rec, ren, sym}})
+	b = appendFrame(b, &frame{kind: kindOp, at: 124, rec: store})
+	b = appendFrame(b, &frame{kind: kindPlan, hi: 10, at: 123, last: true, recs: []snfs1.CMLRecord{rec, ren, sym, store}})
 	b = appendFrame(b, &frame{kind: kindAck, applied: 8, handles: []provHandle{{7, nfs3.FH("handle")}}})
 	b = appendFrame(b, &frame{kind: kindSkip, lsn: 9})
 	return b
@@ -65,7 +67,7 @@ func TestDecodeSample(t *testing.T) {
 		ends = append(ends, next)
 		off = next
 	}
-	if len(ends) != 5 || ends[4] != len(b) {
+	if len(ends) != 6 || ends[5] != len(b) {
 		t.Fatalf("frames end at %v of %d", ends, len(b))
 	}
 	for i := range b {
