@@ -261,7 +261,9 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 // asked again at its next use). What fails stays to be pushed at the next
 // reintegration. A file whose CML_STORE record the reintegration applied
 // (applied: the last LSN it acknowledged) is not pushed: its data is on
-// the server (permitstore.go).
+// the server; nor is one whose STORE is still in the log (a later batch
+// of the call failed): that record, sent again, would write its data over
+// what was written to the file after a push (permitstore.go).
 func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, applied uint64) {
 	p.off.mu.Lock()
 	var ods []*offData
@@ -279,9 +281,9 @@ func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, app
 			continue
 		}
 		od.mu.Lock()
-		stored := p.storedNow(od, applied)
+		stored, waits := p.storedNow(od, applied)
 		od.mu.Unlock()
-		if !stored {
+		if !stored && !waits {
 			push = append(push, dataPush{od, fh})
 		}
 	}

@@ -340,6 +340,19 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	if od == nil {
 		return
 	}
+	od.mu.Lock()
+	inLog := od.stored != 0 && !od.pushed
+	od.mu.Unlock()
+	if inLog {
+		// Its data is in a STORE record the reintegration did not get
+		// in (permitstore.go): pushed now, the record sent later would
+		// write it again over what the file got since. The log goes
+		// instead, with the record.
+		if err := p.reintegrate(ctx, "a callback of a file whose data is in the log"); err != nil {
+			p.sn.FS.Logger().Warn("reintegrating before a callback's answer", "err", err)
+		}
+		return
+	}
 	if _, _, err := p.pushOne(ctx, od, fh); err != nil {
 		p.sn.FS.Logger().Warn("writing a file's local data before its callback's answer", "err", err)
 	}

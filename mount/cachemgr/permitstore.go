@@ -123,13 +123,19 @@ func readSmall(path string, max int) ([]byte, error) {
 
 // storedNow takes in, after a reintegration acknowledged records up to
 // applied, the files whose STORE it applied: their data is on the server,
-// not pushed (od.mu held). It reports whether od was.
-func (p *permits) storedNow(od *offData, applied uint64) bool {
-	if od.stored == 0 || od.stored > applied || od.pushed {
-		return false
+// not pushed (od.mu held); stored reports whether od was. waits: od's STORE
+// is still in the log, to be sent by the next reintegration: od is not
+// pushed meanwhile, or the STORE, applied after the push, would write its
+// data over what the file got after the push through its real open.
+func (p *permits) storedNow(od *offData, applied uint64) (stored, waits bool) {
+	if od.stored == 0 || od.pushed {
+		return false, false
+	}
+	if od.stored > applied {
+		return false, true
 	}
 	p.offDataPushed(od)
-	return true
+	return true, false
 }
 
 // storeRefused: the server refused the STORE rec; its file's mark is
