@@ -87,12 +87,17 @@ func (p *permits) storeOne(od *offData) error {
 }
 
 // offClosed reports whether every open of fh on local data has been
-// closed (a FLUSH seen; the RELEASE may still be on its way).
+// closed (a FLUSH seen; the RELEASE may still be on its way). An open
+// whose lock is held is in use, not closed: its holder may be the very
+// resolution this reintegration serves (offReal holds it across Resolve),
+// so it is not waited for.
 func (sn *snfsFS) offClosed(fh nfs3.FH) bool {
 	sn.offOpens.Lock()
 	defer sn.offOpens.Unlock()
 	for of := range sn.offOpens.m[string(fh)] {
-		of.mu.Lock()
+		if !of.mu.TryLock() {
+			return false
+		}
 		flushed := of.flushed
 		of.mu.Unlock()
 		if !flushed {
