@@ -22,7 +22,9 @@ import (
 // and the creator's later opens while the file's CREATE is still in the
 // log, read, write, append, truncate and fsync the local data file; a close
 // and an fsync make the data and the log durable locally and send nothing.
-// The reintegration that makes the file on the server writes its data to
+// A closed file of at most snfs1.StoreMax bytes goes in the reintegration
+// itself, as a CML_STORE record (permitstore.go); otherwise the
+// reintegration that makes the file on the server writes its data to
 // it right after (pushOffData), before its attributes are taken in: a
 // recall's reintegration does it before CB_OK, so the recalling client's
 // open meets the data. A mount killed after a close finds the data file at
