@@ -23,7 +23,7 @@ import (
 func TestMountSNFSPermitsMkdirLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestMountSNFSPermitsKilledMkdir(t *testing.T) {
 func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
