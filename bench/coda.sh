@@ -22,6 +22,10 @@
 #   fuse           bench/fuseloop without flags ("fuseloop"): go-fuse's loopback of a
 #                  directory on its own ext4 image (passthrough reads and writes, 1 s
 #                  timeouts): the FUSE floor, Andrew and the loops
+#   fuse-null      bench/fuseloop -null ("fusenull"): an in-memory tree whose daemon
+#                  does nothing with 1 h timeouts: the floor of the loops for any FUSE
+#                  file system (the kernel sends every create, flush, release, unlink,
+#                  mkdir and rmdir to the daemon); the loops only
 #   local-durable  the local disk with a durable close ("local+durable-close"): Copy
 #                  by a copy (one perl process, $W/bin/dcopy.pl) that fsyncs each file
 #                  and then its directory before the next (the file's data and the
@@ -33,8 +37,9 @@
 # Andrew's verdicts name the target out of reach when a measured bound is at or
 # above it and snfs mode's own figure is not below that bound; Andrew's durable
 # bound for that is local's Andrew with Copy's durable time in place of local's
-# Copy (Make's wrapped steps left out: not a floor). The loops' bounds are shown,
-# never used: they are no floors of snfs mode's loops (see the results' note).
+# Copy (Make's wrapped steps left out: not a floor). The loops' verdicts use
+# fusenull's alone: fuseloop's and the durable close are shown, no floors of snfs
+# mode's loops (see the results' note).
 #
 # Every round runs each configuration once, mount to unmount, in an order rotated
 # from round to round: local and the bounds, then nfs@D and snfs@D for each delay D
@@ -66,7 +71,7 @@ IMG=${IMG:-4G}
 PORT=${PORT:-23061} MPORT=${MPORT:-23102} PXBASE=${PXBASE:-23070} # not the defaults: the machine is shared
 OUT=${OUT:-bench/results/coda-$(date -u +%Y%m%d-%H%M).md}
 PHASES="MakeDir Copy ScanDir ReadAll Make"
-BOUNDS=${BOUNDS-fuse local-durable}
+BOUNDS=${BOUNDS-fuse fuse-null local-durable}
 . bench/mountlib.sh
 
 rounds_of() { local v="ROUNDS_${1//[^A-Za-z0-9_]/_}"; echo "${!v:-$ROUNDS}"; }
@@ -169,6 +174,12 @@ cphase() { # cfg phase command...
 
 is_net() { case $1 in nfs*|snfs*) return 0 ;; esac; return 1; }
 run_cfg() { # cfg round
+  local cfg=$1 i=$2
+  [ "$cfg" = fuse-null ] || run_andrew "$cfg" "$i"
+  run_loops "$cfg" "$i"
+}
+
+run_andrew() { # cfg round
   local cfg=$1 i=$2 d ph tot=0 rt=0 a
   mount_cfg "$cfg" "$W/cache/$cfg-r$i"; d="$MNT/$cfg-r$i"; mkdir "$d"
   cphase "$cfg" MakeDir mkdirs "$d"
@@ -186,7 +197,10 @@ run_cfg() { # cfg round
   T[$cfg,Andrew]="${T[$cfg,Andrew]:-} $tot"
   if is_net "$cfg"; then R[$cfg,Andrew]="${R[$cfg,Andrew]:-} $rt"; fi
   cphase "$cfg" umount umount_cfg "$cfg"
-  # The loops on a mount of their own.
+}
+
+run_loops() { # cfg round: the loops on a mount of their own
+  local cfg=$1 i=$2 d
   mount_cfg "$cfg" "$W/cache/$cfg-r$i-loops"; d="$MNT/$cfg-r$i-loops"; mkdir "$d"
   if [ "$cfg" = local-durable ]; then cphase "$cfg" files files_durable "$d"; else cphase "$cfg" files files "$d"; fi
   cphase "$cfg" dirs dirs "$d"
@@ -216,7 +230,7 @@ ELAPSED=$(($(date +%s) - START)) LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # medR cfg phase: the median over rounds of the phase's calls.
 medR() { printf '%s\n' ${R[$1,$2]:-0} | median; }
-nrounds() { echo ${T[$1,Andrew]:-} | wc -w; }
+nrounds() { echo ${T[$1,Andrew]:-${T[$1,files]:-}} | wc -w; }
 verdict() { awk "BEGIN{print ($1) ? \"met\" : \"not met\"}"; }
 has() { [ -n "${T[$1,Andrew]:-}" ]; }
 # verdict3 COND LIM SNFS RATIO...: met, not met, or (not met and a measured
@@ -249,16 +263,17 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
   echo "Times: seconds, medians over the rounds; x local = the configuration's median / the local disk's median. RPCs: the server's calls of all procedures in the phase (median over the rounds)."
   if [ -n "$BOUNDS" ]; then
     echo
-    echo "## The bounds: no network (local: $(nrounds local) rounds, fuseloop: $(nrounds fuse) rounds, local+durable-close: $(nrounds local-durable) rounds)"
+    echo "## The bounds: no network (local: $(nrounds local) rounds, fuseloop: $(nrounds fuse) rounds, fusenull: $(nrounds fuse-null) rounds, local+durable-close: $(nrounds local-durable) rounds)"
     echo
-    echo "fuseloop = bench/fuseloop (go-fuse loopback, passthrough) of a directory on its own ext4 image; local+durable-close = the local disk, each file Copy writes fsynced with its directory before the next, Make's outputs likewise (through a wrapper: a bash and a sync process per step besides), files: each created file and its directory fsynced before its close (bench/coda.sh's header)."
+    echo "fuseloop = bench/fuseloop (go-fuse loopback, passthrough) of a directory on its own ext4 image; local+durable-close = the local disk, each file Copy writes fsynced with its directory before the next, Make's outputs likewise (through a wrapper: a bash and a sync process per step besides), files: each created file and its directory fsynced before its close (bench/coda.sh's header); fusenull = bench/fuseloop -null: an in-memory tree whose daemon does nothing, 1 h timeouts (the loops only)."
     echo
-    echo "| phase | local s | fuseloop s | fuseloop x local | local+durable-close s | durable x local |"
-    echo "|---|---|---|---|---|---|"
+    echo "| phase | local s | fuseloop s | fuseloop x local | fusenull s | fusenull x local | local+durable-close s | durable x local |"
+    echo "|---|---|---|---|---|---|---|---|"
     for ph in $ROWS; do
-      l=$(med "local,$ph") fu=$(med "fuse,$ph") du=$(med "local-durable,$ph")
+      l=$(med "local,$ph") fu=$(med "fuse,$ph") nu=$(med "fuse-null,$ph") du=$(med "local-durable,$ph")
       name=$ph; [ "$ph" = Andrew ] && name="**Andrew (5 phases)**"; [ "$ph" = umount ] && name="unmount (sync -f) after Andrew"
-      echo "| $name | $(f2 "$l") | $(f2 "$fu") | $(ratio "$fu" "$l") | $(f2 "$du") | $(ratio "$du" "$l") |"
+      nus=-; nur=-; case $ph in files|dirs) nus=$(f2 "$nu"); nur=$(ratio "$nu" "$l") ;; esac
+      echo "| $name | $(f2 "$l") | $(f2 "$fu") | $(ratio "$fu" "$l") | $nus | $nur | $(f2 "$du") | $(ratio "$du" "$l") |"
     done
     l=$(med local,Andrew)
     BA_FUSE=- BA_DUR=- BA_DURALL=- BA_SUM=-
@@ -275,7 +290,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     echo "Andrew's bounds, x local: fuseloop $BA_FUSE; durable close of Copy's files (local's Andrew with local+durable-close's Copy) $BA_DUR;"
     echo "local+durable-close's whole Andrew (Make's outputs through the wrapper, an overstatement) $BA_DURALL; the FUSE floor and Copy's durable close together (fuseloop's Andrew with Copy's durable cost added: an estimate, not measured as one) $BA_SUM."
     echo "A target at or below a measured bound (fuseloop's, or Copy's durable close) is out of reach, unless snfs mode's own figure is below that bound (then it is no floor in this run); the estimate and the wrapped Make are not used for that."
-    echo "The loops' bounds are no floors and name nothing out of reach: snfs mode's files loop flushes nothing (its files are never written: the optimiser cancels create with unlink), and fuseloop sends every create, lookup and unlink to its daemon (1 s timeouts), which snfs mode's kept entries avoid."
+    echo "The loops' floor is fusenull's: the kernel sends each iteration's lookup of the new name, create (or mkdir), flush, release and unlink (or rmdir) to any FUSE daemon, and fusenull's does nothing with them; a loop target at or below its ratio is out of reach (unless snfs mode's own figure is below it). fuseloop's and the durable close's figures are shown only: snfs mode's files loop flushes nothing (its files are never written: the optimiser cancels create with unlink), and fuseloop does the loop's work on its disk with 1 s timeouts."
   fi
   for d in $DELAYS; do
     echo
@@ -295,10 +310,11 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     echo "Issue 26's targets (set for snfs mode at 1 ms; Andrew's also at 10 ms), in this run:"
     echo "Andrew within ${lim}x local: **$(verdict3 "$s <= $lim * $l" "$lim" "$(ratio "$s" "$l")" "${BA_FUSE:--}" "${BA_DUR:--}")** ($(ratio "$s" "$l")x; with the unmount's write-back $(ratio "$(echo "$s + $(med "snfs@$d,umount")" | bc)" "$l")x)$([ -n "$BOUNDS" ] && echo "; bounds in this run: fuseloop ${BA_FUSE}x, Copy's durable close ${BA_DUR}x (estimate of both: ${BA_SUM}x)");"
     for ph in files dirs; do
-      bf=- bd=-
+      bf=- bd=- bn=-
       has fuse && bf=$(ratio "$(med "fuse,$ph")" "$(med "local,$ph")")
+      [ -n "${T[fuse-null,$ph]:-}" ] && bn=$(ratio "$(med "fuse-null,$ph")" "$(med "local,$ph")")
       [ "$ph" = files ] && has local-durable && bd=$(ratio "$(med "local-durable,$ph")" "$(med "local,$ph")")
-      echo "$ph within 2x local with < 20 RPCs: **$(verdict "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; not floors of this loop, shown only: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
+      echo "$ph within 2x local with < 20 RPCs: **$(verdict3 "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20" 2 "$(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")" "$bn")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; the FUSE floor (fusenull) ${bn}x; not floors of this loop, shown only: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
     done
     for ph in Copy ReadAll; do
       echo "$ph at most 5% of nfs mode's RPCs: **$(verdict "$(medR "snfs@$d" "$ph") <= 0.05 * $(medR "nfs@$d" "$ph")")** ($(medR "snfs@$d" "$ph") of $(medR "nfs@$d" "$ph"))."

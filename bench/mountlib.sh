@@ -15,6 +15,8 @@
 #             (with $FUSELOOP_OPTS: -cached makes it the floor of a caching FUSE file system)
 #   fuse-dio  the same with -daemon-io: no passthrough, every read and write comes to the
 #             daemon (the floor of a FUSE file system that must see the writes)
+#   fuse-null bench/fuseloop -null: an in-memory tree (1 h timeouts) whose daemon
+#             does nothing: the floor of the create and mkdir loops (no Andrew)
 #   fuse-durable  bench/fuseloop -durable of a directory on /var/tmp (the file system of
 #             snfs mode's cache directory, not an image): passthrough, and every close of
 #             an open for writing fdatasyncs the file first (the floor of a FUSE file
@@ -45,7 +47,7 @@ unmount_all() {
 # setup_images: a fresh $W with the three ext4 images mounted and the binaries built.
 setup_images() {
   [ -d "$W" ] && unmount_all
-  rm -rf "$W"; mkdir -p "$W"/{local,fuse,durable,export,state,bin,src,cache,mnt/fuse,mnt/fuse-dio,mnt/fuse-durable,mnt/nfs,mnt/snfs,mnt/snfs-inf}
+  rm -rf "$W"; mkdir -p "$W"/{local,fuse,durable,export,state,bin,src,cache,mnt/fuse,mnt/fuse-null,mnt/fuse-dio,mnt/fuse-durable,mnt/nfs,mnt/snfs,mnt/snfs-inf}
   local d
   for d in local fuse export; do
     truncate -s "$IMG" "$W/$d.img" && mkfs.ext4 -q -F "$W/$d.img"
@@ -145,7 +147,7 @@ rotate() {
 
 # backing cfg: the directory that holds cfg's files below the mount.
 backing() {
-  case $1 in local|local-durable) echo "$W/local" ;; fuse|fuse-dio) echo "$W/fuse" ;; fuse-durable) echo "$W/durable" ;; *) echo "$W/export" ;; esac
+  case $1 in local|local-durable) echo "$W/local" ;; fuse|fuse-dio|fuse-null) echo "$W/fuse" ;; fuse-durable) echo "$W/durable" ;; *) echo "$W/export" ;; esac
 }
 
 # mount_cfg cfg cachedir: mounts cfg (for snfs modes with that cache directory,
@@ -159,6 +161,11 @@ mount_cfg() {
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse" && break; sleep 0.1; done
       mountpoint -q "$W/mnt/fuse" || { echo "fuseloop did not mount" >&2; exit 1; }
       MNT="$W/mnt/fuse" ;;
+    fuse-null)
+      "$W/bin/fuseloop" -null "$W/fuse" "$W/mnt/fuse-null" 2>>"$W/fuseloop.log" & FUSE_NULL_PID=$!
+      for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-null" && break; sleep 0.1; done
+      mountpoint -q "$W/mnt/fuse-null" || { echo "fuseloop -null did not mount" >&2; exit 1; }
+      MNT="$W/mnt/fuse-null" ;;
     fuse-dio)
       "$W/bin/fuseloop" -daemon-io "$W/fuse" "$W/mnt/fuse-dio" 2>>"$W/fuseloop.log" & FUSE_DIO_PID=$!
       for _ in $(seq 50); do mountpoint -q "$W/mnt/fuse-dio" && break; sleep 0.1; done
@@ -187,6 +194,7 @@ umount_cfg() {
   case $1 in
     local|local-durable) sync -f "$W/local" ;;
     fuse) umount "$W/mnt/fuse"; wait "$FUSE_PID" || true; FUSE_PID= ; sync -f "$W/fuse" ;;
+    fuse-null) umount "$W/mnt/fuse-null"; wait "$FUSE_NULL_PID" || true; FUSE_NULL_PID= ;;
     fuse-dio) umount "$W/mnt/fuse-dio"; wait "$FUSE_DIO_PID" || true; FUSE_DIO_PID= ; sync -f "$W/fuse" ;;
     fuse-durable) umount "$W/mnt/fuse-durable"; wait "$FUSE_DUR_PID" || true; FUSE_DUR_PID= ; sync -f "$W/durable" ;;
     *) "$(cfg_bin "$1")" umount "$W/mnt/$1" ;;

@@ -79,6 +79,9 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 			end := func(err error) {
 				callErr = err
 				endPermits()
+				if b != nil {
+					b.endNew()
+				}
 				done(nil)
 				s.reint.leave(mid)
 			}
@@ -107,6 +110,7 @@ func (s *Server) reintegrate(ctx context.Context, c *sunrpc.Call, args *xdr.Read
 		if callErr != nil {
 			return failReintegrate(w, callErr)
 		}
+		b.dropEnded()
 		res := snfs1.ReintegrateRes{Applied: b.applied, Results: b.results, Dirs: s.dirAttrs(c, b.dirs), Opens: b.opens}
 		encode := func(w *xdr.Writer) error { res.Encode(w); return nil }
 		if len(b.changed) > 0 && s.consist.DirsActive() {
@@ -275,7 +279,11 @@ type batch struct {
 	dirs     []nfs3.FH               // the directories whose entries the records applied changed, once each
 	opens    []snfs1.CMLOpen         // the CML_CREATE_OPEN records' opens (reintegrateopen.go)
 	toOpen   *openWanted             // the open the record just applied asks for; taken by run
-	mu       sync.Mutex              // guards the hand-over in run between admit's answer and run
+	// newEnds: the ends of the permits the batch's MKDIR records gave
+	// (granted now, or answered again), held like those it names until
+	// the whole batch is applied (holdNew); called by endNew.
+	newEnds []func()
+	mu      sync.Mutex // guards the hand-over in run between admit's answer and run
 }
 
 // run applies records from i on, then calls finish. A record that must
@@ -729,6 +737,7 @@ func (b *batch) made1(rec *snfs1.CMLRecord, obj nfs3.FH, attr *nfs3.Fattr, res *
 		} else {
 			res.Permit = b.s.consist.HeldPermit(b.mid, obj)
 		}
+		b.holdNew(obj, res.Permit)
 	}
 }
 

@@ -204,11 +204,11 @@ func (m *mkModel) serverStep() {
 	}
 }
 
-// holdNewEnd: with holdNewEnds, the batch holds the end of the permit id
+// holdNewEnd: unless freeNewEnds, the batch holds the end of the permit id
 // on obj its MKDIR record gives (granted now, or answered again), as of
 // the permits it names.
 func (m *mkModel) holdNewEnd(b *mkBatch, obj, id uint64) {
-	if m.rules.holdNewEnds && !b.held[obj] && m.p.BeginBatch(b.c.id, m.fid(obj), id) {
+	if !m.rules.freeNewEnds && !b.held[obj] && m.p.BeginBatch(b.c.id, m.fid(obj), id) {
 		b.permits[obj], b.held[obj] = id, true
 	}
 }

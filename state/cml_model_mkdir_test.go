@@ -73,11 +73,12 @@ type mkRules struct {
 	// oldPermits: the permits a reply granted are held even when the
 	// server restarted between the reply and their taking in.
 	oldPermits bool
-	// holdNewEnds: a batch holds the end of the permits its MKDIR records
-	// give (granted, or answered again to a resend), as of those it names
-	// (server/reintegrate.go does not: their recall can pass its deadline
-	// while that batch is still being applied, and the permit is revoked).
-	holdNewEnds bool
+	// freeNewEnds: a batch does not hold the end of the permits its MKDIR
+	// records give (granted, or answered again to a resend), as it does of
+	// those it names: their recall can pass its deadline while that batch
+	// is still being applied, and the permit is revoked
+	// (server/reintegrate.go before holdNew).
+	freeNewEnds bool
 }
 
 // TestCMLMkdirModelStaleRecall: the model finds the defect the mount had
@@ -121,25 +122,26 @@ func TestCMLMkdirModelOldPermits(t *testing.T) {
 // directory meanwhile, and the holder cannot answer a recall of a permit
 // it learns of only from the reply), which fences the holder's callback
 // path, and the reply then gives it the revoked permit: its later changes
-// there are refused. server/reintegrate.go does not hold the end of the
-// permits its MKDIRs grant, as it does of those the batch names; the
-// model checks that doing so (holdNewEnds) revokes none.
+// there are refused. The server had not held the end of the permits its
+// MKDIRs grant, as it does of those the batch names (freeNewEnds); the
+// model checks that holding them (server/reintegrate.go holdNew) revokes
+// none.
 func TestCMLMkdirModelNewPermitEnds(t *testing.T) {
 	found := 0
 	for seed := uint64(1); seed <= 150; seed++ {
-		n, err := mkModelRunN(seed, 300, mkRules{})
+		n, err := mkModelRunN(seed, 300, mkRules{freeNewEnds: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found += n
-		if n, err = mkModelRunN(seed, 300, mkRules{holdNewEnds: true}); err != nil || n != 0 {
+		if n, err = mkModelRunN(seed, 300, mkRules{}); err != nil || n != 0 {
 			t.Fatalf("holding the new permits' ends: %d revoked in their batch, %v", n, err)
 		}
 	}
 	if found == 0 {
 		t.Fatal("no seed revoked a permit in the batch that granted it: the model no longer reaches the case")
 	}
-	t.Logf("permits revoked in the batch that granted them (the server as it is): %d in 150 seeds", found)
+	t.Logf("permits revoked in the batch that granted them (the server before holdNew): %d in 150 seeds", found)
 }
 
 // FuzzCMLMkdirModel runs the model from any seed.

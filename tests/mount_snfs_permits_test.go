@@ -364,10 +364,9 @@ func TestMountSNFSPosixPermits(t *testing.T) {
 
 // TestMountSNFSPosixPermitData is TestMountSNFSPosixPermits with
 // --permit-data=on (experimental): files made locally keep their data
-// locally. Link and RenameOverwriteDestNoExist fail with it, for the defect
-// that keeps it off by default: the file's inode number changes when the
-// LINK or the RENAME to another directory resolves it (docs/mount.md "What
-// changes at the reintegration"); SNFS_PERMIT_DATA_INO=1 runs them.
+// locally. Link and RenameOverwriteDestNoExist compare the inode numbers of
+// a file before and after the LINK or the RENAME to another directory that
+// resolves it (docs/mount.md "What changes at the reintegration").
 func TestMountSNFSPosixPermitData(t *testing.T) {
 	// Serial (no t.Parallel): posixtest's FdLeak counts the process's open descriptors.
 	requireFUSE(t)
@@ -380,9 +379,6 @@ func TestMountSNFSPosixPermitData(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := knownSNFSFailure(name); ok {
 				t.Skip("known failure: " + why)
-			}
-			if (name == "Link" || name == "RenameOverwriteDestNoExist") && os.Getenv("SNFS_PERMIT_DATA_INO") == "" {
-				t.Skip("known defect of --permit-data=on: st_ino changes at the file's resolution")
 			}
 			e := newEnv(t, "rw,no_root_squash")
 			m := newPermitDataMount(t, e, "posix-permit-data", "")

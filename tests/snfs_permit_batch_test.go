@@ -435,3 +435,96 @@ func TestSNFSPermitCrashWhileWaiting(t *testing.T) {
 		t.Fatal("b does not hold the old a, or a is not a new object")
 	}
 }
+
+// TestSNFSPermitNewPermitHeldByItsBatch: the permit an MKDIR record obtains
+// is held, like those the batch names, until the whole batch is applied
+// (docs/protocol.md section 21.4, "A batch in progress holds the permit's
+// end"). A plain client's CREATE in the new directory, made while a later
+// record of the batch waits for a third client's slow callback, recalls
+// that permit; its holder cannot answer before it learns of the permit from
+// the reply, so the recall passes its deadline during the batch. The plain
+// CREATE is made after the batch (EXIST: the batch made the name first),
+// every record of the batch is applied, and the reply gives no permit that
+// ended meanwhile. Before, the deadline revoked the permit in the middle of
+// the batch: the plain CREATE went first, the batch's own CREATE of that
+// name failed EXIST, and the reply still gave the revoked permit.
+func TestSNFSPermitNewPermitHeldByItsBatch(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	const timeout = time.Second
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Table.CallbackTimeout = timeout })
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	// The third client caches f for writing and answers its callback past
+	// the recall's deadline: the batch's UNLINK of f waits for it that long.
+	cacher := newDirBreaks()
+	cacher.delay = 3 * timeout
+	c := dialSNFS(t, e, "newpermit-slow-third", cacher)
+	cacheForWrite(t, c, D, "f")
+	// The holder answers a recall only once the test lets it (after the
+	// reply, as a holder that had not learnt of the permit would).
+	h := newPermitHolder()
+	h.stuck = make(chan struct{})
+	t.Cleanup(func() { close(h.stuck) })
+	a := dialSNFS(t, e, "newpermit-holder", h)
+	p := getPermit(t, a, D)
+	mode := uint32(0o755)
+	recs := []snfs1.CMLRecord{
+		{LSN: 1, Op: snfs1.CMLMkdir, Dir: snfs1.ObjRef{FH: D}, Name: "n", Attr: nfs3.Sattr{Mode: &mode}, New: 1},
+		{LSN: 2, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		createRec(3, snfs1.ObjRef{Prov: 1}, "x", 2),
+	}
+	type reply struct {
+		res *snfs1.ReintegrateRes
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, recs)
+		done <- reply{res, err}
+	}()
+	// Once the MKDIR is applied, a plain client creates x in the new
+	// directory: that recalls its permit, which the holder cannot answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(e.path("d/n")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's MKDIR was not applied within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	N := e.lookup(D, "n")
+	fmode := uint32(0o644)
+	r, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: N, Name: "x"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &fmode}})
+	want(t, "plain CREATE of the name the holder's batch created in the new directory", r.Status, err, nfs3.ErrExist)
+	var rep reply
+	select {
+	case rep = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the REINTEGRATE was not answered within 30 s")
+	}
+	if rep.err != nil {
+		t.Fatalf("REINTEGRATE: %v", rep.err)
+	}
+	if len(rep.res.Results) != 3 {
+		t.Fatalf("the batch answered %d records, want 3", len(rep.res.Results))
+	}
+	for _, res := range rep.res.Results {
+		if res.Status != nfs3.OK {
+			t.Errorf("record %d: %v (the new directory's permit ended in the middle of its batch)", res.LSN, res.Status)
+		}
+	}
+	if got := rep.res.Results[0].Permit; got != 0 {
+		t.Errorf("the MKDIR's result gives permit %d, which its recall's deadline ended during the batch", got)
+	}
+	if st := e.srv.PermitStats(); st.Revocations != 1 || st.Permits != 1 {
+		t.Errorf("stats %+v, want the new directory's permit revoked at the batch's end and d's still held", st)
+	}
+}

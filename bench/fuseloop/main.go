@@ -11,6 +11,9 @@
 // written data durable on the local disk first, as snfs mode's does
 // (durable.go).
 //
+// With -null it serves no directory but an in-memory tree (null.go): the
+// floor of the create/close/unlink and mkdir/rmdir loops.
+//
 // With -cached it is the floor of a FUSE file system that serves everything
 // it can from the kernel's caches (as snfs mode does while the server lets
 // it cache): 1 h entry and attribute timeouts, and every open keeps the
@@ -20,7 +23,7 @@
 // atime changed). It is a floor for a tree nobody else changes, not a file
 // system: it never invalidates anything.
 //
-//	fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
+//	fuseloop [-debug] [-cached | -daemon-io | -durable | -null] DIR MOUNTPOINT   # runs until unmounted (umount MOUNTPOINT) or SIGINT/SIGTERM
 package main
 
 import (
@@ -41,10 +44,11 @@ func main() {
 	debug := flag.Bool("debug", false, "log every FUSE request")
 	cached := flag.Bool("cached", false, "1 h timeouts, kept pages and directory listings (the floor of a caching FUSE file system)")
 	daemonIO := flag.Bool("daemon-io", false, "no passthrough: reads and writes come to the daemon (daemonio.go)")
+	null := flag.Bool("null", false, "serve an in-memory tree, not DIR, with 1 h timeouts: the floor of the create and mkdir loops (null.go)")
 	durableClose := flag.Bool("durable", false, "every close of an open for writing fdatasyncs the file first (durable.go)")
 	writeBehind := flag.Duration("write-behind", 5*time.Millisecond, "with -durable: start the disk writes of a write open's dirty pages this often (0: never)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io | -durable] DIR MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseloop [-debug] [-cached | -daemon-io | -durable | -null] DIR MOUNTPOINT")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -54,8 +58,10 @@ func main() {
 	}
 	root, err := fs.NewLoopbackRoot(flag.Arg(0))
 	switch {
-	case btoi(*cached)+btoi(*daemonIO)+btoi(*durableClose) > 1:
-		log.Fatal("fuseloop: -cached, -daemon-io and -durable do not combine")
+	case btoi(*cached)+btoi(*daemonIO)+btoi(*durableClose)+btoi(*null) > 1:
+		log.Fatal("fuseloop: -cached, -daemon-io, -durable and -null do not combine")
+	case *null:
+		root = &nullDir{}
 	case *cached:
 		root, err = loopbackRoot(flag.Arg(0), func(n *fs.LoopbackNode) fs.InodeEmbedder { return &cachedNode{n} })
 	case *daemonIO:
@@ -76,7 +82,7 @@ func main() {
 		DisableXAttrs: true,
 		Debug:         *debug,
 	}}
-	if *cached {
+	if *cached || *null {
 		hour := time.Hour
 		opts.EntryTimeout, opts.AttrTimeout, opts.NegativeTimeout = &hour, &hour, &hour
 	}

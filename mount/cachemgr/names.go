@@ -91,6 +91,9 @@ type nameCache struct {
 
 	stats nameStats
 
+	// kept: directories whose names the kernel may keep (permitnames.go).
+	kept map[string]bool
+
 	// afterList, set only by tests, runs when a fill's last LISTDIR
 	// reply is in, before the listing is installed (a break racing it).
 	afterList testHook
@@ -333,8 +336,9 @@ func (nc *nameCache) attrTTLLocked(i *vfs.Inode) (time.Duration, bool) {
 
 // entryTTLLocked is how long the kernel may keep a name of dir: not at all
 // while dir is cached or about to be (a lookup lists it), so that a break
-// needs no notification of names; nfs mode's otherwise.
-func (nc *nameCache) entryTTLLocked(dir *vfs.Inode) (time.Duration, bool) {
+// needs no notification of names, except under the directory's write-back
+// permit (keptTTLLocked, permitnames.go); nfs mode's otherwise.
+func (nc *nameCache) entryTTLLocked(dir, child *vfs.Inode) (time.Duration, bool) {
 	if nc.sn.disc.offline() {
 		// Served from what the mount last knew: online, the server is
 		// asked again.
@@ -347,7 +351,10 @@ func (nc *nameCache) entryTTLLocked(dir *vfs.Inode) (time.Duration, bool) {
 		return 0, false
 	}
 	if _, ok := nc.dirs[string(dir.FH)]; ok {
-		return 0, true
+		if child != nil && isProvFH(child.FH) {
+			return 0, true // permitnames.go
+		}
+		return nc.keptTTLLocked(dir.FH), true
 	}
 	if t, ok := nc.noPromise[string(dir.FH)]; ok && time.Since(t) < noPromiseRetry {
 		return 0, false

@@ -86,7 +86,11 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	if err != nil {
 		return vfs.Entry{}, true, err
 	}
-	return vfs.Entry{Inode: i, Attr: a, AttrTTL: ttl}, true, nil
+	var ettl time.Duration
+	if !isProvFH(i.FH) {
+		ettl = nc.keptTTL(dir.FH) // permitnames.go
+	}
+	return vfs.Entry{Inode: i, Attr: a, AttrTTL: ttl, EntryTTL: ettl}, true, nil
 }
 
 // ListNames is a listing of dir in snfs mode: from the cache for
@@ -141,8 +145,8 @@ func direntsOf(ents []cent) []vfs.DirEntry {
 }
 
 // EntryTTLLocked is the kernel's lifetime of a name of dir (names.go).
-func (sn *snfsFS) EntryTTLLocked(dir *vfs.Inode) (time.Duration, bool) {
-	return sn.names.entryTTLLocked(dir)
+func (sn *snfsFS) EntryTTLLocked(dir, child *vfs.Inode) (time.Duration, bool) {
+	return sn.names.entryTTLLocked(dir, child)
 }
 
 // DirChanged applies this mount's own change of name in dir to dir's

@@ -29,13 +29,10 @@ import (
 // its restart (loadOffData) and pushes it after reintegrating its log.
 //
 // Experimental, off by default (snfsConfig.PermitData, --permit-data=on):
-// such a file's inode number is its provisional id until it is resolved and
-// the server's after, so a LINK of it or a RENAME to another directory
-// changes st_ino under a live file (posixtest's Link and
-// RenameOverwriteDestNoExist). Without it, a file's first write resolves it
-// (permitopen.go): a file written as it is made shows the server's number
-// from then on; one stat'ed before its first write, or left empty and then
-// linked or moved, still sees its number change (the same gap, narrower).
+// the data pushed is not kept in the cache, so reading a file back after
+// its push costs an OPEN and its READs. A file's inode number stays its
+// provisional one across its resolution while the mount knows the file
+// (permitmake.go, settled: vfs.FS.KeepIno), with or without this.
 //
 // What the local data does not serve resolves the file as a file made
 // without it (permitcreate.go): a lock, an allocation, an extended

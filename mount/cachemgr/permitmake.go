@@ -38,10 +38,10 @@ import (
 // cached directory, so its next path walk meets the real inode. The
 // provisional inode only serves what still refers to it (an open
 // descriptor, a working directory), each operation resolved to the real
-// inode. Its inode number is then not the real one: a process that kept
-// the provisional object open sees another st_ino than a later stat of the
-// name (a known limit, as a Coda client's local fids are replaced at
-// reintegration).
+// inode. The real object keeps the provisional inode's number while the
+// mount knows either inode (settled: vfs.FS.KeepIno), so its st_ino does
+// not change under a live file, and the kernel's lookups of it get the
+// node it already has, the provisional inode's.
 
 // provMagic begins every provisional handle: the server's handles begin
 // with their format byte (store's handleFormat), never 0xff.
@@ -58,8 +58,10 @@ func isProvFH(fh nfs3.FH) bool {
 }
 
 // provFileID is the file id the mount reports for a provisional object:
-// the top bit set, which no file system the server exports gives an inode.
-func provFileID(id uint64) uint64 { return 1<<63 | id }
+// in vfs.LocalIno's range, which no file system the server exports gives
+// an inode. An id is an LSN, from a log's first (the clock's microseconds)
+// on: below 2^56 for two thousand years.
+func provFileID(id uint64) uint64 { return vfs.LocalIno | id&(1<<56-1) }
 
 // provObj is one object made locally.
 type provObj struct {
@@ -349,6 +351,15 @@ func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint6
 	fh, ok := p.made.settle(id, real, attr, start)
 	if !ok {
 		return
+	}
+	if i := p.sn.FS.LookupInode(fh); i != nil && real != nil {
+		// The object keeps the provisional inode's number while the mount
+		// knows it (st_ino must not change under a live file): inoalias.go.
+		var fileID uint64
+		if attr != nil {
+			fileID = attr.FileID
+		}
+		p.sn.FS.KeepIno(i, real, fileID)
 	}
 	nc := p.sn.names
 	nc.mu.Lock()

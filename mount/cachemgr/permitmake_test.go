@@ -2,7 +2,9 @@ package cachemgr
 
 import (
 	"testing"
+	"time"
 
+	"snfs/mount/vfs"
 	"snfs/nfs3"
 )
 
@@ -21,8 +23,15 @@ func TestProvFH(t *testing.T) {
 	if string(provFH(1)) == string(provFH(2)) {
 		t.Error("two ids, one handle")
 	}
-	if provFileID(7)>>63 != 1 {
-		t.Error("a provisional file id without its top bit")
+	// LSNs start at the clock's microseconds.
+	lsn := uint64(time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC).UnixMicro())
+	for _, id := range []uint64{1, 7, lsn, lsn + 1} {
+		if f := provFileID(id); f < vfs.LocalIno || f == ^uint64(0) {
+			t.Errorf("provFileID(%d) = %#x: outside the local range", id, f)
+		}
+	}
+	if provFileID(lsn) == provFileID(lsn+1) {
+		t.Error("two ids, one file id")
 	}
 }
 

@@ -110,6 +110,11 @@ func (p *permits) releaseIdle(now time.Time) int {
 	// Local changes wait for the release (the gate): it is bounded well
 	// below the loop's minute; a server that does not answer in it has
 	// local changes refused anyway (their lease lapses).
+	dirs := make([]nfs3.FH, len(out))
+	for i, r := range out {
+		dirs[i] = r.Dir
+	}
+	p.sn.names.takeBack(dirs...) // before the server lets others change them (permitnames.go)
 	ctx, cancel := p.sn.stopCtx(permitReleaseWait)
 	defer cancel()
 	for rest := out; len(rest) > 0; {

@@ -154,17 +154,19 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	p.mu.Unlock()
 	id, granted, err := p.sn.sess.GetPermit(ctx, dir)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err != nil || !granted {
 		if err != nil {
 			p.sn.FS.Logger().Debug("GET_PERMIT", "dir", dir, "err", err)
 		}
 		p.refused[k] = time.Now()
+		p.mu.Unlock()
 		return snfs1.PermitRef{}, false
 	}
 	delete(p.refused, k)
 	ref := snfs1.PermitRef{Dir: append(nfs3.FH(nil), dir...), Permit: id}
 	p.held[k] = heldPermit{ref: ref, since: time.Now()}
+	p.mu.Unlock()
+	p.sn.names.keep(ref.Dir) // permitnames.go
 	return ref, true
 }
 
@@ -272,12 +274,16 @@ func (p *permits) startsSeen() uint64 {
 // serverRestarted forgot every permit, and these are gone too.
 func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.starts != starts {
+		p.mu.Unlock()
 		return
 	}
 	for _, r := range refs {
 		p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
+	}
+	p.mu.Unlock()
+	for _, r := range refs {
+		p.sn.names.keep(r.Dir) // permitnames.go
 	}
 }
 
@@ -374,6 +380,7 @@ func (p *permits) keepConflict(rec *snfs1.CMLRecord, st snfs1.Status, why string
 
 // drop forgets the permit of dir (recalled, refused).
 func (p *permits) drop(dir nfs3.FH) {
+	p.sn.names.takeBack(dir) // permitnames.go
 	p.mu.Lock()
 	delete(p.held, string(dir))
 	p.mu.Unlock()
@@ -401,6 +408,9 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	}
 	end := p.beginRecall(dir)
 	defer end()
+	// The kernel's names of dir go before the answer; local changes of
+	// it go through the server from now on (permitnames.go).
+	p.sn.names.takeBack(dir)
 	err := p.reintegrate(ctx, "recall")
 	p.drop(dir)
 	if err != nil && p.logHolds(dir) {
@@ -466,6 +476,7 @@ func (p *permits) close(ctx context.Context) error {
 // releaseAll gives back the permits held (PERMIT_RELEASE).
 func (p *permits) releaseAll(ctx context.Context) {
 	refs := p.refs()
+	p.sn.names.takeBackAll() // permitnames.go
 	for len(refs) > 0 {
 		n := min(len(refs), snfs1.PermitReleaseMax)
 		if rerr := p.sn.sess.PermitRelease(ctx, refs[:n]); rerr != nil {
@@ -505,6 +516,7 @@ func (p *permits) serverRestarted() {
 	p.starts++
 	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
+	p.sn.names.takeBackAll() // permitnames.go
 }
 
 // SetLogPolicy sets when fs's modification log is reintegrated by age or

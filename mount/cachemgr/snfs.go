@@ -64,7 +64,7 @@ type snfsConfig struct {
 	// PermitData (with Permits): the data of regular files made locally
 	// stays in the local data store until their reintegration
 	// (permitdata.go; SNFSMountConfig.PermitData). Experimental, off by
-	// default: such a file's inode number changes when it is resolved.
+	// default: the data pushed is not kept in the cache.
 	PermitData bool
 
 	noNames bool       // SNFSMountConfig.NoNameCache

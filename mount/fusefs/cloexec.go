@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -26,17 +27,34 @@ import (
 // keeps go-fuse from falling back to exec'ing fusermount3 under the lock
 // (which would wait for the lock it is under). As another user go-fuse
 // runs fusermount3 and sets the flag itself.
-func newServer(fsys fuse.RawFileSystem, dir string, mo *fuse.MountOptions) (*fuse.Server, error) {
+//
+// It also returns the mount's epoch (epoch.go): its own duplicate of the
+// new /dev/fuse descriptor, told from the others by making one mount at a
+// time (newServerMu).
+func newServer(fsys fuse.RawFileSystem, dir string, mo *fuse.MountOptions) (*fuse.Server, *epoch, error) {
+	newServerMu.Lock()
+	defer newServerMu.Unlock()
+	before := fuseFDs()
 	if !mo.DirectMount || os.Geteuid() != 0 {
-		return fuse.NewServer(fsys, dir, mo)
+		srv, err := fuse.NewServer(fsys, dir, mo)
+		if err != nil {
+			return nil, nil, err
+		}
+		return srv, newEpoch(before, fuseFDs()), nil
 	}
 	mo.DirectMountStrict = true
 	syscall.ForkLock.RLock()
 	defer syscall.ForkLock.RUnlock()
 	srv, err := fuse.NewServer(fsys, dir, mo)
 	closeFUSEOnExec()
-	return srv, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, newEpoch(before, fuseFDs()), nil
 }
+
+// newServerMu: one mount made at a time in this process (newServer).
+var newServerMu sync.Mutex
 
 // closeFUSEOnExec sets close-on-exec on this process's /dev/fuse
 // descriptors.

@@ -1,5 +1,7 @@
 // Package fusefs is the bridge between go-fuse's fs API and package vfs: one
-// node per NFS file handle, FUSE requests translated to vfs calls, vfs errors
+// node per NFS file handle (its number the vfs inode's Ino: an object made
+// locally keeps its local inode's node and number once the server made it,
+// vfs/inoalias.go), FUSE requests translated to vfs calls, vfs errors
 // turned into errno values in one place (errno.go), and the kernel's caches
 // (entries, attributes, pages) driven by the vfs's decisions: entry and
 // attribute timeouts are the remaining lifetimes of the vfs's cached

@@ -113,17 +113,27 @@ func Mount(life context.Context, dir string, v *vfs.FS, o Options) (*fuse.Server
 	}
 	// fs.Mount, with the raw file system wrapped for passthrough.
 	b.pt = newPtRaw(fs.NewNodeFS(root, opts), v, b.ops, b.sn, life)
-	srv, err := newServer(b.pt, dir, &opts.MountOptions) // cloexec.go
+	srv, ep, err := newServer(b.pt, dir, &opts.MountOptions) // cloexec.go
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	b.pt.srv = srv
 	go srv.Serve()
 	if err := waitMount(srv); err != nil { // cloexec.go
+		ep.close()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	if !ep.usable(srv) {
+		ep = nil
+	}
+	// The epoch's descriptor lives as long as the mount: closed once the
+	// server's loops end (unmounted, or the connection aborted).
+	go func() {
+		srv.Wait()
+		ep.close()
+	}()
 	rootInode.SetNode(root.EmbeddedInode())
-	v.SetNotifier(notifier{})
+	v.SetNotifier(notifier{ep: ep})
 	if b.sn != nil && o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
 		b.sn.EnablePassthrough()
 	}
@@ -208,12 +218,20 @@ func unixMkdev(major, minor uint32) uint64 {
 
 // child makes (or finds: go-fuse dedups by StableAttr) the node of e and
 // fills out.
+//
+// The node's number is the vfs inode's (Inode.Ino): an object made locally
+// and since made on the server keeps the number of the local inode it was
+// made as, so go-fuse gives its lookups the node the kernel already has of
+// it (that local inode's, whose operations resolve to the real one), and
+// st_ino stays what it was (vfs/inoalias.go).
 func (n *node) child(ctx context.Context, e vfs.Entry, out *fuse.EntryOut) *fs.Inode {
+	id := e.Inode.Ino()
 	fillAttr(&out.Attr, &e.Attr)
+	out.Attr.Ino = id.Ino
 	out.SetEntryTimeout(e.EntryTTL)
 	out.SetAttrTimeout(e.AttrTTL)
 	ch := &node{b: n.b, vi: e.Inode}
-	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: e.Inode.FileID, Gen: e.Inode.Gen})
+	in := n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(e.Inode.Type), Ino: id.Ino, Gen: id.Gen})
 	// go-fuse keeps the node it already has for this StableAttr and drops
 	// in: the node the kernel knows stays the one notified (a notification
 	// for in would be refused with ENOENT, and a lock grant would leave the
@@ -260,6 +278,22 @@ func vnode(in *fs.Inode) *vfs.Inode {
 	return nil
 }
 
+// objOf is the vfs inode of a child node named in a removal or a rename,
+// or of a node whose locks a close releases: a local inode whose object the
+// server made since stands for the real inode when the mount has it (its
+// opens and locks are counted there: vino resolves to it), and for itself
+// otherwise (a live one: the mode removes or renames it locally).
+func (n *node) objOf(in *fs.Inode) *vfs.Inode {
+	vi := vnode(in)
+	if vi == nil {
+		return nil
+	}
+	if ri := n.b.v.KeptBy(vi); ri != nil {
+		return ri
+	}
+	return vi
+}
+
 func (n *node) OnForget() { n.b.v.Forget(n.vi) }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -286,6 +320,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		return errnoOf(err)
 	}
 	fillAttr(&out.Attr, &a)
+	out.Ino = n.StableAttr().Ino // the node's: a local inode's resolved keeps its own
 	out.SetTimeout(ttl)
 	return 0
 }
@@ -333,6 +368,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return errnoOf(err)
 	}
 	fillAttr(&out.Attr, &a)
+	out.Ino = n.StableAttr().Ino
 	out.SetTimeout(ttl)
 	return 0
 }
@@ -620,7 +656,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	return errnoOf(n.b.v.Remove(bctx, vi, n.cred(ctx), name, vnode(n.GetChild(name))))
+	return errnoOf(n.b.v.Remove(bctx, vi, n.cred(ctx), name, n.objOf(n.GetChild(name))))
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -651,8 +687,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if flags&renameExchange != 0 {
 		return syscall.EINVAL // NFSv3 cannot swap two names atomically
 	}
-	target := vnode(newParent.EmbeddedInode().GetChild(newName))
-	moved := vnode(n.GetChild(name))
+	target := n.objOf(newParent.EmbeddedInode().GetChild(newName))
+	moved := n.objOf(n.GetChild(name))
 	vi, errno := n.vino(bctx, false)
 	if errno != 0 {
 		return errno

@@ -170,8 +170,10 @@ func (r *ptRaw) lockOwnerOf(ctx context.Context) (uint64, bool) {
 // releaseLocks releases the locks of the owner of a FLUSH or RELEASE.
 func (n *node) releaseLocks(ctx context.Context) {
 	if owner, ok := n.b.pt.lockOwnerOf(ctx); ok {
-		if err := n.b.ops.UnlockOwner(n.b.life, n.vi, owner); err != nil {
-			slog.Warn("releasing the locks of a closed file", "fileid", n.vi.FileID, "err", err)
+		// A local inode's locks were taken on its real inode (vino).
+		vi := n.objOf(n.EmbeddedInode())
+		if err := n.b.ops.UnlockOwner(n.b.life, vi, owner); err != nil {
+			slog.Warn("releasing the locks of a closed file", "fileid", vi.FileID, "err", err)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	}
 	e := d.entries[d.pos]
 	d.pos++
-	de := &fuse.DirEntry{Name: e.Name, Ino: e.FileID, Off: uint64(d.pos)}
+	de := &fuse.DirEntry{Name: e.Name, Ino: d.n.b.v.DirIno(e), Off: uint64(d.pos)}
 	if e.Type != 0 {
 		de.Mode = modeType(e.Type)
 	} else {

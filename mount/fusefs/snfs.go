@@ -9,23 +9,47 @@ import (
 
 // notifier turns the vfs's invalidations (snfs mode's callbacks, the end of
 // caching at a file's last close) into kernel notifications.
-type notifier struct{}
+type notifier struct {
+	ep *epoch // nil: the kernel cannot drop all names at once (epoch.go)
+}
 
 func inodeOf(i *vfs.Inode) *fs.Inode {
 	in, _ := i.Node().(*fs.Inode)
 	return in
 }
 
+// nodesOf are the kernel's nodes of i: its own, and that of the local
+// inode whose number it keeps (vfs.FS.KeepIno), by which the kernel may
+// know it (child gives its lookups that node).
+func nodesOf(i *vfs.Inode) []*fs.Inode {
+	var out []*fs.Inode
+	if in := inodeOf(i); in != nil {
+		out = append(out, in)
+	}
+	if h := i.FS().InoHolder(i); h != nil {
+		if in := inodeOf(h); in != nil && (len(out) == 0 || out[0] != in) {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
 // InvalidateData drops the kernel's pages and attributes of i.
 func (notifier) InvalidateData(i *vfs.Inode) {
-	if in := inodeOf(i); in != nil {
+	for _, in := range nodesOf(i) {
 		in.NotifyContent(0, 0)
 	}
 }
 
+// InvalidateNames drops every name the kernel keeps (epoch.go).
+func (n notifier) InvalidateNames() bool { return n.ep.bump() }
+
+// CanInvalidateNames reports whether InvalidateNames works.
+func (n notifier) CanInvalidateNames() bool { return n.ep != nil }
+
 // InvalidateAttr drops the kernel's attributes of i.
 func (notifier) InvalidateAttr(i *vfs.Inode) {
-	if in := inodeOf(i); in != nil {
+	for _, in := range nodesOf(i) {
 		in.NotifyContent(-1, 0)
 	}
 }

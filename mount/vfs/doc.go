@@ -24,10 +24,12 @@
 // MKDIR, SYMLINK, MKNOD, LINK; remove.go: REMOVE, RMDIR, RENAME and silly
 // rename; readdir.go: READDIR, READDIRPLUS and the kernel's listing cache;
 // file.go, write.go, extents.go, paths.go, readonly.go, setid.go, notify.go,
-// nlm*.go, locktab.go, lockreclaim.go, locklost.go, append.go, mode.go). It
-// knows snfs mode only through the hooks it calls: Ops (mode.go, the mode's
-// operations and what the core asks of the mode inside its own), and the
-// extension slots Inode.Ext and File.Ext, which it never reads. snfs mode's
+// nlm*.go, locktab.go, lockreclaim.go, locklost.go, append.go, mode.go;
+// inoalias.go: the inode number an object made locally keeps once the
+// server made it). It knows snfs mode only through the hooks it calls: Ops
+// (mode.go, the mode's operations and what the core asks of the mode inside
+// its own), and the extension slots Inode.Ext and File.Ext, which it never
+// reads. snfs mode's
 // cache manager is package mount/cachemgr, which imports this one (NewFS
 // with its mode factory, the exported fields and methods, each saying which
 // lock guards it); this package must not import it.

@@ -3,6 +3,7 @@ package vfs
 import (
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/nfs3"
@@ -15,6 +16,11 @@ type Inode struct {
 	Type   nfs3.FType
 	FileID uint64
 	Gen    uint64 // a hash of the handle: tells a reused inode number apart
+	// alias: the number and generation the kernel is told instead of
+	// FileID and Gen (nil: none), those of the local inode the object was
+	// made as (FS.KeepIno, inoalias.go). Set before the inode is known to
+	// the kernel or while the kernel knows it only by the local inode's.
+	alias atomic.Pointer[InoID]
 
 	// An inode's locks are taken in this order, each only after those
 	// above it (state/clientfile/doc.go): openMu (snfs mode's, in Ext:

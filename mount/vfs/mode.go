@@ -99,9 +99,9 @@ type Ops interface {
 	// open true, cached: the kernel may keep its listing), or a READDIR
 	// (ReadDir, ListedDir).
 	ListNames(ctx context.Context, dir *Inode, c Cred, open bool) (ents []DirEntry, cached, ok bool, err error)
-	// EntryTTLLocked is how long the kernel may keep a name of dir (with
-	// dir.Mu held).
-	EntryTTLLocked(dir *Inode) (d time.Duration, ok bool)
+	// EntryTTLLocked is how long the kernel may keep a name of dir naming
+	// child (nil: any name of dir), with dir.Mu held.
+	EntryTTLLocked(dir, child *Inode) (d time.Duration, ok bool)
 	// DirChanged: this client's change of name in dir ended with err (nil:
 	// name is now child's, or gone when child is nil; an NFS status: the
 	// server made no change; another error: unknown).
@@ -235,8 +235,8 @@ func (NFSOps) LookupName(context.Context, *Inode, Cred, string) (Entry, bool, er
 func (NFSOps) ListNames(context.Context, *Inode, Cred, bool) ([]DirEntry, bool, bool, error) {
 	return nil, false, false, nil
 }
-func (NFSOps) EntryTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
-func (NFSOps) DirChanged(*Inode, string, *Inode, error)    {}
+func (NFSOps) EntryTTLLocked(_, _ *Inode) (time.Duration, bool) { return 0, false }
+func (NFSOps) DirChanged(*Inode, string, *Inode, error)         {}
 
 // nfs mode has no write-back permits.
 func (NFSOps) LocalRemove(context.Context, *Inode, Cred, string, *Inode, bool) (bool, error) {

@@ -11,6 +11,18 @@ type Notifier interface {
 	InvalidateAttr(i *Inode)
 }
 
+// NamesInvalidator is a Notifier that can also drop every name (dentry)
+// the kernel keeps at once, without any directory's lock (fusefs: the
+// connection's epoch). Only a mount whose Notifier is one may let the
+// kernel keep names it must later take back (Ops.EntryTTLLocked above 0
+// for a directory whose names another party may change).
+type NamesInvalidator interface {
+	// InvalidateNames drops them; false if it failed.
+	InvalidateNames() bool
+	// CanInvalidateNames reports whether InvalidateNames works here.
+	CanInvalidateNames() bool
+}
+
 // SetNotifier sets how the kernel's caches are invalidated (once mounted).
 func (fs *FS) SetNotifier(n Notifier) { fs.notify.Store(&n) }
 
@@ -24,6 +36,27 @@ func (fs *FS) NotifyAttr(i *Inode) {
 	if n := fs.notify.Load(); n != nil {
 		(*n).InvalidateAttr(i)
 	}
+}
+
+// NotifyNames drops every name the kernel keeps (NamesInvalidator); false
+// if it cannot.
+func (fs *FS) NotifyNames() bool {
+	if n := fs.notify.Load(); n != nil {
+		if ni, ok := (*n).(NamesInvalidator); ok {
+			return ni.InvalidateNames()
+		}
+	}
+	return false
+}
+
+// CanNotifyNames reports whether NotifyNames works (once mounted).
+func (fs *FS) CanNotifyNames() bool {
+	if n := fs.notify.Load(); n != nil {
+		if ni, ok := (*n).(NamesInvalidator); ok {
+			return ni.CanInvalidateNames()
+		}
+	}
+	return false
 }
 
 // SetNode records the bridge's node of i (for Notifier).

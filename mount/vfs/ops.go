@@ -28,7 +28,7 @@ func (fs *FS) entry(dir, i *Inode) Entry {
 	e := Entry{Inode: i, Attr: i.ReportLocked(), AttrTTL: i.TTLLocked(now)}
 	i.Mu.Unlock()
 	dir.Mu.Lock()
-	if d, ok := fs.ops.EntryTTLLocked(dir); ok {
+	if d, ok := fs.ops.EntryTTLLocked(dir, i); ok {
 		e.EntryTTL = d
 	} else if e.EntryTTL = dir.TTLLocked(now); e.EntryTTL == 0 {
 		e.EntryTTL = fs.Cfg.AcRegMin

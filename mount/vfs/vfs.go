@@ -90,6 +90,12 @@ type FS struct {
 	hiddenGone atomic.Uint64
 	// dirNames: names of directories learned for messages (paths.go).
 	dirNames map[string]dirName
+	// aliases: the objects reported with the number of the local inode
+	// they were made as (inoalias.go), by handle, by file id, and by that
+	// local inode.
+	aliases   map[string]*inoAlias
+	aliasByID map[uint64]*inoAlias
+	aliasOf   map[*Inode]*inoAlias
 
 	// LockTab is the lock table of the mode's server locks (snfs mode's,
 	// or nfs mode's NLM: set as the mode starts); nil without (lockTable).
@@ -327,6 +333,7 @@ func (fs *FS) Inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 	if !ok {
 		i = &Inode{fs: fs, FH: append(nfs3.FH(nil), fh...), Type: a.Type, FileID: a.FileID, Gen: fhHash(fh)}
 		fs.ops.InitInode(i)
+		fs.newAliasLocked(i)
 		fs.Inodes[k] = i
 	}
 	fs.Mu.Unlock()
@@ -346,10 +353,16 @@ func (fs *FS) Forget(i *Inode) {
 		return
 	}
 	fs.Mu.Lock()
+	var real *Inode
 	if fs.Inodes[string(i.FH)] == i {
 		delete(fs.Inodes, string(i.FH))
+		real = fs.droppedLocked(i)
 	}
 	fs.Mu.Unlock()
+	if real != nil && !liveNode(real.Node()) {
+		// The kernel knew the object only by i's node (inoalias.go).
+		fs.Forget(real)
+	}
 }
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).

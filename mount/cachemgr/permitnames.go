@@ -1,0 +1,96 @@
+package cachemgr
+
+import (
+	"time"
+
+	"snfs/nfs3"
+)
+
+// Names the kernel keeps under a write-back permit (docs/mount.md "The name
+// cache"). The kernel is told to keep no name of a cached directory (entry
+// timeout 0), so that a promise's break needs no notification of names;
+// every path walk then asks the mount for each component. A directory whose
+// permit the mount holds is different: nobody else changes it before the
+// permit is recalled (docs/protocol.md section 21.4), so its names are
+// given to the kernel for as long as the lease holds (a recall the mount
+// could not hear of is bounded by it, as the attributes are), and taken back
+// all at once (vfs.FS.NotifyNames: the connection's epoch, which takes no
+// directory's lock) before the permit ends:
+//
+//   - a recall: once it is being served (local changes from then on go
+//     through the server), before CB_OK;
+//   - a release (idle, too many, the directory removed): before
+//     PERMIT_RELEASE;
+//   - the server's restart, a refusal or any other drop of the permit;
+//   - a rename out of such a directory into another: the kernel moves the
+//     name with its lifetime (vfs.FS.Rename).
+//
+// Names of provisional objects (made here and not yet reintegrated) are not
+// kept: the kernel's node of such a name is the provisional inode, and once
+// the object is on the server a lookup must find the real one (the mount
+// answers the kernel's later requests on the name with it).
+//
+// A name given while the permit was held but sent to the kernel after the
+// epoch's bump is still stale to the kernel: it reads the epoch before it
+// sends the lookup. Without NotifyNames (a kernel older than Linux 6.16)
+// no directory is kept.
+
+// keep lets the kernel keep the names of dir, whose permit the mount now
+// holds.
+func (nc *nameCache) keep(dir nfs3.FH) {
+	if !nc.sn.FS.CanNotifyNames() {
+		return
+	}
+	nc.mu.Lock()
+	if nc.kept == nil {
+		nc.kept = map[string]bool{}
+	}
+	nc.kept[string(dir)] = true
+	nc.mu.Unlock()
+}
+
+// takeBack stops giving the kernel names of dirs and, if it had any, drops
+// every name it keeps (NotifyNames).
+func (nc *nameCache) takeBack(dirs ...nfs3.FH) { nc.takeBackOf(false, dirs) }
+
+// takeBackAll is takeBack of every directory.
+func (nc *nameCache) takeBackAll() { nc.takeBackOf(true, nil) }
+
+func (nc *nameCache) takeBackOf(all bool, dirs []nfs3.FH) {
+	nc.mu.Lock()
+	had := false
+	if all {
+		had = len(nc.kept) > 0
+		nc.kept = nil
+	}
+	for _, d := range dirs {
+		if nc.kept[string(d)] {
+			had = true
+			delete(nc.kept, string(d))
+		}
+	}
+	nc.mu.Unlock()
+	if had && !nc.sn.FS.NotifyNames() {
+		nc.sn.FS.Logger().Warn("the kernel's names of a directory whose permit ends could not be dropped")
+	}
+}
+
+// keptTTLLocked is how long the kernel may keep the names of dir, a cached
+// directory: the lease's rest if dir is kept, else 0 (nc.mu held).
+func (nc *nameCache) keptTTLLocked(dir nfs3.FH) time.Duration {
+	if !nc.kept[string(dir)] {
+		return 0
+	}
+
+	return min(nc.leaseLeftLocked(time.Now()), nc.sn.cfg.CacheTTL)
+}
+
+// keptTTL is keptTTLLocked for a caller without nc.mu.
+func (nc *nameCache) keptTTL(dir nfs3.FH) time.Duration {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if _, ok := nc.dirs[string(dir)]; !ok {
+		return 0
+	}
+	return nc.keptTTLLocked(dir)
+}
