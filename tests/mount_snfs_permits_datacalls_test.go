@@ -43,7 +43,7 @@ func TestMountSNFSPermitsDataCreateLocal(t *testing.T) {
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	m := newPermitDataMount(t, e, "permits-data-create", "")
+	m := newPermitDataMountKept(t, e, "permits-data-create") // no reintegration by age meanwhile (the loop takes seconds on a loaded machine)
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}

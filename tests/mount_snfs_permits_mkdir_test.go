@@ -26,7 +26,7 @@ func TestMountSNFSPermitsMkdirLocal(t *testing.T) {
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	m := newPermitsMount(t, e, "permits-mkdir", "")
+	m := newPermitsMountKept(t, e, "permits-mkdir") // no reintegration by age meanwhile (the loop takes seconds on a loaded machine)
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	m := newPermitsMount(t, e, "permits-create", "")
+	m := newPermitsMountKept(t, e, "permits-create") // no reintegration by age meanwhile (the loop takes seconds on a loaded machine)
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
