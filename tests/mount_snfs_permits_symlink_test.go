@@ -176,7 +176,7 @@ func checkLinkAndAttrs(t *testing.T, who string, p func(string) string, mtime ti
 func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	permitsPre(t, e.path)
 	m := newPermitsMountKept(t, e, "permits-symlink")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
