@@ -146,6 +146,11 @@ func TestSpawnCmd(t *testing.T) {
 		if err != nil || string(out) != "x|\n/usr\n" {
 			t.Fatalf("Env, Dir: %q, %v", out, err)
 		}
+		// Arguments are bytes, not text.
+		out, err = command("printf", "%s", "\xff\xfe").Output()
+		if err != nil || string(out) != "\xff\xfe" {
+			t.Fatalf("an argument not UTF-8: %q, %v", out, err)
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)

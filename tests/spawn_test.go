@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -561,7 +560,7 @@ func (c *spawnClient) start(req spawnReq, files []*os.File) (*spawnCall, error) 
 }
 
 func (c *spawnClient) send(req spawnReq, oob []byte) error {
-	b, err := json.Marshal(req)
+	b, err := spawnEncode(req)
 	if err != nil {
 		return err
 	}
@@ -608,7 +607,7 @@ func (c *spawnClient) read() {
 			return
 		}
 		var m spawnMsg
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
+		if err := spawnDecode(buf[:n], &m); err != nil {
 			c.fail(fmt.Errorf("spawner (pid %d): %w", c.pid, err))
 			return
 		}

@@ -1,7 +1,8 @@
 package tests
 
 import (
-	"encoding/json"
+	"bytes"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +31,8 @@ import (
 // holds no FUSE descriptor, only those of the children it is starting, sent
 // to it with each request.
 //
-// Wire: one SOCK_SEQPACKET socket pair, a JSON message per packet. The test
+// Wire: one SOCK_SEQPACKET socket pair, a gob-encoded message per packet
+// (gob: arguments and environment are bytes, not always UTF-8). The test
 // process sends "start" (the child's descriptors as SCM_RIGHTS) and, once it
 // holds the child by a pidfd (os.FindProcess), "ack"; the spawner answers
 // "started" (the pid or the error) and, when the child has exited and been
@@ -53,28 +55,28 @@ const (
 type spawnReq struct {
 	Op   string // "start" or "ack"
 	ID   uint64
-	Path string   `json:",omitempty"`
-	Args []string `json:",omitempty"`
-	Env  []string `json:",omitempty"`
-	Dir  string   `json:",omitempty"`
+	Path string
+	Args []string
+	Env  []string
+	Dir  string
 	// The SysProcAttr fields the tests use; others are refused by Start.
-	Setsid    bool           `json:",omitempty"`
-	Setpgid   bool           `json:",omitempty"`
-	Pdeathsig syscall.Signal `json:",omitempty"`
+	Setsid    bool
+	Setpgid   bool
+	Pdeathsig syscall.Signal
 	// Stdin, Stdout, Stderr and Extra index the descriptors sent with
 	// the request; -1 is none (/dev/null for the first three, closed for
 	// an extra file).
 	Stdin, Stdout, Stderr int
-	Extra                 []int `json:",omitempty"`
+	Extra                 []int
 }
 
 // spawnMsg is a message from the spawner.
 type spawnMsg struct {
 	Op     string // "started" or "exited"
 	ID     uint64
-	Pid    int    `json:",omitempty"`
-	Status uint32 `json:",omitempty"` // a syscall.WaitStatus
-	Err    string `json:",omitempty"`
+	Pid    int
+	Status uint32 // a syscall.WaitStatus
+	Err    string
 }
 
 // spawnerChild runs the spawner when this process was started as one; it
@@ -159,7 +161,7 @@ func (s *spawnServer) serve() int {
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			err = fmt.Errorf("request truncated (flags %#x)", flags)
 		} else {
-			err = json.Unmarshal(buf[:n], &req)
+			err = spawnDecode(buf[:n], &req)
 		}
 		if err != nil {
 			closeFiles(files)
@@ -267,7 +269,7 @@ func (s *spawnServer) start(req spawnReq, files []*os.File, ack chan struct{}) {
 }
 
 func (s *spawnServer) send(m spawnMsg) {
-	b, _ := json.Marshal(m)
+	b, _ := spawnEncode(m)
 	s.smu.Lock()
 	defer s.smu.Unlock()
 	for {
@@ -284,4 +286,16 @@ func childWaitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
 	}
 	ws, ok := ps.Sys().(syscall.WaitStatus)
 	return ws, ok
+}
+
+// spawnEncode is a message's packet: a gob stream of its own (the type
+// first), as each packet is decoded alone.
+func spawnEncode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(v)
+	return b.Bytes(), err
+}
+
+func spawnDecode(b []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(b)).Decode(v)
 }
