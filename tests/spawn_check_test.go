@@ -146,6 +146,11 @@ func TestSpawnCmd(t *testing.T) {
 		if err != nil || string(out) != "x|\n/usr\n" {
 			t.Fatalf("Env, Dir: %q, %v", out, err)
 		}
+		c = command("sh", "-c", "env")
+		c.Env = []string{}
+		if out, err = c.Output(); err != nil || strings.Contains(string(out), spawnerEnv) {
+			t.Fatalf("an empty environment: %q, %v", out, err)
+		}
 		// Arguments are bytes, not text.
 		out, err = command("printf", "%s", "\xff\xfe").Output()
 		if err != nil || string(out) != "\xff\xfe" {

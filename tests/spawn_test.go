@@ -288,7 +288,7 @@ func (c *spawnCmd) Start() error {
 	c.afterStart = nil
 	if err != nil {
 		c.copies = nil
-		return fail(fmt.Errorf("fork/exec %s: %w", c.Path, err))
+		return fail(err) // exec's "fork/exec PATH: ...", or the spawner gone
 	}
 	c.call = call
 	c.Process = call.proc

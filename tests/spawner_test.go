@@ -232,6 +232,10 @@ func (s *spawnServer) start(req spawnReq, files []*os.File, ack chan struct{}) {
 		return files[i]
 	}
 	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Env: req.Env, Dir: req.Dir}
+	if cmd.Env == nil {
+		// Empty as sent (gob sends no empty list): not the spawner's.
+		cmd.Env = []string{}
+	}
 	// A nil *os.File in an io.Reader or io.Writer is not a nil interface.
 	if f := file(req.Stdin); f != nil {
 		cmd.Stdin = f
