@@ -38,8 +38,11 @@ type CallbackHandler interface {
 
 // callbackProgram is SNFS_CB as a session serves it on its connection: CB_NULL
 // (the server's check that the callback path works) and CB_CALLBACK through h.
-// A nil h answers CB_STALE to every callback.
-func callbackProgram(h CallbackHandler) *sunrpc.Program {
+// A nil h answers CB_STALE to every callback. probed, if not nil, is told of
+// each CB_NULL once its reply is handed to the connection: whatever is sent
+// on it afterwards goes out after that reply (sunrpc's writer keeps the
+// order), so the server has verified the path when it reads it.
+func callbackProgram(h CallbackHandler, probed func(*sunrpc.Conn)) *sunrpc.Program {
 	cb := func(ctx context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
 		var a snfs1.CallbackArgs
 		if err := a.Decode(args); err != nil {
@@ -73,7 +76,14 @@ func callbackProgram(h CallbackHandler) *sunrpc.Program {
 		(&snfs1.GrantedRes{Status: st}).Encode(res)
 		return nil
 	}
-	null := func(context.Context, *sunrpc.Call, *xdr.Reader, *xdr.Writer) error { return nil }
+	null := func(_ context.Context, call *sunrpc.Call, _ *xdr.Reader, _ *xdr.Writer) error {
+		if probed == nil || call.Conn == nil {
+			return nil
+		}
+		call.Defer().Reply(func(*xdr.Writer) error { return nil })
+		probed(call.Conn)
+		return nil
+	}
 	return &sunrpc.Program{Name: "SNFS_CB", Number: snfs1.CBProgram,
 		Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
 			snfs1.CBProcNull:     {Name: snfs1.CBProcNames[snfs1.CBProcNull], Handler: null, Inline: sunrpc.Always},

@@ -45,6 +45,14 @@ type testPeer struct {
 	reclaims  []peerReclaim                   // every RECLAIM, RECLAIM_DONE, UNREGISTER; guarded by mu
 	noGrace   bool                            // answer RECLAIM and RECLAIM_DONE with NOGRACE; guarded by mu
 	dropAt    int                             // close the connection instead of answering the dropAt'th RECLAIM (1-based; 0: never); guarded by mu
+	// As the server does, every REGISTER is followed by a probe (CB_NULL)
+	// of the connection it came on; probeHold, if set before, holds each
+	// probe until it is closed. probes: for each probe's answer, the count
+	// of opens seen when it was read (guarded by mu).
+	probeHold chan struct{}
+	probes    []int
+	probing   sync.WaitGroup
+	stop      chan struct{} // closed at the test's end: held probes go
 }
 
 type peerReclaim struct {
@@ -86,7 +94,7 @@ func newTestPeer(t *testing.T) *testPeer {
 	t.Helper()
 	p := &testPeer{t: t, srv: &sunrpc.Server{Logger: quiet()}, verf: snfs1.Verifier{'b', 'o', 'o', 't', 1},
 		names: map[string]peerClient{}, conns: map[snfs1.ClientID]*sunrpc.Conn{},
-		status: map[string]snfs1.Status{}, writer: map[string]snfs1.ClientID{}}
+		status: map[string]snfs1.Status{}, writer: map[string]snfs1.ClientID{}, stop: make(chan struct{})}
 	null := func(_ context.Context, call *sunrpc.Call, _ *xdr.Reader, _ *xdr.Writer) error {
 		p.mu.Lock()
 		p.nulls = append(p.nulls, call.Conn.ID())
@@ -157,10 +165,44 @@ func newTestPeer(t *testing.T) *testPeer {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		close(p.stop)
 		p.srv.Shutdown(ctx)
 		<-done
+		p.probing.Wait()
 	})
 	return p
+}
+
+// probe sends CB_NULL on conn (after probeHold, if set) and records, as the
+// server applies a probe's answer, how many opens came before it.
+func (p *testPeer) probe(conn *sunrpc.Conn, hold chan struct{}) {
+	defer p.probing.Done()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-p.stop:
+			return
+		case <-conn.Done():
+			return
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+		case <-conn.Done():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	conn.CallRouted(ctx, snfs1.CBProgram, snfs1.CBVersion, snfs1.CBProcNull, sunrpc.OpaqueAuth{}, nil, nil, func(err error) {
+		if err == nil {
+			p.mu.Lock()
+			p.probes = append(p.probes, len(p.opens))
+			p.mu.Unlock()
+		}
+	})
 }
 
 func (p *testPeer) register(_ context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
@@ -182,6 +224,8 @@ func (p *testPeer) register(_ context.Context, call *sunrpc.Call, args *xdr.Read
 	p.conns[c.id] = call.Conn
 	p.registers = append(p.registers, peerRegister{name: string(a.Name), verf: a.ClientVerf, conn: call.Conn.ID(), id: c.id})
 	(&snfs1.RegisterRes{Client: c.id, ServerVerf: p.verf, CallbackTimeoutMs: 5000}).Encode(res)
+	p.probing.Add(1)
+	go p.probe(call.Conn, p.probeHold)
 	return nil
 }
 

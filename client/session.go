@@ -111,6 +111,12 @@ type Session struct {
 	closed     bool           // guarded by mu: no new OnServerRestart goroutines
 	restarts   sync.WaitGroup // OnServerRestart calls; Add under mu while !closed
 
+	// probe: the connection whose REGISTER's probe (CB_NULL) the session
+	// waits for, and closed once it answered one (waitProbe).
+	probeMu   sync.Mutex
+	probeConn *sunrpc.Conn  // guarded by probeMu
+	probeDone chan struct{} // guarded by probeMu
+
 	lost     chan struct{}      // capacity 1: a connection that registered closed
 	connLost atomic.Uint64      // registered connections closed (ConnectionsLost, dirs.go)
 	keepStop context.CancelFunc // stops keepConnected (Disconnect)
@@ -148,7 +154,7 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	// As sunrpc.Dial's default credential, so that the REGISTER the hook sends
 	// and the calls made through s.rpc carry the same identity.
 	s.auth = sunrpc.EncodeAuthSys(sunrpc.AuthSysParams{MachineName: host, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
-	opts := []sunrpc.DialOption{sunrpc.WithPrograms(callbackProgram(cfg.Handler)), sunrpc.WithOnConnect(s.onConnect)}
+	opts := []sunrpc.DialOption{sunrpc.WithPrograms(callbackProgram(cfg.Handler, s.probed)), sunrpc.WithOnConnect(s.onConnect)}
 	if cfg.Timeout > 0 {
 		opts = append(opts, sunrpc.WithTimeout(cfg.Timeout))
 	}
@@ -188,6 +194,7 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 		}
 		return err
 	}
+	probe := s.expectProbe(c)
 	var res snfs1.RegisterRes
 	err := call(ctx, snfs1.ProcRegister, &snfs1.RegisterArgs{Name: []byte(s.name), ClientVerf: s.verf}, &res)
 	if err != nil {
@@ -201,6 +208,7 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 			return err
 		}
 	}
+	waitProbe(ctx, c, probe)
 	s.reach.connOpened(c)
 	c.OnClose(func() {
 		s.connLost.Add(1)
@@ -245,6 +253,51 @@ func (s *Session) keepConnected(ctx context.Context) {
 
 // keepBackoff bounds the wait between two reconnection attempts.
 const keepBackoff = time.Second
+
+// probeWait bounds how long a new connection's first calls wait for the
+// server's probe of the callback path (waitProbe).
+const probeWait = 2 * time.Second
+
+// expectProbe makes c the connection whose next CB_NULL the session waits
+// for (its REGISTER, about to be sent, makes the server probe it), and
+// returns the channel closed when it came.
+func (s *Session) expectProbe(c *sunrpc.Conn) chan struct{} {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	s.probeConn, s.probeDone = c, make(chan struct{})
+	return s.probeDone
+}
+
+// probed is told of each CB_NULL the session answered (callbackProgram),
+// its reply already handed to conn.
+func (s *Session) probed(conn *sunrpc.Conn) {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if conn == s.probeConn && s.probeDone != nil {
+		close(s.probeDone)
+		s.probeConn, s.probeDone = nil, nil
+	}
+}
+
+// waitProbe waits, at most probeWait, for the CB_NULL the server sends on a
+// connection after answering its REGISTER (docs/protocol.md section 7).
+// Until the session has answered it, the server answers every OPEN without
+// caching and refuses every GET_PERMIT and directory promise: without the
+// wait, a mount's first calls after it started, or after a reconnection,
+// often overtook the probe (under load, always), and a refused GET_PERMIT
+// is not asked again for a while. A server that does not probe costs each
+// connection probeWait once; a connection that goes meanwhile (the server
+// stopped before it probed) ends the wait.
+func waitProbe(ctx context.Context, c *sunrpc.Conn, probed <-chan struct{}) {
+	t := time.NewTimer(probeWait)
+	defer t.Stop()
+	select {
+	case <-probed:
+	case <-c.Done():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
 
 // reregister sends REGISTER again (on the current connection) after a call
 // with client id stale got SNFS_ERR_STALE_CLIENTID. Concurrent callers wait for

@@ -671,3 +671,30 @@ func TestSessionCallbackFailed(t *testing.T) {
 		t.Errorf("CB_CALLBACK the handler failed: %v, %v; want SYSTEM_ERR", st, err)
 	}
 }
+
+// TestSessionWaitsForProbe: a connection's first call goes after the
+// session answered the server's probe of its callback path (the CB_NULL
+// that follows REGISTER): until the server has read that answer it grants
+// no caching, no permit and no directory promise (docs/protocol.md section
+// 7). The session's first calls used to overtake a probe sent late (under
+// load: a mount's first OPEN refused caching, its first GET_PERMIT refused
+// and not asked again for a while). The peer holds its probe back a
+// little: the OPEN after the dial must still come after its answer.
+func TestSessionWaitsForProbe(t *testing.T) {
+	p := newTestPeer(t)
+	hold := make(chan struct{})
+	p.mu.Lock()
+	p.probeHold = hold
+	p.mu.Unlock()
+	time.AfterFunc(200*time.Millisecond, func() { close(hold) })
+	s := dialSession(t, p, client.SessionConfig{Name: "probed"})
+	if _, err := s.Open(testCtx(t), fileFH, state.Read); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	probes := append([]int(nil), p.probes...)
+	p.mu.Unlock()
+	if len(probes) != 1 || probes[0] != 0 {
+		t.Fatalf("probes answered, with the opens seen before each: %v; want one, before any open", probes)
+	}
+}

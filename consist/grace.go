@@ -75,8 +75,8 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	g.report.Expected = len(recs)
 	if len(recs) == 0 || bound <= 0 {
 		g.report.Reason = GraceNone
+		d.met.graceEnd.WithLabelValues(GraceNone).Inc() // before GraceOver is closed, as endGrace's
 		close(g.done)
-		d.met.graceEnd.WithLabelValues(GraceNone).Inc()
 		d.log.Info("no grace period", "clients_recorded", len(recs), "grace", bound)
 		return
 	}
@@ -91,11 +91,14 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	d.active.Store(true) // plain accesses go through the table (and get JUKEBOX) from the start
 	d.log.Info("grace period: waiting for the clients known before the restart to reclaim their state",
 		"clients", len(recs), "bound", bound)
+	// The bound's timer is armed here, from the start, not in the goroutine:
+	// armed there, it counted from whenever that goroutine ran, and a test's
+	// clock moved past the bound before (OffsetClock.Advance) was missed.
+	over := make(chan struct{})
+	t := d.clock.AfterFunc(bound, func() { close(over) })
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		over := make(chan struct{})
-		t := d.clock.AfterFunc(bound, func() { close(over) })
 		defer t.Stop()
 		select {
 		case <-over:
@@ -129,10 +132,13 @@ func (d *Driver) endGrace(reason string) {
 	}
 	rep := g.report
 	g.expected, g.byName, g.reclaimed = nil, nil, nil
-	close(g.done)
-	g.mu.Unlock()
+	// Counted before GraceOver is closed: whoever it wakes finds this grace
+	// period's end in the metrics (they were set after, and a reader could
+	// find grace_end_total{reason=timeout} still 0).
 	d.met.graceSeconds.Set(length.Seconds())
 	d.met.graceEnd.WithLabelValues(reason).Inc()
+	close(g.done)
+	g.mu.Unlock()
 	d.log.Info("grace period over", "reason", reason, "seconds", length.Seconds(), "clients_expected", rep.Expected,
 		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "clients_lost", len(names))
 	if len(names) > 0 {

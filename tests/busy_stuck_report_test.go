@@ -42,6 +42,32 @@ func (f *heldFlushFile) Flush(ctx context.Context, fh fs.FileHandle) syscall.Err
 	return 0
 }
 
+// mountHeldFlush mounts, served by this process, a directory holding one
+// file, f, whose FLUSHes wait until release is called (the test's cleanup
+// calls it, then unmounts).
+func mountHeldFlush(t *testing.T) (dir string, file *heldFlushFile, release func()) {
+	t.Helper()
+	file = &heldFlushFile{release: make(chan struct{}), flushes: make(chan struct{}, 1)}
+	root := &fs.Inode{}
+	dir = t.TempDir()
+	// mount(2) itself (root's): no fusermount forked from this process.
+	srv, err := fs.Mount(dir, root, &fs.Options{
+		MountOptions: fuse.MountOptions{Name: "snfs-stuck-test", DirectMount: true, DirectMountStrict: true},
+		OnAdd: func(ctx context.Context) {
+			root.AddChild("f", root.NewPersistentInode(ctx, file, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = func() { file.once.Do(func() { close(file.release) }) }
+	t.Cleanup(func() {
+		release()
+		srv.Unmount()
+	})
+	return dir, file, release
+}
+
 // TestStuckReportNamesForkedChild: busyHolders' scan of /proc, which does not
 // end while a child of this process is stuck in its execve, names what CI's
 // busy unmounts could not (stuckReport): the child of
@@ -53,28 +79,12 @@ func TestStuckReportNamesForkedChild(t *testing.T) {
 	requireFUSE(t)
 	// Serial: a child of this process forked by a parallel test meanwhile
 	// would be held by the same FLUSH.
-	file := &heldFlushFile{release: make(chan struct{}), flushes: make(chan struct{}, 1)}
-	root := &fs.Inode{}
-	dir := t.TempDir()
-	srv, err := fs.Mount(dir, root, &fs.Options{
-		MountOptions: fuse.MountOptions{Name: "snfs-stuck-test"},
-		OnAdd: func(ctx context.Context) {
-			root.AddChild("f", root.NewPersistentInode(ctx, file, fs.StableAttr{Mode: syscall.S_IFREG}), false)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := func() { file.once.Do(func() { close(file.release) }) }
-	t.Cleanup(func() {
-		release()
-		srv.Unmount()
-	})
+	dir, file, release := mountHeldFlush(t)
 	f, err := os.Open(filepath.Join(dir, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("true")
+	cmd := exec.Command("true") //snfs:fork-in-process the defect reproduced: a child forked from here
 	started := make(chan error, 1)
 	go func() { started <- cmd.Run() }()
 	// The child's close-on-exec sends the FLUSH of its copy of f.

@@ -49,10 +49,15 @@ func stuckReportNow() string {
 	for _, pd := range pids {
 		reportAt.Store(pd + "/status")
 		comm, state, ppid, ok := procStat(pd)
-		if !ok || ppid != me || comm != strings.TrimSpace(string(myComm)) {
+		if !ok || comm != strings.TrimSpace(string(myComm)) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("child %s of this process not exec'd yet (state %s)", filepath.Base(pd), state))
+		switch {
+		case ppid == me && (spawner == nil || filepath.Base(pd) != strconv.Itoa(spawner.pid)):
+			out = append(out, fmt.Sprintf("child %s of this process not exec'd yet (state %s)", filepath.Base(pd), state))
+		case spawner != nil && ppid == spawner.pid:
+			out = append(out, fmt.Sprintf("child %s of the spawner (pid %d) not exec'd yet (state %s)", filepath.Base(pd), ppid, state))
+		}
 	}
 	reportAt.Store("fuse")
 	out = append(out, fuseWaiting()...)

@@ -42,7 +42,7 @@ func TestLibnfsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sha256.Sum256(data)
-	if out, err := exec.Command(cp, src, libnfsURL(e, e.dir+"/random")).CombinedOutput(); err != nil {
+	if out, err := command(cp, src, libnfsURL(e, e.dir+"/random")).CombinedOutput(); err != nil {
 		t.Fatalf("nfs-cp in: %v\n%s", err, out)
 	}
 	got, _ := os.ReadFile(e.path("random"))
@@ -50,7 +50,7 @@ func TestLibnfsCopy(t *testing.T) {
 		t.Fatal("file copied in differs")
 	}
 	back := src + ".back"
-	if out, err := exec.Command(cp, libnfsURL(e, e.dir+"/random"), back).CombinedOutput(); err != nil {
+	if out, err := command(cp, libnfsURL(e, e.dir+"/random"), back).CombinedOutput(); err != nil {
 		t.Fatalf("nfs-cp out: %v\n%s", err, out)
 	}
 	got, _ = os.ReadFile(back)
@@ -69,7 +69,7 @@ func TestLibnfsList(t *testing.T) {
 	for i := 0; i < 10000; i++ {
 		os.WriteFile(e.path(fmt.Sprintf("d/f%05d", i)), nil, 0o644)
 	}
-	out, err := exec.Command(ls, libnfsURL(e, e.dir+"/d")).CombinedOutput()
+	out, err := command(ls, libnfsURL(e, e.dir+"/d")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nfs-ls: %v\n%s", err, out)
 	}
@@ -142,7 +142,7 @@ func guestWrapper(t *testing.T, run string) string {
 			guestWrap.err = err.Error()
 			return
 		}
-		if out, err := exec.Command(cc, "-O2", "-shared", "-fPIC", "-o", so, src, "-ldl").CombinedOutput(); err != nil {
+		if out, err := command(cc, "-O2", "-shared", "-fPIC", "-o", so, src, "-ldl").CombinedOutput(); err != nil {
 			guestWrap.err = "building guest/uml-xstate.c: " + err.Error() + "\n" + string(out)
 			return
 		}
@@ -164,7 +164,7 @@ func runGuest(t *testing.T, e *env, script string) string {
 	t.Helper()
 	run := guestRunner(t)
 	abs, _ := filepath.Abs(filepath.Join("guest", script))
-	cmd := exec.Command(run, "--host-root", "--mem", "512M", "--timeout", "300",
+	cmd := command(run, "--host-root", "--mem", "512M", "--timeout", "300",
 		"--port", fmt.Sprint(e.port()), "--mountport", fmt.Sprint(e.port()), "--export", e.dir, abs)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("script status: 0")) || !bytes.Contains(out, []byte("all checks passed")) {

@@ -366,10 +366,10 @@ func (c *plainClient) url(name string) string {
 func (c *plainClient) runOp(data []byte, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.op, args...)
+	cmd := commandContext(ctx, c.op, args...)
 	cmd.Stdin = bytes.NewReader(data)
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
+	var ee *exitError
 	switch {
 	case err == nil:
 		return nil
@@ -452,7 +452,7 @@ func (c *plainClient) read(name string) ([]byte, error) {
 		if c.cat != "" {
 			url := c.url(name)
 			var stderr bytes.Buffer
-			cmd := exec.CommandContext(ctx, c.cat, url)
+			cmd := commandContext(ctx, c.cat, url)
 			cmd.Stderr = &stderr
 			b, err := cmd.Output()
 			if err != nil {

@@ -20,4 +20,9 @@
 // serial tests first, then the parallel ones, -parallel at a time
 // (scripts/test.sh sets it). A parallel test keeps to its own env, export,
 // mounts and processes (diskTempDir, newEnv, freePort).
+//
+// The programs a test runs are started by the run's spawner process
+// (spawner_test.go), never forked from the test process, which holds the
+// files the parallel tests have open on the FUSE mounts it serves: command
+// and commandContext (spawn_test.go) are the tests' exec.Command.
 package tests

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ func snfsBinary(t testing.TB) string {
 			return
 		}
 		faultsBin.path = filepath.Join(dir, "snfs")
-		out, err := exec.Command("go", "build", "-o", faultsBin.path, "../cmd/snfs").CombinedOutput()
+		out, err := command("go", "build", "-o", faultsBin.path, "../cmd/snfs").CombinedOutput()
 		if err != nil {
 			faultsBin.err = fmt.Errorf("go build ../cmd/snfs: %v\n%s", err, out)
 		}
@@ -84,7 +83,7 @@ type srvProc struct {
 	starts    int
 	pid       int // the running server's, 0 if none
 
-	launcher *exec.Cmd
+	launcher *spawnCmd
 	toL      io.WriteCloser
 	fromL    chan string // the launcher's answer lines
 }
@@ -115,7 +114,7 @@ func newServeProc(t *testing.T, extra ...string) *srvProc {
 		"--mount-port", strconv.Itoa(s.mountPort), "--state-dir", s.stateDir,
 		"--export-options", "rw,no_root_squash", "--metrics", s.metrics}, s.extra...)
 	args = append(args, s.export)
-	s.launcher = exec.Command("bash", append([]string{"-c", launcherScript, "launcher", s.logPath, snfsBinary(t)}, args...)...)
+	s.launcher = command("bash", append([]string{"-c", launcherScript, "launcher", s.logPath, snfsBinary(t)}, args...)...)
 	var err error
 	if s.toL, err = s.launcher.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -306,7 +305,7 @@ type mntProc struct {
 	cacheDir string
 	logPath  string
 	metrics  string // host:port of its --metrics, "" if none
-	cmd      *exec.Cmd
+	cmd      *spawnCmd
 	exited   chan struct{}
 }
 
@@ -382,7 +381,7 @@ func (m *mntProc) launch(s *srvProc, nfsPort int, flags ...string) {
 	args := append([]string{"mount", "--foreground", "--mode=snfs",
 		"--nfs-port", strconv.Itoa(nfsPort), "--mount-port", strconv.Itoa(s.mountPort),
 		"--cache-dir", m.cacheDir}, flags...)
-	cmd := exec.Command(snfsBinary(t), append(args, "127.0.0.1:"+s.export, m.dir)...)
+	cmd := command(snfsBinary(t), append(args, "127.0.0.1:"+s.export, m.dir)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w} // fd 3: "ok" once the mount is usable
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
@@ -421,11 +420,11 @@ func (m *mntProc) umount() {
 	select {
 	case <-m.exited:
 		m.cmd = nil
-		exec.Command("umount", "-l", m.dir).Run()
+		command("umount", "-l", m.dir).Run()
 		return
 	default:
 	}
-	if out, err := exec.Command(snfsBinary(m.t), "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
+	if out, err := command(snfsBinary(m.t), "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
 		m.t.Errorf("snfs umount: %v\n%s", err, out)
 		m.kill9()
 		return
@@ -497,7 +496,7 @@ func (m *mntProc) kill9() {
 	m.cmd.Process.Signal(syscall.SIGKILL)
 	<-m.exited
 	m.cmd = nil
-	exec.Command("umount", "-l", m.dir).Run()
+	command("umount", "-l", m.dir).Run()
 }
 
 // stop unmounts cleanly (SIGTERM: the mount writes back and exits), or kills
@@ -522,8 +521,8 @@ func (m *mntProc) stop() bool {
 	}
 	m.cmd = nil
 	if isMounted(m.dir) {
-		exec.Command("fusermount", "-u", "-z", m.dir).Run()
-		exec.Command("umount", "-l", m.dir).Run()
+		command("fusermount", "-u", "-z", m.dir).Run()
+		command("umount", "-l", m.dir).Run()
 	}
 	return clean
 }

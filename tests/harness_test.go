@@ -21,8 +21,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if localSetxattrChild() {
+	if spawnerChild() || localSetxattrChild() {
 		return
+	}
+	// Before anything is open: every program the tests run is started by
+	// the spawner, not forked from this process (spawner_test.go).
+	if err := startSpawner(); err != nil {
+		fmt.Fprintln(os.Stderr, "snfs/tests: "+err.Error())
+		os.Exit(2)
 	}
 	// Objects are created with exactly the mode asked for, as `snfs serve` does.
 	syscall.Umask(0)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,7 +40,7 @@ func TestLeftoverSweep(t *testing.T) {
 			if tc.timeout > 0 {
 				args = append(args, "-test.timeout="+tc.timeout.String())
 			}
-			cmd := exec.Command(os.Args[0], args...)
+			cmd := command(os.Args[0], args...)
 			cmd.Env = append(os.Environ(), "SNFS_LEFTOVER_CHILD=1")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.StdoutPipe()
@@ -138,7 +137,7 @@ func TestLeftoverChild(t *testing.T) {
 	}
 	// A shell that names the mount point (its $0) and does not touch the
 	// mount, so that it outlives it.
-	holder := exec.Command("sh", "-c", "while sleep 1; do :; done", m.dir)
+	holder := command("sh", "-c", "while sleep 1; do :; done", m.dir)
 	holder.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
@@ -291,7 +290,13 @@ func runProcesses(owned func(path string) bool, descendants bool) []int {
 				}
 			}
 		}
-		out = append(out, next...)
+		for _, pid := range next {
+			// The spawner is the run's, not a leftover: it ends with
+			// this process; its children are.
+			if spawner == nil || pid != spawner.pid {
+				out = append(out, pid)
+			}
+		}
 		frontier = next
 	}
 	for _, pid := range named {
@@ -355,7 +360,7 @@ func TestLeftoverCleanup(t *testing.T) {
 	if err := os.WriteFile(m.path("f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sleeper := exec.Command("tail", "-f", m.path("f"))
+	sleeper := command("tail", "-f", m.path("f"))
 	sleeper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

@@ -107,7 +107,7 @@ func libnfsOpTool() (string, string) {
 			libnfsOp.err = err.Error()
 			return
 		}
-		if out, err := exec.Command(cc, "-O1", "-o", bin, src, "-lnfs").CombinedOutput(); err != nil {
+		if out, err := command(cc, "-O1", "-o", bin, src, "-lnfs").CombinedOutput(); err != nil {
 			libnfsOp.err = "building the libnfs client: " + err.Error() + "\n" + string(out)
 			return
 		}

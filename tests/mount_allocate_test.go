@@ -27,9 +27,9 @@ func runFallocate(t *testing.T, args ...string) (int, string) {
 	if _, err := exec.LookPath("fallocate"); err != nil {
 		requireInCI(t, "fallocate(1) not installed (util-linux)")
 	}
-	out, err := exec.Command("fallocate", args...).CombinedOutput()
+	out, err := command("fallocate", args...).CombinedOutput()
 	if err != nil {
-		ee, ok := err.(*exec.ExitError)
+		ee, ok := err.(*exitError)
 		if !ok {
 			t.Fatalf("fallocate %s: %v", strings.Join(args, " "), err)
 		}

@@ -26,7 +26,8 @@ import (
 // 33 ms at load 8, longer on a busier machine: a probe right after a close
 // found the mount in use 0 times in 7,274 without forks, about 1 in 4 beside
 // four goroutines starting /bin/true). The harness names what holds the mount just before it unmounts
-// (busyReport); a fork's copy shows as no holder in /proc.
+// (busyReport); a fork's copy shows as no holder in /proc. (The tests now
+// fork nothing from this process: spawner_test.go.)
 
 // mountBusy reports whether dir's mount is in use, without unmounting it:
 // umount2(MNT_EXPIRE) fails with EBUSY on a mount in use; on one not in use

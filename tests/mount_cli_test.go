@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,10 +20,10 @@ import (
 // returns its combined output and exit status.
 func runIn(t *testing.T, bin, cwd string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := command(bin, args...)
 	cmd.Dir = cwd
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
+	var ee *exitError
 	switch {
 	case err == nil:
 		return string(out), 0
@@ -211,7 +210,7 @@ func TestMountCleansDeadMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(bin, "mount", "--foreground", "--nfs-port", port, "--mount-port", port, spec, dir)
+	cmd := command(bin, "mount", "--foreground", "--nfs-port", port, "--mount-port", port, spec, dir)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_READY_FD=3")
 	if err := cmd.Start(); err != nil {

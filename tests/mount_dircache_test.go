@@ -111,11 +111,11 @@ func TestMountDirListingCache(t *testing.T) {
 	closed := filepath.Join(m.dir, "closed")
 	wantNames(t, "root", closed, "x")
 	wantNames(t, "root again", closed, "x")
-	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ls", closed).CombinedOutput()
+	out, err := command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ls", closed).CombinedOutput()
 	if err == nil {
 		t.Errorf("nobody listed a 0700 root directory that root's listing is cached of: %q", out)
 	}
-	out, err = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ls", d).CombinedOutput()
+	out, err = command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ls", d).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "c" {
 		t.Errorf("nobody listing a 0755 directory: %q %v", out, err)
 	}

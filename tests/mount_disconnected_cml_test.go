@@ -28,7 +28,7 @@ import (
 // this checkout has none.
 func luaTarball() string {
 	cands := []string{os.Getenv("SNFS_LUA_TARBALL"), "../../shared/data/lua-5.4.8.tar.gz", "../../../shared/data/lua-5.4.8.tar.gz"}
-	if out, err := exec.Command("git", "rev-parse", "--path-format=absolute", "--git-common-dir").Output(); err == nil {
+	if out, err := command("git", "rev-parse", "--path-format=absolute", "--git-common-dir").Output(); err == nil {
 		cands = append(cands, filepath.Join(strings.TrimSpace(string(out)), "../../shared/data/lua-5.4.8.tar.gz"))
 	}
 	for _, c := range cands {
@@ -288,7 +288,7 @@ func testDisconnectedUntar(t *testing.T, how string) {
 		if _, err := exec.LookPath("gcc"); err == nil {
 			src := m.path("work/lua-5.4.8")
 			for _, c := range []string{"lapi", "lcode", "lstring", "lua"} {
-				cmd := exec.Command("gcc", "-std=gnu99", "-O0", "-c", c+".c", "-o", c+".o")
+				cmd := command("gcc", "-std=gnu99", "-O0", "-c", c+".c", "-o", c+".o")
 				cmd.Dir = src
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("gcc -c %s.c offline: %v\n%s\n%s", c, err, out, tail(m.logPath, 30))
@@ -392,7 +392,7 @@ func TestMountDisconnectedCreateConflict(t *testing.T) {
 	if c := conflictLines(m); len(c) != 1 || !strings.Contains(c[0], "same.snfs-conflict-") || !strings.Contains(c[0], "disconnected") {
 		t.Fatalf("conflicts recorded: %q; want one, of same, reason disconnected", c)
 	}
-	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
+	out, err := command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "same.snfs-conflict-") {
 		t.Fatalf("snfs conflicts: %v\n%s", err, out)
 	}

@@ -32,7 +32,7 @@ func TestMountDisconnectedTar(t *testing.T) {
 		t.Skip("no tar here")
 	}
 	local := diskTempDir(t, "snfs-tar-local")
-	if out, err := exec.Command(tarBin, "-xzf", tb, "-C", local).CombinedOutput(); err != nil {
+	if out, err := command(tarBin, "-xzf", tb, "-C", local).CombinedOutput(); err != nil {
 		t.Fatalf("local extraction: %v\n%s", err, out)
 	}
 	s := newServeProc(t, "--grace", "2s")
@@ -44,7 +44,7 @@ func TestMountDisconnectedTar(t *testing.T) {
 		t.Fatal(err)
 	}
 	goOfflineReq(t, m)
-	if out, err := exec.Command(tarBin, "-xzf", tb, "-C", m.path("work")).CombinedOutput(); err != nil {
+	if out, err := command(tarBin, "-xzf", tb, "-C", m.path("work")).CombinedOutput(); err != nil {
 		t.Fatalf("tar x offline: %v\n%s\n%s", err, out, tail(m.logPath, 40))
 	}
 	if d := treeMeta(t, local, m.path("work")); d != "" {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -124,7 +123,7 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	if b, _ := os.ReadFile(m.logPath); !strings.Contains(string(b), "server unreachable: disconnected, serving the cache") {
 		t.Errorf("the mount's log lacks the WARN of going offline:\n%s", tail(m.logPath, 20))
 	}
-	out, err := exec.Command(snfsBinary(t), "status", m.dir).CombinedOutput()
+	out, err := command(snfsBinary(t), "status", m.dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "disconnected since") {
 		t.Errorf("snfs status %s: %v\n%s\n(want \"disconnected since\")", m.dir, err, out)
 	}
@@ -214,7 +213,7 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	if got := mustRead(t, s.path("theirs")); !bytes.Equal(got, server) {
 		t.Fatalf("the server's theirs has %d bytes; want the server's own %d, left alone", len(got), len(server))
 	}
-	out, err = exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
+	out, err = command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "theirs.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
 		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of theirs, reason disconnected)", m.cacheDir, err, out)
 	}
@@ -387,7 +386,7 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, server) {
 		t.Fatalf("the server's shared has %d bytes; want the server's own %d, left alone", len(got), len(server))
 	}
-	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
+	out, err := command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "shared.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
 		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of shared, reason disconnected)", m.cacheDir, err, out)
 	}

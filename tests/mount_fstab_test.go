@@ -51,7 +51,7 @@ func daemonMount(t *testing.T, bin, dir string) {
 		if mountType(t, dir) == "" {
 			return
 		}
-		if out, err := exec.Command(bin, "umount", "--timeout", "60s", dir).CombinedOutput(); err != nil {
+		if out, err := command(bin, "umount", "--timeout", "60s", dir).CombinedOutput(); err != nil {
 			t.Errorf("snfs umount %s: %v\n%s", dir, err, out)
 			syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
@@ -69,7 +69,7 @@ func useMount(t *testing.T, bin, dir, export, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+	if out, err := command(bin, "umount", dir).CombinedOutput(); err != nil {
 		t.Fatalf("snfs umount: %v\n%s", err, out)
 	}
 	if typ := mountType(t, dir); typ != "" {
@@ -100,21 +100,21 @@ func TestMountHelper(t *testing.T) {
 		e.port(), e.port(), diskTempDir(t, "snfs-cache-"), logFile)
 	spec := "127.0.0.1:" + e.dir
 
-	if out, err := exec.Command(helper, spec, dir, "-f", "-o", opts).CombinedOutput(); err != nil {
+	if out, err := command(helper, spec, dir, "-f", "-o", opts).CombinedOutput(); err != nil {
 		t.Fatalf("mount.snfs -f: %v\n%s", err, out)
 	}
 	if typ := mountType(t, dir); typ != "" {
 		t.Fatalf("mount.snfs -f mounted %s (%s)", dir, typ)
 	}
-	out, err := exec.Command(helper, spec, dir, "-o", opts+",no-such-option").CombinedOutput()
-	var ee *exec.ExitError
+	out, err := command(helper, spec, dir, "-o", opts+",no-such-option").CombinedOutput()
+	var ee *exitError
 	if !errors.As(err, &ee) || !strings.Contains(string(out), "no-such-option") {
 		t.Fatalf("mount.snfs with an unknown option: %v %s; want a failure naming it", err, out)
 	}
 	if typ := mountType(t, dir); typ != "" {
 		t.Fatalf("a failed mount.snfs mounted %s (%s)", dir, typ)
 	}
-	if out, err := exec.Command(helper, spec, dir, "-s", "-n", "-v", "-o", opts+",no-such-option").CombinedOutput(); err != nil {
+	if out, err := command(helper, spec, dir, "-s", "-n", "-v", "-o", opts+",no-such-option").CombinedOutput(); err != nil {
 		t.Fatalf("mount.snfs -s: %v\n%s", err, out)
 	}
 	log, _ := os.ReadFile(logFile)
@@ -143,7 +143,7 @@ func TestMountFstab(t *testing.T) {
 	}
 	// As the quick start leaves it: ./snfs in the current directory.
 	install := func(args ...string) (string, error) {
-		cmd := exec.Command("./snfs", append([]string{"install"}, args...)...)
+		cmd := command("./snfs", append([]string{"install"}, args...)...)
 		cmd.Dir = filepath.Dir(bin)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -168,7 +168,7 @@ func TestMountFstab(t *testing.T) {
 		t.Run("mount-t-"+typ, func(t *testing.T) {
 			dir := diskTempDir(t, "snfs-fstab-")
 			daemonMount(t, bin, dir)
-			if out, err := exec.Command("mount", "-t", typ, "-o", opts, spec, dir).CombinedOutput(); err != nil {
+			if out, err := command("mount", "-t", typ, "-o", opts, spec, dir).CombinedOutput(); err != nil {
 				t.Fatalf("mount -t %s: %v\n%s", typ, err, out)
 			}
 			useMount(t, bin, dir, e.dir, "mount-t-"+typ)
@@ -177,7 +177,7 @@ func TestMountFstab(t *testing.T) {
 			dir := diskTempDir(t, "snfs-fstab-")
 			daemonMount(t, bin, dir)
 			o := strings.Replace(opts, "mode=nfs", "mode=snfs,cache-dir="+diskTempDir(t, "snfs-cache-"), 1)
-			if out, err := exec.Command("mount", "-t", typ, "-r", "-o", o, spec, dir).CombinedOutput(); err != nil {
+			if out, err := command("mount", "-t", typ, "-r", "-o", o, spec, dir).CombinedOutput(); err != nil {
 				t.Fatalf("mount -t %s -r: %v\n%s", typ, err, out)
 			}
 			readOnlyMount(t, bin, dir, "there")
@@ -191,7 +191,7 @@ func TestMountFstab(t *testing.T) {
 		if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
+		if out, err := command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
 			t.Fatalf("mount -T %s %s: %v\n%s", fstab, dir, err, out)
 		}
 		useMount(t, bin, dir, e.dir, "fstab")
@@ -204,7 +204,7 @@ func TestMountFstab(t *testing.T) {
 		if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
+		if out, err := command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
 			t.Fatalf("mount -T %s %s: %v\n%s", fstab, dir, err, out)
 		}
 		if o := mountOptions(t, dir); !strings.Contains(","+o+",", ",noexec,") {
@@ -230,7 +230,7 @@ func readOnlyMount(t *testing.T, bin, dir, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("a write: %v, want EROFS", err)
 	}
-	if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+	if out, err := command(bin, "umount", dir).CombinedOutput(); err != nil {
 		t.Fatalf("snfs umount: %v\n%s", err, out)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -136,7 +135,7 @@ func runFsxChild(t *testing.T, c fsxChildConfig, restart func()) fsxChildResult 
 	defer toChild.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout+time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFsxChild$", "-test.v",
+	cmd := commandContext(ctx, os.Args[0], "-test.run=^TestFsxChild$", "-test.v",
 		"-test.timeout="+(c.Timeout+30*time.Second).String())
 	cmd.Env = append(os.Environ(), fsxChildEnv+"="+string(js))
 	cmd.ExtraFiles = []*os.File{childW, childR}                        // fd 3: to the parent, fd 4: from it

@@ -109,7 +109,7 @@ func startGanesha(t *testing.T) *ganesha {
 func (g *ganesha) script(name string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(g.tool, name))
+	cmd := commandContext(ctx, filepath.Join(g.tool, name))
 	cmd.Env = g.env
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -166,7 +166,7 @@ func (g *ganesha) restart() {
 		return
 	}
 	defer log.Close()
-	cmd := exec.Command("ganesha.nfsd", "-f", filepath.Join(g.run, "ganesha.conf"), "-L", filepath.Join(g.run, "ganesha.log"),
+	cmd := command("ganesha.nfsd", "-f", filepath.Join(g.run, "ganesha.conf"), "-L", filepath.Join(g.run, "ganesha.log"),
 		"-p", pidFile, "-N", "NIV_EVENT", "-F")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

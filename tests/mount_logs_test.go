@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -31,11 +30,11 @@ func TestMountRefusedMessage(t *testing.T) {
 		args := append([]string{"mount", "--nfs-port", strconv.Itoa(port), "--mount-port", strconv.Itoa(port),
 			"--cache-dir", cacheDir}, c...)
 		args = append(args, "127.0.0.1:/srv/share", dir)
-		cmd := exec.Command(snfsBinary(t), args...)
+		cmd := command(snfsBinary(t), args...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
-		var ee *exec.ExitError
+		var ee *exitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			t.Fatalf("snfs %s: %v (want exit status 1)\nstderr: %s", strings.Join(args, " "), err, stderr.String())
 		}
@@ -70,7 +69,7 @@ func TestMountDetachedLog(t *testing.T) {
 	port := strconv.Itoa(e.port())
 	mount := func(t *testing.T, mode, dir, cacheDir string, stderr *os.File, env ...string) {
 		t.Helper()
-		cmd := exec.Command(bin, "mount", "--mode="+mode, "--nfs-port", port, "--mount-port", port,
+		cmd := command(bin, "mount", "--mode="+mode, "--nfs-port", port, "--mount-port", port,
 			"--cache-dir", cacheDir, "127.0.0.1:"+e.dir, dir)
 		cmd.Stderr, cmd.Env = stderr, append(os.Environ(), env...)
 		if err := cmd.Run(); err != nil {
@@ -80,7 +79,7 @@ func TestMountDetachedLog(t *testing.T) {
 	}
 	umount := func(t *testing.T, dir string) {
 		t.Helper()
-		if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+		if out, err := command(bin, "umount", dir).CombinedOutput(); err != nil {
 			t.Fatalf("snfs umount: %v\n%s", err, out)
 		}
 	}
@@ -219,14 +218,14 @@ func TestMountDetachedLogPerMount(t *testing.T) {
 	cacheDir := diskTempDir(t, "snfs-cache-")
 	a, b := diskTempDir(t, "snfs-mnt-a-"), diskTempDir(t, "snfs-mnt-b-")
 	for _, dir := range []string{a, b} {
-		if out, err := exec.Command(bin, "mount", "--nfs-port", port, "--mount-port", port,
+		if out, err := command(bin, "mount", "--nfs-port", port, "--mount-port", port,
 			"--cache-dir", cacheDir, "127.0.0.1:"+e.dir, dir).CombinedOutput(); err != nil {
 			t.Fatalf("snfs mount on %s: %v\n%s", dir, err, out)
 		}
 		daemonMount(t, bin, dir)
 	}
 	for _, dir := range []string{a, b} {
-		if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+		if out, err := command(bin, "umount", dir).CombinedOutput(); err != nil {
 			t.Fatalf("snfs umount %s: %v\n%s", dir, err, out)
 		}
 	}

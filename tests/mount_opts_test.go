@@ -20,13 +20,13 @@ import (
 // and returns its exit status and combined output.
 func runSnfs(t *testing.T, bin, argv0, dir string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := command(bin, args...)
 	if argv0 != "" {
 		cmd.Args[0] = argv0
 	}
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
+	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
 		return ee.ExitCode(), string(out)
@@ -165,7 +165,7 @@ func TestMountFuse3(t *testing.T) {
 
 	dir := diskTempDir(t, "snfs-fuse3-")
 	daemonMount(t, bin, dir)
-	if out, err := exec.Command("mount", "-t", "fuse.snfs", "-o", opts, spec, dir).CombinedOutput(); err != nil {
+	if out, err := command("mount", "-t", "fuse.snfs", "-o", opts, spec, dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount -t fuse.snfs through mount.fuse3: %v\n%s", err, out)
 	}
 	if o := mountOptions(t, dir); !strings.Contains(o, "nosuid") || !strings.Contains(o, "nodev") {
@@ -173,7 +173,7 @@ func TestMountFuse3(t *testing.T) {
 	}
 	useMount(t, bin, dir, e.dir, "fuse3")
 
-	if out, err := exec.Command("mount", "-t", "fuse.snfs", "-r", "-o", opts, spec, dir).CombinedOutput(); err != nil {
+	if out, err := command("mount", "-t", "fuse.snfs", "-r", "-o", opts, spec, dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount -t fuse.snfs -r through mount.fuse3: %v\n%s", err, out)
 	}
 	readOnlyMount(t, bin, dir, "there")

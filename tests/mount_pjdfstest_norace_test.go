@@ -56,7 +56,7 @@ func buildPjdfstest(t *testing.T) string {
 		}
 	}
 	dir := diskTempDir(t, "snfs-pjdfstest-")
-	if out, err := exec.Command("bash", filepath.Join(tool, "build.sh"), dir).CombinedOutput(); err != nil {
+	if out, err := command("bash", filepath.Join(tool, "build.sh"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("building pjdfstest: %v\n%s", err, out)
 	}
 	return filepath.Join(dir, "pjdfstest", "tests")
@@ -92,7 +92,7 @@ func TestMountPjdfstest(t *testing.T) {
 			// serves the mount, and its lookup of work (snfs mode gives
 			// the kernel no name to keep) would wait for this process
 			// while a stop of the world here waits for the vfork.
-			cmd := exec.Command("sh", "-c", `cd "$1" && exec prove -r -j4 "$2"`, "sh", work, tests)
+			cmd := command("sh", "-c", `cd "$1" && exec prove -r -j4 "$2"`, "sh", work, tests)
 			out, err := cmd.CombinedOutput()
 			failed, total, perr := parseProve(string(out))
 			if perr != nil {

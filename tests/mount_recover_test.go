@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -133,7 +132,7 @@ func TestMountSNFSRecoverConflict(t *testing.T) {
 		t.Errorf("the mount reads %d bytes of shared; want the server's %d", len(got), len(theirs))
 	}
 	for _, args := range [][]string{{"conflicts", "--cache-dir", a.cacheDir}, {"conflicts", b.dir}} {
-		out, err := exec.Command(snfsBinary(t), args...).CombinedOutput()
+		out, err := command(snfsBinary(t), args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("snfs %v: %v\n%s", args, err, out)
 		}
@@ -386,7 +385,7 @@ func TestMountSNFSFencedConflict(t *testing.T) {
 	if copies, _ := filepath.Glob(s.path("h.snfs-conflict-*")); len(copies) != 0 {
 		t.Errorf("h: conflict copies %q; want none", copies)
 	}
-	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
+	out, err := command(snfsBinary(t), "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snfs conflicts: %v\n%s", err, out)
 	}

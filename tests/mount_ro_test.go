@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -101,7 +100,7 @@ func TestMountReadOnly(t *testing.T) {
 			if mode == "snfs" {
 				args = []string{"mount", "--read-only", "-o", opts}
 			}
-			if out, err := exec.Command(bin, append(args, "127.0.0.1:"+e.dir, dir)...).CombinedOutput(); err != nil {
+			if out, err := command(bin, append(args, "127.0.0.1:"+e.dir, dir)...).CombinedOutput(); err != nil {
 				t.Fatalf("snfs %q: %v\n%s", args, err, out)
 			}
 			if o := mountOptions(t, dir); !strings.HasPrefix(o, "ro,") {
@@ -180,7 +179,7 @@ func TestMountReadOnly(t *testing.T) {
 			if got, err := os.ReadFile(e.path("f")); err != nil || string(got) != string(data) {
 				t.Errorf("the export's f: %q, %v; want %q", got, err, data)
 			}
-			if out, err := exec.Command(bin, "umount", dir).CombinedOutput(); err != nil {
+			if out, err := command(bin, "umount", dir).CombinedOutput(); err != nil {
 				t.Fatalf("snfs umount: %v\n%s", err, out)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -29,10 +28,10 @@ func TestMountForegroundSIGHUP(t *testing.T) {
 			detachAll(t, dir)
 			args := []string{"mount", "--foreground", "--mode", mode, "--cache-dir", cliMountDir(t, "snfs-hup-cache-"),
 				"--nfs-port", port, "--mount-port", port, "127.0.0.1:" + e.dir, dir}
-			cmd := exec.Command(bin, args...)
+			cmd := command(bin, args...)
 			if nohup {
 				// An ignored signal stays ignored across exec, as nohup(1) relies on.
-				cmd = exec.Command("sh", append([]string{"-c", `trap "" HUP; exec "$0" "$@"`, bin}, args...)...)
+				cmd = command("sh", append([]string{"-c", `trap "" HUP; exec "$0" "$@"`, bin}, args...)...)
 			}
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func TestMountSNFSCreateOpen(t *testing.T) {
 				}
 			}
 			before := serverCallsByProc(t, reg)
-			if out, err := exec.Command("cp", "-r", filepath.Join(src, "tree"), m.path("tree")).CombinedOutput(); err != nil {
+			if out, err := command("cp", "-r", filepath.Join(src, "tree"), m.path("tree")).CombinedOutput(); err != nil {
 				t.Fatalf("cp -r: %v: %s", err, out)
 			}
 			after := serverCallsByProc(t, reg)

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -30,7 +29,7 @@ func localWrite(t *testing.T, path string, data []byte) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", src, path).CombinedOutput(); err != nil {
+	if out, err := command("cp", src, path).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v: %s", err, out)
 	}
 }
@@ -38,7 +37,7 @@ func localWrite(t *testing.T, path string, data []byte) {
 // localRead reads path (in the export) by a child process (cat).
 func localRead(t *testing.T, path string) []byte {
 	t.Helper()
-	out, err := exec.Command("cat", path).Output()
+	out, err := command("cat", path).Output()
 	if err != nil {
 		t.Fatalf("cat %s: %v", path, err)
 	}
@@ -220,7 +219,7 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 	if _, err := f.Write(want[:5000]); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("sh", "-c", "echo local >> "+e.path("g")).CombinedOutput(); err != nil {
+	if out, err := command("sh", "-c", "echo local >> "+e.path("g")).CombinedOutput(); err != nil {
 		t.Fatalf("local append: %v: %s", err, out)
 	}
 	wantG := append(append([]byte(nil), want[:5000]...), "local\n"...)
@@ -274,7 +273,7 @@ func TestMountSNFSLocalReadSilentClient(t *testing.T) {
 	requireFUSE(t)
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd := command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()

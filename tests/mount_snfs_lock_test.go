@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -89,7 +88,7 @@ func TestMountSNFSLockRanges(t *testing.T) {
 // opened the file, and takes its lock ("waiting", then "locked") only when
 // told (go_).
 type lockChild struct {
-	cmd  *exec.Cmd
+	cmd  *spawnCmd
 	out  *bufio.Reader
 	in   io.WriteCloser
 	line chan string
@@ -118,7 +117,7 @@ func startLockChild(t *testing.T, path string, opts ...lockChildOption) *lockChi
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+cfg.body+"$", "-test.v")
+	cmd := command(os.Args[0], "-test.run=^"+cfg.body+"$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNFS_LOCK_CHILD="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -268,7 +267,7 @@ func TestMountSNFSLockMountKilled(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd := command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()

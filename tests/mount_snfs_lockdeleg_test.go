@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,14 +41,14 @@ func newDelegEnv(t *testing.T) (*env, *nlmHostSide) {
 type locker struct {
 	t    *testing.T
 	name string
-	cmd  *exec.Cmd
+	cmd  *spawnCmd
 	in   *bufio.Writer
 	out  chan string
 }
 
 func startLocker(t *testing.T, name, path string) *locker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockDelegLocker$")
+	cmd := command(os.Args[0], "-test.run=^TestLockDelegLocker$")
 	cmd.Env = append(os.Environ(), "SNFS_LOCKER="+path)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

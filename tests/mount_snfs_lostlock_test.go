@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 	"unsafe"
@@ -133,7 +132,7 @@ func awaitLost(t *testing.T, fa *os.File) {
 // readByChild reads path in another process (a descriptor without locks).
 func readByChild(t *testing.T, path string) []byte {
 	t.Helper()
-	out, err := exec.Command("cat", path).Output()
+	out, err := command("cat", path).Output()
 	if err != nil {
 		t.Fatalf("another process reads %s: %v", path, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,7 +31,7 @@ func callCounts(t *testing.T, reg *metrics.Registry) map[string]float64 {
 
 func lsLR(t *testing.T, dir string) string {
 	t.Helper()
-	out, err := exec.Command("ls", "-lR", "--time-style=+%s", dir).CombinedOutput()
+	out, err := command("ls", "-lR", "--time-style=+%s", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ls -lR %s: %v: %s", dir, err, out)
 	}
@@ -183,7 +182,7 @@ func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 		// process is the server's.
 		run := func(name string, args ...string) {
 			t.Helper()
-			if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			if out, err := command(name, args...).CombinedOutput(); err != nil {
 				t.Fatalf("%s %v: %v: %s", name, args, err, out)
 			}
 		}
@@ -212,7 +211,7 @@ func writeLocal(t *testing.T, path string, data []byte, mode os.FileMode, seen .
 	if err := os.WriteFile(tmp, data, mode); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", tmp, path).CombinedOutput(); err != nil {
+	if out, err := command("cp", tmp, path).CombinedOutput(); err != nil {
 		t.Fatalf("cp %s %s: %v: %s", tmp, path, err, out)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -259,7 +258,7 @@ func TestMountSNFSNamesStockClients(t *testing.T) {
 	if err := os.WriteFile(src, []byte("from libnfs"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(cp, src, libnfsURL(e, e.dir+"/d-libnfs/c")).CombinedOutput(); err != nil {
+	if out, err := command(cp, src, libnfsURL(e, e.dir+"/d-libnfs/c")).CombinedOutput(); err != nil {
 		t.Fatalf("nfs-cp: %v\n%s", err, out)
 	}
 	checkNames(t, "libnfs: after a create", filepath.Join(b.dir, "d-libnfs"), 0, []string{"a", "b", "c"}, nil)

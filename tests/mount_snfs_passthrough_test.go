@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -206,7 +205,7 @@ func startMountChild(t *testing.T, e *env) (dir, cacheDir string, kill func()) {
 	requireFUSE(t)
 	dir = diskTempDir(t, "snfs-mnt-")
 	cacheDir = diskTempDir(t, "snfs-cache-")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd := command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -156,13 +155,13 @@ func TestMountSNFSPermitsDataRecall(t *testing.T) {
 		}
 	}
 	op := requireLibnfsOp(t)
-	c := exec.Command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
+	c := command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
 	c.Stdin = bytes.NewReader([]byte("x"))
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("nfs-op write: %v\n%s", err, out)
 	}
 	checkFiles(t, "libnfs", func(n string) ([]byte, error) {
-		return exec.Command(cat, libnfsURL(e, e.dir+"/"+n)).Output()
+		return command(cat, libnfsURL(e, e.dir+"/"+n)).Output()
 	}, want)
 	checkFiles(t, "the holder", func(n string) ([]byte, error) { return os.ReadFile(a.path(n)) }, want)
 }

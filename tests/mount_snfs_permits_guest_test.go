@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -105,7 +104,7 @@ func TestMountSNFSPermitsLinuxGuestMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(run, "--host-root", "--mem", "512M", "--timeout", "300", "--opts", "noac,lookupcache=none",
+	cmd := command(run, "--host-root", "--mem", "512M", "--timeout", "300", "--opts", "noac,lookupcache=none",
 		"--port", fmt.Sprint(e.port()), "--mountport", fmt.Sprint(e.port()), "--export", e.dir, script)
 	// Its own process group, killed whole if the test ends first (run.sh
 	// starts the guest kernel and slirp as its children).

@@ -22,11 +22,11 @@ import (
 func TestMountSNFSPermitsMkdirLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	m := newPermitsMount(t, e, "permits-mkdir", "")
+	m := newPermitsMountKept(t, e, "permits-mkdir") // no reintegration by age meanwhile (the loop takes seconds on a loaded machine)
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -243,11 +243,11 @@ func TestMountSNFSPermitsKilledMkdir(t *testing.T) {
 func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	m := newPermitsMount(t, e, "permits-create", "")
+	m := newPermitsMountKept(t, e, "permits-create") // no reintegration by age meanwhile (the loop takes seconds on a loaded machine)
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestMountSNFSPermitsCreateLocal(t *testing.T) {
 func TestMountSNFSPermitsCopyCalls(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,7 +179,7 @@ func permitsBurst(a *snfsMount, h *nameHistory, seed uint64, pre, n int, progres
 // nfsLs lists dir (a libnfs URL) with nfs-ls: its names.
 func nfsLs(t *testing.T, ls, url string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command(ls, url).CombinedOutput()
+	out, err := command(ls, url).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nfs-ls: %v\n%s", err, out)
 	}
@@ -271,7 +270,7 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 			// libnfs: a create of d (held until A's permit is recalled and
 			// its log is in), then a listing and lookups.
 			name := fmt.Sprintf("libnfs%d", round)
-			c := exec.Command(op, "write", libnfsURL(e, e.dir+"/d/"+name), "0", "create")
+			c := command(op, "write", libnfsURL(e, e.dir+"/d/"+name), "0", "create")
 			c.Stdin = bytes.NewReader([]byte(name))
 			if out, err := c.CombinedOutput(); err != nil {
 				t.Fatalf("nfs-op write %s: %v\n%s", name, err, out)
@@ -285,14 +284,14 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 				t.Errorf("round %d (after %d of A's operations): libnfs's listing lacks %v and lists removed %v", round, done, missing, stale)
 			}
 			if f := h.pick(r, t0, true); f != "" {
-				if out, err := exec.Command(cat, libnfsURL(e, e.dir+"/d/"+f)).CombinedOutput(); err != nil {
+				if out, err := command(cat, libnfsURL(e, e.dir+"/d/"+f)).CombinedOutput(); err != nil {
 					if !h.removing(f) {
 						t.Errorf("round %d: nfs-cat of %s, which A made before: %v\n%s", round, f, err, out)
 					}
 				}
 			}
 			if f := h.removedFile(t0); f != "" {
-				if out, err := exec.Command(cat, libnfsURL(e, e.dir+"/d/"+f)).CombinedOutput(); err == nil {
+				if out, err := command(cat, libnfsURL(e, e.dir+"/d/"+f)).CombinedOutput(); err == nil {
 					t.Errorf("round %d: nfs-cat of %s, which A removed before, reads %q", round, f, out)
 				}
 			}
@@ -303,7 +302,7 @@ func TestMountSNFSPermitsStockClientMidBurst(t *testing.T) {
 			// A child: the server is in this process, and tells its own
 			// changes from other processes' by process.
 			name := fmt.Sprintf("local%d", round)
-			if out, err := exec.Command("touch", e.path("d/"+name)).CombinedOutput(); err != nil {
+			if out, err := command("touch", e.path("d/"+name)).CombinedOutput(); err != nil {
 				t.Fatalf("touch: %v: %s", err, out)
 			}
 			deadline := time.Now().Add(10 * time.Second)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -176,7 +175,7 @@ func checkLinkAndAttrs(t *testing.T, who string, p func(string) string, mtime ti
 func TestMountSNFSPermitsSymlinkSetattrLocal(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
-	e, reg := keptEnv(t, nil)
+	e, reg := leasedEnv(t)
 	permitsPre(t, e.path)
 	m := newPermitsMountKept(t, e, "permits-symlink")
 	if _, err := os.ReadDir(m.path("d")); err != nil {
@@ -272,7 +271,7 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 	if fi, err := os.Lstat(e.path("d")); err != nil || fi.Mode().Perm() != 0o777 {
 		t.Fatalf("d on the server before the recall: %v, %v; want 0777 still", fi, err)
 	}
-	c := exec.Command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
+	c := command(op, "write", libnfsURL(e, e.dir+"/d/fromlibnfs"), "0", "create")
 	c.Stdin = bytes.NewReader([]byte("x"))
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("nfs-op write: %v\n%s", err, out)

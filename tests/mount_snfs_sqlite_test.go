@@ -40,7 +40,7 @@ func sqliteCounter(t *testing.T, dbs ...string) {
 		}
 	}
 	run := func(path, script string) (string, error) {
-		cmd := exec.Command(sqlite, "-bail", path)
+		cmd := command(sqlite, "-bail", path)
 		cmd.Stdin = strings.NewReader(script)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

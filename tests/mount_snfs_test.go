@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -349,7 +348,7 @@ func TestMountSNFSCrash(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	dir := diskTempDir(t, "snfs-mnt-")
 	cacheDir := diskTempDir(t, "snfs-cache-")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
+	cmd := command(os.Args[0], "-test.run=^TestMountSNFSChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNFS_MOUNT_CHILD="+strings.Join([]string{e.addr, e.cfg.Exports[0].Path, dir, cacheDir}, "|"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -51,7 +51,7 @@ func TestMountSymlinkTimes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, "rw,no_root_squash")
 			mnt := mountDirOf(t, e, mode)
-			if out, err := exec.Command("cp", "-a", filepath.Join(src, "tree"), filepath.Join(mnt, "copy")).CombinedOutput(); err != nil {
+			if out, err := command("cp", "-a", filepath.Join(src, "tree"), filepath.Join(mnt, "copy")).CombinedOutput(); err != nil {
 				t.Fatalf("cp -a: %v\n%s", err, out)
 			}
 			for _, name := range []string{"link", "dangling"} {
@@ -63,7 +63,7 @@ func TestMountSymlinkTimes(t *testing.T) {
 			}
 			targetBefore := lmtime(filepath.Join(mnt, "copy", "d", "f"))
 			l := filepath.Join(mnt, "copy", "link")
-			if out, err := exec.Command("touch", "-h", "-d", "@1200000000", l).CombinedOutput(); err != nil {
+			if out, err := command("touch", "-h", "-d", "@1200000000", l).CombinedOutput(); err != nil {
 				t.Fatalf("touch -h: %v\n%s", err, out)
 			}
 			want := time.Unix(1200000000, 0)

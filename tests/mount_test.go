@@ -372,7 +372,7 @@ func testMountPermissions(t *testing.T, mnt, export string) {
 	os.Mkdir(filepath.Join(mnt, "shared"), 0o777)
 	os.Mkdir(filepath.Join(mnt, "closed"), 0o700)
 	as := func(script string) (string, error) {
-		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
+		cmd := command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
 		cmd.Dir = "/"
 		out, err := cmd.CombinedOutput()
 		return string(out), err

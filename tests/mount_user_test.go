@@ -19,17 +19,17 @@ import (
 
 // asNobody is a command running bin as nobody:nogroup with no supplementary
 // groups and env added to the environment.
-func asNobody(env []string, bin string, args ...string) *exec.Cmd {
-	cmd := exec.Command("setpriv", append([]string{"--reuid=nobody", "--regid=nogroup", "--clear-groups", bin}, args...)...)
+func asNobody(env []string, bin string, args ...string) *spawnCmd {
+	cmd := command("setpriv", append([]string{"--reuid=nobody", "--regid=nogroup", "--clear-groups", bin}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
 }
 
 // runNobody runs cmd and returns its combined output and exit status.
-func runNobody(t *testing.T, cmd *exec.Cmd) (string, int) {
+func runNobody(t *testing.T, cmd *spawnCmd) (string, int) {
 	t.Helper()
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee, ok := err.(*exitError); ok {
 		return string(out), ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("%q: %v", cmd.Args, err)

@@ -53,7 +53,7 @@ func newSmallEnv(t *testing.T) *env {
 	}
 	run := func(name string, args ...string) string {
 		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
+		out, err := command(name, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
@@ -68,7 +68,7 @@ func newSmallEnv(t *testing.T) *env {
 	run("mkfs.ext4", "-q", "-F", "-m", "0", img)
 	dev := run("losetup", "-f", "--show", img)
 	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+		if out, err := command("losetup", "-d", dev).CombinedOutput(); err != nil {
 			t.Errorf("losetup -d %s: %v\n%s", dev, err, out)
 		}
 	})
@@ -78,7 +78,7 @@ func newSmallEnv(t *testing.T) *env {
 		// explained yet), and try again for a while before failing.
 		var holders string
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			out, err := exec.Command("umount", dir).CombinedOutput()
+			out, err := command("umount", dir).CombinedOutput()
 			if err == nil {
 				if holders != "" {
 					t.Logf("umount %s: busy at first, held by: %s", dir, holders)
@@ -90,7 +90,7 @@ func newSmallEnv(t *testing.T) *env {
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("umount %s: %v\n%s\nheld by: %s", dir, err, out, pathHolders(dir))
-				exec.Command("umount", "-l", dir).Run()
+				command("umount", "-l", dir).Run()
 				return
 			}
 		}
@@ -297,13 +297,15 @@ func TestMountNFSWriteENOSPC(t *testing.T) {
 
 // TestMountWriteENOSPCForkedClose: the CI failure of
 // TestMountNFSWriteENOSPC/close ("close of 4 MiB written with 2 MiB free:
-// <nil>"). A process forked while the file is open (any exec.Command of a
-// test running in parallel) holds a copy of the descriptor until its exec
+// <nil>"). A process forked while the file is open (then, any exec.Command of
+// a test running in parallel) holds a copy of the descriptor until its exec
 // closes it (O_CLOEXEC), and the kernel sends FLUSH for that close too: that
 // flush writes the data back, the server runs out of space, and the ENOSPC
 // goes to the exec, which ignores it. The application's own close must still
 // return it: the error is kept per file (as Linux's errseq), not handed to
-// whichever flush comes first.
+// whichever flush comes first. (The tests' children are no longer forked
+// from this process, spawner_test.go: other processes' copies of the file
+// are made on purpose, closeCopies.)
 func TestMountWriteENOSPCForkedClose(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
@@ -322,7 +324,7 @@ func TestMountWriteENOSPCForkedClose(t *testing.T) {
 				t.Fatalf("a write of data below the dirty limit: %v (want it buffered)", err)
 			}
 		}
-		forkExec(t)
+		closeCopies(t, f)
 		if err := f.Close(); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("close of 4 MiB written with 2 MiB free, after a forked child closed its copy: %v, want ENOSPC; the server's file: %s",
 				err, serverFile(e.path("f")))
@@ -342,18 +344,22 @@ func TestMountWriteENOSPCForkedClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forkExec(t)
+		closeCopies(t, f)
 		if err := f.Close(); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("close after a failed delayed write-back, after a forked child closed its copy: %v, want ENOSPC", err)
 		}
 	})
 }
 
-// forkExec runs a child process: it inherits every open descriptor of this
-// one and closes them at its exec (they are all O_CLOEXEC).
-func forkExec(t *testing.T) {
+// closeCopies has other processes close copies of f, each close a FLUSH
+// before f's own, as a child forked while f is open closes its copy at its
+// exec: the spawner closes the one it is sent once the child has started,
+// the child (given it as fd 3) at its exit.
+func closeCopies(t *testing.T, f *os.File) {
 	t.Helper()
-	if out, err := exec.Command("true").CombinedOutput(); err != nil {
+	cmd := command("true")
+	cmd.ExtraFiles = []*os.File{f}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("true: %v\n%s", err, out)
 	}
 }

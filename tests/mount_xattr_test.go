@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,7 +78,7 @@ func awaitXattr(t *testing.T, path, name, want string, absent bool) {
 // server tells its own changes from others' by the process that made them.
 func localSetxattr(t *testing.T, path, name, value string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	cmd := command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SNFS_TEST_SETXATTR="+path+"|"+name+"|"+value)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("setxattr by another process: %v: %s", err, out)
@@ -261,7 +260,7 @@ func TestMountSNFSXattr(t *testing.T) {
 	if err := unix.Setxattr(local, "user.tag", []byte("copied"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "--preserve=xattr", local, a.path("copy")).CombinedOutput(); err != nil {
+	if out, err := command("cp", "--preserve=xattr", local, a.path("copy")).CombinedOutput(); err != nil {
 		t.Fatalf("cp --preserve=xattr into the mount: %v: %s", err, out)
 	}
 	if v := mustGetxattr(t, e.path("copy"), "user.tag"); v != "copied" {
@@ -293,7 +292,7 @@ func TestMountSNFSXattr(t *testing.T) {
 		}
 	}
 	back := local + ".back"
-	if out, err := exec.Command("cp", "--preserve=xattr", b.path("copy"), back).CombinedOutput(); err != nil {
+	if out, err := command("cp", "--preserve=xattr", b.path("copy"), back).CombinedOutput(); err != nil {
 		t.Fatalf("cp --preserve=xattr out of the mount: %v: %s", err, out)
 	}
 	if v := mustGetxattr(t, back, "user.tag"); v != "copied" {

@@ -125,7 +125,7 @@ func guestLockRun(t *testing.T, e *env, g *guestCallbacks, script string) chan [
 	if err := os.WriteFile(full, append(setup, body...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(run, "--host-root", "--mem", "512M", "--timeout", "500",
+	cmd := command(run, "--host-root", "--mem", "512M", "--timeout", "500",
 		"--port", fmt.Sprint(e.port()), "--mountport", fmt.Sprint(e.port()), "--export", e.dir, full)
 	cmd.Env = append(os.Environ(), "HOME="+g.home)
 	// Its own process group: a failed test ends the guest by its process

@@ -38,7 +38,7 @@ func TestLinuxClientSQLite(t *testing.T) {
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	run := func(path, script string) (string, error) {
-		cmd := exec.Command(sqlite, "-bail", path)
+		cmd := command(sqlite, "-bail", path)
 		cmd.Stdin = strings.NewReader(script)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,7 +157,7 @@ func TestPartitionLongConflict(t *testing.T) {
 	if got := mustRead(t, conflicts[0]); !bytes.Equal(got, mine) {
 		t.Fatalf("the conflict file has %d bytes; want A's %d", len(got), len(mine))
 	}
-	out, err := exec.Command(snfsBinary(t), "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
+	out, err := command(snfsBinary(t), "conflicts", "--cache-dir", a.cacheDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), filepath.Base(conflicts[0])) {
 		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want it to list %s)", a.cacheDir, err, out, filepath.Base(conflicts[0]))
 	}

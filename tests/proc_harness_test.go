@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,7 +64,7 @@ func (b *lockedBuffer) String() string {
 type procMount struct {
 	dir  string
 	bin  string
-	cmd  *exec.Cmd
+	cmd  *spawnCmd
 	log  *lockedBuffer // the process's standard error: its log
 	done chan error    // the process's exit
 }
@@ -84,7 +83,7 @@ func startProcMount(t *testing.T, bin, spec string, args ...string) *procMount {
 func startProcMountAt(t *testing.T, bin, spec, dir string, args ...string) *procMount {
 	t.Helper()
 	m := &procMount{dir: dir, bin: bin, log: new(lockedBuffer), done: make(chan error, 1)}
-	m.cmd = exec.Command(bin, append(append([]string{"mount", "--foreground"}, args...), spec, dir)...)
+	m.cmd = command(bin, append(append([]string{"mount", "--foreground"}, args...), spec, dir)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func (m *procMount) stop(t *testing.T) {
 		return
 	}
 	defer func() { m.cmd = nil }()
-	if out, err := exec.Command(m.bin, "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
+	if out, err := command(m.bin, "umount", "--timeout", "60s", m.dir).CombinedOutput(); err != nil {
 		t.Errorf("snfs umount %s: %v\n%s", m.dir, err, out)
 		syscall.Unmount(m.dir, syscall.MNT_DETACH)
 	}

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 
 	"snfs/client"
@@ -29,7 +28,7 @@ func TestRestartPortHeldByChild(t *testing.T) {
 	}
 	files = append(files, pf)
 	// The holder: a child given the sockets, living until its stdin closes.
-	holder := exec.Command("cat")
+	holder := command("cat")
 	holder.ExtraFiles = files
 	stdin, err := holder.StdinPipe()
 	if err != nil {

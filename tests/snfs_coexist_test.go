@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"snfs/state"
 	"sync"
 	"testing"
@@ -177,7 +176,7 @@ func runPlainWrite(t *testing.T, bin, url string, off int, trunc bool, data []by
 	if trunc {
 		mode = "trunc"
 	}
-	cmd := exec.Command(bin, "write", url, fmt.Sprint(off), mode)
+	cmd := command(bin, "write", url, fmt.Sprint(off), mode)
 	cmd.Stdin = bytes.NewReader(data)
 	start = time.Now()
 	out, err := cmd.CombinedOutput()
@@ -278,7 +277,7 @@ func TestCoexistLibnfsRead(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	_, a := setupCoexist(t, e, "f")
 
-	out, err := exec.Command(cat, libnfsURL(e, e.dir+"/f")).Output()
+	out, err := command(cat, libnfsURL(e, e.dir+"/f")).Output()
 	end := time.Now()
 	if err != nil {
 		t.Fatalf("nfs-cat: %v\n%s", err, out)
@@ -307,7 +306,7 @@ func TestCoexistLibnfsReadGrown(t *testing.T) {
 	grown := bytes.Repeat([]byte("A"), 20<<10)
 	a := newCachedWriter(t, e, "coexist-a", fh, e.path("f"), grown)
 
-	out, err := exec.Command(cat, libnfsURL(e, e.dir+"/f")).Output()
+	out, err := command(cat, libnfsURL(e, e.dir+"/f")).Output()
 	end := time.Now()
 	if err != nil {
 		t.Fatalf("nfs-cat: %v\n%s", err, out)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -192,7 +191,7 @@ func nfsChanges(e *env, c *client.NFS, who string, D, E nfs3.FH) []dirChange {
 func localChanges(e *env, D, E nfs3.FH) []dirChange {
 	local := func(name string, args ...string) func(string) error {
 		return func(string) error {
-			if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			if out, err := command(name, args...).CombinedOutput(); err != nil {
 				return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
 			}
 			return nil

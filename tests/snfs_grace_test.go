@@ -172,7 +172,9 @@ func TestSNFSGraceAllReclaimed(t *testing.T) {
 		gs = append(gs, g)
 	}
 	reg := restartGrace(e, time.Hour)
-	if e.srv.Grace().Reason != "" {
+	// Not "lasting": the sessions reconnect and reclaim on their own as
+	// their connections break, and may all be back already.
+	if r := e.srv.Grace().Reason; r != "" && r != consist.GraceAllReclaimed {
 		t.Fatalf("no grace period after a restart with three clients recorded: %+v", e.srv.Grace())
 	}
 	for _, g := range gs {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -337,7 +336,7 @@ func TestSNFSPermitLocalProcess(t *testing.T) {
 	a := dialSNFS(t, e, "permit-local", h)
 	getPermit(t, a, D)
 	start := time.Now()
-	if out, err := exec.Command("touch", e.path("d/z")).CombinedOutput(); err != nil {
+	if out, err := command("touch", e.path("d/z")).CombinedOutput(); err != nil {
 		t.Fatalf("touch: %v: %s", err, out)
 	}
 	select {

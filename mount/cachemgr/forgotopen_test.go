@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,6 +66,8 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 	// A's session may see the restart on its own (a callback connection, a
 	// lease): the hook waits for B's open for writing.
 	bWrites := make(chan struct{})
+	letA := sync.OnceFunc(func() { close(bWrites) })
+	t.Cleanup(letA) // a test failed before B's open does not leave A's handler waiting (the unmount waits for it)
 	hook := func(*vfs.Inode) {
 		<-bWrites
 		if !early {
@@ -88,16 +91,19 @@ func refusedReclaimOpens(t *testing.T, early bool) {
 	t.Cleanup(func() { mgrOf(a).beforeForget.set(nil); mgrOf(a).beforeReopen.set(nil); mgrOf(a).afterReopen.set(nil) })
 	s.restart()
 	b := open("B")
+	// B's last OPEN must be refused caching only by an open of A's: not
+	// because B's callback path is not verified yet (the session waits for
+	// the server's probe, but for a bounded time).
+	pathVerified(t, b, "b-probe")
 	eb, err := b.Lookup(ctx, b.Root(), vfs.Cred{}, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, _, err := b.Open(ctx, eb.Inode, vfs.Cred{}, syscall.O_RDWR)
 	if err != nil {
-		close(bWrites)
 		t.Fatal(err)
 	}
-	close(bWrites)
+	letA()
 	// A call: A's reconnect shows the restart, and the refused reclaim's
 	// handler runs.
 	if _, _, err := a.Getattr(ctx, ia, vfs.Cred{}); err != nil {
@@ -204,6 +210,11 @@ func TestReclaimLeavesOutForgottenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := open("B")
+	// B's OPEN must be refused caching only by an open of A's: not because
+	// it overtook the server's probe of B's callback path, sent after B's
+	// REGISTER (CI, before the session waited for the probe; it waits for a
+	// bounded time).
+	pathVerified(t, b, "b-probe")
 	eb, err := b.Lookup(ctx, b.Root(), vfs.Cred{}, "f")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,4 +159,33 @@ func quietMount(t *testing.T, addr, export, name string, closeDelay time.Duratio
 	}
 	t.Cleanup(func() { v.Sync(ctx); v.Close() })
 	return v
+}
+
+// pathVerified returns once the server has verified v's callback path (its
+// probe of the path, sent after REGISTER, answered): until then every OPEN
+// of v's is answered without caching (docs/protocol.md section 7), and a
+// test that asserts an OPEN's caching must not send it before. A scratch
+// file, name, is opened until an OPEN grants caching, and released.
+func pathVerified(t *testing.T, v *vfs.FS, name string) {
+	t.Helper()
+	ctx := context.Background()
+	e, f, err := v.Create(ctx, v.Root(), vfs.Cred{}, name, 0o644, false, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); f.DirectIO; {
+		if err := v.Release(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no OPEN granted caching in 10 s: the callback path was never verified")
+		}
+		time.Sleep(10 * time.Millisecond)
+		if f, _, err = v.Open(ctx, e.Inode, vfs.Cred{}, syscall.O_RDWR); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -30,7 +30,8 @@ import (
 //   - Requests that change the server's state (CREATE, MKDIR, REMOVE,
 //     RENAME, SETATTR, LINK, SYMLINK, MKNOD, an OPEN or CLOSE of the snfs
 //     protocol, APPEND, ALLOCATE, SETXATTR, REMOVEXATTR) and FLUSH, FSYNC
-//     (a fenced write-back is reintegrated) and RELEASE are not abandoned
+//     (a fenced write-back is reintegrated), FSYNCDIR (the modification
+//     log, then the data of the files it made) and RELEASE are not abandoned
 //     once begun: after EINTR the application (Go's
 //     os package among them) tries again with a new request, not the
 //     server's duplicate request cache's, so an exclusive create or a MKDIR

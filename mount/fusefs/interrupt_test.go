@@ -109,9 +109,10 @@ func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 	// fusefs.Mount itself, over an FS made here.
 	var v *vfs.FS
 	var nfs *client.NFS
-	if mode == "snfs" {
+	if mode == "snfs" || mode == "snfs-permits" {
 		v, err = cachemgr.OpenSNFS(ctx, cachemgr.SNFSMountConfig{Addr: p.Addr(), Export: export, Name: "A:" + dir,
-			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: quietLogger()})
+			CacheDir: diskTempDir(t, "snfs-cache-"), WriteBackDelay: time.Hour, Logger: quietLogger(),
+			Permits: mode == "snfs-permits"})
 	} else if nfs, err = client.DialNFS(ctx, "tcp", p.Addr()); err == nil {
 		cfg.NFS, cfg.Root, cfg.Logger = nfs, res.FH, quietLogger()
 		if v, err = vfs.New(ctx, cfg); err != nil {
@@ -122,7 +123,7 @@ func newTestMount(t *testing.T, mode string, cfg vfs.Config) *testMount {
 		t.Fatal(err)
 	}
 	closeFS := func() {
-		if mode == "snfs" {
+		if mode != "nfs" {
 			if err := v.Close(); err != nil {
 				t.Errorf("close: %v", err)
 			}
@@ -320,5 +321,46 @@ func TestInterruptedSetattrFinishes(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(m.export, "f")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the server's file: %v, %v; want mode 0600", fi, err)
+	}
+}
+
+// TestInterruptedFsyncdirFinishes: an fsync(2) of a directory whose changes
+// the mount made locally under a write-back permit is not abandoned once
+// begun: waiting for a server that does not answer, it goes on through the
+// process's signals and succeeds once the server answers, the change then
+// on the server. It used to be abandoned at the first interrupt (EINTR),
+// and under load (Go's preemption signals) the data pushed after the log
+// was left unsent by an fsync that then succeeded when repeated
+// (TestMountSNFSPermitsDataCopyCalls: REINTEGRATE twice, SETATTRs missing).
+func TestInterruptedFsyncdirFinishes(t *testing.T) {
+	m := newTestMount(t, "snfs-permits", vfs.Config{})
+	if err := os.Mkdir(filepath.Join(m.export, "d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadDir(filepath.Join(m.dir, "d")); err != nil { // the listing under its promise
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(m.dir, "d", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(m.export, "d", "sub")); !os.IsNotExist(err) {
+		t.Fatalf("d/sub on the server before the fsync: %v; the test needs it made under the permit", err)
+	}
+	fd, err := unix.Open(filepath.Join(m.dir, "d"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m.proxy.Partition(0)
+	_, err, ok, late := signalledCall(t, time.Second, func() (int, error) { return 0, unix.Fsync(fd) })
+	m.proxy.Heal()
+	if ok {
+		t.Fatalf("the directory's fsync returned during the partition, under signals: %v", err)
+	}
+	if err := <-late; err != nil {
+		t.Fatalf("the directory's fsync after the server answered again: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(m.export, "d", "sub")); err != nil || !fi.IsDir() {
+		t.Fatalf("the server's d/sub after the fsync: %v, %v", fi, err)
 	}
 }

@@ -111,10 +111,18 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 }
 
 // Fsyncdir: snfs mode makes the directory's logged changes durable and
-// sends them to the server (SyncDir: write-back permits); nothing else.
+// sends them to the server (SyncDir: write-back permits); nothing else. Not
+// abandoned once begun, as FSYNC (ctx.go): it sends the log and then the
+// data of the files it made, and an interrupt (any signal of the caller's
+// thread: Go's preemption) left that data unsent while the fsync the
+// application repeated after EINTR found the log empty and succeeded.
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	if d.n.b.sn == nil {
 		return 0
 	}
-	return errnoOf(d.n.b.sn.SyncDir(ctx, d.n.vi))
+	bctx, err := d.n.b.begun(ctx)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return errnoOf(d.n.b.sn.SyncDir(bctx, d.n.vi))
 }
