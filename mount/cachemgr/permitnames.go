@@ -49,6 +49,21 @@ func (nc *nameCache) keep(dir nfs3.FH) {
 	nc.mu.Unlock()
 }
 
+// keepNames lets the kernel keep the names of dir, whose permit was just
+// taken in, unless the permit went meanwhile: a recall (or a restart) that
+// ended it between its taking in and keep took nothing back. One still
+// being served takes them back when it drops the permit (drop), before it
+// answers.
+func (p *permits) keepNames(dir nfs3.FH) {
+	p.sn.names.keep(dir)
+	p.mu.Lock()
+	_, held := p.held[string(dir)]
+	p.mu.Unlock()
+	if !held {
+		p.sn.names.takeBack(dir)
+	}
+}
+
 // takeBack stops giving the kernel names of dirs and, if it had any, drops
 // every name it keeps (NotifyNames).
 func (nc *nameCache) takeBack(dirs ...nfs3.FH) { nc.takeBackOf(false, dirs) }

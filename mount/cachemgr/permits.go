@@ -166,7 +166,7 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	ref := snfs1.PermitRef{Dir: append(nfs3.FH(nil), dir...), Permit: id}
 	p.held[k] = heldPermit{ref: ref, since: time.Now()}
 	p.mu.Unlock()
-	p.sn.names.keep(ref.Dir) // permitnames.go
+	p.keepNames(ref.Dir) // permitnames.go
 	return ref, true
 }
 
@@ -293,7 +293,7 @@ func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
 	}
 	p.mu.Unlock()
 	for _, r := range refs {
-		p.sn.names.keep(r.Dir) // permitnames.go
+		p.keepNames(r.Dir) // permitnames.go
 	}
 }
 
