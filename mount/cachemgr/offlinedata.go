@@ -106,9 +106,9 @@ func (p *permits) dropOffData(id uint64) {
 	}
 	od.mu.Lock()
 	od.pushed = true
+	od.dropTimes() // od.mu held, as it wants
 	od.mu.Unlock()
 	os.Remove(od.path)
-	od.dropTimes()
 }
 
 // offFile is an open (File.Ext) of a file made offline.

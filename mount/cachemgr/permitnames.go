@@ -3,6 +3,7 @@ package cachemgr
 import (
 	"time"
 
+	"snfs/mount/vfs"
 	"snfs/nfs3"
 )
 
@@ -36,7 +37,9 @@ import (
 // no directory is kept.
 
 // keep lets the kernel keep the names of dir, whose permit the mount now
-// holds.
+// holds (called with permits.mu held, in the section that records the
+// permit: a drop of it then comes after, and takes the names back; nc.mu
+// is a leaf).
 func (nc *nameCache) keep(dir nfs3.FH) {
 	if !nc.sn.FS.CanNotifyNames() {
 		return
@@ -47,21 +50,6 @@ func (nc *nameCache) keep(dir nfs3.FH) {
 	}
 	nc.kept[string(dir)] = true
 	nc.mu.Unlock()
-}
-
-// keepNames lets the kernel keep the names of dir, whose permit was just
-// taken in, unless the permit went meanwhile: a recall (or a restart) that
-// ended it between its taking in and keep took nothing back. One still
-// being served takes them back when it drops the permit (drop), before it
-// answers.
-func (p *permits) keepNames(dir nfs3.FH) {
-	p.sn.names.keep(dir)
-	p.mu.Lock()
-	_, held := p.held[string(dir)]
-	p.mu.Unlock()
-	if !held {
-		p.sn.names.takeBack(dir)
-	}
 }
 
 // takeBack stops giving the kernel names of dirs and, if it had any, drops
@@ -88,6 +76,14 @@ func (nc *nameCache) takeBackOf(all bool, dirs []nfs3.FH) {
 	if had && !nc.sn.FS.NotifyNames() {
 		nc.sn.FS.Logger().Warn("the kernel's names of a directory whose permit ends could not be dropped")
 	}
+}
+
+// NamesKept is vfs.Ops.NamesKept in snfs mode.
+func (sn *snfsFS) NamesKept(dir *vfs.Inode) bool {
+	nc := sn.names
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	return nc.kept[string(dir.FH)]
 }
 
 // keptTTLLocked is how long the kernel may keep the names of dir, a cached

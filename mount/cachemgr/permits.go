@@ -151,9 +151,16 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 		p.mu.Unlock()
 		return snfs1.PermitRef{}, false
 	}
+	starts := p.starts
 	p.mu.Unlock()
 	id, granted, err := p.sn.sess.GetPermit(ctx, dir)
 	p.mu.Lock()
+	if err == nil && granted && p.starts != starts {
+		// Granted by the server before a restart this mount has seen
+		// since (serverRestarted forgot every permit): gone there.
+		p.mu.Unlock()
+		return snfs1.PermitRef{}, false
+	}
 	if err != nil || !granted {
 		if err != nil {
 			p.sn.FS.Logger().Debug("GET_PERMIT", "dir", dir, "err", err)
@@ -165,8 +172,8 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	delete(p.refused, k)
 	ref := snfs1.PermitRef{Dir: append(nfs3.FH(nil), dir...), Permit: id}
 	p.held[k] = heldPermit{ref: ref, since: time.Now()}
+	p.sn.names.keep(ref.Dir) // permitnames.go: with held, so that no drop comes between
 	p.mu.Unlock()
-	p.keepNames(ref.Dir) // permitnames.go
 	return ref, true
 }
 
@@ -253,6 +260,15 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 			continue
 		}
 		askedAgain = false
+		if ce.Status == snfs1.ErrNoPermit {
+			// The permit is gone on the server (revoked: a recall not
+			// heard of in time): held here, later changes would be
+			// logged under it and refused too, and the kernel would keep
+			// the directory's names (permitnames.go).
+			for _, d := range recordDirs(&ce.Record) {
+				p.drop(d)
+			}
+		}
 		if ce.Record.Op == snfs1.CMLStore {
 			// Its file's data is pushed after the reintegration instead,
 			// as without the record (permitstore.go): not a conflict.
@@ -290,11 +306,9 @@ func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
 	}
 	for _, r := range refs {
 		p.held[string(r.Dir)] = heldPermit{ref: r, since: time.Now()}
+		p.sn.names.keep(r.Dir) // permitnames.go: with held, so that no drop comes between
 	}
 	p.mu.Unlock()
-	for _, r := range refs {
-		p.keepNames(r.Dir) // permitnames.go
-	}
 }
 
 // provsOf are the provisional ids of the objects records make.

@@ -102,6 +102,11 @@ type Ops interface {
 	// EntryTTLLocked is how long the kernel may keep a name of dir naming
 	// child (nil: any name of dir), with dir.Mu held.
 	EntryTTLLocked(dir, child *Inode) (d time.Duration, ok bool)
+	// NamesKept reports whether the kernel may hold names of dir given
+	// with a lifetime the mode takes back with NotifyNames (snfs mode's
+	// directories under a write-back permit), whatever EntryTTLLocked
+	// would answer now.
+	NamesKept(dir *Inode) bool
 	// DirChanged: this client's change of name in dir ended with err (nil:
 	// name is now child's, or gone when child is nil; an NFS status: the
 	// server made no change; another error: unknown).
@@ -236,7 +241,9 @@ func (NFSOps) ListNames(context.Context, *Inode, Cred, bool) ([]DirEntry, bool, 
 	return nil, false, false, nil
 }
 func (NFSOps) EntryTTLLocked(_, _ *Inode) (time.Duration, bool) { return 0, false }
-func (NFSOps) DirChanged(*Inode, string, *Inode, error)         {}
+
+func (NFSOps) NamesKept(*Inode) bool                    { return false }
+func (NFSOps) DirChanged(*Inode, string, *Inode, error) {}
 
 // nfs mode has no write-back permits.
 func (NFSOps) LocalRemove(context.Context, *Inode, Cred, string, *Inode, bool) (bool, error) {

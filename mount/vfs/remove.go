@@ -190,20 +190,12 @@ func (fs *FS) waitHiddenGone(ctx context.Context, dir *Inode, c Cred, name strin
 // afterwards (for the log's paths).
 func (fs *FS) Rename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target, moved *Inode, noReplace bool) error {
 	err := fs.rename(ctx, from, name, to, newName, c, target, moved, noReplace)
-	if err == nil && from != to {
+	if from != to && fs.ops.NamesKept(from) && !fs.ops.NamesKept(to) {
 		// The kernel moves the name with the lifetime it had in from: one
 		// from a directory whose names it may keep must not outlive that
-		// in to, unless to's are kept too (Ops.EntryTTLLocked; NotifyNames
-		// drops them all).
-		from.Mu.Lock()
-		d, ok := fs.ops.EntryTTLLocked(from, nil)
-		from.Mu.Unlock()
-		to.Mu.Lock()
-		dt, okt := fs.ops.EntryTTLLocked(to, nil)
-		to.Mu.Unlock()
-		if ok && d > 0 && !(okt && dt > 0) {
-			fs.NotifyNames()
-		}
+		// in to (Ops.NamesKept; NotifyNames drops them all). Also after
+		// an error: the server may have renamed it.
+		fs.NotifyNames()
 	}
 	return err
 }
