@@ -96,19 +96,31 @@ func (b *batch) applyStore(rec *snfs1.CMLRecord, res *snfs1.CMLResult) error {
 // can have it yet, and its maker is recorded as its closed dirty holder,
 // so that another client's OPEN calls the maker back), else a WRITE's of
 // the file, so that other clients caching it are called back first.
+//
+// A STORE of a file made by the batch that a crash may have interrupted
+// (its LSN at or below the pending one) is a WRITE's too: the file's name
+// may have been on disk since before the crash, and other clients may have
+// opened and written it before this resend.
 func (b *batch) storeAccesses(rec *snfs1.CMLRecord) []fileAccess {
+	fh := rec.Obj.FH
 	if rec.Obj.Prov != 0 {
-		return nil
+		if rec.LSN > b.maybe {
+			return nil
+		}
+		var err error
+		if fh, err = b.ref(rec.Obj); err != nil {
+			return nil
+		}
 	}
-	r, err := b.s.resolveWrite(b.c, rec.Obj.FH)
+	r, err := b.s.resolveWrite(b.c, fh)
 	if err != nil {
 		return nil
 	}
 	defer r.release()
-	if !b.setattrPermitted(rec, rec.Obj.FH, r) {
+	if !b.setattrPermitted(rec, fh, r) {
 		return nil
 	}
-	return regularAccess(r, rec.Obj.FH, state.AccessWrite)
+	return regularAccess(r, fh, state.AccessWrite)
 }
 
 // setattrPermitted reports whether the batch may apply the SETATTR rec of

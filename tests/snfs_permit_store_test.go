@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"snfs/consist"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state"
 )
 
 // CML_STORE (docs/protocol.md section 21.3, "Data (CML_STORE)"): a file's
@@ -132,6 +134,53 @@ func TestSNFSPermitCrashMidBatchStoreAgain(t *testing.T) {
 	})
 	if err != nil || res.Failed() != nil || res.Applied != 3 {
 		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if got, err := os.ReadFile(e.path("d/f")); err != nil || string(got) != "the data" {
+		t.Errorf("f after the resend: %q, %v; want the STORE's data", got, err)
+	}
+}
+
+// TestSNFSPermitCrashStoreCallsBack: a STORE of a file its batch made,
+// resent after a crash that may have interrupted that batch, calls back the
+// clients that opened the file meanwhile before it overwrites it (the file's
+// name may have been on disk since before the crash). Before, such a STORE
+// was applied as if nobody else could have the file.
+func TestSNFSPermitCrashStoreCallsBack(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D, a, p := permitHolderEnv(t, "permit-crash-store-cb")
+	reintegrated(t, a, p, 1, []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "first", 1)})
+	key := func(name string) uint64 { return consist.PreKey(state.FileIDOf(D), name) }
+	addr := e.addr
+	e.stop()
+	// The crash: the batch 2..3 (CREATE f, STORE f) applied as far as the
+	// name goes; LSN 1 recorded, 3 pending, f absent before the batch.
+	if err := os.WriteFile(e.path("d/f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setPendingLSNPre(t, e, 1, 3, map[uint64]nfs3.FH{key("f"): nil})
+	e.start(addr)
+	// Another client opens f for writing, with caching, before the resend.
+	cacher := newDirBreaks()
+	c := dialSNFS(t, e, "permit-crash-store-cacher", cacher)
+	cacheForWrite(t, c, D, "f")
+	for len(cacher.ch) > 0 {
+		<-cacher.ch
+	}
+	p = getPermit(t, a, D)
+	for len(cacher.ch) > 0 { // the permit's grant breaks c's promise of d, if any
+		<-cacher.ch
+	}
+	mt := nfs3.Time{Sec: 1234567890}
+	res, err := a.Reintegrate(ctx, []snfs1.PermitRef{p}, []snfs1.CMLRecord{
+		createRec(2, snfs1.ObjRef{FH: D}, "f", 2),
+		storeRec(3, snfs1.ObjRef{Prov: 2}, []byte("the data"), mt, mt),
+	})
+	if err != nil || res.Failed() != nil || res.Applied != 3 {
+		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
+	}
+	if len(cacher.ch) == 0 {
+		t.Error("the STORE resent after the crash overwrote f without calling back the client that had it open for writing")
 	}
 	if got, err := os.ReadFile(e.path("d/f")); err != nil || string(got) != "the data" {
 		t.Errorf("f after the resend: %q, %v; want the STORE's data", got, err)
