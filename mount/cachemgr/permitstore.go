@@ -139,6 +139,7 @@ func (p *permits) storedNow(od *offData, applied uint64) (stored, waits bool) {
 	if od.stored > applied {
 		return false, true
 	}
+	p.readbackStored(od) // permitreadback.go
 	p.offDataPushed(od)
 	return true, false
 }
