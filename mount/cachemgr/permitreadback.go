@@ -24,7 +24,8 @@ import (
 // delayed close. A later read takes that open over and reads the cache: no
 // OPEN and no READ.
 //
-// Only for files whose creator is the session's credentials (the record's
+// Only with delayed closes (--close-delay, not 0: the open kept is what a
+// read takes over), only for files whose creator is the session's credentials (the record's
 // open is asked with them), only for reintegrations not made for a
 // callback (flush, the log's age: a callback's reintegration must not wait
 // for another callback's answer, which this open's taking in does:
@@ -52,7 +53,9 @@ type readback struct {
 // is the session's credentials, its open of the reintegration about to be
 // sent (p.reint held). Only with --permit-data=on.
 func (p *permits) readbackBegin(want bool) []*readback {
-	if !want || !p.sn.cfg.PermitData || p.log == nil {
+	if !want || !p.sn.cfg.PermitData || p.log == nil || p.sn.cfg.CloseDelay == 0 {
+		// Without delayed closes the open would be CLOSEd at once, and
+		// the next open send its OPEN anyway.
 		return nil
 	}
 	p.off.mu.Lock()
@@ -89,7 +92,7 @@ func (p *permits) readbackBegin(want bool) []*readback {
 		}
 		co := p.sn.createOpens.begin(p.sn.AttrStart())
 		co.open.Status = nfs3.ErrNotSupp // not opened, unless the reply says so
-		out = append(out, &readback{od: od, lsn: lsn, data: data, co: co, end: p.opens.wait(od.id, co)})
+		out = append(out, &readback{od: od, lsn: lsn, data: data, co: co, end: p.opens.waitStored(od.id, co)})
 	}
 	if len(out) > 0 {
 		p.rbs = make(map[*offData]*readback, len(out))
