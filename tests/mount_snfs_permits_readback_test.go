@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"snfs/mount/cachemgr"
+	"snfs/snfs1"
 	"snfs/state/clientfile"
 )
 
@@ -75,4 +76,37 @@ func TestMountSNFSPermitsDataReadBack(t *testing.T) {
 	if got, err := os.ReadFile(m.path("d/f01")); err != nil || string(got) != "changed" {
 		t.Errorf("the mount reads d/f01 after the other mount: %q, %v", got, err)
 	}
+}
+
+// TestMountSNFSPermitsDataReadBackKilled: a mount killed with SIGKILL after
+// the reintegration that stored its small files and kept their data cached
+// (and after reading them back from the cache) loses nothing: the server
+// has every byte, and a remount with the same cache directory reads them.
+func TestMountSNFSPermitsDataReadBackKilled(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	permitsPre(t, s.path)
+	flags := []string{"--permits=on", "--permit-data=on", "--disconnected=never"}
+	a := startMount(t, s, "", "", flags...)
+	if _, err := os.ReadDir(a.path("d")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{
+		"small":   []byte("small"),
+		"empty":   {},
+		"middle":  storeFile(1, 30000),
+		"largest": storeFile(2, snfs1.StoreMax),
+	}
+	for n, w := range want {
+		if err := os.WriteFile(a.path("d/"+n), w, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncDir(t, a.path("d"))
+	checkFiles(t, "the mount after the reintegration", func(n string) ([]byte, error) { return os.ReadFile(a.path(n)) }, want)
+	a.kill9()
+	checkFiles(t, "the server after the kill", func(n string) ([]byte, error) { return os.ReadFile(s.path(n)) }, want)
+	b := startMount(t, s, a.dir, a.cacheDir, flags...)
+	checkFiles(t, "the remount", func(n string) ([]byte, error) { return os.ReadFile(b.path(n)) }, want)
 }
