@@ -172,6 +172,12 @@ func (p *permits) readbackOne(ctx context.Context, rb *readback) error {
 	a := *rb.attr
 	pre.Attr = &a
 	co.open.OpenOK = *pre
+	// The REINTEGRATE made the file with the session's credentials: they
+	// own it, as a CREATE_OPEN's creator does, so this open needs no ACCESS.
+	ri.Mu.Lock()
+	ri.PostOpLocked(&a, co.start, sn.FS.Now())
+	ri.Mu.Unlock()
+	sn.seedCreatorAccess(ri, sessionCred())
 	f, _, err := sn.snfsOpenWith(ctx, ri, sessionCred(), syscall.O_WRONLY, co)
 	if err != nil {
 		return err
