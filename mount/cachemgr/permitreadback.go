@@ -134,6 +134,9 @@ func (p *permits) readbackEnd(rbs []*readback) {
 // clean data at its version, released as a delayed close.
 func (p *permits) readbackInstall(ctx context.Context, rbs []*readback) {
 	sn := p.sn
+	if len(rbs) > 0 && sn.readbackTaking != nil {
+		sn.readbackTaking()
+	}
 	for _, rb := range rbs {
 		co := rb.co
 		if co.made == nil {
