@@ -36,6 +36,11 @@ import (
 // all (its data written since, or the record refused) gives its open back
 // with a CLOSE.
 
+// readbackMaxBytes bounds the stored bytes one reintegration keeps in
+// memory to install after its reply; and it asks at most half the bound of
+// kept opens (--kept-opens), or the opens it keeps would CLOSE the others.
+const readbackMaxBytes = 16 << 20
+
 // readback is one stored file's open asked of its reintegration.
 type readback struct {
 	od   *offData
@@ -66,7 +71,11 @@ func (p *permits) readbackBegin(want bool) []*readback {
 	p.off.mu.Unlock()
 	sc := sessionCred()
 	var out []*readback
+	held := 0
 	for _, od := range ods {
+		if held >= readbackMaxBytes || p.sn.cfg.KeptOpens > 0 && len(out) >= p.sn.cfg.KeptOpens/2 {
+			break // the rest is read from the server at its next open
+		}
 		o, ok := p.made.of(provFH(od.id))
 		if !ok || !o.live || o.creator == nil || o.creator.UID != sc.UID || o.creator.GID != sc.GID {
 			continue
@@ -90,6 +99,7 @@ func (p *permits) readbackBegin(want bool) []*readback {
 		if asked {
 			continue
 		}
+		held += len(data)
 		co := p.sn.createOpens.begin(p.sn.AttrStart())
 		co.open.Status = nfs3.ErrNotSupp // not opened, unless the reply says so
 		out = append(out, &readback{od: od, lsn: lsn, data: data, co: co, end: p.opens.waitStored(od.id, co)})
