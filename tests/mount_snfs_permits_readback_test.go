@@ -34,11 +34,13 @@ func TestMountSNFSPermitsDataReadBack(t *testing.T) {
 	if _, err := os.ReadDir(m.path("d")); err != nil {
 		t.Fatal(err)
 	}
-	const n = 24
+	// Up to 62 KiB a file, 1.2 MiB in all: the STOREs of the last files go
+	// in a later batch of the reintegration than their CREATEs.
+	const n = 40
 	want := map[string][]byte{}
 	for k := range n {
 		name := fmt.Sprintf("d/f%02d", k)
-		data := bytes.Repeat([]byte(fmt.Sprintf("file %d;", k)), 1+k*50) // up to a few KiB
+		data := bytes.Repeat([]byte(fmt.Sprintf("file %d;", k)), 1+k*200)
 		want[name] = data
 		if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -25,8 +25,9 @@ import (
 type reintOpens struct {
 	mu   sync.Mutex
 	want map[uint64]*createOpened
-	// stored: the ids whose open is asked only along with their
-	// CML_STORE record in the same call (permitreadback.go).
+	// stored: the ids whose open is asked only while the plan being sent
+	// holds their CML_STORE record, in this call or a later batch
+	// (permitreadback.go).
 	stored map[uint64]bool
 }
 
@@ -49,8 +50,8 @@ func (r *reintOpens) wait(id uint64, co *createOpened) (end func()) {
 	}
 }
 
-// waitStored is wait for a file whose open is asked only in a call that
-// carries its CML_STORE record too (permitreadback.go).
+// waitStored is wait for a file whose open is asked only while the plan
+// being sent holds its CML_STORE record (permitreadback.go).
 func (r *reintOpens) waitStored(id uint64, co *createOpened) (end func()) {
 	end = r.wait(id, co)
 	r.mu.Lock()
@@ -81,8 +82,8 @@ func (o openSender) Reintegrate(ctx context.Context, permits []snfs1.PermitRef, 
 			if rec.Op != snfs1.CMLCreate || rec.New == 0 || co == nil {
 				continue
 			}
-			if r.stored[rec.New] && !storesProv(records, rec.New) {
-				continue // its STORE was cancelled, or goes in a later call
+			if r.stored[rec.New] && !storesProv(records, rec.New) && !o.p.log.PlanStores(rec.New) {
+				continue // its STORE was cancelled (the optimiser)
 			}
 			if asked == nil {
 				asked = map[uint64]*createOpened{}
