@@ -196,15 +196,19 @@ func (p *permits) readbackOne(ctx context.Context, rb *readback) error {
 		return err
 	}
 	defer sn.Release(ctx, f) // a delayed close: the next open takes it over
-	if !pre.CacheEnabled || !snfsCaching(ri) {
+	if !pre.CacheEnabled {
 		return nil
 	}
 	cf, err := sn.cacheFile(ri)
 	if err != nil {
 		return err
 	}
-	if cf.Version() != pre.CacheVersion {
+	// The generation before the checks: an invalidation after them
+	// refuses the fill. The bytes are the file's at the open's version
+	// (what this mount wrote since is held, and not filled over).
+	gen := cf.Gen()
+	if !snfsCaching(ri) || cf.Version() != pre.CacheVersion {
 		return nil
 	}
-	return cf.Fill(cf.Gen(), 0, rb.data)
+	return cf.Fill(gen, 0, rb.data)
 }
