@@ -27,7 +27,7 @@ import (
 // Only with delayed closes (--close-delay, not 0: the open kept is what a
 // read takes over), only for files whose creator is the session's credentials (the record's
 // open is asked with them), only for reintegrations not made for a
-// callback nor at unmount (flush, the log's age: a callback's reintegration must not wait
+// callback nor at unmount (flush, the log's age, Resolve: a callback's reintegration must not wait
 // for another callback's answer, which this open's taking in does:
 // createOpened.held), and only after p.reint is released (a callback about
 // the file waits for it in pushBeforeCallback). An open not granted, or
