@@ -31,8 +31,9 @@ import (
 // its restart (loadOffData) and pushes it after reintegrating its log.
 //
 // Experimental, off by default (snfsConfig.PermitData, --permit-data=on):
-// the data pushed is not kept in the cache, so reading a file back after
-// its push costs an OPEN and its READs. A file's inode number stays its
+// the data pushed by WRITE is not kept in the cache, so reading such a file
+// back costs an OPEN and its READs (a small file stored by the
+// reintegration is kept cached: permitreadback.go). A file's inode number stays its
 // provisional one across its resolution while the mount knows the file
 // (permitmake.go, settled: vfs.FS.KeepIno), with or without this.
 //

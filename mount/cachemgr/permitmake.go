@@ -490,7 +490,7 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		// a record a reintegration in progress is sending was flushed with
 		// its plan. A separate flush here was a second one per created
 		// file's open.
-		if err := p.reintegrate(ctx, "a provisional object used"); err != nil {
+		if err := p.reintegrateKeep(ctx, "a provisional object used", true); err != nil {
 			return nil, err
 		}
 	}

@@ -25,6 +25,10 @@ import (
 type reintOpens struct {
 	mu   sync.Mutex
 	want map[uint64]*createOpened
+	// stored: the ids whose open is asked only while the plan being sent
+	// holds their CML_STORE record, in this call or a later batch
+	// (permitreadback.go).
+	stored map[uint64]bool
 }
 
 // wait registers co for the CREATE of provisional id (its open asked of the
@@ -40,9 +44,23 @@ func (r *reintOpens) wait(id uint64, co *createOpened) (end func()) {
 		r.mu.Lock()
 		if r.want[id] == co {
 			delete(r.want, id)
+			delete(r.stored, id)
 		}
 		r.mu.Unlock()
 	}
+}
+
+// waitStored is wait for a file whose open is asked only while the plan
+// being sent holds its CML_STORE record (permitreadback.go).
+func (r *reintOpens) waitStored(id uint64, co *createOpened) (end func()) {
+	end = r.wait(id, co)
+	r.mu.Lock()
+	if r.stored == nil {
+		r.stored = map[uint64]bool{}
+	}
+	r.stored[id] = true
+	r.mu.Unlock()
+	return end
 }
 
 // openSender is the cml.Sender of the mount's reintegrations: the session,
@@ -63,6 +81,9 @@ func (o openSender) Reintegrate(ctx context.Context, permits []snfs1.PermitRef, 
 			co := r.want[rec.New]
 			if rec.Op != snfs1.CMLCreate || rec.New == 0 || co == nil {
 				continue
+			}
+			if r.stored[rec.New] && !storesProv(records, rec.New) && !o.p.log.PlanStores(rec.New) {
+				continue // its STORE was cancelled (the optimiser)
 			}
 			if asked == nil {
 				asked = map[uint64]*createOpened{}
@@ -92,4 +113,14 @@ func (o openSender) Reintegrate(ctx context.Context, permits []snfs1.PermitRef, 
 		co.made = append(co.made[:0:0], rep.Results[k].Obj...)
 	}
 	return rep, nil
+}
+
+// storesProv reports whether records hold a CML_STORE of provisional id.
+func storesProv(records []snfs1.CMLRecord, id uint64) bool {
+	for i := range records {
+		if records[i].Op == snfs1.CMLStore && records[i].Obj.Prov == id {
+			return true
+		}
+	}
+	return false
 }

@@ -80,6 +80,9 @@ type permits struct {
 	// reint: one reintegration of the whole log at a time (cml.Reintegrate
 	// serialises too; this also orders the conflict handling after it).
 	reint sync.Mutex
+	// rbs: the stored files whose opens the reintegration in progress
+	// asked (permitreadback.go). Guarded by reint.
+	rbs map[*offData]*readback
 
 	// age and length: the log is reintegrated once its oldest record is
 	// age old or it holds length records (permitLogAge, permitLogLen).
@@ -211,15 +214,32 @@ const reintegrateMaxRounds = 4096
 // after a restart (reask), for which the record's directories' permits are
 // asked once more first.
 func (p *permits) reintegrate(ctx context.Context, why string) error {
+	return p.reintegrateKeep(ctx, why, false)
+}
+
+// reintegrateKeep is reintegrate; keep: the small files whose data it
+// stores are opened by it and their data kept cached (permitreadback.go).
+func (p *permits) reintegrateKeep(ctx context.Context, why string, keep bool) error {
 	if p.sn.disc.offline() {
 		return ErrDisconnected
 	}
 	p.reint.Lock()
-	defer p.reint.Unlock()
+	var rbs []*readback
+	err := p.reintegrateLocked(ctx, why, keep, &rbs)
+	p.reint.Unlock()
+	p.readbackInstall(ctx, rbs) // permitreadback.go
+	return err
+}
+
+// reintegrateLocked is reintegrateKeep's work (p.reint held); the opens
+// asked for stored files are left in rbs.
+func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, rbs *[]*readback) error {
 	if err := p.offPrepare(ctx); err != nil { // offlinereint.go
 		return err
 	}
 	p.storeSmall() // permitstore.go
+	*rbs = p.readbackBegin(keep)
+	defer p.readbackEnd(*rbs)
 	askedAgain := false
 	for range reintegrateMaxRounds {
 		starts := p.startsSeen()
@@ -228,6 +248,7 @@ func (p *permits) reintegrate(ctx context.Context, why string) error {
 		start := p.sn.FS.AttrStart()
 		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
 		p.pushOffData(ctx, res.Made, res.Applied) // offlinereint.go: before the attributes are taken in
+		p.readbackMade(*rbs, res.Made)
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
@@ -454,7 +475,8 @@ func (p *permits) flush(ctx context.Context, why string) error {
 	if p.log.Len() == 0 {
 		return nil
 	}
-	return p.reintegrate(ctx, why)
+	// Not at unmount: the opens kept would only be CLOSEd.
+	return p.reintegrateKeep(ctx, why, why != "unmount")
 }
 
 // loop reintegrates the log when it is old or long enough, until close.
@@ -477,7 +499,7 @@ func (p *permits) loop() {
 			continue
 		}
 		ctx, cancel := p.sn.stopCtx(time.Minute)
-		if err := p.reintegrate(ctx, "age"); errors.Is(err, errOfflinePermits) {
+		if err := p.reintegrateKeep(ctx, "age", true); errors.Is(err, errOfflinePermits) {
 			p.sn.FS.Logger().Debug("reintegration of the modification log", "err", err)
 		} else if err != nil {
 			p.sn.FS.Logger().Warn("reintegration of the modification log", "err", err)

@@ -17,7 +17,9 @@ import (
 // is reintegrated: its whole content and the times the mount shows for it,
 // applied by the server in the same batch as the file's CREATE, durable
 // with it. The WRITE, COMMIT and SETATTR of the push after the
-// reintegration (pushOffData) are then not sent for it.
+// reintegration (pushOffData) are then not sent for it, and, with delayed
+// closes, the reintegration opens the file for this mount and its bytes
+// stay cached (permitreadback.go).
 //
 // The record is appended at the reintegration (storeSmall), not at the
 // close: a file closed and opened again to write costs one record, the
@@ -139,6 +141,7 @@ func (p *permits) storedNow(od *offData, applied uint64) (stored, waits bool) {
 	if od.stored > applied {
 		return false, true
 	}
+	p.readbackStored(od) // permitreadback.go
 	p.offDataPushed(od)
 	return true, false
 }

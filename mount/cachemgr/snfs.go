@@ -160,6 +160,10 @@ type snfsFS struct {
 	// applied (a reply without the file's attributes, whose GETATTR then
 	// fails).
 	createOpenAnswered func(res *snfs1.CreateOpenRes)
+	// readbackTaking, set only by tests, runs after a reintegration that
+	// asked a stored file's open, before that open is taken in
+	// (permitreadback.go: a callback racing it).
+	readbackTaking func()
 	// beforeMarkClean, set only by tests, runs as markCleanIf starts (an
 	// application write racing a write-back's end, a callback's included:
 	// set and run on different goroutines).

@@ -282,6 +282,21 @@ func (l *Log) sendPlan(ctx context.Context, s Sender, given []snfs1.PermitRef, r
 	}
 }
 
+// PlanStores reports whether the plan being sent (sealed by Reintegrate;
+// its batches not yet acknowledged, the one in flight included) holds a
+// CML_STORE of the object made as provisional id prov: a Sender asked for
+// a batch may look ahead at what the later batches of the call write.
+func (l *Log) PlanStores(prov uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.plan {
+		if l.plan[i].Op == snfs1.CMLStore && l.plan[i].Obj.Prov == prov {
+			return true
+		}
+	}
+	return false
+}
+
 // storeCut is how many of plan's first records one batch carries: at most
 // snfs1.ReintegrateMax, and STORE records of at most
 // snfs1.ReintegrateStoreMax bytes of data in all (at least one record).
