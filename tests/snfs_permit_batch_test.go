@@ -463,7 +463,7 @@ func TestSNFSPermitNewPermitHeldByItsBatch(t *testing.T) {
 	// The third client caches f for writing and answers its callback past
 	// the recall's deadline: the batch's UNLINK of f waits for it that long.
 	cacher := newDirBreaks()
-	cacher.delay = 3 * timeout
+	cacher.delay = 10 * timeout // the test's steps below must fit in it on a loaded machine
 	c := dialSNFS(t, e, "newpermit-slow-third", cacher)
 	cacheForWrite(t, c, D, "f")
 	// The holder answers a recall only once the test lets it (after the
