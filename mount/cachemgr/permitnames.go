@@ -92,7 +92,6 @@ func (nc *nameCache) keptTTLLocked(dir nfs3.FH) time.Duration {
 	if !nc.kept[string(dir)] {
 		return 0
 	}
-
 	return min(nc.leaseLeftLocked(time.Now()), nc.sn.cfg.CacheTTL)
 }
 

@@ -2,8 +2,6 @@ package fusefs
 
 import (
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -59,18 +57,8 @@ var newServerMu sync.Mutex
 // closeFUSEOnExec sets close-on-exec on this process's /dev/fuse
 // descriptors.
 func closeFUSEOnExec() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		link, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err != nil || link != "/dev/fuse" {
-			continue
-		}
-		if fd, err := strconv.Atoi(e.Name()); err == nil {
-			syscall.CloseOnExec(fd)
-		}
+	for fd := range fuseFDs() { // epoch.go
+		syscall.CloseOnExec(fd)
 	}
 }
 
