@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -38,9 +39,12 @@ func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs
 	}, func() nfs3.Result { return new(snfs1.OpenNameRes) })
 }
 
-// lookupTries bounds how often OPEN_NAME looks a name up again because the
-// file it found was replaced before it could be opened.
-const lookupTries = 8
+// lookupPatience bounds how long OPEN_NAME keeps looking a name up again
+// because the file it found was replaced before it could be opened. A name
+// replaced as fast as it is looked up (a writer saving by rename in a loop)
+// makes a try fail about as often as not, so a count of tries would fail
+// now and then; a time bound fails only a name replaced without pause.
+const lookupPatience = time.Second
 
 // lookupOpen looks name up in dir and resolves the file it names. The name
 // may be replaced (another client renames a new file over it, as editors
@@ -48,7 +52,8 @@ const lookupTries = 8
 // gone (NFS3ERR_STALE, about a handle the client never asked for): the name
 // is looked up again, as the client would have to.
 func (s *Server) lookupOpen(c *sunrpc.Call, dir *req, name string) (fh []byte, r *req, err error) {
-	for range lookupTries {
+	start := time.Now()
+	for {
 		var st unix.Stat_t
 		err = store.As(dir.cred, func() (err error) { fh, st, err = s.store.Lookup(dir.node, name); return err })
 		if err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -62,10 +67,12 @@ func (s *Server) lookupOpen(c *sunrpc.Call, dir *req, name string) (fh []byte, r
 		if r, err = s.resolve(c, fh); !errors.Is(err, store.ErrStale) && !errors.Is(err, syscall.ENOMEM) {
 			return fh, r, err
 		}
+		if time.Since(start) > lookupPatience {
+			return nil, nil, err
+		}
 		s.store.ForgetEntries(dir.node)
 		if err := dir.node.Refresh(); err != nil {
 			return nil, nil, err
 		}
 	}
-	return nil, nil, err
 }

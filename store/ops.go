@@ -17,6 +17,10 @@ func opErr(op string, err error) error { return fmt.Errorf("store: %s: %w", op, 
 // child returns the handle and attributes of name in dir, without following
 // symlinks. The attributes are always read afresh; the handle comes from the handle
 // cache when the directory has not changed since it was learned (handlecache.go).
+// A handle learned here is read from a descriptor of the file whose attributes
+// were read: by name, the name could be replaced between the two, and the cache
+// would keep the new file's handle under the old file's inode number, to be
+// handed out when that number is reused.
 func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := rawsys.Fstatat(dir.FD(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -25,7 +29,15 @@ func (s *Store) child(dir *Node, name string) ([]byte, unix.Stat_t, error) {
 	if fh, ok := s.handles.get(dir.Export.ID, dir.Key(), dir.Stat.Ctim, name, st.Ino); ok {
 		return fh, st, nil
 	}
-	kh, mid, err := rawsys.NameToHandleAt(dir.FD(), name, 0)
+	fd, err := rawsys.Openat(dir.FD(), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, st, opErr("lookup", err)
+	}
+	defer rawsys.Close(fd)
+	if err := rawsys.Fstat(fd, &st); err != nil {
+		return nil, st, opErr("lookup", err)
+	}
+	kh, mid, err := rawsys.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
 		return nil, st, opErr("name_to_handle_at", err)
 	}

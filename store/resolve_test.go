@@ -85,3 +85,91 @@ func TestResolveFor(t *testing.T) {
 		t.Errorf("deleted object: %v, want ErrStale", err)
 	}
 }
+
+// TestLookupHandleMatchesAttr: while a name is replaced by rename in a loop
+// (an editor saving), every handle Lookup returns names the file whose
+// attributes it returned with it, or a file already gone: never the file that
+// replaced it (the handle cache would keep that handle under the old file's
+// inode number and hand it out when the number is reused).
+func TestLookupHandleMatchesAttr(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (open_by_handle_at)")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "snfs-lookup-race-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	exp := filepath.Join(base, "export")
+	if err := os.MkdirAll(exp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(exp, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(filepath.Join(base, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	e, err := s.AddExport(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.Resolve(e.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Release()
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		tmp := filepath.Join(exp, ".f")
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := os.WriteFile(tmp, []byte("y"), 0o644); err != nil {
+				done <- err
+				return
+			}
+			if err := os.Rename(tmp, f); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	mismatched, resolved := 0, 0
+	for i := 0; i < 20000; i++ {
+		fh, st, err := s.Lookup(root, "f")
+		if err != nil {
+			continue // ENOENT cannot happen (rename replaces), but a failed lookup is not this test's
+		}
+		n, err := s.Resolve(fh)
+		if errors.Is(err, ErrStale) {
+			s.ForgetEntries(root)
+			root.Refresh()
+			continue
+		}
+		if err != nil {
+			close(stop)
+			t.Fatal(err)
+		}
+		resolved++
+		if n.Stat.Ino != st.Ino {
+			mismatched++
+		}
+		n.Release()
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if mismatched > 0 {
+		t.Fatalf("%d of %d handles Lookup returned named another file than the attributes returned with them", mismatched, resolved)
+	}
+}
