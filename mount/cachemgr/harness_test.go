@@ -12,8 +12,8 @@ import (
 
 	"snfs/mount/vfs"
 	"snfs/server"
-	"snfs/store"
 	"snfs/state"
+	"snfs/store"
 )
 
 // The package's test servers: one harness for the tests that need a real
