@@ -72,10 +72,12 @@ func (p *permits) syncData(ctx context.Context, why string) error {
 	if p.sn.disc.offline() || len(p.madeUnpushed()) == 0 {
 		return nil
 	}
+	// What is left is counted before p.reint goes: a reintegration that
+	// runs after it pushes what it makes itself.
 	p.reint.Lock()
 	err := p.pushOffData(ctx, nil) // offlinereint.go
-	p.reint.Unlock()
 	left := p.madeUnpushed()
+	p.reint.Unlock()
 	if len(left) == 0 {
 		return nil
 	}

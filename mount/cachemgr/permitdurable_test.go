@@ -66,15 +66,23 @@ func createLocal(t *testing.T, v *vfs.FS, sn *snfsFS, d *vfs.Inode, name string,
 
 // TestPermitStoreLeftInLogNotOverwritten (F1): a small file's CML_STORE
 // whose batch failed after the batch that made the file was applied stays
-// in the log; the file is written again on its local data (an open still
-// open), and another client's open calls the mount back. The newer data
-// must end on the server: the callback sends the log (the STORE, older
-// data) before it writes the newer data, never the newer data first and
-// the STORE over it.
+// in the log; the file is then written again, and the newer data must end
+// on the server, never the STORE's older data sent after it:
+//   - callback: on its local data (an open still open), and another
+//     client's open calls the mount back: the log (the STORE) goes before
+//     the newer data is pushed;
+//   - open: through a new open (of the real file), fsync'd: the open
+//     sends the log first, so the newer data's WRITE comes after the STORE.
 func TestPermitStoreLeftInLogNotOverwritten(t *testing.T) {
+	for _, how := range []string{"callback", "open"} {
+		t.Run(how, func(t *testing.T) { storeLeftInLog(t, how) })
+	}
+}
+
+func storeLeftInLog(t *testing.T, how string) {
 	ff := &failingFlush{}
 	s := newServerSync(t, true, ff.sync)
-	v, sn, d := permitsMountData(t, s, "permits-store-left", true)
+	v, sn, d := permitsMountData(t, s, "permits-store-left-"+how, true)
 	holdPermit(t, sn, d)
 	ctx := context.Background()
 	if _, err := v.ReadDir(ctx, d, vfs.Cred{}); err != nil {
@@ -94,20 +102,38 @@ func TestPermitStoreLeftInLogNotOverwritten(t *testing.T) {
 	if !made || !p.log.Stores(id) {
 		t.Fatalf("after the failed batch: made %v, STORE in the log %v; want both", made, p.log.Stores(id))
 	}
-	// Written again on its local data (the open made before the
-	// reintegration goes on on it).
-	if _, err := sn.Write(ctx, f, 0, newer); err != nil {
-		t.Fatal(err)
-	}
-	if err := sn.Flush(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	sn.Callback(ctx, fh, state.Writeback, nil)
-	if err := p.flush(ctx, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Release(ctx, f); err != nil {
-		t.Fatal(err)
+	switch how {
+	case "callback":
+		// Written again on its local data (the open made before the
+		// reintegration goes on on it).
+		if _, err := sn.Write(ctx, f, 0, newer); err != nil {
+			t.Fatal(err)
+		}
+		if err := sn.Flush(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		sn.Callback(ctx, fh, state.Writeback, nil)
+		if err := v.Release(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	case "open":
+		i := f.I
+		if err := v.Release(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		g, _, err := v.Open(ctx, i, vfs.Cred{}, syscall.O_RDWR|syscall.O_TRUNC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sn.Write(ctx, g, 0, newer); err != nil {
+			t.Fatal(err)
+		}
+		if err := sn.Fsync(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := sn.SyncDir(ctx, d); err != nil {
 		t.Fatal(err)
