@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -257,4 +258,91 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// refusingFlush is a server data flush (server.Config.Sync) that fails
+// with EIO, while on, the flushes of a regular file holding exactly bad:
+// the flush of a REINTEGRATE batch whose STORE wrote bad fails, those of
+// the same file holding other data do not.
+type refusingFlush struct {
+	on  atomic.Bool
+	bad []byte
+}
+
+func (rf *refusingFlush) sync(n *store.Node, dataOnly bool) error {
+	if rf.on.Load() && n.Stat.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", n.FD())); err == nil && bytes.Equal(b, rf.bad) {
+			return syscall.EIO
+		}
+	}
+	return store.SyncNode(n, dataOnly)
+}
+
+// TestPermitStoreLeftInLogRemount (F1): a small file's STORE whose batch
+// fails again and again (the server cannot flush what it writes) stays in
+// the log while the file's local data is written again; the mount ends
+// (its unmount fails: the data is not on the server) and a new mount on
+// the cache directory resends the log once the server can flush. The
+// server must end with the newer data: no push of it goes before the
+// STORE, neither in the mount that ends (whose mark of the file is gone
+// with the write) nor in the new one (which has no mark).
+func TestPermitStoreLeftInLogRemount(t *testing.T) {
+	old, newer := []byte("older data, stored"), []byte("newer data, written after the STORE")
+	rf := &refusingFlush{bad: old}
+	s := newServerSync(t, true, rf.sync)
+	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cache := t.TempDir()
+	open := func() (*vfs.FS, *snfsFS) {
+		v, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: "permits-store-remount",
+			CacheDir: cache, WriteBackDelay: time.Hour, Permits: true, PermitData: true,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, mgrOf(v)
+	}
+	v, sn := open()
+	e, err := v.Lookup(ctx, v.Root(), vfs.Cred{}, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.Inode
+	holdPermit(t, sn, d)
+	if _, err := v.ReadDir(ctx, d, vfs.Cred{}); err != nil {
+		t.Fatal(err)
+	}
+	f, id := createLocal(t, v, sn, d, "victim", old)
+	p := sn.permits
+	logCreates(t, sn, d, "c", snfs1.ReintegrateMax-p.log.Len())
+	rf.on.Store(true)
+	if err := p.flush(ctx, "test"); err == nil {
+		t.Fatal("the reintegration whose second batch failed returned no error")
+	}
+	if _, made := p.log.Handle(id); !made || !p.log.Stores(id) {
+		t.Fatalf("after the failed batch: made %v, STORE in the log %v; want both", made, p.log.Stores(id))
+	}
+	if _, err := sn.Write(ctx, f, 0, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Flush(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err == nil {
+		t.Error("the unmount with the STORE's batch failing returned no error")
+	}
+	rf.on.Store(false)
+	v, sn = open()
+	defer v.Close()
+	if sn.permits.log.Len() != 0 || sn.permits.offDataOf(id) != nil {
+		t.Errorf("after the remount: %d records, local data held %v; want none", sn.permits.log.Len(), sn.permits.offDataOf(id) != nil)
+	}
+	if got, err := os.ReadFile(filepath.Join(s.export, "d", "victim")); err != nil || !bytes.Equal(got, newer) {
+		t.Errorf("the server's d/victim: %q, %v; want the newer data %q", got, err, newer)
+	}
 }
