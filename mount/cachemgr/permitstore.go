@@ -30,7 +30,7 @@ import (
 // in memory and says only that the data is unchanged since the STORE (the
 // push can be left out); whether a STORE of the file is still to be sent
 // is the log's to say (cml.Log.Stores): while one is, the file is not
-// pushed (storedNow, pushBeforeCallback, pushMade), so that its WRITEs
+// pushed (storedNow, pushBeforeCallback, pushBeforeOpen: permitdurable.go), so that its WRITEs
 // always come after it, whatever failed or crashed in between. A mount
 // restarted with a STORE in its log sends it (the log's record holds the
 // data) and pushes the local data after it, the same bytes or newer.
