@@ -58,6 +58,24 @@ func (p *permits) madeUnpushed() []dataPush {
 	return out
 }
 
+// madeData is the local data of the file the server made as fh, if any is
+// held (nil: none). Only the match's od.mu is taken: a push of another
+// file holds its own for as long as its WRITEs take.
+func (p *permits) madeData(fh nfs3.FH) *dataPush {
+	p.off.mu.Lock()
+	ods := make([]*offData, 0, len(p.off.data))
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		if h, ok := p.log.Handle(od.id); ok && string(h) == string(fh) {
+			return &dataPush{od, h}
+		}
+	}
+	return nil
+}
+
 // syncData is flush (the log reintegrated, its files' data pushed after
 // it) for a directory's fsync, Sync and unmount, which promise the data on
 // the server: the data of files the server made that is still not written
@@ -147,13 +165,7 @@ func (p *permits) pushBeforeOpen(ctx context.Context, fh nfs3.FH) error {
 	if n == 0 || isProvFH(fh) || p.sn.disc.offline() {
 		return nil
 	}
-	var d *dataPush
-	for _, x := range p.madeUnpushed() {
-		if string(x.fh) == string(fh) {
-			d = &x
-			break
-		}
-	}
+	d := p.madeData(fh)
 	if d == nil {
 		return nil
 	}
