@@ -18,7 +18,10 @@
 // --permit-data=on only (experimental, off by default); permitstore.go:
 // a small closed file's data sent in the reintegration (CML_STORE), and
 // permitreadback.go: such a file opened by that reintegration, its bytes
-// kept as its clean cached data;
+// kept as its clean cached data; permitdurable.go: what a close, an fsync,
+// a directory's fsync, Sync and unmount promise of that data, failed
+// pushes retried, and an open of such a file served once its data is on
+// the server;
 // permitopen.go: the opens of files made without it given by the
 // reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or

@@ -13,6 +13,7 @@ import (
 	"snfs/mount/vfs"
 	"snfs/server"
 	"snfs/state"
+	"snfs/store"
 )
 
 // The package's test servers: one harness for the tests that need a real
@@ -32,6 +33,9 @@ type restartableServer struct {
 	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
 	srv           *server.Server
 	done          chan error
+	// sync, if set, is the server's data flush (server.Config.Sync): a
+	// test fails some on purpose (newServerSync).
+	sync func(n *store.Node, dataOnly bool) error
 }
 
 // testServer serves a fresh export directory (on disk, not tmpfs) with
@@ -50,6 +54,13 @@ func newRestartableServer(t *testing.T) *restartableServer {
 
 func newServer(t *testing.T, asDefault bool) *restartableServer {
 	t.Helper()
+	return newServerSync(t, asDefault, nil)
+}
+
+// newServerSync is newServer whose data flushes are sync (nil: the
+// server's own).
+func newServerSync(t *testing.T, asDefault bool, sync func(n *store.Node, dataOnly bool) error) *restartableServer {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the server switches to each caller's identity")
 	}
@@ -61,7 +72,7 @@ func newServer(t *testing.T, asDefault bool) *restartableServer {
 		t.Cleanup(func() { os.RemoveAll(d) })
 		return d
 	}
-	s := &restartableServer{t: t, export: tmp("vfs-export-"), state: tmp("vfs-state-"), asDefault: asDefault}
+	s := &restartableServer{t: t, export: tmp("vfs-export-"), state: tmp("vfs-state-"), asDefault: asDefault, sync: sync}
 	os.Chmod(s.export, 0o777)
 	s.start("127.0.0.1:0")
 	t.Cleanup(s.stop)
@@ -82,7 +93,7 @@ func (s *restartableServer) start(addr string) {
 	// No recall back-off: an OPEN after a recall may be granted caching at
 	// once (the tests look at the opens counted, not the back-off).
 	cfg := server.Config{StateDir: s.state, Logger: quiet,
-		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}}
+		Exports: []server.ExportConfig{{Path: s.export, Clients: []server.ClientRule{{Spec: "*", Opts: o}}}}, Sync: s.sync}
 	if !s.asDefault {
 		cfg.Grace = s.grace
 		if cfg.Grace == 0 {

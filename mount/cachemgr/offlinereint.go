@@ -258,13 +258,15 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 // and any left from an earlier one) to them, several at once, and puts in
 // made the attributes the file has after its data (from the last WRITE's
 // or the COMMIT's reply; none given: none, and the object's attributes are
-// asked again at its next use). What fails stays to be pushed at the next
-// reintegration. A file whose CML_STORE record the reintegration applied
-// (applied: the last LSN it acknowledged) is not pushed: its data is on
-// the server; nor is one whose STORE is still in the log (a later batch
-// of the call failed): that record, sent again, would write its data over
-// what was written to the file after a push (permitstore.go).
-func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, applied uint64) {
+// asked again at its next use). What fails stays to be pushed: by the next
+// reintegration, the log's loop (retryPushes), a directory's fsync, Sync
+// or unmount (syncData), an open of the file (pushBeforeOpen) or a
+// callback of it (pushBeforeCallback). A file whose CML_STORE record the
+// reintegration applied is not pushed: its data is on the server; nor is
+// one with a STORE still in the log (a batch failed): that record, sent
+// again, would write its data over what the push wrote (permitstore.go).
+// The caller holds p.reint. It returns the pushes that failed.
+func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made) error {
 	p.off.mu.Lock()
 	var ods []*offData
 	for _, od := range p.off.data {
@@ -281,17 +283,23 @@ func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, app
 			continue
 		}
 		od.mu.Lock()
-		stored, waits := p.storedNow(od, applied)
+		stored, waits := p.storedNow(od)
 		od.mu.Unlock()
 		if !stored && !waits {
 			push = append(push, dataPush{od, fh})
 		}
 	}
-	var mu sync.Mutex
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
 	p.pushEach(push, func(d dataPush) { // permitdata.go
 		attr, wrote, err := p.pushOne(ctx, d.od, d.fh)
 		if err != nil {
-			p.sn.FS.Logger().Warn("writing the data of a file made offline (kept to write again)", "fh", hex.EncodeToString(d.fh), "err", err)
+			p.sn.FS.Logger().Warn("writing the data of a file made locally or offline (kept to write again)", "fh", hex.EncodeToString(d.fh), "err", err)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		}
 		if wrote {
 			mu.Lock()
@@ -305,6 +313,7 @@ func (p *permits) pushOffData(ctx context.Context, made map[uint64]cml.Made, app
 			}
 		}
 	})
+	return errors.Join(errs...)
 }
 
 // pushOne writes od's data to fh, and forgets od; wrote: the file's

@@ -344,9 +344,9 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 		return
 	}
 	od.mu.Lock()
-	inLog := od.stored != 0 && !od.pushed
+	pushed := od.pushed
 	od.mu.Unlock()
-	if inLog {
+	if !pushed && p.log.Stores(od.id) {
 		// Its data is in a STORE record the reintegration did not get
 		// in (permitstore.go): pushed now, the record sent later would
 		// write it again over what the file got since. The log goes

@@ -61,6 +61,8 @@ type permits struct {
 	// may have changed the directory: it is a conflict (docs/protocol.md
 	// section 21.4, "Deadline: revocation").
 	reask bool
+	// pushFailed: when a retry of the pushes left failed (retryPushes).
+	pushFailed time.Time
 	// starts counts the server restarts seen (serverRestarted): a
 	// reintegration takes in the permits its replies granted only if none
 	// came since it began (they would be an earlier start's, gone).
@@ -130,6 +132,8 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 			// What could not be sent stays in the log: the loop tries again.
 			sn.FS.Logger().Error("reintegration of an earlier mount's modification log", "err", err)
 		}
+	} else {
+		p.pushLeft(ctx) // permitdurable.go
 	}
 	SetStatusSources(sn.FS, StatusSources{Permits: p.list, ModLog: l.Stats})
 	go p.loop()
@@ -247,7 +251,9 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
 		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
-		p.pushOffData(ctx, res.Made, res.Applied) // offlinereint.go: before the attributes are taken in
+		// offlinereint.go: before the attributes are taken in. A push that
+		// failed is logged there and left to push again (permitdurable.go).
+		_ = p.pushOffData(ctx, res.Made)
 		p.readbackMade(*rbs, res.Made)
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
@@ -491,6 +497,7 @@ func (p *permits) loop() {
 		case <-t.C:
 		}
 		p.releaseIdle(time.Now())
+		p.retryPushes() // permitdurable.go
 		st := p.log.Stats()
 		p.mu.Lock()
 		age, length := p.age, p.length
@@ -514,7 +521,7 @@ func (p *permits) loop() {
 func (p *permits) close(ctx context.Context) error {
 	close(p.stop)
 	<-p.done
-	err := p.flush(ctx, "unmount")
+	err := p.syncData(ctx, "unmount") // permitdurable.go
 	p.releaseAll(ctx)
 	return errors.Join(err, p.log.Close())
 }
@@ -539,13 +546,14 @@ func (p *permits) releaseAll(ctx context.Context) {
 // SyncDir is an fsync of dir (SNFSMode): the modification log, which holds
 // dir's changes made here, is flushed and reintegrated, as a local file
 // system makes a directory's entries durable at its fsync (the whole log:
-// it is applied in order). Without permits there is nothing to do: every
-// change was a call, durable at its reply.
+// it is applied in order), and the data of the files it made is written to
+// them (syncData: an error, EIO, if it could not be). Without permits there
+// is nothing to do: every change was a call, durable at its reply.
 func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 	if sn.permits == nil {
 		return nil
 	}
-	return sn.permits.flush(ctx, "fsync of a directory")
+	return sn.permits.syncData(ctx, "fsync of a directory")
 }
 
 // serverRestarted: permits do not survive a server's restart (docs/protocol.md

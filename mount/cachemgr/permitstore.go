@@ -26,10 +26,14 @@ import (
 // last content's. It carries the data as read then (od.mu held, so no
 // write of the local data goes between the read and the mark); a write,
 // truncation or O_TRUNC open after it (dropTimes) drops the mark, and the
-// file is pushed after the reintegration as before, over what the STORE
-// wrote. What the mark says is kept only in memory: a mount restarted with
-// a STORE in its log sends it (the log's record holds the data) and pushes
-// the local data too, the same bytes.
+// file is pushed by WRITE, over what the STORE wrote. The mark is kept only
+// in memory and says only that the data is unchanged since the STORE (the
+// push can be left out); whether a STORE of the file is still to be sent
+// is the log's to say (cml.Log.Stores): while one is, the file is not
+// pushed (storedNow, pushBeforeCallback, pushBeforeOpen: permitdurable.go), so that its WRITEs
+// always come after it, whatever failed or crashed in between. A mount
+// restarted with a STORE in its log sends it (the log's record holds the
+// data) and pushes the local data after it, the same bytes or newer.
 
 // storeSmall appends a CML_STORE record for each file made locally whose
 // data is not on the server yet, not stored already, small enough, every
@@ -128,18 +132,26 @@ func readSmall(path string, max int) ([]byte, error) {
 	return nil, nil // more than max
 }
 
-// storedNow takes in, after a reintegration acknowledged records up to
-// applied, the files whose STORE it applied: their data is on the server,
-// not pushed (od.mu held); stored reports whether od was. waits: od's STORE
-// is still in the log, to be sent by the next reintegration: od is not
-// pushed meanwhile, or the STORE, applied after the push, would write its
-// data over what the file got after the push through its real open.
-func (p *permits) storedNow(od *offData, applied uint64) (stored, waits bool) {
-	if od.stored == 0 || od.pushed {
+// storedNow takes in, after a reintegration, the files whose STORE it
+// applied: their data is on the server, not pushed (od.mu held); stored
+// reports whether od was. waits: a STORE of od is still in the log (its
+// batch failed, or a later one of the call did), to be sent by the next
+// reintegration: od is not pushed meanwhile, or the STORE, applied after
+// the push, would write its older data over what the push wrote. The log
+// says so, not od.stored: that mark is dropped by a write after the STORE,
+// and is 0 in a restarted mount, while the record is still to be sent.
+// With no STORE of od left in the log, a mark still set names a STORE the
+// server applied (a refused one drops it: storeRefused) of the data as it
+// is.
+func (p *permits) storedNow(od *offData) (stored, waits bool) {
+	if od.pushed {
 		return false, false
 	}
-	if od.stored > applied {
+	if p.log.Stores(od.id) {
 		return false, true
+	}
+	if od.stored == 0 {
+		return false, false
 	}
 	p.readbackStored(od) // permitreadback.go
 	p.offDataPushed(od)

@@ -46,6 +46,13 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 		}
 		i = ri
 	}
+	if p := sn.permits; p != nil {
+		// A file made locally whose data is not on the server yet:
+		// written there first (permitdurable.go).
+		if err := p.pushBeforeOpen(ctx, i.FH); err != nil {
+			return nil, false, err
+		}
+	}
 	if vfs.ChangesFile(flags) {
 		if err := sn.FS.RefuseChange(); err != nil {
 			return nil, false, err
@@ -349,7 +356,7 @@ func (sn *snfsFS) Start(ctx context.Context) error { return sn.startSNFS(ctx, sn
 // holds in memory.
 func (sn *snfsFS) SyncData(ctx context.Context) error {
 	if sn.permits != nil {
-		if err := sn.permits.flush(ctx, "sync"); err != nil {
+		if err := sn.permits.syncData(ctx, "sync"); err != nil { // permitdurable.go
 			return err
 		}
 	}

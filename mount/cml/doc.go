@@ -30,6 +30,9 @@
 //     provisional ids) before the acknowledged records are dropped; a plan
 //     interrupted by an error or a crash is sent again as it was, and the
 //     server answers what it applied before without applying it again.
+//     Stores says whether a CML_STORE of an object is still to be sent (not
+//     acknowledged, raw or in the plan): the mount writes that object's data
+//     by WRITE only once none is, so that no STORE is applied after it.
 //   - what `snfs status` shows of it: Stats (length, bytes, age of the
 //     oldest record).
 //

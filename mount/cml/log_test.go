@@ -568,3 +568,68 @@ func TestTornPlanThenNewPlan(t *testing.T) {
 		t.Fatalf("the plan sealed again: %+v", st)
 	}
 }
+
+// onceServer answers its first call as fakeServer and fails every later
+// one, as a server that goes away between two batches of a call.
+type onceServer struct{ fakeServer }
+
+func (o *onceServer) Reintegrate(ctx context.Context, p []snfs1.PermitRef, recs []snfs1.CMLRecord) (*snfs1.ReintegrateRes, error) {
+	if o.calls > 0 {
+		return nil, fmt.Errorf("connection refused")
+	}
+	return o.fakeServer.Reintegrate(ctx, p, recs)
+}
+
+// TestStoresUntilAcknowledged: a CML_STORE of an object made by the log is
+// reported by Stores while it is not acknowledged (raw, then in the plan
+// after a batch that made the object was acknowledged and the next one
+// failed, then after a reopen), named by provisional id or by the handle
+// the server gave, and no longer once acknowledged.
+func TestStoresUntilAcknowledged(t *testing.T) {
+	dir := testDir(t)
+	l := openLog(t, dir, Options{})
+	prov, err := l.AppendLazy(createIn(dD, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range snfs1.ReintegrateMax - 1 {
+		if _, err := l.AppendLazy(createIn(dD, fmt.Sprintf("g%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Stores(prov) {
+		t.Fatal("a STORE reported before any was logged")
+	}
+	if _, err := l.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLStore, Obj: snfs1.ObjRef{Prov: prov}, Data: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stores(prov) || l.Stores(prov+1) {
+		t.Fatal("the raw STORE not reported, or reported for another object")
+	}
+	srv := &onceServer{}
+	if _, err := l.Reintegrate(context.Background(), srv, nil); err == nil {
+		t.Fatal("the second batch did not fail")
+	}
+	if _, made := l.Handle(prov); !made || !l.Stores(prov) {
+		t.Fatalf("after the first batch (made %v): the STORE in the plan not reported", made)
+	}
+	l.Close()
+	l = openLog(t, dir, Options{})
+	fh, made := l.Handle(prov)
+	if !made || !l.Stores(prov) {
+		t.Fatal("reopened: the STORE not reported")
+	}
+	ok := &fakeServer{last: srv.last}
+	if _, err := l.Reintegrate(context.Background(), ok, nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.Stores(prov) {
+		t.Fatal("an acknowledged STORE reported")
+	}
+	if _, err := l.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLStore, Obj: snfs1.ObjRef{FH: fh}, Data: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stores(prov) {
+		t.Fatal("a STORE by the object's handle not reported")
+	}
+}

@@ -297,6 +297,37 @@ func (l *Log) PlanStores(prov uint64) bool {
 	return false
 }
 
+// Stores reports whether a record not yet acknowledged, raw or in the plan,
+// is a CML_STORE of the object made as provisional id prov (named by that
+// id, or by the handle the server gave it: a STORE sealed after the
+// object's making record was acknowledged). The mount writes such a file's
+// data by WRITE only once none is left (docs/mount.md "--permit-data"): a
+// STORE sent after the WRITEs would write its older bytes over theirs. The
+// log, not the mount's memory, answers it, so a restarted mount and a
+// failed batch keep the order.
+func (l *Log) Stores(prov uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fh, made := l.handles[prov]
+	is := func(r *snfs1.CMLRecord) bool {
+		if r.Op != snfs1.CMLStore {
+			return false
+		}
+		return r.Obj.Prov == prov || made && r.Obj.Prov == 0 && string(r.Obj.FH) == string(fh)
+	}
+	for i := range l.plan {
+		if is(&l.plan[i]) {
+			return true
+		}
+	}
+	for i := range l.pending {
+		if is(&l.pending[i].rec) {
+			return true
+		}
+	}
+	return false
+}
+
 // storeCut is how many of plan's first records one batch carries: at most
 // snfs1.ReintegrateMax, and STORE records of at most
 // snfs1.ReintegrateStoreMax bytes of data in all (at least one record).
