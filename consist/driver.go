@@ -415,6 +415,13 @@ func (d *Driver) Access(c state.ClientID, fh []byte, kind state.AccessKind, proc
 	d.access(state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind}, proceed)
 }
 
+// BatchAccess is Access for a REINTEGRATE record (state.AccessArgs.Patient):
+// it waits for the callbacks it needs, never answered ErrJukebox for the
+// time they take.
+func (d *Driver) BatchAccess(c state.ClientID, fh []byte, kind state.AccessKind, proceed func(error)) {
+	d.access(state.AccessArgs{File: state.FileIDOf(fh), Handle: fh, Client: c, Kind: kind, Patient: true}, proceed)
+}
+
 // access is Access with the table's arguments.
 func (d *Driver) access(a state.AccessArgs, proceed func(error)) {
 	c, fh, kind := a.Client, a.Handle, a.Kind

@@ -22,13 +22,20 @@ type fileAccess struct {
 // done once: nil when the call may go ahead (perhaps after callbacks), else why
 // not.
 func (s *Server) admit(client state.ClientID, accs []fileAccess, done func(error)) {
+	s.admitBy(s.consist.Access, client, accs, done)
+}
+
+// admitBy is admit through access: consist's Access, or its BatchAccess
+// for a REINTEGRATE record (never answered NFS3ERR_JUKEBOX for the time
+// callbacks take).
+func (s *Server) admitBy(access func(state.ClientID, []byte, state.AccessKind, func(error)), client state.ClientID, accs []fileAccess, done func(error)) {
 	var step func(i int)
 	step = func(i int) {
 		if i == len(accs) {
 			done(nil)
 			return
 		}
-		s.consist.Access(client, accs[i].fh, accs[i].kind, func(err error) {
+		access(client, accs[i].fh, accs[i].kind, func(err error) {
 			if err != nil {
 				done(err)
 				return

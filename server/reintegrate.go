@@ -307,7 +307,7 @@ func (b *batch) run(i int, finish func()) {
 		inline, ready := true, false
 		var aerr error
 		next := i
-		b.s.admit(b.mid, accs, func(err error) {
+		b.s.admitBy(b.s.consist.BatchAccess, b.mid, accs, func(err error) {
 			b.mu.Lock()
 			if inline {
 				ready, aerr = true, err

@@ -184,7 +184,7 @@ func (m *Machine) Tick(now time.Time) []Action {
 		}
 		ws := e.pend.waiters[:0]
 		for _, w := range e.pend.waiters {
-			if t-w.since < m.jukebox {
+			if w.patient || t-w.since < m.jukebox {
 				ws = append(ws, w)
 				continue
 			}

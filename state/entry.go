@@ -60,7 +60,10 @@ type waiter struct {
 	mode   Mode       // an OPEN's mode; 0 for a plain access
 	access AccessKind // a plain access's kind; 0 for an OPEN
 	local  bool       // the access is a local process's (AccessArgs.Local): no hold
-	since  int64
+	// patient: a REINTEGRATE record's access (AccessArgs.Patient): never
+	// answered Jukebox.
+	patient bool
+	since   int64
 	// seq is the callback sequence number when the request arrived: a
 	// GETATTR, and any request behind a pinned holder, waits for write-backs
 	// asked for after that.

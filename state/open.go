@@ -122,7 +122,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 			var out []Action
 			s.touch(e, t)
 			e.settle(t)
-			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
+			v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, patient: a.Patient, since: t, seq: m.seq.Load()}, &out)
 			return v, out
 		}
 		if h.covered(a.Kind) {
@@ -158,7 +158,7 @@ func (m *Machine) PlainAccess(now time.Time, req ReqID, a AccessArgs) (Verdict, 
 	}
 	s.touch(e, t)
 	e.settle(t)
-	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, since: t, seq: m.seq.Load()}, &out)
+	v, _ := m.admit(s, e, t, waiter{req: req, client: a.Client, access: a.Kind, local: a.Local, patient: a.Patient, since: t, seq: m.seq.Load()}, &out)
 	return v, out
 }
 

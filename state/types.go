@@ -263,6 +263,12 @@ type AccessArgs struct {
 	// nobody's caching; a write waits for the same callbacks as a plain NFSv3
 	// write (write back, invalidate).
 	Local bool
+	// Patient: the access is a REINTEGRATE record's (docs/protocol.md
+	// section 21.3): it waits for the callbacks it needs however long they
+	// take - each is bounded by the callback deadline, past which its
+	// client is fenced - and is never answered Jukebox, which would stop
+	// the batch and leave its permits' recalls waiting for a resend.
+	Patient bool
 }
 
 // ReclaimArgs is what a client reports about one file after a server restart

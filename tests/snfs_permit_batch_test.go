@@ -528,3 +528,42 @@ func TestSNFSPermitNewPermitHeldByItsBatch(t *testing.T) {
 		t.Errorf("stats %+v, want the new directory's permit revoked at the batch's end and d's still held", st)
 	}
 }
+
+// TestSNFSPermitBatchWaitsPastJukebox: a REINTEGRATE record that needs a
+// third client's callback waits for it as long as it takes within the
+// callback deadline, past the bound after which a plain NFSv3 call would
+// be answered NFS3ERR_JUKEBOX: the batch is applied whole (before, the
+// record was answered JUKEBOX after a second, the batch stopped there and
+// its client kept the remove as a conflict).
+func TestSNFSPermitBatchWaitsPastJukebox(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	const timeout, jukebox = 6 * time.Second, 500 * time.Millisecond
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) {
+		c.Table.CallbackTimeout, c.Table.JukeboxAfter = timeout, jukebox
+	})
+	if err := os.Mkdir(e.path("d"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("d/f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	D := e.lookup(e.root, "d")
+	cacher := newDirBreaks()
+	cacher.delay = 4 * jukebox // within the deadline, past the jukebox bound
+	c := dialSNFS(t, e, "permit-jukebox-third", cacher)
+	cacheForWrite(t, c, D, "f")
+	a := dialSNFS(t, e, "permit-jukebox-holder", nil)
+	p := getPermit(t, a, D)
+	start := time.Now()
+	res := reintegrateOpen(t, a, p,
+		snfs1.CMLRecord{LSN: 1, Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: D}, Name: "f"},
+		createRec(2, snfs1.ObjRef{FH: D}, "g", 1))
+	if res.Applied != 2 {
+		t.Fatalf("applied %d, want 2", res.Applied)
+	}
+	if got := fmt.Sprint(plainNames(t, e, D)); got != "[g]" {
+		t.Fatalf("the directory holds %s", got)
+	}
+	t.Logf("the batch took %v (the third client answers after %v)", time.Since(start), cacher.delay)
+}
