@@ -210,6 +210,15 @@ func (p *permits) list() []PermitHeld {
 // keeps as conflicts and skips before it gives up for now.
 const reintegrateMaxRounds = 4096
 
+// reintegrateJukeboxTries bounds how often one reintegration sends its log
+// again after a record answered NFS3ERR_JUKEBOX, pausing
+// reintegrateJukeboxPause, doubled each time up to a second, before each;
+// past it the records stay in the log for the next reintegration.
+const (
+	reintegrateJukeboxTries = 6
+	reintegrateJukeboxPause = 100 * time.Millisecond
+)
+
 // reintegrate sends the whole log (cml.Log.Reintegrate) under the permits
 // held, then takes in what it returned: the permits of directories made in
 // it, the real handles of the objects made (forgotten once taken: no
@@ -245,6 +254,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 	*rbs = p.readbackBegin(keep)
 	defer p.readbackEnd(*rbs)
 	askedAgain := false
+	jukeboxes := 0
 	for range reintegrateMaxRounds {
 		starts := p.startsSeen()
 		recs := p.log.Records()
@@ -274,6 +284,23 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 				p.offDone(ctx)
 			}
 			return err
+		}
+		if ce.Status == nfs3.ErrJukebox {
+			// Not applied and in conflict with nothing (the grace period
+			// after a server restart, a full table: docs/protocol.md
+			// section 21.3): left in the log and sent again, after a
+			// pause, or by a later reintegration.
+			if jukeboxes++; jukeboxes > reintegrateJukeboxTries {
+				return fmt.Errorf("cachemgr: record LSN %d answered NFS3ERR_JUKEBOX %d times, left in the log: %w", ce.Record.LSN, jukeboxes-1, ce)
+			}
+			t := time.NewTimer(min(reintegrateJukeboxPause<<(jukeboxes-1), time.Second))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			continue
 		}
 		p.mu.Lock()
 		reask := p.reask

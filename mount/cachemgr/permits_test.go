@@ -218,3 +218,62 @@ func TestPermitsRevokedIsConflict(t *testing.T) {
 		t.Fatalf("conflicts listed: %+v, %v; want the 3 records", list, err)
 	}
 }
+
+// TestPermitsJukeboxNotConflict: a record the server answers
+// NFS3ERR_JUKEBOX (here the grace period after its restart: the remove of a
+// file nobody reclaimed) was not applied and conflicts with nothing
+// (docs/protocol.md section 21.3): the mount sends it again later. Before,
+// it was kept as a conflict and skipped: the removes the application was
+// told were made never reached the server.
+func TestPermitsJukeboxNotConflict(t *testing.T) {
+	s := newRestartableServer(t)
+	_, sn, d := permitsMount(t, s, "permits-jukebox")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 3
+	for k := range n {
+		if err := os.WriteFile(filepath.Join(s.export, "d", fmt.Sprintf("j%d", k)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another client known to the server, gone without unregistering: the
+	// restarted server waits for it through its whole grace period.
+	other, err := client.DialSession(ctx, "tcp", s.addr, client.SessionConfig{Name: "permits-jukebox-other",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Disconnect()
+	holdPermit(t, sn, d)
+	for k := range n {
+		if _, err := sn.permits.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: fmt.Sprintf("j%d", k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.grace = 2 * time.Second
+	s.restart()
+	for len(sn.permits.refs()) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the permits held before the server's restart were not forgotten")
+		}
+		sn.sess.Null(ctx) // the session finds the restart
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sn.stats.Conflicts.Load(); c != 0 {
+		t.Errorf("%d conflicts recorded; want none (a JUKEBOX is no conflict)", c)
+	}
+	for k := range n {
+		if _, err := os.Lstat(filepath.Join(s.export, "d", fmt.Sprintf("j%d", k))); err == nil {
+			t.Errorf("j%d is still on the server: its acknowledged remove was dropped", k)
+		}
+	}
+}
