@@ -233,8 +233,10 @@ func New(cfg Config) (*Server, error) {
 	// processes").
 	st.OnForeignChange(s.consist.Changed)
 	st.OnLeaseBreak(s.consist.LeaseBroken)
+	// MaxRecord: a REINTEGRATE at the protocol's bounds (docs/protocol.md
+	// section 2: 8 MiB) is accepted; the RPC layer's default is NFS's.
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
-		MaxInFlight: cfg.MaxInFlight}
+		MaxInFlight: cfg.MaxInFlight, MaxRecord: 8<<20 + 64<<10}
 	s.RPC.Register(s.nfsProgram())
 	s.RPC.Register(s.mountProgram())
 	s.RPC.Register(s.snfsProgram(cfg.NoCreateOpen))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -566,4 +567,31 @@ func TestSNFSPermitBatchWaitsPastJukebox(t *testing.T) {
 		t.Fatalf("the directory holds %s", got)
 	}
 	t.Logf("the batch took %v (the third client answers after %v)", time.Since(start), cacher.delay)
+}
+
+// TestSNFSPermitBatchAtBounds: a REINTEGRATE at the protocol's bounds
+// (SNFS_REINTEGRATE_MAX records, here symlinks with 4 KiB targets: over
+// 4 MiB on the wire) is within the record size a server must accept
+// (docs/protocol.md section 2: 8 MiB) and is applied whole; the server's
+// RPC layer used to drop the connection at 4 MiB, and the client sent it
+// again and again.
+func TestSNFSPermitBatchAtBounds(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	a := dialSNFS(t, e, "permit-at-bounds", nil)
+	p := getPermit(t, a, D)
+	target := strings.Repeat("t", nfs3.MaxPath-1)
+	recs := make([]snfs1.CMLRecord, snfs1.ReintegrateMax)
+	for i := range recs {
+		recs[i] = snfs1.CMLRecord{LSN: uint64(i + 1), Op: snfs1.CMLSymlink, Dir: snfs1.ObjRef{FH: D},
+			Name: fmt.Sprintf("s%04d", i), Target: target, New: uint64(i + 1)}
+	}
+	res := reintegrateOpen(t, a, p, recs...)
+	if res.Applied != uint64(len(recs)) {
+		t.Fatalf("applied %d of %d", res.Applied, len(recs))
+	}
+	if got, err := os.Readlink(e.path(fmt.Sprintf("d/s%04d", len(recs)-1))); err != nil || got != target {
+		t.Fatalf("the last symlink: %d bytes, %v", len(got), err)
+	}
 }
