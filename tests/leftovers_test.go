@@ -125,7 +125,9 @@ func startLeftoverGuard() (finish func() []string) {
 	var timer *time.Timer
 	if f := flag.Lookup("test.timeout"); f != nil {
 		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
-			margin := min(30*time.Second, d/10)
+			// The sweep walks /proc and kills and detaches: seconds on a
+			// loaded machine, and Go's own alarm must not come first.
+			margin := min(30*time.Second, max(d/10, min(8*time.Second, d/2)))
 			timer = time.AfterFunc(d-margin, func() {
 				fmt.Fprintf(os.Stderr, "snfs/tests: the run is about to pass -test.timeout=%v: detaching its mounts and ending its processes\n", d)
 				for _, s := range cleanLeftovers(ownedByRun, true) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -390,4 +391,63 @@ func checkTwoMountLocks(t *testing.T, e *env, fa, fb *os.File) {
 		t.Fatal(err)
 	}
 	wantEAGAIN(t, "A write lock under a local process's", setlk(fa, unix.F_WRLCK, 105, 1))
+}
+
+// TestMountSNFSLockNotInterrupted: F_SETLK, F_GETLK and an unlock do not
+// wait for another process, so a signal to the caller (here Go's own
+// preemption signal, as every Go program gets) does not cut them short:
+// they never fail EINTR, which a caller of a non-blocking lock does not
+// expect (the kernel interrupts the request at the daemon; the mount used to
+// cancel the call and answer EINTR).
+func TestMountSNFSLockNotInterrupted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMount(t, e, "A", "", time.Hour)
+	f := openRW(t, a.path("db"))
+	tids := make(chan int, 1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // signals the locking thread, as fast as it can
+		defer close(done)
+		tid := <-tids
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Tgkill(os.Getpid(), tid, unix.SIGURG)
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tids <- unix.Gettid()
+	interrupted := 0
+	const rounds = 1000
+	for i := 0; i < rounds; i++ {
+		off := int64(i % 64)
+		var err error
+		switch i % 3 {
+		case 0:
+			err = setlk(f, unix.F_WRLCK, off, 1)
+		case 1:
+			fl := unix.Flock_t{Type: unix.F_RDLCK, Start: off, Len: 1}
+			err = unix.FcntlFlock(f.Fd(), unix.F_GETLK, &fl)
+		case 2:
+			err = setlk(f, unix.F_UNLCK, 0, 0)
+		}
+		if errors.Is(err, unix.EINTR) {
+			interrupted++
+		} else if err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	close(stop)
+	<-done
+	if interrupted > 0 {
+		t.Fatalf("%d of %d non-blocking lock calls failed EINTR", interrupted, rounds)
+	}
 }

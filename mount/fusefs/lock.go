@@ -62,7 +62,7 @@ func lockErrno(err error) syscall.Errno {
 // process of another machine), which the kernel reports as is.
 func (n *node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
 	off, l := lockRange(lk)
-	wctx, cancel := n.interruptible(ctx)
+	wctx, cancel := n.interruptible(ctx, false)
 	defer cancel()
 	vi, errno := n.vino(wctx, false)
 	if errno != 0 {
@@ -107,7 +107,7 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 		return syscall.EBADF
 	}
 	off, l := lockRange(lk)
-	wctx, cancel := n.interruptible(ctx)
+	wctx, cancel := n.interruptible(ctx, wait)
 	defer cancel()
 	kind := lockKind(lk.Typ)
 	if err := n.b.ops.Setlk(wctx, f, owner, kind, off, l, wait); err != nil {
@@ -120,12 +120,17 @@ func (n *node) setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	return 0
 }
 
-// interruptible is the context of a lock call: the mount's life, ended also
-// when the kernel interrupts the call (a signal to the waiting process).
-// Cancel it when the call is done.
-func (n *node) interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+// interruptible is the context of a lock call: the mount's life, ended also,
+// for a call that waits for another process's lock (wait: F_SETLKW), when
+// the kernel interrupts it (a signal to the waiting process). A call that
+// does not wait (F_SETLK, F_GETLK, an unlock) is not cut short: any signal
+// with a handler interrupts the request (a Go program's preemption signal
+// does, all the time), and EINTR from a non-blocking lock call is not what
+// its caller handles; it ends when the server answers, as NFS's hard
+// mounts' calls do. Cancel it when the call is done.
+func (n *node) interruptible(ctx context.Context, wait bool) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancel(n.b.life)
-	if fc, ok := ctx.(*fuse.Context); ok && fc.Cancel != nil {
+	if fc, ok := ctx.(*fuse.Context); ok && fc.Cancel != nil && wait {
 		go func() { // ends with the call (cancel)
 			select {
 			case <-fc.Cancel:
