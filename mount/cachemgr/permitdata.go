@@ -196,7 +196,30 @@ const pushInFlight = 4
 // that fits one WRITE goes as one FILE_SYNC WRITE; more goes as UNSTABLE
 // WRITEs, pushInFlight in flight, and one COMMIT, written again FILE_SYNC
 // if the server's write verifier changed meanwhile (it restarted).
+//
+// The server's file is then cut to the local size when it may hold more:
+// its data is not always nothing (a CML_STORE of an earlier content was
+// applied, and a rewrite that truncated the file is what is pushed now), so
+// an empty file's push costs a SETATTR of its size, and a file the WRITEs
+// left longer than the local data (the replies' attributes say) costs one.
 func (p *permits) writeData(ctx context.Context, od *offData, fh nfs3.FH) (int64, *nfs3.Fattr, error) {
+	n, attr, err := p.writeBytes(ctx, od, fh)
+	if err != nil || (n > 0 && attr != nil && attr.Size == uint64(n)) {
+		return n, attr, err
+	}
+	size := uint64(n)
+	nc := p.sn.FS.Client(sessionCred())
+	res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
+		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: nfs3.Sattr{Size: &size}})
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("SETATTR of the size: %w", err)
+	}
+	return n, res.Wcc.After, nil
+}
+
+// writeBytes is writeData's WRITEs and COMMIT.
+func (p *permits) writeBytes(ctx context.Context, od *offData, fh nfs3.FH) (int64, *nfs3.Fattr, error) {
 	f, err := os.Open(od.path)
 	if err != nil {
 		return 0, nil, err
