@@ -94,6 +94,7 @@ type soakFile struct {
 	owner   int
 	writer  string    // the actor whose acknowledged change made data
 	ackedAt time.Time // when
+	handed  time.Time // when it was last handed over to its owner
 	history []string  // what happened to it, for a finding's report
 }
 
@@ -157,6 +158,9 @@ func (m *soakModel) move(from, to string, owner int, who string) {
 	defer m.mu.Unlock()
 	f := m.files[from]
 	delete(m.files, from)
+	if f.owner != owner {
+		f.handed = time.Now()
+	}
 	f.owner = owner
 	f.history = append(f.history, fmt.Sprintf("%s %s renamed %s to %s", time.Now().Format("15:04:05.000"), who, from, to))
 	m.files[to] = f
@@ -179,6 +183,14 @@ func (m *soakModel) quarantine(p string) {
 	}
 	m.lost[p] = f
 	delete(m.files, p)
+}
+
+// handedSince says p was handed over to its owner less than d ago.
+func (m *soakModel) handedSince(p string, d time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.files[p]
+	return f != nil && time.Since(f.handed) < d
 }
 
 // isLost says p was given up (quarantine).
@@ -233,6 +245,14 @@ type soakActor struct {
 // within seconds of its kill, the server too.
 const soakOpTimeout = 2 * time.Minute
 
+// soakSeenBound bounds how long a change made under another client's permit
+// may stay unseen: reads do not recall a permit (docs/protocol.md section
+// 21.4), so another client sees the change once its maker reintegrates, at
+// the latest when its oldest record is 5 s old (checked every second:
+// docs/mount.md "Reintegration"); a local process's change within the
+// server's notifier bound (about 100 ms).
+const soakSeenBound = 10 * time.Second
+
 // soakGiveUp bounds the retries of an operation that fails with no kill to
 // explain it.
 const soakGiveUp = 10 * time.Second
@@ -280,7 +300,11 @@ func (a *soakActor) do(what string, paths []string, f func(r *os.Root, tried boo
 			}
 			return true
 		}
-		if a.sk.appError(err, epoch, a.slot, srvBefore) {
+		if len(paths) > 0 && errors.Is(err, fs.ErrNotExist) && a.sk.model.handedSince(paths[0], soakSeenBound) {
+			// Handed over by a rename its maker made under a permit
+			// (or by the local process): seen here once reintegrated.
+			a.sk.countErr("ENOENT of a file just handed over (not yet seen)")
+		} else if a.sk.appError(err, epoch, a.slot, srvBefore) {
 			tried = true
 		} else {
 			if bad == 0 {

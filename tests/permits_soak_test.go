@@ -42,7 +42,8 @@ import (
 // is gone and whose target exists was made). After a rename, the other
 // mount looks the new name up at once (and reads the file, when its owner
 // did not change: close-to-open); a name not seen at once is counted and
-// waited for. At the end, the actors stopped, each mount's view is compared
+// waited for (reads do not recall a permit: docs/protocol.md section 21.4),
+// and so is a file handed over that its new owner does not see yet. At the end, the actors stopped, each mount's view is compared
 // with the model, both mounts are unmounted cleanly, and the export
 // directory, read on the server's disk, must be the model: every
 // acknowledged byte there, nothing removed or renamed away left, no
@@ -303,10 +304,13 @@ func (sk *soak) scrapeMount(i int) {
 
 // checkRename looks the renamed file up through the other mounts at once:
 // the new name should be there (and, when the renamer still owns the file,
-// its last acknowledged content), the old one gone. A change by the local
-// process reaches the mounts within the server's notifier bound
-// (docs/mount.md "Breaks", about 100 ms): its content is waited for, up to
-// a second.
+// its last acknowledged content), the old one gone. Reads do not recall a
+// permit (docs/protocol.md section 21.4): a rename made under one is seen
+// by another client once reintegrated, and a local process's within the
+// server's notifier bound (docs/mount.md "Breaks", about 100 ms). So a new
+// name not seen at once is counted (with the longest wait) and waited for,
+// up to soakSeenBound; a finding only if it stays unseen; the local
+// process's content is waited for up to a second.
 func (sk *soak) checkRename(a *soakActor, from, to string) {
 	k := 0
 	if !a.mount {
@@ -330,12 +334,12 @@ func (sk *soak) checkRename(a *soakActor, from, to string) {
 		_, err := r.Lstat(to)
 		if err != nil {
 			c.renameLate[k].Add(1)
-			for err != nil && time.Since(start) < 30*time.Second && o.slot.same(epoch) {
+			for err != nil && time.Since(start) < soakSeenBound && o.slot.same(epoch) && sk.model.owner(to) >= 0 {
 				time.Sleep(20 * time.Millisecond)
 				_, err = r.Lstat(to)
 			}
-			if !o.slot.same(epoch) {
-				continue // the mount was killed meanwhile
+			if !o.slot.same(epoch) || sk.model.owner(to) < 0 {
+				continue // the mount was killed meanwhile, or the file's new owner moved it
 			}
 			if err != nil {
 				sk.finding("%s's rename %s -> %s: %s still does not see %s after %v: %v\n%s", a.name, from, to, o.name, to, time.Since(start).Round(time.Millisecond), err, sk.model.describe(to))
@@ -385,6 +389,13 @@ func (sk *soak) appError(err error, epoch int, slot *soakSlot, srvEpoch int64) b
 	sk.errs[key]++
 	sk.mu.Unlock()
 	return explained
+}
+
+// countErr counts an error an actor saw that the protocol explains.
+func (sk *soak) countErr(key string) {
+	sk.mu.Lock()
+	sk.errs[key]++
+	sk.mu.Unlock()
 }
 
 // hang records an operation that did not return.

@@ -1,0 +1,145 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// Reproducers of what TestPermitsSoak found (permits_soak_test.go), each
+// without kills, as small as it could be made.
+
+// TestPermitsHandOverSeen: mount B holds the permit of its directory b
+// (files made there locally, the listing cached); mount A moves a file it
+// made in its own directory a (under a's permit) into b. Once A's rename
+// returned, B must find the file under its new name and read A's bytes
+// (docs/protocol.md section 21.4: the rename recalls B's permit, and B drops
+// the names it kept before it answers), and unlink it.
+func TestPermitsHandOverSeen(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(s.path(d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := []string{"--permits=on", "--permit-data=on"}
+	a := startMount(t, s, "", "", flags...)
+	b := startMount(t, s, "", "", flags...)
+	for _, m := range []*mntProc{a, b} {
+		if _, err := os.ReadDir(m.path(".")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := 0
+	for i := range 30 {
+		// B changes b (its permit, its names kept by the kernel).
+		if err := os.WriteFile(b.path(fmt.Sprintf("b/own%d", i)), []byte("b's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadDir(b.path("b")); err != nil {
+			t.Fatal(err)
+		}
+		data := []byte(fmt.Sprintf("A's file %d", i))
+		src, dst := fmt.Sprintf("a/f%d", i), fmt.Sprintf("b/moved%d", i)
+		if err := os.WriteFile(a.path(src), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(a.path(src), a.path(dst)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(b.path(dst))
+		switch {
+		case err != nil:
+			bad++
+			t.Errorf("round %d: B after A's rename into b: %v", i, err)
+		case !bytes.Equal(got, data):
+			bad++
+			t.Errorf("round %d: B reads %q, want %q", i, got, data)
+		}
+		if err := os.Remove(b.path(dst)); err != nil {
+			t.Errorf("round %d: B's unlink of %s: %v", i, dst, err)
+		}
+		if bad > 3 {
+			t.FailNow()
+		}
+	}
+}
+
+// TestPermitsRestartRefusedAgain: mount A removes and renames names in a
+// directory under its permit (records in its log), the server is killed
+// and restarted (every permit gone), and mount B makes a change in the
+// directory first, which gives B the directory's permit. A's log, sent
+// next, is refused SNFS_ERR_NOPERMIT; the permits were lost to a restart,
+// so A must ask for the permit again (which recalls B's) and send its
+// records under it (docs/mount.md "Refused records"): the remove and the
+// rename A's application was told were made must be on the server, and
+// nothing be kept as a conflict.
+//
+// It FAILS (found by TestPermitsSoak, s39): permits.go's reintegrateLocked
+// asks the permit again once (p.get, its answer not looked at), B holds it,
+// the GET_PERMIT is refused, the records are sent again, refused
+// SNFS_ERR_NOPERMIT again, and with askedAgain set kept as conflicts and
+// skipped: A's acknowledged remove and rename are lost. Without B's change
+// it passes. Left out of the default run until mount/cachemgr/permits.go is
+// fixed: SNFS_REPRO_PERMITS=1 runs it.
+func TestPermitsRestartRefusedAgain(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("SNFS_REPRO_PERMITS") == "" {
+		t.Skip("a known defect's reproducer (an acknowledged remove and rename lost after a server restart when another client takes the permit first): SNFS_REPRO_PERMITS=1 runs it")
+	}
+	requireFUSE(t)
+	s := newServeProc(t, "--grace", "5s")
+	if err := os.Mkdir(s.path("s"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"gone", "from"} {
+		if err := os.WriteFile(s.path("s/"+n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := []string{"--permits=on", "--permit-data=on"}
+	a := startMount(t, s, "", "", flags...)
+	b := startMount(t, s, "", "", flags...)
+	for _, m := range []*mntProc{a, b} {
+		if _, err := os.ReadDir(m.path("s")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(a.path("s/gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(a.path("s/from"), a.path("s/to")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.path("s/gone")); err != nil {
+		t.Fatalf("s/gone left the server at once (%v): the remove was not made under a permit", err)
+	}
+	s.restart()
+	// B changes s first: its permit.
+	if err := os.WriteFile(b.path("s/b"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b.path("s/b2"), []byte("b2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A sends its log.
+	d, err := os.Open(a.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Sync()
+	d.Close()
+	if _, err := os.Stat(s.path("s/gone")); !os.IsNotExist(err) {
+		t.Errorf("s/gone on the server after A's log was sent: %v; A removed it", err)
+	}
+	if _, err := os.Stat(s.path("s/to")); err != nil {
+		t.Errorf("s/to on the server after A's log was sent: %v; A renamed s/from to it", err)
+	}
+	if l := conflictLines(a); len(l) > 0 {
+		t.Errorf("A kept conflicts (none was made):\n%s", strings.Join(l, "\n"))
+	}
+}
