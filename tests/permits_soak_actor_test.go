@@ -251,7 +251,7 @@ const soakOpTimeout = 2 * time.Minute
 // the latest when its oldest record is 5 s old (checked every second:
 // docs/mount.md "Reintegration"); a local process's change within the
 // server's notifier bound (about 100 ms).
-const soakSeenBound = 10 * time.Second
+const soakSeenBound = 20 * time.Second
 
 // soakGiveUp bounds the retries of an operation that fails with no kill to
 // explain it.
@@ -451,7 +451,22 @@ func (a *soakActor) step() bool {
 			}
 		}
 		to := path.Join(dir, fmt.Sprintf("f%d", sk.next.Add(1)))
+		handOver := owner != a.id && a.mount
 		if !a.do(kind+" "+p+" "+to, []string{p, to}, func(r *os.Root, tried bool) error {
+			if handOver && !tried {
+				// The data goes to the server first (the file's fsync
+				// writes back a file the server made; its directory's
+				// fsync makes a file made here and pushes its data), so
+				// that the new owner's view does not depend on this
+				// mount living: acknowledged data a killed mount alone
+				// holds is not the server's until the remount.
+				if err := syncPath(r, p); err != nil {
+					return err
+				}
+				if err := syncPath(r, path.Dir(p)); err != nil {
+					return err
+				}
+			}
 			err := r.Rename(p, to)
 			if tried && errors.Is(err, fs.ErrNotExist) {
 				if _, e := r.Lstat(to); e == nil {
@@ -535,19 +550,22 @@ func (a *soakActor) step() bool {
 	return true
 }
 
+// syncPath fsyncs the file or directory p.
+func syncPath(r *os.Root, p string) error {
+	f, err := r.Open(p)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // fsyncDir fsyncs a directory (a reintegration, under a permit).
 func (a *soakActor) fsyncDir(d string) bool {
-	if !a.do("fsync dir "+d, nil, func(r *os.Root, _ bool) error {
-		f, err := r.Open(d)
-		if err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}) {
+	if !a.do("fsync dir "+d, nil, func(r *os.Root, _ bool) error { return syncPath(r, d) }) {
 		return !a.sk.hung.Load()
 	}
 	a.ops["fsync-dir"]++

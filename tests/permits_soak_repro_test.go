@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -141,5 +142,40 @@ func TestPermitsRestartRefusedAgain(t *testing.T) {
 	}
 	if l := conflictLines(a); len(l) > 0 {
 		t.Errorf("A kept conflicts (none was made):\n%s", strings.Join(l, "\n"))
+	}
+}
+
+// TestPermitsKilledWriterRead: mount A writes a file the server made (its
+// data dirty in A's cache, acknowledged by close), A is killed with
+// SIGKILL, mount B reads the file while A is down (the server cannot call A
+// back), then A is mounted again and writes its data back. Nobody but A
+// wrote the file: the server must end with A's bytes and no conflict copy.
+func TestPermitsKilledWriterRead(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	if err := os.Mkdir(s.path("a"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path("a/f"), []byte("the server's first bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--permits=on", "--permit-data=on"}
+	a := startMount(t, s, "", "", flags...)
+	b := startMount(t, s, "", "", flags...)
+	want := bytes.Repeat([]byte("A's acknowledged bytes "), 500)
+	if err := os.WriteFile(a.path("a/f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.kill9()
+	got, err := os.ReadFile(b.path("a/f"))
+	t.Logf("B read %d bytes while A was down (%v)", len(got), err)
+	a2 := startMount(t, s, a.dir, a.cacheDir, flags...)
+	if got, err := os.ReadFile(s.path("a/f")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the server after A's remount: %d bytes, %v; want A's %d", len(got), err, len(want))
+	}
+	copies, _ := filepath.Glob(s.path("a/*.snfs-conflict-*"))
+	if len(copies) > 0 || len(conflictLines(a2)) > 0 {
+		t.Errorf("conflict copies %v, conflicts %q; nobody else wrote the file", copies, conflictLines(a2))
 	}
 }

@@ -26,7 +26,9 @@ import (
 // of random operations: create, write and close (some with fsync), append,
 // rewrite, an in-place write with fsync, rename in a directory, across its
 // own directories and into another actor's home directory (handing the file
-// over), mkdir, rmdir, unlink, fsync of a directory, and reads. Meanwhile,
+// over; a mount fsyncs the file and its directory first, so that the new
+// owner's expectation does not depend on acknowledged data only a killed
+// mount holds), mkdir, rmdir, unlink, fsync of a directory, and reads. Meanwhile,
 // in cycles, the server or one of the mounts is killed with SIGKILL (a
 // mount in the middle of whatever it is doing) and started again: the
 // server on its state directory, the mount on its mount point and cache
