@@ -179,3 +179,40 @@ func TestPermitsKilledWriterRead(t *testing.T) {
 		t.Errorf("conflict copies %v, conflicts %q; nobody else wrote the file", copies, conflictLines(a2))
 	}
 }
+
+// TestPermitsTruncLocal: a file made locally under a permit with its data
+// local (--permit-data=on), closed, then opened again with O_TRUNC and
+// written shorter: the mount and, after the directory's fsync, the server
+// have the shorter file.
+func TestPermitsTruncLocal(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	s := newServeProc(t)
+	if err := os.Mkdir(s.path("a"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	a := startMount(t, s, "", "", "--permits=on", "--permit-data=on")
+	if _, err := os.ReadDir(a.path("a")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		p := a.path(fmt.Sprintf("a/f%d", i))
+		long, short := randBytes(uint64(i), 15751), randBytes(uint64(100+i), 6821)
+		if err := os.WriteFile(p, long, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, short, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, short) {
+			t.Fatalf("round %d: the mount reads %d bytes (%v) after the O_TRUNC rewrite; want %d", i, len(got), err, len(short))
+		}
+	}
+	syncDir(t, a.path("a"))
+	for i := range 20 {
+		want := randBytes(uint64(100+i), 6821)
+		if got, err := os.ReadFile(s.path(fmt.Sprintf("a/f%d", i))); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("the server's a/f%d: %d bytes (%v); want %d", i, len(got), err, len(want))
+		}
+	}
+}
