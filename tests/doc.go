@@ -9,8 +9,9 @@
 // Some tests run `snfs serve` and `snfs mount` as real processes of a freshly
 // built binary (proc_harness_test.go, mount_recover_test.go) to kill them with
 // SIGKILL or to put snfs/internal/faultproxy between a mount and the server:
-// the partition tests (partition_test.go) and the crash cycles
-// (crash_cycle_test.go; SNFS_CRASH_CYCLES, SNFS_CRASH_SEED).
+// the partition tests (partition_test.go), the crash cycles
+// (crash_cycle_test.go; SNFS_CRASH_CYCLES, SNFS_CRASH_SEED) and the soak of
+// write-back permits (permits_soak_test.go; SNFS_SOAK, SNFS_SOAK_SEED).
 //
 // Every test calls t.Parallel first unless it uses something of the whole
 // machine or process, and then says why it is serial: the Linux guest and the
