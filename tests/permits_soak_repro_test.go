@@ -190,23 +190,15 @@ func TestPermitsKilledWriterRead(t *testing.T) {
 // the mount, and after the directory's fsync the server, have the shorter
 // file.
 //
-// It FAILS (found by TestPermitsSoak, s39; within seconds, in a few of the
-// 200 rounds; with --close-delay=0 too): the mount and the server keep the
-// created length, the rewrite's bytes over the created file's (all of the
-// created file's when the rewrite wrote nothing). The reintegration logged
-// the file's data as a CML_STORE (permitstore.go) and the O_TRUNC open
-// that came next dropped the mark (dropTimes), so the file is pushed after
-// the reply "over what the STORE wrote" (docs/mount.md); but the push
-// (permitdata.go writeData, offlinereint.go pushOne) only WRITEs the local
-// bytes, nothing when the local file is empty, and never sets the size:
-// the STORE's longer content keeps its tail (with files over
-// snfs1.StoreMax, never stored, it passes). Left out of the default run
-// until mount/cachemgr's push sets the size: SNFS_REPRO_PERMITS=1 runs it.
+// Found by TestPermitsSoak (s39): the reintegration logged the file's data
+// as a CML_STORE (permitstore.go) and the O_TRUNC open that came next
+// dropped the mark, so the file was pushed after the reply over what the
+// STORE wrote; the push only WROTE the local bytes (nothing for an empty
+// file) and never set the size: the STORE's longer content kept its tail.
+// The push now cuts the server's file to the local size (permitdata.go
+// writeData).
 func TestPermitsTruncLocal(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("SNFS_REPRO_PERMITS") == "" {
-		t.Skip("a known defect's reproducer (an O_TRUNC rewrite of a file made locally lost after its data was logged as a STORE): SNFS_REPRO_PERMITS=1 runs it")
-	}
 	requireFUSE(t)
 	s := newServeProc(t)
 	if err := os.Mkdir(s.path("a"), 0o777); err != nil {
