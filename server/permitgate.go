@@ -13,6 +13,15 @@ import (
 // after the holder's: a name the holder created exists when a plain client's
 // CREATE runs.
 
+// readDirs is the Dirs of a call that reads a directory (LOOKUP, READDIR,
+// READDIRPLUS, GETATTR, LISTDIR: docs/protocol.md section 21.4, "Reads
+// recall too"): another client's permit on it is recalled first, so that the
+// call sees every entry the holder's applications were told exists, and none
+// they removed. A GETATTR's handle may name a file: no permit is on it.
+func readDirs[A any](dir func(*A) nfs3.FH) func(*A) []nfs3.FH {
+	return func(a *A) []nfs3.FH { return []nfs3.FH{dir(a)} }
+}
+
 // permitGate recalls the permits on dirs held by clients other than the
 // caller, then admits accs (the call's plain accesses); done is called once
 // both are through. *recalled is set when the call waited for a recall.

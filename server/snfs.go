@@ -92,7 +92,7 @@ func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 		snfs1.ProcLockU: nfsProc(s, op[snfs1.LockUArgs, snfs1.StatusRes]{Name: "LOCKU", Cache: nonIdempotent,
 			FH: func(a *snfs1.LockUArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.locku}),
 		snfs1.ProcListDir: nfsProc(s, op[snfs1.ListDirArgs, snfs1.ListDirRes]{Name: "LISTDIR", Cache: idempotent, Inline: sunrpc.Always,
-			FH: func(a *snfs1.ListDirArgs) nfs3.FH { return a.Dir }, Handler: s.listDirProc}),
+			FH: func(a *snfs1.ListDirArgs) nfs3.FH { return a.Dir }, Handler: s.listDirProc, Dirs: readDirs(func(a *snfs1.ListDirArgs) nfs3.FH { return a.Dir })}),
 		snfs1.ProcDirRelease: {Name: "DIR_RELEASE", Handler: s.dirRelease, Inline: sunrpc.Always},
 		snfs1.ProcGetPermit: nfsProc(s, op[snfs1.GetPermitArgs, snfs1.GetPermitRes]{Name: "GET_PERMIT", Cache: nonIdempotent,
 			FH: func(a *snfs1.GetPermitArgs) nfs3.FH { return a.Dir }, Write: true, Reply: s.getPermit}),
