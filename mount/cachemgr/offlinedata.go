@@ -95,6 +95,33 @@ func (p *permits) offDataOf(id uint64) *offData {
 	return p.off.data[id]
 }
 
+// offDataPending returns the bytes and the count of the data files not yet
+// on the server (neither pushed nor dropped): data written on the mount and
+// not stably on the server, which Status counts as dirty as it counts the
+// cache directory's dirty ranges.
+func (p *permits) offDataPending() (n int64, files int) {
+	p.off.mu.Lock()
+	ods := make([]*offData, 0, len(p.off.data))
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		od.mu.Lock()
+		pushed := od.pushed
+		od.mu.Unlock()
+		if pushed {
+			continue
+		}
+		files++
+		// Gone meanwhile (pushed and removed): counted as empty.
+		if fi, err := os.Stat(od.path); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n, files
+}
+
 // dropOffData forgets id's data: its file will never be on the server.
 func (p *permits) dropOffData(id uint64) {
 	p.off.mu.Lock()
