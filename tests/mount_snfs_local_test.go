@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,6 +253,23 @@ func TestMountSNFSLocalReadDirty(t *testing.T) {
 func exportSize(t *testing.T, path string) int64 {
 	t.Helper()
 	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// exportHas is how many bytes of path the export has (see exportSize): 0
+// also when it has no such file, as for a file a mount made under a
+// write-back permit (the default) and has not reintegrated yet: the tests
+// that check that a mount's data is not on the server yet, whichever way
+// the mount made the file.
+func exportHas(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

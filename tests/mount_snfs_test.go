@@ -158,7 +158,7 @@ func TestMountSNFSSequentialSharing(t *testing.T) {
 	if err := os.WriteFile(a.path("f"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := exportSize(t, e.path("f")); n != 0 {
+	if n := exportHas(t, e.path("f")); n != 0 {
 		t.Fatalf("the export has %d bytes after A's close; want none (delayed write-back)", n)
 	}
 	if got := mustRead(t, a.path("f")); !bytes.Equal(got, want) {
@@ -371,7 +371,7 @@ func TestMountSNFSCrash(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "precious"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := exportSize(t, e.path("precious")); n != 0 {
+	if n := exportHas(t, e.path("precious")); n != 0 {
 		t.Fatalf("the export has %d bytes before the crash; want none (delayed write-back)", n)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -380,7 +380,7 @@ func TestMountSNFSCrash(t *testing.T) {
 	if err := fusefs.Unmount(dir, nil, 5*time.Second); err != nil {
 		t.Logf("unmount of the dead mount: %v", err)
 	}
-	if n := exportSize(t, e.path("precious")); n != 0 {
+	if n := exportHas(t, e.path("precious")); n != 0 {
 		t.Fatalf("the export has %d bytes after the crash; want none yet", n)
 	}
 	m := newSNFSMountAt(t, e, "crash", dir, cacheDir, time.Hour)
@@ -465,7 +465,7 @@ func TestMountSNFSServerRestart(t *testing.T) {
 	if err := os.WriteFile(a.path("kept"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := exportSize(t, e.path("kept")); n != 0 {
+	if n := exportHas(t, e.path("kept")); n != 0 {
 		t.Fatalf("the export has %d bytes before the restart; want none", n)
 	}
 	e.restart()
