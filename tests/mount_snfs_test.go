@@ -188,6 +188,14 @@ func TestMountSNFSSequentialSharing(t *testing.T) {
 func TestMountSNFSWriteSharing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	// shared made on the server first: the test is about concurrent write sharing of a file's data, not about
+	// names. A file a mount creates under a write-back permit (the default)
+	// is in its log until reintegrated, and another client's lookup does
+	// not recall the permit (docs/protocol.md section 21.4;
+	// TestMountSNFSSequentialSharing is about that).
+	if err := os.WriteFile(e.path("shared"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	fa, err := os.OpenFile(a.path("shared"), os.O_RDWR|os.O_CREATE, 0o644)
