@@ -27,8 +27,8 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	// It may be about a file a CREATE_OPEN of this client's made and
 	// opened, whose reply is still on its way (createopen.go).
 	answered := sn.createOpens.callback(fh, mode)
-	if sn.permits != nil {
-		sn.permits.pushBeforeCallback(ctx, fh) // permitdata.go
+	if p := sn.permitsNow(); p != nil {
+		p.pushBeforeCallback(ctx, fh) // permitdata.go
 	}
 	out := sn.callback(ctx, fh, mode, attr)
 	if answered != nil {
@@ -39,8 +39,8 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 
 func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
-	if mode == state.RecallPermit && sn.permits != nil {
-		return sn.permits.recall(ctx, fh) // permits.go
+	if p := sn.permitsNow(); mode == state.RecallPermit && p != nil {
+		return p.recall(ctx, fh) // permits.go
 	}
 	if mode != state.RecallLocks {
 		if out, ok := sn.dirCallback(fh, mode); ok {
@@ -314,8 +314,8 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
-	if fs.permits != nil {
-		fs.permits.serverRestarted() // permits.go
+	if p := fs.permitsNow(); p != nil {
+		p.serverRestarted() // permits.go
 	}
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
