@@ -42,35 +42,9 @@ func (s *Server) reclaim(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, 
 		s.log.Warn("RECLAIM: items left out: their handles do not check or name no export open to the client",
 			"clientid", a.Client, "items", n)
 	}
-	err := s.consist.Reclaim(a.Client, items)
-	if err == nil {
-		s.reclaimedChanged(c, items)
-	}
-	res := snfs1.ReclaimRes{Status: statusOf(err)}
+	res := snfs1.ReclaimRes{Status: statusOf(s.consist.Reclaim(a.Client, items))}
 	res.Encode(w)
 	return nil
-}
-
-// reclaimedChanged calls back, as for a change the notifier reports, the
-// caches of the reclaimed files that a local process may have changed while
-// no server ran (alive.go): their change time is after the previous
-// server's last mark.
-func (s *Server) reclaimedChanged(c *sunrpc.Call, items []snfs1.ReclaimItem) {
-	for _, it := range items {
-		if !it.Caching && !it.Dirty {
-			continue // nothing cached: its next OPEN compares versions
-		}
-		r, err := s.resolve(c, it.File)
-		if err != nil {
-			continue
-		}
-		changed, ino := s.alive.changedWhileDown(r.node.Stat.Ctim), r.node.Stat.Ino
-		r.release()
-		if changed {
-			s.log.Info("RECLAIM: a cached file may have changed while the server was down: its caches are called back", "ino", ino)
-			s.consist.Changed(append([]byte(nil), it.File...))
-		}
-	}
 }
 
 // reclaimDone is RECLAIM_DONE (docs/protocol.md, "RECLAIM_DONE"): the client

@@ -137,7 +137,6 @@ type Server struct {
 	nlm     *nlmService     // NLM and NSM (nlm.go, nsm.go)
 
 	lockLease lockLease  // probes of lock holders, revoked clients (locklease.go)
-	alive     *aliveMark // the previous server's last moment alive (alive.go); nil without a state directory
 	delegs    lockDelegs // lock delegations (lockdeleg.go)
 
 	replies *drcstore.Store // the saved replies of non-idempotent calls; nil with VolatileReplies
@@ -228,7 +227,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.newLocks(cfg, cc.Grace)
-	s.alive = startAlive(cc.StateDir, s.log)
 	s.newLockDelegs(cfg.LockDelegation)
 	// Local processes on this machine change exported files too: their
 	// changes end the clients' caches of them (docs/protocol.md, "Local
@@ -345,7 +343,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.delegs.stop()
 	s.locks.Stop()
 	s.consist.Stop()
-	s.alive.end()
 	// Closed after the driver's stop: the replies it completes as it stops
 	// (a CREATE_OPEN whose file is made and whose open was waiting, a
 	// change whose promise breaks were out) are saved, so that the

@@ -134,7 +134,7 @@ func TestMountSNFSAllocateDirty(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := exportSize(t, e.path("f")); n != 0 {
+	if n := exportHas(t, e.path("f")); n != 0 {
 		t.Fatalf("the export has %d bytes before the fallocate; want none (delayed write-back)", n)
 	}
 	if code, out := runFallocate(t, "-o", "100000", "-l", "400000", a.path("f")); code != 0 {

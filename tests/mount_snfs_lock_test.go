@@ -320,6 +320,12 @@ func TestMountSNFSLockMountKilled(t *testing.T) {
 func TestMountSNFSLockWritesBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	// db made on the server first: the test is about the dirty data of a
+	// file the server has (a file the mount creates under a write-back
+	// permit, the default, is not on the server until reintegrated).
+	if err := os.WriteFile(e.path("db"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	fa := openRW(t, a.path("db"))

@@ -41,6 +41,13 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	e := newEnv(t, "rw,no_root_squash")
 	e.cfg.Table.CallbackTimeout = 2 * time.Second
 	e.restart()
+	// db made on the server first: A's write makes it a file cached whole
+	// in A's cache directory, which passes through. A file A creates
+	// under a write-back permit (the default) keeps its data in A's local
+	// store until reintegrated, read and written through the mount.
+	if err := os.WriteFile(e.path("db"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p := newProxy(t, e.addr)
 	a := lostLockMount(t, e, "A", p.Addr(), pt)
 	b := lostLockMount(t, e, "B", e.addr, pt)

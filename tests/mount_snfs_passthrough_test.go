@@ -461,6 +461,14 @@ func TestMountFsxSNFSPassthrough(t *testing.T) {
 func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	// ws made on the server first: the test is about sharing a file's data with a passthrough writer, not about
+	// names. A file a mount creates under a write-back permit (the default)
+	// is in its log until reintegrated, and another client's lookup does
+	// not recall the permit (docs/protocol.md section 21.4;
+	// TestMountSNFSSequentialSharing is about that).
+	if err := os.WriteFile(e.path("ws"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	requirePassthrough(t, a)

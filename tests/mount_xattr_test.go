@@ -327,6 +327,14 @@ func TestMountNFSXattrNotSupported(t *testing.T) {
 func TestMountSNFSXattrConcurrentChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	// f made on the server first: the test is about the attribute cache
+	// of a file the mount has open with the protocol. The open of a file
+	// the mount created under a write-back permit (the default) is an open
+	// of its local inode, which caches no attribute once the file is made
+	// on the server.
+	if err := os.WriteFile(e.path("f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	if err := os.WriteFile(a.path("f"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)

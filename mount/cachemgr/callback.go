@@ -27,8 +27,8 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	// It may be about a file a CREATE_OPEN of this client's made and
 	// opened, whose reply is still on its way (createopen.go).
 	answered := sn.createOpens.callback(fh, mode)
-	if sn.permits != nil {
-		sn.permits.pushBeforeCallback(ctx, fh) // permitdata.go
+	if p := sn.permitsNow(); p != nil {
+		p.pushBeforeCallback(ctx, fh) // permitdata.go
 	}
 	out := sn.callback(ctx, fh, mode, attr)
 	if answered != nil {
@@ -39,8 +39,8 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 
 func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
 	fs := sn.FS
-	if mode == state.RecallPermit && sn.permits != nil {
-		return sn.permits.recall(ctx, fh) // permits.go
+	if p := sn.permitsNow(); mode == state.RecallPermit && p != nil {
+		return p.recall(ctx, fh) // permits.go
 	}
 	if mode != state.RecallLocks {
 		if out, ok := sn.dirCallback(fh, mode); ok {
@@ -314,8 +314,8 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 func (fs *snfsFS) serverRestarted(refused bool) {
 	ctx, cancel := fs.stopCtx(5 * time.Minute)
 	defer cancel()
-	if fs.permits != nil {
-		fs.permits.serverRestarted() // permits.go
+	if p := fs.permitsNow(); p != nil {
+		p.serverRestarted() // permits.go
 	}
 	// The kernel's pages of files whose locks were not reclaimed go, so
 	// that their next read reaches the mount (and its EIO): here, not in
@@ -330,6 +330,7 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 			i.Mu.Unlock()
 		}
 		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")
+		fs.revalidateReclaimed(ctx)
 		if fs.disc.offline() {
 			return // reclaimed by the probe of a disconnected mount: its reconnection writes back (disconnected.go)
 		}
@@ -354,6 +355,44 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 	}
 	fs.Logger().Info("after the refused reclaim: dirty data reintegrated, open files opened again", "files", len(held))
 	fs.afterReopen.run(nil)
+}
+
+// revalidateReclaimed reads again the attributes of each file whose clean
+// cache the reclaim kept (docs/protocol.md section 7.3): a process on the
+// server machine may have changed it while no server ran, which no
+// notifier saw and no callback will tell. A file whose change time, size or
+// modification time is not what this mount last saw is called back here as
+// by a CB_INVALIDATE: its cached data and the kernel's pages go, and the
+// next open reads the server's. Dirty files are left: their write-back
+// follows (the application's writes are the later ones).
+func (fs *snfsFS) revalidateReclaimed(ctx context.Context) {
+	nc := fs.FS.Client(sessionCred())
+	for _, i := range fs.allInodes() {
+		if i.Type != nfs3.TypeReg {
+			continue
+		}
+		i.Mu.Lock()
+		st := stOf(i)
+		clean := st.Caching() && !st.Dirty() && !st.Pinned()
+		seen := i.Attr
+		i.Mu.Unlock()
+		if !clean {
+			continue
+		}
+		res, err := vfs.RPC(ctx, fs.FS, func() (*nfs3.GetattrRes, error) { return nc.Getattr(ctx, i.FH) })
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue // gone (STALE): its next use finds out
+		}
+		a := res.Attr
+		if a.Ctime == seen.Ctime && a.Size == seen.Size && a.Mtime == seen.Mtime {
+			continue
+		}
+		fs.Logger().Info("a cached file changed while the server was down: its cache is dropped", fs.PathAttr(i), "fileid", i.FileID)
+		fs.callback(ctx, i.FH, state.Invalidate, &a)
+	}
 }
 
 func (sn *snfsFS) allInodes() []*vfs.Inode {

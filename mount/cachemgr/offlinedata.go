@@ -95,6 +95,33 @@ func (p *permits) offDataOf(id uint64) *offData {
 	return p.off.data[id]
 }
 
+// offDataPending returns the bytes and the count of the data files not yet
+// on the server (neither pushed nor dropped): data written on the mount and
+// not stably on the server, which Status counts as dirty as it counts the
+// cache directory's dirty ranges.
+func (p *permits) offDataPending() (n int64, files int) {
+	p.off.mu.Lock()
+	ods := make([]*offData, 0, len(p.off.data))
+	for _, od := range p.off.data {
+		ods = append(ods, od)
+	}
+	p.off.mu.Unlock()
+	for _, od := range ods {
+		od.mu.Lock()
+		pushed := od.pushed
+		od.mu.Unlock()
+		if pushed {
+			continue
+		}
+		files++
+		// Gone meanwhile (pushed and removed): counted as empty.
+		if fi, err := os.Stat(od.path); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n, files
+}
+
 // dropOffData forgets id's data: its file will never be on the server.
 func (p *permits) dropOffData(id uint64) {
 	p.off.mu.Lock()
@@ -303,7 +330,7 @@ func (sn *snfsFS) offWrite(ctx context.Context, f *vfs.File, of *offFile, off ui
 			sn.offSized(f.I, off+uint64(n), false)
 			od.dropTimes()
 		}
-		return off, n, err
+		return off, n, localDataErr(err)
 	}
 	od.mu.Unlock()
 	rf, err := sn.offReal(ctx, f, of)
@@ -393,6 +420,22 @@ func (sn *snfsFS) offRelease(ctx context.Context, f *vfs.File, of *offFile) erro
 	return err
 }
 
+// localDataErr is err of a write or truncation of a file's local data as
+// the server's would have been: the sizes and the space the local file
+// system refuses are the application's errors (EFBIG, ENOSPC, EDQUOT), not
+// an EIO (the bridge makes any error without an NFS status EIO).
+func localDataErr(err error) error {
+	for _, m := range []struct {
+		errno syscall.Errno
+		st    nfs3.Status
+	}{{syscall.EFBIG, nfs3.ErrFBig}, {syscall.ENOSPC, nfs3.ErrNoSpc}, {syscall.EDQUOT, nfs3.ErrDQuot}} {
+		if errors.Is(err, m.errno) {
+			return fmt.Errorf("the local data of a file made locally: %w (%w)", m.st, err)
+		}
+	}
+	return err
+}
+
 // offTruncate is a SETATTR of the size of a file made offline whose data
 // is not pushed (done false otherwise).
 func (sn *snfsFS) offTruncate(i *vfs.Inode, s vfs.SetAttr) (nfs3.Fattr, bool, error) {
@@ -414,7 +457,7 @@ func (sn *snfsFS) offTruncate(i *vfs.Inode, s vfs.SetAttr) (nfs3.Fattr, bool, er
 		return nfs3.Fattr{}, false, nil
 	}
 	if err := os.Truncate(od.path, int64(*s.Size)); err != nil {
-		return nfs3.Fattr{}, true, err
+		return nfs3.Fattr{}, true, localDataErr(err)
 	}
 	sn.offSized(i, *s.Size, true)
 	od.dropTimes()

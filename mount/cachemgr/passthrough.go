@@ -196,6 +196,29 @@ func (fs *snfsFS) snfsIOMode(ctx context.Context, f *vfs.File, flags int) error 
 	return nil
 }
 
+// localOpensOfNode reports whether the kernel's node of i holds opens made
+// on the local inode whose number i keeps (vfs.KeepIno): the opens of a
+// file made locally under a permit (its provisional opens, permitcreate.go,
+// or opens of its local data, offlinedata.go) still open once the server
+// made it. The kernel caches their pages, so it refuses a passthrough open
+// of the same node (EIO) until they are released; the opens they make of
+// the real file (provReal, offReal) are counted as pt.cached only once
+// made. No such open begins once the file is resolved: it is only a count
+// going down.
+func (fs *snfsFS) localOpensOfNode(i *vfs.Inode) bool {
+	h := fs.InoHolder(i)
+	if h == nil {
+		return false
+	}
+	fs.offOpens.Lock()
+	n := len(fs.offOpens.m[string(h.FH)])
+	fs.offOpens.Unlock()
+	fs.provOpens.Lock()
+	pf := fs.provOpens.m[string(h.FH)]
+	fs.provOpens.Unlock()
+	return n > 0 || pf != nil
+}
+
 // snfsPassthrough makes f the first passthrough open of its file if the
 // file allows it now. The kernel's backing file is opened through the
 // watched mount when there is one (pinned.go), for a read open too: a write
@@ -217,6 +240,9 @@ func (fs *snfsFS) snfsPassthrough(f *vfs.File, flags int) bool {
 	}
 	allowed := func(cf *cachedir.File) bool {
 		return stOf(i).Caching() && cf != nil && snOf(i).cf == cf && snOf(i).pt.cached == 0 && ptOpensLocked(i) == 0 && snOf(i).pt.appenders == 0
+	}
+	if fs.localOpensOfNode(i) {
+		return false
 	}
 	i.Mu.Lock()
 	cf := snOf(i).cf

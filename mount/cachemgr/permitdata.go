@@ -208,9 +208,18 @@ func (p *permits) writeData(ctx context.Context, od *offData, fh nfs3.FH) (int64
 		return n, attr, err
 	}
 	size := uint64(n)
+	set := nfs3.Sattr{Size: &size}
+	if i := p.sn.FS.LookupInode(provFH(od.id)); i != nil {
+		// The times the local file has, as pushInodeTimes sets them after
+		// WRITEs: the size's change must not stamp the server's time.
+		i.Mu.Lock()
+		set.Atime = nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Atime}
+		set.Mtime = nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Mtime}
+		i.Mu.Unlock()
+	}
 	nc := p.sn.FS.Client(sessionCred())
 	res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
-		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: nfs3.Sattr{Size: &size}})
+		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: set})
 	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("SETATTR of the size: %w", err)

@@ -118,6 +118,24 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{}), online: sn.cfg.Permits}
 	p.loadOffData()
 	p.loadBases()
+	return p, nil
+}
+
+// permitsNow is sn.permits for the callback goroutines, which may run
+// while Start publishes it.
+func (sn *snfsFS) permitsNow() *permits {
+	sn.permitsMu.Lock()
+	defer sn.permitsMu.Unlock()
+	return sn.permits
+}
+
+// begin publishes p as its mount's, then sends the log an earlier mount
+// left (a recall during that send finds p) and starts the log's loop.
+func (p *permits) begin(ctx context.Context) {
+	sn, l := p.sn, p.log
+	sn.permitsMu.Lock()
+	sn.permits = p
+	sn.permitsMu.Unlock()
 	if n := l.Len(); n > 0 {
 		// Left by a mount killed, maybe offline: sent only under the
 		// permits of its directories, its names' data pushed after it
@@ -137,7 +155,6 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 	}
 	SetStatusSources(sn.FS, StatusSources{Permits: p.list, ModLog: l.Stats})
 	go p.loop()
-	return p, nil
 }
 
 // get returns the permit of dir, asking GET_PERMIT unless held, or refused

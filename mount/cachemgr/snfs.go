@@ -130,8 +130,12 @@ type snfsFS struct {
 	// status: the permits' and the log's sources for Status (status.go)
 	status statusSources
 	// permits: the write-back permits and the modification log
-	// (permits.go); nil without them. Set by startSNFS.
-	permits *permits
+	// (permits.go); nil without them. Set once, by startSNFS (permits.begin),
+	// before the log an earlier mount left is sent; the callback goroutines
+	// (a recall during that send) read it through permitsNow, under
+	// permitsMu; everything else runs after Start.
+	permits   *permits
+	permitsMu sync.Mutex
 	// provOpens: the opens of files made locally, not released
 	// (permitcreate.go).
 	provOpens provOpenSet
@@ -334,7 +338,7 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 		if err != nil {
 			return err
 		}
-		m.permits = p
+		p.begin(ctx) // permits.go: published first, then the earlier mount's log sent
 	}
 	m.disc = cfg.disc // before the loops that read it
 	go m.writeBackLoop()

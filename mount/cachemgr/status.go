@@ -53,8 +53,10 @@ type Status struct {
 	Reach client.ReachState
 	// DirtyBytes and DirtyFiles: data written here and not yet stably on
 	// the server: the cache directory's dirty ranges waiting for
-	// write-back, and the data of files written through (write-shared, or
-	// not opened with the protocol) held in memory until committed.
+	// write-back, the data of files written through (write-shared, or
+	// not opened with the protocol) held in memory until committed, and
+	// the local data of files made locally, until it is on the server
+	// (--permit-data=on, offlinedata.go).
 	DirtyBytes int64
 	DirtyFiles int
 	// DirtyOldest is the age of the oldest dirty file's first dirty write
@@ -110,6 +112,14 @@ func StatusOf(fs *vfs.FS, newest int) (Status, bool) {
 		st.DirtyBytes += n
 	}
 	st.DirtyFiles = len(files)
+	if sn.permits != nil {
+		// Files made locally keep their data in the local store until
+		// their reintegration (--permit-data=on, offlinedata.go): not on
+		// the server either.
+		n, k := sn.permits.offDataPending()
+		st.DirtyBytes += n
+		st.DirtyFiles += k
+	}
 	if src := sn.status.p.Load(); src != nil {
 		if src.Permits != nil {
 			st.PermitsInUse, st.Permits = true, src.Permits()
