@@ -378,6 +378,15 @@ func (e *env) lookup(dir nfs3.FH, name string) nfs3.FH {
 	return res.Object
 }
 
+// lookupBy looks name up in dir through c (a permit holder's own
+// connection, Session.NFS, reads without recalling its permit).
+func lookupBy(t *testing.T, c *client.NFS, dir nfs3.FH, name string) nfs3.FH {
+	t.Helper()
+	res, err := c.Lookup(ctx, dir, name)
+	ok(t, "LOOKUP "+name, res.Status, err)
+	return res.Object
+}
+
 func u32p(v uint32) *uint32 { return &v }
 func u64p(v uint64) *uint64 { return &v }
 

@@ -135,8 +135,8 @@ func TestMountSNFSPermitsDataRecall(t *testing.T) {
 		}
 		mtimes[n] = mtimeOf(fi)
 	}
-	// Reads do not recall a permit (docs/protocol.md section 21.4): a
-	// change does, and returns once A's log and data are in.
+	// A change recalls the permit (docs/protocol.md section 21.4), and
+	// returns once A's log and data are in.
 	if err := os.WriteFile(b.path("d/fromb"), []byte("b"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -122,8 +122,8 @@ func TestMountSNFSPermitsMkdirLocal(t *testing.T) {
 
 // TestMountSNFSPermitsMkdirRecall: a directory made locally under A's
 // permit is on the server, and listed by another mount, once that mount's
-// change of the parent recalled the permit (reads do not recall:
-// docs/protocol.md section 21.4); A then uses the real directory.
+// change of the parent recalled the permit (docs/protocol.md section 21.4);
+// A then uses the real directory.
 func TestMountSNFSPermitsMkdirRecall(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)

@@ -18,11 +18,12 @@ import (
 // A stock client and a local process beside a mount that makes a
 // directory's changes locally under its write-back permit (issue 26's "two
 // mounts, a stock client and a local process"; docs/protocol.md section
-// 21.4): reads do not recall a permit, so what the others must see is what
-// the holder's application was told before their own change of the
-// directory: that change recalls the permit, and the holder's log is in
-// before it is made (a stock client's change is held until then; a local
-// process's is not, and its recall follows within the notifier's delay).
+// 21.4): what the others must see is what the holder's application was
+// told before their own read or change of the directory: it recalls the
+// permit, and the holder's log is in before it is answered (a stock
+// client's call is held until then; a local process's change is not, and
+// its recall follows within the notifier's delay; a local process's read
+// sees the server's directory).
 
 // nameHistory is what the holder's application was told, by name (every
 // name is made once): when its create returned, when its remove began and

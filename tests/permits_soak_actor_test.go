@@ -246,11 +246,12 @@ type soakActor struct {
 const soakOpTimeout = 2 * time.Minute
 
 // soakSeenBound bounds how long a change made under another client's permit
-// may stay unseen: reads do not recall a permit (docs/protocol.md section
-// 21.4), so another client sees the change once its maker reintegrates, at
+// may stay unseen: another mount's read recalls the permit (docs/protocol.md
+// section 21.4), so it sees the change at once; a local process reads the
+// server's directory, which has the change once its maker reintegrates, at
 // the latest when its oldest record is 5 s old (checked every second:
-// docs/mount.md "Reintegration"); a local process's change within the
-// server's notifier bound (about 100 ms).
+// docs/mount.md "Reintegration"); a local process's change is seen within
+// the server's notifier bound (about 100 ms).
 const soakSeenBound = 20 * time.Second
 
 // soakGiveUp bounds the retries of an operation that fails with no kill to

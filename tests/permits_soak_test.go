@@ -44,7 +44,8 @@ import (
 // is gone and whose target exists was made). After a rename, the other
 // mount looks the new name up at once (and reads the file, when its owner
 // did not change: close-to-open); a name not seen at once is counted and
-// waited for (reads do not recall a permit: docs/protocol.md section 21.4),
+// waited for (a local process's read does not recall a permit:
+// docs/protocol.md section 21.4),
 // and so is a file handed over that its new owner does not see yet. At the end, the actors stopped, each mount's view is compared
 // with the model, both mounts are unmounted cleanly, and the export
 // directory, read on the server's disk, must be the model: every
@@ -319,9 +320,9 @@ func (sk *soak) scrapeMount(i int) {
 
 // checkRename looks the renamed file up through the other mounts at once:
 // the new name should be there (and, when the renamer still owns the file,
-// its last acknowledged content), the old one gone. Reads do not recall a
-// permit (docs/protocol.md section 21.4): a rename made under one is seen
-// by another client once reintegrated, and a local process's within the
+// its last acknowledged content), the old one gone. A mount's read recalls
+// the renamer's permit (docs/protocol.md section 21.4): a rename made under
+// one is seen at once by another mount, and a local process's within the
 // server's notifier bound (docs/mount.md "Breaks", about 100 ms). So a new
 // name not seen at once is counted (with the longest wait) and waited for,
 // up to soakSeenBound; a finding only if it stays unseen; the local

@@ -501,7 +501,7 @@ func TestSNFSPermitNewPermitHeldByItsBatch(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	N := e.lookup(D, "n")
+	N := lookupBy(t, a.NFS(), D, "n") // the holder's own read: a plain client's would recall d's permit
 	fmode := uint32(0o644)
 	r, err := e.nfs.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: N, Name: "x"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &fmode}})
 	want(t, "plain CREATE of the name the holder's batch created in the new directory", r.Status, err, nfs3.ErrExist)

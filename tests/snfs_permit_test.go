@@ -162,13 +162,21 @@ func getPermit(t *testing.T, s *client.Session, dir nfs3.FH) snfs1.PermitRef {
 	}
 }
 
-// plainNames lists the directory dir through the plain client.
+// plainNames lists the directory dir through the plain client (a read:
+// it recalls another client's permit on dir first).
 func plainNames(t *testing.T, e *env, dir nfs3.FH) []string {
+	t.Helper()
+	return namesBy(t, e.nfs, dir)
+}
+
+// namesBy lists the directory dir through c: a permit holder's own
+// connection (Session.NFS) reads it without recalling its permit.
+func namesBy(t *testing.T, c *client.NFS, dir nfs3.FH) []string {
 	t.Helper()
 	var out []string
 	cookie, verf := uint64(0), [nfs3.CookieVerfSize]byte{}
 	for {
-		res, err := e.nfs.Readdir(ctx, &nfs3.ReaddirArgs{Dir: dir, Cookie: cookie, CookieVerf: verf, Count: 32768})
+		res, err := c.Readdir(ctx, &nfs3.ReaddirArgs{Dir: dir, Cookie: cookie, CookieVerf: verf, Count: 32768})
 		ok(t, "READDIR", res.Status, err)
 		for _, en := range res.Entries {
 			if en.Name != "." && en.Name != ".." {
@@ -191,9 +199,10 @@ func createRec(lsn uint64, dir snfs1.ObjRef, name string, prov uint64) snfs1.CML
 }
 
 // TestSNFSPermitGrantBreaksPromise: GET_PERMIT is answered only after every
-// other client's promise on the directory is broken; while the permit is
-// held, another client gets no promise and no permit there; released, both
-// are granted again.
+// other client's promise on the directory is broken; another client's
+// LISTDIR recalls the permit and is answered promised; while the permit is
+// held, another client gets no permit there; released, both are granted
+// again.
 func TestSNFSPermitGrantBreaksPromise(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -208,8 +217,18 @@ func TestSNFSPermitGrantBreaksPromise(t *testing.T) {
 	if !other.take(D) {
 		t.Fatal("GET_PERMIT answered before the other client's promise was broken")
 	}
-	if res, err := b.ListDir(ctx, D, 0, [nfs3.CookieVerfSize]byte{}, 4096, 32768); err != nil || res.Promised {
-		t.Fatalf("a promise granted while another client holds the permit: %v", err)
+	// Another client's read of the directory recalls the permit first
+	// (section 21.4, "Reads recall too"), and is then answered promised.
+	if res, err := b.ListDir(ctx, D, 0, [nfs3.CookieVerfSize]byte{}, 4096, 32768); err != nil || !res.Promised {
+		t.Fatalf("another client's LISTDIR under the permit: %v %+v", err, res)
+	}
+	if st := e.srv.PermitStats(); st.Recalls != 1 || st.Permits != 0 {
+		t.Fatalf("stats %+v after another client's LISTDIR: want the permit recalled", st)
+	}
+	other.all()
+	p = getPermit(t, a, D)
+	if !other.take(D) {
+		t.Fatal("GET_PERMIT answered before the other client's new promise was broken")
 	}
 	if _, granted, err := b.GetPermit(ctx, D); err != nil || granted {
 		t.Fatalf("a second permit granted: %v", err)
@@ -222,7 +241,8 @@ func TestSNFSPermitGrantBreaksPromise(t *testing.T) {
 	}
 	promise(t, b, D)
 	getPermit(t, b, D) // its own promise is not broken by its own permit
-	if st := e.srv.PermitStats(); st.Permits != 1 || st.Releases != 1 || st.Refusals == 0 {
+	// Released twice: by the recall's answer and by PERMIT_RELEASE.
+	if st := e.srv.PermitStats(); st.Permits != 1 || st.Recalls != 1 || st.Releases != 2 || st.Refusals == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -518,7 +538,7 @@ func TestSNFSPermitFailureMidBatch(t *testing.T) {
 	if f == nil || f.LSN != 2 || f.Status != nfs3.ErrExist || len(res.Results) != 2 || res.Applied != 1 {
 		t.Fatalf("%+v", res)
 	}
-	if got := fmt.Sprint(plainNames(t, e, D)); got != "[one taken]" {
+	if got := fmt.Sprint(namesBy(t, a.NFS(), D)); got != "[one taken]" {
 		t.Fatalf("the directory holds %s", got)
 	}
 	// A record in a directory without a permit fails SNFS_ERR_NOPERMIT.
@@ -694,7 +714,7 @@ func TestSNFSPermitCrashMidBatch(t *testing.T) {
 		t.Fatalf("the batch resent after the crash: %v %+v", err, res)
 	}
 	for i, nm := range []string{"b", "c", "e"} {
-		if !bytes.Equal(res.Results[i].Obj, e.lookup(D, nm)) {
+		if !bytes.Equal(res.Results[i].Obj, lookupBy(t, a.NFS(), D, nm)) {
 			t.Fatalf("%s: not answered with its handle", nm)
 		}
 	}
