@@ -53,6 +53,12 @@ type permits struct {
 	mu      sync.Mutex
 	held    map[string]heldPermit // by directory handle
 	refused map[string]time.Time  // by directory handle: when refused
+	// asking counts the GET_PERMITs out, by directory handle; asked is
+	// closed and made again (under mu) each time one's answer is taken in:
+	// a recall of a directory waits for them (recall), since the permit it
+	// names may be in an answer not taken in yet.
+	asking map[string]int
+	asked  chan struct{}
 	// reask: the permits the log's records were made under were lost to a
 	// restart (this mount's: the log left by a killed one; the server's):
 	// a record refused SNFS_ERR_NOPERMIT is sent again under the permit
@@ -176,12 +182,14 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 		return snfs1.PermitRef{}, false
 	}
 	starts := p.starts
+	p.askingLocked(k, 1)
 	p.mu.Unlock()
 	id, granted, err := p.sn.sess.GetPermit(ctx, dir)
 	p.mu.Lock()
 	if err == nil && granted && p.starts != starts {
 		// Granted by the server before a restart this mount has seen
 		// since (serverRestarted forgot every permit): gone there.
+		p.askingLocked(k, -1) // the answer taken in (held or not)
 		p.mu.Unlock()
 		return snfs1.PermitRef{}, false
 	}
@@ -190,6 +198,7 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 			p.sn.FS.Logger().Debug("GET_PERMIT", "dir", dir, "err", err)
 		}
 		p.refused[k] = time.Now()
+		p.askingLocked(k, -1) // the answer taken in (held or not)
 		p.mu.Unlock()
 		return snfs1.PermitRef{}, false
 	}
@@ -197,6 +206,7 @@ func (p *permits) get(ctx context.Context, dir nfs3.FH, force bool) (snfs1.Permi
 	ref := snfs1.PermitRef{Dir: append(nfs3.FH(nil), dir...), Permit: id}
 	p.held[k] = heldPermit{ref: ref, since: time.Now()}
 	p.sn.names.keep(ref.Dir) // permitnames.go: with held, so that no drop comes between
+	p.askingLocked(k, -1)    // the answer taken in (held or not)
 	p.mu.Unlock()
 	return ref, true
 }
@@ -492,6 +502,13 @@ func (p *permits) drop(dir nfs3.FH) {
 // reply is taken in (another client changing the new directory); answered
 // STALE, the server would end it, and the mount hold it after the reply.
 func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
+	// A GET_PERMIT of dir out: the permit recalled may be in its answer
+	// (another client's read or change came between the grant and the
+	// answer's taking in). Answered STALE now, the server would end it while
+	// this mount goes on to hold it and log changes nobody waits for.
+	if !p.awaitAsked(ctx, string(dir)) {
+		return state.Stale // the callback's context ended: nothing was taken in
+	}
 	p.reint.Lock()
 	p.mu.Lock()
 	_, held := p.held[string(dir)]
@@ -515,6 +532,40 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 		p.sn.FS.Logger().Warn("reintegration on a permit's recall", "err", err)
 	}
 	return state.OK
+}
+
+// askingLocked counts a GET_PERMIT of directory k out (d 1) or its answer
+// taken in (d -1) (p.mu held).
+func (p *permits) askingLocked(k string, d int) {
+	if p.asking == nil {
+		p.asking, p.asked = map[string]int{}, make(chan struct{})
+	}
+	if p.asking[k] += d; p.asking[k] <= 0 {
+		delete(p.asking, k)
+	}
+	if d < 0 {
+		close(p.asked)
+		p.asked = make(chan struct{})
+	}
+}
+
+// awaitAsked waits until no GET_PERMIT of directory k is out; false if ctx
+// ended first.
+func (p *permits) awaitAsked(ctx context.Context, k string) bool {
+	for {
+		p.mu.Lock()
+		if p.asking[k] == 0 {
+			p.mu.Unlock()
+			return true
+		}
+		ch := p.asked
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // flush reintegrates the log now (a directory's fsync, Sync, unmount).
