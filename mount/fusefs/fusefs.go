@@ -239,6 +239,7 @@ func (n *node) child(ctx context.Context, e vfs.Entry, out *fuse.EntryOut) *fs.I
 	if old, ok := e.Inode.Node().(*fs.Inode); !ok || old.Forgotten() {
 		e.Inode.SetNode(in)
 	}
+	n.b.v.Known(e.Inode)
 	return in
 }
 
@@ -249,6 +250,7 @@ func (n *node) known() {
 	if in := n.EmbeddedInode(); n.vi.Node() != in {
 		n.vi.SetNode(in)
 	}
+	n.b.v.Known(n.vi)
 }
 
 func (n *node) cred(ctx context.Context) vfs.Cred { return n.b.creds.of(ctx) }

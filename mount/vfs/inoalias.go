@@ -147,6 +147,26 @@ func (fs *FS) newAliasLocked(i *Inode) {
 	}
 }
 
+// knownAgainLocked: i, dropped, is back in fs.Inodes (Known; fs.Mu held):
+// its alias is as before the drop, as the object's inode or as the holder
+// (found by its number: dropped, the alias forgot its holder).
+func (fs *FS) knownAgainLocked(i *Inode) {
+	if a := fs.aliases[string(i.FH)]; a != nil {
+		fs.aliasByID[a.fileID] = a
+		return
+	}
+	if i.Ino().Ino < LocalIno {
+		return
+	}
+	for _, a := range fs.aliases {
+		if a.holder == nil && a.id == i.Ino() {
+			a.holder, fs.aliasOf[i] = i, a
+			fs.aliasByID[a.fileID] = a
+			return
+		}
+	}
+}
+
 // droppedLocked: i left fs.Inodes (fs.Mu held). An alias goes once neither
 // its holder nor its object's inode is known. When i held one, the object's
 // inode is returned (Forget drops it too if the kernel has no node of its

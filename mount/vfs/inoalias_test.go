@@ -88,17 +88,76 @@ func TestKeepIno(t *testing.T) {
 	local3 := fs.Inode(nfs3.FH("\xfflocal3"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 3}, attrAlways)
 	fs.KeepIno(local3, real3, 0)
 	r3 := fs.Inode(real3, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 99}, attrAlways)
-	r3.SetNode(&kernelNode{})
+	n3 := &kernelNode{}
+	r3.SetNode(n3)
 	fs.Forget(local3)
 	if fs.LookupInode(real3) != r3 || r3.Ino().Ino != LocalIno|3 || fs.DirIno(DirEntry{FileID: 99}) != LocalIno|3 {
 		t.Errorf("a real inode the kernel knows lost the local number with the local inode: %+v", r3.Ino())
 	}
+	n3.forgotten = true // the kernel's FORGET of r3's own node
 	fs.Forget(r3)
 	if got := fs.DirIno(DirEntry{FileID: 99}); got != 99 {
 		t.Errorf("both inodes gone: d_ino by file id %d; want 99", got)
 	}
 	if got := fs.Inode(real3, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 99}, attrAlways).Ino().Ino; got != LocalIno|3 {
 		t.Errorf("both inodes gone, an inode made again: %d; want the local number", got)
+	}
+}
+
+// TestForgetRacingLookup: a FORGET that races with a LOOKUP handing the
+// kernel another node of the object does not leave the kernel's node on an
+// inode the table no longer has (callbacks, which find inodes by handle,
+// would miss its dirty data: the stale read of
+// TestMountSNFSPermitsDataReadBack). The local inode's FORGET while the
+// real inode's new node is recorded live keeps the real inode; a FORGET
+// of an inode whose node was replaced by a live one keeps it; and an
+// inode dropped before its new node was recorded is put back by Known,
+// with its kept number and its holder's alias.
+func TestForgetRacingLookup(t *testing.T) {
+	fs := &FS{Inodes: map[string]*Inode{}, log: slog.Default()}
+	fs.ops = NFSOps{fs}
+	local := fs.Inode(nfs3.FH("\xfflocal1"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 1}, attrAlways)
+	real := nfs3.FH{1, 2, 3}
+	fs.KeepIno(local, real, 77)
+	ri := fs.Inode(real, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 77}, attrAlways)
+	want := ri.Ino()
+
+	// The real inode's new node recorded live: the local inode's FORGET
+	// keeps it.
+	ri.SetNode(&kernelNode{})
+	fs.Forget(local)
+	if fs.LookupInode(real) != ri {
+		t.Fatal("the local inode's FORGET dropped the real inode the kernel has a live node of")
+	}
+	// An old node's FORGET after a new live node was recorded keeps it.
+	fs.Forget(ri)
+	if fs.LookupInode(real) != ri {
+		t.Fatal("an old node's FORGET dropped an inode whose recorded node is live")
+	}
+
+	// Dropped before the lookup recorded its node (the bridge's window):
+	// Known puts it back, with its number.
+	local2 := fs.Inode(nfs3.FH("\xfflocal2"), &nfs3.Fattr{Type: nfs3.TypeReg, FileID: LocalIno | 2}, attrAlways)
+	real2 := nfs3.FH{4, 5, 6}
+	fs.KeepIno(local2, real2, 88)
+	r2 := fs.Inode(real2, &nfs3.Fattr{Type: nfs3.TypeReg, FileID: 88}, attrAlways)
+	fs.Forget(local2) // r2 has no node yet: dropped with it
+	if fs.LookupInode(real2) != nil {
+		t.Fatal("setup: the real inode known only through the local one stayed")
+	}
+	fs.Known(r2)
+	if fs.LookupInode(real2) != r2 || fs.DirIno(DirEntry{FileID: 88}) != r2.Ino().Ino || r2.Ino().Ino != LocalIno|2 {
+		t.Errorf("Known: the real inode not back in the table with its number: %v %+v", fs.LookupInode(real2) == r2, r2.Ino())
+	}
+	fs.Known(local2)
+	if fs.LookupInode(local2.FH) != local2 || fs.KeptBy(local2) != r2 || fs.InoHolder(r2) != local2 {
+		t.Error("Known: the local inode not back as the holder of the real one's number")
+	}
+	// Known of an inode whose handle has another inode now changes nothing.
+	other := &Inode{fs: fs, FH: append(nfs3.FH(nil), real...), Type: nfs3.TypeReg, FileID: 77}
+	fs.Known(other)
+	if fs.LookupInode(real) != ri || ri.Ino() != want {
+		t.Error("Known replaced the inode the table has for the handle")
 	}
 }
 

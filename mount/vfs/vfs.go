@@ -345,11 +345,23 @@ func (fs *FS) Inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 
 // Forget drops i from the table when nothing refers to it any more (the
 // kernel forgot it, it is not open and holds no unwritten data).
+//
+// The bridge's FORGET of one node races with its LOOKUPs, which may hand
+// the kernel another node of the same inode (a holder's node and the real
+// inode's, inoalias.go; or a new node once the old one was forgotten): an
+// inode dropped while such a node lives is one the kernel's opens use but
+// that callbacks and invalidations, which find inodes by handle here, no
+// longer reach: its dirty data would not be written back for another
+// client's open. So a node recorded live keeps i, busy is decided under
+// i.Mu held over the removal (an open counts itself under i.Mu), and the
+// bridge puts an inode it gives the kernel back in the table (Known).
 func (fs *FS) Forget(i *Inode) {
+	if i == fs.root {
+		return
+	}
 	i.Mu.Lock()
-	busy := i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i)
-	i.Mu.Unlock()
-	if busy || i == fs.root {
+	if i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) || liveNode(i.node) {
+		i.Mu.Unlock()
 		return
 	}
 	fs.Mu.Lock()
@@ -359,10 +371,25 @@ func (fs *FS) Forget(i *Inode) {
 		real = fs.droppedLocked(i)
 	}
 	fs.Mu.Unlock()
+	i.Mu.Unlock()
 	if real != nil && !liveNode(real.Node()) {
 		// The kernel knew the object only by i's node (inoalias.go).
 		fs.Forget(real)
 	}
+}
+
+// Known: the bridge gave the kernel a node of i, or the kernel uses one
+// (an open, a lock). A FORGET that raced with the node's lookup may have
+// dropped i from the table (Forget): it goes back in, with its kept
+// number, unless another inode of its handle was made meanwhile.
+func (fs *FS) Known(i *Inode) {
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	if _, ok := fs.Inodes[string(i.FH)]; ok {
+		return
+	}
+	fs.Inodes[string(i.FH)] = i
+	fs.knownAgainLocked(i)
 }
 
 // Sync writes back and commits every file's dirty data (unmount, syncfs).
