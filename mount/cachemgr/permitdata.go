@@ -125,18 +125,13 @@ func (sn *snfsFS) provDataHeld(i *vfs.Inode) *offData {
 // make. No inode (a restarted mount): not sent (the times kept for a
 // file made offline are set instead: offlinesetattr.go's pushTimes).
 func (p *permits) pushInodeTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, bool, error) {
-	i := p.sn.FS.LookupInode(provFH(od.id))
-	if i == nil {
+	set, ok := p.localTimes(od)
+	if !ok {
 		return nil, false, nil
 	}
-	i.Mu.Lock()
-	at, mt := i.Attr.Atime, i.Attr.Mtime
-	i.Mu.Unlock()
 	nc := p.sn.FS.Client(sessionCred())
 	res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
-		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: nfs3.Sattr{
-			Atime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: at},
-			Mtime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: mt}}})
+		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: set})
 	})
 	if err != nil {
 		return nil, true, fmt.Errorf("SETATTR of the times: %w", err)
@@ -153,6 +148,19 @@ func (sn *snfsFS) offResolved(ctx context.Context, f *vfs.File, of *offFile) (*v
 		return nil, ErrDisconnected
 	}
 	return sn.offReal(ctx, f, of)
+}
+
+// localTimes is a SETATTR of od's local inode's atime and mtime; false
+// (nothing set) when the mount no longer knows the inode.
+func (p *permits) localTimes(od *offData) (nfs3.Sattr, bool) {
+	i := p.sn.FS.LookupInode(provFH(od.id))
+	if i == nil {
+		return nfs3.Sattr{}, false
+	}
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return nfs3.Sattr{Atime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Atime},
+		Mtime: nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Mtime}}, true
 }
 
 // dataPush is one file's data to write to the object the server made.
@@ -208,15 +216,10 @@ func (p *permits) writeData(ctx context.Context, od *offData, fh nfs3.FH) (int64
 		return n, attr, err
 	}
 	size := uint64(n)
-	set := nfs3.Sattr{Size: &size}
-	if i := p.sn.FS.LookupInode(provFH(od.id)); i != nil {
-		// The times the local file has, as pushInodeTimes sets them after
-		// WRITEs: the size's change must not stamp the server's time.
-		i.Mu.Lock()
-		set.Atime = nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Atime}
-		set.Mtime = nfs3.SetTime{How: nfs3.SetToClientTime, Time: i.Attr.Mtime}
-		i.Mu.Unlock()
-	}
+	// With the times the local file has, as pushInodeTimes sets them after
+	// WRITEs: the size's change must not stamp the server's time.
+	set, _ := p.localTimes(od)
+	set.Size = &size
 	nc := p.sn.FS.Client(sessionCred())
 	res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.WccRes, error) {
 		return nc.Setattr(ctx, &nfs3.SetattrArgs{Object: fh, New: set})
