@@ -2,6 +2,7 @@ package cachemgr
 
 import (
 	"context"
+	"sync"
 	"syscall"
 	"time"
 
@@ -367,33 +368,50 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 // follows (the application's writes are the later ones).
 func (fs *snfsFS) revalidateReclaimed(ctx context.Context) {
 	nc := fs.FS.Client(sessionCred())
+	var clean []*vfs.Inode
+	var seen []nfs3.Fattr
 	for _, i := range fs.allInodes() {
 		if i.Type != nfs3.TypeReg {
 			continue
 		}
 		i.Mu.Lock()
 		st := stOf(i)
-		clean := st.Caching() && !st.Dirty() && !st.Pinned()
-		seen := i.Attr
-		i.Mu.Unlock()
-		if !clean {
-			continue
+		if st.Caching() && !st.Dirty() && !st.Pinned() {
+			clean, seen = append(clean, i), append(seen, i.Attr)
 		}
-		res, err := vfs.RPC(ctx, fs.FS, func() (*nfs3.GetattrRes, error) { return nc.Getattr(ctx, i.FH) })
-		if err != nil {
-			if ctx.Err() != nil {
+		i.Mu.Unlock()
+	}
+	// The GETATTRs overlap (a recovery with many cached files would
+	// otherwise take one round trip each), revalidateParallel at a time.
+	sem := make(chan struct{}, revalidateParallel)
+	var wg sync.WaitGroup
+	for k, i := range clean {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			res, err := vfs.RPC(ctx, fs.FS, func() (*nfs3.GetattrRes, error) { return nc.Getattr(ctx, i.FH) })
+			if err != nil {
+				return // gone (STALE): its next use finds out; or the context ended
+			}
+			a, was := res.Attr, seen[k]
+			if a.Ctime == was.Ctime && a.Size == was.Size && a.Mtime == was.Mtime {
 				return
 			}
-			continue // gone (STALE): its next use finds out
-		}
-		a := res.Attr
-		if a.Ctime == seen.Ctime && a.Size == seen.Size && a.Mtime == seen.Mtime {
-			continue
-		}
-		fs.Logger().Info("a cached file changed while the server was down: its cache is dropped", fs.PathAttr(i), "fileid", i.FileID)
-		fs.callback(ctx, i.FH, state.Invalidate, &a)
+			fs.Logger().Info("a cached file changed while the server was down: its cache is dropped", fs.PathAttr(i), "fileid", i.FileID)
+			fs.callback(ctx, i.FH, state.Invalidate, &a)
+		}()
 	}
+	wg.Wait()
 }
+
+// revalidateParallel bounds revalidateReclaimed's GETATTRs in flight.
+const revalidateParallel = 16
 
 func (sn *snfsFS) allInodes() []*vfs.Inode {
 	fs := sn.FS
