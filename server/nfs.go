@@ -127,6 +127,12 @@ func nfsProc[A, R any, PA interface {
 			var pdirs []nfs3.FH
 			if o.Dirs != nil && s.consist.PermitsActive() {
 				pdirs = o.Dirs(&a)
+				if !o.Write && o.Changes == nil {
+					// A read (readDirs) waits only for another client's
+					// permit on its directory: with none, it takes the
+					// direct path, as with no permit anywhere.
+					pdirs = s.othersPermits(c, pdirs)
+				}
 			}
 			if pdirs == nil && (o.Access == nil || !s.consist.Active()) {
 				defer r.release()

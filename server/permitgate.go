@@ -22,6 +22,25 @@ func readDirs[A any](dir func(*A) nfs3.FH) func(*A) []nfs3.FH {
 	return func(a *A) []nfs3.FH { return []nfs3.FH{dir(a)} }
 }
 
+// othersPermits keeps of dirs those on which a client other than the
+// caller holds, or is being granted, a permit (nil: none). A permit
+// granted after this check was granted after the read, which then sees the
+// directory as it was before the holder's changes: as if it had come first.
+func (s *Server) othersPermits(c *sunrpc.Call, dirs []nfs3.FH) []nfs3.FH {
+	caller := s.consist.Caller(c)
+	n := 0
+	for _, fh := range dirs {
+		if s.consist.PermitHeldByOther(caller, fh) {
+			dirs[n] = fh
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return dirs[:n]
+}
+
 // permitGate recalls the permits on dirs held by clients other than the
 // caller, then admits accs (the call's plain accesses); done is called once
 // both are through. *recalled is set when the call waited for a recall.
