@@ -2,8 +2,6 @@ package store
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -14,27 +12,7 @@ import (
 // call holds them and are closed when the last one lets go; the same path
 // added again gives the same handles, which resolve again.
 func TestRemoveExport(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (open_by_handle_at)")
-	}
-	base, err := os.MkdirTemp("/var/tmp", "snfs-remove-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	exp := filepath.Join(base, "export")
-	if err := os.MkdirAll(exp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(filepath.Join(base, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	e, err := s.AddExport(exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, e, exp := newTestStore(t, nil)
 	var want unix.Stat_t
 	if err := unix.Stat(exp, &want); err != nil {
 		t.Fatal(err)

@@ -11,30 +11,7 @@ import (
 // check which export the handle belongs to before anything is opened, and returns a
 // node of that export; a refusal, a forged handle and a deleted object each stop it.
 func TestResolveFor(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (open_by_handle_at)")
-	}
-	base, err := os.MkdirTemp("/var/tmp", "snfs-resolve-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	exp := filepath.Join(base, "export")
-	if err := os.MkdirAll(exp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(exp, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(filepath.Join(base, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	e, err := s.AddExport(exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, e, exp := newTestStore(t, map[string]string{"f": "x"})
 	root, err := s.Resolve(e.Root)
 	if err != nil {
 		t.Fatal(err)
@@ -92,31 +69,8 @@ func TestResolveFor(t *testing.T) {
 // replaced it (the handle cache would keep that handle under the old file's
 // inode number and hand it out when the number is reused).
 func TestLookupHandleMatchesAttr(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (open_by_handle_at)")
-	}
-	base, err := os.MkdirTemp("/var/tmp", "snfs-lookup-race-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	exp := filepath.Join(base, "export")
-	if err := os.MkdirAll(exp, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	s, e, exp := newTestStore(t, map[string]string{"f": "x"})
 	f := filepath.Join(exp, "f")
-	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(filepath.Join(base, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	e, err := s.AddExport(exp)
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := s.Resolve(e.Root)
 	if err != nil {
 		t.Fatal(err)
