@@ -360,7 +360,7 @@ func (fs *FS) Forget(i *Inode) {
 		return
 	}
 	i.Mu.Lock()
-	if i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) || liveNode(i.node) {
+	if liveNode(i.node) || i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) { // BusyLocked last: it forgets what an inode dropped leaves
 		i.Mu.Unlock()
 		return
 	}
