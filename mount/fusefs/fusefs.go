@@ -296,7 +296,7 @@ func (n *node) objOf(in *fs.Inode) *vfs.Inode {
 	return vi
 }
 
-func (n *node) OnForget() { n.b.v.Forget(n.vi) }
+func (n *node) OnForget() { n.b.v.NodeForgotten(n.vi, n.EmbeddedInode()) }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	rctx, cancel := n.b.reqCtx(ctx)

@@ -153,6 +153,19 @@ func TestForgetRacingLookup(t *testing.T) {
 	if fs.LookupInode(local2.FH) != local2 || fs.KeptBy(local2) != r2 || fs.InoHolder(r2) != local2 {
 		t.Error("Known: the local inode not back as the holder of the real one's number")
 	}
+	// The bridge's FORGET of the node recorded drops the inode, even when
+	// that node still looks live (go-fuse keeps a parent whose name another
+	// node took); of an older node, it keeps it.
+	stuck := &kernelNode{}
+	r2.SetNode(stuck)
+	fs.NodeForgotten(r2, &kernelNode{forgotten: true})
+	if fs.LookupInode(real2) != r2 {
+		t.Error("an older node's FORGET dropped the inode a live node was recorded for since")
+	}
+	fs.NodeForgotten(r2, stuck)
+	if fs.LookupInode(real2) != nil {
+		t.Error("the FORGET of the node recorded kept the inode")
+	}
 	// Known of an inode whose handle has another inode now changes nothing.
 	other := &Inode{fs: fs, FH: append(nfs3.FH(nil), real...), Type: nfs3.TypeReg, FileID: 77}
 	fs.Known(other)

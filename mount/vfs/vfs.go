@@ -355,12 +355,21 @@ func (fs *FS) Inode(fh nfs3.FH, a *nfs3.Fattr, start uint64) *Inode {
 // client's open. So a node recorded live keeps i, busy is decided under
 // i.Mu held over the removal (an open counts itself under i.Mu), and the
 // bridge puts an inode it gives the kernel back in the table (Known).
-func (fs *FS) Forget(i *Inode) {
+func (fs *FS) Forget(i *Inode) { fs.forget(i, nil) }
+
+// NodeForgotten is Forget for the bridge's FORGET of node, a node of i:
+// that node, whether or not it still looks live (go-fuse's Forgotten can
+// stay false for a node whose name another node took), does not keep i;
+// another node recorded since does.
+func (fs *FS) NodeForgotten(i *Inode, node any) { fs.forget(i, node) }
+
+func (fs *FS) forget(i *Inode, gone any) {
 	if i == fs.root {
 		return
 	}
 	i.Mu.Lock()
-	if liveNode(i.node) || i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) { // BusyLocked last: it forgets what an inode dropped leaves
+	// BusyLocked last: it forgets what the mode keeps of an inode it lets go.
+	if i.node != gone && liveNode(i.node) || i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) {
 		i.Mu.Unlock()
 		return
 	}
