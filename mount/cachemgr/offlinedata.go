@@ -355,15 +355,20 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 	od := of.od
 	od.mu.Lock()
 	if !od.pushed {
+		// The data, the data file's name and the log's records go to
+		// disk at once: one journal commit can serve the three where
+		// one after the other would wait for three (any of them may
+		// reach the disk before the others either way: an unsynced
+		// write can be written back at any time).
+		var dirErr, logErr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); dirErr = syncDirOf(od.path) }()
+		go func() { defer wg.Done(); logErr = sn.permits.log.Sync() }()
 		err := od.f.Sync()
 		od.mu.Unlock()
-		if err == nil {
-			err = syncDirOf(od.path)
-		}
-		if err == nil {
-			err = sn.permits.log.Sync()
-		}
-		return err
+		wg.Wait()
+		return errors.Join(err, dirErr, logErr)
 	}
 	od.mu.Unlock()
 	of.mu.Lock()
