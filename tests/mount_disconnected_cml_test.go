@@ -216,6 +216,33 @@ func conflictLines(m *mntProc) []string {
 	return out
 }
 
+// waitConflictListed waits until `snfs conflicts --cache-dir` lists a
+// conflict with every one of want in its line, and returns its output.
+// A conflict copy is made, then written, then recorded (cachemgr's
+// reintegrate.go): a test that saw the copy whole may ask before the
+// record is there.
+func waitConflictListed(t *testing.T, cacheDir string, deadline time.Time, want ...string) string {
+	t.Helper()
+	for {
+		out, err := command(snfsBinary(t), "conflicts", "--cache-dir", cacheDir).CombinedOutput()
+		if err == nil {
+			for _, l := range strings.Split(string(out), "\n") {
+				all := true
+				for _, w := range want {
+					all = all && strings.Contains(l, w)
+				}
+				if all {
+					return string(out)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want a conflict with %q)", cacheDir, err, out, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // goOfflineReq takes m offline on request and waits for it.
 func goOfflineReq(t *testing.T, m *mntProc) {
 	t.Helper()
@@ -389,6 +416,7 @@ func TestMountDisconnectedCreateConflict(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("the export's work holds %d files (%v); want same, its one conflict copy, other", len(got), err)
 	}
+	waitConflictListed(t, m.cacheDir, time.Now().Add(30*time.Second), "same.snfs-conflict-", "disconnected")
 	if c := conflictLines(m); len(c) != 1 || !strings.Contains(c[0], "same.snfs-conflict-") || !strings.Contains(c[0], "disconnected") {
 		t.Fatalf("conflicts recorded: %q; want one, of same, reason disconnected", c)
 	}

@@ -213,10 +213,7 @@ func TestMountDisconnectedAuto(t *testing.T) {
 	if got := mustRead(t, s.path("theirs")); !bytes.Equal(got, server) {
 		t.Fatalf("the server's theirs has %d bytes; want the server's own %d, left alone", len(got), len(server))
 	}
-	out, err = command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "theirs.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
-		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of theirs, reason disconnected)", m.cacheDir, err, out)
-	}
+	waitConflictListed(t, m.cacheDir, deadline, "theirs.snfs-conflict-", "disconnected")
 	if b, _ := os.ReadFile(m.logPath); !strings.Contains(string(b), "server reachable again") {
 		t.Errorf("the mount's log lacks the INFO of coming back:\n%s", tail(m.logPath, 20))
 	}
@@ -386,10 +383,7 @@ func TestMountDisconnectedPartition(t *testing.T) {
 	if got := mustRead(t, s.path("shared")); !bytes.Equal(got, server) {
 		t.Fatalf("the server's shared has %d bytes; want the server's own %d, left alone", len(got), len(server))
 	}
-	out, err := command(snfsBinary(t), "conflicts", "--cache-dir", m.cacheDir).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "shared.snfs-conflict-") || !strings.Contains(string(out), "disconnected") {
-		t.Fatalf("snfs conflicts --cache-dir %s: %v\n%s\n(want the copy of shared, reason disconnected)", m.cacheDir, err, out)
-	}
+	waitConflictListed(t, m.cacheDir, deadline, "shared.snfs-conflict-", "disconnected")
 }
 
 // TestMountDisconnectedInProcess is TestMountDisconnectedPartition's
