@@ -227,31 +227,44 @@ func nameRefs(rec *snfs1.CMLRecord) []nameRef {
 	return []nameRef{{rec.Dir, rec.Name}}
 }
 
+// NameChanged is a name a record left in the log changes.
+type NameChanged struct {
+	Dir  nfs3.FH
+	Name string
+	// Made: a record left names the directory by provisional id: the log
+	// made it, so the name held nothing before this log's records.
+	Made bool
+}
+
 // NamesChanged returns the names (by directory handle) the records left in
 // the log change in the directories dirs: what a mount whose permits of
 // dirs were lost checks before it sends them. Names in directories still
-// named by provisional id (not made on the server yet) are left out.
-func (l *Log) NamesChanged(dirs []nfs3.FH) []Base {
+// named by provisional id and not made on the server yet are left out.
+func (l *Log) NamesChanged(dirs []nfs3.FH) []NameChanged {
 	want := map[string]bool{}
 	for _, d := range dirs {
 		want[string(d)] = true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seen := map[string]bool{}
-	var out []Base
+	seen := map[string]int{}
+	var out []NameChanged
 	note := func(r *snfs1.CMLRecord) {
 		for _, n := range nameRefs(r) {
 			dir := n.dir.FH
 			if n.dir.Prov != 0 {
 				dir = l.handles[n.dir.Prov]
 			}
-			k := baseKey(dir, n.name)
-			if dir == nil || !want[string(dir)] || seen[k] {
+			if dir == nil || !want[string(dir)] {
 				continue
 			}
-			seen[k] = true
-			out = append(out, Base{Dir: append(nfs3.FH(nil), dir...), Name: n.name})
+			k := baseKey(dir, n.name)
+			if i, ok := seen[k]; ok {
+				out[i].Made = out[i].Made || n.dir.Prov != 0
+				continue
+			}
+			seen[k] = len(out)
+			out = append(out, NameChanged{Dir: append(nfs3.FH(nil), dir...), Name: n.name, Made: n.dir.Prov != 0})
 		}
 	}
 	for i := range l.plan {
