@@ -157,3 +157,41 @@ func syncDirErr(p string) {
 		d.Close()
 	}
 }
+
+// TestPermitsKilledRestartBases: mount A removes s/gone and s/taken under
+// its permit of s and is killed (SIGKILL: its log on its disk, the bases
+// in it), the server restarts, and mount B puts its own file at s/taken
+// and makes s/other. A mounted again on the same cache directory sends the
+// log it left only after checking its names against the bases the log
+// kept: the remove of s/gone is applied, that of s/taken (B's file now) is
+// the one conflict.
+func TestPermitsKilledRestartBases(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	// A short grace: A, killed, does not come back to end it early, and B's
+	// reintegration is answered JUKEBOX until it ends.
+	s := newServeProc(t, "--grace", "1s")
+	a, b := lostSetup(t, s, "gone", "taken")
+	for _, n := range []string{"gone", "taken"} {
+		if err := os.Remove(a.path("s/" + n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.kill9()
+	s.restart()
+	if err := os.WriteFile(b.path("s/other"), []byte("B's other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replaceThrough(t, b, "taken", "B's taken")
+	syncDir(t, b.path("s"))
+	wantFile(t, s, "gone", "server's gone", "A was killed before it sent its log")
+	a2 := startMount(t, s, a.dir, a.cacheDir, "--permits=on", "--permit-data=on")
+	syncDirErr(a2.path("s"))
+	wantFile(t, s, "gone", "", "A removed s/gone, which nobody else touched")
+	wantFile(t, s, "taken", "B's taken", "A's remove of s/taken met B's file there: a conflict")
+	wantFile(t, s, "other", "B's other", "B's file")
+	l := conflictLines(a2)
+	if len(l) != 1 || !strings.Contains(l[0], `"taken"`) {
+		t.Errorf("A's conflicts: want the remove of taken alone:\n%s", strings.Join(l, "\n"))
+	}
+}
