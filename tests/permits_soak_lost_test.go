@@ -110,7 +110,11 @@ func TestPermitsRestartRealConflict(t *testing.T) {
 func TestPermitsRevokedNoFalseConflict(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
-	s := newServeProc(t, "--callback-timeout", "1s")
+	// A callback timeout short enough for a quick revocation, long enough
+	// for A's lease (half of it: docs/protocol.md section 21.4, "Lease")
+	// to outlast its changes on a loaded machine: made through the server,
+	// they would leave nothing to lose.
+	s := newServeProc(t, "--callback-timeout", "4s")
 	a, b := lostSetup(t, s, "gone", "taken", "from")
 	for _, n := range []string{"gone", "taken"} {
 		if err := os.Remove(a.path("s/" + n)); err != nil {
@@ -120,7 +124,12 @@ func TestPermitsRevokedNoFalseConflict(t *testing.T) {
 	if err := os.Rename(a.path("s/from"), a.path("s/to")); err != nil {
 		t.Fatal(err)
 	}
-	wantFile(t, s, "gone", "server's gone", "A's remove was to be made under its permit (logged)")
+	for _, n := range []string{"gone", "taken", "from"} {
+		wantFile(t, s, n, "server's "+n, "A's changes were to be made under its permit (logged)")
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	pid := a.pid()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
