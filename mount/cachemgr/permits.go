@@ -347,8 +347,11 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 			for _, d := range dirs {
 				p.drop(d)
 			}
-			if !p.anyGone(dirs) {
-				if lostRounds++; lostRounds > lostMaxRounds || len(dirs) == 0 {
+			// A record that changes no directory (a STORE, a file's
+			// SETATTR) names no permit of its own: taken as before (a
+			// STORE's data pushed instead, permitstore.go).
+			if len(dirs) > 0 && !p.anyGone(dirs) {
+				if lostRounds++; lostRounds > lostMaxRounds {
 					return fmt.Errorf("cachemgr: record LSN %d refused SNFS_ERR_NOPERMIT %d times: %w", ce.Record.LSN, lostRounds, errPermitsWait)
 				}
 				p.markLost(dirs...)
