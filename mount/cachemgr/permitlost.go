@@ -60,7 +60,8 @@ var errPermitsWait = errors.New("cachemgr: the permits of directories the log ch
 // permit: e, its entry in the listing kept under the permit (found), else
 // none. None when not known (a provisional directory's names: nobody else
 // sees it before the log makes it; an object made by a record still in the
-// log: that record's base is the name's).
+// log: that record's base is the name's; a provisional object is given by
+// its real handle once the server made it).
 func (p *permits) permitBase(dir nfs3.FH, name string, e cent, found bool) []cml.Base {
 	if isProvFH(dir) {
 		return nil
@@ -70,6 +71,13 @@ func (p *permits) permitBase(dir nfs3.FH, name string, e cent, found bool) []cml
 		fh := e.fh
 		if isProvFH(fh) {
 			real, ok := p.sn.realOfProv(fh)
+			if !ok {
+				// Acknowledged but not settled yet (the reintegration
+				// taking its reply in): the log has its handle.
+				if o, known := p.made.of(fh); known {
+					real, ok = p.log.Handle(o.id)
+				}
+			}
 			if !ok {
 				return nil
 			}
