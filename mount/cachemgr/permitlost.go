@@ -163,6 +163,25 @@ func (p *permits) lostPrepare(ctx context.Context) error {
 	return nil
 }
 
+// probeFirst reports whether the next round of a reintegration should
+// send the log under no permit first (probed: done already in this
+// reintegration): permits were lost while a batch whose reply was not
+// recorded may have been applied (a kill or an error during the call).
+// The bases of that batch's names are those before it: compared with
+// what the server holds after it, its own records would look like another
+// client's changes, and their names be kept as conflicts. The server's
+// answer by LSN tells which it applied, and the acknowledgement moves
+// their bases.
+func (p *permits) probeFirst(probed bool) bool {
+	if probed {
+		return false
+	}
+	p.mu.Lock()
+	lost := len(p.lost) > 0
+	p.mu.Unlock()
+	return lost && p.log.MaySent()
+}
+
 // regainAll asks for the permits of dirs (offPermitTries each, a read of
 // the directory between tries: it recalls another client's permit) and
 // returns those of directories gone on the server (NFS3ERR_STALE: their

@@ -285,15 +285,23 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 	defer p.readbackEnd(*rbs)
 	lostRounds := 0
 	jukeboxes := 0
+	probed := false
 	for range reintegrateMaxRounds {
-		if err := p.lostPrepare(ctx); err != nil { // permitlost.go
+		refs := p.refs()
+		probing := p.probeFirst(probed) // permitlost.go
+		if probing {
+			// Under no permit: the records the server applied before are
+			// answered by LSN (their bases move), the first one it did
+			// not is refused SNFS_ERR_NOPERMIT; nothing else is applied.
+			probed, refs = true, nil
+		} else if err := p.lostPrepare(ctx); err != nil { // permitlost.go
 			return err
 		}
 		starts := p.startsSeen()
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, refs)
 		// offlinereint.go: before the attributes are taken in. A push that
 		// failed is logged there and left to push again (permitdurable.go).
 		_ = p.pushOffData(ctx, res.Made)
@@ -334,6 +342,9 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 				return ctx.Err()
 			}
 			continue
+		}
+		if ce.Status == snfs1.ErrNoPermit && probing {
+			continue // the permits held are kept; asked again next round
 		}
 		if ce.Status == snfs1.ErrNoPermit {
 			// The permit is gone on the server (revoked: a recall not

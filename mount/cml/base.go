@@ -275,3 +275,14 @@ func (l *Log) NamesChanged(dirs []nfs3.FH) []NameChanged {
 	}
 	return out
 }
+
+// MaySent reports whether records of the plan may have been applied by the
+// server without the log knowing (a batch whose reply was not recorded:
+// the call failed, or the mount was killed): their names' bases are then
+// those before them, and the server may hold what they left. A resend
+// tells which were (the server answers them by LSN).
+func (l *Log) MaySent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.plan) > 0 && l.maySent >= l.plan[0].LSN
+}
