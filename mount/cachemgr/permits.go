@@ -287,15 +287,18 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 	jukeboxes := 0
 	probed := false
 	for range reintegrateMaxRounds {
-		refs := p.refs()
 		probing := p.probeFirst(probed) // permitlost.go
 		if probing {
 			// Under no permit: the records the server applied before are
 			// answered by LSN (their bases move), the first one it did
 			// not is refused SNFS_ERR_NOPERMIT; nothing else is applied.
-			probed, refs = true, nil
+			probed = true
 		} else if err := p.lostPrepare(ctx); err != nil { // permitlost.go
 			return err
+		}
+		var refs []snfs1.PermitRef
+		if !probing {
+			refs = p.refs() // after lostPrepare: the permits asked again
 		}
 		starts := p.startsSeen()
 		recs := p.log.Records()
