@@ -295,11 +295,14 @@ func (p *permits) baseChanged(ctx context.Context, b offBase) (bool, error) {
 
 // lostDirs are the directories whose permits a record refused
 // SNFS_ERR_NOPERMIT needed: those whose entries it changes, or the
-// directory a SETATTR changes.
-func lostDirs(rec *snfs1.CMLRecord) []nfs3.FH {
+// directory a SETATTR changes (a file's SETATTR, of an object made here,
+// names none of its own).
+func (p *permits) lostDirs(rec *snfs1.CMLRecord) []nfs3.FH {
 	out := recordDirs(rec)
 	if rec.Op == snfs1.CMLSetattr && rec.Obj.FH != nil {
-		out = append(out, rec.Obj.FH)
+		if i := p.sn.FS.LookupInode(rec.Obj.FH); i != nil && i.IsDir() {
+			out = append(out, rec.Obj.FH)
+		}
 	}
 	return out
 }

@@ -357,7 +357,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 			// records are no conflict for that: the permit is asked again
 			// and the names checked (permitlost.go), unless the directory
 			// itself is gone.
-			dirs := lostDirs(&ce.Record)
+			dirs := p.lostDirs(&ce.Record)
 			for _, d := range dirs {
 				p.drop(d)
 			}
