@@ -295,13 +295,23 @@ func (p *permits) baseChanged(ctx context.Context, b offBase) (bool, error) {
 
 // lostDirs are the directories whose permits a record refused
 // SNFS_ERR_NOPERMIT needed: those whose entries it changes, or the
-// directory a SETATTR changes (a file's SETATTR, of an object made here,
-// names none of its own).
+// directory a SETATTR changes; a file's SETATTR (of an object made here)
+// needs any permit in its batch: its parent's, if known.
 func (p *permits) lostDirs(rec *snfs1.CMLRecord) []nfs3.FH {
 	out := recordDirs(rec)
 	if rec.Op == snfs1.CMLSetattr && rec.Obj.FH != nil {
-		if i := p.sn.FS.LookupInode(rec.Obj.FH); i != nil && i.IsDir() {
-			out = append(out, rec.Obj.FH)
+		i := p.sn.FS.LookupInode(rec.Obj.FH)
+		if i == nil {
+			return out
+		}
+		if i.IsDir() {
+			return append(out, rec.Obj.FH)
+		}
+		i.NameMu.Lock()
+		parent := i.Dir
+		i.NameMu.Unlock()
+		if parent != nil && !isProvFH(parent) {
+			out = append(out, parent)
 		}
 	}
 	return out
