@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"snfs/mount/cml"
+	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
 )
@@ -69,20 +70,8 @@ func TestPermitsLostReplyProbed(t *testing.T) {
 		t.Fatalf("u0 after the batch: %v; the server applied its remove", err)
 	}
 	s.restart()
-	for len(p.refs()) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the permits held before the server's restart were not forgotten")
-		}
-		sn.sess.Null(ctx) // the session finds the restart
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the grace period's refusals
-	}
-	if err != nil {
+	restartSeen(ctx, t, sn)
+	if err := syncDirAfterGrace(ctx, sn, d); err != nil {
 		t.Fatal(err)
 	}
 	if n := p.log.Len(); n != 0 {
@@ -93,5 +82,30 @@ func TestPermitsLostReplyProbed(t *testing.T) {
 	}
 	if list, err := ReadConflicts(sn.cfg.CacheDir); err != nil || len(list) != 0 {
 		t.Errorf("conflicts listed: %+v, %v; want none (the server applied the batch itself)", list, err)
+	}
+}
+
+// restartSeen waits until sn has seen its server's restart (its permits
+// forgotten).
+func restartSeen(ctx context.Context, t *testing.T, sn *snfsFS) {
+	t.Helper()
+	for len(sn.permits.refs()) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the permits held before the server's restart were not forgotten")
+		}
+		sn.sess.Null(ctx) // the session finds the restart
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncDirAfterGrace is SyncDir of d, asked again while it fails (the grace
+// period's refusals) until ctx ends.
+func syncDirAfterGrace(ctx context.Context, sn *snfsFS, d *vfs.Inode) error {
+	for {
+		err := sn.SyncDir(ctx, d)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

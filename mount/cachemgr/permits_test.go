@@ -309,20 +309,8 @@ func TestPermitsJukeboxNotConflict(t *testing.T) {
 	}
 	s.grace = 2 * time.Second
 	s.restart()
-	for len(sn.permits.refs()) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the permits held before the server's restart were not forgotten")
-		}
-		sn.sess.Null(ctx) // the session finds the restart
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
+	restartSeen(ctx, t, sn)
+	if err := syncDirAfterGrace(ctx, sn, d); err != nil {
 		t.Fatal(err)
 	}
 	if c := sn.stats.Conflicts.Load(); c != 0 {
