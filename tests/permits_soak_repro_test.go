@@ -80,21 +80,14 @@ func TestPermitsHandOverSeen(t *testing.T) {
 // rename A's application was told were made must be on the server, and
 // nothing be kept as a conflict.
 //
-// It FAILS (found by TestPermitsSoak, s39): permits.go's reintegrateLocked
-// asks the permit again once (p.get, its answer not looked at), B holds it,
-// the GET_PERMIT is refused, the records are sent again, refused
-// SNFS_ERR_NOPERMIT again, and with askedAgain set kept as conflicts and
-// skipped: A's acknowledged remove and rename are lost. Without B's change
-// it passes. The soak meets it with any refusal of that GET_PERMIT (in
-// directories only one mount changes too: another client's promises still
-// breaking, say), and for CREATEs (the file's data then only in a conflict
-// copy). Left out of the default run until mount/cachemgr/permits.go is
-// fixed: SNFS_REPRO_PERMITS=1 runs it.
+// Found by TestPermitsSoak (s39): the GET_PERMIT asked again was refused
+// (B held the permit), the records were refused SNFS_ERR_NOPERMIT again and
+// kept as conflicts: A's acknowledged remove and rename were lost. Now a
+// read of the directory between GET_PERMITs recalls B's permit, and the
+// names A's records change are checked against their bases before they are
+// sent (mount/cachemgr/permitlost.go).
 func TestPermitsRestartRefusedAgain(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("SNFS_REPRO_PERMITS") == "" {
-		t.Skip("a known defect's reproducer (an acknowledged remove and rename lost after a server restart when another client takes the permit first): SNFS_REPRO_PERMITS=1 runs it")
-	}
 	requireFUSE(t)
 	s := newServeProc(t, "--grace", "5s")
 	if err := os.Mkdir(s.path("s"), 0o777); err != nil {

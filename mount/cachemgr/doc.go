@@ -11,7 +11,9 @@
 // recovery after a server restart (reclaim, reintegration, conflicts), lock
 // delegation and the lock lease (snfsLocks, which adds them to the core's
 // lock table and shares its mutex), write-back permits and the modification
-// log (permits.go, permitlocal.go; permitmake.go, permitcreate.go and
+// log (permits.go, permitlocal.go; permitlost.go: a permit lost with
+// records in the log asked again and their names checked against their
+// bases; permitmake.go, permitcreate.go and
 // permitsymlink.go: the objects made locally, provisional until
 // reintegrated; permitdata.go: the data of regular files made so, kept in
 // offlinedata.go's local store and written after the reintegration, with

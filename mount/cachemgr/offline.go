@@ -76,6 +76,9 @@ type offLog struct {
 	// refused: when a permit the log needs was last refused (zero: not
 	// lately); not asked again for permitRefusal.
 	refused time.Time
+	// checked: names were checked against their bases after their permits
+	// were lost (permitlost.go): a refused record poisons its names too.
+	checked bool
 }
 
 // offNameKey is the key of name in the directory dir names.
@@ -286,7 +289,8 @@ func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.
 	}
 	p.noteBase(dir, name, old, false)
 	at := nfs3.SetTime{How: nfs3.SetToClientTime, Time: now}
-	id, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: ref, Name: name, Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}})
+	id, err := p.log.AppendLazyBased(snfs1.CMLRecord{Op: op, Dir: ref, Name: name, Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}},
+		p.permitBase(dir.FH, name, old, false)) // permitlost.go: if the permit asked at reconnection is lost too
 	if err != nil {
 		sn.FS.Logger().Warn("the modification log", "err", err)
 		return vfs.Entry{}, false, nil
@@ -391,7 +395,7 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 	if rmdir {
 		op = snfs1.CMLRmdir
 	}
-	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: ref, Name: name}); err != nil {
+	if _, err := p.log.AppendLazyBased(snfs1.CMLRecord{Op: op, Dir: ref, Name: name}, p.permitBase(dir.FH, name, e, true)); err != nil {
 		sn.FS.Logger().Warn("the modification log", "err", err)
 		return false, nil
 	}
@@ -489,7 +493,8 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 	p.noteBase(from, name, moved, true)
 	p.noteBase(to, newName, old, exists)
 	rec := snfs1.CMLRecord{Op: snfs1.CMLRename, Dir: fref, Name: name, ToDir: tref, ToName: newName}
-	if _, err := p.log.AppendLazy(rec); err != nil {
+	bases := append(p.permitBase(from.FH, name, moved, true), p.permitBase(to.FH, newName, old, exists)...)
+	if _, err := p.log.AppendLazyBased(rec, bases); err != nil {
 		sn.FS.Logger().Warn("the modification log", "err", err)
 		return false, nil
 	}

@@ -47,11 +47,12 @@ import (
 // as they were made: no conflict copy where nothing conflicted.
 
 // offPermitTries bounds the GET_PERMITs asked for one directory before a
-// reintegration of a log with offline records gives up for now.
+// reintegration of a log with offline records (or with records whose
+// permit was lost: permitlost.go) gives up for now.
 const offPermitTries = 20
 
 // errOfflinePermits: a permit the log needs was refused: nothing is sent.
-var errOfflinePermits = errors.New("cachemgr: the permits of the directories changed offline are not granted yet: the log waits")
+var errOfflinePermits = errPermitsWait
 
 // offPrepare asks the permits and checks the bases before a log with
 // offline records is sent (p.reint held).
@@ -67,92 +68,55 @@ func (p *permits) offPrepare(ctx context.Context) error {
 		// the server does not wait for the asking again.
 		return errOfflinePermits
 	}
-	for _, d := range p.log.Dirs() {
-		granted := false
-		for try := 0; try < offPermitTries && !granted; try++ {
-			if try > 0 {
-				t := time.NewTimer(time.Duration(try) * 50 * time.Millisecond)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return ctx.Err()
-				case <-t.C:
-				}
-			}
-			_, granted = p.get(ctx, d, true)
-		}
-		if !granted {
-			p.sn.FS.Logger().Info("reintegration of the changes made offline waits for a permit", "dir", p.sn.FS.PathOfFH(d, nil))
-			p.off.mu.Lock()
-			p.off.refused = time.Now()
-			p.off.mu.Unlock()
-			return errOfflinePermits
-		}
-	}
+	gone, err := p.regainAll(ctx, p.log.Dirs()) // permitlost.go
 	p.off.mu.Lock()
-	p.off.refused = time.Time{}
+	if errors.Is(err, errPermitsWait) {
+		p.off.refused = time.Now()
+	} else {
+		p.off.refused = time.Time{}
+	}
 	p.off.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	p.markGone(gone)
 	p.off.mu.Lock()
 	bases := make([]offBase, 0, len(p.off.base))
 	for _, b := range p.off.base {
 		bases = append(bases, b)
 	}
 	p.off.mu.Unlock()
-	nc := p.sn.FS.Client(sessionCred())
 	for _, b := range bases {
-		res, err := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.LookupRes, error) { return nc.Lookup(ctx, b.dir, b.name) })
-		var now nfs3.FH
-		switch {
-		case err == nil:
-			now = res.Object
-		case errors.Is(err, nfs3.ErrNoEnt):
-		default:
-			return fmt.Errorf("LOOKUP of a name changed offline: %w", err)
+		changed, err := p.baseChanged(ctx, b) // permitlost.go
+		if err != nil {
+			return err
 		}
-		if string(now) == string(b.fh) {
-			if b.ver == nil || len(now) == 0 {
-				continue
-			}
-			var a *nfs3.Fattr
-			if err == nil {
-				a = res.ObjAttr
-			}
-			if a == nil {
-				ga, gerr := vfs.RPC(ctx, p.sn.FS, func() (*nfs3.GetattrRes, error) { return nc.Getattr(ctx, now) })
-				if gerr != nil {
-					return fmt.Errorf("GETATTR of a file changed offline: %w", gerr)
-				}
-				a = &ga.Attr
-			}
-			if sameData(*b.ver, baseOf(a)) {
-				continue
-			}
-			p.sn.FS.Logger().Warn("a file removed or replaced offline was written on the server meanwhile: its removal and renames are conflicts",
-				"path", p.sn.FS.PathFrom(nil, b.dir, b.name), "size", b.ver.Size, "now", a.Size)
+		if changed {
 			p.poison(offNameKey(snfs1.ObjRef{FH: b.dir}, b.name))
-			continue
 		}
-		p.sn.FS.Logger().Warn("a name changed offline was changed on the server meanwhile: its removals and renames are conflicts",
-			"path", p.sn.FS.PathFrom(nil, b.dir, b.name), "was", hex.EncodeToString(b.fh), "now", hex.EncodeToString(now))
-		p.poison(offNameKey(snfs1.ObjRef{FH: b.dir}, b.name))
 	}
 	p.off.mu.Lock()
 	p.off.base = nil // checked: under the permits now, nobody else changes them
+	p.off.checked = true
 	p.dropBases()
 	p.off.mu.Unlock()
 	return nil
 }
 
-// offDone: the whole log is on the server. Without --permits=on, the
+// offDone: the whole log is on the server (what was poisoned, and the
+// directories found gone, are forgotten). Without --permits=on, the
 // permits asked for it are given back: nothing more is made under them.
 func (p *permits) offDone(ctx context.Context) {
 	p.off.mu.Lock()
 	was := p.off.pending
-	p.off.pending, p.off.base, p.off.poison = false, nil, nil
+	p.off.pending, p.off.base, p.off.poison, p.off.checked = false, nil, nil, false
 	if was {
 		p.dropBases()
 	}
 	p.off.mu.Unlock()
+	p.mu.Lock()
+	p.goneDirs = nil
+	p.mu.Unlock()
 	if was && !p.online && !p.sn.disc.offline() {
 		p.releaseAll(ctx)
 	}
@@ -170,9 +134,9 @@ func (p *permits) poison(k string) {
 // poisonRecord poisons the names rec changes (refused).
 func (p *permits) poisonRecord(rec *snfs1.CMLRecord) {
 	p.off.mu.Lock()
-	pending := p.off.pending
+	checked := p.off.pending || p.off.checked
 	p.off.mu.Unlock()
-	if !pending || rec.Op == snfs1.CMLSetattr || rec.Op == snfs1.CMLStore {
+	if !checked || rec.Op == snfs1.CMLSetattr || rec.Op == snfs1.CMLStore {
 		return
 	}
 	p.poison(offNameKey(rec.Dir, rec.Name))

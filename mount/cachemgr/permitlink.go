@@ -65,8 +65,8 @@ func (sn *snfsFS) LocalLink(ctx context.Context, i, dir *vfs.Inode, c vfs.Cred, 
 		if _, ok := nc.cachedEntry(d, name); ok {
 			return errNotLocal
 		}
-		if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLLink, Obj: snfs1.ObjRef{FH: i.FH},
-			Dir: snfs1.ObjRef{FH: dir.FH}, Name: name}); err != nil {
+		if _, err := p.log.AppendLazyBased(snfs1.CMLRecord{Op: snfs1.CMLLink, Obj: snfs1.ObjRef{FH: i.FH},
+			Dir: snfs1.ObjRef{FH: dir.FH}, Name: name}, p.permitBase(dir.FH, name, cent{}, false)); err != nil { // permitlost.go
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal
 		}

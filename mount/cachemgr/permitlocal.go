@@ -91,7 +91,8 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 		if nc.usable(ctx, dir) != d {
 			return errNotLocal
 		}
-		if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name}); err != nil {
+		rec := snfs1.CMLRecord{Op: op, Dir: snfs1.ObjRef{FH: dir.FH}, Name: name}
+		if _, err := p.log.AppendLazyBased(rec, p.permitBase(dir.FH, name, e, true)); err != nil { // permitlost.go
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal
 		}
@@ -289,7 +290,8 @@ func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string,
 		}
 		rec := snfs1.CMLRecord{Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: from.FH}, Name: name,
 			ToDir: snfs1.ObjRef{FH: to.FH}, ToName: newName}
-		if _, err := p.log.AppendLazy(rec); err != nil {
+		bases := append(p.permitBase(from.FH, name, moved, true), p.permitBase(to.FH, newName, old, replaced)...)
+		if _, err := p.log.AppendLazyBased(rec, bases); err != nil { // permitlost.go
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal
 		}

@@ -284,7 +284,7 @@ func (sn *snfsFS) localMakeObj(ctx context.Context, dir *vfs.Inode, c vfs.Cred, 
 			// them on the link itself, not its target).
 			rec.Attr.Mode, rec.Target = nil, target
 		}
-		id, err := p.log.AppendLazy(rec)
+		id, err := p.log.AppendLazyBased(rec, p.permitBase(dir.FH, name, cent{}, false)) // permitlost.go
 		if err != nil {
 			sn.FS.Logger().Warn("the modification log", "err", err)
 			return errNotLocal

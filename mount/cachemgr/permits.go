@@ -59,14 +59,17 @@ type permits struct {
 	// names may be in an answer not taken in yet.
 	asking map[string]int
 	asked  chan struct{}
-	// reask: the permits the log's records were made under were lost to a
-	// restart (this mount's: the log left by a killed one; the server's):
-	// a record refused SNFS_ERR_NOPERMIT is sent again under the permit
-	// asked again. Otherwise such a record was made under a permit the
-	// server revoked (its recall not answered in time), after which others
-	// may have changed the directory: it is a conflict (docs/protocol.md
-	// section 21.4, "Deadline: revocation").
-	reask bool
+	// lost: by handle, the directories whose permits the log's records
+	// were made under were lost (to a restart: this mount's, the log left
+	// by a killed one, or the server's; or revoked: a record refused
+	// SNFS_ERR_NOPERMIT): their permits are asked again and the names the
+	// log changes in them checked before anything more is sent
+	// (permitlost.go). lostRefused: when that asking was last refused.
+	lost        map[string]nfs3.FH
+	lostRefused time.Time
+	// goneDirs: directories found removed on the server while their
+	// permits were asked again: their records are refused, conflicts.
+	goneDirs map[string]bool
 	// pushFailed: when a retry of the pushes left failed (retryPushes).
 	pushFailed time.Time
 	// starts counts the server restarts seen (serverRestarted): a
@@ -148,10 +151,9 @@ func (p *permits) begin(ctx context.Context) {
 		// (offlinereint.go).
 		p.off.pending = sn.cfg.disc != nil
 		sn.FS.Logger().Info("reintegrating the modification log an earlier mount left", "records", n)
-		p.reask = true
-		for _, d := range l.Dirs() {
-			p.get(ctx, d, true)
-		}
+		// Its permits are gone (a new registration holds none), maybe
+		// revoked first: asked again, and the names checked (permitlost.go).
+		p.markLost(l.Dirs()...)
 		if err := p.reintegrate(ctx, "restart"); err != nil {
 			// What could not be sent stays in the log: the loop tries again.
 			sn.FS.Logger().Error("reintegration of an earlier mount's modification log", "err", err)
@@ -250,9 +252,10 @@ const (
 // held, then takes in what it returned: the permits of directories made in
 // it, the real handles of the objects made (forgotten once taken: no
 // provisional inode waits for them). A refused record becomes a conflict
-// (kept in the conflicts file) and is skipped, except SNFS_ERR_NOPERMIT
-// after a restart (reask), for which the record's directories' permits are
-// asked once more first.
+// (kept in the conflicts file) and is skipped, except SNFS_ERR_NOPERMIT:
+// its directories' permits were lost, and are asked again, the names the
+// log changes in them checked (permitlost.go); only the records of names
+// someone else changed meanwhile become conflicts.
 func (p *permits) reintegrate(ctx context.Context, why string) error {
 	return p.reintegrateKeep(ctx, why, false)
 }
@@ -280,14 +283,28 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 	p.storeSmall() // permitstore.go
 	*rbs = p.readbackBegin(keep)
 	defer p.readbackEnd(*rbs)
-	askedAgain := false
+	lostRounds := 0
 	jukeboxes := 0
+	probed := false
 	for range reintegrateMaxRounds {
+		probing := p.probeFirst(probed) // permitlost.go
+		if probing {
+			// Under no permit: the records the server applied before are
+			// answered by LSN (their bases move), the first one it did
+			// not is refused SNFS_ERR_NOPERMIT; nothing else is applied.
+			probed = true
+		} else if err := p.lostPrepare(ctx); err != nil { // permitlost.go
+			return err
+		}
+		var refs []snfs1.PermitRef
+		if !probing {
+			refs = p.refs() // after lostPrepare: the permits asked again
+		}
 		starts := p.startsSeen()
 		recs := p.log.Records()
 		made := provsOf(recs)
 		start := p.sn.FS.AttrStart()
-		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, p.refs())
+		res, err := p.log.Reintegrate(ctx, offSender{p: p, s: p.sender()}, refs)
 		// offlinereint.go: before the attributes are taken in. A push that
 		// failed is logged there and left to push again (permitdurable.go).
 		_ = p.pushOffData(ctx, res.Made)
@@ -306,7 +323,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		if !errors.As(err, &ce) {
 			if err == nil && p.log.Len() == 0 {
 				p.mu.Lock()
-				p.reask = false
+				clear(p.lost)
 				p.mu.Unlock()
 				p.offDone(ctx)
 			}
@@ -329,25 +346,30 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 			}
 			continue
 		}
-		p.mu.Lock()
-		reask := p.reask
-		p.mu.Unlock()
-		if ce.Status == snfs1.ErrNoPermit && reask && !askedAgain {
-			askedAgain = true
-			for _, d := range recordDirs(&ce.Record) {
-				p.drop(d)
-				p.get(ctx, d, true)
-			}
-			continue
+		if ce.Status == snfs1.ErrNoPermit && probing {
+			continue // the permits held are kept; asked again next round
 		}
-		askedAgain = false
 		if ce.Status == snfs1.ErrNoPermit {
 			// The permit is gone on the server (revoked: a recall not
-			// heard of in time): held here, later changes would be
-			// logged under it and refused too, and the kernel would keep
-			// the directory's names (permitnames.go).
-			for _, d := range recordDirs(&ce.Record) {
+			// heard of in time; or a restart's): held here, later changes
+			// would be logged under it and refused too, and the kernel
+			// would keep the directory's names (permitnames.go). Its
+			// records are no conflict for that: the permit is asked again
+			// and the names checked (permitlost.go), unless the directory
+			// itself is gone.
+			dirs := p.lostDirs(&ce.Record)
+			for _, d := range dirs {
 				p.drop(d)
+			}
+			// A record that changes no directory (a STORE, a file's
+			// SETATTR) names no permit of its own: taken as before (a
+			// STORE's data pushed instead, permitstore.go).
+			if len(dirs) > 0 && !p.anyGone(dirs) {
+				if lostRounds++; lostRounds > lostMaxRounds {
+					return fmt.Errorf("cachemgr: record LSN %d refused SNFS_ERR_NOPERMIT %d times: %w", ce.Record.LSN, lostRounds, errPermitsWait)
+				}
+				p.markLost(dirs...)
+				continue
 			}
 		}
 		if ce.Record.Op == snfs1.CMLStore {
@@ -601,7 +623,7 @@ func (p *permits) loop() {
 			continue
 		}
 		ctx, cancel := p.sn.stopCtx(time.Minute)
-		if err := p.reintegrateKeep(ctx, "age", true); errors.Is(err, errOfflinePermits) {
+		if err := p.reintegrateKeep(ctx, "age", true); errors.Is(err, errPermitsWait) {
 			p.sn.FS.Logger().Debug("reintegration of the modification log", "err", err)
 		} else if err != nil {
 			p.sn.FS.Logger().Warn("reintegration of the modification log", "err", err)
@@ -654,7 +676,8 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 // serverRestarted: permits do not survive a server's restart (docs/protocol.md
 // section 21.6): those held are forgotten, so that no change is made locally
 // under them; the records logged under them are sent under permits asked
-// again (reintegrate: SNFS_ERR_NOPERMIT).
+// again, once the names they change are checked (permitlost.go): others may
+// have changed them since the restart.
 //
 // It does not wait for a local change in progress (the session may call it
 // while that change's lease renewal waits for the reconnection): such a
@@ -663,8 +686,8 @@ func (p *permits) serverRestarted() {
 	p.mu.Lock()
 	clear(p.held)
 	p.starts++
-	p.reask = p.log.Len() > 0
 	p.mu.Unlock()
+	p.markLost(p.log.Dirs()...)
 	p.sn.names.takeBackAll() // permitnames.go
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"snfs/client"
+	"snfs/mount/cml"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -80,6 +81,18 @@ func logCreates(t *testing.T, sn *snfsFS, d *vfs.Inode, prefix string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// serverBase is name's base in d as the server holds it now (LOOKUP): what
+// the mount gives with a record that changes it (permitlost.go).
+func serverBase(t *testing.T, sn *snfsFS, d *vfs.Inode, name string) cml.Base {
+	t.Helper()
+	ctx := context.Background()
+	res, err := sn.FS.Client(sessionCred()).Lookup(ctx, d.FH, name)
+	if err != nil {
+		t.Fatalf("LOOKUP %s: %v", name, err)
+	}
+	return cml.Base{Dir: d.FH, Name: name, FH: res.Object}
 }
 
 func wantFiles(t *testing.T, export, prefix string, n int) {
@@ -188,18 +201,52 @@ func TestPermitsServerRestart(t *testing.T) {
 	}
 }
 
-// TestPermitsRevokedIsConflict: records made under a permit the server no
+// TestPermitsRevokedChecked: records made under a permit the server no
 // longer holds for the mount (revoked; here given back behind the mount's
-// back) are refused SNFS_ERR_NOPERMIT: they are kept as conflicts and
-// skipped, not sent again under a new permit (others may have changed the
-// directory meanwhile).
-func TestPermitsRevokedIsConflict(t *testing.T) {
+// back) are refused SNFS_ERR_NOPERMIT; the mount asks the permit again and
+// checks the names they change against their bases (permitlost.go):
+// meanwhile another (a process on the server) made v2, which the log
+// creates, and put its own file at u1, which the log removes. The records
+// of the names nobody else changed are applied (v0, v1 made, u0 removed);
+// the CREATE of v2 is refused by the server and the remove of u1 is not
+// sent: two conflicts, the other's files untouched.
+func TestPermitsRevokedChecked(t *testing.T) {
 	s := newServer(t, true)
 	_, sn, d := permitsMount(t, s, "permits-revoked")
-	holdPermit(t, sn, d)
-	logCreates(t, sn, d, "v", 3)
 	ctx := context.Background()
+	dir := filepath.Join(s.export, "d")
+	var bases []cml.Base
+	for _, n := range []string{"u0", "u1"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("server's "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bases = append(bases, serverBase(t, sn, d, n))
+	}
+	holdPermit(t, sn, d)
+	mode := uint32(0o644)
+	for k := range 3 {
+		n := fmt.Sprintf("v%d", k)
+		rec := snfs1.CMLRecord{Op: snfs1.CMLCreate, Dir: snfs1.ObjRef{FH: d.FH}, Name: n, Attr: nfs3.Sattr{Mode: &mode}}
+		if _, err := sn.permits.log.AppendLazyBased(rec, []cml.Base{{Dir: d.FH, Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, n := range []string{"u0", "u1"} {
+		rec := snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: n}
+		if _, err := sn.permits.log.AppendLazyBased(rec, bases[k:k+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := sn.sess.PermitRelease(ctx, sn.permits.refs()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "v2"), []byte("other's v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new"), []byte("other's u1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "new"), filepath.Join(dir, "u1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := sn.SyncDir(ctx, d); err != nil {
@@ -208,14 +255,22 @@ func TestPermitsRevokedIsConflict(t *testing.T) {
 	if st := sn.permits.log.Stats(); st.Records != 0 {
 		t.Errorf("%d records left", st.Records)
 	}
-	for k := range 3 {
-		if _, err := os.Lstat(filepath.Join(s.export, "d", fmt.Sprintf("v%d", k))); !os.IsNotExist(err) {
-			t.Errorf("v%d made under a permit the server no longer held: %v", k, err)
+	wantFiles(t, s.export, "v", 2)
+	for n, want := range map[string]string{"v2": "other's v2", "u1": "other's u1"} {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != want {
+			t.Errorf("%s: %q (%v); want the other's %q", n, b, err, want)
 		}
 	}
+	if _, err := os.Lstat(filepath.Join(dir, "u0")); !os.IsNotExist(err) {
+		t.Errorf("u0, removed by the log and touched by nobody else, is still there: %v", err)
+	}
 	list, err := ReadConflicts(sn.cfg.CacheDir)
-	if err != nil || len(list) != 3 {
-		t.Fatalf("conflicts listed: %+v, %v; want the 3 records", list, err)
+	names := map[string]bool{}
+	for _, c := range list {
+		names[c.Name] = true
+	}
+	if err != nil || len(list) != 2 || !names["v2"] || !names["u1"] {
+		t.Fatalf("conflicts listed: %+v, %v; want v2's CREATE and u1's UNLINK", list, err)
 	}
 }
 
@@ -246,26 +301,16 @@ func TestPermitsJukeboxNotConflict(t *testing.T) {
 	other.Disconnect()
 	holdPermit(t, sn, d)
 	for k := range n {
-		if _, err := sn.permits.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: fmt.Sprintf("j%d", k)}); err != nil {
+		name := fmt.Sprintf("j%d", k)
+		rec := snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: name}
+		if _, err := sn.permits.log.AppendLazyBased(rec, []cml.Base{serverBase(t, sn, d, name)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.grace = 2 * time.Second
 	s.restart()
-	for len(sn.permits.refs()) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the permits held before the server's restart were not forgotten")
-		}
-		sn.sess.Null(ctx) // the session finds the restart
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		if err = sn.SyncDir(ctx, d); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
+	restartSeen(ctx, t, sn)
+	if err := syncDirAfterGrace(ctx, sn, d); err != nil {
 		t.Fatal(err)
 	}
 	if c := sn.stats.Conflicts.Load(); c != 0 {

@@ -41,6 +41,10 @@ func (l *Log) Sync() error {
 }
 
 func (l *Log) append(rec snfs1.CMLRecord, flush bool) (uint64, error) {
+	return l.appendBased(rec, flush, nil)
+}
+
+func (l *Log) appendBased(rec snfs1.CMLRecord, flush bool, bases []Base) (uint64, error) {
 	if err := checkRecord(&rec); err != nil {
 		return 0, err
 	}
@@ -62,8 +66,19 @@ func (l *Log) append(rec snfs1.CMLRecord, flush bool) (uint64, error) {
 	} else {
 		rec.New = 0
 	}
-	pos, err := l.write(appendFrame(nil, &frame{kind: kindOp, at: at.UnixNano(), rec: rec}))
+	f := frame{kind: kindOp, at: at.UnixNano(), rec: rec}
+	var added []Base
+	if len(bases) > 0 {
+		added = l.addBasesLocked(bases)
+	}
+	if len(added) > 0 {
+		f.kind, f.bases = kindOpBased, added
+	}
+	pos, err := l.write(appendFrame(nil, &f))
 	if err != nil {
+		for _, b := range added {
+			delete(l.bases, baseKey(b.Dir, b.Name))
+		}
 		return 0, err
 	}
 	l.next++

@@ -21,6 +21,11 @@
 //     by every Append that wrote meanwhile (a group commit without timer or
 //     goroutine); AppendLazy returns once the record is written (a killed
 //     mount loses nothing, a crashed machine may lose it) and Sync flushes.
+//   - the bases of the names the records change (base.go): what each held
+//     on the server before the oldest record left that changes it, given
+//     with the record and written in its frame, moved to what each
+//     acknowledged batch left, kept by compaction: what the mount checks
+//     before it sends records whose permit was lost.
 //   - the optimiser (optimize.go, pure): Optimize's two rules, which never
 //     reorder and never need the server's tree.
 //   - reintegration (reintegrate.go): the optimised plan written durably

@@ -61,6 +61,12 @@ const (
 	// kindSkip: the plan's first record (the LSN) is dropped: it failed at
 	// the server and the client kept it as a conflict.
 	kindSkip uint32 = 5
+	// kindOpBased: kindOp, then the bases the record gave (base.go): the
+	// names it changes first, what they held on the server before it.
+	kindOpBased uint32 = 6
+	// kindBase: bases of names the records after it change, written by a
+	// compaction (base.go).
+	kindBase uint32 = 7
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -77,6 +83,7 @@ type frame struct {
 	applied uint64            // ack
 	handles []provHandle      // ack
 	lsn     uint64            // skip
+	bases   []Base            // opBased, base
 }
 
 // provHandle is one provisional id's real handle.
@@ -97,6 +104,12 @@ func appendFrame(b []byte, f *frame) []byte {
 	case kindOp:
 		w.Uint64(uint64(f.at))
 		f.rec.Encode(w)
+	case kindOpBased:
+		w.Uint64(uint64(f.at))
+		f.rec.Encode(w)
+		encodeBases(w, f.bases)
+	case kindBase:
+		encodeBases(w, f.bases)
 	case kindPlan:
 		w.Uint64(f.hi)
 		w.Uint64(uint64(f.at))
@@ -150,10 +163,21 @@ func (f *frame) decodeBody(body []byte) error {
 	switch f.kind {
 	case kindCheckpoint:
 		f.next = r.Uint64()
-	case kindOp:
+	case kindOp, kindOpBased:
 		f.at = int64(r.Uint64())
 		if f.rec.Decode(r) == nil {
 			f.rec = cloneRecord(f.rec)
+		}
+		if f.kind == kindOpBased && r.Err() == nil {
+			var ok bool
+			if f.bases, ok = decodeBases(r); !ok {
+				return fmt.Errorf("%w: bases", errFrame)
+			}
+		}
+	case kindBase:
+		var ok bool
+		if f.bases, ok = decodeBases(r); !ok {
+			return fmt.Errorf("%w: bases", errFrame)
 		}
 	case kindPlan:
 		f.hi = r.Uint64()

@@ -20,6 +20,9 @@ func sampleFrames() []byte {
 	b = appendFrame(b, &frame{kind: kindCheckpoint, next: 7})
 	b = appendFrame(b, &frame{kind: kindOp, at: 123, rec: rec})
 	b = appendFrame(b, &frame{kind: kindOp, at: 124, rec: store})
+	un := snfs1.CMLRecord{LSN: 11, Op: snfs1.CMLUnlink, Dir: dD, Name: "u"}
+	b = appendFrame(b, &frame{kind: kindOpBased, at: 125, rec: un, bases: []Base{{Dir: dD.FH, Name: "u", FH: nfs3.FH("was")}}})
+	b = appendFrame(b, &frame{kind: kindBase, bases: []Base{{Dir: dD.FH, Name: "n"}, {Dir: dD.FH, Name: "u", FH: nfs3.FH("was")}}})
 	b = appendFrame(b, &frame{kind: kindPlan, hi: 10, at: 123, last: true, recs: []snfs1.CMLRecord{rec, ren, sym, store}})
 	b = appendFrame(b, &frame{kind: kindAck, applied: 8, handles: []provHandle{{7, nfs3.FH("handle")}}})
 	b = appendFrame(b, &frame{kind: kindSkip, lsn: 9})
@@ -67,7 +70,7 @@ func TestDecodeSample(t *testing.T) {
 		ends = append(ends, next)
 		off = next
 	}
-	if len(ends) != 6 || ends[5] != len(b) {
+	if len(ends) != 8 || ends[7] != len(b) {
 		t.Fatalf("frames end at %v of %d", ends, len(b))
 	}
 	for i := range b {

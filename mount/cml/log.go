@@ -82,6 +82,9 @@ type Log struct {
 	// LSN is above the batch sent is not an LSN reused up to there.
 	maySent uint64
 	bytes   int64 // encoded size of pending and plan records
+	// bases: by baseKey, what the names the records left change held on
+	// the server before the first of them (base.go).
+	bases map[string]Base
 }
 
 // entry is a raw record and when it was appended.
@@ -210,15 +213,18 @@ func (l *Log) replay(f *frame, building **frame, lastOp *uint64, first bool) boo
 			return false
 		}
 		l.next, l.pending, l.plan, l.planHi, l.bytes = f.next, nil, nil, 0, 0
-		l.handles = map[uint64]nfs3.FH{}
+		l.handles, l.bases = map[uint64]nfs3.FH{}, nil
 		*building, *lastOp = nil, 0
-	case kindOp:
+	case kindOp, kindOpBased:
 		if f.rec.LSN <= *lastOp || f.rec.LSN <= l.planHi {
 			return false
 		}
 		*lastOp = f.rec.LSN
 		l.pending = append(l.pending, entry{rec: f.rec, at: unixNano(f.at)})
 		l.bytes += int64(recordSize(&f.rec))
+		l.addBasesLocked(f.bases)
+	case kindBase:
+		l.addBasesLocked(f.bases)
 	case kindPlan:
 		if len(l.plan) > 0 {
 			return false
@@ -266,14 +272,19 @@ func (l *Log) installPlan(recs []snfs1.CMLRecord, hi uint64, at time.Time) {
 	}
 }
 
-// ackPlan drops the plan's records at or below applied.
+// ackPlan drops the plan's records at or below applied, and moves the
+// bases of their names to what they left (base.go).
 func (l *Log) ackPlan(applied uint64) {
 	n := 0
 	for n < len(l.plan) && l.plan[n].LSN <= applied {
 		l.bytes -= int64(recordSize(&l.plan[n]))
 		n++
 	}
+	acked := l.plan[:n]
 	l.plan = l.plan[n:]
+	if len(l.bases) > 0 || n > 0 && len(l.plan)+len(l.pending) > 0 {
+		l.moveBasesLocked(acked)
+	}
 }
 
 func (l *Log) segPath(n uint64) string {

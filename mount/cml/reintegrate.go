@@ -496,6 +496,15 @@ func (l *Log) compact() error {
 		rest = appendFrame(rest, &frame{kind: kindAck, handles: hs[:n]})
 		hs = hs[n:]
 	}
+	var bs []Base
+	for _, b := range l.bases {
+		bs = append(bs, b)
+	}
+	for len(bs) > 0 {
+		n := min(len(bs), maxBaseFrame)
+		rest = appendFrame(rest, &frame{kind: kindBase, bases: bs[:n]})
+		bs = bs[n:]
+	}
 	for _, e := range l.pending {
 		rest = appendFrame(rest, &frame{kind: kindOp, at: e.at.UnixNano(), rec: e.rec})
 	}
