@@ -233,6 +233,8 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		if err := sn.BeforeDirChange(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
+	} else if err := sn.beforeLinkedSetattr(ctx, i); err != nil {
+		return nfs3.Fattr{}, 0, err // permittimes.go
 	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
