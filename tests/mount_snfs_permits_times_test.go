@@ -103,3 +103,19 @@ func TestMountSNFSPermitsLocalAttrs(t *testing.T) {
 		}
 	}
 }
+
+// TestMountSNFSPermitsRemoveOpenLinks: testRemoveOpenLinks under write-back
+// permits (--permit-data=on, the default): a file made locally, linked
+// (resolved first, then the link made locally), opened for writing by its
+// new name, its first name removed while open. The OPEN's reply gave the
+// server's link count (one: the LINK not yet sent), the removal then hid
+// the file as if it were its last name, and its close dropped the data
+// written through the open: the server and the mount had "one". The OPEN
+// now sends the log first (permittimes.go).
+func TestMountSNFSPermitsRemoveOpenLinks(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e := newEnv(t, "rw,no_root_squash")
+	a := newPermitDataMount(t, e, "permits-remove-open-links", "")
+	testRemoveOpenLinks(t, a.dir, e.dir)
+}

@@ -28,9 +28,13 @@ import (
 //     LocalLink adds one (permitlink.go).
 //
 // An object's link count is not covered by the permit (permitlink.go): a
-// SETATTR of such an object through the server, whose reply gives the
-// server's count, sends the log first (linkChanged, Setattr), so that the
-// count it answers has the links made and removed here.
+// SETATTR or an OPEN of such an object through the server, whose reply
+// gives the server's count, sends the log first (beforeLinkedCall), so
+// that the count it answers has the links made and removed here. Left to
+// the OPEN's reply, a file linked here and opened by its new name showed
+// one link again, and the removal of its first name while open took it
+// for the last: the file was hidden, and at its close dropped with the
+// data written through the open (TestMountSNFSPermitsRemoveOpenLinks).
 
 // localDirChanged gives dir, whose entries a change made locally at now
 // changed, its mtime and ctime now and links more links (an MKDIR: 1, an
@@ -117,15 +121,16 @@ func (l *localLinks) take(fh nfs3.FH) bool {
 	return ok
 }
 
-// beforeLinkedSetattr sends the log before a SETATTR through the server of
-// i, when a change made locally changed its link count: the attributes the
-// server answers then count the links made and removed here.
-func (sn *snfsFS) beforeLinkedSetattr(ctx context.Context, i *vfs.Inode) error {
+// beforeLinkedCall sends the log before a call through the server about i
+// (what: a SETATTR, an OPEN) whose reply gives its attributes, when a
+// change made locally changed its link count: the attributes the server
+// answers then count the links made and removed here.
+func (sn *snfsFS) beforeLinkedCall(ctx context.Context, i *vfs.Inode, what string) error {
 	p := sn.permits
 	if p == nil || !p.links.take(i.FH) {
 		return nil
 	}
-	if err := p.flush(ctx, "a SETATTR of an object linked or unlinked locally"); err != nil {
+	if err := p.flush(ctx, what+" of an object linked or unlinked locally"); err != nil {
 		p.links.add(i.FH)
 		return err
 	}
