@@ -542,3 +542,13 @@ func numbered(prefix string, n int) []string {
 	}
 	return ns
 }
+
+// serverProcFiles is serverFiles for a server process's export.
+func serverProcFiles(t *testing.T, s *srvProc, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(s.path(n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
