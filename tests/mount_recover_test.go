@@ -172,6 +172,7 @@ func TestMountSNFSServerRestartReclaim(t *testing.T) {
 	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverProcFiles(t, s, "dirtyopen", "dirtyclosed")
 	a := startMount(t, s, "", "")
 	rf, err := os.Open(a.path("cached"))
 	if err != nil {
