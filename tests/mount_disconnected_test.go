@@ -546,6 +546,12 @@ func TestMountDisconnectedOnRequest(t *testing.T) {
 	if err := os.WriteFile(s.path("sub/uncached"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// f is the server's: its fsync below writes it back (one the mount
+	// made under its write-back permit would be durable in the cache
+	// directory instead: serverFiles).
+	if err := os.WriteFile(s.path("f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	m := startMount(t, s, "", "", "--disconnected=auto")
 	data0 := randBytes(441, 40000)
 	f, err := os.OpenFile(m.path("f"), os.O_RDWR|os.O_CREATE, 0o644)

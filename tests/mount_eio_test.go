@@ -45,6 +45,7 @@ func newEIOEnv(t *testing.T) (*env, *atomic.Bool) {
 func TestMountSNFSWriteBackEIO(t *testing.T) {
 	t.Parallel()
 	e, failing := newEIOEnv(t)
+	serverFiles(t, e, "f")
 	m := newSNFSMount(t, e, "A", "", time.Hour)
 	want := randBytes(71, 300000)
 	if err := os.WriteFile(m.path("f"), want, 0o644); err != nil {

@@ -157,6 +157,7 @@ func TestMountSNFSRecoveryLogPaths(t *testing.T) {
 	if err := os.WriteFile(s.path("src/lib/shared"), old, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverProcFiles(t, s, "src/mine")
 	a := startMount(t, s, "", "")
 	writeDurable(t, a.path("src/lib/shared"), randBytes(72, 30000))
 	writeDurable(t, a.path("src/mine"), randBytes(73, 20000))

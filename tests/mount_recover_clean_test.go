@@ -19,6 +19,7 @@ func TestMountSNFSRecoverWrittenBack(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
+	serverProcFiles(t, s, "a", "b", "c", "synced", "gone", "gone2")
 	a := startMount(t, s, "", "", "--writeback-delay", "500ms", "--close-delay", "0")
 	want := map[string][]byte{}
 	for k, n := range []string{"a", "b", "c"} {

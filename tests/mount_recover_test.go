@@ -48,6 +48,7 @@ func TestMountSNFSRecoverKilled(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
 	s := newServeProc(t)
+	serverProcFiles(t, s, "precious")
 	a := startMount(t, s, "", "")
 	want := randBytes(61, 700000)
 	writeDurable(t, a.path("precious"), want)
@@ -171,6 +172,7 @@ func TestMountSNFSServerRestartReclaim(t *testing.T) {
 	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverProcFiles(t, s, "dirtyopen", "dirtyclosed")
 	a := startMount(t, s, "", "")
 	rf, err := os.Open(a.path("cached"))
 	if err != nil {
@@ -440,6 +442,7 @@ func TestMountSNFSServerRestartRefused(t *testing.T) {
 	if err := os.WriteFile(s.path("cached"), cached, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverProcFiles(t, s, "dirty")
 	a := startMount(t, s, "", "")
 	if got := mustRead(t, a.path("cached")); !bytes.Equal(got, cached) {
 		t.Fatalf("first read: %d bytes", len(got))

@@ -137,6 +137,7 @@ func TestMountSNFSDelayedCloseCallback(t *testing.T) {
 	e := newEnv(t, "rw,no_root_squash")
 	reg := metrics.New()
 	e.restartWith(func(c *server.Config) { c.Metrics, c.Observer = reg, reg })
+	serverFiles(t, e, "f")
 	a := newSNFSMountDelayed(t, e, "A", time.Hour, time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	dataA := randBytes(62, 50000)
@@ -210,6 +211,7 @@ func TestMountSNFSPosixDelayedClose(t *testing.T) {
 func TestMountSNFSFsxDelayedClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "fsx.dat")
 	m := newSNFSMountDelayed(t, e, "fsx", time.Hour, 2*time.Second)
 	ops := fsxOps(t)
 	c := fsxChildConfig{Cfg: fsxConfig(filepath.Join(m.dir, "fsx.dat"), ops, fsxSeed(t, 5)),

@@ -63,6 +63,7 @@ func TestMountFsxSNFSSharedReader(t *testing.T) {
 			if c.client {
 				closeDelay = 0
 			}
+			serverFiles(t, e, "fsx.dat")
 			a := newSNFSMountOpts(t, e, "A", time.Hour, closeDelay, c.passthrough)
 			cfg := fsxConfig(filepath.Join(a.dir, "fsx.dat"), ops, fsxSeed(t, c.seed))
 			cfg.Weights = c.weights

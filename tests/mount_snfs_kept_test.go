@@ -73,7 +73,7 @@ func waitKept(t *testing.T, m *snfsMount, n uint64) {
 	}
 }
 
-// TestMountSNFSKeptReopen: a file the mount created, and one it read, are
+// TestMountSNFSKeptReopen: a file the mount wrote, and one it read, are
 // reopened (read, and the created one written) many times, long after the
 // old close delay, with no OPEN and no CLOSE; a write open of the file kept
 // only for reading needs the server (one OPEN).
@@ -84,6 +84,7 @@ func TestMountSNFSKeptReopen(t *testing.T) {
 	if err := os.WriteFile(e.path("read"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverFiles(t, e, "created")
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	created := randBytes(262, 30000)
 	if err := os.WriteFile(a.path("created"), created, 0o644); err != nil {
@@ -157,6 +158,7 @@ func TestMountSNFSKeptReopen(t *testing.T) {
 func TestMountSNFSKeptWriteShare(t *testing.T) {
 	t.Parallel()
 	e, reg := keptEnv(t, nil)
+	serverFiles(t, e, "f", "plain", "local")
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	data := map[string][]byte{}
@@ -254,6 +256,7 @@ func TestMountSNFSKeptRestart(t *testing.T) {
 	if err := os.WriteFile(e.path("read"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	serverFiles(t, e, "dirty")
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	dirty := randBytes(266, 30000)
 	if err := os.WriteFile(a.path("dirty"), dirty, 0o644); err != nil {
@@ -322,6 +325,7 @@ func TestMountSNFSKeptRestart(t *testing.T) {
 func TestMountSNFSKeptBound(t *testing.T) {
 	t.Parallel()
 	e, reg := keptEnv(t, nil)
+	serverFiles(t, e, numbered("f", 5)...)
 	a := newSNFSMountKept(t, e, "A", 3, 0)
 	st := cachemgr.StatsOf(a.v)
 	for k := range 5 {
@@ -411,6 +415,7 @@ func TestMountSNFSKeptRelinquish(t *testing.T) {
 		c.Table.MaxEntries, c.Table.RelinquishIdle = 8, 100*time.Millisecond
 		c.Clock = clock
 	})
+	serverFiles(t, e, numbered("f", 16)...)
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	st := cachemgr.StatsOf(a.v)
 	for k := range 16 {
@@ -443,6 +448,7 @@ func TestMountSNFSKeptRelinquish(t *testing.T) {
 func TestMountSNFSKeptUnmount(t *testing.T) {
 	t.Parallel()
 	e, reg := keptEnv(t, nil)
+	serverFiles(t, e, numbered("f", 40)...)
 	a := newSNFSMountKept(t, e, "A", 0, 0)
 	const n = 40
 	for k := range n {

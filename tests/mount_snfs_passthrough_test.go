@@ -42,6 +42,7 @@ func readsOf(m *snfsMount) (reads, pt uint64) {
 func TestMountSNFSPassthrough(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "f")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
 	want := randBytes(41, 300000)
@@ -138,6 +139,7 @@ func TestMountSNFSPassthrough(t *testing.T) {
 func TestMountSNFSPassthroughSharing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "s")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	requirePassthrough(t, a)
@@ -269,6 +271,7 @@ func writeThroughPassthrough(t *testing.T, dir, name string, off int64, data []b
 func TestMountSNFSPassthroughWrite(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "w")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
 	want := randBytes(51, 50000)
@@ -307,6 +310,7 @@ func TestMountSNFSPassthroughWrite(t *testing.T) {
 func TestMountSNFSPassthroughCrash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "precious")
 	dir, cacheDir, kill := startMountChild(t, e)
 	base := randBytes(61, 200000)
 	if err := os.WriteFile(filepath.Join(dir, "precious"), base, 0o644); err != nil {
@@ -336,6 +340,7 @@ func TestMountSNFSPassthroughCrash(t *testing.T) {
 func TestMountSNFSPassthroughRandom(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "r")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, a)
 	model := randBytes(71, 100000)
@@ -431,6 +436,7 @@ func TestMountSNFSPassthroughRandom(t *testing.T) {
 func TestMountFsxSNFSPassthrough(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "fsx.dat")
 	m := newSNFSMount(t, e, "A", "", time.Hour)
 	requirePassthrough(t, m)
 	p := m.path("fsx.dat")
@@ -534,6 +540,7 @@ func TestMountSNFSPassthroughWriterShared(t *testing.T) {
 func TestMountSNFSPassthroughPinned(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "pin")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	requirePassthrough(t, a)

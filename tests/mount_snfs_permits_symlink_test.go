@@ -291,30 +291,39 @@ func TestMountSNFSPermitsSymlinkRecall(t *testing.T) {
 // TestMountSNFSPermitsKilledSymlink: a mount killed with SIGKILL after
 // making a link and changing a file's attributes locally: the remount
 // reintegrates its log before it serves, and the server has the link, the
-// file's last mode and times, the directory's mode.
+// file's last mode and times, the directory's mode. With
+// --permit-data=on (the default) the file's local data is pushed after
+// the reintegration: its times, set locally, are kept with that data for
+// the restarted mount to set again (before, the push stamped the remount's
+// time as its mtime).
 func TestMountSNFSPermitsKilledSymlink(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
-	s := newServeProc(t)
-	permitsPre(t, s.path)
-	a := startMount(t, s, "", "", "--permits=on")
-	if _, err := os.ReadDir(a.path("d")); err != nil {
-		t.Fatal(err)
+	for _, data := range []string{"off", "on"} {
+		t.Run("permit-data="+data, func(t *testing.T) {
+			t.Parallel()
+			s := newServeProc(t)
+			permitsPre(t, s.path)
+			a := startMount(t, s, "", "", "--permits=on", "--permit-data="+data)
+			if _, err := os.ReadDir(a.path("d")); err != nil {
+				t.Fatal(err)
+			}
+			mtime := time.Date(2019, 9, 8, 7, 6, 5, 432100000, time.UTC)
+			permitsLinkAndAttrs(t, a.path, mtime)
+			for _, n := range []string{"d/l", "d/f", "d/s", "d/hard"} {
+				if _, err := os.Lstat(s.path(n)); !os.IsNotExist(err) {
+					t.Fatalf("%s on the server before the kill: %v (not made locally?)", n, err)
+				}
+			}
+			a.kill9()
+			b := startMount(t, s, a.dir, a.cacheDir, "--permits=on", "--permit-data="+data)
+			if v := scrape(t, b.metrics, "snfs_client_cml_records"); v != 0 {
+				t.Errorf("snfs_client_cml_records after the remount = %v; want 0", v)
+			}
+			checkLinkAndAttrs(t, "the server after the remount", s.path, mtime)
+			checkLinkAndAttrs(t, "the remount", b.path, mtime)
+		})
 	}
-	mtime := time.Date(2019, 9, 8, 7, 6, 5, 432100000, time.UTC)
-	permitsLinkAndAttrs(t, a.path, mtime)
-	for _, n := range []string{"d/l", "d/f", "d/s", "d/hard"} {
-		if _, err := os.Lstat(s.path(n)); !os.IsNotExist(err) {
-			t.Fatalf("%s on the server before the kill: %v (not made locally?)", n, err)
-		}
-	}
-	a.kill9()
-	b := startMount(t, s, a.dir, a.cacheDir, "--permits=on")
-	if v := scrape(t, b.metrics, "snfs_client_cml_records"); v != 0 {
-		t.Errorf("snfs_client_cml_records after the remount = %v; want 0", v)
-	}
-	checkLinkAndAttrs(t, "the server after the remount", s.path, mtime)
-	checkLinkAndAttrs(t, "the remount", b.path, mtime)
 }
 
 // TestMountSNFSPermitsSetattrThrough: the SETATTRs not made locally go

@@ -152,6 +152,7 @@ func (m *snfsMount) path(name string) string { return filepath.Join(m.dir, name)
 func TestMountSNFSSequentialSharing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "f")
 	a := newSNFSMount(t, e, "A", "", time.Hour)
 	b := newSNFSMount(t, e, "B", "", time.Hour)
 	want := randBytes(11, 300000)
@@ -293,6 +294,7 @@ func TestMountSNFSTempFiles(t *testing.T) {
 func TestMountSNFSDelayedWriteBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "rw,no_root_squash")
+	serverFiles(t, e, "late", "synced", "atunmount")
 	a := newSNFSMount(t, e, "A", "", 300*time.Millisecond)
 	want := randBytes(21, 100000)
 	if err := os.WriteFile(a.path("late"), want, 0o644); err != nil {
@@ -512,5 +514,41 @@ func awaitMountReady(t *testing.T, out io.Reader) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the mount process did not become ready")
+	}
+}
+
+// serverFiles makes empty regular files named names in e's export, before
+// a mount that writes them is made: the tests of a file's data path (its
+// opens, callbacks, delayed write-back and close, passthrough, fsync to
+// the server) are about files the server made. A file the mount itself
+// made under its directory's write-back permit (`snfs mount`'s default)
+// keeps its data in the cache directory until its reintegration instead,
+// and its fsync makes it durable there (docs/mount.md "The data of a
+// regular file made locally stays local"; its tests are the permits').
+func serverFiles(t *testing.T, e *env, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(e.path(n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// numbered is prefix0 ... prefix(n-1).
+func numbered(prefix string, n int) []string {
+	ns := make([]string, n)
+	for k := range ns {
+		ns[k] = fmt.Sprint(prefix, k)
+	}
+	return ns
+}
+
+// serverProcFiles is serverFiles for a server process's export.
+func serverProcFiles(t *testing.T, s *srvProc, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(s.path(n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

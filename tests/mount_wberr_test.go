@@ -220,6 +220,7 @@ func TestMountSNFSWriteBackENOSPC(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
 	e := newSmallEnv(t)
+	serverFiles(t, e, "big")
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()),
 		"--mode=snfs", "--writeback-delay=1h", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 	if err := writeMore(t, m.path("big")); err != nil {
@@ -244,6 +245,7 @@ func TestMountSNFSDelayedWriteBackENOSPC(t *testing.T) {
 	t.Parallel()
 	requireFUSE(t)
 	e := newSmallEnv(t)
+	serverFiles(t, e, "big")
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()),
 		"--mode=snfs", "--writeback-delay=1s", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 	err := writeMore(t, m.path("big"))
@@ -332,6 +334,7 @@ func TestMountWriteENOSPCForkedClose(t *testing.T) {
 	})
 	t.Run("snfs", func(t *testing.T) {
 		e := newSmallEnv(t)
+		serverFiles(t, e, "f")
 		m := startProcMount(t, bin, "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()),
 			"--mode=snfs", "--writeback-delay=1s", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 		fillBut(t, e.dir, 2<<20)

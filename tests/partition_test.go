@@ -22,6 +22,13 @@ func partitionSetup(t *testing.T, cbt time.Duration) (*srvProc, *faultproxy.Prox
 	t.Helper()
 	requireFUSE(t)
 	s := newServeProc(t, "--callback-timeout", cbt.String())
+	// The files the tests write are the server's (serverFiles): their
+	// dirty data and its callbacks are what the tests are about.
+	for _, n := range []string{"dirty", "open", "shared"} {
+		if err := os.WriteFile(s.path(n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := newProxy(t, s.addr())
 	a := newMountProc(t, s, p.Port(), time.Hour)
 	b := newMountProc(t, s, s.nfsPort, time.Hour)

@@ -471,6 +471,15 @@ func TestServeReloadSNFSMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newServeProc(t, "--exports", file)
+	// f and g are the server's (serverFiles): a file the mount made under
+	// its write-back permit would be in its log, not yet on the server,
+	// when the export turns read-only (its CREATE then refused: a
+	// conflict) or is removed.
+	for _, n := range []string{"f", "g"} {
+		if err := os.WriteFile(filepath.Join(a, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m := startProcMount(t, snfsBinary(t), "127.0.0.1:"+a, append(portArgs(s.nfsPort, s.mountPort),
 		"--mode=snfs", "--writeback-delay=1h", "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 	writeSync := func(data string) error {

@@ -27,7 +27,9 @@
 // permitopen.go: the opens of files made without it given by the
 // reintegration;
 // permitlink.go: LINK; permitsetattr.go: SETATTR of a provisional object or
-// of a directory under its permit; permitrelease.go: permits given back
+// of a directory under its permit; permittimes.go: the attributes those
+// changes change besides the entries (a directory's times and link count,
+// a multiply linked object's link count); permitrelease.go: permits given back
 // before unmount, a recall whose reintegration failed), disconnected
 // operation (disconnected.go, disconnectednames.go; offline.go,
 // offlinedata.go, offlinereint.go, offlinebase.go, offlinesetattr.go:

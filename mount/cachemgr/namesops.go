@@ -196,12 +196,15 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 		return
 	}
 	if k, ok := d.index[name]; ok {
-		if e := d.ents[k]; e.fh != nil && nc.covered[string(e.fh)] == d {
-			delete(nc.covered, string(e.fh))
-		}
 		d.ents[k].name = ""
 		delete(d.index, name)
 		d.gone++
+		if e := d.ents[k]; e.fh != nil && nc.covered[string(e.fh)] == d &&
+			(e.typ == nfs3.TypeDir || e.attr.Nlink <= 1 || !d.namesLocked(e.fh)) {
+			// Still covered while another name of it is listed here
+			// (a name removed of a multiply linked file).
+			delete(nc.covered, string(e.fh))
+		}
 	}
 	if child != nil {
 		d.index[name] = len(d.ents)
@@ -357,4 +360,14 @@ func (sn *snfsFS) lease() *leaseWatch {
 		return nil
 	}
 	return sn.cfg.handler.lease
+}
+
+// namesLocked reports whether a live entry of d names fh (nc.mu held).
+func (d *cdir) namesLocked(fh nfs3.FH) bool {
+	for _, e := range d.ents {
+		if e.name != "" && string(e.fh) == string(fh) {
+			return true
+		}
+	}
+	return false
 }

@@ -122,8 +122,9 @@ func (sn *snfsFS) provDataHeld(i *vfs.Inode) *offData {
 // the WRITEs, the mtime would be the push's time, and two files pushed in
 // one reintegration would get their mtimes in no particular order: a
 // source edited after its object was built could look older than it to
-// make. No inode (a restarted mount): not sent (the times kept for a
-// file made offline are set instead: offlinesetattr.go's pushTimes).
+// make. No inode (a restarted mount): not sent (the times kept with the
+// data, by a SETATTR made offline or locally, are set instead:
+// offlinesetattr.go's pushTimes).
 func (p *permits) pushInodeTimes(ctx context.Context, od *offData, fh nfs3.FH) (*nfs3.Fattr, bool, error) {
 	set, ok := p.localTimes(od)
 	if !ok {

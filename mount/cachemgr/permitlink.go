@@ -2,7 +2,6 @@ package cachemgr
 
 import (
 	"context"
-	"time"
 
 	"snfs/mount/vfs"
 	"snfs/snfs1"
@@ -73,10 +72,13 @@ func (sn *snfsFS) LocalLink(ctx context.Context, i, dir *vfs.Inode, c vfs.Cred, 
 		i.Mu.Lock()
 		a := i.Attr
 		i.Mu.Unlock()
+		now := nowNFS()
 		a.Nlink++
-		a.Ctime = vfs.NFSTime(time.Now())
+		a.Ctime = now
 		sn.setLocalAttr(i, &a) // permitsetattr.go
+		p.links.add(i.FH)      // permittimes.go
 		sn.DirChanged(dir, name, i, nil)
+		sn.localDirChanged(dir, 0, now)
 		return nil
 	}, dir.FH)
 	if !done {

@@ -43,7 +43,11 @@ func localCred(c vfs.Cred) bool {
 // LocalRemove is vfs.Ops.LocalRemove in snfs mode.
 func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, child *vfs.Inode, rmdir bool) (bool, error) {
 	if sn.disc.offline() {
-		return sn.offlineRemove(ctx, dir, c, name, rmdir) // offline.go
+		done, err := sn.offlineRemove(ctx, dir, c, name, rmdir) // offline.go
+		if done && err == nil && child != nil {
+			child.Invalidate() // its link count and ctime changed
+		}
+		return done, err
 	}
 	p := sn.permits
 	if p == nil || !p.online || !localCred(c) || name == "." || name == ".." || len(name) > maxCachedName {
@@ -97,6 +101,13 @@ func (sn *snfsFS) LocalRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred, n
 			return errNotLocal
 		}
 		sn.DirChanged(dir, name, nil, nil)
+		now := nowNFS()
+		if rmdir {
+			sn.localDirChanged(dir, -1, now) // permittimes.go
+		} else {
+			sn.localDirChanged(dir, 0, now)
+			sn.localUnlinked(e.fh, e.attr, now)
+		}
 		return nil
 	}, dir.FH)
 	if !done {
@@ -237,7 +248,11 @@ func (nc *nameCache) cachedEntry(d *cdir, name string) (cent, bool) {
 // open file); with noReplace, newName is free.
 func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string, to *vfs.Inode, newName string, c vfs.Cred, target *vfs.Inode, noReplace bool) (bool, error) {
 	if sn.disc.offline() {
-		return sn.offlineRename(ctx, from, name, to, newName, c, noReplace) // offline.go
+		done, err := sn.offlineRename(ctx, from, name, to, newName, c, noReplace) // offline.go
+		if done && err == nil && target != nil {
+			target.Invalidate() // its link count and ctime changed
+		}
+		return done, err
 	}
 	p := sn.permits
 	if p == nil || !p.online || !localCred(c) || from == to && name == newName {
@@ -297,6 +312,14 @@ func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string,
 		}
 		sn.DirChanged(from, name, nil, nil)
 		sn.DirChanged(to, newName, mi, nil)
+		now := nowNFS()
+		sn.localDirChanged(from, 0, now) // permittimes.go
+		if to != from {
+			sn.localDirChanged(to, 0, now)
+		}
+		if replaced {
+			sn.localUnlinked(old.fh, old.attr, now)
+		}
 		return nil
 	}, from.FH, to.FH)
 	if !done {

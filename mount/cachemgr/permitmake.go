@@ -302,6 +302,11 @@ func (sn *snfsFS) localMakeObj(ctx context.Context, dir *vfs.Inode, c vfs.Cred, 
 		i.NameMu.Unlock()
 		made(i)
 		sn.DirChanged(dir, name, i, nil)
+		links := 0
+		if typ == nfs3.TypeDir {
+			links = 1 // its ".."
+		}
+		sn.localDirChanged(dir, links, now) // permittimes.go
 		ent = vfs.Entry{Inode: i, Attr: a, AttrTTL: sn.cfg.CacheTTL}
 		return nil
 	}, dir.FH)

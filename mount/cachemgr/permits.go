@@ -84,6 +84,8 @@ type permits struct {
 	// opens: the provisional opens whose CREATE is sent as
 	// CML_CREATE_OPEN (permitopen.go).
 	opens reintOpens
+	// links: the objects whose link count changed locally (permittimes.go).
+	links localLinks
 	// gone: the directories removed locally whose permits are held
 	// (permitrelease.go); guarded by mu.
 	gone map[string]struct{}

@@ -88,6 +88,16 @@ func (sn *snfsFS) localSetattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s 
 		sn.FS.Logger().Warn("the modification log", "err", err)
 		return nfs3.Fattr{}, 0, false, nil
 	}
+	if od != nil && (sa.Atime.How == nfs3.SetToClientTime || sa.Mtime.How == nfs3.SetToClientTime) {
+		// Kept with the local data, as offline (offlinesetattr.go): a
+		// mount restarted before the push has no inode to take them from
+		// (pushInodeTimes), and the push would stamp the server's time.
+		od.mu.Lock()
+		if !od.pushed {
+			od.setTimes(sa.Atime, sa.Mtime)
+		}
+		od.mu.Unlock()
+	}
 	a, ttl = sn.setLocalAttr(i, &next)
 	sn.stats.LocalChanges.Add(1)
 	return a, ttl, true, nil

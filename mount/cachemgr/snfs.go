@@ -349,13 +349,27 @@ func (m *snfsFS) startSNFS(ctx context.Context, cfg snfsConfig) error {
 	return nil
 }
 
+// closeUnreachable bounds the permits' close (the log sent, the permits
+// given back) when the server is not connected at Close.
+const closeUnreachable = 2 * time.Second
+
 // closeSNFS is Close in snfs mode.
 func (fs *snfsFS) closeSNFS() error {
 	var err error
 	fs.once.Do(func() {
 		fs.closeAllDelayed()
 		if fs.permits != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			// What the log holds went at the write-back at unmount (Sync,
+			// bounded, and abandoned at a second signal); what is left
+			// stays in the log for the next mount. With no connection to
+			// the server (gone), its retries here kept the mount process
+			// from exiting for the minute after the write-back was
+			// abandoned (TestMountStopServerGone/snfs-permits).
+			d := time.Minute
+			if !fs.sess.Reach().Connected {
+				d = closeUnreachable
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), d)
 			err = fs.permits.close(ctx)
 			cancel()
 		}

@@ -52,6 +52,9 @@ func (sn *snfsFS) Open(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int)
 		if err := p.pushBeforeOpen(ctx, i.FH); err != nil {
 			return nil, false, err
 		}
+		if err := sn.beforeLinkedCall(ctx, i, "an OPEN"); err != nil {
+			return nil, false, err // permittimes.go
+		}
 	}
 	if vfs.ChangesFile(flags) {
 		if err := sn.FS.RefuseChange(); err != nil {
@@ -233,6 +236,8 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		if err := sn.BeforeDirChange(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
 		}
+	} else if err := sn.beforeLinkedCall(ctx, i, "a SETATTR"); err != nil {
+		return nfs3.Fattr{}, 0, err // permittimes.go
 	}
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err

@@ -116,11 +116,13 @@ type Ops interface {
 	// modification log"): LocalRemove makes the REMOVE (rmdir: the RMDIR)
 	// of name in dir locally, logged, when the mode holds dir's permit
 	// (done false: not made, the core sends it); child is what name names,
-	// if known. BeforeDirChange runs before the core sends a change of
+	// if known, and made, the attributes the object has after it (one link
+	// fewer, its ctime) are the mode's to give it. BeforeDirChange runs before the core sends a change of
 	// dirs' entries: the changes the mode logged go first, as made.
 	LocalRemove(ctx context.Context, dir *Inode, c Cred, name string, child *Inode, rmdir bool) (done bool, err error)
 	// LocalRename is LocalRemove's RENAME of from/name to to/newName
-	// (target: what newName names, if known).
+	// (target: what newName names, if known, given its attributes after
+	// as LocalRemove's child).
 	LocalRename(ctx context.Context, from *Inode, name string, to *Inode, newName string, c Cred, target *Inode, noReplace bool) (done bool, err error)
 	BeforeDirChange(ctx context.Context, dirs ...*Inode) error
 	// LocalMkdir is LocalRemove's MKDIR: the new directory is a

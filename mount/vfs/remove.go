@@ -70,8 +70,8 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	}
 	nlink := linksOf(child)
 	if done, err := fs.ops.LocalRemove(ctx, dir, c, name, child, false); done {
+		// The mode gave child its attributes after (Ops.LocalRemove).
 		if err == nil && child != nil {
-			child.Invalidate() // nlink and ctime changed
 			fs.ops.Removed(child, nlink)
 		}
 		return err
@@ -206,8 +206,8 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	}
 	nlink := linksOf(target)
 	if done, err := fs.ops.LocalRename(ctx, from, name, to, newName, c, target, noReplace); done {
+		// The mode gave target its attributes after (as LocalRemove).
 		if err == nil && target != nil && !(from == to && name == newName) {
-			target.Invalidate()
 			fs.ops.Removed(target, nlink)
 		}
 		if err == nil {
