@@ -263,6 +263,14 @@ func (p *permits) baseChanged(ctx context.Context, b offBase) (bool, error) {
 	case err == nil:
 		now = res.Object
 	case errors.Is(err, nfs3.ErrNoEnt):
+	case errors.Is(err, nfs3.ErrStale):
+		// The directory is gone on the server (removed by another client
+		// or a process there): a change by someone else. Its records go
+		// as they are and are refused (conflicts); failing here would
+		// hold the whole log back for good.
+		p.sn.FS.Logger().Warn("a directory the log changes was removed on the server meanwhile: its records are conflicts",
+			"path", p.sn.FS.PathFrom(nil, b.dir, b.name))
+		return true, nil
 	default:
 		return false, fmt.Errorf("LOOKUP of a name the log changes: %w", err)
 	}
