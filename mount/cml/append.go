@@ -70,9 +70,11 @@ func (l *Log) appendBased(rec snfs1.CMLRecord, flush bool, bases []Base) (uint64
 	var added []Base
 	if len(bases) > 0 {
 		added = l.addBasesLocked(bases)
-	}
-	if len(added) > 0 {
-		f.kind, f.bases = kindOpBased, added
+		// Every base given goes in the frame, also of a name with one in
+		// memory already: on disk an acknowledgement may come before
+		// this record (written while its flush let mu go) and drop that
+		// one at replay, which then takes the name's base from here.
+		f.kind, f.bases = kindOpBased, cloneBases(bases)
 	}
 	pos, err := l.write(appendFrame(nil, &f))
 	if err != nil {

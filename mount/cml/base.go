@@ -110,6 +110,18 @@ func (l *Log) addBasesLocked(bs []Base) []Base {
 	return out
 }
 
+// cloneBases copies bs (the caller's slices are not kept).
+func cloneBases(bs []Base) []Base {
+	out := make([]Base, len(bs))
+	for k, b := range bs {
+		out[k] = Base{Dir: append(nfs3.FH(nil), b.Dir...), Name: b.Name}
+		if b.FH != nil {
+			out[k].FH = append(nfs3.FH(nil), b.FH...)
+		}
+	}
+	return out
+}
+
 // BaseOf returns the base of name in dir (false: none kept: the name was
 // changed by no record left, or by records logged without one).
 func (l *Log) BaseOf(dir nfs3.FH, name string) (Base, bool) {

@@ -254,6 +254,7 @@ func (l *Log) replay(f *frame, building **frame, lastOp *uint64, first bool) boo
 		}
 		l.bytes -= int64(recordSize(&l.plan[0]))
 		l.plan = l.plan[1:]
+		l.pruneBasesLocked() // as Skip
 	}
 	return true
 }

@@ -140,6 +140,7 @@ func (l *Log) Skip(lsn uint64) error {
 	}
 	l.bytes -= int64(recordSize(&l.plan[0]))
 	l.plan = l.plan[1:]
+	l.pruneBasesLocked() // a name no record left changes keeps no base: a later record's counts
 	return nil
 }
 
