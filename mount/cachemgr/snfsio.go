@@ -119,6 +119,13 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 	if pre != nil {
 		ok, start = pre, co.start
 	} else {
+		if mode == state.Write {
+			// The OPEN gives the file a new version: a write-back's end
+			// noted but not yet in the index would, after a kill, leave a
+			// dirty record at the old version, which the restarted mount
+			// takes for another client's change (a false conflict copy).
+			fs.recordWrittenBack()
+		}
 		ok, err = fs.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, mode)
 	}
 	if err == nil && fs.openAnswered != nil {
@@ -544,6 +551,15 @@ func (fs *snfsFS) snfsFsync(ctx context.Context, f *vfs.File) error {
 	err := fs.writeBackInode(ctx, i)
 	if errors.Is(err, ErrDisconnected) {
 		err = fs.offlineFsync(f) // cut by going offline: kept dirty
+	}
+	if err == nil {
+		// The write-back's end reaches the index before fsync returns:
+		// a kill after it would otherwise leave the record dirty, with a
+		// small file's inline copy from an earlier commit that the
+		// restarted mount restores into the data file and writes back
+		// over the newer bytes this fsync put on the server (the soak's
+		// same-length, different-bytes reads).
+		fs.recordWrittenBack()
 	}
 	errs = append(errs, err)
 	return f.ReportWbErr(errors.Join(errs...), true) // and past it for f

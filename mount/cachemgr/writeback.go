@@ -364,8 +364,12 @@ func (fs *snfsFS) recoverDirty(ctx context.Context) error {
 // copy of a file deleted since). So the ends are noted (noteWrittenBack) and
 // committed (recordWrittenBack) before those messages, by the delayed
 // write-back's rounds (one commit for the round, Cache.SyncFiles) and at
-// every tick of its loop; a write-back the application waits for (fsync)
-// does not wait for the commit too. A kill before it leaves a record the
+// every tick of its loop; also before an fsync returns (a kill after it
+// would leave the record dirty with a small file's inline copy from an
+// earlier commit, which the restarted mount restores and writes back over
+// the newer bytes the fsync put on the server) and before an OPEN for
+// writing (which gives the file a new version: the record left dirty at
+// the old one would look like another client's change). A kill before it leaves a record the
 // restarted mount reconciles (serverholds.go).
 
 // noteWrittenBack records that cf's write-back ended and is to be
