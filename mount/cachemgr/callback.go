@@ -296,6 +296,9 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 		items = append(items, snfs1.ReclaimItem{File: i.FH, Readers: uint32(max(r, 0)), Writers: uint32(max(w, 0)),
 			Caching: caching, Dirty: dirty, Version: version})
 	}
+	if p := fs.permitsNow(); p != nil {
+		items = append(items, p.reclaimPushes(items)...) // permitreclaim.go
+	}
 	fs.stats.Reclaimed.Add(uint64(len(items)))
 	return items
 }
