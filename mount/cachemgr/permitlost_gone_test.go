@@ -23,10 +23,7 @@ func TestPermitsLostDirGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dir := filepath.Join(s.export, "d")
-	if err := os.WriteFile(filepath.Join(dir, "u0"), []byte("u0"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	base := serverBase(t, sn, d, "u0")
+	base := serverFileBase(t, dir, sn, d, "u0")
 	holdPermit(t, sn, d)
 	rec := snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: "u0"}
 	if _, err := sn.permits.log.AppendLazyBased(rec, []cml.Base{base}); err != nil {

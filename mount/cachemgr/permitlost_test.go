@@ -41,10 +41,7 @@ func TestPermitsLostReplyProbed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := filepath.Join(s.export, "d")
-	if err := os.WriteFile(filepath.Join(dir, "u0"), []byte("u0"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	base := serverBase(t, sn, d, "u0")
+	base := serverFileBase(t, dir, sn, d, "u0")
 	holdPermit(t, sn, d)
 	p := sn.permits
 	mode := uint32(0o644)

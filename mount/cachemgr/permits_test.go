@@ -95,6 +95,16 @@ func serverBase(t *testing.T, sn *snfsFS, d *vfs.Inode, name string) cml.Base {
 	return cml.Base{Dir: d.FH, Name: name, FH: res.Object}
 }
 
+// serverFileBase makes name in the export's d (dir) as a process on the
+// server would, and returns its base as the mount sees it (serverBase).
+func serverFileBase(t *testing.T, dir string, sn *snfsFS, d *vfs.Inode, name string) cml.Base {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return serverBase(t, sn, d, name)
+}
+
 func wantFiles(t *testing.T, export, prefix string, n int) {
 	t.Helper()
 	for k := range n {
