@@ -429,7 +429,8 @@ func TestMountDisconnectedCreateConflict(t *testing.T) {
 // TestMountDisconnectedKilledRemount: a mount killed while offline with a
 // log of changes (and the data of the files it made, closed) leaves them in
 // its cache directory; mounted again on it, it reintegrates the log and
-// writes the data before it serves: the export holds everything. A file
+// writes the data before it serves: the export holds everything (a
+// symbolic link made offline too). A file
 // of the server's that it removed offline, replaced on the server before the
 // remount, is left alone, its UNLINK kept as the one conflict: the names'
 // bases survive the kill.
@@ -472,6 +473,9 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 	if err := os.Remove(m.path("work/gone")); err != nil {
 		t.Fatalf("remove offline: %v", err)
 	}
+	if err := os.Symlink("../top", m.path("work/k/link")); err != nil { // a CML_SYMLINK in the log
+		t.Fatalf("symlink offline: %v", err)
+	}
 	m.kill9()
 	if got, _ := exportFiles(s.path("work")); len(got) != 1 {
 		t.Fatalf("the export changed before the remount: %d files", len(got))
@@ -491,6 +495,9 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 	}
 	if got := mustRead(t, m2.path("work/top")); !bytes.Equal(got, files["top"]) {
 		t.Fatalf("the remounted mount reads %d bytes of top; want %d", len(got), len(files["top"]))
+	}
+	if got, err := os.Readlink(s.path("work/k/link")); err != nil || got != "../top" {
+		t.Fatalf("the export's link made offline before the kill: %q, %v", got, err)
 	}
 }
 

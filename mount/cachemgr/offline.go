@@ -15,8 +15,8 @@ import (
 // Namespace changes while disconnected (docs/mount.md, "Disconnected
 // operation"; issue 26 item 4, Coda's emulation mode). Offline, a
 // directory whose offline copy the mount has (disconnectednames.go) is
-// treated as if its write-back permit were held: CREATE, MKDIR, REMOVE,
-// RMDIR and RENAME within and between such directories are made in the
+// treated as if its write-back permit were held: CREATE, MKDIR, SYMLINK,
+// REMOVE, RMDIR and RENAME within and between such directories are made in the
 // copies and logged in the modification log (mount/cml), as permitlocal.go
 // and permitmake.go make them under a permit; what they make is a
 // provisional object (permitmake.go), and a directory made so gets an
@@ -29,8 +29,7 @@ import (
 // mount went offline (offlinereint.go).
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
-// before: a change in a directory without an offline copy; SYMLINK, LINK,
-// MKNOD; a SETATTR of an object the server made (those of objects made
+// before: a change in a directory without an offline copy; LINK, MKNOD; a SETATTR of an object the server made (those of objects made
 // here: offlinesetattr.go; a truncation of a file made offline is made:
 // offlinedata.go); a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log
@@ -248,6 +247,12 @@ func (sn *snfsFS) offlineUsable(c vfs.Cred, names ...string) bool {
 // or a regular file, a provisional object as localMake's. done false:
 // ErrDisconnected, as before.
 func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32) (vfs.Entry, bool, error) {
+	return sn.offlineMakeObj(dir, c, name, typ, mode, "")
+}
+
+// offlineMakeObj is offlineMake, with a symbolic link's target (typ
+// nfs3.TypeLnk: mode is ignored, a link's is 0777), as localMakeObj.
+func (sn *snfsFS) offlineMakeObj(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.FType, mode uint32, target string) (vfs.Entry, bool, error) {
 	p := sn.permits
 	if !sn.offlineUsable(c, name) || typ == nfs3.TypeReg && mode&0o6000 != 0 {
 		return vfs.Entry{}, false, nil
@@ -277,9 +282,13 @@ func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.
 	now := vfs.NFSTime(time.Now())
 	a := nfs3.Fattr{Type: typ, Mode: m, Nlink: 1, UID: c.UID, GID: c.GID, FSID: pa.FSID, Atime: now, Mtime: now, Ctime: now}
 	op := snfs1.CMLCreate
-	if typ == nfs3.TypeDir {
+	switch typ {
+	case nfs3.TypeDir:
 		op = snfs1.CMLMkdir
 		a.Nlink, a.Size, a.Used = 2, 4096, 4096
+	case nfs3.TypeLnk:
+		op = snfs1.CMLSymlink // localMakeObj's: what the server's symlink(2) makes
+		m, a.Mode, a.Size = 0o777, 0o777, uint64(len(target))
 	}
 	if pa.Mode&syscall.S_ISGID != 0 {
 		a.GID = pa.GID
@@ -289,7 +298,11 @@ func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.
 	}
 	p.noteBase(dir, name, old, false)
 	at := nfs3.SetTime{How: nfs3.SetToClientTime, Time: now}
-	id, err := p.log.AppendLazyBased(snfs1.CMLRecord{Op: op, Dir: ref, Name: name, Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}},
+	rec := snfs1.CMLRecord{Op: op, Dir: ref, Name: name, Attr: nfs3.Sattr{Mode: &m, Atime: at, Mtime: at}}
+	if typ == nfs3.TypeLnk {
+		rec.Attr.Mode, rec.Target = nil, target // its times only, as localMakeObj's
+	}
+	id, err := p.log.AppendLazyBased(rec,
 		p.permitBase(dir.FH, name, old, false)) // permitlost.go: if the permit asked at reconnection is lost too
 	if err != nil {
 		sn.FS.Logger().Warn("the modification log", "err", err)
@@ -310,8 +323,13 @@ func (sn *snfsFS) offlineMake(dir *vfs.Inode, c vfs.Cred, name string, typ nfs3.
 	i.NameMu.Lock()
 	i.Dir, i.Name = dir.FH, name
 	i.NameMu.Unlock()
-	if typ == nfs3.TypeDir {
+	switch typ {
+	case nfs3.TypeDir:
 		nc.offInstallEmpty(i, dir)
+	case nfs3.TypeLnk:
+		i.Mu.Lock()
+		i.SetTargetLocked(target) // readlink answered here, offline too
+		i.Mu.Unlock()
 	}
 	e := cent{fileID: a.FileID, typ: typ, fh: fh, attr: a}
 	gen := modGenOf(dir)

@@ -23,6 +23,9 @@ func (sn *snfsFS) LocalSymlink(ctx context.Context, dir *vfs.Inode, c vfs.Cred, 
 	if target == "" || len(target) > nfs3.MaxPath {
 		return vfs.Entry{}, false, nil // the server's EINVAL, ENAMETOOLONG
 	}
+	if sn.disc.offline() {
+		return sn.offlineMakeObj(dir, c, name, nfs3.TypeLnk, 0, target) // offline.go
+	}
 	return sn.localMakeObj(ctx, dir, c, name, nfs3.TypeLnk, 0o777, target, func(i *vfs.Inode) {
 		i.Mu.Lock()
 		i.SetTargetLocked(target)
