@@ -1,11 +1,13 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -152,4 +154,79 @@ func errString(err error) string {
 		return "ok"
 	}
 	return err.Error()
+}
+
+// TestMountDisconnectedLink: offline, hard links of files the server made
+// are made in a directory the mount has listed: the new name reads the
+// file's bytes and both names report two links. Back online the export
+// holds the link (one inode, two names). A link of a file that a process
+// on the server removed meanwhile is refused at reconnection and kept as
+// the one conflict (a real one); a hard link of a file made offline fails
+// EHOSTDOWN (docs/mount.md).
+func TestMountDisconnectedLink(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--grace", "2s")
+	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept", "doomed"} {
+		if err := os.WriteFile(s.path("work/"+name), []byte("the server's "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
+	if _, err := os.ReadDir(m.path("work")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept", "doomed"} { // their attributes and data, kept offline
+		if _, err := os.ReadFile(m.path("work/" + name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goOfflineReq(t, m)
+	if err := os.Link(m.path("work/kept"), m.path("work/kept2")); err != nil {
+		t.Fatalf("link offline: %v\n%s", err, tail(m.logPath, 30))
+	}
+	if got, err := os.ReadFile(m.path("work/kept2")); err != nil || string(got) != "the server's kept" {
+		t.Fatalf("offline read of the new link: %q, %v", got, err)
+	}
+	for _, name := range []string{"kept", "kept2"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(m.path("work/"+name), &st); err != nil || st.Nlink != 2 {
+			t.Fatalf("offline stat of %s: nlink %d, %v; want 2", name, st.Nlink, err)
+		}
+	}
+	if err := os.Link(m.path("work/doomed"), m.path("work/doomed2")); err != nil {
+		t.Fatalf("link offline: %v", err)
+	}
+	if err := os.Link(m.path("work/kept"), m.path("work/doomed")); !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("link offline over a listed name: %v; want EEXIST", err)
+	}
+	if err := os.WriteFile(m.path("work/new"), []byte("made offline"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(m.path("work/new"), m.path("work/new2")); !errors.Is(err, syscall.EHOSTDOWN) {
+		t.Fatalf("link offline of a file made offline: %v; want EHOSTDOWN", err)
+	}
+	if err := os.Remove(s.path("work/doomed")); err != nil { // another's change meanwhile
+		t.Fatal(err)
+	}
+	goOnlineReq(t, m)
+	waitConflictListed(t, m.cacheDir, time.Now().Add(60*time.Second), "doomed2")
+	var a, b syscall.Stat_t
+	if err := syscall.Stat(s.path("work/kept"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(s.path("work/kept2"), &b); err != nil || a.Ino != b.Ino || a.Nlink != 2 {
+		t.Fatalf("the export's kept2: ino %d nlink %d (%v); want kept's inode %d with 2 links", b.Ino, a.Nlink, err, a.Ino)
+	}
+	if got, err := os.ReadFile(s.path("work/new")); err != nil || string(got) != "made offline" {
+		t.Fatalf("the export's new: %q, %v", got, err)
+	}
+	if _, err := os.Lstat(s.path("work/doomed2")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the export's doomed2: %v; want none (its file was removed meanwhile)", err)
+	}
+	if c := conflictLines(m); len(c) != 1 {
+		t.Fatalf("conflicts recorded: %q; want one, the LINK of doomed", c)
+	}
 }

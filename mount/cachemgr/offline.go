@@ -16,7 +16,7 @@ import (
 // operation"; issue 26 item 4, Coda's emulation mode). Offline, a
 // directory whose offline copy the mount has (disconnectednames.go) is
 // treated as if its write-back permit were held: CREATE, MKDIR, SYMLINK,
-// REMOVE, RMDIR and RENAME within and between such directories are made in the
+// LINK, REMOVE, RMDIR and RENAME within and between such directories are made in the
 // copies and logged in the modification log (mount/cml), as permitlocal.go
 // and permitmake.go make them under a permit; what they make is a
 // provisional object (permitmake.go), and a directory made so gets an
@@ -29,7 +29,8 @@ import (
 // mount went offline (offlinereint.go).
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
-// before: a change in a directory without an offline copy; LINK, MKNOD; a SETATTR of an object the server made (those of objects made
+// before: a change in a directory without an offline copy; a LINK of a
+// directory or of an object made here (offlinelink.go); MKNOD; a SETATTR of an object the server made (those of objects made
 // here: offlinesetattr.go; a truncation of a file made offline is made:
 // offlinedata.go); a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log

@@ -35,6 +35,9 @@ import (
 
 // LocalLink is vfs.Ops.LocalLink in snfs mode.
 func (sn *snfsFS) LocalLink(ctx context.Context, i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
+	if sn.disc.offline() {
+		return sn.offlineLink(i, dir, c, name) // offlinelink.go
+	}
 	p := sn.permits
 	if p == nil || !localCred(c) || name == "" || name == "." || name == ".." || len(name) > maxCachedName ||
 		isProvFH(dir.FH) || isProvFH(i.FH) || i.IsDir() || sn.disc.offline() {

@@ -127,7 +127,13 @@ func (l *localLinks) take(fh nfs3.FH) bool {
 // answers then count the links made and removed here.
 func (sn *snfsFS) beforeLinkedCall(ctx context.Context, i *vfs.Inode, what string) error {
 	p := sn.permits
-	if p == nil || !p.links.take(i.FH) {
+	if p == nil || sn.disc.offline() {
+		// Offline nothing is asked of the server (an open served by a
+		// kept one, offlinelink.go's links), and the log goes first at
+		// reconnection.
+		return nil
+	}
+	if !p.links.take(i.FH) {
 		return nil
 	}
 	if err := p.flush(ctx, what+" of an object linked or unlinked locally"); err != nil {

@@ -1,0 +1,74 @@
+package cachemgr
+
+import (
+	"snfs/mount/vfs"
+	"snfs/nfs3"
+	"snfs/snfs1"
+)
+
+// LINKs made offline (docs/mount.md, "Disconnected operation"): a new
+// name, in a directory with an offline copy (offline.go's rules), of an
+// object the server made that is not a directory and whose attributes the
+// mount has (the link count it reports is theirs plus one), by the
+// session's credentials. It is logged as CML_LINK (the object by its
+// handle), as permitlink.go logs one under a permit, with the new name's
+// base (none: a name another client made meanwhile is a real conflict at
+// reconnection, offlinereint.go's check), and made in the copy. A link of
+// an object made here (provisional) is not made offline: the provisional
+// table takes such an object's last name for its only one
+// (removedLocally), and online it would be resolved first, which needs the
+// server. If the server's object is gone by the reconnection, the record
+// is refused (a real conflict: another client removed it) and kept as a
+// line of the conflicts file.
+
+// offlineLink is LocalLink while offline; done false: ErrDisconnected, as
+// before.
+func (sn *snfsFS) offlineLink(i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {
+	p := sn.permits
+	if !sn.offlineUsable(c, name) || isProvFH(i.FH) || i.IsDir() {
+		return vfs.Entry{}, false, nil
+	}
+	nc := sn.names
+	cp := nc.offCopy(dir)
+	if cp == nil {
+		return vfs.Entry{}, false, nil
+	}
+	ref, ok := p.offDirRef(dir)
+	if !ok {
+		return vfs.Entry{}, false, nil
+	}
+	p.off.change.Lock()
+	defer p.off.change.Unlock()
+	old, found, unsure := nc.offEntry(cp, name)
+	if unsure {
+		return vfs.Entry{}, false, nil
+	}
+	if found {
+		return vfs.Entry{}, true, nfs3.ErrExist // the copy is complete
+	}
+	i.Mu.Lock()
+	a := i.Attr
+	i.Mu.Unlock()
+	if a.Type == 0 || a.Type == nfs3.TypeDir {
+		return vfs.Entry{}, false, nil // attributes not known
+	}
+	p.noteBase(dir, name, old, false)
+	rec := snfs1.CMLRecord{Op: snfs1.CMLLink, Obj: snfs1.ObjRef{FH: i.FH}, Dir: ref, Name: name}
+	if _, err := p.log.AppendLazyBased(rec, p.permitBase(dir.FH, name, old, false)); err != nil {
+		sn.FS.Logger().Warn("the modification log", "err", err)
+		return vfs.Entry{}, false, nil
+	}
+	p.setPending()
+	a.Nlink++
+	a.Ctime = nowNFS()
+	a, _ = sn.setLocalAttr(i, &a) // permitsetattr.go
+	p.links.add(i.FH)             // permittimes.go
+	e := cent{fileID: a.FileID, typ: a.Type, fh: i.FH, attr: a}
+	gen := modGenOf(dir)
+	nc.mu.Lock()
+	nc.offApplyLocked(cp, gen, name, &e)
+	nc.mu.Unlock()
+	sn.stats.LocalChanges.Add(1)
+	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLLink, "dir", sn.PathOf(dir), "name", name)
+	return vfs.Entry{Inode: i, Attr: a, AttrTTL: offlineAttrTTL}, true, nil
+}
