@@ -220,9 +220,10 @@ func TestMountDisconnectedLink(t *testing.T) {
 	if err := syscall.Stat(s.path("work/kept2"), &b); err != nil || a.Ino != b.Ino || a.Nlink != 2 {
 		t.Fatalf("the export's kept2: ino %d nlink %d (%v); want kept's inode %d with 2 links", b.Ino, a.Nlink, err, a.Ino)
 	}
-	if got, err := os.ReadFile(s.path("work/new")); err != nil || string(got) != "made offline" {
-		t.Fatalf("the export's new: %q, %v", got, err)
-	}
+	// The data of a file made offline is written after the log (its
+	// CREATE) is in: waited for.
+	waitExport(t, m, s.path("work"), map[string][]byte{"kept": []byte("the server's kept"),
+		"kept2": []byte("the server's kept"), "new": []byte("made offline")}, 60*time.Second)
 	if _, err := os.Lstat(s.path("work/doomed2")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the export's doomed2: %v; want none (its file was removed meanwhile)", err)
 	}

@@ -150,7 +150,25 @@ func checkMode(t *testing.T, what, path string, within time.Duration, want os.Fi
 // attribute timeout (30 s).
 func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "rw,no_root_squash")
+	testNamesSeenAtOnce(t, newEnv(t, "rw,no_root_squash"), false)
+}
+
+// TestMountSNFSNamesSeenAtOnceUnpromised: TestMountSNFSNamesSeenAtOnce
+// with every listing answered without a promise (the server's bound of
+// objects per promise set to 1; in life: another client's write-back permit
+// on the directory, or a bound): B caches neither the directory's names
+// nor its attributes then, so its next lookup and listing ask the server
+// and see each change at once, a local process's too. Before, B's kernel
+// kept the names and B the directory's attributes for nfs mode's
+// attribute timeout (the mid-burst stale listings of
+// TestMountSNFSPermitsStockClientMidBurst).
+func TestMountSNFSNamesSeenAtOnceUnpromised(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, "rw,no_root_squash", func(c *server.Config) { c.Dirs.MaxListed = 1 })
+	testNamesSeenAtOnce(t, e, true)
+}
+
+func testNamesSeenAtOnce(t *testing.T, e *env, unpromised bool) {
 	changers := []string{"snfs mount", "nfs mount", "local process"}
 	for _, c := range changers {
 		// Made before the mounts: a local change is not seen at once.
@@ -173,6 +191,9 @@ func TestMountSNFSNamesSeenAtOnce(t *testing.T) {
 		{changers[1], n.dir, 0},
 		{changers[2], e.dir, 5 * time.Second},
 	} {
+		if unpromised {
+			c.within = 0 // the server is asked each time
+		}
 		d := "d-" + c.name
 		bd, cd := filepath.Join(b.dir, d), filepath.Join(c.root, d)
 		checkNames(t, c.name+": first look", bd, 0, []string{"a", "b"}, nil)

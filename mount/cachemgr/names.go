@@ -324,7 +324,16 @@ func (nc *nameCache) attrTTLLocked(i *vfs.Inode) (time.Duration, bool) {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if !nc.coveredLocked(i) {
-		return 0, false
+		if nc.off {
+			return 0, false // no promises: nfs mode's timeouts
+		}
+		// No promise covers them (a LISTDIR answered without one: another
+		// client's write-back permit, a bound; or not listed): asked
+		// again at each use, so that another client's change is seen at
+		// once (and a GETATTR of a directory under another's permit
+		// recalls it, docs/protocol.md 21.4), not after nfs mode's
+		// attribute timeout.
+		return 0, true
 	}
 	left := nc.leaseLeftLocked(time.Now())
 	if left <= 0 {
@@ -334,17 +343,36 @@ func (nc *nameCache) attrTTLLocked(i *vfs.Inode) (time.Duration, bool) {
 	return min(left, nc.sn.cfg.CacheTTL), true
 }
 
+// RenewAttrs is vfs.Ops.RenewAttrs in snfs mode: attributes a cached
+// listing covers, stale only because the lease lapsed (the mount idle for
+// half the callback timeout), are made fresh by a NULL answered, as a
+// lookup's are (usable), not by a GETATTR of each.
+func (sn *snfsFS) RenewAttrs(ctx context.Context, i *vfs.Inode) bool {
+	nc := sn.names
+	if nc == nil || sn.disc.offline() {
+		return false
+	}
+	nc.mu.Lock()
+	_, renew := nc.leaseLocked(time.Now())
+	covered := renew && nc.coveredLocked(i)
+	if covered {
+		nc.stats.Renewals++
+	}
+	nc.mu.Unlock()
+	return covered && nc.sn.sess.Null(ctx) == nil
+}
+
 // entryTTLLocked is how long the kernel may keep a name of dir: not at all
 // while dir is cached or about to be (a lookup lists it), so that a break
 // needs no notification of names, except under the directory's write-back
-// permit (keptTTLLocked, permitnames.go); nfs mode's otherwise.
+// permit (keptTTLLocked, permitnames.go); nor while it is not cached
+// (below); nfs mode's only when the server has no promises.
 func (nc *nameCache) entryTTLLocked(dir, child *vfs.Inode) (time.Duration, bool) {
 	if nc.sn.disc.offline() {
 		// Served from what the mount last knew: online, the server is
 		// asked again.
 		return 0, true
 	}
-	small := dir.Attr.Size <= fillOnLookupMax
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.off {
@@ -356,10 +384,11 @@ func (nc *nameCache) entryTTLLocked(dir, child *vfs.Inode) (time.Duration, bool)
 		}
 		return nc.keptTTLLocked(dir.FH), true
 	}
-	if t, ok := nc.noPromise[string(dir.FH)]; ok && time.Since(t) < noPromiseRetry {
-		return 0, false
-	}
-	return 0, small
+	// Not cached: the kernel keeps no name of it either (nfs mode's
+	// timeouts would keep a name another client removed, or an ENOENT of
+	// one it made): each path walk asks the mount, which asks the server
+	// or lists the directory (a small one).
+	return 0, true
 }
 
 // shouldFill: a lookup in dir, not cached, lists it first.

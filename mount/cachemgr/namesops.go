@@ -40,7 +40,7 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	}
 	d := nc.usable(ctx, dir)
 	if d == nil {
-		sn.beforeDirRead(ctx) // permitlocal.go
+		sn.beforeDirRead(ctx, dir) // permitlocal.go
 		if !nc.shouldFill(dir) {
 			return vfs.Entry{}, false, nil
 		}
@@ -121,7 +121,7 @@ func (sn *snfsFS) ListNames(ctx context.Context, dir *vfs.Inode, c vfs.Cred, ope
 		}
 		nc.mu.Unlock()
 	}
-	sn.beforeDirRead(ctx) // permitlocal.go
+	sn.beforeDirRead(ctx, dir) // permitlocal.go
 	if nc.unpromised(dir) {
 		return nil, false, false, nil // the core's listing, kept by the kernel by version
 	}

@@ -213,14 +213,16 @@ func (p *permits) beginRecall(dir nfs3.FH) func() {
 	}
 }
 
-// beforeDirRead runs before a directory is read from the server (a LOOKUP,
-// a listing: the name cache does not answer): the log goes first, so that
-// what the server answers holds the changes made here (a listing dropped by
-// its lease's end, an eviction or this mount's own reintegration is read
-// again from the server).
-func (sn *snfsFS) beforeDirRead(ctx context.Context) {
+// beforeDirRead runs before dir is read from the server (a LOOKUP, a
+// listing: the name cache does not answer): if the log changes dir, it
+// goes first, so that what the server answers holds the changes made here
+// (a listing dropped by its lease's end, an eviction or this mount's own
+// reintegration is read again from the server). Records of other
+// directories stay: a lookup in a directory not cached (each path walk
+// through it asks the mount) must not send the log.
+func (sn *snfsFS) beforeDirRead(ctx context.Context, dir *vfs.Inode) {
 	p := sn.permits
-	if p == nil || p.log.Len() == 0 {
+	if p == nil || p.log.Len() == 0 || !p.log.ChangesDir(dir.FH) {
 		return
 	}
 	if err := p.flush(ctx, "a directory read from the server"); err != nil {

@@ -633,3 +633,55 @@ func TestStoresUntilAcknowledged(t *testing.T) {
 		t.Fatal("a STORE by the object's handle not reported")
 	}
 }
+
+// TestChangesDir: a directory is changed by the records not yet
+// reintegrated that name it (by handle, or by a provisional id the server
+// has answered) as the directory of a change, either directory of a
+// rename, or the object of a SETATTR; records of other directories do not
+// count, and nothing does once they are in.
+func TestChangesDir(t *testing.T) {
+	l := openLog(t, filepath.Join(testDir(t), DirName), Options{})
+	x, y, z, w := nfs3.FH("X"), nfs3.FH("Y"), nfs3.FH("Z"), nfs3.FH("W")
+	mk := snfs1.CMLRecord{Op: snfs1.CMLMkdir, Dir: snfs1.ObjRef{FH: w}, Name: "sub", Attr: nfs3.Sattr{Mode: u32(0o755)}}
+	prov, err := l.Append(mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []snfs1.CMLRecord{
+		createIn(snfs1.ObjRef{FH: x}, "a"),
+		{Op: snfs1.CMLRename, Dir: snfs1.ObjRef{FH: w}, Name: "b", ToDir: snfs1.ObjRef{FH: y}, ToName: "b"},
+	} {
+		if _, err := l.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		fh   nfs3.FH
+		want bool
+	}{{x, true}, {y, true}, {w, true}, {z, false}} {
+		if got := l.ChangesDir(c.fh); got != c.want {
+			t.Errorf("ChangesDir(%s) = %v; want %v", c.fh, got, c.want)
+		}
+	}
+	if _, err := l.Reintegrate(context.Background(), &fakeServer{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.ChangesDir(x) || l.ChangesDir(w) {
+		t.Fatal("records reintegrated still change their directories")
+	}
+	// A record in the directory made above, by its provisional id, and a
+	// SETATTR of z: they change the real directory and z.
+	real, ok := l.Handle(prov)
+	if !ok {
+		t.Fatalf("no handle for the MKDIR's provisional id %d", prov)
+	}
+	if _, err := l.Append(createIn(snfs1.ObjRef{Prov: prov}, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: z}, Attr: nfs3.Sattr{Mode: u32(0o700)}}); err != nil {
+		t.Fatal(err)
+	}
+	if !l.ChangesDir(real) || !l.ChangesDir(z) || l.ChangesDir(x) {
+		t.Fatalf("ChangesDir: real %v, z %v, x %v; want true, true, false", l.ChangesDir(real), l.ChangesDir(z), l.ChangesDir(x))
+	}
+}

@@ -169,6 +169,45 @@ func (l *Log) Dirs() []nfs3.FH {
 	return out
 }
 
+// ChangesDir reports whether a record not yet reintegrated changes the
+// entries or the own attributes of the directory fh (a real handle; a
+// record naming it by the provisional id it was made under counts once
+// the server has answered that id): what the server answers about fh
+// before they are sent lacks them.
+func (l *Log) ChangesDir(fh nfs3.FH) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	is := func(o snfs1.ObjRef) bool {
+		if o.Prov != 0 {
+			h, ok := l.handles[o.Prov]
+			return ok && string(h) == string(fh)
+		}
+		return string(o.FH) == string(fh)
+	}
+	changes := func(r *snfs1.CMLRecord) bool {
+		if r.Op == snfs1.CMLSetattr && is(r.Obj) {
+			return true
+		}
+		for _, o := range dirRefs(r) {
+			if is(o) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range l.plan {
+		if changes(&l.plan[i]) {
+			return true
+		}
+	}
+	for i := range l.pending {
+		if changes(&l.pending[i].rec) {
+			return true
+		}
+	}
+	return false
+}
+
 // dirRefs returns the directories whose entries rec changes.
 func dirRefs(rec *snfs1.CMLRecord) []snfs1.ObjRef {
 	switch rec.Op {

@@ -59,6 +59,11 @@ type Ops interface {
 	AttrTTLLocked(i *Inode) (d time.Duration, ok bool)
 	AdjustLocked(i *Inode, a *nfs3.Fattr)
 	BusyLocked(i *Inode) bool
+	// RenewAttrs: i's attributes are stale (AttrTTLLocked said 0); may the
+	// mode make them fresh without a GETATTR (snfs mode: a lapsed lease
+	// of the directory promise covering them, renewed by a NULL)? true:
+	// ask AttrTTLLocked again.
+	RenewAttrs(ctx context.Context, i *Inode) bool
 
 	// SendSetID sends a set-ID file's data just written by f to the
 	// server, as its writer (ClearSetID, setid.go, has checked the bits).
@@ -232,6 +237,7 @@ func (o NFSOps) Stop() error {
 }
 
 func (NFSOps) AttrTTLLocked(*Inode) (time.Duration, bool) { return 0, false }
+func (NFSOps) RenewAttrs(context.Context, *Inode) bool    { return false }
 func (NFSOps) AdjustLocked(*Inode, *nfs3.Fattr)           {}
 func (NFSOps) BusyLocked(*Inode) bool                     { return false }
 

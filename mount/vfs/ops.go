@@ -66,14 +66,19 @@ func (fs *FS) Getattr(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.D
 
 // getattrOf is Getattr of i, resolved.
 func (fs *FS) getattrOf(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time.Duration, error) {
-	now := fs.Now()
-	i.Mu.Lock()
-	if ttl := i.TTLLocked(now); ttl > 0 {
-		a := i.ReportLocked()
+	for try := 0; ; try++ {
+		now := fs.Now()
+		i.Mu.Lock()
+		if ttl := i.TTLLocked(now); ttl > 0 {
+			a := i.ReportLocked()
+			i.Mu.Unlock()
+			return a, ttl, nil
+		}
 		i.Mu.Unlock()
-		return a, ttl, nil
+		if try > 0 || !fs.ops.RenewAttrs(ctx, i) {
+			break
+		}
 	}
-	i.Mu.Unlock()
 	start := fs.AttrStart()
 	a, err := fs.GetattrFH(ctx, c, i.FH)
 	if err == nfs3.ErrStale {
@@ -92,7 +97,7 @@ func (fs *FS) getattrOf(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time
 	if err != nil {
 		return nfs3.Fattr{}, 0, err
 	}
-	now = fs.Now()
+	now := fs.Now()
 	i.Mu.Lock()
 	defer i.Mu.Unlock()
 	i.PostOpLocked(a, start, now)
