@@ -66,7 +66,7 @@ func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 		// Idempotent (a permit reclaimed again keeps its id) and sent
 		// before RECLAIM_DONE on the reclaiming connection: not cached.
 		snfs1.ProcReclaimPermit: {Name: "RECLAIM_PERMIT", Handler: s.reclaimPermit},
-		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
+		snfs1.ProcUnregister:    {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess, Changes: appendChanges}),
 		snfs1.ProcGetXattr: nfsProc(s, op[snfs1.GetXattrArgs, snfs1.GetXattrRes]{Name: "GETXATTR", Cache: idempotent,
