@@ -153,7 +153,8 @@ func (d *Driver) endGrace(reason string) {
 	close(g.done)
 	g.mu.Unlock()
 	d.log.Info("grace period over", "reason", reason, "seconds", length.Seconds(), "clients_expected", rep.Expected,
-		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "clients_lost", len(names))
+		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "permits_reclaimed", rep.Permits,
+		"clients_lost", len(names))
 	if len(names) > 0 {
 		d.log.Warn("clients known before the restart did not come back in the grace period: their state is lost", "clients", names)
 		if err := d.rec.unregister(missing); err != nil {
