@@ -81,11 +81,17 @@ func (p *permits) reclaimPermits(verf snfs1.Verifier, reclaim func(dirs []nfs3.F
 	for _, d := range logDirs {
 		logged[string(d)] = true
 	}
+	cutFor := p.sn.sess.CallbackTimeout()
 	p.mu.Lock()
 	var dirs []nfs3.FH
 	for k, h := range p.held {
 		if logged[k] && !isProvFH(h.ref.Dir) {
 			dirs = append(dirs, h.ref.Dir)
+		}
+	}
+	for k, at := range p.cut {
+		if _, held := p.held[k]; !held && logged[k] && time.Since(at) < cutFor {
+			dirs = append(dirs, nfs3.FH(k))
 		}
 	}
 	p.mu.Unlock()
@@ -110,10 +116,33 @@ func (p *permits) reclaimPermits(verf snfs1.Verifier, reclaim func(dirs []nfs3.F
 		p.held[k] = heldPermit{ref: snfs1.PermitRef{Dir: nfs3.FH(k), Permit: id}, since: now}
 	}
 	p.reclaimedVerf, p.reclaimedSet = verf, true
+	clear(p.cut)
 	p.mu.Unlock()
 	// The names are compared before anything is sent, a recall's
 	// reintegration included, which may come before serverRestarted runs.
 	p.markLost(logDirs...)
 	p.sn.FS.Logger().Info("write-back permits reclaimed after a server restart", "asked", len(dirs), "granted", len(got))
 	return nil
+}
+
+// noteCut: the recall of dir could not be answered, its log not in, because
+// its connection went (the callback's context ended: the server was killed,
+// or the connection broke). If the server died, nobody saw the directory
+// without this mount's changes, and the restarted server may grant the
+// permit again: reclaimPermits asks for it, if the restart comes within
+// the callback timeout of the cut. A server that lived revoked the permit
+// (its recall failed, or at the recall's deadline), so a later restart
+// would find it ended on the server, and maybe granted to another client
+// since: not reclaimed then. The window between (the connection broke, the
+// server revoked, then died within the callback timeout) is a known limit:
+// the names are compared before the log goes all the same
+// (permitlost.go), so the mount's own records never act on another
+// client's objects.
+func (p *permits) noteCut(dir nfs3.FH) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut == nil {
+		p.cut = map[string]time.Time{}
+	}
+	p.cut[string(dir)] = time.Now()
 }

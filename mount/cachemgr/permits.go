@@ -81,6 +81,10 @@ type permits struct {
 	// which follows that reclaim, keeps them (permitreclaim.go).
 	reclaimedVerf snfs1.Verifier
 	reclaimedSet  bool
+	// cut: by handle, the permits whose recall's connection went before
+	// the log was in (noteCut): reclaimed too if the server restarted
+	// soon after (permitreclaim.go).
+	cut map[string]time.Time
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
@@ -560,6 +564,9 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	// it go through the server from now on (permitnames.go).
 	p.sn.names.takeBack(dir)
 	err := p.reintegrate(ctx, "recall")
+	if err != nil && ctx.Err() != nil && p.logHolds(dir) {
+		p.noteCut(dir) // permitreclaim.go
+	}
 	p.drop(dir)
 	if err != nil && p.logHolds(dir) {
 		return p.recallFailed(dir, err) // permitrelease.go
