@@ -101,13 +101,18 @@ func permitsModelRun(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: %s\ntrace:\n%v", seed, fmt.Sprintf(format, a...), trace)
 	}
 	// see checks what a change by someone else finds when it is made.
-	see := func(d int, by string) {
+	see := func(d int, by ClientID) {
 		if lostLogs[d] > 0 && !withDeadline {
-			fail("%s's change of dir %d is made before %d records of a permit lost to a restart are in", by, d, lostLogs[d])
+			fail("client %d's change of dir %d is made before %d records of a permit lost to a restart are in", by, d, lostLogs[d])
+		}
+		for k, mp := range held {
+			if k[1] == d && ClientID(k[0]) != by && !mp.pending && len(mp.log) > 0 && !withDeadline {
+				fail("client %d's change of dir %d is made while client %d holds %d records of it not sent (reclaimed %v)", by, d, k[0], len(mp.log), mp.reclaimed)
+			}
 		}
 		for n, exists := range due[d] {
 			if server[d][n] != exists {
-				fail("%s's change of dir %d sees name %d exists=%v; the holder's application was told %v", by, d, n, server[d][n], exists)
+				fail("client %d's change of dir %d sees name %d exists=%v; the holder's application was told %v", by, d, n, server[d][n], exists)
 			}
 		}
 	}
@@ -150,7 +155,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 				continue
 			}
 			delete(h.proceed, pc.req)
-			see(pc.d, fmt.Sprint("client ", pc.by))
+			see(pc.d, pc.by)
 			applyOther(pc.d, pc.name, pc.create)
 		}
 		parked = rest
@@ -231,7 +236,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			h.absorb(acts)
 			trace = append(trace, fmt.Sprintf("change by c%d d%d n%d create=%v: %v", by, d, n, create, v))
 			if v == Proceed {
-				see(d, fmt.Sprint("client ", by))
+				see(d, by)
 				applyOther(d, n, create)
 				continue
 			}
