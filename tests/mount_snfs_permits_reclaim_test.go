@@ -1,12 +1,15 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"snfs/nfs3"
 )
 
 // TestMountSNFSPermitsServerRestartReclaim (docs/protocol.md section 21.9):
@@ -20,6 +23,59 @@ import (
 // later; its removals of files even waited for the grace period's end).
 func TestMountSNFSPermitsServerRestartReclaim(t *testing.T) {
 	t.Parallel()
+	permitRestartReclaim(t, func(s *srvProc, m1 *mntProc) []string {
+		ents, err := os.ReadDir(m1.path("d"))
+		if err != nil {
+			t.Fatalf("mount1's listing after the restart: %v", err)
+		}
+		var got []string
+		for _, e := range ents {
+			got = append(got, e.Name())
+		}
+		return got
+	})
+}
+
+// TestMountSNFSPermitsServerRestartReclaimPlain is
+// TestMountSNFSPermitsServerRestartReclaim with a plain NFSv3 client (the
+// Go client, no consistency protocol) reading the directory right after
+// the restart: its LOOKUP and READDIR are answered NFS3ERR_JUKEBOX until
+// mount2 has reclaimed, and then see mount2's names.
+func TestMountSNFSPermitsServerRestartReclaimPlain(t *testing.T) {
+	t.Parallel()
+	permitRestartReclaim(t, func(s *srvProc, _ *mntProc) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		nc, lk := nfsLookupExport(ctx, t, s, "d")
+		defer nc.Close()
+		var got []string
+		var cookie uint64
+		var verf [nfs3.CookieVerfSize]byte
+		for eof := false; !eof; {
+			var res *nfs3.ReaddirRes
+			nfsRetry(t, "READDIR", func() (nfs3.Status, error) {
+				var err error
+				res, err = nc.Readdir(ctx, &nfs3.ReaddirArgs{Dir: lk.Object, Cookie: cookie, CookieVerf: verf, Count: 32 << 10})
+				if err != nil {
+					return 0, err
+				}
+				return res.Status, nil
+			})
+			for _, e := range res.Entries {
+				if e.Name != "." && e.Name != ".." {
+					got = append(got, e.Name)
+				}
+				cookie = e.Cookie
+			}
+			verf, eof = res.CookieVerf, res.EOF
+		}
+		return got
+	})
+}
+
+// permitRestartReclaim is the two tests' body: read lists d through the
+// reader right after the server's restart.
+func permitRestartReclaim(t *testing.T, read func(s *srvProc, m1 *mntProc) []string) {
 	requireFUSE(t)
 	s := newServeProc(t, "--grace", "10s", "--log-level", "debug")
 	const n = 20
@@ -76,18 +132,10 @@ func TestMountSNFSPermitsServerRestartReclaim(t *testing.T) {
 	}
 	killed := time.Now()
 	s.restart()
-	// At once: mount1's read waits (the grace period holds it until
-	// mount2 has reclaimed, then the permit's recall until mount2's log
-	// is in).
-	ents, err := os.ReadDir(m1.path("d"))
-	if err != nil {
-		t.Fatalf("mount1's listing after the restart: %v", err)
-	}
-	t.Logf("mount1 listed d %v after the kill", time.Since(killed).Round(time.Millisecond))
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
+	// At once: the read waits (the grace period holds it until mount2 has
+	// reclaimed, then the permit's recall until mount2's log is in).
+	got := read(s, m1)
+	t.Logf("the directory read %v after the kill", time.Since(killed).Round(time.Millisecond))
 	var missing, extra []string
 	for name := range want {
 		if !slices.Contains(got, name) {
@@ -102,7 +150,7 @@ func TestMountSNFSPermitsServerRestartReclaim(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(extra)
 	if len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("mount1's listing right after the server's restart: MISSING %q (mount2's application was told they exist), EXTRA %q (mount2 removed or renamed them away)", missing, extra)
+		t.Errorf("the listing right after the server's restart: MISSING %q (mount2's application was told they exist), EXTRA %q (mount2 removed or renamed them away)", missing, extra)
 	}
 	// Each name mount2 renamed holds its file.
 	for k := range 6 {
@@ -111,11 +159,11 @@ func TestMountSNFSPermitsServerRestartReclaim(t *testing.T) {
 			t.Errorf("d/g%02d through mount1: %q, %v; want %q", k, b, err, fmt.Sprint(k))
 		}
 	}
-	// And the server's directory is so (mount1's read recalled the permit:
-	// the log is in).
+	// And the server's directory is so (the read recalled the permit: the
+	// log is in).
 	for name := range want {
 		if _, err := os.Lstat(s.path("d/" + name)); err != nil {
-			t.Errorf("d/%s on the server after mount1's read: %v", name, err)
+			t.Errorf("d/%s on the server after the read: %v", name, err)
 		}
 	}
 	// The way it went: mount2 reclaimed d's permit in the grace period.
