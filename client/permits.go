@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/sunrpc"
+	"snfs/xdr"
 )
 
 // GetPermit is SNFS GET_PERMIT (docs/protocol.md section 21.2): a write-back
@@ -72,4 +75,32 @@ func (s *Session) Reintegrate(ctx context.Context, permits []snfs1.PermitRef, re
 		return nil, err
 	}
 	return &res, nil
+}
+
+// reclaimPermits is SNFS RECLAIM_PERMIT (docs/protocol.md section 21.9),
+// sent through call during a reclaim (SessionConfig.ReclaimPermits): the
+// permits of dirs, at most snfs1.ReclaimPermitMax, granted again after a
+// server restart; one id per directory, 0 for those not granted. A server
+// without the procedure (PROC_UNAVAIL) grants none.
+func reclaimPermits(ctx context.Context, id snfs1.ClientID, dirs []nfs3.FH,
+	call func(ctx context.Context, proc uint32, args xdr.Encoder, res xdr.Decoder) error) ([]uint64, error) {
+	if len(dirs) > snfs1.ReclaimPermitMax {
+		return nil, fmt.Errorf("snfs RECLAIM_PERMIT: %d directories, at most %d", len(dirs), snfs1.ReclaimPermitMax)
+	}
+	var res snfs1.ReclaimPermitRes
+	err := call(ctx, snfs1.ProcReclaimPermit, &snfs1.ReclaimPermitArgs{Client: id, Dirs: dirs}, &res)
+	var re *sunrpc.RPCError
+	switch {
+	case errors.As(err, &re) && re.Accept == sunrpc.ProcUnavail:
+		return make([]uint64, len(dirs)), nil
+	case err != nil:
+		return nil, fmt.Errorf("snfs RECLAIM_PERMIT: %w", err)
+	case res.Status == snfs1.ErrNoGrace:
+		return make([]uint64, len(dirs)), nil
+	case res.Status != nfs3.OK:
+		return nil, &StatusError{Proc: "RECLAIM_PERMIT", Status: res.Status}
+	case len(res.Permits) != len(dirs):
+		return nil, fmt.Errorf("snfs RECLAIM_PERMIT: %d ids for %d directories", len(res.Permits), len(dirs))
+	}
+	return res.Permits, nil
 }

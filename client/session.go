@@ -60,6 +60,18 @@ type SessionConfig struct {
 	// due, as a failed RECLAIM does: it runs again on the next connection.
 	// It runs inside the connect hook: it must not call the session.
 	ReclaimLocks func(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error
+	// ReclaimPermits, if set, reclaims the write-back permits this client
+	// held before a server restart with records logged under them still
+	// to be reintegrated (docs/protocol.md, "RECLAIM_PERMIT"), in the same
+	// reclaim, after the RECLAIMs and before RECLAIM_DONE, and only when
+	// the server took the RECLAIMs: it calls reclaim with at most
+	// snfs1.ReclaimPermitMax directories at a time, which answers one
+	// permit id per directory (0: not granted again); a server without
+	// the procedure (PROC_UNAVAIL) grants none. An error from reclaim (the
+	// connection broke) returned by ReclaimPermits leaves the reclaim due.
+	// It runs inside the connect hook: it must not call the session.
+	// verf is the new server verifier, as ReclaimLocks's.
+	ReclaimPermits func(ctx context.Context, verf snfs1.Verifier, reclaim func(dirs []nfs3.FH) ([]uint64, error)) error
 	// OnServerRestart is called after the reclaim that follows a server restart
 	// (see Reclaim). refused is true when the server did not take the reclaim
 	// (SNFS_ERR_NOGRACE: its grace period was over, or it did not know this
@@ -95,6 +107,7 @@ type Session struct {
 	onRestart func(refused bool)
 	reclaim   func(ctx context.Context) []snfs1.ReclaimItem
 	reclaimLk func(ctx context.Context, verf snfs1.Verifier, lock func(a *snfs1.LockArgs) (*snfs1.LockRes, error)) error
+	reclaimPm func(ctx context.Context, verf snfs1.Verifier, reclaim func(dirs []nfs3.FH) ([]uint64, error)) error
 	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
 	obs       sunrpc.Observer // may be nil
 	reach     *Reach          // whether the server is reached (Reach)
@@ -128,7 +141,7 @@ type Session struct {
 // connection breaks; Disconnect ends it.
 func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (*Session, error) {
 	s := &Session{name: cfg.Name, verf: cfg.Verifier, timeout: cfg.Timeout, log: cfg.Logger,
-		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reclaimLk: cfg.ReclaimLocks, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer,
+		onRestart: cfg.OnServerRestart, reclaim: cfg.Reclaim, reclaimLk: cfg.ReclaimLocks, reclaimPm: cfg.ReclaimPermits, reg: make(chan struct{}, 1), lost: make(chan struct{}, 1), obs: cfg.Observer,
 		reach: NewReach(addr)}
 	host, herr := os.Hostname()
 	if s.name == "" {
@@ -401,6 +414,12 @@ func (s *Session) reclaimAll(ctx context.Context, id snfs1.ClientID,
 	}
 	for i := 0; i < len(items) && !refused; i += snfs1.ReclaimMax {
 		if err := send(snfs1.ProcReclaim, &snfs1.ReclaimArgs{Client: id, Items: items[i:min(i+snfs1.ReclaimMax, len(items))]}); err != nil {
+			return err
+		}
+	}
+	if !refused && s.reclaimPm != nil {
+		reclaim := func(dirs []nfs3.FH) ([]uint64, error) { return reclaimPermits(ctx, id, dirs, call) }
+		if err := s.reclaimPm(ctx, s.ServerVerifier(), reclaim); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,7 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 	cl := d.byID[rec.id]
 	if cl == nil {
 		d.nextMid++
-		cl = &client{id: rec.id, mid: d.nextMid, name: string(name), bound: make(chan struct{})}
+		cl = &client{id: rec.id, mid: d.nextMid, name: string(name), bound: make(chan struct{}), permits: rec.permits}
 		d.byID[rec.id] = cl
 		d.byMid[cl.mid] = cl
 	}

@@ -117,6 +117,9 @@ type client struct {
 	conn    *sunrpc.Conn
 	bound   chan struct{}
 	unbound chan struct{}
+	// permits: its registration's record says it was granted a write-back
+	// permit (permitreclaim.go); guarded by Driver.mu.
+	permits bool
 }
 
 // New opens the durable records in cfg.StateDir, starts the table and its

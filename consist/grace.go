@@ -38,6 +38,7 @@ type GraceReport struct {
 	Back      int           // of which reclaimed (RECLAIM_DONE), re-registered anew or unregistered
 	Reclaimed int           // clients that sent at least one RECLAIM
 	Items     uint64        // reclaim items applied
+	Permits   uint64        // permits granted again (RECLAIM_PERMIT)
 }
 
 // grace is the grace period after a restart (docs/protocol.md, "Grace
@@ -57,6 +58,12 @@ type grace struct {
 	// Guarded by mu.
 	reclaimed map[state.ClientID]map[state.FileID]bool
 	report    GraceReport // guarded by mu
+	// permitsLeft counts the expected clients granted a permit under
+	// their registration that are not back yet; permitGrace is set while
+	// it is above 0 in the grace period: directory calls wait
+	// (permitreclaim.go). permitsLeft guarded by mu.
+	permitsLeft int
+	permitGrace atomic.Bool
 }
 
 // expected is a client recorded before the restart.
@@ -64,6 +71,7 @@ type expected struct {
 	name       string
 	registered bool // it registered again with the same verifier
 	back       bool // RECLAIM_DONE, a new verifier, or UNREGISTER: grace need not wait for it
+	permits    bool // its record says it was granted a permit: it may reclaim permits
 }
 
 // startGrace begins the grace period at start if any client is recorded and
@@ -84,13 +92,17 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	g.byName = make(map[string]snfs1.ClientID, len(recs))
 	g.reclaimed = map[state.ClientID]map[state.FileID]bool{}
 	for name, r := range recs {
-		g.expected[r.id] = &expected{name: name}
+		g.expected[r.id] = &expected{name: name, permits: r.permits}
 		g.byName[name] = r.id
+		if r.permits {
+			g.permitsLeft++
+		}
 	}
+	g.permitGrace.Store(g.permitsLeft > 0)
 	g.active.Store(true)
 	d.active.Store(true) // plain accesses go through the table (and get JUKEBOX) from the start
 	d.log.Info("grace period: waiting for the clients known before the restart to reclaim their state",
-		"clients", len(recs), "bound", bound)
+		"clients", len(recs), "clients_with_permits", g.permitsLeft, "bound", bound)
 	// The bound's timer is armed here, from the start, not in the goroutine:
 	// armed there, it counted from whenever that goroutine ran, and a test's
 	// clock moved past the bound before (OffsetClock.Advance) was missed.
@@ -120,6 +132,7 @@ func (d *Driver) endGrace(reason string) {
 		return
 	}
 	g.active.Store(false)
+	g.permitGrace.Store(false)
 	length := d.now().Sub(g.start)
 	g.report.Reason, g.report.Length = reason, length
 	missing := map[string]snfs1.ClientID{}
@@ -140,7 +153,8 @@ func (d *Driver) endGrace(reason string) {
 	close(g.done)
 	g.mu.Unlock()
 	d.log.Info("grace period over", "reason", reason, "seconds", length.Seconds(), "clients_expected", rep.Expected,
-		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "clients_lost", len(names))
+		"clients_back", rep.Back, "clients_reclaimed", rep.Reclaimed, "items_reclaimed", rep.Items, "permits_reclaimed", rep.Permits,
+		"clients_lost", len(names))
 	if len(names) > 0 {
 		d.log.Warn("clients known before the restart did not come back in the grace period: their state is lost", "clients", names)
 		if err := d.rec.unregister(missing); err != nil {
@@ -155,6 +169,11 @@ func (g *grace) backLocked(ex *expected) (all bool) {
 	if !ex.back {
 		ex.back = true
 		g.report.Back++
+		if ex.permits {
+			if g.permitsLeft--; g.permitsLeft == 0 {
+				g.permitGrace.Store(false)
+			}
+		}
 	}
 	return g.report.Back == len(g.expected)
 }

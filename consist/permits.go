@@ -30,6 +30,10 @@ func (d *Driver) GetPermit(c state.ClientID, fh []byte, done func(id uint64, gra
 		return
 	}
 	dir := state.FileIDOf(fh)
+	if d.InPermitGrace() && d.permits.HeldID(c, dir) == 0 {
+		done(0, false, nil) // the directory's permit may still be reclaimed (permitreclaim.go)
+		return
+	}
 	now := d.now()
 	id, fresh, ok := d.permits.Acquire(now, c, dir, fh)
 	if !ok || !fresh {
@@ -44,7 +48,19 @@ func (d *Driver) GetPermit(c state.ClientID, fh []byte, done func(id uint64, gra
 			done(0, false, err)
 			return
 		}
-		done(id, d.permits.Granted(d.now(), dir, id), nil)
+		if !d.permits.Granted(d.now(), dir, id) {
+			done(0, false, nil)
+			return
+		}
+		if err := d.notePermit(c); err != nil {
+			// Not durable: after a restart the grace period would not wait
+			// for this client's reclaim of it. Not granted.
+			d.log.Error("write-back permit not granted", "client", d.clientName(c), "err", err)
+			d.doPermits(d.permits.Release(d.now(), c, dir, id))
+			done(0, false, nil)
+			return
+		}
+		done(id, true, nil)
 	}
 	if v == state.Wait {
 		d.park(req, finish)
@@ -150,7 +166,16 @@ func (d *Driver) HeldPermit(c state.ClientID, fh []byte) uint64 {
 // GrantNewPermit gives table client c a permit on the directory fh it has
 // just made under its parent's permit; 0 when a bound is reached.
 func (d *Driver) GrantNewPermit(c state.ClientID, fh []byte) uint64 {
-	return d.permits.GrantNew(d.now(), c, state.FileIDOf(fh), fh)
+	id := d.permits.GrantNew(d.now(), c, state.FileIDOf(fh), fh)
+	if id == 0 {
+		return 0
+	}
+	if err := d.notePermit(c); err != nil { // permitreclaim.go; set by c's first GET_PERMIT already
+		d.log.Error("write-back permit on a new directory not granted", "client", d.clientName(c), "err", err)
+		d.doPermits(d.permits.Release(d.now(), c, state.FileIDOf(fh), id))
+		return 0
+	}
+	return id
 }
 
 // PermitStats returns the permit table's counters.

@@ -35,7 +35,7 @@ type records struct {
 }
 
 var (
-	bucketClients = []byte("clients") // name -> id (8) | verifier (8)
+	bucketClients = []byte("clients") // name -> id (8) | verifier (8) [| permits (1): permitreclaim.go]
 	bucketMeta    = []byte("meta")
 	keyNextClient = []byte("next-client")
 	keyVersions   = []byte("versions")
@@ -50,19 +50,28 @@ const batchDelay = 2 * time.Millisecond
 type record struct {
 	id   snfs1.ClientID
 	verf snfs1.Verifier
+	// permits: the registration was granted a write-back permit (a 17th
+	// byte, 1; written once, before the first grant's answer:
+	// permitreclaim.go). After a restart, the grace period holds other
+	// clients' directory calls until every such client has reclaimed.
+	permits bool
 }
 
 func decodeRecord(b []byte) (record, bool) {
-	if len(b) != 16 {
+	if len(b) != 16 && (len(b) != 17 || b[16] > 1) {
 		return record{}, false
 	}
-	r := record{id: snfs1.ClientID(binary.BigEndian.Uint64(b))}
-	copy(r.verf[:], b[8:])
+	r := record{id: snfs1.ClientID(binary.BigEndian.Uint64(b)), permits: len(b) == 17 && b[16] == 1}
+	copy(r.verf[:8], b[8:16])
 	return r, true
 }
 
 func (r record) encode() []byte {
-	return append(binary.BigEndian.AppendUint64(nil, uint64(r.id)), r.verf[:]...)
+	b := append(binary.BigEndian.AppendUint64(nil, uint64(r.id)), r.verf[:]...)
+	if r.permits {
+		b = append(b, 1)
+	}
+	return b
 }
 
 // openRecords opens dir/consist.db; dir "" keeps the records in memory.

@@ -121,6 +121,15 @@ func nfsProc[A, R any, PA interface {
 				PR(&res).Encode(w)
 				return nil
 			}
+			if o.Dirs != nil && s.consist.InGrace() {
+				// A directory whose permit may still be reclaimed, or is
+				// reclaimed, waits for the grace period (permitgate.go).
+				if err := s.permitGraceGate(c, r, o.FH(&a), o.Dirs(&a)); err != nil {
+					r.release()
+					c.SaveLater = true // nothing changed: nothing to wait for
+					return encodeFailure[R, PR](w, err)
+				}
+			}
 			if o.Gate != nil && o.Access == nil {
 				return gated[A, PA](s, c, w, r, &a, raw, o.Gate, run)
 			}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"syscall"
+
 	"snfs/nfs3"
 	"snfs/sunrpc"
 )
@@ -90,4 +92,26 @@ func (s *Server) admitMore(c *sunrpc.Call, before, now []fileAccess) error {
 	case <-s.consist.Done():
 		return nil
 	}
+}
+
+// permitGraceGate decides a directory call (its Dirs) during the grace
+// period after a restart (docs/protocol.md section 21.9): NFS3ERR_JUKEBOX
+// while a client that may reclaim permits has not reclaimed yet, unless the
+// caller holds the permit of every directory the call names (the
+// reclaiming holder itself), or while another client holds one of their
+// permits (reclaimed: recalled only once the grace period is over, when
+// the holder's reintegration no longer waits for it). A GETATTR or SETATTR
+// of an object that is not a directory names no directory.
+func (s *Server) permitGraceGate(c *sunrpc.Call, r *req, fh nfs3.FH, dirs []nfs3.FH) error {
+	fhs := make([][]byte, 0, len(dirs))
+	for _, d := range dirs {
+		if string(d) == string(fh) && r.node != nil && r.node.Stat.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			continue
+		}
+		fhs = append(fhs, d)
+	}
+	if len(fhs) == 0 {
+		return nil
+	}
+	return s.consist.PermitGraceAdmit(s.consist.Caller(c), fhs)
 }

@@ -63,7 +63,10 @@ func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.close}),
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
 		snfs1.ProcReclaimDone: {Name: "RECLAIM_DONE", Handler: s.reclaimDone},
-		snfs1.ProcUnregister:  {Name: "UNREGISTER", Handler: s.unregister},
+		// Idempotent (a permit reclaimed again keeps its id) and sent
+		// before RECLAIM_DONE on the reclaiming connection: not cached.
+		snfs1.ProcReclaimPermit: {Name: "RECLAIM_PERMIT", Handler: s.reclaimPermit},
+		snfs1.ProcUnregister:    {Name: "UNREGISTER", Handler: s.unregister},
 		snfs1.ProcAppend: nfsProc(s, op[snfs1.AppendArgs, snfs1.AppendRes]{Name: "APPEND", Cache: nonIdempotentSaved,
 			FH: func(a *snfs1.AppendArgs) nfs3.FH { return a.File }, Write: true, Handler: s.appendProc, Access: appendAccess, Changes: appendChanges}),
 		snfs1.ProcGetXattr: nfsProc(s, op[snfs1.GetXattrArgs, snfs1.GetXattrRes]{Name: "GETXATTR", Cache: idempotent,

@@ -45,7 +45,7 @@ func TestDocNumbers(t *testing.T) {
 	want := map[string]uint64{
 		"SNFS_PROGRAM": Program, "SNFS_V1": Version, "SNFS_CB_PROGRAM": CBProgram, "SNFS_CB_V1": CBVersion,
 		"SNFS_NAMELEN": NameLen, "SNFS_VERIFIERSIZE": VerfSize, "SNFS_RECLAIM_MAX": ReclaimMax, "SNFS_APPEND_MAX": AppendMax,
-		"SNFS_DIR_RELEASE_MAX": DirReleaseMax, "SNFS_PERMIT_RELEASE_MAX": PermitReleaseMax, "SNFS_REINTEGRATE_MAX": ReintegrateMax,
+		"SNFS_DIR_RELEASE_MAX": DirReleaseMax, "SNFS_PERMIT_RELEASE_MAX": PermitReleaseMax, "SNFS_RECLAIM_PERMIT_MAX": ReclaimPermitMax, "SNFS_REINTEGRATE_MAX": ReintegrateMax,
 		"SNFS_REINTEGRATE_DIRS_MAX": ReintegrateDirsMax, "SNFS_STORE_MAX": StoreMax, "SNFS_REINTEGRATE_STORE_MAX": ReintegrateStoreMax,
 		"SNFS_ERR_NOPERMIT": uint64(ErrNoPermit), "CB_RECALL_PERMIT": uint64(state.RecallPermit),
 		"CML_CREATE": uint64(CMLCreate), "CML_MKDIR": uint64(CMLMkdir), "CML_SYMLINK": uint64(CMLSymlink), "CML_LINK": uint64(CMLLink),

@@ -56,7 +56,12 @@ const (
 	// (docs/protocol.md, "CREATE_OPEN"), an extension of version 1 like
 	// LISTDIR: a server without it answers PROC_UNAVAIL.
 	ProcCreateOpen = 22
-	NumProcs       = 23
+	// RECLAIM_PERMIT: a write-back permit held before a restart, granted
+	// again in the grace period (docs/protocol.md, "RECLAIM_PERMIT"), an
+	// extension of version 1 like LISTDIR: a server without it answers
+	// PROC_UNAVAIL.
+	ProcReclaimPermit = 23
+	NumProcs          = 24
 
 	CBProcNull     = 0
 	CBProcCallback = 1
@@ -76,7 +81,7 @@ var (
 		ProcLock: "LOCK", ProcLockT: "LOCKT", ProcLockU: "LOCKU",
 		ProcListDir: "LISTDIR", ProcDirRelease: "DIR_RELEASE",
 		ProcGetPermit: "GET_PERMIT", ProcPermitRelease: "PERMIT_RELEASE", ProcReintegrate: "REINTEGRATE",
-		ProcCreateOpen: "CREATE_OPEN"}
+		ProcCreateOpen: "CREATE_OPEN", ProcReclaimPermit: "RECLAIM_PERMIT"}
 	CBProcNames = [NumCBProcs]string{"CB_NULL", "CB_CALLBACK", "CB_GRANTED"}
 )
 

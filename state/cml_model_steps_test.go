@@ -119,14 +119,27 @@ func (m *cmlModel) restart() {
 	m.newTables()
 	for _, c := range m.clients[1:] {
 		c.cache, c.lists = map[int]map[int]bool{}, nil
-		for d := range c.permits {
+		for d, cp := range c.permits {
+			// Reclaimed (RECLAIM_PERMIT, docs/protocol.md section 21.9)
+			// if held with a log of the directory: nobody else changes it
+			// before the holder's reclaim (the grace period's gate, taken
+			// here as the reclaim coming at once), so what the holder's
+			// application was told stays due. Otherwise it ends with the
+			// server.
+			if !cp.pending && m.hasLog(c, d) {
+				if id := m.p.Reclaim(m.now, c.id, dirFID(d), nil); id != 0 {
+					cp.id, cp.recalled = id, nil
+					m.logf("c%d RECLAIM_PERMIT d%d id %x", c.id, d, id)
+					continue
+				}
+			}
 			m.endPermit(c, d, false)
 		}
 		for d, t := range c.told {
 			if !m.hasLog(c, d) {
 				delete(c.told, d)
-			} else {
-				t.conflict = true // permits are not durable: the log may be refused
+			} else if c.permits[d] == nil {
+				t.conflict = true // a permit lost: the log may be refused
 			}
 		}
 		if c.inflight != nil {

@@ -22,8 +22,10 @@ import (
 // told at once) and reintegrate in batches of one to four records, at will or
 // when recalled; a record may wait for a third client's callbacks; replies
 // may be lost (the batch is resent); the server may restart at any step (a
-// batch in progress loses what it had not flushed, permits and promises are
-// gone, the holder resends under a new permit). Other clients list
+// batch in progress loses what it had not flushed, promises are gone, a
+// permit with a log of its directory is reclaimed under a new id before
+// anyone else may change the directory - docs/protocol.md section 21.9 -
+// and the others are gone; the holder resends under its permit). Other clients list
 // directories (LISTDIR in three steps: promise, read, end) and change them;
 // callbacks are delivered in any order, lost, or time out; a recall past its
 // deadline revokes the permit.

@@ -23,6 +23,16 @@ import (
 // applies its log if it still holds the permit (Holds), else its records are
 // conflicts. Without local processes and deadlines, no record ever
 // conflicts.
+//
+// Server restarts (docs/protocol.md section 21.9): the table is lost (a new
+// Permits, ids of another start), the recalls out and the changes parked
+// with it; each holder reclaims its permit (Permits.Reclaim) in a later
+// step, its log kept, and until every holder has, no other client's change
+// is made and no permit granted (the grace period's gate: answered
+// JUKEBOX, tried again later). A log whose permit is not granted again is
+// a permit lost: a change of its directory by someone else before that log
+// is in breaks the permit's meaning (without deadlines, which revoke by
+// design), and fails the model.
 func TestPermitsModel(t *testing.T) {
 	for seed := uint64(1); seed <= 400; seed++ {
 		permitsModelRun(t, seed)
@@ -35,10 +45,11 @@ type cmlEntry struct {
 }
 
 type modelPermit struct {
-	id      uint64
-	pending bool
-	log     []cmlEntry
-	local   map[int]bool // the holder's view of the directory
+	id        uint64
+	pending   bool
+	log       []cmlEntry
+	local     map[int]bool // the holder's view of the directory
+	reclaimed bool         // false after a restart until the holder reclaimed it
 }
 
 type parkedChange struct {
@@ -77,6 +88,12 @@ func permitsModelRun(t *testing.T, seed uint64) {
 	}
 	var parked []parkedChange
 	conflicts, refused, gone := 0, 0, false
+	starts := uint64(0)
+	// graceLeft: after a restart, the holders that have not reclaimed yet
+	// (the gate holds everyone else's changes and GET_PERMITs meanwhile);
+	// lostLogs: by directory, the logs of permits not granted again.
+	graceLeft := map[ClientID]bool{}
+	lostLogs := map[int]int{}
 	nextReq := ReqID(1)
 	var trace []string
 	fail := func(format string, a ...any) {
@@ -84,10 +101,18 @@ func permitsModelRun(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: %s\ntrace:\n%v", seed, fmt.Sprintf(format, a...), trace)
 	}
 	// see checks what a change by someone else finds when it is made.
-	see := func(d int, by string) {
+	see := func(d int, by ClientID) {
+		if lostLogs[d] > 0 && !withDeadline {
+			fail("client %d's change of dir %d is made before %d records of a permit lost to a restart are in", by, d, lostLogs[d])
+		}
+		for k, mp := range held {
+			if k[1] == d && ClientID(k[0]) != by && !mp.pending && len(mp.log) > 0 && !withDeadline {
+				fail("client %d's change of dir %d is made while client %d holds %d records of it not sent (reclaimed %v)", by, d, k[0], len(mp.log), mp.reclaimed)
+			}
+		}
 		for n, exists := range due[d] {
 			if server[d][n] != exists {
-				fail("%s's change of dir %d sees name %d exists=%v; the holder's application was told %v", by, d, n, server[d][n], exists)
+				fail("client %d's change of dir %d sees name %d exists=%v; the holder's application was told %v", by, d, n, server[d][n], exists)
 			}
 		}
 	}
@@ -130,7 +155,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 				continue
 			}
 			delete(h.proceed, pc.req)
-			see(pc.d, fmt.Sprint("client ", pc.by))
+			see(pc.d, pc.by)
 			applyOther(pc.d, pc.name, pc.create)
 		}
 		parked = rest
@@ -141,7 +166,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 	// held.
 	sync := func() {
 		for k, mp := range held {
-			if !mp.pending && !h.p.Holds(ClientID(k[0]), dirID(k[1]), mp.id) {
+			if !mp.pending && mp.reclaimed && !h.p.Holds(ClientID(k[0]), dirID(k[1]), mp.id) {
 				forget(ClientID(k[0]), k[1])
 			}
 		}
@@ -150,9 +175,9 @@ func permitsModelRun(t *testing.T, seed uint64) {
 		c := ClientID(1 + r.IntN(nClients))
 		d := r.IntN(nDirs)
 		key := [2]int{int(c), d}
-		switch k := r.IntN(11); {
+		switch k := r.IntN(12); {
 		case k == 0: // GET_PERMIT
-			if held[key] != nil {
+			if held[key] != nil || len(graceLeft) > 0 {
 				continue
 			}
 			id, fresh, ok := h.p.Acquire(h.now, c, dirID(d), nil)
@@ -163,7 +188,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			for n, v := range server[d] {
 				local[n] = v
 			}
-			held[key] = &modelPermit{id: id, pending: true, local: local}
+			held[key] = &modelPermit{id: id, pending: true, local: local, reclaimed: true}
 			trace = append(trace, fmt.Sprintf("acquire c%d d%d", c, d))
 		case k == 1: // the grant's breaks end
 			if mp := held[key]; mp != nil && mp.pending {
@@ -185,7 +210,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			}
 		case k <= 4: // the holder's application changes the directory (logged)
 			mp := held[key]
-			if mp == nil || mp.pending || !h.p.Holds(c, dirID(d), mp.id) || recalled(h, c, dirID(d)) {
+			if mp == nil || mp.pending || !mp.reclaimed || !h.p.Holds(c, dirID(d), mp.id) || recalled(h, c, dirID(d)) {
 				continue
 			}
 			n := r.IntN(nNames)
@@ -201,6 +226,9 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			if mp := held[[2]int{int(by), d}]; mp != nil && !mp.pending {
 				continue // the holder logs its changes instead
 			}
+			if len(graceLeft) > 0 {
+				continue // the grace period's gate: JUKEBOX, tried again later
+			}
 			n, create := r.IntN(nNames), r.IntN(2) == 0
 			req := nextReq
 			nextReq++
@@ -208,7 +236,7 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			h.absorb(acts)
 			trace = append(trace, fmt.Sprintf("change by c%d d%d n%d create=%v: %v", by, d, n, create, v))
 			if v == Proceed {
-				see(d, fmt.Sprint("client ", by))
+				see(d, by)
 				applyOther(d, n, create)
 				continue
 			}
@@ -239,13 +267,45 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			trace = append(trace, fmt.Sprintf("recall of c%d d%d ended %v", cb.Client, dd, o))
 		case k == 9: // the holder reintegrates and releases
 			mp := held[key]
-			if mp == nil || mp.pending {
+			if mp == nil || mp.pending || !mp.reclaimed {
 				continue
 			}
 			reintegrate(c, d)
 			h.absorb(h.p.Release(h.now, c, dirID(d), mp.id))
 			delete(held, key)
 			trace = append(trace, fmt.Sprintf("release c%d d%d", c, d))
+		case k == 10 && r.IntN(8) == 0: // the server restarts
+			starts++
+			h.p = NewPermits(PermitConfig{MaxPerClient: 2, MaxPermits: 3, CallbackTimeout: time.Second, IDBase: starts << 32}, h.now)
+			h.calls, parked, h.proceed = nil, nil, map[ReqID]bool{}
+			for k, mp := range held {
+				if mp.pending {
+					delete(held, k) // its answer died with the server: never learned of
+					continue
+				}
+				mp.reclaimed = false
+				graceLeft[ClientID(k[0])] = true
+			}
+			trace = append(trace, fmt.Sprintf("server restart %d", starts))
+		case k == 10: // a holder reclaims its permits (RECLAIM_PERMIT, then RECLAIM_DONE)
+			if !graceLeft[c] {
+				continue
+			}
+			for k, mp := range held {
+				if ClientID(k[0]) != c || mp.reclaimed {
+					continue
+				}
+				id := h.p.Reclaim(h.now, c, dirID(k[1]), nil)
+				if id == 0 {
+					lostLogs[k[1]] += len(mp.log)
+					delete(held, k)
+					trace = append(trace, fmt.Sprintf("reclaim c%d d%d refused", c, k[1]))
+					continue
+				}
+				mp.id, mp.reclaimed = id, true
+				trace = append(trace, fmt.Sprintf("reclaim c%d d%d: %d", c, k[1], id))
+			}
+			delete(graceLeft, c)
 		default:
 			if withDeadline {
 				h.now = h.now.Add(time.Duration(r.IntN(700)) * time.Millisecond)
@@ -253,6 +313,15 @@ func permitsModelRun(t *testing.T, seed uint64) {
 			} else if r.IntN(20) == 0 {
 				h.absorb(h.p.ClientGone(h.now, c))
 				gone = true
+				// Its registration is gone: the grace period waits no more
+				// for it, and what it had not reclaimed is lost with it.
+				delete(graceLeft, c)
+				for k, mp := range held {
+					if ClientID(k[0]) == c && !mp.reclaimed {
+						refused += len(mp.log)
+						delete(held, k)
+					}
+				}
 				trace = append(trace, fmt.Sprintf("client c%d gone", c))
 			}
 		}

@@ -338,6 +338,14 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 		if fs.disc.offline() {
 			return // reclaimed by the probe of a disconnected mount: its reconnection writes back (disconnected.go)
 		}
+		if p := fs.permitsNow(); p != nil && p.log.Len() > 0 {
+			// The log first: the permits reclaimed hold everyone else's
+			// reads of their directories until it is in (their recalls
+			// wait for it), and the others' were lost (permitreclaim.go).
+			if err := p.reintegrate(ctx, "server restart"); err != nil {
+				fs.Logger().Warn("reintegration after a server restart: the log is sent again later", "err", err)
+			}
+		}
 		if err := fs.snfsSync(ctx); err != nil {
 			fs.Logger().Error("write-back after a server restart", "err", err)
 		}

@@ -13,7 +13,9 @@
 // lock table and shares its mutex), write-back permits and the modification
 // log (permits.go, permitlocal.go; permitlost.go: a permit lost with
 // records in the log asked again and their names checked against their
-// bases; permitmake.go, permitcreate.go and
+// bases; permitreclaim.go: after a server restart, the permits of the
+// log's directories reclaimed (RECLAIM_PERMIT) and the files made locally
+// whose data is not written reclaimed dirty; permitmake.go, permitcreate.go and
 // permitsymlink.go: the objects made locally, provisional until
 // reintegrated; permitdata.go: the data of regular files made so, kept in
 // offlinedata.go's local store and written after the reintegration, with

@@ -83,10 +83,18 @@ func TestPermitsLostReplyProbed(t *testing.T) {
 }
 
 // restartSeen waits until sn has seen its server's restart (its permits
-// forgotten).
+// forgotten, or reclaimed).
 func restartSeen(ctx context.Context, t *testing.T, sn *snfsFS) {
 	t.Helper()
-	for len(sn.permits.refs()) > 0 {
+	// Forgotten, or those of the log's directories reclaimed from the
+	// restarted server (permitreclaim.go).
+	reclaimed := func() bool {
+		p := sn.permits
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.reclaimedSet && p.reclaimedVerf == sn.sess.ServerVerifier()
+	}
+	for len(sn.permits.refs()) > 0 && !reclaimed() {
 		if ctx.Err() != nil {
 			t.Fatal("the permits held before the server's restart were not forgotten")
 		}

@@ -76,6 +76,15 @@ type permits struct {
 	// reintegration takes in the permits its replies granted only if none
 	// came since it began (they would be an earlier start's, gone).
 	starts uint64
+	// reclaimedVerf: the server verifier of the start whose permits
+	// reclaimPermits installed in held (reclaimedSet): serverRestarted,
+	// which follows that reclaim, keeps them (permitreclaim.go).
+	reclaimedVerf snfs1.Verifier
+	reclaimedSet  bool
+	// cut: by handle, the permits whose recall's connection went before
+	// the log was in (noteCut): reclaimed too if the server restarted
+	// soon after (permitreclaim.go).
+	cut map[string]time.Time
 
 	// gate holds recalls off while a local change is made (permitlocal.go).
 	gate changeGate
@@ -348,6 +357,13 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 			}
 			continue
 		}
+		if ce.Status == snfs1.ErrNoPermit && p.startsSeen() != starts {
+			// Sent under the permits of a start the server restarted
+			// from meanwhile: those reclaimed are held now with new ids
+			// (permitreclaim.go), the others are marked lost. Sent again
+			// under what is held.
+			continue
+		}
 		if ce.Status == snfs1.ErrNoPermit && probing {
 			continue // the permits held are kept; asked again next round
 		}
@@ -548,6 +564,9 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	// it go through the server from now on (permitnames.go).
 	p.sn.names.takeBack(dir)
 	err := p.reintegrate(ctx, "recall")
+	if err != nil && ctx.Err() != nil && p.logHolds(dir) {
+		p.noteCut(dir) // permitreclaim.go
+	}
 	p.drop(dir)
 	if err != nil && p.logHolds(dir) {
 		return p.recallFailed(dir, err) // permitrelease.go
@@ -677,17 +696,24 @@ func (sn *snfsFS) SyncDir(ctx context.Context, dir *vfs.Inode) error {
 
 // serverRestarted: permits do not survive a server's restart (docs/protocol.md
 // section 21.6): those held are forgotten, so that no change is made locally
-// under them; the records logged under them are sent under permits asked
-// again, once the names they change are checked (permitlost.go): others may
-// have changed them since the restart.
+// under them, but those the reclaim granted again for this start
+// (reclaimPermits, permitreclaim.go); the records logged under them are
+// sent under permits reclaimed or asked again, once the names they change
+// are checked (permitlost.go): others may have changed them since the
+// restart (those asked again), or while the server was down.
 //
 // It does not wait for a local change in progress (the session may call it
 // while that change's lease renewal waits for the reconnection): such a
 // change's record is sent the same way.
 func (p *permits) serverRestarted() {
+	verf := p.sn.sess.ServerVerifier()
 	p.mu.Lock()
-	clear(p.held)
-	p.starts++
+	if !p.reclaimedSet || p.reclaimedVerf != verf {
+		// Not reclaimed (refused), or reclaimed from an earlier start:
+		// gone.
+		clear(p.held)
+		p.starts++
+	}
 	p.mu.Unlock()
 	p.markLost(p.log.Dirs()...)
 	p.sn.names.takeBackAll() // permitnames.go

@@ -118,7 +118,7 @@ func OpenSNFS(ctx context.Context, cfg SNFSMountConfig) (*vfs.FS, error) {
 	// makes a random one): the server forgets what the previous instance of
 	// this name held; its dirty data is reintegrated (Recover).
 	sess, err := client.DialSession(ctx, "tcp", cfg.Addr, client.SessionConfig{Name: cfg.Name,
-		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, OnServerRestart: h.serverRestarted, Observer: h.lease,
+		Handler: h, Logger: cfg.Logger, Reclaim: h.reclaim, ReclaimLocks: h.reclaimLocks, ReclaimPermits: h.reclaimPermits, OnServerRestart: h.serverRestarted, Observer: h.lease,
 		NotRespondingAfter: cfg.NotRespondingAfter, CallGate: gate})
 	if err != nil {
 		cache.Close()
@@ -201,6 +201,19 @@ func (h *handler) reclaimLocks(ctx context.Context, verf snfs1.Verifier, lock fu
 	default:
 		return nil
 	}
+}
+
+// reclaimPermits reclaims the write-back permits this client held after a
+// server restart (none before the FS exists, or without --permits=on).
+func (h *handler) reclaimPermits(ctx context.Context, verf snfs1.Verifier, reclaim func(dirs []nfs3.FH) ([]uint64, error)) error {
+	select {
+	case <-h.ready:
+		if p := mgrOf(h.fs).permitsNow(); p != nil {
+			return p.reclaimPermits(verf, reclaim) // permitreclaim.go
+		}
+	default:
+	}
+	return nil
 }
 
 // Granted serves CB_GRANTED (client.GrantHandler): nothing waits before the
