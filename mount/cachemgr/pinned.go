@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,6 +83,13 @@ type pinnedFile struct {
 	landed  []span         // written by the kernel, not yet sent
 	cred    vfs.Cred       // the last writer's
 	sums    pageSums       // the cache file's pages as last sent or refreshed (pinnedmap.go)
+
+	// serverSized: the server's size is the file's (entered, and nothing
+	// the kernel wrote waits to be sent), not the cache file's, which
+	// another client's extension or truncation does not reach until an
+	// access's refresh. Set under mu, read under the inode's Mu, where mu
+	// cannot be taken (snfsPassthroughAttrLocked).
+	serverSized atomic.Bool
 }
 
 // span is a byte range [off, off+n).
@@ -214,6 +222,7 @@ func (fs *snfsFS) pinEnter(i *vfs.Inode) *pinnedFile {
 func (fs *snfsFS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
+	pf.serverSized.Store(len(pf.landed) == 0)
 	before := pf.sums.sum
 	pf.sums.init()
 	pf.sums.sum = map[uint64]uint64{} // same seed: comparable with before
@@ -349,7 +358,23 @@ func (sn *snfsFS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 		}
 		pf.landed = pf.landed[1:]
 	}
+	pf.serverSized.Store(pf.entered)
 	return nil
+}
+
+// pinBeforeGetattr sends what the kernel wrote to i's cache file, if it is
+// pinned, before a GETATTR (vfs.Ops.BeforeGetattr): the attributes then
+// report the server's size (serverSized), which counts this client's
+// writes and every other client's since. A failed send leaves the cache
+// file's size reported, as before the pinned mode.
+func (sn *snfsFS) pinBeforeGetattr(ctx context.Context, i *vfs.Inode) {
+	pf := sn.pinnedOf(i)
+	if pf == nil {
+		return
+	}
+	if err := sn.pinSync(ctx, pf, false); err != nil {
+		sn.Logger().Debug("passthrough: sending writes before GETATTR", sn.PathAttr(i), "fileid", i.FileID, "err", err)
+	}
 }
 
 // pinSendLocked sends r's bytes of the cache file (up to its end) with
@@ -535,4 +560,5 @@ func (h pinHandler) Wrote(ino uint64, tid int32) {
 	}
 	delete(pf.pre, tid)
 	pf.landed = append(pf.landed, r)
+	pf.serverSized.Store(false)
 }
