@@ -427,8 +427,23 @@ var errPinSendTest = errors.New("passthrough: send failed (test)")
 // first (pinnedmap.go): the refresh would lay the server's older bytes over
 // them, and they would be lost, to this client's next read as to the
 // server.
+//
+// An access that starts past the cache file's end refreshes the gap too
+// (from the page of that end): another client may have extended the file
+// there, and a write landing past the end would otherwise leave the gap a
+// hole of zeros that no hash covers, which the next scan (a close, an
+// fsync) took for this client's stores and sent over the other client's
+// bytes (SQLite's database corrupted: a page of zeros). Where the server's
+// file ends before the access, the cache file is extended with zeros to
+// the access's start, as the server's will be once a write there lands,
+// and their hashes taken.
 func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
 	fs := sn.FS
+	access := r
+	if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) < r.off {
+		gap := uint64(st.Size()) &^ (pinPage - 1)
+		r = span{gap, r.end() - gap}
+	}
 	if err := sn.pinScanLocked(ctx, pf, r); err != nil {
 		return fmt.Errorf("passthrough: sending mapped writes before a refresh: %w", err)
 	}
@@ -439,6 +454,7 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 		}
 	}
 	f := &vfs.File{I: pf.i, Cred: pf.cred}
+	serverEnd := uint64(math.MaxUint64) // where a read found the server's end
 	for _, s := range subtract(r, busy) {
 		buf := make([]byte, min(s.n, 1<<20))
 		for off := s.off; off < s.end(); {
@@ -453,6 +469,7 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 			pf.sumLocked(off, want[:got])
 			off += uint64(got)
 			if got < len(want) {
+				serverEnd = min(serverEnd, off)
 				// The server's end: a file another client shortened ends
 				// there here too, unless this client's writes may be past it.
 				if len(busy) == 0 {
@@ -463,6 +480,17 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 				}
 				break
 			}
+		}
+	}
+	if access.off > r.off && serverEnd < access.off && len(busy) == 0 {
+		// No access in flight can move the end meanwhile: the handler
+		// answers one permission event at a time.
+		if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) < access.off {
+			if err := pf.fd.Truncate(int64(access.off)); err != nil {
+				return fmt.Errorf("passthrough: cache file: %w", err)
+			}
+			lo := uint64(st.Size()) &^ (pinPage - 1)
+			pf.resumLocked(span{lo, access.off - lo})
 		}
 	}
 	return nil
