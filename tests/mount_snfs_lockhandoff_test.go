@@ -177,7 +177,10 @@ func TestMountSNFSLockHandoff(t *testing.T) {
 		rounds = n
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { lockHandoff(t, seed, rounds) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			t.Parallel()
+			lockHandoff(t, seed, rounds)
+		})
 	}
 }
 
