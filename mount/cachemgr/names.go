@@ -349,7 +349,13 @@ func (nc *nameCache) attrTTLLocked(i *vfs.Inode) (time.Duration, bool) {
 // lookup's are (usable), not by a GETATTR of each.
 func (sn *snfsFS) RenewAttrs(ctx context.Context, i *vfs.Inode) bool {
 	nc := sn.names
-	if nc == nil || sn.disc.offline() {
+	if nc == nil || sn.disc.offline() || isProvFH(i.FH) {
+		return false
+	}
+	i.Mu.Lock()
+	held := stOf(i).Held() > 0 // its open's rules decide (snfsTTL)
+	i.Mu.Unlock()
+	if held {
 		return false
 	}
 	nc.mu.Lock()

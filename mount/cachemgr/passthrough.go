@@ -594,6 +594,13 @@ func snfsPassthroughAttrLocked(i *vfs.Inode, a *nfs3.Fattr) {
 	if ptWritersLocked(i) == 0 || snOf(i).pt.cf == nil {
 		return
 	}
+	if pf := snOf(i).pt.pinned; pf != nil && pf.serverSized.Load() {
+		// Pinned (pinned.go): the cache file's size is older than the
+		// server's after another client extended or cut the file (and
+		// SQLite takes a database shorter than its header says for a
+		// corrupt one); this client's writes were sent.
+		return
+	}
 	size, mtime, ok := snOf(i).pt.cf.DataSize()
 	if !ok {
 		return

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,6 +83,13 @@ type pinnedFile struct {
 	landed  []span         // written by the kernel, not yet sent
 	cred    vfs.Cred       // the last writer's
 	sums    pageSums       // the cache file's pages as last sent or refreshed (pinnedmap.go)
+
+	// serverSized: the server's size is the file's (entered, and nothing
+	// the kernel wrote waits to be sent), not the cache file's, which
+	// another client's extension or truncation does not reach until an
+	// access's refresh. Set under mu, read under the inode's Mu, where mu
+	// cannot be taken (snfsPassthroughAttrLocked).
+	serverSized atomic.Bool
 }
 
 // span is a byte range [off, off+n).
@@ -214,6 +222,7 @@ func (fs *snfsFS) pinEnter(i *vfs.Inode) *pinnedFile {
 func (fs *snfsFS) pinEntered(pf *pinnedFile) {
 	pf.mu.Lock()
 	pf.entered = true
+	pf.serverSized.Store(len(pf.landed) == 0)
 	before := pf.sums.sum
 	pf.sums.init()
 	pf.sums.sum = map[uint64]uint64{} // same seed: comparable with before
@@ -349,7 +358,23 @@ func (sn *snfsFS) pinFlushLocked(ctx context.Context, pf *pinnedFile) error {
 		}
 		pf.landed = pf.landed[1:]
 	}
+	pf.serverSized.Store(pf.entered)
 	return nil
+}
+
+// pinBeforeGetattr sends what the kernel wrote to i's cache file, if it is
+// pinned, before a GETATTR (vfs.Ops.BeforeGetattr): the attributes then
+// report the server's size (serverSized), which counts this client's
+// writes and every other client's since. A failed send leaves the cache
+// file's size reported, as before the pinned mode.
+func (sn *snfsFS) pinBeforeGetattr(ctx context.Context, i *vfs.Inode) {
+	pf := sn.pinnedOf(i)
+	if pf == nil {
+		return
+	}
+	if err := sn.pinSync(ctx, pf, false); err != nil {
+		sn.Logger().Debug("passthrough: sending writes before GETATTR", sn.PathAttr(i), "fileid", i.FileID, "err", err)
+	}
 }
 
 // pinSendLocked sends r's bytes of the cache file (up to its end) with
@@ -402,8 +427,23 @@ var errPinSendTest = errors.New("passthrough: send failed (test)")
 // first (pinnedmap.go): the refresh would lay the server's older bytes over
 // them, and they would be lost, to this client's next read as to the
 // server.
+//
+// An access that starts past the cache file's end refreshes the gap too
+// (from the page of that end): another client may have extended the file
+// there, and a write landing past the end would otherwise leave the gap a
+// hole of zeros that no hash covers, which the next scan (a close, an
+// fsync) took for this client's stores and sent over the other client's
+// bytes (SQLite's database corrupted: a page of zeros). Where the server's
+// file ends before the access, the cache file is extended with zeros to
+// the access's start, as the server's will be once a write there lands,
+// and their hashes taken.
 func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int32, r span) error {
 	fs := sn.FS
+	access := r
+	if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) < r.off {
+		gap := uint64(st.Size()) &^ (pinPage - 1)
+		r = span{gap, r.end() - gap}
+	}
 	if err := sn.pinScanLocked(ctx, pf, r); err != nil {
 		return fmt.Errorf("passthrough: sending mapped writes before a refresh: %w", err)
 	}
@@ -414,6 +454,7 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 		}
 	}
 	f := &vfs.File{I: pf.i, Cred: pf.cred}
+	serverEnd := uint64(math.MaxUint64) // where a read found the server's end
 	for _, s := range subtract(r, busy) {
 		buf := make([]byte, min(s.n, 1<<20))
 		for off := s.off; off < s.end(); {
@@ -428,6 +469,7 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 			pf.sumLocked(off, want[:got])
 			off += uint64(got)
 			if got < len(want) {
+				serverEnd = min(serverEnd, off)
 				// The server's end: a file another client shortened ends
 				// there here too, unless this client's writes may be past it.
 				if len(busy) == 0 {
@@ -438,6 +480,17 @@ func (sn *snfsFS) pinRefreshLocked(ctx context.Context, pf *pinnedFile, tid int3
 				}
 				break
 			}
+		}
+	}
+	if access.off > r.off && serverEnd < access.off && len(busy) == 0 {
+		// No access in flight can move the end meanwhile: the handler
+		// answers one permission event at a time.
+		if st, err := pf.fd.Stat(); err == nil && uint64(st.Size()) < access.off {
+			if err := pf.fd.Truncate(int64(access.off)); err != nil {
+				return fmt.Errorf("passthrough: cache file: %w", err)
+			}
+			lo := uint64(st.Size()) &^ (pinPage - 1)
+			pf.resumLocked(span{lo, access.off - lo})
 		}
 	}
 	return nil
@@ -535,4 +588,5 @@ func (h pinHandler) Wrote(ino uint64, tid int32) {
 	}
 	delete(pf.pre, tid)
 	pf.landed = append(pf.landed, r)
+	pf.serverSized.Store(false)
 }

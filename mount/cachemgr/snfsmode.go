@@ -332,6 +332,8 @@ func (sn *snfsFS) BeforeThrough(ctx context.Context, i *vfs.Inode) error {
 	return sn.writeBackFirst(ctx, i)
 }
 
+func (sn *snfsFS) BeforeGetattr(ctx context.Context, i *vfs.Inode) { sn.pinBeforeGetattr(ctx, i) }
+
 func (sn *snfsFS) Removed(child *vfs.Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
 
 // SendSetID writes a cached file back (as the last writer: this one,

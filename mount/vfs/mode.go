@@ -46,6 +46,11 @@ type Ops interface {
 	// of written data, with i.FlushMu held): snfs mode writes back the
 	// cache directory's older dirty data first (writeBackFirst).
 	BeforeThrough(ctx context.Context, i *Inode) error
+	// BeforeGetattr runs before a GETATTR asks the server for i's
+	// attributes: snfs mode sends what the kernel wrote to a pinned
+	// file's cache file first (cachemgr's pinned.go), so that the
+	// server's size, which it then reports as the file's, counts it.
+	BeforeGetattr(ctx context.Context, i *Inode)
 	// Removed: child (nil if unknown) lost a link by REMOVE or a RENAME
 	// over it; nlink is its link count before (snfsRemoved).
 	Removed(child *Inode, nlink uint32)
@@ -206,6 +211,7 @@ func (NFSOps) SetXattr(context.Context, *Inode, Cred, string, []byte, uint32) er
 func (NFSOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return ErrNotSupported }
 
 func (NFSOps) BeforeThrough(context.Context, *Inode) error { return nil }
+func (NFSOps) BeforeGetattr(context.Context, *Inode)       {}
 func (NFSOps) Removed(*Inode, uint32)                      {}
 
 // SendSetID writes f's file's buffered data through, as its writer.

@@ -79,6 +79,7 @@ func (fs *FS) getattrOf(ctx context.Context, i *Inode, c Cred) (nfs3.Fattr, time
 			break
 		}
 	}
+	fs.ops.BeforeGetattr(ctx, i)
 	start := fs.AttrStart()
 	a, err := fs.GetattrFH(ctx, c, i.FH)
 	if err == nfs3.ErrStale {
