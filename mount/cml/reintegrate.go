@@ -154,9 +154,17 @@ func (l *Log) Dirs() []nfs3.FH {
 	var out []nfs3.FH
 	add := func(r *snfs1.CMLRecord) {
 		for _, o := range dirRefs(r) {
-			if o.Prov == 0 && !seen[string(o.FH)] {
-				seen[string(o.FH)] = true
-				out = append(out, o.FH)
+			fh := o.FH
+			if o.Prov != 0 {
+				h, ok := l.handles[o.Prov] // made by a record already in
+				if !ok {
+					continue
+				}
+				fh = h
+			}
+			if !seen[string(fh)] {
+				seen[string(fh)] = true
+				out = append(out, fh)
 			}
 		}
 	}
