@@ -108,6 +108,17 @@ func (l *localLinks) add(fh nfs3.FH) {
 	l.fhs[string(fh)] = struct{}{}
 }
 
+// list returns them; many: there were too many to tell.
+func (l *localLinks) list() (fhs []nfs3.FH, many bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fhs = make([]nfs3.FH, 0, len(l.fhs))
+	for fh := range l.fhs {
+		fhs = append(fhs, nfs3.FH(fh))
+	}
+	return fhs, l.many
+}
+
 // take reports whether fh is one (or there were too many to tell), and
 // forgets it: the caller sends the log.
 func (l *localLinks) take(fh nfs3.FH) bool {

@@ -663,10 +663,13 @@ func TestChangesDir(t *testing.T) {
 			t.Errorf("ChangesDir(%s) = %v; want %v", c.fh, got, c.want)
 		}
 	}
+	if got := l.Changed(); len(got) != 3 || !slices.ContainsFunc(got, func(f nfs3.FH) bool { return string(f) == "Y" }) {
+		t.Errorf("Changed() = %q; want W, X and Y once each", got)
+	}
 	if _, err := l.Reintegrate(context.Background(), &fakeServer{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if l.ChangesDir(x) || l.ChangesDir(w) {
+	if l.ChangesDir(x) || l.ChangesDir(w) || len(l.Changed()) != 0 {
 		t.Fatal("records reintegrated still change their directories")
 	}
 	// A record in the directory made above, by its provisional id, and a
