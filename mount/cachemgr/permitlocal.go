@@ -215,23 +215,23 @@ func (p *permits) beginRecall(dir nfs3.FH) func() {
 }
 
 // beforeDirRead runs before dir is read from the server (a LOOKUP, a
-// listing: the name cache does not answer): if the log changes dir, or
-// an object last seen in dir (a child directory's entries or attributes,
-// a file's links: the reply's attributes of it would replace those made
-// here), it goes first, so that what the server answers holds the changes
-// made here (a listing dropped by its lease's end, an eviction or this
-// mount's own reintegration is read again from the server). Records of
-// other directories stay: a lookup in a directory not cached (each path
-// walk through it asks the mount) must not send the log.
+// listing: the name cache does not answer): if the log changes dir's
+// entries, or the attributes of an object last seen in dir (a chmod made
+// locally of a child directory, a file's link count: the reply's
+// attributes of it would replace those made here), it goes first, so that
+// what the server answers holds the changes made here (a listing dropped
+// by its lease's end, an eviction or this mount's own reintegration is
+// read again from the server). Records of other directories stay, those
+// changing a child directory's entries too: a lookup in a directory not
+// cached (each path walk through it asks the mount) must not send the log
+// (a known limit: the child's mtime and link count made here read as the
+// server's until the log is in).
 func (sn *snfsFS) beforeDirRead(ctx context.Context, dir *vfs.Inode) {
 	p := sn.permits
 	if p == nil || p.log.Len() == 0 {
 		return
 	}
 	in := func(fh nfs3.FH) bool {
-		if string(fh) == string(dir.FH) {
-			return true
-		}
 		i := sn.FS.LookupInode(fh)
 		if i == nil {
 			return false
@@ -240,10 +240,9 @@ func (sn *snfsFS) beforeDirRead(ctx context.Context, dir *vfs.Inode) {
 		defer i.NameMu.Unlock()
 		return string(i.Dir) == string(dir.FH)
 	}
-	// Collected first, checked without the log's and links' locks (the
-	// inode table's and NameMu come after them nowhere else).
+	// Collected first, checked without the log's and links' locks.
 	linked, many := p.links.list()
-	if !many && !slices.ContainsFunc(append(p.log.Changed(), linked...), in) {
+	if !many && !p.log.ChangesDir(dir.FH) && !slices.ContainsFunc(append(p.log.AttrsChanged(), linked...), in) {
 		return
 	}
 	if err := p.flush(ctx, "a directory read from the server"); err != nil {

@@ -216,38 +216,33 @@ func (l *Log) ChangesDir(fh nfs3.FH) bool {
 	return false
 }
 
-// Changed returns the objects the records not yet reintegrated name (by
-// handle, or by a provisional id the server has answered), once each: the
-// directories whose entries they change, the objects of SETATTRs and
-// LINKs.
-func (l *Log) Changed() []nfs3.FH {
+// AttrsChanged returns the objects whose attributes the records not yet
+// reintegrated set (by handle, or by a provisional id the server has
+// answered), once each: the objects of SETATTRs and of LINKs (a link
+// count).
+func (l *Log) AttrsChanged() []nfs3.FH {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seen := map[string]bool{}
 	var out []nfs3.FH
-	add := func(o snfs1.ObjRef) {
-		fh := o.FH
-		if o.Prov != 0 {
-			fh = l.handles[o.Prov]
+	add := func(r *snfs1.CMLRecord) {
+		if r.Op != snfs1.CMLSetattr && r.Op != snfs1.CMLLink {
+			return
+		}
+		fh := r.Obj.FH
+		if r.Obj.Prov != 0 {
+			fh = l.handles[r.Obj.Prov]
 		}
 		if len(fh) != 0 && !seen[string(fh)] {
 			seen[string(fh)] = true
 			out = append(out, fh)
 		}
 	}
-	changes := func(r *snfs1.CMLRecord) {
-		if r.Op == snfs1.CMLSetattr || r.Op == snfs1.CMLLink {
-			add(r.Obj)
-		}
-		for _, o := range dirRefs(r) {
-			add(o)
-		}
-	}
 	for i := range l.plan {
-		changes(&l.plan[i])
+		add(&l.plan[i])
 	}
 	for i := range l.pending {
-		changes(&l.pending[i].rec)
+		add(&l.pending[i].rec)
 	}
 	return out
 }
