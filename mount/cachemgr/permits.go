@@ -323,7 +323,8 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
-		p.takePermits(starts, res.Permits)
+		// The permits res.Permits names were taken in as each batch's reply
+		// came (openSender, grantedPermits).
 		p.settleMade(made, res.Made, start)
 		p.forgetMade(made)
 		if res.Batches > 0 {
@@ -417,9 +418,15 @@ func (p *permits) startsSeen() uint64 {
 }
 
 // takePermits holds the permits a reintegration's replies granted (MKDIR's),
-// unless the server restarted since it began (starts, from startsSeen):
-// serverRestarted forgot every permit, and these are gone too.
+// unless the server restarted since the batch that granted them was sent
+// (starts, from startsSeen): serverRestarted forgot every permit, and these
+// are gone too. It runs as each batch's reply arrives (openSender): a
+// restart while a later batch of the same reintegration is out then finds
+// them held, and reclaims them (permitreclaim.go).
 func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
+	if len(refs) == 0 {
+		return
+	}
 	p.mu.Lock()
 	if p.starts != starts {
 		p.mu.Unlock()
@@ -430,6 +437,23 @@ func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
 		p.sn.names.keep(r.Dir) // permitnames.go: with held, so that no drop comes between
 	}
 	p.mu.Unlock()
+}
+
+// grantedPermits are the permits a REINTEGRATE's reply rep granted on the
+// directories the MKDIRs of records made: those of the records it answered
+// OK (a prefix), as cml.Log.Reintegrate reads them (Result.Permits).
+func grantedPermits(records []snfs1.CMLRecord, rep *snfs1.ReintegrateRes) []snfs1.PermitRef {
+	var out []snfs1.PermitRef
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if i >= len(records) || r.Status != nfs3.OK || r.LSN != records[i].LSN {
+			break
+		}
+		if records[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
+			out = append(out, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
+		}
+	}
+	return out
 }
 
 // provsOf are the provisional ids of the objects records make.
