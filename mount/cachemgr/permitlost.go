@@ -92,6 +92,8 @@ func (p *permits) permitBase(dir nfs3.FH, name string, e cent, found bool) []cml
 }
 
 // markLost: the permits of dirs were lost with records of them in the log.
+// A permit of one whose recall was cut (noteCut) is lost too: not reclaimed
+// after a later restart (docs/protocol.md section 21.9).
 func (p *permits) markLost(dirs ...nfs3.FH) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,6 +101,7 @@ func (p *permits) markLost(dirs ...nfs3.FH) {
 		if isProvFH(d) {
 			continue
 		}
+		delete(p.cut, string(d))
 		if p.lost == nil {
 			p.lost = map[string]nfs3.FH{}
 		}

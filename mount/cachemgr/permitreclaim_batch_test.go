@@ -84,3 +84,55 @@ func TestPermitsReclaimMadeDirMidReintegration(t *testing.T) {
 		t.Errorf("%d conflicts; want none", c)
 	}
 }
+
+// TestPermitsCutEndedNotReclaimed (docs/protocol.md section 21.9): a
+// permit whose recall's connection went before the log was in (noteCut)
+// and that then ended - refused SNFS_ERR_NOPERMIT (drop), marked lost, or
+// a restart not reclaimed (serverRestarted) - is not named in the reclaim
+// of a restart within the callback timeout: the server may have granted
+// it to another client since. It was (the cut was forgotten only at a
+// reclaim). The log's record goes in all the same, as for any permit lost.
+func TestPermitsCutEndedNotReclaimed(t *testing.T) {
+	s := newRestartableServer(t)
+	s.grace = 5 * time.Second
+	_, sn, d := permitsMount(t, s, "cut-ended")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := sn.permits
+	for _, tc := range []struct {
+		name  string
+		ended func()
+	}{
+		{"dropped", func() { p.drop(d.FH) }},
+		{"lost", func() { p.markLost(d.FH) }},
+		{"restarted", func() { p.serverRestarted() }},
+	} {
+		if err := os.WriteFile(filepath.Join(s.export, "d", tc.name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		holdPermit(t, sn, d)
+		rec := snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: tc.name}
+		if _, err := p.log.AppendLazyBased(rec, []cml.Base{serverBase(t, sn, d, tc.name)}); err != nil {
+			t.Fatal(err)
+		}
+		// The recall's reintegration cut (recall: drop, then noteCut).
+		p.drop(d.FH)
+		p.noteCut(d.FH)
+		tc.ended()
+		before := sn.sess.ServerVerifier()
+		s.restart()
+		reclaimSeen(ctx, t, sn, before)
+		if got := s.srv.Grace().Permits; got != 0 {
+			t.Fatalf("%s: a cut permit since ended: %d permits reclaimed; want none", tc.name, got)
+		}
+		if err := syncDirAfterGrace(ctx, sn, d); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(s.export, "d", tc.name)); err == nil {
+			t.Errorf("%s is still on the server after the log went", tc.name)
+		}
+	}
+	if c := sn.stats.Conflicts.Load(); c != 0 {
+		t.Errorf("%d conflicts; want none", c)
+	}
+}

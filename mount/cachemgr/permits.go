@@ -547,11 +547,14 @@ func (p *permits) keepConflict(rec *snfs1.CMLRecord, st snfs1.Status, why string
 	}
 }
 
-// drop forgets the permit of dir (recalled, refused).
+// drop forgets the permit of dir (recalled, refused, given back): it ended,
+// and so did any permit of dir whose recall was cut before (noteCut), which
+// a reclaim must not name then (docs/protocol.md section 21.9).
 func (p *permits) drop(dir nfs3.FH) {
 	p.sn.names.takeBack(dir) // permitnames.go
 	p.mu.Lock()
 	delete(p.held, string(dir))
+	delete(p.cut, string(dir))
 	p.mu.Unlock()
 }
 
@@ -588,10 +591,11 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	// it go through the server from now on (permitnames.go).
 	p.sn.names.takeBack(dir)
 	err := p.reintegrate(ctx, "recall")
-	if err != nil && ctx.Err() != nil && p.logHolds(dir) {
+	cut := err != nil && ctx.Err() != nil && p.logHolds(dir)
+	p.drop(dir) // forgets an earlier cut of dir: this recall ends that permit
+	if cut {
 		p.noteCut(dir) // permitreclaim.go
 	}
-	p.drop(dir)
 	if err != nil && p.logHolds(dir) {
 		return p.recallFailed(dir, err) // permitrelease.go
 	}
