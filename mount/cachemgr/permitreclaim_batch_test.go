@@ -10,6 +10,7 @@ import (
 	"snfs/mount/cml"
 	"snfs/nfs3"
 	"snfs/snfs1"
+	"snfs/state"
 )
 
 // betweenBatches is the mount's sender with before run once, as the
@@ -131,6 +132,54 @@ func TestPermitsCutEndedNotReclaimed(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(s.export, "d", tc.name)); err == nil {
 			t.Errorf("%s is still on the server after the log went", tc.name)
 		}
+	}
+	if c := sn.stats.Conflicts.Load(); c != 0 {
+		t.Errorf("%d conflicts; want none", c)
+	}
+}
+
+// TestPermitsRecallCutReclaimed: a recall whose reintegration is cut with
+// the directory's records still in the log (its callback's context ended:
+// the server killed during it) notes the cut after it drops the permit,
+// which forgets earlier cuts (TestPermitsCutEndedNotReclaimed): the
+// restart that follows reclaims the permit.
+func TestPermitsRecallCutReclaimed(t *testing.T) {
+	s := newRestartableServer(t)
+	s.grace = 5 * time.Second
+	_, sn, d := permitsMount(t, s, "recall-cut")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := sn.permits
+	if err := os.WriteFile(filepath.Join(s.export, "d", "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holdPermit(t, sn, d)
+	rec := snfs1.CMLRecord{Op: snfs1.CMLUnlink, Dir: snfs1.ObjRef{FH: d.FH}, Name: "x"}
+	if _, err := p.log.AppendLazyBased(rec, []cml.Base{serverBase(t, sn, d, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	cut, stop := context.WithCancel(ctx)
+	stop()
+	if got := p.recall(cut, d.FH); got == state.OK {
+		t.Fatalf("a recall whose reintegration was cut answered %v", got)
+	}
+	p.mu.Lock()
+	_, noted := p.cut[string(d.FH)]
+	p.mu.Unlock()
+	if !noted {
+		t.Fatal("the recall's cut is not noted")
+	}
+	before := sn.sess.ServerVerifier()
+	s.restart()
+	reclaimSeen(ctx, t, sn, before)
+	if got := s.srv.Grace().Permits; got != 1 {
+		t.Fatalf("after a recall cut by the server's end: %d permits reclaimed; want 1", got)
+	}
+	if err := syncDirAfterGrace(ctx, sn, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.export, "d", "x")); err == nil {
+		t.Error("x is still on the server after the log went")
 	}
 	if c := sn.stats.Conflicts.Load(); c != 0 {
 		t.Errorf("%d conflicts; want none", c)
