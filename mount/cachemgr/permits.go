@@ -235,6 +235,22 @@ func (p *permits) refs() []snfs1.PermitRef {
 	return out
 }
 
+// refsChecked are refs but those of directories still marked lost: their
+// names are not checked yet (lostPrepare left them, another's permit
+// refused), though a local change may have asked the permit again since;
+// their records are refused SNFS_ERR_NOPERMIT, applied by nothing.
+func (p *permits) refsChecked() []snfs1.PermitRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]snfs1.PermitRef, 0, len(p.held))
+	for k, h := range p.held {
+		if _, lost := p.lost[k]; !lost {
+			out = append(out, h.ref)
+		}
+	}
+	return out
+}
+
 // list is what `snfs status` shows of the permits held.
 func (p *permits) list() []PermitHeld {
 	p.mu.Lock()
@@ -309,7 +325,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		}
 		var refs []snfs1.PermitRef
 		if !probing {
-			refs = p.refs() // after lostPrepare: the permits asked again
+			refs = p.refsChecked() // after lostPrepare: the permits asked again
 		}
 		starts := p.startsSeen()
 		recs := p.log.Records()
