@@ -92,6 +92,8 @@ func (p *permits) permitBase(dir nfs3.FH, name string, e cent, found bool) []cml
 }
 
 // markLost: the permits of dirs were lost with records of them in the log.
+// A permit of one whose recall was cut (noteCut) is lost too: not reclaimed
+// after a later restart (docs/protocol.md section 21.9).
 func (p *permits) markLost(dirs ...nfs3.FH) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,6 +101,7 @@ func (p *permits) markLost(dirs ...nfs3.FH) {
 		if isProvFH(d) {
 			continue
 		}
+		delete(p.cut, string(d))
 		if p.lost == nil {
 			p.lost = map[string]nfs3.FH{}
 		}
@@ -107,35 +110,55 @@ func (p *permits) markLost(dirs ...nfs3.FH) {
 }
 
 // lostPrepare asks again the permits marked lost and checks the names the
-// log changes in their directories (p.reint held).
+// log changes in their directories (p.reint held). It is not all or
+// nothing: the directories whose permits are held (reclaimed after a
+// server restart, or asked again) are checked, and taken off the lost set,
+// even when another one's permit is refused (then asked again no sooner
+// than permitRefusal). The log is then sent: its records up to the first
+// of a directory still lost go in (a recall of a reclaimed directory
+// whose records all come before it is answered OK), and that one is
+// refused SNFS_ERR_NOPERMIT, applied by nothing; the next round waits
+// (errPermitsWait). All or nothing, one directory refused held the whole
+// log, and a recall of a reclaimed directory failed (its permit revoked).
 func (p *permits) lostPrepare(ctx context.Context) error {
 	p.mu.Lock()
 	if len(p.lost) == 0 {
 		p.mu.Unlock()
 		return nil
 	}
-	if !p.lostRefused.IsZero() && time.Since(p.lostRefused) < permitRefusal {
-		p.mu.Unlock()
-		return errPermitsWait
-	}
-	dirs := make([]nfs3.FH, 0, len(p.lost))
-	for _, d := range p.lost {
-		dirs = append(dirs, d)
+	wait := !p.lostRefused.IsZero() && time.Since(p.lostRefused) < permitRefusal
+	// Those held first: their asking costs no call, and a refusal stops
+	// the asking of those after it.
+	var dirs, rest []nfs3.FH
+	for k, d := range p.lost {
+		if _, held := p.held[k]; held {
+			dirs = append(dirs, d)
+		} else if !wait {
+			rest = append(rest, d)
+		}
 	}
 	p.mu.Unlock()
-	gone, err := p.regainAll(ctx, dirs)
+	dirs = append(dirs, rest...)
+	if len(dirs) == 0 {
+		return errPermitsWait
+	}
+	gone, granted, err := p.regainSome(ctx, dirs)
+	if err != nil && !errors.Is(err, errPermitsWait) {
+		return err
+	}
 	p.mu.Lock()
 	if errors.Is(err, errPermitsWait) {
 		p.lostRefused = time.Now()
-	} else {
+	} else if !wait {
 		p.lostRefused = time.Time{}
 	}
 	p.mu.Unlock()
-	if err != nil {
+	if len(granted) == 0 && len(gone) == 0 {
 		return err
 	}
 	p.markGone(gone)
-	for _, n := range p.log.NamesChanged(dirs) {
+	checked := append(append([]nfs3.FH(nil), granted...), gone...)
+	for _, n := range p.log.NamesChanged(checked) {
 		k := offNameKey(snfs1.ObjRef{FH: n.Dir}, n.Name)
 		b, ok := p.log.BaseOf(n.Dir, n.Name)
 		if !ok && !n.Made {
@@ -156,7 +179,7 @@ func (p *permits) lostPrepare(ctx context.Context) error {
 	p.off.checked = true
 	p.off.mu.Unlock()
 	p.mu.Lock()
-	for _, d := range dirs {
+	for _, d := range checked {
 		delete(p.lost, string(d))
 	}
 	p.mu.Unlock()
@@ -188,10 +211,21 @@ func (p *permits) probeFirst(probed bool) bool {
 // records are refused by the server, real conflicts); errPermitsWait if
 // one is still refused.
 func (p *permits) regainAll(ctx context.Context, dirs []nfs3.FH) (gone []nfs3.FH, err error) {
+	gone, _, err = p.regainSome(ctx, dirs)
+	if err != nil {
+		return nil, err
+	}
+	return gone, nil
+}
+
+// regainSome is regainAll that also returns, with errPermitsWait, what it
+// found before the first directory refused: those gone, and those whose
+// permits are held (granted); the directories after it are not asked.
+func (p *permits) regainSome(ctx context.Context, dirs []nfs3.FH) (gone, granted []nfs3.FH, err error) {
 	nc := p.sn.FS.Client(sessionCred())
 	for _, d := range dirs {
-		granted, stale := false, false
-		for try := 0; try < offPermitTries && !granted && !stale; try++ {
+		ok, stale := false, false
+		for try := 0; try < offPermitTries && !ok && !stale; try++ {
 			if try > 0 {
 				// Another client's permit, or this mount's own still
 				// ending: a read waits for its recall (the holder's log
@@ -205,22 +239,23 @@ func (p *permits) regainAll(ctx context.Context, dirs []nfs3.FH) (gone []nfs3.FH
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return nil, ctx.Err()
+					return nil, nil, ctx.Err()
 				case <-t.C:
 				}
 			}
-			_, granted = p.get(ctx, d, true)
+			_, ok = p.get(ctx, d, true)
 		}
 		if stale {
 			gone = append(gone, d)
 			continue
 		}
-		if !granted {
+		if !ok {
 			p.sn.FS.Logger().Info("reintegration waits for a directory's permit", "dir", p.sn.FS.PathOfFH(d, nil))
-			return nil, errPermitsWait
+			return gone, granted, errPermitsWait
 		}
+		granted = append(granted, d)
 	}
-	return gone, nil
+	return gone, granted, nil
 }
 
 // markGone: dirs are gone on the server: a record of them refused

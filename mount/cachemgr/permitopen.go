@@ -95,7 +95,14 @@ func (o openSender) Reintegrate(ctx context.Context, permits []snfs1.PermitRef, 
 		}
 	}
 	r.mu.Unlock()
+	starts := o.p.startsSeen()
 	rep, err := o.p.sn.sess.Reintegrate(ctx, permits, records)
+	if err == nil && rep != nil {
+		// The permits this batch's MKDIRs were granted are held from now
+		// on, not once the whole reintegration is over: a server restart
+		// while a later batch is out reclaims them (permitreclaim.go).
+		o.p.takePermits(starts, grantedPermits(records, rep))
+	}
 	if err != nil || rep == nil || len(asked) == 0 {
 		return rep, err
 	}

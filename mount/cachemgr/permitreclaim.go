@@ -133,7 +133,8 @@ func (p *permits) reclaimPermits(verf snfs1.Verifier, reclaim func(dirs []nfs3.F
 // the callback timeout of the cut. A server that lived revoked the permit
 // (its recall failed, or at the recall's deadline), so a later restart
 // would find it ended on the server, and maybe granted to another client
-// since: not reclaimed then. The window between (the connection broke, the
+// since: not reclaimed then; nor once the permit is known to have ended
+// (drop, markLost forget the cut). The window between (the connection broke, the
 // server revoked, then died within the callback timeout) is a known limit:
 // the names are compared before the log goes all the same
 // (permitlost.go), so the mount's own records never act on another

@@ -235,6 +235,22 @@ func (p *permits) refs() []snfs1.PermitRef {
 	return out
 }
 
+// refsChecked are refs but those of directories still marked lost: their
+// names are not checked yet (lostPrepare left them, another's permit
+// refused), though a local change may have asked the permit again since;
+// their records are refused SNFS_ERR_NOPERMIT, applied by nothing.
+func (p *permits) refsChecked() []snfs1.PermitRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]snfs1.PermitRef, 0, len(p.held))
+	for k, h := range p.held {
+		if _, lost := p.lost[k]; !lost {
+			out = append(out, h.ref)
+		}
+	}
+	return out
+}
+
 // list is what `snfs status` shows of the permits held.
 func (p *permits) list() []PermitHeld {
 	p.mu.Lock()
@@ -309,7 +325,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		}
 		var refs []snfs1.PermitRef
 		if !probing {
-			refs = p.refs() // after lostPrepare: the permits asked again
+			refs = p.refsChecked() // after lostPrepare: the permits asked again
 		}
 		starts := p.startsSeen()
 		recs := p.log.Records()
@@ -323,7 +339,8 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
 		}
-		p.takePermits(starts, res.Permits)
+		// The permits res.Permits names were taken in as each batch's reply
+		// came (openSender, grantedPermits).
 		p.settleMade(made, res.Made, start)
 		p.forgetMade(made)
 		if res.Batches > 0 {
@@ -417,9 +434,15 @@ func (p *permits) startsSeen() uint64 {
 }
 
 // takePermits holds the permits a reintegration's replies granted (MKDIR's),
-// unless the server restarted since it began (starts, from startsSeen):
-// serverRestarted forgot every permit, and these are gone too.
+// unless the server restarted since the batch that granted them was sent
+// (starts, from startsSeen): serverRestarted forgot every permit, and these
+// are gone too. It runs as each batch's reply arrives (openSender): a
+// restart while a later batch of the same reintegration is out then finds
+// them held, and reclaims them (permitreclaim.go).
 func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
+	if len(refs) == 0 {
+		return
+	}
 	p.mu.Lock()
 	if p.starts != starts {
 		p.mu.Unlock()
@@ -430,6 +453,23 @@ func (p *permits) takePermits(starts uint64, refs []snfs1.PermitRef) {
 		p.sn.names.keep(r.Dir) // permitnames.go: with held, so that no drop comes between
 	}
 	p.mu.Unlock()
+}
+
+// grantedPermits are the permits a REINTEGRATE's reply rep granted on the
+// directories the MKDIRs of records made: those of the records it answered
+// OK (a prefix), as cml.Log.Reintegrate reads them (Result.Permits).
+func grantedPermits(records []snfs1.CMLRecord, rep *snfs1.ReintegrateRes) []snfs1.PermitRef {
+	var out []snfs1.PermitRef
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if i >= len(records) || r.Status != nfs3.OK || r.LSN != records[i].LSN {
+			break
+		}
+		if records[i].Op == snfs1.CMLMkdir && r.Permit != 0 && len(r.Obj) > 0 {
+			out = append(out, snfs1.PermitRef{Dir: append(nfs3.FH(nil), r.Obj...), Permit: r.Permit})
+		}
+	}
+	return out
 }
 
 // provsOf are the provisional ids of the objects records make.
@@ -523,11 +563,14 @@ func (p *permits) keepConflict(rec *snfs1.CMLRecord, st snfs1.Status, why string
 	}
 }
 
-// drop forgets the permit of dir (recalled, refused).
+// drop forgets the permit of dir (recalled, refused, given back): it ended,
+// and so did any permit of dir whose recall was cut before (noteCut), which
+// a reclaim must not name then (docs/protocol.md section 21.9).
 func (p *permits) drop(dir nfs3.FH) {
 	p.sn.names.takeBack(dir) // permitnames.go
 	p.mu.Lock()
 	delete(p.held, string(dir))
+	delete(p.cut, string(dir))
 	p.mu.Unlock()
 }
 
@@ -564,10 +607,11 @@ func (p *permits) recall(ctx context.Context, dir nfs3.FH) state.Outcome {
 	// it go through the server from now on (permitnames.go).
 	p.sn.names.takeBack(dir)
 	err := p.reintegrate(ctx, "recall")
-	if err != nil && ctx.Err() != nil && p.logHolds(dir) {
+	cut := err != nil && ctx.Err() != nil && p.logHolds(dir)
+	p.drop(dir) // forgets an earlier cut of dir: this recall ends that permit
+	if cut {
 		p.noteCut(dir) // permitreclaim.go
 	}
-	p.drop(dir)
 	if err != nil && p.logHolds(dir) {
 		return p.recallFailed(dir, err) // permitrelease.go
 	}
