@@ -44,7 +44,7 @@ func TestMountDisconnectedSymlink(t *testing.T) {
 		}
 	}
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := exec.Command("touch", "-h", "-d", old.Format(time.RFC3339), filepath.Join(src, "t", "l1")).Run(); err != nil {
+	if err := command("touch", "-h", "-d", old.Format(time.RFC3339), filepath.Join(src, "t", "l1")).Run(); err != nil {
 		t.Fatal(err)
 	}
 	tb := filepath.Join(src, "links.tar")
@@ -65,7 +65,7 @@ func TestMountDisconnectedSymlink(t *testing.T) {
 		// The times those changes set depend on when they ran: set them
 		// (lutimes of the new link, utimes of the changed directories).
 		for _, name := range []string{"made", "t", "t/sub"} {
-			if out, err := exec.Command("touch", "-h", "-d", old.Format(time.RFC3339), filepath.Join(root, name)).CombinedOutput(); err != nil {
+			if out, err := command("touch", "-h", "-d", old.Format(time.RFC3339), filepath.Join(root, name)).CombinedOutput(); err != nil {
 				return fmt.Errorf("touch -h %s: %w: %s", name, err, out)
 			}
 		}
