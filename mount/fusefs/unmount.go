@@ -41,8 +41,10 @@ func UnmountOrAbort(dir string, srv *fuse.Server, timeout time.Duration, aborted
 const busyGrace = time.Second
 
 func unmount(dir string, srv *fuse.Server, timeout, busyWait time.Duration, aborted func()) error {
-	var st syscall.Stat_t
-	statErr := syscall.Stat(dir, &st)
+	// The connection's number, for the abort, from the mount table: a
+	// stat(2) of dir would ask the mount for its root's attributes, which a
+	// mount whose server is gone may wait for without end.
+	minor, devOK := mountMinor(dir)
 	done := make(chan error, 1)
 	deadline := time.Now().Add(busyWait)
 	go func() {
@@ -71,8 +73,8 @@ func unmount(dir string, srv *fuse.Server, timeout, busyWait time.Duration, abor
 	case <-time.After(timeout):
 	}
 	derr := syscall.Unmount(dir, syscall.MNT_DETACH)
-	if statErr == nil {
-		abort(st.Dev)
+	if devOK {
+		abort(minor)
 	}
 	if aborted != nil {
 		aborted()
@@ -101,9 +103,52 @@ func isBusy(err error) bool {
 
 // abort ends the FUSE connection of device dev (fusectl's abort file), mounting
 // fusectl first if needed.
-func abort(dev uint64) {
+// mountMinor returns the minor device number of the file system mounted
+// on dir (a FUSE mount's connection number in fusectl), from
+// /proc/self/mountinfo (the last mount on dir).
+func mountMinor(dir string) (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, false
+	}
+	var minor uint64
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ...
+		f := strings.Fields(l)
+		if len(f) < 5 || unescapeMountinfo(f[4]) != dir {
+			continue
+		}
+		var major, m uint64
+		if _, err := fmt.Sscanf(f[2], "%d:%d", &major, &m); err == nil {
+			minor, found = m, true
+		}
+	}
+	return minor, found
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				out = append(out, v)
+				i += 3
+				continue
+			}
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func abort(minor uint64) {
 	const ctl = "/sys/fs/fuse/connections"
-	minor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
 	p := fmt.Sprintf("%s/%d/abort", ctl, minor)
 	if _, err := os.Stat(p); err != nil {
 		syscall.Mount("fusectl", ctl, "fusectl", 0, "")
