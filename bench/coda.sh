@@ -52,7 +52,7 @@
 #   bash bench/coda.sh (as root)   # DELAYS="0 1ms 10ms" ROUNDS=3 ROUNDS_10ms=1 NFILES=1000 BUDGET=1200
 #   DELAYS=1ms ROUNDS=1 NFILES=100 bash bench/coda.sh   # a quick check
 #   SNFS_BIN=/tmp/snfs bash bench/coda.sh   # a built snfs instead of building one from this tree
-#   SNFS_OPTS=--permits=on bash bench/coda.sh   # flags for the snfs-mode mounts only
+#   SNFS_OPTS=--permits=off bash bench/coda.sh   # flags for the snfs-mode mounts only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)

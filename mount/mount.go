@@ -76,7 +76,7 @@ type Config struct {
 	Permits bool
 	// PermitData: with Permits, files made locally keep their data locally
 	// until reintegrated (cachemgr.SNFSMountConfig.PermitData;
-	// --permit-data=on; experimental).
+	// --permit-data=on, the command's default).
 	PermitData bool
 }
 

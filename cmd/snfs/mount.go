@@ -71,7 +71,7 @@ type mountFlags struct {
 	closeDelay         closeDelay
 	keptOpens          int    // snfs mode: the bound of files with kept opens
 	permits            string // snfs mode: --permits=on|off (write-back permits and the modification log)
-	permitData         string // snfs mode: --permit-data=on|off (experimental: local data of files made locally)
+	permitData         string // snfs mode: --permit-data=on|off (local data of files made locally)
 	passthrough        bool   // snfs mode: FUSE passthrough for reads of whole cached files
 	allowNonEmpty      bool   // mount over a non-empty directory or an existing mount (mountpoint.go)
 	readOnly, noExec   bool   // -o ro, -o noexec (mountopts.go)
@@ -225,8 +225,8 @@ func parseMountArgs(args []string) (f mountFlags, host, export, dir string, err 
 	fs.IntVar(&f.keptOpens, "kept-opens", 16384, "snfs mode: at most this many files keep their opens past the last close; the least recently closed are given back beyond it (0: no bound)")
 	fs.StringVar(&f.disconnected, "disconnected", "never", "snfs mode: auto: when the server answers nothing for --disconnect-after, serve what is cached and fail the rest at once (EHOSTDOWN), write back on reconnection; never: wait for the server (a hard mount)")
 	fs.DurationVar(&f.disconnectAfter, "disconnect-after", 15*time.Second, "snfs mode, --disconnected=auto: how long the server answers nothing before the mount goes offline")
-	fs.StringVar(&f.permitData, "permit-data", "off", "snfs mode, with --permits=on: on (experimental): the data of regular files made locally stays in CACHE-DIR until their reintegration; reading such a file back after its push costs an OPEN and READs (docs/mount.md); off: their first write makes them on the server")
-	fs.StringVar(&f.permits, "permits", "off", "snfs mode: on: ask for write-back permits on directories and log changes under them in CACHE-DIR/cml, reintegrated in batches (docs/mount.md); off: every change is a call")
+	fs.StringVar(&f.permitData, "permit-data", "on", "snfs mode, with --permits=on: on: the data of regular files made locally stays in CACHE-DIR until their reintegration; reading such a file back after its push costs an OPEN and READs (docs/mount.md); off: their first write makes them on the server")
+	fs.StringVar(&f.permits, "permits", "on", "snfs mode: on: ask for write-back permits on directories and log changes under them in CACHE-DIR/cml, reintegrated in batches (docs/mount.md); off: every change is a call")
 	fs.BoolVar(&f.passthrough, "passthrough", true, "snfs mode: let the kernel read files held whole in the cache directory itself (FUSE passthrough, Linux 6.9+; off where the kernel lacks it)")
 	fs.BoolVar(&f.allowNonEmpty, "allow-non-empty", false, "mount over a non-empty directory or an existing mount, hiding what is there")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount read-only (-o ro): every change fails with EROFS and nothing is sent to the server")

@@ -19,7 +19,7 @@
 // permitsymlink.go: the objects made locally, provisional until
 // reintegrated; permitdata.go: the data of regular files made so, kept in
 // offlinedata.go's local store and written after the reintegration, with
-// --permit-data=on only (experimental, off by default); permitstore.go:
+// --permit-data=on only (the command's default); permitstore.go:
 // a small closed file's data sent in the reintegration (CML_STORE), and
 // permitreadback.go: such a file opened by that reintegration, its bytes
 // kept as its clean cached data; permitdurable.go: what a close, an fsync,

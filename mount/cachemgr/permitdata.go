@@ -30,7 +30,7 @@ import (
 // open meets the data. A mount killed after a close finds the data file at
 // its restart (loadOffData) and pushes it after reintegrating its log.
 //
-// Experimental, off by default (snfsConfig.PermitData, --permit-data=on):
+// Only with snfsConfig.PermitData (--permit-data=on, the command's default):
 // the data pushed by WRITE is not kept in the cache, so reading such a file
 // back costs an OPEN and its READs (a small file stored by the
 // reintegration is kept cached: permitreadback.go). A file's inode number stays its
@@ -52,7 +52,7 @@ import (
 // opened as a provisional open without data (permitcreate.go).
 func (sn *snfsFS) provDataCreate(i *vfs.Inode, c vfs.Cred, flags int) *vfs.File {
 	if !sn.cfg.PermitData {
-		return nil // experimental, off by default (snfsConfig.PermitData)
+		return nil // --permit-data=off (snfsConfig.PermitData)
 	}
 	p := sn.permits
 	o, ok := p.made.of(i.FH)

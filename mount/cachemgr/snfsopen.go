@@ -79,7 +79,7 @@ type SNFSMountConfig struct {
 	// Permits: ask for write-back permits on directories and log the
 	// changes made under them in CACHEDIR/cml (`--permits=on`, permits.go).
 	Permits bool
-	// PermitData (with Permits; `--permit-data=on`, experimental): the
+	// PermitData (with Permits; `--permit-data=on`, the default): the
 	// data of regular files made locally is kept locally until their
 	// reintegration (permitdata.go). Off: their first write resolves them.
 	PermitData bool
