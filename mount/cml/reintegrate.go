@@ -150,31 +150,7 @@ func (l *Log) Skip(lsn uint64) error {
 func (l *Log) Dirs() []nfs3.FH {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seen := map[string]bool{}
-	var out []nfs3.FH
-	add := func(r *snfs1.CMLRecord) {
-		for _, o := range dirRefs(r) {
-			fh := o.FH
-			if o.Prov != 0 {
-				h, ok := l.handles[o.Prov] // made by a record already in
-				if !ok {
-					continue
-				}
-				fh = h
-			}
-			if !seen[string(fh)] {
-				seen[string(fh)] = true
-				out = append(out, fh)
-			}
-		}
-	}
-	for i := range l.plan {
-		add(&l.plan[i])
-	}
-	for i := range l.pending {
-		add(&l.pending[i].rec)
-	}
-	return out
+	return l.collectLocked(dirRefs)
 }
 
 // ChangesDir reports whether a record not yet reintegrated changes the
@@ -185,35 +161,17 @@ func (l *Log) Dirs() []nfs3.FH {
 func (l *Log) ChangesDir(fh nfs3.FH) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	is := func(o snfs1.ObjRef) bool {
-		if o.Prov != 0 {
-			h, ok := l.handles[o.Prov]
-			return ok && string(h) == string(fh)
+	found := false
+	l.eachRefLocked(func(r *snfs1.CMLRecord) []snfs1.ObjRef {
+		if r.Op == snfs1.CMLSetattr {
+			return []snfs1.ObjRef{r.Obj}
 		}
-		return string(o.FH) == string(fh)
-	}
-	changes := func(r *snfs1.CMLRecord) bool {
-		if r.Op == snfs1.CMLSetattr && is(r.Obj) {
-			return true
-		}
-		for _, o := range dirRefs(r) {
-			if is(o) {
-				return true
-			}
-		}
-		return false
-	}
-	for i := range l.plan {
-		if changes(&l.plan[i]) {
-			return true
-		}
-	}
-	for i := range l.pending {
-		if changes(&l.pending[i].rec) {
-			return true
-		}
-	}
-	return false
+		return dirRefs(r)
+	}, func(h nfs3.FH) bool {
+		found = string(h) == string(fh)
+		return !found
+	})
+	return found
 }
 
 // AttrsChanged returns the objects whose attributes the records not yet
@@ -223,28 +181,61 @@ func (l *Log) ChangesDir(fh nfs3.FH) bool {
 func (l *Log) AttrsChanged() []nfs3.FH {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.collectLocked(func(r *snfs1.CMLRecord) []snfs1.ObjRef {
+		if r.Op != snfs1.CMLSetattr && r.Op != snfs1.CMLLink {
+			return nil
+		}
+		return []snfs1.ObjRef{r.Obj}
+	})
+}
+
+// collectLocked returns, once each, the handles refs names in the records
+// not yet reintegrated (eachRefLocked). l.mu is held.
+func (l *Log) collectLocked(refs func(*snfs1.CMLRecord) []snfs1.ObjRef) []nfs3.FH {
 	seen := map[string]bool{}
 	var out []nfs3.FH
-	add := func(r *snfs1.CMLRecord) {
-		if r.Op != snfs1.CMLSetattr && r.Op != snfs1.CMLLink {
-			return
-		}
-		fh := r.Obj.FH
-		if r.Obj.Prov != 0 {
-			fh = l.handles[r.Obj.Prov]
-		}
-		if len(fh) != 0 && !seen[string(fh)] {
+	l.eachRefLocked(refs, func(fh nfs3.FH) bool {
+		if !seen[string(fh)] {
 			seen[string(fh)] = true
 			out = append(out, fh)
 		}
+		return true
+	})
+	return out
+}
+
+// eachRefLocked calls f, in log order, with the handle of each object refs
+// names in the records not yet reintegrated (the plan, then those
+// pending), until f returns false. An object named by a provisional id is
+// passed by the handle the server answered for it, and skipped before that
+// (the server cannot know it by any handle yet). l.mu is held.
+func (l *Log) eachRefLocked(refs func(*snfs1.CMLRecord) []snfs1.ObjRef, f func(nfs3.FH) bool) {
+	visit := func(r *snfs1.CMLRecord) bool {
+		for _, o := range refs(r) {
+			fh := o.FH
+			if o.Prov != 0 {
+				h, ok := l.handles[o.Prov] // made by a record already in
+				if !ok {
+					continue
+				}
+				fh = h
+			}
+			if len(fh) != 0 && !f(fh) {
+				return false
+			}
+		}
+		return true
 	}
 	for i := range l.plan {
-		add(&l.plan[i])
+		if !visit(&l.plan[i]) {
+			return
+		}
 	}
 	for i := range l.pending {
-		add(&l.pending[i].rec)
+		if !visit(&l.pending[i].rec) {
+			return
+		}
 	}
-	return out
 }
 
 // dirRefs returns the directories whose entries rec changes.
