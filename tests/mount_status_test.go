@@ -106,8 +106,10 @@ func gauges(t *testing.T, addr string) map[string]float64 {
 // TestMountStatus: `snfs status` on real `snfs mount` processes over a real
 // server. snfs mode: connected; a file written with delayed write-back is
 // dirty (bytes, files, the oldest's age) in the status and in the gauges of
-// --metrics, and clean after its fsync; the permits and the log are shown
-// as not in use; with the server stopped the status says disconnected
+// --metrics, and clean after its fsync; with --permits=off (the delayed
+// write-back of a file made by CREATE_OPEN: with permits, the file and its
+// data go with the log, mount_snfs_permits_test.go) the permits and the log
+// are shown as not in use; with the server stopped the status says disconnected
 // within a bound, and connected again after it restarts, with the restart
 // counted. nfs mode: data written and not yet flushed by a close is dirty,
 // and the snfs-only figures are n/a (null in JSON). A directory that is no
@@ -119,7 +121,7 @@ func TestMountStatus(t *testing.T) {
 	bin := snfsBinary(t)
 	e := newEnv(t, "rw,no_root_squash")
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	m := startProcMount(t, bin, "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()), "--mode=snfs",
+	m := startProcMount(t, bin, "127.0.0.1:"+e.dir, append(portArgs(e.port(), e.port()), "--mode=snfs", "--permits=off",
 		"--writeback-delay=1h", "--metrics="+metricsAddr, "--cache-dir="+diskTempDir(t, "snfs-cache-"))...)
 
 	st := statusOf(t, bin, m.dir)
