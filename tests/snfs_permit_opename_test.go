@@ -46,13 +46,14 @@ func (p *protoClient) openName(dir nfs3.FH, name string, mode state.Mode) *snfs1
 // reintegrated is found and opened, not answered NFS3ERR_NOENT. A second
 // OPEN_NAME after the recall, of a file a third client caches for writing,
 // waits for that client's callback with its reply deferred already by the
-// recall: its answer is the open's, whole.
+// recall: its answer is the open's, whole. The holder's own OPEN_NAME
+// does not recall its permit.
 func TestSNFSPermitOpenNameRecalls(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	e, D := permitEnv(t, "f")
 	h := newPermitHolder()
-	h.delay = 100 * time.Millisecond // answered before the log is in, the OPEN_NAME would find nothing
+	h.delay = 100 * time.Millisecond // the recall is answered late: the OPEN_NAME's reply is deferred meanwhile
 	a := dialSNFS(t, e, "permit-opename-a", h)
 	cbC := make(cbRecorder, 16)
 	c := dialSNFS(t, e, "permit-opename-c", cbC)
@@ -112,6 +113,21 @@ func TestSNFSPermitOpenNameRecalls(t *testing.T) {
 		t.Fatalf("OPEN_NAME answered %x, LOOKUP %x", res.File, got)
 	}
 	b.close(res.File, state.Read, false)
+
+	// The holder's own OPEN_NAME, on its registered connection, does not
+	// recall its permit.
+	<-h.recalled
+	getPermit(t, a, D)
+	fh, _, err := a.OpenName(ctx, D, "m", state.Read)
+	if err != nil {
+		t.Fatalf("the holder's OPEN_NAME: %v", err)
+	}
+	if len(h.recalled) != 0 {
+		t.Fatal("the holder's own OPEN_NAME recalled its permit")
+	}
+	if _, err := a.Close(ctx, fh, state.Read, false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestSNFSPermitOpenNameGrace: after a restart, while the holder of a
