@@ -55,10 +55,12 @@ type op[A, R any] struct {
 	// (docs/protocol.md section 20). Handler rows only.
 	Changes func(s *Server, c *sunrpc.Call, r *req, a *A) func(res *R) [][]byte
 	// Dirs, for a change, names the directories whose entries (or, for a
-	// directory, own attributes) it may change: another client's
-	// write-back permit on one of them is recalled and the call waits,
-	// before its Access and its handler, until the recall has ended
-	// (docs/protocol.md section 21.3; permitgate.go).
+	// directory, own attributes) it may change, and for a read
+	// (readDirs) the directory it reads: another client's write-back
+	// permit on one of them is recalled and the call waits, before its
+	// Access and its handler, until the recall has ended; during the grace
+	// period the call may be answered JUKEBOX instead (docs/protocol.md
+	// sections 21.4 and 21.9; permitgate.go).
 	Dirs func(a *A) []nfs3.FH
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer); deferred: the reply was
@@ -127,6 +129,10 @@ func nfsProc[A, R any, PA interface {
 				if err := s.permitGraceGate(c, r, o.FH(&a), o.Dirs(&a)); err != nil {
 					r.release()
 					c.SaveLater = true // nothing changed: nothing to wait for
+					// JUKEBOX: the retry must run again, not get this
+					// answer replayed (an OPEN_NAME's, a CREATE's are
+					// cached).
+					c.NoCache = true
 					return encodeFailure[R, PR](w, err)
 				}
 			}

@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/fnv"
 
 	"golang.org/x/sys/unix"
 
+	"snfs/consist"
 	"snfs/lockmgr"
 	"snfs/nfs3"
 	"snfs/snfs1"
@@ -20,6 +22,9 @@ import (
 // are current, after calling back the clients that must write back or
 // invalidate first. Meanwhile the reply is deferred; if the callbacks take too
 // long it is NFS3ERR_JUKEBOX and the client retries.
+//
+// OPEN's row has no preamble that waits (no Dirs, Access or Gate): its reply
+// is never deferred before it runs.
 func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.OpenArgs, w *xdr.Writer, _ bool) error {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
@@ -28,7 +33,7 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 	if err != nil {
 		return encodeFailure[snfs1.OpenRes](w, err)
 	}
-	return s.answerOpen(c, w, r, mid, append([]byte(nil), a.File...), a.Mode, func(ok *snfs1.OpenOK) nfs3.Result {
+	return s.answerOpen(c, w, r, mid, append([]byte(nil), a.File...), a.Mode, false, func(ok *snfs1.OpenOK) nfs3.Result {
 		return &snfs1.OpenRes{OpenOK: *ok}
 	}, func() nfs3.Result { return new(snfs1.OpenRes) })
 }
@@ -38,15 +43,20 @@ func (s *Server) open(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1.Open
 // answered: ok makes the result of a granted OPEN, failed an empty one (for its
 // status). Attributes are read after the callbacks (they reflect what was
 // written back): looked up again by handle after a wait, r's otherwise.
-func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode state.Mode,
+//
+// deferred: the reply was deferred already, by the call's preamble (an
+// OPEN_NAME that waited for a permit's recall), and w is the deferred
+// reply's, being written on the goroutine that delivered the recall's end
+// (the driver's continuation, its own). It is not deferred again - a second
+// Defer is the same reply, whose encoding would end empty when this returns,
+// and the open's answer would be lost - but the table's answer is waited
+// for here, no longer than the driver runs (as afterBreaks and CREATE_OPEN's
+// laterOrWait do). A request the table abandons (its client's state was
+// dropped, ErrGone) or the driver's stop is then answered JUKEBOX, not
+// dropped: the reply is being written.
+func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.ClientID, fh []byte, mode state.Mode, deferred bool,
 	ok func(*snfs1.OpenOK) nfs3.Result, failed func() nfs3.Result) error {
-	var reply state.OpenReply
-	_, err := later(c, w, nil, func(done func(error)) {
-		s.tableOpen(r, mid, fh, mode, func(rep state.OpenReply, err error) {
-			reply = rep
-			done(err)
-		})
-	}, func(w *xdr.Writer, err error, deferred bool) error {
+	finish := func(w *xdr.Writer, reply state.OpenReply, err error, deferred bool) error {
 		switch {
 		case w == nil:
 			return nil
@@ -58,6 +68,36 @@ func (s *Server) answerOpen(c *sunrpc.Call, w *xdr.Writer, r *req, mid state.Cli
 		}
 		ok(s.openOK(r, fh, reply, deferred)).Encode(w)
 		return nil
+	}
+	if deferred {
+		type answer struct {
+			reply state.OpenReply
+			err   error
+		}
+		ch := make(chan answer, 1)
+		s.tableOpen(r, mid, fh, mode, func(rep state.OpenReply, err error) { ch <- answer{rep, err} })
+		var a answer
+		select {
+		case a = <-ch:
+		case <-s.consist.Done():
+			a.err = consist.ErrJukebox
+		}
+		if errors.Is(a.err, consist.ErrGone) {
+			a.err = consist.ErrJukebox
+		}
+		if errors.Is(a.err, consist.ErrJukebox) {
+			c.NoCache = true // the retry must run again, not get this answer replayed
+		}
+		return finish(w, a.reply, a.err, true)
+	}
+	var reply state.OpenReply
+	_, err := later(c, w, nil, func(done func(error)) {
+		s.tableOpen(r, mid, fh, mode, func(rep state.OpenReply, err error) {
+			reply = rep
+			done(err)
+		})
+	}, func(w *xdr.Writer, err error, deferred bool) error {
+		return finish(w, reply, err, deferred)
 	})
 	return err
 }

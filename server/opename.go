@@ -17,7 +17,17 @@ import (
 
 // openName is OPEN_NAME (docs/protocol.md, "OPEN_NAME"): LOOKUP and OPEN in one
 // round trip. It never creates.
-func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs1.OpenNameArgs, w *xdr.Writer, _ bool) error {
+//
+// The lookup is a read of the directory, so the row's preamble treats it as
+// LOOKUP's (Dirs: docs/protocol.md sections 21.4, "Reads recall too", and
+// 21.9, "The grace period's gate"): another client's write-back permit on
+// the directory is recalled first, and during the grace period the call is
+// answered JUKEBOX while that permit may still be reclaimed or is held.
+// Without that, a name the holder's application was told exists, logged but
+// not yet reintegrated, would be answered NFS3ERR_NOENT. After a recall the
+// call runs with its reply deferred already (deferred): answerOpen then
+// waits for the open's callbacks instead of deferring again.
+func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs1.OpenNameArgs, w *xdr.Writer, deferred bool) error {
 	mid, err := s.consist.Client(a.Client)
 	if err == nil {
 		err = checkName(a.Where.Name)
@@ -34,7 +44,7 @@ func (s *Server) openName(ctx context.Context, c *sunrpc.Call, dir *req, a *snfs
 	if err != nil {
 		return encodeFailure[snfs1.OpenNameRes](w, err)
 	}
-	return s.answerOpen(c, w, nil, mid, fh, a.Mode, func(ok *snfs1.OpenOK) nfs3.Result {
+	return s.answerOpen(c, w, nil, mid, fh, a.Mode, deferred, func(ok *snfs1.OpenOK) nfs3.Result {
 		return &snfs1.OpenNameRes{File: fh, OpenOK: *ok}
 	}, func() nfs3.Result { return new(snfs1.OpenNameRes) })
 }

@@ -16,10 +16,11 @@ import (
 // CREATE runs.
 
 // readDirs is the Dirs of a call that reads a directory (LOOKUP, READDIR,
-// READDIRPLUS, GETATTR, LISTDIR: docs/protocol.md section 21.4, "Reads
-// recall too"): another client's permit on it is recalled first, so that the
-// call sees every entry the holder's applications were told exists, and none
-// they removed. A GETATTR's handle may name a file: no permit is on it.
+// READDIRPLUS, GETATTR, LISTDIR, OPEN_NAME's lookup: docs/protocol.md
+// section 21.4, "Reads recall too"): another client's permit on it is
+// recalled first, so that the call sees every entry the holder's
+// applications were told exists, and none they removed. A GETATTR's handle
+// may name a file: no permit is on it.
 func readDirs[A any](dir func(*A) nfs3.FH) func(*A) []nfs3.FH {
 	return func(a *A) []nfs3.FH { return []nfs3.FH{dir(a)} }
 }

@@ -14,8 +14,9 @@ import (
 // snfsProgram is the procedure table of the snfs consistency protocol
 // (docs/protocol.md): the same rows as NFSv3's, so its procedures get the same
 // preamble (handle, export rights, squashing). OPEN, OPEN_NAME and CLOSE never
-// wait (an OPEN that needs callbacks defers its reply and returns), so they run
-// inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
+// wait (an OPEN that needs callbacks defers its reply and returns, as does an
+// OPEN_NAME whose directory's permit is recalled first, as LOOKUP's), so they
+// run inline; REGISTER and UNREGISTER write the registration durably, and RECLAIM
 // applies up to snfs1.ReclaimMax items, so they do not. The replies of OPEN,
 // OPEN_NAME and CLOSE are cached in memory only: they answer for the table's
 // state, which a restart replaces (RECLAIM rebuilds it), so a reply saved
@@ -58,7 +59,8 @@ func (s *Server) snfsProgram(noCreateOpen bool) *sunrpc.Program {
 		snfs1.ProcOpen: nfsProc(s, op[snfs1.OpenArgs, snfs1.OpenRes]{Name: "OPEN", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.OpenArgs) nfs3.FH { return a.File }, Reply: s.open}),
 		snfs1.ProcOpenName: nfsProc(s, op[snfs1.OpenNameArgs, snfs1.OpenNameRes]{Name: "OPEN_NAME", Cache: nonIdempotent, Inline: sunrpc.Always,
-			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName}),
+			FH: func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir }, Reply: s.openName,
+			Dirs: readDirs(func(a *snfs1.OpenNameArgs) nfs3.FH { return a.Where.Dir })}),
 		snfs1.ProcClose: nfsProc(s, op[snfs1.CloseArgs, snfs1.CloseRes]{Name: "CLOSE", Cache: nonIdempotent, Inline: sunrpc.Always,
 			FH: func(a *snfs1.CloseArgs) nfs3.FH { return a.File }, Gone: true, Handler: s.close}),
 		snfs1.ProcReclaim:     {Name: "RECLAIM", Handler: s.reclaim},
