@@ -62,6 +62,13 @@ type op[A, R any] struct {
 	// period the call may be answered JUKEBOX instead (docs/protocol.md
 	// sections 21.4 and 21.9; permitgate.go).
 	Dirs func(a *A) []nfs3.FH
+	// Removed, for a change that may remove a directory (RMDIR, a RENAME
+	// over one), names it (looked up: nil if none): another client's
+	// write-back permit on it is recalled first too, as Dirs', so that the
+	// holder's logged entries in it are there when the call runs (an RMDIR
+	// then fails NOTEMPTY, as it would have had they been made by calls;
+	// docs/protocol.md section 21.6). Looked up only while permits exist.
+	Removed func(s *Server, c *sunrpc.Call, r *req, a *A) []nfs3.FH
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer); deferred: the reply was
 	// deferred already (the call waited for callbacks or a recall first), and
@@ -126,7 +133,11 @@ func nfsProc[A, R any, PA interface {
 			if o.Dirs != nil && s.consist.InGrace() {
 				// A directory whose permit may still be reclaimed, or is
 				// reclaimed, waits for the grace period (permitgate.go).
-				if err := s.permitGraceGate(c, r, o.FH(&a), o.Dirs(&a)); err != nil {
+				dirs := o.Dirs(&a)
+				if o.Removed != nil {
+					dirs = append(dirs, o.Removed(s, c, r, &a)...)
+				}
+				if err := s.permitGraceGate(c, r, o.FH(&a), dirs); err != nil {
 					r.release()
 					c.SaveLater = true // nothing changed: nothing to wait for
 					// JUKEBOX: the retry must run again, not get this
@@ -142,6 +153,11 @@ func nfsProc[A, R any, PA interface {
 			var pdirs []nfs3.FH
 			if o.Dirs != nil && s.consist.PermitsActive() {
 				pdirs = o.Dirs(&a)
+				if o.Removed != nil {
+					if rm := s.othersPermits(c, o.Removed(s, c, r, &a)); rm != nil {
+						pdirs = append(pdirs, rm...)
+					}
+				}
 				if !o.Write && o.Changes == nil {
 					// A read (readDirs) waits only for another client's
 					// permit on its directory: with none, it takes the
@@ -317,10 +333,10 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcRemove: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "REMOVE", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.remove, Access: removeAccess, Changes: removeChanges, Dirs: func(a *nfs3.DirOpArgs) []nfs3.FH { return []nfs3.FH{a.Dir} }}),
 		nfs3.ProcRmdir: nfsProc(s, op[nfs3.DirOpArgs, nfs3.WccRes]{Name: "RMDIR", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir, Changes: rmdirChanges, Dirs: func(a *nfs3.DirOpArgs) []nfs3.FH { return []nfs3.FH{a.Dir} }}),
+			Check: checkRmdirName, FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Write: true, Handler: s.rmdir, Changes: rmdirChanges, Dirs: func(a *nfs3.DirOpArgs) []nfs3.FH { return []nfs3.FH{a.Dir} }, Removed: rmdirRemoved}),
 		// RENAME's and LINK's second handle is resolved by the handler.
 		nfs3.ProcRename: nfsProc(s, op[nfs3.RenameArgs, nfs3.RenameRes]{Name: "RENAME", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
-			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess, Changes: renameChanges, Dirs: func(a *nfs3.RenameArgs) []nfs3.FH { return []nfs3.FH{a.From.Dir, a.To.Dir} }}),
+			FH: func(a *nfs3.RenameArgs) nfs3.FH { return a.From.Dir }, Write: true, Handler: s.rename, Access: renameAccess, Changes: renameChanges, Dirs: func(a *nfs3.RenameArgs) []nfs3.FH { return []nfs3.FH{a.From.Dir, a.To.Dir} }, Removed: renameRemoved}),
 		nfs3.ProcLink: nfsProc(s, op[nfs3.LinkArgs, nfs3.LinkRes]{Name: "LINK", Cache: nonIdempotentSaved, Inline: s.inlineIfAsync,
 			FH: func(a *nfs3.LinkArgs) nfs3.FH { return a.File }, Handler: s.link, Changes: linkChanges, Dirs: func(a *nfs3.LinkArgs) []nfs3.FH { return []nfs3.FH{a.Link.Dir} }}),
 		nfs3.ProcReaddir: nfsProc(s, op[nfs3.ReaddirArgs, nfs3.ReaddirRes]{Name: "READDIR", Cache: idempotent, Inline: always,

@@ -3,7 +3,10 @@ package server
 import (
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"snfs/nfs3"
+	"snfs/store"
 	"snfs/sunrpc"
 )
 
@@ -115,4 +118,49 @@ func (s *Server) permitGraceGate(c *sunrpc.Call, r *req, fh nfs3.FH, dirs []nfs3
 		return nil
 	}
 	return s.consist.PermitGraceAdmit(s.consist.Caller(c), fhs)
+}
+
+// rmdirRemoved is RMDIR's Removed: the directory it removes, while any
+// permit exists (another client's on it is recalled before the RMDIR).
+func rmdirRemoved(s *Server, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs) []nfs3.FH {
+	if !s.consist.PermitsActive() {
+		return nil
+	}
+	if fh := s.dirIn(r, a.Name); fh != nil {
+		return []nfs3.FH{fh}
+	}
+	return nil
+}
+
+// renameRemoved is RENAME's Removed: the directory its target names (a
+// RENAME of a directory over an empty one removes it), while any permit
+// exists.
+func renameRemoved(s *Server, c *sunrpc.Call, from *req, a *nfs3.RenameArgs) []nfs3.FH {
+	if !s.consist.PermitsActive() {
+		return nil
+	}
+	to, err := s.resolve(c, a.To.Dir)
+	if err != nil {
+		return nil
+	}
+	defer to.release()
+	if fh := s.dirIn(to, a.To.Name); fh != nil {
+		return []nfs3.FH{fh}
+	}
+	return nil
+}
+
+// dirIn returns the handle of the directory name names in the directory
+// r, or nil.
+func (s *Server) dirIn(r *req, name string) []byte {
+	if checkName(name) != nil {
+		return nil
+	}
+	var fh []byte
+	var st unix.Stat_t
+	if store.As(r.cred, func() (err error) { fh, st, err = s.store.Lookup(r.node, name); return err }) != nil ||
+		st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil
+	}
+	return fh
 }
