@@ -79,6 +79,11 @@ type offLog struct {
 	// checked: names were checked against their bases after their permits
 	// were lost (permitlost.go): a refused record poisons its names too.
 	checked bool
+	// attr: by handle, the bases of the objects the server made whose
+	// attributes were changed offline (offlineattr.go), until checked;
+	// attrChecked: those checked, until the log is in (a refused
+	// SETATTR's conflict is named by them).
+	attr, attrChecked map[string]attrBase
 }
 
 // offNameKey is the key of name in the directory dir names.
