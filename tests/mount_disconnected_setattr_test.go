@@ -11,7 +11,7 @@ import (
 
 // TestMountDisconnectedSetattr: offline, a chmod +x of a file the server
 // made, a utimes of another (cp -p, tar) and a chmod of a directory the
-// server made are made on the cached attributes (stat shows them) and
+// server made (after a file made in it) are made on the cached attributes (stat shows them) and
 // logged; back online they are on the server, and a second mount sees
 // them, with no conflict recorded (nothing changed them meanwhile). A
 // chmod offline of a file whose mode a second mount changed meanwhile is a
@@ -43,6 +43,9 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 			}
 		}
 	}
+	if _, err := os.ReadDir(m.path("work/sub")); err != nil { // listed: changed offline
+		t.Fatal(err)
+	}
 	goOfflineReq(t, m)
 	if err := os.Chmod(m.path("work/script"), 0o755); err != nil {
 		t.Fatalf("chmod offline: %v\n%s", err, tail(m.logPath, 30))
@@ -50,6 +53,10 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 	when := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 	if err := os.Chtimes(m.path("work/stamp"), when, when); err != nil {
 		t.Fatalf("utimes offline: %v", err)
+	}
+	// tar x into a directory the server made, then its mode and times.
+	if err := os.WriteFile(m.path("work/sub/new"), []byte("made offline"), 0o644); err != nil {
+		t.Fatalf("create offline: %v", err)
 	}
 	if err := os.Chmod(m.path("work/sub"), 0o700); err != nil {
 		t.Fatalf("chmod of a directory offline: %v", err)
@@ -86,6 +93,7 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	waitExport(t, m, s.path("work/sub"), map[string][]byte{"new": []byte("made offline")}, 60*time.Second)
 	if st, err := os.Stat(s.path("work/stamp")); err != nil || !st.ModTime().Equal(when) {
 		t.Fatalf("the export's stamp: mtime %v, %v; want %v", st.ModTime(), err, when)
 	}
@@ -121,5 +129,62 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 			t.Fatalf("the mount's theirs after the conflict: %v, %v; want the server's 0640", st.Mode(), err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMountDisconnectedSetattrKilled: the offline chmods of two files the
+// server made, and the mount killed (kill -9) before reconnecting; a
+// process on the server changes the second's mode meanwhile. The remount
+// (same cache directory) sends the first's, and keeps the second's as a
+// conflict: the base logged before the kill is checked.
+func TestMountDisconnectedSetattrKilled(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--grace", "2s")
+	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"script", "theirs"} {
+		if err := os.WriteFile(s.path("work/"+name), []byte("the server's "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
+	if _, err := os.ReadDir(m.path("work")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"script", "theirs"} {
+		if _, err := os.Stat(m.path("work/" + name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goOfflineReq(t, m)
+	if err := os.Chmod(m.path("work/script"), 0o755); err != nil {
+		t.Fatalf("chmod offline: %v\n%s", err, tail(m.logPath, 30))
+	}
+	if err := os.Chmod(m.path("work/theirs"), 0o600); err != nil {
+		t.Fatalf("chmod offline: %v", err)
+	}
+	m.kill9()
+	time.Sleep(20 * time.Millisecond) // a ctime of another tick
+	if err := os.Chmod(s.path("work/theirs"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	m2 := startMount(t, s, "", m.cacheDir, "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
+	waitConflictListed(t, m2.cacheDir, time.Now().Add(60*time.Second), "theirs", "SETATTR")
+	deadline := time.Now().Add(60 * time.Second)
+	for name, mode := range map[string]os.FileMode{"script": 0o755, "theirs": 0o640} {
+		for {
+			st, err := os.Stat(s.path("work/" + name))
+			if err == nil && st.Mode().Perm() == mode {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the export's %s after the remount: %v, %v; want mode %v\n%s", name, st.Mode(), err, mode, tail(m2.logPath, 60))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if c := conflictLines(m2); len(c) != 1 {
+		t.Fatalf("conflicts recorded: %q; want one, the SETATTR of theirs", c)
 	}
 }

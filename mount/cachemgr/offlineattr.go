@@ -76,6 +76,7 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 	i.Mu.Lock()
 	cur := i.Attr
 	writing := i.Type == nfs3.TypeReg && stOf(i).Opens(state.Write) > 0
+	stale := i.AttrAt.IsZero() // invalidated: perhaps this mount's own, made locally
 	i.Mu.Unlock()
 	i.NameMu.Lock()
 	parent, name := i.Dir, i.Name
@@ -100,7 +101,16 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 	}
 	p.off.change.Lock()
 	defer p.off.change.Unlock()
-	p.noteAttrBase(attrBase{fh: i.FH, permit: dir, parent: parent, name: name, ctime: cur.Ctime})
+	if !p.hasAttrBase(i.FH) {
+		// The base is the server's change time: none if the attributes
+		// the mount has may be its own (invalidated since a change made
+		// locally; a link count changed here, permittimes.go; a directory
+		// changed under its permit before going offline).
+		if stale || cur.Type == nfs3.TypeReg && p.links.has(i.FH) || cur.Type == nfs3.TypeDir && p.offLocalDir(i.FH) {
+			return nfs3.Fattr{}, false, nil
+		}
+		p.noteAttrBase(attrBase{fh: i.FH, permit: dir, parent: parent, name: name, ctime: cur.Ctime})
+	}
 	if _, err := p.log.AppendLazy(snfs1.CMLRecord{Op: snfs1.CMLSetattr, Obj: snfs1.ObjRef{FH: i.FH}, Attr: sa}); err != nil {
 		sn.FS.Logger().Warn("the modification log", "err", err)
 		return nfs3.Fattr{}, false, nil
@@ -108,12 +118,37 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 	p.setPending()
 	a, _ := sn.setLocalAttr(i, &next) // permitsetattr.go
 	sn.names.offSetAttr(i, a)
-	// A SETATTR or an OPEN through the server after the reconnection
-	// sends the log first (permittimes.go): its reply then has this change.
-	p.links.add(i.FH)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLSetattr, "path", sn.PathOf(i))
 	return a, true, nil
+}
+
+// offWent: the mount goes offline (goOffline): the directories the log
+// changes now are taken as changed locally (offLog.localDirs).
+func (p *permits) offWent() {
+	dirs := p.log.Dirs()
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	p.off.localDirs = map[string]bool{}
+	for _, d := range dirs {
+		p.off.localDirs[string(d)] = true
+	}
+}
+
+// offLocalDir reports whether dir's attributes may be this mount's own.
+func (p *permits) offLocalDir(dir nfs3.FH) bool {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	return p.off.localDirs[string(dir)]
+}
+
+// hasAttrBase reports whether fh has an attribute base (not yet checked:
+// one checked is the server's object as the log meets it).
+func (p *permits) hasAttrBase(fh nfs3.FH) bool {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	_, ok := p.off.attr[string(fh)]
+	return ok
 }
 
 // noteAttrBase keeps b as its object's base, if this is the object's first
