@@ -437,6 +437,7 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 	}
 	nc.mu.Unlock()
 	if isProvFH(e.fh) {
+		sn.localUnlinked(e.fh, e.attr, nowNFS()) // another name of it, if any, has one link fewer (permittimes.go)
 		p.offGone(e.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
@@ -465,8 +466,11 @@ func (sn *snfsFS) offlineOpen(ctx context.Context, fh nfs3.FH) bool {
 
 // offGone: the provisional object fh lost its name offline: it will never
 // be on the server (its making record and this one cancel in the
-// optimiser), nor its data.
+// optimiser), nor its data; unless it has another name.
 func (p *permits) offGone(fh nfs3.FH) {
+	if p.made.dropName(fh) {
+		return // it has another name (a link made offline, offlinelink.go): its data kept
+	}
 	if o, ok := p.made.of(fh); ok {
 		p.dropOffData(o.id)
 	}
@@ -539,6 +543,7 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 		mi.NameMu.Unlock()
 	}
 	if exists && isProvFH(old.fh) {
+		sn.localUnlinked(old.fh, old.attr, nowNFS())
 		p.offGone(old.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
