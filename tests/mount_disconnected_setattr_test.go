@@ -3,7 +3,6 @@ package tests
 import (
 	"errors"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // them, with no conflict recorded (nothing changed them meanwhile). A
 // chmod offline of a file whose mode a second mount changed meanwhile is a
 // real conflict: `snfs conflicts` lists it, and the other mount's mode
-// stays.
+// stays; so is a utimes of a file the second mount wrote meanwhile.
 func TestMountDisconnectedSetattr(t *testing.T) {
 	t.Parallel()
 	s := newServeProc(t, "--grace", "2s")
@@ -26,18 +25,18 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 	if err := os.Mkdir(s.path("work/sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"script", "stamp", "theirs"} {
+	for _, name := range []string{"script", "stamp", "theirs", "edited"} {
 		if err := os.WriteFile(s.path("work/"+name), []byte("the server's "+name), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m := startMount(t, s, "", "", "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
-	m2 := startMount(t, s, "", "")
+	m2 := startMount(t, s, "", "", "--writeback-delay=0")
 	for _, mm := range []*mntProc{m, m2} {
 		if _, err := os.ReadDir(mm.path("work")); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"script", "stamp", "theirs", "sub"} { // their attributes, kept offline
+		for _, name := range []string{"script", "stamp", "theirs", "edited", "sub"} { // their attributes, kept offline
 			if _, err := os.Stat(mm.path("work/" + name)); err != nil {
 				t.Fatal(err)
 			}
@@ -73,12 +72,24 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 	if st, err := os.Stat(m.path("work/stamp")); err != nil || !st.ModTime().Equal(when) {
 		t.Fatalf("offline stat of stamp: mtime %v, %v; want %v", st.ModTime(), err, when)
 	}
-	// Another client's change meanwhile.
+	if err := os.Chtimes(m.path("work/edited"), when, when); err != nil {
+		t.Fatalf("utimes offline: %v", err)
+	}
+	// Other clients' changes meanwhile: a mode, and data.
 	if err := os.Chmod(m2.path("work/theirs"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(m2.path("work/edited"), []byte("the other client's edit"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); string(mustRead(t, s.path("work/edited"))) != "the other client's edit"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second mount's write is not on the export")
+		}
+	}
 	goOnlineReq(t, m)
 	waitConflictListed(t, m.cacheDir, time.Now().Add(60*time.Second), "theirs", "SETATTR")
+	waitConflictListed(t, m.cacheDir, time.Now().Add(60*time.Second), "edited", "SETATTR")
 	want := map[string]os.FileMode{"script": 0o755, "sub": 0o700, "theirs": 0o640, "stamp": 0o644}
 	deadline := time.Now().Add(60 * time.Second)
 	for name, mode := range want {
@@ -116,8 +127,11 @@ func TestMountDisconnectedSetattr(t *testing.T) {
 	if got := mustRead(t, m2.path("work/script")); string(got) != "the server's script" {
 		t.Fatalf("the second mount reads script: %q", got)
 	}
-	if c := conflictLines(m); len(c) != 1 || !strings.Contains(c[0], "theirs") {
-		t.Fatalf("conflicts recorded: %q; want one, the SETATTR of theirs", c)
+	if c := conflictLines(m); len(c) != 2 {
+		t.Fatalf("conflicts recorded: %q; want two, the SETATTRs of theirs and edited", c)
+	}
+	if st, err := os.Stat(s.path("work/edited")); err != nil || st.ModTime().Equal(when) || string(mustRead(t, s.path("work/edited"))) != "the other client's edit" {
+		t.Fatalf("the export's edited: %v, %v; want the other client's data and mtime", st.ModTime(), err)
 	}
 	// The first mount's view is the server's again.
 	for {
