@@ -30,9 +30,11 @@ import (
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
 // before: a change in a directory without an offline copy; a LINK of a
-// directory or of an object made here (offlinelink.go); MKNOD; a SETATTR of an object the server made (those of objects made
-// here: offlinesetattr.go; a truncation of a file made offline is made:
-// offlinedata.go); a RENAME of a directory to another directory; a
+// directory (those of files, made here or by the server: offlinelink.go);
+// MKNOD; a SETATTR other than those of offlinesetattr.go (objects made
+// here) and offlineattr.go (objects the server made), and a truncation
+// other than a file made offline's (offlinedata.go) or a cached file's
+// open for writing; a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log
 // is applied with the session's credentials).
 

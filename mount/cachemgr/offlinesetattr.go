@@ -30,12 +30,15 @@ import (
 // ID.times beside the data file ID, for a mount killed offline) and set
 // again after the data is written.
 //
-// Not made offline (ErrDisconnected, as before): a SETATTR of an object
-// the server made (its attributes are not covered by anything this mount
-// holds offline: another client may change them meanwhile), a size (a
-// truncation of a file made offline is made: offTruncate), a set-ID bit on
-// a regular file, an owner other than the object's own or a group other
-// than its own or the caller's, another user's change.
+// Those of objects the server made are made too, with a base checked at
+// reconnection (offlineattr.go: another client may change their attributes
+// meanwhile).
+//
+// Not made offline (ErrDisconnected, as before): a size (a truncation of a
+// file made offline is made: offTruncate; of a cached file open for
+// writing, in its cache: snfsSetattrLocal), a set-ID bit on a regular
+// file, an owner other than the object's own or a group other than its own
+// or the caller's, another user's change.
 
 // offlineSetattr is Setattr while offline; done false: not made here.
 func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.Fattr, bool, error) {
