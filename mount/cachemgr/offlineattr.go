@@ -116,7 +116,12 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 		return nfs3.Fattr{}, false, nil
 	}
 	p.setPending()
+	old := modGenOf(i)
 	a, _ := sn.setLocalAttr(i, &next) // permitsetattr.go
+	if cur.Type == nfs3.TypeDir {
+		// Its own offline copy stays: its entries did not change.
+		sn.names.keepOffline(i, old, modGenOf(i))
+	}
 	sn.names.offSetAttr(i, a)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLSetattr, "path", sn.PathOf(i))
@@ -149,6 +154,17 @@ func (p *permits) hasAttrBase(fh nfs3.FH) bool {
 	defer p.off.mu.Unlock()
 	_, ok := p.off.attr[string(fh)]
 	return ok
+}
+
+// keepOffline: the directory dir's own attributes changed offline (its
+// generation old is gen now), not its entries: its offline copy stays
+// usable, as keepListing keeps a listing.
+func (nc *nameCache) keepOffline(dir *vfs.Inode, old, gen uint64) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if c := nc.offl[string(dir.FH)]; c != nil && c.ino == dir && c.modGen == old {
+		c.modGen = gen
+	}
 }
 
 // noteAttrBase keeps b as its object's base, if this is the object's first
