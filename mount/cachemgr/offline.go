@@ -439,7 +439,7 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 	}
 	nc.mu.Unlock()
 	if isProvFH(e.fh) {
-		sn.localUnlinked(e.fh, e.attr, nowNFS()) // another name of it, if any, has one link fewer (permittimes.go)
+		sn.offUnlinked(e.fh, e.attr)
 		p.offGone(e.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
@@ -464,6 +464,21 @@ func (sn *snfsFS) offlineOpen(ctx context.Context, fh nfs3.FH) bool {
 	}
 	sn.waitOffRelease(ctx, i)
 	return open()
+}
+
+// offUnlinked: the provisional object fh (its entry's attributes ea) lost
+// a name offline: another name of it, if any (offlinelink.go), has one
+// link fewer, in its inode and the offline copies' entries.
+func (sn *snfsFS) offUnlinked(fh nfs3.FH, ea nfs3.Fattr) {
+	sn.localUnlinked(fh, ea, nowNFS()) // permittimes.go
+	if i := sn.FS.LookupInode(fh); i != nil {
+		i.Mu.Lock()
+		a := i.Attr
+		i.Mu.Unlock()
+		if a.Type != 0 && a.Type != nfs3.TypeDir && a.Nlink >= 1 {
+			sn.names.offSetAttr(i, a, true) // offlinesetattr.go
+		}
+	}
 }
 
 // offGone: the provisional object fh lost its name offline: it will never
@@ -545,7 +560,7 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 		mi.NameMu.Unlock()
 	}
 	if exists && isProvFH(old.fh) {
-		sn.localUnlinked(old.fh, old.attr, nowNFS())
+		sn.offUnlinked(old.fh, old.attr)
 		p.offGone(old.fh)
 	}
 	sn.stats.LocalChanges.Add(1)

@@ -122,7 +122,7 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 		// Its own offline copy stays: its entries did not change.
 		sn.names.keepOffline(i, old, modGenOf(i))
 	}
-	sn.names.offSetAttr(i, a)
+	sn.names.offSetAttr(i, a, false)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLSetattr, "path", sn.PathOf(i))
 	return a, true, nil

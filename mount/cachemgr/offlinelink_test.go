@@ -67,10 +67,34 @@ func TestOfflineLinkMadeOffline(t *testing.T) {
 			t.Fatalf("link offline of a file made offline: %v", err)
 		}
 	}
+	// The offline copy's entries (served after the kernel forgets the
+	// inode) count every name.
+	sn := a.Ops().(*snfsFS)
+	copyNlink := func(name string) uint32 {
+		sn.names.mu.Lock()
+		defer sn.names.mu.Unlock()
+		cp := sn.names.offl[string(d.Inode.FH)]
+		if cp == nil {
+			return 0
+		}
+		k, ok := cp.index[name]
+		if !ok {
+			return 0
+		}
+		return cp.ents[k].attr.Nlink
+	}
+	for _, n := range []string{"f", "g", "h"} {
+		if got := copyNlink(n); got != 3 {
+			t.Fatalf("the offline copy's %s: nlink %d; want 3", n, got)
+		}
+	}
 	for _, n := range []string{"h", "f"} {
 		if err := a.Remove(ctx, d.Inode, c, n, e.Inode); err != nil {
 			t.Fatalf("remove %s offline: %v", n, err)
 		}
+	}
+	if got := copyNlink("g"); got != 1 {
+		t.Fatalf("the offline copy's g after two of its names went: nlink %d; want 1", got)
 	}
 	g, err := a.Lookup(ctx, d.Inode, c, "g")
 	if err != nil || g.Attr.Nlink != 1 {
