@@ -430,7 +430,7 @@ func TestMountDisconnectedCreateConflict(t *testing.T) {
 // log of changes (and the data of the files it made, closed) leaves them in
 // its cache directory; mounted again on it, it reintegrates the log and
 // writes the data before it serves: the export holds everything (a
-// symbolic link made offline too). A file
+// symbolic link and a hard link of a file made offline too). A file
 // of the server's that it removed offline, replaced on the server before the
 // remount, is left alone, its UNLINK kept as the one conflict: the names'
 // bases survive the kill.
@@ -476,6 +476,10 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 	if err := os.Symlink("../top", m.path("work/k/link")); err != nil { // a CML_SYMLINK in the log
 		t.Fatalf("symlink offline: %v", err)
 	}
+	if err := os.Link(m.path("work/k/f7"), m.path("work/k/f7.hard")); err != nil { // a CML_LINK of a file made offline
+		t.Fatalf("link offline of a file made offline: %v", err)
+	}
+	files["k/f7.hard"] = files["k/f7"]
 	m.kill9()
 	if got, _ := exportFiles(s.path("work")); len(got) != 1 {
 		t.Fatalf("the export changed before the remount: %d files", len(got))
@@ -498,6 +502,13 @@ func TestMountDisconnectedKilledRemount(t *testing.T) {
 	}
 	if got, err := os.Readlink(s.path("work/k/link")); err != nil || got != "../top" {
 		t.Fatalf("the export's link made offline before the kill: %q, %v", got, err)
+	}
+	var a, b syscall.Stat_t
+	if err := syscall.Stat(s.path("work/k/f7"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(s.path("work/k/f7.hard"), &b); err != nil || a.Ino != b.Ino || a.Nlink != 2 {
+		t.Fatalf("the export's k/f7.hard: ino %d nlink %d (%v); want k/f7's inode %d with 2 links", b.Ino, a.Nlink, err, a.Ino)
 	}
 }
 

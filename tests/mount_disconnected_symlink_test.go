@@ -161,8 +161,9 @@ func errString(err error) string {
 // file's bytes and both names report two links. Back online the export
 // holds the link (one inode, two names). A link of a file that a process
 // on the server removed meanwhile is refused at reconnection and kept as
-// the one conflict (a real one); a hard link of a file made offline fails
-// EHOSTDOWN (docs/mount.md).
+// the one conflict (a real one). Two hard links of a file made offline,
+// one removed again, are on the export too: one inode, two names, its
+// data once.
 func TestMountDisconnectedLink(t *testing.T) {
 	t.Parallel()
 	s := newServeProc(t, "--grace", "2s")
@@ -205,8 +206,37 @@ func TestMountDisconnectedLink(t *testing.T) {
 	if err := os.WriteFile(m.path("work/new"), []byte("made offline"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(m.path("work/new"), m.path("work/new2")); !errors.Is(err, syscall.EHOSTDOWN) {
-		t.Fatalf("link offline of a file made offline: %v; want EHOSTDOWN", err)
+	// Hard links of a file made offline (tar x of hard-linked members),
+	// one of them removed again: the others keep the data.
+	for _, name := range []string{"new2", "new3"} {
+		if err := os.Link(m.path("work/new"), m.path("work/"+name)); err != nil {
+			t.Fatalf("link offline of a file made offline: %v\n%s", err, tail(m.logPath, 30))
+		}
+	}
+	if err := os.Remove(m.path("work/new3")); err != nil {
+		t.Fatalf("remove offline of a link made offline: %v", err)
+	}
+	// The first name removed, the link keeps the file.
+	if err := os.WriteFile(m.path("work/solo"), []byte("solo's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(m.path("work/solo"), m.path("work/solo2")); err != nil {
+		t.Fatalf("link offline of a file made offline: %v", err)
+	}
+	if err := os.Remove(m.path("work/solo")); err != nil {
+		t.Fatalf("remove offline of a file made offline: %v", err)
+	}
+	if got, err := os.ReadFile(m.path("work/solo2")); err != nil || string(got) != "solo's" {
+		t.Fatalf("offline read of solo2 after its first name's removal: %q, %v", got, err)
+	}
+	for _, name := range []string{"new", "new2"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(m.path("work/"+name), &st); err != nil || st.Nlink != 2 {
+			t.Fatalf("offline stat of %s: nlink %d, %v; want 2", name, st.Nlink, err)
+		}
+		if got, err := os.ReadFile(m.path("work/" + name)); err != nil || string(got) != "made offline" {
+			t.Fatalf("offline read of %s: %q, %v", name, got, err)
+		}
 	}
 	if err := os.Remove(s.path("work/doomed")); err != nil { // another's change meanwhile
 		t.Fatal(err)
@@ -223,7 +253,13 @@ func TestMountDisconnectedLink(t *testing.T) {
 	// The data of a file made offline is written after the log (its
 	// CREATE) is in: waited for.
 	waitExport(t, m, s.path("work"), map[string][]byte{"kept": []byte("the server's kept"),
-		"kept2": []byte("the server's kept"), "new": []byte("made offline")}, 60*time.Second)
+		"kept2": []byte("the server's kept"), "new": []byte("made offline"), "new2": []byte("made offline"), "solo2": []byte("solo's")}, 60*time.Second)
+	if err := syscall.Stat(s.path("work/new"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(s.path("work/new2"), &b); err != nil || a.Ino != b.Ino || a.Nlink != 2 {
+		t.Fatalf("the export's new2: ino %d nlink %d (%v); want new's inode %d with 2 links", b.Ino, a.Nlink, err, a.Ino)
+	}
 	if _, err := os.Lstat(s.path("work/doomed2")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the export's doomed2: %v; want none (its file was removed meanwhile)", err)
 	}

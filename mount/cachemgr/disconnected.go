@@ -260,6 +260,9 @@ func (sn *snfsFS) goOffline(cause error) {
 		d.written[string(i.FH)] = true
 	}
 	d.mu.Unlock()
+	if sn.permits != nil {
+		sn.permits.offWent() // offlineattr.go
+	}
 	sn.names.wentOffline() // the listings held become offline copies (disconnectednames.go)
 	sn.sess.SetOffline(true)
 	sn.Logger().Warn("server unreachable: disconnected, serving the cache", "unanswered_for", quiet.Round(time.Millisecond), "err", cause)

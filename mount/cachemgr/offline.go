@@ -30,9 +30,11 @@ import (
 //
 // What is not made offline fails with ErrDisconnected (EHOSTDOWN), as
 // before: a change in a directory without an offline copy; a LINK of a
-// directory or of an object made here (offlinelink.go); MKNOD; a SETATTR of an object the server made (those of objects made
-// here: offlinesetattr.go; a truncation of a file made offline is made:
-// offlinedata.go); a RENAME of a directory to another directory; a
+// directory (those of files, made here or by the server: offlinelink.go);
+// MKNOD; a SETATTR other than those of offlinesetattr.go (objects made
+// here) and offlineattr.go (objects the server made), and a truncation
+// other than a file made offline's (offlinedata.go) or a cached file's
+// open for writing; a RENAME of a directory to another directory; a
 // REMOVE or RENAME over a file open here; another user's change (the log
 // is applied with the session's credentials).
 
@@ -79,6 +81,16 @@ type offLog struct {
 	// checked: names were checked against their bases after their permits
 	// were lost (permitlost.go): a refused record poisons its names too.
 	checked bool
+	// attr: by handle, the bases of the objects the server made whose
+	// attributes were changed offline (offlineattr.go), until checked;
+	// attrChecked: those checked, until the log is in (a refused
+	// SETATTR's conflict is named by them).
+	attr, attrChecked map[string]attrBase
+	// localDirs: the directories (by handle) records in the log changed
+	// as the mount last went offline: their attributes may be this
+	// mount's own, made under their permits (permittimes.go), not the
+	// server's (offlineattr.go takes no base from them).
+	localDirs map[string]bool
 }
 
 // offNameKey is the key of name in the directory dir names.
@@ -427,6 +439,7 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 	}
 	nc.mu.Unlock()
 	if isProvFH(e.fh) {
+		sn.offUnlinked(e.fh, e.attr)
 		p.offGone(e.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
@@ -453,10 +466,28 @@ func (sn *snfsFS) offlineOpen(ctx context.Context, fh nfs3.FH) bool {
 	return open()
 }
 
+// offUnlinked: the provisional object fh (its entry's attributes ea) lost
+// a name offline: another name of it, if any (offlinelink.go), has one
+// link fewer, in its inode and the offline copies' entries.
+func (sn *snfsFS) offUnlinked(fh nfs3.FH, ea nfs3.Fattr) {
+	sn.localUnlinked(fh, ea, nowNFS()) // permittimes.go
+	if i := sn.FS.LookupInode(fh); i != nil {
+		i.Mu.Lock()
+		a := i.Attr
+		i.Mu.Unlock()
+		if a.Type != 0 && a.Type != nfs3.TypeDir && a.Nlink >= 1 {
+			sn.names.offSetAttr(i, a, true) // offlinesetattr.go
+		}
+	}
+}
+
 // offGone: the provisional object fh lost its name offline: it will never
 // be on the server (its making record and this one cancel in the
-// optimiser), nor its data.
+// optimiser), nor its data; unless it has another name.
 func (p *permits) offGone(fh nfs3.FH) {
+	if p.made.dropName(fh) {
+		return // it has another name (a link made offline, offlinelink.go): its data kept
+	}
 	if o, ok := p.made.of(fh); ok {
 		p.dropOffData(o.id)
 	}
@@ -529,6 +560,7 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 		mi.NameMu.Unlock()
 	}
 	if exists && isProvFH(old.fh) {
+		sn.offUnlinked(old.fh, old.attr)
 		p.offGone(old.fh)
 	}
 	sn.stats.LocalChanges.Add(1)

@@ -27,13 +27,25 @@ type baseLine struct {
 	FH   string `json:"fh"`   // hex handle; "": no such name
 	// Ver: the object's version (offBase.ver); absent: not known.
 	Ver *cachedir.Base `json:"ver,omitempty"`
+	// Kind "attr": the attribute base of the object FH (offlineattr.go's
+	// attrBase: Dir and Name its directory and name, Permit the
+	// directory whose permit it needs, Ctime its change time); "": a
+	// name's base.
+	Kind   string     `json:"kind,omitempty"`
+	Permit string     `json:"permit,omitempty"`
+	Ctime  *nfs3.Time `json:"ctime,omitempty"`
 }
 
 func (p *permits) basesPath() string { return filepath.Join(p.offDataDir(), "bases") }
 
 // saveBase appends b to the bases file (p.off.mu held).
 func (p *permits) saveBase(b offBase) {
-	line, err := json.Marshal(baseLine{Dir: hex.EncodeToString(b.dir), Name: b.name, FH: hex.EncodeToString(b.fh), Ver: b.ver})
+	p.saveLine(baseLine{Dir: hex.EncodeToString(b.dir), Name: b.name, FH: hex.EncodeToString(b.fh), Ver: b.ver})
+}
+
+// saveLine appends bl to the bases file (p.off.mu held).
+func (p *permits) saveLine(bl baseLine) {
+	line, err := json.Marshal(bl)
 	if err == nil {
 		err = os.MkdirAll(p.offDataDir(), 0o700)
 	}
@@ -52,6 +64,31 @@ func (p *permits) saveBase(b offBase) {
 	}
 }
 
+// saveAttrBase appends the attribute base b to the bases file (p.off.mu
+// held).
+func (p *permits) saveAttrBase(b attrBase) {
+	ct := b.ctime
+	p.saveLine(baseLine{Kind: "attr", Dir: hex.EncodeToString(b.parent), Name: b.name, FH: hex.EncodeToString(b.fh),
+		Permit: hex.EncodeToString(b.permit), Ctime: &ct})
+}
+
+// loadAttrBase takes in an attribute base's line (p.off.mu held).
+func (p *permits) loadAttrBase(bl baseLine) {
+	fh, err1 := hex.DecodeString(bl.FH)
+	perm, err2 := hex.DecodeString(bl.Permit)
+	parent, err3 := hex.DecodeString(bl.Dir)
+	if err1 != nil || err2 != nil || err3 != nil || len(fh) == 0 || len(perm) == 0 || bl.Ctime == nil {
+		return
+	}
+	if _, ok := p.off.attr[string(fh)]; ok {
+		return
+	}
+	if p.off.attr == nil {
+		p.off.attr = map[string]attrBase{}
+	}
+	p.off.attr[string(fh)] = attrBase{fh: fh, permit: perm, parent: parent, name: bl.Name, ctime: *bl.Ctime}
+}
+
 // loadBases reads the bases a killed mount left.
 func (p *permits) loadBases() {
 	b, err := os.ReadFile(p.basesPath())
@@ -64,6 +101,13 @@ func (p *permits) loadBases() {
 		var bl baseLine
 		if strings.TrimSpace(l) == "" || json.Unmarshal([]byte(l), &bl) != nil {
 			continue // a line torn by a kill
+		}
+		if bl.Kind == "attr" {
+			p.loadAttrBase(bl)
+			continue
+		}
+		if bl.Kind != "" {
+			continue
 		}
 		dir, err1 := hex.DecodeString(bl.Dir)
 		fh, err2 := hex.DecodeString(bl.FH)

@@ -68,7 +68,7 @@ func (p *permits) offPrepare(ctx context.Context) error {
 		// the server does not wait for the asking again.
 		return errOfflinePermits
 	}
-	gone, err := p.regainAll(ctx, p.log.Dirs()) // permitlost.go
+	gone, err := p.regainAll(ctx, p.attrDirs(p.log.Dirs())) // permitlost.go
 	p.off.mu.Lock()
 	if errors.Is(err, errPermitsWait) {
 		p.off.refused = time.Now()
@@ -95,6 +95,9 @@ func (p *permits) offPrepare(ctx context.Context) error {
 			p.poison(offNameKey(snfs1.ObjRef{FH: b.dir}, b.name))
 		}
 	}
+	if err := p.checkAttrBases(ctx); err != nil { // offlineattr.go
+		return err
+	}
 	p.off.mu.Lock()
 	p.off.base = nil // checked: under the permits now, nobody else changes them
 	p.off.checked = true
@@ -110,6 +113,7 @@ func (p *permits) offDone(ctx context.Context) {
 	p.off.mu.Lock()
 	was := p.off.pending
 	p.off.pending, p.off.base, p.off.poison, p.off.checked = false, nil, nil, false
+	p.off.attr, p.off.attrChecked = nil, nil
 	if was {
 		p.dropBases()
 	}
@@ -157,6 +161,10 @@ func (p *permits) poisoned(rec *snfs1.CMLRecord) bool {
 		return p.off.poison[offNameKey(rec.Dir, rec.Name)]
 	case snfs1.CMLRename:
 		return p.off.poison[offNameKey(rec.Dir, rec.Name)] || p.off.poison[offNameKey(rec.ToDir, rec.ToName)]
+	case snfs1.CMLSetattr:
+		// An object the server made whose attributes another changed
+		// meanwhile (offlineattr.go).
+		return rec.Obj.FH != nil && p.off.poison[attrKey(rec.Obj.FH)]
 	}
 	return false
 }
@@ -333,6 +341,9 @@ func (p *permits) writeOffData(ctx context.Context, od *offData, fh nfs3.FH) (in
 // true: the conflict is recorded).
 func (p *permits) offRefused(ctx context.Context, rec *snfs1.CMLRecord, st snfs1.Status, why string) bool {
 	p.poisonRecord(rec)
+	if p.attrRefused(rec, st, why) { // offlineattr.go
+		return true
+	}
 	if rec.Op != snfs1.CMLCreate || rec.New == 0 {
 		return false
 	}

@@ -30,12 +30,15 @@ import (
 // ID.times beside the data file ID, for a mount killed offline) and set
 // again after the data is written.
 //
-// Not made offline (ErrDisconnected, as before): a SETATTR of an object
-// the server made (its attributes are not covered by anything this mount
-// holds offline: another client may change them meanwhile), a size (a
-// truncation of a file made offline is made: offTruncate), a set-ID bit on
-// a regular file, an owner other than the object's own or a group other
-// than its own or the caller's, another user's change.
+// Those of objects the server made are made too, with a base checked at
+// reconnection (offlineattr.go: another client may change their attributes
+// meanwhile).
+//
+// Not made offline (ErrDisconnected, as before): a size (a truncation of a
+// file made offline is made: offTruncate; of a cached file open for
+// writing, in its cache: snfsSetattrLocal), a set-ID bit on a regular
+// file, an owner other than the object's own or a group other than its own
+// or the caller's, another user's change.
 
 // offlineSetattr is Setattr while offline; done false: not made here.
 func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.Fattr, bool, error) {
@@ -76,7 +79,7 @@ func (sn *snfsFS) offlineSetattr(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (nfs3.
 	i.Attr.Atime, i.Attr.Mtime, i.Attr.Ctime = next.Atime, next.Mtime, next.Ctime
 	a := i.ReportLocked()
 	i.Mu.Unlock()
-	sn.names.offSetAttr(i, a)
+	sn.names.offSetAttr(i, a, false)
 	sn.stats.LocalChanges.Add(1)
 	return a, true, nil
 }
@@ -91,13 +94,26 @@ func offSattr(cur nfs3.Fattr, c vfs.Cred, s vfs.SetAttr) (sa nfs3.Sattr, next nf
 }
 
 // offSetAttr sets a as the attributes of i's entry in its directory's
-// offline copy (an entry served again after the kernel forgot the inode).
-func (nc *nameCache) offSetAttr(i *vfs.Inode, a nfs3.Fattr) {
+// offline copy (an entry served again after the kernel forgot the inode),
+// and, for an object with several names (hard links: a.Nlink above one, or
+// all, a name of it just gone), of every entry naming it in the offline
+// copies.
+func (nc *nameCache) offSetAttr(i *vfs.Inode, a nfs3.Fattr, all bool) {
 	i.NameMu.Lock()
 	dir, name := i.Dir, i.Name
 	i.NameMu.Unlock()
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
+	if (all || a.Nlink > 1) && a.Type != nfs3.TypeDir {
+		for _, c := range nc.offl {
+			for k := range c.ents {
+				if e := &c.ents[k]; e.name != "" && string(e.fh) == string(i.FH) {
+					e.attr = a
+				}
+			}
+		}
+		return
+	}
 	c := nc.offl[string(dir)]
 	if c == nil {
 		return

@@ -29,9 +29,9 @@ import (
 // reintegration would give the server's count again until then.
 //
 // An object made locally (provisional) is resolved first (fusefs resolves
-// the link's source: one REINTEGRATE), then linked here: the provisional
-// table takes a provisional object's last name for its only one
-// (removedLocally), and a second name made locally would break that.
+// the link's source: one REINTEGRATE), then linked here. Offline, where
+// nothing can be resolved, such a link is logged by the provisional id and
+// the provisional table counts the object's names (offlinelink.go).
 
 // LocalLink is vfs.Ops.LocalLink in snfs mode.
 func (sn *snfsFS) LocalLink(ctx context.Context, i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.Entry, bool, error) {

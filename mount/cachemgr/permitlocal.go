@@ -347,7 +347,7 @@ func (sn *snfsFS) LocalRename(ctx context.Context, from *vfs.Inode, name string,
 	if !done {
 		return false, nil
 	}
-	if err == nil && replaced && isProvFH(old.fh) {
+	if err == nil && replaced && isProvFH(old.fh) && !p.made.dropName(old.fh) { // another name: kept (offlinelink.go)
 		if o, ok := p.made.of(old.fh); ok {
 			p.dropOffData(o.id) // replaced: its data never goes (permitdata.go)
 		}

@@ -81,6 +81,10 @@ type provObj struct {
 	// live: its making record is in the log, not sent; gone: no object on
 	// the server (removed before it was sent, or refused).
 	live, gone bool
+	// more: the names it has besides one, made offline while live
+	// (offlinelink.go): the loss of a name while it has more is not its
+	// end.
+	more int
 }
 
 // provTable is the objects made locally, by provisional handle. mu is a
@@ -142,6 +146,31 @@ func (t *provTable) settle(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint
 		delete(t.byFH, string(o.fh))
 	}
 	return o.fh, true
+}
+
+// addName: fh's live object got another name (offlinelink.go).
+func (t *provTable) addName(fh nfs3.FH) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byFH[string(fh)]
+	if !ok || !o.live {
+		return false
+	}
+	o.more++
+	return true
+}
+
+// dropName: fh's object lost a name; kept reports whether it has another
+// (it is not gone then).
+func (t *provTable) dropName(fh nfs3.FH) (kept bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.byFH[string(fh)]
+	if !ok || o.more == 0 {
+		return false
+	}
+	o.more--
+	return true
 }
 
 // takeCreator returns, once, the maker of fh's settled regular file.

@@ -119,6 +119,14 @@ func (l *localLinks) list() (fhs []nfs3.FH, many bool) {
 	return fhs, l.many
 }
 
+// has reports whether fh is one (or there were too many to tell).
+func (l *localLinks) has(fh nfs3.FH) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.fhs[string(fh)]
+	return ok || l.many
+}
+
 // take reports whether fh is one (or there were too many to tell), and
 // forgets it: the caller sends the log.
 func (l *localLinks) take(fh nfs3.FH) bool {

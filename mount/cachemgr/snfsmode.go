@@ -227,6 +227,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 		}
 		i = ri
 	}
+	if sn.disc.offline() {
+		if a, done, err := sn.offlineSetattrServer(i, c, s); done {
+			return a, offlineAttrTTL, err // offlineattr.go
+		}
+	}
 	if i.Type == nfs3.TypeDir {
 		// Under its permit, or through the server after the changes logged
 		// in it (permitsetattr.go).
