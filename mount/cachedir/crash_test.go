@@ -188,8 +188,10 @@ func checkCrash(t *testing.T, dir string, synced int) {
 	t.Helper()
 	c := openCache(t, dir, 0)
 	defer c.Close()
-	if n := len(c.DirtyFiles()); n != min(synced+1, crashFiles) {
-		t.Fatalf("DirtyFiles: %d files after %d rounds", n, synced+1)
+	// The round after synced may have made its file dirty before the kill
+	// (its write is in, its Sync not answered yet): one file more.
+	if n := len(c.DirtyFiles()); n < min(synced+1, crashFiles) || n > min(synced+2, crashFiles) {
+		t.Fatalf("DirtyFiles: %d files after %d synced rounds (and one maybe written)", n, synced+1)
 	}
 	type round struct {
 		h   string
