@@ -128,6 +128,53 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 	return a, true, nil
 }
 
+// attrsApplied: the SETATTRs of objects the server made among recs, up to
+// the LSN applied, are on the server now. The attributes the mount holds
+// for such an object are those it gave it locally (setLocalAttr: its own
+// change time among them), not the server's, which the SETATTR gave
+// another change time: they are asked of the server again, so that a
+// later offline SETATTR of it takes the server's change time as its base
+// (offlineSetattrServer), not one the server never had, which its check
+// would take for another's change (a false conflict, the SETATTR lost).
+func (p *permits) attrsApplied(recs []snfs1.CMLRecord, applied uint64) {
+	seen := map[string]bool{}
+	for k := range recs {
+		r := &recs[k]
+		if r.Op != snfs1.CMLSetattr || r.Obj.Prov != 0 || len(r.Obj.FH) == 0 || r.LSN > applied || seen[string(r.Obj.FH)] {
+			continue
+		}
+		seen[string(r.Obj.FH)] = true
+		p.sn.names.dropEntryAttr(r.Obj.FH)
+		i := p.sn.FS.LookupInode(r.Obj.FH)
+		if i == nil {
+			continue
+		}
+		i.Mu.Lock()
+		old := i.ModGen
+		i.InvalidateLocked()
+		gen := i.ModGen
+		dir := i.Type == nfs3.TypeDir
+		i.Mu.Unlock()
+		if dir {
+			p.sn.names.keepListing(i, old, gen) // its entries did not change
+		}
+	}
+}
+
+// dropEntryAttr marks the attributes of the cached entries naming fh as
+// not to be used: a lookup answered from a listing asks the server.
+func (nc *nameCache) dropEntryAttr(fh nfs3.FH) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	for _, d := range nc.dirs {
+		for k := range d.ents {
+			if e := &d.ents[k]; e.name != "" && string(e.fh) == string(fh) {
+				e.noAttr = true
+			}
+		}
+	}
+}
+
 // offWent: the mount goes offline (goOffline): the directories the log
 // changes now are taken as changed locally (offLog.localDirs).
 func (p *permits) offWent() {

@@ -338,6 +338,7 @@ func (p *permits) reintegrateLocked(ctx context.Context, why string, keep bool, 
 		p.readbackMade(*rbs, res.Made)
 		if res.Batches > 0 {
 			p.changedDirs(recs, err == nil, res.Dirs, start)
+			p.attrsApplied(recs, res.Applied) // offlineattr.go
 		}
 		// The permits res.Permits names were taken in as each batch's reply
 		// came (openSender, grantedPermits).

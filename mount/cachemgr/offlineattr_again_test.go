@@ -1,0 +1,103 @@
+package cachemgr
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"snfs/mount/vfs"
+)
+
+// TestOfflineSetattrAgain: a chmod offline of a file the server made,
+// sent at reconnection; then, offline again, another chmod of it, with no
+// stat of it in between. Nobody else changed the file: the second chmod is
+// no conflict. It may be refused (ErrDisconnected: the mount no longer
+// knows the server's change time, to keep as its base); a chmod made
+// offline must reach the server. Before, the base kept was the change time
+// the mount gave the file for its first chmod, which the server never had:
+// the second chmod was acknowledged, then refused at reconnection as
+// another client's change, and lost. After a stat online it is made, and
+// reaches the server.
+func TestOfflineSetattrAgain(t *testing.T) {
+	addr, exp := testServer(t)
+	ctx := context.Background()
+	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
+	if err := os.WriteFile(filepath.Join(exp, "f"), []byte("the server's f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
+		CacheDir: cacheDir, WriteBackDelay: time.Hour, Disconnected: true, DisconnectAfter: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if _, err := a.ReadDir(ctx, a.Root(), c); err != nil {
+		t.Fatal(err)
+	}
+	e, err := a.Lookup(ctx, a.Root(), c, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline := func(off bool) {
+		t.Helper()
+		if err := SetDisconnected(a, off); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, is := DisconnectedSince(a); is == off {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("offline %v not reached in 20 s", off)
+			}
+		}
+	}
+	// chmodOffline makes a chmod offline, reports whether it was made, and
+	// reconnects: a chmod made is on the server, no conflict recorded.
+	chmodOffline := func(m uint32) bool {
+		t.Helper()
+		offline(true)
+		_, _, err := a.Setattr(ctx, e.Inode, c, vfs.SetAttr{Mode: &m})
+		if err != nil && !errors.Is(err, ErrDisconnected) {
+			t.Fatalf("chmod %o offline: %v", m, err)
+		}
+		offline(false)
+		for deadline := time.Now().Add(30 * time.Second); err == nil; time.Sleep(20 * time.Millisecond) {
+			if cs, _ := ReadConflicts(cacheDir); len(cs) != 0 {
+				t.Fatalf("conflicts after the chmod %o: %+v; want none (nobody else changed f)", m, cs)
+			}
+			fi, err := os.Stat(filepath.Join(exp, "f"))
+			if err == nil && uint32(fi.Mode().Perm()) == m {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the export's f after reconnection: %v (%v); want %o", fi.Mode(), err, m)
+			}
+		}
+		return err == nil
+	}
+	if !chmodOffline(0o755) {
+		t.Fatal("chmod offline: ErrDisconnected; want it made")
+	}
+	time.Sleep(20 * time.Millisecond) // the server's ctime and this mount's are of other ticks
+	chmodOffline(0o700)
+	// Online (ls -l): the mount's attributes then are the server's.
+	if _, _, err := a.Getattr(ctx, e.Inode, c); err != nil {
+		t.Fatal(err)
+	}
+	if !chmodOffline(0o711) {
+		t.Fatal("chmod offline after a stat online: ErrDisconnected; want it made")
+	}
+	time.Sleep(time.Second) // a conflict recorded late
+	if cs, _ := ReadConflicts(cacheDir); len(cs) != 0 {
+		t.Fatalf("conflicts: %+v; want none", cs)
+	}
+}
