@@ -86,10 +86,11 @@ type offLog struct {
 	// attrChecked: those checked, until the log is in (a refused
 	// SETATTR's conflict is named by them).
 	attr, attrChecked map[string]attrBase
-	// localDirs: the directories (by handle) records in the log changed
-	// as the mount last went offline: their attributes may be this
-	// mount's own, made under their permits (permittimes.go), not the
-	// server's (offlineattr.go takes no base from them).
+	// localDirs: the directories (by handle) records in the log changed,
+	// and the objects whose attributes they changed (SETATTR, LINK), as
+	// the mount last went offline: their attributes may be this mount's
+	// own, made under their permits (permittimes.go, permitsetattr.go),
+	// not the server's (offlineattr.go takes no base from them).
 	localDirs map[string]bool
 }
 

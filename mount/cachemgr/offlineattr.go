@@ -105,8 +105,9 @@ func (sn *snfsFS) offlineSetattrServer(i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) 
 		// The base is the server's change time: none if the attributes
 		// the mount has may be its own (invalidated since a change made
 		// locally; a link count changed here, permittimes.go; a directory
-		// changed under its permit before going offline).
-		if stale || cur.Type == nfs3.TypeReg && p.links.has(i.FH) || cur.Type == nfs3.TypeDir && p.offLocalDir(i.FH) {
+		// changed under its permit, or an object whose SETATTR is in the
+		// log, before going offline).
+		if stale || cur.Type == nfs3.TypeReg && p.links.has(i.FH) || p.offLocalDir(i.FH) {
 			return nfs3.Fattr{}, false, nil
 		}
 		p.noteAttrBase(attrBase{fh: i.FH, permit: dir, parent: parent, name: name, ctime: cur.Ctime})
@@ -176,9 +177,12 @@ func (nc *nameCache) dropEntryAttr(fh nfs3.FH) {
 }
 
 // offWent: the mount goes offline (goOffline): the directories the log
-// changes now are taken as changed locally (offLog.localDirs).
+// changes now, and the objects whose attributes it changes (a directory's
+// SETATTR made under its permit; a SETATTR made offline before, whose
+// check ran and whose sending did not end), are taken as changed locally
+// (offLog.localDirs).
 func (p *permits) offWent() {
-	dirs := p.log.Dirs()
+	dirs := append(p.log.Dirs(), p.log.AttrsChanged()...)
 	p.off.mu.Lock()
 	defer p.off.mu.Unlock()
 	p.off.localDirs = map[string]bool{}
@@ -187,7 +191,8 @@ func (p *permits) offWent() {
 	}
 }
 
-// offLocalDir reports whether dir's attributes may be this mount's own.
+// offLocalDir reports whether the attributes of dir (a directory, or an
+// object the log changes the attributes of) may be this mount's own.
 func (p *permits) offLocalDir(dir nfs3.FH) bool {
 	p.off.mu.Lock()
 	defer p.off.mu.Unlock()

@@ -101,3 +101,88 @@ func TestOfflineSetattrAgain(t *testing.T) {
 		t.Fatalf("conflicts: %+v; want none", cs)
 	}
 }
+
+// TestOfflineSetattrAfterPermitSetattr: online, a chmod of a directory the
+// server made, under its permit (logged, not sent); the mount goes offline
+// before the log is sent, and the directory is chmod'ed again. Nobody else
+// changed it: at reconnection neither chmod is a conflict, and the second
+// is the server's mode. Before, the second chmod's base was the change time
+// the mount gave the directory for the first (never the server's), its
+// check refused both as another's change, and both were lost.
+func TestOfflineSetattrAfterPermitSetattr(t *testing.T) {
+	s := newServer(t, true)
+	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
+	cacheDir := t.TempDir()
+	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: "A",
+		CacheDir: cacheDir, WriteBackDelay: time.Hour, Permits: true, PermitData: true,
+		Disconnected: true, DisconnectAfter: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	e, err := a.Lookup(ctx, a.Root(), c, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, sn := e.Inode, mgrOf(a)
+	holdPermit(t, sn, d)
+	if _, err := a.ReadDir(ctx, d, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Getattr(ctx, d, c); err != nil {
+		t.Fatal(err)
+	}
+	m1 := uint32(0o750)
+	if _, _, err := a.Setattr(ctx, d, c, vfs.SetAttr{Mode: &m1}); err != nil {
+		t.Fatal(err)
+	}
+	if sn.permits.log.Len() == 0 {
+		t.Skip("the chmod under the permit was not logged: nothing to test")
+	}
+	if err := SetDisconnected(a, true); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(off bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, is := DisconnectedSince(a); is == off {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("offline %v not reached in 20 s", off)
+			}
+		}
+	}
+	wait(true)
+	time.Sleep(20 * time.Millisecond)
+	m2 := uint32(0o700)
+	_, _, err = a.Setattr(ctx, d, c, vfs.SetAttr{Mode: &m2})
+	if err != nil && !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("chmod offline: %v", err)
+	}
+	want := m2
+	if err != nil {
+		want = m1 // not made offline: the first stays
+	}
+	if err := SetDisconnected(a, false); err != nil {
+		t.Fatal(err)
+	}
+	wait(false)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cs, _ := ReadConflicts(cacheDir); len(cs) != 0 {
+			t.Fatalf("conflicts: %+v; want none (nobody else changed d)", cs)
+		}
+		fi, err := os.Stat(filepath.Join(s.export, "d"))
+		if err == nil && uint32(fi.Mode().Perm()) == want && sn.permits.log.Len() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the export's d after reconnection: %v (%v), log %d records; want %o", fi.Mode(), err, sn.permits.log.Len(), want)
+		}
+	}
+}
