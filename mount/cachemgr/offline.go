@@ -439,8 +439,12 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 		nc.dropOfflineLocked(string(e.fh))
 	}
 	nc.mu.Unlock()
-	if isProvFH(e.fh) {
+	if !rmdir {
+		// Its other names, if any, have one link fewer: a server's file
+		// with several names as much as one made offline.
 		sn.offUnlinked(e.fh, e.attr)
+	}
+	if isProvFH(e.fh) {
 		p.offGone(e.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
@@ -467,9 +471,10 @@ func (sn *snfsFS) offlineOpen(ctx context.Context, fh nfs3.FH) bool {
 	return open()
 }
 
-// offUnlinked: the provisional object fh (its entry's attributes ea) lost
-// a name offline: another name of it, if any (offlinelink.go), has one
-// link fewer, in its inode and the offline copies' entries.
+// offUnlinked: the object fh (its entry's attributes ea), not a
+// directory, lost a name offline: another name of it, if any (a link made
+// offline, offlinelink.go, or the server's), has one link fewer, in its
+// inode and the offline copies' entries.
 func (sn *snfsFS) offUnlinked(fh nfs3.FH, ea nfs3.Fattr) {
 	sn.localUnlinked(fh, ea, nowNFS()) // permittimes.go
 	if i := sn.FS.LookupInode(fh); i != nil {
@@ -560,8 +565,10 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 		mi.Dir, mi.Name = to.FH, newName
 		mi.NameMu.Unlock()
 	}
+	if exists {
+		sn.offUnlinked(old.fh, old.attr) // its other names: one link fewer
+	}
 	if exists && isProvFH(old.fh) {
-		sn.offUnlinked(old.fh, old.attr)
 		p.offGone(old.fh)
 	}
 	sn.stats.LocalChanges.Add(1)
