@@ -69,18 +69,25 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		return err
 	}
 	nlink := linksOf(child)
+	// Before the change can reach the server (Ops.Removing), and undone
+	// unless Removed runs.
+	notRemoved := fs.ops.Removing(child, nlink)
 	if done, err := fs.ops.LocalRemove(ctx, dir, c, name, child, false); done {
 		// The mode gave child its attributes after (Ops.LocalRemove).
 		if err == nil && child != nil {
 			fs.ops.Removed(child, nlink)
+		} else {
+			notRemoved()
 		}
 		return err
 	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		notRemoved()
 		return err
 	}
 	if child != nil {
 		if done, err := fs.sillyRename(ctx, dir, c, name, child); done || err != nil {
+			notRemoved() // hidden, removed at its last close (snfsRelease drops its data first)
 			return err
 		}
 	}
@@ -94,6 +101,8 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	}
 	if err == nil {
 		fs.ops.Removed(child, nlink)
+	} else {
+		notRemoved()
 	}
 	return err
 }
@@ -205,9 +214,23 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		return err
 	}
 	nlink := linksOf(target)
+	// A RENAME over target removes a link of it (Ops.Removing); a rename
+	// onto itself does not.
+	over := target
+	if from == to && name == newName {
+		over = nil
+	}
+	removed := false
+	notRemoved := fs.ops.Removing(over, nlink)
+	defer func() {
+		if !removed {
+			notRemoved()
+		}
+	}()
 	if done, err := fs.ops.LocalRename(ctx, from, name, to, newName, c, target, noReplace); done {
 		// The mode gave target its attributes after (as LocalRemove).
-		if err == nil && target != nil && !(from == to && name == newName) {
+		if err == nil && over != nil {
+			removed = true
 			fs.ops.Removed(target, nlink)
 		}
 		if err == nil {
@@ -247,7 +270,8 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if target != nil {
 		target.Invalidate()
 	}
-	if err == nil && target != nil && !(from == to && name == newName) {
+	if err == nil && over != nil {
+		removed = true
 		fs.ops.Removed(target, nlink)
 	}
 	if err == nil {
