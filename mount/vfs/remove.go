@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,10 +102,19 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	}
 	if err == nil {
 		fs.ops.Removed(child, nlink)
-	} else {
+	} else if notMade(err) {
 		notRemoved()
 	}
 	return err
+}
+
+// notMade reports whether err, a REMOVE's or RENAME's, says for sure that
+// the server removed no link: a status other than NOENT. A transport error
+// or a cancellation leaves it unknown, and NOENT may answer a retransmission
+// of one the server made: then a removal begun stays marked (Ops.Removing).
+func notMade(err error) bool {
+	var st nfs3.Status
+	return errors.As(err, &st) && st != nfs3.ErrNoEnt
 }
 
 // Rmdir removes the directory name from dir (RMDIR, RFC 1813 section 3.3.13).
@@ -220,10 +230,10 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if from == to && name == newName {
 		over = nil
 	}
-	removed := false
+	removed, unknown := false, false
 	notRemoved := fs.ops.Removing(over, nlink)
 	defer func() {
-		if !removed {
+		if !removed && !unknown {
 			notRemoved()
 		}
 	}()
@@ -255,6 +265,7 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		}
 	}
 	res, err := RPC(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.Client(c).Rename(ctx, from.FH, name, to.FH, newName) })
+	unknown = err != nil && !notMade(err)
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
 		fs.dirWcc(to, &res.ToWcc)
