@@ -43,6 +43,12 @@ type entry struct {
 	// squashed, and may not write the user's file).
 	hasWriter bool
 	writer    Writer
+	// The mount is removing the file's last link (format 2, flagRemoving,
+	// no payload): set durably before the REMOVE (or the RENAME over it)
+	// goes out, so that a restarted mount whose reintegration finds the
+	// file gone knows this client removed it, and drops the data instead
+	// of keeping it as a conflict copy of another client's removal.
+	removing bool
 }
 
 // Writer is the AUTH_SYS identity of the last writer of a file's dirty data.
@@ -90,7 +96,7 @@ func (e *entry) sameRecord(d *entry) bool {
 		e.truncated == d.truncated && e.truncTo == d.truncTo &&
 		slices.Equal(e.valid, d.valid) && slices.Equal(e.dirty, d.dirty) &&
 		e.hasBase == d.hasBase && e.base == d.base && slices.Equal(e.parent, d.parent) && e.name == d.name &&
-		e.hasWriter == d.hasWriter && e.writer.equal(d.writer)
+		e.hasWriter == d.hasWriter && e.writer.equal(d.writer) && e.removing == d.removing
 }
 
 // needsWriteBack reports whether the server lacks something of this file.
@@ -103,7 +109,8 @@ func (e *entry) needsWriteBack() bool { return len(e.dirty) > 0 || e.truncated }
 // a base or an origin) adds: the base if flagged (size u64, ctime sec u32,
 // nsec u32, mtime sec u32, nsec u32), the parent handle (length u32, bytes)
 // and the name (length u32, bytes), then, if flagged (bit 2), the writer (uid
-// u32, gid u32, a count u32 of at most 16 groups, each u32).
+// u32, gid u32, a count u32 of at most 16 groups, each u32). Bit 3 (format
+// 2 only, no payload): the file's last link is being removed.
 const (
 	entryFormat    = 1
 	entryFormat2   = 2
@@ -111,11 +118,12 @@ const (
 	flagTruncated  = 1
 	flagBase       = 2
 	flagWriter     = 4
+	flagRemoving   = 8
 	baseLen        = 8 + 4*4
 )
 
 func (e *entry) extended() bool {
-	return e.hasBase || len(e.parent) > 0 || e.name != "" || e.hasWriter
+	return e.hasBase || len(e.parent) > 0 || e.name != "" || e.hasWriter || e.removing
 }
 
 var errBadEntry = errors.New("cachedir: malformed index entry")
@@ -140,6 +148,9 @@ func (e *entry) encode() []byte {
 	}
 	if e.hasWriter {
 		flags |= flagWriter
+	}
+	if e.removing {
+		flags |= flagRemoving
 	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.truncTo))
@@ -189,11 +200,12 @@ func decodeEntry(b []byte) (entry, error) {
 	e.lastUse = int64(u64(25))
 	flags := b[33]
 	truncTo := u64(34)
-	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^(flagTruncated|flagBase|flagWriter) != 0 ||
-		(format == entryFormat && flags&(flagBase|flagWriter) != 0) {
+	if size > uint64(maxOffset) || truncTo > uint64(maxOffset) || flags&^(flagTruncated|flagBase|flagWriter|flagRemoving) != 0 ||
+		(format == entryFormat && flags&(flagBase|flagWriter|flagRemoving) != 0) {
 		return entry{}, fmt.Errorf("%w: size out of range or unknown flags", errBadEntry)
 	}
 	e.size, e.truncTo, e.truncated = int64(size), int64(truncTo), flags&flagTruncated != 0
+	e.removing = flags&flagRemoving != 0
 	rest := b[entryHeaderLen:]
 	for _, dst := range []*rangeSet{&e.valid, &e.dirty} {
 		if len(rest) < 4 {

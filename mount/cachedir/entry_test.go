@@ -17,6 +17,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), hasWriter: true, writer: Writer{UID: 1000, GID: 100}},
 		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), hasBase: true, base: Base{Size: 4}, parent: []byte{9}, name: "w",
 			hasWriter: true, writer: Writer{UID: 65533, GID: 65533, Groups: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}},
+		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), removing: true},
+		{size: 4, valid: rs(0, 4), dirty: rs(0, 4), hasBase: true, base: Base{Size: 4}, parent: []byte{9}, name: "w",
+			hasWriter: true, writer: Writer{UID: 1}, removing: true},
 	} {
 		got, err := decodeEntry(e.encode())
 		if err != nil {
@@ -53,6 +56,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add((&entry{size: 9, truncated: true, truncTo: 2, valid: rs(1, 1, 3, 1, 5, 1)}).encode())
 	f.Add((&entry{size: 2, hasBase: true, base: Base{Size: 2, CtimeSec: 9}, parent: []byte{7}, name: "x"}).encode())
 	f.Add((&entry{size: 2, hasWriter: true, writer: Writer{UID: 5, GID: 6, Groups: []uint32{7}}, name: "w"}).encode())
+	f.Add((&entry{size: 2, valid: rs(0, 2), dirty: rs(0, 2), removing: true}).encode())
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEntry(b)

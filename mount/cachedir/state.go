@@ -82,6 +82,34 @@ func (f *File) SetWriter(w Writer) error {
 	return nil
 }
 
+// SetRemoving records that the mount is about to remove the file's last
+// link (on) or that the removal did not happen (off). On is durable when it
+// returns (the REMOVE may reach the server and the mount die before the
+// record is dropped: the restarted mount must know the file's absence is
+// its own doing); off is committed with the next Sync, Flush or Close.
+func (f *File) SetRemoving(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return err
+	}
+	if f.e.removing != on {
+		f.e.removing = on
+		f.idxUnsynced = true
+	}
+	if !on {
+		return nil
+	}
+	return f.persistLocked(false)
+}
+
+// Removing reports whether SetRemoving(true) is the last the record says.
+func (f *File) Removing() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.e.removing
+}
+
 // Writer returns what SetWriter recorded; ok is false if nothing was.
 func (f *File) Writer() (w Writer, ok bool) {
 	f.mu.RLock()

@@ -241,6 +241,17 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 			return nil
 		}
 	}
+	if (errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle)) && cf.Removing() {
+		// This client was removing the file's last link (snfsRemoving):
+		// the REMOVE (or the RENAME over it, or the logged change
+		// reintegrated) reached the server before the record was dropped.
+		// The data goes with the file, as snfsRemoved would have done.
+		fs.stats.Cancelled.Add(1)
+		fs.Logger().Info("reintegration: the file this client was removing is gone: its unwritten data goes with it",
+			"path", fs.PathOfFH(fh, cf), "fh", fmt.Sprintf("%x", []byte(fh)), "reason", reason)
+		fs.dropCached(fh, cf)
+		return nil
+	}
 	if errors.Is(err, nfs3.ErrStale) || errors.Is(err, nfs3.ErrBadHandle) {
 		// Removed on the server meanwhile: somebody else's change too.
 		if cerr := fs.keepConflict(ctx, fh, cf, reason, wcred, 0o644); cerr != nil {
@@ -253,6 +264,10 @@ func (fs *snfsFS) reintegrate(ctx context.Context, fh nfs3.FH, cf *cachedir.File
 	if err != nil {
 		return fmt.Errorf("reintegration OPEN: %w", err)
 	}
+	// The file is there: a removal this client began did not happen (or is
+	// still in its modification log, replayed after this): the data is
+	// written back as any other.
+	cf.SetRemoving(false)
 	closeIt := func(dirty bool) {
 		if !dirty {
 			fs.recordWrittenBack()

@@ -172,6 +172,10 @@ type snfsFS struct {
 	// application write racing a write-back's end, a callback's included:
 	// set and run on different goroutines).
 	beforeMarkClean testHook
+	// beforeRemoved, set only by tests, runs as snfsRemoved starts: the
+	// REMOVE (or RENAME over the file) is done, its cache file not yet
+	// dropped (a kill there).
+	beforeRemoved testHook
 	// beforeCallbackEnd, set only by tests, runs in a callback before each
 	// CallbackEnd, once the work asked so far is done (an application
 	// closing its file during the callback, on the callback's goroutine).

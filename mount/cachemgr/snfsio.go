@@ -685,16 +685,49 @@ func (fs *snfsFS) cancelWriteBack(i *vfs.Inode) {
 	}
 }
 
+// snfsRemoving: child is about to lose a link by REMOVE (or a RENAME over
+// it), locally under a permit or through the server; nlink is its link
+// count before. If it is the last link of a file whose cache record holds
+// data not yet written back, the record is marked removing, durably, before
+// the change can reach the server: snfsRemoved drops the record once the
+// change is made, and a kill between the two (the REMOVE answered, or the
+// logged REMOVE reintegrated, and the record still dirty in the index) left
+// a restarted mount to find the file gone and keep this client's data as a
+// conflict copy, as if another client had removed it (the soak's false
+// conflicts of reason=restart). The mark tells reintegrate that the file's
+// absence is this client's doing. The function returned clears the mark
+// when the link was not removed after all.
+func (fs *snfsFS) snfsRemoving(child *vfs.Inode, nlink uint32) func() {
+	if child == nil || child.IsDir() || nlink > 1 {
+		return func() {}
+	}
+	cf := cacheFileOrNil(child)
+	if cf == nil || !cf.NeedsWriteBack() {
+		return func() {}
+	}
+	if err := cf.SetRemoving(true); err != nil {
+		fs.Logger().Warn("cache directory: marking a file being removed", fs.PathAttr(child), "fileid", child.FileID, "err", err)
+	}
+	return func() { cf.SetRemoving(false) }
+}
+
 // snfsRemoved: name's object child lost a link by REMOVE (or a RENAME over
 // it); nlink is its link count before. Its last link: pending write-back is
-// cancelled.
+// cancelled. A file still open keeps its data (hidden, removed at its last
+// close): its record is no longer marked removing (snfsRemoving).
 func (fs *snfsFS) snfsRemoved(child *vfs.Inode, nlink uint32) {
+	fs.beforeRemoved.run(child)
 	if child == nil || child.IsDir() || nlink > 1 {
 		return
 	}
 	child.Mu.Lock()
 	open := child.Opens > 0
 	child.Mu.Unlock()
+	if open {
+		if cf := cacheFileOrNil(child); cf != nil {
+			cf.SetRemoving(false)
+		}
+	}
 	if !open {
 		fs.cancelWriteBack(child)
 		// Its kept opens go too: nothing will open the file again.

@@ -341,6 +341,10 @@ func (sn *snfsFS) BeforeGetattr(ctx context.Context, i *vfs.Inode) { sn.pinBefor
 
 func (sn *snfsFS) Removed(child *vfs.Inode, nlink uint32) { sn.snfsRemoved(child, nlink) }
 
+func (sn *snfsFS) Removing(child *vfs.Inode, nlink uint32) func() {
+	return sn.snfsRemoving(child, nlink)
+}
+
 // SendSetID writes a cached file back (as the last writer: this one,
 // snfsWrite); a write-through was sent already; a file the protocol does
 // not open is the core's.

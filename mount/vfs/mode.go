@@ -54,6 +54,12 @@ type Ops interface {
 	// Removed: child (nil if unknown) lost a link by REMOVE or a RENAME
 	// over it; nlink is its link count before (snfsRemoved).
 	Removed(child *Inode, nlink uint32)
+	// Removing: child (nil if unknown) is about to lose a link by REMOVE
+	// or a RENAME over it, made locally or through the server; nlink is
+	// its link count before. done runs when the change did not remove the
+	// link after all (an error, a silly rename): Removed runs otherwise
+	// (snfsRemoving).
+	Removing(child *Inode, nlink uint32) (done func())
 
 	// What the core's inode asks of the mode, with i.Mu held (a hook
 	// takes no Inode lock; snfs mode's busyLocked takes fs.sn.mu, which
@@ -213,6 +219,7 @@ func (NFSOps) RemoveXattr(context.Context, *Inode, Cred, string) error { return 
 func (NFSOps) BeforeThrough(context.Context, *Inode) error { return nil }
 func (NFSOps) BeforeGetattr(context.Context, *Inode)       {}
 func (NFSOps) Removed(*Inode, uint32)                      {}
+func (NFSOps) Removing(*Inode, uint32) func()              { return func() {} }
 
 // SendSetID writes f's file's buffered data through, as its writer.
 func (o NFSOps) SendSetID(ctx context.Context, f *File) error { return f.I.Flush(ctx, false) }

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,18 +70,25 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 		return err
 	}
 	nlink := linksOf(child)
+	// Before the change can reach the server (Ops.Removing), and undone
+	// unless Removed runs.
+	notRemoved := fs.ops.Removing(child, nlink)
 	if done, err := fs.ops.LocalRemove(ctx, dir, c, name, child, false); done {
 		// The mode gave child its attributes after (Ops.LocalRemove).
 		if err == nil && child != nil {
 			fs.ops.Removed(child, nlink)
+		} else {
+			notRemoved()
 		}
 		return err
 	}
 	if err := fs.ops.BeforeDirChange(ctx, dir); err != nil {
+		notRemoved()
 		return err
 	}
 	if child != nil {
 		if done, err := fs.sillyRename(ctx, dir, c, name, child); done || err != nil {
+			notRemoved() // hidden, removed at its last close (snfsRelease drops its data first)
 			return err
 		}
 	}
@@ -94,8 +102,19 @@ func (fs *FS) Remove(ctx context.Context, dir *Inode, c Cred, name string, child
 	}
 	if err == nil {
 		fs.ops.Removed(child, nlink)
+	} else if notMade(err) {
+		notRemoved()
 	}
 	return err
+}
+
+// notMade reports whether err, a REMOVE's or RENAME's, says for sure that
+// the server removed no link: a status other than NOENT. A transport error
+// or a cancellation leaves it unknown, and NOENT may answer a retransmission
+// of one the server made: then a removal begun stays marked (Ops.Removing).
+func notMade(err error) bool {
+	var st nfs3.Status
+	return errors.As(err, &st) && st != nfs3.ErrNoEnt
 }
 
 // Rmdir removes the directory name from dir (RMDIR, RFC 1813 section 3.3.13).
@@ -205,9 +224,23 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		return err
 	}
 	nlink := linksOf(target)
+	// A RENAME over target removes a link of it (Ops.Removing); a rename
+	// onto itself does not.
+	over := target
+	if from == to && name == newName {
+		over = nil
+	}
+	removed, unknown := false, false
+	notRemoved := fs.ops.Removing(over, nlink)
+	defer func() {
+		if !removed && !unknown {
+			notRemoved()
+		}
+	}()
 	if done, err := fs.ops.LocalRename(ctx, from, name, to, newName, c, target, noReplace); done {
 		// The mode gave target its attributes after (as LocalRemove).
-		if err == nil && target != nil && !(from == to && name == newName) {
+		if err == nil && over != nil {
+			removed = true
 			fs.ops.Removed(target, nlink)
 		}
 		if err == nil {
@@ -232,6 +265,7 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		}
 	}
 	res, err := RPC(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.Client(c).Rename(ctx, from.FH, name, to.FH, newName) })
+	unknown = err != nil && !notMade(err)
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
 		fs.dirWcc(to, &res.ToWcc)
@@ -247,7 +281,8 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 	if target != nil {
 		target.Invalidate()
 	}
-	if err == nil && target != nil && !(from == to && name == newName) {
+	if err == nil && over != nil {
+		removed = true
 		fs.ops.Removed(target, nlink)
 	}
 	if err == nil {
