@@ -63,14 +63,17 @@ type discState struct {
 	endCut  context.CancelFunc // cancels cut
 	written map[string]bool    // handles of files written while offline, until clean
 	owed    []owedClose        // CLOSEs refused offline, sent on reconnection
-	done    chan struct{}      // closed when the loop returns
+	// owedOpens: files opened for writing offline with no OPEN
+	// (offlinewrite.go), settled on reconnection.
+	owedOpens map[*vfs.Inode]bool
+	done      chan struct{} // closed when the loop returns
 }
 
 func newDisc(after time.Duration, log *slog.Logger) *discState {
 	if after <= 0 {
 		after = DefaultDisconnectAfter
 	}
-	d := &discState{after: after, log: log, written: map[string]bool{}, done: make(chan struct{})}
+	d := &discState{after: after, log: log, written: map[string]bool{}, owedOpens: map[*vfs.Inode]bool{}, done: make(chan struct{})}
 	d.cut, d.endCut = context.WithCancel(context.Background())
 	d.lastOK.Store(time.Now().UnixNano())
 	return d
@@ -303,6 +306,7 @@ func (sn *snfsFS) reconnected() {
 			sn.Logger().Info("modification log reintegrated after reconnection", "records", n)
 		}
 	}
+	sn.sendOwedOpens(ctx) // offlinewrite.go; before the CLOSEs owed and the write-backs
 	sn.sendOwed(ctx)
 	if err := sn.snfsSync(ctx); err != nil {
 		sn.Logger().Warn("write-back after reconnection (what failed stays dirty, written back later)", "err", err)
