@@ -136,10 +136,12 @@ func TestMountDisconnectedWriteOnlyRead(t *testing.T) {
 }
 
 // TestMountDisconnectedWriteOnlyReadConflict: as above, and meanwhile a
-// second mount rewrites trunc. Back online, the server keeps the second
-// mount's bytes, the first mount's are kept beside them as a conflict copy
-// listed by `snfs conflicts` ("disconnected"), and app, which nobody else
-// changed, is written back with no conflict.
+// second mount rewrites app (the file appended to offline: the mount's
+// cache holds its first bytes clean and the appended ones dirty). Back
+// online, the server keeps the second mount's bytes, the first mount's
+// whole file (its first bytes and what it appended) is kept beside them as
+// a conflict copy listed by `snfs conflicts` ("disconnected"), and trunc,
+// which nobody else changed, is written back with no conflict.
 func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 	t.Parallel()
 	s := newServeProc(t, "--grace", "2s", "--callback-timeout", "2s")
@@ -147,36 +149,35 @@ func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 	m2 := startMount(t, s, "", "")
 	want := offwriteEdit(t, m, first)
 	other := randBytes(5121, 23456)
-	if err := os.WriteFile(m2.path("work/trunc"), other, 0o644); err != nil {
-		t.Fatalf("the second mount's rewrite of trunc: %v", err)
+	if err := os.WriteFile(m2.path("work/app"), other, 0o644); err != nil {
+		t.Fatalf("the second mount's rewrite of app: %v", err)
 	}
-	ours := want["trunc"]
-	want["trunc"] = other
+	ours := want["app"]
 	goOnlineReq(t, m)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		copies, _ := filepath.Glob(s.path("work/trunc.snfs-conflict-*"))
+		copies, _ := filepath.Glob(s.path("work/app.snfs-conflict-*"))
 		var c []byte
 		if len(copies) == 1 {
 			c, _ = os.ReadFile(copies[0])
 		}
 		app, _ := os.ReadFile(s.path("work/app"))
 		tr, _ := os.ReadFile(s.path("work/trunc"))
-		if len(copies) == 1 && bytes.Equal(c, ours) && bytes.Equal(app, want["app"]) && bytes.Equal(tr, other) {
+		if len(copies) == 1 && bytes.Equal(c, ours) && bytes.Equal(app, other) && bytes.Equal(tr, want["trunc"]) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after reconnection: conflict copies of trunc %v (%d bytes, want the mount's %d, equal %v); app %d bytes (want %d, equal %v); trunc %d bytes (want the second mount's %d, equal %v)\n%s",
-				copies, len(c), len(ours), bytes.Equal(c, ours), len(app), len(want["app"]), bytes.Equal(app, want["app"]),
-				len(tr), len(other), bytes.Equal(tr, other), tail(m.logPath, 80))
+			t.Fatalf("after reconnection: conflict copies of app %v (%d bytes, want the mount's %d, equal %v); app %d bytes (want the second mount's %d, equal %v); trunc %d bytes (want %d, equal %v)\n%s",
+				copies, len(c), len(ours), bytes.Equal(c, ours), len(app), len(other), bytes.Equal(app, other),
+				len(tr), len(want["trunc"]), bytes.Equal(tr, want["trunc"]), tail(m.logPath, 80))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitConflictListed(t, m.cacheDir, deadline, "trunc.snfs-conflict-", "disconnected")
+	waitConflictListed(t, m.cacheDir, deadline, "app.snfs-conflict-", "disconnected")
 	if c := conflictLines(m); len(c) != 1 {
-		t.Fatalf("conflicts recorded: %q; want one, trunc's", c)
+		t.Fatalf("conflicts recorded: %q; want one, app's", c)
 	}
-	waitMountReads(t, m2, map[string][]byte{"app": want["app"], "trunc": other}, 30*time.Second)
+	waitMountReads(t, m2, map[string][]byte{"app": other, "trunc": want["trunc"]}, 30*time.Second)
 }
 
 // TestMountDisconnectedWriteOnlyReadKilled: the offline edits are closed
