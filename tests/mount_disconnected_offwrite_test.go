@@ -17,8 +17,9 @@ import (
 // until reconnection, where the dirty data is reintegrated with a check of
 // its base against the server's file.
 
-// offwriteSetup makes work/app, work/trunc and work/stat on the server,
-// mounts it (--disconnected=auto) and reads app and trunc through the mount
+// offwriteSetup makes work/app, work/trunc, work/cut and work/stat on the
+// server, mounts it (--disconnected=auto) and reads app, trunc and cut
+// through the mount
 // (kept open for reading: the cache holds them whole), stats stat (its
 // name and attributes known, its data not cached), and goes offline on
 // request. It returns the mount and the files' first contents.
@@ -28,14 +29,14 @@ func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[str
 		t.Fatal(err)
 	}
 	first := map[string][]byte{}
-	for k, n := range []string{"app", "trunc", "stat"} {
+	for k, n := range []string{"app", "trunc", "stat", "cut"} {
 		first[n] = randBytes(uint64(5101+k), 40000+7000*k)
 		if err := os.WriteFile(s.path("work/"+n), first[n], 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m := startMount(t, s, "", "", append([]string{"--disconnected=auto", "--disconnect-after=2s", "--log-level=debug"}, extra...)...)
-	for _, n := range []string{"app", "trunc"} {
+	for _, n := range []string{"app", "trunc", "cut"} {
 		if got := mustRead(t, m.path("work/"+n)); !bytes.Equal(got, first[n]) {
 			t.Fatalf("read of %s through the mount: %d bytes, want %d", n, len(got), len(first[n]))
 		}
@@ -47,8 +48,9 @@ func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[str
 	return m, first
 }
 
-// offwriteEdit, offline: appends to app and rewrites trunc with an O_TRUNC
-// open, checks the mount reads them back, and that an open for writing of
+// offwriteEdit, offline: appends to app, rewrites trunc with an O_TRUNC
+// open, cuts cut to 1000 bytes as truncate(1) does (an open for writing and
+// ftruncate), checks the mount reads them back, and that an open for writing of
 // stat (not cached) fails EHOSTDOWN. It returns the files' new contents.
 func offwriteEdit(t *testing.T, m *mntProc, first map[string][]byte) map[string][]byte {
 	t.Helper()
@@ -77,12 +79,23 @@ func offwriteEdit(t *testing.T, m *mntProc, first map[string][]byte) map[string]
 	if err := f.Close(); err != nil {
 		t.Fatalf("close offline: %v", err)
 	}
+	f, err = os.OpenFile(m.path("work/cut"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open for writing offline of a file only read: %v", err)
+	}
+	if err := f.Truncate(1000); err != nil {
+		t.Fatalf("ftruncate offline: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close offline: %v", err)
+	}
 	want := map[string][]byte{
 		"app":   append(append([]byte(nil), first["app"]...), more...),
 		"trunc": rewritten,
+		"cut":   first["cut"][:1000],
 		"stat":  first["stat"],
 	}
-	for _, n := range []string{"app", "trunc"} {
+	for _, n := range []string{"app", "trunc", "cut"} {
 		if got := mustRead(t, m.path("work/"+n)); !bytes.Equal(got, want[n]) {
 			t.Fatalf("offline read back of %s: %d bytes, want %d", n, len(got), len(want[n]))
 		}
@@ -163,13 +176,14 @@ func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 		}
 		app, _ := os.ReadFile(s.path("work/app"))
 		tr, _ := os.ReadFile(s.path("work/trunc"))
-		if len(copies) == 1 && bytes.Equal(c, ours) && bytes.Equal(app, other) && bytes.Equal(tr, want["trunc"]) {
+		cut, _ := os.ReadFile(s.path("work/cut"))
+		if len(copies) == 1 && bytes.Equal(c, ours) && bytes.Equal(app, other) && bytes.Equal(tr, want["trunc"]) && bytes.Equal(cut, want["cut"]) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after reconnection: conflict copies of app %v (%d bytes, want the mount's %d, equal %v); app %d bytes (want the second mount's %d, equal %v); trunc %d bytes (want %d, equal %v)\n%s",
+			t.Fatalf("after reconnection: conflict copies of app %v (%d bytes, want the mount's %d, equal %v); app %d bytes (want the second mount's %d, equal %v); trunc %d bytes (want %d, equal %v); cut %d bytes (want %d)\n%s",
 				copies, len(c), len(ours), bytes.Equal(c, ours), len(app), len(other), bytes.Equal(app, other),
-				len(tr), len(want["trunc"]), bytes.Equal(tr, want["trunc"]), tail(m.logPath, 80))
+				len(tr), len(want["trunc"]), bytes.Equal(tr, want["trunc"]), len(cut), len(want["cut"]), tail(m.logPath, 80))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -177,7 +191,7 @@ func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 	if c := conflictLines(m); len(c) != 1 {
 		t.Fatalf("conflicts recorded: %q; want one, app's", c)
 	}
-	waitMountReads(t, m2, map[string][]byte{"app": other, "trunc": want["trunc"]}, 30*time.Second)
+	waitMountReads(t, m2, map[string][]byte{"app": other, "trunc": want["trunc"], "cut": want["cut"]}, 30*time.Second)
 }
 
 // TestMountDisconnectedWriteOnlyReadKilled: the offline edits are closed
