@@ -23,7 +23,9 @@ import (
 // directory and name), their attributes as last seen, the data in the cache
 // directory of files it holds open or keeps open (delayed close), writes to
 // them into the cache (dirty, durable at close and fsync as always: nothing
-// is acknowledged that is not on the local disk). Namespace changes in
+// is acknowledged that is not on the local disk; an open for writing of one
+// held or kept only for reading is granted locally, its OPEN owed until
+// reconnection: offlinewrite.go). Namespace changes in
 // directories whose listing the mount has (CREATE, MKDIR, REMOVE, RMDIR,
 // RENAME) are made in those listings and logged in the modification log,
 // the data of files made so kept in the cache directory (offline.go,
