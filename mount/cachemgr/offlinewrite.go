@@ -87,42 +87,61 @@ func (d *discState) owesOpen(i *vfs.Inode) bool {
 }
 
 // sendOwedOpens settles the files opened for writing offline (reconnected,
-// before the other write-backs): their dirty data is reintegrated (its
-// OPEN, the base check, the write-back or a conflict copy, its CLOSE), and
-// their opens still held are OPENed again. A file left owing (offline
-// again, or the reintegration failed) is settled at the next reconnection
-// or by the write-back's own base check.
+// before the other write-backs; each stays owing, its delayed write-back
+// held back, until settled here): their dirty data is reintegrated (its
+// OPEN, the base check, the write-back or a conflict copy, its CLOSE), their
+// kept opens are given back (CLOSEd: a callback the server could not deliver
+// while offline fenced the mount for the file, and the server then counts
+// none of them, nor calls this client back about the file, while a kept open
+// would serve its cached data again with no OPEN; the reintegration's OPEN
+// unfenced the mount without saying so), and their opens still held are
+// OPENed again. A file left owing (offline again) is settled at the next
+// reconnection; one whose reintegration failed otherwise by its delayed
+// write-back's own base check (checkBase).
 func (sn *snfsFS) sendOwedOpens(ctx context.Context) {
 	d := sn.disc
 	d.mu.Lock()
-	owed := d.owedOpens
-	d.owedOpens = map[*vfs.Inode]bool{}
+	owed := make([]*vfs.Inode, 0, len(d.owedOpens))
+	for i := range d.owedOpens {
+		owed = append(owed, i)
+	}
 	d.mu.Unlock()
-	for i := range owed {
-		if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
-			if err := sn.reintegrate(ctx, i.FH, cf, "disconnected"); err != nil {
-				sn.Logger().Warn("reintegration of a file written offline (its data stays dirty)", sn.PathAttr(i), "fileid", i.FileID, "err", err)
-				if errors.Is(err, ErrDisconnected) {
-					d.oweOpen(i)
-					continue
-				}
-			}
+	settled := 0
+	for _, i := range owed {
+		if sn.settleOwed(ctx, i) {
+			settled++
+			d.mu.Lock()
+			delete(d.owedOpens, i)
+			d.mu.Unlock()
 		}
-		sn.reopenGranted(ctx, i)
 	}
-	if len(owed) > 0 {
-		sn.Logger().Info("files opened for writing while disconnected settled", "files", len(owed))
+	if settled > 0 {
+		sn.Logger().Info("files opened for writing while disconnected settled", "files", settled)
 	}
+}
+
+// settleOwed is sendOwedOpens for i; false: offline again, i still owes.
+func (sn *snfsFS) settleOwed(ctx context.Context, i *vfs.Inode) bool {
+	if cf := cacheFileOrNil(i); cf != nil && cf.NeedsWriteBack() {
+		if err := sn.reintegrate(ctx, i.FH, cf, "disconnected"); err != nil {
+			if errors.Is(err, ErrDisconnected) || sn.disc.offline() {
+				return false
+			}
+			sn.Logger().Warn("reintegration of a file written offline (its data stays dirty)", sn.PathAttr(i), "fileid", i.FileID, "err", err)
+		}
+	}
+	sn.closeDelayed(i, true) // delayclose.go
+	return sn.reopenGranted(ctx, i)
 }
 
 // reopenGranted OPENs i for writing once for each open granted offline and
 // still held (the machine's Forgotten): the server counts them from then
-// on, as the machine does. The answer's caching is applied: a grant at the
+// on, as the machine does. False: offline again before it was done. The answer's caching is applied: a grant at the
 // version the cache holds (reintegrate relabelled it) keeps it, anything
 // else stops caching as a callback would (its dirty data written back).
-func (sn *snfsFS) reopenGranted(ctx context.Context, i *vfs.Inode) {
+func (sn *snfsFS) reopenGranted(ctx context.Context, i *vfs.Inode) bool {
 	snOf(i).openMu.Lock()
-	stop := false
+	stop, owing := false, false
 	for {
 		i.Mu.Lock()
 		left := stOf(i).Forgotten(state.Write) > 0
@@ -134,9 +153,7 @@ func (sn *snfsFS) reopenGranted(ctx context.Context, i *vfs.Inode) {
 		ok, err := sn.sess.OpenAs(ctx, c.UID, c.GID, c.Groups, i.FH, state.Write)
 		if err != nil {
 			sn.Logger().Warn("OPEN owed since the disconnection", sn.PathAttr(i), "fileid", i.FileID, "err", err)
-			if errors.Is(err, ErrDisconnected) {
-				sn.disc.oweOpen(i)
-			}
+			owing = errors.Is(err, ErrDisconnected)
 			break
 		}
 		i.Mu.Lock()
@@ -157,4 +174,5 @@ func (sn *snfsFS) reopenGranted(ctx context.Context, i *vfs.Inode) {
 		sn.Logger().Info("OPEN owed since the disconnection: caching not granted at the cached version, stopping", sn.PathAttr(i), "fileid", i.FileID)
 		sn.callback(ctx, i.FH, state.WritebackInvalidate, nil)
 	}
+	return !owing
 }
