@@ -154,7 +154,10 @@ func TestMountDisconnectedWriteOnlyRead(t *testing.T) {
 // online, the server keeps the second mount's bytes, the first mount's
 // whole file (its first bytes and what it appended) is kept beside them as
 // a conflict copy listed by `snfs conflicts` ("disconnected"), and trunc,
-// which nobody else changed, is written back with no conflict.
+// which nobody else changed, is written back with no conflict; so is cut,
+// which the second mount opened for writing and closed unchanged (the
+// first mount fenced for it), and the first mount reads the second's later
+// rewrite of it, and the second's app.
 func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 	t.Parallel()
 	s := newServeProc(t, "--grace", "2s", "--callback-timeout", "2s")
@@ -164,6 +167,14 @@ func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 	other := randBytes(5121, 23456)
 	if err := os.WriteFile(m2.path("work/app"), other, 0o644); err != nil {
 		t.Fatalf("the second mount's rewrite of app: %v", err)
+	}
+	// cut, written offline too, is opened for writing by the second mount
+	// and closed unchanged: the server's callback to the first fails (it is
+	// fenced for cut), but nothing conflicts.
+	if f, err := os.OpenFile(m2.path("work/cut"), os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 	ours := want["app"]
 	goOnlineReq(t, m)
@@ -192,6 +203,13 @@ func TestMountDisconnectedWriteOnlyReadConflict(t *testing.T) {
 		t.Fatalf("conflicts recorded: %q; want one, app's", c)
 	}
 	waitMountReads(t, m2, map[string][]byte{"app": other, "trunc": want["trunc"], "cut": want["cut"]}, 30*time.Second)
+	// The first mount is called back about cut again: a later change by the
+	// second is read, not the first's cached copy.
+	later := randBytes(5122, 3333)
+	if err := os.WriteFile(m2.path("work/cut"), later, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitMountReads(t, m, map[string][]byte{"cut": later, "app": other}, 10*time.Second)
 }
 
 // TestMountDisconnectedWriteOnlyReadKilled: the offline edits are closed
