@@ -68,6 +68,18 @@ func (sn *snfsFS) offlineWriteOpen(i *vfs.Inode, o *clientfile.Open) (keep bool,
 	return keep, nil
 }
 
+// offlineGrantUndo gives back an open offlineWriteOpen granted when the
+// application's open fails after all: no CLOSE (the server never counted
+// it), none owed.
+func (sn *snfsFS) offlineGrantUndo(i *vfs.Inode) {
+	snOf(i).openMu.Lock()
+	i.Mu.Lock()
+	acts := sn.applyLocked(i, stOf(i).GrantUndone(state.Write))
+	i.Mu.Unlock()
+	snOf(i).openMu.Unlock()
+	sn.notify(i, acts)
+}
+
 // oweOpen records that i was opened for writing offline with no OPEN.
 func (d *discState) oweOpen(i *vfs.Inode) {
 	d.mu.Lock()

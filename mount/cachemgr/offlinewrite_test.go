@@ -28,10 +28,13 @@ import (
 func TestOfflineWriteOpen(t *testing.T) {
 	addr, exp := testServer(t)
 	first := bytes.Repeat([]byte("0123456789abcdef"), 1000)
-	for _, n := range []string{"app", "held", "unread"} {
+	for _, n := range []string{"app", "held", "unread", "ro"} {
 		if err := os.WriteFile(filepath.Join(exp, n), first, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Chmod(filepath.Join(exp, "ro"), 0o444); err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
@@ -45,7 +48,7 @@ func TestOfflineWriteOpen(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	ino := map[string]*vfs.Inode{}
-	for _, n := range []string{"app", "held", "unread"} {
+	for _, n := range []string{"app", "held", "unread", "ro"} {
 		e, err := a.Lookup(ctx, a.Root(), c, n)
 		if err != nil {
 			t.Fatal(err)
@@ -81,6 +84,25 @@ func TestOfflineWriteOpen(t *testing.T) {
 
 	if _, _, err := a.Open(ctx, ino["unread"], c, syscall.O_WRONLY); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("open for writing offline of a file never read: %v; want ErrDisconnected", err)
+	}
+	// Root's open for writing of a file the mode bits let nobody write
+	// (the server, which may squash root, cannot be asked): refused after
+	// its grant, which is given back with no CLOSE owed for it.
+	if c.UID == 0 {
+		if _, _, err := a.Open(ctx, ino["ro"], c, syscall.O_WRONLY); !errors.Is(err, ErrDisconnected) {
+			t.Fatalf("root's open for writing offline of a mode 0444 file: %v; want ErrDisconnected", err)
+		}
+		sn := a.Ops().(*snfsFS)
+		sn.disc.mu.Lock()
+		owed := len(sn.disc.owed)
+		sn.disc.mu.Unlock()
+		i := ino["ro"]
+		i.Mu.Lock()
+		w, kept := stOf(i).Opens(state.Write), stOf(i).Kept(state.Read)
+		i.Mu.Unlock()
+		if owed != 0 || w != 0 || kept != 1 {
+			t.Fatalf("after a refused open granted offline: %d CLOSEs owed, %d write opens, %d kept read opens; want 0, 0, 1", owed, w, kept)
+		}
 	}
 	w, _, err := a.Open(ctx, ino["app"], c, syscall.O_WRONLY|syscall.O_APPEND)
 	if err != nil {

@@ -50,8 +50,12 @@ func (fs *snfsFS) snfsOpenWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, fl
 		// open served by a kept or shared write open holds a write open;
 		// one served by a kept open goes back to being kept (a refused
 		// user must not cost the others it: offline, its reopen would
-		// need an OPEN).
-		fs.snfsOpenUndo(ctx, i, pmode, reused)
+		// need an OPEN). One granted offline was never the server's.
+		if local {
+			fs.offlineGrantUndo(i)
+		} else {
+			fs.snfsOpenUndo(ctx, i, pmode, reused)
+		}
 		return nil, false, err
 	}
 	if !reused {

@@ -88,6 +88,21 @@ var keptCases = []struct {
 			return errors.Join(want("kept read", f.Kept(state.Read), 1), want("kept write", f.Kept(state.Write), 0),
 				want("forgotten", f.Forgotten(state.Write), 0), want("caching", f.Caching(), true), want("version", f.Version(), uint64(7)))
 		}},
+	{"a write open granted locally offline and given back (its access check failed) sends no CLOSE: the read open stays kept",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.Release(t0, state.Read, false)
+			o, _ := f.OpenBegin(state.Write)
+			r := state.OpenReply{CacheEnabled: true, Version: f.Version()}
+			f.OpenAnswered(&o, r, nil)
+			f.OpenCached(&o, r, true)
+			f.GrantedLocally(state.Write)
+			return f.GrantUndone(state.Write)
+		},
+		[]ActionKind{}, func(f *File) error {
+			return errors.Join(want("kept read", f.Kept(state.Read), 1), want("write opens", f.Opens(state.Write), 0),
+				want("forgotten", f.Forgotten(state.Write), 0), want("caching", f.Caching(), true))
+		}},
 	{"kept opens stay one per mode: a release finding one of its mode kept CLOSEs",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
