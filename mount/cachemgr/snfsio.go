@@ -93,7 +93,7 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 // else an OPEN sent. A CREATE_OPEN's open that a delayed close makes
 // superfluous is given back with a CLOSE.
 func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode, co *createOpened) (pmode state.Mode, keep, direct, reused bool, err error) {
-	pmode, keep, direct, reused, _, err = fs.snfsOpenProtoGrant(ctx, i, c, mode, co, co == nil)
+	pmode, keep, direct, reused, _, err = fs.snfsOpenProtoGrant(ctx, i, c, mode, co, false)
 	return pmode, keep, direct, reused, err
 }
 
