@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -17,13 +18,9 @@ import (
 // until reconnection, where the dirty data is reintegrated with a check of
 // its base against the server's file.
 
-// offwriteSetup makes work/app, work/trunc, work/cut and work/stat on the
-// server, mounts it (--disconnected=auto) and reads app, trunc and cut
-// through the mount
-// (kept open for reading: the cache holds them whole), stats stat (its
-// name and attributes known, its data not cached), and goes offline on
-// request. It returns the mount and the files' first contents.
-func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[string][]byte) {
+// offwriteFiles makes work/app, work/trunc, work/cut and work/stat on the
+// server and returns their contents.
+func offwriteFiles(t *testing.T, s *srvProc) map[string][]byte {
 	t.Helper()
 	if err := os.Mkdir(s.path("work"), 0o777); err != nil {
 		t.Fatal(err)
@@ -35,7 +32,14 @@ func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[str
 			t.Fatal(err)
 		}
 	}
-	m := startMount(t, s, "", "", append([]string{"--disconnected=auto", "--disconnect-after=2s", "--log-level=debug"}, extra...)...)
+	return first
+}
+
+// offwriteRead reads app, trunc and cut through m (kept open for reading:
+// the cache holds them whole) and stats stat (its name and attributes
+// known, its data not cached).
+func offwriteRead(t *testing.T, m *mntProc, first map[string][]byte) {
+	t.Helper()
 	for _, n := range []string{"app", "trunc", "cut"} {
 		if got := mustRead(t, m.path("work/"+n)); !bytes.Equal(got, first[n]) {
 			t.Fatalf("read of %s through the mount: %d bytes, want %d", n, len(got), len(first[n]))
@@ -44,6 +48,15 @@ func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[str
 	if _, err := os.Stat(m.path("work/stat")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// offwriteSetup is offwriteFiles, a mount (--disconnected=auto),
+// offwriteRead, and the mount offline on request.
+func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[string][]byte) {
+	t.Helper()
+	first := offwriteFiles(t, s)
+	m := startMount(t, s, "", "", append([]string{"--disconnected=auto", "--disconnect-after=2s", "--log-level=debug"}, extra...)...)
+	offwriteRead(t, m, first)
 	goOfflineReq(t, m)
 	return m, first
 }
@@ -229,6 +242,42 @@ func TestMountDisconnectedWriteOnlyReadKilled(t *testing.T) {
 			t.Fatalf("the server's %s changed before the remount", n)
 		}
 	}
+	m2 := startMount(t, s, "", m.cacheDir, "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
+	waitExport(t, m2, s.path("work"), want, 60*time.Second)
+	if c := conflictLines(m2); len(c) != 0 {
+		t.Fatalf("conflicts recorded: %q; want none", c)
+	}
+	waitMountReads(t, m2, want, 10*time.Second)
+}
+
+// TestMountDisconnectedWriteOnlyReadPartition: the mount goes offline
+// because the server is unreachable (a partition), the files it had only
+// read are edited offline and closed, and the mount is killed (-9) while
+// the partition lasts. A mount started on its cache directory, with the
+// server reachable, writes them back: the server has exactly the bytes, no
+// conflict (the first mount, still registered, is fenced for the files as
+// the new one OPENs them).
+func TestMountDisconnectedWriteOnlyReadPartition(t *testing.T) {
+	t.Parallel()
+	s := newServeProc(t, "--grace", "2s", "--callback-timeout", "2s")
+	p := newProxy(t, s.addr())
+	first := offwriteFiles(t, s)
+	m := newMnt(t, "", "")
+	m.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	m.launch(s, p.Port(), "--writeback-delay", "1h", "--log-level", "debug", "--metrics", m.metrics,
+		"--disconnected=auto", "--disconnect-after=2s")
+	t.Cleanup(func() {
+		p.Heal()
+		if t.Failed() {
+			t.Logf("log of the mount on %s (tail):\n%s", m.dir, tail(m.logPath, 80))
+		}
+	})
+	t.Cleanup(m.umount)
+	offwriteRead(t, m, first)
+	p.Partition(0)
+	waitMetric(t, m, "snfs_client_disconnected", 1, 30*time.Second)
+	want := offwriteEdit(t, m, first)
+	m.kill9()
 	m2 := startMount(t, s, "", m.cacheDir, "--disconnected=auto", "--disconnect-after=2s", "--log-level=debug")
 	waitExport(t, m2, s.path("work"), want, 60*time.Second)
 	if c := conflictLines(m2); len(c) != 0 {
