@@ -73,6 +73,17 @@ func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		}
 		return out
 	}
+	if sn.disc.offline() && sn.disc.owesOpen(i) {
+		// Written offline under an open granted locally (offlinewrite.go):
+		// the server takes this client for a reader, and an invalidation
+		// would drop the clean bytes around the dirty ones unwritten. Not
+		// answered, as if unreachable: the server fences this client for
+		// the file, and the reintegration's OPEN at reconnection finds
+		// the other client's change (a conflict copy of the whole file).
+		fs.Logger().Debug("callback of a file opened for writing offline: failed", "fileid", i.FileID, "mode", mode)
+		sn.stats.CallbacksFailed.Add(1)
+		return state.Failed
+	}
 	i.Mu.Lock()
 	dirtyLocked(i)
 	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.WState.Pending())

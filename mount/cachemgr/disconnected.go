@@ -23,7 +23,9 @@ import (
 // directory and name), their attributes as last seen, the data in the cache
 // directory of files it holds open or keeps open (delayed close), writes to
 // them into the cache (dirty, durable at close and fsync as always: nothing
-// is acknowledged that is not on the local disk). Namespace changes in
+// is acknowledged that is not on the local disk; an open for writing of one
+// held or kept only for reading is granted locally, its OPEN owed until
+// reconnection: offlinewrite.go). Namespace changes in
 // directories whose listing the mount has (CREATE, MKDIR, REMOVE, RMDIR,
 // RENAME) are made in those listings and logged in the modification log,
 // the data of files made so kept in the cache directory (offline.go,
@@ -63,14 +65,17 @@ type discState struct {
 	endCut  context.CancelFunc // cancels cut
 	written map[string]bool    // handles of files written while offline, until clean
 	owed    []owedClose        // CLOSEs refused offline, sent on reconnection
-	done    chan struct{}      // closed when the loop returns
+	// owedOpens: files opened for writing offline with no OPEN
+	// (offlinewrite.go), settled on reconnection.
+	owedOpens map[*vfs.Inode]bool
+	done      chan struct{} // closed when the loop returns
 }
 
 func newDisc(after time.Duration, log *slog.Logger) *discState {
 	if after <= 0 {
 		after = DefaultDisconnectAfter
 	}
-	d := &discState{after: after, log: log, written: map[string]bool{}, done: make(chan struct{})}
+	d := &discState{after: after, log: log, written: map[string]bool{}, owedOpens: map[*vfs.Inode]bool{}, done: make(chan struct{})}
 	d.cut, d.endCut = context.WithCancel(context.Background())
 	d.lastOK.Store(time.Now().UnixNano())
 	return d
@@ -303,6 +308,7 @@ func (sn *snfsFS) reconnected() {
 			sn.Logger().Info("modification log reintegrated after reconnection", "records", n)
 		}
 	}
+	sn.sendOwedOpens(ctx) // offlinewrite.go; before the CLOSEs owed and the write-backs
 	sn.sendOwed(ctx)
 	if err := sn.snfsSync(ctx); err != nil {
 		sn.Logger().Warn("write-back after reconnection (what failed stays dirty, written back later)", "err", err)

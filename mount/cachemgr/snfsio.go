@@ -35,7 +35,7 @@ func (fs *snfsFS) snfsOpen(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags 
 // gave (co, nil: none; snfsOpenProtoWith).
 func (fs *snfsFS) snfsOpenWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, flags int, co *createOpened) (*vfs.File, bool, error) {
 	mode := openModeOf(flags)
-	pmode, keep, direct, reused, err := fs.snfsOpenProtoWith(ctx, i, c, mode, co)
+	pmode, keep, direct, reused, local, err := fs.snfsOpenProtoGrant(ctx, i, c, mode, co, co == nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -43,13 +43,19 @@ func (fs *snfsFS) snfsOpenWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, fl
 	// (docs/protocol.md 4.2), and an open served by a kept one checks
 	// nothing at the server: the rest is asked of the access cache, or the
 	// server.
-	if err := fs.checkOpenAccess(ctx, i, c, accessNeeded(flags&syscall.O_ACCMODE == syscall.O_RDWR, mode), !reused, mode); err != nil {
+	// A write open granted offline (offlinewrite.go) was checked by
+	// nobody: the mode bits, as any offline open's.
+	if err := fs.checkOpenAccess(ctx, i, c, accessNeeded(flags&syscall.O_ACCMODE == syscall.O_RDWR, mode), !reused && !local, mode); err != nil {
 		// The protocol open given back is the one this open took: a read
 		// open served by a kept or shared write open holds a write open;
 		// one served by a kept open goes back to being kept (a refused
 		// user must not cost the others it: offline, its reopen would
-		// need an OPEN).
-		fs.snfsOpenUndo(ctx, i, pmode, reused)
+		// need an OPEN). One granted offline was never the server's.
+		if local {
+			fs.offlineGrantUndo(i)
+		} else {
+			fs.snfsOpenUndo(ctx, i, pmode, reused)
+		}
 		return nil, false, err
 	}
 	if !reused {
@@ -87,11 +93,23 @@ func (fs *snfsFS) snfsOpenProto(ctx context.Context, i *vfs.Inode, c vfs.Cred, m
 // else an OPEN sent. A CREATE_OPEN's open that a delayed close makes
 // superfluous is given back with a CLOSE.
 func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode, co *createOpened) (pmode state.Mode, keep, direct, reused bool, err error) {
+	pmode, keep, direct, reused, _, err = fs.snfsOpenProtoGrant(ctx, i, c, mode, co, false)
+	return pmode, keep, direct, reused, err
+}
+
+// snfsOpenProtoGrant is snfsOpenProtoWith; with grant, offline, an open
+// for writing that needs an OPEN may be granted locally (local:
+// offlinewrite.go), its OPEN owed until reconnection.
+func (fs *snfsFS) snfsOpenProtoGrant(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode, co *createOpened, grant bool) (pmode state.Mode, keep, direct, reused, local bool, err error) {
 	snOf(i).openMu.Lock()
 	i.Mu.Lock()
 	o, acts := stOf(i).OpenBegin(mode)
 	acts = fs.applyLocked(i, acts)
 	i.Mu.Unlock()
+	if grant && !o.Reused && mode == state.Write && fs.disc.offline() {
+		keep, err = fs.offlineWriteOpen(i, &o) // offlinewrite.go; releases openMu
+		return mode, keep, false, false, err == nil, err
+	}
 	var pre *snfs1.OpenOK
 	if co != nil {
 		pre = co.trusted(ctx, fs, i.FH)
@@ -112,7 +130,7 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 				keep = a.Keep
 			}
 		}
-		return o.Mode, keep, false, true, nil
+		return o.Mode, keep, false, true, false, nil
 	}
 	start := fs.AttrStart()
 	var ok *snfs1.OpenOK
@@ -148,7 +166,7 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 	if err != nil {
 		i.Mu.Unlock()
 		snOf(i).openMu.Unlock()
-		return mode, false, false, false, err
+		return mode, false, false, false, false, err
 	}
 	fs.Logger().Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
 	// Not over the attributes of a WRITE or SETATTR of this client's that
@@ -168,7 +186,7 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 		// The application's open fails: the open the server counted is
 		// given back, here and there, or it would stay counted for ever.
 		fs.snfsOpenUndo(ctx, i, mode, false)
-		return mode, false, false, false, err
+		return mode, false, false, false, false, err
 	}
 	// The version rule below may resize or invalidate the cache file: what
 	// joined passthrough writers wrote is taken in (dirty, kept) first.
@@ -211,7 +229,7 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 		keep, acts = stOf(i).OpenCached(&o, r, settled)
 		i.Mu.Unlock()
 		if len(acts) == 0 {
-			return mode, keep, false, false, nil
+			return mode, keep, false, false, false, nil
 		}
 		// A callback took caching away while this answer was applied, or
 		// the attributes did not settle: the write-through plan.
@@ -233,7 +251,7 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 			fs.NotifyData(i)
 		}
 	}
-	return mode, false, true, false, nil
+	return mode, false, true, false, false, nil
 }
 
 // closeCreateOpened gives back the open a CREATE_OPEN took when a delayed

@@ -43,7 +43,13 @@ func (fs *snfsFS) writeBackLoop() {
 		if fs.disc.offline() {
 			continue // kept dirty; written back on reconnection (disconnected.go)
 		}
-		done, failed := fs.writeBackAll(ctx, fs.dirtyInodes(time.Now().Add(-delay)))
+		var due []*vfs.Inode
+		for _, i := range fs.dirtyInodes(time.Now().Add(-delay)) {
+			if !fs.disc.owesOpen(i) { // its reintegration first (offlinewrite.go)
+				due = append(due, i)
+			}
+		}
+		done, failed := fs.writeBackAll(ctx, due)
 		for i, err := range failed {
 			fs.Logger().Warn("delayed write-back", fs.PathAttr(i), "fileid", i.FileID, "err", err)
 		}

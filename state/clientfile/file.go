@@ -370,6 +370,29 @@ func (f *File) Reopened(m state.Mode) {
 	}
 }
 
+// GrantedLocally: the open of mode just counted (OpenAnswered) was granted
+// by the driver itself, with no OPEN (disconnected operation: the mount is
+// offline, the file's data wholly cached): the server does not count it, as
+// a forgotten one, until the driver OPENs it (Reopened); its release sends
+// no CLOSE and is not kept.
+func (f *File) GrantedLocally(m state.Mode) {
+	f.forgot[m] = min(f.forgot[m]+1, f.opens[m])
+}
+
+// GrantUndone gives back an open GrantedLocally counted when the
+// application's open fails after all (its access check): the server never
+// counted it, so nothing is CLOSEd.
+func (f *File) GrantUndone(m state.Mode) []Action {
+	if f.opens[m] > 0 {
+		f.opens[m]--
+	}
+	if f.forgot[m] > 0 {
+		f.forgot[m]--
+	}
+	f.reclaimed[m] = min(f.reclaimed[m], f.opens[m])
+	return f.closedAll()
+}
+
 // OpenUndone gives back an open whose OPEN was answered when the
 // application's open fails after all (docs/protocol.md 4.2: each successful
 // OPEN is matched by one CLOSE): the server counts it, so it is CLOSEd, and

@@ -68,6 +68,41 @@ var keptCases = []struct {
 		[]ActionKind{ActSendOpen}, func(f *File) error {
 			return errors.Join(want("kept", f.Kept(state.Read), 1), want("opening", f.Opening(), 1))
 		}},
+	{"a write open granted locally offline beside a kept read open is one the server does not count: its release sends no CLOSE and keeps nothing, the read open stays kept and the file cached",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.Release(t0, state.Read, false)
+			o, _ := f.OpenBegin(state.Write)
+			r := state.OpenReply{CacheEnabled: true, Version: f.Version()}
+			f.OpenAnswered(&o, r, nil)
+			if _, acts := f.OpenCached(&o, r, true); len(acts) != 0 {
+				t.Fatalf("the local grant's OpenCached: %v", acts)
+			}
+			f.GrantedLocally(state.Write)
+			if r, w, _, _, _, _ := f.ReclaimItem(); r != 1 || w != 0 {
+				t.Fatalf("reclaim reports %d readers, %d writers; want the kept read open only", r, w)
+			}
+			return f.Release(t0, state.Write, false)
+		},
+		[]ActionKind{}, func(f *File) error {
+			return errors.Join(want("kept read", f.Kept(state.Read), 1), want("kept write", f.Kept(state.Write), 0),
+				want("forgotten", f.Forgotten(state.Write), 0), want("caching", f.Caching(), true), want("version", f.Version(), uint64(7)))
+		}},
+	{"a write open granted locally offline and given back (its access check failed) sends no CLOSE: the read open stays kept",
+		func(t *testing.T, f *File) []Action {
+			opened(t, f, state.Read, grant)
+			f.Release(t0, state.Read, false)
+			o, _ := f.OpenBegin(state.Write)
+			r := state.OpenReply{CacheEnabled: true, Version: f.Version()}
+			f.OpenAnswered(&o, r, nil)
+			f.OpenCached(&o, r, true)
+			f.GrantedLocally(state.Write)
+			return f.GrantUndone(state.Write)
+		},
+		[]ActionKind{}, func(f *File) error {
+			return errors.Join(want("kept read", f.Kept(state.Read), 1), want("write opens", f.Opens(state.Write), 0),
+				want("forgotten", f.Forgotten(state.Write), 0), want("caching", f.Caching(), true))
+		}},
 	{"kept opens stay one per mode: a release finding one of its mode kept CLOSEs",
 		func(t *testing.T, f *File) []Action {
 			opened(t, f, state.Read, grant)
