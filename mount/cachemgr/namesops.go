@@ -129,7 +129,12 @@ func (sn *snfsFS) ListNames(ctx context.Context, dir *vfs.Inode, c vfs.Cred, ope
 	if err != nil {
 		return nil, false, false, nil // the core's READDIRPLUS tells
 	}
-	return direntsOf(ents), false, true, nil
+	// ents is the installed listing's (cdir.ents), which others change
+	// under nc.mu (forgetLocked, a local change's entry): read under it.
+	nc.mu.Lock()
+	out := direntsOf(ents)
+	nc.mu.Unlock()
+	return out, false, true, nil
 }
 
 // direntsOf is a listing's names for the kernel (no attributes: a lookup
