@@ -32,9 +32,7 @@ func (d *Driver) sendCallback(cb state.Callback) {
 // sendCallbackTo is sendCallback for the table whose callback cb is: sent
 // reports it written, done how it ended (exactly once).
 func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done func(time.Time, state.Outcome)) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.goOwned(func() {
 		var once sync.Once
 		report := func(outcome state.Outcome) {
 			once.Do(func() {
@@ -101,7 +99,7 @@ func (d *Driver) sendCallbackTo(cb state.Callback, sent func(time.Time), done fu
 		if err != nil {
 			d.log.Info("callback failed", "client", d.clientName(cb.Client), "mode", cb.Mode, "err", err)
 		}
-	}()
+	})
 }
 
 // releaseAfter gives the sender slot back after dl, or when the returned
@@ -161,9 +159,7 @@ func (d *Driver) rebound(ctx context.Context, c state.ClientID, old *sunrpc.Conn
 // moves to a new connection (a REGISTER) the probe goes again there; it fails
 // when the client has no connection for CallbackTimeout, or is gone.
 func (d *Driver) sendProbe(c state.ClientID) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.goOwned(func() {
 		var once sync.Once
 		report := func(ok bool) {
 			once.Do(func() { d.m.CallbackPathVerified(d.now(), c, ok) })
@@ -197,7 +193,7 @@ func (d *Driver) sendProbe(c state.ClientID) {
 			}
 			old = conn
 		}
-	}()
+	})
 }
 
 func (d *Driver) acquireSender() bool {

@@ -119,15 +119,13 @@ func (d *Driver) whileBound(c state.ClientID, conn *sunrpc.Conn) (context.Contex
 		cancel()
 		return ctx, cancel
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.goOwned(func() {
 		select {
 		case <-unbound:
 			cancel()
 		case <-ctx.Done():
 		}
-	}()
+	})
 	return ctx, cancel
 }
 

@@ -87,7 +87,12 @@ type Driver struct {
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // sweeper, senders, continuations
+	wg     sync.WaitGroup // sweeper, senders, continuations; added to only through goOwned
+	// gmu orders goOwned's wg.Add before Stop's wg.Wait: once stopped is set
+	// no goroutine starts (an Add after the Wait returned would run against
+	// closed records, and the race detector rightly flags it).
+	gmu     sync.RWMutex
+	stopped bool // guarded by gmu
 
 	mu      sync.RWMutex
 	parked  map[state.ReqID]func(state.OpenReply, error) // guarded by mu
@@ -174,15 +179,33 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	d.startGrace(d.now(), recs, cfg.Grace)
-	d.wg.Add(1)
-	go d.sweep(cfg.TickEvery)
+	d.goOwned(func() { d.sweep(cfg.TickEvery) })
 	return d, nil
+}
+
+// goOwned runs fn in a goroutine Stop waits for, unless Stop has begun: then
+// it reports false and fn does not run.
+func (d *Driver) goOwned(fn func()) bool {
+	d.gmu.RLock()
+	defer d.gmu.RUnlock()
+	if d.stopped {
+		return false
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Stop stops the sweeper and the senders, waits for them, and closes the
 // records. Requests still parked are dropped.
 func (d *Driver) Stop() error {
 	d.cancel()
+	d.gmu.Lock()
+	d.stopped = true
+	d.gmu.Unlock()
 	d.wg.Wait()
 	d.mu.Lock()
 	parked := d.parked
@@ -208,7 +231,6 @@ func (d *Driver) Active() bool { return d.active.Load() }
 func (d *Driver) Table() *state.Machine { return d.m }
 
 func (d *Driver) sweep(every time.Duration) {
-	defer d.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -259,15 +281,13 @@ func (d *Driver) do(acts []state.Action) {
 // path (a commit is a flush; the table asks for the next block while half of
 // the current one is left, so nobody waits for it unless versions run out).
 func (d *Driver) reserve(through uint64) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.goOwned(func() {
 		err := d.rec.setVersionMark(through)
 		if err != nil {
 			d.log.Error("cannot make the version mark durable", "err", err)
 		}
 		d.do(d.m.VersionsReserved(d.now(), through, err))
-	}()
+	})
 }
 
 // park records the continuation of a request the table parked; an answer that
@@ -302,11 +322,9 @@ func (d *Driver) answer(req state.ReqID, r state.OpenReply, err error) {
 // may be long (a deferred NFS WRITE), and whoever delivers the answer (the
 // sweeper, a callback's completion) must not wait for it.
 func (d *Driver) continueWith(fn func(state.OpenReply, error), a answer) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		fn(a.reply, a.err)
-	}()
+	if !d.goOwned(func() { fn(a.reply, a.err) }) {
+		fn(state.OpenReply{}, ErrGone) // stopping: as Stop answers the parked ones
+	}
 }
 
 // Open applies an OPEN by table client c. answer is called exactly once: before

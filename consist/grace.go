@@ -108,9 +108,7 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 	// clock moved past the bound before (OffsetClock.Advance) was missed.
 	over := make(chan struct{})
 	t := d.clock.AfterFunc(bound, func() { close(over) })
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.goOwned(func() {
 		defer t.Stop()
 		select {
 		case <-over:
@@ -118,7 +116,7 @@ func (d *Driver) startGrace(start time.Time, recs map[string]record, bound time.
 		case <-g.done:
 		case <-d.ctx.Done():
 		}
-	}()
+	})
 }
 
 // endGrace ends the grace period (if it lasts) for reason. On a timeout, the
