@@ -81,6 +81,9 @@ type offLog struct {
 	// checked: names were checked against their bases after their permits
 	// were lost (permitlost.go): a refused record poisons its names too.
 	checked bool
+	// durable: the bases file holds what the check found (offlinebase.go's
+	// saveChecked): a name poisoned since is added to it.
+	durable bool
 	// attr: by handle, the bases of the objects the server made whose
 	// attributes were changed offline (offlineattr.go), until checked;
 	// attrChecked: those checked, until the log is in (a refused

@@ -18,7 +18,15 @@ import (
 // that changes the name (as the log's records, to the kernel at once: they
 // survive a kill of the mount), so that a mount killed offline checks its
 // log's names as the one that logged them would have (offlinereint.go).
-// The file goes once the names are checked under the permits.
+//
+// Once the names are checked under the permits, the file is replaced by
+// what the check found (saveChecked): the names it poisoned, the attribute
+// bases it checked, and a "checked" line; a record refused later poisons
+// its names there too. A mount killed before the whole log is on the
+// server so keeps, at its restart, the records the check refused as
+// conflicts: without the file they would be sent, over another's change
+// (the bases themselves cannot be checked again: the records sent since
+// changed those names). The file goes once the whole log is in (offDone).
 
 // baseLine is one line of the bases file.
 type baseLine struct {
@@ -31,9 +39,16 @@ type baseLine struct {
 	// attrBase: Dir and Name its directory and name, Permit the
 	// directory whose permit it needs, Ctime its change time); "": a
 	// name's base.
+	//
+	// Kind "poison": Key (hex) is a name or object the check (or a refused
+	// record since) poisoned (offLog.poison), "unpoison" one a record
+	// applied since made again (unpoisonMade); "attrchecked": an attribute
+	// base the check took (offLog.attrChecked); "checked": the names were
+	// checked, the lines before it are what the check found.
 	Kind   string     `json:"kind,omitempty"`
 	Permit string     `json:"permit,omitempty"`
 	Ctime  *nfs3.Time `json:"ctime,omitempty"`
+	Key    string     `json:"key,omitempty"`
 }
 
 func (p *permits) basesPath() string { return filepath.Join(p.offDataDir(), "bases") }
@@ -47,21 +62,63 @@ func (p *permits) saveBase(b offBase) {
 func (p *permits) saveLine(bl baseLine) {
 	line, err := json.Marshal(bl)
 	if err == nil {
-		err = os.MkdirAll(p.offDataDir(), 0o700)
-	}
-	var f *os.File
-	if err == nil {
-		f, err = os.OpenFile(p.basesPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	}
-	if err == nil {
-		_, err = f.Write(append(line, '\n'))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		err = p.writeBases(os.O_APPEND, append(line, '\n'))
 	}
 	if err != nil {
 		p.sn.FS.Logger().Warn("the bases of the names changed offline (a restart checks them by the server's checks only)", "err", err)
 	}
+}
+
+// writeBases appends b to the bases file (flag os.O_APPEND), or replaces
+// the file by one holding b (flag 0: a new file renamed over it, so that a
+// kill leaves the old one or the new one whole).
+func (p *permits) writeBases(flag int, b []byte) error {
+	if err := os.MkdirAll(p.offDataDir(), 0o700); err != nil {
+		return err
+	}
+	name := p.basesPath()
+	if flag == 0 {
+		name += ".new"
+		flag = os.O_TRUNC
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|flag, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && name != p.basesPath() {
+		err = os.Rename(name, p.basesPath())
+	}
+	return err
+}
+
+// saveChecked replaces the bases file by what the check of the names
+// found (p.off.mu held, the bases checked): the poisoned names, the
+// attribute bases checked, a "checked" line.
+func (p *permits) saveChecked() {
+	var b []byte
+	add := func(bl baseLine) {
+		if line, err := json.Marshal(bl); err == nil {
+			b = append(append(b, line...), '\n')
+		}
+	}
+	for k := range p.off.poison {
+		add(baseLine{Kind: "poison", Key: hex.EncodeToString([]byte(k))})
+	}
+	for _, a := range p.off.attrChecked {
+		ct := a.ctime
+		add(baseLine{Kind: "attrchecked", Dir: hex.EncodeToString(a.parent), Name: a.name, FH: hex.EncodeToString(a.fh),
+			Permit: hex.EncodeToString(a.permit), Ctime: &ct})
+	}
+	add(baseLine{Kind: "checked"})
+	if err := p.writeBases(0, b); err != nil {
+		p.sn.FS.Logger().Warn("saving what the check of the names changed offline found (a restart would send what it refused)", "err", err)
+		return
+	}
+	p.off.durable = true
 }
 
 // saveAttrBase appends the attribute base b to the bases file (p.off.mu
@@ -72,7 +129,8 @@ func (p *permits) saveAttrBase(b attrBase) {
 		Permit: hex.EncodeToString(b.permit), Ctime: &ct})
 }
 
-// loadAttrBase takes in an attribute base's line (p.off.mu held).
+// loadAttrBase takes in an attribute base's line (p.off.mu held): into
+// p.off.attr, or p.off.attrChecked for a line of kind "attrchecked".
 func (p *permits) loadAttrBase(bl baseLine) {
 	fh, err1 := hex.DecodeString(bl.FH)
 	perm, err2 := hex.DecodeString(bl.Permit)
@@ -80,13 +138,17 @@ func (p *permits) loadAttrBase(bl baseLine) {
 	if err1 != nil || err2 != nil || err3 != nil || len(fh) == 0 || len(perm) == 0 || bl.Ctime == nil {
 		return
 	}
-	if _, ok := p.off.attr[string(fh)]; ok {
+	m := &p.off.attr
+	if bl.Kind == "attrchecked" {
+		m = &p.off.attrChecked
+	}
+	if _, ok := (*m)[string(fh)]; ok {
 		return
 	}
-	if p.off.attr == nil {
-		p.off.attr = map[string]attrBase{}
+	if *m == nil {
+		*m = map[string]attrBase{}
 	}
-	p.off.attr[string(fh)] = attrBase{fh: fh, permit: perm, parent: parent, name: bl.Name, ctime: *bl.Ctime}
+	(*m)[string(fh)] = attrBase{fh: fh, permit: perm, parent: parent, name: bl.Name, ctime: *bl.Ctime}
 }
 
 // loadBases reads the bases a killed mount left.
@@ -102,11 +164,28 @@ func (p *permits) loadBases() {
 		if strings.TrimSpace(l) == "" || json.Unmarshal([]byte(l), &bl) != nil {
 			continue // a line torn by a kill
 		}
-		if bl.Kind == "attr" {
+		switch bl.Kind {
+		case "attr", "attrchecked":
 			p.loadAttrBase(bl)
 			continue
-		}
-		if bl.Kind != "" {
+		case "poison":
+			if k, err := hex.DecodeString(bl.Key); err == nil && len(k) > 0 {
+				if p.off.poison == nil {
+					p.off.poison = map[string]bool{}
+				}
+				p.off.poison[string(k)] = true
+			}
+			continue
+		case "unpoison":
+			if k, err := hex.DecodeString(bl.Key); err == nil {
+				delete(p.off.poison, string(k))
+			}
+			continue
+		case "checked":
+			p.off.durable = true
+			continue
+		case "":
+		default:
 			continue
 		}
 		dir, err1 := hex.DecodeString(bl.Dir)
@@ -129,6 +208,7 @@ func (p *permits) loadBases() {
 
 // dropBases removes the bases file (p.off.mu held).
 func (p *permits) dropBases() {
+	p.off.durable = false
 	if err := os.Remove(p.basesPath()); err != nil && !os.IsNotExist(err) {
 		p.sn.FS.Logger().Warn("removing the bases of the names changed offline", "err", err)
 	}

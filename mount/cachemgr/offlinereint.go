@@ -101,8 +101,9 @@ func (p *permits) offPrepare(ctx context.Context) error {
 	p.off.mu.Lock()
 	p.off.base = nil // checked: under the permits now, nobody else changes them
 	p.off.checked = true
-	p.dropBases()
+	p.saveChecked() // offlinebase.go: kept until the whole log is in
 	p.off.mu.Unlock()
+	p.sn.afterOffCheck.run(nil)
 	return nil
 }
 
@@ -130,6 +131,9 @@ func (p *permits) poison(k string) {
 	p.off.mu.Lock()
 	if p.off.poison == nil {
 		p.off.poison = map[string]bool{}
+	}
+	if !p.off.poison[k] && p.off.durable {
+		p.saveLine(baseLine{Kind: "poison", Key: hex.EncodeToString([]byte(k))})
 	}
 	p.off.poison[k] = true
 	p.off.mu.Unlock()
@@ -182,7 +186,11 @@ func (p *permits) unpoisonMade(recs []snfs1.CMLRecord, rep *snfs1.ReintegrateRes
 			return
 		}
 		if op := recs[k].Op; op == snfs1.CMLCreate || op == snfs1.CMLMkdir || op == snfs1.CMLSymlink {
-			delete(p.off.poison, offNameKey(recs[k].Dir, recs[k].Name))
+			key := offNameKey(recs[k].Dir, recs[k].Name)
+			if p.off.poison[key] && p.off.durable {
+				p.saveLine(baseLine{Kind: "unpoison", Key: hex.EncodeToString([]byte(key))})
+			}
+			delete(p.off.poison, key)
 		}
 	}
 }

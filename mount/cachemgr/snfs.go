@@ -176,6 +176,10 @@ type snfsFS struct {
 	// REMOVE (or RENAME over the file) is done, its cache file not yet
 	// dropped (a kill there).
 	beforeRemoved testHook
+	// afterOffCheck, set only by tests, runs once the names an offline log
+	// changes are checked, before any of it is sent (a kill there), with a
+	// nil Inode.
+	afterOffCheck testHook
 	// beforeCallbackEnd, set only by tests, runs in a callback before each
 	// CallbackEnd, once the work asked so far is done (an application
 	// closing its file during the callback, on the callback's goroutine).
