@@ -113,11 +113,11 @@ func (p *permits) offPrepare(ctx context.Context) error {
 func (p *permits) offDone(ctx context.Context) {
 	p.off.mu.Lock()
 	was := p.off.pending
-	p.off.pending, p.off.base, p.off.poison, p.off.checked = false, nil, nil, false
-	p.off.attr, p.off.attrChecked = nil, nil
-	if was {
+	if was || p.off.durable { // durable: a check's findings loaded by a mount without disconnected operation
 		p.dropBases()
 	}
+	p.off.pending, p.off.base, p.off.poison, p.off.checked = false, nil, nil, false
+	p.off.attr, p.off.attrChecked = nil, nil
 	p.off.mu.Unlock()
 	p.mu.Lock()
 	p.goneDirs = nil
