@@ -1,12 +1,8 @@
 package cachemgr
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,59 +19,20 @@ import (
 // it).
 func TestOfflineCheckedKilled(t *testing.T) {
 	addr, exp := testServer(t)
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
 	if err := os.Mkdir(filepath.Join(exp, "d"), 0o777); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(exp, "d", "f"), []byte("the server's f"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cacheA, cacheB := t.TempDir(), t.TempDir()
-	cfg := SNFSMountConfig{Addr: addr, Export: exp, Name: "offcheck",
-		CacheDir: cacheA, WriteBackDelay: time.Hour, Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	a, err := OpenSNFS(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	d, err := a.Lookup(ctx, a.Root(), c, "d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ReadDir(ctx, d.Inode, c); err != nil {
-		t.Fatal(err)
-	}
-	f, err := a.Lookup(ctx, d.Inode, c, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not offline 20 s after the request")
-		}
-	}
-	_, h, err := a.Create(ctx, d.Inode, c, "n", 0o644, true, syscall.O_RDWR)
-	if err != nil {
-		t.Fatalf("create offline: %v", err)
-	}
-	if _, err := a.Write(ctx, h, 0, []byte("made offline")); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Flush(ctx, h); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx, h); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Remove(ctx, d.Inode, c, "f", f.Inode); err != nil {
+	a := openOffline(t, addr, exp, func(cfg *SNFSMountConfig) { cfg.Name = "offcheck" })
+	ctx, cacheA, cacheB := a.ctx, a.cacheDir, t.TempDir()
+	d := a.lookup(nil, "d")
+	a.listed(d.Inode)
+	f := a.lookup(d.Inode, "f")
+	a.setOffline(true)
+	a.writeNew(d.Inode, "n", []byte("made offline"))
+	if err := a.Remove(ctx, d.Inode, a.c, "f", f.Inode); err != nil {
 		t.Fatalf("remove offline: %v", err)
 	}
 	theirs := []byte("a process on the server wrote f meanwhile")
@@ -84,7 +41,7 @@ func TestOfflineCheckedKilled(t *testing.T) {
 	}
 
 	copied := make(chan struct{})
-	mgrOf(a).afterOffCheck.set(func(*vfs.Inode) {
+	mgrOf(a.FS).afterOffCheck.set(func(*vfs.Inode) {
 		select {
 		case <-copied:
 		default:
@@ -92,7 +49,7 @@ func TestOfflineCheckedKilled(t *testing.T) {
 			close(copied)
 		}
 	})
-	if err := SetDisconnected(a, false); err != nil {
+	if err := SetDisconnected(a.FS, false); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -109,17 +66,18 @@ func TestOfflineCheckedKilled(t *testing.T) {
 	default:
 		t.Fatal("the reconnection did not check the names")
 	}
-	mgrOf(a).afterOffCheck.set(nil)
+	mgrOf(a.FS).afterOffCheck.set(nil)
 	if cs, _ := ReadConflicts(cacheA); len(cs) != 1 || cs[0].Name != "f" {
 		t.Fatalf("conflicts of the mount that checked: %+v; want one, f's UNLINK", cs)
 	}
 	// a is not closed before the remount: a kill sends no UNREGISTER, and
 	// the server keeps the last LSN it applied for the name (a clean end
 	// would forget it, and the remount would send the CREATE again).
-	if err := SetDisconnected(a, true); err != nil {
+	if err := SetDisconnected(a.FS, true); err != nil {
 		t.Fatal(err)
 	}
 
+	cfg := a.cfg
 	cfg.CacheDir = cacheB
 	b, err := OpenSNFS(ctx, cfg)
 	if err != nil {

@@ -1,13 +1,9 @@
 package cachemgr
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,19 +22,11 @@ import (
 // reaches the server.
 func TestOfflineSetattrAgain(t *testing.T) {
 	addr, exp := testServer(t)
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
 	if err := os.WriteFile(filepath.Join(exp, "f"), []byte("the server's f"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cacheDir := t.TempDir()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, addr, exp, nil)
+	ctx, c, cacheDir := a.ctx, a.c, a.cacheDir
 	if _, err := a.ReadDir(ctx, a.Root(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -46,20 +34,7 @@ func TestOfflineSetattrAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offline := func(off bool) {
-		t.Helper()
-		if err := SetDisconnected(a, off); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if _, is := DisconnectedSince(a); is == off {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("offline %v not reached in 20 s", off)
-			}
-		}
-	}
+	offline := a.setOffline
 	// chmodOffline makes a chmod offline, reports whether it was made, and
 	// reconnects: a chmod made is on the server, no conflict recorded.
 	chmodOffline := func(m uint32) bool {
@@ -114,22 +89,15 @@ func TestOfflineSetattrAfterPermitSetattr(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(s.export, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
-	cacheDir := t.TempDir()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: s.addr, Export: s.export, Name: "A",
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Permits: true, PermitData: true,
-		Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, s.addr, s.export, func(cfg *SNFSMountConfig) {
+		cfg.Permits, cfg.PermitData = true, true
+	})
+	ctx, c, cacheDir := a.ctx, a.c, a.cacheDir
 	e, err := a.Lookup(ctx, a.Root(), c, "d")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, sn := e.Inode, mgrOf(a)
+	d, sn := e.Inode, mgrOf(a.FS)
 	holdPermit(t, sn, d)
 	if _, err := a.ReadDir(ctx, d, c); err != nil {
 		t.Fatal(err)
@@ -144,21 +112,7 @@ func TestOfflineSetattrAfterPermitSetattr(t *testing.T) {
 	if sn.permits.log.Len() == 0 {
 		t.Skip("the chmod under the permit was not logged: nothing to test")
 	}
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	wait := func(off bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if _, is := DisconnectedSince(a); is == off {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("offline %v not reached in 20 s", off)
-			}
-		}
-	}
-	wait(true)
+	a.setOffline(true)
 	time.Sleep(20 * time.Millisecond)
 	m2 := uint32(0o700)
 	_, _, err = a.Setattr(ctx, d, c, vfs.SetAttr{Mode: &m2})
@@ -169,10 +123,7 @@ func TestOfflineSetattrAfterPermitSetattr(t *testing.T) {
 	if err != nil {
 		want = m1 // not made offline: the first stays
 	}
-	if err := SetDisconnected(a, false); err != nil {
-		t.Fatal(err)
-	}
-	wait(false)
+	a.setOffline(false)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if cs, _ := ReadConflicts(cacheDir); len(cs) != 0 {
 			t.Fatalf("conflicts: %+v; want none (nobody else changed d)", cs)

@@ -1,10 +1,7 @@
 package cachemgr
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,21 +20,13 @@ import (
 // meanwhile is a conflict, and the server's mode stays.
 func TestOfflineSetattrServerObjects(t *testing.T) {
 	addr, exp := testServer(t)
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
 	for _, n := range []string{"f", "g", "dirty"} {
 		if err := os.WriteFile(filepath.Join(exp, n), []byte("the server's "+n), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cacheDir := t.TempDir()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, addr, exp, nil)
+	ctx, c, cacheDir := a.ctx, a.c, a.cacheDir
 	if _, err := a.ReadDir(ctx, a.Root(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -60,17 +49,7 @@ func TestOfflineSetattrServerObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Release(ctx, w)
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not offline 20 s after the request")
-		}
-	}
+	a.setOffline(true)
 	mode := func(m uint32) vfs.SetAttr { return vfs.SetAttr{Mode: &m} }
 	got, _, err := a.Setattr(ctx, ents["f"].Inode, c, mode(0o755))
 	if err != nil || got.Mode&0o7777 != 0o755 {
@@ -97,7 +76,7 @@ func TestOfflineSetattrServerObjects(t *testing.T) {
 	if err := os.Chmod(filepath.Join(exp, "g"), 0o640); err != nil { // a process on the server, meanwhile
 		t.Fatal(err)
 	}
-	if err := SetDisconnected(a, false); err != nil {
+	if err := SetDisconnected(a.FS, false); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -1,15 +1,9 @@
 package cachemgr
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"runtime"
 	"syscall"
 	"testing"
-	"time"
-
-	"snfs/mount/vfs"
 )
 
 // TestOfflineRemoveWaitsEveryRelease: offline, a file made offline is
@@ -21,34 +15,15 @@ import (
 // and is made offline once the late RELEASE comes.
 func TestOfflineRemoveWaitsEveryRelease(t *testing.T) {
 	addr, exp := testServer(t)
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: t.TempDir(), WriteBackDelay: time.Hour, Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, addr, exp, nil)
+	ctx, c := a.ctx, a.c
 	sn := a.Ops().(*snfsFS)
 	d, err := a.Mkdir(ctx, a.Root(), c, "d", 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.ReadDir(ctx, d.Inode, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not offline 20 s after the request")
-		}
-	}
+	a.listed(d.Inode)
+	a.setOffline(true)
 
 	e, w, err := a.Create(ctx, d.Inode, c, "f", 0o644, true, syscall.O_WRONLY)
 	if err != nil {

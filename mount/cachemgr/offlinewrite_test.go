@@ -2,10 +2,7 @@ package cachemgr
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -36,17 +33,11 @@ func TestOfflineWriteOpen(t *testing.T) {
 	if err := os.Chmod(filepath.Join(exp, "ro"), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
-	cacheDir := t.TempDir()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled, KeptOpens: 100,
-		Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, addr, exp, func(cfg *SNFSMountConfig) {
+		cfg.CloseDelay = clientfile.UntilRecalled
+		cfg.KeptOpens = 100
+	})
+	ctx, c, cacheDir := a.ctx, a.c, a.cacheDir
 	ino := map[string]*vfs.Inode{}
 	for _, n := range []string{"app", "held", "unread", "ro"} {
 		e, err := a.Lookup(ctx, a.Root(), c, n)
@@ -70,17 +61,7 @@ func TestOfflineWriteOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not offline 20 s after the request")
-		}
-	}
+	a.setOffline(true)
 
 	if _, _, err := a.Open(ctx, ino["unread"], c, syscall.O_WRONLY); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("open for writing offline of a file never read: %v; want ErrDisconnected", err)
@@ -136,13 +117,13 @@ func TestOfflineWriteOpen(t *testing.T) {
 	if _, err := a.Write(ctx, h, 0, []byte("OFFLINE")); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetDisconnected(a, false); err != nil {
+	if err := SetDisconnected(a.FS, false); err != nil {
 		t.Fatal(err)
 	}
 	wantHeld := append([]byte("OFFLINE"), first[7:]...)
 	wantHeld = append(wantHeld, "ONLINE"...)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); !off {
+		if _, off := DisconnectedSince(a.FS); !off {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -2,16 +2,12 @@ package cachemgr
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"snfs/mount/vfs"
 	"snfs/state/clientfile"
 )
 
@@ -25,17 +21,11 @@ func TestOfflineWriteOpenUnlinked(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(exp, "gone"), first, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c := vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}
-	cacheDir := t.TempDir()
-	a, err := OpenSNFS(ctx, SNFSMountConfig{Addr: addr, Export: exp, Name: "A",
-		CacheDir: cacheDir, WriteBackDelay: time.Hour, CloseDelay: clientfile.UntilRecalled, KeptOpens: 100,
-		Disconnected: true, DisconnectAfter: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := openOffline(t, addr, exp, func(cfg *SNFSMountConfig) {
+		cfg.CloseDelay = clientfile.UntilRecalled
+		cfg.KeptOpens = 100
+	})
+	ctx, c, cacheDir := a.ctx, a.c, a.cacheDir
 	if _, err := a.ReadDir(ctx, a.Root(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -53,17 +43,7 @@ func TestOfflineWriteOpenUnlinked(t *testing.T) {
 	}
 	a.Flush(ctx, r)
 	a.Release(ctx, r)
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, off := DisconnectedSince(a); off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not offline")
-		}
-	}
+	a.setOffline(true)
 	w, _, err := a.Open(ctx, e.Inode, c, syscall.O_WRONLY|syscall.O_APPEND)
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +56,10 @@ func TestOfflineWriteOpenUnlinked(t *testing.T) {
 	if err := a.Remove(ctx, a.Root(), c, "gone", e.Inode); err != nil {
 		t.Fatalf("unlink offline: %v", err)
 	}
-	SetDisconnected(a, false)
+	SetDisconnected(a.FS, false)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		_, err := os.Stat(filepath.Join(exp, "gone"))
-		if _, off := DisconnectedSince(a); !off && os.IsNotExist(err) {
+		if _, off := DisconnectedSince(a.FS); !off && os.IsNotExist(err) {
 			break
 		}
 		if time.Now().After(deadline) {
