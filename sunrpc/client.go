@@ -53,10 +53,10 @@ type transport struct {
 	cancel        context.CancelFunc
 
 	mu      sync.Mutex
-	cur     *Conn         // guarded by mu; nil when not connected
-	dialing chan struct{} // guarded by mu; closed when the dial in progress ends
-	closed  bool          // guarded by mu
-	wg      sync.WaitGroup
+	cur     *Conn          // guarded by mu; nil when not connected
+	dialing chan struct{}  // guarded by mu; closed when the dial in progress ends
+	closed  bool           // guarded by mu
+	wg      sync.WaitGroup // the connections' serve goroutines; added to under mu while !closed
 }
 
 // DialOption configures Dial.
@@ -228,6 +228,17 @@ func (t *transport) dial(ctx context.Context) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	// Counted under mu, as Close sets closed before its Wait: a Close
+	// while connect(2) ran has waited already, and the connection would be
+	// served, and the connect hook run, on a closed client.
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		closeNC(nc)
+		return nil, ErrClientClosed
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
 	network := "tcp"
 	if !t.stream() {
 		network = "udp"
@@ -241,7 +252,6 @@ func (t *transport) dial(ctx context.Context) (*Conn, error) {
 		}
 		t.mu.Unlock()
 	})
-	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		c.serve()
