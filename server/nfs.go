@@ -315,7 +315,7 @@ func (s *Server) nfsProgram() *sunrpc.Program {
 		nfs3.ProcLookup: nfsProc(s, op[nfs3.DirOpArgs, nfs3.LookupRes]{Name: "LOOKUP", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir }, Handler: s.lookup, Dirs: readDirs(func(a *nfs3.DirOpArgs) nfs3.FH { return a.Dir })}),
 		nfs3.ProcAccess: nfsProc(s, op[nfs3.AccessArgs, nfs3.AccessRes]{Name: "ACCESS", Cache: idempotent, Inline: always,
-			FH: func(a *nfs3.AccessArgs) nfs3.FH { return a.Object }, Handler: s.access, Access: accessAccess}),
+			FH: func(a *nfs3.AccessArgs) nfs3.FH { return a.Object }, Handler: s.access, Access: accessAccess, Dirs: readDirs(func(a *nfs3.AccessArgs) nfs3.FH { return a.Object })}),
 		nfs3.ProcReadlink: nfsProc(s, op[nfs3.FHArgs, nfs3.ReadlinkRes]{Name: "READLINK", Cache: idempotent, Inline: always,
 			FH: func(a *nfs3.FHArgs) nfs3.FH { return a.FH }, Handler: s.readlink}),
 		nfs3.ProcRead: nfsProc(s, op[nfs3.ReadArgs, nfs3.ReadRes]{Name: "READ", Cache: idempotent, Inline: always,
