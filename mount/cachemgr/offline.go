@@ -425,6 +425,7 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 	} else if sn.offlineOpen(ctx, e.fh) {
 		return false, nil // an open file is hidden by a RENAME through the server
 	}
+	sn.offRemoving.run(dir)
 	p.noteBase(dir, name, e, true)
 	op := snfs1.CMLUnlink
 	if rmdir {

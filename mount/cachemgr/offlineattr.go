@@ -280,13 +280,18 @@ func (p *permits) checkAttrBases(ctx context.Context) error {
 	}
 	p.off.mu.Lock()
 	defer p.off.mu.Unlock()
-	for k, b := range p.off.attr {
+	// Only those checked: one an offline change noted meanwhile stays for
+	// the next round.
+	for _, b := range bases {
+		k := string(b.fh)
 		if p.off.attrChecked == nil {
 			p.off.attrChecked = map[string]attrBase{}
 		}
 		p.off.attrChecked[k] = b
+		if cur, ok := p.off.attr[k]; ok && cur.ctime == b.ctime {
+			delete(p.off.attr, k)
+		}
 	}
-	p.off.attr = nil
 	return nil
 }
 

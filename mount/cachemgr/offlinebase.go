@@ -108,6 +108,14 @@ func (p *permits) saveChecked() {
 	for k := range p.off.poison {
 		add(baseLine{Kind: "poison", Key: hex.EncodeToString([]byte(k))})
 	}
+	for _, ob := range p.off.base { // noted during the check: not checked yet
+		add(baseLine{Dir: hex.EncodeToString(ob.dir), Name: ob.name, FH: hex.EncodeToString(ob.fh), Ver: ob.ver})
+	}
+	for _, a := range p.off.attr {
+		ct := a.ctime
+		add(baseLine{Kind: "attr", Dir: hex.EncodeToString(a.parent), Name: a.name, FH: hex.EncodeToString(a.fh),
+			Permit: hex.EncodeToString(a.permit), Ctime: &ct})
+	}
 	for _, a := range p.off.attrChecked {
 		ct := a.ctime
 		add(baseLine{Kind: "attrchecked", Dir: hex.EncodeToString(a.parent), Name: a.name, FH: hex.EncodeToString(a.fh),

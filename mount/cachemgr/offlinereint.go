@@ -80,12 +80,29 @@ func (p *permits) offPrepare(ctx context.Context) error {
 		return err
 	}
 	p.markGone(gone)
+	if err := p.checkBases(ctx); err != nil {
+		return err
+	}
+	p.sn.afterOffCheck.run(nil)
+	return nil
+}
+
+// checkBases compares each name and object with a base noted offline and
+// not yet checked with what the server holds now, poisons those another
+// changed, and keeps what it found (saveChecked). p.reint held, the
+// permits asked. A base an offline change notes during the check (one
+// racing the reconnection) stays for the next call: offSender makes it
+// before it sends a batch.
+func (p *permits) checkBases(ctx context.Context) error {
 	p.off.mu.Lock()
 	bases := make([]offBase, 0, len(p.off.base))
-	for _, b := range p.off.base {
+	keys := make([]string, 0, len(p.off.base))
+	for k, b := range p.off.base {
 		bases = append(bases, b)
+		keys = append(keys, k)
 	}
 	p.off.mu.Unlock()
+	p.sn.offChecking.run(nil)
 	for _, b := range bases {
 		changed, err := p.baseChanged(ctx, b) // permitlost.go
 		if err != nil {
@@ -99,12 +116,21 @@ func (p *permits) offPrepare(ctx context.Context) error {
 		return err
 	}
 	p.off.mu.Lock()
-	p.off.base = nil // checked: under the permits now, nobody else changes them
+	// Checked: under the permits now, nobody else changes them.
+	for _, k := range keys {
+		delete(p.off.base, k)
+	}
 	p.off.checked = true
 	p.saveChecked() // offlinebase.go: kept until the whole log is in
 	p.off.mu.Unlock()
-	p.sn.afterOffCheck.run(nil)
 	return nil
+}
+
+// unchecked reports whether a base noted offline is not checked yet.
+func (p *permits) unchecked() bool {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	return len(p.off.base) > 0 || len(p.off.attr) > 0
 }
 
 // offDone: the whole log is on the server (what was poisoned, and the
@@ -205,6 +231,13 @@ type offSender struct {
 }
 
 func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, recs []snfs1.CMLRecord) (*snfs1.ReintegrateRes, error) {
+	if w.p.unchecked() {
+		// An offline change made during the reconnection: its base is
+		// checked before any record goes (its record may be in this batch).
+		if err := w.p.checkBases(ctx); err != nil {
+			return nil, err
+		}
+	}
 	k := -1
 	for i := range recs {
 		if w.p.poisoned(&recs[i]) {

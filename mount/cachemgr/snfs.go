@@ -180,6 +180,14 @@ type snfsFS struct {
 	// changes are checked, before any of it is sent (a kill there), with a
 	// nil Inode.
 	afterOffCheck testHook
+	// offChecking, set only by tests, runs as the check of the bases noted
+	// offline has taken the ones it checks, before it asks the server (an
+	// offline change racing the reconnection), with a nil Inode.
+	offChecking testHook
+	// offRemoving, set only by tests, runs in an offline REMOVE or RMDIR
+	// before its base is noted (a reconnection racing it), with the
+	// directory.
+	offRemoving testHook
 	// beforeCallbackEnd, set only by tests, runs in a callback before each
 	// CallbackEnd, once the work asked so far is done (an application
 	// closing its file during the callback, on the callback's goroutine).
