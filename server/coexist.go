@@ -136,16 +136,19 @@ func regularAccess(r *req, fh nfs3.FH, kind state.AccessKind) []fileAccess {
 
 // regularIn returns the handle of the regular file name names in the directory
 // r, or nil.
-func (s *Server) regularIn(r *req, name string) []byte {
+func (s *Server) regularIn(r *req, name string) []byte { return s.typeIn(r, name, syscall.S_IFREG) }
+
+// typeIn is the handle of r's directory's entry name when it is of type
+// typ (an S_IFMT value), or nil (no such entry, another type, a name the
+// store refuses).
+func (s *Server) typeIn(r *req, name string, typ uint32) []byte {
 	if checkName(name) != nil {
 		return nil
 	}
 	var fh []byte
 	var st unix.Stat_t
-	if store.As(r.cred, func() (err error) { fh, st, err = s.store.Lookup(r.node, name); return err }) != nil {
-		return nil
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if store.As(r.cred, func() (err error) { fh, st, err = s.store.Lookup(r.node, name); return err }) != nil ||
+		st.Mode&syscall.S_IFMT != typ {
 		return nil
 	}
 	return fh

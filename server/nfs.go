@@ -130,12 +130,22 @@ func nfsProc[A, R any, PA interface {
 				PR(&res).Encode(w)
 				return nil
 			}
+			// removed: the directory the call would remove (RMDIR, RENAME
+			// over one), looked up once for both gates below.
+			var removed []nfs3.FH
+			removedLooked := false
+			removedDirs := func() []nfs3.FH {
+				if !removedLooked {
+					removed, removedLooked = o.Removed(s, c, r, &a), true
+				}
+				return removed
+			}
 			if o.Dirs != nil && s.consist.InGrace() {
 				// A directory whose permit may still be reclaimed, or is
 				// reclaimed, waits for the grace period (permitgate.go).
 				dirs := o.Dirs(&a)
 				if o.Removed != nil {
-					dirs = append(dirs, o.Removed(s, c, r, &a)...)
+					dirs = append(dirs, removedDirs()...)
 				}
 				if err := s.permitGraceGate(c, r, o.FH(&a), dirs); err != nil {
 					r.release()
@@ -154,7 +164,7 @@ func nfsProc[A, R any, PA interface {
 			if o.Dirs != nil && s.consist.PermitsActive() {
 				pdirs = o.Dirs(&a)
 				if o.Removed != nil {
-					if rm := s.othersPermits(c, o.Removed(s, c, r, &a)); rm != nil {
+					if rm := s.othersPermits(c, removedDirs()); rm != nil {
 						pdirs = append(pdirs, rm...)
 					}
 				}

@@ -3,10 +3,7 @@ package server
 import (
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"snfs/nfs3"
-	"snfs/store"
 	"snfs/sunrpc"
 )
 
@@ -152,15 +149,4 @@ func renameRemoved(s *Server, c *sunrpc.Call, from *req, a *nfs3.RenameArgs) []n
 
 // dirIn returns the handle of the directory name names in the directory
 // r, or nil.
-func (s *Server) dirIn(r *req, name string) []byte {
-	if checkName(name) != nil {
-		return nil
-	}
-	var fh []byte
-	var st unix.Stat_t
-	if store.As(r.cred, func() (err error) { fh, st, err = s.store.Lookup(r.node, name); return err }) != nil ||
-		st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil
-	}
-	return fh
-}
+func (s *Server) dirIn(r *req, name string) []byte { return s.typeIn(r, name, syscall.S_IFDIR) }
