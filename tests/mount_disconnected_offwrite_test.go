@@ -18,7 +18,7 @@ import (
 // until reconnection, where the dirty data is reintegrated with a check of
 // its base against the server's file.
 
-// offwriteFiles makes work/app, work/trunc, work/cut and work/stat on the
+// offwriteFiles makes work/app, work/trunc, work/cut, work/path and work/stat on the
 // server and returns their contents.
 func offwriteFiles(t *testing.T, s *srvProc) map[string][]byte {
 	t.Helper()
@@ -26,7 +26,7 @@ func offwriteFiles(t *testing.T, s *srvProc) map[string][]byte {
 		t.Fatal(err)
 	}
 	first := map[string][]byte{}
-	for k, n := range []string{"app", "trunc", "stat", "cut"} {
+	for k, n := range []string{"app", "trunc", "stat", "cut", "path"} {
 		first[n] = randBytes(uint64(5101+k), 40000+7000*k)
 		if err := os.WriteFile(s.path("work/"+n), first[n], 0o644); err != nil {
 			t.Fatal(err)
@@ -35,12 +35,12 @@ func offwriteFiles(t *testing.T, s *srvProc) map[string][]byte {
 	return first
 }
 
-// offwriteRead reads app, trunc and cut through m (kept open for reading:
+// offwriteRead reads app, trunc, cut and path through m (kept open for reading:
 // the cache holds them whole) and stats stat (its name and attributes
 // known, its data not cached).
 func offwriteRead(t *testing.T, m *mntProc, first map[string][]byte) {
 	t.Helper()
-	for _, n := range []string{"app", "trunc", "cut"} {
+	for _, n := range []string{"app", "trunc", "cut", "path"} {
 		if got := mustRead(t, m.path("work/"+n)); !bytes.Equal(got, first[n]) {
 			t.Fatalf("read of %s through the mount: %d bytes, want %d", n, len(got), len(first[n]))
 		}
@@ -63,7 +63,8 @@ func offwriteSetup(t *testing.T, s *srvProc, extra ...string) (*mntProc, map[str
 
 // offwriteEdit, offline: appends to app, rewrites trunc with an O_TRUNC
 // open, cuts cut to 1000 bytes as truncate(1) does (an open for writing and
-// ftruncate), checks the mount reads them back, and that an open for writing of
+// ftruncate), cuts path to 777 bytes with truncate(2) of its path (no open
+// for writing), checks the mount reads them back, and that an open for writing of
 // stat (not cached) fails EHOSTDOWN. It returns the files' new contents.
 func offwriteEdit(t *testing.T, m *mntProc, first map[string][]byte) map[string][]byte {
 	t.Helper()
@@ -102,13 +103,17 @@ func offwriteEdit(t *testing.T, m *mntProc, first map[string][]byte) map[string]
 	if err := f.Close(); err != nil {
 		t.Fatalf("close offline: %v", err)
 	}
+	if err := os.Truncate(m.path("work/path"), 777); err != nil {
+		t.Fatalf("truncate(2) offline of a file only read: %v", err)
+	}
 	want := map[string][]byte{
 		"app":   append(append([]byte(nil), first["app"]...), more...),
 		"trunc": rewritten,
 		"cut":   first["cut"][:1000],
+		"path":  first["path"][:777],
 		"stat":  first["stat"],
 	}
-	for _, n := range []string{"app", "trunc", "cut"} {
+	for _, n := range []string{"app", "trunc", "cut", "path"} {
 		if got := mustRead(t, m.path("work/"+n)); !bytes.Equal(got, want[n]) {
 			t.Fatalf("offline read back of %s: %d bytes, want %d", n, len(got), len(want[n]))
 		}

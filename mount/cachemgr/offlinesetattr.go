@@ -36,7 +36,9 @@ import (
 //
 // Not made offline (ErrDisconnected, as before): a size (a truncation of a
 // file made offline is made: offTruncate; of a cached file open for
-// writing, in its cache: snfsSetattrLocal), a set-ID bit on a regular
+// writing, in its cache: snfsSetattrLocal; of one whose open for writing
+// may be granted offline, through such an open: offlineTruncate), a
+// set-ID bit on a regular
 // file, an owner other than the object's own or a group other than its own
 // or the caller's, another user's change.
 

@@ -3,6 +3,8 @@ package cachemgr
 import (
 	"context"
 	"errors"
+	"syscall"
+	"time"
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -187,4 +189,30 @@ func (sn *snfsFS) reopenGranted(ctx context.Context, i *vfs.Inode) bool {
 		sn.callback(ctx, i.FH, state.WritebackInvalidate, nil)
 	}
 	return !owing
+}
+
+// offlineTruncate is truncate(2) offline of a file not open for writing
+// here: the size of a file the mount caches whole and validly is set as
+// through an open for writing granted offline (offlineWriteOpen: its OPEN
+// owed, its data reintegrated at reconnection as any written offline), the
+// open made for it and closed at once. done false: not such a file, or a
+// change with more than a size (ErrDisconnected, as before).
+func (sn *snfsFS) offlineTruncate(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.SetAttr) (a nfs3.Fattr, ttl time.Duration, done bool, err error) {
+	if s.Size == nil || s.Mode != nil || s.UID != nil || s.GID != nil || s.Atime != nil || s.Mtime != nil ||
+		i.Type != nfs3.TypeReg || isProvFH(i.FH) {
+		return nfs3.Fattr{}, 0, false, nil
+	}
+	f, _, err := sn.FS.Open(ctx, i, c, syscall.O_WRONLY)
+	if err != nil {
+		if errors.Is(err, ErrDisconnected) {
+			return nfs3.Fattr{}, 0, false, nil
+		}
+		return nfs3.Fattr{}, 0, true, err
+	}
+	a, ttl, done, err = sn.snfsSetattrLocal(i, c, s)
+	if ferr := sn.FS.Flush(ctx, f); err == nil && done {
+		err = ferr // its close: the new size durable in the cache directory
+	}
+	sn.FS.Release(ctx, f)
+	return a, ttl, done, err
 }

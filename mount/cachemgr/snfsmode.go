@@ -247,6 +247,11 @@ func (sn *snfsFS) Setattr(ctx context.Context, i *vfs.Inode, c vfs.Cred, s vfs.S
 	if a, ttl, done, err := sn.snfsSetattrLocal(i, c, s); done {
 		return a, ttl, err
 	}
+	if sn.disc.offline() {
+		if a, ttl, done, err := sn.offlineTruncate(ctx, i, c, s); done {
+			return a, ttl, err // offlinewrite.go
+		}
+	}
 	if s.Size != nil || s.Atime != nil || s.Mtime != nil {
 		if err := sn.writeBackInode(ctx, i); err != nil {
 			return nfs3.Fattr{}, 0, err
