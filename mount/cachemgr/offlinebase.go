@@ -26,7 +26,8 @@ import (
 // server so keeps, at its restart, the records the check refused as
 // conflicts: without the file they would be sent, over another's change
 // (the bases themselves cannot be checked again: the records sent since
-// changed those names). The file goes once the whole log is in (offDone).
+// changed those names). The file goes once the whole log is in (offDone),
+// or at a start that finds the log empty (openPermits: a kill before offDone).
 
 // baseLine is one line of the bases file.
 type baseLine struct {

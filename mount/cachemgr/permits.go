@@ -137,7 +137,16 @@ func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 	p := &permits{sn: sn, log: l, held: map[string]heldPermit{}, refused: map[string]time.Time{},
 		age: permitLogAge, length: permitLogLen, stop: make(chan struct{}), done: make(chan struct{}), online: sn.cfg.Permits}
 	p.loadOffData()
-	p.loadBases()
+	if l.Len() > 0 {
+		p.loadBases()
+	} else {
+		// Left by a mount killed after its whole log was on the server
+		// and before offDone: what the check found is of records all in
+		// now, and would refuse a later log's records over the same names.
+		p.off.mu.Lock()
+		p.dropBases()
+		p.off.mu.Unlock()
+	}
 	return p, nil
 }
 
