@@ -300,6 +300,14 @@ func (d *Driver) park(req state.ReqID, fn func(state.OpenReply, error)) {
 		d.continueWith(fn, a)
 		return
 	}
+	if d.ctx.Err() != nil {
+		// Stopping: Stop answers those parked before its wait only, and
+		// once stopped no goroutine is left to answer (a block of
+		// versions, a callback): answered as Stop answers them.
+		d.mu.Unlock()
+		d.continueWith(fn, answer{err: ErrGone})
+		return
+	}
 	d.parked[req] = fn
 	d.mu.Unlock()
 }
