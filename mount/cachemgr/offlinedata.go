@@ -19,7 +19,8 @@ import (
 // The data of regular files made while disconnected (offline.go): a plain
 // file CACHEDIR/offline/ID per provisional id, written by the file's opens
 // while its object is not on the server, made durable (fdatasync, with the
-// log's records) at each close and fsync, as a cached file's data is. Once
+// log's records) at each close and fsync, as a cached file's data is (the
+// log alone while nothing was written into it: offSync). Once
 // a reintegration made the object on the server, its data is written to
 // it (FILE_SYNC WRITEs, pushOffData) before the reintegration's results are
 // taken in, and the file is removed; an open that is still open then goes
@@ -46,6 +47,10 @@ type offData struct {
 	// stored: the LSN of the CML_STORE record that carries the data as it
 	// is (permitstore.go; 0: none): dropped by any change of the data.
 	stored uint64
+	// changed: the data file may hold bytes: written or truncated since
+	// newOffData made it empty, or left by an earlier mount (loadOffData).
+	// Until then a close or an fsync flushes the log alone (offSync).
+	changed bool
 }
 
 // newOffData makes id's empty data file.
@@ -84,7 +89,7 @@ func (p *permits) loadOffData() {
 		if p.off.data == nil {
 			p.off.data = map[uint64]*offData{}
 		}
-		p.off.data[id] = &offData{id: id, path: filepath.Join(p.offDataDir(), e.Name()), timed: true}
+		p.off.data[id] = &offData{id: id, path: filepath.Join(p.offDataDir(), e.Name()), timed: true, changed: true}
 	}
 }
 
@@ -178,6 +183,7 @@ func (sn *snfsFS) offlineOpenFile(i *vfs.Inode, c vfs.Cred, flags int) (*vfs.Fil
 		od.f = f
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		od.changed = true
 		if err := od.f.Truncate(0); err != nil {
 			return nil, err
 		}
@@ -325,6 +331,9 @@ func (sn *snfsFS) offWrite(ctx context.Context, f *vfs.File, of *offFile, off ui
 			off = f.I.Attr.Size
 			f.I.Mu.Unlock()
 		}
+		if len(data) > 0 {
+			od.changed = true // even if it fails: it may have written some
+		}
 		n, err := od.f.WriteAt(data, int64(off))
 		if n > 0 {
 			sn.offSized(f.I, off+uint64(n), false)
@@ -354,6 +363,15 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 	}
 	od := of.od
 	od.mu.Lock()
+	if !od.pushed && !od.changed {
+		// Nothing was ever written to the data file: the file's data is
+		// empty, which the log's records alone say (a restart that finds
+		// no data file for a file the log made knows no local data of it
+		// and the server's CREATE makes it empty), so neither the data
+		// file nor its name needs flushing, only the log.
+		od.mu.Unlock()
+		return sn.permits.log.Sync()
+	}
 	if !od.pushed {
 		// The data, the data file's name and the log's records go to
 		// disk at once: one journal commit can serve the three where
@@ -365,7 +383,7 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 		wg.Add(2)
 		go func() { defer wg.Done(); dirErr = syncDirOf(od.path) }()
 		go func() { defer wg.Done(); logErr = sn.permits.log.Sync() }()
-		err := od.f.Sync()
+		err := syncDataFile(od.f)
 		od.mu.Unlock()
 		wg.Wait()
 		return errors.Join(err, dirErr, logErr)
@@ -382,6 +400,9 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 	}
 	return sn.Fsync(ctx, rf)
 }
+
+// syncDataFile flushes a data file (a variable: tests count the flushes).
+var syncDataFile = (*os.File).Sync
 
 // syncDirOf flushes the directory of path (a new data file's name).
 func syncDirOf(path string) error {
@@ -461,6 +482,7 @@ func (sn *snfsFS) offTruncate(i *vfs.Inode, s vfs.SetAttr) (nfs3.Fattr, bool, er
 	if od.pushed {
 		return nfs3.Fattr{}, false, nil
 	}
+	od.changed = true
 	if err := os.Truncate(od.path, int64(*s.Size)); err != nil {
 		return nfs3.Fattr{}, true, localDataErr(err)
 	}

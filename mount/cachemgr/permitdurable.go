@@ -14,7 +14,8 @@ import (
 // (--permit-data=on; docs/mount.md "The data of a regular file made
 // locally stays local", "Durability"): a close or an fsync of such a file
 // returns once its data and the log are durable in the cache directory
-// (offSync), from where they reach the server, whatever fails or crashes
+// (offSync; the log alone for a file nothing was written into: its data is
+// empty, which the log's CREATE says), from where they reach the server, whatever fails or crashes
 // in between; a directory's fsync, Sync (syncfs) and unmount return once
 // they are on the server, and fail (EIO) if they could not be put there.
 //
