@@ -32,14 +32,17 @@
 #                  entry that makes it reachable, as snfs mode's close must); Make with
 #                  CC, AR and RANLIB wrapped ($W/bin/dcc) so that each output is
 #                  fsynced with its directory once written (a bash and a sync process
-#                  per step besides: an overstatement); files: each created file and
-#                  its directory fsynced before the close; the other phases as local
+#                  per step besides: an overstatement); files: before each close, a
+#                  line appended to a log in $W/cache (the file system snfs mode's
+#                  cache directories are on) and the log fsynced: the one flush per
+#                  close that makes the creation durable, as snfs mode's close flushes
+#                  its modification log; the other phases as local
 # Andrew's verdicts name the target out of reach when a measured bound is at or
 # above it and snfs mode's own figure is not below that bound; Andrew's durable
 # bound for that is local's Andrew with Copy's durable time in place of local's
 # Copy (Make's wrapped steps left out: not a floor). The loops' verdicts use
-# fusenull's alone: fuseloop's and the durable close are shown, no floors of snfs
-# mode's loops (see the results' note).
+# fusenull's, and for files also the durable close's (one flush a close); fuseloop's
+# is shown only (see the results' note).
 #
 # Every round runs each configuration once, mount to unmount, in an order rotated
 # from round to round: local and the bounds, then nfs@D and snfs@D for each delay D
@@ -144,12 +147,14 @@ readall() { find "$1" -type f -exec cat {} +; }
 files() { perl -e 'my ($d, $n) = @ARGV; for my $i (1 .. $n) {
   open(my $f, ">", "$d/f$i") or die "create $d/f$i: $!"; close($f) or die "close: $!";
   unlink("$d/f$i") or die "unlink $d/f$i: $!" }' "$1" "$NFILES"; }
-files_durable() { perl -e 'use IO::Handle; use Fcntl; my ($d, $n) = @ARGV;
-  sysopen(my $dh, $d, O_RDONLY|O_DIRECTORY) or die "open $d: $!";
+files_durable() { perl -e 'use IO::Handle; my ($d, $n, $log) = @ARGV;
+  open(my $l, ">>", $log) or die "open $log: $!";
   for my $i (1 .. $n) {
-  open(my $f, ">", "$d/f$i") or die "create $d/f$i: $!"; $f->sync or die "fsync: $!";
-  $dh->sync or die "fsync $d: $!"; close($f) or die "close: $!";
-  unlink("$d/f$i") or die "unlink $d/f$i: $!" }' "$1" "$NFILES"; }
+  open(my $f, ">", "$d/f$i") or die "create $d/f$i: $!";
+  print $l "CREATE f$i\n"; $l->flush or die "write $log: $!"; $l->sync or die "fsync $log: $!";
+  close($f) or die "close: $!";
+  unlink("$d/f$i") or die "unlink $d/f$i: $!" }
+  close($l); unlink($log)' "$1" "$NFILES" "$2"; }
 dcopy() { perl "$W/bin/dcopy.pl" "$1" "$2"; }
 dmake() { make -C "$1" CC="$W/bin/dcc gcc" AR="$W/bin/dcc ar rc" RANLIB="$W/bin/dcc ranlib"; }
 dirs() { perl -e 'my ($d, $n) = @ARGV; for my $i (1 .. $n) {
@@ -202,7 +207,7 @@ run_andrew() { # cfg round
 run_loops() { # cfg round: the loops on a mount of their own
   local cfg=$1 i=$2 d
   mount_cfg "$cfg" "$W/cache/$cfg-r$i-loops"; d="$MNT/$cfg-r$i-loops"; mkdir "$d"
-  if [ "$cfg" = local-durable ]; then cphase "$cfg" files files_durable "$d"; else cphase "$cfg" files files "$d"; fi
+  if [ "$cfg" = local-durable ]; then cphase "$cfg" files files_durable "$d" "$W/cache/$cfg-r$i-files.log"; else cphase "$cfg" files files "$d"; fi
   cphase "$cfg" dirs dirs "$d"
   [ -z "$(ls -A "$d")" ] || { echo "$cfg: the loops left entries behind" >&2; exit 1; }
   cphase "$cfg" loops-umount umount_cfg "$cfg"
@@ -265,7 +270,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     echo
     echo "## The bounds: no network (local: $(nrounds local) rounds, fuseloop: $(nrounds fuse) rounds, fusenull: $(nrounds fuse-null) rounds, local+durable-close: $(nrounds local-durable) rounds)"
     echo
-    echo "fuseloop = bench/fuseloop (go-fuse loopback, passthrough) of a directory on its own ext4 image; local+durable-close = the local disk, each file Copy writes fsynced with its directory before the next, Make's outputs likewise (through a wrapper: a bash and a sync process per step besides), files: each created file and its directory fsynced before its close (bench/coda.sh's header); fusenull = bench/fuseloop -null: an in-memory tree whose daemon does nothing, 1 h timeouts (the loops only)."
+    echo "fuseloop = bench/fuseloop (go-fuse loopback, passthrough) of a directory on its own ext4 image; local+durable-close = the local disk, each file Copy writes fsynced with its directory before the next, Make's outputs likewise (through a wrapper: a bash and a sync process per step besides), files: before each close a line appended to a log on the file system of snfs mode's cache directories and the log fsynced (bench/coda.sh's header); fusenull = bench/fuseloop -null: an in-memory tree whose daemon does nothing, 1 h timeouts (the loops only)."
     echo
     echo "| phase | local s | fuseloop s | fuseloop x local | fusenull s | fusenull x local | local+durable-close s | durable x local |"
     echo "|---|---|---|---|---|---|---|---|"
@@ -290,7 +295,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
     echo "Andrew's bounds, x local: fuseloop $BA_FUSE; durable close of Copy's files (local's Andrew with local+durable-close's Copy) $BA_DUR;"
     echo "local+durable-close's whole Andrew (Make's outputs through the wrapper, an overstatement) $BA_DURALL; the FUSE floor and Copy's durable close together (fuseloop's Andrew with Copy's durable cost added: an estimate, not measured as one) $BA_SUM."
     echo "A target at or below a measured bound (fuseloop's, or Copy's durable close) is out of reach, unless snfs mode's own figure is below that bound (then it is no floor in this run); the estimate and the wrapped Make are not used for that."
-    echo "The loops' floor is fusenull's: the kernel sends each iteration's lookup of the new name, create (or mkdir), flush, release and unlink (or rmdir) to any FUSE daemon, and fusenull's does nothing with them; a loop target at or below its ratio is out of reach (unless snfs mode's own figure is below it). fuseloop's and the durable close's figures are shown only: snfs mode's files loop sends no data (the optimiser cancels create with unlink) but each close flushes the modification log holding the file's CREATE (one flush of the cache directory's disk, on /var/tmp, not an image; the file's empty data file is not flushed), and fuseloop does the loop's work on its disk with 1 s timeouts."
+    echo "The loops' floor is fusenull's: the kernel sends each iteration's lookup of the new name, create (or mkdir), flush, release and unlink (or rmdir) to any FUSE daemon, and fusenull's does nothing with them; a loop target at or below its ratio is out of reach (unless snfs mode's own figure is below it). The files loop's other floor is the durable close's: snfs mode's files loop sends no data (the optimiser cancels create with unlink), but each close makes the file's creation durable (docs/mount.md: a close acknowledges what the file holds, here its CREATE in the modification log, flushed: one fdatasync of the cache directory's file system, not an image), and local+durable-close is the local disk's loop with one such flush of a log per close (an fsync of an appended line), no FUSE: a files target at or below its ratio is out of reach (unless snfs mode's own figure is below it). fuseloop's figures are shown only: it does the loop's work on its disk with 1 s timeouts."
   fi
   for d in $DELAYS; do
     echo
@@ -314,7 +319,7 @@ ROWS="MakeDir Copy ScanDir ReadAll Make Andrew umount files dirs"
       has fuse && bf=$(ratio "$(med "fuse,$ph")" "$(med "local,$ph")")
       [ -n "${T[fuse-null,$ph]:-}" ] && bn=$(ratio "$(med "fuse-null,$ph")" "$(med "local,$ph")")
       [ "$ph" = files ] && has local-durable && bd=$(ratio "$(med "local-durable,$ph")" "$(med "local,$ph")")
-      echo "$ph within 2x local with < 20 RPCs: **$(verdict3 "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20" 2 "$(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")" "$bn")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; the FUSE floor (fusenull) ${bn}x; not floors of this loop, shown only: fuseloop ${bf}x$([ "$ph" = files ] && echo ", durable close ${bd}x")");"
+      echo "$ph within 2x local with < 20 RPCs: **$(verdict3 "$(med "snfs@$d,$ph") <= 2 * $(med "local,$ph") && $(medR "snfs@$d" "$ph") < 20" 2 "$(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")" "$bn" "$bd")** ($(ratio "$(med "snfs@$d,$ph")" "$(med "local,$ph")")x, $(medR "snfs@$d" "$ph") RPCs)$([ -n "$BOUNDS" ] && echo "; the FUSE floor (fusenull) ${bn}x$([ "$ph" = files ] && echo ", the durable close's floor ${bd}x"); not a floor of this loop, shown only: fuseloop ${bf}x");"
     done
     for ph in Copy ReadAll; do
       echo "$ph at most 5% of nfs mode's RPCs: **$(verdict "$(medR "snfs@$d" "$ph") <= 0.05 * $(medR "nfs@$d" "$ph")")** ($(medR "snfs@$d" "$ph") of $(medR "nfs@$d" "$ph"))."
