@@ -31,6 +31,10 @@ func (s *Server) getPermit(ctx context.Context, c *sunrpc.Call, r *req, a *snfs1
 		(&snfs1.GetPermitRes{}).Encode(w)
 		return nil
 	}
+	// A local process's change completed before this GET_PERMIT is
+	// applied first (as for LISTDIR, listdir.go): drained later, it would
+	// cancel or recall the permit granted after it.
+	s.store.DrainChanges()
 	fh := append([]byte(nil), a.Dir...)
 	var res snfs1.GetPermitRes
 	_, err = later(c, w, nil, func(done func(error)) {

@@ -27,6 +27,14 @@ func (s *Server) listDirProc(ctx context.Context, c *sunrpc.Call, r *req, a *snf
 	}
 	var tok uint64
 	if r.exp.st.Notified() {
+		// A local process's change completed before this LISTDIR, still in
+		// the notifier's queue, is applied before the promise is recorded
+		// (as an OPEN's is, tableOpen): it breaks only the promises older
+		// than it. Drained by the read below (ChildAttrs), it broke the
+		// promise being made, which reads after it: the client got none,
+		// and the server's break of it refused the next LISTDIRs until
+		// answered (a mount then looks names up one by one for a while).
+		s.store.DrainChanges()
 		tok, _ = s.consist.BeginList(mid, a.Dir)
 	}
 	s.listDir(c, r, a.Cookie, a.DirCount, a.MaxCount, true, &res.Dir)

@@ -486,3 +486,50 @@ func TestDirPromiseAfterFileCallbacks(t *testing.T) {
 		t.Error("REMOVE answered before the directory promise was broken")
 	}
 }
+
+// TestDirPromiseAfterLocalChange: a LISTDIR made just after a local
+// process's change of the directory, before the server's change notifier
+// was drained (every 100 ms), is promised: the change, completed before the
+// listing, is applied before its promise is recorded, and breaks nothing of
+// it. It broke the promise being made when the listing's read drained it
+// (no promise, and a break of it refusing the next listings until
+// answered): a mount started just after a local change of its export's
+// root then looked up every path through the root one call at a time.
+func TestDirPromiseAfterLocalChange(t *testing.T) {
+	t.Parallel()
+	e, holder, a, D, _ := newDirPromiseEnv(t, "dirpromise-after-local")
+	promise(t, a, D) // the callback path verified
+	for i := range 5 {
+		name := fmt.Sprintf("n%d", i)
+		// Made by this process, the server's: not reported as a local change.
+		if err := os.Mkdir(e.path(name), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		N := e.lookup(e.root, name)
+		if out, err := command("touch", e.path(name+"/f")).CombinedOutput(); err != nil {
+			t.Fatalf("touch: %v: %s", err, out)
+		}
+		res, err := a.ListDir(ctx, N, 0, [nfs3.CookieVerfSize]byte{}, 4096, 32768)
+		if err != nil {
+			t.Fatalf("LISTDIR: %v", err)
+		}
+		if !res.Promised {
+			t.Fatalf("%s: LISTDIR after a local change completed before it: not promised", name)
+		}
+		found := false
+		for _, en := range res.Dir.Entries {
+			found = found || en.Name == "f"
+		}
+		if !found {
+			t.Fatalf("%s: the listing misses the file the local change made", name)
+		}
+	}
+	// Changes completed before the listings break none of their promises.
+	time.Sleep(300 * time.Millisecond) // the notifier drained again
+	got := holder.all()
+	for i := range 5 {
+		if has(got, e.lookup(e.root, fmt.Sprintf("n%d", i))) {
+			t.Errorf("n%d: the promise was broken", i)
+		}
+	}
+}

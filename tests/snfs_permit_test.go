@@ -728,3 +728,41 @@ func TestSNFSPermitCrashMidBatch(t *testing.T) {
 		t.Fatalf("a conflict after the batch: %v %+v", err, res)
 	}
 }
+
+// TestSNFSPermitAfterLocalChange: a GET_PERMIT made just after a local
+// process's change of the directory, before the server's change notifier
+// was drained (every 100 ms), is granted and kept: the change completed
+// before it. Drained after the grant, it recalled the permit just granted
+// (or, drained while the grant waited, cancelled it).
+func TestSNFSPermitAfterLocalChange(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	h := newPermitHolder()
+	a := dialSNFS(t, e, "permit-after-local", h)
+	getPermit(t, a, D) // the callback path verified
+	for i := range 5 {
+		name := fmt.Sprintf("n%d", i)
+		// Made by this process, the server's: not reported as a local change.
+		if err := os.Mkdir(e.path(name), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		N := e.lookup(e.root, name)
+		if out, err := command("touch", e.path(name+"/f")).CombinedOutput(); err != nil {
+			t.Fatalf("touch: %v: %s", err, out)
+		}
+		_, granted, err := a.GetPermit(ctx, N)
+		if err != nil {
+			t.Fatalf("GET_PERMIT: %v", err)
+		}
+		if !granted {
+			t.Fatalf("%s: GET_PERMIT after a local change completed before it: not granted", name)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the notifier drained again
+	select {
+	case fh := <-h.recalled:
+		t.Fatalf("a permit granted after the local change was recalled for it (%x)", fh)
+	default:
+	}
+}
