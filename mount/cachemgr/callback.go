@@ -28,7 +28,7 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	// It may be about a file a CREATE_OPEN of this client's made and
 	// opened, whose reply is still on its way (createopen.go).
 	answered := sn.createOpens.callback(fh, mode)
-	if p := sn.permitsNow(); p != nil {
+	if p := sn.permitsNow(); p != nil && !sn.plainInvalidate(fh, mode) {
 		p.pushBeforeCallback(ctx, fh) // permitdata.go
 	}
 	out := sn.callback(ctx, fh, mode, attr)
@@ -36,6 +36,26 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		answered(out)
 	}
 	return out
+}
+
+// plainInvalidate reports whether the callback is a CB_INVALIDATE of a
+// regular file this mount knows: it does not wait for a made file's push
+// (pushBeforeCallback), which only a callback asking for data needs: the
+// server sends those to the file's maker, its closed dirty holder
+// (docs/protocol.md 21.3). An INVALIDATE goes to a holder the server takes
+// for clean (after another client's write or a local process's change), so
+// there is nothing to push first. Waiting for the reintegration in progress
+// held every invalidation behind a REINTEGRATE that may itself wait on the
+// server for another client's answer, held the same way (section 11): both
+// mounts served a file's old bytes for seconds after a local change
+// (TestPermitsSoak). A directory's break, or a handle not known here (a
+// file a reintegration in progress may have made), waits as before.
+func (sn *snfsFS) plainInvalidate(fh nfs3.FH, mode state.CallbackMode) bool {
+	if mode != state.Invalidate {
+		return false
+	}
+	i := sn.FS.LookupInode(fh)
+	return i != nil && i.Type == nfs3.TypeReg
 }
 
 func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackMode, attr *nfs3.Fattr) state.Outcome {
