@@ -372,6 +372,19 @@ func TestLeftoverCleanup(t *testing.T) {
 	// Its argument names a file under the mount point: the process is the
 	// run's.
 	owned := func(p string) bool { return p == m.dir || strings.HasPrefix(p, m.dir+"/") }
+	// The process runs, named by its command line, before the cleanup
+	// looks (a loaded machine: CI once found none and reported the mount
+	// alone).
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(runProcesses(owned, false), sleeper.Process.Pid); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("tail -f of a file on the mount ended before the cleanup: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("tail -f of a file on the mount not seen running 10 s after its start")
+		}
+	}
 	did := cleanLeftovers(owned, false)
 	if len(fuseMountsOf(owned)) != 0 {
 		t.Fatalf("still mounted after the cleanup: %v", did)

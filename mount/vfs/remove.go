@@ -145,8 +145,10 @@ func (fs *FS) Rmdir(ctx context.Context, dir *Inode, c Cred, name string) error 
 }
 
 // hiddenReleaseWait bounds how long an RMDIR refused as not empty waits for
-// the hidden names of files removed while open to go.
-const hiddenReleaseWait = 2 * time.Second
+// the hidden names of files removed while open to go (the kernel's RELEASE
+// after the last close: on a loaded machine it came more than 2 s late, and
+// the rmdir failed ENOTEMPTY).
+const hiddenReleaseWait = 10 * time.Second
 
 // countHidden adds n to the hidden names pending removal in dir.
 func (fs *FS) countHidden(dir nfs3.FH, n int) {
