@@ -86,8 +86,9 @@ func diskTempDir(t testing.TB, pattern string) string {
 	noteRunDir(d)
 	t.Cleanup(func() {
 		// SNFS_TEST_KEEP=1 keeps a failed test's directories (logs,
-		// export, caches) for a post-mortem.
-		if os.Getenv("SNFS_TEST_KEEP") != "" && t.Failed() {
+		// export, caches) for a post-mortem; SNFS_TEST_KEEP=always
+		// keeps them whatever the outcome (to compare with a failure).
+		if k := os.Getenv("SNFS_TEST_KEEP"); k == "always" || k != "" && t.Failed() {
 			t.Logf("kept %s", d)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -480,8 +481,19 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 	}
 	for try := 0; ; try++ {
 		o, ok := p.made.of(i.FH)
+		if !ok {
+			// Its record is forgotten once settled and its inode dropped
+			// (BusyLocked); an inode dropped comes back when a lookup
+			// raced with its FORGET (vfs.FS.Known), and the kernel's node
+			// of it works on: the number it keeps names the object the
+			// server made (inoalias.go).
+			if real, kept := sn.FS.KeptReal(i); kept {
+				o, ok = provObj{real: real}, true
+			}
+		}
 		switch {
 		case !ok || o.gone:
+			sn.FS.Logger().Debug("a locally made object is gone: stale", "fh", fmt.Sprintf("%x", []byte(i.FH)), "known", ok)
 			return nil, nfs3.ErrStale // removed (by this mount, or refused)
 		case o.live && (local || sn.disc.offline()):
 			// Offline, a live object is served as it is (offline.go).

@@ -398,16 +398,16 @@ func (sn *snfsFS) BusyLocked(i *vfs.Inode) bool {
 	if sn.permits != nil && !isProvFH(i.FH) && sn.permits.made.realHeld(i.FH) {
 		return true // a provisional inode's operations resolve to it (permitmake.go)
 	}
-	if isProvFH(i.FH) && sn.permits != nil {
+	if isProvFH(i.FH) && sn.permits != nil && sn.permits.made.live(i.FH) {
 		// A live provisional object is known only here: its inode stays
 		// while its name does.
-		if sn.permits.made.live(i.FH) {
-			return true
-		}
-		sn.permits.made.forget(i.FH)
+		return true
 	}
 	busy := snfsBusyLocked(i)
 	if !busy {
+		if isProvFH(i.FH) && sn.permits != nil {
+			sn.permits.made.forget(i.FH) // settled: dropped with its inode
+		}
 		sn.names.forgetLocked(i) // about to be dropped: its attributes stay with its name
 	}
 	return busy

@@ -134,6 +134,18 @@ func (fs *FS) KeptBy(holder *Inode) *Inode {
 	return nil
 }
 
+// KeptReal is the handle of the object whose number holder's is (KeepIno),
+// whether or not an inode of it is known: the server's object holder stood
+// for.
+func (fs *FS) KeptReal(holder *Inode) (nfs3.FH, bool) {
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	if a := fs.aliasOf[holder]; a != nil {
+		return nfs3.FH(a.real), true
+	}
+	return nil, false
+}
+
 // newAliasLocked gives a new inode its kept number, if any (fs.Mu held,
 // i not yet published).
 func (fs *FS) newAliasLocked(i *Inode) {
