@@ -390,14 +390,39 @@ func (fs *FS) forget(i *Inode, gone any) {
 // Known: the bridge gave the kernel a node of i, or the kernel uses one
 // (an open, a lock). A FORGET that raced with the node's lookup may have
 // dropped i from the table (Forget): it goes back in, with its kept
-// number, unless another inode of its handle was made meanwhile.
+// number. If another inode of its handle was made meanwhile (a lookup
+// after the drop: go-fuse gave it i's node, whose operations come to i),
+// i replaces it unless that one is in use (open, unwritten data, busy for
+// the mode): callbacks, invalidations and write-back find inodes by
+// handle, and must find the one the kernel's opens write through - with
+// the other in the table, a callback found no dirty data there and
+// answered at once while i's waited unwritten (a reader got the bytes
+// before a rewrite whose close had returned: TestCrashCycles).
 func (fs *FS) Known(i *Inode) {
+	k := string(i.FH)
 	fs.Mu.Lock()
-	defer fs.Mu.Unlock()
-	if _, ok := fs.Inodes[string(i.FH)]; ok {
+	o, ok := fs.Inodes[k]
+	if !ok {
+		fs.Inodes[k] = i
+		fs.knownAgainLocked(i)
+	}
+	fs.Mu.Unlock()
+	if !ok || o == i {
 		return
 	}
-	fs.Inodes[string(i.FH)] = i
+	in := i.Node()
+	o.Mu.Lock() // i.Mu before fs.Mu, as forget takes them
+	defer o.Mu.Unlock()
+	if o.node != nil && o.node != in && liveNode(o.node) || o.Opens > 0 || o.WState.Pending() || o.fs.ops.BusyLocked(o) {
+		return // a kernel node of its own, or in use: the kernel may reach it
+	}
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	if fs.Inodes[k] != o {
+		return
+	}
+	fs.droppedLocked(o)
+	fs.Inodes[k] = i
 	fs.knownAgainLocked(i)
 }
 
