@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -493,7 +492,7 @@ func (sn *snfsFS) Resolve(ctx context.Context, i *vfs.Inode, local bool) (*vfs.I
 		}
 		switch {
 		case !ok || o.gone:
-			sn.FS.Logger().Debug("a locally made object is gone: stale", "fh", fmt.Sprintf("%x", []byte(i.FH)), "known", ok)
+			sn.FS.Logger().Debug("a locally made object is gone: stale", "fh", i.FH, "known", ok)
 			return nil, nfs3.ErrStale // removed (by this mount, or refused)
 		case o.live && (local || sn.disc.offline()):
 			// Offline, a live object is served as it is (offline.go).

@@ -369,7 +369,7 @@ func (fs *FS) forget(i *Inode, gone any) {
 	}
 	i.Mu.Lock()
 	// BusyLocked last: it forgets what the mode keeps of an inode it lets go.
-	if i.node != gone && liveNode(i.node) || i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i) {
+	if keptLocked(i, gone) {
 		i.Mu.Unlock()
 		return
 	}
@@ -385,6 +385,14 @@ func (fs *FS) forget(i *Inode, gone any) {
 		// The kernel knew the object only by i's node (inoalias.go).
 		fs.Forget(real)
 	}
+}
+
+// keptLocked reports whether i must stay in the table (i.Mu held): a live
+// kernel node other than node, an open, unwritten data, or busy for the
+// mode (BusyLocked last: it forgets what the mode keeps of an inode it
+// lets go).
+func keptLocked(i *Inode, node any) bool {
+	return i.node != node && liveNode(i.node) || i.Opens > 0 || i.WState.Pending() || i.fs.ops.BusyLocked(i)
 }
 
 // Known: the bridge gave the kernel a node of i, or the kernel uses one
@@ -413,7 +421,7 @@ func (fs *FS) Known(i *Inode) {
 	in := i.Node()
 	o.Mu.Lock() // i.Mu before fs.Mu, as forget takes them
 	defer o.Mu.Unlock()
-	if o.node != nil && o.node != in && liveNode(o.node) || o.Opens > 0 || o.WState.Pending() || o.fs.ops.BusyLocked(o) {
+	if keptLocked(o, in) {
 		return // a kernel node of its own, or in use: the kernel may reach it
 	}
 	fs.Mu.Lock()
