@@ -351,8 +351,11 @@ func syncDir(dir string) error {
 // A record is the time the reply was made (Unix nanoseconds, 8 bytes), the
 // key's xid, program, version, procedure, argument checksum and argument
 // length (4 bytes each), the client's address (2 bytes of length, then the
-// bytes), then the reply.
+// bytes), then the reply. The length's top bit marks an intent
+// (SavedReply.Intent): an address is never that long.
 const fixedLen = 8 + 6*4 + 2
+
+const intentBit = 1 << 15
 
 func encode(r *sunrpc.SavedReply) []byte {
 	k := &r.Key
@@ -361,7 +364,11 @@ func encode(r *sunrpc.SavedReply) []byte {
 	for _, v := range []uint32{k.XID, k.Prog, k.Vers, k.Proc, k.Sum, k.Len} {
 		b = binary.BigEndian.AppendUint32(b, v)
 	}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(k.Addr)))
+	n := uint16(len(k.Addr))
+	if r.Intent {
+		n |= intentBit
+	}
+	b = binary.BigEndian.AppendUint16(b, n)
 	b = append(b, k.Addr...)
 	return append(b, r.Reply...)
 }
@@ -375,7 +382,9 @@ func decode(v []byte) (sunrpc.SavedReply, bool) {
 	r.At = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
 	u := func(i int) uint32 { return binary.BigEndian.Uint32(v[8+4*i:]) }
 	r.Key = sunrpc.DRCKey{XID: u(0), Prog: u(1), Vers: u(2), Proc: u(3), Sum: u(4), Len: u(5)}
-	n := int(binary.BigEndian.Uint16(v[fixedLen-2:]))
+	n16 := binary.BigEndian.Uint16(v[fixedLen-2:])
+	r.Intent = n16&intentBit != 0
+	n := int(n16 &^ intentBit)
 	if len(v) < fixedLen+n {
 		return sunrpc.SavedReply{}, false
 	}

@@ -165,6 +165,9 @@ func TestStoreRestarts(t *testing.T) {
 			if r.Key.XID != uint32(want[i]) {
 				t.Fatalf("start %d: reply %d is xid %d, want %d", start, i, r.Key.XID, want[i])
 			}
+			if r.Intent != (r.Key.XID%3 == 1) {
+				t.Fatalf("start %d: record %d came back with Intent %v", start, r.Key.XID, r.Intent)
+			}
 			if r.Key.XID%7 == 0 && !bytes.Equal(r.Reply, big) {
 				t.Fatalf("start %d: the large reply %d came back with %d bytes", start, r.Key.XID, len(r.Reply))
 			}
@@ -178,6 +181,7 @@ func TestStoreRestarts(t *testing.T) {
 			var rs []sunrpc.SavedReply
 			for x := start * 10; x < start*10+3; x++ {
 				r := reply(x, at)
+				r.Intent = x%3 == 1 // an intent, kept as a reply is
 				if x%7 == 0 {
 					r.Reply = big
 				}

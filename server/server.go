@@ -266,6 +266,13 @@ func (s *Server) openReplies(cfg Config) (*sunrpc.DRC, error) {
 	if n := drc.Loaded(); n > 0 {
 		s.log.Info("replies saved before the restart are replayed to retransmissions", "replies", n)
 	}
+	// Before anything is served, while the files are as the restart left
+	// them (appendintent.go).
+	if err := drc.Intents(s.resolveIntent); err != nil {
+		drc.Close()
+		s.replies.Close()
+		return nil, err
+	}
 	return drc, nil
 }
 

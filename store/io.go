@@ -192,7 +192,13 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 // and write names its offset); one append of the file at a time reads it. No
 // descriptor of its own: an extra open of the file would break a lease on it,
 // and an extra descriptor kept open would refuse one.
-func (s *Store) Append(n *Node, data []byte) (off int64, written int, err error) {
+//
+// before, if not nil, is called first with the file's size, in the same
+// one-at-a-time section, so that no other Append comes between it and the
+// write (a write by anything else still may): an error from it is returned
+// and nothing is written. The server saves there where a retransmitted
+// append would find its data.
+func (s *Store) Append(n *Node, data []byte, before func(size int64) error) (off int64, written int, err error) {
 	e := n.ent
 	e.ioMu.Lock()
 	fd, rw := e.io, e.ioRW
@@ -203,6 +209,15 @@ func (s *Store) Append(n *Node, data []byte) (off int64, written int, err error)
 	defer s.changed([]*Node{n})
 	e.appendMu.Lock()
 	defer e.appendMu.Unlock()
+	if before != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return 0, 0, opErr("append: stat", err)
+		}
+		if err := before(st.Size); err != nil {
+			return 0, 0, err
+		}
+	}
 	var k int
 	for {
 		// Offset -1: the descriptor's own offset, which the write updates.

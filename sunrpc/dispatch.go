@@ -78,6 +78,12 @@ type Call struct {
 	// own effect is not durable when it is answered (an export written
 	// asynchronously), which need not wait for a flush its operation skipped.
 	SaveLater bool
+	// Intent is what SaveIntent saved in an earlier attempt of this call (the
+	// same xid, address and arguments), loaded after a restart of the server
+	// and resolved by DRC.Intents, when no reply followed it: the first
+	// attempt may have taken effect, and the handler must find out from the
+	// intent instead of doing it again. Nil for a call seen the first time.
+	Intent []byte
 
 	from     origin
 	deferred *Deferred // set by Defer
@@ -113,6 +119,21 @@ func (c *Call) ClientPort() int {
 		return a.Port
 	}
 	return 0
+}
+
+// SaveIntent makes b durable as this call's intent before it returns: a
+// handler of a Proc.Persist procedure calls it before its change, when
+// executing the call twice would do the change twice (an append) and its
+// effect can be recognised afterwards. A retransmission after a restart that
+// finds the intent and no reply gets it as Call.Intent (after DRC.Intents).
+// Without a reply store (or for another procedure) it does nothing: nothing
+// survives a restart then.
+func (c *Call) SaveIntent(b []byte) error {
+	f := &c.finish
+	if f.proc == nil || !f.proc.Persist || f.d.drc == nil || f.d.drc.persist == nil {
+		return nil
+	}
+	return f.d.drc.persist.save(SavedReply{Key: f.key, At: f.d.drc.now(), Reply: b, Intent: true}, true)
 }
 
 // Defer takes the reply out of the handler's hands: the handler returns (its
@@ -345,6 +366,8 @@ func (d *dispatcher) dispatch(ctx context.Context, rec []byte, from origin, buf 
 			out := make([]byte, 4+len(saved))
 			copy(out[4:], saved)
 			return out, false
+		case drcIntent:
+			call.Intent = saved
 		}
 	}
 

@@ -47,9 +47,14 @@ type DRCKey struct {
 type drcEntry struct {
 	key   DRCKey
 	done  bool
-	at    time.Time // when the reply was made
+	at    time.Time // when the reply (or intent) was made
 	reply []byte
-	elem  *list.Element
+	// intent: done is true, reply is nil and this is the intent a call saved
+	// before it changed anything, loaded after a restart with no reply after
+	// it (DRC.Persist, Call.SaveIntent): the retransmission is executed with
+	// it (Call.Intent).
+	intent []byte
+	elem   *list.Element
 }
 
 type drcState int
@@ -58,6 +63,7 @@ const (
 	drcNew drcState = iota
 	drcInProgress
 	drcDone
+	drcIntent // executed again, with the intent of the first attempt
 )
 
 // NewDRC returns a cache holding at most maxEntries completed replies and maxBytes
@@ -74,6 +80,9 @@ func (d *DRC) Stats() (hits, drops uint64) {
 	return d.hits, d.drops
 }
 
+// start returns what to do with the call k: execute it (drcNew; drcIntent,
+// with the intent its first attempt saved), drop it (in progress), or answer
+// it with the reply returned (drcDone).
 func (d *DRC) start(k DRCKey) (drcState, []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -83,6 +92,12 @@ func (d *DRC) start(k DRCKey) (drcState, []byte) {
 			return drcInProgress, nil
 		}
 		if d.maxAge <= 0 || d.now().Sub(e.at) <= d.maxAge {
+			if e.intent != nil {
+				intent := e.intent
+				d.remove(e)
+				d.entries[k] = &drcEntry{key: k}
+				return drcIntent, intent
+			}
 			d.hits++
 			d.lru.MoveToFront(e.elem)
 			return drcDone, e.reply
@@ -114,7 +129,7 @@ func (d *DRC) finish(k DRCKey, reply []byte) (time.Time, []byte) {
 // bounds.
 func (d *DRC) add(e *drcEntry) {
 	e.elem = d.lru.PushFront(e)
-	d.bytes += len(e.reply)
+	d.bytes += len(e.reply) + len(e.intent)
 	for d.lru.Len() > d.maxEntries || d.bytes > d.maxBytes {
 		d.remove(d.lru.Back().Value.(*drcEntry))
 	}
@@ -123,7 +138,7 @@ func (d *DRC) add(e *drcEntry) {
 // remove drops a completed entry.
 func (d *DRC) remove(e *drcEntry) {
 	d.lru.Remove(e.elem)
-	d.bytes -= len(e.reply)
+	d.bytes -= len(e.reply) + len(e.intent)
 	delete(d.entries, e.key)
 }
 

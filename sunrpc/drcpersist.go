@@ -13,6 +13,10 @@ type SavedReply struct {
 	Key   DRCKey
 	At    time.Time // when the reply was made
 	Reply []byte    // the RPC reply message, without its record mark
+	// Intent: Reply is not a reply but what the handler saved before its
+	// call changed anything (Call.SaveIntent), for a retransmission after a
+	// restart that finds no reply after it.
+	Intent bool
 }
 
 // ReplyStore keeps the replies of the procedures marked Proc.Persist across
@@ -48,9 +52,14 @@ func (d *DRC) Persist(st ReplyStore, maxAge time.Duration) error {
 			return
 		}
 		if old, ok := d.entries[r.Key]; ok {
-			d.remove(old) // the same call answered again later: the newer reply counts
+			// The same call answered again later, or answered after its
+			// intent: the newer record counts.
+			d.remove(old)
 		}
 		e := &drcEntry{key: r.Key, done: true, at: r.At, reply: r.Reply}
+		if r.Intent {
+			e.reply, e.intent = nil, r.Reply
+		}
 		d.entries[r.Key] = e
 		d.add(e)
 	})
@@ -61,6 +70,51 @@ func (d *DRC) Persist(st ReplyStore, maxAge time.Duration) error {
 	p := &persister{st: st, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	d.persist = p
 	go p.run()
+	return nil
+}
+
+// Intents calls resolve with every intent loaded by Persist that no reply
+// followed (a call that may or may not have taken effect before the restart),
+// and keeps what resolve returns as the intent its retransmission will be
+// executed with (nil: forget it; the retransmission is a new call). The new
+// intents are saved before Intents returns, so that what resolve learned from
+// the state of the restart holds across a further restart. Call it after
+// Persist, before serving: resolve sees the state the crash left, which
+// nothing has changed since.
+func (d *DRC) Intents(resolve func(k DRCKey, intent []byte) []byte) error {
+	if d.persist == nil {
+		return nil
+	}
+	d.mu.Lock()
+	var loaded []*drcEntry
+	for _, e := range d.entries {
+		if e.intent != nil {
+			loaded = append(loaded, e)
+		}
+	}
+	d.mu.Unlock()
+	var save []SavedReply
+	for _, e := range loaded {
+		b := resolve(e.key, e.intent)
+		d.mu.Lock()
+		if b == nil {
+			d.remove(e)
+		} else {
+			d.lru.Remove(e.elem)
+			d.bytes -= len(e.intent)
+			e.intent = b
+			d.add(e)
+		}
+		d.mu.Unlock()
+		if b != nil {
+			save = append(save, SavedReply{Key: e.key, At: e.at, Reply: b, Intent: true})
+		}
+	}
+	for _, r := range save {
+		if err := d.persist.save(r, true); err != nil {
+			return fmt.Errorf("sunrpc: save a resolved intent: %w", err)
+		}
+	}
 	return nil
 }
 

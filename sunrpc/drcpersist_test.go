@@ -72,6 +72,20 @@ func persistServer(t *testing.T, st ReplyStore, maxAge time.Duration, counter *a
 		{Name: "NULL", Handler: func(context.Context, *Call, *xdr.Reader, *xdr.Writer) error { return nil }},
 		{Name: "COUNT", Cache: true, Persist: true, Handler: count(false)},
 		{Name: "COUNT_LATER", Cache: true, Persist: true, Handler: count(true)},
+		// INTENT saves an intent before it counts; its reply adds 1000 if
+		// the call came with the intent "resolved".
+		{Name: "INTENT", Cache: true, Persist: true, Handler: func(ctx context.Context, c *Call, a *xdr.Reader, w *xdr.Writer) error {
+			a.Uint32()
+			v := uint32(0)
+			if string(c.Intent) == "resolved" {
+				v = 1000
+			}
+			if err := c.SaveIntent([]byte("pending")); err != nil {
+				return err
+			}
+			w.Uint32(v + uint32(counter.Add(1)))
+			return nil
+		}},
 	}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,6 +186,76 @@ func TestDRCPersistRestart(t *testing.T) {
 	drc2.mu.Unlock()
 	if err := c2.CallXID(ctx, xid, 1, u32(7), &b); err != nil || b.v != 3 {
 		t.Fatalf("retransmission past the age bound: %v %d, want executed again (3)", err, b.v)
+	}
+}
+
+// TestDRCPersistIntent: an intent saved by a call whose reply was not saved
+// (the server was killed in between) is resolved by DRC.Intents when the next
+// server starts; the retransmission is executed with the resolved intent, and
+// the resolution is saved for a further restart. A reply saved after an
+// intent answers the retransmission as any saved reply does.
+func TestDRCPersistIntent(t *testing.T) {
+	st := &memStore{}
+	var counter atomic.Int64
+	ctx := context.Background()
+	_, _, addr := persistServer(t, st, time.Minute, &counter)
+	c := dial(t, "tcp", addr, 3)
+	answered, killed := c.NextXID(), c.NextXID()
+	var a u32res
+	for _, xid := range []uint32{answered, killed} {
+		if err := c.CallXID(ctx, xid, 3, u32(7), &a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	st.mu.Lock()
+	var kept []SavedReply
+	for _, r := range st.saved {
+		if r.Key.XID != killed || r.Intent {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) != 3 {
+		st.mu.Unlock()
+		t.Fatalf("saved %d records, want 2 intents and 2 replies", len(st.saved))
+	}
+	st.saved = kept // the reply of killed was never saved
+	st.mu.Unlock()
+
+	_, drc2, addr2 := persistServer(t, st, time.Minute, &counter)
+	var seen []string
+	err := drc2.Intents(func(k DRCKey, b []byte) []byte {
+		seen = append(seen, string(b))
+		if k.XID != killed {
+			t.Errorf("resolve called for xid %d, want only %d", k.XID, killed)
+		}
+		return []byte("resolved")
+	})
+	if err != nil || len(seen) != 1 || seen[0] != "pending" {
+		t.Fatalf("Intents: %v, resolved %q", err, seen)
+	}
+	c2 := dial(t, "tcp", addr2, 3)
+	if err := c2.CallXID(ctx, answered, 3, u32(7), &a); err != nil || a.v != 1 {
+		t.Fatalf("the answered call retransmitted: %v %d, want its reply (1)", err, a.v)
+	}
+	// A third server, as if killed again before the retransmission: the
+	// resolution was saved.
+	_, drc3, addr3 := persistServer(t, st, time.Minute, &counter)
+	if err := drc3.Intents(func(k DRCKey, b []byte) []byte {
+		if string(b) != "resolved" {
+			t.Errorf("after a further restart the intent is %q, want the saved resolution", b)
+		}
+		return b
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c3 := dial(t, "tcp", addr3, 3)
+	if err := c3.CallXID(ctx, killed, 3, u32(7), &a); err != nil || a.v != 1003 {
+		t.Fatalf("the killed call retransmitted: %v %d, want executed with its intent (1003)", err, a.v)
+	}
+	// Its reply is saved now: a further retransmission gets it.
+	if err := c3.CallXID(ctx, killed, 3, u32(7), &a); err != nil || a.v != 1003 || counter.Load() != 3 {
+		t.Fatalf("retransmitted again: %v %d, executed %d times", err, a.v, counter.Load())
 	}
 }
 
