@@ -1,11 +1,14 @@
 // Command drcbench measures what saving the replies of non-idempotent calls in
 // the state directory (package drcstore) costs: clients each CREATE (guarded)
-// and REMOVE files in their own directory of a sync export, against an
+// and REMOVE files in their own directory of a sync export (-op create), or
+// APPEND (UNSTABLE, saving an intent before each write and the reply after
+// it) to a file of their own (-op append) or all to one file (-op
+// append-shared), against an
 // in-process server with saved replies and one with replies in memory only
 // (server.Config.VolatileReplies), alternating the two in every repetition,
 // and prints the median operations per second of each.
 //
-//	go run ./bench/drcbench -dir /var/tmp/drcbench -clients 1,8 -ops 400 -reps 5
+//	go run ./bench/drcbench -dir /var/tmp/drcbench -clients 1,8 -ops 400 -reps 5 [-op append]
 package main
 
 import (
@@ -34,6 +37,7 @@ var (
 	ops     = flag.Int("ops", 400, "CREATE+REMOVE pairs per client per run")
 	reps    = flag.Int("reps", 5, "repetitions (the two servers alternate in each)")
 	opts    = flag.String("opts", "rw,no_root_squash", "export options")
+	op      = flag.String("op", "create", "create (CREATE+REMOVE pairs), append or append-shared (APPENDs of 100 bytes)")
 )
 
 var ctx = context.Background()
@@ -99,6 +103,9 @@ func run(volatile bool, n int) float64 {
 		cls[i] = cl{c, r.Object}
 	}
 	mode := uint32(0o644)
+	if *op != "create" {
+		return appends(cls[0].c, mr.FH, n, func(i int) (*client.NFS, nfs3.FH) { return cls[i].c, cls[i].dir })
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, x := range cls {
@@ -122,9 +129,53 @@ func run(volatile bool, n int) float64 {
 	return float64(2**ops*n) / time.Since(start).Seconds()
 }
 
+// appends has n clients APPEND *ops records each, to a file in their own
+// directory, or (append-shared) all to one file, and returns APPENDs per
+// second.
+func appends(c0 *client.NFS, root nfs3.FH, n int, cl func(int) (*client.NFS, nfs3.FH)) float64 {
+	mode := uint32(0o644)
+	mk := func(c *client.NFS, dir nfs3.FH) nfs3.FH {
+		r, err := c.Create(ctx, &nfs3.CreateArgs{Where: nfs3.DirOpArgs{Dir: dir, Name: "log"}, Mode: nfs3.Guarded, Attr: nfs3.Sattr{Mode: &mode}})
+		if err != nil || r.Status != nfs3.OK {
+			die("CREATE: %v %v", err, r.Status)
+		}
+		return r.Object
+	}
+	var shared nfs3.FH
+	if *op == "append-shared" {
+		shared = mk(c0, root)
+	}
+	rec := make([]byte, 100)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		c, dir := cl(i)
+		f := shared
+		if f == nil {
+			f = mk(c, dir)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range *ops {
+				r, err := c.Append(ctx, f, rec, nfs3.Unstable)
+				if err != nil || r.Status != nfs3.OK {
+					die("APPEND: %v %v", err, r.Status)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(*ops*n) / time.Since(start).Seconds()
+}
+
 func main() {
 	flag.Parse()
-	fmt.Printf("CREATE+REMOVE on a %s export under %s, %d pairs per client, median of %d\n\n", *opts, *work, *ops, *reps)
+	what := "CREATE+REMOVE pairs"
+	if *op != "create" {
+		what = "APPENDs (" + *op + ")"
+	}
+	fmt.Printf("%s on a %s export under %s, %d per client, median of %d\n\n", what, *opts, *work, *ops, *reps)
 	fmt.Println("| clients | saved replies (ops/s) | memory only (ops/s) | saved / memory |")
 	fmt.Println("|---|---|---|---|")
 	for _, f := range strings.Split(*clients, ",") {
