@@ -14,8 +14,10 @@ import (
 // 2, "Duplicate request cache") comes after its data is written: a server
 // killed between the two would append a retransmission's data a second time.
 // So before the write it saves an intent (sunrpc.Call.SaveIntent): the file,
-// its size then (store.Append reads it in the section that lets no other
-// APPEND of the file come between), and the data's length and checksum. When
+// the offset the data goes to (store.Append reserves it: the size plus the
+// APPENDs of the file ahead, which write in that order, so that the intents
+// of APPENDs made at once share a commit), and the data's length and
+// checksum. When
 // the next server starts it resolves each intent no reply followed, before it
 // serves anything, by reading the file at that size: the data there means the
 // first attempt was applied (the retransmission is answered with that offset
@@ -34,7 +36,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // appendIntent is an APPEND's intent as saved (encode, decodeAppendIntent).
 type appendIntent struct {
 	state intentState
-	size  uint64 // the file's size before the data was written
+	size  uint64 // where the data goes: the file's size before it was written
 	count uint32 // the data's length
 	sum   uint32 // its CRC-32C
 	fh    []byte
@@ -110,7 +112,7 @@ func (s *Server) appendFound(it *appendIntent) bool {
 }
 
 // saveAppendIntent is store.Append's before for an APPEND on call c.
-func saveAppendIntent(c *sunrpc.Call, fh []byte, data []byte) func(size int64) error {
+func saveAppendIntent(c *sunrpc.Call, fh []byte, data []byte) func(off int64) error {
 	return func(size int64) error {
 		it := appendIntent{state: intentPending, size: uint64(size), count: uint32(len(data)),
 			sum: crc32.Checksum(data, castagnoli), fh: fh}

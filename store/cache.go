@@ -40,8 +40,16 @@ type entry struct {
 	ioMu sync.Mutex
 	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
 	ioRW bool
-	// appendMu: one Append at a time reads io's file offset back (io.go).
+	// appendMu: one Append at a time writes and reads io's file offset back
+	// (io.go); it guards the reservations below.
 	appendMu sync.Mutex
+	// The Appends with a before that reserved an offset and have not written
+	// yet (io.go: appendReserve): they write in the order they reserved.
+	appendCond    *sync.Cond // on appendMu; made by the first reservation
+	appendEnd     int64      // the end of the last reservation; guarded by appendMu
+	appendPending int        // reservations not yet written; guarded by appendMu
+	appendNext    uint64     // the next reservation's number; guarded by appendMu
+	appendTurn    uint64     // the number whose write is next; guarded by appendMu
 }
 
 func newFDCache(max int) *fdCache {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -193,12 +194,16 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 // descriptor of its own: an extra open of the file would break a lease on it,
 // and an extra descriptor kept open would refuse one.
 //
-// before, if not nil, is called first with the file's size, in the same
-// one-at-a-time section, so that no other Append comes between it and the
-// write (a write by anything else still may): an error from it is returned
-// and nothing is written. The server saves there where a retransmitted
-// append would find its data.
-func (s *Store) Append(n *Node, data []byte, before func(size int64) error) (off int64, written int, err error) {
+// before, if not nil, is called with the offset the data is to go to (the
+// file's size plus the appends of the file ahead of this one), outside any
+// lock, so that the befores of appends made at once run together (the server
+// saves there, one commit for all, where a retransmitted append would find its
+// data). The writes then run in the order of those offsets; if the size at a
+// write's turn is not the offset its before was given (an append ahead failed,
+// a local process wrote), before is called again with the size, in the
+// one-at-a-time section (a few times, while a local process keeps appending). An error from before is returned and nothing is
+// written.
+func (s *Store) Append(n *Node, data []byte, before func(off int64) error) (off int64, written int, err error) {
 	e := n.ent
 	e.ioMu.Lock()
 	fd, rw := e.io, e.ioRW
@@ -207,17 +212,71 @@ func (s *Store) Append(n *Node, data []byte, before func(size int64) error) (off
 		return 0, 0, opErr("append", unix.EROFS)
 	}
 	defer s.changed([]*Node{n})
+	if before == nil {
+		e.appendMu.Lock()
+		defer e.appendMu.Unlock()
+		return appendWrite(fd, data)
+	}
+	at, turn, err := e.appendReserve(fd, int64(len(data)))
+	if err != nil {
+		return 0, 0, err
+	}
+	berr := before(at)
 	e.appendMu.Lock()
 	defer e.appendMu.Unlock()
-	if before != nil {
+	for e.appendTurn != turn {
+		e.appendCond.Wait()
+	}
+	defer func() {
+		e.appendTurn++
+		e.appendPending--
+		e.appendCond.Broadcast()
+	}()
+	if berr != nil {
+		return 0, 0, berr
+	}
+	// A local process appending meanwhile moves the end again while before
+	// runs: a few tries, then the write goes where it goes.
+	for range 4 {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return 0, 0, opErr("append: stat", err)
 		}
-		if err := before(st.Size); err != nil {
+		if st.Size == at {
+			break
+		}
+		at = st.Size
+		if err := before(at); err != nil {
 			return 0, 0, err
 		}
 	}
+	return appendWrite(fd, data)
+}
+
+// appendReserve takes the next place in e's appends: the offset an append of
+// n bytes is to go to and its turn to write.
+func (e *entry) appendReserve(fd int, n int64) (at int64, turn uint64, err error) {
+	e.appendMu.Lock()
+	defer e.appendMu.Unlock()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, 0, opErr("append: stat", err)
+	}
+	if e.appendCond == nil {
+		e.appendCond = sync.NewCond(&e.appendMu)
+	}
+	at = st.Size
+	if e.appendPending > 0 && e.appendEnd > at {
+		at = e.appendEnd
+	}
+	e.appendEnd, e.appendPending = at+n, e.appendPending+1
+	turn = e.appendNext
+	e.appendNext++
+	return at, turn, nil
+}
+
+// appendWrite is Append's write, with e.appendMu held.
+func appendWrite(fd int, data []byte) (off int64, written int, err error) {
 	var k int
 	for {
 		// Offset -1: the descriptor's own offset, which the write updates.
