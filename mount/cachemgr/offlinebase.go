@@ -3,6 +3,8 @@ package cachemgr
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +18,8 @@ import (
 // beside the offline data, in CACHEDIR/offline/bases (a JSON object a line,
 // the first line of a name the one that counts), written before the record
 // that changes the name (as the log's records, to the kernel at once: they
-// survive a kill of the mount), so that a mount killed offline checks its
+// survive a kill of the mount; flushed before the log is, syncLog: they
+// survive a crash of the machine that the log's records survive), so that a mount killed offline checks its
 // log's names as the one that logged them would have (offlinereint.go).
 //
 // Once the names are checked under the permits, the file is replaced by
@@ -87,11 +90,54 @@ func (p *permits) writeBases(flag int, b []byte) error {
 		return err
 	}
 	_, err = f.Write(b)
+	if err == nil && name != p.basesPath() {
+		err = syncBasesFile(f) // whole before it replaces the old one
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil && name != p.basesPath() {
-		err = os.Rename(name, p.basesPath())
+		if err = os.Rename(name, p.basesPath()); err == nil {
+			err = syncDirOf(name)
+		}
+	}
+	if err == nil && flag == os.O_APPEND {
+		p.basesDirty.Store(true)
+	}
+	return err
+}
+
+// syncBasesFile flushes the bases file (a variable: tests count the flushes).
+var syncBasesFile = (*os.File).Sync
+
+// syncLog flushes the bases file, if written since its last flush, then the
+// log: a base reaches the disk no later than the record it is the base of
+// (the record is written after it; an unflushed write may still reach the
+// disk before an earlier one, as offSync's data and log may).
+func (p *permits) syncLog() error {
+	if p.basesDirty.Swap(false) {
+		if err := p.syncBases(); err != nil {
+			p.basesDirty.Store(true)
+			return err
+		}
+	}
+	return p.log.Sync()
+}
+
+// syncBases flushes the bases file and its name. A file already gone (the
+// log all in, offDone) needs nothing.
+func (p *permits) syncBases() error {
+	f, err := os.Open(p.basesPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = syncBasesFile(f)
+	f.Close()
+	if err == nil {
+		err = syncDirOf(p.basesPath())
 	}
 	return err
 }

@@ -370,7 +370,7 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 		// and the server's CREATE makes it empty), so neither the data
 		// file nor its name needs flushing, only the log.
 		od.mu.Unlock()
-		return sn.permits.log.Sync()
+		return sn.permits.syncLog()
 	}
 	if !od.pushed {
 		// The data, the data file's name and the log's records go to
@@ -382,7 +382,7 @@ func (sn *snfsFS) offSync(ctx context.Context, f *vfs.File, of *offFile, close b
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); dirErr = syncDirOf(od.path) }()
-		go func() { defer wg.Done(); logErr = sn.permits.log.Sync() }()
+		go func() { defer wg.Done(); logErr = sn.permits.syncLog() }()
 		err := syncDataFile(od.f)
 		od.mu.Unlock()
 		wg.Wait()

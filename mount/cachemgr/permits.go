@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"snfs/mount/cml"
@@ -49,6 +50,9 @@ type heldPermit struct {
 type permits struct {
 	sn  *snfsFS
 	log *cml.Log
+	// basesDirty: the bases file (offlinebase.go) was written since it was
+	// last flushed (syncLog flushes it with the log).
+	basesDirty atomic.Bool
 
 	mu      sync.Mutex
 	held    map[string]heldPermit // by directory handle
@@ -667,7 +671,7 @@ func (p *permits) awaitAsked(ctx context.Context, k string) bool {
 
 // flush reintegrates the log now (a directory's fsync, Sync, unmount).
 func (p *permits) flush(ctx context.Context, why string) error {
-	if err := p.log.Sync(); err != nil {
+	if err := p.syncLog(); err != nil {
 		return err
 	}
 	if p.log.Len() == 0 {
