@@ -292,10 +292,12 @@ func (b *batch) run(i int, finish func()) {
 	for ; i < len(b.recs); i++ {
 		rec := &b.recs[i]
 		var accs []fileAccess
+		var pdirs [][]byte
 		if rec.LSN > b.last {
 			accs = b.accesses(rec)
+			pdirs = b.removedPermits(rec) // reintegrategate.go
 		}
-		if len(accs) == 0 {
+		if len(accs) == 0 && len(pdirs) == 0 {
 			if !b.step(rec, nil) {
 				break
 			}
@@ -307,7 +309,7 @@ func (b *batch) run(i int, finish func()) {
 		inline, ready := true, false
 		var aerr error
 		next := i
-		b.s.admitBy(b.s.consist.BatchAccess, b.mid, accs, func(err error) {
+		b.gate(pdirs, accs, func(err error) {
 			b.mu.Lock()
 			if inline {
 				ready, aerr = true, err

@@ -15,9 +15,9 @@ import (
 // A write-back permit on the removed directory ends with it
 // (docs/protocol.md section 21.6): the directory is looked up first while
 // any permit exists. Another client's permit on it was recalled before an
-// NFSv3 RMDIR ran (the table's Removed, rmdirRemoved); one granted since,
-// or any for REINTEGRATE's RMDIR records (which come through here too and
-// are not held back), is recalled without holding the RMDIR.
+// NFSv3 RMDIR ran (the table's Removed, rmdirRemoved) or a REINTEGRATE RMDIR
+// record was applied (batch.removedPermits); one granted since is recalled
+// without holding the RMDIR.
 func (s *Server) rmdir(ctx context.Context, c *sunrpc.Call, r *req, a *nfs3.DirOpArgs, res *nfs3.WccRes) {
 	var gone []byte
 	if s.consist.PermitsActive() {

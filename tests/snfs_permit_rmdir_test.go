@@ -94,3 +94,77 @@ func TestSNFSPermitRmdirRecalls(t *testing.T) {
 		t.Fatal("the last RMDIR answered without a recall")
 	}
 }
+
+// TestSNFSPermitReintegratedRmdirRecalls: as TestSNFSPermitRmdirRecalls, but
+// the RMDIR is a record of another permit holder's REINTEGRATE (its permit on
+// the parent): the removed directory's permit is recalled before the record
+// is applied, so the record fails NFS3ERR_NOTEMPTY and the holder's logged
+// file is kept (it was removed with the directory, the holder's create then
+// refused). With the directory emptied and nothing logged, the record
+// recalls and removes it.
+func TestSNFSPermitReintegratedRmdirRecalls(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	e, D := permitEnv(t)
+	h := newPermitHolder()
+	h.delay = 100 * time.Millisecond
+	a := dialSNFS(t, e, "permit-rrmdir-a", h)
+	p := getPermit(t, a, D)
+	h.mu.Lock()
+	h.s, h.permit = a, p
+	h.log = []snfs1.CMLRecord{createRec(1, snfs1.ObjRef{FH: D}, "n", 1)}
+	h.mu.Unlock()
+
+	b := dialSNFS(t, e, "permit-rrmdir-b", newPermitHolder())
+	pr := getPermit(t, b, e.root)
+	rmdir := func(lsn uint64) *snfs1.ReintegrateRes {
+		t.Helper()
+		res, err := b.Reintegrate(ctx, []snfs1.PermitRef{pr}, []snfs1.CMLRecord{{LSN: lsn, Op: snfs1.CMLRmdir, Dir: snfs1.ObjRef{FH: e.root}, Name: "d"}})
+		if err != nil || len(res.Results) != 1 {
+			t.Fatalf("REINTEGRATE of the RMDIR: %v %+v", err, res)
+		}
+		return res
+	}
+	res := rmdir(1)
+	if st := res.Results[0].Status; st != nfs3.ErrNotEmpty {
+		t.Fatalf("the reintegrated RMDIR of the holder's directory with a logged create: %v, want NOTEMPTY", st)
+	}
+	select {
+	case fh := <-h.recalled:
+		if !bytes.Equal(fh, D) {
+			t.Fatalf("recall of %x, not the removed directory", fh)
+		}
+	default:
+		t.Fatal("the RMDIR record was applied without a recall of the removed directory's permit")
+	}
+	h.mu.Lock()
+	results, rerr := h.results, h.err
+	h.mu.Unlock()
+	if rerr != nil || len(results) != 1 || results[0].Status != nfs3.OK {
+		t.Fatalf("the holder's reintegration: %v %+v", rerr, results)
+	}
+	if _, err := os.Stat(e.path("d/n")); err != nil {
+		t.Fatalf("the holder's file after the RMDIR: %v", err)
+	}
+
+	if err := os.Remove(e.path("d/n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the server's notifier: the local remove recalls nothing held now
+	p = getPermit(t, a, D)
+	h.mu.Lock()
+	h.permit, h.log = p, nil
+	h.mu.Unlock()
+	pr = getPermit(t, b, e.root) // the local remove may have recalled it
+	if res := rmdir(2); res.Results[0].Status != nfs3.OK {
+		t.Fatalf("the reintegrated RMDIR of the emptied directory: %v", res.Results[0].Status)
+	}
+	select {
+	case <-h.recalled:
+	default:
+		t.Fatal("the last RMDIR record was applied without a recall")
+	}
+	if _, err := os.Stat(e.path("d")); !os.IsNotExist(err) {
+		t.Fatalf("d after the RMDIR: %v", err)
+	}
+}
