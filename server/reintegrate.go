@@ -503,12 +503,8 @@ func (b *batch) accesses(rec *snfs1.CMLRecord) []fileAccess {
 	}
 	switch rec.Op {
 	case snfs1.CMLUnlink, snfs1.CMLRename:
-		fh, err := b.dir(rec.Dir)
-		if err != nil {
-			return nil
-		}
-		r, err := b.s.resolveWrite(b.c, fh)
-		if err != nil {
+		fh, r := b.dirReq(rec.Dir)
+		if r == nil {
 			return nil
 		}
 		defer r.release()

@@ -17,12 +17,8 @@ func (b *batch) removedPermits(rec *snfs1.CMLRecord) [][]byte {
 	if (rec.Op != snfs1.CMLRmdir && rec.Op != snfs1.CMLRename) || !b.s.consist.PermitsActive() {
 		return nil
 	}
-	fh, err := b.dir(rec.Dir)
-	if err != nil {
-		return nil
-	}
-	r, err := b.s.resolveWrite(b.c, fh)
-	if err != nil {
+	fh, r := b.dirReq(rec.Dir)
+	if r == nil {
 		return nil
 	}
 	defer r.release()
@@ -61,4 +57,19 @@ func (b *batch) gate(pdirs [][]byte, accs []fileAccess, done func(error)) {
 		}
 		b.s.admitBy(b.s.consist.BatchAccess, b.mid, accs, done)
 	})
+}
+
+// dirReq resolves the directory o names, for a record's gate (nil when it
+// does not resolve, or the batch may not change it: apply then fails, and no
+// other client is called back for a change that is refused).
+func (b *batch) dirReq(o snfs1.ObjRef) (nfs3.FH, *req) {
+	fh, err := b.dir(o)
+	if err != nil {
+		return nil, nil
+	}
+	r, err := b.s.resolveWrite(b.c, fh)
+	if err != nil {
+		return nil, nil
+	}
+	return fh, r
 }

@@ -36,23 +36,7 @@ func TestSNFSPermitRmdirRecalls(t *testing.T) {
 
 	r, err := e.nfs.Rmdir(ctx, e.root, "d")
 	want(t, "RMDIR of the holder's directory with a logged create", r.Status, err, nfs3.ErrNotEmpty)
-	select {
-	case fh := <-h.recalled:
-		if !bytes.Equal(fh, D) {
-			t.Fatalf("recall of %x, not the removed directory", fh)
-		}
-	default:
-		t.Fatal("RMDIR answered without a recall of the removed directory's permit")
-	}
-	h.mu.Lock()
-	results, rerr := h.results, h.err
-	h.mu.Unlock()
-	if rerr != nil || len(results) != 1 || results[0].Status != nfs3.OK {
-		t.Fatalf("the holder's reintegration: %v %+v", rerr, results)
-	}
-	if _, err := os.Stat(e.path("d/n")); err != nil {
-		t.Fatalf("the holder's file after the RMDIR: %v", err)
-	}
+	holderKept(t, e, h, D, "RMDIR")
 
 	// A RENAME of another directory over d, d's permit held again with a
 	// second create logged: recalled first, refused (d is not empty).
@@ -95,6 +79,30 @@ func TestSNFSPermitRmdirRecalls(t *testing.T) {
 	}
 }
 
+// holderKept checks that the removal what names recalled the permit h holds
+// on the directory D first: h reintegrated its logged create of d/n, which
+// is there.
+func holderKept(t *testing.T, e *env, h *permitHolder, D nfs3.FH, what string) {
+	t.Helper()
+	select {
+	case fh := <-h.recalled:
+		if !bytes.Equal(fh, D) {
+			t.Fatalf("recall of %x, not the removed directory", fh)
+		}
+	default:
+		t.Fatalf("%s answered without a recall of the removed directory's permit", what)
+	}
+	h.mu.Lock()
+	results, rerr := h.results, h.err
+	h.mu.Unlock()
+	if rerr != nil || len(results) != 1 || results[0].Status != nfs3.OK {
+		t.Fatalf("the holder's reintegration: %v %+v", rerr, results)
+	}
+	if _, err := os.Stat(e.path("d/n")); err != nil {
+		t.Fatalf("the holder's file after the %s: %v", what, err)
+	}
+}
+
 // TestSNFSPermitReintegratedRmdirRecalls: as TestSNFSPermitRmdirRecalls, but
 // the RMDIR is a record of another permit holder's REINTEGRATE (its permit on
 // the parent): the removed directory's permit is recalled before the record
@@ -129,23 +137,7 @@ func TestSNFSPermitReintegratedRmdirRecalls(t *testing.T) {
 	if st := res.Results[0].Status; st != nfs3.ErrNotEmpty {
 		t.Fatalf("the reintegrated RMDIR of the holder's directory with a logged create: %v, want NOTEMPTY", st)
 	}
-	select {
-	case fh := <-h.recalled:
-		if !bytes.Equal(fh, D) {
-			t.Fatalf("recall of %x, not the removed directory", fh)
-		}
-	default:
-		t.Fatal("the RMDIR record was applied without a recall of the removed directory's permit")
-	}
-	h.mu.Lock()
-	results, rerr := h.results, h.err
-	h.mu.Unlock()
-	if rerr != nil || len(results) != 1 || results[0].Status != nfs3.OK {
-		t.Fatalf("the holder's reintegration: %v %+v", rerr, results)
-	}
-	if _, err := os.Stat(e.path("d/n")); err != nil {
-		t.Fatalf("the holder's file after the RMDIR: %v", err)
-	}
+	holderKept(t, e, h, D, "RMDIR record")
 
 	if err := os.Remove(e.path("d/n")); err != nil {
 		t.Fatal(err)
