@@ -119,3 +119,10 @@ func saveAppendIntent(c *sunrpc.Call, fh []byte, data []byte) func(off int64) er
 		return c.SaveIntent(it.encode())
 	}
 }
+
+// appendIntentApplied is APPEND's op.Applied: the earlier attempt's intent was
+// resolved as applied.
+func appendIntentApplied(intent []byte) bool {
+	it, err := decodeAppendIntent(intent)
+	return err == nil && it.state == intentApplied
+}

@@ -69,6 +69,14 @@ type op[A, R any] struct {
 	// then fails NOTEMPTY, as it would have had they been made by calls;
 	// docs/protocol.md section 21.6). Looked up only while permits exist.
 	Removed func(s *Server, c *sunrpc.Call, r *req, a *A) []nfs3.FH
+	// Applied, for a call that saves an intent (sunrpc.Call.SaveIntent),
+	// reports whether the intent of an earlier attempt (Call.Intent: a
+	// retransmission after a restart) says that attempt took effect: the
+	// call then changes nothing and goes to its handler, which answers from
+	// the intent, past the gates (grace period, permits, callbacks) - their
+	// NFS3ERR_JUKEBOX would have the client send it again with a new xid,
+	// which no intent names, and so apply it a second time.
+	Applied func(intent []byte) bool
 	// Handler fills res; Reply, instead, encodes the whole reply itself (READ
 	// reads file data straight into the reply buffer); deferred: the reply was
 	// deferred already (the call waited for callbacks or a recall first), and
@@ -101,6 +109,13 @@ func nfsProc[A, R any, PA interface {
 			if err != nil {
 				c.SaveLater = true // nothing changed: nothing to wait for
 				return encodeFailure[R, PR](w, err)
+			}
+			if o.Applied != nil && c.Intent != nil && o.Applied(c.Intent) {
+				defer r.release()
+				var res R
+				o.Handler(ctx, c, r, &a, &res)
+				PR(&res).Encode(w)
+				return nil
 			}
 			// On an async export the change itself is not durable when it is
 			// answered: neither need its saved reply be.
