@@ -97,6 +97,9 @@ func nfsProc[A, R any, PA interface {
 	if o.FH == nil || (o.Handler == nil) == (o.Reply == nil) {
 		panic(fmt.Sprintf("server: NFS procedure %s: the table row needs FH and one of Handler or Reply", o.Name))
 	}
+	if o.Applied != nil && (o.Handler == nil || o.Cache != nonIdempotentSaved) {
+		panic(fmt.Sprintf("server: NFS procedure %s: Applied needs a Handler row whose replies are saved", o.Name))
+	}
 	return sunrpc.Proc{Name: o.Name, Cache: o.Cache != idempotent, Persist: o.Cache == nonIdempotentSaved,
 		Inline: o.Inline, MaxReply: o.MaxReply,
 		Handler: func(ctx context.Context, c *sunrpc.Call, args *xdr.Reader, w *xdr.Writer) error {
