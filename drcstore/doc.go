@@ -4,6 +4,9 @@
 // effect, its reply was lost with the connection) gets the reply of the first
 // attempt instead of being executed a second time, as a create answered
 // EEXIST or a remove answered ENOENT although the first attempt succeeded.
+// It keeps the intents handlers save before a change (sunrpc.Call.SaveIntent)
+// the same way, as records marked Intent; a later reply of the call supersedes
+// its intent when they are loaded.
 //
 // The replies are a log of segment files, replies/NNNNNNNNNNNNNNNN.log: each
 // Save appends its replies (each a length, a CRC-32C and the record) to the

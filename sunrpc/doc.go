@@ -13,7 +13,10 @@
 // values; the only things the transport learns from a procedure are its name (for
 // metrics), whether its replies must be cached (Proc.Cache) and outlive a restart
 // (Proc.Persist: saved through the DRC's ReplyStore before they are sent, group
-// committed, loaded back at the next start), whether a given call
+// committed, loaded back at the next start; a handler may save an intent
+// before its change, Call.SaveIntent, which the program resolves at the next
+// start, DRC.Intents, for the retransmission to find in Call.Intent), whether
+// a given call
 // is quick enough to run on the reader (Proc.Inline, a hint computed by the program
 // from the raw arguments), and how large its reply may be (Proc.MaxReply).
 //
