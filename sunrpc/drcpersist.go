@@ -1,6 +1,7 @@
 package sunrpc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -96,22 +97,23 @@ func (d *DRC) Intents(resolve func(k DRCKey, intent []byte) []byte) error {
 	var save []SavedReply
 	for _, e := range loaded {
 		b := resolve(e.key, e.intent)
+		changed := !bytes.Equal(b, e.intent) // one resolved at an earlier start is saved already
 		d.mu.Lock()
 		if b == nil {
 			d.remove(e)
 		} else {
-			d.lru.Remove(e.elem)
-			d.bytes -= len(e.intent)
+			d.bytes += len(b) - len(e.intent)
 			e.intent = b
-			d.add(e)
 		}
 		d.mu.Unlock()
-		if b != nil {
+		if b != nil && changed {
 			save = append(save, SavedReply{Key: e.key, At: e.at, Reply: b, Intent: true})
 		}
 	}
-	for _, r := range save {
-		if err := d.persist.save(r, true); err != nil {
+	// One commit for all: the last save waits for it, the others are queued
+	// into it.
+	for i, r := range save {
+		if err := d.persist.save(r, i == len(save)-1); err != nil {
 			return fmt.Errorf("sunrpc: save a resolved intent: %w", err)
 		}
 	}
