@@ -309,11 +309,16 @@ func (fs *snfsFS) reclaimItems(context.Context) []snfs1.ReclaimItem {
 	}
 	fs.FS.Mu.Unlock()
 	var items []snfs1.ReclaimItem
+	// The registration the RECLAIM goes on (its REGISTER is answered): a
+	// reclaim the server takes grants the opens it reports there
+	// (keptlease.go, serverRestarted).
+	ep := fs.openEpochNow()
 	for _, i := range all {
 		if i.Type != nfs3.TypeReg {
 			continue
 		}
 		i.Mu.Lock()
+		snOf(i).reclaimedUnder = ep
 		dirtyLocked(i)
 		// Kept opens included; a pinned holder as a caching, dirty writer
 		// (protocol.md section 10.1); not the opens an earlier refused
@@ -362,6 +367,7 @@ func (fs *snfsFS) serverRestarted(refused bool) {
 		for _, i := range fs.allInodes() {
 			i.Mu.Lock()
 			stOf(i).ServerRestarted(false) // its write-back: snfsSync's
+			reclaimGrantedLocked(i)
 			i.Mu.Unlock()
 		}
 		fs.Logger().Info("snfs server restarted; this client's state was reclaimed: caches stay valid, writing back dirty data")

@@ -25,6 +25,9 @@ import (
 type createOpened struct {
 	set   *createOpens
 	start uint64 // the attributes' start, taken before the call was sent
+	// epoch: the registration the call was sent under (keptlease.go),
+	// taken before it was sent.
+	epoch openEpoch
 	open  snfs1.OpenRes
 	verf  snfs1.Verifier
 	made  nfs3.FH // the file the reply names (nil: no reply yet, or a failed create)
@@ -180,6 +183,7 @@ func (sn *snfsFS) createVia(ctx context.Context, c vfs.Cred, co *createOpened) v
 // applied by snfsCreated).
 func (sn *snfsFS) createOpen(ctx context.Context, dir *vfs.Inode, c vfs.Cred, name string, mode uint32, excl bool, flags int) (vfs.Entry, *vfs.File, error) {
 	co := sn.createOpens.begin(sn.AttrStart())
+	co.epoch = sn.openEpochNow()
 	e, err := sn.FS.CreateCoreVia(ctx, dir, c, name, mode, excl, flags, sn.createVia(ctx, c, co))
 	if err != nil {
 		sn.giveBackCreateOpened(ctx, co)

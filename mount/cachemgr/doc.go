@@ -7,7 +7,8 @@
 // It owns: the session (OPEN/CLOSE per open, CREATE_OPEN per create:
 // createopen.go, callbacks, CB_GRANTED), the
 // cache directory's use (package cachedir) with delayed write-back and
-// delayed close, passthrough with its pinned-holder watch (package hsm),
+// delayed close (keptlease.go: a kept open taken over only under the lease,
+// else given back and OPENed), passthrough with its pinned-holder watch (package hsm),
 // recovery after a server restart (reclaim, reintegration, conflicts), lock
 // delegation and the lock lease (snfsLocks, which adds them to the core's
 // lock table and shares its mutex), write-back permits and the modification

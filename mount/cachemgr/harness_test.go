@@ -31,6 +31,7 @@ type restartableServer struct {
 	asDefault     bool          // the server's defaults for grace and recall back-off
 	opts          string        // export options ("" rw,no_root_squash)
 	grace         time.Duration // the server's grace period; 0: none (every reclaim refused)
+	cbt           time.Duration // the server's callback timeout; 0: its default
 	srv           *server.Server
 	done          chan error
 	// sync, if set, is the server's data flush (server.Config.Sync): a
@@ -101,6 +102,7 @@ func (s *restartableServer) start(addr string) {
 		}
 		cfg.Table = state.Config{RecallBackoff: time.Nanosecond}
 	}
+	cfg.Table.CallbackTimeout = s.cbt
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

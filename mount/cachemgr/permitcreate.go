@@ -125,6 +125,7 @@ func (sn *snfsFS) provReal(ctx context.Context, f *vfs.File, pf *provFile) (*vfs
 	var co *createOpened
 	if o, ok := sn.permits.made.of(f.I.FH); ok && o.live && openModeOf(pf.flags) == state.Write {
 		co = sn.createOpens.begin(sn.AttrStart())
+		co.epoch = sn.openEpochNow()
 		co.open.Status = nfs3.ErrNotSupp // not opened, unless the reply says so
 		defer sn.permits.opens.wait(o.id, co)()
 	}

@@ -101,6 +101,7 @@ func (p *permits) readbackBegin(want bool) []*readback {
 		}
 		held += len(data)
 		co := p.sn.createOpens.begin(p.sn.AttrStart())
+		co.epoch = p.sn.openEpochNow()
 		co.open.Status = nfs3.ErrNotSupp // not opened, unless the reply says so
 		out = append(out, &readback{od: od, lsn: lsn, data: data, co: co, end: p.opens.waitStored(od.id, co)})
 	}

@@ -89,6 +89,7 @@ type SNFSStats struct {
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
 	SharedOpens     atomic.Uint64 // opens that shared an application's open of the same mode: no OPEN, no CLOSE
 	KeptGivenBack   atomic.Uint64 // files whose kept opens were CLOSEd over the bound, at eviction or removal
+	KeptDistrusted  atomic.Uint64 // files whose kept opens an application's open CLOSEd first: granted under another registration, or the lease lapsed (keptlease.go)
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
 	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
@@ -290,6 +291,15 @@ type snfsInode struct {
 	// application's open (snfsOpen), which a refused reclaim's reopen
 	// sends again (callback.go); under mu.
 	openCred [state.Write + 1]vfs.Cred
+	// granted: by mode, the registration the latest OPEN (or CREATE_OPEN)
+	// of that mode was sent under and answered (keptlease.go): a kept open
+	// of the mode is taken over only while it is the session's; under mu,
+	// written with openMu held too.
+	granted [state.Write + 1]openEpoch
+	// reclaimedUnder: the registration the latest RECLAIM was built for
+	// (reclaimItems); a reclaim the server took makes it granted's
+	// (reclaimGrantedLocked). Under mu.
+	reclaimedUnder openEpoch
 }
 
 // snfsFile is an open's snfs-mode state.

@@ -101,7 +101,9 @@ func (fs *snfsFS) snfsOpenProtoWith(ctx context.Context, i *vfs.Inode, c vfs.Cre
 // for writing that needs an OPEN may be granted locally (local:
 // offlinewrite.go), its OPEN owed until reconnection.
 func (fs *snfsFS) snfsOpenProtoGrant(ctx context.Context, i *vfs.Inode, c vfs.Cred, mode state.Mode, co *createOpened, grant bool) (pmode state.Mode, keep, direct, reused, local bool, err error) {
-	snOf(i).openMu.Lock()
+	// Kept opens are taken over only while the server would still call
+	// this client back about them (keptlease.go); else given back first.
+	fs.lockOpenTrusted(ctx, i)
 	i.Mu.Lock()
 	o, acts := stOf(i).OpenBegin(mode)
 	acts = fs.applyLocked(i, acts)
@@ -133,9 +135,10 @@ func (fs *snfsFS) snfsOpenProtoGrant(ctx context.Context, i *vfs.Inode, c vfs.Cr
 		return o.Mode, keep, false, true, false, nil
 	}
 	start := fs.AttrStart()
+	epoch := fs.openEpochNow() // the registration this open is granted under (keptlease.go)
 	var ok *snfs1.OpenOK
 	if pre != nil {
-		ok, start = pre, co.start
+		ok, start, epoch = pre, co.start, co.epoch
 	} else {
 		if mode == state.Write {
 			// The OPEN gives the file a new version: a write-back's end
@@ -168,6 +171,7 @@ func (fs *snfsFS) snfsOpenProtoGrant(ctx context.Context, i *vfs.Inode, c vfs.Cr
 		snOf(i).openMu.Unlock()
 		return mode, false, false, false, false, err
 	}
+	noteGrantedLocked(i, mode, epoch)
 	fs.Logger().Debug("OPEN", "fileid", i.FileID, "mode", mode, "caching", ok.CacheEnabled, "version", ok.CacheVersion, "cache", hasAct(acts, clientfile.ActCache))
 	// Not over the attributes of a WRITE or SETATTR of this client's that
 	// completed after the OPEN was sent (settleOpenAttr).
