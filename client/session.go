@@ -130,10 +130,11 @@ type Session struct {
 	probeConn *sunrpc.Conn  // guarded by probeMu
 	probeDone chan struct{} // guarded by probeMu
 
-	lost     chan struct{}      // capacity 1: a connection that registered closed
-	connLost atomic.Uint64      // registered connections closed (ConnectionsLost, dirs.go)
-	keepStop context.CancelFunc // stops keepConnected (Disconnect)
-	keepDone chan struct{}      // closed when keepConnected returned
+	lost     chan struct{}               // capacity 1: a connection that registered closed
+	connLost atomic.Uint64               // registered connections closed (ConnectionsLost, dirs.go)
+	cur      atomic.Pointer[sunrpc.Conn] // the latest connection REGISTER was answered on (CallbacksServing)
+	keepStop context.CancelFunc          // stops keepConnected (Disconnect)
+	keepDone chan struct{}               // closed when keepConnected returned
 }
 
 // DialSession connects to the snfs server at addr over network (TCP: callbacks
@@ -216,6 +217,7 @@ func (s *Session) onConnect(ctx context.Context, c *sunrpc.Conn) error {
 	if res.Status != nfs3.OK {
 		return &StatusError{Proc: "REGISTER", Status: res.Status}
 	}
+	s.cur.Store(c)
 	if s.registeredAs(&res, c.ID()) {
 		if err := s.reclaimAll(ctx, res.Client, call); err != nil {
 			return err
@@ -503,6 +505,19 @@ func (s *Session) NFS() *NFS { return &NFS{s.rpc.Program(nfs3.Program, nfs3.Vers
 // Mount returns a MOUNT v3 client on the session's connection. Do not Close it:
 // Disconnect closes the connection.
 func (s *Session) Mount() *Mounter { return &Mounter{s.rpc.Program(mount3.Program, mount3.Version)} }
+
+// CallbacksServing reports the server's calls (callbacks) read on the
+// latest registered connection and not yet answered. A reply read on that
+// connection followed every callback the server wrote before it; once this
+// is 0 after the reply, all of them have been served (the leases of
+// docs/protocol.md 10 and 20.4: a client must have acted on them before it
+// relies on the reply).
+func (s *Session) CallbacksServing() int {
+	if c := s.cur.Load(); c != nil {
+		return c.Serving()
+	}
+	return 0
+}
 
 // Null calls the SNFS program's NULL procedure (a ping).
 func (s *Session) Null(ctx context.Context) error {

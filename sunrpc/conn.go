@@ -416,6 +416,17 @@ func (c *Conn) sendReply(rb *[]byte, held int) {
 }
 
 // release gives back a call's share of the budget once it is answered.
+// Serving reports the calls read on c and not yet answered (or given up).
+// The reader counts a call before it reads the next record: a caller that
+// got a reply on c and then sees Serving() == 0 knows that every call that
+// reached it before that reply has been served (snfs's leases:
+// docs/protocol.md 10, 20.4).
+func (c *Conn) Serving() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
 func (c *Conn) release(held int) {
 	c.mu.Lock()
 	c.calls--

@@ -79,11 +79,7 @@ func waitKept(t *testing.T, m *snfsMount, n uint64) {
 // only for reading needs the server (one OPEN).
 func TestMountSNFSKeptReopen(t *testing.T) {
 	t.Parallel()
-	// A callback timeout whose half (the lease of kept opens, protocol.md
-	// 10) outlasts the idle spell below and the rounds: within the lease a
-	// reopen costs nothing; past it, the first reopen gives the kept open
-	// back and OPENs (mount/cachemgr TestKeptOpenTakenOverWhileLeaseHolds).
-	e, reg := keptEnv(t, func(c *server.Config) { c.Table.CallbackTimeout = time.Minute })
+	e, reg := keptEnv(t, nil)
 	want := randBytes(261, 20000)
 	if err := os.WriteFile(e.path("read"), want, 0o644); err != nil {
 		t.Fatal(err)

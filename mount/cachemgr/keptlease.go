@@ -31,27 +31,24 @@ import (
 //     the call was sent (a callback written to a broken connection is sent
 //     again on the next one, but perhaps after its deadline); and
 //   - the lease holds: a call this mount sent on that connection less than
-//     callback_timeout/2 ago was answered. A callback the server wrote
-//     before it read that call arrived before its reply (one connection, in
-//     order), so it was seen; one written after cannot have timed out yet.
+//     callback_timeout/2 ago was answered, and no callback read on it is
+//     still being served (client.Session.CallbacksServing). A callback the
+//     server wrote before it read that call arrived before its reply (one
+//     connection, in order), so it has been acted on; one written after
+//     cannot have timed out yet. Without the second half, a partition that
+//     heals delivered the callbacks written during it (timed out already)
+//     just before the reply, and a takeover raced their handling (found by
+//     tests/keptlease_test.go, one run in several).
 //
-// Otherwise the file's kept opens are given back (CLOSE; SNFS_ERR_FENCED
-// says the server forgot them already: the client is fenced for the file,
-// and its dirty data goes through the fenced path, reintegrated or kept as
-// a conflict copy) and the application's open sends a real OPEN, whose
-// version answer applies the cache validity rule (section 9) to what the
-// cache holds. The check is the cache manager's: the file's machine
-// (state/clientfile) stays clock-free, and it sees only kept opens that
-// passed it, or none.
-//
-// A lapsed lease is not renewed with a NULL here (as nameCache.usable
-// renews a directory's): a partition that heals delivers the callbacks the
-// server wrote meanwhile, already timed out, just before the NULL's reply,
-// and the takeover would race their handling (which forgets the kept
-// opens). The CLOSE and the OPEN are about the file itself: whatever a
-// callback does meanwhile, the OPEN's answer is the server's word. Their
-// cost, two calls instead of one, is paid once per idle spell: their
-// answers renew the lease for the other files' kept opens.
+// A lease that only lapsed (the mount idle) is renewed with a NULL, as
+// nameCache.usable renews a directory's. Otherwise the file's kept opens
+// are given back (CLOSE; SNFS_ERR_FENCED says the server forgot them
+// already: the client is fenced for the file, and its dirty data goes
+// through the fenced path, reintegrated or kept as a conflict copy) and the
+// application's open sends a real OPEN, whose version answer applies the
+// cache validity rule (section 9) to what the cache holds. The check is the
+// cache manager's: the file's machine (state/clientfile) stays clock-free,
+// and it sees only kept opens that passed it, or none.
 //
 // Offline (disconnected operation, disconnected.go) kept opens are served
 // as before, with no server: that is the point of disconnected operation,
@@ -85,33 +82,50 @@ func (sn *snfsFS) openEpochNow() openEpoch {
 	return openEpoch{regs: regs, lost: sn.sess.ConnectionsLost()}
 }
 
-// keptLease reports whether kept opens granted under ep may be taken over
-// at now: ep is the session's registration and the lease holds.
-func (sn *snfsFS) keptLease(ep openEpoch, now time.Time) bool {
+// keptVerdict is what the lease of kept opens allows.
+type keptVerdict uint8
+
+const (
+	keptTrusted keptVerdict = iota // may be taken over
+	keptLapsed                     // same registration, idle: a NULL answered renews
+	keptLost                       // another registration, no lease, or callbacks being served: give back
+)
+
+// keptLease checks kept opens granted under ep at now.
+func (sn *snfsFS) keptLease(ep openEpoch, now time.Time) keptVerdict {
 	lw := sn.lease()
 	cbt := sn.sess.CallbackTimeout()
 	if lw == nil || cbt <= 0 || ep.regs == 0 {
-		return false
+		return keptLost
 	}
 	regs, sent := lw.state()
 	if (openEpoch{regs: regs, lost: sn.sess.ConnectionsLost()}) != ep {
-		return false
+		return keptLost
 	}
-	return now.Sub(sent) < cbt/2
+	if now.Sub(sent) >= cbt/2 {
+		return keptLapsed
+	}
+	if sn.sess.CallbacksServing() > 0 {
+		// One may be about this file, sent before the reply that renewed
+		// the lease and timed out already: not acted on yet.
+		return keptLost
+	}
+	return keptTrusted
 }
 
-// keptTrustedLocked reports whether i's kept opens (all of them; true if
-// none) may be taken over at now (i.Mu held).
-func (sn *snfsFS) keptTrustedLocked(i *vfs.Inode, now time.Time) bool {
+// keptVerdictLocked is the lease's verdict on i's kept opens (the worst of
+// their modes'; trusted when there are none; i.Mu held).
+func (sn *snfsFS) keptVerdictLocked(i *vfs.Inode, now time.Time) keptVerdict {
+	v := keptTrusted
 	for _, m := range []state.Mode{state.Read, state.Write} {
-		if stOf(i).Kept(m) > 0 && !sn.keptLease(snOf(i).granted[m], now) {
-			return false
+		if stOf(i).Kept(m) > 0 {
+			v = max(v, sn.keptLease(snOf(i).granted[m], now))
 		}
 	}
-	return true
+	return v
 }
 
-// noteGranted records that the protocol open of mode i's OPEN (or
+// noteGrantedLocked records that the protocol open of mode of i's OPEN (or
 // CREATE_OPEN) sent under ep was answered (i.Mu held).
 func noteGrantedLocked(i *vfs.Inode, m state.Mode, ep openEpoch) {
 	snOf(i).granted[m] = ep
@@ -133,16 +147,31 @@ func reclaimGrantedLocked(i *vfs.Inode) {
 // kept opens, if any, may be taken over (the lease above), else after
 // giving them back. Offline, kept opens are served as they are.
 func (sn *snfsFS) lockOpenTrusted(ctx context.Context, i *vfs.Inode) {
+	renewed := false
 	for {
 		snOf(i).openMu.Lock()
 		if sn.disc.offline() {
 			return
 		}
 		i.Mu.Lock()
-		ok := sn.keptTrustedLocked(i, time.Now())
+		v := sn.keptVerdictLocked(i, time.Now())
 		i.Mu.Unlock()
-		if ok {
+		if v == keptTrusted {
 			return
+		}
+		if v == keptLapsed && !renewed {
+			// Idle for half the callback timeout: a NULL answered renews
+			// (and the check above runs again: same registration, and
+			// the callbacks read before its reply served).
+			snOf(i).openMu.Unlock()
+			renewed = true
+			sn.stats.KeptRenewals.Add(1)
+			if err := sn.sess.Null(ctx); err != nil && ctx.Err() != nil {
+				// Interrupted: the open fails at its OPEN, or takes its
+				// kept open over offline.
+				sn.Logger().Debug("lease renewal for a kept open", "fileid", i.FileID, "err", err)
+			}
+			continue
 		}
 		acts, fenced, kept := sn.giveBackUntrustedLocked(ctx, i)
 		if kept {

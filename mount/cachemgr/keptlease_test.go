@@ -135,9 +135,10 @@ func bWrites(t *testing.T, b *vfs.FS, ib *vfs.Inode, data []byte) {
 // sent A meanwhile is still on its way (A's answers and the server's
 // messages to A are held a while longer). A's open of f then must not take
 // its kept open over and read the cache: its lease lapsed during the
-// partition, so it gives the kept open back (answered SNFS_ERR_FENCED) and
-// OPENs, and reads B's bytes. Before the lease of kept opens, the open was
-// served at once from the cache, with the old bytes.
+// partition, and the NULL that renews it is answered after that callback,
+// which has taken the kept open (or, still being served, has it given back
+// with CLOSE): A OPENs and reads B's bytes. Before the lease of kept opens,
+// the open was served at once from the cache, with the old bytes.
 func TestKeptOpenAfterPartition(t *testing.T) {
 	old, theirs := []byte("A read these bytes before the partition"), []byte("B wrote these while A was cut off, longer")
 	p, a, b, ia, ib := keptLeaseSetup(t, old)
@@ -166,9 +167,13 @@ func TestKeptOpenAfterPartition(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("A's open and read of f did not end within 30 s of the partition's end")
 	}
-	if n := mgrOf(a).stats.KeptDistrusted.Load(); n < 1 {
-		t.Errorf("A gave back %d files' kept opens for the lease; want at least 1", n)
-	}
+	// Either way is right: the NULL renewing the lease was answered after
+	// the server's callback, which A had served by then (its kept open
+	// handed back: CB_TREAT_AS_CLOSED, and an OPEN) or was still serving
+	// (its kept open given back with CLOSE, answered SNFS_ERR_FENCED).
+	st := mgrOf(a).SNFSStats()
+	t.Logf("renewals %d, kept opens given back %d, fenced %d, treated as closed %d",
+		st.KeptRenewals.Load(), st.KeptDistrusted.Load(), st.Fenced.Load(), st.TreatedAsClosed.Load())
 }
 
 // TestKeptOpenAfterPartitionHealed: as TestKeptOpenAfterPartition, the
@@ -214,34 +219,33 @@ func TestKeptOpenAfterLostConnection(t *testing.T) {
 
 // TestKeptOpenTakenOverWhileLeaseHolds: with no partition, a kept open is
 // still taken over with no OPEN while the lease holds (the mount made a
-// call less than half the callback timeout ago), and given back and OPENed
-// again after an idle spell longer than that, the cache kept (unchanged
-// version).
+// call less than half the callback timeout ago), and after an idle spell
+// longer than that once a NULL renewed the lease (no CLOSE, no OPEN).
 func TestKeptOpenTakenOverWhileLeaseHolds(t *testing.T) {
 	old := []byte("nobody changes these")
 	_, a, _, ia, _ := keptLeaseSetup(t, old)
 	st := mgrOf(a).SNFSStats()
-	reopens, distrusted := st.DelayedReopens.Load(), st.KeptDistrusted.Load()
+	reopens, distrusted, renewals := st.DelayedReopens.Load(), st.KeptDistrusted.Load(), st.KeptRenewals.Load()
 	if d, err := openReadErr(a, ia); err != nil || !bytes.Equal(d, old) {
 		t.Fatalf("A's reopen: %q, %v", d, err)
 	}
 	if n := st.DelayedReopens.Load() - reopens; n != 1 {
 		t.Fatalf("reopen within the lease: %d kept opens taken over; want 1", n)
 	}
-	if n := st.KeptDistrusted.Load() - distrusted; n != 0 {
-		t.Fatalf("reopen within the lease: %d files' kept opens given back; want none", n)
+	if n := st.KeptRenewals.Load() - renewals; n != 0 {
+		t.Fatalf("reopen within the lease: %d renewals; want none", n)
 	}
 	time.Sleep(keptLeaseCBT/2 + 100*time.Millisecond)
 	if d, err := openReadErr(a, ia); err != nil || !bytes.Equal(d, old) {
 		t.Fatalf("A's reopen after an idle spell: %q, %v", d, err)
 	}
-	if n := st.KeptDistrusted.Load() - distrusted; n != 1 {
-		t.Fatalf("reopen after the lease lapsed: %d files' kept opens given back; want 1", n)
+	if n := st.KeptRenewals.Load() - renewals; n != 1 {
+		t.Fatalf("reopen after the lease lapsed: %d renewals; want 1", n)
 	}
-	ia.Mu.Lock()
-	kept := stOf(ia).Kept(state.Read)
-	ia.Mu.Unlock()
-	if kept != 1 {
-		t.Fatalf("A keeps %d read opens of f after its last close; want 1", kept)
+	if n := st.DelayedReopens.Load() - reopens; n != 2 {
+		t.Fatalf("reopens: %d kept opens taken over; want 2", n)
+	}
+	if n := st.KeptDistrusted.Load() - distrusted; n != 0 {
+		t.Fatalf("%d files' kept opens given back with no partition; want none", n)
 	}
 }

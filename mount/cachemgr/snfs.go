@@ -89,7 +89,8 @@ type SNFSStats struct {
 	TreatedAsClosed atomic.Uint64 // callbacks answered CB_TREAT_AS_CLOSED for delayed closes
 	SharedOpens     atomic.Uint64 // opens that shared an application's open of the same mode: no OPEN, no CLOSE
 	KeptGivenBack   atomic.Uint64 // files whose kept opens were CLOSEd over the bound, at eviction or removal
-	KeptDistrusted  atomic.Uint64 // files whose kept opens an application's open CLOSEd first: granted under another registration, or the lease lapsed (keptlease.go)
+	KeptDistrusted  atomic.Uint64 // files whose kept opens an application's open CLOSEd first: granted under another registration, or no lease (keptlease.go)
+	KeptRenewals    atomic.Uint64 // NULLs sent to renew the lease before a kept open was taken over (keptlease.go)
 	Fenced          atomic.Uint64 // files the server answered SNFS_ERR_FENCED for
 	Conflicts       atomic.Uint64 // conflict copies made by reintegration (reintegrate.go)
 	Reconciled      atomic.Uint64 // reintegrations that found the server's change their own (serverholds.go): no copy
