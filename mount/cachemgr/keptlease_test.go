@@ -249,3 +249,101 @@ func TestKeptOpenTakenOverWhileLeaseHolds(t *testing.T) {
 		t.Fatalf("%d files' kept opens given back with no partition; want none", n)
 	}
 }
+
+// aWritesKept has A write f whole with data and close it: its write open
+// is kept, the data dirty in A's cache (an hour's write-back delay).
+func aWritesKept(t *testing.T, a *vfs.FS, ia *vfs.Inode, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	f, _, err := a.Open(ctx, ia, vfs.Cred{}, syscall.O_RDWR|syscall.O_TRUNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(ctx, f, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	ia.Mu.Lock()
+	kept, dirty := stOf(ia).Kept(state.Write), stOf(ia).Dirty()
+	ia.Mu.Unlock()
+	if kept != 1 || !dirty {
+		t.Fatalf("after A's write: %d kept write opens, dirty %v; want 1, true", kept, dirty)
+	}
+}
+
+// conflictCopies returns the contents of f's conflict copies in export.
+func conflictCopies(t *testing.T, export string) [][]byte {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(export, "f.snfs-conflict-*"))
+	var out [][]byte
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestKeptDirtyOpenAfterPartition: A holds dirty data of f under a kept
+// write open and is cut off past the callback timeout while B writes f
+// (A fenced). Back, A's open of f reads B's bytes, and A's bytes, which
+// its close had acknowledged, are not lost: kept beside the file as a
+// conflict copy (the fenced path), never written over B's.
+func TestKeptDirtyOpenAfterPartition(t *testing.T) {
+	old, mine, theirs := []byte("the server's first bytes"), []byte("A wrote these, acknowledged by its close"), []byte("B wrote these while A was cut off")
+	p, a, b, ia, ib := keptLeaseSetup(t, old)
+	export := mgrOf(a).cfg.export
+	aWritesKept(t, a, ia, mine)
+	p.Stall(faultproxy.ClientToServer)
+	p.Stall(faultproxy.ServerToClient)
+	bWrites(t, b, ib, theirs)
+	p.Heal()
+	if d, err := openReadErr(a, ia); err != nil || !bytes.Equal(d, theirs) {
+		t.Fatalf("A reads f after the partition: %q, %v; want B's %q", d, err, theirs)
+	}
+	if err := a.Sync(context.Background()); err != nil {
+		t.Logf("A's sync: %v", err)
+	}
+	if d, err := os.ReadFile(filepath.Join(export, "f")); err != nil || !bytes.Equal(d, theirs) {
+		t.Fatalf("the server's f: %q, %v; want B's %q (A's data must not go over it)", d, err, theirs)
+	}
+	cc := conflictCopies(t, export)
+	if len(cc) != 1 || !bytes.Equal(cc[0], mine) {
+		t.Fatalf("conflict copies of f: %q; want one with A's %q", cc, mine)
+	}
+}
+
+// TestKeptDirtyOpenAfterReset: A holds dirty data of f under a kept write
+// open when its connection breaks; nobody else touches f. A's next open
+// gives the kept opens back (granted on the old connection) and OPENs:
+// no fencing, A reads its own bytes, writes them back, and no conflict copy
+// appears.
+func TestKeptDirtyOpenAfterReset(t *testing.T) {
+	old, mine := []byte("the server's first bytes"), []byte("A wrote these, acknowledged by its close")
+	p, a, _, ia, _ := keptLeaseSetup(t, old)
+	export := mgrOf(a).cfg.export
+	aWritesKept(t, a, ia, mine)
+	if n := p.Reset(); n < 1 {
+		t.Fatalf("the proxy reset %d connections; want A's", n)
+	}
+	if d, err := openReadErr(a, ia); err != nil || !bytes.Equal(d, mine) {
+		t.Fatalf("A reads f after its reconnection: %q, %v; want its own %q", d, err, mine)
+	}
+	st := mgrOf(a).SNFSStats()
+	if n := st.KeptDistrusted.Load(); n < 1 {
+		t.Errorf("A gave back %d files' kept opens after its reconnection; want at least 1", n)
+	}
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := os.ReadFile(filepath.Join(export, "f")); err != nil || !bytes.Equal(d, mine) {
+		t.Fatalf("the server's f after A's sync: %q, %v; want A's %q", d, err, mine)
+	}
+	if cc := conflictCopies(t, export); len(cc) != 0 || st.Conflicts.Load() != 0 {
+		t.Fatalf("conflict copies of f: %q (counted %d); want none", cc, st.Conflicts.Load())
+	}
+}
