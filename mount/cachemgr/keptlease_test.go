@@ -327,8 +327,16 @@ func TestKeptDirtyOpenAfterReset(t *testing.T) {
 	p, a, _, ia, _ := keptLeaseSetup(t, old)
 	export := mgrOf(a).cfg.export
 	aWritesKept(t, a, ia, mine)
+	lost := mgrOf(a).sess.ConnectionsLost()
 	if n := p.Reset(); n < 1 {
 		t.Fatalf("the proxy reset %d connections; want A's", n)
+	}
+	// An open before A's session saw the reset would take the kept open
+	// over, rightly: nothing could have been fenced yet.
+	for deadline := time.Now().Add(10 * time.Second); mgrOf(a).sess.ConnectionsLost() == lost; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A's session did not see its connection reset within 10 s")
+		}
 	}
 	if d, err := openReadErr(a, ia); err != nil || !bytes.Equal(d, mine) {
 		t.Fatalf("A reads f after its reconnection: %q, %v; want its own %q", d, err, mine)
