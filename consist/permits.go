@@ -132,6 +132,12 @@ func (d *Driver) PermitHeldByOther(c state.ClientID, fh []byte) bool {
 	return d.permits.HeldByOther(c, state.FileIDOf(fh))
 }
 
+// PermitHolder returns the client that holds, or is being granted, the
+// permit on the directory fh (false: none).
+func (d *Driver) PermitHolder(fh []byte) (state.ClientID, bool) {
+	return d.permits.Holder(state.FileIDOf(fh))
+}
+
 // HoldsPermitID is HoldsPermit by the directory's FileID.
 func (d *Driver) HoldsPermitID(c state.ClientID, dir state.FileID, id uint64) bool {
 	return d.permits.Holds(c, dir, id)

@@ -198,6 +198,9 @@ func (b *batch) record() error {
 type reintQueues struct {
 	mu sync.Mutex
 	q  map[state.ClientID][]func() // a client's queued batches; present while one runs
+	// gates: the permit holders each client's batch waits for, in a
+	// record's gate (reintegrategate.go's gateWait).
+	gates map[state.ClientID][]state.ClientID
 }
 
 // enter runs start now if no batch of client c is being applied, else once

@@ -479,6 +479,20 @@ func (p *Permits) HeldByOther(c ClientID, dir FileID) bool {
 	return e != nil && e.holder != c
 }
 
+// Holder returns the client that holds, or is being granted, a permit on
+// dir (false: none).
+func (p *Permits) Holder(dir FileID) (ClientID, bool) {
+	if !p.some.Load() {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.dirs[dir]; e != nil {
+		return e.holder, true
+	}
+	return 0, false
+}
+
 // Active reports whether any permit exists (Changed has nothing to do
 // otherwise).
 func (p *Permits) Active() bool { return p.some.Load() }

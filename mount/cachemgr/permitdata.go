@@ -344,6 +344,17 @@ func (p *permits) writeRangeVerf(ctx context.Context, f *os.File, fh nfs3.FH, of
 // before the reply is taken in here. So the reintegration in progress, if
 // any, is waited for (it pushes), and what it left unpushed of fh is
 // pushed now.
+//
+// Not for a regular file this mount knows by fh, its real handle, of which
+// it holds no local data: the reintegration in progress cannot have made
+// it (a file it made is known by its real handle only once settled, after
+// its data's push and after the log learnt its handle), so it pushes
+// nothing of it, and the callback's own write-back sends what the cache
+// holds. Waiting anyway closed a cycle (docs/protocol.md section 11): that
+// reintegration may itself wait, on the server, for another client's
+// answer to a callback, which that client held the same way behind its
+// own reintegration waiting for this answer, until the callback timeout
+// fenced both (TestDataCallbackNotHeldByReintegration).
 func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	p.off.mu.Lock()
 	n := len(p.off.data)
@@ -353,6 +364,8 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	}
 	if i := p.sn.FS.LookupInode(fh); i != nil && i.Type != nfs3.TypeReg {
 		return // a directory's break
+	} else if i != nil && p.offDataByHandle(fh) == nil {
+		return // known, nothing local: no wait (above)
 	}
 	// The wait ends with the callback's context too: the callback is
 	// answered then, with the data pushed or not.
@@ -367,15 +380,7 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	case <-ctx.Done():
 		return
 	}
-	p.off.mu.Lock()
-	var od *offData
-	for _, d := range p.off.data {
-		if h, ok := p.log.Handle(d.id); ok && string(h) == string(fh) {
-			od = d
-			break
-		}
-	}
-	p.off.mu.Unlock()
+	od := p.offDataByHandle(fh)
 	if od == nil {
 		return
 	}
@@ -395,4 +400,17 @@ func (p *permits) pushBeforeCallback(ctx context.Context, fh nfs3.FH) {
 	if _, _, err := p.pushOne(ctx, od, fh); err != nil {
 		p.sn.FS.Logger().Warn("writing a file's local data before its callback's answer", "err", err)
 	}
+}
+
+// offDataByHandle is the local data of the file whose real handle the log
+// learnt is fh (nil: none).
+func (p *permits) offDataByHandle(fh nfs3.FH) *offData {
+	p.off.mu.Lock()
+	defer p.off.mu.Unlock()
+	for _, d := range p.off.data {
+		if h, ok := p.log.Handle(d.id); ok && string(h) == string(fh) {
+			return d
+		}
+	}
+	return nil
 }
