@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/pprof"
+	"snfs/internal/faultproxy"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,9 @@ import (
 // once more long runs are clean. SNFS_SOAK_SEED replays
 // the actors' and the killer's choices, not their timing. SNFS_SOAK_DEBUG=1
 // has the mounts log at debug level (with SNFS_TEST_KEEP=1 their logs stay).
+// SNFS_SOAK_DELAY=1ms puts each mount's NFS and SNFS connection behind a
+// proxy delaying each direction that long (a real network's round trips,
+// which loopback hides; the callbacks ride the same connection).
 //
 // Serial: it bounds its duration (tests/doc.go), and it is the only test
 // whose load is meant to run for minutes.
@@ -104,10 +108,26 @@ func TestPermitsSoak(t *testing.T) {
 		}
 		os.Chmod(s.path(d), 0o777)
 	}
+	var delay time.Duration
+	if v := os.Getenv("SNFS_SOAK_DELAY"); v != "" {
+		var err error
+		if delay, err = time.ParseDuration(v); err != nil || delay < 0 {
+			t.Fatalf("SNFS_SOAK_DELAY=%q: a duration: %v", v, err)
+		}
+		t.Logf("each mount's connection delayed %v each way", delay)
+	}
 	for i, name := range []string{"mountA", "mountB"} {
 		m := newMnt(t, "", "")
 		m.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		sk.mnts = append(sk.mnts, m)
+		port := s.nfsPort
+		if delay > 0 {
+			p := newProxy(t, s.addr())
+			p.Delay(faultproxy.ClientToServer, delay)
+			p.Delay(faultproxy.ServerToClient, delay)
+			port = p.Port()
+		}
+		sk.ports = append(sk.ports, port)
 		a := &soakActor{sk: sk, id: i, name: name, home: homes[i], slot: &soakSlot{}, mount: true}
 		sk.actors = append(sk.actors, a)
 		sk.launch(i)
@@ -218,6 +238,7 @@ type soak struct {
 	t      *testing.T
 	s      *srvProc
 	mnts   []*mntProc
+	ports  []int        // each mount's NFS port: the server's, or its delaying proxy's
 	actors []*soakActor // mountA, mountB, local
 	model  *soakModel
 	next   atomic.Int64 // the last name number given
@@ -244,7 +265,7 @@ func (sk *soak) launch(i int) {
 	if os.Getenv("SNFS_SOAK_DEBUG") != "" {
 		flags = append(flags, "--log-level", "debug")
 	}
-	m.launch(sk.s, sk.s.nfsPort, flags...)
+	m.launch(sk.s, sk.ports[i], flags...)
 	r, err := os.OpenRoot(m.dir)
 	if err != nil {
 		sk.t.Fatal(err)

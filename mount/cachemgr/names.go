@@ -116,6 +116,7 @@ type cdir struct {
 	// change was applied): a change of ino's attributes that did not go
 	// through DirChanged makes the listing stale.
 	modGen uint64
+	filled time.Time      // when the listing was installed (debug logs)
 	ents   []cent         // in listing order ("." and ".." included)
 	index  map[string]int // name -> its place in ents
 	gone   int            // ents removed (their name ""), compacted at half
@@ -550,7 +551,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 		if d != nil {
 			nc.removeLocked(d)
 		}
-		d = &cdir{key: key, fh: append(nfs3.FH(nil), dir.FH...), ino: dir, modGen: modGen, ents: ents,
+		d = &cdir{key: key, fh: append(nfs3.FH(nil), dir.FH...), ino: dir, modGen: modGen, filled: time.Now(), ents: ents,
 			index: make(map[string]int, len(ents)), by: map[string]bool{credKey(c): true}}
 		for k, e := range ents {
 			d.index[e.name] = k

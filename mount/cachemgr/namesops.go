@@ -64,7 +64,9 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	}
 	if !found {
 		nc.stats.Misses++
+		n, age := len(d.index), time.Since(d.filled)
 		nc.mu.Unlock()
+		sn.FS.Logger().Debug("name cache: not listed", "dir", dir.FileID, "name", name, "names", n, "listed", age.Round(time.Millisecond))
 		return vfs.Entry{}, true, nfs3.ErrNoEnt
 	}
 	nc.stats.Hits++
@@ -185,6 +187,12 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 	dir.Mu.Lock()
 	gen := dir.ModGen
 	dir.Mu.Unlock()
+	removed := false
+	defer func() { // after nc.mu is released
+		if removed {
+			sn.FS.Logger().Debug("name cache: own change", "dir", dir.FileID, "name", name, "child", child != nil)
+		}
+	}()
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	for _, t := range nc.fills[string(dir.FH)] {
@@ -201,6 +209,7 @@ func (sn *snfsFS) DirChanged(dir *vfs.Inode, name string, child *vfs.Inode, err 
 		return
 	}
 	if k, ok := d.index[name]; ok {
+		removed = true
 		d.ents[k].name = ""
 		delete(d.index, name)
 		d.gone++
