@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -255,6 +256,7 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 		send = recs[:k]
 	}
 	rep, err := w.s.Reintegrate(ctx, perms, send)
+	w.p.logBatch(send, rep, err)
 	if err != nil {
 		return rep, err
 	}
@@ -264,6 +266,34 @@ func (w offSender) Reintegrate(ctx context.Context, perms []snfs1.PermitRef, rec
 		rep.Results = append(rep.Results, refused)
 	}
 	return rep, nil
+}
+
+// logBatch logs, at debug level, a REINTEGRATE's records (LSN, operation,
+// name, new name) and their results: what a user's "where did my rename
+// go" needs, and what the soak's findings are read with.
+func (p *permits) logBatch(recs []snfs1.CMLRecord, rep *snfs1.ReintegrateRes, err error) {
+	lg := p.sn.FS.Logger()
+	if !lg.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	var b strings.Builder
+	for i := range recs {
+		r := &recs[i]
+		fmt.Fprintf(&b, " %d:%v:%q", r.LSN, r.Op, r.Name)
+		if r.ToName != "" {
+			fmt.Fprintf(&b, "->%q", r.ToName)
+		}
+	}
+	var res strings.Builder
+	if rep != nil {
+		fmt.Fprintf(&res, "applied=%d", rep.Applied)
+		for _, r := range rep.Results {
+			if r.Status != nfs3.OK {
+				fmt.Fprintf(&res, " %d:%v", r.LSN, r.Status)
+			}
+		}
+	}
+	lg.Debug("REINTEGRATE", "records", b.String(), "result", res.String(), "err", err)
 }
 
 // pushOffData writes the data of the files made offline or locally
