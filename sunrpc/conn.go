@@ -415,7 +415,6 @@ func (c *Conn) sendReply(rb *[]byte, held int) {
 	c.send(outMsg{buf: rb, pooled: true, held: cap(reply)})
 }
 
-// release gives back a call's share of the budget once it is answered.
 // Serving reports the calls read on c and not yet answered (or given up).
 // The reader counts a call before it reads the next record: a caller that
 // got a reply on c and then sees Serving() == 0 knows that every call that
@@ -427,6 +426,7 @@ func (c *Conn) Serving() int {
 	return c.calls
 }
 
+// release gives back a call's share of the budget once it is answered.
 func (c *Conn) release(held int) {
 	c.mu.Lock()
 	c.calls--
