@@ -42,17 +42,23 @@ type CallbackHandler interface {
 // each CB_NULL once its reply is handed to the connection: whatever is sent
 // on it afterwards goes out after that reply (sunrpc's writer keeps the
 // order), so the server has verified the path when it reads it.
-func callbackProgram(h CallbackHandler, probed func(*sunrpc.Conn)) *sunrpc.Program {
+func callbackProgram(h CallbackHandler, probed func(*sunrpc.Conn), gate *handBackGate) *sunrpc.Program {
 	cb := func(ctx context.Context, call *sunrpc.Call, args *xdr.Reader, res *xdr.Writer) error {
 		var a snfs1.CallbackArgs
 		if err := a.Decode(args); err != nil {
 			return fmt.Errorf("snfs CB_CALLBACK: %w: %w", sunrpc.ErrGarbageArgs, err)
 		}
 		st := state.Stale
+		ans := &cbAnswer{g: gate}
+		defer func() {
+			if ans.armed.Load() {
+				ans.g.release() // after the reply is queued below
+			}
+		}()
 		if h != nil {
 			// a.File aliases the request buffer, reused once this returns: the
 			// handler gets a copy it may keep.
-			st = h.Callback(ctx, append(nfs3.FH(nil), a.File...), a.Mode, a.Attr)
+			st = h.Callback(context.WithValue(ctx, handBackKey{}, ans), append(nfs3.FH(nil), a.File...), a.Mode, a.Attr)
 		}
 		if st > state.MaxAnswer {
 			// The handler could not do the work (its write-back did not
@@ -60,6 +66,15 @@ func callbackProgram(h CallbackHandler, probed func(*sunrpc.Conn)) *sunrpc.Progr
 			// the server fences this client for the file (docs/protocol.md
 			// 5.1), rather than an answer saying done.
 			return fmt.Errorf("snfs CB_CALLBACK: %v: %w", st, sunrpc.ErrSystem)
+		}
+		if ans.armed.Load() && call.Conn != nil {
+			// A hand-back: queued on the connection before the OPENs
+			// waiting for it are sent (handback.go).
+			call.Defer().Reply(func(w *xdr.Writer) error {
+				(&snfs1.CallbackRes{Status: st}).Encode(w)
+				return nil
+			})
+			return nil
 		}
 		(&snfs1.CallbackRes{Status: st}).Encode(res)
 		return nil

@@ -45,6 +45,9 @@ func (s *Session) open(ctx context.Context, rpc *sunrpc.Client, fh nfs3.FH, mode
 	var res snfs1.OpenRes
 	err := s.retry(ctx, "OPEN", fh, "", func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.OpenRes{}
+		if err := s.handBacks.wait(ctx); err != nil {
+			return 0, err
+		}
 		err := rpc.Call(ctx, snfs1.ProcOpen, &snfs1.OpenArgs{Client: id, File: fh, Mode: mode}, &res)
 		return res.Status, err
 	})
@@ -62,6 +65,9 @@ func (s *Session) OpenName(ctx context.Context, dir nfs3.FH, name string, mode s
 	var res snfs1.OpenNameRes
 	err := s.retry(ctx, "OPEN_NAME", dir, name, func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.OpenNameRes{}
+		if err := s.handBacks.wait(ctx); err != nil {
+			return 0, err
+		}
 		args := &snfs1.OpenNameArgs{Client: id, Where: nfs3.DirOpArgs{Dir: dir, Name: name}, Mode: mode}
 		err := s.rpc.Call(ctx, snfs1.ProcOpenName, args, &res)
 		return res.Status, err
@@ -159,6 +165,9 @@ func (s *Session) CreateOpenAs(ctx context.Context, uid, gid uint32, groups []ui
 	answered := false
 	err := s.retry(ctx, "CREATE_OPEN", args.Where.Dir, args.Where.Name, func(id snfs1.ClientID) (snfs1.Status, error) {
 		res = snfs1.CreateOpenRes{}
+		if err := s.handBacks.wait(ctx); err != nil {
+			return 0, err
+		}
 		err := rpc.Call(ctx, snfs1.ProcCreateOpen, &snfs1.CreateOpenArgs{Client: id, Create: *args}, &res)
 		answered = err == nil
 		return res.Status, err

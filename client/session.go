@@ -111,6 +111,7 @@ type Session struct {
 	reg       chan struct{}   // capacity 1: held while re-registering after STALE_CLIENTID
 	obs       sunrpc.Observer // may be nil
 	reach     *Reach          // whether the server is reached (Reach)
+	handBacks handBackGate    // hand-back answers decided, not yet queued (handback.go)
 
 	mu         sync.Mutex
 	registered bool           // a REGISTER succeeded; guarded by mu
@@ -168,7 +169,7 @@ func DialSession(ctx context.Context, network, addr string, cfg SessionConfig) (
 	// As sunrpc.Dial's default credential, so that the REGISTER the hook sends
 	// and the calls made through s.rpc carry the same identity.
 	s.auth = sunrpc.EncodeAuthSys(sunrpc.AuthSysParams{MachineName: host, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
-	opts := []sunrpc.DialOption{sunrpc.WithPrograms(callbackProgram(cfg.Handler, s.probed)), sunrpc.WithOnConnect(s.onConnect)}
+	opts := []sunrpc.DialOption{sunrpc.WithPrograms(callbackProgram(cfg.Handler, s.probed, &s.handBacks)), sunrpc.WithOnConnect(s.onConnect)}
 	if cfg.Timeout > 0 {
 		opts = append(opts, sunrpc.WithTimeout(cfg.Timeout))
 	}

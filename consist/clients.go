@@ -3,6 +3,7 @@ package consist
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"snfs/snfs1"
 	"snfs/state"
@@ -21,6 +22,7 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 	if err != nil {
 		return 0, err
 	}
+	d.endOldInstance(string(name), rec.id, conn)
 	d.mu.Lock()
 	var gone state.ClientID
 	if old := d.byName[string(name)]; old != nil && old.id != rec.id {
@@ -28,11 +30,13 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 		d.unbindLocked(old, old.conn)
 		delete(d.byID, old.id)
 		delete(d.byMid, old.mid)
+		d.dropCallersLocked(old)
 	}
 	cl := d.byID[rec.id]
 	if cl == nil {
 		d.nextMid++
-		cl = &client{id: rec.id, mid: d.nextMid, name: string(name), bound: make(chan struct{}), permits: rec.permits}
+		cl = &client{id: rec.id, mid: d.nextMid, name: string(name), bound: make(chan struct{}), permits: rec.permits,
+			conns: map[*sunrpc.Conn]struct{}{}}
 		d.byID[rec.id] = cl
 		d.byMid[cl.mid] = cl
 	}
@@ -40,8 +44,12 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 	if cl.conn != conn {
 		d.unbindLocked(cl, cl.conn)
 		cl.conn, cl.unbound = conn, make(chan struct{})
-		d.byConn[conn] = cl
 		close(cl.bound)
+	}
+	newConn := d.callers[conn] != cl
+	if newConn {
+		d.callers[conn] = cl
+		cl.conns[conn] = struct{}{}
 	}
 	d.active.Store(true)
 	d.mu.Unlock()
@@ -50,6 +58,16 @@ func (d *Driver) Register(conn *sunrpc.Conn, name []byte, verf snfs1.Verifier) (
 		d.unbindLocked(cl, conn)
 		d.mu.Unlock()
 	})
+	if newConn {
+		conn.OnServed(func() {
+			d.mu.Lock()
+			if d.callers[conn] == cl {
+				delete(d.callers, conn)
+			}
+			delete(cl.conns, conn)
+			d.mu.Unlock()
+		})
+	}
 	now := d.now()
 	if gone != 0 {
 		d.log.Info("client restarted: its previous registration is forgotten", "client", string(name))
@@ -86,6 +104,7 @@ func (d *Driver) Unregister(id snfs1.ClientID) error {
 	if d.byName[cl.name] == cl {
 		delete(d.byName, cl.name)
 	}
+	d.dropCallersLocked(cl) // its connection stays, a plain client's
 	d.mu.Unlock()
 	d.log.Debug("client unregistered", "client", cl.name, "clientid", id)
 	d.do(d.m.ClientGone(d.now(), cl.mid))
@@ -94,12 +113,74 @@ func (d *Driver) Unregister(id snfs1.ClientID) error {
 	return nil
 }
 
+// oldInstanceWait bounds how long a REGISTER of a restarted client waits for
+// the calls its old instance's connections are still serving (endOldInstance),
+// beyond the callback timeout that bounds what they may wait for.
+const oldInstanceWait = 2 * time.Second
+
+// endOldInstance: a REGISTER of name with registration id, on conn, may come
+// from a restarted instance of a client whose old registration is still
+// known. Before that registration is forgotten (its opens, its record as a
+// file's last writer), its connections are closed, so that no call of the
+// old instance is read any more, and the calls they were serving are waited
+// for, still counted as the old instance's (Driver.callers). Otherwise a call
+// the old instance sent before it died, still in the network or in a
+// handler, was applied afterwards as a plain NFSv3 client's: a write-back's
+// SETATTR or WRITE then dropped the file's version (docs/protocol.md 9), and
+// the new instance, finding the file changed under a version it no longer
+// had, took its own cut-off write-back for another client's change (a
+// conflict copy, the acknowledged data beside a half-written file). The wait
+// is bounded: what a call may wait for (a callback, the file's queue) ends by
+// the callback timeout.
+func (d *Driver) endOldInstance(name string, id snfs1.ClientID, conn *sunrpc.Conn) {
+	d.mu.RLock()
+	var conns []*sunrpc.Conn
+	if old := d.byName[name]; old != nil && old.id != id {
+		for c := range old.conns {
+			if c != conn {
+				conns = append(conns, c)
+			}
+		}
+	}
+	d.mu.RUnlock()
+	if len(conns) == 0 {
+		return
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	expired := make(chan struct{})
+	t := d.clock.AfterFunc(d.cbTimeout+oldInstanceWait, func() { close(expired) })
+	defer t.Stop()
+	for _, c := range conns {
+		select {
+		case <-c.Served():
+		case <-expired:
+			d.log.Warn("client restarted: calls of its old instance still run; from now on they count as a plain client's", "client", name)
+			return
+		case <-d.ctx.Done():
+			return
+		}
+	}
+}
+
+// dropCallersLocked forgets that cl's connections' calls are cl's (it
+// unregistered, or a new instance replaced it): calls still read on them are
+// a plain client's. mu held.
+func (d *Driver) dropCallersLocked(cl *client) {
+	for c := range cl.conns {
+		if d.callers[c] == cl {
+			delete(d.callers, c)
+		}
+	}
+	clear(cl.conns)
+}
+
 // unbindLocked takes conn away from cl if it is cl's callback path. mu held.
 func (d *Driver) unbindLocked(cl *client, conn *sunrpc.Conn) {
 	if conn == nil || cl.conn != conn {
 		return
 	}
-	delete(d.byConn, conn)
 	cl.conn = nil
 	cl.bound = make(chan struct{})
 	close(cl.unbound)
@@ -145,7 +226,7 @@ func (d *Driver) Client(id snfs1.ClientID) (state.ClientID, error) {
 func (d *Driver) Caller(call *sunrpc.Call) state.ClientID {
 	d.mu.RLock()
 	if call.Conn != nil {
-		if cl := d.byConn[call.Conn]; cl != nil {
+		if cl := d.callers[call.Conn]; cl != nil {
 			d.mu.RUnlock()
 			return cl.mid
 		}

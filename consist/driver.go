@@ -94,16 +94,20 @@ type Driver struct {
 	gmu     sync.RWMutex
 	stopped bool // guarded by gmu
 
-	mu      sync.RWMutex
-	parked  map[state.ReqID]func(state.OpenReply, error) // guarded by mu
-	early   map[state.ReqID]answer                       // answers that came before their request was parked; guarded by mu
-	byID    map[snfs1.ClientID]*client                   // guarded by mu
-	byName  map[string]*client                           // guarded by mu
-	byMid   map[state.ClientID]*client                   // guarded by mu
-	byConn  map[*sunrpc.Conn]*client                     // guarded by mu
-	plain   map[string]state.ClientID                    // plain clients by address; guarded by mu
-	rearm   map[string]struct{}                          // handles whose lease the sweeper tries again; guarded by mu
-	nextMid state.ClientID                               // guarded by mu
+	mu     sync.RWMutex
+	parked map[state.ReqID]func(state.OpenReply, error) // guarded by mu
+	early  map[state.ReqID]answer                       // answers that came before their request was parked; guarded by mu
+	byID   map[snfs1.ClientID]*client                   // guarded by mu
+	byName map[string]*client                           // guarded by mu
+	byMid  map[state.ClientID]*client                   // guarded by mu
+	// callers: the registration the calls read on each connection come
+	// from, from the connection's REGISTER until every call it read is
+	// served (a close does not end it: calls read before it still run, as
+	// that client's); guarded by mu.
+	callers map[*sunrpc.Conn]*client
+	plain   map[string]state.ClientID // plain clients by address; guarded by mu
+	rearm   map[string]struct{}       // handles whose lease the sweeper tries again; guarded by mu
+	nextMid state.ClientID            // guarded by mu
 }
 
 type answer struct {
@@ -125,6 +129,9 @@ type client struct {
 	// permits: its registration's record says it was granted a write-back
 	// permit (permitreclaim.go); guarded by Driver.mu.
 	permits bool
+	// conns: the connections its calls came on whose calls are not all
+	// served yet (Driver.callers); guarded by Driver.mu.
+	conns map[*sunrpc.Conn]struct{}
 }
 
 // New opens the durable records in cfg.StateDir, starts the table and its
@@ -160,7 +167,7 @@ func New(cfg Config) (*Driver, error) {
 		cbTimeout: tc.CallbackTimeout, senders: make(chan struct{}, cfg.MaxSenders),
 		parked: map[state.ReqID]func(state.OpenReply, error){}, early: map[state.ReqID]answer{},
 		byID: map[snfs1.ClientID]*client{}, byName: map[string]*client{}, byMid: map[state.ClientID]*client{},
-		byConn: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
+		callers: map[*sunrpc.Conn]*client{}, plain: map[string]state.ClientID{}, rearm: map[string]struct{}{}}
 	dc := cfg.Dirs
 	dc.CallbackTimeout, dc.QueueTimeout = tc.CallbackTimeout, tc.QueueTimeout
 	d.dirs = state.NewDirs(dc, d.now())

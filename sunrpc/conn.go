@@ -69,6 +69,8 @@ type Conn struct {
 	pending map[uint32]*pendingCall // outgoing calls waiting for replies; guarded by mu
 	stopped bool                    // the reader stopped; guarded by mu
 	onClose []func()                // guarded by mu
+	onDone  []func()                // run once every call read is served (OnServed); guarded by mu
+	served  bool                    // they ran; guarded by mu
 	calls   int                     // calls read and not yet answered; guarded by mu
 	mem     int                     // bytes held for them; guarded by mu
 	waiting bool                    // the reader waits for room; guarded by mu
@@ -146,16 +148,30 @@ func (c *Conn) Done() <-chan struct{} { return c.rdone }
 
 // OnClose arranges for f to run once when the connection stops reading (on the
 // connection's reader goroutine: keep it short), or at once if it already has.
-func (c *Conn) OnClose(f func()) {
+func (c *Conn) OnClose(f func()) { c.hook(&c.onClose, &c.stopped, f) }
+
+// hook queues f on *q until *done (both guarded by mu), or runs it at once.
+func (c *Conn) hook(q *[]func(), done *bool, f func()) {
 	c.mu.Lock()
-	if !c.stopped {
-		c.onClose = append(c.onClose, f)
+	if !*done {
+		*q = append(*q, f)
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
 	f()
 }
+
+// OnServed arranges for f to run once the connection has stopped reading and
+// every call it read has been served (on the connection's goroutine: keep it
+// short), or at once if that is so already. A state layer that counts calls
+// by their connection (snfs's registrations) keeps the connection's identity
+// until then: calls read before a close still run after it.
+func (c *Conn) OnServed(f func()) { c.hook(&c.onDone, &c.served, f) }
+
+// Served is closed once the connection has stopped reading and every call it
+// read has been served (OnServed).
+func (c *Conn) Served() <-chan struct{} { return c.finished }
 
 // Close closes the connection: calls waiting for replies on it fail with
 // ErrConnClosed. It does not wait for the calls being served.
@@ -215,6 +231,14 @@ func (c *Conn) serve() {
 	c.callWG.Wait() // calls already started still run (and reply, on shutdown)
 	c.markDead()
 	closeNC(c.nc)
+	c.mu.Lock()
+	c.served = true
+	fs = c.onDone
+	c.onDone = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 func (c *Conn) readStream() error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,45 @@ func quietLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// failLogger logs at debug level into memory, and prints the log (its last
+// 4 MiB) to the test's output when the test failed: for a failure seen once
+// in a loaded run, the log of that run is the only record.
+func failLogger(t *testing.T, name string) *slog.Logger {
+	if os.Getenv("SNFS_TEST_DEBUG") != "" {
+		return quietLogger()
+	}
+	b := &tailBuffer{max: 4 << 20}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, b.bytes())
+		}
+	})
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tailBuffer keeps the last max bytes written to it; safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte // guarded by mu
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
 }
 
 // env is one running server over one export directory.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,17 @@ func TestMountSNFSAppendServerKills(t *testing.T) {
 	if err := os.WriteFile(s.path("log"), nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// After the mounts' unmounts (cleanups run last first): every
+		// append went through the protocol, so no write-back may find the
+		// file changed under it. A conflict copy here held acknowledged
+		// lines the file lacked (an OPEN racing a CB_TREAT_AS_CLOSED
+		// answer: client/handback.go).
+		names, _ := filepath.Glob(s.path("log.snfs-conflict-*"))
+		for _, n := range names {
+			t.Errorf("conflict copy %s: no client wrote the file outside the protocol", filepath.Base(n))
+		}
+	})
 	mnts := []*mntProc{startMount(t, s, "", ""), startMount(t, s, "", "")}
 	var (
 		stop   atomic.Bool

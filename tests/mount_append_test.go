@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"snfs/mount/cachemgr"
+	"snfs/mount/vfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -387,6 +388,10 @@ func TestMountSNFSAppendWithWriter(t *testing.T) {
 	if err := os.WriteFile(p, []byte("start\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel sends the RELEASE of WriteFile's open after its close
+	// returned: an open of the file that passed through and is still
+	// there when q opens is one q joins (append.go), as w then does.
+	waitReleased(t, a.v, p)
 	q, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -419,5 +424,39 @@ func TestMountSNFSAppendWithWriter(t *testing.T) {
 	want := "start\nq1\nw-extends\nq2\n"
 	if got := string(mustRead(t, p)); got != want {
 		t.Fatalf("the file reads %q, want %q", got, want)
+	}
+}
+
+// waitReleased waits until the mount whose FS is v has no open of the file
+// at path (the kernel's RELEASE of a closed descriptor is sent after the
+// close returns).
+func waitReleased(t *testing.T, v *vfs.FS, path string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		v.Mu.Lock()
+		var of []*vfs.Inode
+		for _, i := range v.Inodes {
+			if i.Ino().Ino == st.Ino {
+				of = append(of, i)
+			}
+		}
+		v.Mu.Unlock()
+		open := false
+		for _, i := range of {
+			i.Mu.Lock()
+			open = open || i.Opens > 0
+			i.Mu.Unlock()
+		}
+		if !open {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open on the mount 10 s after its close", path)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMountSetIDClearedOnWrite: a write by a user other than root clears a
@@ -153,5 +154,70 @@ func TestMountSetIDClearedOnCreatedWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMountSetIDClearedOnJoinedWrite: in snfs mode a write open of a set-ID
+// file that meets an open of it passing through (FUSE passthrough: every
+// open of the inode must then pass through, to one backing file) must not
+// join it: its writes would go to the backing file as the mount's process,
+// root, and the bits would stay. It waits for that open to end (here a
+// reader that closes a moment later, as the kernel's late RELEASE of the
+// open that made the file does) and writes through the mount, which has the
+// server clear the bits. (TestMountSetIDClearedOnWrite met it once in CI.)
+func TestMountSetIDClearedOnJoinedWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,no_root_squash")
+	mnt := mountDirOf(t, e, "snfs")
+	for k, flags := range []int{os.O_RDWR, os.O_WRONLY | os.O_APPEND} {
+		name := "j" + string(rune('a'+k))
+		p := filepath.Join(mnt, name)
+		if err := os.WriteFile(p, []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o777|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+		r, err := os.Open(p) // passes through (the file is cached)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Read(make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		closed := time.AfterFunc(200*time.Millisecond, func() { r.Close() })
+		var fstatMode uint32
+		if err := runAsUser(t, 65534, 65534, func() error {
+			f, err := os.OpenFile(p, flags, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte("x")); err != nil {
+				return err
+			}
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+				return err
+			}
+			fstatMode = st.Mode & 0o7777
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: open %#x, write, fstat as 65534: %v", name, flags, err)
+		}
+		closed.Stop()
+		r.Close()
+		if fstatMode != 0o777 {
+			t.Errorf("%s (open %#x): fstat after the write: %#o; want 0777", name, flags, fstatMode)
+		}
+		for _, q := range []string{p, e.path(name)} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(q, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode&0o7777 != 0o777 {
+				t.Errorf("%s (open %#x): %s after close: %#o; want 0777", name, flags, q, st.Mode&0o7777)
+			}
+		}
 	}
 }

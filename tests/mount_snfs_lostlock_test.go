@@ -27,7 +27,7 @@ import (
 // or e.addr), with FUSE passthrough as pt says.
 func lostLockMount(t *testing.T, e *env, name, addr string, pt bool) *snfsMount {
 	t.Helper()
-	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Addr: addr, WriteBackDelay: time.Hour},
+	return newSNFSMountWith(t, e, name, "", snfsmount.Config{Addr: addr, WriteBackDelay: time.Hour, Logger: failLogger(t, "mount "+name)},
 		fusefs.Options{Passthrough: pt})
 }
 
@@ -86,11 +86,13 @@ func lostLockSetup(t *testing.T, pt, write bool, before func(a *snfsMount)) (*sn
 	c := startLockChild(t, b.path("db"), gatedChild("TestMountSNFSLostLockFlockChild"))
 	c.expect(t, "ready")
 	p.Partition(0)
+	t.Logf("%s: partitioned", time.Now().Format(time.TimeOnly+".000"))
 	t.Cleanup(p.Heal) // on a failure: before the closes and unmounts (last first)
 	c.go_()
 	c.expect(t, "waiting")
 	c.expect(t, "locked") // A's lock was revoked
 	p.Heal()
+	t.Logf("%s: B locked; healed", time.Now().Format(time.TimeOnly+".000"))
 	return a, fa, want
 }
 

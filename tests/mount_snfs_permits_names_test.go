@@ -2,13 +2,20 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	snfsmount "snfs/mount"
 	"snfs/mount/cachemgr"
+	"snfs/mount/fusefs"
 	"snfs/nfs3"
 	"snfs/server"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMountSNFSPermitsKeptNamesRecalled: under a directory's write-back
@@ -117,5 +124,85 @@ func TestMountSNFSPermitsKeptNameMovedOut(t *testing.T) {
 	}
 	if got, err := os.ReadFile(a.path("e/z")); err != nil || string(got) != "x" {
 		t.Errorf("A reads e/z: %q, %v", got, err)
+	}
+}
+
+// TestMountSNFSPermitsKeptProvisionalNames: the names of files made locally
+// under a directory's write-back permit are kept by the kernel like the
+// directory's other names (cachemgr permitnames.go): a path walk to one asks
+// the mount nothing, before the files reach the server and after (the
+// directory's fsync reintegrates them), where each keeps the inode number
+// it was made with and reads back what was written. Before, every path walk
+// to such a name asked the mount (a lookup a component, twice in a
+// create-close-unlink loop).
+func TestMountSNFSPermitsKeptProvisionalNames(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	for _, data := range []bool{false, true} {
+		t.Run(fmt.Sprintf("permit-data=%v", data), func(t *testing.T) {
+			e := newEnv(t, "rw,no_root_squash")
+			if err := os.MkdirAll(e.path("d"), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			a := newSNFSMountWith(t, e, "kept-prov", "", snfsmount.Config{Name: "kept-prov", WriteBackDelay: time.Hour,
+				Permits: true, PermitData: data}, fusefs.Options{})
+			if !a.v.CanNotifyNames() {
+				t.Skip("the kernel cannot drop the names it keeps (FUSE_NOTIFY_INC_EPOCH, Linux 6.16): no name is kept")
+			}
+			if err := os.WriteFile(a.path("d/first"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sn := cachemgr.SNFS(a.v)
+			local := cachemgr.StatsOf(a.v).LocalChanges.Load()
+			const n = 10
+			inos := map[string]uint64{}
+			for k := range n {
+				p := a.path(fmt.Sprintf("d/f%d", k))
+				if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				inos[p] = inoOf(t, p)
+			}
+			if got := cachemgr.StatsOf(a.v).LocalChanges.Load() - local; got != n {
+				t.Fatalf("%d changes made locally; want %d (the creates, under d's permit)", got, n)
+			}
+			lookups := func() uint64 { return sn.NameCacheCount("hit") + sn.NameCacheCount("miss") }
+			// From d's descriptor: the walk is the name's alone (a walk from
+			// the root looks d up in it, which is no permit's).
+			df, err := os.Open(a.path("d"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer df.Close()
+			walk := func(when string) {
+				t.Helper()
+				before := lookups()
+				for p, ino := range inos {
+					var st unix.Stat_t
+					if err := unix.Fstatat(int(df.Fd()), filepath.Base(p), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+						t.Fatalf("%s: %s: %v", when, p, err)
+					}
+					if st.Ino != ino {
+						t.Errorf("%s: st_ino of %s %d, made as %d", when, p, st.Ino, ino)
+					}
+				}
+				if got := lookups() - before; got != 0 {
+					t.Errorf("%s: %d path walks to the %d names made reached the mount; want none", when, got, n)
+				}
+			}
+			walk("before the reintegration")
+			syncDir(t, a.path("d"))
+			for k := range n {
+				if _, err := os.Stat(e.path(fmt.Sprintf("d/f%d", k))); err != nil {
+					t.Fatalf("the server's d/f%d after d's fsync: %v", k, err)
+				}
+			}
+			walk("after the reintegration")
+			for p := range inos {
+				if got, err := os.ReadFile(p); err != nil || string(got) != p {
+					t.Errorf("the mount reads %s: %q, %v", p, got, err)
+				}
+			}
+		})
 	}
 }

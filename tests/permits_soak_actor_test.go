@@ -271,6 +271,7 @@ func (a *soakActor) do(what string, paths []string, f func(r *os.Root, tried boo
 	tried := false
 	var firstBad error
 	var badSince time.Time
+	var exportFirst string // the export's view of paths at the first unexplained failure
 	bad := 0
 	defer func() {
 		if bad > 0 {
@@ -278,8 +279,8 @@ func (a *soakActor) do(what string, paths []string, f func(r *os.Root, tried boo
 			for _, p := range paths {
 				fmt.Fprintf(&h, "\n%s: %s", p, a.sk.model.describe(p))
 			}
-			a.sk.finding("%s: %s: %v (no kill of its mount or of the server while it ran; %d failed attempts over %v)%s",
-				a.name, what, firstBad, bad, time.Since(badSince).Round(time.Millisecond), h.String())
+			a.sk.finding("%s: %s: %v (no kill of its mount or of the server while it ran; %d failed attempts over %v; at the first:%s at the last:%s)%s",
+				a.name, what, firstBad, bad, time.Since(badSince).Round(time.Millisecond), exportFirst, a.sk.onExport(paths), h.String())
 		}
 	}()
 	for {
@@ -310,6 +311,7 @@ func (a *soakActor) do(what string, paths []string, f func(r *os.Root, tried boo
 		} else {
 			if bad == 0 {
 				firstBad, badSince = err, time.Now()
+				exportFirst = a.sk.onExport(paths)
 			}
 			bad++
 			if time.Since(badSince) > soakGiveUp {

@@ -63,7 +63,8 @@ import (
 // mount_recover_fsync_test.go), fixed since; it goes in the default run
 // once more long runs are clean. SNFS_SOAK_SEED replays
 // the actors' and the killer's choices, not their timing. SNFS_SOAK_DEBUG=1
-// has the mounts log at debug level (with SNFS_TEST_KEEP=1 their logs stay).
+// has the server and the mounts log at debug level (with SNFS_TEST_KEEP=1
+// their logs stay).
 // SNFS_SOAK_DELAY=1ms puts each mount's NFS and SNFS connection behind a
 // proxy delaying each direction that long (a real network's round trips,
 // which loopback hides; the callbacks ride the same connection).
@@ -98,7 +99,11 @@ func TestPermitsSoak(t *testing.T) {
 	}
 	t.Logf("seed %d (SNFS_SOAK_SEED replays the choices, not their timing), %v of workload", seed, dur)
 
-	s := newServeProc(t, "--grace", "5s")
+	serveFlags := []string{"--grace", "5s"}
+	if os.Getenv("SNFS_SOAK_DEBUG") != "" {
+		serveFlags = append(serveFlags, "--log-level", "debug")
+	}
+	s := newServeProc(t, serveFlags...)
 	sk := &soak{t: t, s: s, model: &soakModel{files: map[string]*soakFile{}, dirs: map[string]int{"s": -1}, lost: map[string]*soakFile{}},
 		errs: map[string]int{}}
 	homes := []string{"a", "b", "l", "s"}
@@ -138,6 +143,7 @@ func TestPermitsSoak(t *testing.T) {
 			}
 		})
 	}
+	sk.export = s.export
 	er, err := os.OpenRoot(s.export)
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +248,7 @@ type soak struct {
 	actors []*soakActor // mountA, mountB, local
 	model  *soakModel
 	next   atomic.Int64 // the last name number given
+	export string       // the export's directory on this machine (what the server has)
 
 	stop, hung  atomic.Bool
 	serverEpoch atomic.Int64 // counts the server's kills and restarts
@@ -458,6 +465,55 @@ func (sk *soak) finding(format string, args ...any) {
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	sk.findings = append(sk.findings, fmt.Sprintf(time.Now().Format("15:04:05.000 ")+format, args...))
+}
+
+// onExport says whether each of paths is in the export directory now (the
+// server's file system, bypassing every mount): a finding's first clue,
+// whether the server or the mount's view lacks a name.
+func (sk *soak) onExport(paths []string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		if fi, err := os.Lstat(filepath.Join(sk.export, p)); err == nil {
+			fmt.Fprintf(&b, " %s: on the export (%d bytes);", p, fi.Size())
+		} else {
+			fmt.Fprintf(&b, " %s: not on the export (%v)%s;", p, err, sk.elsewhere(p))
+		}
+	}
+	return b.String()
+}
+
+// elsewhere names the files on the export that hold what the model says p
+// holds (at most 3): where a file missing at its name went.
+func (sk *soak) elsewhere(p string) string {
+	sk.model.mu.Lock()
+	var want []byte
+	if f := sk.model.files[p]; f != nil {
+		want = f.data
+	} else if f := sk.model.lost[p]; f != nil {
+		want = f.data
+	}
+	sk.model.mu.Unlock()
+	if len(want) == 0 {
+		return ""
+	}
+	var found []string
+	filepath.WalkDir(sk.export, func(q string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || len(found) >= 3 {
+			return nil
+		}
+		if fi, err := d.Info(); err != nil || fi.Size() != int64(len(want)) {
+			return nil
+		}
+		if got, err := os.ReadFile(q); err == nil && bytes.Equal(got, want) {
+			rel, _ := filepath.Rel(sk.export, q)
+			found = append(found, rel)
+		}
+		return nil
+	})
+	if len(found) == 0 {
+		return ", its content nowhere on it"
+	}
+	return ", its content at " + strings.Join(found, ", ")
 }
 
 // note logs what is worth knowing and is no finding.

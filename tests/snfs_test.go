@@ -33,6 +33,7 @@ type protoClient struct {
 	granted     chan snfs1.GrantedArgs
 	grantAnswer snfs1.GrantedStat
 	connects    atomic.Int32 // connections made (REGISTER sent on each)
+	dead        atomic.Bool  // a killed instance: it connects no more
 }
 
 func newProtoClient(t *testing.T, e *env, name string) *protoClient {
@@ -48,6 +49,16 @@ func newProtoClientNull(t *testing.T, e *env, name string, null sunrpc.Handler) 
 
 // newProtoClientWith is newProtoClientNull with more options for the dial.
 func newProtoClientWith(t *testing.T, e *env, name string, null sunrpc.Handler, opts ...sunrpc.DialOption) *protoClient {
+	t.Helper()
+	var verf snfs1.Verifier
+	copy(verf[:], name)
+	return newProtoClientAt(t, e.addr, name, verf, null, opts...)
+}
+
+// newProtoClientAt is newProtoClientWith dialing addr (a proxy, say), with the
+// boot verifier verf (another verifier under the same name is a restarted
+// instance of the client).
+func newProtoClientAt(t *testing.T, addr, name string, verf snfs1.Verifier, null sunrpc.Handler, opts ...sunrpc.DialOption) *protoClient {
 	t.Helper()
 	p := &protoClient{t: t, granted: make(chan snfs1.GrantedArgs, 16)}
 	cb := &sunrpc.Program{Name: "snfs_cb", Number: snfs1.CBProgram, Versions: map[uint32][]sunrpc.Proc{snfs1.CBVersion: {
@@ -83,10 +94,11 @@ func newProtoClientWith(t *testing.T, e *env, name string, null sunrpc.Handler, 
 			return nil
 		}},
 	}}}
-	var verf snfs1.Verifier
-	copy(verf[:], name)
 	opts = append(opts, sunrpc.WithPrograms(cb),
 		sunrpc.WithOnConnect(func(ctx context.Context, conn *sunrpc.Conn) error {
+			if p.dead.Load() {
+				return errors.New("this instance was killed")
+			}
 			p.connects.Add(1)
 			var res snfs1.RegisterRes
 			err := conn.Call(ctx, snfs1.Program, snfs1.Version, snfs1.ProcRegister, sunrpc.OpaqueAuth{Flavor: sunrpc.AuthNone},
@@ -99,7 +111,7 @@ func newProtoClientWith(t *testing.T, e *env, name string, null sunrpc.Handler, 
 			p.mu.Unlock()
 			return err
 		}))
-	c, err := sunrpc.Dial(ctx, "tcp", e.addr, snfs1.Program, snfs1.Version, opts...)
+	c, err := sunrpc.Dial(ctx, "tcp", addr, snfs1.Program, snfs1.Version, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

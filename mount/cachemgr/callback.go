@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"snfs/client"
 	"snfs/mount/cachedir"
 	"snfs/mount/vfs"
 	"snfs/nfs3"
@@ -34,6 +35,9 @@ func (sn *snfsFS) Callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	out := sn.callback(ctx, fh, mode, attr)
 	if answered != nil {
 		answered(out)
+	}
+	if (out == state.TreatAsClosed || out == state.Stale) && sn.handedBack.p.Load() != nil {
+		sn.handedBack.run(sn.FS.LookupInode(fh))
 	}
 	return out
 }
@@ -74,6 +78,19 @@ func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		return sn.recallLocks(ctx, fh) // lock delegation (lockdeleg.go)
 	}
 	i := fs.LookupInode(fh)
+	if i == nil {
+		// An answer without an inode hands the file back (CB_STALE): no
+		// OPEN goes out before it (client/handback.go). Held first, then
+		// looked up again: an OPEN begun before the hold has its inode,
+		// whose machine counts it in flight. Found now, the machine
+		// decides under i.Mu as below, and the hold goes: kept across this
+		// callback's write-back, it would hold every OPEN of the mount
+		// behind it (and a fenced write-back's reintegration OPENs).
+		client.HandingBack(ctx)
+		if i = fs.LookupInode(fh); i != nil {
+			client.NotHandingBack(ctx)
+		}
+	}
 	var cf *cachedir.File
 	if i != nil {
 		cf = cacheFileOrNil(i)
@@ -108,6 +125,7 @@ func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 	dirtyLocked(i)
 	cb, acts := stOf(i).CallbackBegin(mode, cacheHolds, i.WState.Pending())
 	acts = sn.timersLocked(i, acts)
+	handBackLocked(ctx, acts)
 	i.Mu.Unlock()
 	if len(acts) == 1 && acts[0].Kind == clientfile.ActAnswer && acts[0].Outcome == state.Stale {
 		sn.stats.CallbacksStale.Add(1)
@@ -196,11 +214,25 @@ func (sn *snfsFS) callback(ctx context.Context, fh nfs3.FH, mode state.CallbackM
 		kept := stOf(i).Kept(state.Read) + stOf(i).Kept(state.Write)
 		acts = stOf(i).CallbackEnd(&cb, unsent, i.WState.Pending())
 		acts = sn.timersLocked(i, acts)
+		handBackLocked(ctx, acts)
 		forgotten := kept > 0 && stOf(i).Kept(state.Read)+stOf(i).Kept(state.Write) == 0
 		i.Mu.Unlock()
 		if forgotten {
 			sn.delayed.remove(i)
 			sn.stats.TreatedAsClosed.Add(1)
+		}
+	}
+}
+
+// handBackLocked: if acts answer the callback with a hand-back
+// (CB_TREAT_AS_CLOSED, CB_STALE), the session sends no OPEN before that
+// answer (client/handback.go). Called under i.Mu, where the machine decided
+// it and where an application's OPEN begins (OpenBegin): an OPEN of the
+// file begun after the decision waits for the answer.
+func handBackLocked(ctx context.Context, acts []clientfile.Action) {
+	for _, a := range acts {
+		if a.Kind == clientfile.ActAnswer && (a.Outcome == state.TreatAsClosed || a.Outcome == state.Stale) {
+			client.HandingBack(ctx)
 		}
 	}
 }

@@ -91,8 +91,11 @@ type nameCache struct {
 
 	stats nameStats
 
-	// kept: directories whose names the kernel may keep (permitnames.go).
-	kept map[string]bool
+	// kept: directories whose names the kernel may keep (permitnames.go);
+	// provGiven: names of provisional objects were given since the
+	// kernel's names were last dropped.
+	kept      map[string]bool
+	provGiven bool
 
 	// afterList, set only by tests, runs when a fill's last LISTDIR
 	// reply is in, before the listing is installed (a break racing it).
@@ -105,6 +108,8 @@ type nameCache struct {
 // promises given back (Releases) and renewed (Renewals).
 type nameStats struct {
 	Hits, Misses, Fills, Breaks, Evictions, Releases, Renewals uint64
+	// CallbackWaits: listings not used while callbacks were being served.
+	CallbackWaits uint64
 }
 
 // cdir is one cached directory.
@@ -224,6 +229,16 @@ func (nc *nameCache) usable(ctx context.Context, dir *vfs.Inode) *cdir {
 			d.stale = true
 		}
 		if d.stale {
+			nc.mu.Unlock()
+			return nil
+		}
+		if ok && nc.sn.sess.CallbacksServing() > 0 {
+			// A callback read before the reply that renewed the lease
+			// may be dir's break, timed out at the server already and
+			// not acted on yet (a partition that healed delivers them
+			// just before that reply; keptlease.go): the listing is not
+			// trusted until they are served. A cost, never a risk.
+			nc.stats.CallbackWaits++
 			nc.mu.Unlock()
 			return nil
 		}
@@ -386,10 +401,11 @@ func (nc *nameCache) entryTTLLocked(dir, child *vfs.Inode) (time.Duration, bool)
 		return 0, false
 	}
 	if _, ok := nc.dirs[string(dir.FH)]; ok {
-		if child != nil && isProvFH(child.FH) {
-			return 0, true // permitnames.go
+		var fh nfs3.FH
+		if child != nil {
+			fh = child.FH
 		}
-		return nc.keptTTLLocked(dir.FH), true
+		return nc.keptTTLOfLocked(dir.FH, fh), true // permitnames.go
 	}
 	// Not cached: the kernel keeps no name of it either (nfs mode's
 	// timeouts would keep a name another client removed, or an ENOENT of
@@ -688,7 +704,7 @@ func (nc *nameCache) Stats() nameStats {
 
 // NameCacheEvents lists the name cache's counters by the name the metric
 // snfs_client_name_cache_events_total labels them with.
-var NameCacheEvents = []string{"hit", "miss", "fill", "break", "eviction", "release", "renewal"}
+var NameCacheEvents = []string{"hit", "miss", "fill", "break", "eviction", "release", "renewal", "callback_wait"}
 
 // NameCacheCount returns the name cache's counter of event (one of
 // NameCacheEvents; 0 for another).
@@ -709,6 +725,8 @@ func (sn *snfsFS) NameCacheCount(event string) uint64 {
 		return st.Releases
 	case "renewal":
 		return st.Renewals
+	case "callback_wait":
+		return st.CallbackWaits
 	}
 	return 0
 }

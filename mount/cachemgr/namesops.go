@@ -88,11 +88,7 @@ func (sn *snfsFS) LookupName(ctx context.Context, dir *vfs.Inode, c vfs.Cred, na
 	if err != nil {
 		return vfs.Entry{}, true, err
 	}
-	var ettl time.Duration
-	if !isProvFH(i.FH) {
-		ettl = nc.keptTTL(dir.FH) // permitnames.go
-	}
-	return vfs.Entry{Inode: i, Attr: a, AttrTTL: ttl, EntryTTL: ettl}, true, nil
+	return vfs.Entry{Inode: i, Attr: a, AttrTTL: ttl, EntryTTL: nc.keptTTLOf(dir.FH, i.FH)}, true, nil // permitnames.go
 }
 
 // ListNames is a listing of dir in snfs mode: from the cache for

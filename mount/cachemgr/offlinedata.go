@@ -14,6 +14,8 @@ import (
 
 	"snfs/mount/vfs"
 	"snfs/nfs3"
+
+	"golang.org/x/sys/unix"
 )
 
 // The data of regular files made while disconnected (offline.go): a plain
@@ -59,11 +61,13 @@ func (p *permits) newOffData(id uint64) error {
 		return err
 	}
 	od := &offData{id: id, path: filepath.Join(p.offDataDir(), strconv.FormatUint(id, 10))}
-	f, err := os.OpenFile(od.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	// Kept open for the open that follows (a CREATE's), closed when no
+	// open uses it (offRelease, dropOffData, the push).
+	f, err := openDataFile(od.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	f.Close()
+	od.f = f
 	p.off.mu.Lock()
 	if p.off.data == nil {
 		p.off.data = map[uint64]*offData{}
@@ -139,8 +143,23 @@ func (p *permits) dropOffData(id uint64) {
 	od.mu.Lock()
 	od.pushed = true
 	od.dropTimes() // od.mu held, as it wants
+	if od.refs == 0 && od.f != nil {
+		od.f.Close()
+		od.f = nil
+	}
 	od.mu.Unlock()
 	os.Remove(od.path)
+}
+
+// openDataFile opens a data file with open(2) alone: os.OpenFile would
+// also try to register it with the runtime's poller, which a regular file
+// refuses, at a cost of several system calls per file made.
+func openDataFile(path string, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // offFile is an open (File.Ext) of a file made offline.
@@ -176,7 +195,7 @@ func (sn *snfsFS) offlineOpenFile(i *vfs.Inode, c vfs.Cred, flags int) (*vfs.Fil
 		return nil, ErrDisconnected
 	}
 	if od.f == nil {
-		f, err := os.OpenFile(od.path, os.O_RDWR, 0)
+		f, err := openDataFile(od.path, os.O_RDWR)
 		if err != nil {
 			return nil, fmt.Errorf("offline data: %w", err)
 		}

@@ -115,6 +115,17 @@ var ErrBusy = errors.New("vfs: busy")
 // client's kernel reads through passthrough (see above).
 var errPassthroughBusy = fmt.Errorf("file open with passthrough here and write-shared: %w", ErrBusy)
 
+// errSetIDBusy: a write open of a set-ID file met passthrough opens of it
+// that did not end (waitPassthroughEnd).
+var errSetIDBusy = fmt.Errorf("set-ID file open with passthrough here: %w", ErrBusy)
+
+// setIDOf reports whether i's mode has a set-ID bit.
+func setIDOf(i *vfs.Inode) bool {
+	i.Mu.Lock()
+	defer i.Mu.Unlock()
+	return i.Attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+}
+
 // EnablePassthrough lets snfs mode hand cache files to the kernel (the
 // bridge calls it once the kernel agreed to FUSE passthrough).
 func (sn *snfsFS) EnablePassthrough() {
@@ -232,10 +243,7 @@ func (fs *snfsFS) snfsPassthrough(f *vfs.File, flags int) bool {
 	}
 	// A write to a set-ID file must reach the mount, which has the
 	// server clear the bits (setid.go); a passthrough write would not.
-	i.Mu.Lock()
-	setID := i.Attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
-	i.Mu.Unlock()
-	if write && setID {
+	if write && setIDOf(i) {
 		return false
 	}
 	allowed := func(cf *cachedir.File) bool {
@@ -308,12 +316,12 @@ const passthroughReleaseWait = 2 * time.Second
 
 // waitPassthroughEnd is for an open that cannot join i's passthrough opens
 // on cf: it waits for them to end (nil: the caller opens afresh) and answers
-// errPassthroughBusy if they last. The kernel sends RELEASE after close(2)
+// busy if they last. The kernel sends RELEASE after close(2)
 // has returned, so an application that closes a file and opens it again
 // finds its own earlier open still counted for a moment; refusing at once
 // would fail that open. (The opens also outlast their cache file when a
 // failed write-back dropped it: the file is no longer the cache's.)
-func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *vfs.Inode, cf *cachedir.File) error {
+func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *vfs.Inode, cf *cachedir.File, busy error) error {
 	deadline := time.NewTimer(passthroughReleaseWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -329,7 +337,7 @@ func (sn *snfsFS) waitPassthroughEnd(ctx context.Context, i *vfs.Inode, cf *cach
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return errPassthroughBusy
+			return busy
 		case <-tick.C:
 		}
 	}
@@ -350,11 +358,19 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *vfs.File, flags in
 	if cf == nil {
 		return false, nil
 	}
+	if write && setIDOf(i) {
+		// A write to a set-ID file must reach the mount, which has the
+		// server clear the bits (setid.go); joined, it would pass through
+		// as the opener of the backing file, and the bits would stay
+		// (TestMountSetIDClearedOnWrite: the RELEASE of the open that
+		// made the file came after the writer's open).
+		return false, fs.waitPassthroughEnd(ctx, i, cf, errSetIDBusy)
+	}
 	if f.Appending && !caching {
 		// The kernel would append at the pinned file's end, which another
 		// client's appends need not have reached (its accesses are refreshed
 		// at the offsets the kernel names, not at the end it writes).
-		return false, fs.waitPassthroughEnd(ctx, i, cf)
+		return false, fs.waitPassthroughEnd(ctx, i, cf, errPassthroughBusy)
 	}
 	switch {
 	case pf != nil && (pf.holder || !write):
@@ -373,7 +389,7 @@ func (fs *snfsFS) snfsPassthroughJoin(ctx context.Context, f *vfs.File, flags in
 			}
 		}
 	case write:
-		return false, fs.waitPassthroughEnd(ctx, i, cf)
+		return false, fs.waitPassthroughEnd(ctx, i, cf, errPassthroughBusy)
 	default:
 		if err := fs.snfsNoteExternal(ctx, i); err != nil {
 			return false, err

@@ -34,14 +34,14 @@ import (
 //
 // After the reintegration the parent's listing names the real object
 // instead, with the attributes the REINTEGRATE reply gave (settled; without
-// them it is listed again at its next use): the kernel keeps no name of a
-// cached directory, so its next path walk meets the real inode. The
-// provisional inode only serves what still refers to it (an open
-// descriptor, a working directory), each operation resolved to the real
-// inode. The real object keeps the provisional inode's number while the
-// mount knows either inode (settled: vfs.FS.KeepIno), so its st_ino does
-// not change under a live file, and the kernel's lookups of it get the
-// node it already has, the provisional inode's.
+// them it is listed again at its next use). The provisional inode only
+// serves what still refers to it (an open descriptor, a working directory,
+// the name the kernel keeps under the permit: permitnames.go), each
+// operation resolved to the real inode. The real object keeps the
+// provisional inode's number while the mount knows either inode (settled:
+// vfs.FS.KeepIno), so its st_ino does not change under a live file, and the
+// kernel's lookups of it get the node it already has, the provisional
+// inode's: a name the kernel keeps of it leads where a lookup would.
 
 // provMagic begins every provisional handle: the server's handles begin
 // with their format byte (store's handleFormat), never 0xff.
@@ -336,7 +336,7 @@ func (sn *snfsFS) localMakeObj(ctx context.Context, dir *vfs.Inode, c vfs.Cred, 
 			links = 1 // its ".."
 		}
 		sn.localDirChanged(dir, links, now) // permittimes.go
-		ent = vfs.Entry{Inode: i, Attr: a, AttrTTL: sn.cfg.CacheTTL}
+		ent = vfs.Entry{Inode: i, Attr: a, AttrTTL: sn.cfg.CacheTTL, EntryTTL: sn.names.keptTTLOf(dir.FH, fh)}
 		return nil
 	}, dir.FH)
 	if !done {
@@ -378,22 +378,27 @@ func (nc *nameCache) installEmpty(i, parent *vfs.Inode, c vfs.Cred) {
 // The listing of the provisional directory goes (the real directory is
 // listed, under a promise, at its next use). A cached listing that names
 // the provisional handle names the real object instead when the reply gave
-// its attributes (attr): the kernel keeps no name of a cached directory, so
-// its next path walk meets the real inode, with no listing again and no
-// GETATTR; without them the listing is listed again at its next use.
-func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) {
+// its attributes (attr): a lookup then meets the real inode, with no listing
+// again and no GETATTR; without them the listing is listed again at its
+// next use.
+//
+// It reports whether a name of the object the kernel keeps (permitnames.go)
+// may no longer lead where a lookup would: the provisional inode is still
+// known and the object was not made, or is known to the kernel by another
+// node.
+func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint64) (namesStale bool) {
 	fh, ok := p.made.settle(id, real, attr, start)
 	if !ok {
-		return
+		return false
 	}
-	if i := p.sn.FS.LookupInode(fh); i != nil && real != nil {
+	if i := p.sn.FS.LookupInode(fh); i != nil {
 		// The object keeps the provisional inode's number while the mount
 		// knows it (st_ino must not change under a live file): inoalias.go.
 		var fileID uint64
 		if attr != nil {
 			fileID = attr.FileID
 		}
-		p.sn.FS.KeepIno(i, real, fileID)
+		namesStale = real == nil || !p.sn.FS.KeepIno(i, real, fileID)
 	}
 	nc := p.sn.names
 	nc.mu.Lock()
@@ -421,11 +426,12 @@ func (p *permits) settled(id uint64, real nfs3.FH, attr *nfs3.Fattr, start uint6
 		return false
 	}
 	if d := nc.covered[string(fh)]; d != nil && repoint(d) {
-		return
+		return namesStale
 	}
 	for _, d := range nc.dirs {
 		repoint(d)
 	}
+	return namesStale
 }
 
 // settleMade takes in what a reintegration did with the objects made
@@ -443,16 +449,20 @@ func (p *permits) settleMade(made []uint64, got map[uint64]cml.Made, start uint6
 			left[r.New] = true
 		}
 	}
+	stale := false
 	for _, id := range made {
 		if fh, ok := p.log.Handle(id); ok {
 			var attr *nfs3.Fattr
 			if m, ok := got[id]; ok && string(m.FH) == string(fh) {
 				attr = m.Attr
 			}
-			p.settled(id, fh, attr, start)
+			stale = p.settled(id, fh, attr, start) || stale
 		} else if !left[id] {
-			p.settled(id, nil, nil, 0)
+			stale = p.settled(id, nil, nil, 0) || stale
 		}
+	}
+	if stale {
+		p.sn.names.provNamesStale() // permitnames.go
 	}
 }
 

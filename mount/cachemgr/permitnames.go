@@ -26,10 +26,13 @@ import (
 //   - a rename out of such a directory into another: the kernel moves the
 //     name with its lifetime (vfs.FS.Rename).
 //
-// Names of provisional objects (made here and not yet reintegrated) are not
-// kept: the kernel's node of such a name is the provisional inode, and once
-// the object is on the server a lookup must find the real one (the mount
-// answers the kernel's later requests on the name with it).
+// Names of provisional objects (made here and not yet reintegrated) are
+// kept too: the kernel's node of such a name is the provisional inode, whose
+// number the real object keeps once the server made it, and whose requests
+// the mount answers with the real inode (permitmake.go), so the name leads
+// where a lookup would. When that does not hold (the object was not made,
+// or the kernel knows the real one by another node), the names are dropped
+// (provNamesStale) as the reintegration's results are taken in.
 //
 // A name given while the permit was held but sent to the kernel after the
 // epoch's bump is still stale to the kernel: it reads the epoch before it
@@ -72,9 +75,20 @@ func (nc *nameCache) takeBackOf(all bool, dirs []nfs3.FH) {
 			delete(nc.kept, string(d))
 		}
 	}
+	if had {
+		nc.provGiven = false
+	}
 	nc.mu.Unlock()
-	if had && !nc.sn.FS.NotifyNames() {
-		nc.sn.FS.Logger().Warn("the kernel's names of a directory whose permit ends could not be dropped")
+	if had {
+		nc.dropKernelNames("a directory whose permit ends")
+	}
+}
+
+// dropKernelNames drops every name the kernel keeps (NotifyNames); whose
+// says which names had to go, for the warning when they could not.
+func (nc *nameCache) dropKernelNames(whose string) {
+	if !nc.sn.FS.NotifyNames() {
+		nc.sn.FS.Logger().Warn("the kernel's names could not be dropped", "of", whose)
 	}
 }
 
@@ -86,21 +100,40 @@ func (sn *snfsFS) NamesKept(dir *vfs.Inode) bool {
 	return nc.kept[string(dir.FH)]
 }
 
-// keptTTLLocked is how long the kernel may keep the names of dir, a cached
-// directory: the lease's rest if dir is kept, else 0 (nc.mu held).
-func (nc *nameCache) keptTTLLocked(dir nfs3.FH) time.Duration {
+// keptTTLOfLocked is how long the kernel may keep the name of the object
+// of handle fh (nil: any) in dir, a cached directory: the lease's rest if
+// dir is kept, else 0 (nc.mu held).
+func (nc *nameCache) keptTTLOfLocked(dir, fh nfs3.FH) time.Duration {
 	if !nc.kept[string(dir)] {
 		return 0
 	}
-	return min(nc.leaseLeftLocked(time.Now()), nc.sn.cfg.CacheTTL)
+	ttl := min(nc.leaseLeftLocked(time.Now()), nc.sn.cfg.CacheTTL)
+	if ttl > 0 && isProvFH(fh) {
+		nc.provGiven = true
+	}
+	return ttl
 }
 
-// keptTTL is keptTTLLocked for a caller without nc.mu.
-func (nc *nameCache) keptTTL(dir nfs3.FH) time.Duration {
+// keptTTLOf is keptTTLOfLocked for a caller without nc.mu, 0 if dir is
+// not cached.
+func (nc *nameCache) keptTTLOf(dir, fh nfs3.FH) time.Duration {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if _, ok := nc.dirs[string(dir)]; !ok {
 		return 0
 	}
-	return nc.keptTTLLocked(dir)
+	return nc.keptTTLOfLocked(dir, fh)
+}
+
+// provNamesStale: a name of a provisional object the kernel keeps may lead
+// where a lookup would not (permitmake.go settled): if any was given since
+// the kernel's names were last dropped, they are dropped.
+func (nc *nameCache) provNamesStale() {
+	nc.mu.Lock()
+	given := nc.provGiven
+	nc.provGiven = false
+	nc.mu.Unlock()
+	if given {
+		nc.dropKernelNames("objects made under a permit")
+	}
 }

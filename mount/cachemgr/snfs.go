@@ -194,6 +194,10 @@ type snfsFS struct {
 	// CallbackEnd, once the work asked so far is done (an application
 	// closing its file during the callback, on the callback's goroutine).
 	beforeCallbackEnd testHook
+	// handedBack, set only by tests, runs once a callback decided to hand
+	// its file back, before the answer goes to the connection (an
+	// application's open racing that answer: client/handback.go).
+	handedBack testHook
 	// xattrAnswered, set only by tests, runs as a GETXATTR's answer arrives,
 	// before it is cached (a change of the attribute racing it: xattr.go).
 	xattrAnswered testHook

@@ -54,15 +54,16 @@ type inoAlias struct {
 // holder's number and generation (Ino) while holder's or its own inode is
 // known. An inode of real already known with a kernel node of its own keeps
 // its number (the kernel knows it by that one: its file id's, or the number
-// an earlier holder gave it).
-func (fs *FS) KeepIno(holder *Inode, real nfs3.FH, fileID uint64) {
+// an earlier holder gave it): false then, the kernel has two nodes of the
+// object.
+func (fs *FS) KeepIno(holder *Inode, real nfs3.FH, fileID uint64) bool {
 	if holder == nil || string(holder.FH) == string(real) {
-		return
+		return true
 	}
 	id := holder.Ino()
 	ri := fs.LookupInode(real)
 	if ri != nil && liveNode(ri.Node()) && ri.Ino() != id {
-		return // the kernel knows it by the number it has
+		return false // the kernel knows it by the number it has
 	}
 	a := &inoAlias{id: id, real: string(real), fileID: fileID, holder: holder}
 	fs.Mu.Lock()
@@ -83,6 +84,7 @@ func (fs *FS) KeepIno(holder *Inode, real nfs3.FH, fileID uint64) {
 	if a.fileID != 0 {
 		fs.aliasByID[a.fileID] = a
 	}
+	return true
 }
 
 // maxAliases bounds the objects whose kept number outlives every inode of

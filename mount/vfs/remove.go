@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,6 +268,9 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		}
 	}
 	res, err := RPC(ctx, fs, func() (*nfs3.RenameRes, error) { return fs.Client(c).Rename(ctx, from.FH, name, to.FH, newName) })
+	if errors.Is(err, nfs3.ErrNoEnt) && fs.renamedAlready(ctx, c, from, name, to, newName, moved) {
+		err = nil
+	}
 	unknown = err != nil && !notMade(err)
 	if res != nil {
 		fs.dirWcc(from, &res.FromWcc)
@@ -291,6 +295,36 @@ func (fs *FS) rename(ctx context.Context, from *Inode, name string, to *Inode, n
 		fs.named(to, newName, moved)
 	}
 	return err
+}
+
+// renamedAlready reports whether a RENAME of from/name to to/newName that
+// was answered NFS3ERR_NOENT has its effect all the same: moved (the object
+// renamed, if known) is named newName in to, and name no longer names it in
+// from. So it is when the call was applied and its reply lost, and the call
+// sent again (the server restarted between the rename and the saving of its
+// reply, docs/protocol.md 2: the second execution finds no source), or when
+// another client made the very same rename meanwhile: either way the
+// application's rename is done, and NOENT would be a false error (found by
+// tests/permits_soak_test.go: a mount's rename across a server kill).
+func (fs *FS) renamedAlready(ctx context.Context, c Cred, from *Inode, name string, to *Inode, newName string, moved *Inode) bool {
+	if moved == nil || len(moved.FH) == 0 {
+		return false
+	}
+	lookup := func(dir *Inode, n string) (*nfs3.LookupRes, error) {
+		return RPC(ctx, fs, func() (*nfs3.LookupRes, error) { return fs.Client(c).Lookup(ctx, dir.FH, n) })
+	}
+	now, err := lookup(to, newName)
+	if err != nil || !bytes.Equal(now.Object, moved.FH) {
+		return false
+	}
+	if old, err := lookup(from, name); err == nil && bytes.Equal(old.Object, moved.FH) {
+		return false // still there too (a hard link): not this rename's doing
+	} else if err != nil && !errors.Is(err, nfs3.ErrNoEnt) {
+		return false
+	}
+	fs.log.Info("RENAME answered NOENT, but the object is at its new name: taken as done (its reply lost and the call sent again, or the same rename made by another client)",
+		"to", newName, "fileid", moved.FileID)
+	return true
 }
 
 // linksOf is i's link count as last seen (0 if i is nil).
