@@ -3,8 +3,10 @@ package tests
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMountSNFSPermitsDataTruncateTooBig: a file made locally keeps its data
@@ -33,5 +35,48 @@ func TestMountSNFSPermitsDataTruncateTooBig(t *testing.T) {
 	}
 	if st, err := os.Stat(a.path("f")); err != nil || st.Size() != 0 {
 		t.Fatalf("the file after the refused truncations: %v, %v; want it empty", st, err)
+	}
+}
+
+// TestMountSNFSCachedTruncateTooBig: a file the server made, cached here and
+// open for writing (its size changes are made in the cache and written back
+// later), refuses a truncation or a write beyond what the cache's local file
+// system takes as the server would have (EFBIG), not with EIO, and keeps
+// its data (pjdfstest's truncate/12.t failed so in snfs mode whenever its
+// file was not made under a permit).
+func TestMountSNFSCachedTruncateTooBig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "rw,no_root_squash")
+	a := newSNFSMountDelayed(t, e, "A", 30*time.Second, 2*time.Second)
+	if err := os.WriteFile(filepath.Join(e.dir, "f"), []byte("server"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(a.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("S"), 0); err != nil {
+		t.Fatal(err)
+	}
+	const huge = 999999999999999
+	if err := os.Truncate(a.path("f"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("truncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
+	}
+	if err := f.Truncate(huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("ftruncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
+	}
+	if _, err := f.WriteAt([]byte("x"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a write at %d: %v, want EFBIG or EINVAL", huge, err)
+	}
+	if b, err := os.ReadFile(a.path("f")); err != nil || string(b) != "Server" {
+		t.Errorf("the file after the refused changes: %q, %v; want \"Server\"", b, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.unmount(t)
+	if b, err := os.ReadFile(filepath.Join(e.dir, "f")); err != nil || string(b) != "Server" {
+		t.Errorf("the server's file: %q, %v; want \"Server\"", b, err)
 	}
 }

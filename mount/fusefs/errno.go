@@ -90,6 +90,11 @@ func errnoOf(err error) syscall.Errno {
 		return syscall.EINVAL
 	case errors.Is(err, cachemgr.ErrBusy):
 		return syscall.EBUSY
+	case errors.Is(err, syscall.EFBIG):
+		// A size or offset the cache's local file system refuses (a file
+		// cached for writing is truncated and written there first): the
+		// application's error, as the server's NFS3ERR_FBIG would be.
+		return syscall.EFBIG
 	case errors.Is(err, sunrpc.ErrClientClosed):
 		return syscall.EIO
 	}
