@@ -37,23 +37,8 @@ func TestMountSetIDClearedOnWrite(t *testing.T) {
 				if err := os.Chmod(p, os.FileMode(m&0o777)|setIDBits(m)); err != nil {
 					t.Fatal(err)
 				}
-				var fstatMode uint32
-				if err := runAsUser(t, 65534, 65534, func() error {
-					f, err := os.OpenFile(p, c.flags, 0)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					if _, err := f.Write([]byte("x")); err != nil {
-						return err
-					}
-					var st syscall.Stat_t
-					if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-						return err
-					}
-					fstatMode = st.Mode & 0o7777
-					return nil
-				}); err != nil {
+				fstatMode, err := writeAsNobody(t, p, c.flags)
+				if err != nil {
 					t.Fatalf("%#o: open, write, fstat as 65534: %v", m, err)
 				}
 				if fstatMode != 0o777 {
@@ -186,23 +171,8 @@ func TestMountSetIDClearedOnJoinedWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		closed := time.AfterFunc(200*time.Millisecond, func() { r.Close() })
-		var fstatMode uint32
-		if err := runAsUser(t, 65534, 65534, func() error {
-			f, err := os.OpenFile(p, flags, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if _, err := f.Write([]byte("x")); err != nil {
-				return err
-			}
-			var st syscall.Stat_t
-			if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-				return err
-			}
-			fstatMode = st.Mode & 0o7777
-			return nil
-		}); err != nil {
+		fstatMode, err := writeAsNobody(t, p, flags)
+		if err != nil {
 			t.Fatalf("%s: open %#x, write, fstat as 65534: %v", name, flags, err)
 		}
 		closed.Stop()
@@ -220,4 +190,27 @@ func TestMountSetIDClearedOnJoinedWrite(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeAsNobody opens p with flags as user and group 65534, writes a byte
+// and returns the mode bits (07777) its fstat reports before the close.
+func writeAsNobody(t *testing.T, p string, flags int) (mode uint32, err error) {
+	t.Helper()
+	err = runAsUser(t, 65534, 65534, func() error {
+		f, err := os.OpenFile(p, flags, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := f.Write([]byte("x")); err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			return err
+		}
+		mode = st.Mode & 0o7777
+		return nil
+	})
+	return mode, err
 }
