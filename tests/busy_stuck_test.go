@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // stuckReport says, when busyHolders' scan of /proc did not end, what is
@@ -104,6 +106,9 @@ func procStat(pd string) (comm, state string, ppid int, ok bool) {
 	return comm, state, ppid, got == 3
 }
 
+// fusectlMagic is fusectl's f_type (linux/magic.h FUSE_CTL_SUPER_MAGIC).
+const fusectlMagic = 0x65735543
+
 // fuseWaiting lists the FUSE connections with requests their server has not
 // answered, each with its mount points (mountinfo's device is 0:N for
 // connection N).
@@ -121,7 +126,15 @@ func fuseWaiting() []string {
 		f.Close()
 	}
 	var out []string
-	conns, _ := filepath.Glob("/sys/fs/fuse/connections/*")
+	// fusectl is mounted at boot by systemd, which a CI machine may not
+	// run: mounted here otherwise, as fusefs's forced unmount does (that
+	// one mounted it for the rest of the run only if it ran first).
+	const ctl = "/sys/fs/fuse/connections"
+	var st unix.Statfs_t
+	if err := unix.Statfs(ctl, &st); err == nil && st.Type != fusectlMagic {
+		unix.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	conns, _ := filepath.Glob(ctl + "/*")
 	for _, c := range conns {
 		b, err := os.ReadFile(filepath.Join(c, "waiting"))
 		if w := strings.TrimSpace(string(b)); err == nil && w != "0" {
