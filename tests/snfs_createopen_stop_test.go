@@ -183,6 +183,11 @@ func TestSNFSCreateOpenReplyAfterConnectionLoss(t *testing.T) {
 	// and a new one made for the retransmission.
 	deadline := time.Now().Add(30 * time.Second)
 	for c.connects.Load() == conns {
+		select {
+		case a := <-done:
+			t.Fatalf("CREATE_OPEN answered (%v, open %v, %v) while the holder's callback waits, before its call timed out", a.res.Status, a.res.Open.Status, a.err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the creator's connection was never replaced")
 		}

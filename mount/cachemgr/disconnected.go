@@ -255,6 +255,13 @@ func (sn *snfsFS) discLoop() {
 func (sn *snfsFS) goOffline(cause error) {
 	d := sn.disc
 	dirty := sn.dirtyInodes(time.Time{}) // before d.mu: markCleanIf takes it under sn.mu
+	// What offline operations answer from is made first: the first one
+	// (as soon as d.off is set) finds the listings' copies and the log's
+	// directories.
+	if sn.permits != nil {
+		sn.permits.offWent() // offlineattr.go
+	}
+	sn.names.wentOffline() // the listings held become offline copies (disconnectednames.go)
 	d.mu.Lock()
 	d.since = time.Now()
 	d.off.Store(true)
@@ -265,10 +272,6 @@ func (sn *snfsFS) goOffline(cause error) {
 		d.written[string(i.FH)] = true
 	}
 	d.mu.Unlock()
-	if sn.permits != nil {
-		sn.permits.offWent() // offlineattr.go
-	}
-	sn.names.wentOffline() // the listings held become offline copies (disconnectednames.go)
 	sn.sess.SetOffline(true)
 	sn.Logger().Warn("server unreachable: disconnected, serving the cache", "unanswered_for", quiet.Round(time.Millisecond), "err", cause)
 }

@@ -60,7 +60,7 @@ func (nc *nameCache) dropOfflineLocked(key string) bool {
 // server answered since the connection was lost, not only before), the
 // offline copies are of no more use, listings are promised again.
 func (nc *nameCache) connectedLocked(sent time.Time) {
-	if len(nc.offl) == 0 || nc.sn.disc.offline() || !sent.After(nc.offKept) {
+	if len(nc.offl) == 0 || nc.goingOff || nc.sn.disc.offline() || !sent.After(nc.offKept) {
 		return
 	}
 	clear(nc.offl)
@@ -93,10 +93,13 @@ func (nc *nameCache) offlineChangedLocked(dir *vfs.Inode, name string, err error
 
 // wentOffline: the mount goes offline; the listings cached become offline
 // copies (their promises are given back once online: backOnline), the fills
-// in flight install nothing.
+// in flight install nothing, nor do those begun until the mount is back
+// online. It runs before the mount is offline (goOffline), so that the
+// first operation served offline finds the copies.
 func (nc *nameCache) wentOffline() {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
+	nc.goingOff = true
 	for _, d := range nc.dirs {
 		nc.keepOfflineLocked(d)
 		nc.removeLocked(d)
@@ -119,6 +122,7 @@ func (nc *nameCache) backOnline() {
 			nc.queueLocked(c.fh)
 		}
 	}
+	nc.goingOff = false
 	clear(nc.offl)
 	nc.offLRU.Init()
 	nc.startReleaseLocked()

@@ -88,6 +88,11 @@ type nameCache struct {
 	offl    map[string]*cdir
 	offLRU  list.List
 	offKept time.Time // when the latest copy was kept
+	// goingOff: the copies were made for a disconnection (wentOffline),
+	// until the mount is back online (backOnline): a listing filled
+	// meanwhile is not installed (it would drop its directory's copy), nor
+	// do the copies go at an answer (connectedLocked).
+	goingOff bool
 
 	stats nameStats
 
@@ -555,7 +560,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 
 	nc.mu.Lock()
 	ok, _ := nc.leaseLocked(time.Now())
-	install := promised && ok && !tok.broken && !nc.closed
+	install := promised && ok && !tok.broken && !nc.closed && !nc.goingOff
 	if !promised {
 		nc.notPromisedLocked(key)
 	} else {

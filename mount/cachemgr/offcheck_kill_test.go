@@ -73,9 +73,7 @@ func TestOfflineCheckedKilled(t *testing.T) {
 	// a is not closed before the remount: a kill sends no UNREGISTER, and
 	// the server keeps the last LSN it applied for the name (a clean end
 	// would forget it, and the remount would send the CREATE again).
-	if err := SetDisconnected(a.FS, true); err != nil {
-		t.Fatal(err)
-	}
+	killSession(t, a.FS)
 
 	cfg := a.cfg
 	cfg.CacheDir = cacheB

@@ -61,10 +61,8 @@ func TestOfflineCheckedKilledAfterLog(t *testing.T) {
 	if len(found) == 0 {
 		t.Fatal("no bases file after the check")
 	}
-	if err := SetDisconnected(a.FS, true); err != nil {
-		t.Fatal(err)
-	}
 	// The kill: the log is in, the check's findings are still on disk.
+	killSession(t, a.FS)
 	copyDir(t, cacheA, cacheB)
 	if err := os.WriteFile(filepath.Join(cacheB, "offline", "bases"), found, 0o600); err != nil {
 		t.Fatal(err)

@@ -44,6 +44,21 @@ func openOffline(t *testing.T, addr, exp string, tune func(*SNFSMountConfig)) *o
 		c: vfs.Cred{UID: uint32(syscall.Getuid()), GID: uint32(syscall.Getgid())}}
 }
 
+// killSession ends fs's part in the protocol as a kill of its process
+// would: offline, its connection closed with no UNREGISTER (the server
+// keeps the client's state and the last LSN it applied for its name, which
+// a clean end would forget). Left running, the mount would register again
+// whenever the remount under the same name registers (a changed client id),
+// and the two would take the registration, and with it the remount's
+// promises, from each other.
+func killSession(t *testing.T, fs *vfs.FS) {
+	t.Helper()
+	if err := SetDisconnected(fs, true); err != nil {
+		t.Fatal(err)
+	}
+	mgrOf(fs).sess.Disconnect()
+}
+
 // setOffline asks the mount to go offline (off) or back online, and waits
 // until it is.
 func (o *offlineFS) setOffline(off bool) {

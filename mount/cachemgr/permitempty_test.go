@@ -128,11 +128,9 @@ func TestPermitEmptyDataFileLostRemount(t *testing.T) {
 	if err := os.Remove(filepath.Join(cacheB, rel)); err != nil {
 		t.Fatal(err)
 	}
-	// a is left offline, not closed: a kill sends no UNREGISTER, and the
-	// server keeps the last LSN it applied for the name.
-	if err := SetDisconnected(a, true); err != nil {
-		t.Fatal(err)
-	}
+	// a is not closed: a kill sends no UNREGISTER, and the server keeps
+	// the last LSN it applied for the name.
+	killSession(t, a)
 	if _, err := os.Stat(filepath.Join(s.export, "d", "empty")); !os.IsNotExist(err) {
 		t.Fatalf("the server has d/empty before the remount (%v): the test shows nothing", err)
 	}
