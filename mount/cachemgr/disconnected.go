@@ -272,6 +272,9 @@ func (sn *snfsFS) goOffline(cause error) {
 		d.written[string(i.FH)] = true
 	}
 	d.mu.Unlock()
+	if sn.permits != nil {
+		sn.permits.offWent() // again: the records logged online meanwhile
+	}
 	sn.sess.SetOffline(true)
 	sn.Logger().Warn("server unreachable: disconnected, serving the cache", "unanswered_for", quiet.Round(time.Millisecond), "err", cause)
 }

@@ -106,7 +106,7 @@ func (nc *nameCache) wentOffline() {
 	}
 	for _, toks := range nc.fills {
 		for _, t := range toks {
-			t.broken = true
+			t.off = true
 		}
 	}
 }

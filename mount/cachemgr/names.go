@@ -159,7 +159,10 @@ type cent struct {
 }
 
 // fillTok is one fill in flight.
-type fillTok struct{ broken bool }
+type fillTok struct {
+	broken bool // a break, an eviction or the lease overtook it
+	off    bool // the mount went offline meanwhile (wentOffline)
+}
 
 func newNameCache(sn *snfsFS) *nameCache {
 	return &nameCache{sn: sn, dirs: map[string]*cdir{}, fills: map[string][]*fillTok{},
@@ -560,7 +563,11 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 
 	nc.mu.Lock()
 	ok, _ := nc.leaseLocked(time.Now())
-	install := promised && ok && !tok.broken && !nc.closed && !nc.goingOff
+	install := promised && ok && !tok.broken && !nc.closed
+	// Held back by a disconnection, not stale: the copies stay as they are,
+	// and so do the attributes of what it lists.
+	offHeld := install && (tok.off || nc.goingOff)
+	install = install && !offHeld
 	if !promised {
 		nc.notPromisedLocked(key)
 	} else {
@@ -586,7 +593,7 @@ func (nc *nameCache) fill(ctx context.Context, dir *vfs.Inode, c vfs.Cred) ([]ce
 		evicted = nc.evictLocked()
 	}
 	nc.mu.Unlock()
-	if !install {
+	if !install && !offHeld {
 		// Attributes of a listing a break overtook may be older than the
 		// change that broke it.
 		for _, i := range known {

@@ -56,6 +56,14 @@ func killSession(t *testing.T, fs *vfs.FS) {
 	if err := SetDisconnected(fs, true); err != nil {
 		t.Fatal(err)
 	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, off := DisconnectedSince(fs); off {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("offline not reached 20 s after the request")
+		}
+	}
 	mgrOf(fs).sess.Disconnect()
 }
 
