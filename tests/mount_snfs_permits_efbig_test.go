@@ -25,15 +25,7 @@ func TestMountSNFSPermitsDataTruncateTooBig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := os.Truncate(a.path("f"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("truncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
-	}
-	if err := f.Truncate(huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("ftruncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
-	}
-	if _, err := f.WriteAt([]byte("x"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("a write at %d: %v, want EFBIG or EINVAL", huge, err)
-	}
+	refusedTooBig(t, a.path("f"), f, huge)
 	if st, err := os.Stat(a.path("f")); err != nil || st.Size() != 0 {
 		t.Fatalf("the file after the refused truncations: %v, %v; want it empty", st, err)
 	}
@@ -62,15 +54,7 @@ func TestMountSNFSCachedTruncateTooBig(t *testing.T) {
 	if _, err := f.WriteAt([]byte("S"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(a.path("f"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("truncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
-	}
-	if err := f.Truncate(huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("ftruncate to %d bytes: %v, want EFBIG or EINVAL", huge, err)
-	}
-	if _, err := f.WriteAt([]byte("x"), huge); !errors.Is(err, syscall.EFBIG) && !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("a write at %d: %v, want EFBIG or EINVAL", huge, err)
-	}
+	refusedTooBig(t, a.path("f"), f, huge)
 	if b, err := os.ReadFile(a.path("f")); err != nil || string(b) != "Server" {
 		t.Errorf("the file after the refused changes: %q, %v; want \"Server\"", b, err)
 	}
@@ -94,5 +78,21 @@ func requireSizeRefused(t *testing.T, size int64) {
 	}
 	if err := os.Truncate(p, size); err == nil {
 		t.Skipf("the file system of /var/tmp takes a file of %d bytes", size)
+	}
+}
+
+// refusedTooBig checks that a truncation of path and of f (an open of it for
+// writing) to size bytes and a write at size fail with EFBIG or EINVAL.
+func refusedTooBig(t *testing.T, path string, f *os.File, size int64) {
+	t.Helper()
+	tooBig := func(err error) bool { return errors.Is(err, syscall.EFBIG) || errors.Is(err, syscall.EINVAL) }
+	if err := os.Truncate(path, size); !tooBig(err) {
+		t.Errorf("truncate to %d bytes: %v, want EFBIG or EINVAL", size, err)
+	}
+	if err := f.Truncate(size); !tooBig(err) {
+		t.Errorf("ftruncate to %d bytes: %v, want EFBIG or EINVAL", size, err)
+	}
+	if _, err := f.WriteAt([]byte("x"), size); !tooBig(err) {
+		t.Errorf("a write at %d: %v, want EFBIG or EINVAL", size, err)
 	}
 }
