@@ -353,6 +353,11 @@ func (sn *snfsFS) offlineMakeObj(dir *vfs.Inode, c vfs.Cred, name string, typ nf
 	nc.mu.Lock()
 	nc.offApplyLocked(cp, gen, name, &e)
 	nc.mu.Unlock()
+	links := 0
+	if typ == nfs3.TypeDir {
+		links = 1
+	}
+	sn.offDirChanged(dir, links, now)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", op, "dir", sn.PathOf(dir), "name", name, "prov", id)
 	return vfs.Entry{Inode: i, Attr: a, AttrTTL: offlineAttrTTL}, true, nil
@@ -443,6 +448,11 @@ func (sn *snfsFS) offlineRemove(ctx context.Context, dir *vfs.Inode, c vfs.Cred,
 		nc.dropOfflineLocked(string(e.fh))
 	}
 	nc.mu.Unlock()
+	links := 0
+	if rmdir {
+		links = -1
+	}
+	sn.offDirChanged(dir, links, nowNFS())
 	if !rmdir {
 		// Its other names, if any, have one link fewer: a server's file
 		// with several names as much as one made offline.
@@ -564,6 +574,11 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 	nc.offApplyLocked(cf, fgen, name, nil)
 	nc.offApplyLocked(ct, tgen, newName, &moved)
 	nc.mu.Unlock()
+	now := nowNFS()
+	sn.offDirChanged(from, 0, now)
+	if to != from {
+		sn.offDirChanged(to, 0, now)
+	}
 	if mi := sn.FS.LookupInode(moved.fh); mi != nil {
 		mi.NameMu.Lock()
 		mi.Dir, mi.Name = to.FH, newName
@@ -577,6 +592,32 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 	}
 	sn.stats.LocalChanges.Add(1)
 	return true, nil
+}
+
+// offDirChanged is localDirChanged (permittimes.go) offline: dir, whose
+// entries a change made offline at now changed, gets its mtime and ctime
+// now and links more links (an MKDIR: 1, an RMDIR: -1), in its inode and
+// in its entry in its parent's offline copy, as POSIX says and as the
+// server's file system will when the log is reintegrated (with the
+// reintegration's time). Its attribute generation stays: the offline
+// copies are checked against it (offCopy), and no reply of the server's
+// can race this offline. Called with p.off.change held, not nc.mu.
+func (sn *snfsFS) offDirChanged(dir *vfs.Inode, links int, now nfs3.Time) {
+	dir.Mu.Lock()
+	if dir.Attr.Type != nfs3.TypeDir {
+		dir.Mu.Unlock()
+		return // its attributes not known: the server's, when asked
+	}
+	dir.Attr.Mtime, dir.Attr.Ctime = now, now
+	switch {
+	case links > 0:
+		dir.Attr.Nlink += uint32(links)
+	case links < 0 && dir.Attr.Nlink > uint32(-links):
+		dir.Attr.Nlink -= uint32(-links)
+	}
+	a := dir.ReportLocked()
+	dir.Mu.Unlock()
+	sn.names.offSetAttr(dir, a, false) // offlinesetattr.go
 }
 
 // setPending: a record was logged offline.

@@ -90,6 +90,7 @@ func (sn *snfsFS) offlineLink(i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.E
 	nc.offApplyLocked(cp, gen, name, &e)
 	nc.mu.Unlock()
 	nc.offSetAttr(i, a, true) // its other names' entries: one link more (offlinesetattr.go)
+	sn.offDirChanged(dir, 0, a.Ctime)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLLink, "dir", sn.PathOf(dir), "name", name)
 	return vfs.Entry{Inode: i, Attr: a, AttrTTL: offlineAttrTTL}, true, nil
