@@ -233,6 +233,10 @@ func New(cfg Config) (*Server, error) {
 	// processes").
 	st.OnForeignChange(s.consist.Changed)
 	st.OnLeaseBreak(s.consist.LeaseBroken)
+	// The store gives up the writable descriptors of idle files (so that a
+	// program written through the server runs on its machine); their flush
+	// failing is a failed flush.
+	st.OnFlushFail(s.flushFailed)
 	// MaxRecord: a REINTEGRATE at the protocol's bounds (docs/protocol.md
 	// section 2: 8 MiB) is accepted; the RPC layer's default is NFS's.
 	s.RPC = &sunrpc.Server{Logger: cfg.Logger, Observer: cfg.Observer, DRC: drc, SpinPoll: cfg.SpinPoll,
@@ -344,6 +348,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.RPC.Shutdown(ctx)
 	s.store.OnForeignChange(nil)
 	s.store.OnLeaseBreak(nil)
+	s.store.OnFlushFail(nil)
 	s.store.DrainChanges() // waits for a drain telling the driver of a change
 	s.nlm.stop()
 	s.lockLease.stop()

@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,6 +19,9 @@ type fdCache struct {
 	// retire, if set, closes the descriptors of removed objects (gone entries)
 	// instead of the caller (background.go).
 	retire func(*entry)
+	// idleWriter, if set, is told (outside mu) when an entry holding a
+	// descriptor open for writing loses its last reference (idlewrite.go).
+	idleWriter func()
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu
@@ -26,8 +30,12 @@ type fdCache struct {
 
 type entry struct {
 	key  string
-	fd   int // O_PATH (or, for files this server created, O_RDWR) descriptor
+	fd   int // O_PATH (or, for files this server created, O_RDWR until idle: idlewrite.go) descriptor
 	refs int // guarded by fdCache.mu
+	// used: when refs last fell to 0; uses counts the references taken
+	// (get, add); both guarded by fdCache.mu.
+	used time.Time
+	uses uint64
 	gone bool
 	// retire: the object was removed and holds blocks, so its last close, which
 	// frees them, goes to fdCache.retire.
@@ -63,6 +71,7 @@ func (c *fdCache) get(key string) *entry {
 	e := c.entries[key]
 	if e != nil {
 		e.refs++
+		e.uses++
 		c.lru.MoveToFront(e.elem)
 	}
 	return e
@@ -74,6 +83,7 @@ func (c *fdCache) add(key string, fd, io int) *entry {
 	c.mu.Lock()
 	if e := c.entries[key]; e != nil {
 		e.refs++
+		e.uses++
 		c.lru.MoveToFront(e.elem)
 		c.mu.Unlock()
 		rawsys.Close(fd)
@@ -107,9 +117,18 @@ func (c *fdCache) release(e *entry) {
 	c.mu.Lock()
 	e.refs--
 	closeIt := e.refs == 0 && e.gone
+	writer := false
+	if e.refs == 0 && !e.gone {
+		// No holder left to change io (OpenIO runs with a reference).
+		e.used = time.Now()
+		writer = e.writableLocked()
+	}
 	c.mu.Unlock()
 	if closeIt {
 		c.closeGone(e)
+	}
+	if writer && c.idleWriter != nil {
+		c.idleWriter()
 	}
 }
 

@@ -74,6 +74,8 @@ type Store struct {
 	changesLost atomic.Uint64
 	// leases are the write leases held for the consistency protocol (lease.go).
 	leases leases
+	// idle gives up writable descriptors of idle files (idlewrite.go).
+	idle idleWrites
 
 	// checks counts handle MAC checks (ParseHandle), for HandleChecks.
 	checks atomic.Uint64
@@ -153,6 +155,7 @@ func OpenWith(stateDir string, opts Options) (*Store, error) {
 		attrs: attrcache.New(attrCacheMax, DefaultAttrTTL, attrClock)}
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
+	s.cache.idleWriter = s.armIdleWrites
 	if opts.NoNotifier {
 		s.notifyErr = errors.New("store: change notifications turned off")
 	} else {

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestIdleWriteExec: a program written through the store (a file it
+// created, and one it opened for writing) runs on this machine once the
+// file is idle: its writable descriptor is flushed and closed (and the
+// created file's own made O_PATH) after writeIdle, where before exec(2)
+// failed with ETXTBSY for as long as the descriptor was cached. Writing
+// again afterwards opens the file again and the data is right. Without
+// OnFlushFail's function the descriptors are kept.
+func TestIdleWriteExec(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	if err := os.WriteFile(filepath.Join(exp, "old"), []byte("#!/bin/sh\necho old\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var verf [8]byte
+	if _, err := s.Create(root, "new", 0o755, CreateUnchecked, verf); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, script string) {
+		t.Helper()
+		fh, _, err := s.Lookup(root, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Resolve(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Release()
+		if err := s.OpenIO(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Truncate(n, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.WriteAt(n, []byte(script), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string) (string, error) {
+		out, err := exec.Command(filepath.Join(exp, name)).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	write("new", "#!/bin/sh\necho new\n")
+	write("old", "#!/bin/sh\necho rewritten\n")
+	// Kept without a function to tell a failed flush to.
+	time.Sleep(writeIdle + time.Second)
+	for _, name := range []string{"new", "old"} {
+		if _, err := run(name); !errors.Is(err, unix.ETXTBSY) {
+			t.Fatalf("exec of %s with no OnFlushFail: %v; want ETXTBSY (the writable descriptor kept)", name, err)
+		}
+	}
+	var fails atomic.Int32
+	s.OnFlushFail(func(error) { fails.Add(1) })
+	runs := func(name, want string) {
+		t.Helper()
+		deadline := time.Now().Add(3*writeIdle + 2*time.Second)
+		for {
+			out, err := run(name)
+			if err == nil && out == want {
+				return
+			}
+			if !errors.Is(err, unix.ETXTBSY) || time.Now().After(deadline) {
+				t.Fatalf("exec of %s: %q, %v; want %q once idle for %v", name, out, err, want, writeIdle)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	runs("new", "new")
+	runs("old", "rewritten")
+	// Written again: opened again, then given up again.
+	write("new", "#!/bin/sh\necho again\n")
+	runs("new", "again")
+	if n := fails.Load(); n != 0 {
+		t.Fatalf("%d flushes failed", n)
+	}
+}
