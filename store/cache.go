@@ -22,6 +22,10 @@ type fdCache struct {
 	// idleWriter, if set, is told (outside mu) when an entry holding a
 	// descriptor open for writing loses its last reference (idlewrite.go).
 	idleWriter func()
+	// evictWriter, if set, closes an evicted entry holding a descriptor
+	// open for writing, after flushing it (idlewrite.go), instead of the
+	// caller.
+	evictWriter func(*entry)
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu
@@ -48,6 +52,11 @@ type entry struct {
 	ioMu sync.Mutex
 	io   int // read-write (or read-only) descriptor for data and fsync; -1 until opened
 	ioRW bool
+	// ioFallback: io is a regular file's read-only descriptor, opened
+	// because O_RDWR was refused (OpenIO); ioOld: such descriptors a
+	// write replaced (writeIO), closed with the entry. Guarded by ioMu.
+	ioFallback bool
+	ioOld      []int
 	// appendMu: one Append at a time writes and reads io's file offset back
 	// (io.go); it guards the reservations below.
 	appendMu sync.Mutex
@@ -95,20 +104,27 @@ func (c *fdCache) add(key string, fd, io int) *entry {
 	e := &entry{key: key, fd: fd, io: io, ioRW: io >= 0, refs: 1}
 	e.elem = c.lru.PushFront(e)
 	c.entries[key] = e
-	var victims []*entry
+	var victims, writers []*entry
 	for el := c.lru.Back(); c.lru.Len() > c.max && el != nil; {
 		prev := el.Prev()
 		v := el.Value.(*entry)
 		if v.refs == 0 {
 			c.lru.Remove(el)
 			delete(c.entries, v.key)
-			victims = append(victims, v)
+			if v.writableLocked() && c.evictWriter != nil {
+				writers = append(writers, v)
+			} else {
+				victims = append(victims, v)
+			}
 		}
 		el = prev
 	}
 	c.mu.Unlock()
 	for _, v := range victims {
 		v.close()
+	}
+	for _, v := range writers {
+		c.evictWriter(v)
 	}
 	return e
 }
@@ -118,10 +134,10 @@ func (c *fdCache) release(e *entry) {
 	e.refs--
 	closeIt := e.refs == 0 && e.gone
 	writer := false
-	if e.refs == 0 && !e.gone {
+	if e.refs == 0 && !e.gone && e.writableLocked() {
 		// No holder left to change io (OpenIO runs with a reference).
 		e.used = time.Now()
-		writer = e.writableLocked()
+		writer = true
 	}
 	c.mu.Unlock()
 	if closeIt {
@@ -215,6 +231,9 @@ func (e *entry) close() {
 	}
 	if e.io >= 0 && e.io != e.fd {
 		closeFD(e.io)
+	}
+	for _, fd := range e.ioOld {
+		closeFD(fd)
 	}
 	closeFD(e.fd)
 }

@@ -16,9 +16,17 @@ import (
 // the server's machine fails with ETXTBSY ("Text file busy") for as long as
 // the descriptor stays cached, so a program built by a client could not be
 // run on the server. As Linux's nfsd does with its file cache, a writable
-// descriptor no operation has used for writeIdle is flushed (fdatasync) and
+// descriptor no operation has used for writeIdle (up to twice that: a sweep
+// runs writeIdle after the release that armed it) is flushed (fdatasync) and
 // closed, and a created file's descriptor becomes an O_PATH one; the next
-// operation that needs I/O opens it again (OpenIO).
+// operation that needs I/O opens it again (OpenIO). (While the program
+// runs, OpenIO's O_RDWR is refused with ETXTBSY and it falls back to a
+// read-only descriptor: a WRITE fails EROFS, as a local write would fail;
+// the next WRITE after the program ended opens it for writing again:
+// writeIO, io.go.)
+//
+// An entry evicted from the cache (beyond its bound) with a writable
+// descriptor is flushed and closed the same way, in the background.
 //
 // The flush comes first because a write-back error is reported once per open
 // file: data written UNSTABLE and not yet committed whose write-back failed
@@ -55,7 +63,7 @@ func (e *entry) writableLocked() bool { return e.io >= 0 && e.ioRW }
 
 // armIdleWrites has a sweep run writeIdle from now, unless one is due.
 func (s *Store) armIdleWrites() {
-	if s.idle.flushFail.Load() == nil || !s.idle.armed.CompareAndSwap(false, true) {
+	if s.idle.flushFail.Load() == nil || s.idle.armed.Load() || !s.idle.armed.CompareAndSwap(false, true) {
 		return
 	}
 	time.AfterFunc(writeIdle, func() {
@@ -74,19 +82,44 @@ func (s *Store) sweepIdleWrites() {
 		return
 	}
 	idle, left := s.cache.idleWriters(time.Now().Add(-writeIdle))
-	for _, e := range idle {
-		s.dropWrite(e, *fail)
-		s.cache.release(e)
+	for _, w := range idle {
+		s.dropWrite(w.e, w.uses, *fail)
+		s.cache.release(w.e)
 	}
 	if left {
 		s.armIdleWrites()
 	}
 }
 
+// closeWriterLater closes e, evicted from the cache with a descriptor open
+// for writing, after flushing it, on the background goroutine (or now, when
+// its queue is full): the flush's error goes to OnFlushFail's function, as
+// an idle one's. Without one, e is closed as any evicted entry.
+func (s *Store) closeWriterLater(e *entry) {
+	flushClose := func() {
+		if fail := s.idle.flushFail.Load(); fail != nil {
+			if err := unix.Fdatasync(e.io); err != nil {
+				(*fail)(opErr("fsync", err))
+			}
+		}
+		e.close()
+	}
+	if !s.bg.later(flushClose) {
+		flushClose()
+	}
+}
+
+// idleWriter is an entry idleWriters found, and its count of references
+// taken then.
+type idleWriter struct {
+	e    *entry
+	uses uint64
+}
+
 // idleWriters returns the entries holding a descriptor open for writing
 // that no one has used since before, each with a reference held, and
 // whether other such entries are left (used since).
-func (c *fdCache) idleWriters(before time.Time) (idle []*entry, left bool) {
+func (c *fdCache) idleWriters(before time.Time) (idle []idleWriter, left bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
@@ -98,17 +131,21 @@ func (c *fdCache) idleWriters(before time.Time) (idle []*entry, left bool) {
 			continue
 		}
 		e.refs++
-		idle = append(idle, e)
+		idle = append(idle, idleWriter{e, e.uses})
 	}
 	return idle, left
 }
 
 // dropWrite flushes e's writable descriptor and closes it, unless someone
-// took e meanwhile (the caller holds one reference).
-func (s *Store) dropWrite(e *entry, fail func(error)) {
+// took e since idleWriters counted uses (the caller holds one reference).
+func (s *Store) dropWrite(e *entry, uses uint64, fail func(error)) {
 	c := s.cache
 	c.mu.Lock()
-	io, uses := e.io, e.uses // no other holder (refs was 0): stable until someone takes e
+	if e.uses != uses {
+		c.mu.Unlock()
+		return
+	}
+	io := e.io // no other holder since: stable until someone takes e
 	c.mu.Unlock()
 	if err := unix.Fdatasync(io); err != nil {
 		fail(opErr("fsync", err))

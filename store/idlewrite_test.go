@@ -88,3 +88,65 @@ func TestIdleWriteExec(t *testing.T) {
 		t.Fatalf("%d flushes failed", n)
 	}
 }
+
+// TestIdleWriteFallback: while a program runs on this machine, the store's
+// open of it for writing is refused (ETXTBSY) and OpenIO falls back to a
+// read-only descriptor, so a WRITE fails (EROFS); once the program ends,
+// the next WRITE opens it for writing again and is written (before, the
+// read-only descriptor refused every WRITE for as long as it stayed
+// cached).
+func TestIdleWriteFallback(t *testing.T) {
+	s, root, exp := newTestExport(t)
+	s.OnFlushFail(func(err error) { t.Errorf("a flush failed: %v", err) })
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	prog, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(exp, "prog"), prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(exp, "prog"), "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	write := func() error {
+		fh, _, err := s.Lookup(root, "prog")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Resolve(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Release()
+		if err := s.OpenIO(n); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.WriteAt(n, []byte("x"), int64(len(prog)))
+		return err
+	}
+	if err := write(); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("WRITE to a program running here: %v; want EROFS", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(3*writeIdle + 2*time.Second)
+	for {
+		err := write()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EROFS) || time.Now().After(deadline) {
+			t.Fatalf("WRITE once the program ended: %v; want it written within %v", err, 3*writeIdle)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if fi, err := os.Stat(filepath.Join(exp, "prog")); err != nil || fi.Size() != int64(len(prog))+1 {
+		t.Fatalf("the program file after the WRITE: %v, %v", fi, err)
+	}
+}

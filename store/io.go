@@ -33,6 +33,7 @@ func (s *Store) OpenIO(n *Node) error {
 			e.ioRW = true
 		} else {
 			fd, err = openFileGated(n.procPath(), unix.O_RDONLY|unix.O_CLOEXEC, s.gated.Load() > 0)
+			e.ioFallback = err == nil // opened for writing again by a write (writeIO)
 		}
 	case unix.S_IFDIR:
 		fd, err = rawsys.Open(n.procPath(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -44,6 +45,26 @@ func (s *Store) OpenIO(n *Node) error {
 	}
 	e.io = fd
 	return nil
+}
+
+// writeIO is n's I/O descriptor for a write, and whether it is open for
+// writing. A read-only one OpenIO fell back to (O_RDWR refused: ETXTBSY
+// while the file runs as a program on this machine, or a read-only file
+// system) is opened for writing again first: kept, it refused every write
+// for as long as the object stayed cached, after the program ended too. The
+// read-only descriptor stays open until the entry closes (a read may be
+// using it: its number must not be reused meanwhile).
+func (s *Store) writeIO(n *Node) (int, bool) {
+	e := n.ent
+	e.ioMu.Lock()
+	defer e.ioMu.Unlock()
+	if !e.ioRW && e.ioFallback && e.io >= 0 {
+		if fd, err := openFileGated(n.procPath(), unix.O_RDWR|unix.O_CLOEXEC, s.gated.Load() > 0); err == nil {
+			e.ioOld = append(e.ioOld, e.io)
+			e.io, e.ioRW, e.ioFallback = fd, true, false
+		}
+	}
+	return e.io, e.ioRW
 }
 
 // openFile opens a regular file. The raw open (rawsys) is non-blocking: the one
@@ -152,9 +173,7 @@ func (s *Store) ClearSetID(n *Node) error {
 
 // WriteAt writes data at off. OpenIO must have succeeded.
 func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
-	n.ent.ioMu.Lock()
-	fd, rw := n.ent.io, n.ent.ioRW
-	n.ent.ioMu.Unlock()
+	fd, rw := s.writeIO(n)
 	if !rw {
 		return 0, opErr("write", unix.EROFS)
 	}
@@ -205,9 +224,7 @@ func (s *Store) WriteAt(n *Node, data []byte, off int64) (int, error) {
 // written.
 func (s *Store) Append(n *Node, data []byte, before func(off int64) error) (off int64, written int, err error) {
 	e := n.ent
-	e.ioMu.Lock()
-	fd, rw := e.io, e.ioRW
-	e.ioMu.Unlock()
+	fd, rw := s.writeIO(n)
 	if !rw {
 		return 0, 0, opErr("append", unix.EROFS)
 	}
@@ -300,9 +317,7 @@ func appendWrite(fd int, data []byte) (off int64, written int, err error) {
 // the other writes are: a descriptor of its own would break a lease on the
 // file. It is not flushed. OpenIO must have succeeded.
 func (s *Store) Allocate(n *Node, mode uint32, off, length int64) error {
-	n.ent.ioMu.Lock()
-	fd, rw := n.ent.io, n.ent.ioRW
-	n.ent.ioMu.Unlock()
+	fd, rw := s.writeIO(n)
 	if !rw {
 		return opErr("fallocate", unix.EROFS)
 	}
@@ -321,9 +336,7 @@ func (s *Store) Allocate(n *Node, mode uint32, off, length int64) error {
 
 // Truncate sets a regular file's size. OpenIO must have succeeded.
 func (s *Store) Truncate(n *Node, size int64) error {
-	n.ent.ioMu.Lock()
-	fd, rw := n.ent.io, n.ent.ioRW
-	n.ent.ioMu.Unlock()
+	fd, rw := s.writeIO(n)
 	if !rw {
 		return opErr("truncate", unix.EROFS)
 	}

@@ -156,6 +156,7 @@ func OpenWith(stateDir string, opts Options) (*Store, error) {
 	s.bg = newBackground()
 	s.cache.retire = s.closeLater
 	s.cache.idleWriter = s.armIdleWrites
+	s.cache.evictWriter = s.closeWriterLater
 	if opts.NoNotifier {
 		s.notifyErr = errors.New("store: change notifications turned off")
 	} else {

@@ -314,6 +314,9 @@ func (sn *snfsFS) reconnected() {
 			sn.Logger().Info("modification log reintegrated after reconnection", "records", n)
 		}
 	}
+	if p := sn.permits; p != nil && p.log.Len() == 0 {
+		p.offTimesAsked() // offline.go
+	}
 	sn.sendOwedOpens(ctx) // offlinewrite.go; before the CLOSEs owed and the write-backs
 	sn.sendOwed(ctx)
 	if err := sn.snfsSync(ctx); err != nil {

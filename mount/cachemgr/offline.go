@@ -95,6 +95,11 @@ type offLog struct {
 	// own, made under their permits (permittimes.go, permitsetattr.go),
 	// not the server's (offlineattr.go takes no base from them).
 	localDirs map[string]bool
+	// timesDirs: the directories the server made whose mtime an offline
+	// change of their entries set here (offDirChanged): their attributes
+	// are asked of the server again once the log is in after the
+	// reconnection (a log the optimiser emptied sends none back).
+	timesDirs map[string]*vfs.Inode
 }
 
 // offNameKey is the key of name in the directory dir names.
@@ -595,20 +600,37 @@ func (sn *snfsFS) offlineRename(ctx context.Context, from *vfs.Inode, name strin
 }
 
 // offDirChanged is localDirChanged (permittimes.go) offline: dir, whose
-// entries a change made offline at now changed, gets its mtime and ctime
-// now and links more links (an MKDIR: 1, an RMDIR: -1), in its inode and
-// in its entry in its parent's offline copy, as POSIX says and as the
-// server's file system will when the log is reintegrated (with the
-// reintegration's time). Its attribute generation stays: the offline
+// entries a change made offline at now changed, gets its mtime now and
+// links more links (an MKDIR: 1, an RMDIR: -1), in its inode and in its
+// entry in its parent's offline copy, as POSIX says and as the server's
+// file system will when the log is reintegrated (with the reintegration's
+// time). A directory made offline gets its ctime now too; one the server
+// made keeps the server's, the base an offline SETATTR of it is checked
+// against at reconnection (offlineattr.go: the server's ctime, unchanged
+// by another client meanwhile), and is asked of the server again once the
+// log is in (timesDirs). Its attribute generation stays: the offline
 // copies are checked against it (offCopy), and no reply of the server's
 // can race this offline. Called with p.off.change held, not nc.mu.
 func (sn *snfsFS) offDirChanged(dir *vfs.Inode, links int, now nfs3.Time) {
+	prov := isProvFH(dir.FH)
+	if !prov {
+		p := sn.permits
+		p.off.mu.Lock()
+		if p.off.timesDirs == nil {
+			p.off.timesDirs = map[string]*vfs.Inode{}
+		}
+		p.off.timesDirs[string(dir.FH)] = dir
+		p.off.mu.Unlock()
+	}
 	dir.Mu.Lock()
 	if dir.Attr.Type != nfs3.TypeDir {
 		dir.Mu.Unlock()
 		return // its attributes not known: the server's, when asked
 	}
-	dir.Attr.Mtime, dir.Attr.Ctime = now, now
+	dir.Attr.Mtime = now
+	if prov {
+		dir.Attr.Ctime = now
+	}
 	switch {
 	case links > 0:
 		dir.Attr.Nlink += uint32(links)
@@ -618,6 +640,19 @@ func (sn *snfsFS) offDirChanged(dir *vfs.Inode, links int, now nfs3.Time) {
 	a := dir.ReportLocked()
 	dir.Mu.Unlock()
 	sn.names.offSetAttr(dir, a, false) // offlinesetattr.go
+}
+
+// offTimesAsked: the log is in after a reconnection: the directories the
+// server made whose times offline changes set here are asked of the
+// server again (their next use).
+func (p *permits) offTimesAsked() {
+	p.off.mu.Lock()
+	dirs := p.off.timesDirs
+	p.off.timesDirs = nil
+	p.off.mu.Unlock()
+	for _, i := range dirs {
+		i.Invalidate()
+	}
 }
 
 // setPending: a record was logged offline.

@@ -81,7 +81,8 @@ func (sn *snfsFS) offlineLink(i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.E
 		p.made.addName(i.FH) // live: p.off.change held, nothing settles it offline
 	}
 	a.Nlink++
-	a.Ctime = nowNFS()
+	now := nowNFS()
+	a.Ctime = now
 	a, _ = sn.setLocalAttr(i, &a) // permitsetattr.go
 	p.links.add(i.FH)             // permittimes.go
 	e := cent{fileID: a.FileID, typ: a.Type, fh: i.FH, attr: a}
@@ -90,7 +91,7 @@ func (sn *snfsFS) offlineLink(i, dir *vfs.Inode, c vfs.Cred, name string) (vfs.E
 	nc.offApplyLocked(cp, gen, name, &e)
 	nc.mu.Unlock()
 	nc.offSetAttr(i, a, true) // its other names' entries: one link more (offlinesetattr.go)
-	sn.offDirChanged(dir, 0, a.Ctime)
+	sn.offDirChanged(dir, 0, now)
 	sn.stats.LocalChanges.Add(1)
 	sn.FS.Logger().Debug("disconnected: made locally", "op", snfs1.CMLLink, "dir", sn.PathOf(dir), "name", name)
 	return vfs.Entry{Inode: i, Attr: a, AttrTTL: offlineAttrTTL}, true, nil

@@ -128,8 +128,8 @@ type permits struct {
 
 // openPermits opens the log in dir/cml and, with records left in it by an
 // earlier instance, gets their directories' permits and reintegrates them
-// before the mount serves anything (docs/mount.md "What the mount will need
-// to do": register with the same name, ask for Dirs(), reintegrate).
+// before the mount serves anything (docs/mount.md "What the mount does with
+// it": register with the same name, ask for Dirs(), reintegrate).
 func (sn *snfsFS) openPermits(ctx context.Context) (*permits, error) {
 	if sn.cfg.CacheDir == "" {
 		return nil, errors.New("cachemgr: write-back permits need a cache directory")

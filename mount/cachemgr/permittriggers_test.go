@@ -68,6 +68,12 @@ func TestPermitsUnmountReintegrates(t *testing.T) {
 		return v
 	}
 	v := open()
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			v.Close()
+		}
+	})
 	e, err := v.Lookup(ctx, v.Root(), vfs.Cred{}, "d")
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +87,7 @@ func TestPermitsUnmountReintegrates(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(s.export, "d", "u0")); !os.IsNotExist(err) {
 		t.Fatalf("a logged create is on the server before the unmount: %v", err)
 	}
+	closed = true
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
