@@ -11,6 +11,10 @@ step() { echo "== $* (at ${SECONDS} s)"; }
 # Linux guest, nfs-ganesha's fsx, pjdfstest) run only when this is set; a
 # plain `go test ./...` leaves them out to end within Go's default timeout.
 export SNFS_LONG=1
+# The soak of write-back permits (two mounts, a process on the server, kill -9
+# of the server and the mounts in cycles: tests/permits_soak_test.go), its
+# short run of about a minute; SNFS_SOAK=10m for a long one.
+export SNFS_SOAK="${SNFS_SOAK:-short}"
 
 step "go vet"
 go vet ./...
