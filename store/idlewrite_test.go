@@ -31,14 +31,7 @@ func TestIdleWriteExec(t *testing.T) {
 	}
 	write := func(name, script string) {
 		t.Helper()
-		fh, _, err := s.Lookup(root, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := s.Resolve(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := resolveChild(t, s, root, name) // attrcache_test.go
 		defer n.Release()
 		if err := s.OpenIO(n); err != nil {
 			t.Fatal(err)
@@ -115,19 +108,12 @@ func TestIdleWriteFallback(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	write := func() error {
-		fh, _, err := s.Lookup(root, "prog")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := s.Resolve(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := resolveChild(t, s, root, "prog") // attrcache_test.go
 		defer n.Release()
 		if err := s.OpenIO(n); err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.WriteAt(n, []byte("x"), int64(len(prog)))
+		_, err := s.WriteAt(n, []byte("x"), int64(len(prog)))
 		return err
 	}
 	if err := write(); !errors.Is(err, unix.EROFS) {
